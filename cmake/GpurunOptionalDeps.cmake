@@ -1,0 +1,60 @@
+# CUDA and NCCL: AUTO = use when found, ON = required (configure fails with a sentence), OFF = never.
+# Sets GPURUN_HAVE_CUDA, GPURUN_HAVE_NCCL and the one-line summaries printed at the end.
+foreach(opt GPURUN_WITH_CUDA GPURUN_WITH_NCCL)
+  string(TOUPPER "${${opt}}" _v)
+  if(_v STREQUAL "TRUE" OR _v STREQUAL "YES" OR _v STREQUAL "1")
+    set(_v ON)
+  elseif(_v STREQUAL "FALSE" OR _v STREQUAL "NO" OR _v STREQUAL "0")
+    set(_v OFF)
+  endif()
+  if(NOT _v MATCHES "^(AUTO|ON|OFF)$")
+    message(FATAL_ERROR "${opt}=${${opt}}: expected AUTO, ON or OFF")
+  endif()
+  set(${opt} ${_v} CACHE STRING "" FORCE)
+endforeach()
+
+if(GPURUN_WITH_NCCL STREQUAL "ON" AND GPURUN_WITH_CUDA STREQUAL "OFF")
+  message(FATAL_ERROR "GPURUN_WITH_NCCL=ON needs CUDA, but GPURUN_WITH_CUDA=OFF")
+endif()
+
+set(GPURUN_HAVE_CUDA OFF)
+set(GPURUN_HAVE_NCCL OFF)
+set(GPURUN_CUDA_SUMMARY "off (GPURUN_WITH_CUDA=OFF)")
+set(GPURUN_NCCL_SUMMARY "off (GPURUN_WITH_NCCL=OFF)")
+
+if(NOT GPURUN_WITH_CUDA STREQUAL "OFF")
+  if(NOT CUDAToolkit_ROOT AND NOT DEFINED ENV{CUDAToolkit_ROOT} AND EXISTS /usr/local/cuda)
+    set(CUDAToolkit_ROOT /usr/local/cuda)
+  endif()
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND AND TARGET CUDA::cudart)
+    set(GPURUN_HAVE_CUDA ON)
+    set(GPURUN_CUDA_SUMMARY "on: CUDA ${CUDAToolkit_VERSION} (${CUDAToolkit_LIBRARY_DIR})")
+  elseif(GPURUN_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "GPURUN_WITH_CUDA=ON but the CUDA toolkit (cuda_runtime.h, libcudart) "
+      "was not found. Point CMake at it with -DCUDAToolkit_ROOT=/path/to/cuda (e.g. /usr/local/cuda), "
+      "or configure with -DGPURUN_WITH_CUDA=AUTO to build without CUDA.")
+  else()
+    set(GPURUN_CUDA_SUMMARY "off (CUDA toolkit not found; set CUDAToolkit_ROOT to use it)")
+  endif()
+endif()
+
+if(NOT GPURUN_WITH_NCCL STREQUAL "OFF")
+  if(GPURUN_HAVE_CUDA)
+    find_package(NCCL QUIET)
+  endif()
+  if(GPURUN_HAVE_CUDA AND NCCL_FOUND)
+    set(GPURUN_HAVE_NCCL ON)
+    set(GPURUN_NCCL_SUMMARY "on: NCCL ${NCCL_VERSION} (${NCCL_LIBRARY})")
+  elseif(GPURUN_WITH_NCCL STREQUAL "ON")
+    if(NOT GPURUN_HAVE_CUDA)
+      message(FATAL_ERROR "GPURUN_WITH_NCCL=ON but CUDA is off or was not found; NCCL needs the "
+        "CUDA runtime. Point CMake at CUDA with -DCUDAToolkit_ROOT=..., or use -DGPURUN_WITH_NCCL=AUTO.")
+    endif()
+    message(FATAL_ERROR "GPURUN_WITH_NCCL=ON but NCCL (nccl.h and libnccl) was not found. "
+      "Point CMake at it with -DNCCL_ROOT=/path/to/nccl or the NCCL_HOME environment variable, "
+      "or configure with -DGPURUN_WITH_NCCL=AUTO to build without NCCL (the MPI backend serves).")
+  else()
+    set(GPURUN_NCCL_SUMMARY "off (NCCL not found; set NCCL_ROOT or NCCL_HOME to use it)")
+  endif()
+endif()
