@@ -1,0 +1,29 @@
+/* Internal: gpurun's supervising mode (--monitor, --time-limit). Instead of exec'ing the program,
+ * gpurun forks it, forwards signals, samples telemetry until it exits, and enforces the time limit.
+ * Implemented in runtime/supervise.c; called by launcher/main.c. */
+#ifndef GR_SUPERVISE_H
+#define GR_SUPERVISE_H
+
+#include <gpurun/status.h>
+
+typedef struct {
+  double monitor_interval_s; /* > 0: sample every interval; 0: no sampling */
+  double time_limit_s;       /* > 0: SIGTERM past it, SIGKILL after kill_grace_s more; 0: none */
+  double kill_grace_s;       /* default 10 */
+  const char *monitor_dir;   /* root of the CSV files; NULL: $GPURUN_MONITOR_DIR or ./gpurun-monitor */
+  const char *job_id;        /* NULL: from Slurm / Open MPI ids, else a timestamp */
+  const char *node_name;     /* NULL: the host name */
+  int local_rank;
+  int rank;                  /* world rank when known, else -1 */
+  const char *gpus_pci;      /* comma-separated PCI bus ids of this rank's GPUs ("" none) */
+  const char *cpus;          /* the rank's cpuset, hwloc list syntax */
+} gr_supervise_opts;
+
+void gr__supervise_opts_init(gr_supervise_opts *o);
+
+/* Fork and execvp(argv[0], argv); forward SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 to
+ * the child; sample until it exits. *exit_code is shell-style: the child's exit status, 128+N when
+ * killed by signal N, 124 when the time limit ended it, 127/126 when it could not be executed. */
+gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exit_code);
+
+#endif
