@@ -703,8 +703,11 @@ static int layout_load(cpu_layout *l) {
   if (hwloc_topology_load(l->topo) != 0) goto fail;
   hwloc_bitmap_t allowed = hwloc_bitmap_alloc();
   if (!allowed) goto fail;
-  if (hwloc_get_cpubind(l->topo, allowed, HWLOC_CPUBIND_PROCESS) != 0 &&
-      hwloc_get_cpubind(l->topo, allowed, HWLOC_CPUBIND_THREAD) != 0)
+  /* The creating thread's binding, as OpenMP runtimes use the initial thread's: a launcher binds
+   * the process before exec so every thread inherits it, while the whole-process union would also
+   * count helper threads (MPI progress, sanitizer runtimes) that were bound differently. */
+  if (hwloc_get_cpubind(l->topo, allowed, HWLOC_CPUBIND_THREAD) != 0 &&
+      hwloc_get_cpubind(l->topo, allowed, HWLOC_CPUBIND_PROCESS) != 0)
     hwloc_bitmap_copy(allowed, hwloc_topology_get_allowed_cpuset(l->topo));
   hwloc_bitmap_and(allowed, allowed, hwloc_topology_get_allowed_cpuset(l->topo));
   int total = hwloc_get_nbobjs_by_type(l->topo, HWLOC_OBJ_CORE);
