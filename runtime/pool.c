@@ -23,7 +23,13 @@
  * where both sides miss each other the sleeper stays asleep until its timeout (GR__SLEEP_MS), which
  * costs parallelism, never progress, because the spawning worker runs its own deque before it
  * idles. Wake-ups that progress depends on are sequentially consistent on both sides: injection
- * (ninject / nsleeping), group completion (pending / nwaitsleep), and shutdown (stop + epoch). */
+ * (ninject / nsleeping), group completion by another thread (done_remote or pending /
+ * nwaitsleep), and shutdown (stop + epoch).
+ *
+ * Group counts. The common case is a worker that initialises a group, spawns into it and waits for
+ * it (fib, tree recursion); most of those tasks it pops and runs itself. Such spawns and finishes
+ * are counted in owner-only fields with plain stores; only a task finished by another thread (a
+ * steal) or spawned by another thread costs a locked instruction. */
 #include "gr_pool.h"
 
 #include "gr_deque.h"
@@ -73,6 +79,7 @@ typedef struct gr__task {
   uint32_t owner;        /* index of the slot whose free list it belongs to, or GR__TASK_HEAP */
   uint8_t prio;
   uint8_t kind;
+  uint8_t local; /* counted in group->spawned_local (spawned by the group's owner) */
 } gr__task;
 
 typedef struct gr__chunk {
@@ -257,7 +264,7 @@ static gr__task *inject_take(gr_pool *p) {
 }
 
 static inline gr__task *pop_own(gr_pool *p, gr__slot *s) {
-  if (atomic_load_explicit(&p->nhigh, memory_order_relaxed) > 0 &&
+  if (GR__UNLIKELY(atomic_load_explicit(&p->nhigh, memory_order_relaxed) > 0) &&
       gr__deque_nonempty(&s->dq[GR_PRIO_HIGH])) {
     gr__task *t = gr__deque_pop(&s->dq[GR_PRIO_HIGH]);
     if (t) {
@@ -318,7 +325,7 @@ static int work_visible(gr_pool *p) {
 
 static void pfor_range(gr_pool *p, gr_taskgroup *g, void *ctx, size_t lo, size_t hi);
 
-static void run_task(gr_pool *p, gr__slot *s, gr__task *t) {
+static inline void run_task(gr_pool *p, gr__slot *s, gr__task *t) {
   gr_taskgroup *g = t->group;
   if (!__atomic_load_n(&g->cancelled, __ATOMIC_RELAXED)) {
     if (t->kind == KIND_FN)
@@ -326,15 +333,32 @@ static void run_task(gr_pool *p, gr__slot *s, gr__task *t) {
     else
       pfor_range(p, g, t->arg, t->lo, t->hi);
   }
+  int local = t->local;
   task_free(p, s, t);
-  /* The last touch of g: its owner may return from the wait and drop it right after. */
-  if (__atomic_sub_fetch(&g->pending, 1, __ATOMIC_SEQ_CST) == 0 &&
-      atomic_load_explicit(&p->nwaitsleep, memory_order_seq_cst) > 0)
+  /* The count update is the last touch of g: a waiter may return and drop g right after it. */
+  if (local && g->owner == (void *)s)
+    __atomic_store_n(&g->done_local, __atomic_load_n(&g->done_local, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELEASE);
+  else if (local)
+    __atomic_add_fetch(&g->done_remote, 1, __ATOMIC_SEQ_CST);
+  else
+    __atomic_sub_fetch(&g->pending, 1, __ATOMIC_SEQ_CST);
+  if (GR__UNLIKELY(atomic_load_explicit(&p->nwaitsleep, memory_order_seq_cst) > 0))
     wake(p, INT_MAX);
   if (s)
     counter_bump(&s->nfinished, 1);
   else
     atomic_fetch_add_explicit(&p->ext_finished, 1, memory_order_release);
+}
+
+/* Whether every task spawned into g so far has finished. The remote counts are read before
+ * `pending`: a stolen task of the owner that spawned into g bumped `pending` before its own
+ * finish bumped `done_remote`, so seeing the latter means seeing the former. */
+static inline int group_done(gr_taskgroup *g) {
+  int64_t s = __atomic_load_n(&g->spawned_local, __ATOMIC_RELAXED);
+  int64_t d = __atomic_load_n(&g->done_local, __ATOMIC_ACQUIRE);
+  d += __atomic_load_n(&g->done_remote, __ATOMIC_SEQ_CST);
+  return s == d && __atomic_load_n(&g->pending, __ATOMIC_SEQ_CST) == 0;
 }
 
 /* Sleep on the futex until work appears, the group g (if any) completes, shutdown, or timeout.
@@ -345,7 +369,7 @@ static int idle_sleep(gr_pool *p, gr__slot *s, gr_taskgroup *g) {
   if (g) atomic_fetch_add_explicit(&p->nwaitsleep, 1, memory_order_seq_cst);
   int woken = 1;
   if (!atomic_load_explicit(&p->stop, memory_order_seq_cst) && !work_visible(p) &&
-      !(g && __atomic_load_n(&g->pending, __ATOMIC_SEQ_CST) == 0)) {
+      !(g && group_done(g))) {
     struct timespec ts = {0, GR__SLEEP_MS * 1000000L};
     uint64_t t0 = now_ns();
     long r = syscall(SYS_futex, &p->epoch, FUTEX_WAIT_PRIVATE, e, &ts, NULL, 0);
@@ -371,7 +395,7 @@ static void help_wait(gr_pool *p, gr__slot *s, gr_taskgroup *g) {
   uint64_t local_rng = (uint64_t)(uintptr_t)g | 1;
   uint64_t *rng = s ? &s->rng : &local_rng;
   unsigned idle = 0;
-  while (__atomic_load_n(&g->pending, __ATOMIC_ACQUIRE) != 0) {
+  while (!group_done(g)) {
     gr__task *t = s ? pop_own(p, s) : NULL;
     if (!t) t = steal_one(p, s, rng);
     if (t) {
@@ -432,7 +456,7 @@ static gr_status spawn_external(gr_pool *p, gr_taskgroup *g, int prio, uint8_t k
   gr__task *t = aligned_alloc(GR__CACHE_LINE, sizeof *t);
   if (!t) return gr__fail(GR_ERR_NOMEM, call, "out of memory for a task descriptor");
   *t = (gr__task){.fn = fn, .arg = arg, .group = g, .next = NULL, .lo = lo, .hi = hi,
-                  .owner = GR__TASK_HEAP, .prio = (uint8_t)prio, .kind = kind};
+                  .owner = GR__TASK_HEAP, .prio = (uint8_t)prio, .kind = kind, .local = 0};
   __atomic_add_fetch(&g->pending, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&p->inject_lock);
   if (p->inj_tail[prio])
@@ -462,11 +486,20 @@ static inline gr_status spawn_common(gr_pool *p, gr_taskgroup *g, int prio, uint
   t->hi = hi;
   t->prio = (uint8_t)prio;
   t->kind = kind;
-  __atomic_add_fetch(&g->pending, 1, __ATOMIC_RELAXED);
+  /* The owner counts its own spawns without a locked instruction; see group_done. */
+  t->local = g->owner == (void *)s;
+  if (t->local)
+    __atomic_store_n(&g->spawned_local, __atomic_load_n(&g->spawned_local, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
+  else
+    __atomic_add_fetch(&g->pending, 1, __ATOMIC_RELAXED);
   if (prio == GR_PRIO_HIGH) atomic_fetch_add_explicit(&p->nhigh, 1, memory_order_relaxed);
   if (GR__UNLIKELY(gr__deque_push(&s->dq[prio], t) != 0)) {
     if (prio == GR_PRIO_HIGH) atomic_fetch_sub_explicit(&p->nhigh, 1, memory_order_relaxed);
-    __atomic_sub_fetch(&g->pending, 1, __ATOMIC_RELAXED);
+    if (t->local)
+      __atomic_store_n(&g->spawned_local, g->spawned_local - 1, __ATOMIC_RELAXED);
+    else
+      __atomic_sub_fetch(&g->pending, 1, __ATOMIC_RELAXED);
     task_free(p, s, t);
     return gr__fail(GR_ERR_NOMEM, call, "out of memory growing the deque");
   }
@@ -512,6 +545,12 @@ GR_API gr_status gr_spawn(gr_taskgroup *g, void (*fn)(void *arg), void *arg) {
 GR_API void gr_taskgroup_init(gr_taskgroup *g, gr_pool *p) {
   if (!g) return;
   g->pool = p;
+  /* Only a worker slot: an external slot may pass to another thread once its wait returns. */
+  gr__slot *s = tl_slot;
+  g->owner = s != NULL && s->pool == p && s->is_worker ? (void *)s : NULL;
+  g->spawned_local = 0;
+  g->done_local = 0;
+  g->done_remote = 0;
   g->pending = 0;
   g->cancelled = 0;
   g->magic = GR__GROUP_MAGIC;
@@ -552,13 +591,21 @@ GR_API gr_status gr_taskgroup_wait(gr_taskgroup *g) {
   gr_pool *p = g->pool;
   gr__slot *s = tl_slot;
   if (s != NULL && s->pool == p) {
-    if (__atomic_load_n(&g->pending, __ATOMIC_ACQUIRE) != 0) help_wait(p, s, g);
+    /* Fast path: pop and run own tasks (usually g's) until g is done or the deque is empty. */
+    while (!group_done(g)) {
+      gr__task *t = pop_own(p, s);
+      if (!t) {
+        help_wait(p, s, g);
+        break;
+      }
+      run_task(p, s, t);
+    }
   } else {
     /* A thread outside this pool: borrow an external slot (or help without one). */
     if (!registry_has(p))
       return gr__fail(GR_ERR_INVALID, "gr_taskgroup_wait",
                       "group %p belongs to pool %p, which was destroyed", (void *)g, (void *)p);
-    if (__atomic_load_n(&g->pending, __ATOMIC_ACQUIRE) != 0) {
+    if (!group_done(g)) {
       gr__slot *ext = ext_claim(p);
       tl_slot = ext;
       help_wait(p, ext, g);
@@ -566,7 +613,8 @@ GR_API gr_status gr_taskgroup_wait(gr_taskgroup *g) {
       if (ext) ext_release(p, ext);
     }
   }
-  __atomic_store_n(&g->cancelled, 0, __ATOMIC_RELAXED);
+  if (GR__UNLIKELY(__atomic_load_n(&g->cancelled, __ATOMIC_RELAXED)))
+    __atomic_store_n(&g->cancelled, 0, __ATOMIC_RELAXED);
   return GR_OK;
 }
 

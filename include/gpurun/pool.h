@@ -31,10 +31,14 @@ enum { GR_PRIO_NORMAL = 0, GR_PRIO_HIGH = 1 };
 /* A set of tasks that can be waited for together. It may live on the caller's stack; its fields
  * are private. Initialise with gr_taskgroup_init before use. */
 typedef struct gr_taskgroup {
-  gr_pool *pool;        /* private */
-  int64_t pending;      /* private: tasks spawned and not finished (atomic) */
-  int cancelled;        /* private (atomic) */
-  uint32_t magic;       /* private */
+  gr_pool *pool;         /* private */
+  void *owner;           /* private: the worker that initialised the group, or NULL */
+  int64_t spawned_local; /* private: spawns by the owner (written by the owner only) */
+  int64_t done_local;    /* private: owner's spawns the owner finished (written by the owner only) */
+  int64_t done_remote;   /* private: owner's spawns other threads finished (atomic) */
+  int64_t pending;       /* private: other threads' spawns not yet finished (atomic) */
+  int cancelled;         /* private (atomic) */
+  uint32_t magic;        /* private */
 } gr_taskgroup;
 
 GR_API void gr_pool_config_init(gr_pool_config *cfg);
