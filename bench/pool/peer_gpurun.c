@@ -5,6 +5,7 @@
 #include "bench_common.h"
 
 #include <gpurun/pool.h>
+#include "gr_pool.h" /* internal counters, printed with BENCH_POOL_STATS=1 */
 #include <semaphore.h>
 
 static gr_pool *P;
@@ -150,7 +151,17 @@ static long run(int bench, void *ctx) {
   return ra.result;
 }
 
-static void teardown(void *ctx) { gr_pool_destroy(ctx); }
+static void teardown(void *ctx) {
+  if (getenv("BENCH_POOL_STATS")) {
+    gr__pool_stats st;
+    gr__pool_get_stats(ctx, &st);
+    fprintf(stderr, "gpurun stats: spawned %llu run %llu steals %llu injected %llu sleeps %llu "
+            "idle %.3f s\n", (unsigned long long)st.spawned, (unsigned long long)st.run,
+            (unsigned long long)st.steals, (unsigned long long)st.injected,
+            (unsigned long long)st.sleeps, 1e-9 * (double)st.idle_ns);
+  }
+  gr_pool_destroy(ctx);
+}
 
 /* serial: the same recursion as plain function calls. */
 static void *serial_setup(int threads) {
