@@ -71,6 +71,7 @@ struct gr_pool {
   int nworkers;
   int priorities;
   int nstarted;
+  int asym; /* deques in asymmetric-barrier mode (gr_deque.h) */
   gr__slot *slots; /* nworkers + GR__EXT_SLOTS */
   struct gr_pool *reg_next;
   /* Written on sleep transitions only; read by every spawn. */

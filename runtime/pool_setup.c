@@ -73,6 +73,8 @@ int gr__pool_quiescent(gr_pool *p) {
   return s1 == s2 && f == s1;
 }
 
+int gr__pool_asym(const gr_pool *p) { return p->asym; }
+
 void gr__pool_get_stats(gr_pool *p, gr__pool_stats *out) {
   memset(out, 0, sizeof *out);
   out->spawned = sum_spawned(p);
@@ -233,6 +235,10 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
     goto fail;
   }
   memset(p->slots, 0, (size_t)nslots * sizeof(gr__slot));
+  /* The deques' fence mode (see gr_deque.h): asymmetric unless unavailable or refused. */
+  const char *fence = getenv("GPURUN_POOL_FENCE");
+  int asym = !(fence && strcmp(fence, "seqcst") == 0) && gr__deque_asym_available();
+  p->asym = asym;
   uint64_t seed = gr__now_ns() ^ (uint64_t)(uintptr_t)p;
   for (int i = 0; i < nslots; i++) {
     gr__slot *s = &p->slots[i];
@@ -241,7 +247,7 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
     s->is_worker = i < nthreads;
     s->rng = (seed + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)) | 1;
     for (int d = 0; d < 2; d++)
-      if (gr__deque_init(&s->dq[d], 8) != 0) {
+      if (gr__deque_init(&s->dq[d], 8, asym) != 0) {
         st = gr__fail(GR_ERR_NOMEM, call, "out of memory for the deques");
         goto fail;
       }
@@ -265,8 +271,8 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
   }
   if (have_layout) layout_free(&l);
   registry_add(p);
-  GR_DEBUG("pool %p: %d workers, pin %d, %d priorities", (void *)p, nthreads, c.pin,
-           c.priorities);
+  GR_DEBUG("pool %p: %d workers, pin %d, %d priorities, %s deques", (void *)p, nthreads, c.pin,
+           c.priorities, asym ? "asymmetric-barrier" : "seq_cst-fence");
   *out = p;
   return GR_OK;
 fail:

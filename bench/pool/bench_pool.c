@@ -11,11 +11,15 @@
 #include <limits.h>
 #include <unistd.h>
 
-enum { P_SERIAL = 0, P_GPURUN, P_TBB, P_GOMP, P_OMP, P_COUNT };
-static const char *const peer_label[P_COUNT] = {"serial", "gpurun", "oneTBB", "libgomp", "libomp"};
+/* gr-fence: gpurun with the deques' seq_cst fence pair (Le et al.) instead of the default
+ * asymmetric barrier; see runtime/gr_deque.h. */
+enum { P_SERIAL = 0, P_GPURUN, P_GRFENCE, P_TBB, P_GOMP, P_OMP, P_COUNT };
+static const char *const peer_label[P_COUNT] = {"serial", "gpurun", "gr-fence", "oneTBB",
+                                                "libgomp", "libomp"};
+static const char *const peer_env[P_COUNT] = {"", "", "GPURUN_POOL_FENCE=seqcst ", "", "", ""};
 static const char *const peer_exe[P_COUNT] = {"bench_pool_gpurun --serial", "bench_pool_gpurun",
-                                              "bench_pool_tbb", "bench_pool_gomp",
-                                              "bench_pool_libomp"};
+                                              "bench_pool_gpurun", "bench_pool_tbb",
+                                              "bench_pool_gomp", "bench_pool_libomp"};
 #define MAX_ROUNDS 32
 #define MAX_THREADS_LIST 8
 
@@ -45,7 +49,8 @@ static int peer_present(int p) {
 /* Runs one repetition; returns 0 and fills wall/cpu, or -1 (failed or wrong answer). */
 static int run_peer(int p, int b, int threads, double *wall, double *cpu) {
   char cmd[PATH_MAX + 256];
-  snprintf(cmd, sizeof cmd, "'%s'/%s %s %d 1", dir, peer_exe[p], bench_names[b], threads);
+  snprintf(cmd, sizeof cmd, "%s'%s'/%s %s %d 1", peer_env[p], dir, peer_exe[p], bench_names[b],
+           threads);
   FILE *f = popen(cmd, "r");
   if (!f) return -1;
   char line[512];
@@ -119,10 +124,12 @@ int main(int argc, char **argv) {
 
   int failures = 0;
   printf("pool benchmark: median of %d interleaved rounds; wall ms (CPU s); ratio = peer / gpurun"
-         " wall (> 1: gpurun faster)\n\n",
+         " wall (> 1: gpurun faster)\n",
          rounds);
-  printf("%-10s %3s %9s %16s %16s %16s %16s %7s %7s %7s %9s\n", "bench", "thr", "serial",
-         "gpurun", "oneTBB", "libgomp", "libomp", "TBB/gr", "gomp/gr", "omp/gr", "gr/serial");
+  printf("gpurun: default deques (asymmetric barrier); gr-fence: GPURUN_POOL_FENCE=seqcst\n\n");
+  printf("%-10s %3s %8s %15s %15s %15s %15s %15s %7s %7s %7s %7s\n", "bench", "thr", "serial",
+         "gpurun", "gr-fence", "oneTBB", "libgomp", "libomp", "TBB/gr", "gomp/gr", "omp/gr",
+         "gr/ser");
   for (int bi = 0; bi < nbench; bi++) {
     int b = benches[bi];
     double serial_wall[MAX_ROUNDS];
@@ -174,9 +181,9 @@ int main(int argc, char **argv) {
         snprintf(sc, sizeof sc, "%.1f", 1e3 * ms);
       else
         snprintf(sc, sizeof sc, "-");
-      printf("%-10s %3d %9s %16s %16s %16s %16s %7s %7s %7s %9s\n", bench_names[b], t, sc,
-             cell[P_GPURUN], cell[P_TBB], cell[P_GOMP], cell[P_OMP], ratio[0], ratio[1],
-             ratio[2], rs);
+      printf("%-10s %3d %8s %15s %15s %15s %15s %15s %7s %7s %7s %7s\n", bench_names[b], t, sc,
+             cell[P_GPURUN], cell[P_GRFENCE], cell[P_TBB], cell[P_GOMP], cell[P_OMP], ratio[0],
+             ratio[1], ratio[2], rs);
       fflush(stdout);
     }
   }

@@ -43,9 +43,11 @@ static void *thief(void *arg) {
   return NULL;
 }
 
-static void every_item_taken_exactly_once(void **state) {
-  (void)state;
-  assert_int_equal(gr__deque_init(&dq, 1), 0); /* capacity 2: growth happens many times */
+static void stress(int asym) {
+  for (int i = 0; i <= NITEMS; i++) atomic_store(&taken[i], 0);
+  atomic_store(&owner_done, 0);
+  atomic_store(&stolen_total, 0);
+  assert_int_equal(gr__deque_init(&dq, 1, asym), 0); /* capacity 2: growth happens many times */
   pthread_t th[NTHIEVES];
   for (int i = 0; i < NTHIEVES; i++) assert_int_equal(pthread_create(&th[i], NULL, thief, NULL), 0);
   uint64_t rng = 88172645463325252ull;
@@ -78,10 +80,23 @@ static void every_item_taken_exactly_once(void **state) {
   gr__deque_fini(&dq);
 }
 
+/* The Le et al. seq_cst fence pair. */
+static void every_item_taken_exactly_once(void **state) {
+  (void)state;
+  stress(0);
+}
+
+/* Asymmetric mode: plain pops, membarrier in steals (skipped where the kernel lacks it). */
+static void every_item_taken_exactly_once_asym(void **state) {
+  (void)state;
+  if (!gr__deque_asym_available()) skip();
+  stress(1);
+}
+
 static void empty_and_single(void **state) {
   (void)state;
   gr__deque d;
-  assert_int_equal(gr__deque_init(&d, 3), 0);
+  assert_int_equal(gr__deque_init(&d, 3, 0), 0);
   void *x = NULL;
   assert_null(gr__deque_pop(&d));
   assert_int_equal(gr__deque_steal(&d, &x), GR__STEAL_EMPTY);
@@ -100,6 +115,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(empty_and_single),
       cmocka_unit_test(every_item_taken_exactly_once),
+      cmocka_unit_test(every_item_taken_exactly_once_asym),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
