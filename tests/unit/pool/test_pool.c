@@ -464,6 +464,40 @@ static void destroy_with_work_in_flight(void **state) {
   assert_int_equal(gr_pool_destroy(fly_pool), GR_ERR_INVALID);
 }
 
+/* ---- two pools: a task of one waits for work in the other ------------------------------- */
+
+static gr_pool *pool_a, *pool_b;
+static _Atomic int cross_ran, cross_bad_state;
+static void cross_leaf(void *a) {
+  (void)a;
+  atomic_fetch_add(&cross_ran, 1);
+}
+static void cross_task(void *a) {
+  (void)a;
+  gr_taskgroup gb;
+  gr_taskgroup_init(&gb, pool_b);
+  for (int i = 0; i < 100; i++)
+    if (gr_spawn(&gb, cross_leaf, NULL) != GR_OK) abort();
+  if (gr_taskgroup_wait(&gb) != GR_OK) abort();
+  /* Destroying one's own pool from inside would wait for itself. */
+  if (gr_pool_destroy(pool_a) != GR_ERR_STATE) atomic_store(&cross_bad_state, 1);
+}
+
+static void two_pools(void **state) {
+  (void)state;
+  pool_a = make_pool(2);
+  pool_b = make_pool(2);
+  atomic_store(&cross_ran, 0);
+  gr_taskgroup ga;
+  gr_taskgroup_init(&ga, pool_a);
+  for (int i = 0; i < 8; i++) assert_int_equal(gr_spawn(&ga, cross_task, NULL), GR_OK);
+  assert_int_equal(gr_taskgroup_wait(&ga), GR_OK);
+  assert_int_equal(atomic_load(&cross_ran), 800);
+  assert_int_equal(atomic_load(&cross_bad_state), 0);
+  assert_int_equal(gr_pool_destroy(pool_b), GR_OK);
+  assert_int_equal(gr_pool_destroy(pool_a), GR_OK);
+}
+
 /* ---- bad input --------------------------------------------------------------------------- */
 
 static void bad_input(void **state) {
@@ -625,6 +659,7 @@ int main(void) {
       cmocka_unit_test(parallel_for_covers_once),
       cmocka_unit_test(external_wait_helps),
       cmocka_unit_test(destroy_with_work_in_flight),
+      cmocka_unit_test(two_pools),
       cmocka_unit_test(bad_input),
       cmocka_unit_test(sizing_and_pinning),
   };
