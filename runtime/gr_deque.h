@@ -76,7 +76,8 @@ void gr__deque_fini(gr__deque *d);
 /* Owner only: doubles the array, copying [t, b). Returns the new array, NULL when out of memory. */
 gr__deque_array *gr__deque_grow(gr__deque *d, gr__deque_array *a, int64_t t, int64_t b);
 
-/* Owner only. Returns 0, or -1 when the deque had to grow and could not. */
+/* Owner only. Returns 1 when the deque looked empty before the push (as far as the owner can
+ * tell: thieves may have emptied it since), 0 otherwise, or -1 when it had to grow and could not. */
 static inline int gr__deque_push(gr__deque *d, void *x) {
   int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
   int64_t t = atomic_load_explicit(&d->top, memory_order_acquire);
@@ -87,7 +88,7 @@ static inline int gr__deque_push(gr__deque *d, void *x) {
   }
   atomic_store_explicit(&a->slot[b & a->mask], x, memory_order_relaxed);
   atomic_store_explicit(&d->bottom, b + 1, memory_order_release);
-  return 0;
+  return b == t;
 }
 
 /* Owner only. The newest item, or NULL when empty. */

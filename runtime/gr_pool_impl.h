@@ -20,7 +20,7 @@
 #define GR__CHUNK_TASKS 64
 #define GR__SPIN_ROUNDS 128  /* steal attempts with a pause between, before yielding */
 #define GR__YIELD_ROUNDS 32  /* steal attempts with sched_yield between, before sleeping */
-#define GR__SLEEP_MS 50      /* futex timeout: bounds the cost of a missed (relaxed) wake-up */
+#define GR__SLEEP_MS 50      /* futex timeout: a safety net; wake-ups that matter are not missed */
 
 #if defined(__GNUC__)
 #define GR__LIKELY(x) __builtin_expect(!!(x), 1)

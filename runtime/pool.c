@@ -17,14 +17,13 @@
  * plus take-all has no ABA problem). Memory is reclaimed at gr_pool_destroy.
  *
  * Sleeping. An idle worker spins (trying to steal), then yields, then sleeps on the futex word
- * `epoch` with a timeout. Announcing sleep is nsleeping++ (seq_cst) followed by a re-check for
- * work; a spawner reads nsleeping after its push and wakes one sleeper. That push-side check is
- * relaxed on purpose (a fence per spawn would cost ~10 ns on the hot path): in the rare interleaving
- * where both sides miss each other the sleeper stays asleep until its timeout (GR__SLEEP_MS), which
- * costs parallelism, never progress, because the spawning worker runs its own deque before it
- * idles. Wake-ups that progress depends on are sequentially consistent on both sides: injection
- * (ninject / nsleeping), group completion by another thread (done_remote or pending /
- * nwaitsleep), and shutdown (stop + epoch).
+ * `epoch` with a timeout. Announcing sleep is nsleeping++ (seq_cst RMW) followed by a re-check for
+ * work. A spawn that makes a deque non-empty reads nsleeping with a seq_cst RMW too, so one side
+ * always sees the other, and wakes one sleeper; a spawn onto a non-empty deque reads it relaxed
+ * (anyone going to sleep later sees the older items, or, if thieves emptied the deque meanwhile,
+ * those thieves are awake; a locked instruction per spawn would cost more than the rest of it). At most one wake-one is in flight (`waking`); a woken worker
+ * that finds work passes the wake-up on. Injection, group completion by another thread and
+ * shutdown wake with seq_cst on both sides. The futex timeout (GR__SLEEP_MS) is a safety net.
  *
  * Group counts. The common case is a worker that initialises a group, spawns into it and waits for
  * it (fib, tree recursion); most of those tasks it pops and runs itself. Such spawns and finishes
@@ -78,9 +77,14 @@ static void wake(gr_pool *p, int n) {
 
 void gr__pool_wake_all(gr_pool *p) { wake(p, INT_MAX); }
 
-/* After a push to a deque: wake one sleeper if there is one and no wake-up is already on its way. */
-static inline void notify_work(gr_pool *p) {
-  if (GR__UNLIKELY(atomic_load_explicit(&p->nsleeping, memory_order_relaxed) > 0) &&
+/* After a push to a deque: wake one sleeper if there is one and no wake-up is already on its way.
+ * A push onto an empty deque reads nsleeping with a seq_cst RMW: with the sleeper's seq_cst
+ * increment before its re-check, one of the two sees the other (no missed wake-up). Pushes onto a
+ * non-empty deque read it relaxed: whoever idles from now on sees that deque's older items. */
+static inline void notify_work(gr_pool *p, int was_empty) {
+  int sleepers = was_empty ? atomic_fetch_add_explicit(&p->nsleeping, 0, memory_order_seq_cst)
+                           : atomic_load_explicit(&p->nsleeping, memory_order_relaxed);
+  if (GR__UNLIKELY(sleepers > 0) &&
       !atomic_load_explicit(&p->waking, memory_order_relaxed) &&
       !atomic_exchange_explicit(&p->waking, 1, memory_order_relaxed))
     wake(p, 1);
@@ -302,10 +306,17 @@ void *gr__pool_worker_main(void *arg) {
   tl_slot = s;
   tl_worker_id = (int)s->index;
   unsigned idle = 0;
+  int woke = 0;
   for (;;) {
     gr__task *t = pop_own(p, s);
     if (!t) t = steal_one(p, s, &s->rng);
     if (t) {
+      /* Just woken and found work: there may be more for the other sleepers (one wake-up is in
+       * flight at a time, see notify_work). */
+      if (woke) {
+        woke = 0;
+        notify_work(p, 0);
+      }
       run_task(p, s, t);
       idle = 0;
       continue;
@@ -319,7 +330,8 @@ void *gr__pool_worker_main(void *arg) {
       sched_yield();
     } else {
       /* Woken: spin again briefly (work tends to come in bursts); timed out: straight back. */
-      idle = idle_sleep(p, s, NULL) ? GR__SPIN_ROUNDS / 2 : idle;
+      woke = idle_sleep(p, s, NULL);
+      idle = woke ? GR__SPIN_ROUNDS / 2 : idle;
     }
   }
   tl_slot = NULL;
@@ -377,7 +389,8 @@ static inline gr_status spawn_common(gr_pool *p, gr_taskgroup *g, int prio, uint
   else
     __atomic_add_fetch(&g->pending, 1, __ATOMIC_RELAXED);
   if (prio == GR_PRIO_HIGH) atomic_fetch_add_explicit(&p->nhigh, 1, memory_order_relaxed);
-  if (GR__UNLIKELY(gr__deque_push(&s->dq[prio], t) != 0)) {
+  int was_empty = gr__deque_push(&s->dq[prio], t);
+  if (GR__UNLIKELY(was_empty < 0)) {
     if (prio == GR_PRIO_HIGH) atomic_fetch_sub_explicit(&p->nhigh, 1, memory_order_relaxed);
     if (t->local)
       __atomic_store_n(&g->spawned_local, g->spawned_local - 1, __ATOMIC_RELAXED);
@@ -387,7 +400,7 @@ static inline gr_status spawn_common(gr_pool *p, gr_taskgroup *g, int prio, uint
     return gr__fail(GR_ERR_NOMEM, call, "out of memory growing the deque");
   }
   counter_bump(&s->nspawned, 1);
-  notify_work(p);
+  notify_work(p, was_empty);
   return GR_OK;
 }
 
