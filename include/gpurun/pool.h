@@ -53,7 +53,8 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out);
 /* Waits for outstanding work (every task spawned so far, waited for or not), joins the workers and
  * frees the pool. Afterwards its groups are invalid: gr_spawn/gr_taskgroup_wait on them return
  * GR_ERR_INVALID. GR_ERR_STATE when called from a task of p; GR_ERR_INVALID for a pool that is
- * not live. No thread may spawn into p while it is being destroyed. */
+ * not live. No other thread may spawn into, wait on or otherwise use p while it is being
+ * destroyed (tasks of p may keep spawning until they finish: that is the work destroy waits for). */
 GR_API gr_status gr_pool_destroy(gr_pool *p);
 /* Number of workers; -1 for NULL. */
 GR_API int gr_pool_nthreads(const gr_pool *p);
