@@ -131,6 +131,18 @@ static int layout_load(cpu_layout *l) {
       hwloc_get_cpubind(l->topo, allowed, HWLOC_CPUBIND_PROCESS) != 0)
     hwloc_bitmap_copy(allowed, hwloc_topology_get_allowed_cpuset(l->topo));
   hwloc_bitmap_and(allowed, allowed, hwloc_topology_get_allowed_cpuset(l->topo));
+  /* Under gpurun the plan's cpuset (a list like "0-3,8-11") also bounds the pool, in case the
+   * launcher could not bind the process. Ignored when it does not parse or leaves nothing. */
+  const char *plan = getenv("GPURUN_CPUS");
+  if (plan && *plan) {
+    hwloc_bitmap_t ps = hwloc_bitmap_alloc();
+    if (ps && hwloc_bitmap_list_sscanf(ps, plan) == 0 && hwloc_bitmap_intersects(ps, allowed))
+      hwloc_bitmap_and(allowed, allowed, ps);
+    else
+      GR_LOG_ONCE(GR_LOG_WARN, "gr_pool_create: ignoring GPURUN_CPUS='%s' (not a cpu list, or "
+                  "disjoint from this thread's binding)", plan);
+    hwloc_bitmap_free(ps);
+  }
   int total = hwloc_get_nbobjs_by_type(l->topo, HWLOC_OBJ_CORE);
   hwloc_obj_type_t type = HWLOC_OBJ_CORE;
   if (total <= 0) { /* no core level: count PUs */

@@ -21,7 +21,8 @@ extern "C" {
 typedef struct gr_pool gr_pool;
 
 typedef struct {
-  int nthreads;   /* workers, 0..4096; 0 = one per core of the creating thread's cpuset (hwloc),
+  int nthreads;   /* workers, 0..4096; 0 = one per core of the creating thread's cpuset (hwloc;
+                   * intersected with GPURUN_CPUS when set),
                    * never more (under mpirun/gpurun that cpuset is the rank's share) */
   int pin;        /* 1 = pin worker i to core i mod ncores of that cpuset; 0 = no; -1 = default:
                    * on when GPURUN_LOCAL_RANK is set (the process runs under gpurun) */

@@ -640,6 +640,16 @@ static void sizing_and_pinning(void **state) {
   assert_int_equal(sched_setaffinity(0, sizeof orig, &orig), 0);
   assert_int_equal(n1, 1);
 
+  /* The plan's cpuset from gpurun bounds the pool too. */
+  char plan[32];
+  snprintf(plan, sizeof plan, "%d", first);
+  setenv("GPURUN_CPUS", plan, 1);
+  assert_int_equal(gr_pool_create(&cfg, &p), GR_OK);
+  n1 = gr_pool_nthreads(p);
+  assert_int_equal(gr_pool_destroy(p), GR_OK);
+  unsetenv("GPURUN_CPUS");
+  assert_int_equal(n1, 1);
+
   /* Pinned: every worker's affinity lies within one core. */
   cfg.pin = 1;
   assert_int_equal(gr_pool_create(&cfg, &p), GR_OK);
