@@ -464,6 +464,39 @@ static void destroy_with_work_in_flight(void **state) {
   assert_int_equal(gr_pool_destroy(fly_pool), GR_ERR_INVALID);
 }
 
+/* ---- several external threads at once (external slots, injection queue) ----------------- */
+
+static _Atomic int ext_errors;
+static void *ext_thread(void *a) {
+  (void)a;
+  for (int it = 0; it < 30; it++) {
+    fib_arg f[12];
+    gr_taskgroup g;
+    gr_taskgroup_init(&g, fib_pool);
+    for (int i = 0; i < 12; i++) {
+      f[i].n = 8 + i % 5;
+      f[i].r = -1;
+      if (gr_spawn(&g, fib_task, &f[i]) != GR_OK) atomic_fetch_add(&ext_errors, 1);
+    }
+    if (gr_taskgroup_wait(&g) != GR_OK) atomic_fetch_add(&ext_errors, 1);
+    for (int i = 0; i < 12; i++)
+      if (f[i].r != fib_ref(f[i].n)) atomic_fetch_add(&ext_errors, 1);
+  }
+  return NULL;
+}
+
+static void concurrent_external_threads(void **state) {
+  (void)state;
+  /* More external threads (12) than external slots (8): some help without a slot. */
+  fib_pool = make_pool(2);
+  pthread_t th[12];
+  for (int i = 0; i < 12; i++) assert_int_equal(pthread_create(&th[i], NULL, ext_thread, NULL), 0);
+  for (int i = 0; i < 12; i++) pthread_join(th[i], NULL);
+  assert_int_equal(atomic_load(&ext_errors), 0);
+  assert_true(gr__pool_quiescent(fib_pool));
+  assert_int_equal(gr_pool_destroy(fib_pool), GR_OK);
+}
+
 /* ---- two pools: a task of one waits for work in the other ------------------------------- */
 
 static gr_pool *pool_a, *pool_b;
@@ -669,6 +702,7 @@ int main(void) {
       cmocka_unit_test(parallel_for_covers_once),
       cmocka_unit_test(external_wait_helps),
       cmocka_unit_test(destroy_with_work_in_flight),
+      cmocka_unit_test(concurrent_external_threads),
       cmocka_unit_test(two_pools),
       cmocka_unit_test(bad_input),
       cmocka_unit_test(sizing_and_pinning),
