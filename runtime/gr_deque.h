@@ -30,8 +30,9 @@
  * top == i before its barrier, while the owner read top < i earlier still, so the owner's bottom
  * store preceded the barrier and the thief's later load of bottom sees <= i: empty. Thieves skip
  * the barrier when a cheap first look finds the deque empty, so idle spinning costs the owner
- * nothing. The pool enables it when the kernel offers the command (GPURUN_POOL_FENCE=seqcst
- * forces the fence pair above); the unit tests run both.
+ * nothing. The cost moves to the steal: an IPI to every core running a thread of the process, so
+ * on wide nodes with frequent steals it can lose. Hence opt-in: the pool uses it only with
+ * GPURUN_POOL_FENCE=asym (and a kernel that has the command); the unit tests run both modes.
  *
  * Indices are signed 64-bit and never wrap in practice. Slots are _Atomic so a thief's read racing
  * with the owner's overwrite of a recycled slot is defined (the thief's CAS on top then fails).

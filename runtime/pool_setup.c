@@ -247,9 +247,14 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
     goto fail;
   }
   memset(p->slots, 0, (size_t)nslots * sizeof(gr__slot));
-  /* The deques' fence mode (see gr_deque.h): asymmetric unless unavailable or refused. */
+  /* The deques' fence mode (see gr_deque.h): the Le et al. fence pair unless asked for the
+   * asymmetric barrier and the kernel has it. Not the default: each steal then interrupts every
+   * core running a thread of the process, which does not scale to wide nodes with frequent steals. */
   const char *fence = getenv("GPURUN_POOL_FENCE");
-  int asym = !(fence && strcmp(fence, "seqcst") == 0) && gr__deque_asym_available();
+  int asym = fence && strcmp(fence, "asym") == 0 && gr__deque_asym_available();
+  if (fence && strcmp(fence, "asym") == 0 && !asym)
+    GR_LOG_ONCE(GR_LOG_WARN, "gr_pool_create: GPURUN_POOL_FENCE=asym but membarrier's private "
+                "expedited command is unavailable; using the fence pair");
   p->asym = asym;
   uint64_t seed = gr__now_ns() ^ (uint64_t)(uintptr_t)p;
   for (int i = 0; i < nslots; i++) {

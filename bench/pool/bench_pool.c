@@ -11,12 +11,12 @@
 #include <limits.h>
 #include <unistd.h>
 
-/* gr-fence: gpurun with the deques' seq_cst fence pair (Le et al.) instead of the default
- * asymmetric barrier; see runtime/gr_deque.h. */
-enum { P_SERIAL = 0, P_GPURUN, P_GRFENCE, P_TBB, P_GOMP, P_OMP, P_COUNT };
-static const char *const peer_label[P_COUNT] = {"serial", "gpurun", "gr-fence", "oneTBB",
+/* gr-asym: gpurun with the deques' opt-in asymmetric barrier (GPURUN_POOL_FENCE=asym) instead of
+ * the default seq_cst fence pair (Le et al.); see runtime/gr_deque.h. */
+enum { P_SERIAL = 0, P_GPURUN, P_GRASYM, P_TBB, P_GOMP, P_OMP, P_COUNT };
+static const char *const peer_label[P_COUNT] = {"serial", "gpurun", "gr-asym", "oneTBB",
                                                 "libgomp", "libomp"};
-static const char *const peer_env[P_COUNT] = {"", "", "GPURUN_POOL_FENCE=seqcst ", "", "", ""};
+static const char *const peer_env[P_COUNT] = {"", "", "GPURUN_POOL_FENCE=asym ", "", "", ""};
 static const char *const peer_exe[P_COUNT] = {"bench_pool_gpurun --serial", "bench_pool_gpurun",
                                               "bench_pool_gpurun", "bench_pool_tbb",
                                               "bench_pool_gomp", "bench_pool_libomp"};
@@ -133,9 +133,10 @@ int main(int argc, char **argv) {
          " ms (CPU: all threads).\nRatios: peer best wall / gpurun best wall (> 1: gpurun faster);"
          " gr/ser: gpurun best wall / serial best wall.\n",
          rounds);
-  printf("gpurun: default deques (asymmetric barrier); gr-fence: GPURUN_POOL_FENCE=seqcst\n\n");
+  printf("gpurun: default deques (Le et al. fences); gr-asym: GPURUN_POOL_FENCE=asym "
+         "(membarrier)\n\n");
   printf("%-10s %3s %8s %16s %16s %16s %16s %16s %7s %7s %7s %7s\n", "bench", "thr", "serial",
-         "gpurun", "gr-fence", "oneTBB", "libgomp", "libomp", "TBB/gr", "gomp/gr", "omp/gr",
+         "gpurun", "gr-asym", "oneTBB", "libgomp", "libomp", "TBB/gr", "gomp/gr", "omp/gr",
          "gr/ser");
   for (int bi = 0; bi < nbench; bi++) {
     int b = benches[bi];
@@ -193,7 +194,7 @@ int main(int argc, char **argv) {
       else
         snprintf(sc, sizeof sc, "-");
       printf("%-10s %3d %8s %16s %16s %16s %16s %16s %7s %7s %7s %7s\n", bench_names[b], t, sc,
-             cell[P_GPURUN], cell[P_GRFENCE], cell[P_TBB], cell[P_GOMP], cell[P_OMP], ratio[0],
+             cell[P_GPURUN], cell[P_GRASYM], cell[P_TBB], cell[P_GOMP], cell[P_OMP], ratio[0],
              ratio[1], ratio[2], rs);
       fflush(stdout);
     }

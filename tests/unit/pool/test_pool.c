@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gr_deque.h"
 #include "gr_pool.h"
 
 static gr_pool *make_pool(int nthreads) {
@@ -29,6 +30,10 @@ static gr_pool *make_pool(int nthreads) {
   assert_int_equal(gr_pool_create(&cfg, &p), GR_OK);
   assert_non_null(p);
   assert_int_equal(gr_pool_nthreads(p), nthreads);
+  /* test_pool_asym runs this binary with GPURUN_POOL_FENCE=asym: make sure the mode is on. */
+  const char *fence = getenv("GPURUN_POOL_FENCE");
+  int want_asym = fence && strcmp(fence, "asym") == 0 && gr__deque_asym_available();
+  assert_int_equal(gr__pool_asym(p), want_asym);
   return p;
 }
 
