@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define GR_TELEMETRY_CSV_HEADER                                                               \
-  "time,elapsed_s,rank,local_rank,gpu,gpu_util,mem_util,mem_used_mib,mem_total_mib,temp_c," \
+#define GR_TELEMETRY_CSV_HEADER                                                                    \
+  "time,elapsed_s,rank,local_rank,gpu,gpu_util,mem_util,mem_used_mib,mem_total_mib,temp_c,"        \
   "power_w,sm_clock_mhz,throttle,ecc_uncorrected,cpu_util,rss_mib\n"
 
 typedef struct gr__telemetry gr__telemetry;
@@ -45,7 +45,8 @@ typedef struct {
 int gr__parse_proc_stat(const char *text, gr__cpu_times *out, int max);
 /* VmRSS from /proc/<pid>/status text, in KiB; -1 when absent. */
 long long gr__parse_status_rss_kib(const char *text);
-/* Busy share (0-100) of the cpus marked in mask[0..n) between two snapshots; -1 when no time passed. */
+/* Busy share (0-100) of the cpus marked in mask[0..n) between two snapshots; -1 when no time
+ * passed. */
 double gr__cpu_util(const gr__cpu_times *prev, const gr__cpu_times *cur, const unsigned char *mask,
                     int n);
 

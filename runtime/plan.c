@@ -49,10 +49,11 @@ gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
   char *end;
   long major = strtol(ver, &end, 10);
   if (end == ver || (*end && *end != '.') || major != GR_PLAN_MAJOR)
-    return gr__fail(GR_ERR_INVALID, "gr_init",
-                    "plan from gpurun: GPURUN_PLAN_VERSION=%s is not a version %d.x plan this runtime "
-                    "reads (mixed gpurun and libgpurun versions?)",
-                    ver, GR_PLAN_MAJOR);
+    return gr__fail(
+        GR_ERR_INVALID, "gr_init",
+        "plan from gpurun: GPURUN_PLAN_VERSION=%s is not a version %d.x plan this runtime "
+        "reads (mixed gpurun and libgpurun versions?)",
+        ver, GR_PLAN_MAJOR);
 
   const char *lr = gr__env_lookup(envp, "GPURUN_LOCAL_RANK");
   const char *ls = gr__env_lookup(envp, "GPURUN_LOCAL_SIZE");
@@ -63,8 +64,8 @@ gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
     return bad(out, "GPURUN_LOCAL_SIZE", ls ? ls : "(unset)", "is not a positive integer");
   if (local_rank < 0 || local_rank >= local_size) {
     char msg[160];
-    snprintf(msg, sizeof msg, "GPURUN_LOCAL_RANK=%d is outside [0, %d) (GPURUN_LOCAL_SIZE)", local_rank,
-             local_size);
+    snprintf(msg, sizeof msg, "GPURUN_LOCAL_RANK=%d is outside [0, %d) (GPURUN_LOCAL_SIZE)",
+             local_rank, local_size);
     no_plan(out);
     return gr__fail(GR_ERR_INVALID, "gr_init", "plan from gpurun: %s", msg);
   }
@@ -75,7 +76,8 @@ gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
     const char *p = gpus;
     while (*p) {
       size_t len = strcspn(p, ",");
-      if (len == 0 || len >= sizeof tmp.gpus[0]) return bad(out, "GPURUN_GPUS", gpus, "holds an empty or over-long PCI id");
+      if (len == 0 || len >= sizeof tmp.gpus[0])
+        return bad(out, "GPURUN_GPUS", gpus, "holds an empty or over-long PCI id");
       if (tmp.ngpus == GR_MAX_RANK_GPUS)
         return bad(out, "GPURUN_GPUS", gpus, "lists more GPUs than a rank may use (16)");
       memcpy(tmp.gpus[tmp.ngpus], p, len);
@@ -87,7 +89,8 @@ gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
   }
   const char *cpus = gr__env_lookup(envp, "GPURUN_CPUS");
   if (cpus && *cpus) {
-    if (strlen(cpus) >= sizeof tmp.cpus) return bad(out, "GPURUN_CPUS", cpus, "is longer than 255 characters");
+    if (strlen(cpus) >= sizeof tmp.cpus)
+      return bad(out, "GPURUN_CPUS", cpus, "is longer than 255 characters");
     hwloc_bitmap_t set = hwloc_bitmap_alloc();
     int ok = set && hwloc_bitmap_list_sscanf(set, cpus) == 0 && !hwloc_bitmap_iszero(set) &&
              hwloc_bitmap_last(set) >= 0; /* an infinite set ("0-") is not a cpuset */
@@ -108,7 +111,8 @@ gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
   }
   const char *nic = gr__env_lookup(envp, "GPURUN_NIC");
   if (nic && *nic) {
-    if (strlen(nic) >= sizeof tmp.nic) return bad(out, "GPURUN_NIC", nic, "is longer than 63 characters");
+    if (strlen(nic) >= sizeof tmp.nic)
+      return bad(out, "GPURUN_NIC", nic, "is longer than 63 characters");
     snprintf(tmp.nic, sizeof tmp.nic, "%s", nic);
   }
   tmp.local_rank = local_rank;

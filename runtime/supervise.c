@@ -44,10 +44,11 @@ static void sanitize(char *s) {
 
 /* The job id every rank of one job agrees on without talking to each other. */
 static void job_id(const gr_supervise_opts *o, char *out, size_t cap) {
-  static const char *const vars[] = {"GPURUN_JOB_ID", "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid",
-                                     "PMIX_NAMESPACE", "PBS_JOBID", "LSB_JOBID"};
+  static const char *const vars[] = {"GPURUN_JOB_ID",  "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid",
+                                     "PMIX_NAMESPACE", "PBS_JOBID",    "LSB_JOBID"};
   const char *id = o->job_id;
-  for (size_t i = 0; (!id || !*id) && i < sizeof vars / sizeof vars[0]; i++) id = getenv(vars[i]);
+  for (size_t i = 0; (!id || !*id) && i < sizeof vars / sizeof vars[0]; i++)
+    id = getenv(vars[i]);
   if (id && *id) {
     snprintf(out, cap, "%s", id);
   } else {
@@ -123,7 +124,8 @@ static void write_sample(int fd, gr__telemetry *t, double elapsed) {
   size_t n = gr__telemetry_sample(t, elapsed, buf, sizeof buf);
   if (n == 0) return;
   ssize_t w;
-  do w = write(fd, buf, n);
+  do
+    w = write(fd, buf, n);
   while (w < 0 && errno == EINTR);
 }
 
@@ -154,7 +156,8 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
 
   sigset_t set, old;
   sigemptyset(&set);
-  for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaddset(&set, forwarded[i]);
+  for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+    sigaddset(&set, forwarded[i]);
   sigaddset(&set, SIGCHLD);
   sigprocmask(SIG_BLOCK, &set, &old);
   int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -190,7 +193,8 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
   close(errpipe[1]);
   int exec_errno = 0;
   ssize_t r;
-  do r = read(errpipe[0], &exec_errno, sizeof exec_errno);
+  do
+    r = read(errpipe[0], &exec_errno, sizeof exec_errno);
   while (r < 0 && errno == EINTR);
   close(errpipe[0]);
 
@@ -207,7 +211,8 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
   }
 
   gr__telemetry *tel = NULL;
-  if (csv >= 0 && gr__telemetry_open(o->gpus_pci, o->cpus, pid, o->rank, o->local_rank, &tel) != GR_OK) {
+  if (csv >= 0 &&
+      gr__telemetry_open(o->gpus_pci, o->cpus, pid, o->rank, o->local_rank, &tel) != GR_OK) {
     GR_WARN("--monitor: telemetry could not start; running without monitoring");
     close(csv);
     csv = -1;

@@ -20,10 +20,19 @@
  * All are in NVML's stable ABI since r300 (the _v2 names since CUDA 5.5/8.0). */
 typedef int nvml_ret;
 typedef void *nvml_dev;
-typedef struct { unsigned int gpu, memory; } nvml_util;
-typedef struct { unsigned long long total, free, used; } nvml_mem;
-enum { NVML_OK = 0, NVML_TEMP_GPU = 0, NVML_CLOCK_SM = 1, NVML_ECC_UNCORRECTED = 1,
-       NVML_ECC_VOLATILE = 0 };
+typedef struct {
+  unsigned int gpu, memory;
+} nvml_util;
+typedef struct {
+  unsigned long long total, free, used;
+} nvml_mem;
+enum {
+  NVML_OK = 0,
+  NVML_TEMP_GPU = 0,
+  NVML_CLOCK_SM = 1,
+  NVML_ECC_UNCORRECTED = 1,
+  NVML_ECC_VOLATILE = 0
+};
 
 typedef struct {
   void *dl;
@@ -52,8 +61,8 @@ struct gr__telemetry {
   int ngpus;
   nvml_dev dev[GR_TELEMETRY_MAX_GPUS];
   char pci[GR_TELEMETRY_MAX_GPUS][GR_PCI_LEN];
-  int ncpus;              /* size of mask/prev/cur */
-  unsigned char *mask;    /* the rank's cores */
+  int ncpus;           /* size of mask/prev/cur */
+  unsigned char *mask; /* the rank's cores */
   gr__cpu_times *prev, *cur;
   int have_prev;
   pid_t pid;
@@ -69,7 +78,8 @@ const char *gr__nvml_library_name(void) {
 
 int gr__parse_proc_stat(const char *text, gr__cpu_times *out, int max) {
   int highest = -1;
-  for (int i = 0; i < max; i++) out[i].busy = out[i].total = 0;
+  for (int i = 0; i < max; i++)
+    out[i].busy = out[i].total = 0;
   for (const char *line = text; line && *line;) {
     const char *next = strchr(line, '\n');
     if (strncmp(line, "cpu", 3) == 0 && line[3] >= '0' && line[3] <= '9') {
@@ -90,7 +100,8 @@ int gr__parse_proc_stat(const char *text, gr__cpu_times *out, int max) {
        * counted in user/nice, so it is left out of the total. */
       if (nv >= 4 && cpu >= 0) {
         unsigned long long total = 0;
-        for (int i = 0; i < nv && i < 8; i++) total += v[i];
+        for (int i = 0; i < nv && i < 8; i++)
+          total += v[i];
         unsigned long long idle = v[3] + (nv > 4 ? v[4] : 0);
         if (cpu < max) {
           out[cpu].total = total;
@@ -162,8 +173,8 @@ static int nvml_load(gr__telemetry *t) {
   const char *lib = gr__nvml_library_name();
   nv->dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
   if (!nv->dl) {
-    GR_LOG_ONCE(GR_LOG_INFO, "NVML not available (%s could not be loaded): sampling the CPU side only",
-                lib);
+    GR_LOG_ONCE(GR_LOG_INFO,
+                "NVML not available (%s could not be loaded): sampling the CPU side only", lib);
     return -1;
   }
 #define GR_NVML_SYM(field, name) *(void **)&nv->field = dlsym(nv->dl, name)
@@ -183,8 +194,10 @@ static int nvml_load(gr__telemetry *t) {
   GR_NVML_SYM(pci_info, "nvmlDeviceGetPciInfo_v3");
 #undef GR_NVML_SYM
   if (!nv->init || !nv->shutdown || !nv->count || !nv->by_index || !nv->by_pci) {
-    GR_LOG_ONCE(GR_LOG_INFO, "NVML not available (%s lacks nvmlInit_v2 or the device lookups): "
-                "sampling the CPU side only", lib);
+    GR_LOG_ONCE(GR_LOG_INFO,
+                "NVML not available (%s lacks nvmlInit_v2 or the device lookups): "
+                "sampling the CPU side only",
+                lib);
     dlclose(nv->dl);
     nv->dl = NULL;
     return -1;
@@ -265,7 +278,8 @@ gr_status gr__telemetry_open(const char *gpus_pci, const char *cpus, pid_t pid, 
   int have = 0;
   if (cpus && *cpus) {
     have = hwloc_bitmap_list_sscanf(set, cpus) == 0 && !hwloc_bitmap_iszero(set);
-    if (!have) GR_WARN("telemetry: cpuset '%s' does not parse; using this process's affinity", cpus);
+    if (!have)
+      GR_WARN("telemetry: cpuset '%s' does not parse; using this process's affinity", cpus);
   }
   if (!have) {
     cpu_set_t aff;

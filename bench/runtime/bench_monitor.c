@@ -1,6 +1,7 @@
 /* What does --monitor cost the program? A CPU-bound loop runs under gr__supervise with no sampling
  * and with sampling every 0.1 s (or --interval), alternately, several times; the table shows each
- * pair side by side and the ratio. Usage: bench_monitor [--repeats N] [--interval S] [--work ITERS] */
+ * pair side by side and the ratio. Usage: bench_monitor [--repeats N] [--interval S] [--work ITERS]
+ */
 #include "gr_supervise.h"
 #include "gr_telemetry.h"
 
@@ -71,9 +72,12 @@ int main(int argc, char **argv) {
   double interval = 0.1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--child") && i + 1 < argc) return work(atol(argv[i + 1]));
-    if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--interval") && i + 1 < argc) interval = atof(argv[++i]);
-    else if (!strcmp(argv[i], "--work") && i + 1 < argc) iters = atol(argv[++i]);
+    if (!strcmp(argv[i], "--repeats") && i + 1 < argc)
+      repeats = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--interval") && i + 1 < argc)
+      interval = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--work") && i + 1 < argc)
+      iters = atol(argv[++i]);
     else {
       fprintf(stderr, "usage: %s [--repeats N] [--interval S] [--work ITERS]\n", argv[0]);
       return 2;
@@ -87,7 +91,8 @@ int main(int argc, char **argv) {
   if (n <= 0) return 1;
   self[n] = '\0';
 
-  printf("CPU-bound loop (%ld xorshift steps), alone vs under --monitor every %g s\n", iters, interval);
+  printf("CPU-bound loop (%ld xorshift steps), alone vs under --monitor every %g s\n", iters,
+         interval);
   printf("%-7s %12s %12s %8s\n", "repeat", "plain [s]", "monitor [s]", "ratio");
   double ratios[100];
   int ok = 0;
@@ -119,7 +124,8 @@ int main(int argc, char **argv) {
     char buf[8192];
     const int ns = 200;
     double t0 = now_s();
-    for (int i = 0; i < ns; i++) gr__telemetry_sample(t, 0, buf, sizeof buf);
+    for (int i = 0; i < ns; i++)
+      gr__telemetry_sample(t, 0, buf, sizeof buf);
     double per = (now_s() - t0) / ns;
     printf("one sample: %.1f us (%d GPUs via NVML) = %.4f%% of one core at %g s interval\n",
            per * 1e6, gr__telemetry_ngpus(t), 100.0 * per / interval, interval);

@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const metric_cols[M_COUNT] = {"gpu_util", "mem_used_mib", "mem_total_mib", "temp_c",
-                                                 "power_w", "sm_clock_mhz", "cpu_util", "rss_mib"};
+static const char *const metric_cols[M_COUNT] = {"gpu_util", "mem_used_mib", "mem_total_mib",
+                                                 "temp_c",   "power_w",      "sm_clock_mhz",
+                                                 "cpu_util", "rss_mib"};
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -17,7 +18,8 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 /* "<node>.<local_rank><suffix>": the node may itself contain dots, so split at the last one. */
-static int parse_name(const char *base, const char *suffix, char *node, size_t cap, int *local_rank) {
+static int parse_name(const char *base, const char *suffix, char *node, size_t cap,
+                      int *local_rank) {
   size_t len = strlen(base) - strlen(suffix);
   char tmp[512];
   if (len >= sizeof tmp) return -1;
@@ -36,7 +38,8 @@ static int parse_name(const char *base, const char *suffix, char *node, size_t c
   return 0;
 }
 
-static rpt_series *series_for(rpt_job *job, const char *node, int local_rank, int rank, const char *gpu) {
+static rpt_series *series_for(rpt_job *job, const char *node, int local_rank, int rank,
+                              const char *gpu) {
   for (int i = 0; i < job->ns; i++) {
     rpt_series *s = &job->s[i];
     if (s->local_rank == local_rank && !strcmp(s->node, node) && !strcmp(s->gpu, gpu)) return s;
@@ -67,7 +70,8 @@ static int push(rpt_series *s, double t, const double *m) {
     s->cap = cap;
   }
   s->t[s->n] = t;
-  for (int k = 0; k < M_COUNT; k++) s->m[k][s->n] = m[k];
+  for (int k = 0; k < M_COUNT; k++)
+    s->m[k][s->n] = m[k];
   s->n++;
   return 0;
 }
@@ -109,7 +113,8 @@ int rpt_load_csv(const char *path, rpt_job *job) {
   char line[4096];
   char *fields[64];
   int col_time = -1, col_rank = -1, col_gpu = -1, col_thr = -1, col_ecc = -1, col_m[M_COUNT];
-  for (int k = 0; k < M_COUNT; k++) col_m[k] = -1;
+  for (int k = 0; k < M_COUNT; k++)
+    col_m[k] = -1;
   if (!fgets(line, sizeof line, f)) {
     fclose(f);
     return 0; /* empty file: a rank that never sampled */
@@ -117,11 +122,16 @@ int rpt_load_csv(const char *path, rpt_job *job) {
   line[strcspn(line, "\r\n")] = '\0';
   int nh = split(line, fields, 64);
   for (int i = 0; i < nh; i++) {
-    if (!strcmp(fields[i], "time")) col_time = i;
-    else if (!strcmp(fields[i], "rank")) col_rank = i;
-    else if (!strcmp(fields[i], "gpu")) col_gpu = i;
-    else if (!strcmp(fields[i], "throttle")) col_thr = i;
-    else if (!strcmp(fields[i], "ecc_uncorrected")) col_ecc = i;
+    if (!strcmp(fields[i], "time"))
+      col_time = i;
+    else if (!strcmp(fields[i], "rank"))
+      col_rank = i;
+    else if (!strcmp(fields[i], "gpu"))
+      col_gpu = i;
+    else if (!strcmp(fields[i], "throttle"))
+      col_thr = i;
+    else if (!strcmp(fields[i], "ecc_uncorrected"))
+      col_ecc = i;
     for (int k = 0; k < M_COUNT; k++)
       if (!strcmp(fields[i], metric_cols[k])) col_m[k] = i;
   }
@@ -141,7 +151,8 @@ int rpt_load_csv(const char *path, rpt_job *job) {
     int rank = col_rank >= 0 ? atoi(fields[col_rank]) : -1;
     const char *gpu = col_gpu >= 0 && *fields[col_gpu] ? fields[col_gpu] : "-";
     double m[M_COUNT];
-    for (int k = 0; k < M_COUNT; k++) m[k] = col_m[k] >= 0 ? field_num(fields[col_m[k]]) : NAN;
+    for (int k = 0; k < M_COUNT; k++)
+      m[k] = col_m[k] >= 0 ? field_num(fields[col_m[k]]) : NAN;
     rpt_series *s = series_for(job, node, local_rank, rank, gpu);
     if (!s || push(s, t, m) != 0) {
       fclose(f);
@@ -218,8 +229,10 @@ int rpt_load(const char *dir, rpt_job *job) {
   for (int i = 0; i < n; i++) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
-    if (rc == 0 && ends_with(ents[i]->d_name, ".csv")) rc = rpt_load_csv(path, job);
-    else if (rc == 0 && ends_with(ents[i]->d_name, ".counters.json")) rc = rpt_load_counters(path, job);
+    if (rc == 0 && ends_with(ents[i]->d_name, ".csv"))
+      rc = rpt_load_csv(path, job);
+    else if (rc == 0 && ends_with(ents[i]->d_name, ".counters.json"))
+      rc = rpt_load_counters(path, job);
     free(ents[i]);
   }
   free(ents);
@@ -288,7 +301,8 @@ void rpt_summarize(rpt_job *job) {
   /* The straggler: with collective counters, the rank that waits least (everyone else waits for
    * it); without them, the rank whose program ran longest. Only meaningful with 2+ ranks. */
   int with_wait = 0;
-  for (int i = 0; i < job->nc; i++) with_wait += job->c[i].have_coll;
+  for (int i = 0; i < job->nc; i++)
+    with_wait += job->c[i].have_coll;
   int best = -1;
   double best_v = 0;
   for (int i = 0; i < job->ns; i++) {
@@ -320,7 +334,8 @@ void rpt_summarize(rpt_job *job) {
 void rpt_free(rpt_job *job) {
   for (int i = 0; i < job->ns; i++) {
     free(job->s[i].t);
-    for (int k = 0; k < M_COUNT; k++) free(job->s[i].m[k]);
+    for (int k = 0; k < M_COUNT; k++)
+      free(job->s[i].m[k]);
   }
   free(job->s);
   free(job->c);

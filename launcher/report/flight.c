@@ -45,7 +45,8 @@ static void sput(str *s, const char *fmt, ...) {
 static void ranks_str(str *s, const int *r, int n) {
   for (int i = 0; i < n;) {
     int j = i;
-    while (j + 1 < n && r[j + 1] == r[j] + 1) j++;
+    while (j + 1 < n && r[j + 1] == r[j] + 1)
+      j++;
     sput(s, "%s%d", i ? "," : "", r[i]);
     if (j > i) sput(s, "%s%d", j == i + 1 ? "," : "-", r[j]);
     i = j + 1;
@@ -54,7 +55,8 @@ static void ranks_str(str *s, const int *r, int n) {
 
 static void ranks_json(str *s, const int *r, int n) {
   sput(s, "[");
-  for (int i = 0; i < n; i++) sput(s, "%s%d", i ? ", " : "", r[i]);
+  for (int i = 0; i < n; i++)
+    sput(s, "%s%d", i ? ", " : "", r[i]);
   sput(s, "]");
 }
 
@@ -94,7 +96,9 @@ static const grj *call_with_seq(const grj *comm, double seq) {
 }
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
-static int cmp_dump(const void *a, const void *b) { return ((const dump *)a)->rank - ((const dump *)b)->rank; }
+static int cmp_dump(const void *a, const void *b) {
+  return ((const dump *)a)->rank - ((const dump *)b)->rank;
+}
 
 int rpt_flight(const char *dir, FILE *out, char **json) {
   *json = NULL;
@@ -126,8 +130,10 @@ int rpt_flight(const char *dir, FILE *out, char **json) {
           x->doc = doc;
           x->rank = (int)grj_num(doc, "rank", -1);
           x->size = (int)grj_num(doc, "size", 0);
-          snprintf(x->node, sizeof x->node, "%s", grj_str(doc, "node") ? grj_str(doc, "node") : "?");
-          snprintf(x->reason, sizeof x->reason, "%s", grj_str(doc, "reason") ? grj_str(doc, "reason") : "?");
+          snprintf(x->node, sizeof x->node, "%s",
+                   grj_str(doc, "node") ? grj_str(doc, "node") : "?");
+          snprintf(x->reason, sizeof x->reason, "%s",
+                   grj_str(doc, "reason") ? grj_str(doc, "reason") : "?");
         }
       }
     }
@@ -135,7 +141,8 @@ int rpt_flight(const char *dir, FILE *out, char **json) {
   }
   free(ents);
   if (rc != 0 || nd == 0) {
-    for (int i = 0; i < nd; i++) grj_free(d[i].doc);
+    for (int i = 0; i < nd; i++)
+      grj_free(d[i].doc);
     free(d);
     return rc != 0 ? -1 : 0;
   }
@@ -149,19 +156,22 @@ int rpt_flight(const char *dir, FILE *out, char **json) {
     for (const grj *c = comms && comms->type == GRJ_ARR ? comms->child : NULL; c; c = c->next) {
       const char *id = grj_str(c, "id");
       int seen = 0;
-      for (int k = 0; id && k < nids; k++) seen |= !strcmp(ids[k], id);
+      for (int k = 0; id && k < nids; k++)
+        seen |= !strcmp(ids[k], id);
       if (id && !seen && nids < 256) ids[nids++] = id;
     }
   }
 
   fprintf(out, "\nflight recorder: %d dump(s)", nd);
-  for (int i = 0; i < nd; i++) fprintf(out, "%s rank %d (%s)", i ? "," : ":", d[i].rank, d[i].reason);
+  for (int i = 0; i < nd; i++)
+    fprintf(out, "%s rank %d (%s)", i ? "," : ":", d[i].rank, d[i].reason);
   fputc('\n', out);
 
   str js = {0};
   sput(&js, "[");
   int findings = 0;
-  int *waiting = malloc((size_t)nd * sizeof *waiting), *missing = malloc((size_t)nd * sizeof *missing);
+  int *waiting = malloc((size_t)nd * sizeof *waiting),
+      *missing = malloc((size_t)nd * sizeof *missing);
   for (int k = 0; k < nids && waiting && missing; k++) {
     const char *id = ids[k];
     double stuck = -1;
@@ -205,7 +215,8 @@ int rpt_flight(const char *dir, FILE *out, char **json) {
     if (!strcmp(id, "world") && comm_size > 0) {
       for (int r = 0; r < comm_size && nn < 1024; r++) {
         int have = 0;
-        for (int i = 0; i < nd; i++) have |= d[i].rank == r;
+        for (int i = 0; i < nd; i++)
+          have |= d[i].rank == r;
         if (!have) nodump[nn++] = r;
       }
     }
@@ -245,7 +256,8 @@ int rpt_flight(const char *dir, FILE *out, char **json) {
     fprintf(out, "%s\n", line.p ? line.p : "");
     free(line.p);
 
-    sput(&js, "%s{\"comm\": \"%s\", \"backend\": \"%s\", \"seq\": %.0f, \"op\": \"%s\", \"waiting\": ",
+    sput(&js,
+         "%s{\"comm\": \"%s\", \"backend\": \"%s\", \"seq\": %.0f, \"op\": \"%s\", \"waiting\": ",
          findings ? ", " : "", id, backend, stuck, op);
     ranks_json(&js, waiting, nw);
     sput(&js, ", \"never_entered\": ");
@@ -259,7 +271,8 @@ int rpt_flight(const char *dir, FILE *out, char **json) {
   free(waiting);
   free(missing);
   *json = js.p;
-  for (int i = 0; i < nd; i++) grj_free(d[i].doc);
+  for (int i = 0; i < nd; i++)
+    grj_free(d[i].doc);
   free(d);
   return nd;
 }

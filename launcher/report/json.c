@@ -12,7 +12,8 @@ typedef struct {
 } parser;
 
 static void ws(parser *ps) {
-  while (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r') ps->p++;
+  while (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')
+    ps->p++;
 }
 
 static grj *node(grj_type t) {
@@ -37,26 +38,43 @@ static char *string(parser *ps) {
     if (c == '\\') {
       char e = *ps->p++;
       switch (e) {
-        case '"': case '\\': case '/': c = e; break;
-        case 'b': c = '\b'; break;
-        case 'f': c = '\f'; break;
-        case 'n': c = '\n'; break;
-        case 'r': c = '\r'; break;
-        case 't': c = '\t'; break;
-        case 'u': {
-          unsigned code = 0;
-          for (int i = 0; i < 4; i++) {
-            char h = *ps->p++;
-            if (!isxdigit((unsigned char)h)) {
-              free(out);
-              return NULL;
-            }
-            code = code * 16 + (unsigned)(isdigit((unsigned char)h) ? h - '0' : (tolower(h) - 'a' + 10));
+      case '"':
+      case '\\':
+      case '/':
+        c = e;
+        break;
+      case 'b':
+        c = '\b';
+        break;
+      case 'f':
+        c = '\f';
+        break;
+      case 'n':
+        c = '\n';
+        break;
+      case 'r':
+        c = '\r';
+        break;
+      case 't':
+        c = '\t';
+        break;
+      case 'u': {
+        unsigned code = 0;
+        for (int i = 0; i < 4; i++) {
+          char h = *ps->p++;
+          if (!isxdigit((unsigned char)h)) {
+            free(out);
+            return NULL;
           }
-          c = code < 0x80 ? (char)code : '?';
-          break;
+          code =
+              code * 16 + (unsigned)(isdigit((unsigned char)h) ? h - '0' : (tolower(h) - 'a' + 10));
         }
-        default: free(out); return NULL;
+        c = code < 0x80 ? (char)code : '?';
+        break;
+      }
+      default:
+        free(out);
+        return NULL;
       }
     }
     if (len + 2 > cap) {

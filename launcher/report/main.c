@@ -1,5 +1,6 @@
 /* gpurun-report DIR: merge one job's monitor files into a table (stdout), DIR/report.json and
- * DIR/report.svg, and name the ranks the flight-recorder dumps show as missing from a collective. */
+ * DIR/report.svg, and name the ranks the flight-recorder dumps show as missing from a collective.
+ */
 #include "report.h"
 
 #include <dirent.h>
@@ -8,11 +9,11 @@
 #include <sys/stat.h>
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: gpurun-report [--json FILE] [--svg FILE] DIR\n"
-          "  DIR: a job directory, GPURUN_MONITOR_DIR/<job> (a root with a single job also works).\n"
-          "  Prints a summary per rank and GPU; writes DIR/report.json and DIR/report.svg unless\n"
-          "  --json/--svg name other files.\n");
+  fprintf(
+      f, "usage: gpurun-report [--json FILE] [--svg FILE] DIR\n"
+         "  DIR: a job directory, GPURUN_MONITOR_DIR/<job> (a root with a single job also works).\n"
+         "  Prints a summary per rank and GPU; writes DIR/report.json and DIR/report.svg unless\n"
+         "  --json/--svg name other files.\n");
 }
 
 static int has_job_files(const char *dir) {
@@ -45,22 +46,28 @@ static int resolve(const char *dir, char *out, size_t cap) {
     snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
     struct stat st;
     if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode) && has_job_files(sub)) {
-      if (jobs++ == 0) snprintf(out, cap, "%s", sub);
-      else fprintf(stderr, "%s  %s\n", jobs == 2 ? "gpurun-report: several jobs; name one:\n" : "", sub);
+      if (jobs++ == 0)
+        snprintf(out, cap, "%s", sub);
+      else
+        fprintf(stderr, "%s  %s\n", jobs == 2 ? "gpurun-report: several jobs; name one:\n" : "",
+                sub);
       if (jobs == 2) fprintf(stderr, "  %s\n", out);
     }
   }
   closedir(d);
   if (jobs == 1) return 0;
-  if (jobs == 0) fprintf(stderr, "gpurun-report: no monitor files (*.csv, flight.*.json) in %s\n", dir);
+  if (jobs == 0)
+    fprintf(stderr, "gpurun-report: no monitor files (*.csv, flight.*.json) in %s\n", dir);
   return -1;
 }
 
 int main(int argc, char **argv) {
   const char *dir = NULL, *json_path = NULL, *svg_path = NULL;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-    else if (!strcmp(argv[i], "--svg") && i + 1 < argc) svg_path = argv[++i];
+    if (!strcmp(argv[i], "--json") && i + 1 < argc)
+      json_path = argv[++i];
+    else if (!strcmp(argv[i], "--svg") && i + 1 < argc)
+      svg_path = argv[++i];
     else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       usage(stdout);
       return 0;

@@ -28,11 +28,11 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
       if (!isnan(job->s[i].energy_j)) energy += job->s[i].energy_j;
     }
   fprintf(out, "%d series (%d GPU), %.1f s of samples\n\n", job->ns, ngpu, job->t1 - job->t0);
-  fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s %9s\n", "rank", "node:local",
-          "gpu", "util", "util", "mem peak", "mem total", "temp", "energy", "cpu", "cpu", "rss peak",
-          "coll time", "coll wait");
-  fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s %9s\n", "", "", "", "mean%",
-          "max%", "MiB", "MiB", "max C", "J", "mean%", "max%", "MiB", "s", "s");
+  fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s %9s\n", "rank",
+          "node:local", "gpu", "util", "util", "mem peak", "mem total", "temp", "energy", "cpu",
+          "cpu", "rss peak", "coll time", "coll wait");
+  fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s %9s\n", "", "", "",
+          "mean%", "max%", "MiB", "MiB", "max C", "J", "mean%", "max%", "MiB", "s", "s");
   for (int i = 0; i < job->ns; i++) {
     const rpt_series *s = &job->s[i];
     const rpt_counters *c = rpt_counters_for(job, s);
@@ -62,7 +62,8 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
   if (ngpu) fprintf(out, "\nenergy, all GPUs: %.1f J\n", energy);
   if (job->slowest >= 0) {
     const rpt_series *s = &job->s[job->slowest];
-    fprintf(out, "slowest rank: %d (%s:%d): %s\n", s->rank, s->node, s->local_rank, job->slowest_why);
+    fprintf(out, "slowest rank: %d (%s:%d): %s\n", s->rank, s->node, s->local_rank,
+            job->slowest_why);
   }
 }
 
@@ -118,7 +119,8 @@ int rpt_write_json(const rpt_job *job, const char *path, const char *flight_json
     jnum(f, "coll_bytes", c && c->have_coll ? c->coll_bytes : NAN, 1);
     jnum(f, "pool_steals", c && c->have_pool ? c->pool_steals : NAN, 1);
     jnum(f, "pool_idle_s", c && c->have_pool ? c->pool_idle_s : NAN, 1);
-    fprintf(f, "\"slowest\": %s}%s\n", is_slowest(job, s) ? "true" : "false", i + 1 < job->ns ? "," : "");
+    fprintf(f, "\"slowest\": %s}%s\n", is_slowest(job, s) ? "true" : "false",
+            i + 1 < job->ns ? "," : "");
   }
   fputs("], ", f);
   if (job->slowest >= 0) {
@@ -160,10 +162,14 @@ static const chart_def cpu_charts[] = {
 
 static void esc(FILE *f, const char *s) {
   for (; *s; s++) {
-    if (*s == '<') fputs("&lt;", f);
-    else if (*s == '>') fputs("&gt;", f);
-    else if (*s == '&') fputs("&amp;", f);
-    else fputc(*s, f);
+    if (*s == '<')
+      fputs("&lt;", f);
+    else if (*s == '>')
+      fputs("&gt;", f);
+    else if (*s == '&')
+      fputs("&amp;", f);
+    else
+      fputc(*s, f);
   }
 }
 
@@ -175,7 +181,8 @@ static double nice_max(double v) {
   return 10 * p;
 }
 
-static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_def *d, double x0, double y0) {
+static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_def *d, double x0,
+                  double y0) {
   const double *v = s->m[d->metric];
   double peak = NAN;
   for (int i = 0; i < s->n; i++)
@@ -192,16 +199,20 @@ static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_
   if (!(span > 0)) span = 1;
   double pw = CHART_W - PAD_L - 8, ph = CHART_H - PAD_T - PAD_B;
   double px = x0 + PAD_L, py = y0 + PAD_T;
-  fprintf(f, "<g>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" stroke=\"#bbb\"/>\n",
+  fprintf(f,
+          "<g>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" "
+          "stroke=\"#bbb\"/>\n",
           px, py, pw, ph);
   fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"t\">%s (%s)", px, y0 + 14, d->title, d->unit);
   if (!isnan(peak)) fprintf(f, "<tspan class=\"a\" dx=\"6\">max %.4g</tspan>", peak);
   fputs("</text>\n", f);
   for (int g = 1; g < 4; g++)
-    fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n", px, px + pw,
-            py + ph * g / 4, py + ph * g / 4);
-  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\" text-anchor=\"end\">%g</text>\n", px - 4, py + 8, vmax);
-  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\" text-anchor=\"end\">0</text>\n", px - 4, py + ph);
+    fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n", px,
+            px + pw, py + ph * g / 4, py + ph * g / 4);
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\" text-anchor=\"end\">%g</text>\n", px - 4,
+          py + 8, vmax);
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\" text-anchor=\"end\">0</text>\n", px - 4,
+          py + ph);
   fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\">0 s</text>\n", px, py + ph + 14);
   fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\" text-anchor=\"end\">%.1f s</text>\n", px + pw,
           py + ph + 14, job->t1 - job->t0);
@@ -213,7 +224,9 @@ static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_
       double x = px + pw * (s->t[i] - job->t0) / span;
       double val = v[i] > vmax ? vmax : (v[i] < 0 ? 0 : v[i]);
       double y = py + ph - ph * val / vmax;
-      if (!open) fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"", d->color);
+      if (!open)
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"",
+                d->color);
       fprintf(f, "%.1f,%.1f ", x, y);
       open = 1;
       drawn++;
@@ -234,16 +247,18 @@ int rpt_write_svg(const rpt_job *job, const char *path) {
   int width = LABEL_W + 4 * (CHART_W + GAP) + 10;
   int row_h = CHART_H + 12;
   int height = 50 + (job->ns ? job->ns : 1) * row_h + 10;
-  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n",
+  fprintf(f,
+          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d "
+          "%d\">\n",
           width, height, width, height);
   fputs("<style>text{font-family:sans-serif;fill:#222}.t{font-size:12px;font-weight:bold}"
         ".a{font-size:10px;fill:#555}.h{font-size:16px;font-weight:bold}.l{font-size:12px}"
         ".s{font-size:12px;fill:#c00;font-weight:bold}</style>\n",
         f);
   fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", width, height);
-  fprintf(f, "<text x=\"10\" y=\"24\" class=\"h\">gpurun monitor: %d series over %.1f s</text>\n", job->ns,
-          job->t1 - job->t0);
+  fprintf(f, "<text x=\"10\" y=\"24\" class=\"h\">gpurun monitor: %d series over %.1f s</text>\n",
+          job->ns, job->t1 - job->t0);
   if (!job->ns) fputs("<text x=\"10\" y=\"60\" class=\"l\">no samples</text>\n", f);
   for (int i = 0; i < job->ns; i++) {
     const rpt_series *s = &job->s[i];
@@ -254,11 +269,13 @@ int rpt_write_svg(const rpt_job *job, const char *path) {
     fprintf(f, ":%d</text>\n", s->local_rank);
     fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"l\">%s</text>\n", y + 72,
             strcmp(s->gpu, "-") ? s->gpu : "no GPU (CPU side)");
-    if (is_slowest(job, s)) fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"s\">slowest rank</text>\n", y + 90);
+    if (is_slowest(job, s))
+      fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"s\">slowest rank</text>\n", y + 90);
     int gpu = strcmp(s->gpu, "-") != 0;
     const chart_def *defs = gpu ? gpu_charts : cpu_charts;
     int nd = gpu ? 4 : 2;
-    for (int k = 0; k < nd; k++) chart(f, job, s, &defs[k], LABEL_W + k * (CHART_W + GAP), y);
+    for (int k = 0; k < nd; k++)
+      chart(f, job, s, &defs[k], LABEL_W + k * (CHART_W + GAP), y);
   }
   fputs("</svg>\n", f);
   return fclose(f) == 0 ? 0 : -1;

@@ -6,14 +6,24 @@
 #include <stdio.h>
 
 /* One CSV row's metrics; NAN where the column was empty. */
-enum { M_GPU_UTIL, M_MEM_USED, M_MEM_TOTAL, M_TEMP, M_POWER, M_SM_CLOCK, M_CPU_UTIL, M_RSS, M_COUNT };
+enum {
+  M_GPU_UTIL,
+  M_MEM_USED,
+  M_MEM_TOTAL,
+  M_TEMP,
+  M_POWER,
+  M_SM_CLOCK,
+  M_CPU_UTIL,
+  M_RSS,
+  M_COUNT
+};
 
 typedef struct {
   char node[128];
   int local_rank, rank;
-  char gpu[32];          /* PCI bus id, or "-" for the CPU-only series */
+  char gpu[32]; /* PCI bus id, or "-" for the CPU-only series */
   int n, cap;
-  double *t;             /* Unix seconds */
+  double *t; /* Unix seconds */
   double *m[M_COUNT];
   unsigned long long throttle_any; /* OR of throttle reasons seen */
   double ecc_max;

@@ -20,9 +20,16 @@ static gr_rank_info_t fresh(void) {
 
 static void test_full_plan(void **state) {
   (void)state;
-  char *env[] = {"PATH=/bin", "GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=2", "GPURUN_LOCAL_SIZE=4",
-                 "GPURUN_GPUS=0000:17:00.0,0000:65:00.0", "GPURUN_CPUS=14-27,70-83",
-                 "GPURUN_NUMA=1,3", "GPURUN_NIC=mlx5_2", "GPURUN_LOCAL_RANKX=9", NULL};
+  char *env[] = {"PATH=/bin",
+                 "GPURUN_PLAN_VERSION=1",
+                 "GPURUN_LOCAL_RANK=2",
+                 "GPURUN_LOCAL_SIZE=4",
+                 "GPURUN_GPUS=0000:17:00.0,0000:65:00.0",
+                 "GPURUN_CPUS=14-27,70-83",
+                 "GPURUN_NUMA=1,3",
+                 "GPURUN_NIC=mlx5_2",
+                 "GPURUN_LOCAL_RANKX=9",
+                 NULL};
   gr_rank_info_t r = fresh();
   assert_int_equal(gr__plan_parse(env, &r), GR_OK);
   assert_int_equal(r.from_plan, 1);
@@ -42,8 +49,9 @@ static void test_full_plan(void **state) {
 
 static void test_cpu_only_plan(void **state) {
   (void)state;
-  char *env[] = {"GPURUN_PLAN_VERSION=1.2", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1", "GPURUN_GPUS=",
-                 "GPURUN_CPUS=0", "GPURUN_NUMA=", "GPURUN_NIC=", NULL};
+  char *env[] = {
+      "GPURUN_PLAN_VERSION=1.2", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1", "GPURUN_GPUS=",
+      "GPURUN_CPUS=0",           "GPURUN_NUMA=",        "GPURUN_NIC=",         NULL};
   gr_rank_info_t r = fresh();
   assert_int_equal(gr__plan_parse(env, &r), GR_OK);
   assert_int_equal(r.from_plan, 1);
@@ -96,8 +104,8 @@ static void test_bad_plans(void **state) {
   char *cpus[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
                   "GPURUN_CPUS=zero-three", NULL};
   expect_bad(cpus, "GPURUN_CPUS='zero-three'");
-  char *inf[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1", "GPURUN_CPUS=4-",
-                 NULL};
+  char *inf[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
+                 "GPURUN_CPUS=4-", NULL};
   expect_bad(inf, "GPURUN_CPUS='4-'");
   char *longid[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
                     "GPURUN_GPUS=0000:17:00.0,00000000000000000:65:00.0", NULL};
@@ -106,10 +114,13 @@ static void test_bad_plans(void **state) {
                      "GPURUN_GPUS=0000:17:00.0,,0000:65:00.0", NULL};
   expect_bad(emptyid, "empty or over-long");
   char many[400] = "GPURUN_GPUS=";
-  for (int i = 0; i < 17; i++) snprintf(many + strlen(many), sizeof many - strlen(many), "%s0000:%02x:00.0", i ? "," : "", i);
-  char *toomany[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1", many, NULL};
+  for (int i = 0; i < 17; i++)
+    snprintf(many + strlen(many), sizeof many - strlen(many), "%s0000:%02x:00.0", i ? "," : "", i);
+  char *toomany[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1", many,
+                     NULL};
   expect_bad(toomany, "more GPUs than a rank may use (16)");
-  char *numa[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1", "GPURUN_NUMA=x", NULL};
+  char *numa[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
+                  "GPURUN_NUMA=x", NULL};
   expect_bad(numa, "GPURUN_NUMA='x'");
 }
 

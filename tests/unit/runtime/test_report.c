@@ -43,7 +43,8 @@ static void test_gpu_job(void **state) {
   assert_non_null(b);
   assert_int_equal(a->n, 4);
   assert_int_equal(b->n, 5); /* the cut sixth line is ignored */
-  /* Rank 0 by hand: power 100,200,200 at t=0,1,2 (last empty): (100+200)/2 + (200+200)/2 = 350 J. */
+  /* Rank 0 by hand: power 100,200,200 at t=0,1,2 (last empty): (100+200)/2 + (200+200)/2 = 350 J.
+   */
   assert_float_equal(a->energy_j, 350.0, 1e-9);
   assert_float_equal(a->util_mean, (50 + 100 + 0 + 10) / 4.0, 1e-9);
   assert_float_equal(a->util_max, 100.0, 1e-9);
@@ -117,7 +118,8 @@ static int has_rank(const grj *arr, int r) {
 
 static int count(const grj *arr) {
   int n = 0;
-  for (const grj *c = arr ? arr->child : NULL; c; c = c->next) n++;
+  for (const grj *c = arr ? arr->child : NULL; c; c = c->next)
+    n++;
   return n;
 }
 
@@ -169,7 +171,8 @@ static void test_flight(void **state) {
 
 static void test_json_reader(void **state) {
   (void)state;
-  grj *v = grj_parse(" {\"a\": [1, 2.5e1, -3], \"b\": \"x\\\"y\\u0041\", \"c\": null, \"d\": true} ", NULL);
+  grj *v = grj_parse(
+      " {\"a\": [1, 2.5e1, -3], \"b\": \"x\\\"y\\u0041\", \"c\": null, \"d\": true} ", NULL);
   assert_non_null(v);
   const grj *a = grj_get(v, "a");
   assert_int_equal(count(a), 3);

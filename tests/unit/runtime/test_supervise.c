@@ -59,7 +59,8 @@ static int run(char *const argv[], const gr_supervise_opts *o) { return finish(s
 
 static void wait_for_file(const char *path) {
   struct timespec ts = {0, 10 * 1000 * 1000};
-  while (access(path, F_OK) != 0) nanosleep(&ts, NULL);
+  while (access(path, F_OK) != 0)
+    nanosleep(&ts, NULL);
 }
 
 static void test_exit_codes(void **state) {
@@ -150,7 +151,8 @@ static char *slurp(const char *path) {
 
 static int count_char(const char *s, char c) {
   int n = 0;
-  for (; *s; s++) n += *s == c;
+  for (; *s; s++)
+    n += *s == c;
   return n;
 }
 

@@ -14,20 +14,18 @@
 #include "gr_telemetry.h"
 
 /* From a 4-CPU machine; cpu2 has guest time, which is already inside user. */
-static const char proc_stat_a[] =
-    "cpu  1000 0 500 8000 100 0 0 0 0 0\n"
-    "cpu0 100 0 50 1000 10 0 0 0 0 0\n"
-    "cpu1 200 5 100 2000 20 1 2 0 0 0\n"
-    "cpu2 300 0 100 3000 30 0 0 0 50 0\n"
-    "cpu3 400 0 250 2000 40 0 0 0 0 0\n"
-    "intr 12345 0 0\n"
-    "ctxt 999\n";
-static const char proc_stat_b[] =
-    "cpu  2000 0 1000 9000 100 0 0 0 0 0\n"
-    "cpu0 150 0 50 1050 10 0 0 0 0 0\n"      /* +50 busy, +50 idle */
-    "cpu1 200 5 100 2100 20 1 2 0 0 0\n"     /* +0 busy, +100 idle */
-    "cpu2 390 0 110 3000 30 0 0 0 60 0\n"    /* +100 busy */
-    "cpu3 400 0 250 2000 40 0 0 0 0 0\n";
+static const char proc_stat_a[] = "cpu  1000 0 500 8000 100 0 0 0 0 0\n"
+                                  "cpu0 100 0 50 1000 10 0 0 0 0 0\n"
+                                  "cpu1 200 5 100 2000 20 1 2 0 0 0\n"
+                                  "cpu2 300 0 100 3000 30 0 0 0 50 0\n"
+                                  "cpu3 400 0 250 2000 40 0 0 0 0 0\n"
+                                  "intr 12345 0 0\n"
+                                  "ctxt 999\n";
+static const char proc_stat_b[] = "cpu  2000 0 1000 9000 100 0 0 0 0 0\n"
+                                  "cpu0 150 0 50 1050 10 0 0 0 0 0\n"   /* +50 busy, +50 idle */
+                                  "cpu1 200 5 100 2100 20 1 2 0 0 0\n"  /* +0 busy, +100 idle */
+                                  "cpu2 390 0 110 3000 30 0 0 0 60 0\n" /* +100 busy */
+                                  "cpu3 400 0 250 2000 40 0 0 0 0 0\n";
 
 static void test_parse_proc_stat(void **state) {
   (void)state;
@@ -53,7 +51,7 @@ static void test_cpu_util(void **state) {
   gr__parse_proc_stat(proc_stat_b, b, 4);
   unsigned char cpu0[4] = {1, 0, 0, 0}, cpu01[4] = {1, 1, 0, 0}, cpu2[4] = {0, 0, 1, 0},
                 cpu3[4] = {0, 0, 0, 1};
-  assert_float_equal(gr__cpu_util(a, b, cpu0, 4), 50.0, 1e-9);            /* 50 of 100 */
+  assert_float_equal(gr__cpu_util(a, b, cpu0, 4), 50.0, 1e-9);              /* 50 of 100 */
   assert_float_equal(gr__cpu_util(a, b, cpu01, 4), 100.0 * 50 / 200, 1e-9); /* 50 of 200 */
   assert_float_equal(gr__cpu_util(a, b, cpu2, 4), 100.0, 1e-9);
   assert_float_equal(gr__cpu_util(a, b, cpu3, 4), -1.0, 1e-9); /* no time passed on cpu3 */
@@ -94,7 +92,8 @@ static void capture_open_twice(const char *gpus) {
 
 static int occurrences(const char *hay, const char *needle) {
   int n = 0;
-  for (const char *p = hay; (p = strstr(p, needle)); p++) n++;
+  for (const char *p = hay; (p = strstr(p, needle)); p++)
+    n++;
   return n;
 }
 
