@@ -3,6 +3,7 @@
  * program except for the samples themselves. */
 #include "gr_supervise.h"
 
+#include "gr_counters.h"
 #include "gr_error.h"
 #include "gr_log.h"
 #include "gr_telemetry.h"
@@ -44,14 +45,9 @@ static void sanitize(char *s) {
 
 /* The job id every rank of one job agrees on without talking to each other. */
 static void job_id(const gr_supervise_opts *o, char *out, size_t cap) {
-  static const char *const vars[] = {"GPURUN_JOB_ID",  "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid",
-                                     "PMIX_NAMESPACE", "PBS_JOBID",    "LSB_JOBID"};
-  const char *id = o->job_id;
-  for (size_t i = 0; (!id || !*id) && i < sizeof vars / sizeof vars[0]; i++)
-    id = getenv(vars[i]);
-  if (id && *id) {
-    snprintf(out, cap, "%s", id);
-  } else {
+  if (o->job_id && *o->job_id) {
+    snprintf(out, cap, "%s", o->job_id);
+  } else if (gr__monitor_job_from_env(out, cap) != 0) {
     /* No launcher ids: a timestamp (minute resolution, so ranks started together usually agree). */
     time_t t = time(NULL);
     struct tm tm;

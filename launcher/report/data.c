@@ -189,7 +189,9 @@ int rpt_load_counters(const char *path, rpt_job *job) {
       c.coll_calls += grj_num(op, "calls", 0);
       c.coll_bytes += grj_num(op, "bytes", 0);
       c.coll_time_s += grj_num(op, "time_s", 0);
-      c.coll_wait_s += grj_num(op, "wait_s", 0);
+      /* The runtime counts wall time inside a call, waiting for peers included; a separate
+       * wait figure is used when a writer provides one. */
+      c.coll_wait_s += grj_num(op, "wait_s", grj_num(op, "time_s", 0));
     }
   }
   const grj *pool = grj_get(doc, "pool");
@@ -236,6 +238,14 @@ int rpt_load(const char *dir, rpt_job *job) {
     free(ents[i]);
   }
   free(ents);
+  /* A rank that wrote counters but no samples (run without the supervisor) still gets a row. */
+  for (int i = 0; rc == 0 && i < job->nc; i++) {
+    const rpt_counters *c = &job->c[i];
+    int found = 0;
+    for (int k = 0; k < job->ns && !found; k++)
+      found = job->s[k].local_rank == c->local_rank && !strcmp(job->s[k].node, c->node);
+    if (!found && !series_for(job, c->node, c->local_rank, c->rank, "-")) rc = -1;
+  }
   if (job->ns > 1) qsort(job->s, (size_t)job->ns, sizeof *job->s, cmp_series);
   return rc;
 }
@@ -296,7 +306,7 @@ void rpt_summarize(rpt_job *job) {
     mean_max(s->m[M_RSS], s->n, &dummy, &s->rss_peak);
     s->energy_j = strcmp(s->gpu, "-") ? rpt_integrate(s->t, s->m[M_POWER], s->n) : NAN;
   }
-  if (job->ns == 0) job->t0 = job->t1 = 0;
+  if (!isfinite(job->t0)) job->t0 = job->t1 = 0; /* no samples at all */
 
   /* The straggler: with collective counters, the rank that waits least (everyone else waits for
    * it); without them, the rank whose program ran longest. Only meaningful with 2+ ranks. */

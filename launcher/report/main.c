@@ -22,7 +22,8 @@ static int has_job_files(const char *dir) {
   int found = 0;
   for (struct dirent *e; !found && (e = readdir(d));) {
     size_t n = strlen(e->d_name);
-    found = (n > 4 && !strcmp(e->d_name + n - 4, ".csv")) || !strncmp(e->d_name, "flight.", 7);
+    found = (n > 4 && !strcmp(e->d_name + n - 4, ".csv")) || !strncmp(e->d_name, "flight.", 7) ||
+            (n > 14 && !strcmp(e->d_name + n - 14, ".counters.json"));
   }
   closedir(d);
   return found;

@@ -52,7 +52,6 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
     cell(out, 7, 1, s->cpu_mean);
     cell(out, 7, 1, s->cpu_max);
     cell(out, 10, 1, s->rss_peak);
-    cell(out, 11, 3, c && c->have_coll ? c->coll_time_s : NAN);
     cell(out, 10, 3, c && c->have_coll ? c->coll_wait_s : NAN);
     if (is_slowest(job, s)) fprintf(out, "  <- slowest");
     if (s->throttle_any) fprintf(out, "  throttled(0x%llx)", s->throttle_any);
