@@ -81,7 +81,9 @@ static void scan(const grj *comm, double *max_any, double *max_running, const gr
     double seq = grj_num(c, "seq", -1);
     if (seq > *max_any) *max_any = seq;
     const char *st = grj_str(c, "state");
-    if (st && !strcmp(st, "running") && seq > *max_running) {
+    /* "timeout": the recorder marks the call it gave up on before dumping; it is still the call
+     * this rank waited in. */
+    if (st && (!strcmp(st, "running") || !strcmp(st, "timeout")) && seq > *max_running) {
       *max_running = seq;
       *running = c;
     }

@@ -28,11 +28,13 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
       if (!isnan(job->s[i].energy_j)) energy += job->s[i].energy_j;
     }
   fprintf(out, "%d series (%d GPU), %.1f s of samples\n\n", job->ns, ngpu, job->t1 - job->t0);
-  fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s %9s\n", "rank",
+  /* "coll wait": time inside collectives, waiting for the other ranks included (the straggler
+   * signal: the rank that waits least is the one the others wait for). */
+  fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s\n", "rank",
           "node:local", "gpu", "util", "util", "mem peak", "mem total", "temp", "energy", "cpu",
-          "cpu", "rss peak", "coll time", "coll wait");
-  fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s %9s\n", "", "", "",
-          "mean%", "max%", "MiB", "MiB", "max C", "J", "mean%", "max%", "MiB", "s", "s");
+          "cpu", "rss peak", "coll wait");
+  fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s\n", "", "", "", "mean%",
+          "max%", "MiB", "MiB", "max C", "J", "mean%", "max%", "MiB", "s");
   for (int i = 0; i < job->ns; i++) {
     const rpt_series *s = &job->s[i];
     const rpt_counters *c = rpt_counters_for(job, s);
@@ -52,7 +54,7 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
     cell(out, 7, 1, s->cpu_mean);
     cell(out, 7, 1, s->cpu_max);
     cell(out, 10, 1, s->rss_peak);
-    cell(out, 10, 3, c && c->have_coll ? c->coll_wait_s : NAN);
+    cell(out, 11, 3, c && c->have_coll ? c->coll_wait_s : NAN);
     if (is_slowest(job, s)) fprintf(out, "  <- slowest");
     if (s->throttle_any) fprintf(out, "  throttled(0x%llx)", s->throttle_any);
     if (s->ecc_max > 0) fprintf(out, "  ECC errors: %.0f", s->ecc_max);
