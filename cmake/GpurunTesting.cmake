@@ -18,6 +18,9 @@ if(GPURUN_SANITIZE MATCHES "address")
     "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"
     "ASAN_OPTIONS=detect_odr_violation=0")
 endif()
+if(GPURUN_SANITIZE MATCHES "thread")
+  list(APPEND GPURUN_MPI_TEST_ENV "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/tsan.supp")
+endif()
 set(GPURUN_MPIEXEC ${MPIEXEC_EXECUTABLE} CACHE FILEPATH "mpirun used by the MPI tests")
 
 # gr_add_test_executable(NAME SOURCES ... [LIBS ...])
