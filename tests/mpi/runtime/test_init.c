@@ -1,7 +1,8 @@
 /* gr_init / gr_finalize under mpirun: the state machine, gr_rank_info against what MPI and the OS
  * say independently, the world communicator and the default pool, and the counters file.
  * usage: test_init [lifecycle|plan|monitored]
- *   lifecycle  no plan in the environment (local rank from MPI, cpuset from the OS)
+ *   lifecycle  no plan in the environment (local rank from MPI, cpuset from the OS), or, when
+ *              started by gpurun, the plan it exported
  *   plan       GPURUN_* plan variables set by the test (one rank: local 0 of 1, cpus "0")
  *   monitored  like lifecycle, then checks <GPURUN_MONITOR_DIR>/<GPURUN_JOB_ID>/...counters.json */
 #include <gpurun/runtime.h>
@@ -90,6 +91,13 @@ int main(int argc, char **argv) {
     CHECK(ri.numa == 0);
     CHECK(strcmp(ri.nic, "eth9") == 0);
     CHECK(gr_pool_nthreads(p) == 1); /* sized to the plan's one-CPU cpuset */
+  } else if (getenv("GPURUN_PLAN_VERSION")) {
+    /* Started by gpurun: the plan it exported, and the binding it applied. */
+    CHECK(ri.from_plan == 1);
+    CHECK(ri.local_rank == atoi(getenv("GPURUN_LOCAL_RANK")));
+    CHECK(ri.local_size == atoi(getenv("GPURUN_LOCAL_SIZE")));
+    CHECK(getenv("GPURUN_CPUS") && strcmp(ri.cpus, getenv("GPURUN_CPUS")) == 0);
+    CHECK(gr_pool_nthreads(p) == affinity_count());
   } else {
     /* All ranks of these tests share one node: local == world. */
     CHECK(ri.from_plan == 0);
@@ -122,7 +130,7 @@ int main(int argc, char **argv) {
     const char *dir = getenv("GPURUN_MONITOR_DIR"), *job = getenv("GPURUN_JOB_ID");
     CHECK(dir && job);
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s/%s.%d.counters.json", dir, job, host, rank);
+    snprintf(path, sizeof path, "%s/%s/%s.%d.counters.json", dir, job, host, ri.local_rank);
     char *text = slurp(path);
     CHECK(text != NULL);
     /* 1 + 20 allreduces of one int64 (8 bytes each) and one barrier. */
