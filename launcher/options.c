@@ -306,8 +306,7 @@ static gr_status walk_argv(gr__options *o, int argc, char *const argv[], int do_
       snprintf(origin, sizeof origin, "-%c", d->short_name);
     }
     if (d->type == T_FLAG || d->type == T_MONITOR) {
-      if (inline_value && d->type == T_FLAG)
-        return fail(err, errlen, "%s takes no value", origin);
+      /* a flag's value only inline: --smt=no */
     } else if (!inline_value) {
       if (i + 1 >= argc) return fail(err, errlen, "%s needs a value", origin);
       value = argv[++i];

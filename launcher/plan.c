@@ -291,63 +291,66 @@ static gr_status place_cores(ctx *c, const gr__plan_opts *po) {
   } else if (c->G == 0 || po->policy == GR__POLICY_SPREAD) {
     split(c, all, C, ranks, N, compact, po->smt);
   } else {
-    /* closest / compact / none: each domain's cores for the ranks homed there */
-    int *bucket = malloc(((size_t)N + 1) * sizeof(int));
-    if (!bucket) {
-      free(ranks), free(all), free(pool);
+    /* closest / compact / none: each domain's cores for the ranks with a GPU there; a rank
+     * whose GPU set spans domains takes a share in each of them. */
+    int D = c->ndom;
+    char *mem = calloc((size_t)(D + 1) * (size_t)N + 1, 1); /* mem[d*N + j]: rank ranks[j] uses d */
+    int *sel = malloc(((size_t)N + 1) * sizeof(int));
+    if (!mem || !sel) {
+      free(mem), free(sel), free(ranks), free(all), free(pool);
       return GR_ERR_NOMEM;
     }
-    for (int d = 0; d < c->ndom; d++) c->dom[d].nranks = 0;
+    for (int d = 0; d < D; d++) c->dom[d].nranks = 0;
     for (int j = 0; j < N; j++) {
-      int d = c->gpu_dom[c->p->ranks[ranks[j]].gpu[0]];
-      bucket[j] = d;
-      c->dom[d].nranks++;
+      const gr__rank_plan *rp = &c->p->ranks[ranks[j]];
+      for (int i = 0; i < rp->ngpus; i++) {
+        int d = c->gpu_dom[rp->gpu[i]];
+        if (!mem[d * N + j]) mem[d * N + j] = 1, c->dom[d].nranks++;
+      }
     }
     /* the free pool: cores of no domain that has ranks */
-    int npool = 0;
+    int npool = 0, pool_ranks = 0, moved = 0;
     for (int i = 0; i < C; i++) {
       int d = c->core_dom[i];
       if (d < 0 || c->dom[d].nranks == 0) pool[npool++] = i;
     }
-    int pool_ranks = 0, moved = 0;
-    for (int d = 0; d < c->ndom; d++)
+    for (int d = 0; d < D; d++)
       while (c->dom[d].nranks > c->dom[d].ncores) {
-        /* the domain's last rank moves: to the free pool while it has a core per rank, else to
-         * the domain with the most spare cores */
+        /* the domain's last rank leaves; if it has no other domain it goes to the free pool
+         * while that has a core per rank, else to the domain with the most spare cores */
         int j = N - 1;
-        while (bucket[j] != d) j--;
+        while (!mem[d * N + j]) j--;
+        mem[d * N + j] = 0;
+        c->dom[d].nranks--;
+        int others = 0;
+        for (int e = 0; e < D; e++) others += mem[e * N + j];
+        if (others) continue;
         int to = -1;
-        if (pool_ranks < npool) to = c->ndom;
+        if (pool_ranks < npool) to = D;
         else {
           int spare = 0;
-          for (int e = 0; e < c->ndom; e++)
+          for (int e = 0; e < D; e++)
             if (c->dom[e].ncores - c->dom[e].nranks > spare) spare = c->dom[e].ncores - c->dom[e].nranks, to = e;
         }
         if (to < 0) break; /* cannot happen when N <= C */
-        bucket[j] = to;
-        c->dom[d].nranks--;
-        if (to == c->ndom) pool_ranks++;
+        mem[to * N + j] = 1;
+        if (to == D) pool_ranks++;
         else c->dom[to].nranks++;
         moved++;
       }
     if (moved)
       warn(c->p, "%d rank%s placed on cores away from their GPU (not enough cores next to it)", moved,
            moved == 1 ? "" : "s");
-    int *sel = malloc(((size_t)N + 1) * sizeof(int));
-    if (!sel) {
-      free(bucket), free(ranks), free(all), free(pool);
-      return GR_ERR_NOMEM;
-    }
-    for (int d = 0; d <= c->ndom; d++) {
+    for (int d = 0; d <= D; d++) {
       int m = 0;
       for (int j = 0; j < N; j++)
-        if (bucket[j] == d) sel[m++] = ranks[j];
+        if (mem[d * N + j]) sel[m++] = ranks[j];
       if (m == 0) continue;
-      if (d < c->ndom) split(c, c->dom[d].cores, c->dom[d].ncores, sel, m, compact, po->smt);
+      if (d < D) split(c, c->dom[d].cores, c->dom[d].ncores, sel, m, compact, po->smt);
       else split(c, pool, npool, sel, m, compact, po->smt);
     }
     free(sel);
-    free(bucket);
+    free(mem);
   }
   free(ranks), free(all), free(pool);
   return GR_OK;
