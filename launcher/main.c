@@ -58,7 +58,18 @@ int main(int argc, char **argv) {
   if (o.dry_run || o.topo_view) {
     int first = o.all ? 0 : me.local_rank, last = o.all ? me.local_size - 1 : me.local_rank;
     if (o.topo_view) gr__print_topo(stdout, &node, &plan);
-    else if (o.json) gr__print_json(stdout, &node, &plan, first, last, &o, host);
+    else if (o.json) {
+      /* one write, so that a launcher forwarding many ranks' output keeps each document whole */
+      char *buf = NULL;
+      size_t len = 0;
+      FILE *mf = open_memstream(&buf, &len);
+      if (mf) {
+        gr__print_json(mf, &node, &plan, first, last, &o, host);
+        fclose(mf);
+        fwrite(buf, 1, len, stdout);
+        free(buf);
+      }
+    }
     else {
       for (int r = first; r <= last; r++) {
         gr__print_rank_line(stdout, &node, &plan, r, host, &o);
@@ -84,8 +95,8 @@ int main(int argc, char **argv) {
   }
   if (o.policy != GR__POLICY_NONE) {
     char why[300];
-    if (gr__bind(&node, &plan, me.local_rank, why, sizeof why) != 0 && (o.verbose || !node.foreign) &&
-        me.local_rank == 0)
+    /* a foreign topology is the same story on every rank: rank 0 tells it; real failures each */
+    if (gr__bind(&node, &plan, me.local_rank, why, sizeof why) != 0 && (!node.foreign || me.local_rank == 0))
       fprintf(stderr, "gpurun: notice: %s%s%s\n", why, node.foreign ? ": " : "", node.foreign ? o.topology : "");
   }
   gr__envlist e;

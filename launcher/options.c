@@ -52,7 +52,7 @@ static const opt_def opts[] = {
   {"smt", 0, "GPURUN_SMT", T_FLAG, OFF(smt), 0, "bind to all hardware threads of the cores"},
   {"local-rank", 0, NULL, T_INT, OFF(local_rank), 0, "N: this rank's index on the node"},
   {"local-size", 0, NULL, T_INT, OFF(local_size), 1, "N: ranks on the node"},
-  {"monitor", 0, "GPURUN_MONITOR", T_MONITOR, OFF(monitor), 0, "[=SECONDS] supervise and sample telemetry"},
+  {"monitor", 0, "GPURUN_MONITOR", T_MONITOR, OFF(monitor), 0, "supervise, sample telemetry (default 1 s)"},
   {"time-limit", 0, "GPURUN_TIME_LIMIT", T_SECONDS, OFF(time_limit), 0, "SECONDS, then SIGTERM/SIGKILL"},
   {"config", 0, "GPURUN_CONFIG", T_STR, OFF(config), 0, "FILE of key = value lines"},
   {"help", 'h', NULL, T_FLAG, OFF(help), 0, "this text"},
@@ -369,6 +369,7 @@ void gr__options_usage(FILE *f) {
       case T_FORMAT: arg = " FMT"; break;
       case T_SIZE: arg = " SIZE"; break;
       case T_SECONDS: arg = " SECONDS"; break;
+      case T_MONITOR: arg = "[=SECONDS]"; break;
       default: break;
     }
     if (opts[k].short_name)
