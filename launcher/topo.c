@@ -276,7 +276,11 @@ gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen) 
     n->foreign = 1;
     hwloc_topology_set_io_types_filter(n->topo, HWLOC_TYPE_FILTER_KEEP_ALL);
   } else {
-    /* Only what placement needs: PCI/OS devices for GPUs and NICs, no caches below L3. */
+    /* Only what placement needs: PCI/OS devices for GPUs and NICs, no caches below L3. The GL
+     * (X displays) and OpenCL (vendor ICDs, which start the GPU driver) backends cost startup
+     * time and add nothing PCI discovery does not already give. */
+    hwloc_topology_set_components(n->topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
+    hwloc_topology_set_components(n->topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
     hwloc_topology_set_io_types_filter(n->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     hwloc_topology_set_type_filter(n->topo, HWLOC_OBJ_L1CACHE, HWLOC_TYPE_FILTER_KEEP_NONE);
     hwloc_topology_set_type_filter(n->topo, HWLOC_OBJ_L2CACHE, HWLOC_TYPE_FILTER_KEEP_NONE);

@@ -14,6 +14,9 @@ static gr_status fail(char *err, size_t errlen, const char *fmt, ...) {
   va_start(ap, fmt);
   if (err && errlen) vsnprintf(err, errlen, fmt, ap);
   va_end(ap);
+  /* the message quotes user input: keep it one printable line */
+  for (char *c = err; c && *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
   return GR_ERR_INVALID;
 }
 

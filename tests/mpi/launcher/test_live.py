@@ -6,6 +6,11 @@ import glob, json, os, subprocess, sys, tempfile
 
 gpurun, print_env, mpirun, topo_dir = sys.argv[1:5]
 failures = []
+# Under AddressSanitizer: hwloc's PCI plugin leaks (libpciaccess; a 3-line hwloc-only program
+# shows the same), and after dlclose its frames cannot be matched by a suppression. gpurun's own
+# code is leak-checked by the unit tests, which load XML and no PCI plugin.
+if "ASAN_OPTIONS" in os.environ:
+    os.environ["ASAN_OPTIONS"] += ":detect_leaks=0"
 
 def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)

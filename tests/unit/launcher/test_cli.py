@@ -6,6 +6,11 @@ import json, os, re, stat, subprocess, sys, tempfile
 
 gpurun, print_env, topo_dir, manpage = sys.argv[1:5]
 failures = []
+# Under AddressSanitizer: hwloc's PCI plugin leaks (libpciaccess; a 3-line hwloc-only program
+# shows the same), and after dlclose its frames cannot be matched by a suppression. gpurun's own
+# code is leak-checked by the unit tests, which load XML and no PCI plugin.
+if "ASAN_OPTIONS" in os.environ:
+    os.environ["ASAN_OPTIONS"] += ":detect_leaks=0"
 CLEAN = {k: v for k, v in os.environ.items()
          if not k.startswith(("OMPI_", "PMIX_", "SLURM_", "GPURUN_", "FLUX_", "PALS_", "MV2_", "MPI_LOCAL"))}
 
