@@ -69,6 +69,18 @@ check(r.returncode == 7, "program's exit status passed through")
 r = run(["sh", "-c", 'test "$PPID" = "$GPURUN_TEST_PPID"'], {"GPURUN_TEST_PPID": str(os.getpid())})
 check(r.returncode == 0, "gpurun execs: the program's parent is gpurun's parent")
 
+# --time-limit and --monitor hand the program to the supervisor (runtime/supervise.c)
+r = run(["--time-limit", "1", "--", "sleep", "30"], timeout=25)
+check(r.returncode == 124 and "time limit" in r.stderr, "--time-limit 1 ends sleep 30 with 124 (%d)" % r.returncode)
+with tempfile.TemporaryDirectory() as mdir:
+    r = run(["--monitor=0.1", "--", "sh", "-c", "sleep 0.4; exit 3"], {"GPURUN_MONITOR_DIR": mdir})
+    csvs = [os.path.join(dp, f) for dp, _, fs in os.walk(mdir) for f in fs if f.endswith(".csv")]
+    check(r.returncode == 3 and len(csvs) == 1, "--monitor: exit status passed through, one CSV (%d, %s)" % (r.returncode, csvs))
+    rows = open(csvs[0]).read().splitlines() if csvs else []
+    check(len(rows) >= 3, "--monitor=0.1 for 0.4 s samples at least twice (%d rows)" % (len(rows) - 1))
+usage_error(["--time-limit", "soon", "true"], "--time-limit: expected seconds")
+usage_error(["--monitor=-1", "true"], "expected an interval")
+
 # dry runs on a recorded node, options from all three sources
 r = run(["--topology", aws, "--local-rank", "1", "--local-size", "8", "--dry-run", "--format", "json"])
 d = json.loads(r.stdout)
