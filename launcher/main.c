@@ -11,6 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gr_config.h"
+#include "gr_device.h"
+
 #if GPURUN_HAVE_SUPERVISE
 #include "gr_supervise.h"
 #endif
@@ -91,6 +94,18 @@ int main(int argc, char **argv) {
     if (strcmp(me.source, "none") == 0 && me.local_rank == 0)
       fprintf(stderr, "gpurun: no launcher variables found: running as local rank 0 of 1\n");
     if (note[0] && me.local_rank == 0) fprintf(stderr, "gpurun: %s: %s\n", note_var, note);
+#if GPURUN_HAVE_CUDA
+    /* -v only: asking CUDA starts the driver, which costs the startup of every rank otherwise */
+    if (!node.foreign && me.local_rank == 0) {
+      int nv = 0;
+      for (int g = 0; g < node.ngpus; g++) nv += node.gpus[g].vendor == 0x10de;
+      char why[160] = "";
+      int cuda = gr__cuda_device_count(why, sizeof why);
+      if (cuda != nv)
+        fprintf(stderr, "gpurun: note: hwloc sees %d NVIDIA GPU%s, the CUDA runtime %d%s%s\n", nv, nv == 1 ? "" : "s",
+                cuda, why[0] ? ": " : "", why);
+    }
+#endif
     gr__print_rank_line(stderr, &node, &plan, me.local_rank, host, &o);
   }
   if (o.policy != GR__POLICY_NONE) {
