@@ -475,12 +475,49 @@ static void test_no_gpu_and_policies(void **state) {
   gr__node_free(&n);
 }
 
+/* A partitioned GPU: three rsmi devices on one PCI function are three GPUs, in PCI order, each
+ * with its own ordinal; the three ranks on them split that function's domain. */
+static void test_partitioned(void **state) {
+  (void)state;
+  gr__node n;
+  char err[256];
+  assert_int_equal(gr__node_load(&n, GR_DATA_DIR "/partitioned-rsmi.xml", err, sizeof err), GR_OK);
+  assert_int_equal(n.ngpus, 6);
+  const char *want[] = {"0000:02:00.0", "0000:02:00.0", "0000:02:00.0", "0001:02:00.0", "0002:02:00.0", "0003:02:00.0"};
+  for (int g = 0; g < 6; g++) {
+    assert_string_equal(n.gpus[g].pci, want[g]);
+    assert_int_equal(n.gpus[g].index, g);
+  }
+  assert_int_equal(n.gpus[2].partition, 2);
+  gr__plan p;
+  gr__plan_opts po = {0};
+  assert_int_equal(gr__plan_compute(&n, 6, &po, &p, err, sizeof err), GR_OK);
+  for (int r = 0; r < 6; r++) {
+    assert_int_equal(p.ranks[r].ngpus, 1);
+    assert_int_equal(n.gpus[p.ranks[r].gpu[0]].index, r);
+    assert_int_equal(p.ranks[r].sharers, 1);
+  }
+  /* ranks 0-2 on NUMA 0's 24 cores, 8 each, disjoint */
+  for (int r = 0; r < 3; r++) {
+    assert_int_equal(hwloc_bitmap_weight(p.ranks[r].cpuset), 8);
+    assert_int_equal(hwloc_bitmap_first(p.ranks[r].nodeset), 0);
+    for (int q = 0; q < r; q++) assert_false(hwloc_bitmap_intersects(p.ranks[r].cpuset, p.ranks[q].cpuset));
+  }
+  gr__envlist e;
+  assert_int_equal(gr__plan_env(&n, &p, 2, NULL, &e), GR_OK);
+  assert_string_equal(env_of(&e, "ROCR_VISIBLE_DEVICES"), "2");
+  assert_null(env_of(&e, "CUDA_VISIBLE_DEVICES"));
+  gr__envlist_free(&e);
+  gr__plan_free(&p);
+  gr__node_free(&n);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) snprintf(topo_dir, sizeof topo_dir, "%s", argv[1]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_topology), cmocka_unit_test(test_gpus_per_rank),
       cmocka_unit_test(test_restrict_visible), cmocka_unit_test(test_bad_xml),
-      cmocka_unit_test(test_no_gpu_and_policies),
+      cmocka_unit_test(test_no_gpu_and_policies), cmocka_unit_test(test_partitioned),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
