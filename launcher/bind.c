@@ -17,7 +17,8 @@ int gr__bind(const gr__node *n, const gr__plan *p, int rank, char *err, size_t e
   }
   /* Memory: bind where the kernel allows it; a single-node machine gains nothing and some
    * containers forbid set_mempolicy, so failure here is a notice, not an error. */
-  if (hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE) > 1 && !hwloc_bitmap_iszero(rp->nodeset) &&
+  if (hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE) > 1 &&
+      !hwloc_bitmap_iszero(rp->nodeset) &&
       hwloc_set_membind(n->topo, rp->nodeset, HWLOC_MEMBIND_BIND,
                         HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) != 0) {
     snprintf(err, errlen, "memory binding failed: %s", strerror(errno));

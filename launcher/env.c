@@ -56,7 +56,8 @@ static void sb_add(sbuf *b, const char *fmt, ...) {
   b->len += (size_t)need;
 }
 
-gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr__options *o, gr__envlist *e) {
+gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr__options *o,
+                       gr__envlist *e) {
   memset(e, 0, sizeof *e);
   const gr__rank_plan *rp = &p->ranks[rank];
   gr_status st = GR_OK;
@@ -82,10 +83,13 @@ gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr_
   while (left && !hwloc_bitmap_iszero(left)) {
     int pu = hwloc_bitmap_first(left);
     hwloc_obj_t pu_obj = hwloc_get_pu_obj_by_os_index(n->topo, (unsigned)pu);
-    hwloc_obj_t core = pu_obj ? hwloc_get_ancestor_obj_by_type(n->topo, HWLOC_OBJ_CORE, pu_obj) : NULL;
+    hwloc_obj_t core =
+        pu_obj ? hwloc_get_ancestor_obj_by_type(n->topo, HWLOC_OBJ_CORE, pu_obj) : NULL;
     hwloc_bitmap_t place = hwloc_bitmap_alloc();
-    if (core) hwloc_bitmap_and(place, core->cpuset, left);
-    else hwloc_bitmap_only(place, (unsigned)pu);
+    if (core)
+      hwloc_bitmap_and(place, core->cpuset, left);
+    else
+      hwloc_bitmap_only(place, (unsigned)pu);
     char *l = gr__bitmap_list(place);
     sb_add(&places, "%s{%s}", first ? "" : ",", l ? l : "");
     free(l);
@@ -126,8 +130,9 @@ gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr_
       ADD("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "%d", pct < 1 ? 1 : pct);
     }
     for (int i = 0; i < rp->ngpus; i++) {
-      unsigned long long lim = o && o->gpu_mem_limit ? o->gpu_mem_limit
-                                                     : n->gpus[rp->gpu[i]].mem_bytes / (unsigned)rp->sharers;
+      unsigned long long lim = o && o->gpu_mem_limit
+                                   ? o->gpu_mem_limit
+                                   : n->gpus[rp->gpu[i]].mem_bytes / (unsigned)rp->sharers;
       if (lim) sb_add(&mem, "%s%d=%lluM", mem.len ? "," : "", i, lim >> 20 ? lim >> 20 : 1);
     }
     if (mem.s) ADD("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "%s", mem.s);

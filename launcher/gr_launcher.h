@@ -23,7 +23,12 @@ typedef const char *(*gr__getenv_fn)(void *ctx, const char *name);
 const char *gr__real_getenv(void *ctx, const char *name);
 
 /* ---- options ---------------------------------------------------------------------------- */
-typedef enum { GR__POLICY_CLOSEST = 0, GR__POLICY_SPREAD, GR__POLICY_COMPACT, GR__POLICY_NONE } gr__policy;
+typedef enum {
+  GR__POLICY_CLOSEST = 0,
+  GR__POLICY_SPREAD,
+  GR__POLICY_COMPACT,
+  GR__POLICY_NONE
+} gr__policy;
 const char *gr__policy_name(gr__policy p);
 
 typedef struct {
@@ -38,7 +43,7 @@ typedef struct {
   int local_rank, local_size;       /* -1: from the launcher's environment */
   char topology[1024];              /* "" live */
   char config[1024];
-  int prog;                         /* argv index of the program; argc when none */
+  int prog; /* argv index of the program; argc when none */
 } gr__options;
 
 void gr__options_init(gr__options *o);
@@ -61,37 +66,38 @@ typedef struct {
 
 /* Fills w from the first launcher whose variables are present. GR_ERR_INVALID (err says which
  * variable) when a present variable does not parse, or the rank is not below the size. */
-gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__whoami_t *w,
-                     char *err, size_t errlen);
-/* Slurm's compressed per-node task counts, "2(x3),1": the count of node `nodeid`; -1 if malformed. */
+gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__whoami_t *w, char *err,
+                     size_t errlen);
+/* Slurm's compressed per-node task counts, "2(x3),1": the count of node `nodeid`; -1 if malformed.
+ */
 int gr__slurm_tasks_on_node(const char *spec, int nodeid);
 
 /* ---- the node --------------------------------------------------------------------------- */
 typedef struct {
-  int index;         /* ordinal in PCI bus order among the node's GPUs (CUDA_DEVICE_ORDER=PCI_BUS_ID) */
-  char pci[20];      /* "0000:34:00.0" ("" when hwloc shows no PCI device) */
+  int index;    /* ordinal in PCI bus order among the node's GPUs (CUDA_DEVICE_ORDER=PCI_BUS_ID) */
+  char pci[20]; /* "0000:34:00.0" ("" when hwloc shows no PCI device) */
   char name[80];
-  unsigned vendor;   /* PCI vendor id, 0 when unknown */
-  int partition;     /* index of this partition on its PCI function (several rsmi/MIG) */
+  unsigned vendor;              /* PCI vendor id, 0 when unknown */
+  int partition;                /* index of this partition on its PCI function (several rsmi/MIG) */
   unsigned long long mem_bytes; /* 0 when unknown */
   hwloc_obj_t pcidev, osdev;    /* either may be NULL */
   hwloc_obj_t locality;         /* non-I/O ancestor with allowed PUs */
 } gr__gpu;
 
 typedef struct {
-  char name[64];   /* mlx5_0, hsi0, rdmap197s0 */
-  char ucx[72];    /* UCX_NET_DEVICES form: mlx5_0:1 */
+  char name[64]; /* mlx5_0, hsi0, rdmap197s0 */
+  char ucx[72];  /* UCX_NET_DEVICES form: mlx5_0:1 */
   hwloc_obj_t pcidev, osdev;
   hwloc_obj_t locality;
 } gr__nic;
 
 typedef struct {
   hwloc_topology_t topo;
-  int foreign;            /* loaded from a file: do not bind */
+  int foreign; /* loaded from a file: do not bind */
   int ngpus, nnics;
   gr__gpu *gpus;
   gr__nic *nics;
-  double *link;           /* ngpus x ngpus effective GPU-GPU bandwidth, NULL without a matrix */
+  double *link; /* ngpus x ngpus effective GPU-GPU bandwidth, NULL without a matrix */
   char link_name[32];
   hwloc_const_cpuset_t allowed;
 } gr__node;
@@ -112,12 +118,12 @@ int gr__is_gpu_pcidev(hwloc_obj_t pci);
 typedef struct {
   int local_rank;
   int ngpus;
-  int gpu[GR__MAX_RANK_GPUS];  /* indexes into node->gpus */
-  int sharers;                 /* ranks sharing this rank's GPU(s), 1 = exclusive */
-  int share_index;             /* this rank's position among them */
-  hwloc_bitmap_t cpuset;       /* PUs */
-  hwloc_bitmap_t nodeset;      /* NUMA nodes */
-  int nic;                     /* index into node->nics, -1 none */
+  int gpu[GR__MAX_RANK_GPUS]; /* indexes into node->gpus */
+  int sharers;                /* ranks sharing this rank's GPU(s), 1 = exclusive */
+  int share_index;            /* this rank's position among them */
+  hwloc_bitmap_t cpuset;      /* PUs */
+  hwloc_bitmap_t nodeset;     /* NUMA nodes */
+  int nic;                    /* index into node->nics, -1 none */
 } gr__rank_plan;
 
 typedef struct {

@@ -7,9 +7,12 @@
 static void json_str(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
-    if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-    else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-    else fputc(*p, f);
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p < 0x20)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
   }
   fputc('"', f);
 }
@@ -21,16 +24,18 @@ void gr__print_rank_line(FILE *f, const gr__node *n, const gr__plan *p, int rank
   /* build the line first: one fputs, so that ranks' lines do not interleave */
   char line[1024];
   size_t len = 0;
-#define APP(...)                                                                      \
-  do {                                                                                \
-    int w_ = snprintf(line + len, sizeof line - len, __VA_ARGS__);                    \
-    if (w_ > 0) len = len + (size_t)w_ < sizeof line ? len + (size_t)w_ : sizeof line - 1; \
+#define APP(...)                                                                                   \
+  do {                                                                                             \
+    int w_ = snprintf(line + len, sizeof line - len, __VA_ARGS__);                                 \
+    if (w_ > 0) len = len + (size_t)w_ < sizeof line ? len + (size_t)w_ : sizeof line - 1;         \
   } while (0)
   APP("gpurun: rank %d/%d on %s: ", rank, p->local_size, host ? host : "?");
-  if (rp->ngpus == 0) APP("no GPU");
+  if (rp->ngpus == 0)
+    APP("no GPU");
   else {
     APP("GPU%s ", rp->ngpus > 1 ? "s" : "");
-    for (int i = 0; i < rp->ngpus; i++) APP("%s%d %s", i ? ", " : "", n->gpus[rp->gpu[i]].index, n->gpus[rp->gpu[i]].pci);
+    for (int i = 0; i < rp->ngpus; i++)
+      APP("%s%d %s", i ? ", " : "", n->gpus[rp->gpu[i]].index, n->gpus[rp->gpu[i]].pci);
   }
   APP(", %s %s (NUMA %s)", p->smt ? "PUs" : "cores", cpus ? cpus : "?", numa ? numa : "?");
   APP(", NIC %s", rp->nic >= 0 ? n->nics[rp->nic].name : "none");
@@ -42,7 +47,8 @@ void gr__print_rank_line(FILE *f, const gr__node *n, const gr__plan *p, int rank
         if (strcmp(e.name[i], "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == 0) pct = e.value[i];
         if (strcmp(e.name[i], "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == 0) lim = e.value[i];
       }
-      APP(", GPU shared by %d ranks (MPS %s%% of SMs, memory %s)", rp->sharers, pct, lim ? lim : "unlimited");
+      APP(", GPU shared by %d ranks (MPS %s%% of SMs, memory %s)", rp->sharers, pct,
+          lim ? lim : "unlimited");
       gr__envlist_free(&e);
     }
   } else if (o && o->gpu_mem_limit && rp->ngpus > 0) {
@@ -55,18 +61,24 @@ void gr__print_rank_line(FILE *f, const gr__node *n, const gr__plan *p, int rank
   free(cpus), free(numa);
 }
 
-void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, int last, const gr__options *o,
-                    const char *host) {
+void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, int last,
+                    const gr__options *o, const char *host) {
   fprintf(f, "{\n  \"plan_version\": %s,\n  \"node\": ", GR_PLAN_VERSION);
   json_str(f, host ? host : "");
   fprintf(f, ",\n  \"topology\": ");
-  if (o && o->topology[0]) json_str(f, o->topology);
-  else fputs("\"live\"", f);
-  fprintf(f, ",\n  \"local_size\": %d,\n  \"policy\": \"%s\",\n  \"smt\": %s,\n  \"node_gpus\": %d,\n"
-             "  \"node_cores\": %d,\n  \"gpu_links\": ",
-          p->local_size, gr__policy_name(p->policy), p->smt ? "true" : "false", n->ngpus, p->ncores_total);
-  if (n->link) json_str(f, n->link_name);
-  else fputs("null", f);
+  if (o && o->topology[0])
+    json_str(f, o->topology);
+  else
+    fputs("\"live\"", f);
+  fprintf(f,
+          ",\n  \"local_size\": %d,\n  \"policy\": \"%s\",\n  \"smt\": %s,\n  \"node_gpus\": %d,\n"
+          "  \"node_cores\": %d,\n  \"gpu_links\": ",
+          p->local_size, gr__policy_name(p->policy), p->smt ? "true" : "false", n->ngpus,
+          p->ncores_total);
+  if (n->link)
+    json_str(f, n->link_name);
+  else
+    fputs("null", f);
   fputs(",\n  \"ranks\": [", f);
   for (int r = first; r <= last; r++) {
     const gr__rank_plan *rp = &p->ranks[r];
@@ -92,8 +104,10 @@ void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, in
     }
     hwloc_bitmap_foreach_end();
     fputs("], \"nic\": ", f);
-    if (rp->nic >= 0) json_str(f, n->nics[rp->nic].name);
-    else fputs("null", f);
+    if (rp->nic >= 0)
+      json_str(f, n->nics[rp->nic].name);
+    else
+      fputs("null", f);
     fprintf(f, ", \"gpu_sharers\": %d,\n     \"env\": {", rp->sharers);
     gr__envlist e;
     if (gr__plan_env(n, p, r, o, &e) == GR_OK) {
@@ -132,7 +146,8 @@ void gr__print_topo(FILE *f, const gr__node *n, const gr__plan *p) {
       hwloc_obj_t loc = n->gpus[g].locality;
       if (gshown && !gshown[g] && loc && hwloc_bitmap_intersects(loc->cpuset, numa->cpuset)) {
         gshown[g] = 1;
-        fprintf(f, "  GPU %-3d %-13s %-28.28s ranks", n->gpus[g].index, n->gpus[g].pci, n->gpus[g].name);
+        fprintf(f, "  GPU %-3d %-13s %-28.28s ranks", n->gpus[g].index, n->gpus[g].pci,
+                n->gpus[g].name);
         for (int r = 0; r < p->local_size; r++)
           for (int k = 0; k < p->ranks[r].ngpus; k++)
             if (p->ranks[r].gpu[k] == g) fprintf(f, " %d", r);
@@ -159,5 +174,6 @@ void gr__print_topo(FILE *f, const gr__node *n, const gr__plan *p) {
     hwloc_bitmap_free(cs);
   }
   free(gshown), free(nshown);
-  for (int i = 0; i < p->nwarn; i++) fprintf(f, "warning: %s\n", p->warn[i]);
+  for (int i = 0; i < p->nwarn; i++)
+    fprintf(f, "warning: %s\n", p->warn[i]);
 }

@@ -27,7 +27,8 @@ int main(int argc, char **argv) {
   char err[512];
   gr__options o;
   gr__options_init(&o);
-  if (gr__options_parse(&o, argc, argv, gr__real_getenv, NULL, err, sizeof err) != GR_OK) return usage_error(err);
+  if (gr__options_parse(&o, argc, argv, gr__real_getenv, NULL, err, sizeof err) != GR_OK)
+    return usage_error(err);
   if (o.help) {
     gr__options_usage(stdout);
     return 0;
@@ -50,7 +51,9 @@ int main(int argc, char **argv) {
     if (!vis) vis = getenv(note_var = "ROCR_VISIBLE_DEVICES");
     if (vis) gr__node_restrict(&node, vis, note, sizeof note);
   }
-  gr__plan_opts po = {.policy = o.policy, .gpus_per_rank = o.gpus_per_rank, .ranks_per_gpu = o.ranks_per_gpu,
+  gr__plan_opts po = {.policy = o.policy,
+                      .gpus_per_rank = o.gpus_per_rank,
+                      .ranks_per_gpu = o.ranks_per_gpu,
                       .smt = o.smt};
   gr__plan plan;
   if (gr__plan_compute(&node, me.local_size, &po, &plan, err, sizeof err) != GR_OK) {
@@ -60,7 +63,8 @@ int main(int argc, char **argv) {
   int rc = 0;
   if (o.dry_run || o.topo_view) {
     int first = o.all ? 0 : me.local_rank, last = o.all ? me.local_size - 1 : me.local_rank;
-    if (o.topo_view) gr__print_topo(stdout, &node, &plan);
+    if (o.topo_view)
+      gr__print_topo(stdout, &node, &plan);
     else if (o.json) {
       /* one write, so that a launcher forwarding many ranks' output keeps each document whole */
       char *buf = NULL;
@@ -72,24 +76,26 @@ int main(int argc, char **argv) {
         fwrite(buf, 1, len, stdout);
         free(buf);
       }
-    }
-    else {
+    } else {
       for (int r = first; r <= last; r++) {
         gr__print_rank_line(stdout, &node, &plan, r, host, &o);
         gr__envlist e;
         if (gr__plan_env(&node, &plan, r, &o, &e) == GR_OK) {
-          for (int i = 0; i < e.n; i++) printf("  %s=%s\n", e.name[i], e.value[i]);
+          for (int i = 0; i < e.n; i++)
+            printf("  %s=%s\n", e.name[i], e.value[i]);
           gr__envlist_free(&e);
         }
       }
-      for (int i = 0; i < plan.nwarn; i++) printf("warning: %s\n", plan.warn[i]);
+      for (int i = 0; i < plan.nwarn; i++)
+        printf("warning: %s\n", plan.warn[i]);
     }
     fflush(stdout);
     goto done;
   }
   /* a node-wide warning is the node's: say it once */
   if (me.local_rank == 0)
-    for (int i = 0; i < plan.nwarn; i++) fprintf(stderr, "gpurun: warning: %s\n", plan.warn[i]);
+    for (int i = 0; i < plan.nwarn; i++)
+      fprintf(stderr, "gpurun: warning: %s\n", plan.warn[i]);
   if (o.verbose) {
     if (strcmp(me.source, "none") == 0 && me.local_rank == 0)
       fprintf(stderr, "gpurun: no launcher variables found: running as local rank 0 of 1\n");
@@ -98,12 +104,13 @@ int main(int argc, char **argv) {
     /* -v only: asking CUDA starts the driver, which costs the startup of every rank otherwise */
     if (!node.foreign && me.local_rank == 0) {
       int nv = 0;
-      for (int g = 0; g < node.ngpus; g++) nv += node.gpus[g].vendor == 0x10de;
+      for (int g = 0; g < node.ngpus; g++)
+        nv += node.gpus[g].vendor == 0x10de;
       char why[160] = "";
       int cuda = gr__cuda_device_count(why, sizeof why);
       if (cuda != nv)
-        fprintf(stderr, "gpurun: note: hwloc sees %d NVIDIA GPU%s, the CUDA runtime %d%s%s\n", nv, nv == 1 ? "" : "s",
-                cuda, why[0] ? ": " : "", why);
+        fprintf(stderr, "gpurun: note: hwloc sees %d NVIDIA GPU%s, the CUDA runtime %d%s%s\n", nv,
+                nv == 1 ? "" : "s", cuda, why[0] ? ": " : "", why);
     }
 #endif
     gr__print_rank_line(stderr, &node, &plan, me.local_rank, host, &o);
@@ -111,8 +118,10 @@ int main(int argc, char **argv) {
   if (o.policy != GR__POLICY_NONE) {
     char why[300];
     /* a foreign topology is the same story on every rank: rank 0 tells it; real failures each */
-    if (gr__bind(&node, &plan, me.local_rank, why, sizeof why) != 0 && (!node.foreign || me.local_rank == 0))
-      fprintf(stderr, "gpurun: notice: %s%s%s\n", why, node.foreign ? ": " : "", node.foreign ? o.topology : "");
+    if (gr__bind(&node, &plan, me.local_rank, why, sizeof why) != 0 &&
+        (!node.foreign || me.local_rank == 0))
+      fprintf(stderr, "gpurun: notice: %s%s%s\n", why, node.foreign ? ": " : "",
+              node.foreign ? o.topology : "");
   }
   gr__envlist e;
   if (gr__plan_env(&node, &plan, me.local_rank, &o, &e) != GR_OK) {
@@ -120,7 +129,8 @@ int main(int argc, char **argv) {
     rc = 1;
     goto done;
   }
-  for (int i = 0; i < e.n; i++) setenv(e.name[i], e.value[i], 1);
+  for (int i = 0; i < e.n; i++)
+    setenv(e.name[i], e.value[i], 1);
   gr__envlist_free(&e);
 
   char **prog = &argv[o.prog];
@@ -149,7 +159,8 @@ int main(int argc, char **argv) {
     }
     return code;
 #else
-    fprintf(stderr, "gpurun: --%s: this build has no supervisor\n", o.monitor ? "monitor" : "time-limit");
+    fprintf(stderr, "gpurun: --%s: this build has no supervisor\n",
+            o.monitor ? "monitor" : "time-limit");
     rc = 2;
     goto done;
 #endif

@@ -17,10 +17,14 @@ const char *gr__real_getenv(void *ctx, const char *name) {
 
 const char *gr__policy_name(gr__policy p) {
   switch (p) {
-    case GR__POLICY_CLOSEST: return "closest";
-    case GR__POLICY_SPREAD: return "spread";
-    case GR__POLICY_COMPACT: return "compact";
-    case GR__POLICY_NONE: return "none";
+  case GR__POLICY_CLOSEST:
+    return "closest";
+  case GR__POLICY_SPREAD:
+    return "spread";
+  case GR__POLICY_COMPACT:
+    return "compact";
+  case GR__POLICY_NONE:
+    return "none";
   }
   return "?";
 }
@@ -28,35 +32,42 @@ const char *gr__policy_name(gr__policy p) {
 typedef enum { T_FLAG, T_INT, T_STR, T_POLICY, T_FORMAT, T_SIZE, T_SECONDS, T_MONITOR } opt_type;
 
 typedef struct {
-  const char *name;  /* long option, config key */
+  const char *name; /* long option, config key */
   char short_name;
-  const char *env;   /* GPURUN_* or NULL: command line only */
+  const char *env; /* GPURUN_* or NULL: command line only */
   opt_type type;
   size_t off;
-  int min;           /* T_INT lower bound */
+  int min; /* T_INT lower bound */
   const char *help;
 } opt_def;
 
 #define OFF(f) offsetof(gr__options, f)
 static const opt_def opts[] = {
-  {"verbose", 'v', "GPURUN_VERBOSE", T_FLAG, OFF(verbose), 0, "print each rank's placement to stderr"},
-  {"dry-run", 'n', "GPURUN_DRY_RUN", T_FLAG, OFF(dry_run), 0, "print this rank's plan and exit"},
-  {"all", 0, NULL, T_FLAG, OFF(all), 0, "with --dry-run/--topo: the whole node"},
-  {"format", 0, "GPURUN_FORMAT", T_FORMAT, OFF(json), 0, "text|json output of --dry-run"},
-  {"topo", 0, NULL, T_FLAG, OFF(topo_view), 0, "draw the node with each rank's placement, exit"},
-  {"topology", 0, "GPURUN_TOPOLOGY", T_STR, OFF(topology), 0, "FILE.xml: plan for a recorded node"},
-  {"policy", 0, "GPURUN_POLICY", T_POLICY, OFF(policy), 0, "closest|spread|compact|none"},
-  {"gpus-per-rank", 0, "GPURUN_GPUS_PER_RANK", T_INT, OFF(gpus_per_rank), 1, "N GPUs for each rank"},
-  {"ranks-per-gpu", 0, "GPURUN_RANKS_PER_GPU", T_INT, OFF(ranks_per_gpu), 1, "N ranks share each GPU (MPS)"},
-  {"gpu-mem-limit", 0, "GPURUN_GPU_MEM_LIMIT", T_SIZE, OFF(gpu_mem_limit), 0, "SIZE of GPU memory per rank (MPS)"},
-  {"smt", 0, "GPURUN_SMT", T_FLAG, OFF(smt), 0, "bind to all hardware threads of the cores"},
-  {"local-rank", 0, NULL, T_INT, OFF(local_rank), 0, "N: this rank's index on the node"},
-  {"local-size", 0, NULL, T_INT, OFF(local_size), 1, "N: ranks on the node"},
-  {"monitor", 0, "GPURUN_MONITOR", T_MONITOR, OFF(monitor), 0, "supervise, sample telemetry (default 1 s)"},
-  {"time-limit", 0, "GPURUN_TIME_LIMIT", T_SECONDS, OFF(time_limit), 0, "SECONDS, then SIGTERM/SIGKILL"},
-  {"config", 0, "GPURUN_CONFIG", T_STR, OFF(config), 0, "FILE of key = value lines"},
-  {"help", 'h', NULL, T_FLAG, OFF(help), 0, "this text"},
-  {"version", 0, NULL, T_FLAG, OFF(version), 0, "print the version"},
+    {"verbose", 'v', "GPURUN_VERBOSE", T_FLAG, OFF(verbose), 0,
+     "print each rank's placement to stderr"},
+    {"dry-run", 'n', "GPURUN_DRY_RUN", T_FLAG, OFF(dry_run), 0, "print this rank's plan and exit"},
+    {"all", 0, NULL, T_FLAG, OFF(all), 0, "with --dry-run/--topo: the whole node"},
+    {"format", 0, "GPURUN_FORMAT", T_FORMAT, OFF(json), 0, "text|json output of --dry-run"},
+    {"topo", 0, NULL, T_FLAG, OFF(topo_view), 0, "draw the node with each rank's placement, exit"},
+    {"topology", 0, "GPURUN_TOPOLOGY", T_STR, OFF(topology), 0,
+     "FILE.xml: plan for a recorded node"},
+    {"policy", 0, "GPURUN_POLICY", T_POLICY, OFF(policy), 0, "closest|spread|compact|none"},
+    {"gpus-per-rank", 0, "GPURUN_GPUS_PER_RANK", T_INT, OFF(gpus_per_rank), 1,
+     "N GPUs for each rank"},
+    {"ranks-per-gpu", 0, "GPURUN_RANKS_PER_GPU", T_INT, OFF(ranks_per_gpu), 1,
+     "N ranks share each GPU (MPS)"},
+    {"gpu-mem-limit", 0, "GPURUN_GPU_MEM_LIMIT", T_SIZE, OFF(gpu_mem_limit), 0,
+     "SIZE of GPU memory per rank (MPS)"},
+    {"smt", 0, "GPURUN_SMT", T_FLAG, OFF(smt), 0, "bind to all hardware threads of the cores"},
+    {"local-rank", 0, NULL, T_INT, OFF(local_rank), 0, "N: this rank's index on the node"},
+    {"local-size", 0, NULL, T_INT, OFF(local_size), 1, "N: ranks on the node"},
+    {"monitor", 0, "GPURUN_MONITOR", T_MONITOR, OFF(monitor), 0,
+     "supervise, sample telemetry (default 1 s)"},
+    {"time-limit", 0, "GPURUN_TIME_LIMIT", T_SECONDS, OFF(time_limit), 0,
+     "SECONDS, then SIGTERM/SIGKILL"},
+    {"config", 0, "GPURUN_CONFIG", T_STR, OFF(config), 0, "FILE of key = value lines"},
+    {"help", 'h', NULL, T_FLAG, OFF(help), 0, "this text"},
+    {"version", 0, NULL, T_FLAG, OFF(version), 0, "print the version"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -87,11 +98,24 @@ int gr__parse_size(const char *s, unsigned long long *out) {
   if (errno || end == s || !(v >= 0) || !isfinite(v)) return -1;
   double mul = 1;
   switch (toupper((unsigned char)*end)) {
-    case 'K': mul = 1024.0; end++; break;
-    case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
+  case 'K':
+    mul = 1024.0;
+    end++;
+    break;
+  case 'M':
+    mul = 1024.0 * 1024;
+    end++;
+    break;
+  case 'G':
+    mul = 1024.0 * 1024 * 1024;
+    end++;
+    break;
+  case 'T':
+    mul = 1024.0 * 1024 * 1024 * 1024;
+    end++;
+    break;
+  default:
+    break;
   }
   if (mul > 1 && (*end == 'B' || *end == 'b')) end++;
   if (*end) return -1;
@@ -138,66 +162,73 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
                        char *err, size_t errlen) {
   char *base = (char *)o;
   switch (d->type) {
-    case T_FLAG: {
-      int b = 1;
-      if (value && parse_bool(value, &b)) return fail(err, errlen, "%s: expected yes or no, got '%s'", origin, value);
-      *(int *)(base + d->off) = b;
-      return GR_OK;
-    }
-    case T_INT: {
-      int v;
-      if (!value) return fail(err, errlen, "%s needs a value", origin);
-      if (parse_int(value, &v) || v < d->min || v > 1000000)
-        return fail(err, errlen, "%s: expected an integer >= %d, got '%s'", origin, d->min, value);
-      *(int *)(base + d->off) = v;
-      return GR_OK;
-    }
-    case T_STR: {
-      if (!value || !*value) return fail(err, errlen, "%s needs a value", origin);
-      size_t cap = sizeof o->topology;
-      if (strlen(value) >= cap) return fail(err, errlen, "%s: value too long", origin);
-      memcpy(base + d->off, value, strlen(value) + 1);
-      return GR_OK;
-    }
-    case T_POLICY: {
-      if (!value) return fail(err, errlen, "%s needs a value", origin);
-      for (int p = GR__POLICY_CLOSEST; p <= GR__POLICY_NONE; p++)
-        if (strcmp(value, gr__policy_name((gr__policy)p)) == 0) return o->policy = (gr__policy)p, GR_OK;
-      return fail(err, errlen, "%s: unknown policy '%s' (closest, spread, compact, none)", origin, value);
-    }
-    case T_FORMAT: {
-      if (!value) return fail(err, errlen, "%s needs a value", origin);
-      if (strcmp(value, "json") == 0) o->json = 1;
-      else if (strcmp(value, "text") == 0) o->json = 0;
-      else return fail(err, errlen, "%s: unknown format '%s' (text, json)", origin, value);
-      return GR_OK;
-    }
-    case T_SIZE: {
-      unsigned long long v;
-      if (!value || gr__parse_size(value, &v) || v == 0)
-        return fail(err, errlen, "%s: expected a size like 8G or 512M, got '%s'", origin, value ? value : "");
-      o->gpu_mem_limit = v;
-      return GR_OK;
-    }
-    case T_SECONDS: {
-      double v;
-      if (!value || parse_seconds(value, &v))
-        return fail(err, errlen, "%s: expected seconds, got '%s'", origin, value ? value : "");
-      o->time_limit = v;
-      return GR_OK;
-    }
-    case T_MONITOR: {
-      /* GPURUN_MONITOR=0/no turns it off; =1/yes on at the default interval; =2.5 on at 2.5 s. */
-      int b;
-      double v;
-      if (!value || !*value) return o->monitor = 1, GR_OK;
-      if (parse_bool(value, &b) == 0 && strcmp(value, "1") != 0) return o->monitor = b, GR_OK;
-      if (parse_seconds(value, &v) || v <= 0)
-        return fail(err, errlen, "%s: expected an interval in seconds > 0, got '%s'", origin, value);
-      o->monitor = 1;
-      o->monitor_interval = v;
-      return GR_OK;
-    }
+  case T_FLAG: {
+    int b = 1;
+    if (value && parse_bool(value, &b))
+      return fail(err, errlen, "%s: expected yes or no, got '%s'", origin, value);
+    *(int *)(base + d->off) = b;
+    return GR_OK;
+  }
+  case T_INT: {
+    int v;
+    if (!value) return fail(err, errlen, "%s needs a value", origin);
+    if (parse_int(value, &v) || v < d->min || v > 1000000)
+      return fail(err, errlen, "%s: expected an integer >= %d, got '%s'", origin, d->min, value);
+    *(int *)(base + d->off) = v;
+    return GR_OK;
+  }
+  case T_STR: {
+    if (!value || !*value) return fail(err, errlen, "%s needs a value", origin);
+    size_t cap = sizeof o->topology;
+    if (strlen(value) >= cap) return fail(err, errlen, "%s: value too long", origin);
+    memcpy(base + d->off, value, strlen(value) + 1);
+    return GR_OK;
+  }
+  case T_POLICY: {
+    if (!value) return fail(err, errlen, "%s needs a value", origin);
+    for (int p = GR__POLICY_CLOSEST; p <= GR__POLICY_NONE; p++)
+      if (strcmp(value, gr__policy_name((gr__policy)p)) == 0)
+        return o->policy = (gr__policy)p, GR_OK;
+    return fail(err, errlen, "%s: unknown policy '%s' (closest, spread, compact, none)", origin,
+                value);
+  }
+  case T_FORMAT: {
+    if (!value) return fail(err, errlen, "%s needs a value", origin);
+    if (strcmp(value, "json") == 0)
+      o->json = 1;
+    else if (strcmp(value, "text") == 0)
+      o->json = 0;
+    else
+      return fail(err, errlen, "%s: unknown format '%s' (text, json)", origin, value);
+    return GR_OK;
+  }
+  case T_SIZE: {
+    unsigned long long v;
+    if (!value || gr__parse_size(value, &v) || v == 0)
+      return fail(err, errlen, "%s: expected a size like 8G or 512M, got '%s'", origin,
+                  value ? value : "");
+    o->gpu_mem_limit = v;
+    return GR_OK;
+  }
+  case T_SECONDS: {
+    double v;
+    if (!value || parse_seconds(value, &v))
+      return fail(err, errlen, "%s: expected seconds, got '%s'", origin, value ? value : "");
+    o->time_limit = v;
+    return GR_OK;
+  }
+  case T_MONITOR: {
+    /* GPURUN_MONITOR=0/no turns it off; =1/yes on at the default interval; =2.5 on at 2.5 s. */
+    int b;
+    double v;
+    if (!value || !*value) return o->monitor = 1, GR_OK;
+    if (parse_bool(value, &b) == 0 && strcmp(value, "1") != 0) return o->monitor = b, GR_OK;
+    if (parse_seconds(value, &v) || v <= 0)
+      return fail(err, errlen, "%s: expected an interval in seconds > 0, got '%s'", origin, value);
+    o->monitor = 1;
+    o->monitor_interval = v;
+    return GR_OK;
+  }
   }
   return fail(err, errlen, "%s: internal error", origin);
 }
@@ -215,7 +246,8 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
   char line[2048];
   while (pos < len) {
     size_t end = pos;
-    while (end < len && text[end] != '\n') end++;
+    while (end < len && text[end] != '\n')
+      end++;
     lineno++;
     size_t l = end - pos;
     if (l >= sizeof line) return fail(err, errlen, "%s:%d: line too long", origin, lineno);
@@ -226,16 +258,21 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
     char *hash = strchr(line, '#');
     if (hash) *hash = 0;
     char *s = line;
-    while (isspace((unsigned char)*s)) s++;
+    while (isspace((unsigned char)*s))
+      s++;
     char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+    while (e > s && isspace((unsigned char)e[-1]))
+      *--e = 0;
     if (!*s) continue;
     char *eq = strchr(s, '=');
-    if (!eq) return fail(err, errlen, "%s:%d: expected 'key = value', got '%.60s'", origin, lineno, s);
+    if (!eq)
+      return fail(err, errlen, "%s:%d: expected 'key = value', got '%.60s'", origin, lineno, s);
     char *k_end = eq;
-    while (k_end > s && isspace((unsigned char)k_end[-1])) k_end--;
+    while (k_end > s && isspace((unsigned char)k_end[-1]))
+      k_end--;
     char *v = eq + 1;
-    while (isspace((unsigned char)*v)) v++;
+    while (isspace((unsigned char)*v))
+      v++;
     const opt_def *d = find_long(s, (size_t)(k_end - s));
     if (!d || !d->env || strcmp(d->name, "config") == 0) {
       *k_end = 0;
@@ -347,13 +384,15 @@ gr_status gr__options_parse(gr__options *o, int argc, char *const argv[], gr__ge
   if ((o->local_rank < 0) != (o->local_size < 0))
     return fail(err, errlen, "--local-rank and --local-size go together");
   if (o->local_rank >= 0 && o->local_rank >= o->local_size)
-    return fail(err, errlen, "--local-rank %d is not below --local-size %d", o->local_rank, o->local_size);
+    return fail(err, errlen, "--local-rank %d is not below --local-size %d", o->local_rank,
+                o->local_size);
   if (o->gpus_per_rank > 1 && o->ranks_per_gpu > 1)
     return fail(err, errlen, "--gpus-per-rank %d and --ranks-per-gpu %d conflict: choose one",
                 o->gpus_per_rank, o->ranks_per_gpu);
   if (o->all && !o->dry_run && !o->topo_view)
     return fail(err, errlen, "--all needs --dry-run or --topo");
-  if (o->dry_run && o->topo_view) return fail(err, errlen, "--dry-run and --topo conflict: choose one");
+  if (o->dry_run && o->topo_view)
+    return fail(err, errlen, "--dry-run and --topo conflict: choose one");
   if (!o->dry_run && !o->topo_view && o->prog >= argc)
     return fail(err, errlen, "no program to run (usage: gpurun [OPTIONS] [--] PROGRAM [ARGS...])");
   return GR_OK;
@@ -361,19 +400,36 @@ gr_status gr__options_parse(gr__options *o, int argc, char *const argv[], gr__ge
 
 void gr__options_usage(FILE *f) {
   fputs("usage: gpurun [OPTIONS] [--] PROGRAM [ARGS...]\n"
-        "Places this MPI rank on its GPUs, cores, memory and NIC, then runs PROGRAM.\n\n", f);
+        "Places this MPI rank on its GPUs, cores, memory and NIC, then runs PROGRAM.\n\n",
+        f);
   for (size_t k = 0; k < NOPTS; k++) {
     char left[64];
     const char *arg = "";
     switch (opts[k].type) {
-      case T_INT: arg = " N"; break;
-      case T_STR: arg = strcmp(opts[k].name, "config") == 0 || strcmp(opts[k].name, "topology") == 0 ? " FILE" : " S"; break;
-      case T_POLICY: arg = " POLICY"; break;
-      case T_FORMAT: arg = " FMT"; break;
-      case T_SIZE: arg = " SIZE"; break;
-      case T_SECONDS: arg = " SECONDS"; break;
-      case T_MONITOR: arg = "[=SECONDS]"; break;
-      default: break;
+    case T_INT:
+      arg = " N";
+      break;
+    case T_STR:
+      arg = strcmp(opts[k].name, "config") == 0 || strcmp(opts[k].name, "topology") == 0 ? " FILE"
+                                                                                         : " S";
+      break;
+    case T_POLICY:
+      arg = " POLICY";
+      break;
+    case T_FORMAT:
+      arg = " FMT";
+      break;
+    case T_SIZE:
+      arg = " SIZE";
+      break;
+    case T_SECONDS:
+      arg = " SECONDS";
+      break;
+    case T_MONITOR:
+      arg = "[=SECONDS]";
+      break;
+    default:
+      break;
     }
     if (opts[k].short_name)
       snprintf(left, sizeof left, "-%c, --%s%s", opts[k].short_name, opts[k].name, arg);

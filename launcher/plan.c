@@ -24,15 +24,15 @@ typedef struct {
 typedef struct {
   const gr__node *n;
   int N, G, C;
-  hwloc_obj_t *core;     /* allowed cores (or PUs when the topology has no cores), logical order */
-  int *core_dom;         /* domain of each core, -1: none */
+  hwloc_obj_t *core; /* allowed cores (or PUs when the topology has no cores), logical order */
+  int *core_dom;     /* domain of each core, -1: none */
   domain *dom;
   int ndom;
-  int *gpu_dom;          /* domain of each GPU */
-  int *rank_set;         /* GPU set of each rank */
+  int *gpu_dom;  /* domain of each GPU */
+  int *rank_set; /* GPU set of each rank */
   int nsets, k;
-  int *set_gpus;         /* nsets x k */
-  int *rank_bucket;      /* domain index, or ndom for the free pool */
+  int *set_gpus;    /* nsets x k */
+  int *rank_bucket; /* domain index, or ndom for the free pool */
   gr__plan *p;
 } ctx;
 
@@ -67,7 +67,8 @@ static gr_status build_domains(ctx *c) {
   for (int g = 0; g < c->G; g++) {
     hwloc_obj_t o = n->gpus[g].locality;
     int d = 0;
-    while (d < c->ndom && c->dom[d].obj != o) d++;
+    while (d < c->ndom && c->dom[d].obj != o)
+      d++;
     if (d == c->ndom) {
       c->dom[d].obj = o;
       c->dom[d].cpuset = hwloc_bitmap_alloc();
@@ -153,15 +154,15 @@ static gr_status build_sets(ctx *c, const gr__plan_opts *po, char *err, size_t e
   int N = c->N, G = c->G;
   if (po->gpus_per_rank > 0) {
     if (po->gpus_per_rank > G)
-      return failp(err, errlen, "--gpus-per-rank %d is larger than the %d GPU%s here", po->gpus_per_rank, G,
-                   G == 1 ? "" : "s");
+      return failp(err, errlen, "--gpus-per-rank %d is larger than the %d GPU%s here",
+                   po->gpus_per_rank, G, G == 1 ? "" : "s");
     c->k = po->gpus_per_rank;
     c->nsets = G / c->k;
   } else if (po->ranks_per_gpu > 0) {
     int need = (N + po->ranks_per_gpu - 1) / po->ranks_per_gpu;
     if (need > G)
-      return failp(err, errlen, "--ranks-per-gpu %d with %d local ranks needs %d GPUs, %d here", po->ranks_per_gpu,
-                   N, need, G);
+      return failp(err, errlen, "--ranks-per-gpu %d with %d local ranks needs %d GPUs, %d here",
+                   po->ranks_per_gpu, N, need, G);
     c->k = 1;
     c->nsets = need;
   } else if (N >= G) {
@@ -198,8 +199,10 @@ static gr_status build_sets(ctx *c, const gr__plan_opts *po, char *err, size_t e
     qsort(c->set_gpus, (size_t)c->nsets, sizeof(int), cmp_int);
   } else {
     for (int d = 0; d < c->ndom && s < c->nsets; d++)
-      while (s < c->nsets && grow_set(c, used, d, c->k, &c->set_gpus[s * c->k])) s++;
-    while (s < c->nsets && grow_set(c, used, -1, c->k, &c->set_gpus[s * c->k])) s++;
+      while (s < c->nsets && grow_set(c, used, d, c->k, &c->set_gpus[s * c->k]))
+        s++;
+    while (s < c->nsets && grow_set(c, used, -1, c->k, &c->set_gpus[s * c->k]))
+      s++;
     /* sets in the order of their first GPU, so rank order follows PCI order */
     for (int a = 0; a < c->nsets; a++)
       for (int b = a + 1; b < c->nsets; b++)
@@ -211,16 +214,19 @@ static gr_status build_sets(ctx *c, const gr__plan_opts *po, char *err, size_t e
           }
   }
   int unused = 0;
-  for (int g = 0; g < G; g++) unused += !used[g];
+  for (int g = 0; g < G; g++)
+    unused += !used[g];
   free(used);
-  if (unused && G > 0) warn(c->p, "%d of %d GPUs unused by %d local rank%s", unused, G, N, N == 1 ? "" : "s");
+  if (unused && G > 0)
+    warn(c->p, "%d of %d GPUs unused by %d local rank%s", unused, G, N, N == 1 ? "" : "s");
   /* ranks in blocks over the sets: set s gets ranks [s*N/nsets, (s+1)*N/nsets) */
   for (int r = 0; r < N; r++) {
     int set = (int)(((long long)r * c->nsets) / N);
     c->rank_set[r] = set;
     gr__rank_plan *rp = &c->p->ranks[r];
     rp->ngpus = c->k;
-    for (int i = 0; i < c->k; i++) rp->gpu[i] = c->set_gpus[set * c->k + i];
+    for (int i = 0; i < c->k; i++)
+      rp->gpu[i] = c->set_gpus[set * c->k + i];
   }
   for (int r = 0; r < N; r++) {
     int sh = 0, idx = 0;
@@ -248,7 +254,8 @@ static void add_core(ctx *c, gr__rank_plan *rp, int core, int smt) {
 
 /* Split `ncores` cores (list) among the `nr` ranks (list): contiguous blocks differing by at most
  * one core, or one core each from the start under compact. */
-static void split(ctx *c, const int *cores, int ncores, const int *ranks, int nr, int compact, int smt) {
+static void split(ctx *c, const int *cores, int ncores, const int *ranks, int nr, int compact,
+                  int smt) {
   for (int j = 0; j < nr; j++) {
     gr__rank_plan *rp = &c->p->ranks[ranks[j]];
     if (compact) {
@@ -257,7 +264,8 @@ static void split(ctx *c, const int *cores, int ncores, const int *ranks, int nr
     }
     int lo = (int)((long long)j * ncores / nr), hi = (int)((long long)(j + 1) * ncores / nr);
     if (hi == lo) hi = lo + 1; /* more ranks than cores: share, evenly */
-    for (int i = lo; i < hi && i < ncores; i++) add_core(c, rp, cores[i], smt);
+    for (int i = lo; i < hi && i < ncores; i++)
+      add_core(c, rp, cores[i], smt);
   }
 }
 
@@ -275,9 +283,11 @@ static gr_status place_cores(ctx *c, const gr__plan_opts *po) {
     free(ranks), free(all), free(pool);
     return GR_ERR_NOMEM;
   }
-  for (int i = 0; i < C; i++) all[i] = i;
+  for (int i = 0; i < C; i++)
+    all[i] = i;
   /* ranks ordered by where their GPUs are (stable in rank order) */
-  for (int r = 0; r < N; r++) ranks[r] = r;
+  for (int r = 0; r < N; r++)
+    ranks[r] = r;
   for (int a = 1; a < N; a++)
     for (int b = a; b > 0 && home_key(c, ranks[b - 1]) > home_key(c, ranks[b]); b--) {
       int t = ranks[b];
@@ -300,7 +310,8 @@ static gr_status place_cores(ctx *c, const gr__plan_opts *po) {
       free(mem), free(sel), free(ranks), free(all), free(pool);
       return GR_ERR_NOMEM;
     }
-    for (int d = 0; d < D; d++) c->dom[d].nranks = 0;
+    for (int d = 0; d < D; d++)
+      c->dom[d].nranks = 0;
     for (int j = 0; j < N; j++) {
       const gr__rank_plan *rp = &c->p->ranks[ranks[j]];
       for (int i = 0; i < rp->ngpus; i++) {
@@ -319,35 +330,43 @@ static gr_status place_cores(ctx *c, const gr__plan_opts *po) {
         /* the domain's last rank leaves; if it has no other domain it goes to the free pool
          * while that has a core per rank, else to the domain with the most spare cores */
         int j = N - 1;
-        while (!mem[d * N + j]) j--;
+        while (!mem[d * N + j])
+          j--;
         mem[d * N + j] = 0;
         c->dom[d].nranks--;
         int others = 0;
-        for (int e = 0; e < D; e++) others += mem[e * N + j];
+        for (int e = 0; e < D; e++)
+          others += mem[e * N + j];
         if (others) continue;
         int to = -1;
-        if (pool_ranks < npool) to = D;
+        if (pool_ranks < npool)
+          to = D;
         else {
           int spare = 0;
           for (int e = 0; e < D; e++)
-            if (c->dom[e].ncores - c->dom[e].nranks > spare) spare = c->dom[e].ncores - c->dom[e].nranks, to = e;
+            if (c->dom[e].ncores - c->dom[e].nranks > spare)
+              spare = c->dom[e].ncores - c->dom[e].nranks, to = e;
         }
         if (to < 0) break; /* cannot happen when N <= C */
         mem[to * N + j] = 1;
-        if (to == D) pool_ranks++;
-        else c->dom[to].nranks++;
+        if (to == D)
+          pool_ranks++;
+        else
+          c->dom[to].nranks++;
         moved++;
       }
     if (moved)
-      warn(c->p, "%d rank%s placed on cores away from their GPU (not enough cores next to it)", moved,
-           moved == 1 ? "" : "s");
+      warn(c->p, "%d rank%s placed on cores away from their GPU (not enough cores next to it)",
+           moved, moved == 1 ? "" : "s");
     for (int d = 0; d <= D; d++) {
       int m = 0;
       for (int j = 0; j < N; j++)
         if (mem[d * N + j]) sel[m++] = ranks[j];
       if (m == 0) continue;
-      if (d < D) split(c, c->dom[d].cores, c->dom[d].ncores, sel, m, compact, po->smt);
-      else split(c, pool, npool, sel, m, compact, po->smt);
+      if (d < D)
+        split(c, c->dom[d].cores, c->dom[d].ncores, sel, m, compact, po->smt);
+      else
+        split(c, pool, npool, sel, m, compact, po->smt);
     }
     free(sel);
     free(mem);
@@ -369,7 +388,8 @@ static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b) {
 static int nic_level(const gr__node *n, const gr__rank_plan *rp, const gr__nic *nic) {
   if (rp->ngpus > 0 && n->gpus[rp->gpu[0]].pcidev && nic->pcidev) {
     hwloc_obj_t a = common_ancestor(n->gpus[rp->gpu[0]].pcidev, nic->pcidev);
-    if (a && a->type == HWLOC_OBJ_BRIDGE && a->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI) return 0;
+    if (a && a->type == HWLOC_OBJ_BRIDGE && a->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI)
+      return 0;
   }
   hwloc_obj_t loc = nic->locality;
   if (!loc) return 3;
@@ -391,7 +411,8 @@ static int nic_level(const gr__node *n, const gr__rank_plan *rp, const gr__nic *
 static gr_status place_nics(ctx *c) {
   const gr__node *n = c->n;
   if (n->nnics == 0) {
-    for (int r = 0; r < c->N; r++) c->p->ranks[r].nic = -1;
+    for (int r = 0; r < c->N; r++)
+      c->p->ranks[r].nic = -1;
     return GR_OK;
   }
   int *load = calloc((size_t)n->nnics, sizeof(int)), *lvl = calloc((size_t)n->nnics, sizeof(int));
@@ -461,19 +482,24 @@ gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opt
     st = GR_ERR_NOMEM;
     goto out;
   }
-  for (int i = 0; i < c.C; i++) c.core[i] = hwloc_get_obj_inside_cpuset_by_type(n->topo, n->allowed, ct, (unsigned)i);
+  for (int i = 0; i < c.C; i++)
+    c.core[i] = hwloc_get_obj_inside_cpuset_by_type(n->topo, n->allowed, ct, (unsigned)i);
   GR_CHECK_GOTO(build_domains(&c), st, out);
-  if (c.G > 0) GR_CHECK_GOTO(build_sets(&c, po, err, errlen), st, out);
+  if (c.G > 0)
+    GR_CHECK_GOTO(build_sets(&c, po, err, errlen), st, out);
   else if (po->gpus_per_rank > 0) {
     st = failp(err, errlen, "--gpus-per-rank %d is larger than the 0 GPUs here", po->gpus_per_rank);
     goto out;
   } else
-    for (int r = 0; r < local_size; r++) p->ranks[r].sharers = 1;
+    for (int r = 0; r < local_size; r++)
+      p->ranks[r].sharers = 1;
   GR_CHECK_GOTO(place_cores(&c, po), st, out);
-  for (int r = 0; r < local_size; r++) hwloc_cpuset_to_nodeset(n->topo, p->ranks[r].cpuset, p->ranks[r].nodeset);
+  for (int r = 0; r < local_size; r++)
+    hwloc_cpuset_to_nodeset(n->topo, p->ranks[r].cpuset, p->ranks[r].nodeset);
   GR_CHECK_GOTO(place_nics(&c), st, out);
 out:
-  if (st == GR_ERR_NOMEM && err && errlen && !err[0]) snprintf(err, errlen, "out of memory while planning");
+  if (st == GR_ERR_NOMEM && err && errlen && !err[0])
+    snprintf(err, errlen, "out of memory while planning");
   for (int d = 0; d < c.ndom; d++) {
     hwloc_bitmap_free(c.dom[d].cpuset);
     free(c.dom[d].cores);

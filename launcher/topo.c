@@ -30,7 +30,8 @@ static int gpu_prefix(const char *name) {
 
 static int is_gpu_osdev(hwloc_obj_t o) {
   return o->type == HWLOC_OBJ_OS_DEVICE &&
-         (o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU || o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC) &&
+         (o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU ||
+          o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC) &&
          gpu_prefix(o->name) >= 0;
 }
 
@@ -48,7 +49,8 @@ static hwloc_obj_t pci_ancestor(hwloc_obj_t o) {
 
 static hwloc_obj_t locality_of(const gr__node *n, hwloc_obj_t o) {
   hwloc_obj_t a = hwloc_get_non_io_ancestor_obj(n->topo, o);
-  while (a && a->parent && !hwloc_bitmap_intersects(a->cpuset, n->allowed)) a = a->parent;
+  while (a && a->parent && !hwloc_bitmap_intersects(a->cpuset, n->allowed))
+    a = a->parent;
   return a;
 }
 
@@ -79,7 +81,8 @@ static void fill_gpu(gr__gpu *g, hwloc_obj_t pci, hwloc_obj_t os, int partition)
   const char *model = NULL;
   /* the model and memory size can sit on any of the function's OS devices */
   hwloc_obj_t scan = pci ? pci : os;
-  for (hwloc_obj_t c = scan ? (pci ? pci->io_first_child : os) : NULL; c; c = pci ? c->next_sibling : NULL) {
+  for (hwloc_obj_t c = scan ? (pci ? pci->io_first_child : os) : NULL; c;
+       c = pci ? c->next_sibling : NULL) {
     if (c->type != HWLOC_OBJ_OS_DEVICE) continue;
     const char *m = hwloc_obj_get_info_by_name(c, "GPUModel");
     if (!m) m = hwloc_obj_get_info_by_name(c, "AMDProductName");
@@ -101,18 +104,19 @@ static gr_status find_gpus(gr__node *n, char *err, size_t errlen) {
   int cap = 16;
   n->gpus = calloc((size_t)cap, sizeof *n->gpus);
   if (!n->gpus) return fail(err, errlen, GR_ERR_NOMEM, "out of memory");
-#define PUSH(pci, os, part)                                                        \
-  do {                                                                             \
-    if (n->ngpus == cap) {                                                         \
-      gr__gpu *ng = realloc(n->gpus, (size_t)cap * 2 * sizeof *ng);                \
-      if (!ng) return fail(err, errlen, GR_ERR_NOMEM, "out of memory");            \
-      n->gpus = ng;                                                                \
-      cap *= 2;                                                                    \
-    }                                                                              \
-    fill_gpu(&n->gpus[n->ngpus++], (pci), (os), (part));                           \
+#define PUSH(pci, os, part)                                                                        \
+  do {                                                                                             \
+    if (n->ngpus == cap) {                                                                         \
+      gr__gpu *ng = realloc(n->gpus, (size_t)cap * 2 * sizeof *ng);                                \
+      if (!ng) return fail(err, errlen, GR_ERR_NOMEM, "out of memory");                            \
+      n->gpus = ng;                                                                                \
+      cap *= 2;                                                                                    \
+    }                                                                                              \
+    fill_gpu(&n->gpus[n->ngpus++], (pci), (os), (part));                                           \
   } while (0)
 
-  for (hwloc_obj_t pci = hwloc_get_next_pcidev(n->topo, NULL); pci; pci = hwloc_get_next_pcidev(n->topo, pci)) {
+  for (hwloc_obj_t pci = hwloc_get_next_pcidev(n->topo, NULL); pci;
+       pci = hwloc_get_next_pcidev(n->topo, pci)) {
     int count[NPREFIX] = {0}, any = 0;
     hwloc_obj_t first[NPREFIX] = {0};
     for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling) {
@@ -132,7 +136,8 @@ static gr_status find_gpus(gr__node *n, char *err, size_t errlen) {
         if (is_gpu_osdev(c) && gpu_prefix(c->name) == pp) PUSH(pci, c, k++);
     } else {
       hwloc_obj_t os = NULL;
-      for (int p = 0; p < NPREFIX && !os; p++) os = first[p];
+      for (int p = 0; p < NPREFIX && !os; p++)
+        os = first[p];
       PUSH(pci, os, 0);
     }
   }
@@ -144,7 +149,8 @@ static gr_status find_gpus(gr__node *n, char *err, size_t errlen) {
       if (fam < 0 || p < fam) fam = p;
     }
   if (fam >= 0)
-    for (hwloc_obj_t o = hwloc_get_next_osdev(n->topo, NULL); o; o = hwloc_get_next_osdev(n->topo, o))
+    for (hwloc_obj_t o = hwloc_get_next_osdev(n->topo, NULL); o;
+         o = hwloc_get_next_osdev(n->topo, o))
       if (is_gpu_osdev(o) && !pci_ancestor(o) && gpu_prefix(o->name) == fam) PUSH(NULL, o, 0);
 #undef PUSH
   qsort(n->gpus, (size_t)n->ngpus, sizeof *n->gpus, cmp_gpu);
@@ -163,7 +169,8 @@ static gr_status find_nics(gr__node *n, char *err, size_t errlen) {
   int cap = 8;
   n->nics = calloc((size_t)cap, sizeof *n->nics);
   if (!n->nics) return fail(err, errlen, GR_ERR_NOMEM, "out of memory");
-  for (hwloc_obj_t o = hwloc_get_next_osdev(n->topo, NULL); o; o = hwloc_get_next_osdev(n->topo, o)) {
+  for (hwloc_obj_t o = hwloc_get_next_osdev(n->topo, NULL); o;
+       o = hwloc_get_next_osdev(n->topo, o)) {
     int fabric = o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
     const char *sub = o->subtype;
     int net = o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK &&
@@ -173,7 +180,8 @@ static gr_status find_nics(gr__node *n, char *err, size_t errlen) {
     if (net && pci) { /* the function's OpenFabrics name is the one UCX wants */
       int has_fabric = 0;
       for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling)
-        if (c->type == HWLOC_OBJ_OS_DEVICE && c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) has_fabric = 1;
+        if (c->type == HWLOC_OBJ_OS_DEVICE && c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS)
+          has_fabric = 1;
       if (has_fabric) continue;
     }
     if (n->nnics == cap) {
@@ -218,14 +226,16 @@ static void compute_links(gr__node *n) {
       gidx[i] = -1;
       for (int g = 0; g < n->ngpus && gidx[i] < 0; g++) {
         const gr__gpu *G = &n->gpus[g];
-        if (x == G->osdev || (x == G->pcidev && G->partition == 0)) gidx[i] = g;
+        if (x == G->osdev || (x == G->pcidev && G->partition == 0))
+          gidx[i] = g;
         else if (x->type == HWLOC_OBJ_OS_DEVICE && G->pcidev && pci_ancestor(x) == G->pcidev &&
                  (g + 1 >= n->ngpus || n->gpus[g + 1].pcidev != G->pcidev) && G->partition == 0)
           gidx[i] = g;
       }
-      if (gidx[i] < 0 && (x->type == HWLOC_OBJ_PCI_DEVICE || x->type == HWLOC_OBJ_OS_DEVICE)) is_switch[i] = 1;
+      if (gidx[i] < 0 && (x->type == HWLOC_OBJ_PCI_DEVICE || x->type == HWLOC_OBJ_OS_DEVICE))
+        is_switch[i] = 1;
     }
-#define V(i, j) ((double)d->values[(size_t)(i) * m + (j)])
+#define V(i, j) ((double)d->values[(size_t)(i)*m + (j)])
 #define MIN2(a, b) ((a) < (b) ? (a) : (b))
     for (unsigned i = 0; i < m; i++) {
       if (gidx[i] < 0) continue;
@@ -261,7 +271,8 @@ static void compute_links(gr__node *n) {
 
 gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen) {
   memset(n, 0, sizeof *n);
-  if (hwloc_topology_init(&n->topo) != 0) return fail(err, errlen, GR_ERR_SYSTEM, "hwloc_topology_init failed");
+  if (hwloc_topology_init(&n->topo) != 0)
+    return fail(err, errlen, GR_ERR_SYSTEM, "hwloc_topology_init failed");
   gr_status st = GR_OK;
   if (xml && *xml) {
     struct stat sb;
@@ -270,7 +281,8 @@ gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen) 
       goto bad;
     }
     if (hwloc_topology_set_xml(n->topo, xml) != 0) {
-      st = fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s", xml, strerror(errno));
+      st =
+          fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s", xml, strerror(errno));
       goto bad;
     }
     n->foreign = 1;
@@ -288,13 +300,14 @@ gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen) 
     hwloc_topology_set_type_filter(n->topo, HWLOC_OBJ_L2ICACHE, HWLOC_TYPE_FILTER_KEEP_NONE);
   }
   if (hwloc_topology_load(n->topo) != 0) {
-    st = fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s", xml && *xml ? xml : "(live)",
-              strerror(errno));
+    st = fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s",
+              xml && *xml ? xml : "(live)", strerror(errno));
     goto bad;
   }
   n->allowed = hwloc_topology_get_allowed_cpuset(n->topo);
   if (hwloc_bitmap_iszero(n->allowed)) {
-    st = fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s has no allowed PUs", xml && *xml ? xml : "(live)");
+    st = fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s has no allowed PUs",
+              xml && *xml ? xml : "(live)");
     goto bad;
   }
   GR_CHECK_GOTO(find_gpus(n, err, errlen), st, bad);
@@ -316,17 +329,25 @@ int gr__node_restrict(gr__node *n, const char *visible, char *note, size_t notel
   while (*s) {
     char *end;
     if (*s < '0' || *s > '9') {
-      if (note) snprintf(note, notelen, "visible devices '%.60s' are not ordinals: planning over all %d GPUs", visible, n->ngpus);
+      if (note)
+        snprintf(note, notelen,
+                 "visible devices '%.60s' are not ordinals: planning over all %d GPUs", visible,
+                 n->ngpus);
       free(keep);
       return 0;
     }
     long v = strtol(s, &end, 10);
-    if (v < n->ngpus && !keep[v]) keep[v] = 1, kept++;
-    else if (note && v >= n->ngpus) snprintf(note, notelen, "visible device %ld does not exist here (%d GPUs)", v, n->ngpus);
+    if (v < n->ngpus && !keep[v])
+      keep[v] = 1, kept++;
+    else if (note && v >= n->ngpus)
+      snprintf(note, notelen, "visible device %ld does not exist here (%d GPUs)", v, n->ngpus);
     s = end;
-    if (*s == ',') s++;
+    if (*s == ',')
+      s++;
     else if (*s) {
-      if (note) snprintf(note, notelen, "visible devices '%.60s' do not parse: planning over all %d GPUs", visible, n->ngpus);
+      if (note)
+        snprintf(note, notelen, "visible devices '%.60s' do not parse: planning over all %d GPUs",
+                 visible, n->ngpus);
       free(keep);
       return 0;
     }

@@ -103,7 +103,8 @@ static gr_status from_slurm(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *
   if (!spec) return fail(err, errlen, "SLURM_LOCALID is set but SLURM_STEP_TASKS_PER_NODE is not");
   int nodeid = 0;
   const char *nid = get(ctx, "SLURM_NODEID");
-  if (nid && to_int(nid, &nodeid)) return fail(err, errlen, "SLURM_NODEID=%.40s is not a node index", nid);
+  if (nid && to_int(nid, &nodeid))
+    return fail(err, errlen, "SLURM_NODEID=%.40s is not a node index", nid);
   int n = gr__slurm_tasks_on_node(spec, nodeid);
   if (n < 1) return fail(err, errlen, "%s=%.60s has no task count for node %d", var, spec, nodeid);
   w->local_size = n;
@@ -117,13 +118,15 @@ static gr_status from_flux(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *f
   *found = 0;
   if (!r) return GR_OK;
   *found = 1;
-  if (to_int(r, &w->local_rank)) return fail(err, errlen, "FLUX_TASK_LOCAL_ID=%.40s is not a rank", r);
+  if (to_int(r, &w->local_rank))
+    return fail(err, errlen, "FLUX_TASK_LOCAL_ID=%.40s is not a rank", r);
   /* Flux exports no per-node count; the job's size over its node count is exact for the usual
    * even layouts, and rounded up otherwise (only the last node can then have fewer). */
   int size = 0, nnodes = 1;
   const char *js = get(ctx, "FLUX_JOB_SIZE"), *nn = get(ctx, "FLUX_JOB_NNODES");
   if (!js || to_int(js, &size) || size < 1)
-    return fail(err, errlen, "FLUX_TASK_LOCAL_ID is set but FLUX_JOB_SIZE=%.40s is not a size", js ? js : "(unset)");
+    return fail(err, errlen, "FLUX_TASK_LOCAL_ID is set but FLUX_JOB_SIZE=%.40s is not a size",
+                js ? js : "(unset)");
   if (nn && (to_int(nn, &nnodes) || nnodes < 1))
     return fail(err, errlen, "FLUX_JOB_NNODES=%.40s is not a node count", nn);
   w->local_size = (size + nnodes - 1) / nnodes;
@@ -155,7 +158,7 @@ gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__who
     w->source = "none";
   }
   if (w->local_rank >= w->local_size)
-    return fail(err, errlen, "local rank %d is not below the local size %d (from %s)", w->local_rank,
-                w->local_size, w->source);
+    return fail(err, errlen, "local rank %d is not below the local size %d (from %s)",
+                w->local_rank, w->local_size, w->source);
   return GR_OK;
 }

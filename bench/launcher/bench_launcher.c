@@ -50,12 +50,15 @@ static void startup(const char *gpurun, const char *xml, int rounds) {
   char *c_xml[] = {(char *)gpurun, "--topology", (char *)xml, "--", "true", NULL};
   char *c_live[] = {(char *)gpurun, "--", "true", NULL};
   char **cmds[] = {c_true, c_bind, c_xml, c_live};
-  const char *names[] = {"true", "hwloc-bind core:0 -- true", "gpurun --topology F -- true", "gpurun -- true (live)"};
+  const char *names[] = {"true", "hwloc-bind core:0 -- true", "gpurun --topology F -- true",
+                         "gpurun -- true (live)"};
   enum { NC = 4 };
   double *t[NC];
   int ok[NC] = {0};
-  for (int c = 0; c < NC; c++) t[c] = calloc((size_t)rounds, sizeof(double));
-  for (int c = 0; c < NC; c++) run_once(cmds[c]); /* warm the page cache */
+  for (int c = 0; c < NC; c++)
+    t[c] = calloc((size_t)rounds, sizeof(double));
+  for (int c = 0; c < NC; c++)
+    run_once(cmds[c]); /* warm the page cache */
   for (int r = 0; r < rounds; r++)
     for (int c = 0; c < NC; c++) {
       double v = run_once(cmds[c]);
@@ -66,11 +69,12 @@ static void startup(const char *gpurun, const char *xml, int rounds) {
     qsort(t[c], (size_t)ok[c], sizeof(double), cmp_d);
     med[c] = ok[c] ? t[c][ok[c] / 2] : -1;
   }
-  printf("startup (%d interleaved rounds, median wall time per run; F = %s)\n", rounds, strrchr(xml, '/') + 1);
+  printf("startup (%d interleaved rounds, median wall time per run; F = %s)\n", rounds,
+         strrchr(xml, '/') + 1);
   printf("  %-30s %10s %10s %14s\n", "command", "median ms", "vs true", "vs hwloc-bind");
   for (int c = 0; c < NC; c++) {
-    printf("  %-30s %10.2f %10.2f %14.2f%s\n", names[c], med[c] * 1e3, med[c] / med[0], med[c] / med[1],
-           ok[c] < rounds ? "  (some runs failed)" : "");
+    printf("  %-30s %10.2f %10.2f %14.2f%s\n", names[c], med[c] * 1e3, med[c] / med[0],
+           med[c] / med[1], ok[c] < rounds ? "  (some runs failed)" : "");
     free(t[c]);
   }
 }
@@ -79,12 +83,14 @@ static void startup(const char *gpurun, const char *xml, int rounds) {
 static hwloc_obj_t gpu_locality(hwloc_topology_t t, hwloc_obj_t pci) {
   hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(t);
   hwloc_obj_t a = pci->parent;
-  while (a && (!a->cpuset || !hwloc_bitmap_intersects(a->cpuset, allowed))) a = a->parent;
+  while (a && (!a->cpuset || !hwloc_bitmap_intersects(a->cpuset, allowed)))
+    a = a->parent;
   return a;
 }
 
 /* 0 same PCIe switch, 1 same NUMA, 2 same package, 3 other (the bench's own reading) */
-static int nic_level(hwloc_topology_t t, hwloc_obj_t gpu, hwloc_const_cpuset_t cpus, hwloc_obj_t nic) {
+static int nic_level(hwloc_topology_t t, hwloc_obj_t gpu, hwloc_const_cpuset_t cpus,
+                     hwloc_obj_t nic) {
   hwloc_obj_t np = nic->parent;
   for (hwloc_obj_t a = gpu ? gpu->parent : NULL; a && a->type == HWLOC_OBJ_BRIDGE; a = a->parent)
     if (a->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI)
@@ -94,7 +100,9 @@ static int nic_level(hwloc_topology_t t, hwloc_obj_t gpu, hwloc_const_cpuset_t c
   int numas = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
   if (numas == 1 || !hwloc_bitmap_isequal(loc->cpuset, hwloc_topology_get_topology_cpuset(t)))
     for (hwloc_obj_t nn = NULL; (nn = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, nn));)
-      if (hwloc_bitmap_intersects(nn->cpuset, loc->cpuset) && hwloc_bitmap_intersects(nn->cpuset, cpus)) return 1;
+      if (hwloc_bitmap_intersects(nn->cpuset, loc->cpuset) &&
+          hwloc_bitmap_intersects(nn->cpuset, cpus))
+        return 1;
   for (hwloc_obj_t p = loc; p; p = p->parent)
     if (p->type == HWLOC_OBJ_PACKAGE) return hwloc_bitmap_intersects(p->cpuset, cpus) ? 2 : 3;
   return 3;
@@ -105,8 +113,8 @@ typedef struct {
 } quality;
 
 /* Score rank r with GPU pci `gpu` (NULL none), cpuset `cpus`, nic object `nic` (NULL none). */
-static void score(hwloc_topology_t t, hwloc_obj_t gpu, hwloc_const_cpuset_t cpus, hwloc_obj_t nic, hwloc_obj_t *nics,
-                  int nnics, quality *q) {
+static void score(hwloc_topology_t t, hwloc_obj_t gpu, hwloc_const_cpuset_t cpus, hwloc_obj_t nic,
+                  hwloc_obj_t *nics, int nnics, quality *q) {
   hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(t);
   int C = hwloc_get_nbobjs_inside_cpuset_by_type(t, allowed, HWLOC_OBJ_CORE), in = 0, all = 0;
   hwloc_obj_t loc = gpu ? gpu_locality(t, gpu) : NULL;
@@ -130,8 +138,10 @@ static void score(hwloc_topology_t t, hwloc_obj_t gpu, hwloc_const_cpuset_t cpus
 static void quality_table(const char *dir) {
   struct dirent **ents;
   int n = scandir(dir, &ents, NULL, alphasort);
-  printf("\nplacement quality (mean over ranks; 1.0 = every core next to the rank's GPU / every NIC as near as possible)\n");
-  printf("  %-34s %5s %6s | %-15s | %-15s\n", "topology", "ranks", "cores", "cores local", "NIC nearest");
+  printf("\nplacement quality (mean over ranks; 1.0 = every core next to the rank's GPU / every "
+         "NIC as near as possible)\n");
+  printf("  %-34s %5s %6s | %-15s | %-15s\n", "topology", "ranks", "cores", "cores local",
+         "NIC nearest");
   printf("  %-34s %5s %6s | %7s %7s | %7s %7s\n", "", "", "", "gpurun", "naive", "gpurun", "naive");
   for (int e = 0; e < n; e++) {
     const char *name = ents[e]->d_name;
@@ -157,7 +167,8 @@ static void quality_table(const char *dir) {
     int C = hwloc_get_nbobjs_inside_cpuset_by_type(t, allowed, HWLOC_OBJ_CORE);
     hwloc_obj_t nics[16];
     int nnics = 0;
-    for (int i = 0; i < node.nnics && i < 16; i++) nics[nnics++] = node.nics[i].osdev;
+    for (int i = 0; i < node.nnics && i < 16; i++)
+      nics[nnics++] = node.nics[i].osdev;
     int G = node.ngpus;
     int sizes[] = {G, 2 * G, G > C ? C : 0};
     for (int s = 0; s < 3; s++) {
@@ -170,23 +181,25 @@ static void quality_table(const char *dir) {
       hwloc_bitmap_t naive = hwloc_bitmap_alloc();
       for (int r = 0; r < N; r++) {
         const gr__rank_plan *rp = &p.ranks[r];
-        score(t, rp->ngpus ? hwloc_get_pcidev_by_busidstring(t, node.gpus[rp->gpu[0]].pci) : NULL, rp->cpuset,
-              rp->nic >= 0 ? nics[rp->nic] : NULL, nics, nnics, &qg);
+        score(t, rp->ngpus ? hwloc_get_pcidev_by_busidstring(t, node.gpus[rp->gpu[0]].pci) : NULL,
+              rp->cpuset, rp->nic >= 0 ? nics[rp->nic] : NULL, nics, nnics, &qg);
         /* naive: GPU r mod G, cores [r*C/N, (r+1)*C/N), NIC r mod nnics */
         hwloc_bitmap_zero(naive);
         for (int c = r * C / N; c < (r + 1) * C / N; c++)
-          hwloc_bitmap_or(naive, naive,
-                          hwloc_get_obj_inside_cpuset_by_type(t, allowed, HWLOC_OBJ_CORE, (unsigned)c)->cpuset);
+          hwloc_bitmap_or(
+              naive, naive,
+              hwloc_get_obj_inside_cpuset_by_type(t, allowed, HWLOC_OBJ_CORE, (unsigned)c)->cpuset);
         hwloc_bitmap_and(naive, naive, allowed);
-        score(t, hwloc_get_pcidev_by_busidstring(t, node.gpus[r % G].pci), naive, nnics ? nics[r % nnics] : NULL,
-              nics, nnics, &qn);
+        score(t, hwloc_get_pcidev_by_busidstring(t, node.gpus[r % G].pci), naive,
+              nnics ? nics[r % nnics] : NULL, nics, nnics, &qn);
       }
       hwloc_bitmap_free(naive);
       if (nnics)
-        printf("  %-34s %5d %6d | %7.3f %7.3f | %7.3f %7.3f\n", name, N, C, qg.core_local / N, qn.core_local / N,
-               qg.nic_best / N, qn.nic_best / N);
+        printf("  %-34s %5d %6d | %7.3f %7.3f | %7.3f %7.3f\n", name, N, C, qg.core_local / N,
+               qn.core_local / N, qg.nic_best / N, qn.nic_best / N);
       else
-        printf("  %-34s %5d %6d | %7.3f %7.3f | %7s %7s\n", name, N, C, qg.core_local / N, qn.core_local / N, "-", "-");
+        printf("  %-34s %5d %6d | %7.3f %7.3f | %7s %7s\n", name, N, C, qg.core_local / N,
+               qn.core_local / N, "-", "-");
       gr__plan_free(&p);
     }
     hwloc_topology_destroy(t);

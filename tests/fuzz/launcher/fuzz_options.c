@@ -31,8 +31,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   while (field < end && argc < 63 && nenv < 63) {
     size_t l = strlen(field);
     /* never let the input name a file to open: that would fuzz the file system */
-    if (field[0] == 'E' && strncmp(field + 1, "GPURUN_CONFIG", 13) != 0) env[nenv++] = field + 1;
-    else if (field[0] != 'E' && strncmp(field, "--config", 8) != 0) argv[argc++] = field;
+    if (field[0] == 'E' && strncmp(field + 1, "GPURUN_CONFIG", 13) != 0)
+      env[nenv++] = field + 1;
+    else if (field[0] != 'E' && strncmp(field, "--config", 8) != 0)
+      argv[argc++] = field;
     field += l + 1;
   }
   argv[argc] = NULL;

@@ -20,10 +20,11 @@ int main(void) {
       snprintf(allowed, sizeof allowed, "%s", v);
     }
   if (f) fclose(f);
-  printf("PRINTENV rank=%s local_rank=%s local_size=%s cpus=%s numa=%s gpus=%s nic=%s plan=%s omp=%s "
-         "allowed=%s\n",
-         get("OMPI_COMM_WORLD_RANK"), get("GPURUN_LOCAL_RANK"), get("GPURUN_LOCAL_SIZE"), get("GPURUN_CPUS"),
-         get("GPURUN_NUMA"), get("GPURUN_GPUS"), get("GPURUN_NIC"), get("GPURUN_PLAN_VERSION"),
-         get("OMP_NUM_THREADS"), allowed);
+  printf(
+      "PRINTENV rank=%s local_rank=%s local_size=%s cpus=%s numa=%s gpus=%s nic=%s plan=%s omp=%s "
+      "allowed=%s\n",
+      get("OMPI_COMM_WORLD_RANK"), get("GPURUN_LOCAL_RANK"), get("GPURUN_LOCAL_SIZE"),
+      get("GPURUN_CPUS"), get("GPURUN_NUMA"), get("GPURUN_GPUS"), get("GPURUN_NIC"),
+      get("GPURUN_PLAN_VERSION"), get("OMP_NUM_THREADS"), allowed);
   return 0;
 }

@@ -26,7 +26,8 @@ static gr_status parse(gr__options *o, const char *const *env, char *err, ...) {
   int argc = 1;
   va_list ap;
   va_start(ap, err);
-  for (char *a; (a = va_arg(ap, char *));) argv[argc++] = a;
+  for (char *a; (a = va_arg(ap, char *));)
+    argv[argc++] = a;
   va_end(ap);
   gr__options_init(o);
   return gr__options_parse(o, argc, argv, fake_get, (void *)env, err, 256);
@@ -36,8 +37,9 @@ static void test_argv(void **state) {
   (void)state;
   gr__options o;
   char err[256];
-  assert_int_equal(parse(&o, NULL, err, "-v", "--policy", "spread", "--gpus-per-rank=2", "--smt", "--",
-                         "./prog", "-v", NULL), GR_OK);
+  assert_int_equal(parse(&o, NULL, err, "-v", "--policy", "spread", "--gpus-per-rank=2", "--smt",
+                         "--", "./prog", "-v", NULL),
+                   GR_OK);
   assert_int_equal(o.verbose, 1);
   assert_int_equal(o.policy, GR__POLICY_SPREAD);
   assert_int_equal(o.gpus_per_rank, 2);
@@ -52,7 +54,8 @@ static void test_argv(void **state) {
   assert_int_equal(o.monitor, 1);
   assert_true(o.monitor_interval == 1.0);
   assert_true(o.time_limit == 30.0);
-  assert_int_equal(parse(&o, NULL, err, "--monitor=0.5", "--gpu-mem-limit", "4G", "prog", NULL), GR_OK);
+  assert_int_equal(parse(&o, NULL, err, "--monitor=0.5", "--gpu-mem-limit", "4G", "prog", NULL),
+                   GR_OK);
   assert_true(o.monitor_interval == 0.5);
   assert_int_equal(o.gpu_mem_limit, 4ull << 30);
 }
@@ -83,8 +86,10 @@ static void test_errors(void **state) {
     if (!strstr(err, bad[i].want)) fail_msg("case %zu: '%s' lacks '%s'", i, err, bad[i].want);
     assert_null(strchr(err, '\n'));
   }
-  assert_int_equal(parse(&o, NULL, err, "--local-rank", "4", "--local-size", "4", "p", NULL), GR_ERR_INVALID);
-  assert_int_equal(parse(&o, NULL, err, "--gpus-per-rank", "2", "--ranks-per-gpu", "2", "p", NULL), GR_ERR_INVALID);
+  assert_int_equal(parse(&o, NULL, err, "--local-rank", "4", "--local-size", "4", "p", NULL),
+                   GR_ERR_INVALID);
+  assert_int_equal(parse(&o, NULL, err, "--gpus-per-rank", "2", "--ranks-per-gpu", "2", "p", NULL),
+                   GR_ERR_INVALID);
   assert_non_null(strstr(err, "conflict"));
 }
 
@@ -93,8 +98,9 @@ static void test_env_and_config(void **state) {
   char path[] = "/tmp/gpurun-conf-XXXXXX";
   int fd = mkstemp(path);
   assert_true(fd >= 0);
-  const char *text = "# site defaults\npolicy = compact\n  gpus-per-rank=2  # two each\nsmt = yes\n\n"
-                     "time-limit = 60\n";
+  const char *text =
+      "# site defaults\npolicy = compact\n  gpus-per-rank=2  # two each\nsmt = yes\n\n"
+      "time-limit = 60\n";
   assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
   char cfg[64];
@@ -120,12 +126,15 @@ static void test_env_and_config(void **state) {
   assert_int_equal(parse(&o, env3, err, "prog", NULL), GR_ERR_INVALID);
   assert_non_null(strstr(err, "GPURUN_POLICY"));
   gr__options_init(&o);
-  assert_int_equal(gr__options_config_text(&o, "policy = spread\nfrobnicate = 1\n", 31, "x.conf", err, sizeof err),
+  assert_int_equal(gr__options_config_text(&o, "policy = spread\nfrobnicate = 1\n", 31, "x.conf",
+                                           err, sizeof err),
                    GR_ERR_INVALID);
   assert_non_null(strstr(err, "x.conf:2: unknown key 'frobnicate'"));
-  assert_int_equal(gr__options_config_text(&o, "just words\n", 11, "x.conf", err, sizeof err), GR_ERR_INVALID);
+  assert_int_equal(gr__options_config_text(&o, "just words\n", 11, "x.conf", err, sizeof err),
+                   GR_ERR_INVALID);
   assert_non_null(strstr(err, "x.conf:1"));
-  assert_int_equal(parse(&o, NULL, err, "--config", "/nonexistent.conf", "prog", NULL), GR_ERR_INVALID);
+  assert_int_equal(parse(&o, NULL, err, "--config", "/nonexistent.conf", "prog", NULL),
+                   GR_ERR_INVALID);
   assert_non_null(strstr(err, "/nonexistent.conf"));
   unlink(path);
   unsigned long long v;
@@ -173,26 +182,39 @@ static void who(const char *const *env, gr_status want_st, int rank, int size, c
 static void test_whoami(void **state) {
   (void)state;
   who((const char *[]){NULL}, GR_OK, 0, 1, "none");
-  who((const char *[]){"OMPI_COMM_WORLD_LOCAL_RANK=3", "OMPI_COMM_WORLD_LOCAL_SIZE=8", NULL}, GR_OK, 3, 8, "Open MPI");
-  who((const char *[]){"OMPI_COMM_WORLD_LOCAL_RANK=abc", "OMPI_COMM_WORLD_LOCAL_SIZE=8", NULL}, GR_ERR_INVALID, 0, 0, NULL);
-  who((const char *[]){"OMPI_COMM_WORLD_LOCAL_RANK=8", "OMPI_COMM_WORLD_LOCAL_SIZE=8", NULL}, GR_ERR_INVALID, 0, 0, NULL);
+  who((const char *[]){"OMPI_COMM_WORLD_LOCAL_RANK=3", "OMPI_COMM_WORLD_LOCAL_SIZE=8", NULL}, GR_OK,
+      3, 8, "Open MPI");
+  who((const char *[]){"OMPI_COMM_WORLD_LOCAL_RANK=abc", "OMPI_COMM_WORLD_LOCAL_SIZE=8", NULL},
+      GR_ERR_INVALID, 0, 0, NULL);
+  who((const char *[]){"OMPI_COMM_WORLD_LOCAL_RANK=8", "OMPI_COMM_WORLD_LOCAL_SIZE=8", NULL},
+      GR_ERR_INVALID, 0, 0, NULL);
   who((const char *[]){"OMPI_COMM_WORLD_LOCAL_RANK=1", NULL}, GR_ERR_INVALID, 0, 0, NULL);
   /* GPURUN_* first, then Open MPI, Slurm, Hydra, MVAPICH, PALS, Flux */
   who((const char *[]){"GPURUN_LOCAL_RANK=1", "GPURUN_LOCAL_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=3",
-                       "OMPI_COMM_WORLD_LOCAL_SIZE=8", NULL}, GR_OK, 1, 2, "GPURUN");
+                       "OMPI_COMM_WORLD_LOCAL_SIZE=8", NULL},
+      GR_OK, 1, 2, "GPURUN");
   who((const char *[]){"SLURM_LOCALID=1", "SLURM_NODEID=3", "SLURM_STEP_TASKS_PER_NODE=2(x3),1",
-                       "SLURM_TASKS_PER_NODE=9", NULL}, GR_ERR_INVALID, 0, 0, NULL); /* 1 task on node 3 */
-  who((const char *[]){"SLURM_LOCALID=0", "SLURM_NODEID=3", "SLURM_STEP_TASKS_PER_NODE=2(x3),1", NULL}, GR_OK, 0, 1, "Slurm");
-  who((const char *[]){"SLURM_LOCALID=1", "SLURM_NODEID=1", "SLURM_TASKS_PER_NODE=2(x3),1", NULL}, GR_OK, 1, 2, "Slurm");
-  who((const char *[]){"SLURM_LOCALID=1", "SLURM_STEP_TASKS_PER_NODE=4", NULL}, GR_OK, 1, 4, "Slurm");
-  who((const char *[]){"SLURM_LOCALID=1", "SLURM_STEP_TASKS_PER_NODE=4(x", NULL}, GR_ERR_INVALID, 0, 0, NULL);
+                       "SLURM_TASKS_PER_NODE=9", NULL},
+      GR_ERR_INVALID, 0, 0, NULL); /* 1 task on node 3 */
+  who((const char *[]){"SLURM_LOCALID=0", "SLURM_NODEID=3", "SLURM_STEP_TASKS_PER_NODE=2(x3),1",
+                       NULL},
+      GR_OK, 0, 1, "Slurm");
+  who((const char *[]){"SLURM_LOCALID=1", "SLURM_NODEID=1", "SLURM_TASKS_PER_NODE=2(x3),1", NULL},
+      GR_OK, 1, 2, "Slurm");
+  who((const char *[]){"SLURM_LOCALID=1", "SLURM_STEP_TASKS_PER_NODE=4", NULL}, GR_OK, 1, 4,
+      "Slurm");
+  who((const char *[]){"SLURM_LOCALID=1", "SLURM_STEP_TASKS_PER_NODE=4(x", NULL}, GR_ERR_INVALID, 0,
+      0, NULL);
   who((const char *[]){"SLURM_LOCALID=1", NULL}, GR_ERR_INVALID, 0, 0, NULL);
   who((const char *[]){"MPI_LOCALRANKID=2", "MPI_LOCALNRANKS=4", NULL}, GR_OK, 2, 4, "MPICH/Hydra");
-  who((const char *[]){"MV2_COMM_WORLD_LOCAL_RANK=0", "MV2_COMM_WORLD_LOCAL_SIZE=2", NULL}, GR_OK, 0, 2, "MVAPICH");
+  who((const char *[]){"MV2_COMM_WORLD_LOCAL_RANK=0", "MV2_COMM_WORLD_LOCAL_SIZE=2", NULL}, GR_OK,
+      0, 2, "MVAPICH");
   who((const char *[]){"PALS_LOCAL_RANKID=5", "PALS_LOCAL_SIZE=6", NULL}, GR_OK, 5, 6, "PALS");
-  who((const char *[]){"FLUX_TASK_LOCAL_ID=3", "FLUX_JOB_SIZE=16", "FLUX_JOB_NNODES=2", NULL}, GR_OK, 3, 8, "Flux");
+  who((const char *[]){"FLUX_TASK_LOCAL_ID=3", "FLUX_JOB_SIZE=16", "FLUX_JOB_NNODES=2", NULL},
+      GR_OK, 3, 8, "Flux");
   who((const char *[]){"FLUX_TASK_LOCAL_ID=3", NULL}, GR_ERR_INVALID, 0, 0, NULL);
-  who((const char *[]){"PALS_LOCAL_RANKID=", "PALS_LOCAL_SIZE=6", NULL}, GR_ERR_INVALID, 0, 0, NULL);
+  who((const char *[]){"PALS_LOCAL_RANKID=", "PALS_LOCAL_SIZE=6", NULL}, GR_ERR_INVALID, 0, 0,
+      NULL);
   /* options beat everything */
   gr__options o;
   gr__options_init(&o);
@@ -208,8 +230,9 @@ static void test_whoami(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_argv), cmocka_unit_test(test_errors), cmocka_unit_test(test_env_and_config),
-      cmocka_unit_test(test_slurm_counts), cmocka_unit_test(test_whoami),
+      cmocka_unit_test(test_argv),           cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_env_and_config), cmocka_unit_test(test_slurm_counts),
+      cmocka_unit_test(test_whoami),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

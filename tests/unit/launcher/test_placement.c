@@ -15,8 +15,8 @@
 
 typedef struct {
   const char *file;
-  int ngpus;            /* from configs/topologies/README.md */
-  const char *nics;     /* expected NIC names, space separated */
+  int ngpus;        /* from configs/topologies/README.md */
+  const char *nics; /* expected NIC names, space separated */
   int vendor;
 } topo_case;
 
@@ -40,7 +40,9 @@ typedef struct {
   const char *nic_name[16];
 } view;
 
-static int cmp_str(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+static int cmp_str(const void *a, const void *b) {
+  return strcmp((const char *)a, (const char *)b);
+}
 
 static void view_load(view *v, const char *path) {
   memset(v, 0, sizeof *v);
@@ -52,8 +54,8 @@ static void view_load(view *v, const char *path) {
   for (hwloc_obj_t o = NULL; (o = hwloc_get_next_obj_by_type(v->t, HWLOC_OBJ_PCI_DEVICE, o));) {
     unsigned cls = o->attr->pcidev.class_id, ven = o->attr->pcidev.vendor_id;
     if ((ven == 0x10de || ven == 0x1002) && ((cls >> 8) == 3 || cls == 0x1200)) {
-      snprintf(v->pci[v->ngpus], 20, "%04x:%02x:%02x.%x", o->attr->pcidev.domain, o->attr->pcidev.bus,
-               o->attr->pcidev.dev, o->attr->pcidev.func);
+      snprintf(v->pci[v->ngpus], 20, "%04x:%02x:%02x.%x", o->attr->pcidev.domain,
+               o->attr->pcidev.bus, o->attr->pcidev.dev, o->attr->pcidev.func);
       v->ngpus++;
     }
   }
@@ -69,7 +71,8 @@ static void view_load(view *v, const char *path) {
       int twin = 0;
       if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK)
         for (hwloc_obj_t c = o->parent->io_first_child; c; c = c->next_sibling)
-          if (c->type == HWLOC_OBJ_OS_DEVICE && c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) twin = 1;
+          if (c->type == HWLOC_OBJ_OS_DEVICE && c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS)
+            twin = 1;
       if (twin) continue;
       v->nic[v->nnics] = o;
       v->nic_name[v->nnics++] = o->name;
@@ -80,7 +83,8 @@ static void view_load(view *v, const char *path) {
 static hwloc_obj_t t_locality(view *v, hwloc_obj_t o) {
   hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(v->t);
   hwloc_obj_t a = o->parent;
-  while (a && (!a->cpuset || !hwloc_bitmap_intersects(a->cpuset, allowed))) a = a->parent;
+  while (a && (!a->cpuset || !hwloc_bitmap_intersects(a->cpuset, allowed)))
+    a = a->parent;
   return a;
 }
 
@@ -97,8 +101,10 @@ static int t_nic_level(view *v, hwloc_obj_t gpu_pci, hwloc_const_cpuset_t cpus, 
   int numas = hwloc_get_nbobjs_by_type(v->t, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < numas; i++) {
     hwloc_obj_t nn = hwloc_get_obj_by_type(v->t, HWLOC_OBJ_NUMANODE, (unsigned)i);
-    if (hwloc_bitmap_intersects(nn->cpuset, loc->cpuset) && hwloc_bitmap_intersects(nn->cpuset, cpus) &&
-        (numas == 1 || !hwloc_bitmap_isequal(loc->cpuset, hwloc_topology_get_topology_cpuset(v->t))))
+    if (hwloc_bitmap_intersects(nn->cpuset, loc->cpuset) &&
+        hwloc_bitmap_intersects(nn->cpuset, cpus) &&
+        (numas == 1 ||
+         !hwloc_bitmap_isequal(loc->cpuset, hwloc_topology_get_topology_cpuset(v->t))))
       return 1;
   }
   for (hwloc_obj_t p = loc; p; p = p->parent)
@@ -119,16 +125,20 @@ static int t_linked(view *v, const char *pa, const char *pb, int *have_matrix) {
     char *sw = calloc(m, 1);
     for (unsigned i = 0; i < m; i++) {
       hwloc_obj_t o = d->objs[i];
-      while (o && o->type != HWLOC_OBJ_PCI_DEVICE) o = o->parent;
+      while (o && o->type != HWLOC_OBJ_PCI_DEVICE)
+        o = o->parent;
       char bus[20] = "";
       if (o)
         snprintf(bus, sizeof bus, "%04x:%02x:%02x.%x", o->attr->pcidev.domain, o->attr->pcidev.bus,
                  o->attr->pcidev.dev, o->attr->pcidev.func);
-      if (strcmp(bus, pa) == 0) ia = (int)i;
-      else if (strcmp(bus, pb) == 0) ib = (int)i;
+      if (strcmp(bus, pa) == 0)
+        ia = (int)i;
+      else if (strcmp(bus, pb) == 0)
+        ib = (int)i;
       else if (o) {
         int isgpu = 0;
-        for (int g = 0; g < v->ngpus; g++) isgpu |= strcmp(bus, v->pci[g]) == 0;
+        for (int g = 0; g < v->ngpus; g++)
+          isgpu |= strcmp(bus, v->pci[g]) == 0;
         sw[i] = !isgpu;
       }
     }
@@ -154,7 +164,8 @@ static const char *env_of(const gr__envlist *e, const char *name) {
 static char topo_dir[1024] = GR_TOPO_DIR;
 
 /* ---- one (topology, size, policy) ------------------------------------------------------- */
-static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__policy pol, int smt) {
+static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__policy pol,
+                      int smt) {
   gr__plan_opts po = {.policy = pol, .smt = smt};
   gr__plan p, p2;
   char err[256];
@@ -165,7 +176,8 @@ static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__p
   int C = hwloc_get_nbobjs_inside_cpuset_by_type(v->t, allowed, HWLOC_OBJ_CORE);
   int G = v->ngpus;
   int moved = 0;
-  for (int i = 0; i < p.nwarn; i++) moved |= strstr(p.warn[i], "away from their GPU") != NULL;
+  for (int i = 0; i < p.nwarn; i++)
+    moved |= strstr(p.warn[i], "away from their GPU") != NULL;
   assert_int_equal(p.ncores_total, C);
 
   int *per_gpu = calloc((size_t)G, sizeof(int));
@@ -182,14 +194,17 @@ static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__p
     hwloc_bitmap_t rank_cores_pus = hwloc_bitmap_alloc();
     int ncores = 0;
     for (int c = 0; c < C; c++) {
-      hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(v->t, allowed, HWLOC_OBJ_CORE, (unsigned)c);
+      hwloc_obj_t core =
+          hwloc_get_obj_inside_cpuset_by_type(v->t, allowed, HWLOC_OBJ_CORE, (unsigned)c);
       if (!hwloc_bitmap_intersects(core->cpuset, rp->cpuset)) continue;
       core_load[c]++;
       ncores++;
       hwloc_bitmap_t a = hwloc_bitmap_alloc();
       hwloc_bitmap_and(a, core->cpuset, allowed);
-      if (smt) assert_true(hwloc_bitmap_isincluded(a, rp->cpuset));
-      else assert_int_equal(hwloc_bitmap_weight(a) > 0 ? 1 : 0, 1);
+      if (smt)
+        assert_true(hwloc_bitmap_isincluded(a, rp->cpuset));
+      else
+        assert_int_equal(hwloc_bitmap_weight(a) > 0 ? 1 : 0, 1);
       if (!smt) {
         hwloc_bitmap_and(a, a, rp->cpuset);
         assert_int_equal(hwloc_bitmap_weight(a), 1);
@@ -228,7 +243,8 @@ static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__p
       assert_true(hwloc_bitmap_isincluded(rp->cpuset, local));
     hwloc_bitmap_free(local);
     /* NIC: one of the nearest */
-    if (v->nnics == 0) assert_int_equal(rp->nic, -1);
+    if (v->nnics == 0)
+      assert_int_equal(rp->nic, -1);
     else {
       assert_in_range(rp->nic, 0, node->nnics - 1);
       hwloc_obj_t gp = rp->ngpus ? v->gpu_pci[node->gpus[rp->gpu[0]].index] : NULL;
@@ -250,16 +266,19 @@ static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__p
     char want[1024] = "", ord[256] = "";
     for (int i = 0; i < rp->ngpus; i++) {
       size_t l = strlen(want), lo = strlen(ord);
-      snprintf(want + l, sizeof want - l, "%s%s", i ? "," : "", v->pci[node->gpus[rp->gpu[i]].index]);
+      snprintf(want + l, sizeof want - l, "%s%s", i ? "," : "",
+               v->pci[node->gpus[rp->gpu[i]].index]);
       snprintf(ord + lo, sizeof ord - lo, "%s%d", i ? "," : "", node->gpus[rp->gpu[i]].index);
     }
     assert_string_equal(env_of(&e, "GPURUN_GPUS"), want);
-    assert_string_equal(env_of(&e, tc->vendor == 0x1002 ? "ROCR_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES"), ord);
+    assert_string_equal(
+        env_of(&e, tc->vendor == 0x1002 ? "ROCR_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES"), ord);
     char lr[16];
     snprintf(lr, sizeof lr, "%d", r);
     assert_string_equal(env_of(&e, "GPURUN_LOCAL_RANK"), lr);
     if (rp->nic >= 0) assert_string_equal(env_of(&e, "GPURUN_NIC"), node->nics[rp->nic].name);
-    if (rp->ngpus && p.ranks[r].sharers > 1) assert_non_null(env_of(&e, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"));
+    if (rp->ngpus && p.ranks[r].sharers > 1)
+      assert_non_null(env_of(&e, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"));
     gr__envlist_free(&e);
   }
   /* no shared cores while there are enough; otherwise as even as possible */
@@ -268,7 +287,8 @@ static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__p
     if (core_load[c] > maxload) maxload = core_load[c];
     if (core_load[c] < minload) minload = core_load[c];
   }
-  if (N <= C) assert_true(maxload <= 1);
+  if (N <= C)
+    assert_true(maxload <= 1);
   else {
     assert_true(maxload <= (N + C - 1) / C);
     assert_true(minload >= N / C);
@@ -283,8 +303,10 @@ static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__p
       }
       assert_true(mx - mn <= 1);
     } else {
-      for (int r = 0; r < N; r++) assert_int_equal(p.ranks[r].ngpus, G / N);
-      for (int g = 0; g < G; g++) assert_true(per_gpu[g] <= 1);
+      for (int r = 0; r < N; r++)
+        assert_int_equal(p.ranks[r].ngpus, G / N);
+      for (int g = 0; g < G; g++)
+        assert_true(per_gpu[g] <= 1);
     }
   }
   /* core balance among ranks sharing a GPU set (same domain, no moves) */
@@ -292,7 +314,8 @@ static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__p
     for (int r = 0; r < N; r++)
       for (int q = 0; q < N; q++)
         if (p.ranks[r].ngpus && p.ranks[q].ngpus && p.ranks[r].gpu[0] == p.ranks[q].gpu[0]) {
-          int a = hwloc_bitmap_weight(p.ranks[r].cpuset), b = hwloc_bitmap_weight(p.ranks[q].cpuset);
+          int a = hwloc_bitmap_weight(p.ranks[r].cpuset),
+              b = hwloc_bitmap_weight(p.ranks[q].cpuset);
           if (!smt) assert_true(abs(a - b) <= 1);
         }
   /* NIC balance among ranks that had the same choice: loads of equally near NICs differ by <= 1 */
@@ -328,7 +351,8 @@ static void test_every_topology(void **state) {
     }
     assert_string_equal(names, tc->nics);
     assert_int_equal(node.nnics, v.nnics);
-    int C = hwloc_get_nbobjs_inside_cpuset_by_type(v.t, hwloc_topology_get_allowed_cpuset(v.t), HWLOC_OBJ_CORE);
+    int C = hwloc_get_nbobjs_inside_cpuset_by_type(v.t, hwloc_topology_get_allowed_cpuset(v.t),
+                                                   HWLOC_OBJ_CORE);
     int G = v.ngpus;
     int sizes[] = {1, G / 2, G, 2 * G, C, C + 1};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
@@ -362,8 +386,10 @@ static void test_gpus_per_rank(void **state) {
   assert_int_equal(gr__plan_compute(&n, 2, &po, &p, err, sizeof err), GR_OK);
   /* 4 T4s per socket: each rank takes one socket's four */
   assert_int_equal(p.ranks[0].ngpus, 4);
-  for (int i = 0; i < 4; i++) assert_int_equal(n.gpus[p.ranks[0].gpu[i]].index, i);
-  for (int i = 0; i < 4; i++) assert_int_equal(n.gpus[p.ranks[1].gpu[i]].index, 4 + i);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(n.gpus[p.ranks[0].gpu[i]].index, i);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(n.gpus[p.ranks[1].gpu[i]].index, 4 + i);
   gr__plan_free(&p);
   po.gpus_per_rank = 9;
   assert_int_equal(gr__plan_compute(&n, 2, &po, &p, err, sizeof err), GR_ERR_INVALID);
@@ -450,7 +476,8 @@ static void test_no_gpu_and_policies(void **state) {
   gr__plan_opts po = {0};
   assert_int_equal(gr__plan_compute(&n, 2, &po, &p, err, sizeof err), GR_OK);
   assert_int_equal(p.ranks[0].ngpus, 0);
-  assert_int_equal(hwloc_bitmap_weight(p.ranks[0].cpuset) + hwloc_bitmap_weight(p.ranks[1].cpuset), 36);
+  assert_int_equal(hwloc_bitmap_weight(p.ranks[0].cpuset) + hwloc_bitmap_weight(p.ranks[1].cpuset),
+                   36);
   assert_false(hwloc_bitmap_intersects(p.ranks[0].cpuset, p.ranks[1].cpuset));
   gr__envlist e;
   assert_int_equal(gr__plan_env(&n, &p, 0, NULL, &e), GR_OK);
@@ -461,11 +488,13 @@ static void test_no_gpu_and_policies(void **state) {
   /* Pascal: both GPUs on socket 0. closest leaves socket 1 idle; spread uses every core */
   load(&n, "mpibind-pascal-2xP100.xml");
   assert_int_equal(gr__plan_compute(&n, 2, &po, &p, err, sizeof err), GR_OK);
-  assert_int_equal(hwloc_bitmap_weight(p.ranks[0].cpuset) + hwloc_bitmap_weight(p.ranks[1].cpuset), 18);
+  assert_int_equal(hwloc_bitmap_weight(p.ranks[0].cpuset) + hwloc_bitmap_weight(p.ranks[1].cpuset),
+                   18);
   gr__plan_free(&p);
   po.policy = GR__POLICY_SPREAD;
   assert_int_equal(gr__plan_compute(&n, 2, &po, &p, err, sizeof err), GR_OK);
-  assert_int_equal(hwloc_bitmap_weight(p.ranks[0].cpuset) + hwloc_bitmap_weight(p.ranks[1].cpuset), 36);
+  assert_int_equal(hwloc_bitmap_weight(p.ranks[0].cpuset) + hwloc_bitmap_weight(p.ranks[1].cpuset),
+                   36);
   gr__plan_free(&p);
   /* 20 ranks on 18 cores next to the GPUs: two borrow socket 1's cores, with a warning */
   po.policy = GR__POLICY_CLOSEST;
@@ -483,7 +512,8 @@ static void test_partitioned(void **state) {
   char err[256];
   assert_int_equal(gr__node_load(&n, GR_DATA_DIR "/partitioned-rsmi.xml", err, sizeof err), GR_OK);
   assert_int_equal(n.ngpus, 6);
-  const char *want[] = {"0000:02:00.0", "0000:02:00.0", "0000:02:00.0", "0001:02:00.0", "0002:02:00.0", "0003:02:00.0"};
+  const char *want[] = {"0000:02:00.0", "0000:02:00.0", "0000:02:00.0",
+                        "0001:02:00.0", "0002:02:00.0", "0003:02:00.0"};
   for (int g = 0; g < 6; g++) {
     assert_string_equal(n.gpus[g].pci, want[g]);
     assert_int_equal(n.gpus[g].index, g);
@@ -501,7 +531,8 @@ static void test_partitioned(void **state) {
   for (int r = 0; r < 3; r++) {
     assert_int_equal(hwloc_bitmap_weight(p.ranks[r].cpuset), 8);
     assert_int_equal(hwloc_bitmap_first(p.ranks[r].nodeset), 0);
-    for (int q = 0; q < r; q++) assert_false(hwloc_bitmap_intersects(p.ranks[r].cpuset, p.ranks[q].cpuset));
+    for (int q = 0; q < r; q++)
+      assert_false(hwloc_bitmap_intersects(p.ranks[r].cpuset, p.ranks[q].cpuset));
   }
   gr__envlist e;
   assert_int_equal(gr__plan_env(&n, &p, 2, NULL, &e), GR_OK);
@@ -515,8 +546,8 @@ static void test_partitioned(void **state) {
 int main(int argc, char **argv) {
   if (argc > 1) snprintf(topo_dir, sizeof topo_dir, "%s", argv[1]);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_every_topology), cmocka_unit_test(test_gpus_per_rank),
-      cmocka_unit_test(test_restrict_visible), cmocka_unit_test(test_bad_xml),
+      cmocka_unit_test(test_every_topology),      cmocka_unit_test(test_gpus_per_rank),
+      cmocka_unit_test(test_restrict_visible),    cmocka_unit_test(test_bad_xml),
       cmocka_unit_test(test_no_gpu_and_policies), cmocka_unit_test(test_partitioned),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
