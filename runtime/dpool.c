@@ -125,12 +125,6 @@ gr_status gr_dpool_create(MPI_Comm comm, gr_pool *local, const gr_dpool_config *
   MPI_Finalized(&finalized);
   if (!inited || finalized)
     return gr__fail(GR_ERR_STATE, call, "MPI is %s", finalized ? "finalized" : "not initialised");
-#if !GR_DPOOL_HAVE_POOL
-  if (local)
-    return gr__fail(GR_ERR_UNSUPPORTED, call,
-                    "local pool %p given, but this build has no in-rank task pool (runtime/pool.c)",
-                    (void *)local);
-#endif
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);
   if (local && level == MPI_THREAD_SINGLE)
@@ -323,7 +317,6 @@ static gr_status run_inline(gr_dpool *dp) {
   }
 }
 
-#if GR_DPOOL_HAVE_POOL
 /* local != NULL: the pool's workers run tasks; this thread only polls MPI (it is the dpool's
  * communication thread, and the only one that calls MPI). */
 static void worker_loop(void *arg) {
@@ -383,7 +376,6 @@ static gr_status run_pool(gr_dpool *dp) {
   if (st == GR_OK && spawned == 0) st = GR_ERR_INTERNAL;
   return st != GR_OK ? st : wst;
 }
-#endif
 
 gr_status gr_dpool_run(gr_dpool *dp) {
   static const char *call = "gr_dpool_run";
@@ -400,11 +392,7 @@ gr_status gr_dpool_run(gr_dpool *dp) {
   double t0 = gr__dp_now();
   gr__dp_run_begin(dp);
   gr_status st;
-#if GR_DPOOL_HAVE_POOL
   st = dp->local ? run_pool(dp) : run_inline(dp);
-#else
-  st = run_inline(dp);
-#endif
   if (st == GR_OK) st = gr__dp_drain(dp);
   dp->st.run_s += gr__dp_now() - t0;
   dp->running = 0;

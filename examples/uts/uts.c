@@ -181,7 +181,6 @@ int main(int argc, char **argv) {
   }
 
   gr_pool *pool = NULL;
-#if UTS_HAVE_POOL
   if (nthreads > 0) {
     gr_pool_config pc;
     gr_pool_config_init(&pc);
@@ -191,13 +190,6 @@ int main(int argc, char **argv) {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
   }
-#else
-  if (nthreads > 0) {
-    if (rank == 0) fprintf(stderr, "uts: -P needs the in-rank task pool, not in this build\n");
-    MPI_Finalize();
-    return 2;
-  }
-#endif
   gr_dpool_config cfg;
   gr_dpool_config_init(&cfg);
   cfg.ctx = &c;
@@ -291,9 +283,7 @@ int main(int argc, char **argv) {
   free(per);
   MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
   gr_dpool_destroy(dp);
-#if UTS_HAVE_POOL
   if (pool) gr_pool_destroy(pool);
-#endif
   LEAK_CHECK_BEFORE_FINALIZE();
   MPI_Finalize();
   return rc;

@@ -323,16 +323,10 @@ int main(int argc, char **argv) {
   for (int i = 1; i + 1 < argc; i++)
     if (strcmp(argv[i], "--pool") == 0) nthreads = atoi(argv[i + 1]);
   if (nthreads > 0) {
-#if TEST_HAVE_POOL
     gr_pool_config pc;
     gr_pool_config_init(&pc);
     pc.nthreads = nthreads;
     CHECK_OK(gr_pool_create(&pc, &g_pool));
-#else
-    if (g_rank == 0) printf("test_dpool: --pool needs runtime/pool.c, not in this build\n");
-    MPI_Finalize();
-    return 1;
-#endif
   }
   struct {
     const char *name;
@@ -353,9 +347,7 @@ int main(int argc, char **argv) {
   if (g_rank == 0) printf("ok tree_remote\n");
   test_tree_remote(1);
   if (g_rank == 0) printf("ok tree_remote random delays\n");
-#if TEST_HAVE_POOL
   if (g_pool) CHECK_OK(gr_pool_destroy(g_pool));
-#endif
   LEAK_CHECK_BEFORE_FINALIZE();
   MPI_Finalize();
   return 0;
