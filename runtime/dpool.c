@@ -69,6 +69,18 @@ gr__dtask *gr__dp_queue_pop_old(gr_dpool *dp) {
   return t;
 }
 
+/* Pushes made by a task go to a batch on the running thread's stack and reach the queue in one
+ * locked section with the task's completion and the next pop: one lock round trip per task
+ * instead of one per push plus two (measured: a fifth of UTS's time went to the mutex). */
+#define GR__DP_BATCH 64
+typedef struct {
+  gr_dpool *dp;
+  int n;
+  gr__dtask *v[GR__DP_BATCH];
+} gr__dp_batch;
+static _Thread_local gr__dp_batch *tl_batch;
+static void flush_locked(gr_dpool *dp, gr__dp_batch *b);
+
 /* ---- config and lifecycle ------------------------------------------------------------------ */
 
 void gr_dpool_config_init(gr_dpool_config *cfg) {
@@ -199,6 +211,16 @@ gr_status gr_dpool_push(gr_dpool *dp, int id, const void *payload, size_t len) {
   GR_CHECK(check_push(call, dp, id, payload, len));
   gr__dtask *t = gr__dp_task_new(id, payload, len);
   if (!t) return gr__fail(GR_ERR_NOMEM, call, "no memory for a task of %zu bytes", len);
+  gr__dp_batch *b = tl_batch;
+  if (b && b->dp == dp) { /* inside a task of this dpool */
+    if (b->n == GR__DP_BATCH) {
+      pthread_mutex_lock(&dp->mu);
+      flush_locked(dp, b);
+      pthread_mutex_unlock(&dp->mu);
+    }
+    b->v[b->n++] = t;
+    return GR_OK;
+  }
   pthread_mutex_lock(&dp->mu);
   int rc = gr__dp_queue_push(dp, t);
   if (rc == 0) dp->tasks_pushed++;
@@ -242,9 +264,16 @@ gr_status gr_dpool_push_to(gr_dpool *dp, int rank, int id, const void *payload, 
 
 /* ---- running tasks ---------------------------------------------------------------------------- */
 
-static void run_task(gr_dpool *dp, gr__dtask *t) {
-  dp->fns[t->id](dp, t->data, t->len, dp->cfg.ctx);
-  free(t);
+/* Caller holds mu. A queue that cannot grow loses the tasks: the run then fails with NOMEM. */
+static void flush_locked(gr_dpool *dp, gr__dp_batch *b) {
+  for (int i = 0; i < b->n; i++) {
+    if (gr__dp_queue_push(dp, b->v[i]) != 0) {
+      free(b->v[i]);
+      dp->oom = 1;
+    }
+  }
+  dp->tasks_pushed += (uint64_t)b->n;
+  b->n = 0;
 }
 
 /* Take the newest task and count it as running, atomically, so that the rank never looks passive
@@ -260,10 +289,27 @@ static gr__dtask *take(gr_dpool *dp) {
   return t;
 }
 
-static void done(gr_dpool *dp) {
+/* Run t (taken with take()), then publish its pushes, count it done and, when want_next, take
+ * the next task, all under one lock. */
+static gr__dtask *run_and_next(gr_dpool *dp, gr__dtask *t, int want_next) {
+  gr__dp_batch b;
+  b.dp = dp;
+  b.n = 0;
+  gr__dp_batch *saved = tl_batch;
+  tl_batch = &b;
+  dp->fns[t->id](dp, t->data, t->len, dp->cfg.ctx);
+  tl_batch = saved;
+  free(t);
   pthread_mutex_lock(&dp->mu);
+  flush_locked(dp, &b);
   dp->busy--;
+  gr__dtask *next = want_next ? gr__dp_queue_pop_new(dp) : NULL;
+  if (next) {
+    dp->busy++;
+    dp->tasks_run++;
+  }
   pthread_mutex_unlock(&dp->mu);
+  return next;
 }
 
 static size_t queued(gr_dpool *dp) {
@@ -281,29 +327,33 @@ static int next_sleep(const gr_dpool *dp, int cur, int got) {
   return n > dp->cfg.backoff_max_us ? dp->cfg.backoff_max_us : n;
 }
 
-/* local == NULL: tasks run here, and MPI is polled every `batch` tasks, with batch adapted so that
- * polls are about poll_interval_us apart (cheap tasks: large batches; long tasks: every task). */
+/* local == NULL: tasks run here, and MPI is polled every `batch` tasks, batch = poll interval /
+ * estimated time per task (cheap tasks: large batches; long tasks: every task). The estimate
+ * follows a faster measurement at once but rises at most 10% per poll: a batch during which the
+ * rank was descheduled (oversubscribed nodes) looks slow, and trusting it would shrink batches to
+ * one task and spend the CPU on MPI_Iprobe. */
 static gr_status run_inline(gr_dpool *dp) {
   const double target = 1e-6 * dp->cfg.poll_interval_us;
   long batch = 1;
+  double est = target; /* seconds per task */
   double last_poll = gr__dp_now();
   int slp = 0;
   for (;;) {
     double iter_start = gr__dp_now();
     long k = 0;
-    gr__dtask *t;
-    while (k < batch && (t = take(dp)) != NULL) {
-      run_task(dp, t);
-      done(dp);
+    gr__dtask *t = take(dp);
+    while (t) {
       k++;
+      t = run_and_next(dp, t, k < batch);
     }
     int got = 0;
     GR_CHECK(gr__dp_progress(dp, &got));
     double now = gr__dp_now();
-    if (k == batch) {
-      double dt = now - last_poll;
-      if (dt < 0.5 * target && batch < (1L << 20)) batch *= 2;
-      else if (dt > 2 * target && batch > 1) batch /= 2;
+    if (k > 0) {
+      double per = (now - last_poll) / (double)k;
+      est = per < est ? per : (per < 1.1 * est ? per : 1.1 * est);
+      double b = target / (est > 1e-9 ? est : 1e-9);
+      batch = b < 1 ? 1 : b > (double)(1L << 20) ? (1L << 20) : (long)b;
     }
     last_poll = now;
     if (dp->terminated) return GR_OK;
@@ -325,8 +375,7 @@ static void worker_loop(void *arg) {
   for (;;) {
     gr__dtask *t = take(dp);
     if (t) {
-      run_task(dp, t);
-      done(dp);
+      while (t) t = run_and_next(dp, t, 1);
       slp = 0;
       continue;
     }
@@ -394,6 +443,8 @@ gr_status gr_dpool_run(gr_dpool *dp) {
   gr_status st;
   st = dp->local ? run_pool(dp) : run_inline(dp);
   if (st == GR_OK) st = gr__dp_drain(dp);
+  if (st == GR_OK && dp->oom) st = GR_ERR_NOMEM;
+  dp->oom = 0;
   dp->st.run_s += gr__dp_now() - t0;
   dp->running = 0;
   if (st != GR_OK) return gr__fail(st, call, "communication failed: %s", gr_strerror(st));

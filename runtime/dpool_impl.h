@@ -70,6 +70,7 @@ struct gr_dpool {
   uint64_t tasks_run; /* also under mu */
   uint64_t tasks_pushed;
   int stop_workers;   /* tells the local pool's worker loops to return */
+  int oom;            /* a task's pushes were lost for want of memory: the run fails */
 
   /* ---- progress thread only ---- */
   int running;

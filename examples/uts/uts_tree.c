@@ -3,6 +3,10 @@
 #include "uts_tree.h"
 
 #include <math.h>
+/* The one-shot SHA1() of OpenSSL 3 fetches the digest from the provider store on every call
+ * (a read-write lock and a reference count: a sixth of the whole run, measured with perf); the
+ * low-level SHA1_Init/Update/Final on a stack context do not. They are deprecated, not removed. */
+#define OPENSSL_SUPPRESS_DEPRECATED 1
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +95,13 @@ int uts_parse_args(uts_params *p, const char *args, char *err, int errlen) {
   return 0;
 }
 
+static void sha1(const uint8_t *in, size_t len, uint8_t out[20]) {
+  SHA_CTX c;
+  SHA1_Init(&c);
+  SHA1_Update(&c, in, len);
+  SHA1_Final(out, &c);
+}
+
 static void be32(uint8_t *b, int32_t v) {
   uint32_t u = (uint32_t)v;
   b[0] = (uint8_t)(u >> 24);
@@ -102,7 +113,7 @@ static void be32(uint8_t *b, int32_t v) {
 void uts_root(const uts_params *p, uts_node *root) {
   uint8_t seed[20] = {0};
   be32(seed + 16, p->seed);
-  SHA1(seed, sizeof seed, root->state);
+  sha1(seed, sizeof seed, root->state);
   root->height = 0;
 }
 
@@ -175,10 +186,10 @@ void uts_child(const uts_params *p, const uts_node *parent, int i, uts_node *chi
   uint8_t in[24];
   be32(in + 20, i);
   memcpy(in, parent->state, 20);
-  SHA1(in, sizeof in, child->state);
+  sha1(in, sizeof in, child->state);
   for (int g = 1; g < p->gran; g++) { /* extra work per node, result as the reference code */
     memcpy(in, parent->state, 20);
-    SHA1(in, sizeof in, child->state);
+    sha1(in, sizeof in, child->state);
   }
   child->height = parent->height + 1;
 }
