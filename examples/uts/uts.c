@@ -238,12 +238,15 @@ int main(int argc, char **argv) {
   uint64_t *per = rank == 0 ? malloc((size_t)size * sizeof *per) : NULL;
   MPI_Gather(&mine[0], 1, MPI_UINT64_T, per, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   if (verbose) {
+    char host[MPI_MAX_PROCESSOR_NAME] = "";
+    int hlen = 0;
+    MPI_Get_processor_name(host, &hlen);
     for (int r = 0; r < size; r++) {
       MPI_Barrier(MPI_COMM_WORLD);
       if (r == rank)
-        printf("rank %d: nodes %llu tasks_run %llu steals %llu/%llu lifeline %llu sent %llu "
+        printf("rank %d on %s: nodes %llu tasks_run %llu steals %llu/%llu lifeline %llu sent %llu "
                "recv %llu msgs %llu bytes %llu polls %llu idle %.3f s cpu %.3f s\n",
-               rank, (unsigned long long)c.nodes, (unsigned long long)st.tasks_run,
+               rank, host, (unsigned long long)c.nodes, (unsigned long long)st.tasks_run,
                (unsigned long long)st.steals_won, (unsigned long long)st.steals_tried,
                (unsigned long long)st.lifeline_steals, (unsigned long long)st.tasks_sent,
                (unsigned long long)st.tasks_received, (unsigned long long)st.msgs_sent,
