@@ -13,7 +13,10 @@
  * N tasks, with N adapted so that polls are about cfg.poll_interval_us apart; all MPI calls of the
  * dpool are made by that thread (so MPI_THREAD_FUNNELED suffices when it is the main thread,
  * MPI_THREAD_SERIALIZED otherwise). With local == NULL tasks run on that thread too; with a
- * gr_pool they also run on the pool's workers, which never call MPI.
+ * gr_pool they run on the pool's workers, which never call MPI, and that thread only polls.
+ * Open MPI turns every empty poll into a sched_yield() when ranks outnumber cores
+ * (mpi_yield_when_idle): with the dpool that gives busy ranks' cores away thousands of times a
+ * second; run such jobs with OMPI_MCA_mpi_yield_when_idle=0 (idle dpool ranks sleep anyway).
  *
  * Termination: Dijkstra-Safra token ring with per-rank counters of work-carrying messages, so a
  * run never ends while a task is queued, running or in flight anywhere; gr_dpool_run then drains
