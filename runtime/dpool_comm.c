@@ -61,7 +61,14 @@ void gr__dp_comm_free(gr_dpool *dp) {
   free(dp->life);
   free(dp->armed);
   free(dp->waiting);
-  for (int i = 0; i < dp->nsends; i++) free(dp->sends[i].buf);
+  /* Sends still pending only after a failed run: cancel them; their buffers may still be read
+   * by MPI, so they are left allocated. */
+  if (dp->nsends > 0)
+    GR_WARN("dpool: destroying with %d unmatched messages after a failed run", dp->nsends);
+  for (int i = 0; i < dp->nsends; i++) {
+    MPI_Cancel(&dp->sends[i].req);
+    MPI_Request_free(&dp->sends[i].req);
+  }
   free(dp->sends);
   free(dp->rbuf);
   dp->life = NULL;
