@@ -94,8 +94,10 @@ GR_API gr_status gr_dpool_create(MPI_Comm comm, gr_pool *local, const gr_dpool_c
 /* Register a task function; every rank must register the same functions in the same order, before
  * the first gr_dpool_run. */
 GR_API gr_status gr_dpool_register(gr_dpool *dp, gr_dtask_fn fn, int *id);
-/* Queue a task on this rank (copied). Callable from any thread, inside tasks too, and before a
- * run (the task waits for the next gr_dpool_run). len may be 0 (payload may then be NULL). */
+/* Queue a task on this rank (copied). Thread-safe; callable inside tasks (on any worker) and
+ * between runs (the task waits for the next gr_dpool_run). During a run, push from tasks only:
+ * termination cannot see a thread outside the dpool, whose task may then wait for the next run.
+ * len may be 0 (payload may then be NULL). */
 GR_API gr_status gr_dpool_push(gr_dpool *dp, int id, const void *payload, size_t len);
 /* Queue a task on another rank (or this one). Same rules as gr_dpool_push. */
 GR_API gr_status gr_dpool_push_to(gr_dpool *dp, int rank, int id, const void *payload, size_t len);
