@@ -401,7 +401,7 @@ static gr_status run_pool(gr_dpool *dp) {
     if (st != GR_OK) break;
     spawned++;
   }
-  int slp = 0;
+  int slp = 0, busy_slp = 0;
   while (st == GR_OK && spawned > 0) {
     int got = 0;
     st = gr__dp_progress(dp, &got);
@@ -416,8 +416,11 @@ static gr_status run_pool(gr_dpool *dp) {
       sleep_us(slp);
       dp->st.idle_s += gr__dp_now() - t0;
     } else {
+      /* busy workers: poll every poll_interval, stretched up to 8x while nothing arrives */
+      int lo = dp->cfg.poll_interval_us;
+      busy_slp = got ? 0 : (busy_slp < lo ? lo : (busy_slp < 8 * lo ? 2 * busy_slp : busy_slp));
       slp = 0;
-      sleep_us(got ? 0 : dp->cfg.poll_interval_us);
+      sleep_us(busy_slp);
     }
   }
   __atomic_store_n(&dp->stop_workers, 1, __ATOMIC_RELEASE);
