@@ -111,14 +111,17 @@ typedef struct {
   int32_t kind, dtype, op, root, bad, pad;
 } fingerprint;
 
+/* "allreduce(count=10)"; dtype, op and root are named only where they differ from ref's call of
+ * the same kind (a different kind says enough). */
 static void describe(char *s, size_t len, const fingerprint *f, const fingerprint *ref) {
   int n = snprintf(s, len, "%s(count=%llu", gr__kind_name((gr__kind)f->kind),
                    (unsigned long long)f->count);
-  if (f->dtype != ref->dtype && n >= 0 && (size_t)n < len)
+  int same_kind = f->kind == ref->kind;
+  if (same_kind && f->dtype != ref->dtype && f->dtype >= 0 && n >= 0 && (size_t)n < len)
     n += snprintf(s + n, len - (size_t)n, ", dtype=%s", gr__dtype_name((gr_dtype)f->dtype));
-  if (f->op != ref->op && n >= 0 && (size_t)n < len)
+  if (same_kind && f->op != ref->op && f->op >= 0 && n >= 0 && (size_t)n < len)
     n += snprintf(s + n, len - (size_t)n, ", op=%s", gr__op_name((gr_op)f->op));
-  if (f->root != ref->root && n >= 0 && (size_t)n < len)
+  if (same_kind && f->root != ref->root && f->root >= 0 && n >= 0 && (size_t)n < len)
     n += snprintf(s + n, len - (size_t)n, ", root=%d", f->root);
   if (n >= 0 && (size_t)n < len) snprintf(s + n, len - (size_t)n, ")");
 }
