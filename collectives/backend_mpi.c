@@ -1,0 +1,336 @@
+/* The MPI backend: host buffers (device buffers are staged through pinned host memory, since
+ * Debian's Open MPI is not CUDA-aware). Every call is an MPI_I... request progressed by the front
+ * end's test loop, so that the timeout holds; only when the communicator has no timeout may a call
+ * use the blocking MPI routine (post() completes it at once). fp16/bf16 reductions are user-defined
+ * MPI ops (float arithmetic, one rounding per step); AVG is a SUM followed by one division. */
+#include "gr_coll.h"
+
+#include "gr_config.h"
+#include "gr_dtype.h"
+#include "gr_error.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if GPURUN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+typedef struct {
+  MPI_Op half_ops[4], bf16_ops[4]; /* SUM, PROD, MIN, MAX */
+} mpi_be;
+
+#define GR_HALF_OP_(name, dt, op)                                                    \
+  static void name(void *in, void *inout, int *len, MPI_Datatype *t) {               \
+    (void)t;                                                                         \
+    gr__reduce_host(dt, op, inout, in, (size_t)*len);                                \
+  }
+GR_HALF_OP_(h_sum, GR_FLOAT16, GR_SUM)
+GR_HALF_OP_(h_prod, GR_FLOAT16, GR_PROD)
+GR_HALF_OP_(h_min, GR_FLOAT16, GR_MIN)
+GR_HALF_OP_(h_max, GR_FLOAT16, GR_MAX)
+GR_HALF_OP_(b_sum, GR_BFLOAT16, GR_SUM)
+GR_HALF_OP_(b_prod, GR_BFLOAT16, GR_PROD)
+GR_HALF_OP_(b_min, GR_BFLOAT16, GR_MIN)
+GR_HALF_OP_(b_max, GR_BFLOAT16, GR_MAX)
+
+static MPI_Datatype mpi_type(gr_dtype t) {
+  switch (t) {
+  case GR_INT8: return MPI_INT8_T;
+  case GR_UINT8: return MPI_UINT8_T;
+  case GR_INT32: return MPI_INT32_T;
+  case GR_UINT32: return MPI_UINT32_T;
+  case GR_INT64: return MPI_INT64_T;
+  case GR_UINT64: return MPI_UINT64_T;
+  case GR_FLOAT32: return MPI_FLOAT;
+  case GR_FLOAT64: return MPI_DOUBLE;
+  default: return MPI_UINT16_T; /* fp16, bf16: only our own ops touch the bits */
+  }
+}
+
+static MPI_Op mpi_op(const mpi_be *b, gr_dtype t, gr_op op) {
+  int i = op == GR_AVG ? GR_SUM : (int)op;
+  if (t == GR_FLOAT16) return b->half_ops[i];
+  if (t == GR_BFLOAT16) return b->bf16_ops[i];
+  switch (i) {
+  case GR_PROD: return MPI_PROD;
+  case GR_MIN: return MPI_MIN;
+  case GR_MAX: return MPI_MAX;
+  default: return MPI_SUM;
+  }
+}
+
+static gr_status mpi_create(gr_comm *c, double deadline) {
+  (void)deadline;
+  mpi_be *b = calloc(1, sizeof *b);
+  if (!b) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
+  MPI_User_function *h[4] = {h_sum, h_prod, h_min, h_max}, *bf[4] = {b_sum, b_prod, b_min, b_max};
+  for (int i = 0; i < 4; i++) {
+    MPI_Op_create(h[i], 1, &b->half_ops[i]);
+    MPI_Op_create(bf[i], 1, &b->bf16_ops[i]);
+  }
+  c->be = b;
+  return GR_OK;
+}
+
+static gr_status mpi_split(gr_comm *parent, gr_comm *child, int color, int key, double deadline) {
+  (void)color, (void)key;
+  return child ? mpi_create(child, deadline) : GR_OK;
+}
+
+static gr_status mpi_destroy(gr_comm *c, double deadline) {
+  (void)deadline;
+  mpi_be *b = c->be;
+  if (!b) return GR_OK;
+  for (int i = 0; i < 4; i++) {
+    MPI_Op_free(&b->half_ops[i]);
+    MPI_Op_free(&b->bf16_ops[i]);
+  }
+  free(b);
+  c->be = NULL;
+  return GR_OK;
+}
+
+static void mpi_abort(gr_comm *c) {
+  /* MPI cannot cancel a collective: the requests stay with the communicator, which is freed (MPI
+   * defers that until they finish) at destroy. Nothing else to do. */
+  (void)c;
+}
+
+static gr_status mpi_rc(gr__call *k, int rc, const char *what) {
+  if (rc == MPI_SUCCESS) return GR_OK;
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, s, &len);
+  return gr__comm_err(k->comm, GR_ERR_MPI, "%s failed: %s", what, s);
+}
+
+/* ---- staging of device buffers ----------------------------------------------------------- */
+
+#if GPURUN_HAVE_CUDA
+static int on_device(const void *p) {
+  if (!p) return 0;
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError(); /* a host pointer unknown to CUDA: not sticky */
+    return 0;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+#endif
+
+/* Bytes of the send and the receive side of a call on this rank. */
+static void sides(const gr__call *k, size_t *sb, size_t *rb) {
+  size_t n = k->count * gr__dtype_size(k->dtype), P = (size_t)k->comm->size;
+  int root = k->root == k->comm->rank;
+  *sb = *rb = 0;
+  switch (k->kind) {
+  case GR__ALLREDUCE: *sb = *rb = n; break;
+  case GR__BROADCAST: *sb = root ? n : 0; *rb = n; break;
+  case GR__REDUCE: *sb = n; *rb = root ? n : 0; break;
+  case GR__ALLGATHER: *sb = n; *rb = n * P; break;
+  case GR__REDUCE_SCATTER: *sb = n * P; *rb = n; break;
+  case GR__ALLTOALL: *sb = *rb = n * P; break;
+  case GR__SEND: *sb = n; break;
+  case GR__RECV: *rb = n; break;
+  default: break;
+  }
+}
+
+/* Replace device pointers by pinned host copies (be_tmp = send side, be_tmp2 = receive side). */
+static gr_status stage_in(gr__call *k, const void **s, void **r) {
+#if GPURUN_HAVE_CUDA
+  if (!k->comm->gpu_buffers) return GR_OK;
+  size_t sb, rb;
+  sides(k, &sb, &rb);
+  int dr = rb && on_device(*r);
+  /* in place (or the send side inside recv): the input starts in the receive buffer */
+  int inside = dr && sb && (uintptr_t)*s >= (uintptr_t)*r &&
+               (uintptr_t)*s + sb <= (uintptr_t)*r + rb;
+  int ds = sb && !inside && on_device(*s);
+  if (!dr && !ds) return GR_OK;
+  k->be_flags |= 2;
+  if (dr) {
+    if (cudaMallocHost(&k->be_tmp2, rb) != cudaSuccess)
+      return gr__comm_err(k->comm, GR_ERR_CUDA, "cudaMallocHost(%zu) for staging failed", rb);
+    if (inside) {
+      if (cudaMemcpy(k->be_tmp2, *r, rb, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return gr__comm_err(k->comm, GR_ERR_CUDA, "cudaMemcpy to the staging buffer failed");
+      *s = (char *)k->be_tmp2 + ((const char *)*s - (const char *)*r);
+    }
+    k->be_bytes = rb;
+  }
+  if (ds) {
+    if (cudaMallocHost(&k->be_tmp, sb) != cudaSuccess)
+      return gr__comm_err(k->comm, GR_ERR_CUDA, "cudaMallocHost(%zu) for staging failed", sb);
+    if (cudaMemcpy(k->be_tmp, *s, sb, cudaMemcpyDeviceToHost) != cudaSuccess)
+      return gr__comm_err(k->comm, GR_ERR_CUDA, "cudaMemcpy to the staging buffer failed");
+    *s = k->be_tmp;
+  }
+  if (dr) *r = k->be_tmp2;
+#else
+  (void)k, (void)s, (void)r;
+#endif
+  return GR_OK;
+}
+
+static gr_status stage_out(gr__call *k) {
+#if GPURUN_HAVE_CUDA
+  if (!(k->be_flags & 2)) return GR_OK;
+  gr_status st = GR_OK;
+  if (k->be_tmp2 && cudaMemcpy(k->recv, k->be_tmp2, k->be_bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+    st = gr__comm_err(k->comm, GR_ERR_CUDA, "cudaMemcpy from the staging buffer failed");
+  if (k->be_tmp && !(k->be_flags & 1)) cudaFreeHost(k->be_tmp);
+  if (k->be_tmp2) cudaFreeHost(k->be_tmp2);
+  k->be_tmp = k->be_tmp2 = NULL;
+  k->be_flags &= ~2;
+  return st;
+#else
+  (void)k;
+  return GR_OK;
+#endif
+}
+
+/* ---- calls ------------------------------------------------------------------------------- */
+
+static gr_status complete(gr__call *k) {
+  void *r = (k->be_flags & 2) && k->be_tmp2 ? k->be_tmp2 : k->recv;
+  int avg_here = k->op == GR_AVG && (k->kind == GR__ALLREDUCE || k->kind == GR__REDUCE_SCATTER ||
+                                     (k->kind == GR__REDUCE && k->root == k->comm->rank));
+  if (avg_here) gr__avg_divide(k->dtype, r, k->count, k->comm->size);
+  if (k->be_flags & 1) { /* a private copy of an in-place input */
+    free(k->be_tmp);
+    k->be_tmp = NULL;
+    k->be_flags &= ~1;
+  }
+  return stage_out(k);
+}
+
+/* A private copy of the input, for in-place forms MPI spells differently than NCCL. */
+static gr_status private_copy(gr__call *k, const void **s, size_t bytes) {
+  if (k->be_tmp) /* staged send side: already a private copy */
+    return GR_OK;
+  void *t = malloc(bytes ? bytes : 1);
+  if (!t) return gr__comm_err(k->comm, GR_ERR_NOMEM, "out of memory (%zu bytes)", bytes);
+  memcpy(t, *s, bytes);
+  k->be_tmp = t;
+  k->be_flags |= 1;
+  *s = t;
+  return GR_OK;
+}
+
+static gr_status mpi_post(gr__call *k, int *done) {
+  gr_comm *c = k->comm;
+  mpi_be *b = c->be;
+  if (k->count > INT_MAX)
+    return gr__comm_err(c, GR_ERR_UNSUPPORTED, "count %zu exceeds the MPI backend's limit of "
+                        "INT_MAX elements per call; split the call", k->count);
+  const void *s = k->send;
+  void *r = k->recv;
+  GR_CHECK(stage_in(k, &s, &r));
+  MPI_Datatype dt = mpi_type(k->dtype);
+  MPI_Op op = mpi_op(b, k->dtype, k->op);
+  int n = (int)k->count, blk = k->blocking_ok, rc = MPI_SUCCESS;
+  size_t es = gr__dtype_size(k->dtype), P = (size_t)c->size;
+  MPI_Request *q = &k->be_req;
+  const char *what = "";
+  switch (k->kind) {
+  case GR__ALLREDUCE: {
+    const void *in = s == r ? MPI_IN_PLACE : s;
+    what = "MPI_Iallreduce";
+    rc = blk ? MPI_Allreduce(in, r, n, dt, op, c->mpi) : MPI_Iallreduce(in, r, n, dt, op, c->mpi, q);
+    break;
+  }
+  case GR__BROADCAST:
+    if (c->rank == k->root && s != r && n) memcpy(r, s, k->count * es);
+    what = "MPI_Ibcast";
+    rc = blk ? MPI_Bcast(r, n, dt, k->root, c->mpi) : MPI_Ibcast(r, n, dt, k->root, c->mpi, q);
+    break;
+  case GR__REDUCE: {
+    const void *in = (c->rank == k->root && s == r) ? MPI_IN_PLACE : s;
+    what = "MPI_Ireduce";
+    rc = blk ? MPI_Reduce(in, r, n, dt, op, k->root, c->mpi)
+             : MPI_Ireduce(in, r, n, dt, op, k->root, c->mpi, q);
+    break;
+  }
+  case GR__ALLGATHER: {
+    const void *in = s == (char *)r + (size_t)c->rank * k->count * es ? MPI_IN_PLACE : s;
+    what = "MPI_Iallgather";
+    rc = blk ? MPI_Allgather(in, n, dt, r, n, dt, c->mpi)
+             : MPI_Iallgather(in, n, dt, r, n, dt, c->mpi, q);
+    break;
+  }
+  case GR__REDUCE_SCATTER:
+    if (r == (const char *)s + (size_t)c->rank * k->count * es && n)
+      GR_CHECK(private_copy(k, &s, k->count * es * P));
+    what = "MPI_Ireduce_scatter_block";
+    rc = blk ? MPI_Reduce_scatter_block(s, r, n, dt, op, c->mpi)
+             : MPI_Ireduce_scatter_block(s, r, n, dt, op, c->mpi, q);
+    break;
+  case GR__ALLTOALL:
+    if (s == r && n) GR_CHECK(private_copy(k, &s, k->count * es * P));
+    what = "MPI_Ialltoall";
+    rc = blk ? MPI_Alltoall(s, n, dt, r, n, dt, c->mpi) : MPI_Ialltoall(s, n, dt, r, n, dt, c->mpi, q);
+    break;
+  case GR__SEND:
+    what = "MPI_Isend";
+    rc = blk ? MPI_Send(s, n, dt, k->root, 0, c->mpi) : MPI_Isend(s, n, dt, k->root, 0, c->mpi, q);
+    break;
+  case GR__RECV:
+    what = "MPI_Irecv";
+    rc = blk ? MPI_Recv(r, n, dt, k->root, 0, c->mpi, MPI_STATUS_IGNORE)
+             : MPI_Irecv(r, n, dt, k->root, 0, c->mpi, q);
+    break;
+  case GR__BARRIER:
+    what = "MPI_Ibarrier";
+    rc = blk ? MPI_Barrier(c->mpi) : MPI_Ibarrier(c->mpi, q);
+    break;
+  default:
+    return gr__comm_err(c, GR_ERR_INTERNAL, "unknown call kind %d", (int)k->kind);
+  }
+  if (rc != MPI_SUCCESS) {
+    gr_status st = mpi_rc(k, rc, what);
+    if (k->be_flags & 1) free(k->be_tmp), k->be_tmp = NULL;
+    stage_out(k);
+    return st;
+  }
+  if (blk) {
+    *done = 1;
+    return complete(k);
+  }
+  return GR_OK;
+}
+
+static gr_status mpi_test(gr__call *k, int *done) {
+  int flag = 0;
+  int rc = MPI_Test(&k->be_req, &flag, MPI_STATUS_IGNORE);
+  if (rc != MPI_SUCCESS) return mpi_rc(k, rc, "MPI_Test");
+  if (!flag) return GR_OK;
+  *done = 1;
+  return complete(k);
+}
+
+static void mpi_forget(gr__call *k) {
+  /* The request may still write into the buffers: they are left alone (and leaked). */
+  k->be_tmp = k->be_tmp2 = NULL;
+}
+
+static gr_status mpi_synchronize(gr_comm *c, gr_stream s, double deadline) {
+  (void)c, (void)s, (void)deadline; /* every MPI-backend call has completed when it returns */
+  return GR_OK;
+}
+
+const gr__coll_ops gr__coll_ops_mpi = {
+    .name = "mpi",
+    .kind = GR_BACKEND_MPI,
+    .create = mpi_create,
+    .split = mpi_split,
+    .destroy = mpi_destroy,
+    .abort = mpi_abort,
+    .post = mpi_post,
+    .test = mpi_test,
+    .forget = mpi_forget,
+    .synchronize = mpi_synchronize,
+};

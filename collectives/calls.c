@@ -1,0 +1,477 @@
+/* The collective and point-to-point calls: local argument checks, the check-mode fingerprint
+ * exchange, groups, and the wait loop that enforces the timeout, records the flight recorder and
+ * keeps the counters. */
+#include "gr_coll.h"
+
+#include "gr_dtype.h"
+#include "gr_error.h"
+#include "gr_flight.h"
+#include "gr_log.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The calls queued between gr_group_start and gr_group_end on this thread (NCCL's model: the
+ * group is a property of the calling thread, not of a communicator). */
+typedef struct {
+  int depth;
+  size_t n, cap;
+  gr__call *q;
+} group_state;
+static _Thread_local group_state grp;
+
+static int is_collective(gr__kind k) { return k != GR__SEND && k != GR__RECV; }
+
+/* ---- local checks ------------------------------------------------------------------------ */
+
+static int overlaps(const void *a, size_t na, const void *b, size_t nb) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return na && nb && x < y + nb && y < x + na;
+}
+
+/* Everything here depends only on this rank's own arguments and costs a few comparisons. */
+static gr_status validate(const char *fn, gr__call *k) {
+  gr_comm *c = k->comm;
+  int P = c->size;
+  if (k->kind == GR__BARRIER) return GR_OK;
+  if (!gr__dtype_valid((int)k->dtype))
+    return gr__fail(GR_ERR_INVALID, fn, "dtype %d is not a gr_dtype (GR_INT8..GR_FLOAT64)",
+                    (int)k->dtype);
+  size_t es = gr__dtype_size(k->dtype);
+  int reduces = k->kind == GR__ALLREDUCE || k->kind == GR__REDUCE || k->kind == GR__REDUCE_SCATTER;
+  if (reduces) {
+    if (!gr__op_valid((int)k->op))
+      return gr__fail(GR_ERR_INVALID, fn, "op %d is not a gr_op (GR_SUM..GR_AVG)", (int)k->op);
+    if (!gr__op_defined(k->dtype, k->op))
+      return gr__fail(GR_ERR_INVALID, fn, "op %s is not defined on dtype %s (AVG needs a "
+                      "floating type)", gr__op_name(k->op), gr__dtype_name(k->dtype));
+  }
+  int rooted = k->kind == GR__BROADCAST || k->kind == GR__REDUCE;
+  int p2p = k->kind == GR__SEND || k->kind == GR__RECV;
+  if ((rooted || p2p) && (k->root < 0 || k->root >= P))
+    return gr__fail(GR_ERR_INVALID, fn, "%s %d is out of range [0, %d) of communicator %s",
+                    rooted ? "root" : "peer", k->root, P, c->id);
+  if (p2p && k->root == c->rank && grp.depth == 0)
+    return gr__fail(GR_ERR_INVALID, fn, "peer %d is this rank: a %s to itself outside "
+                    "gr_group_start/gr_group_end would wait forever", k->root,
+                    gr__kind_name(k->kind));
+  /* Whole buffers must be addressable: count * size (* ranks) must fit. */
+  size_t mult = (k->kind == GR__ALLGATHER || k->kind == GR__REDUCE_SCATTER ||
+                 k->kind == GR__ALLTOALL) ? (size_t)P : 1;
+  if (k->count > (size_t)PTRDIFF_MAX / es / mult)
+    return gr__fail(GR_ERR_INVALID, fn, "count %zu of %s%s overflows the address space", k->count,
+                    gr__dtype_name(k->dtype), mult > 1 ? " times the communicator size" : "");
+  if (k->count == 0) return GR_OK;
+  size_t n = k->count * es, big = n * mult;
+  int is_root = rooted && k->root == c->rank;
+  switch (k->kind) {
+  case GR__BROADCAST:
+    if (is_root && !k->send) return gr__fail(GR_ERR_INVALID, fn, "send is NULL on root %d with count %zu", k->root, k->count);
+    if (!k->recv) return gr__fail(GR_ERR_INVALID, fn, "recv is NULL with count %zu", k->count);
+    if (is_root && k->send != k->recv && overlaps(k->send, n, k->recv, n))
+      return gr__fail(GR_ERR_INVALID, fn, "send and recv overlap without being equal (in place)");
+    break;
+  case GR__REDUCE:
+    if (!k->send) return gr__fail(GR_ERR_INVALID, fn, "send is NULL with count %zu", k->count);
+    if (is_root && !k->recv) return gr__fail(GR_ERR_INVALID, fn, "recv is NULL on root %d with count %zu", k->root, k->count);
+    if (is_root && k->send != k->recv && overlaps(k->send, n, k->recv, n))
+      return gr__fail(GR_ERR_INVALID, fn, "send and recv overlap without being equal (in place)");
+    break;
+  case GR__SEND:
+  case GR__RECV: {
+    const void *b = k->kind == GR__SEND ? k->send : k->recv;
+    if (!b) return gr__fail(GR_ERR_INVALID, fn, "buf is NULL with count %zu", k->count);
+    break;
+  }
+  default:
+    if (!k->send) return gr__fail(GR_ERR_INVALID, fn, "send is NULL with count %zu", k->count);
+    if (!k->recv) return gr__fail(GR_ERR_INVALID, fn, "recv is NULL with count %zu", k->count);
+    if (k->kind == GR__ALLREDUCE || k->kind == GR__ALLTOALL) {
+      if (k->send != k->recv && overlaps(k->send, big, k->recv, big))
+        return gr__fail(GR_ERR_INVALID, fn, "send and recv overlap without being equal (in place)");
+    } else if (k->kind == GR__ALLGATHER) {
+      if (k->send != (const char *)k->recv + (size_t)c->rank * n && overlaps(k->send, n, k->recv, big))
+        return gr__fail(GR_ERR_INVALID, fn, "send overlaps recv; in place means send == recv + "
+                        "rank * sendcount elements");
+    } else if (k->kind == GR__REDUCE_SCATTER) {
+      if (k->recv != (const char *)k->send + (size_t)c->rank * n && overlaps(k->send, big, k->recv, n))
+        return gr__fail(GR_ERR_INVALID, fn, "recv overlaps send; in place means recv == send + "
+                        "rank * recvcount elements");
+    }
+  }
+  return GR_OK;
+}
+
+/* ---- check mode --------------------------------------------------------------------------- */
+
+typedef struct {
+  uint64_t seq, count;
+  int32_t kind, dtype, op, root, bad, pad;
+} fingerprint;
+
+/* "allreduce(count=10)"; dtype, op and root are named only where they differ from ref's call of
+ * the same kind (a different kind says enough). */
+static void describe(char *s, size_t len, const fingerprint *f, const fingerprint *ref) {
+  int n = snprintf(s, len, "%s(count=%llu", gr__kind_name((gr__kind)f->kind),
+                   (unsigned long long)f->count);
+  int same_kind = f->kind == ref->kind;
+  if (same_kind && f->dtype != ref->dtype && f->dtype >= 0 && n >= 0 && (size_t)n < len)
+    n += snprintf(s + n, len - (size_t)n, ", dtype=%s", gr__dtype_name((gr_dtype)f->dtype));
+  if (same_kind && f->op != ref->op && f->op >= 0 && n >= 0 && (size_t)n < len)
+    n += snprintf(s + n, len - (size_t)n, ", op=%s", gr__op_name((gr_op)f->op));
+  if (same_kind && f->root != ref->root && f->root >= 0 && n >= 0 && (size_t)n < len)
+    n += snprintf(s + n, len - (size_t)n, ", root=%d", f->root);
+  if (n >= 0 && (size_t)n < len) snprintf(s + n, len - (size_t)n, ")");
+}
+
+static int same(const fingerprint *a, const fingerprint *b) {
+  return a->seq == b->seq && a->count == b->count && a->kind == b->kind && a->dtype == b->dtype &&
+         a->op == b->op && a->root == b->root;
+}
+
+static gr_status timed_out(const char *fn, gr__call *k, const char *what);
+
+/* Every rank contributes (call number, op, dtype, count, root, local verdict); all ranks see all
+ * and reach the same conclusion, so either everyone proceeds or everyone returns. bad != GR_OK
+ * means this rank's own checks failed (its sentence is already recorded). */
+static gr_status exchange_fingerprint(const char *fn, gr__call *k, gr_status bad) {
+  gr_comm *c = k->comm;
+  int reduces = k->kind == GR__ALLREDUCE || k->kind == GR__REDUCE || k->kind == GR__REDUCE_SCATTER;
+  int rooted = k->kind == GR__BROADCAST || k->kind == GR__REDUCE;
+  fingerprint mine = {++c->coll_seq, k->count, (int32_t)k->kind,
+                      k->kind == GR__BARRIER ? -1 : (int32_t)k->dtype, reduces ? (int32_t)k->op : -1,
+                      rooted ? k->root : -1, bad != GR_OK, 0};
+  fingerprint stack[16];
+  fingerprint *all = c->size <= 16 ? stack : malloc(sizeof *all * (size_t)c->size);
+  if (!all) return bad != GR_OK ? bad : gr__fail(GR_ERR_NOMEM, fn, "out of memory (check mode)");
+  MPI_Request req;
+  int rc = MPI_Iallgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                          c->check_mpi, &req);
+  gr_status st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s)) : GR_ERR_MPI;
+  if (st == GR_ERR_TIMEOUT) {
+    if (all != stack) { /* MPI may still write it: keep it */ }
+    k->seq = c->seq + 1;
+    return timed_out(fn, k, "the check-mode fingerprint exchange before");
+  }
+  if (st != GR_OK) {
+    if (all != stack) free(all);
+    return bad != GR_OK ? bad : gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
+  }
+  gr_status out = bad;
+  if (out == GR_OK) {
+    for (int r = 0; r < c->size; r++)
+      if (all[r].bad) {
+        out = gr__fail(GR_ERR_INVALID, fn, "rank %d of communicator %s rejected its own arguments "
+                       "to %s call #%llu; no rank sent anything", r, c->id,
+                       gr__kind_name((gr__kind)all[r].kind), (unsigned long long)all[r].seq);
+        break;
+      }
+  }
+  if (out == GR_OK) {
+    for (int r = 1; r < c->size; r++)
+      if (!same(&all[r], &all[0])) {
+        char a[160], b[160];
+        describe(a, sizeof a, &all[r], &all[0]);
+        describe(b, sizeof b, &all[0], &all[r]);
+        if (all[r].seq == all[0].seq)
+          out = gr__fail(GR_ERR_MISMATCH, fn, "rank %d called %s as call #%llu while rank 0 called "
+                         "%s (communicator %s)", r, a, (unsigned long long)all[r].seq, b, c->id);
+        else
+          out = gr__fail(GR_ERR_MISMATCH, fn, "rank %d called %s as call #%llu while rank 0 called "
+                         "%s as call #%llu (communicator %s)", r, a, (unsigned long long)all[r].seq,
+                         b, (unsigned long long)all[0].seq, c->id);
+        break;
+      }
+  }
+  if (all != stack) free(all);
+  return out;
+}
+
+/* ---- execution ---------------------------------------------------------------------------- */
+
+static size_t call_bytes(const gr__call *k) {
+  if (k->kind == GR__BARRIER) return 0;
+  size_t b = k->count * gr__dtype_size(k->dtype);
+  return k->kind == GR__ALLTOALL || k->kind == GR__REDUCE_SCATTER ? b * (size_t)k->comm->size : b;
+}
+
+static void begin(gr__call *k) {
+  gr_comm *c = k->comm;
+  k->seq = ++c->seq;
+  k->t_start = gr__wall_now();
+  int peer = k->kind == GR__SEND || k->kind == GR__RECV;
+  k->flight_slot = gr__flight_begin(c->flight, k->seq, (int)k->kind, k->count,
+                                    k->kind == GR__BARRIER ? -1 : (int)k->dtype,
+                                    peer ? -1 : k->root, peer ? k->root : -1, k->t_start);
+}
+
+static void end(gr__call *k, gr__flight_state fs, double t0) {
+  gr_comm *c = k->comm;
+  double t1 = gr__mono_now();
+  gr__flight_end(c->flight, k->flight_slot, k->seq, fs, k->t_start + (t1 - t0));
+  c->stats.calls[k->kind]++;
+  c->stats.bytes[k->kind] += call_bytes(k);
+  c->stats.seconds[k->kind] += t1 - t0;
+  if (fs == GR__FL_FAILED) c->stats.failures++;
+  if (fs == GR__FL_TIMEOUT) c->stats.timeouts++;
+}
+
+static gr_status timed_out(const char *fn, gr__call *k, const char *what) {
+  gr_comm *c = k->comm;
+  char path[1024] = "";
+  if (gr__flight_dump("timeout", path, sizeof path) != 0) snprintf(path, sizeof path, "not written");
+  gr__comm_abort_internal(c);
+  return gr__fail(GR_ERR_TIMEOUT, fn, "%s%s%s #%llu (count=%zu, dtype=%s) on communicator %s "
+                  "(rank %d of %d, %s backend) did not complete within %g s; the communicator is "
+                  "now aborted (flight recorder: %s)", what, what[0] ? " " : "",
+                  gr__kind_name(k->kind), (unsigned long long)k->seq, k->count,
+                  k->kind == GR__BARRIER ? "none" : gr__dtype_name(k->dtype), c->id, c->rank,
+                  c->size, c->ops->name, c->timeout_s, path);
+}
+
+static gr_status run_one(const char *fn, gr__call *k) {
+  gr_comm *c = k->comm;
+  gr__flight_poll();
+  if (c->check && is_collective(k->kind)) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
+  begin(k);
+  double t0 = gr__mono_now(), deadline = c->timeout_s > 0 ? t0 + c->timeout_s : 0.0;
+  k->blocking_ok = c->timeout_s <= 0;
+  int done = 0;
+  c->err[0] = '\0';
+  gr_status st = c->ops->post(k, &done);
+  for (unsigned spin = 0; st == GR_OK && !done; spin++) {
+    st = c->ops->test(k, &done);
+    if (st != GR_OK || done) break;
+    if ((spin & 15) == 15) {
+      if (deadline > 0 && gr__mono_now() > deadline) {
+        c->ops->forget(k);
+        end(k, GR__FL_TIMEOUT, t0);
+        return timed_out(fn, k, "");
+      }
+      gr__flight_poll();
+    }
+  }
+  end(k, st == GR_OK ? GR__FL_DONE : st == GR_ERR_TIMEOUT ? GR__FL_TIMEOUT : GR__FL_FAILED, t0);
+  if (st == GR_ERR_TIMEOUT) return timed_out(fn, k, "");
+  if (st != GR_OK)
+    return gr__fail(st, fn, "%s #%llu on communicator %s (%s backend): %s", gr__kind_name(k->kind),
+                    (unsigned long long)k->seq, c->id, c->ops->name, c->err);
+  return GR_OK;
+}
+
+/* Validate, then run now or queue for gr_group_end. */
+static gr_status submit(const char *fn, gr__call *k) {
+  GR_CHECK(gr__check_alive(fn, k->comm));
+  gr_status bad = validate(fn, k);
+  if (grp.depth > 0) {
+    if (bad != GR_OK) return bad;
+    if (grp.n == grp.cap) {
+      size_t cap = grp.cap ? 2 * grp.cap : 16;
+      gr__call *q = realloc(grp.q, cap * sizeof *q);
+      if (!q) return gr__fail(GR_ERR_NOMEM, fn, "out of memory queueing a grouped call");
+      grp.q = q;
+      grp.cap = cap;
+    }
+    grp.q[grp.n++] = *k;
+    return GR_OK;
+  }
+  if (bad != GR_OK) {
+    /* Check mode: tell the others, so that nobody waits for a call this rank will not make. */
+    if (k->comm->check && is_collective(k->kind)) return exchange_fingerprint(fn, k, bad);
+    return bad;
+  }
+  return run_one(fn, k);
+}
+
+#define CALL_INIT(kind_, comm_) \
+  { .kind = (kind_), .comm = (comm_), .root = -1, .flight_slot = -1, .be_req = MPI_REQUEST_NULL }
+
+GR_API gr_status gr_allreduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
+                              gr_comm *comm, gr_stream stream) {
+  gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
+  k.send = send, k.recv = recv, k.count = count, k.dtype = dtype, k.op = op, k.stream = stream;
+  return submit("gr_allreduce", &k);
+}
+
+GR_API gr_status gr_broadcast(const void *send, void *recv, size_t count, gr_dtype dtype, int root,
+                              gr_comm *comm, gr_stream stream) {
+  gr__call k = CALL_INIT(GR__BROADCAST, comm);
+  k.send = send, k.recv = recv, k.count = count, k.dtype = dtype, k.root = root, k.stream = stream;
+  return submit("gr_broadcast", &k);
+}
+
+GR_API gr_status gr_reduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
+                           int root, gr_comm *comm, gr_stream stream) {
+  gr__call k = CALL_INIT(GR__REDUCE, comm);
+  k.send = send, k.recv = recv, k.count = count, k.dtype = dtype, k.op = op, k.root = root;
+  k.stream = stream;
+  return submit("gr_reduce", &k);
+}
+
+GR_API gr_status gr_allgather(const void *send, void *recv, size_t sendcount, gr_dtype dtype,
+                              gr_comm *comm, gr_stream stream) {
+  gr__call k = CALL_INIT(GR__ALLGATHER, comm);
+  k.send = send, k.recv = recv, k.count = sendcount, k.dtype = dtype, k.stream = stream;
+  return submit("gr_allgather", &k);
+}
+
+GR_API gr_status gr_reduce_scatter(const void *send, void *recv, size_t recvcount, gr_dtype dtype,
+                                   gr_op op, gr_comm *comm, gr_stream stream) {
+  gr__call k = CALL_INIT(GR__REDUCE_SCATTER, comm);
+  k.send = send, k.recv = recv, k.count = recvcount, k.dtype = dtype, k.op = op, k.stream = stream;
+  return submit("gr_reduce_scatter", &k);
+}
+
+GR_API gr_status gr_alltoall(const void *send, void *recv, size_t count, gr_dtype dtype,
+                             gr_comm *comm, gr_stream stream) {
+  gr__call k = CALL_INIT(GR__ALLTOALL, comm);
+  k.send = send, k.recv = recv, k.count = count, k.dtype = dtype, k.stream = stream;
+  return submit("gr_alltoall", &k);
+}
+
+GR_API gr_status gr_send(const void *buf, size_t count, gr_dtype dtype, int peer, gr_comm *comm,
+                         gr_stream stream) {
+  gr__call k = CALL_INIT(GR__SEND, comm);
+  k.send = buf, k.count = count, k.dtype = dtype, k.root = peer, k.stream = stream;
+  return submit("gr_send", &k);
+}
+
+GR_API gr_status gr_recv(void *buf, size_t count, gr_dtype dtype, int peer, gr_comm *comm,
+                         gr_stream stream) {
+  gr__call k = CALL_INIT(GR__RECV, comm);
+  k.recv = buf, k.count = count, k.dtype = dtype, k.root = peer, k.stream = stream;
+  return submit("gr_recv", &k);
+}
+
+GR_API gr_status gr_barrier(gr_comm *comm) {
+  if (grp.depth > 0)
+    return gr__fail(GR_ERR_STATE, "gr_barrier", "a barrier cannot be part of a group");
+  gr__call k = CALL_INIT(GR__BARRIER, comm);
+  k.dtype = GR_UINT8;
+  return submit("gr_barrier", &k);
+}
+
+/* ---- groups ------------------------------------------------------------------------------- */
+
+GR_API gr_status gr_group_start(void) {
+  grp.depth++;
+  return GR_OK;
+}
+
+static gr_status run_group(const char *fn) {
+  size_t n = grp.n;
+  gr__call *q = grp.q;
+  gr_status first = GR_OK;
+  /* Check mode first, for every collective, before anything is posted. */
+  for (size_t i = 0; i < n && first == GR_OK; i++) {
+    if (q[i].comm->aborted) first = gr__check_alive(fn, q[i].comm);
+    else if (q[i].comm->check && is_collective(q[i].kind)) first = exchange_fingerprint(fn, &q[i], GR_OK);
+  }
+  if (first != GR_OK) return first;
+  double t0 = gr__mono_now(), deadline = 0;
+  for (size_t i = 0; i < n; i++) {
+    double t = q[i].comm->timeout_s;
+    if (t > 0 && (deadline == 0 || t0 + t < deadline)) deadline = t0 + t;
+  }
+  /* Post in order, each backend's run bracketed by its group hooks (NCCL's ncclGroupStart/End). */
+  int *done = calloc(n, sizeof *done);
+  if (!done) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
+  size_t posted = 0;
+  const gr__coll_ops *open = NULL;
+  for (size_t i = 0; i < n && first == GR_OK; i++) {
+    gr__call *k = &q[i];
+    const gr__coll_ops *ops = k->comm->ops;
+    if (ops != open) {
+      if (open && open->group_finish) first = open->group_finish(q[i - 1].comm, deadline);
+      if (first == GR_OK && ops->group_begin) first = ops->group_begin();
+      open = ops;
+      if (first != GR_OK) break;
+    }
+    begin(k);
+    k->blocking_ok = 0;
+    k->comm->err[0] = '\0';
+    first = ops->post(k, &done[i]);
+    if (first != GR_OK) {
+      end(k, GR__FL_FAILED, t0);
+      first = gr__fail(first, fn, "%s #%llu on communicator %s: %s", gr__kind_name(k->kind),
+                       (unsigned long long)k->seq, k->comm->id, k->comm->err);
+      break;
+    }
+    posted = i + 1;
+  }
+  if (first == GR_OK && open && open->group_finish) {
+    first = open->group_finish(q[n - 1].comm, deadline);
+    if (first != GR_OK) first = gr__fail(first, fn, "%s", q[n - 1].comm->err);
+  }
+  /* Wait for everything posted, even after a failure: the peers are waiting for it too. */
+  size_t left = 0;
+  for (size_t i = 0; i < posted; i++) left += !done[i];
+  for (size_t i = 0; i < posted; i++)
+    if (done[i]) end(&q[i], GR__FL_DONE, t0);
+  for (unsigned spin = 0; left > 0; spin++) {
+    for (size_t i = 0; i < posted; i++) {
+      if (done[i]) continue;
+      gr_status st = q[i].comm->ops->test(&q[i], &done[i]);
+      if (st != GR_OK) {
+        done[i] = 1;
+        end(&q[i], GR__FL_FAILED, t0);
+        if (first == GR_OK)
+          first = gr__fail(st, fn, "%s #%llu on communicator %s: %s", gr__kind_name(q[i].kind),
+                           (unsigned long long)q[i].seq, q[i].comm->id, q[i].comm->err);
+        left--;
+      } else if (done[i]) {
+        end(&q[i], GR__FL_DONE, t0);
+        left--;
+      }
+    }
+    if (left > 0 && (spin & 15) == 15) {
+      if (deadline > 0 && gr__mono_now() > deadline) {
+        gr_status st = GR_OK;
+        for (size_t i = 0; i < posted; i++) {
+          if (done[i]) continue;
+          q[i].comm->ops->forget(&q[i]);
+          end(&q[i], GR__FL_TIMEOUT, t0);
+          if (st == GR_OK) st = timed_out(fn, &q[i], "grouped");
+          gr__comm_abort_internal(q[i].comm);
+        }
+        free(done);
+        return st;
+      }
+      gr__flight_poll();
+    }
+  }
+  free(done);
+  return first;
+}
+
+GR_API gr_status gr_group_end(void) {
+  static const char fn[] = "gr_group_end";
+  if (grp.depth == 0) return gr__fail(GR_ERR_STATE, fn, "no gr_group_start on this thread");
+  if (--grp.depth > 0) return GR_OK;
+  gr_status st = grp.n ? run_group(fn) : GR_OK;
+  free(grp.q);
+  grp.q = NULL;
+  grp.n = grp.cap = 0;
+  return st;
+}
+
+GR_API gr_status gr_comm_synchronize(gr_comm *comm, gr_stream stream) {
+  static const char fn[] = "gr_comm_synchronize";
+  GR_CHECK(gr__check_alive(fn, comm));
+  gr__flight_poll();
+  comm->err[0] = '\0';
+  gr_status st = comm->ops->synchronize(comm, stream, gr__deadline(comm->timeout_s));
+  if (st == GR_ERR_TIMEOUT) {
+    char path[1024] = "";
+    if (gr__flight_dump("timeout", path, sizeof path) != 0) snprintf(path, sizeof path, "not written");
+    gr__comm_abort_internal(comm);
+    return gr__fail(st, fn, "work enqueued on communicator %s (rank %d of %d, %s backend) after call "
+                    "#%llu did not finish within %g s; the communicator is now aborted (flight "
+                    "recorder: %s)", comm->id, comm->rank, comm->size, comm->ops->name,
+                    (unsigned long long)comm->seq, comm->timeout_s, path);
+  }
+  if (st != GR_OK) return gr__fail(st, fn, "%s backend: %s", comm->ops->name, comm->err);
+  return GR_OK;
+}

@@ -1,0 +1,161 @@
+/* Element types, fp16/bf16 rounding and host reduction kernels (see gr_dtype.h). */
+#include "gr_dtype.h"
+
+#include <string.h>
+
+static const size_t sizes[GR__NDTYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+static const char *const dnames[GR__NDTYPES] = {"int8",    "uint8",    "int32",   "uint32",
+                                                "int64",   "uint64",   "float16", "bfloat16",
+                                                "float32", "float64"};
+static const char *const onames[GR__NOPS] = {"sum", "prod", "min", "max", "avg"};
+
+int gr__dtype_valid(int t) { return t >= 0 && t < GR__NDTYPES; }
+int gr__op_valid(int op) { return op >= 0 && op < GR__NOPS; }
+size_t gr__dtype_size(gr_dtype t) { return gr__dtype_valid((int)t) ? sizes[t] : 0; }
+const char *gr__dtype_name(gr_dtype t) { return gr__dtype_valid((int)t) ? dnames[t] : "?"; }
+const char *gr__op_name(gr_op op) { return gr__op_valid((int)op) ? onames[op] : "?"; }
+int gr__dtype_is_float(gr_dtype t) { return t >= GR_FLOAT16 && t <= GR_FLOAT64; }
+int gr__op_defined(gr_dtype t, gr_op op) {
+  return gr__dtype_valid((int)t) && gr__op_valid((int)op) && (op != GR_AVG || gr__dtype_is_float(t));
+}
+
+static uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+float gr__f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1f) return u2f(sign | 0x7f800000u | (m << 13));
+  if (e != 0) return u2f(sign | ((e + 112u) << 23) | (m << 13));
+  if (m == 0) return u2f(sign);
+  uint32_t sh = 0; /* subnormal: normalise the mantissa */
+  while (!(m & 0x400u)) {
+    m <<= 1;
+    sh++;
+  }
+  return u2f(sign | ((113u - sh) << 23) | ((m & 0x3ffu) << 13));
+}
+
+uint16_t gr__f32_to_f16(float f) {
+  uint32_t x = f2u(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) /* Inf stays Inf; NaN keeps its top payload bits and is quieted */
+    return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to Inf */
+  if (ax >= 0x38800000u) {                                  /* normal half */
+    ax -= 0x38000000u;                                      /* rebias 127 -> 15 */
+    ax += 0xfffu + ((ax >> 13) & 1u);                       /* ties to even */
+    return (uint16_t)(sign | (ax >> 13));
+  }
+  if (ax <= 0x33000000u) return (uint16_t)sign; /* <= 2^-25: the tie at 2^-25 goes to even 0 */
+  /* subnormal half: units of 2^-24 */
+  uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, s = 126u - e;
+  uint32_t q = m >> s, rem = m & ((1u << s) - 1u), half = 1u << (s - 1u);
+  if (rem > half || (rem == half && (q & 1u))) q++;
+  return (uint16_t)(sign | q);
+}
+
+float gr__bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+uint16_t gr__f32_to_bf16(float f) {
+  uint32_t x = f2u(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+  x += 0x7fffu + ((x >> 16) & 1u); /* ties to even; overflow carries into Inf */
+  return (uint16_t)(x >> 16);
+}
+
+#define GR_MIN_(a, b) ((b) < (a) ? (b) : (a))
+#define GR_MAX_(a, b) ((b) > (a) ? (b) : (a))
+#define GR_REDUCE_LOOP_(T)                                     \
+  do {                                                         \
+    T *o = (T *)inout;                                         \
+    const T *x = (const T *)in;                                \
+    switch (op) {                                              \
+    case GR_SUM:                                               \
+    case GR_AVG:                                               \
+      for (size_t i = 0; i < n; i++) o[i] = (T)(o[i] + x[i]);  \
+      break;                                                   \
+    case GR_PROD:                                              \
+      for (size_t i = 0; i < n; i++) o[i] = (T)(o[i] * x[i]);  \
+      break;                                                   \
+    case GR_MIN:                                               \
+      for (size_t i = 0; i < n; i++) o[i] = GR_MIN_(o[i], x[i]); \
+      break;                                                   \
+    case GR_MAX:                                               \
+      for (size_t i = 0; i < n; i++) o[i] = GR_MAX_(o[i], x[i]); \
+      break;                                                   \
+    }                                                          \
+  } while (0)
+
+static float apply_f(gr_op op, float a, float b) {
+  switch (op) {
+  case GR_PROD:
+    return a * b;
+  case GR_MIN:
+    return b < a ? b : a;
+  case GR_MAX:
+    return b > a ? b : a;
+  default:
+    return a + b;
+  }
+}
+
+void gr__reduce_host(gr_dtype t, gr_op op, void *inout, const void *in, size_t n) {
+  switch (t) {
+  case GR_INT8: GR_REDUCE_LOOP_(int8_t); break;
+  case GR_UINT8: GR_REDUCE_LOOP_(uint8_t); break;
+  case GR_INT32: GR_REDUCE_LOOP_(int32_t); break;
+  case GR_UINT32: GR_REDUCE_LOOP_(uint32_t); break;
+  case GR_INT64: GR_REDUCE_LOOP_(int64_t); break;
+  case GR_UINT64: GR_REDUCE_LOOP_(uint64_t); break;
+  case GR_FLOAT32: GR_REDUCE_LOOP_(float); break;
+  case GR_FLOAT64: GR_REDUCE_LOOP_(double); break;
+  case GR_FLOAT16: {
+    uint16_t *o = inout;
+    const uint16_t *x = in;
+    for (size_t i = 0; i < n; i++)
+      o[i] = gr__f32_to_f16(apply_f(op, gr__f16_to_f32(o[i]), gr__f16_to_f32(x[i])));
+    break;
+  }
+  case GR_BFLOAT16: {
+    uint16_t *o = inout;
+    const uint16_t *x = in;
+    for (size_t i = 0; i < n; i++)
+      o[i] = gr__f32_to_bf16(apply_f(op, gr__bf16_to_f32(o[i]), gr__bf16_to_f32(x[i])));
+    break;
+  }
+  }
+}
+
+void gr__avg_divide(gr_dtype t, void *buf, size_t n, int nranks) {
+  switch (t) {
+  case GR_FLOAT32: {
+    float *b = buf;
+    for (size_t i = 0; i < n; i++) b[i] /= (float)nranks;
+    break;
+  }
+  case GR_FLOAT64: {
+    double *b = buf;
+    for (size_t i = 0; i < n; i++) b[i] /= (double)nranks;
+    break;
+  }
+  case GR_FLOAT16: {
+    uint16_t *b = buf;
+    for (size_t i = 0; i < n; i++) b[i] = gr__f32_to_f16(gr__f16_to_f32(b[i]) / (float)nranks);
+    break;
+  }
+  case GR_BFLOAT16: {
+    uint16_t *b = buf;
+    for (size_t i = 0; i < n; i++) b[i] = gr__f32_to_bf16(gr__bf16_to_f32(b[i]) / (float)nranks);
+    break;
+  }
+  default:
+    break; /* integer AVG is rejected at the front end */
+  }
+}

@@ -1,0 +1,117 @@
+/* Internal: the communicator, one call's descriptor, and the table of functions each backend
+ * fills (backend_mpi.c, backend_nccl.c). The front end (coll.c) owns argument checks, the check
+ * mode, the timeout, groups, the flight recorder and the counters; a backend only starts and
+ * progresses work. */
+#ifndef GR_COLL_H
+#define GR_COLL_H
+
+#include <gpurun/coll.h>
+#include <mpi.h>
+#include <stdint.h>
+
+#include "gr_coll_stats.h"
+
+typedef enum {
+  GR__ALLREDUCE, GR__BROADCAST, GR__REDUCE, GR__ALLGATHER, GR__REDUCE_SCATTER, GR__ALLTOALL,
+  GR__SEND, GR__RECV, GR__BARRIER, GR__NKINDS
+} gr__kind;
+
+const char *gr__kind_name(gr__kind k);
+
+typedef struct gr__flight gr__flight;
+typedef struct gr__coll_ops gr__coll_ops;
+
+/* One call, from validation to completion. The backend's per-call state lives in the be_* fields. */
+typedef struct gr__call {
+  gr__kind kind;
+  const void *send;
+  void *recv;
+  size_t count; /* elements, as the public call counts them */
+  gr_dtype dtype;
+  gr_op op;
+  int root; /* root (broadcast, reduce) or peer (send, recv); -1 otherwise */
+  gr_stream stream;
+  gr_comm *comm;
+  uint64_t seq;     /* the communicator's call number (every call) */
+  double t_start;   /* seconds since the epoch */
+  int flight_slot;  /* index in the flight ring, -1 none */
+  int blocking_ok;  /* the backend may complete inside post() (no timeout to honour) */
+  /* backend state */
+  MPI_Request be_req;
+  void *be_tmp, *be_tmp2; /* staging buffers the backend frees when the call completes */
+  size_t be_bytes;
+  int be_flags;
+} gr__call;
+
+struct gr__coll_ops {
+  const char *name; /* "mpi", "nccl" */
+  gr_backend kind;
+  /* Set up c->be after the front end filled c->mpi, rank, size; bounded by deadline (0 = none). */
+  gr_status (*create)(gr_comm *c, double deadline);
+  /* child has its mpi/rank/size filled; color < 0 never reaches the backend for NCCL-less paths */
+  gr_status (*split)(gr_comm *parent, gr_comm *child, int color, int key, double deadline);
+  gr_status (*destroy)(gr_comm *c, double deadline);
+  void (*abort)(gr_comm *c);
+  /* Optional: bracket the posting of a group's calls (NCCL's group). */
+  gr_status (*group_begin)(void);
+  gr_status (*group_finish)(gr_comm *any, double deadline);
+  /* Start the call. May complete it (then *done = 1). */
+  gr_status (*post)(gr__call *k, int *done);
+  /* Progress a started call; *done = 1 once finished (results in place, staging freed). */
+  gr_status (*test)(gr__call *k, int *done);
+  /* Release what can be released of a call that will never complete (timeout, abort). */
+  void (*forget)(gr__call *k);
+  gr_status (*synchronize)(gr_comm *c, gr_stream s, double deadline);
+};
+
+#define GR__COMM_MAGIC 0x6772636fu /* "grco" */
+#define GR__ERRLEN 512
+
+struct gr_comm {
+  uint32_t magic;
+  MPI_Comm mpi;       /* private duplicate: the MPI backend's traffic, the NCCL bootstrap */
+  MPI_Comm check_mpi; /* another duplicate for check-mode fingerprints (MPI_COMM_NULL when off) */
+  int rank, size, world_rank;
+  const gr__coll_ops *ops;
+  void *be;           /* backend state */
+  double timeout_s;
+  int check;
+  int aborted;
+  int gpu_buffers;    /* CUDA devices present: buffers may be device pointers (MPI staging) */
+  uint64_t seq;       /* every call */
+  uint64_t coll_seq;  /* collective calls only: the "call #N" that all ranks agree on */
+  int nsplits;
+  char id[32];        /* "world", "split-N", "comm-N" */
+  char err[GR__ERRLEN]; /* a backend's detail for the front end's sentence */
+  gr__flight *flight;
+  gr_coll_stats stats;
+};
+
+/* Seconds since the epoch (flight times) and a monotonic clock (deadlines). */
+double gr__wall_now(void);
+double gr__mono_now(void);
+/* Deadline from a timeout in seconds (0 = none). */
+double gr__deadline(double timeout_s);
+int gr__past(double deadline);
+
+/* Wait for an MPI request with the deadline; GR_ERR_TIMEOUT past it (the request is left). */
+gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline);
+
+/* Record a backend detail for the front end: c->err = formatted text. Returns st. */
+gr_status gr__comm_err(gr_comm *c, gr_status st, const char *fmt, ...) GR_PRINTF(3, 4);
+
+extern const gr__coll_ops gr__coll_ops_mpi;
+extern const gr__coll_ops gr__coll_ops_nccl; /* only when built with NCCL */
+
+/* Mark aborted and abort the backend (idempotent). */
+void gr__comm_abort_internal(gr_comm *c);
+/* Validity checks shared by the front-end files; they record the sentence. */
+gr_status gr__check_alive(const char *fn, const gr_comm *c);
+gr_status gr__check_comm(const char *fn, const gr_comm *c);
+
+/* Create a communicator on a given backend table (the NCCL test double's entry point; the public
+ * gr_comm_create picks the table itself). */
+gr_status gr__comm_create_ops(MPI_Comm mpi, const gr_comm_config *cfg, const gr__coll_ops *ops,
+                              gr_comm **out);
+
+#endif

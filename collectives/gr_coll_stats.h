@@ -1,0 +1,28 @@
+/* Internal: per-communicator counters the runtime writes at finalize (the monitor directory's
+ * collective columns): calls, bytes and seconds per operation type. Bytes are what this rank
+ * contributes (send side; the receive buffer for recv and broadcast non-roots). */
+#ifndef GR_COLL_STATS_H
+#define GR_COLL_STATS_H
+
+#include <stdint.h>
+
+#define GR_COLL_STATS_NOPS 9 /* allreduce broadcast reduce allgather reduce_scatter alltoall send recv barrier */
+
+typedef struct gr_comm gr_comm;
+
+typedef struct {
+  uint64_t calls[GR_COLL_STATS_NOPS];
+  uint64_t bytes[GR_COLL_STATS_NOPS];
+  double seconds[GR_COLL_STATS_NOPS]; /* wall time inside the call (waiting for peers included) */
+  uint64_t timeouts, failures;
+} gr_coll_stats;
+
+/* The name of op index i ("allreduce", ...), NULL past the end. */
+const char *gr__coll_stats_op_name(int i);
+/* Copy the communicator's counters; GR_ERR_INVALID (as int) for a NULL or destroyed comm. */
+int gr__coll_stats_get(const gr_comm *c, gr_coll_stats *out);
+/* The communicator's id ("world", "split-1") and backend name ("mpi", "nccl"). */
+const char *gr__coll_comm_id(const gr_comm *c);
+const char *gr__coll_comm_backend_name(const gr_comm *c);
+
+#endif

@@ -1,0 +1,38 @@
+/* Internal: the element types and reduction operators of coll.h, host-side.
+ * Sizes and names, IEEE half (fp16) and bfloat16 conversions (round to nearest, ties to even; NaN
+ * stays NaN, quieted), and the host reduction kernels the MPI backend's user-defined ops and the
+ * AVG division use. Shared by both backends and by the NCCL test double. */
+#ifndef GR_DTYPE_H
+#define GR_DTYPE_H
+
+#include <gpurun/coll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GR__NDTYPES 10
+#define GR__NOPS 5
+
+/* Bytes per element; 0 for a value outside the enum. */
+size_t gr__dtype_size(gr_dtype t);
+/* "float32", "bfloat16", ...; "?" outside the enum. */
+const char *gr__dtype_name(gr_dtype t);
+/* "sum", "prod", "min", "max", "avg"; "?" outside the enum. */
+const char *gr__op_name(gr_op op);
+int gr__dtype_valid(int t);
+int gr__op_valid(int op);
+int gr__dtype_is_float(gr_dtype t);
+/* Whether op is defined on t (AVG needs a floating type: an integer mean has no agreed rounding). */
+int gr__op_defined(gr_dtype t, gr_op op);
+
+float gr__f16_to_f32(uint16_t h);
+uint16_t gr__f32_to_f16(float f);
+float gr__bf16_to_f32(uint16_t h);
+uint16_t gr__f32_to_bf16(float f);
+
+/* inout[i] = inout[i] (op) in[i] for n elements; AVG adds (the division comes once, at the end).
+ * fp16/bf16 are computed in float and rounded once per step. */
+void gr__reduce_host(gr_dtype t, gr_op op, void *inout, const void *in, size_t n);
+/* buf[i] /= nranks, rounded to the type (the second half of AVG). */
+void gr__avg_divide(gr_dtype t, void *buf, size_t n, int nranks);
+
+#endif

@@ -1,0 +1,40 @@
+/* Internal: the flight recorder. Each communicator keeps its last GR__FLIGHT_N calls; the records
+ * of every communicator of the process are written as one JSON file,
+ *   $GPURUN_MONITOR_DIR/<job>/flight.<world_rank>.json   (directory default ./gpurun-monitor)
+ * on a timeout, on SIGUSR1 (only when GPURUN_FLIGHT=1 or GPURUN_LOG=debug installed the handler)
+ * and at exit under GPURUN_LOG=debug. gpurun-report reads these files; the schema is fixed:
+ * {"rank", "size", "node", "reason": "timeout|signal|exit",
+ *  "comms": [{"id", "rank", "size", "backend", "calls": [{"seq", "op", "count", "dtype", "root",
+ *             "peer", "start", "end" (null while unfinished), "state": "running|done|failed|timeout"}]}]}
+ * The signal handler only sets a flag; the dump happens at the next collective call or inside a
+ * call's wait loop (where a hung rank sits), never in the handler. */
+#ifndef GR_FLIGHT_H
+#define GR_FLIGHT_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GR__FLIGHT_N 64
+
+typedef enum { GR__FL_RUNNING, GR__FL_DONE, GR__FL_FAILED, GR__FL_TIMEOUT } gr__flight_state;
+typedef struct gr__flight gr__flight;
+
+/* Read GPURUN_FLIGHT/GPURUN_LOG once, install the SIGUSR1 handler and the exit dump if asked, and
+ * agree on the job directory name over mpi (collective over mpi: rank 0's timestamp is used when
+ * no job id is in the environment). */
+void gr__flight_setup(MPI_Comm mpi);
+
+gr__flight *gr__flight_new(const char *id, int rank, int size, const char *backend);
+/* Unregister and free, or keep it for the exit dump when that is on. */
+void gr__flight_release(gr__flight *f);
+int gr__flight_begin(gr__flight *f, uint64_t seq, int kind, size_t count, int dtype, int root,
+                     int peer, double start);
+void gr__flight_end(gr__flight *f, int slot, uint64_t seq, gr__flight_state st, double end);
+
+/* Dump now if SIGUSR1 arrived since the last look (cheap: one load when it did not). */
+void gr__flight_poll(void);
+/* Write the file; returns 0 and the path written, or -1. */
+int gr__flight_dump(const char *reason, char *path, size_t path_len);
+
+#endif

@@ -1,0 +1,321 @@
+/* Every collective x dtype x op x in/out-of-place x size {0, 1, 7, 1023, 1Mi+3}, on the world and
+ * on split communicators, against expectations computed here (exact_values.h). Compiled once for
+ * the MPI backend and once, with EXACT_NCCL_DOUBLE, for the NCCL backend over the test double.
+ * Usage: test_coll_exact [--big] [--no-timeout]
+ *   --big: the 1Mi+3 cases (a chosen few per collective, on the world)
+ *   --no-timeout: timeout 0, so that the MPI backend may use its blocking fast path */
+#include <gpurun/coll.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exact_values.h"
+
+#ifdef EXACT_NCCL_DOUBLE
+#include "gr_coll.h"
+extern const gr__coll_ops gr__coll_ops_nccl_double;
+#define BACKEND_LABEL "nccl-double"
+#else
+#define BACKEND_LABEL "mpi"
+#endif
+
+static int world_rank, failures, checks;
+static const size_t small_sizes[] = {0, 1, 7, 1023};
+#define BIG ((size_t)(1u << 20) + 3)
+
+#define FAIL(...)                                                                   \
+  do {                                                                              \
+    if (failures++ < 20) {                                                          \
+      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__);    \
+      fprintf(stderr, __VA_ARGS__);                                                 \
+      fputc('\n', stderr);                                                          \
+    }                                                                               \
+  } while (0)
+
+#define CHECK_OK(call, what)                                                           \
+  do {                                                                                 \
+    gr_status st_ = (call);                                                            \
+    if (st_ != GR_OK) FAIL("%s: %s (%s)", what, gr_status_name(st_), gr_last_error()); \
+  } while (0)
+
+static const char *dn(gr_dtype t) {
+  static const char *n[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                            "float16", "bfloat16", "float32", "float64"};
+  return n[t];
+}
+static const char *on(gr_op o) {
+  static const char *n[] = {"sum", "prod", "min", "max", "avg"};
+  return n[o];
+}
+
+static void *xalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "out of memory\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  return p;
+}
+
+static const double SENTINEL = 99;
+
+static void fill(gr_dtype t, gr_op op, void *buf, size_t n, int r, size_t off) {
+  for (size_t i = 0; i < n; i++) ev_set(t, buf, i, ev_input(t, op, r, off + i));
+}
+static void fill_const(gr_dtype t, void *buf, size_t n, double v) {
+  for (size_t i = 0; i < n; i++) ev_set(t, buf, i, v);
+}
+
+/* Compare; report the first bad element only. */
+static void expect(const char *what, gr_dtype t, const void *buf, size_t i, double want) {
+  double got = ev_get(t, buf, i);
+  checks++;
+  if (!(got == want)) FAIL("%s: element %zu is %g, expected %g", what, i, got, want);
+}
+#define EXPECT_ALL(what, t, buf, n, expr)                      \
+  do {                                                         \
+    int bad_ = failures;                                       \
+    for (size_t i = 0; i < (n) && failures == bad_; i++)       \
+      expect(what, t, buf, i, (expr));                         \
+  } while (0)
+
+static int ops_for(gr_dtype t, gr_op *ops) {
+  int n = 0;
+  for (int o = GR_SUM; o <= GR_AVG; o++)
+    if (o != GR_AVG || ev_is_float(t)) ops[n++] = (gr_op)o;
+  return n;
+}
+
+static void t_allreduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  size_t es = ev_size(t);
+  char what[128];
+  snprintf(what, sizeof what, "%s allreduce %s %s n=%zu %s", BACKEND_LABEL, dn(t), on(op), n, inplace ? "in-place" : "out-of-place");
+  void *s = xalloc(n * es), *d = inplace ? s : xalloc(n * es);
+  fill(t, op, s, n, r, 0);
+  if (!inplace) fill_const(t, d, n, SENTINEL);
+  CHECK_OK(gr_allreduce(s, d, n, t, op, c, NULL), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_ALL(what, t, d, n, ev_reduced(t, op, P, i));
+  if (!inplace) EXPECT_ALL(what, t, s, n, ev_input(t, op, r, i)); /* send untouched */
+  if (!inplace) free(d);
+  free(s);
+}
+
+static void t_reduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace, int root) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  size_t es = ev_size(t);
+  char what[128];
+  snprintf(what, sizeof what, "%s reduce %s %s n=%zu root=%d %s", BACKEND_LABEL, dn(t), on(op), n, root, inplace ? "in-place" : "out-of-place");
+  void *s = xalloc(n * es), *d = (inplace && r == root) ? s : xalloc(n * es);
+  fill(t, op, s, n, r, 0);
+  if (d != s) fill_const(t, d, n, SENTINEL);
+  CHECK_OK(gr_reduce(s, d, n, t, op, root, c, NULL), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  if (r == root)
+    EXPECT_ALL(what, t, d, n, ev_reduced(t, op, P, i));
+  else
+    EXPECT_ALL(what, t, d, n, SENTINEL); /* non-roots' recv is not touched */
+  if (d != s) {
+    EXPECT_ALL(what, t, s, n, ev_input(t, op, r, i));
+    free(d);
+  }
+  free(s);
+}
+
+static void t_broadcast(gr_comm *c, gr_dtype t, size_t n, int inplace, int root) {
+  int r = gr_comm_rank(c);
+  size_t es = ev_size(t);
+  char what[128];
+  snprintf(what, sizeof what, "%s broadcast %s n=%zu root=%d %s", BACKEND_LABEL, dn(t), n, root, inplace ? "in-place" : "out-of-place");
+  void *s = xalloc(n * es), *d = inplace ? s : xalloc(n * es);
+  if (r == root)
+    fill(t, GR_SUM, s, n, r, 0);
+  else
+    fill_const(t, s, n, SENTINEL);
+  if (!inplace) fill_const(t, d, n, SENTINEL);
+  CHECK_OK(gr_broadcast(r == root ? s : (inplace ? s : NULL), d, n, t, root, c, NULL), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_ALL(what, t, d, n, ev_input(t, GR_SUM, root, i));
+  if (!inplace) free(d);
+  free(s);
+}
+
+static void t_allgather(gr_comm *c, gr_dtype t, size_t n, int inplace) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  size_t es = ev_size(t);
+  char what[128];
+  snprintf(what, sizeof what, "%s allgather %s n=%zu %s", BACKEND_LABEL, dn(t), n, inplace ? "in-place" : "out-of-place");
+  void *d = xalloc(n * es * (size_t)P);
+  fill_const(t, d, n * (size_t)P, SENTINEL);
+  void *s = inplace ? (char *)d + (size_t)r * n * es : xalloc(n * es);
+  fill(t, GR_SUM, s, n, r, 0);
+  CHECK_OK(gr_allgather(s, d, n, t, c, NULL), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_ALL(what, t, d, n * (size_t)P, ev_input(t, GR_SUM, (int)(i / (n ? n : 1)), i % (n ? n : 1)));
+  if (!inplace) {
+    EXPECT_ALL(what, t, s, n, ev_input(t, GR_SUM, r, i));
+    free(s);
+  }
+  free(d);
+}
+
+static void t_reduce_scatter(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  size_t es = ev_size(t), off = (size_t)r * n;
+  char what[128];
+  snprintf(what, sizeof what, "%s reduce_scatter %s %s n=%zu %s", BACKEND_LABEL, dn(t), on(op), n, inplace ? "in-place" : "out-of-place");
+  void *s = xalloc(n * es * (size_t)P);
+  fill(t, op, s, n * (size_t)P, r, 0);
+  void *d = inplace ? (char *)s + off * es : xalloc(n * es);
+  if (!inplace) fill_const(t, d, n, SENTINEL);
+  CHECK_OK(gr_reduce_scatter(s, d, n, t, op, c, NULL), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_ALL(what, t, d, n, ev_reduced(t, op, P, off + i));
+  if (!inplace) {
+    EXPECT_ALL(what, t, s, n * (size_t)P, ev_input(t, op, r, i));
+    free(d);
+  }
+  free(s);
+}
+
+static void t_alltoall(gr_comm *c, gr_dtype t, size_t n, int inplace) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  size_t es = ev_size(t), N = n * (size_t)P;
+  char what[128];
+  snprintf(what, sizeof what, "%s alltoall %s n=%zu %s", BACKEND_LABEL, dn(t), n, inplace ? "in-place" : "out-of-place");
+  void *s = xalloc(N * es), *d = inplace ? s : xalloc(N * es);
+  fill(t, GR_SUM, s, N, r, 0); /* block p of rank r: ev_input(r, p*n + i) */
+  if (!inplace) fill_const(t, d, N, SENTINEL);
+  CHECK_OK(gr_alltoall(s, d, n, t, c, NULL), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_ALL(what, t, d, N, ev_input(t, GR_SUM, (int)(i / (n ? n : 1)), (size_t)r * n + i % (n ? n : 1)));
+  if (!inplace) {
+    EXPECT_ALL(what, t, s, N, ev_input(t, GR_SUM, r, i));
+    free(d);
+  }
+  free(s);
+}
+
+/* A ring: everyone sends to the next and receives from the previous, in one group. */
+static void t_sendrecv(gr_comm *c, gr_dtype t, size_t n) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  int next = (r + 1) % P, prev = (r + P - 1) % P;
+  size_t es = ev_size(t);
+  char what[128];
+  snprintf(what, sizeof what, "%s send/recv %s n=%zu", BACKEND_LABEL, dn(t), n);
+  void *s = xalloc(n * es), *d = xalloc(n * es);
+  fill(t, GR_SUM, s, n, r, 0);
+  fill_const(t, d, n, SENTINEL);
+  CHECK_OK(gr_group_start(), what);
+  CHECK_OK(gr_send(s, n, t, next, c, NULL), what);
+  CHECK_OK(gr_recv(d, n, t, prev, c, NULL), what);
+  CHECK_OK(gr_group_end(), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_ALL(what, t, d, n, ev_input(t, GR_SUM, prev, i));
+  /* and ungrouped, rank 0 -> rank P-1 */
+  if (P > 1 && (r == 0 || r == P - 1)) {
+    fill_const(t, d, n, SENTINEL);
+    if (r == 0)
+      CHECK_OK(gr_send(s, n, t, P - 1, c, NULL), what);
+    else
+      CHECK_OK(gr_recv(d, n, t, 0, c, NULL), what);
+    CHECK_OK(gr_comm_synchronize(c, NULL), what);
+    if (r == P - 1) EXPECT_ALL(what, t, d, n, ev_input(t, GR_SUM, 0, i));
+  }
+  free(s);
+  free(d);
+}
+
+static void suite(gr_comm *c, const size_t *sizes, size_t nsizes) {
+  int P = gr_comm_size(c);
+  for (int t = GR_INT8; t <= GR_FLOAT64; t++) {
+    gr_op ops[5];
+    int nops = ops_for((gr_dtype)t, ops);
+    for (size_t si = 0; si < nsizes; si++) {
+      size_t n = sizes[si];
+      for (int inplace = 0; inplace < 2; inplace++) {
+        for (int o = 0; o < nops; o++) {
+          t_allreduce(c, (gr_dtype)t, ops[o], n, inplace);
+          t_reduce(c, (gr_dtype)t, ops[o], n, inplace, P - 1);
+          t_reduce_scatter(c, (gr_dtype)t, ops[o], n, inplace);
+        }
+        t_reduce(c, (gr_dtype)t, GR_SUM, n, inplace, 0);
+        t_broadcast(c, (gr_dtype)t, n, inplace, 0);
+        t_broadcast(c, (gr_dtype)t, n, inplace, P - 1);
+        t_allgather(c, (gr_dtype)t, n, inplace);
+        t_alltoall(c, (gr_dtype)t, n, inplace);
+      }
+      t_sendrecv(c, (gr_dtype)t, n);
+    }
+  }
+}
+
+/* The 1Mi+3 cases: one or two per collective (each type family once), so that the large-message
+ * paths (rendezvous, segmentation, staging) run without multiplying the run time. */
+static void big_suite(gr_comm *c) {
+  int P = gr_comm_size(c);
+  size_t per_peer = P <= 2 ? BIG : BIG / 8; /* allgather/reduce_scatter/alltoall move n*P */
+  t_allreduce(c, GR_FLOAT32, GR_SUM, BIG, 0);
+  t_allreduce(c, GR_FLOAT16, GR_SUM, BIG, 1);
+  t_allreduce(c, GR_BFLOAT16, GR_MAX, BIG, 0);
+  t_allreduce(c, GR_FLOAT64, GR_AVG, BIG, 1);
+  t_allreduce(c, GR_INT8, GR_PROD, BIG, 0);
+  t_reduce(c, GR_INT64, GR_MIN, BIG, 1, P - 1);
+  t_broadcast(c, GR_UINT8, BIG, 0, P - 1);
+  t_allgather(c, GR_INT32, per_peer, 1);
+  t_reduce_scatter(c, GR_UINT32, GR_SUM, per_peer, 0);
+  t_alltoall(c, GR_FLOAT32, per_peer, 1);
+  t_sendrecv(c, GR_UINT64, BIG);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  int big = 0, blocking = 0;
+  for (int i = 1; i < argc; i++) {
+    big |= strcmp(argv[i], "--big") == 0;
+    blocking |= strcmp(argv[i], "--no-timeout") == 0;
+  }
+  gr_comm_config cfg;
+  gr_comm_config_init(&cfg);
+  /* A hang fails the test with a message instead of ctest's kill; --no-timeout exercises the
+   * MPI backend's blocking fast path instead. */
+  cfg.timeout_s = blocking ? 0 : 60;
+  gr_comm *world = NULL, *split = NULL, *halves = NULL;
+#ifdef EXACT_NCCL_DOUBLE
+  CHECK_OK(gr__comm_create_ops(MPI_COMM_WORLD, &cfg, &gr__coll_ops_nccl_double, &world), "create");
+#else
+  cfg.backend = GR_BACKEND_MPI;
+  CHECK_OK(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
+#endif
+  if (!world) MPI_Abort(MPI_COMM_WORLD, 1);
+  int P = gr_comm_size(world);
+  if (big) {
+    big_suite(world);
+  } else {
+    suite(world, small_sizes, 4);
+    /* odd/even ranks, numbered backwards: comm ranks differ from world ranks */
+    CHECK_OK(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
+    if (split) {
+      if (gr_comm_size(split) != (P + 1 - world_rank % 2) / 2) FAIL("split size %d", gr_comm_size(split));
+      suite(split, small_sizes + 1, 2);
+    }
+    /* a split in which the last rank takes no part (color < 0) */
+    CHECK_OK(gr_comm_split(world, world_rank == P - 1 && P > 1 ? -1 : 0, 0, &halves), "split nocolor");
+    if ((halves == NULL) != (world_rank == P - 1 && P > 1)) FAIL("split with no color: comm %p", (void *)halves);
+    if (halves) t_allreduce(halves, GR_INT32, GR_SUM, 7, 0);
+    CHECK_OK(gr_comm_destroy(halves), "destroy");
+    CHECK_OK(gr_comm_destroy(split), "destroy");
+  }
+  CHECK_OK(gr_comm_destroy(world), "destroy");
+  int total = 0, nchecks = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(&checks, &nchecks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (world_rank == 0)
+    printf("%s %s at %d ranks: %d element checks, %d failures\n", BACKEND_LABEL,
+           big ? "1Mi+3 cases" : "all cases", P, nchecks, total);
+  MPI_Finalize();
+  return total ? 1 : 0;
+}
