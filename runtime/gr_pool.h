@@ -1,0 +1,37 @@
+/* Internal: hooks into the task pool for the rest of the runtime (the cross-rank pool in
+ * particular). The public API is include/gpurun/pool.h. */
+#ifndef GR_POOL_H
+#define GR_POOL_H
+
+#include <gpurun/pool.h>
+#include <stdint.h>
+
+/* Cumulative counters, summed over the pool's workers and the slots external threads borrow while
+ * they wait. Each is monotonic; read together they are a snapshot taken over a short interval,
+ * not an instant. */
+typedef struct {
+  uint64_t spawned;      /* tasks spawned into this pool (workers, waiting threads, external) */
+  uint64_t run;          /* tasks finished (run, or skipped because their group was cancelled) */
+  uint64_t steals;       /* successful steals from another slot's deque */
+  uint64_t injected;     /* tasks spawned by a thread outside the pool (through the locked queue) */
+  uint64_t sleeps;       /* times a worker or waiter went to sleep on the futex */
+  uint64_t idle_ns;      /* time spent asleep on the futex, all threads together */
+} gr__pool_stats;
+
+void gr__pool_get_stats(gr_pool *p, gr__pool_stats *out);
+
+/* 1 when no task of the pool is queued or running (every spawned task has finished), else 0.
+ * Exact when no thread spawns concurrently; with concurrent spawns it may say 0 spuriously but
+ * never says 1 while a task that was spawned before the call began is unfinished. */
+int gr__pool_quiescent(gr_pool *p);
+
+/* Number of threads (workers and waiters) asleep on the pool's futex right now (a hint). */
+int gr__pool_sleeping(gr_pool *p);
+
+/* Wake every sleeping worker and waiter (e.g. after making work visible some other way). */
+void gr__pool_wake_all(gr_pool *p);
+
+/* 1 when the calling thread is a worker of p (its spawns go to its own deque). */
+int gr__pool_is_worker_of(const gr_pool *p);
+
+#endif
