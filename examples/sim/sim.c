@@ -37,6 +37,7 @@ typedef struct {
   int use_gpu;       /* -1 auto, 0 no, 1 yes */
   int quiet;
   int perturb;       /* test hook: spoil one point so the self-check must fail */
+  const char *dump;  /* write the final field to DUMP.RANK ("gx gy value" lines) */
   const char *scaling; /* NULL, "strong" or "weak" */
 } sim_opts;
 
@@ -108,6 +109,7 @@ static void usage(FILE *f) {
           "                   (weak: the grid grows with the ranks, NX x (NY * ranks))\n"
           "  --quiet          no progress lines\n"
           "  --perturb        spoil one point after the last step (tests the self-check)\n"
+          "  --dump PREFIX    write the final field to PREFIX.RANK, one \"gx gy value\" per line\n"
           "  --help           this text\n");
 }
 
@@ -158,6 +160,9 @@ static int parse_args(int argc, char **argv, sim_opts *o) {
       char *end;
       o->r = strtod(v, &end);
       bad = *end || !(o->r > 0 && o->r <= 0.25);
+      i++;
+    } else if (!strcmp(a, "--dump")) {
+      o->dump = v;
       i++;
     } else if (!strcmp(a, "--scaling")) {
       o->scaling = v;
@@ -349,6 +354,22 @@ static void free_rank(sim_rank *s) {
   free(s->tile_resid);
 }
 
+static void dump_field(const sim_rank *s, const char *prefix) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s.%d", prefix, s->rank);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "sim: rank %d: cannot write %s: %s\n", g_world_rank, path, strerror(errno));
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    return;
+  }
+  const int stride = s->b.nx + 2;
+  for (int j = 1; j <= s->b.ny; j++)
+    for (int i = 1; i <= s->b.nx; i++)
+      fprintf(f, "%d %d %.17g\n", s->b.x0 + i - 1, s->b.y0 + j - 1, s->u[(size_t)j * stride + i]);
+  fclose(f);
+}
+
 /* The whole simulation on comm's ranks; every rank gets the same result. */
 static void run(gr_comm *comm, gr_comm *hcomm, const sim_opts *o, int nx, int ny, int use_gpu,
                 sim_result *res) {
@@ -425,6 +446,7 @@ static void run(gr_comm *comm, gr_comm *hcomm, const sim_opts *o, int nx, int ny
       sum += mix(bits ^ mix((uint64_t)gy * (uint64_t)nx + (uint64_t)gx));
     }
   }
+  if (o->dump && !o->scaling) dump_field(&s, o->dump);
   double rate = secs > 0 ? (double)s.b.nx * s.b.ny * o->steps / secs : 0;
   double mins[2] = {-rate, -secs}, maxs[2] = {rate, maxerr}, sumrate = rate;
   CHECK(gr_allreduce(mins, mins, 2, GR_FLOAT64, GR_MAX, hcomm, NULL));
