@@ -8,7 +8,9 @@
 #   netns_mpirun MPIRUN-ARGS...     mpirun started on n0, with NETNS_RSH as its rsh agent, ended
 #                                   (TERM, then KILL 5 s later) after NETNS_TIMEOUT s (default 120)
 #   netns_link HOST up|down         plug / cut HOST's cable (the bridge side of its veth)
-#   netns_delay HOST MS             add MS ms of netem delay on HOST's cable (both directions)
+#   netns_delay HOST MS             add MS ms of netem delay on HOST's cable (both directions);
+#                                   returns 3 when the kernel has no netem
+#   netns_slow HOST KBIT            limit HOST's cable to KBIT kbit/s each way (tbf)
 #   netns_stop                      kill what runs in the namespaces (by PID), delete the
 #                                   namespaces and /etc/netns entries (also runs on any exit,
 #                                   including ctest's SIGKILL: see tests/lib/guard.sh)
@@ -92,10 +94,12 @@ netns_exec() {
 }
 
 # Open MPI picks the interface by itself; restrict it to eth0 so no rank tries loopback for peers.
+# Each host claims 2 slots, so Open MPI does not know that all the ranks share this machine's few
+# cores: yield when idle, or spinning ranks starve the others (an allreduce took 150 ms, not 5).
 netns_mpirun() {
   timeout -k 5 "${NETNS_TIMEOUT:-120}" ip netns exec "$NETNS_PFX-n0" unshare --uts \
     sh -c 'hostname n0; exec "$@"' n0 mpirun --mca plm_rsh_agent "$NETNS_RSH" --mca btl_tcp_if_include eth0 \
-    --mca oob_tcp_if_include eth0 "$@"
+    --mca oob_tcp_if_include eth0 --mca mpi_yield_when_idle 1 "$@"
 }
 
 netns_link() {
@@ -104,8 +108,17 @@ netns_link() {
 
 # netem on both veth ends of HOST's cable: each direction gets MS ms.
 netns_delay() {
-  tc -n "$NETNS_PFX-sw" qdisc add dev "vn${1#n}" root netem delay "${2}ms" &&
-    tc -n "$NETNS_PFX-$1" qdisc add dev eth0 root netem delay "${2}ms"
+  if ! _e=$(tc -n "$NETNS_PFX-sw" qdisc add dev "vn${1#n}" root netem delay "${2}ms" 2>&1); then
+    echo "$_e" >&2
+    case $_e in *"qdisc kind is unknown"*) return 3 ;; esac
+    return 1
+  fi
+  tc -n "$NETNS_PFX-$1" qdisc add dev eth0 root netem delay "${2}ms"
+}
+
+netns_slow() {
+  tc -n "$NETNS_PFX-sw" qdisc add dev "vn${1#n}" root tbf rate "${2}kbit" burst 4kb latency 2s &&
+    tc -n "$NETNS_PFX-$1" qdisc add dev eth0 root tbf rate "${2}kbit" burst 4kb latency 2s
 }
 
 netns_stop() {
