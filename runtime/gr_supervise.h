@@ -1,6 +1,20 @@
 /* Internal: gpurun's supervising mode (--monitor, --time-limit). Instead of exec'ing the program,
  * gpurun forks it, forwards signals, samples telemetry until it exits, and enforces the time limit.
- * Implemented in runtime/supervise.c; called by launcher/main.c. */
+ * Implemented in runtime/supervise.c; called by launcher/main.c.
+ *
+ * Files and environment (the contract between gpurun, the runtime and gpurun-report):
+ * - Samples go to <monitor_dir>/<job>/<node>.<local_rank>.csv, one write(2) per sample, columns in
+ *   runtime/gr_telemetry.h. job: o->job_id, else $GPURUN_JOB_ID, $SLURM_JOB_ID,
+ *   $FLUX_JOB_ID, $OMPI_MCA_ess_base_jobid, $PMIX_NAMESPACE, $PBS_JOBID, $LSB_JOBID
+ *   (gr__monitor_job_from_env, runtime/gr_counters.h), else a timestamp (YYYYmmdd-HHMM). '/' and spaces become '_'.
+ * - When monitoring, the supervisor exports to the program GPURUN_MONITOR_DIR (the root) and
+ *   GPURUN_JOB_ID (the job segment actually used). gr_finalize then writes the runtime's counters to
+ *   <GPURUN_MONITOR_DIR>/<GPURUN_JOB_ID>/<node>.<local_rank>.counters.json; a program run without
+ *   the supervisor but with GPURUN_MONITOR_DIR set does the same (job resolved as above, else
+ *   rank 0's timestamp; gr_init exports it as GPURUN_JOB_ID so the flight recorder agrees).
+ * - The collectives' flight recorder dumps flight.<rank>.json into the same job directory.
+ * - GPURUN_NVML_LIBRARY overrides the NVML library dlopen'ed (tests use a fake one).
+ * - Logging: the time-limit messages are at error level; "NVML not available" once at info. */
 #ifndef GR_SUPERVISE_H
 #define GR_SUPERVISE_H
 

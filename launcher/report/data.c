@@ -1,0 +1,353 @@
+/* Loading a job's CSVs and counters, and the per-series summary. */
+#include "report.h"
+
+#include "json.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const metric_cols[M_COUNT] = {"gpu_util", "mem_used_mib", "mem_total_mib",
+                                                 "temp_c",   "power_w",      "sm_clock_mhz",
+                                                 "cpu_util", "rss_mib"};
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* "<node>.<local_rank><suffix>": the node may itself contain dots, so split at the last one. */
+static int parse_name(const char *base, const char *suffix, char *node, size_t cap,
+                      int *local_rank) {
+  size_t len = strlen(base) - strlen(suffix);
+  char tmp[512];
+  if (len >= sizeof tmp) return -1;
+  memcpy(tmp, base, len);
+  tmp[len] = '\0';
+  char *dot = strrchr(tmp, '.');
+  if (!dot || dot == tmp) return -1;
+  char *end;
+  long lr = strtol(dot + 1, &end, 10);
+  if (*end || end == dot + 1) return -1;
+  *dot = '\0';
+  size_t nl = (size_t)(dot - tmp);
+  if (nl >= cap) return -1;
+  memcpy(node, tmp, nl + 1);
+  *local_rank = (int)lr;
+  return 0;
+}
+
+static rpt_series *series_for(rpt_job *job, const char *node, int local_rank, int rank,
+                              const char *gpu) {
+  for (int i = 0; i < job->ns; i++) {
+    rpt_series *s = &job->s[i];
+    if (s->local_rank == local_rank && !strcmp(s->node, node) && !strcmp(s->gpu, gpu)) return s;
+  }
+  rpt_series *ns = realloc(job->s, (size_t)(job->ns + 1) * sizeof *ns);
+  if (!ns) return NULL;
+  job->s = ns;
+  rpt_series *s = &job->s[job->ns++];
+  memset(s, 0, sizeof *s);
+  snprintf(s->node, sizeof s->node, "%s", node);
+  snprintf(s->gpu, sizeof s->gpu, "%s", gpu);
+  s->local_rank = local_rank;
+  s->rank = rank;
+  return s;
+}
+
+static int push(rpt_series *s, double t, const double *m) {
+  if (s->n == s->cap) {
+    int cap = s->cap ? s->cap * 2 : 64;
+    double *nt = realloc(s->t, (size_t)cap * sizeof *nt);
+    if (!nt) return -1;
+    s->t = nt;
+    for (int k = 0; k < M_COUNT; k++) {
+      double *nm = realloc(s->m[k], (size_t)cap * sizeof *nm);
+      if (!nm) return -1;
+      s->m[k] = nm;
+    }
+    s->cap = cap;
+  }
+  s->t[s->n] = t;
+  for (int k = 0; k < M_COUNT; k++)
+    s->m[k][s->n] = m[k];
+  s->n++;
+  return 0;
+}
+
+/* Splits line in place at commas, keeping empty fields. */
+static int split(char *line, char **f, int max) {
+  int n = 0;
+  for (char *p = line; n < max;) {
+    f[n++] = p;
+    char *c = strchr(p, ',');
+    if (!c) break;
+    *c = '\0';
+    p = c + 1;
+  }
+  return n;
+}
+
+static double field_num(const char *s) {
+  if (!s || !*s) return NAN;
+  char *end;
+  double v = strtod(s, &end);
+  return end == s ? NAN : v;
+}
+
+int rpt_load_csv(const char *path, rpt_job *job) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  char node[128];
+  int local_rank;
+  if (parse_name(base, ".csv", node, sizeof node, &local_rank) != 0) {
+    fprintf(stderr, "gpurun-report: %s: not named <node>.<local_rank>.csv; skipped\n", path);
+    return 0;
+  }
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "gpurun-report: cannot open %s\n", path);
+    return -1;
+  }
+  char line[4096];
+  char *fields[64];
+  int col_time = -1, col_rank = -1, col_gpu = -1, col_thr = -1, col_ecc = -1, col_m[M_COUNT];
+  for (int k = 0; k < M_COUNT; k++)
+    col_m[k] = -1;
+  if (!fgets(line, sizeof line, f)) {
+    fclose(f);
+    return 0; /* empty file: a rank that never sampled */
+  }
+  line[strcspn(line, "\r\n")] = '\0';
+  int nh = split(line, fields, 64);
+  for (int i = 0; i < nh; i++) {
+    if (!strcmp(fields[i], "time"))
+      col_time = i;
+    else if (!strcmp(fields[i], "rank"))
+      col_rank = i;
+    else if (!strcmp(fields[i], "gpu"))
+      col_gpu = i;
+    else if (!strcmp(fields[i], "throttle"))
+      col_thr = i;
+    else if (!strcmp(fields[i], "ecc_uncorrected"))
+      col_ecc = i;
+    for (int k = 0; k < M_COUNT; k++)
+      if (!strcmp(fields[i], metric_cols[k])) col_m[k] = i;
+  }
+  if (col_time < 0) {
+    fprintf(stderr, "gpurun-report: %s: no 'time' column in the header\n", path);
+    fclose(f);
+    return -1;
+  }
+  while (fgets(line, sizeof line, f)) {
+    size_t len = strlen(line);
+    if (len == 0 || line[len - 1] != '\n') break; /* a cut last line is not data */
+    line[strcspn(line, "\r\n")] = '\0';
+    int nf = split(line, fields, 64);
+    if (nf != nh) continue;
+    double t = field_num(fields[col_time]);
+    if (isnan(t)) continue;
+    int rank = col_rank >= 0 ? atoi(fields[col_rank]) : -1;
+    const char *gpu = col_gpu >= 0 && *fields[col_gpu] ? fields[col_gpu] : "-";
+    double m[M_COUNT];
+    for (int k = 0; k < M_COUNT; k++)
+      m[k] = col_m[k] >= 0 ? field_num(fields[col_m[k]]) : NAN;
+    rpt_series *s = series_for(job, node, local_rank, rank, gpu);
+    if (!s || push(s, t, m) != 0) {
+      fclose(f);
+      return -1;
+    }
+    if (col_thr >= 0 && *fields[col_thr]) s->throttle_any |= strtoull(fields[col_thr], NULL, 0);
+    double ecc = col_ecc >= 0 ? field_num(fields[col_ecc]) : NAN;
+    if (!isnan(ecc) && ecc > s->ecc_max) s->ecc_max = ecc;
+  }
+  fclose(f);
+  return 0;
+}
+
+int rpt_load_counters(const char *path, rpt_job *job) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  size_t at = 0;
+  grj *doc = grj_parse_file(path, &at);
+  if (!doc) {
+    fprintf(stderr, "gpurun-report: %s does not parse as JSON (byte %zu); skipped\n", path, at);
+    return 0;
+  }
+  rpt_counters c;
+  memset(&c, 0, sizeof c);
+  if (parse_name(base, ".counters.json", c.node, sizeof c.node, &c.local_rank) != 0) {
+    snprintf(c.node, sizeof c.node, "%s", grj_str(doc, "node") ? grj_str(doc, "node") : "?");
+    c.local_rank = (int)grj_num(doc, "local_rank", -1);
+  }
+  c.rank = (int)grj_num(doc, "rank", -1);
+  const grj *coll = grj_get(doc, "collectives");
+  if (coll && coll->type == GRJ_OBJ) {
+    c.have_coll = 1;
+    for (const grj *op = coll->child; op; op = op->next) {
+      c.coll_calls += grj_num(op, "calls", 0);
+      c.coll_bytes += grj_num(op, "bytes", 0);
+      c.coll_time_s += grj_num(op, "time_s", 0);
+      /* The runtime counts wall time inside a call, waiting for peers included; a separate
+       * wait figure is used when a writer provides one. */
+      c.coll_wait_s += grj_num(op, "wait_s", grj_num(op, "time_s", 0));
+    }
+  }
+  const grj *pool = grj_get(doc, "pool");
+  if (pool && pool->type == GRJ_OBJ) {
+    c.have_pool = 1;
+    c.pool_steals = grj_num(pool, "steals", 0);
+    c.pool_idle_s = grj_num(pool, "idle_s", 0);
+  }
+  grj_free(doc);
+  rpt_counters *nc = realloc(job->c, (size_t)(job->nc + 1) * sizeof *nc);
+  if (!nc) return -1;
+  job->c = nc;
+  job->c[job->nc++] = c;
+  return 0;
+}
+
+static int cmp_series(const void *a, const void *b) {
+  const rpt_series *x = a, *y = b;
+  if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+  int d = strcmp(x->node, y->node);
+  if (d) return d;
+  if (x->local_rank != y->local_rank) return x->local_rank < y->local_rank ? -1 : 1;
+  return strcmp(x->gpu, y->gpu);
+}
+
+int rpt_load(const char *dir, rpt_job *job) {
+  memset(job, 0, sizeof *job);
+  job->slowest = -1;
+  job->slowest_rank = -1;
+  struct dirent **ents;
+  int n = scandir(dir, &ents, NULL, alphasort);
+  if (n < 0) {
+    fprintf(stderr, "gpurun-report: cannot read directory %s\n", dir);
+    return -1;
+  }
+  int rc = 0;
+  for (int i = 0; i < n; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
+    if (rc == 0 && ends_with(ents[i]->d_name, ".csv"))
+      rc = rpt_load_csv(path, job);
+    else if (rc == 0 && ends_with(ents[i]->d_name, ".counters.json"))
+      rc = rpt_load_counters(path, job);
+    free(ents[i]);
+  }
+  free(ents);
+  /* A rank that wrote counters but no samples (run without the supervisor) still gets a row. */
+  for (int i = 0; rc == 0 && i < job->nc; i++) {
+    const rpt_counters *c = &job->c[i];
+    int found = 0;
+    for (int k = 0; k < job->ns && !found; k++)
+      found = job->s[k].local_rank == c->local_rank && !strcmp(job->s[k].node, c->node);
+    if (!found && !series_for(job, c->node, c->local_rank, c->rank, "-")) rc = -1;
+  }
+  if (job->ns > 1) qsort(job->s, (size_t)job->ns, sizeof *job->s, cmp_series);
+  return rc;
+}
+
+double rpt_integrate(const double *t, const double *y, int n) {
+  double sum = 0;
+  int prev = -1;
+  for (int i = 0; i < n; i++) {
+    if (isnan(y[i])) continue;
+    if (prev >= 0) sum += 0.5 * (y[i] + y[prev]) * (t[i] - t[prev]);
+    prev = i;
+  }
+  return sum;
+}
+
+static void mean_max(const double *v, int n, double *mean, double *max) {
+  double sum = 0;
+  int k = 0;
+  *max = NAN;
+  for (int i = 0; i < n; i++) {
+    if (isnan(v[i])) continue;
+    sum += v[i];
+    k++;
+    if (isnan(*max) || v[i] > *max) *max = v[i];
+  }
+  *mean = k ? sum / k : NAN;
+}
+
+int rpt_same_rank(const rpt_series *a, const rpt_series *b) {
+  return a->local_rank == b->local_rank && !strcmp(a->node, b->node);
+}
+
+const rpt_counters *rpt_counters_for(const rpt_job *job, const rpt_series *s) {
+  for (int i = 0; i < job->nc; i++) {
+    const rpt_counters *c = &job->c[i];
+    if ((c->local_rank == s->local_rank && !strcmp(c->node, s->node)) ||
+        (s->rank >= 0 && c->rank == s->rank))
+      return c;
+  }
+  return NULL;
+}
+
+void rpt_summarize(rpt_job *job) {
+  job->t0 = INFINITY;
+  job->t1 = -INFINITY;
+  for (int i = 0; i < job->ns; i++) {
+    rpt_series *s = &job->s[i];
+    double dummy;
+    s->t_first = s->n ? s->t[0] : NAN;
+    s->t_last = s->n ? s->t[s->n - 1] : NAN;
+    if (s->n && s->t[0] < job->t0) job->t0 = s->t[0];
+    if (s->n && s->t[s->n - 1] > job->t1) job->t1 = s->t[s->n - 1];
+    mean_max(s->m[M_GPU_UTIL], s->n, &s->util_mean, &s->util_max);
+    mean_max(s->m[M_MEM_USED], s->n, &dummy, &s->mem_peak);
+    mean_max(s->m[M_MEM_TOTAL], s->n, &dummy, &s->mem_total);
+    mean_max(s->m[M_TEMP], s->n, &dummy, &s->temp_max);
+    mean_max(s->m[M_CPU_UTIL], s->n, &s->cpu_mean, &s->cpu_max);
+    mean_max(s->m[M_RSS], s->n, &dummy, &s->rss_peak);
+    s->energy_j = strcmp(s->gpu, "-") ? rpt_integrate(s->t, s->m[M_POWER], s->n) : NAN;
+  }
+  if (!isfinite(job->t0)) job->t0 = job->t1 = 0; /* no samples at all */
+
+  /* The straggler: with collective counters, the rank that waits least (everyone else waits for
+   * it); without them, the rank whose program ran longest. Only meaningful with 2+ ranks. */
+  int with_wait = 0;
+  for (int i = 0; i < job->nc; i++)
+    with_wait += job->c[i].have_coll;
+  int best = -1;
+  double best_v = 0;
+  for (int i = 0; i < job->ns; i++) {
+    const rpt_series *s = &job->s[i];
+    const rpt_counters *c = rpt_counters_for(job, s);
+    double v;
+    if (with_wait >= 2) {
+      if (!c || !c->have_coll) continue;
+      v = -c->coll_wait_s;
+    } else {
+      v = s->t_last - s->t_first;
+    }
+    if (best < 0 || v > best_v) {
+      best = i;
+      best_v = v;
+    }
+  }
+  int ranks = 0;
+  for (int i = 0; i < job->ns; i++)
+    if (i == 0 || !rpt_same_rank(&job->s[i], &job->s[i - 1])) ranks++;
+  if (ranks >= 2 && best >= 0) {
+    job->slowest = best;
+    job->slowest_rank = job->s[best].rank;
+    job->slowest_why = with_wait >= 2 ? "waits least in collectives: the others wait for it"
+                                      : "its program ran longest";
+  }
+}
+
+void rpt_free(rpt_job *job) {
+  for (int i = 0; i < job->ns; i++) {
+    free(job->s[i].t);
+    for (int k = 0; k < M_COUNT; k++)
+      free(job->s[i].m[k]);
+  }
+  free(job->s);
+  free(job->c);
+  memset(job, 0, sizeof *job);
+}

@@ -1,0 +1,240 @@
+/* Recursive-descent JSON reader (RFC 8259 grammar, depth-limited). */
+#include "json.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  const char *s, *p;
+  int depth, bad;
+} parser;
+
+static void ws(parser *ps) {
+  while (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')
+    ps->p++;
+}
+
+static grj *node(grj_type t) {
+  grj *v = calloc(1, sizeof *v);
+  if (v) v->type = t;
+  return v;
+}
+
+static char *string(parser *ps) {
+  if (*ps->p != '"') return NULL;
+  ps->p++;
+  size_t cap = 16, len = 0;
+  char *out = malloc(cap);
+  if (!out) return NULL;
+  for (;;) {
+    char c = *ps->p++;
+    if (c == '\0' || (unsigned char)c < 0x20) {
+      free(out);
+      return NULL;
+    }
+    if (c == '"') break;
+    if (c == '\\') {
+      char e = *ps->p++;
+      switch (e) {
+      case '"':
+      case '\\':
+      case '/':
+        c = e;
+        break;
+      case 'b':
+        c = '\b';
+        break;
+      case 'f':
+        c = '\f';
+        break;
+      case 'n':
+        c = '\n';
+        break;
+      case 'r':
+        c = '\r';
+        break;
+      case 't':
+        c = '\t';
+        break;
+      case 'u': {
+        unsigned code = 0;
+        for (int i = 0; i < 4; i++) {
+          char h = *ps->p++;
+          if (!isxdigit((unsigned char)h)) {
+            free(out);
+            return NULL;
+          }
+          code =
+              code * 16 + (unsigned)(isdigit((unsigned char)h) ? h - '0' : (tolower(h) - 'a' + 10));
+        }
+        c = code < 0x80 ? (char)code : '?';
+        break;
+      }
+      default:
+        free(out);
+        return NULL;
+      }
+    }
+    if (len + 2 > cap) {
+      cap *= 2;
+      char *n = realloc(out, cap);
+      if (!n) {
+        free(out);
+        return NULL;
+      }
+      out = n;
+    }
+    out[len++] = c;
+  }
+  out[len] = '\0';
+  return out;
+}
+
+static grj *value(parser *ps);
+
+static grj *container(parser *ps, int obj) {
+  grj *v = node(obj ? GRJ_OBJ : GRJ_ARR);
+  if (!v) return NULL;
+  ps->p++;
+  ws(ps);
+  char close = obj ? '}' : ']';
+  if (*ps->p == close) {
+    ps->p++;
+    return v;
+  }
+  grj **tail = &v->child;
+  for (;;) {
+    ws(ps);
+    char *key = NULL;
+    if (obj) {
+      key = string(ps);
+      ws(ps);
+      if (!key || *ps->p != ':') {
+        free(key);
+        grj_free(v);
+        return NULL;
+      }
+      ps->p++;
+    }
+    grj *c = value(ps);
+    if (!c) {
+      free(key);
+      grj_free(v);
+      return NULL;
+    }
+    c->key = key;
+    *tail = c;
+    tail = &c->next;
+    ws(ps);
+    if (*ps->p == ',') {
+      ps->p++;
+      continue;
+    }
+    if (*ps->p == close) {
+      ps->p++;
+      return v;
+    }
+    grj_free(v);
+    return NULL;
+  }
+}
+
+static grj *value(parser *ps) {
+  ws(ps);
+  if (++ps->depth > 64) return NULL;
+  grj *v = NULL;
+  char c = *ps->p;
+  if (c == '{' || c == '[') {
+    v = container(ps, c == '{');
+  } else if (c == '"') {
+    char *s = string(ps);
+    if (s && (v = node(GRJ_STR)))
+      v->str = s;
+    else
+      free(s);
+  } else if (!strncmp(ps->p, "true", 4) || !strncmp(ps->p, "false", 5)) {
+    v = node(GRJ_BOOL);
+    if (v) v->num = c == 't';
+    ps->p += c == 't' ? 4 : 5;
+  } else if (!strncmp(ps->p, "null", 4)) {
+    v = node(GRJ_NULL);
+    ps->p += 4;
+  } else if (c == '-' || isdigit((unsigned char)c)) {
+    char *end;
+    double d = strtod(ps->p, &end);
+    if (end != ps->p && (v = node(GRJ_NUM))) {
+      v->num = d;
+      ps->p = end;
+    }
+  }
+  ps->depth--;
+  return v;
+}
+
+grj *grj_parse(const char *text, size_t *err_at) {
+  parser ps = {text, text, 0, 0};
+  grj *v = value(&ps);
+  ws(&ps);
+  if (v && *ps.p != '\0') {
+    grj_free(v);
+    v = NULL;
+  }
+  if (!v && err_at) *err_at = (size_t)(ps.p - text);
+  return v;
+}
+
+grj *grj_parse_file(const char *path, size_t *err_at) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  size_t r;
+  while (buf && (r = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+    len += r;
+    if (len + 1 == cap) {
+      char *n = realloc(buf, cap *= 2);
+      if (!n) {
+        free(buf);
+        buf = NULL;
+      } else {
+        buf = n;
+      }
+    }
+  }
+  fclose(f);
+  if (!buf) return NULL;
+  buf[len] = '\0';
+  grj *v = grj_parse(buf, err_at);
+  free(buf);
+  return v;
+}
+
+void grj_free(grj *v) {
+  while (v) {
+    grj *next = v->next;
+    grj_free(v->child);
+    free(v->str);
+    free(v->key);
+    free(v);
+    v = next;
+  }
+}
+
+const grj *grj_get(const grj *v, const char *key) {
+  if (!v || v->type != GRJ_OBJ) return NULL;
+  for (const grj *c = v->child; c; c = c->next)
+    if (c->key && !strcmp(c->key, key)) return c;
+  return NULL;
+}
+
+double grj_num(const grj *v, const char *key, double dflt) {
+  const grj *m = grj_get(v, key);
+  return m && (m->type == GRJ_NUM || m->type == GRJ_BOOL) ? m->num : dflt;
+}
+
+const char *grj_str(const grj *v, const char *key) {
+  const grj *m = grj_get(v, key);
+  return m && m->type == GRJ_STR ? m->str : NULL;
+}

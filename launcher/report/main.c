@@ -1,0 +1,122 @@
+/* gpurun-report DIR: merge one job's monitor files into a table (stdout), DIR/report.json and
+ * DIR/report.svg, and name the ranks the flight-recorder dumps show as missing from a collective.
+ */
+#include "report.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void usage(FILE *f) {
+  fprintf(
+      f, "usage: gpurun-report [--json FILE] [--svg FILE] DIR\n"
+         "  DIR: a job directory, GPURUN_MONITOR_DIR/<job> (a root with a single job also works).\n"
+         "  Prints a summary per rank and GPU; writes DIR/report.json and DIR/report.svg unless\n"
+         "  --json/--svg name other files.\n");
+}
+
+static int has_job_files(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int found = 0;
+  for (struct dirent *e; !found && (e = readdir(d));) {
+    size_t n = strlen(e->d_name);
+    found = (n > 4 && !strcmp(e->d_name + n - 4, ".csv")) || !strncmp(e->d_name, "flight.", 7) ||
+            (n > 14 && !strcmp(e->d_name + n - 14, ".counters.json"));
+  }
+  closedir(d);
+  return found;
+}
+
+/* DIR may be the monitor root: accept it when it holds exactly one job. */
+static int resolve(const char *dir, char *out, size_t cap) {
+  if (has_job_files(dir)) {
+    snprintf(out, cap, "%s", dir);
+    return 0;
+  }
+  DIR *d = opendir(dir);
+  if (!d) {
+    fprintf(stderr, "gpurun-report: cannot open directory %s\n", dir);
+    return -1;
+  }
+  int jobs = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    char sub[4096];
+    snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode) && has_job_files(sub)) {
+      if (jobs++ == 0)
+        snprintf(out, cap, "%s", sub);
+      else
+        fprintf(stderr, "%s  %s\n", jobs == 2 ? "gpurun-report: several jobs; name one:\n" : "",
+                sub);
+      if (jobs == 2) fprintf(stderr, "  %s\n", out);
+    }
+  }
+  closedir(d);
+  if (jobs == 1) return 0;
+  if (jobs == 0)
+    fprintf(stderr, "gpurun-report: no monitor files (*.csv, flight.*.json) in %s\n", dir);
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  const char *dir = NULL, *json_path = NULL, *svg_path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--json") && i + 1 < argc)
+      json_path = argv[++i];
+    else if (!strcmp(argv[i], "--svg") && i + 1 < argc)
+      svg_path = argv[++i];
+    else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      usage(stdout);
+      return 0;
+    } else if (argv[i][0] == '-' || dir) {
+      usage(stderr);
+      return 2;
+    } else {
+      dir = argv[i];
+    }
+  }
+  if (!dir) {
+    usage(stderr);
+    return 2;
+  }
+  char job_dir[4096];
+  if (resolve(dir, job_dir, sizeof job_dir) != 0) return 1;
+
+  rpt_job job;
+  if (rpt_load(job_dir, &job) != 0) {
+    rpt_free(&job);
+    return 1;
+  }
+  rpt_summarize(&job);
+  printf("gpurun-report: %s\n", job_dir);
+  rpt_print_table(&job, stdout);
+  char *flight = NULL;
+  int nf = rpt_flight(job_dir, stdout, &flight);
+
+  char jp[4200], sp[4200];
+  if (!json_path) {
+    snprintf(jp, sizeof jp, "%s/report.json", job_dir);
+    json_path = jp;
+  }
+  if (!svg_path) {
+    snprintf(sp, sizeof sp, "%s/report.svg", job_dir);
+    svg_path = sp;
+  }
+  int rc = 0;
+  if (rpt_write_json(&job, json_path, flight) != 0) {
+    fprintf(stderr, "gpurun-report: cannot write %s\n", json_path);
+    rc = 1;
+  }
+  if (rpt_write_svg(&job, svg_path) != 0) {
+    fprintf(stderr, "gpurun-report: cannot write %s\n", svg_path);
+    rc = 1;
+  }
+  if (rc == 0) printf("\nwrote %s and %s\n", json_path, svg_path);
+  free(flight);
+  rpt_free(&job);
+  return nf < 0 ? 1 : rc;
+}

@@ -1,0 +1,283 @@
+/* gpurun-report's outputs: the table on stdout, the JSON file, the SVG timeline. */
+#include "report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_slowest(const rpt_job *job, const rpt_series *s) {
+  return job->slowest >= 0 && rpt_same_rank(&job->s[job->slowest], s);
+}
+
+static void cell(FILE *out, int width, int prec, double v) {
+  if (isnan(v)) {
+    fprintf(out, "%*s", width, "-");
+  } else {
+    char b[64];
+    snprintf(b, sizeof b, "%.*f", prec, v);
+    fprintf(out, "%*s", width, b);
+  }
+}
+
+void rpt_print_table(const rpt_job *job, FILE *out) {
+  int ngpu = 0;
+  double energy = 0;
+  for (int i = 0; i < job->ns; i++)
+    if (strcmp(job->s[i].gpu, "-")) {
+      ngpu++;
+      if (!isnan(job->s[i].energy_j)) energy += job->s[i].energy_j;
+    }
+  fprintf(out, "%d series (%d GPU), %.1f s of samples\n\n", job->ns, ngpu, job->t1 - job->t0);
+  /* "coll wait": time inside collectives, waiting for the other ranks included (the straggler
+   * signal: the rank that waits least is the one the others wait for). */
+  fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s\n", "rank",
+          "node:local", "gpu", "util", "util", "mem peak", "mem total", "temp", "energy", "cpu",
+          "cpu", "rss peak", "coll wait");
+  fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s\n", "", "", "", "mean%",
+          "max%", "MiB", "MiB", "max C", "J", "mean%", "max%", "MiB", "s");
+  for (int i = 0; i < job->ns; i++) {
+    const rpt_series *s = &job->s[i];
+    const rpt_counters *c = rpt_counters_for(job, s);
+    char who[160];
+    snprintf(who, sizeof who, "%.140s:%d", s->node, s->local_rank);
+    if (s->rank >= 0)
+      fprintf(out, "%5d ", s->rank);
+    else
+      fprintf(out, "%5s ", "?");
+    fprintf(out, "%-16s %-13s", who, s->gpu);
+    cell(out, 7, 1, s->util_mean);
+    cell(out, 7, 1, s->util_max);
+    cell(out, 11, 0, s->mem_peak);
+    cell(out, 11, 0, s->mem_total);
+    cell(out, 7, 0, s->temp_max);
+    cell(out, 11, 1, s->energy_j);
+    cell(out, 7, 1, s->cpu_mean);
+    cell(out, 7, 1, s->cpu_max);
+    cell(out, 10, 1, s->rss_peak);
+    cell(out, 11, 3, c && c->have_coll ? c->coll_wait_s : NAN);
+    if (is_slowest(job, s)) fprintf(out, "  <- slowest");
+    if (s->throttle_any) fprintf(out, "  throttled(0x%llx)", s->throttle_any);
+    if (s->ecc_max > 0) fprintf(out, "  ECC errors: %.0f", s->ecc_max);
+    fputc('\n', out);
+  }
+  if (ngpu) fprintf(out, "\nenergy, all GPUs: %.1f J\n", energy);
+  if (job->slowest >= 0) {
+    const rpt_series *s = &job->s[job->slowest];
+    fprintf(out, "slowest rank: %d (%s:%d): %s\n", s->rank, s->node, s->local_rank,
+            job->slowest_why);
+  }
+}
+
+/* ---- JSON ---- */
+
+static void jnum(FILE *f, const char *key, double v, int comma) {
+  if (isnan(v) || isinf(v))
+    fprintf(f, "\"%s\": null", key);
+  else
+    fprintf(f, "\"%s\": %.6g", key, v);
+  if (comma) fputs(", ", f);
+}
+
+static void jstr(FILE *f, const char *key, const char *v, int comma) {
+  fprintf(f, "\"%s\": \"", key);
+  for (const char *p = v; *p; p++) {
+    if (*p == '"' || *p == '\\') fputc('\\', f);
+    if ((unsigned char)*p >= 0x20) fputc(*p, f);
+  }
+  fputc('"', f);
+  if (comma) fputs(", ", f);
+}
+
+int rpt_write_json(const rpt_job *job, const char *path, const char *flight_json) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fputs("{", f);
+  jnum(f, "t0", job->t0, 1);
+  jnum(f, "span_s", job->t1 - job->t0, 1);
+  fputs("\"series\": [\n", f);
+  for (int i = 0; i < job->ns; i++) {
+    const rpt_series *s = &job->s[i];
+    const rpt_counters *c = rpt_counters_for(job, s);
+    fputs("  {", f);
+    fprintf(f, "\"rank\": %d, ", s->rank);
+    jstr(f, "node", s->node, 1);
+    fprintf(f, "\"local_rank\": %d, ", s->local_rank);
+    jstr(f, "gpu", s->gpu, 1);
+    fprintf(f, "\"samples\": %d, ", s->n);
+    jnum(f, "util_mean", s->util_mean, 1);
+    jnum(f, "util_max", s->util_max, 1);
+    jnum(f, "mem_peak_mib", s->mem_peak, 1);
+    jnum(f, "mem_total_mib", s->mem_total, 1);
+    jnum(f, "temp_max_c", s->temp_max, 1);
+    jnum(f, "energy_j", s->energy_j, 1);
+    jnum(f, "cpu_util_mean", s->cpu_mean, 1);
+    jnum(f, "cpu_util_max", s->cpu_max, 1);
+    jnum(f, "rss_peak_mib", s->rss_peak, 1);
+    fprintf(f, "\"throttle_reasons\": %llu, ", s->throttle_any);
+    jnum(f, "ecc_uncorrected", s->ecc_max, 1);
+    jnum(f, "coll_time_s", c && c->have_coll ? c->coll_time_s : NAN, 1);
+    jnum(f, "coll_wait_s", c && c->have_coll ? c->coll_wait_s : NAN, 1);
+    jnum(f, "coll_bytes", c && c->have_coll ? c->coll_bytes : NAN, 1);
+    jnum(f, "pool_steals", c && c->have_pool ? c->pool_steals : NAN, 1);
+    jnum(f, "pool_idle_s", c && c->have_pool ? c->pool_idle_s : NAN, 1);
+    fprintf(f, "\"slowest\": %s}%s\n", is_slowest(job, s) ? "true" : "false",
+            i + 1 < job->ns ? "," : "");
+  }
+  fputs("], ", f);
+  if (job->slowest >= 0) {
+    const rpt_series *s = &job->s[job->slowest];
+    fprintf(f, "\"slowest\": {\"rank\": %d, ", s->rank);
+    jstr(f, "node", s->node, 1);
+    fprintf(f, "\"local_rank\": %d, ", s->local_rank);
+    jstr(f, "why", job->slowest_why, 0);
+    fputs("}, ", f);
+  } else {
+    fputs("\"slowest\": null, ", f);
+  }
+  fprintf(f, "\"flight\": %s}\n", flight_json ? flight_json : "[]");
+  return fclose(f) == 0 ? 0 : -1;
+}
+
+/* ---- SVG ---- */
+
+enum { CHART_W = 270, CHART_H = 110, PAD_L = 46, PAD_T = 22, PAD_B = 22, GAP = 18, LABEL_W = 170 };
+
+typedef struct {
+  int metric;
+  const char *title;
+  const char *unit;
+  const char *color;
+  double fixed_max; /* > 0: axis to this (percentages) */
+} chart_def;
+
+static const chart_def gpu_charts[] = {
+    {M_GPU_UTIL, "GPU utilisation", "%", "#1f77b4", 100},
+    {M_MEM_USED, "memory used", "MiB", "#2ca02c", 0},
+    {M_TEMP, "temperature", "C", "#d62728", 0},
+    {M_POWER, "power", "W", "#ff7f0e", 0},
+};
+static const chart_def cpu_charts[] = {
+    {M_CPU_UTIL, "CPU utilisation (rank's cores)", "%", "#9467bd", 100},
+    {M_RSS, "resident memory", "MiB", "#8c564b", 0},
+};
+
+static void esc(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '<')
+      fputs("&lt;", f);
+    else if (*s == '>')
+      fputs("&gt;", f);
+    else if (*s == '&')
+      fputs("&amp;", f);
+    else
+      fputc(*s, f);
+  }
+}
+
+static double nice_max(double v) {
+  if (!(v > 0)) return 1;
+  double p = pow(10, floor(log10(v)));
+  for (double m = 1; m <= 10; m += m < 2 ? 1 : (m < 5 ? 3 : 5))
+    if (v <= m * p) return m * p;
+  return 10 * p;
+}
+
+static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_def *d, double x0,
+                  double y0) {
+  const double *v = s->m[d->metric];
+  double peak = NAN;
+  for (int i = 0; i < s->n; i++)
+    if (!isnan(v[i]) && (isnan(peak) || v[i] > peak)) peak = v[i];
+  double vmax = d->fixed_max;
+  if (vmax <= 0) {
+    vmax = 0;
+    for (int i = 0; i < s->n; i++)
+      if (!isnan(v[i]) && v[i] > vmax) vmax = v[i];
+    if (d->metric == M_MEM_USED && s->mem_total > vmax) vmax = s->mem_total;
+    vmax = nice_max(vmax);
+  }
+  double span = job->t1 - job->t0;
+  if (!(span > 0)) span = 1;
+  double pw = CHART_W - PAD_L - 8, ph = CHART_H - PAD_T - PAD_B;
+  double px = x0 + PAD_L, py = y0 + PAD_T;
+  fprintf(f,
+          "<g>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" "
+          "stroke=\"#bbb\"/>\n",
+          px, py, pw, ph);
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"t\">%s (%s)", px, y0 + 14, d->title, d->unit);
+  if (!isnan(peak)) fprintf(f, "<tspan class=\"a\" dx=\"6\">max %.4g</tspan>", peak);
+  fputs("</text>\n", f);
+  for (int g = 1; g < 4; g++)
+    fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n", px,
+            px + pw, py + ph * g / 4, py + ph * g / 4);
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\" text-anchor=\"end\">%g</text>\n", px - 4,
+          py + 8, vmax);
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\" text-anchor=\"end\">0</text>\n", px - 4,
+          py + ph);
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\">0 s</text>\n", px, py + ph + 14);
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\" text-anchor=\"end\">%.1f s</text>\n", px + pw,
+          py + ph + 14, job->t1 - job->t0);
+  /* One polyline per run of defined samples: a gap in the data stays a gap. */
+  int open = 0, drawn = 0;
+  for (int i = 0; i <= s->n; i++) {
+    int ok = i < s->n && !isnan(v[i]);
+    if (ok) {
+      double x = px + pw * (s->t[i] - job->t0) / span;
+      double val = v[i] > vmax ? vmax : (v[i] < 0 ? 0 : v[i]);
+      double y = py + ph - ph * val / vmax;
+      if (!open)
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"",
+                d->color);
+      fprintf(f, "%.1f,%.1f ", x, y);
+      open = 1;
+      drawn++;
+    } else if (open) {
+      fputs("\"/>\n", f);
+      open = 0;
+    }
+  }
+  if (!drawn)
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\" text-anchor=\"middle\">no data</text>\n",
+            px + pw / 2, py + ph / 2);
+  fputs("</g>\n", f);
+}
+
+int rpt_write_svg(const rpt_job *job, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  int width = LABEL_W + 4 * (CHART_W + GAP) + 10;
+  int row_h = CHART_H + 12;
+  int height = 50 + (job->ns ? job->ns : 1) * row_h + 10;
+  fprintf(f,
+          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d "
+          "%d\">\n",
+          width, height, width, height);
+  fputs("<style>text{font-family:sans-serif;fill:#222}.t{font-size:12px;font-weight:bold}"
+        ".a{font-size:10px;fill:#555}.h{font-size:16px;font-weight:bold}.l{font-size:12px}"
+        ".s{font-size:12px;fill:#c00;font-weight:bold}</style>\n",
+        f);
+  fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", width, height);
+  fprintf(f, "<text x=\"10\" y=\"24\" class=\"h\">gpurun monitor: %d series over %.1f s</text>\n",
+          job->ns, job->t1 - job->t0);
+  if (!job->ns) fputs("<text x=\"10\" y=\"60\" class=\"l\">no samples</text>\n", f);
+  for (int i = 0; i < job->ns; i++) {
+    const rpt_series *s = &job->s[i];
+    double y = 40 + i * row_h;
+    fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"l\">rank %d</text>\n", y + 40, s->rank);
+    fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"l\">", y + 56);
+    esc(f, s->node);
+    fprintf(f, ":%d</text>\n", s->local_rank);
+    fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"l\">%s</text>\n", y + 72,
+            strcmp(s->gpu, "-") ? s->gpu : "no GPU (CPU side)");
+    if (is_slowest(job, s))
+      fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"s\">slowest rank</text>\n", y + 90);
+    int gpu = strcmp(s->gpu, "-") != 0;
+    const chart_def *defs = gpu ? gpu_charts : cpu_charts;
+    int nd = gpu ? 4 : 2;
+    for (int k = 0; k < nd; k++)
+      chart(f, job, s, &defs[k], LABEL_W + k * (CHART_W + GAP), y);
+  }
+  fputs("</svg>\n", f);
+  return fclose(f) == 0 ? 0 : -1;
+}

@@ -1,0 +1,79 @@
+/* gpurun-report: a job's monitor files -> summary table, JSON, SVG timeline, straggler names.
+ * Data model and the steps, each testable on fixture files. */
+#ifndef GR_REPORT_H
+#define GR_REPORT_H
+
+#include <stdio.h>
+
+/* One CSV row's metrics; NAN where the column was empty. */
+enum {
+  M_GPU_UTIL,
+  M_MEM_USED,
+  M_MEM_TOTAL,
+  M_TEMP,
+  M_POWER,
+  M_SM_CLOCK,
+  M_CPU_UTIL,
+  M_RSS,
+  M_COUNT
+};
+
+typedef struct {
+  char node[128];
+  int local_rank, rank;
+  char gpu[32]; /* PCI bus id, or "-" for the CPU-only series */
+  int n, cap;
+  double *t; /* Unix seconds */
+  double *m[M_COUNT];
+  unsigned long long throttle_any; /* OR of throttle reasons seen */
+  double ecc_max;
+  /* summary */
+  double t_first, t_last;
+  double util_mean, util_max, mem_peak, mem_total, temp_max, energy_j;
+  double cpu_mean, cpu_max, rss_peak;
+} rpt_series;
+
+typedef struct {
+  char node[128];
+  int local_rank, rank;
+  double coll_time_s, coll_wait_s, coll_bytes, coll_calls;
+  double pool_steals, pool_idle_s;
+  int have_coll, have_pool;
+} rpt_counters;
+
+typedef struct {
+  rpt_series *s;
+  int ns;
+  rpt_counters *c;
+  int nc;
+  double t0, t1; /* job span over all samples */
+  int slowest;   /* index into s of the flagged series' rank, -1 none */
+  int slowest_rank;
+  const char *slowest_why;
+} rpt_job;
+
+/* Loads every *.csv and *.counters.json in dir. Returns 0, or -1 with a message on stderr. */
+int rpt_load(const char *dir, rpt_job *job);
+/* Loads one CSV file (exposed for tests). */
+int rpt_load_csv(const char *path, rpt_job *job);
+int rpt_load_counters(const char *path, rpt_job *job);
+/* The counters of the rank a series belongs to, NULL when it wrote none. */
+const rpt_counters *rpt_counters_for(const rpt_job *job, const rpt_series *s);
+/* Whether two series belong to the same rank. */
+int rpt_same_rank(const rpt_series *a, const rpt_series *b);
+/* Fills the summary fields and the slowest rank. */
+void rpt_summarize(rpt_job *job);
+void rpt_free(rpt_job *job);
+/* Trapezoid integral of y(t) over the points where y is defined (NAN skipped). */
+double rpt_integrate(const double *t, const double *y, int n);
+
+void rpt_print_table(const rpt_job *job, FILE *out);
+int rpt_write_json(const rpt_job *job, const char *path, const char *flight_json);
+int rpt_write_svg(const rpt_job *job, const char *path);
+
+/* Reads flight.<rank>.json in dir; writes a human summary to out and a JSON array (malloc'd) of
+ * findings to *json (NULL when there are no dumps). Returns the number of dumps read, -1 on a
+ * dump that does not parse. */
+int rpt_flight(const char *dir, FILE *out, char **json);
+
+#endif

@@ -1,0 +1,30 @@
+/* Internal: the runtime's per-rank counters, written at gr_finalize beside the monitor CSV as
+ *   <GPURUN_MONITOR_DIR>/<job>/<node>.<local_rank>.counters.json
+ * and read by gpurun-report:
+ *   {"rank", "size", "local_rank", "node", "job", "wall_s",
+ *    "collectives": {"<op>": {"calls", "bytes", "time_s"}, ...},   (world communicator; time_s is
+ *                    wall time inside the call, waiting for peers included)
+ *    "coll_timeouts", "coll_failures",
+ *    "pool": {"threads", "spawned", "run", "steals", "sleeps", "idle_s"}}   (default pool) */
+#ifndef GR_COUNTERS_H
+#define GR_COUNTERS_H
+
+#include <gpurun/runtime.h>
+#include <stdio.h>
+
+#include "gr_coll_stats.h"
+#include "gr_pool.h"
+
+/* Writes the JSON document; coll and pool may be NULL (left out). */
+void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, double wall_s,
+                       const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads);
+/* Writes it to <dir>/<job>/<node>.<local_rank>.counters.json through a temporary file and rename,
+ * so a reader never sees half a file. 0, or -1 with errno. */
+int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *job, double wall_s,
+                       const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads);
+
+/* The job id the ranks of one job share without talking: $GPURUN_JOB_ID, then the batch system's
+ * and Open MPI's ids. 0 with the id ('/' and spaces made '_'), -1 when none is set. */
+int gr__monitor_job_from_env(char *out, size_t cap);
+
+#endif

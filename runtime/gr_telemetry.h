@@ -1,0 +1,58 @@
+/* Internal: per-rank telemetry sampled by the supervising gpurun (runtime/supervise.c).
+ *
+ * One sample is one CSV line per GPU of the rank (or one line with gpu "-" when it has none):
+ *   time,elapsed_s,rank,local_rank,gpu,gpu_util,mem_util,mem_used_mib,mem_total_mib,temp_c,
+ *   power_w,sm_clock_mhz,throttle,ecc_uncorrected,cpu_util,rss_mib
+ * time is Unix seconds; gpu is the PCI bus id; a GPU field is empty when NVML cannot say;
+ * cpu_util is the busy share (0-100) of the rank's cores since the previous sample (from
+ * /proc/stat); rss_mib is the program's resident set (/proc/<pid>/status VmRSS). gpurun-report
+ * reads these columns by name. GPUs come from NVML, loaded with dlopen("libnvidia-ml.so.1"):
+ * without it the GPU fields stay empty, which is said once at info level. */
+#ifndef GR_TELEMETRY_H
+#define GR_TELEMETRY_H
+
+#include <gpurun/status.h>
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define GR_TELEMETRY_CSV_HEADER                                                                    \
+  "time,elapsed_s,rank,local_rank,gpu,gpu_util,mem_util,mem_used_mib,mem_total_mib,temp_c,"        \
+  "power_w,sm_clock_mhz,throttle,ecc_uncorrected,cpu_util,rss_mib\n"
+
+typedef struct gr__telemetry gr__telemetry;
+
+/* gpus_pci: comma-separated PCI bus ids ("" none; NULL: every GPU NVML sees). cpus: the rank's
+ * cpuset in hwloc list syntax (NULL or "": this process's affinity). pid: the process whose RSS is
+ * sampled. */
+gr_status gr__telemetry_open(const char *gpus_pci, const char *cpus, pid_t pid, int rank,
+                             int local_rank, gr__telemetry **out);
+/* Appends one sample (one or more complete lines) to buf; returns its length, or 0 when it did not
+ * fit. elapsed_s is written as given. */
+size_t gr__telemetry_sample(gr__telemetry *t, double elapsed_s, char *buf, size_t cap);
+/* Number of GPUs NVML matched (0 without NVML). */
+int gr__telemetry_ngpus(const gr__telemetry *t);
+void gr__telemetry_close(gr__telemetry *t);
+
+/* ---- /proc parsers (pure, for tests) ---- */
+
+typedef struct {
+  unsigned long long busy, total; /* jiffies */
+} gr__cpu_times;
+
+/* Parses /proc/stat text: fills out[cpu] for each "cpuN" line with N < max (others zeroed).
+ * busy = total - idle - iowait. Returns the highest N seen + 1, or -1 when no cpuN line parses. */
+int gr__parse_proc_stat(const char *text, gr__cpu_times *out, int max);
+/* VmRSS from /proc/<pid>/status text, in KiB; -1 when absent. */
+long long gr__parse_status_rss_kib(const char *text);
+/* Busy share (0-100) of the cpus marked in mask[0..n) between two snapshots; -1 when no time
+ * passed. */
+double gr__cpu_util(const gr__cpu_times *prev, const gr__cpu_times *cur, const unsigned char *mask,
+                    int n);
+
+/* ---- NVML loading (exposed so tests can point it at a missing library) ---- */
+
+/* The library dlopen'ed: $GPURUN_NVML_LIBRARY when set (tests), else "libnvidia-ml.so.1". */
+const char *gr__nvml_library_name(void);
+
+#endif

@@ -1,0 +1,322 @@
+/* gr_init / gr_finalize: MPI, the plan, the device, the world communicator, the default pool, and
+ * the counters file at the end. The one piece of process-wide state of the runtime lives here. */
+#include <gpurun/runtime.h>
+
+#include "gr_config.h"
+#include "gr_counters.h"
+#include "gr_device.h"
+#include "gr_error.h"
+#include "gr_log.h"
+#include "gr_plan.h"
+#include "gr_pool.h"
+
+#include <hwloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#if GPURUN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+extern char **environ;
+
+enum { ST_NEVER, ST_UP, ST_DOWN };
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int state = ST_NEVER; /* guarded by lock; read atomically by gr_initialized */
+static int we_initialised_mpi;
+static gr_comm *world;
+static gr_pool *pool;
+static gr_rank_info_t info;
+static double t_init;
+static char job[128];
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *thread_level_name(int level) {
+  switch (level) {
+  case MPI_THREAD_SINGLE:
+    return "MPI_THREAD_SINGLE";
+  case MPI_THREAD_FUNNELED:
+    return "MPI_THREAD_FUNNELED";
+  case MPI_THREAD_SERIALIZED:
+    return "MPI_THREAD_SERIALIZED";
+  case MPI_THREAD_MULTIPLE:
+    return "MPI_THREAD_MULTIPLE";
+  default:
+    return "unknown";
+  }
+}
+
+static gr_status mpi_fail(int rc, const char *what) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
+  return gr__fail(GR_ERR_MPI, "gr_init", "%s: %s", what, msg);
+}
+
+/* Without a plan: local rank and size from the ranks that share this node's memory. */
+static gr_status local_from_mpi(gr_rank_info_t *r) {
+  MPI_Comm node;
+  int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r->rank, MPI_INFO_NULL, &node);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
+  MPI_Comm_rank(node, &r->local_rank);
+  MPI_Comm_size(node, &r->local_size);
+  MPI_Comm_free(&node);
+  return GR_OK;
+}
+
+/* Without a plan: the cpuset this process is bound to (hwloc), and its NUMA node when it has one.
+ */
+static void cpus_from_hwloc(gr_rank_info_t *r) {
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) != 0) return;
+  if (hwloc_topology_load(topo) == 0) {
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (set && hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) == 0 &&
+        !hwloc_bitmap_iszero(set)) {
+      if (hwloc_bitmap_list_snprintf(r->cpus, sizeof r->cpus, set) >= (int)sizeof r->cpus)
+        r->cpus[0] = '\0'; /* does not fit: better none than a cut list */
+      hwloc_bitmap_t nodes = hwloc_bitmap_alloc();
+      if (nodes) {
+        hwloc_cpuset_to_nodeset(topo, set, nodes);
+        if (hwloc_bitmap_weight(nodes) == 1) r->numa = hwloc_bitmap_first(nodes);
+        hwloc_bitmap_free(nodes);
+      }
+    }
+    hwloc_bitmap_free(set);
+  }
+  hwloc_topology_destroy(topo);
+}
+
+static int cpuset_weight(const char *list) {
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  int w = 0;
+  if (set && hwloc_bitmap_list_sscanf(set, list) == 0) w = hwloc_bitmap_weight(set);
+  hwloc_bitmap_free(set);
+  return w > 0 ? w : 0;
+}
+
+/* The rank's first visible GPU becomes the current device; none means CPU mode. */
+static void select_device(gr_rank_info_t *r) {
+  char why[160] = "";
+  int n = gr__cuda_device_count(why, sizeof why);
+  if (n <= 0) {
+    GR_LOG_ONCE(GR_LOG_INFO, "no GPU (%s): CPU mode, collectives on the MPI backend", why);
+    if (r->ngpus)
+      GR_INFO("the plan gave this rank %d GPU(s) (%s...) but none is usable", r->ngpus, r->gpus[0]);
+    r->ngpus = 0; /* CPU mode: the rank uses no GPU, whatever the plan hoped */
+    return;
+  }
+#if GPURUN_HAVE_CUDA
+  cudaError_t e = cudaSetDevice(0);
+  if (e != cudaSuccess) {
+    GR_WARN("cudaSetDevice(0): %s; continuing in CPU mode", cudaGetErrorString(e));
+    return;
+  }
+  if (!r->from_plan) {
+    /* No plan: report every GPU this process sees, by PCI id. */
+    r->ngpus = 0;
+    for (int d = 0; d < n && r->ngpus < GR_MAX_RANK_GPUS; d++)
+      if (cudaDeviceGetPCIBusId(r->gpus[r->ngpus], (int)sizeof r->gpus[0], d) == cudaSuccess)
+        r->ngpus++;
+  }
+  GR_INFO("using GPU %s (CUDA device 0 of %d visible)", r->ngpus ? r->gpus[0] : "?", n);
+#endif
+}
+
+/* One job directory name for the counters and the flight recorder, agreed on by all ranks. */
+static void agree_on_job(void) {
+  if (gr__monitor_job_from_env(job, sizeof job) != 0) {
+    long long t = (long long)time(NULL);
+    MPI_Bcast(&t, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(job, sizeof job, "%Y%m%d-%H%M%S", &tm);
+  }
+  /* The collectives' flight recorder reads GPURUN_JOB_ID first: same directory. */
+  setenv("GPURUN_JOB_ID", job, 0);
+}
+
+static void teardown(void) {
+  if (pool) gr_pool_destroy(pool);
+  pool = NULL;
+  if (world) gr_comm_destroy(world);
+  world = NULL;
+}
+
+GR_API gr_status gr_init(int *argc, char ***argv) {
+  static const char fn[] = "gr_init";
+  pthread_mutex_lock(&lock);
+  if (state != ST_NEVER) {
+    int was = state;
+    pthread_mutex_unlock(&lock);
+    return gr__fail(GR_ERR_STATE, fn,
+                    was == ST_UP ? "gpurun is already initialised (call gr_finalize first)"
+                                 : "called after gr_finalize; the runtime cannot be started twice "
+                                   "(MPI cannot be re-initialised)");
+  }
+  gr_status st = GR_OK;
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    pthread_mutex_unlock(&lock);
+    return gr__fail(GR_ERR_STATE, fn, "MPI is already finalized");
+  }
+  int provided = MPI_THREAD_SINGLE;
+  if (!inited) {
+    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    if (rc != MPI_SUCCESS) {
+      pthread_mutex_unlock(&lock);
+      return mpi_fail(rc, "MPI_Init_thread");
+    }
+    we_initialised_mpi = 1;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  memset(&info, 0, sizeof info);
+  MPI_Comm_rank(MPI_COMM_WORLD, &info.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &info.size);
+  gr__set_process_rank(info.rank);
+  if (provided < MPI_THREAD_MULTIPLE)
+    GR_INFO("MPI%s gives %s, not MPI_THREAD_MULTIPLE: call gpurun collectives from one thread at a "
+            "time",
+            inited ? " (initialised by the program)" : "", thread_level_name(provided));
+  else
+    GR_INFO("MPI %s thread level %s", inited ? "initialised by the program," : "initialised,",
+            thread_level_name(provided));
+  if (gethostname(info.node, sizeof info.node) != 0)
+    snprintf(info.node, sizeof info.node, "localhost");
+  info.node[sizeof info.node - 1] = '\0';
+
+  gr_rank_info_t plan = info;
+  if (gr__plan_parse(environ, &plan) != GR_OK) {
+    /* A broken plan must not pass silently, but the program can still run without it. */
+    GR_WARN("%s; ignoring gpurun's plan", gr_last_error());
+  }
+  info.from_plan = plan.from_plan;
+  info.local_rank = plan.local_rank;
+  info.local_size = plan.local_size;
+  info.ngpus = plan.ngpus;
+  memcpy(info.gpus, plan.gpus, sizeof info.gpus);
+  memcpy(info.cpus, plan.cpus, sizeof info.cpus);
+  info.numa = plan.numa;
+  memcpy(info.nic, plan.nic, sizeof info.nic);
+  if (!info.from_plan) {
+    GR_INFO("no gpurun plan (GPURUN_PLAN_VERSION unset): local rank from MPI, cpuset from hwloc");
+    GR_CHECK_GOTO(local_from_mpi(&info), st, fail);
+    cpus_from_hwloc(&info);
+  }
+  select_device(&info);
+  agree_on_job();
+
+  GR_CHECK_GOTO(gr_comm_create(MPI_COMM_WORLD, NULL, &world), st, fail);
+  info.backend = gr_comm_backend(world);
+
+  gr_pool_config pc;
+  gr_pool_config_init(&pc);
+  int w = info.cpus[0] ? cpuset_weight(info.cpus) : 0;
+  if (w > 0) pc.nthreads = w;
+  GR_CHECK_GOTO(gr_pool_create(&pc, &pool), st, fail);
+
+  t_init = now_s();
+  __atomic_store_n(&state, ST_UP, __ATOMIC_RELEASE);
+  GR_INFO("rank %d of %d, local %d of %d on %s, %d GPU(s), cpus '%s', pool of %d, backend %s",
+          info.rank, info.size, info.local_rank, info.local_size, info.node, info.ngpus, info.cpus,
+          gr_pool_nthreads(pool), info.backend == GR_BACKEND_NCCL ? "nccl" : "mpi");
+  pthread_mutex_unlock(&lock);
+  return GR_OK;
+
+fail:
+  /* The failing call recorded its sentence; re-record it under gr_init's name. */
+  {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", gr_last_error());
+    teardown();
+    if (we_initialised_mpi) {
+      MPI_Finalize();
+      we_initialised_mpi = 0;
+      __atomic_store_n(&state, ST_DOWN, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&lock);
+    return gr__fail(st, fn, "%s", why);
+  }
+}
+
+static void write_counters(void) {
+  const char *dir = getenv("GPURUN_MONITOR_DIR");
+  if (!dir || !*dir) return;
+  gr_coll_stats cs;
+  int have_coll = world && gr__coll_stats_get(world, &cs) == GR_OK;
+  gr__pool_stats ps;
+  if (pool) gr__pool_get_stats(pool, &ps);
+  if (gr__counters_write(dir, &info, job, now_s() - t_init, have_coll ? &cs : NULL,
+                         pool ? &ps : NULL, pool ? gr_pool_nthreads(pool) : 0) != 0)
+    GR_WARN("monitor: cannot write the counters under %s/%s: %m", dir, job);
+}
+
+GR_API gr_status gr_finalize(void) {
+  static const char fn[] = "gr_finalize";
+  pthread_mutex_lock(&lock);
+  if (state != ST_UP) {
+    int was = state;
+    pthread_mutex_unlock(&lock);
+    return gr__fail(GR_ERR_STATE, fn,
+                    was == ST_NEVER ? "gpurun is not initialised (call gr_init first)"
+                                    : "gpurun is already finalized");
+  }
+  write_counters();
+  __atomic_store_n(&state, ST_DOWN, __ATOMIC_RELEASE);
+  gr_status st = GR_OK;
+  if (pool) {
+    gr_status s = gr_pool_destroy(pool);
+    if (s != GR_OK && st == GR_OK) st = s;
+    pool = NULL;
+  }
+  if (world) {
+    gr_status s = gr_comm_destroy(world);
+    if (s != GR_OK && st == GR_OK) st = s;
+    world = NULL;
+  }
+  if (we_initialised_mpi) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
+    we_initialised_mpi = 0;
+  }
+  pthread_mutex_unlock(&lock);
+  if (st != GR_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", gr_last_error());
+    return gr__fail(st, fn, "%s", why);
+  }
+  return GR_OK;
+}
+
+GR_API int gr_initialized(void) { return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == ST_UP; }
+
+GR_API gr_comm *gr_world(void) { return gr_initialized() ? world : NULL; }
+
+GR_API gr_pool *gr_default_pool(void) { return gr_initialized() ? pool : NULL; }
+
+GR_API gr_status gr_rank_info(gr_rank_info_t *out) {
+  static const char fn[] = "gr_rank_info";
+  if (!out) return gr__fail(GR_ERR_INVALID, fn, "out is NULL");
+  int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+  if (s != ST_UP)
+    return gr__fail(GR_ERR_STATE, fn,
+                    s == ST_NEVER ? "gpurun is not initialised (call gr_init first)"
+                                  : "called after gr_finalize");
+  *out = info;
+  return GR_OK;
+}

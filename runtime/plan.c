@@ -1,0 +1,123 @@
+/* The launcher -> runtime plan contract, read from the environment. */
+#include "gr_plan.h"
+
+#include "gr_error.h"
+
+#include <errno.h>
+#include <hwloc.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *gr__env_lookup(char *const *envp, const char *name) {
+  size_t n = strlen(name);
+  for (char *const *e = envp; e && *e; e++)
+    if (!strncmp(*e, name, n) && (*e)[n] == '=') return *e + n + 1;
+  return NULL;
+}
+
+static void no_plan(gr_rank_info_t *out) {
+  out->from_plan = 0;
+  out->local_rank = out->local_size = -1;
+  out->ngpus = 0;
+  memset(out->gpus, 0, sizeof out->gpus);
+  out->cpus[0] = '\0';
+  out->numa = -1;
+  out->nic[0] = '\0';
+}
+
+static int parse_int(const char *s, int *v) {
+  if (!s || !*s) return -1;
+  char *end;
+  errno = 0;
+  long x = strtol(s, &end, 10);
+  if (errno || *end || x < INT_MIN || x > INT_MAX) return -1;
+  *v = (int)x;
+  return 0;
+}
+
+static gr_status bad(gr_rank_info_t *out, const char *var, const char *val, const char *what) {
+  no_plan(out);
+  return gr__fail(GR_ERR_INVALID, "gr_init", "plan from gpurun: %s='%s' %s", var, val, what);
+}
+
+gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
+  no_plan(out);
+  const char *ver = gr__env_lookup(envp, "GPURUN_PLAN_VERSION");
+  if (!ver) return GR_OK;
+  char *end;
+  long major = strtol(ver, &end, 10);
+  if (end == ver || (*end && *end != '.') || major != GR_PLAN_MAJOR)
+    return gr__fail(
+        GR_ERR_INVALID, "gr_init",
+        "plan from gpurun: GPURUN_PLAN_VERSION=%s is not a version %d.x plan this runtime "
+        "reads (mixed gpurun and libgpurun versions?)",
+        ver, GR_PLAN_MAJOR);
+
+  const char *lr = gr__env_lookup(envp, "GPURUN_LOCAL_RANK");
+  const char *ls = gr__env_lookup(envp, "GPURUN_LOCAL_SIZE");
+  int local_rank, local_size;
+  if (parse_int(lr, &local_rank) != 0)
+    return bad(out, "GPURUN_LOCAL_RANK", lr ? lr : "(unset)", "is not an integer");
+  if (parse_int(ls, &local_size) != 0 || local_size < 1)
+    return bad(out, "GPURUN_LOCAL_SIZE", ls ? ls : "(unset)", "is not a positive integer");
+  if (local_rank < 0 || local_rank >= local_size) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "GPURUN_LOCAL_RANK=%d is outside [0, %d) (GPURUN_LOCAL_SIZE)",
+             local_rank, local_size);
+    no_plan(out);
+    return gr__fail(GR_ERR_INVALID, "gr_init", "plan from gpurun: %s", msg);
+  }
+
+  gr_rank_info_t tmp = *out;
+  const char *gpus = gr__env_lookup(envp, "GPURUN_GPUS");
+  if (gpus && *gpus) {
+    const char *p = gpus;
+    while (*p) {
+      size_t len = strcspn(p, ",");
+      if (len == 0 || len >= sizeof tmp.gpus[0])
+        return bad(out, "GPURUN_GPUS", gpus, "holds an empty or over-long PCI id");
+      if (tmp.ngpus == GR_MAX_RANK_GPUS)
+        return bad(out, "GPURUN_GPUS", gpus, "lists more GPUs than a rank may use (16)");
+      memcpy(tmp.gpus[tmp.ngpus], p, len);
+      tmp.gpus[tmp.ngpus][len] = '\0';
+      tmp.ngpus++;
+      p += len;
+      if (*p == ',') p++;
+    }
+  }
+  const char *cpus = gr__env_lookup(envp, "GPURUN_CPUS");
+  if (cpus && *cpus) {
+    if (strlen(cpus) >= sizeof tmp.cpus)
+      return bad(out, "GPURUN_CPUS", cpus, "is longer than 255 characters");
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    int ok = set && hwloc_bitmap_list_sscanf(set, cpus) == 0 && !hwloc_bitmap_iszero(set) &&
+             hwloc_bitmap_last(set) >= 0; /* an infinite set ("0-") is not a cpuset */
+    hwloc_bitmap_free(set);
+    if (!ok) return bad(out, "GPURUN_CPUS", cpus, "is not a cpuset list (e.g. 0-13,28-41)");
+    snprintf(tmp.cpus, sizeof tmp.cpus, "%s", cpus);
+  }
+  const char *numa = gr__env_lookup(envp, "GPURUN_NUMA");
+  if (numa && *numa) {
+    /* A list when the rank spans NUMA nodes: the first is the one reported. */
+    char first[32];
+    size_t len = strcspn(numa, ",");
+    if (len >= sizeof first) return bad(out, "GPURUN_NUMA", numa, "is not a NUMA node list");
+    memcpy(first, numa, len);
+    first[len] = '\0';
+    if (parse_int(first, &tmp.numa) != 0 || tmp.numa < 0)
+      return bad(out, "GPURUN_NUMA", numa, "is not a NUMA node list");
+  }
+  const char *nic = gr__env_lookup(envp, "GPURUN_NIC");
+  if (nic && *nic) {
+    if (strlen(nic) >= sizeof tmp.nic)
+      return bad(out, "GPURUN_NIC", nic, "is longer than 63 characters");
+    snprintf(tmp.nic, sizeof tmp.nic, "%s", nic);
+  }
+  tmp.local_rank = local_rank;
+  tmp.local_size = local_size;
+  tmp.from_plan = 1;
+  *out = tmp;
+  return GR_OK;
+}

@@ -1,0 +1,416 @@
+/* Per-rank telemetry: NVML through dlopen for the GPUs, /proc for the CPU side. */
+#include "gr_telemetry.h"
+
+#include "gr_error.h"
+#include "gr_log.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hwloc.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+/* The few NVML entry points used, declared here because no NVML header ships on our machines.
+ * All are in NVML's stable ABI since r300 (the _v2 names since CUDA 5.5/8.0). */
+typedef int nvml_ret;
+typedef void *nvml_dev;
+typedef struct {
+  unsigned int gpu, memory;
+} nvml_util;
+typedef struct {
+  unsigned long long total, free, used;
+} nvml_mem;
+enum {
+  NVML_OK = 0,
+  NVML_TEMP_GPU = 0,
+  NVML_CLOCK_SM = 1,
+  NVML_ECC_UNCORRECTED = 1,
+  NVML_ECC_VOLATILE = 0
+};
+
+typedef struct {
+  void *dl;
+  nvml_ret (*init)(void);
+  nvml_ret (*shutdown)(void);
+  const char *(*error_string)(nvml_ret);
+  nvml_ret (*count)(unsigned int *);
+  nvml_ret (*by_index)(unsigned int, nvml_dev *);
+  nvml_ret (*by_pci)(const char *, nvml_dev *);
+  nvml_ret (*utilization)(nvml_dev, nvml_util *);
+  nvml_ret (*memory)(nvml_dev, nvml_mem *);
+  nvml_ret (*temperature)(nvml_dev, int, unsigned int *);
+  nvml_ret (*power)(nvml_dev, unsigned int *);
+  nvml_ret (*clock)(nvml_dev, int, unsigned int *);
+  nvml_ret (*throttle)(nvml_dev, unsigned long long *);
+  nvml_ret (*ecc)(nvml_dev, int, int, unsigned long long *);
+  nvml_ret (*pci_info)(nvml_dev, void *);
+} nvml_api;
+
+#define GR_TELEMETRY_MAX_GPUS 16
+#define GR_PCI_LEN 32
+
+struct gr__telemetry {
+  nvml_api nv;
+  int nvml_up;
+  int ngpus;
+  nvml_dev dev[GR_TELEMETRY_MAX_GPUS];
+  char pci[GR_TELEMETRY_MAX_GPUS][GR_PCI_LEN];
+  int ncpus;           /* size of mask/prev/cur */
+  unsigned char *mask; /* the rank's cores */
+  gr__cpu_times *prev, *cur;
+  int have_prev;
+  pid_t pid;
+  int rank, local_rank;
+};
+
+const char *gr__nvml_library_name(void) {
+  const char *env = getenv("GPURUN_NVML_LIBRARY");
+  return env && *env ? env : "libnvidia-ml.so.1";
+}
+
+/* ---- /proc parsers ---- */
+
+int gr__parse_proc_stat(const char *text, gr__cpu_times *out, int max) {
+  int highest = -1;
+  for (int i = 0; i < max; i++)
+    out[i].busy = out[i].total = 0;
+  for (const char *line = text; line && *line;) {
+    const char *next = strchr(line, '\n');
+    if (strncmp(line, "cpu", 3) == 0 && line[3] >= '0' && line[3] <= '9') {
+      char *end;
+      long cpu = strtol(line + 3, &end, 10);
+      unsigned long long v[10] = {0};
+      int nv = 0;
+      const char *p = end;
+      while (nv < 10) {
+        char *e;
+        errno = 0;
+        unsigned long long x = strtoull(p, &e, 10);
+        if (e == p || errno) break;
+        v[nv++] = x;
+        p = e;
+      }
+      /* user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is already
+       * counted in user/nice, so it is left out of the total. */
+      if (nv >= 4 && cpu >= 0) {
+        unsigned long long total = 0;
+        for (int i = 0; i < nv && i < 8; i++)
+          total += v[i];
+        unsigned long long idle = v[3] + (nv > 4 ? v[4] : 0);
+        if (cpu < max) {
+          out[cpu].total = total;
+          out[cpu].busy = total - idle;
+        }
+        if (cpu > highest) highest = (int)cpu;
+      }
+    }
+    line = next ? next + 1 : NULL;
+  }
+  return highest < 0 ? -1 : highest + 1;
+}
+
+long long gr__parse_status_rss_kib(const char *text) {
+  for (const char *p = text; p && *p;) {
+    if (strncmp(p, "VmRSS:", 6) == 0) {
+      char *end;
+      long long kib = strtoll(p + 6, &end, 10);
+      return end == p + 6 ? -1 : kib;
+    }
+    const char *nl = strchr(p, '\n');
+    p = nl ? nl + 1 : NULL;
+  }
+  return -1;
+}
+
+double gr__cpu_util(const gr__cpu_times *prev, const gr__cpu_times *cur, const unsigned char *mask,
+                    int n) {
+  unsigned long long busy = 0, total = 0;
+  for (int i = 0; i < n; i++) {
+    if (!mask[i] || cur[i].total < prev[i].total || cur[i].busy < prev[i].busy) continue;
+    busy += cur[i].busy - prev[i].busy;
+    total += cur[i].total - prev[i].total;
+  }
+  return total ? 100.0 * (double)busy / (double)total : -1.0;
+}
+
+/* Reads a small /proc file whole into buf; returns its length or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t len = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + len, cap - 1 - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+    if (len == cap - 1) break;
+  }
+  close(fd);
+  buf[len] = '\0';
+  return (ssize_t)len;
+}
+
+static int snapshot_cpus(gr__telemetry *t) {
+  /* /proc/stat grows with the CPU count: ~150 bytes a CPU. */
+  size_t cap = 4096 + (size_t)t->ncpus * 200;
+  char *buf = malloc(cap);
+  if (!buf) return -1;
+  int ok = read_small("/proc/stat", buf, cap) > 0 && gr__parse_proc_stat(buf, t->cur, t->ncpus) > 0;
+  free(buf);
+  return ok ? 0 : -1;
+}
+
+/* ---- NVML ---- */
+
+static int nvml_load(gr__telemetry *t) {
+  nvml_api *nv = &t->nv;
+  const char *lib = gr__nvml_library_name();
+  nv->dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (!nv->dl) {
+    GR_LOG_ONCE(GR_LOG_INFO,
+                "NVML not available (%s could not be loaded): sampling the CPU side only", lib);
+    return -1;
+  }
+#define GR_NVML_SYM(field, name) *(void **)&nv->field = dlsym(nv->dl, name)
+  GR_NVML_SYM(init, "nvmlInit_v2");
+  GR_NVML_SYM(shutdown, "nvmlShutdown");
+  GR_NVML_SYM(error_string, "nvmlErrorString");
+  GR_NVML_SYM(count, "nvmlDeviceGetCount_v2");
+  GR_NVML_SYM(by_index, "nvmlDeviceGetHandleByIndex_v2");
+  GR_NVML_SYM(by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
+  GR_NVML_SYM(utilization, "nvmlDeviceGetUtilizationRates");
+  GR_NVML_SYM(memory, "nvmlDeviceGetMemoryInfo");
+  GR_NVML_SYM(temperature, "nvmlDeviceGetTemperature");
+  GR_NVML_SYM(power, "nvmlDeviceGetPowerUsage");
+  GR_NVML_SYM(clock, "nvmlDeviceGetClockInfo");
+  GR_NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  GR_NVML_SYM(ecc, "nvmlDeviceGetTotalEccErrors");
+  GR_NVML_SYM(pci_info, "nvmlDeviceGetPciInfo_v3");
+#undef GR_NVML_SYM
+  if (!nv->init || !nv->shutdown || !nv->count || !nv->by_index || !nv->by_pci) {
+    GR_LOG_ONCE(GR_LOG_INFO,
+                "NVML not available (%s lacks nvmlInit_v2 or the device lookups): "
+                "sampling the CPU side only",
+                lib);
+    dlclose(nv->dl);
+    nv->dl = NULL;
+    return -1;
+  }
+  nvml_ret rc = nv->init();
+  if (rc != NVML_OK) {
+    GR_LOG_ONCE(GR_LOG_INFO, "NVML not available (nvmlInit: %s): sampling the CPU side only",
+                nv->error_string ? nv->error_string(rc) : "error");
+    dlclose(nv->dl);
+    nv->dl = NULL;
+    return -1;
+  }
+  t->nvml_up = 1;
+  return 0;
+}
+
+/* nvmlPciInfo_t (v3): busIdLegacy[16], domain, bus, device, pciDeviceId, pciSubSystemId,
+ * busId[32]. Only the domain/bus/device words are read, to print ids in the plan's format. */
+typedef struct {
+  char bus_id_legacy[16];
+  unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+} nvml_pci;
+
+static void nvml_match(gr__telemetry *t, const char *gpus_pci) {
+  nvml_api *nv = &t->nv;
+  if (gpus_pci) {
+    char list[1024];
+    snprintf(list, sizeof list, "%s", gpus_pci);
+    char *save = NULL;
+    for (char *id = strtok_r(list, ", ", &save); id && t->ngpus < GR_TELEMETRY_MAX_GPUS;
+         id = strtok_r(NULL, ", ", &save)) {
+      nvml_dev d;
+      nvml_ret rc = nv->by_pci(id, &d);
+      if (rc != NVML_OK) {
+        GR_WARN("telemetry: NVML does not know GPU %s (%s); not sampling it", id,
+                nv->error_string ? nv->error_string(rc) : "error");
+        continue;
+      }
+      t->dev[t->ngpus] = d;
+      snprintf(t->pci[t->ngpus], GR_PCI_LEN, "%s", id);
+      t->ngpus++;
+    }
+    return;
+  }
+  unsigned int n = 0;
+  if (nv->count(&n) != NVML_OK) return;
+  for (unsigned int i = 0; i < n && t->ngpus < GR_TELEMETRY_MAX_GPUS; i++) {
+    nvml_dev d;
+    if (nv->by_index(i, &d) != NVML_OK) continue;
+    nvml_pci pci;
+    memset(&pci, 0, sizeof pci);
+    if (nv->pci_info && nv->pci_info(d, &pci) == NVML_OK)
+      snprintf(t->pci[t->ngpus], GR_PCI_LEN, "%04x:%02x:%02x.0", pci.domain & 0xffff, pci.bus,
+               pci.device);
+    else
+      snprintf(t->pci[t->ngpus], GR_PCI_LEN, "nvml%u", i);
+    t->dev[t->ngpus++] = d;
+  }
+}
+
+/* ---- lifecycle ---- */
+
+gr_status gr__telemetry_open(const char *gpus_pci, const char *cpus, pid_t pid, int rank,
+                             int local_rank, gr__telemetry **out) {
+  *out = NULL;
+  gr__telemetry *t = calloc(1, sizeof *t);
+  if (!t) return GR_ERR_NOMEM;
+  t->pid = pid;
+  t->rank = rank;
+  t->local_rank = local_rank;
+
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  if (!set) {
+    free(t);
+    return GR_ERR_NOMEM;
+  }
+  int have = 0;
+  if (cpus && *cpus) {
+    have = hwloc_bitmap_list_sscanf(set, cpus) == 0 && !hwloc_bitmap_iszero(set);
+    if (!have)
+      GR_WARN("telemetry: cpuset '%s' does not parse; using this process's affinity", cpus);
+  }
+  if (!have) {
+    cpu_set_t aff;
+    CPU_ZERO(&aff);
+    if (sched_getaffinity(0, sizeof aff, &aff) == 0)
+      for (int i = 0; i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &aff)) hwloc_bitmap_set(set, (unsigned)i);
+  }
+  int last = hwloc_bitmap_last(set);
+  t->ncpus = last < 0 ? 1 : last + 1;
+  t->mask = calloc((size_t)t->ncpus, 1);
+  t->prev = calloc((size_t)t->ncpus, sizeof *t->prev);
+  t->cur = calloc((size_t)t->ncpus, sizeof *t->cur);
+  if (!t->mask || !t->prev || !t->cur) {
+    hwloc_bitmap_free(set);
+    gr__telemetry_close(t);
+    return GR_ERR_NOMEM;
+  }
+  unsigned idx;
+  hwloc_bitmap_foreach_begin(idx, set) { t->mask[idx] = 1; }
+  hwloc_bitmap_foreach_end();
+  hwloc_bitmap_free(set);
+
+  if (snapshot_cpus(t) == 0) {
+    memcpy(t->prev, t->cur, (size_t)t->ncpus * sizeof *t->cur);
+    t->have_prev = 1;
+  }
+  if (!(gpus_pci && !*gpus_pci) && nvml_load(t) == 0) nvml_match(t, gpus_pci);
+  *out = t;
+  return GR_OK;
+}
+
+int gr__telemetry_ngpus(const gr__telemetry *t) { return t ? t->ngpus : 0; }
+
+void gr__telemetry_close(gr__telemetry *t) {
+  if (!t) return;
+  if (t->nvml_up) t->nv.shutdown();
+  if (t->nv.dl) dlclose(t->nv.dl);
+  free(t->mask);
+  free(t->prev);
+  free(t->cur);
+  free(t);
+}
+
+/* ---- sampling ---- */
+
+typedef struct {
+  char *buf;
+  size_t cap, len;
+  int overflow;
+} sbuf;
+
+static void put(sbuf *s, const char *fmt, ...) GR_PRINTF(2, 3);
+static void put(sbuf *s, const char *fmt, ...) {
+  if (s->overflow) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(s->buf + s->len, s->cap - s->len, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= s->cap - s->len)
+    s->overflow = 1;
+  else
+    s->len += (size_t)n;
+}
+
+size_t gr__telemetry_sample(gr__telemetry *t, double elapsed_s, char *buf, size_t cap) {
+  struct timeval now;
+  gettimeofday(&now, NULL);
+  double unix_s = (double)now.tv_sec + (double)now.tv_usec * 1e-6;
+
+  double cpu_util = -1.0;
+  if (snapshot_cpus(t) == 0) {
+    if (t->have_prev) cpu_util = gr__cpu_util(t->prev, t->cur, t->mask, t->ncpus);
+    gr__cpu_times *tmp = t->prev;
+    t->prev = t->cur;
+    t->cur = tmp;
+    t->have_prev = 1;
+  }
+  long long rss_kib = -1;
+  char path[64], status[8192];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)t->pid);
+  if (read_small(path, status, sizeof status) > 0) rss_kib = gr__parse_status_rss_kib(status);
+
+  char cpu_col[64] = "", rss_col[64] = "";
+  if (cpu_util >= 0) snprintf(cpu_col, sizeof cpu_col, "%.1f", cpu_util);
+  if (rss_kib >= 0) snprintf(rss_col, sizeof rss_col, "%.1f", (double)rss_kib / 1024.0);
+
+  sbuf s = {buf, cap, 0, 0};
+  int rows = t->ngpus > 0 ? t->ngpus : 1;
+  for (int g = 0; g < rows; g++) {
+    put(&s, "%.3f,%.3f,%d,%d,%s,", unix_s, elapsed_s, t->rank, t->local_rank,
+        t->ngpus ? t->pci[g] : "-");
+    if (t->ngpus) {
+      nvml_api *nv = &t->nv;
+      nvml_dev d = t->dev[g];
+      nvml_util u;
+      nvml_mem m;
+      unsigned int temp, mw, mhz;
+      unsigned long long thr, ecc;
+      if (nv->utilization && nv->utilization(d, &u) == NVML_OK)
+        put(&s, "%u,%u,", u.gpu, u.memory);
+      else
+        put(&s, ",,");
+      if (nv->memory && nv->memory(d, &m) == NVML_OK)
+        put(&s, "%.1f,%.1f,", (double)m.used / 1048576.0, (double)m.total / 1048576.0);
+      else
+        put(&s, ",,");
+      if (nv->temperature && nv->temperature(d, NVML_TEMP_GPU, &temp) == NVML_OK)
+        put(&s, "%u,", temp);
+      else
+        put(&s, ",");
+      if (nv->power && nv->power(d, &mw) == NVML_OK)
+        put(&s, "%.3f,", mw / 1000.0);
+      else
+        put(&s, ",");
+      if (nv->clock && nv->clock(d, NVML_CLOCK_SM, &mhz) == NVML_OK)
+        put(&s, "%u,", mhz);
+      else
+        put(&s, ",");
+      if (nv->throttle && nv->throttle(d, &thr) == NVML_OK)
+        put(&s, "0x%llx,", thr);
+      else
+        put(&s, ",");
+      if (nv->ecc && nv->ecc(d, NVML_ECC_UNCORRECTED, NVML_ECC_VOLATILE, &ecc) == NVML_OK)
+        put(&s, "%llu,", ecc);
+      else
+        put(&s, ",");
+    } else {
+      put(&s, ",,,,,,,,,");
+    }
+    put(&s, "%s,%s\n", cpu_col, rss_col);
+  }
+  return s.overflow ? 0 : s.len;
+}

@@ -1,0 +1,35 @@
+#!/bin/sh
+# A rank missing from a collective ends the job with a clear message and a non-zero status, never a
+# hang; for the hung-rank case gpurun-report names the rank from the flight-recorder dumps.
+# usage: test_fault.sh MPIRUN TEST_FAULT GPURUN_REPORT
+set -u
+mpirun=$1 prog=$2 report=$3
+tmp=$(mktemp -d /tmp/gr_fault.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+export GPURUN_MONITOR_DIR="$tmp" GPURUN_TIMEOUT=1 GPURUN_JOB_ID=fault
+
+# Backstop against a hang inside this script: 60 s (ctest's TIMEOUT is the outer one).
+timeout -k 5 60 "$mpirun" -np 3 --oversubscribe "$prog" hang > "$tmp/hang.out" 2>&1
+rc=$?
+hang_rc=$rc
+cat "$tmp/hang.out"
+[ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "hang: the job hung (timeout(1) ended it)"
+[ $rc -ne 0 ] || fail "hang: the job exited 0"
+grep -q 'allreduce #2 returned GR_ERR_TIMEOUT' "$tmp/hang.out" || fail "hang: no GR_ERR_TIMEOUT reported"
+grep -q 'did not complete within 1 s' "$tmp/hang.out" || fail "hang: the message does not say what timed out"
+grep -q 'barrier afterwards returned GR_ERR_ABORTED' "$tmp/hang.out" || fail "hang: no GR_ERR_ABORTED afterwards"
+ls "$tmp/fault"
+test -s "$tmp/fault/flight.0.json" && test -s "$tmp/fault/flight.1.json" || fail "hang: flight dumps missing"
+"$report" "$tmp/fault" > "$tmp/report.out" || fail "gpurun-report exited $?"
+cat "$tmp/report.out"
+# Ranks 0 and 1 wait in allreduce #2; rank 2 (hung, no dump) never entered it.
+grep -q 'comm world (mpi): rank(s) 0,1 wait in allreduce #2 (count 1 float64); no dump from rank(s) 2' "$tmp/report.out" \
+  || fail "report does not name rank 2"
+
+timeout -k 5 60 "$mpirun" -np 3 --oversubscribe "$prog" die > "$tmp/die.out" 2>&1
+rc=$?
+cat "$tmp/die.out"
+[ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "die: the job hung (timeout(1) ended it)"
+[ $rc -ne 0 ] || fail "die: the job exited 0"
+echo "PASS (hang: exit $hang_rc, die: exit $rc)"

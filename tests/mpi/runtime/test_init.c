@@ -1,0 +1,138 @@
+/* gr_init / gr_finalize under mpirun: the state machine, gr_rank_info against what MPI and the OS
+ * say independently, the world communicator and the default pool, and the counters file.
+ * usage: test_init [lifecycle|plan|monitored]
+ *   lifecycle  no plan in the environment (local rank from MPI, cpuset from the OS)
+ *   plan       GPURUN_* plan variables set by the test (one rank: local 0 of 1, cpus "0")
+ *   monitored  like lifecycle, then checks <GPURUN_MONITOR_DIR>/<GPURUN_JOB_ID>/...counters.json */
+#include <gpurun/runtime.h>
+
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int me = -1;
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "rank %d: %s:%d: CHECK(%s) failed; last error: %s\n", me, __FILE__,          \
+              __LINE__, #cond, gr_last_error());                                                   \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static int affinity_count(void) {
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  if (sched_getaffinity(0, sizeof s, &s) != 0) return -1;
+  return CPU_COUNT(&s);
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char buf[8192];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "lifecycle";
+  gr_rank_info_t ri;
+
+  /* Before init: clear errors, no handles. */
+  CHECK(!gr_initialized());
+  CHECK(gr_world() == NULL && gr_default_pool() == NULL);
+  CHECK(gr_rank_info(&ri) == GR_ERR_STATE);
+  CHECK(strstr(gr_last_error(), "gr_rank_info") && strstr(gr_last_error(), "not initialised"));
+  CHECK(gr_finalize() == GR_ERR_STATE);
+  CHECK(strstr(gr_last_error(), "gr_finalize") && strstr(gr_last_error(), "gr_init first"));
+
+  CHECK(gr_init(&argc, &argv) == GR_OK);
+  CHECK(gr_initialized());
+  CHECK(gr_init(&argc, &argv) == GR_ERR_STATE);
+  CHECK(strstr(gr_last_error(), "already initialised"));
+
+  /* Independent answers: MPI itself and the OS. */
+  int rank, size, thread;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  me = rank;
+  MPI_Query_thread(&thread);
+  CHECK(thread == MPI_THREAD_MULTIPLE || thread >= MPI_THREAD_SINGLE);
+  CHECK(gr_rank_info(NULL) == GR_ERR_INVALID);
+  CHECK(gr_rank_info(&ri) == GR_OK);
+  CHECK(ri.rank == rank && ri.size == size);
+  char host[256];
+  gethostname(host, sizeof host);
+  CHECK(strcmp(ri.node, host) == 0);
+  CHECK(ri.ngpus == 0 || ri.ngpus <= GR_MAX_RANK_GPUS);
+
+  gr_comm *w = gr_world();
+  CHECK(w != NULL);
+  CHECK(gr_comm_rank(w) == rank && gr_comm_size(w) == size);
+  CHECK(ri.backend == gr_comm_backend(w));
+  int64_t mine = rank + 1, sum = 0;
+  CHECK(gr_allreduce(&mine, &sum, 1, GR_INT64, GR_SUM, w, NULL) == GR_OK);
+  CHECK(sum == (int64_t)size * (size + 1) / 2);
+  gr_pool *p = gr_default_pool();
+  CHECK(p != NULL);
+
+  if (!strcmp(mode, "plan")) {
+    CHECK(ri.from_plan == 1);
+    CHECK(ri.local_rank == 0 && ri.local_size == 1);
+    CHECK(strcmp(ri.cpus, "0") == 0);
+    CHECK(ri.numa == 0);
+    CHECK(strcmp(ri.nic, "eth9") == 0);
+    CHECK(gr_pool_nthreads(p) == 1); /* sized to the plan's one-CPU cpuset */
+  } else {
+    /* All ranks of these tests share one node: local == world. */
+    CHECK(ri.from_plan == 0);
+    CHECK(ri.local_rank == rank && ri.local_size == size);
+    CHECK(ri.cpus[0] != '\0');
+    CHECK(gr_pool_nthreads(p) == affinity_count());
+  }
+
+  if (!strcmp(mode, "monitored")) {
+    /* Some traffic for the counters, and time for the supervisor (if any) to sample. */
+    for (int i = 0; i < 20; i++) {
+      CHECK(gr_allreduce(&mine, &sum, 1, GR_INT64, GR_SUM, w, NULL) == GR_OK);
+      struct timespec ts = {0, 10 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+    CHECK(gr_barrier(w) == GR_OK);
+  }
+
+  CHECK(gr_finalize() == GR_OK);
+  CHECK(!gr_initialized());
+  CHECK(gr_world() == NULL && gr_default_pool() == NULL);
+  CHECK(gr_finalize() == GR_ERR_STATE);
+  CHECK(strstr(gr_last_error(), "already finalized"));
+  CHECK(gr_rank_info(&ri) == GR_ERR_STATE);
+  CHECK(strstr(gr_last_error(), "after gr_finalize"));
+  CHECK(gr_init(&argc, &argv) == GR_ERR_STATE);
+  CHECK(strstr(gr_last_error(), "after gr_finalize"));
+
+  if (!strcmp(mode, "monitored")) {
+    const char *dir = getenv("GPURUN_MONITOR_DIR"), *job = getenv("GPURUN_JOB_ID");
+    CHECK(dir && job);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/%s.%d.counters.json", dir, job, host, rank);
+    char *text = slurp(path);
+    CHECK(text != NULL);
+    /* 1 + 20 allreduces of one int64 (8 bytes each) and one barrier. */
+    CHECK(strstr(text, "\"allreduce\": {\"calls\": 21, \"bytes\": 168,"));
+    CHECK(strstr(text, "\"barrier\": {\"calls\": 1,"));
+    char want[64];
+    snprintf(want, sizeof want, "{\"rank\": %d, \"size\": %d,", rank, size);
+    CHECK(strncmp(text, want, strlen(want)) == 0);
+    CHECK(strstr(text, "\"pool\": {\"threads\": "));
+  }
+  if (rank == 0) printf("test_init %s: OK on %d ranks\n", mode, size);
+  return 0;
+}

@@ -1,0 +1,135 @@
+/* gr__plan_parse: the launcher's plan variables into gr_rank_info_t, good and bad. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "gr_plan.h"
+
+static gr_rank_info_t fresh(void) {
+  gr_rank_info_t r;
+  memset(&r, 0x5a, sizeof r);
+  r.rank = 7;
+  r.size = 8;
+  strcpy(r.node, "keep");
+  return r;
+}
+
+static void test_full_plan(void **state) {
+  (void)state;
+  char *env[] = {"PATH=/bin",
+                 "GPURUN_PLAN_VERSION=1",
+                 "GPURUN_LOCAL_RANK=2",
+                 "GPURUN_LOCAL_SIZE=4",
+                 "GPURUN_GPUS=0000:17:00.0,0000:65:00.0",
+                 "GPURUN_CPUS=14-27,70-83",
+                 "GPURUN_NUMA=1,3",
+                 "GPURUN_NIC=mlx5_2",
+                 "GPURUN_LOCAL_RANKX=9",
+                 NULL};
+  gr_rank_info_t r = fresh();
+  assert_int_equal(gr__plan_parse(env, &r), GR_OK);
+  assert_int_equal(r.from_plan, 1);
+  assert_int_equal(r.local_rank, 2);
+  assert_int_equal(r.local_size, 4);
+  assert_int_equal(r.ngpus, 2);
+  assert_string_equal(r.gpus[0], "0000:17:00.0");
+  assert_string_equal(r.gpus[1], "0000:65:00.0");
+  assert_string_equal(r.cpus, "14-27,70-83");
+  assert_int_equal(r.numa, 1);
+  assert_string_equal(r.nic, "mlx5_2");
+  /* Not the plan's business. */
+  assert_int_equal(r.rank, 7);
+  assert_int_equal(r.size, 8);
+  assert_string_equal(r.node, "keep");
+}
+
+static void test_cpu_only_plan(void **state) {
+  (void)state;
+  char *env[] = {
+      "GPURUN_PLAN_VERSION=1.2", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1", "GPURUN_GPUS=",
+      "GPURUN_CPUS=0",           "GPURUN_NUMA=",        "GPURUN_NIC=",         NULL};
+  gr_rank_info_t r = fresh();
+  assert_int_equal(gr__plan_parse(env, &r), GR_OK);
+  assert_int_equal(r.from_plan, 1);
+  assert_int_equal(r.ngpus, 0);
+  assert_string_equal(r.cpus, "0");
+  assert_int_equal(r.numa, -1);
+  assert_string_equal(r.nic, "");
+}
+
+static void test_no_plan(void **state) {
+  (void)state;
+  char *env[] = {"GPURUN_LOCAL_RANK=3", "HOME=/root", NULL};
+  gr_rank_info_t r = fresh();
+  assert_int_equal(gr__plan_parse(env, &r), GR_OK);
+  assert_int_equal(r.from_plan, 0);
+  assert_int_equal(r.local_rank, -1);
+  assert_int_equal(r.ngpus, 0);
+  assert_int_equal(r.numa, -1);
+  char *empty[] = {NULL};
+  assert_int_equal(gr__plan_parse(empty, &r), GR_OK);
+  assert_int_equal(gr__plan_parse(NULL, &r), GR_OK);
+}
+
+static void expect_bad(char **env, const char *needle) {
+  gr_rank_info_t r = fresh();
+  gr_clear_error();
+  assert_int_equal(gr__plan_parse(env, &r), GR_ERR_INVALID);
+  assert_int_equal(r.from_plan, 0);
+  assert_int_equal(r.ngpus, 0);
+  assert_int_equal(r.local_rank, -1);
+  const char *msg = gr_last_error();
+  if (!strstr(msg, needle)) fail_msg("'%s' does not mention '%s'", msg, needle);
+  assert_non_null(strstr(msg, "gr_init"));
+}
+
+static void test_bad_plans(void **state) {
+  (void)state;
+  char *v2[] = {"GPURUN_PLAN_VERSION=2", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1", NULL};
+  expect_bad(v2, "GPURUN_PLAN_VERSION=2");
+  char *beyond[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=4", "GPURUN_LOCAL_SIZE=4", NULL};
+  expect_bad(beyond, "GPURUN_LOCAL_RANK=4 is outside [0, 4)");
+  char *neg[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=-1", "GPURUN_LOCAL_SIZE=4", NULL};
+  expect_bad(neg, "GPURUN_LOCAL_RANK=-1");
+  char *word[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=one", "GPURUN_LOCAL_SIZE=4", NULL};
+  expect_bad(word, "GPURUN_LOCAL_RANK='one'");
+  char *unset[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_SIZE=4", NULL};
+  expect_bad(unset, "(unset)");
+  char *zero[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=0", NULL};
+  expect_bad(zero, "GPURUN_LOCAL_SIZE='0'");
+  char *cpus[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
+                  "GPURUN_CPUS=zero-three", NULL};
+  expect_bad(cpus, "GPURUN_CPUS='zero-three'");
+  char *inf[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
+                 "GPURUN_CPUS=4-", NULL};
+  expect_bad(inf, "GPURUN_CPUS='4-'");
+  char *longid[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
+                    "GPURUN_GPUS=0000:17:00.0,00000000000000000:65:00.0", NULL};
+  expect_bad(longid, "GPURUN_GPUS");
+  char *emptyid[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
+                     "GPURUN_GPUS=0000:17:00.0,,0000:65:00.0", NULL};
+  expect_bad(emptyid, "empty or over-long");
+  char many[400] = "GPURUN_GPUS=";
+  for (int i = 0; i < 17; i++)
+    snprintf(many + strlen(many), sizeof many - strlen(many), "%s0000:%02x:00.0", i ? "," : "", i);
+  char *toomany[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1", many,
+                     NULL};
+  expect_bad(toomany, "more GPUs than a rank may use (16)");
+  char *numa[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
+                  "GPURUN_NUMA=x", NULL};
+  expect_bad(numa, "GPURUN_NUMA='x'");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_full_plan),
+      cmocka_unit_test(test_cpu_only_plan),
+      cmocka_unit_test(test_no_plan),
+      cmocka_unit_test(test_bad_plans),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,168 @@
+/* Telemetry: the /proc parsers on recorded text, the CPU-only sample without NVML, and the NVML
+ * path against a fake libnvidia-ml (fake_nvml.c) whose values are known. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gr_log.h"
+#include "gr_telemetry.h"
+
+/* From a 4-CPU machine; cpu2 has guest time, which is already inside user. */
+static const char proc_stat_a[] = "cpu  1000 0 500 8000 100 0 0 0 0 0\n"
+                                  "cpu0 100 0 50 1000 10 0 0 0 0 0\n"
+                                  "cpu1 200 5 100 2000 20 1 2 0 0 0\n"
+                                  "cpu2 300 0 100 3000 30 0 0 0 50 0\n"
+                                  "cpu3 400 0 250 2000 40 0 0 0 0 0\n"
+                                  "intr 12345 0 0\n"
+                                  "ctxt 999\n";
+static const char proc_stat_b[] = "cpu  2000 0 1000 9000 100 0 0 0 0 0\n"
+                                  "cpu0 150 0 50 1050 10 0 0 0 0 0\n"   /* +50 busy, +50 idle */
+                                  "cpu1 200 5 100 2100 20 1 2 0 0 0\n"  /* +0 busy, +100 idle */
+                                  "cpu2 390 0 110 3000 30 0 0 0 60 0\n" /* +100 busy */
+                                  "cpu3 400 0 250 2000 40 0 0 0 0 0\n";
+
+static void test_parse_proc_stat(void **state) {
+  (void)state;
+  gr__cpu_times t[8];
+  assert_int_equal(gr__parse_proc_stat(proc_stat_a, t, 8), 4);
+  /* By hand: cpu1 total = 200+5+100+2000+20+1+2+0 = 2328, idle = 2000+20. */
+  assert_int_equal(t[1].total, 2328);
+  assert_int_equal(t[1].busy, 2328 - 2020);
+  /* cpu2: guest (50) not added: total = 300+100+3000+30 = 3430, busy = 400. */
+  assert_int_equal(t[2].total, 3430);
+  assert_int_equal(t[2].busy, 400);
+  assert_int_equal(t[5].total, 0);
+  /* Fewer slots than CPUs: the count still says 4. */
+  assert_int_equal(gr__parse_proc_stat(proc_stat_a, t, 2), 4);
+  assert_int_equal(gr__parse_proc_stat("intr 1 2 3\n", t, 8), -1);
+  assert_int_equal(gr__parse_proc_stat("", t, 8), -1);
+}
+
+static void test_cpu_util(void **state) {
+  (void)state;
+  gr__cpu_times a[4], b[4];
+  gr__parse_proc_stat(proc_stat_a, a, 4);
+  gr__parse_proc_stat(proc_stat_b, b, 4);
+  unsigned char cpu0[4] = {1, 0, 0, 0}, cpu01[4] = {1, 1, 0, 0}, cpu2[4] = {0, 0, 1, 0},
+                cpu3[4] = {0, 0, 0, 1};
+  assert_float_equal(gr__cpu_util(a, b, cpu0, 4), 50.0, 1e-9);              /* 50 of 100 */
+  assert_float_equal(gr__cpu_util(a, b, cpu01, 4), 100.0 * 50 / 200, 1e-9); /* 50 of 200 */
+  assert_float_equal(gr__cpu_util(a, b, cpu2, 4), 100.0, 1e-9);
+  assert_float_equal(gr__cpu_util(a, b, cpu3, 4), -1.0, 1e-9); /* no time passed on cpu3 */
+}
+
+static void test_parse_status_rss(void **state) {
+  (void)state;
+  static const char status[] =
+      "Name:\tsim\nUmask:\t0022\nState:\tS (sleeping)\nVmPeak:\t  123456 kB\n"
+      "VmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\nRssAnon:\t    8000 kB\nThreads:\t1\n";
+  assert_int_equal(gr__parse_status_rss_kib(status), 10240);
+  /* A kernel thread has no VmRSS line. */
+  assert_int_equal(gr__parse_status_rss_kib("Name:\tkthreadd\nState:\tS\n"), -1);
+  assert_int_equal(gr__parse_status_rss_kib(""), -1);
+}
+
+static char captured[8192];
+
+static void capture_open_twice(const char *gpus) {
+  FILE *tmp = tmpfile();
+  assert_non_null(tmp);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fileno(tmp), 2);
+  for (int i = 0; i < 2; i++) {
+    gr__telemetry *t = NULL;
+    assert_int_equal(gr__telemetry_open(gpus, "0", getpid(), 3, 1, &t), GR_OK);
+    assert_int_equal(gr__telemetry_ngpus(t), 0);
+    gr__telemetry_close(t);
+  }
+  dup2(saved, 2);
+  close(saved);
+  rewind(tmp);
+  size_t n = fread(captured, 1, sizeof captured - 1, tmp);
+  captured[n] = '\0';
+  fclose(tmp);
+}
+
+static int occurrences(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)); p++)
+    n++;
+  return n;
+}
+
+static void test_no_nvml(void **state) {
+  (void)state;
+  setenv("GPURUN_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+  setenv("GPURUN_LOG", "info", 1);
+  gr__log_reset();
+  capture_open_twice(NULL);
+  /* Said once, at info, however often telemetry starts. */
+  assert_int_equal(occurrences(captured, "NVML not available"), 1);
+  assert_non_null(strstr(captured, "info"));
+
+  gr__telemetry *t = NULL;
+  assert_int_equal(gr__telemetry_open(NULL, NULL, getpid(), 3, 1, &t), GR_OK);
+  char buf[4096];
+  size_t n = gr__telemetry_sample(t, 1.5, buf, sizeof buf);
+  assert_true(n > 0);
+  assert_int_equal(buf[n - 1], '\n');
+  buf[n] = '\0';
+  /* One row; all nine GPU fields empty; RSS of this process is there. */
+  assert_int_equal(occurrences(buf, "\n"), 1);
+  assert_non_null(strstr(buf, ",1.500,3,1,-,,,,,,,,,,"));
+  const char *rss = strrchr(buf, ',') + 1;
+  assert_true(atof(rss) > 0);
+  /* Too small a buffer: nothing rather than half a line. */
+  assert_int_equal(gr__telemetry_sample(t, 2.0, buf, 10), 0);
+  gr__telemetry_close(t);
+  unsetenv("GPURUN_LOG");
+  gr__log_reset();
+}
+
+#ifdef GR_FAKE_NVML
+/* fake_nvml.c knows two GPUs, 0000:17:00.0 and 0000:65:00.0, with fixed readings. */
+static void test_fake_nvml(void **state) {
+  (void)state;
+  setenv("GPURUN_NVML_LIBRARY", GR_FAKE_NVML, 1);
+  gr__telemetry *t = NULL;
+  assert_int_equal(gr__telemetry_open("0000:65:00.0,0000:99:00.0", "0", getpid(), 0, 0, &t), GR_OK);
+  assert_int_equal(gr__telemetry_ngpus(t), 1); /* 99:00.0 is not a GPU NVML knows */
+  char buf[4096];
+  size_t n = gr__telemetry_sample(t, 0.0, buf, sizeof buf);
+  assert_true(n > 0);
+  buf[n] = '\0';
+  /* util 77/33, 2048 of 81920 MiB, 61 C, 312.5 W, 1980 MHz, throttle 0x4, 2 ECC errors. */
+  assert_non_null(strstr(buf, ",0000:65:00.0,77,33,2048.0,81920.0,61,312.500,1980,0x4,2,"));
+  gr__telemetry_close(t);
+
+  assert_int_equal(gr__telemetry_open(NULL, "0", getpid(), 0, 0, &t), GR_OK);
+  assert_int_equal(gr__telemetry_ngpus(t), 2); /* no list: every GPU */
+  n = gr__telemetry_sample(t, 0.0, buf, sizeof buf);
+  buf[n] = '\0';
+  assert_int_equal(occurrences(buf, "\n"), 2);
+  assert_non_null(strstr(buf, ",0000:17:00.0,"));
+  gr__telemetry_close(t);
+
+  assert_int_equal(gr__telemetry_open("", "0", getpid(), 0, 0, &t), GR_OK);
+  assert_int_equal(gr__telemetry_ngpus(t), 0); /* "" means the rank has none */
+  gr__telemetry_close(t);
+}
+#endif
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parse_proc_stat),  cmocka_unit_test(test_cpu_util),
+      cmocka_unit_test(test_parse_status_rss), cmocka_unit_test(test_no_nvml),
+#ifdef GR_FAKE_NVML
+      cmocka_unit_test(test_fake_nvml),
+#endif
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
