@@ -1,18 +1,178 @@
-/* gpurun: placeholder wrapper that execs the program (placement comes with the launcher issue). */
+/* gpurun: place this rank (plan.c), bind it (bind.c), export the plan (env.c), then execvp the
+ * program -- or hand it to the supervisor for --monitor / --time-limit. Usage and configuration
+ * errors exit 2 with one line; a missing / non-executable program 127 / 126, like a shell. */
+#include "gr_launcher.h"
+
+#include <gpurun/version.h>
+
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "gr_config.h"
+#include "gr_device.h"
+
+#if GPURUN_HAVE_SUPERVISE
+#include "gr_supervise.h"
+#endif
+
+static int usage_error(const char *msg) {
+  fprintf(stderr, "gpurun: %s\n", msg);
+  return 2;
+}
+
 int main(int argc, char **argv) {
-  int first = 1;
-  if (first < argc && strcmp(argv[first], "--") == 0) first++;
-  if (first >= argc) {
-    fprintf(stderr, "usage: gpurun [--] PROGRAM [ARGS...]\n");
-    return 2;
+  char err[512];
+  gr__options o;
+  gr__options_init(&o);
+  if (gr__options_parse(&o, argc, argv, gr__real_getenv, NULL, err, sizeof err) != GR_OK)
+    return usage_error(err);
+  if (o.help) {
+    gr__options_usage(stdout);
+    return 0;
   }
-  execvp(argv[first], &argv[first]);
-  int err = errno;
-  fprintf(stderr, "gpurun: cannot execute %s: %s\n", argv[first], strerror(err));
-  return err == ENOENT ? 127 : 126;
+  if (o.version) {
+    printf("gpurun %s (plan version %s)\n", gr_version(), GR_PLAN_VERSION);
+    return 0;
+  }
+  gr__whoami_t me;
+  if (gr__whoami(&o, gr__real_getenv, NULL, &me, err, sizeof err) != GR_OK) return usage_error(err);
+
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
+  gr__node node;
+  if (gr__node_load(&node, o.topology, err, sizeof err) != GR_OK) return usage_error(err);
+  const char *note_var = NULL;
+  char note[200] = "";
+  if (!node.foreign) {
+    const char *vis = getenv(note_var = "CUDA_VISIBLE_DEVICES");
+    if (!vis) vis = getenv(note_var = "ROCR_VISIBLE_DEVICES");
+    if (vis) gr__node_restrict(&node, vis, note, sizeof note);
+  }
+  gr__plan_opts po = {.policy = o.policy,
+                      .gpus_per_rank = o.gpus_per_rank,
+                      .ranks_per_gpu = o.ranks_per_gpu,
+                      .smt = o.smt};
+  gr__plan plan;
+  if (gr__plan_compute(&node, me.local_size, &po, &plan, err, sizeof err) != GR_OK) {
+    gr__node_free(&node);
+    return usage_error(err);
+  }
+  int rc = 0;
+  if (o.dry_run || o.topo_view) {
+    int first = o.all ? 0 : me.local_rank, last = o.all ? me.local_size - 1 : me.local_rank;
+    if (o.topo_view)
+      gr__print_topo(stdout, &node, &plan);
+    else if (o.json) {
+      /* one write, so that a launcher forwarding many ranks' output keeps each document whole */
+      char *buf = NULL;
+      size_t len = 0;
+      FILE *mf = open_memstream(&buf, &len);
+      if (mf) {
+        gr__print_json(mf, &node, &plan, first, last, &o, host);
+        fclose(mf);
+        fwrite(buf, 1, len, stdout);
+        free(buf);
+      }
+    } else {
+      for (int r = first; r <= last; r++) {
+        gr__print_rank_line(stdout, &node, &plan, r, host, &o);
+        gr__envlist e;
+        if (gr__plan_env(&node, &plan, r, &o, &e) == GR_OK) {
+          for (int i = 0; i < e.n; i++)
+            printf("  %s=%s\n", e.name[i], e.value[i]);
+          gr__envlist_free(&e);
+        }
+      }
+      for (int i = 0; i < plan.nwarn; i++)
+        printf("warning: %s\n", plan.warn[i]);
+    }
+    fflush(stdout);
+    goto done;
+  }
+  /* a node-wide warning is the node's: say it once */
+  if (me.local_rank == 0)
+    for (int i = 0; i < plan.nwarn; i++)
+      fprintf(stderr, "gpurun: warning: %s\n", plan.warn[i]);
+  if (o.verbose) {
+    if (strcmp(me.source, "none") == 0 && me.local_rank == 0)
+      fprintf(stderr, "gpurun: no launcher variables found: running as local rank 0 of 1\n");
+    if (note[0] && me.local_rank == 0) fprintf(stderr, "gpurun: %s: %s\n", note_var, note);
+#if GPURUN_HAVE_CUDA
+    /* -v only: asking CUDA starts the driver, which costs the startup of every rank otherwise */
+    if (!node.foreign && me.local_rank == 0) {
+      int nv = 0;
+      for (int g = 0; g < node.ngpus; g++)
+        nv += node.gpus[g].vendor == 0x10de;
+      char why[160] = "";
+      int cuda = gr__cuda_device_count(why, sizeof why);
+      if (cuda != nv)
+        fprintf(stderr, "gpurun: note: hwloc sees %d NVIDIA GPU%s, the CUDA runtime %d%s%s\n", nv,
+                nv == 1 ? "" : "s", cuda, why[0] ? ": " : "", why);
+    }
+#endif
+    gr__print_rank_line(stderr, &node, &plan, me.local_rank, host, &o);
+  }
+  if (o.policy != GR__POLICY_NONE) {
+    char why[300];
+    /* a foreign topology is the same story on every rank: rank 0 tells it; real failures each */
+    if (gr__bind(&node, &plan, me.local_rank, why, sizeof why) != 0 &&
+        (!node.foreign || me.local_rank == 0))
+      fprintf(stderr, "gpurun: notice: %s%s%s\n", why, node.foreign ? ": " : "",
+              node.foreign ? o.topology : "");
+  }
+  gr__envlist e;
+  if (gr__plan_env(&node, &plan, me.local_rank, &o, &e) != GR_OK) {
+    fprintf(stderr, "gpurun: out of memory building the environment\n");
+    rc = 1;
+    goto done;
+  }
+  for (int i = 0; i < e.n; i++)
+    setenv(e.name[i], e.value[i], 1);
+  gr__envlist_free(&e);
+
+  char **prog = &argv[o.prog];
+  if (o.monitor || o.time_limit > 0) {
+#if GPURUN_HAVE_SUPERVISE
+    gr_supervise_opts so;
+    gr__supervise_opts_init(&so);
+    so.monitor_interval_s = o.monitor ? o.monitor_interval : 0;
+    so.time_limit_s = o.time_limit;
+    so.local_rank = me.local_rank;
+    so.node_name = host;
+    so.gpus_pci = getenv("GPURUN_GPUS");
+    so.cpus = getenv("GPURUN_CPUS");
+    const char *wr = getenv("OMPI_COMM_WORLD_RANK");
+    if (!wr) wr = getenv("SLURM_PROCID");
+    if (!wr) wr = getenv("PMI_RANK");
+    if (!wr) wr = getenv("FLUX_TASK_RANK");
+    so.rank = wr ? atoi(wr) : -1;
+    int code = 1;
+    gr_status st = gr__supervise(prog, &so, &code);
+    gr__plan_free(&plan);
+    gr__node_free(&node);
+    if (st != GR_OK) {
+      fprintf(stderr, "gpurun: supervising %s failed: %s\n", prog[0], gr_last_error());
+      return code ? code : 1;
+    }
+    return code;
+#else
+    fprintf(stderr, "gpurun: --%s: this build has no supervisor\n",
+            o.monitor ? "monitor" : "time-limit");
+    rc = 2;
+    goto done;
+#endif
+  }
+  gr__plan_free(&plan);
+  gr__node_free(&node);
+  execvp(prog[0], prog);
+  int errsv = errno;
+  fprintf(stderr, "gpurun: cannot execute %s: %s\n", prog[0], strerror(errsv));
+  return errsv == ENOENT || errsv == ENOTDIR ? 127 : 126;
+done:
+  gr__plan_free(&plan);
+  gr__node_free(&node);
+  return rc;
 }

@@ -1,0 +1,28 @@
+/* The only place gpurun changes the process: CPU and memory binding through hwloc. Kept thin, so
+ * that what is bound is decided (and tested) in plan.c. */
+#include "gr_launcher.h"
+
+#include <errno.h>
+#include <string.h>
+
+int gr__bind(const gr__node *n, const gr__plan *p, int rank, char *err, size_t errlen) {
+  const gr__rank_plan *rp = &p->ranks[rank];
+  if (n->foreign) {
+    snprintf(err, errlen, "topology came from a file, not bound");
+    return -1;
+  }
+  if (hwloc_set_cpubind(n->topo, rp->cpuset, HWLOC_CPUBIND_PROCESS) != 0) {
+    snprintf(err, errlen, "CPU binding failed: %s", strerror(errno));
+    return -1;
+  }
+  /* Memory: bind where the kernel allows it; a single-node machine gains nothing and some
+   * containers forbid set_mempolicy, so failure here is a notice, not an error. */
+  if (hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE) > 1 &&
+      !hwloc_bitmap_iszero(rp->nodeset) &&
+      hwloc_set_membind(n->topo, rp->nodeset, HWLOC_MEMBIND_BIND,
+                        HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) != 0) {
+    snprintf(err, errlen, "memory binding failed: %s", strerror(errno));
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,178 @@
+/* Internal: gpurun's launcher core. Everything here except bind.c and main.c is side-effect free
+ * (apart from reading files named by the user), so placement is testable on recorded XML.
+ *
+ *   options.c  argv + GPURUN_* env + --config FILE  -> gr__options
+ *   whoami.c   launcher environment                 -> local rank / size
+ *   topo.c     hwloc (live or XML)                  -> gr__node (GPUs, NICs, links)
+ *   plan.c     node + size + options                -> gr__plan (one row per local rank)
+ *   env.c      plan row                             -> variables to export
+ *   json.c     plan                                 -> text / JSON
+ *   bind.c     plan row                             -> hwloc cpubind/membind (thin)
+ */
+#ifndef GR_LAUNCHER_H
+#define GR_LAUNCHER_H
+
+#include <gpurun/status.h>
+#include "gr_error.h"
+#include <hwloc.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* Environment lookup, so that tests and the fuzzer can pass a fake environment. */
+typedef const char *(*gr__getenv_fn)(void *ctx, const char *name);
+const char *gr__real_getenv(void *ctx, const char *name);
+
+/* ---- options ---------------------------------------------------------------------------- */
+typedef enum {
+  GR__POLICY_CLOSEST = 0,
+  GR__POLICY_SPREAD,
+  GR__POLICY_COMPACT,
+  GR__POLICY_NONE
+} gr__policy;
+const char *gr__policy_name(gr__policy p);
+
+typedef struct {
+  int verbose, dry_run, all, json, topo_view, smt, help, version;
+  gr__policy policy;
+  int gpus_per_rank;                /* 0: automatic */
+  int ranks_per_gpu;                /* 0: automatic */
+  unsigned long long gpu_mem_limit; /* bytes per rank; 0: fair share when known */
+  int monitor;                      /* 1: supervise and sample */
+  double monitor_interval;          /* seconds */
+  double time_limit;                /* seconds; 0: none */
+  int local_rank, local_size;       /* -1: from the launcher's environment */
+  char topology[1024];              /* "" live */
+  char config[1024];
+  int prog; /* argv index of the program; argc when none */
+} gr__options;
+
+void gr__options_init(gr__options *o);
+/* Applies, in increasing precedence: the config file (--config or GPURUN_CONFIG), GPURUN_*
+ * variables, then argv. On a usage error returns GR_ERR_INVALID with a one-line reason in err. */
+gr_status gr__options_parse(gr__options *o, int argc, char *const argv[], gr__getenv_fn get,
+                            void *ctx, char *err, size_t errlen);
+/* The config grammar ("key = value", '#' comments) on a buffer; used by parse and the fuzzer. */
+gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, const char *origin,
+                                  char *err, size_t errlen);
+/* "4G", "512M", "1024" (bytes), "1.5G". 0 on success. */
+int gr__parse_size(const char *s, unsigned long long *out);
+void gr__options_usage(FILE *f);
+
+/* ---- who am I --------------------------------------------------------------------------- */
+typedef struct {
+  int local_rank, local_size;
+  const char *source; /* "options", "GPURUN", "Open MPI", "Slurm", ...; "none" */
+} gr__whoami_t;
+
+/* Fills w from the first launcher whose variables are present. GR_ERR_INVALID (err says which
+ * variable) when a present variable does not parse, or the rank is not below the size. */
+gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__whoami_t *w, char *err,
+                     size_t errlen);
+/* Slurm's compressed per-node task counts, "2(x3),1": the count of node `nodeid`; -1 if malformed.
+ */
+int gr__slurm_tasks_on_node(const char *spec, int nodeid);
+
+/* ---- the node --------------------------------------------------------------------------- */
+typedef struct {
+  int index;    /* ordinal in PCI bus order among the node's GPUs (CUDA_DEVICE_ORDER=PCI_BUS_ID) */
+  char pci[20]; /* "0000:34:00.0" ("" when hwloc shows no PCI device) */
+  char name[80];
+  unsigned vendor;              /* PCI vendor id, 0 when unknown */
+  int partition;                /* index of this partition on its PCI function (several rsmi/MIG) */
+  unsigned long long mem_bytes; /* 0 when unknown */
+  hwloc_obj_t pcidev, osdev;    /* either may be NULL */
+  hwloc_obj_t locality;         /* non-I/O ancestor with allowed PUs */
+} gr__gpu;
+
+typedef struct {
+  char name[64]; /* mlx5_0, hsi0, rdmap197s0 */
+  char ucx[72];  /* UCX_NET_DEVICES form: mlx5_0:1 */
+  hwloc_obj_t pcidev, osdev;
+  hwloc_obj_t locality;
+} gr__nic;
+
+typedef struct {
+  hwloc_topology_t topo;
+  int foreign; /* loaded from a file: do not bind */
+  int ngpus, nnics;
+  gr__gpu *gpus;
+  gr__nic *nics;
+  double *link; /* ngpus x ngpus effective GPU-GPU bandwidth, NULL without a matrix */
+  char link_name[32];
+  hwloc_const_cpuset_t allowed;
+} gr__node;
+
+/* xml: a file, or NULL/"" for the live machine. */
+gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen);
+/* Keep only the GPUs a launcher restricted us to (CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES, as
+ * ordinals in PCI order). Ignored (with a note in err, return 0) for UUID forms. */
+int gr__node_restrict(gr__node *n, const char *visible, char *note, size_t notelen);
+void gr__node_free(gr__node *n);
+/* Classification helpers, shared with the tests' independent checks only by name. */
+int gr__is_gpu_pcidev(hwloc_obj_t pci);
+
+/* ---- the plan --------------------------------------------------------------------------- */
+#define GR__MAX_RANK_GPUS 64
+#define GR__MAX_WARN 8
+
+typedef struct {
+  int local_rank;
+  int ngpus;
+  int gpu[GR__MAX_RANK_GPUS]; /* indexes into node->gpus */
+  int sharers;                /* ranks sharing this rank's GPU(s), 1 = exclusive */
+  int share_index;            /* this rank's position among them */
+  hwloc_bitmap_t cpuset;      /* PUs */
+  hwloc_bitmap_t nodeset;     /* NUMA nodes */
+  int nic;                    /* index into node->nics, -1 none */
+} gr__rank_plan;
+
+typedef struct {
+  int local_size;
+  gr__policy policy;
+  int smt;
+  int ncores_total;
+  gr__rank_plan *ranks;
+  int nwarn;
+  char warn[GR__MAX_WARN][200];
+} gr__plan;
+
+typedef struct {
+  gr__policy policy;
+  int gpus_per_rank, ranks_per_gpu, smt;
+} gr__plan_opts;
+
+/* Deterministic: the same node and options give the same plan on every local rank. */
+gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opts *po, gr__plan *p,
+                           char *err, size_t errlen);
+void gr__plan_free(gr__plan *p);
+
+/* ---- output ----------------------------------------------------------------------------- */
+#define GR__MAX_ENV 24
+typedef struct {
+  int n;
+  char *name[GR__MAX_ENV];
+  char *value[GR__MAX_ENV];
+} gr__envlist;
+
+/* The variables for one rank (plan contract + conventional ones). */
+gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr__options *o,
+                       gr__envlist *e);
+void gr__envlist_free(gr__envlist *e);
+#define GR_PLAN_VERSION "1"
+
+/* "gpurun: rank 3/8 on n01: GPU 3 0000:c3:00.0, cores 42-55 (NUMA 3), NIC mlx5_3" */
+void gr__print_rank_line(FILE *f, const gr__node *n, const gr__plan *p, int rank, const char *host,
+                         const gr__options *o);
+/* JSON document for ranks [first, last]. */
+void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, int last,
+                    const gr__options *o, const char *host);
+/* A table of the node with every rank's placement. */
+void gr__print_topo(FILE *f, const gr__node *n, const gr__plan *p);
+/* hwloc list syntax of OS indexes of a bitmap, malloc'd. */
+char *gr__bitmap_list(hwloc_const_bitmap_t b);
+
+/* ---- apply (side effects) --------------------------------------------------------------- */
+/* Binds CPU and memory; returns 0, or -1 with a reason in err (the caller warns and goes on). */
+int gr__bind(const gr__node *n, const gr__plan *p, int rank, char *err, size_t errlen);
+
+#endif

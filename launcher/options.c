@@ -1,0 +1,444 @@
+/* gpurun's options: one table gives each option its long name, GPURUN_* variable and config key,
+ * so that the three sources cannot drift apart. Precedence: config < environment < argv. */
+#include "gr_launcher.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *gr__real_getenv(void *ctx, const char *name) {
+  (void)ctx;
+  return getenv(name);
+}
+
+const char *gr__policy_name(gr__policy p) {
+  switch (p) {
+  case GR__POLICY_CLOSEST:
+    return "closest";
+  case GR__POLICY_SPREAD:
+    return "spread";
+  case GR__POLICY_COMPACT:
+    return "compact";
+  case GR__POLICY_NONE:
+    return "none";
+  }
+  return "?";
+}
+
+typedef enum { T_FLAG, T_INT, T_STR, T_POLICY, T_FORMAT, T_SIZE, T_SECONDS, T_MONITOR } opt_type;
+
+typedef struct {
+  const char *name; /* long option, config key */
+  char short_name;
+  const char *env; /* GPURUN_* or NULL: command line only */
+  opt_type type;
+  size_t off;
+  int min; /* T_INT lower bound */
+  const char *help;
+} opt_def;
+
+#define OFF(f) offsetof(gr__options, f)
+static const opt_def opts[] = {
+    {"verbose", 'v', "GPURUN_VERBOSE", T_FLAG, OFF(verbose), 0,
+     "print each rank's placement to stderr"},
+    {"dry-run", 'n', "GPURUN_DRY_RUN", T_FLAG, OFF(dry_run), 0, "print this rank's plan and exit"},
+    {"all", 0, NULL, T_FLAG, OFF(all), 0, "with --dry-run/--topo: the whole node"},
+    {"format", 0, "GPURUN_FORMAT", T_FORMAT, OFF(json), 0, "text|json output of --dry-run"},
+    {"topo", 0, NULL, T_FLAG, OFF(topo_view), 0, "draw the node with each rank's placement, exit"},
+    {"topology", 0, "GPURUN_TOPOLOGY", T_STR, OFF(topology), 0,
+     "FILE.xml: plan for a recorded node"},
+    {"policy", 0, "GPURUN_POLICY", T_POLICY, OFF(policy), 0, "closest|spread|compact|none"},
+    {"gpus-per-rank", 0, "GPURUN_GPUS_PER_RANK", T_INT, OFF(gpus_per_rank), 1,
+     "N GPUs for each rank"},
+    {"ranks-per-gpu", 0, "GPURUN_RANKS_PER_GPU", T_INT, OFF(ranks_per_gpu), 1,
+     "N ranks share each GPU (MPS)"},
+    {"gpu-mem-limit", 0, "GPURUN_GPU_MEM_LIMIT", T_SIZE, OFF(gpu_mem_limit), 0,
+     "SIZE of GPU memory per rank (MPS)"},
+    {"smt", 0, "GPURUN_SMT", T_FLAG, OFF(smt), 0, "bind to all hardware threads of the cores"},
+    {"local-rank", 0, NULL, T_INT, OFF(local_rank), 0, "N: this rank's index on the node"},
+    {"local-size", 0, NULL, T_INT, OFF(local_size), 1, "N: ranks on the node"},
+    {"monitor", 0, "GPURUN_MONITOR", T_MONITOR, OFF(monitor), 0,
+     "supervise, sample telemetry (default 1 s)"},
+    {"time-limit", 0, "GPURUN_TIME_LIMIT", T_SECONDS, OFF(time_limit), 0,
+     "SECONDS, then SIGTERM/SIGKILL"},
+    {"config", 0, "GPURUN_CONFIG", T_STR, OFF(config), 0, "FILE of key = value lines"},
+    {"help", 'h', NULL, T_FLAG, OFF(help), 0, "this text"},
+    {"version", 0, NULL, T_FLAG, OFF(version), 0, "print the version"},
+};
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+void gr__options_init(gr__options *o) {
+  memset(o, 0, sizeof *o);
+  o->policy = GR__POLICY_CLOSEST;
+  o->local_rank = o->local_size = -1;
+  o->monitor_interval = 1.0;
+}
+
+static gr_status fail(char *err, size_t errlen, const char *fmt, ...) GR_PRINTF(3, 4);
+static gr_status fail(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  /* the message quotes user input: keep it one printable line */
+  for (char *c = err; c && *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+  return GR_ERR_INVALID;
+}
+
+int gr__parse_size(const char *s, unsigned long long *out) {
+  if (!s || !*s) return -1;
+  errno = 0;
+  char *end;
+  double v = strtod(s, &end);
+  if (errno || end == s || !(v >= 0) || !isfinite(v)) return -1;
+  double mul = 1;
+  switch (toupper((unsigned char)*end)) {
+  case 'K':
+    mul = 1024.0;
+    end++;
+    break;
+  case 'M':
+    mul = 1024.0 * 1024;
+    end++;
+    break;
+  case 'G':
+    mul = 1024.0 * 1024 * 1024;
+    end++;
+    break;
+  case 'T':
+    mul = 1024.0 * 1024 * 1024 * 1024;
+    end++;
+    break;
+  default:
+    break;
+  }
+  if (mul > 1 && (*end == 'B' || *end == 'b')) end++;
+  if (*end) return -1;
+  v *= mul;
+  if (v >= 1.8e19) return -1;
+  *out = (unsigned long long)v;
+  return 0;
+}
+
+static int parse_int(const char *s, int *out) {
+  if (!s || !*s) return -1;
+  errno = 0;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || end == s || v < INT_MIN || v > INT_MAX) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int parse_seconds(const char *s, double *out) {
+  if (!s || !*s) return -1;
+  errno = 0;
+  char *end;
+  double v = strtod(s, &end);
+  if (errno || end == s || !isfinite(v) || v < 0 || v > 1e9) return -1;
+  if (*end == 's' && end[1] == 0) end++;
+  if (*end) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_bool(const char *s, int *out) {
+  static const char *yes[] = {"1", "yes", "true", "on"}, *no[] = {"0", "no", "false", "off", ""};
+  for (size_t i = 0; i < 4; i++)
+    if (strcasecmp(s, yes[i]) == 0) return *out = 1, 0;
+  for (size_t i = 0; i < 5; i++)
+    if (strcasecmp(s, no[i]) == 0) return *out = 0, 0;
+  return -1;
+}
+
+/* Stores value (may be NULL for a flag given bare) into the option. `origin` names the source
+ * for messages ("--policy", "GPURUN_POLICY", "gpurun.conf:3: policy"). */
+static gr_status apply(gr__options *o, const opt_def *d, const char *value, const char *origin,
+                       char *err, size_t errlen) {
+  char *base = (char *)o;
+  switch (d->type) {
+  case T_FLAG: {
+    int b = 1;
+    if (value && parse_bool(value, &b))
+      return fail(err, errlen, "%s: expected yes or no, got '%s'", origin, value);
+    *(int *)(base + d->off) = b;
+    return GR_OK;
+  }
+  case T_INT: {
+    int v;
+    if (!value) return fail(err, errlen, "%s needs a value", origin);
+    if (parse_int(value, &v) || v < d->min || v > 1000000)
+      return fail(err, errlen, "%s: expected an integer >= %d, got '%s'", origin, d->min, value);
+    *(int *)(base + d->off) = v;
+    return GR_OK;
+  }
+  case T_STR: {
+    if (!value || !*value) return fail(err, errlen, "%s needs a value", origin);
+    size_t cap = sizeof o->topology;
+    if (strlen(value) >= cap) return fail(err, errlen, "%s: value too long", origin);
+    memcpy(base + d->off, value, strlen(value) + 1);
+    return GR_OK;
+  }
+  case T_POLICY: {
+    if (!value) return fail(err, errlen, "%s needs a value", origin);
+    for (int p = GR__POLICY_CLOSEST; p <= GR__POLICY_NONE; p++)
+      if (strcmp(value, gr__policy_name((gr__policy)p)) == 0)
+        return o->policy = (gr__policy)p, GR_OK;
+    return fail(err, errlen, "%s: unknown policy '%s' (closest, spread, compact, none)", origin,
+                value);
+  }
+  case T_FORMAT: {
+    if (!value) return fail(err, errlen, "%s needs a value", origin);
+    if (strcmp(value, "json") == 0)
+      o->json = 1;
+    else if (strcmp(value, "text") == 0)
+      o->json = 0;
+    else
+      return fail(err, errlen, "%s: unknown format '%s' (text, json)", origin, value);
+    return GR_OK;
+  }
+  case T_SIZE: {
+    unsigned long long v;
+    if (!value || gr__parse_size(value, &v) || v == 0)
+      return fail(err, errlen, "%s: expected a size like 8G or 512M, got '%s'", origin,
+                  value ? value : "");
+    o->gpu_mem_limit = v;
+    return GR_OK;
+  }
+  case T_SECONDS: {
+    double v;
+    if (!value || parse_seconds(value, &v))
+      return fail(err, errlen, "%s: expected seconds, got '%s'", origin, value ? value : "");
+    o->time_limit = v;
+    return GR_OK;
+  }
+  case T_MONITOR: {
+    /* GPURUN_MONITOR=0/no turns it off; =1/yes on at the default interval; =2.5 on at 2.5 s. */
+    int b;
+    double v;
+    if (!value || !*value) return o->monitor = 1, GR_OK;
+    if (parse_bool(value, &b) == 0 && strcmp(value, "1") != 0) return o->monitor = b, GR_OK;
+    if (parse_seconds(value, &v) || v <= 0)
+      return fail(err, errlen, "%s: expected an interval in seconds > 0, got '%s'", origin, value);
+    o->monitor = 1;
+    o->monitor_interval = v;
+    return GR_OK;
+  }
+  }
+  return fail(err, errlen, "%s: internal error", origin);
+}
+
+static const opt_def *find_long(const char *name, size_t len) {
+  for (size_t i = 0; i < NOPTS; i++)
+    if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0) return &opts[i];
+  return NULL;
+}
+
+gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, const char *origin,
+                                  char *err, size_t errlen) {
+  size_t pos = 0;
+  int lineno = 0;
+  char line[2048];
+  while (pos < len) {
+    size_t end = pos;
+    while (end < len && text[end] != '\n')
+      end++;
+    lineno++;
+    size_t l = end - pos;
+    if (l >= sizeof line) return fail(err, errlen, "%s:%d: line too long", origin, lineno);
+    memcpy(line, text + pos, l);
+    line[l] = 0;
+    pos = end + 1;
+    if (memchr(line, 0, l)) return fail(err, errlen, "%s:%d: NUL byte in line", origin, lineno);
+    char *hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    char *s = line;
+    while (isspace((unsigned char)*s))
+      s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+      *--e = 0;
+    if (!*s) continue;
+    char *eq = strchr(s, '=');
+    if (!eq)
+      return fail(err, errlen, "%s:%d: expected 'key = value', got '%.60s'", origin, lineno, s);
+    char *k_end = eq;
+    while (k_end > s && isspace((unsigned char)k_end[-1]))
+      k_end--;
+    char *v = eq + 1;
+    while (isspace((unsigned char)*v))
+      v++;
+    const opt_def *d = find_long(s, (size_t)(k_end - s));
+    if (!d || !d->env || strcmp(d->name, "config") == 0) {
+      *k_end = 0;
+      return fail(err, errlen, "%s:%d: unknown key '%.60s'", origin, lineno, s);
+    }
+    char where[128];
+    snprintf(where, sizeof where, "%.60s:%d: %s", origin, lineno, d->name);
+    GR_CHECK(apply(o, d, v, where, err, errlen));
+  }
+  return GR_OK;
+}
+
+static gr_status load_config(gr__options *o, const char *path, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return fail(err, errlen, "--config %s: %s", path, strerror(errno));
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  for (;;) {
+    if (len == cap) {
+      if (cap >= (1u << 20)) {
+        free(buf);
+        fclose(f);
+        return fail(err, errlen, "--config %s: larger than 1 MiB", path);
+      }
+      cap = cap ? 2 * cap : 4096;
+      char *nb = realloc(buf, cap);
+      if (!nb) {
+        free(buf);
+        fclose(f);
+        return fail(err, errlen, "--config %s: out of memory", path);
+      }
+      buf = nb;
+    }
+    size_t got = fread(buf + len, 1, cap - len, f);
+    len += got;
+    if (got == 0) break;
+  }
+  fclose(f);
+  char origin[1024];
+  snprintf(origin, sizeof origin, "%s", path);
+  gr_status st = gr__options_config_text(o, buf ? buf : "", len, origin, err, errlen);
+  free(buf);
+  return st;
+}
+
+/* Walks argv; for each option calls apply() when `do_apply`, else only finds --config. */
+static gr_status walk_argv(gr__options *o, int argc, char *const argv[], int do_apply, char *err,
+                           size_t errlen) {
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    }
+    if (a[0] != '-' || a[1] == 0) break; /* the program */
+    const opt_def *d = NULL;
+    const char *value = NULL;
+    int inline_value = 0;
+    char origin[96];
+    if (a[1] == '-') {
+      const char *name = a + 2, *eq = strchr(name, '=');
+      d = find_long(name, eq ? (size_t)(eq - name) : strlen(name));
+      if (!d) return fail(err, errlen, "unknown option '%.60s' (see gpurun --help)", a);
+      if (eq) value = eq + 1, inline_value = 1;
+      snprintf(origin, sizeof origin, "--%s", d->name);
+    } else {
+      for (size_t k = 0; k < NOPTS; k++)
+        if (opts[k].short_name && opts[k].short_name == a[1] && a[2] == 0) d = &opts[k];
+      if (!d) return fail(err, errlen, "unknown option '%.60s' (see gpurun --help)", a);
+      snprintf(origin, sizeof origin, "-%c", d->short_name);
+    }
+    if (d->type == T_FLAG || d->type == T_MONITOR) {
+      /* a flag's value only inline: --smt=no */
+    } else if (!inline_value) {
+      if (i + 1 >= argc) return fail(err, errlen, "%s needs a value", origin);
+      value = argv[++i];
+    }
+    if (do_apply) {
+      if (d->type == T_MONITOR && !inline_value) value = NULL;
+      GR_CHECK(apply(o, d, value, origin, err, errlen));
+    } else if (strcmp(d->name, "config") == 0) {
+      GR_CHECK(apply(o, d, value, origin, err, errlen));
+    }
+  }
+  o->prog = i;
+  return GR_OK;
+}
+
+gr_status gr__options_parse(gr__options *o, int argc, char *const argv[], gr__getenv_fn get,
+                            void *ctx, char *err, size_t errlen) {
+  if (err && errlen) err[0] = 0;
+  /* 1. where is the config file: argv wins over GPURUN_CONFIG */
+  const char *cfg = get(ctx, "GPURUN_CONFIG");
+  if (cfg && *cfg) GR_CHECK(apply(o, find_long("config", 6), cfg, "GPURUN_CONFIG", err, errlen));
+  GR_CHECK(walk_argv(o, argc, argv, 0, err, errlen));
+  if (o->config[0]) GR_CHECK(load_config(o, o->config, err, errlen));
+  /* 2. environment */
+  for (size_t k = 0; k < NOPTS; k++) {
+    if (!opts[k].env || strcmp(opts[k].name, "config") == 0) continue;
+    const char *v = get(ctx, opts[k].env);
+    if (v) GR_CHECK(apply(o, &opts[k], v, opts[k].env, err, errlen));
+  }
+  /* 3. command line */
+  GR_CHECK(walk_argv(o, argc, argv, 1, err, errlen));
+
+  /* conflicts */
+  if (o->help || o->version) return GR_OK;
+  if ((o->local_rank < 0) != (o->local_size < 0))
+    return fail(err, errlen, "--local-rank and --local-size go together");
+  if (o->local_rank >= 0 && o->local_rank >= o->local_size)
+    return fail(err, errlen, "--local-rank %d is not below --local-size %d", o->local_rank,
+                o->local_size);
+  if (o->gpus_per_rank > 1 && o->ranks_per_gpu > 1)
+    return fail(err, errlen, "--gpus-per-rank %d and --ranks-per-gpu %d conflict: choose one",
+                o->gpus_per_rank, o->ranks_per_gpu);
+  if (o->all && !o->dry_run && !o->topo_view)
+    return fail(err, errlen, "--all needs --dry-run or --topo");
+  if (o->dry_run && o->topo_view)
+    return fail(err, errlen, "--dry-run and --topo conflict: choose one");
+  if (!o->dry_run && !o->topo_view && o->prog >= argc)
+    return fail(err, errlen, "no program to run (usage: gpurun [OPTIONS] [--] PROGRAM [ARGS...])");
+  return GR_OK;
+}
+
+void gr__options_usage(FILE *f) {
+  fputs("usage: gpurun [OPTIONS] [--] PROGRAM [ARGS...]\n"
+        "Places this MPI rank on its GPUs, cores, memory and NIC, then runs PROGRAM.\n\n",
+        f);
+  for (size_t k = 0; k < NOPTS; k++) {
+    char left[64];
+    const char *arg = "";
+    switch (opts[k].type) {
+    case T_INT:
+      arg = " N";
+      break;
+    case T_STR:
+      arg = strcmp(opts[k].name, "config") == 0 || strcmp(opts[k].name, "topology") == 0 ? " FILE"
+                                                                                         : " S";
+      break;
+    case T_POLICY:
+      arg = " POLICY";
+      break;
+    case T_FORMAT:
+      arg = " FMT";
+      break;
+    case T_SIZE:
+      arg = " SIZE";
+      break;
+    case T_SECONDS:
+      arg = " SECONDS";
+      break;
+    case T_MONITOR:
+      arg = "[=SECONDS]";
+      break;
+    default:
+      break;
+    }
+    if (opts[k].short_name)
+      snprintf(left, sizeof left, "-%c, --%s%s", opts[k].short_name, opts[k].name, arg);
+    else
+      snprintf(left, sizeof left, "    --%s%s", opts[k].name, arg);
+    if (opts[k].env)
+      fprintf(f, "  %-28s %s  [%s]\n", left, opts[k].help, opts[k].env);
+    else
+      fprintf(f, "  %-28s %s\n", left, opts[k].help);
+  }
+  fputs("\nConfig file keys are the long option names (key = value). See gpurun(1).\n", f);
+}

@@ -1,0 +1,370 @@
+/* What the node has: hwloc (live or XML) -> GPUs, NICs and GPU links in plain structs.
+ * A GPU is counted per PCI function (cudaN, nvmlN and openclNdM under one function are one GPU),
+ * except partitioned functions (several rsmi/MIG devices), which count once per partition. */
+#include "gr_launcher.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static gr_status fail(char *err, size_t errlen, gr_status st, const char *fmt, ...) GR_PRINTF(4, 5);
+static gr_status fail(char *err, size_t errlen, gr_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+static const char *const gpu_prefixes[] = {"nvml", "cuda", "rsmi", "ze", "opencl"};
+#define NPREFIX 5
+
+static int gpu_prefix(const char *name) {
+  if (!name) return -1;
+  for (int i = 0; i < NPREFIX; i++)
+    if (strncmp(name, gpu_prefixes[i], strlen(gpu_prefixes[i])) == 0) return i;
+  return -1;
+}
+
+static int is_gpu_osdev(hwloc_obj_t o) {
+  return o->type == HWLOC_OBJ_OS_DEVICE &&
+         (o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU ||
+          o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC) &&
+         gpu_prefix(o->name) >= 0;
+}
+
+int gr__is_gpu_pcidev(hwloc_obj_t pci) {
+  if (!pci || pci->type != HWLOC_OBJ_PCI_DEVICE) return 0;
+  unsigned v = pci->attr->pcidev.vendor_id, cls = pci->attr->pcidev.class_id;
+  return (v == 0x10de || v == 0x1002) && ((cls >> 8) == 0x03 || cls == 0x1200);
+}
+
+static hwloc_obj_t pci_ancestor(hwloc_obj_t o) {
+  for (; o; o = o->parent)
+    if (o->type == HWLOC_OBJ_PCI_DEVICE) return o;
+  return NULL;
+}
+
+static hwloc_obj_t locality_of(const gr__node *n, hwloc_obj_t o) {
+  hwloc_obj_t a = hwloc_get_non_io_ancestor_obj(n->topo, o);
+  while (a && a->parent && !hwloc_bitmap_intersects(a->cpuset, n->allowed))
+    a = a->parent;
+  return a;
+}
+
+static int cmp_gpu(const void *pa, const void *pb) {
+  const gr__gpu *a = pa, *b = pb;
+  int c = strcmp(a->pci, b->pci);
+  if (c) return c;
+  if (a->partition != b->partition) return a->partition < b->partition ? -1 : 1;
+  /* devices without PCI objects: by OS device name, numerically */
+  if (a->osdev && b->osdev && a->osdev->name && b->osdev->name) {
+    size_t la = strlen(a->osdev->name), lb = strlen(b->osdev->name);
+    if (la != lb) return la < lb ? -1 : 1;
+    return strcmp(a->osdev->name, b->osdev->name);
+  }
+  return 0;
+}
+
+static void fill_gpu(gr__gpu *g, hwloc_obj_t pci, hwloc_obj_t os, int partition) {
+  memset(g, 0, sizeof *g);
+  g->pcidev = pci;
+  g->osdev = os;
+  g->partition = partition;
+  if (pci) {
+    snprintf(g->pci, sizeof g->pci, "%04x:%02x:%02x.%x", pci->attr->pcidev.domain,
+             pci->attr->pcidev.bus, pci->attr->pcidev.dev, pci->attr->pcidev.func);
+    g->vendor = pci->attr->pcidev.vendor_id;
+  }
+  const char *model = NULL;
+  /* the model and memory size can sit on any of the function's OS devices */
+  hwloc_obj_t scan = pci ? pci : os;
+  for (hwloc_obj_t c = scan ? (pci ? pci->io_first_child : os) : NULL; c;
+       c = pci ? c->next_sibling : NULL) {
+    if (c->type != HWLOC_OBJ_OS_DEVICE) continue;
+    const char *m = hwloc_obj_get_info_by_name(c, "GPUModel");
+    if (!m) m = hwloc_obj_get_info_by_name(c, "AMDProductName");
+    if (m && !model) model = m;
+    const char *mem = hwloc_obj_get_info_by_name(c, "CUDAGlobalMemorySize");
+    if (mem && !g->mem_bytes) g->mem_bytes = strtoull(mem, NULL, 10) * 1024ull;
+    if (!g->vendor) {
+      const char *vend = hwloc_obj_get_info_by_name(c, "GPUVendor");
+      if (vend && strstr(vend, "NVIDIA")) g->vendor = 0x10de;
+      if (vend && strstr(vend, "AMD")) g->vendor = 0x1002;
+    }
+  }
+  if (!model && pci) model = hwloc_obj_get_info_by_name(pci, "PCIDevice");
+  if (!model && os) model = os->name;
+  snprintf(g->name, sizeof g->name, "%s", model ? model : "GPU");
+}
+
+static gr_status find_gpus(gr__node *n, char *err, size_t errlen) {
+  int cap = 16;
+  n->gpus = calloc((size_t)cap, sizeof *n->gpus);
+  if (!n->gpus) return fail(err, errlen, GR_ERR_NOMEM, "out of memory");
+#define PUSH(pci, os, part)                                                                        \
+  do {                                                                                             \
+    if (n->ngpus == cap) {                                                                         \
+      gr__gpu *ng = realloc(n->gpus, (size_t)cap * 2 * sizeof *ng);                                \
+      if (!ng) return fail(err, errlen, GR_ERR_NOMEM, "out of memory");                            \
+      n->gpus = ng;                                                                                \
+      cap *= 2;                                                                                    \
+    }                                                                                              \
+    fill_gpu(&n->gpus[n->ngpus++], (pci), (os), (part));                                           \
+  } while (0)
+
+  for (hwloc_obj_t pci = hwloc_get_next_pcidev(n->topo, NULL); pci;
+       pci = hwloc_get_next_pcidev(n->topo, pci)) {
+    int count[NPREFIX] = {0}, any = 0;
+    hwloc_obj_t first[NPREFIX] = {0};
+    for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling) {
+      if (!is_gpu_osdev(c)) continue;
+      int p = gpu_prefix(c->name);
+      if (!first[p]) first[p] = c;
+      count[p]++;
+      any = 1;
+    }
+    if (!any && !gr__is_gpu_pcidev(pci)) continue;
+    int parts = 1, pp = -1;
+    for (int p = 0; p < NPREFIX; p++)
+      if (count[p] > parts) parts = count[p], pp = p;
+    if (parts > 1) {
+      int k = 0;
+      for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling)
+        if (is_gpu_osdev(c) && gpu_prefix(c->name) == pp) PUSH(pci, c, k++);
+    } else {
+      hwloc_obj_t os = NULL;
+      for (int p = 0; p < NPREFIX && !os; p++)
+        os = first[p];
+      PUSH(pci, os, 0);
+    }
+  }
+  /* GPU OS devices that hwloc shows without a PCI device: one family (the first present). */
+  int fam = -1;
+  for (hwloc_obj_t o = hwloc_get_next_osdev(n->topo, NULL); o; o = hwloc_get_next_osdev(n->topo, o))
+    if (is_gpu_osdev(o) && !pci_ancestor(o)) {
+      int p = gpu_prefix(o->name);
+      if (fam < 0 || p < fam) fam = p;
+    }
+  if (fam >= 0)
+    for (hwloc_obj_t o = hwloc_get_next_osdev(n->topo, NULL); o;
+         o = hwloc_get_next_osdev(n->topo, o))
+      if (is_gpu_osdev(o) && !pci_ancestor(o) && gpu_prefix(o->name) == fam) PUSH(NULL, o, 0);
+#undef PUSH
+  qsort(n->gpus, (size_t)n->ngpus, sizeof *n->gpus, cmp_gpu);
+  for (int i = 0; i < n->ngpus; i++) {
+    n->gpus[i].index = i;
+    n->gpus[i].locality = locality_of(n, n->gpus[i].pcidev ? n->gpus[i].pcidev : n->gpus[i].osdev);
+  }
+  return GR_OK;
+}
+
+static int is_hsn_name(const char *s) {
+  return s && (strncmp(s, "hsi", 3) == 0 || strncmp(s, "cxi", 3) == 0 || strncmp(s, "ib", 2) == 0);
+}
+
+static gr_status find_nics(gr__node *n, char *err, size_t errlen) {
+  int cap = 8;
+  n->nics = calloc((size_t)cap, sizeof *n->nics);
+  if (!n->nics) return fail(err, errlen, GR_ERR_NOMEM, "out of memory");
+  for (hwloc_obj_t o = hwloc_get_next_osdev(n->topo, NULL); o;
+       o = hwloc_get_next_osdev(n->topo, o)) {
+    int fabric = o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
+    const char *sub = o->subtype;
+    int net = o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK &&
+              (is_hsn_name(o->name) || (sub && strcmp(sub, "Slingshot") == 0));
+    if (!o->name || (!fabric && !net)) continue;
+    hwloc_obj_t pci = pci_ancestor(o);
+    if (net && pci) { /* the function's OpenFabrics name is the one UCX wants */
+      int has_fabric = 0;
+      for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling)
+        if (c->type == HWLOC_OBJ_OS_DEVICE && c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS)
+          has_fabric = 1;
+      if (has_fabric) continue;
+    }
+    if (n->nnics == cap) {
+      gr__nic *nn = realloc(n->nics, (size_t)cap * 2 * sizeof *nn);
+      if (!nn) return fail(err, errlen, GR_ERR_NOMEM, "out of memory");
+      n->nics = nn;
+      cap *= 2;
+    }
+    gr__nic *c = &n->nics[n->nnics++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", o->name);
+    if (fabric)
+      snprintf(c->ucx, sizeof c->ucx, "%s:1", o->name);
+    else
+      snprintf(c->ucx, sizeof c->ucx, "%s", o->name);
+    c->osdev = o;
+    c->pcidev = pci;
+    c->locality = locality_of(n, o);
+  }
+  return GR_OK;
+}
+
+/* GPU-GPU bandwidth from the vendor matrix: direct links, plus paths through one or two switches
+ * (NVSwitch), each path counted at its narrowest link. Package/CPU entries are not paths. */
+static void compute_links(gr__node *n) {
+  free(n->link);
+  n->link = NULL;
+  n->link_name[0] = 0;
+  if (n->ngpus < 2) return;
+  static const char *const names[] = {"NVLinkBandwidth", "XGMIBandwidth"};
+  for (int k = 0; k < 2 && !n->link; k++) {
+    unsigned nr = 1;
+    struct hwloc_distances_s *d = NULL;
+    if (hwloc_distances_get_by_name(n->topo, names[k], &nr, &d, 0) != 0 || nr == 0) continue;
+    unsigned m = d->nbobjs;
+    int *gidx = malloc(m * sizeof *gidx);
+    char *is_switch = calloc(m, 1);
+    double *link = calloc((size_t)n->ngpus * (size_t)n->ngpus, sizeof *link);
+    if (!gidx || !is_switch || !link) goto done;
+    for (unsigned i = 0; i < m; i++) {
+      hwloc_obj_t x = d->objs[i];
+      gidx[i] = -1;
+      for (int g = 0; g < n->ngpus && gidx[i] < 0; g++) {
+        const gr__gpu *G = &n->gpus[g];
+        if (x == G->osdev || (x == G->pcidev && G->partition == 0))
+          gidx[i] = g;
+        else if (x->type == HWLOC_OBJ_OS_DEVICE && G->pcidev && pci_ancestor(x) == G->pcidev &&
+                 (g + 1 >= n->ngpus || n->gpus[g + 1].pcidev != G->pcidev) && G->partition == 0)
+          gidx[i] = g;
+      }
+      if (gidx[i] < 0 && (x->type == HWLOC_OBJ_PCI_DEVICE || x->type == HWLOC_OBJ_OS_DEVICE))
+        is_switch[i] = 1;
+    }
+#define V(i, j) ((double)d->values[(size_t)(i)*m + (j)])
+#define MIN2(a, b) ((a) < (b) ? (a) : (b))
+    for (unsigned i = 0; i < m; i++) {
+      if (gidx[i] < 0) continue;
+      for (unsigned j = 0; j < m; j++) {
+        if (gidx[j] < 0 || i == j) continue;
+        double bw = V(i, j);
+        for (unsigned s = 0; s < m; s++) {
+          if (!is_switch[s]) continue;
+          bw += MIN2(V(i, s), V(s, j));
+          for (unsigned t = 0; t < m; t++)
+            if (is_switch[t] && t != s) bw += MIN2(MIN2(V(i, s), V(s, t)), V(t, j));
+        }
+        link[gidx[i] * n->ngpus + gidx[j]] = bw;
+      }
+    }
+#undef V
+    for (int a = 0; a < n->ngpus; a++) /* the narrower direction counts */
+      for (int b = a + 1; b < n->ngpus; b++) {
+        double v = MIN2(link[a * n->ngpus + b], link[b * n->ngpus + a]);
+        link[a * n->ngpus + b] = link[b * n->ngpus + a] = v;
+      }
+#undef MIN2
+    n->link = link;
+    link = NULL;
+    snprintf(n->link_name, sizeof n->link_name, "%s", names[k]);
+  done:
+    free(gidx);
+    free(is_switch);
+    free(link);
+    hwloc_distances_release(n->topo, d);
+  }
+}
+
+gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen) {
+  memset(n, 0, sizeof *n);
+  if (hwloc_topology_init(&n->topo) != 0)
+    return fail(err, errlen, GR_ERR_SYSTEM, "hwloc_topology_init failed");
+  gr_status st = GR_OK;
+  if (xml && *xml) {
+    struct stat sb;
+    if (stat(xml, &sb) != 0) {
+      st = fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s: %s", xml, strerror(errno));
+      goto bad;
+    }
+    if (hwloc_topology_set_xml(n->topo, xml) != 0) {
+      st =
+          fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s", xml, strerror(errno));
+      goto bad;
+    }
+    n->foreign = 1;
+    hwloc_topology_set_io_types_filter(n->topo, HWLOC_TYPE_FILTER_KEEP_ALL);
+  } else {
+    /* Only what placement needs: PCI/OS devices for GPUs and NICs, no caches below L3. The GL
+     * (X displays) and OpenCL (vendor ICDs, which start the GPU driver) backends cost startup
+     * time and add nothing PCI discovery does not already give. */
+    hwloc_topology_set_components(n->topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
+    hwloc_topology_set_components(n->topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
+    hwloc_topology_set_io_types_filter(n->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    hwloc_topology_set_type_filter(n->topo, HWLOC_OBJ_L1CACHE, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_type_filter(n->topo, HWLOC_OBJ_L2CACHE, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_type_filter(n->topo, HWLOC_OBJ_L1ICACHE, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_type_filter(n->topo, HWLOC_OBJ_L2ICACHE, HWLOC_TYPE_FILTER_KEEP_NONE);
+  }
+  if (hwloc_topology_load(n->topo) != 0) {
+    st = fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s",
+              xml && *xml ? xml : "(live)", strerror(errno));
+    goto bad;
+  }
+  n->allowed = hwloc_topology_get_allowed_cpuset(n->topo);
+  if (hwloc_bitmap_iszero(n->allowed)) {
+    st = fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s has no allowed PUs",
+              xml && *xml ? xml : "(live)");
+    goto bad;
+  }
+  GR_CHECK_GOTO(find_gpus(n, err, errlen), st, bad);
+  GR_CHECK_GOTO(find_nics(n, err, errlen), st, bad);
+  compute_links(n);
+  return GR_OK;
+bad:
+  gr__node_free(n);
+  return st;
+}
+
+int gr__node_restrict(gr__node *n, const char *visible, char *note, size_t notelen) {
+  if (note && notelen) note[0] = 0;
+  if (!visible) return 0;
+  char *keep = calloc((size_t)n->ngpus + 1, 1);
+  if (!keep) return -1;
+  const char *s = visible;
+  int kept = 0;
+  while (*s) {
+    char *end;
+    if (*s < '0' || *s > '9') {
+      if (note)
+        snprintf(note, notelen,
+                 "visible devices '%.60s' are not ordinals: planning over all %d GPUs", visible,
+                 n->ngpus);
+      free(keep);
+      return 0;
+    }
+    long v = strtol(s, &end, 10);
+    if (v < n->ngpus && !keep[v])
+      keep[v] = 1, kept++;
+    else if (note && v >= n->ngpus)
+      snprintf(note, notelen, "visible device %ld does not exist here (%d GPUs)", v, n->ngpus);
+    s = end;
+    if (*s == ',')
+      s++;
+    else if (*s) {
+      if (note)
+        snprintf(note, notelen, "visible devices '%.60s' do not parse: planning over all %d GPUs",
+                 visible, n->ngpus);
+      free(keep);
+      return 0;
+    }
+  }
+  int w = 0;
+  for (int i = 0; i < n->ngpus; i++)
+    if (keep[i]) n->gpus[w++] = n->gpus[i]; /* .index stays the node-wide ordinal */
+  n->ngpus = w;
+  free(keep);
+  compute_links(n);
+  return kept;
+}
+
+void gr__node_free(gr__node *n) {
+  if (n->topo) hwloc_topology_destroy(n->topo);
+  free(n->gpus);
+  free(n->nics);
+  free(n->link);
+  memset(n, 0, sizeof *n);
+}
