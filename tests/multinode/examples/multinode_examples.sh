@@ -1,6 +1,7 @@
 #!/bin/bash
 # sim and train on three hosts (network namespaces), 2 ranks per host, each through gpurun, over
-# the given transport. Checks: ranks 2h and 2h+1 run on host nh and see local ranks 0 and 1 there;
+# the given transport. Checks: ranks 2h and 2h+1 run on host nh and see local ranks 0 and 1 there,
+# read from the plan gpurun exported (gr_rank_info's from_plan);
 # both self-checks passed; both checksums equal those of the same runs on one host (plain mpirun).
 #   multinode_examples.sh tcp|ucx MPIRUN GPURUN SIM TRAIN
 set -eu
@@ -30,8 +31,8 @@ for ex in sim train; do
     { cat "$out"; fail "$ex on 3 hosts over $TRANSPORT failed"; }
   cat "$out"
   for r in 0 1 2 3 4 5; do
-    grep -q "^$ex: rank $r/6 host n$((r / 2)) local_rank $((r % 2))/2 " "$out" ||
-      fail "$ex: rank $r is not on n$((r / 2)) with local rank $((r % 2)) of 2"
+    grep -Eq "^$ex: rank $r/6 host n$((r / 2)) local_rank $((r % 2))/2 .*plan gpurun$" "$out" ||
+      fail "$ex: rank $r is not on n$((r / 2)) with local rank $((r % 2)) of 2 from gpurun's plan"
   done
   grep -q "^$ex: self-check PASS" "$out" || fail "$ex over $TRANSPORT: self-check did not pass"
   sum=$(sed -n "s/^$ex: .*checksum //p" "$out")
