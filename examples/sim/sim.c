@@ -29,15 +29,15 @@
 #endif
 
 typedef struct {
-  int nx, ny;        /* global interior size */
+  int nx, ny; /* global interior size */
   int steps;
   double r;
-  int tile;          /* rows per task */
-  int check_every;   /* residual allreduce period */
-  int use_gpu;       /* -1 auto, 0 no, 1 yes */
+  int tile;        /* rows per task */
+  int check_every; /* residual allreduce period */
+  int use_gpu;     /* -1 auto, 0 no, 1 yes */
   int quiet;
-  int perturb;       /* test hook: spoil one point so the self-check must fail */
-  const char *dump;  /* write the final field to DUMP.RANK ("gx gy value" lines) */
+  int perturb;         /* test hook: spoil one point so the self-check must fail */
+  const char *dump;    /* write the final field to DUMP.RANK ("gx gy value" lines) */
   const char *scaling; /* NULL, "strong" or "weak" */
 } sim_opts;
 
@@ -49,8 +49,8 @@ typedef struct {
 } sim_result;
 
 typedef struct {
-  gr_comm *comm;    /* the ranks of this run */
-  gr_comm *hcomm;   /* the same ranks, MPI backend, for host buffers */
+  gr_comm *comm;  /* the ranks of this run */
+  gr_comm *hcomm; /* the same ranks, MPI backend, for host buffers */
   int rank, size, px, py, cx, cy;
   sim_block b;
   int peer_n, peer_s, peer_w, peer_e; /* -1 on the global boundary */
@@ -73,10 +73,10 @@ static void fail_call(const char *what, gr_status st) {
   MPI_Abort(MPI_COMM_WORLD, 3);
   exit(3);
 }
-#define CHECK(call)                              \
-  do {                                           \
-    gr_status st_ = (call);                      \
-    if (st_ != GR_OK) fail_call(#call, st_);     \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    gr_status st_ = (call);                                                                        \
+    if (st_ != GR_OK) fail_call(#call, st_);                                                       \
   } while (0)
 
 #ifdef SIM_HAVE_CUDA
@@ -123,8 +123,8 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 static int parse_args(int argc, char **argv, sim_opts *o) {
-  *o = (sim_opts){.nx = 512, .ny = 512, .steps = 200, .r = 0.25, .tile = 16, .check_every = 10,
-                  .use_gpu = -1};
+  *o = (sim_opts){
+      .nx = 512, .ny = 512, .steps = 200, .r = 0.25, .tile = 16, .check_every = 10, .use_gpu = -1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -472,19 +472,20 @@ static void print_ranks(gr_comm *hcomm, int use_gpu) {
   CHECK(gr_rank_info(&info));
   const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
   char line[W];
-  snprintf(line, sizeof line,
-           "sim: rank %d/%d host %.64s local_rank %d/%d CUDA_VISIBLE_DEVICES=%.64s cpus %.64s device %s "
-           "plan %s",
-           info.rank, info.size, info.node, info.local_rank, info.local_size, cvd ? cvd : "unset",
-           info.cpus[0] ? info.cpus : "?", use_gpu ? "gpu" : "cpu",
-           info.from_plan ? "gpurun" : "none");
+  snprintf(
+      line, sizeof line,
+      "sim: rank %d/%d host %.64s local_rank %d/%d CUDA_VISIBLE_DEVICES=%.64s cpus %.64s device %s "
+      "plan %s",
+      info.rank, info.size, info.node, info.local_rank, info.local_size, cvd ? cvd : "unset",
+      info.cpus[0] ? info.cpus : "?", use_gpu ? "gpu" : "cpu", info.from_plan ? "gpurun" : "none");
   int size = gr_comm_size(hcomm), rank = gr_comm_rank(hcomm);
   /* allgather (the API has no gather); only rank 0 prints. */
   char *recv = malloc((size_t)size * W);
   if (!recv) MPI_Abort(MPI_COMM_WORLD, 3);
   CHECK(gr_allgather(line, recv, W, GR_UINT8, hcomm, NULL));
   if (rank == 0)
-    for (int r = 0; r < size; r++) printf("%s\n", recv + (size_t)r * W);
+    for (int r = 0; r < size; r++)
+      printf("%s\n", recv + (size_t)r * W);
   free(recv);
   fflush(stdout);
 }
@@ -574,13 +575,12 @@ int main(int argc, char **argv) {
   dims(size, &px, &py);
   if (rank == 0) {
     printf("sim: %dx%d grid, %d steps, r=%g, %d ranks as %dx%d, %s\n", o.nx, o.ny, o.steps, o.r,
-           size, px, py,
-           use_gpu ? "CUDA kernel per rank" : "CPU task pool per rank");
+           size, px, py, use_gpu ? "CUDA kernel per rank" : "CPU task pool per rank");
   }
   print_ranks(hworld, use_gpu);
   if (rank == 0 && !use_gpu)
-    printf("sim: %d pool threads per rank, %d rows per task\n",
-           gr_pool_nthreads(gr_default_pool()), o.tile);
+    printf("sim: %d pool threads per rank, %d rows per task\n", gr_pool_nthreads(gr_default_pool()),
+           o.tile);
 
   int ok;
   if (o.scaling) {

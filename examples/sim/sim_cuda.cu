@@ -10,19 +10,19 @@
 
 struct sim_gpu {
   sim_block b;
-  double *u, *un;    // (ny + 2) x (nx + 2), halo included
-  double *send, *recv; // N, S, W, E edges: nx, nx, ny, ny
+  double *u, *un;            // (ny + 2) x (nx + 2), halo included
+  double *send, *recv;       // N, S, W, E edges: nx, nx, ny, ny
   unsigned long long *resid; // max as the bits of a non-negative double (ordered like the value)
   cudaStream_t stream;
 };
 
-#define CU(call)                                                                            \
-  do {                                                                                      \
-    cudaError_t e_ = (call);                                                                \
-    if (e_ != cudaSuccess) {                                                                \
-      snprintf(err, n, "%s: %s (%d)", #call, cudaGetErrorString(e_), (int)e_);              \
-      return -1;                                                                            \
-    }                                                                                       \
+#define CU(call)                                                                                   \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      snprintf(err, n, "%s: %s (%d)", #call, cudaGetErrorString(e_), (int)e_);                     \
+      return -1;                                                                                   \
+    }                                                                                              \
   } while (0)
 
 extern "C" int sim_gpu_count(void) {
@@ -68,7 +68,8 @@ __global__ void step_kernel(const double *__restrict__ u, double *__restrict__ u
     un[k] = v;
   }
   // Warp max, then one atomic per warp. Non-negative doubles order like their bit patterns.
-  for (int off = 16; off > 0; off /= 2) d = fmax(d, __shfl_down_sync(0xffffffffu, d, off));
+  for (int off = 16; off > 0; off /= 2)
+    d = fmax(d, __shfl_down_sync(0xffffffffu, d, off));
   if ((threadIdx.x + threadIdx.y * blockDim.x) % 32 == 0)
     atomicMax(resid, (unsigned long long)__double_as_longlong(d));
 }

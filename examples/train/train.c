@@ -48,10 +48,10 @@ static void fail_call(const char *what, gr_status st) {
   MPI_Abort(MPI_COMM_WORLD, 3);
   exit(3);
 }
-#define CHECK(call)                          \
-  do {                                       \
-    gr_status st_ = (call);                  \
-    if (st_ != GR_OK) fail_call(#call, st_); \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    gr_status st_ = (call);                                                                        \
+    if (st_ != GR_OK) fail_call(#call, st_);                                                       \
   } while (0)
 
 static double now(void) {
@@ -87,12 +87,12 @@ static void features_of(const train_opts *o, uint64_t i, int y, double *x) {
 
 typedef struct {
   const train_opts *o;
-  const double *w;     /* classes x (features + 1): weights then bias */
-  uint64_t first;      /* global index of this rank's first sample this step */
-  int count;           /* samples of this rank this step */
-  int64_t *fixed;      /* per chunk: gradient, loss, correct */
-  double *flt;         /* the same, --reduce float */
-  size_t width;        /* classes * (features + 1) + 2 */
+  const double *w; /* classes x (features + 1): weights then bias */
+  uint64_t first;  /* global index of this rank's first sample this step */
+  int count;       /* samples of this rank this step */
+  int64_t *fixed;  /* per chunk: gradient, loss, correct */
+  double *flt;     /* the same, --reduce float */
+  size_t width;    /* classes * (features + 1) + 2 */
 } grad_args;
 
 /* Gradient of the cross-entropy over chunks [lo, hi) of this rank's share. */
@@ -116,13 +116,16 @@ static void grad_chunks(size_t lo, size_t hi, void *arg) {
       for (int c = 0; c < C; c++) {
         const double *wc = a->w + (size_t)c * W;
         double z = wc[D];
-        for (int d = 0; d < D; d++) z += wc[d] * x[d];
+        for (int d = 0; d < D; d++)
+          z += wc[d] * x[d];
         p[c] = z;
         if (z > zmax) zmax = z, best = c;
       }
       double sum = 0;
-      for (int c = 0; c < C; c++) sum += (p[c] = exp(p[c] - zmax));
-      for (int c = 0; c < C; c++) p[c] /= sum;
+      for (int c = 0; c < C; c++)
+        sum += (p[c] = exp(p[c] - zmax));
+      for (int c = 0; c < C; c++)
+        p[c] /= sum;
       double loss = -log(p[y] > 1e-300 ? p[y] : 1e-300);
       for (int c = 0; c < C; c++) {
         double g = p[c] - (c == y);
@@ -141,29 +144,36 @@ static void grad_chunks(size_t lo, size_t hi, void *arg) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: train [options]   (run under mpirun/srun, each rank through gpurun)\n"
-          "Data-parallel softmax regression on a synthetic data set, one fused gradient\n"
-          "allreduce per step; exits 1 unless the loss falls, the held-out accuracy is >= 80%%\n"
-          "and every rank ends with bit-identical weights.\n"
-          "  --classes C      classes (default 10, at most 256)\n"
-          "  --features D     features per sample (default 32, at most 512)\n"
-          "  --samples N      training set size (default 65536)\n"
-          "  --batch B        global batch, split over the ranks (default 512)\n"
-          "  --steps S        steps (default 200)\n"
-          "  --lr X           learning rate (default 0.5)\n"
-          "  --noise X        feature noise (default 1.0)\n"
-          "  --seed N         data set seed (default 1)\n"
-          "  --reduce exact|float  fixed-point gradient sums, bit-identical for any number of\n"
-          "                   ranks (default), or plain double sums\n"
-          "  --quiet          no progress lines\n"
-          "  --perturb        one rank spoils a weight (tests the self-check)\n"
-          "  --help           this text\n");
+  fprintf(f, "usage: train [options]   (run under mpirun/srun, each rank through gpurun)\n"
+             "Data-parallel softmax regression on a synthetic data set, one fused gradient\n"
+             "allreduce per step; exits 1 unless the loss falls, the held-out accuracy is >= 80%%\n"
+             "and every rank ends with bit-identical weights.\n"
+             "  --classes C      classes (default 10, at most 256)\n"
+             "  --features D     features per sample (default 32, at most 512)\n"
+             "  --samples N      training set size (default 65536)\n"
+             "  --batch B        global batch, split over the ranks (default 512)\n"
+             "  --steps S        steps (default 200)\n"
+             "  --lr X           learning rate (default 0.5)\n"
+             "  --noise X        feature noise (default 1.0)\n"
+             "  --seed N         data set seed (default 1)\n"
+             "  --reduce exact|float  fixed-point gradient sums, bit-identical for any number of\n"
+             "                   ranks (default), or plain double sums\n"
+             "  --quiet          no progress lines\n"
+             "  --perturb        one rank spoils a weight (tests the self-check)\n"
+             "  --help           this text\n");
 }
 
 static int parse_args(int argc, char **argv, train_opts *o) {
-  *o = (train_opts){.classes = 10, .features = 32, .samples = 65536, .batch = 512, .steps = 200,
-                    .test = 4096, .lr = 0.5, .noise = 1.0, .seed = 1, .exact = 1};
+  *o = (train_opts){.classes = 10,
+                    .features = 32,
+                    .samples = 65536,
+                    .batch = 512,
+                    .steps = 200,
+                    .test = 4096,
+                    .lr = 0.5,
+                    .noise = 1.0,
+                    .seed = 1,
+                    .exact = 1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int bad = 0;
@@ -198,13 +208,20 @@ static int parse_args(int argc, char **argv, train_opts *o) {
     } else {
       lv = strtol(v, &end, 10);
       bad = errno || *end || lv < 1;
-      if (!strcmp(a, "--classes")) bad |= lv < 2 || lv > 256, o->classes = (int)lv;
-      else if (!strcmp(a, "--features")) bad |= lv > 512, o->features = (int)lv;
-      else if (!strcmp(a, "--samples")) bad |= lv > (1L << 30), o->samples = (int)lv;
-      else if (!strcmp(a, "--batch")) bad |= lv > (1L << 24), o->batch = (int)lv;
-      else if (!strcmp(a, "--steps")) bad |= lv > (1L << 30), o->steps = (int)lv;
-      else if (!strcmp(a, "--seed")) o->seed = (uint64_t)lv;
-      else bad = 1;
+      if (!strcmp(a, "--classes"))
+        bad |= lv < 2 || lv > 256, o->classes = (int)lv;
+      else if (!strcmp(a, "--features"))
+        bad |= lv > 512, o->features = (int)lv;
+      else if (!strcmp(a, "--samples"))
+        bad |= lv > (1L << 30), o->samples = (int)lv;
+      else if (!strcmp(a, "--batch"))
+        bad |= lv > (1L << 24), o->batch = (int)lv;
+      else if (!strcmp(a, "--steps"))
+        bad |= lv > (1L << 30), o->steps = (int)lv;
+      else if (!strcmp(a, "--seed"))
+        o->seed = (uint64_t)lv;
+      else
+        bad = 1;
     }
     if (bad) {
       fprintf(stderr, "train: bad option '%s %s' (see --help)\n", a, v);
@@ -215,8 +232,8 @@ static int parse_args(int argc, char **argv, train_opts *o) {
 }
 
 /* Loss and accuracy of w over n samples starting at index first, split over the ranks. */
-static void evaluate(const double *w, uint64_t first, int n, gr_comm *comm,
-                     grad_args *ga, int64_t *red, double *loss, double *acc) {
+static void evaluate(const double *w, uint64_t first, int n, gr_comm *comm, grad_args *ga,
+                     int64_t *red, double *loss, double *acc) {
   int rank = gr_comm_rank(comm), size = gr_comm_size(comm);
   int lo = (int)((int64_t)n * rank / size), hi = (int)((int64_t)n * (rank + 1) / size);
   ga->w = w;
@@ -276,20 +293,22 @@ int main(int argc, char **argv) {
     printf("train: softmax regression, %d classes x %d features, %d samples, global batch %d "
            "over %d ranks, %d steps, lr %g, %s gradient allreduce of %zu values, %d pool threads "
            "per rank\n",
-           C, D, o.samples, o.batch, size, o.steps, o.lr, o.exact ? "fixed-point" : "double",
-           width, gr_pool_nthreads(gr_default_pool()));
+           C, D, o.samples, o.batch, size, o.steps, o.lr, o.exact ? "fixed-point" : "double", width,
+           gr_pool_nthreads(gr_default_pool()));
   }
   {
     char line[512], *all = malloc((size_t)size * sizeof line);
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-    snprintf(line, sizeof line, "train: rank %d/%d host %.64s local_rank %d/%d "
+    snprintf(line, sizeof line,
+             "train: rank %d/%d host %.64s local_rank %d/%d "
              "CUDA_VISIBLE_DEVICES=%.64s plan %s",
              me.rank, me.size, me.node, me.local_rank, me.local_size, cvd ? cvd : "unset",
              me.from_plan ? "gpurun" : "none");
     if (!all) MPI_Abort(MPI_COMM_WORLD, 3);
     CHECK(gr_allgather(line, all, sizeof line, GR_UINT8, comm, NULL));
     if (rank == 0)
-      for (int r = 0; r < size; r++) printf("%s\n", all + (size_t)r * sizeof line);
+      for (int r = 0; r < size; r++)
+        printf("%s\n", all + (size_t)r * sizeof line);
     free(all);
     fflush(stdout);
   }
@@ -321,11 +340,13 @@ int main(int argc, char **argv) {
     double loss;
     if (o.exact) {
       CHECK(gr_allreduce(local, gsum, width, GR_INT64, GR_SUM, comm, NULL));
-      for (size_t k = 0; k < nw; k++) w[k] -= o.lr * ((double)gsum[k] / FIXED_ONE) / o.batch;
+      for (size_t k = 0; k < nw; k++)
+        w[k] -= o.lr * ((double)gsum[k] / FIXED_ONE) / o.batch;
       loss = (double)gsum[width - 2] / FIXED_ONE / o.batch;
     } else {
       CHECK(gr_allreduce(localf, gfsum, width, GR_FLOAT64, GR_SUM, comm, NULL));
-      for (size_t k = 0; k < nw; k++) w[k] -= o.lr * gfsum[k] / o.batch;
+      for (size_t k = 0; k < nw; k++)
+        w[k] -= o.lr * gfsum[k] / o.batch;
       loss = gfsum[width - 2] / o.batch;
     }
     t_comm += now() - tc;
