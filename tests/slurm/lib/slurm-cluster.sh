@@ -27,6 +27,8 @@ _slurm_free_port() {
 slurm_cluster_start() {
   _ngpus=${1:-4}
   _cpus=${2:-8}
+  # root: slurmd runs jobs as their users and the fake GPUs are device nodes (mknod).
+  if [ "$(id -u)" != 0 ]; then echo "SKIP: the private Slurm cluster needs root"; exit 77; fi
   for _t in slurmctld slurmd sbatch squeue scontrol sinfo; do
     command -v "$_t" >/dev/null 2>&1 || { echo "SKIP: $_t not installed"; exit 77; }
   done
