@@ -13,6 +13,14 @@ endforeach()
 find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_hints} PATH_SUFFIXES include)
 find_library(NCCL_LIBRARY NAMES nccl HINTS ${_nccl_hints} PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu)
 
+# A path the user gave that does not hold NCCL counts as not found.
+if(NCCL_INCLUDE_DIR AND NOT EXISTS "${NCCL_INCLUDE_DIR}/nccl.h")
+  set(NCCL_INCLUDE_DIR "NCCL_INCLUDE_DIR-NOTFOUND" CACHE PATH "" FORCE)
+endif()
+if(NCCL_LIBRARY AND NOT EXISTS "${NCCL_LIBRARY}")
+  set(NCCL_LIBRARY "NCCL_LIBRARY-NOTFOUND" CACHE FILEPATH "" FORCE)
+endif()
+
 if(NCCL_INCLUDE_DIR AND EXISTS "${NCCL_INCLUDE_DIR}/nccl.h")
   file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_ver REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) +[0-9]+")
   foreach(_part MAJOR MINOR PATCH)

@@ -13,9 +13,25 @@ if(GPURUN_SANITIZE MATCHES "address")
   # Open MPI and hwloc keep allocations until exit; those are not ours to report.
   list(APPEND GPURUN_MPI_TEST_ENV
     "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan.supp:print_suppressions=0"
-    "ASAN_OPTIONS=detect_odr_violation=0")
+    # Full unwinding: Open MPI's libraries have no frame pointers, and fast unwinding loses the
+    # frames the suppressions match on.
+    "ASAN_OPTIONS=detect_odr_violation=0:fast_unwind_on_malloc=0")
 endif()
 set(GPURUN_MPIEXEC ${MPIEXEC_EXECUTABLE} CACHE FILEPATH "mpirun used by the MPI tests")
+
+# gr_test_support(TARGET): what every test executable needs in this build. Under AddressSanitizer,
+# a no-op dlclose (tests/support/keep_plugins_loaded.c) so that leaks inside Open MPI's plugins can
+# be matched by tests/lsan.supp. Idempotent.
+function(gr_test_support target)
+  get_target_property(done ${target} GR_TEST_SUPPORT)
+  if(done)
+    return()
+  endif()
+  set_target_properties(${target} PROPERTIES GR_TEST_SUPPORT ON)
+  if(GPURUN_SANITIZE MATCHES "address")
+    target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support/keep_plugins_loaded.c)
+  endif()
+endfunction()
 
 # gr_add_test_executable(NAME SOURCES ... [LIBS ...])
 function(gr_add_test_executable name)
@@ -23,6 +39,7 @@ function(gr_add_test_executable name)
   add_executable(${name} ${A_SOURCES})
   target_link_libraries(${name} PRIVATE gpurun_internal PkgConfig::CMOCKA ${A_LIBS})
   gpurun_warnings(${name})
+  gr_test_support(${name})
 endfunction()
 
 # gr_add_unit_test(NAME SOURCES ... [LIBS ...] [LABELS ...] [TIMEOUT s] [ENV ...])
@@ -48,6 +65,7 @@ function(gr_add_mpi_test name)
   endif()
   list(POP_FRONT A_COMMAND exe)
   if(TARGET ${exe})
+    gr_test_support(${exe})
     set(exe $<TARGET_FILE:${exe}>)
   endif()
   add_test(NAME ${name}

@@ -1,7 +1,9 @@
 #!/bin/sh
-# consumer_test.sh BUILD_DIR CONSUMER_SRC CC MPIEXEC
+# consumer_test.sh BUILD_DIR CONSUMER_SRC CC MPIEXEC [EXTRA_CFLAGS]
+# EXTRA_CFLAGS: what a consumer of this particular build needs too (the sanitizer flags when the
+# library was built with sanitizers).
 set -eu
-build=$1 src=$2 cc=$3 mpiexec=$4
+build=$1 src=$2 cc=$3 mpiexec=$4 extra=${5:-}
 work=$(mktemp -d /tmp/gpurun-consumer.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
@@ -9,7 +11,8 @@ prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 
 # 1. find_package(gpurun CONFIG)
-cmake -S "$src" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" >/dev/null
+cmake -S "$src" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" \
+  -DCMAKE_C_FLAGS="$extra" -DCMAKE_EXE_LINKER_FLAGS="$extra" >/dev/null
 cmake --build "$work/cmake-build" >/dev/null
 out=$("$mpiexec" -np 2 --oversubscribe "$work/cmake-build/consumer")
 echo "$out"
@@ -18,8 +21,9 @@ echo "$out" | grep -q "consumer ok: 2 ranks"
 # 2. pkg-config: cc app.c $(pkg-config --cflags --libs gpurun)
 libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -1)
 flags=$(PKG_CONFIG_PATH=$libdir pkg-config --cflags --libs gpurun)
+cflags=$(PKG_CONFIG_PATH=$libdir pkg-config --cflags gpurun)
 # shellcheck disable=SC2086
-"$cc" -o "$work/consumer-pc" "$src/consumer.c" $flags
+"$cc" $extra -o "$work/consumer-pc" "$src/consumer.c" $flags
 out=$("$mpiexec" -np 2 --oversubscribe "$work/consumer-pc")
 echo "$out"
 echo "$out" | grep -q "consumer ok: 2 ranks"
@@ -30,7 +34,7 @@ for h in "$prefix"/include/gpurun/*.h; do
   printf '#include <gpurun/%s>\nint main(void){return 0;}\n' "$name" >"$work/h.c"
   if [ "$name" = "coll.h" ] || [ "$name" = "dpool.h" ] || [ "$name" = "runtime.h" ] || [ "$name" = "gpurun.h" ]; then
     # shellcheck disable=SC2086
-    "$cc" -std=c11 -Wall -Wextra -Werror -c "$work/h.c" -o "$work/h.o" $flags
+    "$cc" -std=c11 -Wall -Wextra -Werror -c "$work/h.c" -o "$work/h.o" $cflags
   else
     "$cc" -std=c11 -Wall -Wextra -Werror -c "$work/h.c" -o "$work/h.o" -I"$prefix/include"
   fi
