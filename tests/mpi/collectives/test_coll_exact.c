@@ -49,6 +49,33 @@ static const char *on(gr_op o) {
   return n[o];
 }
 
+#ifdef EXACT_NCCL_DOUBLE
+/* Every other buffer is "device" memory of the double (host-readable there), so that the NCCL
+ * backend's direct path, its staging of host buffers and mixed calls all run. */
+#include "nccl_double/include/cuda_runtime_api.h"
+static unsigned nalloc;
+static void *xalloc(size_t bytes) {
+  void *p = NULL;
+  if (nalloc++ % 2 == 0) {
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) p = NULL;
+  } else {
+    p = malloc(bytes ? bytes : 1);
+  }
+  if (!p) {
+    fprintf(stderr, "out of memory\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  return p;
+}
+static void xfree(void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeDevice)
+    cudaFree(p);
+  else
+    free(p);
+}
+#define free xfree
+#else
 static void *xalloc(size_t bytes) {
   void *p = malloc(bytes ? bytes : 1);
   if (!p) {
@@ -57,6 +84,7 @@ static void *xalloc(size_t bytes) {
   }
   return p;
 }
+#endif
 
 static const double SENTINEL = 99;
 
