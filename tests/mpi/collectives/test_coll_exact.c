@@ -256,6 +256,28 @@ static void t_sendrecv(gr_comm *c, gr_dtype t, size_t n) {
   free(d);
 }
 
+/* Fused: buffers of 0, 7 and 1023 elements in one call; the middle one in place. */
+static void t_allreduce_multi(gr_comm *c, gr_dtype t, gr_op op) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  size_t es = ev_size(t), counts[3] = {0, 7, 1023};
+  char what[128];
+  snprintf(what, sizeof what, "%s allreduce_multi %s %s", BACKEND_LABEL, dn(t), on(op));
+  void *s[3], *d[3];
+  for (int b = 0; b < 3; b++) {
+    s[b] = xalloc(counts[b] * es);
+    d[b] = b == 1 ? s[b] : xalloc(counts[b] * es);
+    fill(t, op, s[b], counts[b], r, 100 * (size_t)b);
+    if (b != 1) fill_const(t, d[b], counts[b], SENTINEL);
+  }
+  CHECK_OK(gr_allreduce_multi((const void *const *)s, d, counts, 3, t, op, c, NULL), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  for (int b = 0; b < 3; b++) EXPECT_ALL(what, t, d[b], counts[b], ev_reduced(t, op, P, 100 * (size_t)b + i));
+  for (int b = 0; b < 3; b++) {
+    if (b != 1) free(d[b]);
+    free(s[b]);
+  }
+}
+
 static void suite(gr_comm *c, const size_t *sizes, size_t nsizes) {
   int P = gr_comm_size(c);
   for (int t = GR_INT8; t <= GR_FLOAT64; t++) {
@@ -324,6 +346,9 @@ int main(int argc, char **argv) {
     big_suite(world);
   } else {
     suite(world, small_sizes, 4);
+    t_allreduce_multi(world, GR_FLOAT32, GR_SUM);
+    t_allreduce_multi(world, GR_FLOAT16, GR_AVG);
+    t_allreduce_multi(world, GR_INT8, GR_MIN);
     /* odd/even ranks, numbered backwards: comm ranks differ from world ranks */
     CHECK_OK(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
     if (split) {
