@@ -565,8 +565,8 @@ ncclResult_t ncclCommAbort(ncclComm_t c) {
       item *it = *p;
       if (uses(it, c)) {
         *p = it->next;
-        free(it->ops);
-        free(it);
+        for (int i = 0; i < it->nops; i++) free(it->ops[i].tmp);
+        item_free(it); /* the request handles are copies: MPI keeps its own */
       } else {
         last = it;
         p = &it->next;
