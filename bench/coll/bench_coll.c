@@ -20,7 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gr_config.h"
 #include "gr_dtype.h"
+#if GPURUN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 typedef enum { B_ALLREDUCE, B_BCAST, B_REDUCE, B_ALLGATHER, B_REDSCAT, B_ALLTOALL, B_SENDRECV } bop;
 static const char *const bop_names[] = {"allreduce", "broadcast", "reduce", "allgather",
@@ -302,7 +306,21 @@ int main(int argc, char **argv) {
   size_t maxn = count_for(&o, o.maxb) + 1, sn, rn;
   sizes(&o, maxn, &sn, &rn);
   size_t big = (sn > rn ? sn : rn) * es + 64; /* in place, one buffer holds both sides */
-  void *s = malloc(big), *r = malloc(big), *s2 = malloc(big);
+  void *s, *r, *s2;
+#if GPURUN_HAVE_CUDA
+  /* NCCL needs device memory; managed memory also lets the check read it here. */
+  if (gr_comm_backend(c) == GR_BACKEND_NCCL) {
+    if (cudaMallocManaged(&s, big, cudaMemAttachGlobal) != cudaSuccess ||
+        cudaMallocManaged(&r, big, cudaMemAttachGlobal) != cudaSuccess ||
+        cudaMallocManaged(&s2, big, cudaMemAttachGlobal) != cudaSuccess) {
+      fprintf(stderr, "cudaMallocManaged(%zu) failed\n", big);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  } else
+#endif
+  {
+    s = malloc(big), r = malloc(big), s2 = malloc(big);
+  }
   fill(o.dt, s, sn, rank);
   memset(r, 0, rn * es);
   FILE *js = NULL;
@@ -412,7 +430,12 @@ int main(int argc, char **argv) {
     fputs("\n]}\n", js);
     fclose(js);
   }
-  free(s), free(r), free(s2);
+#if GPURUN_HAVE_CUDA
+  if (gr_comm_backend(c) == GR_BACKEND_NCCL)
+    cudaFree(s), cudaFree(r), cudaFree(s2);
+  else
+#endif
+    free(s), free(r), free(s2);
   MPI_Comm_free(&raw);
   gr_comm_destroy(c);
   MPI_Finalize();

@@ -16,6 +16,10 @@
 #include "gr_coll.h"
 extern const gr__coll_ops gr__coll_ops_nccl_double;
 #define BACKEND_LABEL "nccl-double"
+#elif defined(EXACT_REAL_NCCL)
+#include <cuda_runtime_api.h>
+#include "gr_device.h"
+#define BACKEND_LABEL "nccl"
 #else
 #define BACKEND_LABEL "mpi"
 #endif
@@ -70,6 +74,31 @@ static void *xalloc(size_t bytes) {
 static void xfree(void *p) {
   struct cudaPointerAttributes a;
   if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeDevice)
+    cudaFree(p);
+  else
+    free(p);
+}
+#define free xfree
+#elif defined(EXACT_REAL_NCCL)
+/* Every other buffer is CUDA managed memory (device memory to NCCL, readable here), the others
+ * plain host memory that the backend stages. */
+static unsigned nalloc;
+static void *xalloc(size_t bytes) {
+  void *p = NULL;
+  if (nalloc++ % 2 == 0) {
+    if (cudaMallocManaged(&p, bytes ? bytes : 1, cudaMemAttachGlobal) != cudaSuccess) p = NULL;
+  } else {
+    p = malloc(bytes ? bytes : 1);
+  }
+  if (!p) {
+    fprintf(stderr, "out of memory\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  return p;
+}
+static void xfree(void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeManaged)
     cudaFree(p);
   else
     free(p);
@@ -336,6 +365,20 @@ int main(int argc, char **argv) {
   gr_comm *world = NULL, *split = NULL, *halves = NULL;
 #ifdef EXACT_NCCL_DOUBLE
   CHECK_OK(gr__comm_create_ops(MPI_COMM_WORLD, &cfg, &gr__coll_ops_nccl_double, &world), "create");
+#elif defined(EXACT_REAL_NCCL)
+  {
+    char why[160];
+    int ndev = gr__cuda_device_count(why, sizeof why), nranks;
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (ndev < nranks) { /* one GPU per rank: NCCL refuses two ranks on one device */
+      if (world_rank == 0) printf("skipped: %d rank(s), %d GPU(s) (%s)\n", nranks, ndev, ndev ? "" : why);
+      MPI_Finalize();
+      return 77;
+    }
+    cudaSetDevice(world_rank % ndev);
+  }
+  cfg.backend = GR_BACKEND_NCCL;
+  CHECK_OK(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
 #else
   cfg.backend = GR_BACKEND_MPI;
   CHECK_OK(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
