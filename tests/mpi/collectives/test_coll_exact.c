@@ -307,6 +307,29 @@ static void t_allreduce_multi(gr_comm *c, gr_dtype t, gr_op op) {
   }
 }
 
+/* Several collectives in flight at once: a group of allreduces and a broadcast. */
+static void t_grouped(gr_comm *c) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  const char *what = BACKEND_LABEL " grouped allreduce x3 + broadcast";
+  void *a = xalloc(7 * 4), *b = xalloc(1023 * 4), *d = xalloc(1023 * 8), *e = xalloc(5 * 2);
+  fill(GR_INT32, GR_SUM, a, 7, r, 0);
+  fill(GR_FLOAT32, GR_MAX, b, 1023, r, 0);
+  fill(GR_FLOAT64, GR_PROD, d, 1023, r, 0);
+  if (r == 0) fill(GR_FLOAT16, GR_SUM, e, 5, r, 0); else fill_const(GR_FLOAT16, e, 5, SENTINEL);
+  CHECK_OK(gr_group_start(), what);
+  CHECK_OK(gr_allreduce(a, a, 7, GR_INT32, GR_SUM, c, NULL), what);
+  CHECK_OK(gr_allreduce(b, b, 1023, GR_FLOAT32, GR_MAX, c, NULL), what);
+  CHECK_OK(gr_broadcast(e, e, 5, GR_FLOAT16, 0, c, NULL), what);
+  CHECK_OK(gr_allreduce(d, d, 1023, GR_FLOAT64, GR_PROD, c, NULL), what);
+  CHECK_OK(gr_group_end(), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_ALL(what, GR_INT32, a, 7, ev_reduced(GR_INT32, GR_SUM, P, i));
+  EXPECT_ALL(what, GR_FLOAT32, b, 1023, ev_reduced(GR_FLOAT32, GR_MAX, P, i));
+  EXPECT_ALL(what, GR_FLOAT64, d, 1023, ev_reduced(GR_FLOAT64, GR_PROD, P, i));
+  EXPECT_ALL(what, GR_FLOAT16, e, 5, ev_input(GR_FLOAT16, GR_SUM, 0, i));
+  free(a), free(b), free(d), free(e);
+}
+
 static void suite(gr_comm *c, const size_t *sizes, size_t nsizes) {
   int P = gr_comm_size(c);
   for (int t = GR_INT8; t <= GR_FLOAT64; t++) {
@@ -392,6 +415,7 @@ int main(int argc, char **argv) {
     t_allreduce_multi(world, GR_FLOAT32, GR_SUM);
     t_allreduce_multi(world, GR_FLOAT16, GR_AVG);
     t_allreduce_multi(world, GR_INT8, GR_MIN);
+    t_grouped(world);
     /* odd/even ranks, numbered backwards: comm ranks differ from world ranks */
     CHECK_OK(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
     if (split) {
@@ -402,6 +426,7 @@ int main(int argc, char **argv) {
     CHECK_OK(gr_comm_split(world, world_rank == P - 1 && P > 1 ? -1 : 0, 0, &halves), "split nocolor");
     if ((halves == NULL) != (world_rank == P - 1 && P > 1)) FAIL("split with no color: comm %p", (void *)halves);
     if (halves) t_allreduce(halves, GR_INT32, GR_SUM, 7, 0);
+    if (split) t_grouped(split);
     CHECK_OK(gr_comm_destroy(halves), "destroy");
     CHECK_OK(gr_comm_destroy(split), "destroy");
   }
