@@ -26,7 +26,7 @@ typedef struct {
 /* Small allreduces with a timeout use our own recursive doubling over MPI_Isend/MPI_Irecv instead
  * of MPI_Iallreduce: Open MPI's non-blocking collectives (libnbc) cost several microseconds more
  * than its blocking ones at these sizes, while point-to-point requests are as fast as they get. */
-#define RD_MAX_BYTES 16384
+#define RD_MAX_BYTES 32768 /* 16 chunks each way (be_reqs holds 64); above, MPI_Iallreduce */
 #define RD_TAG_BASE 0x4000
 enum { RD_FOLD_SEND = 1, RD_FOLD_RECV, RD_LOOP, RD_UNFOLD_SEND, RD_UNFOLD_RECV, RD_DONE };
 
@@ -238,33 +238,43 @@ static int rd_pof2(int p) {
   return q;
 }
 
+/* Messages go in chunks of at most RD_CHUNK bytes, which stay under the shared-memory transport's
+ * eager limit (a 4 KiB message already takes the rendezvous path, several times slower). */
+#define RD_CHUNK 2048
+
+static int rd_chunks(const gr__call *k, int dir, void *buf, int peer) {
+  gr_comm *c = k->comm;
+  gr__call *m = (gr__call *)k;
+  size_t bytes = k->count * gr__dtype_size(k->dtype);
+  int rc = MPI_SUCCESS;
+  size_t off = 0;
+  do {
+    int len = (int)(bytes - off < RD_CHUNK ? bytes - off : RD_CHUNK);
+    MPI_Request *q = &m->be_reqs[m->be_nreqs++];
+    rc = dir ? MPI_Isend((char *)buf + off, len, MPI_BYTE, peer, k->be_tag, c->mpi, q)
+             : MPI_Irecv((char *)buf + off, len, MPI_BYTE, peer, k->be_tag, c->mpi, q);
+    off += (size_t)len;
+  } while (rc == MPI_SUCCESS && off < bytes);
+  return rc;
+}
+
 static gr_status rd_post_step(gr__call *k) {
   gr_comm *c = k->comm;
   int P = c->size, r = c->rank, pof2 = rd_pof2(P), rem = P - pof2, rc = MPI_SUCCESS;
-  int bytes = (int)(k->count * gr__dtype_size(k->dtype)); /* <= RD_MAX_BYTES */
+  k->be_nreqs = 0;
   switch (k->be_phase) {
-  case RD_FOLD_SEND:
-    rc = MPI_Isend(k->be_buf, bytes, MPI_BYTE, r + 1, k->be_tag, c->mpi, &k->be_req);
-    break;
-  case RD_FOLD_RECV:
-    rc = MPI_Irecv(k->be_in, bytes, MPI_BYTE, r - 1, k->be_tag, c->mpi, &k->be_req);
-    break;
+  case RD_FOLD_SEND: rc = rd_chunks(k, 1, k->be_buf, r + 1); break;
+  case RD_FOLD_RECV: rc = rd_chunks(k, 0, k->be_in, r - 1); break;
   case RD_LOOP: {
     int nr = r < 2 * rem ? r / 2 : r - rem, pn = nr ^ k->be_mask;
     int partner = pn < rem ? pn * 2 + 1 : pn + rem;
-    rc = MPI_Irecv(k->be_in, bytes, MPI_BYTE, partner, k->be_tag, c->mpi, &k->be_req2);
-    if (rc == MPI_SUCCESS)
-      rc = MPI_Isend(k->be_buf, bytes, MPI_BYTE, partner, k->be_tag, c->mpi, &k->be_req);
+    rc = rd_chunks(k, 0, k->be_in, partner);
+    if (rc == MPI_SUCCESS) rc = rd_chunks(k, 1, k->be_buf, partner);
     break;
   }
-  case RD_UNFOLD_SEND:
-    rc = MPI_Isend(k->be_buf, bytes, MPI_BYTE, r - 1, k->be_tag, c->mpi, &k->be_req);
-    break;
-  case RD_UNFOLD_RECV:
-    rc = MPI_Irecv(k->be_buf, bytes, MPI_BYTE, r + 1, k->be_tag, c->mpi, &k->be_req);
-    break;
-  default:
-    break;
+  case RD_UNFOLD_SEND: rc = rd_chunks(k, 1, k->be_buf, r - 1); break;
+  case RD_UNFOLD_RECV: rc = rd_chunks(k, 0, k->be_buf, r + 1); break;
+  default: break;
   }
   return mpi_rc(k, rc, "MPI_Isend/MPI_Irecv (allreduce)");
 }
@@ -313,11 +323,10 @@ static gr_status rd_test(gr__call *k, int *done) {
       *done = 1;
       return GR_OK;
     }
-    int f1 = 0, f2 = 1;
-    int rc = MPI_Test(&k->be_req, &f1, MPI_STATUS_IGNORE);
-    if (rc == MPI_SUCCESS && k->be_phase == RD_LOOP) rc = MPI_Test(&k->be_req2, &f2, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return mpi_rc(k, rc, "MPI_Test (allreduce)");
-    if (!f1 || !f2) return GR_OK;
+    int flag = 0;
+    int rc = MPI_Testall(k->be_nreqs, k->be_reqs, &flag, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_rc(k, rc, "MPI_Testall (allreduce)");
+    if (!flag) return GR_OK;
     if (k->be_phase == RD_FOLD_RECV || k->be_phase == RD_LOOP)
       gr__reduce_host(k->dtype, k->op, k->be_buf, k->be_in, k->count);
     k->be_phase = rd_next(k);

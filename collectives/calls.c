@@ -286,8 +286,7 @@ static gr_status submit(const char *fn, gr__call *k) {
 }
 
 #define CALL_INIT(kind_, comm_) \
-  { .kind = (kind_), .comm = (comm_), .root = -1, .flight_slot = -1, .be_req = MPI_REQUEST_NULL, \
-    .be_req2 = MPI_REQUEST_NULL }
+  { .kind = (kind_), .comm = (comm_), .root = -1, .flight_slot = -1, .be_req = MPI_REQUEST_NULL }
 
 GR_API gr_status gr_allreduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
                               gr_comm *comm, gr_stream stream) {
