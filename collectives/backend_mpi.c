@@ -442,7 +442,23 @@ static gr_status mpi_test(gr__call *k, int *done) {
 }
 
 static void mpi_forget(gr__call *k) {
-  /* The request may still write into the buffers: they are left alone (and leaked). */
+  if (k->be_flags & 4) {
+    /* Our own allreduce is point to point, hence cancellable: once cancelled, the waits return
+     * locally and nothing writes into the buffers any more. */
+    for (int i = 0; i < k->be_nreqs; i++)
+      if (k->be_reqs[i] != MPI_REQUEST_NULL) {
+        MPI_Cancel(&k->be_reqs[i]);
+        MPI_Wait(&k->be_reqs[i], MPI_STATUS_IGNORE);
+      }
+    free(k->be_in);
+    k->be_in = NULL;
+    k->be_flags &= ~4;
+    if (k->be_flags & 1) free(k->be_tmp), k->be_tmp = NULL;
+    stage_out(k); /* frees the staging buffers (the copy back is harmless) */
+    return;
+  }
+  /* A collective request cannot be cancelled and may still write into the buffers: they are
+   * left alone (and leaked). */
   k->be_tmp = k->be_tmp2 = k->be_in = NULL;
 }
 
