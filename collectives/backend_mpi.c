@@ -127,7 +127,6 @@ static int on_device(const void *p) {
   }
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
-#endif
 
 /* Bytes of the send and the receive side of a call on this rank. */
 static void sides(const gr__call *k, size_t *sb, size_t *rb) {
@@ -146,6 +145,7 @@ static void sides(const gr__call *k, size_t *sb, size_t *rb) {
   default: break;
   }
 }
+#endif
 
 /* Replace device pointers by pinned host copies (be_tmp = send side, be_tmp2 = receive side). */
 static gr_status stage_in(gr__call *k, const void **s, void **r) {
