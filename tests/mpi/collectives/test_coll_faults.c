@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gr_device.h"
 #ifdef FAULTS_NCCL_DOUBLE
 #include "gr_coll.h"
 extern const gr__coll_ops gr__coll_ops_nccl_double;
@@ -199,6 +200,15 @@ static void mode_badargs(void) {
     if (r[i] != size * (i + 1)) FAIL("allreduce after rejected calls: r[%d] = %d", i, r[i]);
   EXPECT_ST(gr_comm_destroy(c), GR_OK);
   EXPECT_ST(gr_comm_destroy(NULL), GR_OK);
+#ifndef FAULTS_NCCL_DOUBLE
+  /* AUTO on a machine without a usable GPU: the MPI backend, whatever the build. */
+  gr_comm *a = NULL;
+  EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, NULL, &a), GR_OK);
+  char why[128];
+  if (gr__cuda_device_count(why, sizeof why) == 0 && gr_comm_backend(a) != GR_BACKEND_MPI)
+    FAIL("GR_BACKEND_AUTO chose %d without a GPU", (int)gr_comm_backend(a));
+  EXPECT_ST(gr_comm_destroy(a), GR_OK);
+#endif
 }
 
 static void mode_signal(const char *dir) {
