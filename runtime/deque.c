@@ -2,8 +2,33 @@
  * gr_deque.h). */
 #include "gr_deque.h"
 
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static pthread_once_t asym_once = PTHREAD_ONCE_INIT;
+static int asym_ok;
+
+static void asym_register(void) {
+  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED)) return;
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0) return;
+  /* One trial: the command must work before any deque relies on it. */
+  asym_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+int gr__deque_asym_available(void) {
+  pthread_once(&asym_once, asym_register);
+  return asym_ok;
+}
+
+void gr__deque_heavy_barrier(void) {
+  /* Registered and tested by gr__deque_asym_available: it cannot fail afterwards. */
+  syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+}
 
 static gr__deque_array *array_new(int64_t capacity) {
   gr__deque_array *a = malloc(sizeof *a + (size_t)capacity * sizeof a->slot[0]);
@@ -14,7 +39,7 @@ static gr__deque_array *array_new(int64_t capacity) {
   return a;
 }
 
-int gr__deque_init(gr__deque *d, int log2_capacity) {
+int gr__deque_init(gr__deque *d, int log2_capacity, int asym) {
   if (log2_capacity < 1) log2_capacity = 1;
   if (log2_capacity > 40) return -1;
   gr__deque_array *a = array_new((int64_t)1 << log2_capacity);
@@ -22,6 +47,7 @@ int gr__deque_init(gr__deque *d, int log2_capacity) {
   atomic_init(&d->top, 0);
   atomic_init(&d->bottom, 0);
   atomic_init(&d->array, a);
+  d->asym = asym;
   return 0;
 }
 

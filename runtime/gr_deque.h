@@ -18,6 +18,22 @@
  * Every store to bottom is release or stronger, so a thief that reads any bottom value also sees
  * the task descriptors pushed before it.
  *
+ * Asymmetric mode (d->asym, chosen at init and fixed for the deque's life). The seq_cst store in
+ * pop is a locked instruction (~17-20 ns on the shared development VMs, more than the rest of a
+ * spawn/pop pair) paid on every pop, while the fence it pairs with in steal is paid only on
+ * steals, which are rare. In asymmetric mode pop orders its bottom store before its top load
+ * with a compiler barrier only, and steal replaces its fence by membarrier(2)
+ * MEMBARRIER_CMD_PRIVATE_EXPEDITED, which makes every running thread of the process execute a
+ * full barrier (the asymmetric Dekker of liburcu; for work stealing, cf. Morrison and Afek,
+ * "Fence-free work stealing on bounded TSO processors", ASPLOS 2014). Why it suffices: a thief
+ * that wins index i = b-1 while the owner pops i without the last-item CAS must have read
+ * top == i before its barrier, while the owner read top < i earlier still, so the owner's bottom
+ * store preceded the barrier and the thief's later load of bottom sees <= i: empty. Thieves skip
+ * the barrier when a cheap first look finds the deque empty, so idle spinning costs the owner
+ * nothing. The cost moves to the steal: an IPI to every core running a thread of the process, so
+ * on wide nodes with frequent steals it can lose. Hence opt-in: the pool uses it only with
+ * GPURUN_POOL_FENCE=asym (and a kernel that has the command); the unit tests run both modes.
+ *
  * Indices are signed 64-bit and never wrap in practice. Slots are _Atomic so a thief's read racing
  * with the owner's overwrite of a recycled slot is defined (the thief's CAS on top then fails).
  * A grown-out-of array is never freed while the deque lives: a thief may still be reading it. It
@@ -42,20 +58,27 @@ typedef struct gr__deque {
   alignas(GR__CACHE_LINE) _Atomic int64_t top; /* thieves CAS this */
   alignas(GR__CACHE_LINE) _Atomic int64_t bottom; /* owner writes this */
   _Atomic(gr__deque_array *) array;
-  char pad_[GR__CACHE_LINE - sizeof(int64_t) - sizeof(void *)];
+  int asym; /* constant after init: see "Asymmetric mode" */
+  char pad_[GR__CACHE_LINE - sizeof(int64_t) - sizeof(void *) - sizeof(int)];
 } gr__deque;
 
 /* Result of a steal: an item, a deque that looked empty, or a lost race (worth retrying). */
 typedef enum { GR__STEAL_OK = 0, GR__STEAL_EMPTY, GR__STEAL_RETRY } gr__steal_result;
 
-/* log2_capacity: initial capacity is 1 << log2_capacity. Returns 0, or -1 when out of memory. */
-int gr__deque_init(gr__deque *d, int log2_capacity);
+/* log2_capacity: initial capacity is 1 << log2_capacity. asym: 1 for asymmetric mode (the caller
+ * must have had gr__deque_asym_available() return 1). Returns 0, or -1 when out of memory. */
+int gr__deque_init(gr__deque *d, int log2_capacity, int asym);
+/* Registers the process for membarrier's private expedited command (once); 1 when usable. */
+int gr__deque_asym_available(void);
+/* The thief's side of the asymmetric barrier. */
+void gr__deque_heavy_barrier(void);
 /* Frees the live and every retired array. No thread may use d any more. */
 void gr__deque_fini(gr__deque *d);
 /* Owner only: doubles the array, copying [t, b). Returns the new array, NULL when out of memory. */
 gr__deque_array *gr__deque_grow(gr__deque *d, gr__deque_array *a, int64_t t, int64_t b);
 
-/* Owner only. Returns 0, or -1 when the deque had to grow and could not. */
+/* Owner only. Returns 1 when the deque looked empty before the push (as far as the owner can
+ * tell: thieves may have emptied it since), 0 otherwise, or -1 when it had to grow and could not. */
 static inline int gr__deque_push(gr__deque *d, void *x) {
   int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
   int64_t t = atomic_load_explicit(&d->top, memory_order_acquire);
@@ -66,15 +89,22 @@ static inline int gr__deque_push(gr__deque *d, void *x) {
   }
   atomic_store_explicit(&a->slot[b & a->mask], x, memory_order_relaxed);
   atomic_store_explicit(&d->bottom, b + 1, memory_order_release);
-  return 0;
+  return b == t;
 }
 
 /* Owner only. The newest item, or NULL when empty. */
 static inline void *gr__deque_pop(gr__deque *d) {
   int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed) - 1;
   gr__deque_array *a = atomic_load_explicit(&d->array, memory_order_relaxed);
-  atomic_store_explicit(&d->bottom, b, memory_order_seq_cst);
-  int64_t t = atomic_load_explicit(&d->top, memory_order_seq_cst);
+  int64_t t;
+  if (d->asym) {
+    atomic_store_explicit(&d->bottom, b, memory_order_release);
+    atomic_signal_fence(memory_order_seq_cst); /* the compiler keeps the order; thieves membarrier */
+    t = atomic_load_explicit(&d->top, memory_order_acquire);
+  } else {
+    atomic_store_explicit(&d->bottom, b, memory_order_seq_cst);
+    t = atomic_load_explicit(&d->top, memory_order_seq_cst);
+  }
   void *x = NULL;
   if (t <= b) {
     x = atomic_load_explicit(&a->slot[b & a->mask], memory_order_relaxed);
@@ -96,6 +126,11 @@ static inline gr__steal_result gr__deque_steal(gr__deque *d, void **out) {
   int64_t t = atomic_load_explicit(&d->top, memory_order_seq_cst);
   int64_t b = atomic_load_explicit(&d->bottom, memory_order_seq_cst);
   if (t >= b) return GR__STEAL_EMPTY;
+  if (d->asym) {
+    gr__deque_heavy_barrier();
+    b = atomic_load_explicit(&d->bottom, memory_order_seq_cst);
+    if (t >= b) return GR__STEAL_EMPTY;
+  }
   gr__deque_array *a = atomic_load_explicit(&d->array, memory_order_acquire);
   void *x = atomic_load_explicit(&a->slot[t & a->mask], memory_order_relaxed);
   if (!atomic_compare_exchange_strong_explicit(&d->top, &t, t + 1, memory_order_seq_cst,

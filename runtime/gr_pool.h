@@ -31,6 +31,9 @@ int gr__pool_sleeping(gr_pool *p);
 /* Wake every sleeping worker and waiter (e.g. after making work visible some other way). */
 void gr__pool_wake_all(gr_pool *p);
 
+/* 1 when p's deques use the asymmetric barrier (membarrier) instead of the seq_cst fence pair. */
+int gr__pool_asym(const gr_pool *p);
+
 /* 1 when the calling thread is a worker of p (its spawns go to its own deque). */
 int gr__pool_is_worker_of(const gr_pool *p);
 

@@ -43,9 +43,11 @@ static void *thief(void *arg) {
   return NULL;
 }
 
-static void every_item_taken_exactly_once(void **state) {
-  (void)state;
-  assert_int_equal(gr__deque_init(&dq, 1), 0); /* capacity 2: growth happens many times */
+static void stress(int asym) {
+  for (int i = 0; i <= NITEMS; i++) atomic_store(&taken[i], 0);
+  atomic_store(&owner_done, 0);
+  atomic_store(&stolen_total, 0);
+  assert_int_equal(gr__deque_init(&dq, 1, asym), 0); /* capacity 2: growth happens many times */
   pthread_t th[NTHIEVES];
   for (int i = 0; i < NTHIEVES; i++) assert_int_equal(pthread_create(&th[i], NULL, thief, NULL), 0);
   uint64_t rng = 88172645463325252ull;
@@ -57,7 +59,7 @@ static void every_item_taken_exactly_once(void **state) {
     rng ^= rng << 17;
     int burst = (int)(rng % 64);
     for (int k = 0; k < burst && next <= NITEMS; k++)
-      assert_int_equal(gr__deque_push(&dq, (void *)next++), 0);
+      assert_true(gr__deque_push(&dq, (void *)next++) >= 0);
     int pops = (int)((rng >> 8) % 48);
     for (int k = 0; k < pops; k++) {
       void *x = gr__deque_pop(&dq);
@@ -78,20 +80,33 @@ static void every_item_taken_exactly_once(void **state) {
   gr__deque_fini(&dq);
 }
 
+/* The Le et al. seq_cst fence pair. */
+static void every_item_taken_exactly_once(void **state) {
+  (void)state;
+  stress(0);
+}
+
+/* Asymmetric mode: plain pops, membarrier in steals (skipped where the kernel lacks it). */
+static void every_item_taken_exactly_once_asym(void **state) {
+  (void)state;
+  if (!gr__deque_asym_available()) skip();
+  stress(1);
+}
+
 static void empty_and_single(void **state) {
   (void)state;
   gr__deque d;
-  assert_int_equal(gr__deque_init(&d, 3), 0);
+  assert_int_equal(gr__deque_init(&d, 3, 0), 0);
   void *x = NULL;
   assert_null(gr__deque_pop(&d));
   assert_int_equal(gr__deque_steal(&d, &x), GR__STEAL_EMPTY);
-  assert_int_equal(gr__deque_push(&d, (void *)1), 0);
+  assert_int_equal(gr__deque_push(&d, (void *)1), 1); /* was empty */
   assert_int_equal(gr__deque_push(&d, (void *)2), 0);
   assert_int_equal(gr__deque_steal(&d, &x), GR__STEAL_OK); /* thieves take the oldest */
   assert_ptr_equal(x, (void *)1);
   assert_ptr_equal(gr__deque_pop(&d), (void *)2); /* the owner the newest */
   assert_null(gr__deque_pop(&d));
-  for (uintptr_t i = 1; i <= 1000; i++) assert_int_equal(gr__deque_push(&d, (void *)i), 0);
+  for (uintptr_t i = 1; i <= 1000; i++) assert_true(gr__deque_push(&d, (void *)i) >= 0);
   for (uintptr_t i = 1000; i >= 1; i--) assert_ptr_equal(gr__deque_pop(&d), (void *)i);
   gr__deque_fini(&d);
 }
@@ -100,6 +115,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(empty_and_single),
       cmocka_unit_test(every_item_taken_exactly_once),
+      cmocka_unit_test(every_item_taken_exactly_once_asym),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

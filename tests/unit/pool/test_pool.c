@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gr_deque.h"
 #include "gr_pool.h"
 
 static gr_pool *make_pool(int nthreads) {
@@ -29,6 +30,10 @@ static gr_pool *make_pool(int nthreads) {
   assert_int_equal(gr_pool_create(&cfg, &p), GR_OK);
   assert_non_null(p);
   assert_int_equal(gr_pool_nthreads(p), nthreads);
+  /* test_pool_asym runs this binary with GPURUN_POOL_FENCE=asym: make sure the mode is on. */
+  const char *fence = getenv("GPURUN_POOL_FENCE");
+  int want_asym = fence && strcmp(fence, "asym") == 0 && gr__deque_asym_available();
+  assert_int_equal(gr__pool_asym(p), want_asym);
   return p;
 }
 
@@ -464,6 +469,73 @@ static void destroy_with_work_in_flight(void **state) {
   assert_int_equal(gr_pool_destroy(fly_pool), GR_ERR_INVALID);
 }
 
+/* ---- several external threads at once (external slots, injection queue) ----------------- */
+
+static _Atomic int ext_errors;
+static void *ext_thread(void *a) {
+  (void)a;
+  for (int it = 0; it < 30; it++) {
+    fib_arg f[12];
+    gr_taskgroup g;
+    gr_taskgroup_init(&g, fib_pool);
+    for (int i = 0; i < 12; i++) {
+      f[i].n = 8 + i % 5;
+      f[i].r = -1;
+      if (gr_spawn(&g, fib_task, &f[i]) != GR_OK) atomic_fetch_add(&ext_errors, 1);
+    }
+    if (gr_taskgroup_wait(&g) != GR_OK) atomic_fetch_add(&ext_errors, 1);
+    for (int i = 0; i < 12; i++)
+      if (f[i].r != fib_ref(f[i].n)) atomic_fetch_add(&ext_errors, 1);
+  }
+  return NULL;
+}
+
+static void concurrent_external_threads(void **state) {
+  (void)state;
+  /* More external threads (12) than external slots (8): some help without a slot. */
+  fib_pool = make_pool(2);
+  pthread_t th[12];
+  for (int i = 0; i < 12; i++) assert_int_equal(pthread_create(&th[i], NULL, ext_thread, NULL), 0);
+  for (int i = 0; i < 12; i++) pthread_join(th[i], NULL);
+  assert_int_equal(atomic_load(&ext_errors), 0);
+  assert_true(gr__pool_quiescent(fib_pool));
+  assert_int_equal(gr_pool_destroy(fib_pool), GR_OK);
+}
+
+/* ---- two pools: a task of one waits for work in the other ------------------------------- */
+
+static gr_pool *pool_a, *pool_b;
+static _Atomic int cross_ran, cross_bad_state;
+static void cross_leaf(void *a) {
+  (void)a;
+  atomic_fetch_add(&cross_ran, 1);
+}
+static void cross_task(void *a) {
+  (void)a;
+  gr_taskgroup gb;
+  gr_taskgroup_init(&gb, pool_b);
+  for (int i = 0; i < 100; i++)
+    if (gr_spawn(&gb, cross_leaf, NULL) != GR_OK) abort();
+  if (gr_taskgroup_wait(&gb) != GR_OK) abort();
+  /* Destroying one's own pool from inside would wait for itself. */
+  if (gr_pool_destroy(pool_a) != GR_ERR_STATE) atomic_store(&cross_bad_state, 1);
+}
+
+static void two_pools(void **state) {
+  (void)state;
+  pool_a = make_pool(2);
+  pool_b = make_pool(2);
+  atomic_store(&cross_ran, 0);
+  gr_taskgroup ga;
+  gr_taskgroup_init(&ga, pool_a);
+  for (int i = 0; i < 8; i++) assert_int_equal(gr_spawn(&ga, cross_task, NULL), GR_OK);
+  assert_int_equal(gr_taskgroup_wait(&ga), GR_OK);
+  assert_int_equal(atomic_load(&cross_ran), 800);
+  assert_int_equal(atomic_load(&cross_bad_state), 0);
+  assert_int_equal(gr_pool_destroy(pool_b), GR_OK);
+  assert_int_equal(gr_pool_destroy(pool_a), GR_OK);
+}
+
 /* ---- bad input --------------------------------------------------------------------------- */
 
 static void bad_input(void **state) {
@@ -606,6 +678,16 @@ static void sizing_and_pinning(void **state) {
   assert_int_equal(sched_setaffinity(0, sizeof orig, &orig), 0);
   assert_int_equal(n1, 1);
 
+  /* The plan's cpuset from gpurun bounds the pool too. */
+  char plan[32];
+  snprintf(plan, sizeof plan, "%d", first);
+  setenv("GPURUN_CPUS", plan, 1);
+  assert_int_equal(gr_pool_create(&cfg, &p), GR_OK);
+  n1 = gr_pool_nthreads(p);
+  assert_int_equal(gr_pool_destroy(p), GR_OK);
+  unsetenv("GPURUN_CPUS");
+  assert_int_equal(n1, 1);
+
   /* Pinned: every worker's affinity lies within one core. */
   cfg.pin = 1;
   assert_int_equal(gr_pool_create(&cfg, &p), GR_OK);
@@ -625,6 +707,8 @@ int main(void) {
       cmocka_unit_test(parallel_for_covers_once),
       cmocka_unit_test(external_wait_helps),
       cmocka_unit_test(destroy_with_work_in_flight),
+      cmocka_unit_test(concurrent_external_threads),
+      cmocka_unit_test(two_pools),
       cmocka_unit_test(bad_input),
       cmocka_unit_test(sizing_and_pinning),
   };

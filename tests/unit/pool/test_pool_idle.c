@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <gpurun/pool.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,18 @@ static void sleep_ms(int ms) {
 }
 
 static _Atomic long work_sum;
+static _Atomic double stamp;
+
+static double now_ns_d(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
+}
+
+static void stamp_task(void *a) {
+  (void)a;
+  atomic_store(&stamp, now_ns_d());
+}
 static void body(size_t lo, size_t hi, void *a) {
   (void)a;
   long s = 0;
@@ -65,6 +78,26 @@ static void idle_pool_uses_no_cpu(void **state) {
     assert_true(ms <= 50.0);
     /* And it still wakes up for new work. */
   }
+  /* Wake-up latency from a sleeping pool: spawn from outside, time until the task starts.
+   * Printed for the record, not asserted (no timing thresholds in tests). */
+  double lat[20];
+  for (int i = 0; i < 20; i++) {
+    sleep_ms(30);
+    gr_taskgroup g;
+    gr_taskgroup_init(&g, p);
+    stamp = 0;
+    double t0 = now_ns_d();
+    assert_int_equal(gr_spawn(&g, stamp_task, NULL), GR_OK);
+    while (atomic_load(&stamp) == 0) sched_yield(); /* not gr_taskgroup_wait: it would help */
+    assert_int_equal(gr_taskgroup_wait(&g), GR_OK);
+    lat[i] = (atomic_load(&stamp) - t0) / 1e3;
+  }
+  double lo = lat[0], sum = 0;
+  for (int i = 0; i < 20; i++) {
+    lo = lat[i] < lo ? lat[i] : lo;
+    sum += lat[i];
+  }
+  print_message("wake-up latency of a sleeping worker: min %.1f us, mean %.1f us\n", lo, sum / 20);
   assert_int_equal(gr_pool_destroy(p), GR_OK);
 }
 
