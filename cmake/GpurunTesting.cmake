@@ -17,6 +17,10 @@ if(GPURUN_SANITIZE MATCHES "address")
     # frames the suppressions match on.
     "ASAN_OPTIONS=detect_odr_violation=0:fast_unwind_on_malloc=0")
 endif()
+if(GPURUN_SANITIZE MATCHES "thread")
+  # Open MPI's own lock-order report under MPI_THREAD_MULTIPLE (tests/tsan.supp).
+  list(APPEND GPURUN_MPI_TEST_ENV "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/tsan.supp")
+endif()
 set(GPURUN_MPIEXEC ${MPIEXEC_EXECUTABLE} CACHE FILEPATH "mpirun used by the MPI tests")
 
 # gr_test_support(TARGET): what every test executable needs in this build. Under AddressSanitizer,

@@ -97,14 +97,6 @@ static void cpus_from_hwloc(gr_rank_info_t *r) {
   hwloc_topology_destroy(topo);
 }
 
-static int cpuset_weight(const char *list) {
-  hwloc_bitmap_t set = hwloc_bitmap_alloc();
-  int w = 0;
-  if (set && hwloc_bitmap_list_sscanf(set, list) == 0) w = hwloc_bitmap_weight(set);
-  hwloc_bitmap_free(set);
-  return w > 0 ? w : 0;
-}
-
 /* The rank's first visible GPU becomes the current device; none means CPU mode. */
 static void select_device(gr_rank_info_t *r) {
   char why[160] = "";
@@ -225,8 +217,9 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
 
   gr_pool_config pc;
   gr_pool_config_init(&pc);
-  int w = info.cpus[0] ? cpuset_weight(info.cpus) : 0;
-  if (w > 0) pc.nthreads = w;
+  /* nthreads 0: the pool takes one worker per core of this process's cpuset - the rank's share
+   * under mpirun/gpurun binding (and, in the pool, intersected with GPURUN_CPUS). */
+  pc.nthreads = 0;
   GR_CHECK_GOTO(gr_pool_create(&pc, &pool), st, fail);
 
   t_init = now_s();

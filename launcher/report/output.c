@@ -157,7 +157,7 @@ static const chart_def gpu_charts[] = {
     {M_POWER, "power", "W", "#ff7f0e", 0},
 };
 static const chart_def cpu_charts[] = {
-    {M_CPU_UTIL, "CPU utilisation (rank's cores)", "%", "#9467bd", 100},
+    {M_CPU_UTIL, "CPU busy, rank's cores", "%", "#9467bd", 100},
     {M_RSS, "resident memory", "MiB", "#8c564b", 0},
 };
 
@@ -245,7 +245,9 @@ static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_
 int rpt_write_svg(const rpt_job *job, const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
-  int width = LABEL_W + 4 * (CHART_W + GAP) + 10;
+  int any_gpu = 0;
+  for (int i = 0; i < job->ns; i++) any_gpu |= strcmp(job->s[i].gpu, "-") != 0;
+  int width = LABEL_W + (any_gpu ? 4 : 2) * (CHART_W + GAP) + 10;
   int row_h = CHART_H + 12;
   int height = 50 + (job->ns ? job->ns : 1) * row_h + 10;
   fprintf(f,

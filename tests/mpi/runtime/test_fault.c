@@ -3,11 +3,12 @@
  *   hang  the last rank never calls the allreduce (it sleeps); the others must get GR_ERR_TIMEOUT
  *         (GPURUN_TIMEOUT), then GR_ERR_ABORTED on the aborted communicator, and exit 3 after their
  *         flight-recorder dumps are all on disk (so that gpurun-report can read every one).
- *   die   the last rank exits with status 7 just before the allreduce; the others either time out
- *         or are ended by mpirun. Either way the job ends non-zero and does not hang.
+ *   die   the last rank is killed by SIGALRM inside the allreduce, before the others arrive; they
+ *         either time out or are ended by mpirun. Either way the job ends non-zero, no hang.
  * The driving script (test_fault.sh) checks the exit status and the messages. */
 #include <gpurun/runtime.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +35,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rank %d: first allreduce failed: %s\n", ri.rank, gr_last_error());
     return 2;
   }
-  if (ri.rank == ri.size - 1) {
-    if (!strcmp(mode, "die")) _exit(7);
+  if (!strcmp(mode, "die")) {
+    if (ri.rank == ri.size - 1) {
+      /* Die inside the call: SIGALRM's default action ends the process 1 s into the allreduce,
+       * while the others have not even arrived (they start at 2 s). */
+      signal(SIGALRM, SIG_DFL);
+      alarm(1);
+    } else {
+      nap(2000);
+    }
+  }
+  if (ri.rank == ri.size - 1 && strcmp(mode, "die") != 0) {
     /* Bounded: mpirun ends this rank once the others have failed. */
     for (int i = 0; i < 600; i++)
       nap(100);

@@ -27,9 +27,11 @@ cat "$tmp/report.out"
 grep -q 'comm world (mpi): rank(s) 0,1 wait in allreduce #2 (count 1 float64); no dump from rank(s) 2' "$tmp/report.out" \
   || fail "report does not name rank 2"
 
-timeout -k 5 60 "$mpirun" -np 3 --oversubscribe "$prog" die > "$tmp/die.out" 2>&1
+# The dying rank's own call must not time out before SIGALRM ends it at 1 s.
+GPURUN_TIMEOUT=5 timeout -k 5 60 "$mpirun" -np 3 --oversubscribe "$prog" die > "$tmp/die.out" 2>&1
 rc=$?
 cat "$tmp/die.out"
 [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "die: the job hung (timeout(1) ended it)"
 [ $rc -ne 0 ] || fail "die: the job exited 0"
+grep -q 'signal 14' "$tmp/die.out" || fail "die: mpirun does not say rank 2 died of SIGALRM"
 echo "PASS (hang: exit $hang_rc, die: exit $rc)"

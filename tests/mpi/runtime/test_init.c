@@ -1,13 +1,14 @@
 /* gr_init / gr_finalize under mpirun: the state machine, gr_rank_info against what MPI and the OS
  * say independently, the world communicator and the default pool, and the counters file.
  * usage: test_init [lifecycle|plan|monitored]
- *   lifecycle  no plan in the environment (local rank from MPI, cpuset from the OS)
+ *   lifecycle  no plan in the environment (local rank from MPI, cpuset from the OS), or, when
+ *              started by gpurun, the plan it exported
  *   plan       GPURUN_* plan variables set by the test (one rank: local 0 of 1, cpus "0")
  *   monitored  like lifecycle, then checks <GPURUN_MONITOR_DIR>/<GPURUN_JOB_ID>/...counters.json */
 #include <gpurun/runtime.h>
 
+#include <hwloc.h>
 #include <mpi.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,11 +25,22 @@ static int me = -1;
     }                                                                                              \
   } while (0)
 
-static int affinity_count(void) {
-  cpu_set_t s;
-  CPU_ZERO(&s);
-  if (sched_getaffinity(0, sizeof s, &s) != 0) return -1;
-  return CPU_COUNT(&s);
+/* Cores (not hardware threads) this process may run on, asked of hwloc directly. */
+static int bound_cores(void) {
+  hwloc_topology_t t;
+  hwloc_topology_init(&t);
+  hwloc_topology_load(t);
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  int n = -1;
+  if (hwloc_get_cpubind(t, set, HWLOC_CPUBIND_PROCESS) == 0) {
+    n = 0;
+    int depth = hwloc_get_type_depth(t, HWLOC_OBJ_CORE);
+    for (unsigned i = 0; depth >= 0 && i < hwloc_get_nbobjs_by_depth(t, depth); i++)
+      n += hwloc_bitmap_intersects(hwloc_get_obj_by_depth(t, depth, i)->cpuset, set);
+  }
+  hwloc_bitmap_free(set);
+  hwloc_topology_destroy(t);
+  return n;
 }
 
 static char *slurp(const char *path) {
@@ -90,12 +102,19 @@ int main(int argc, char **argv) {
     CHECK(ri.numa == 0);
     CHECK(strcmp(ri.nic, "eth9") == 0);
     CHECK(gr_pool_nthreads(p) == 1); /* sized to the plan's one-CPU cpuset */
+  } else if (getenv("GPURUN_PLAN_VERSION")) {
+    /* Started by gpurun: the plan it exported, and the binding it applied. */
+    CHECK(ri.from_plan == 1);
+    CHECK(ri.local_rank == atoi(getenv("GPURUN_LOCAL_RANK")));
+    CHECK(ri.local_size == atoi(getenv("GPURUN_LOCAL_SIZE")));
+    CHECK(getenv("GPURUN_CPUS") && strcmp(ri.cpus, getenv("GPURUN_CPUS")) == 0);
+    CHECK(gr_pool_nthreads(p) == bound_cores());
   } else {
     /* All ranks of these tests share one node: local == world. */
     CHECK(ri.from_plan == 0);
     CHECK(ri.local_rank == rank && ri.local_size == size);
     CHECK(ri.cpus[0] != '\0');
-    CHECK(gr_pool_nthreads(p) == affinity_count());
+    CHECK(gr_pool_nthreads(p) == bound_cores());
   }
 
   if (!strcmp(mode, "monitored")) {
@@ -122,7 +141,7 @@ int main(int argc, char **argv) {
     const char *dir = getenv("GPURUN_MONITOR_DIR"), *job = getenv("GPURUN_JOB_ID");
     CHECK(dir && job);
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s/%s.%d.counters.json", dir, job, host, rank);
+    snprintf(path, sizeof path, "%s/%s/%s.%d.counters.json", dir, job, host, ri.local_rank);
     char *text = slurp(path);
     CHECK(text != NULL);
     /* 1 + 20 allreduces of one int64 (8 bytes each) and one barrier. */

@@ -169,6 +169,31 @@ static void test_flight(void **state) {
   assert_null(json);
 }
 
+/* The recorder marks the call it gave up on "timeout" before dumping: still the call it waited in.
+ */
+static void test_flight_timeout_state(void **state) {
+  (void)state;
+  char *json = NULL;
+  FILE *out = tmpfile();
+  assert_int_equal(rpt_flight(FIX "/timeout_job", out, &json), 2);
+  fclose(out);
+  grj *doc = grj_parse(json, NULL);
+  assert_non_null(doc);
+  const grj *f = doc->child;
+  assert_non_null(f);
+  assert_string_equal(grj_str(f, "comm"), "world");
+  assert_string_equal(grj_str(f, "op"), "reduce_scatter");
+  assert_float_equal(grj_num(f, "seq", -1), 3, 0);
+  assert_int_equal(count(grj_get(f, "waiting")), 1);
+  assert_true(has_rank(grj_get(f, "waiting"), 0));
+  assert_int_equal(count(grj_get(f, "never_entered")), 1);
+  assert_true(has_rank(grj_get(f, "never_entered"), 1));
+  assert_int_equal(count(grj_get(f, "no_dump")), 0);
+  assert_null(f->next);
+  grj_free(doc);
+  free(json);
+}
+
 static void test_json_reader(void **state) {
   (void)state;
   grj *v = grj_parse(
@@ -226,9 +251,13 @@ static void test_supervisor_csv_round_trip(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_integrate),   cmocka_unit_test(test_gpu_job),
-      cmocka_unit_test(test_cpu_job),     cmocka_unit_test(test_flight),
-      cmocka_unit_test(test_json_reader), cmocka_unit_test(test_supervisor_csv_round_trip),
+      cmocka_unit_test(test_integrate),
+      cmocka_unit_test(test_gpu_job),
+      cmocka_unit_test(test_cpu_job),
+      cmocka_unit_test(test_flight),
+      cmocka_unit_test(test_flight_timeout_state),
+      cmocka_unit_test(test_json_reader),
+      cmocka_unit_test(test_supervisor_csv_round_trip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
