@@ -13,6 +13,11 @@ tmp=$(mktemp -d /tmp/gr-sim-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
+# --help prints usage and exits 0; a bad option exits 2 naming it (no MPI needed for either).
+"$SIM" --help | grep -q "^usage: sim" || fail "sim --help printed no usage"
+"$SIM" --steps nonsense >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] && grep -q "bad option '--steps nonsense'" "$tmp/err" || fail "bad option: exit $rc, '$(cat "$tmp/err")'"
+
 check_field() { # FILE: "gx gy value" lines for the whole grid
   awk -v nx=$NX -v ny=$NY -v n=$STEPS -v r=0.25 '
     BEGIN { pi = atan2(0, -1); sx = sin(pi / (2 * (nx + 1))); sy = sin(pi / (2 * (ny + 1)))

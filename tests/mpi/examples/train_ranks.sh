@@ -12,6 +12,11 @@ ARGS=(--steps 80 --batch 256 --classes 10 --features 24)
 tmp=$(mktemp -d /tmp/gr-train-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+
+# --help prints usage and exits 0; a bad option exits 2 naming it (no MPI needed for either).
+"$TRAIN" --help | grep -q "^usage: train" || fail "train --help printed no usage"
+"$TRAIN" --steps nonsense >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] && grep -q "bad option '--steps nonsense'" "$tmp/err" || fail "bad option: exit $rc, '$(cat "$tmp/err")'"
 ln10=$(awk 'BEGIN { printf "%.4f", log(10) }')
 
 ref=
