@@ -1,6 +1,6 @@
 #!/bin/bash
-# Faults across hosts, over the TCP BTL, sim with 2 ranks on each of 3 hosts through gpurun.
-#   multinode_faults.sh linkdown|delay MPIRUN GPURUN SIM
+# Faults across hosts, sim with 2 ranks on each of 3 hosts through gpurun, over the TCP BTL or UCX.
+#   multinode_faults.sh linkdown|delay tcp|ucx MPIRUN GPURUN SIM
 # linkdown: with GPURUN_TIMEOUT=T, cut n2's cable in the middle of the run. Every rank process
 #   must end within T + MARGIN seconds of the cut (no hang); the ranks on the cut host (which no
 #   abort can reach) and at least one rank on every other host must say why: the call that timed
@@ -10,14 +10,19 @@
 #   tbf rate limit instead, said in the output); the run must finish with the self-check passed
 #   and the same checksum as on one host.
 set -u
-MODE=$1 MPIRUN=$2 GPURUN=$3 SIM=$4
+MODE=$1 TRANSPORT=$2 MPIRUN=$3 GPURUN=$4 SIM=$5
 T=4 MARGIN=20
 . "$(dirname "$0")/../lib/netns.sh"
 fail() { echo "FAIL: $*"; exit 1; }
 netns_start 3
 D=$NETNS_DIR
 export GPURUN_TIMEOUT=$T GPURUN_MONITOR_DIR=$D/monitor
-TCP=(--mca pml ob1 --mca btl tcp,vader,self -x GPURUN_TIMEOUT -x GPURUN_MONITOR_DIR)
+case $TRANSPORT in
+  tcp) NET=(--mca pml ob1 --mca btl tcp,vader,self) ;;
+  ucx) NET=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any) ;;
+  *) fail "unknown transport $TRANSPORT" ;;
+esac
+NET+=(-x GPURUN_TIMEOUT -x GPURUN_MONITOR_DIR)
 
 if [ "$MODE" = delay ]; then
   ARGS=(--cpu --nx 40 --ny 30 --steps 12 --check-every 6 --quiet)
@@ -33,7 +38,7 @@ if [ "$MODE" = delay ]; then
     *) fail "could not add netem delay" ;;
   esac
   start=$(date +%s)
-  NETNS_TIMEOUT=120 netns_mpirun --host n0:2,n1:2,n2:2 -np 6 "${TCP[@]}" "$GPURUN" "$SIM" "${ARGS[@]}" \
+  NETNS_TIMEOUT=120 netns_mpirun --host n0:2,n1:2,n2:2 -np 6 "${NET[@]}" "$GPURUN" "$SIM" "${ARGS[@]}" \
     >"$D/out" 2>&1
   rc=$?
   cat "$D/out"
@@ -48,7 +53,7 @@ fi
 
 [ "$MODE" = linkdown ] || fail "unknown mode $MODE"
 # Each rank: record its PID (the shell execs gpurun, which execs sim: same process), and its stderr.
-NETNS_TIMEOUT=$((T + MARGIN + 60)) netns_mpirun --host n0:2,n1:2,n2:2 -np 6 "${TCP[@]}" \
+NETNS_TIMEOUT=$((T + MARGIN + 60)) netns_mpirun --host n0:2,n1:2,n2:2 -np 6 "${NET[@]}" \
   sh -c 'echo $$ >"$0/pid.$OMPI_COMM_WORLD_RANK"; exec "$@" 2>"$0/err.$OMPI_COMM_WORLD_RANK"' "$D" \
   "$GPURUN" "$SIM" --cpu --n 64 --steps 1000000000 --check-every 1000 --quiet >"$D/out" 2>&1 &
 mpirun_pid=$!
@@ -85,4 +90,4 @@ for h in 0 1 2; do
   [ $n -ge 1 ] || fail "no rank on n$h reported the timeout"
   [ $h != 2 ] || [ $n = 2 ] || fail "a rank on the cut host n2 did not report the timeout"
 done
-echo "PASS: link cut, every rank ended within $took s (timeout $T s), the timeout reported on every host"
+echo "PASS: link cut ($TRANSPORT), every rank ended within $took s (timeout $T s), the timeout reported on every host"
