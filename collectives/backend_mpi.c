@@ -20,7 +20,15 @@
 
 typedef struct {
   MPI_Op half_ops[4], bf16_ops[4]; /* SUM, PROD, MIN, MAX */
+  unsigned rd_calls;               /* own allreduces so far: the same count on every rank */
 } mpi_be;
+
+/* Small allreduces with a timeout use our own recursive doubling over MPI_Isend/MPI_Irecv instead
+ * of MPI_Iallreduce: Open MPI's non-blocking collectives (libnbc) cost several microseconds more
+ * than its blocking ones at these sizes, while point-to-point requests are as fast as they get. */
+#define RD_MAX_BYTES 32768 /* 16 chunks each way (be_reqs holds 64); above, MPI_Iallreduce */
+#define RD_TAG_BASE 0x4000
+enum { RD_FOLD_SEND = 1, RD_FOLD_RECV, RD_LOOP, RD_UNFOLD_SEND, RD_UNFOLD_RECV, RD_DONE };
 
 #define GR_HALF_OP_(name, dt, op)                                                    \
   static void name(void *in, void *inout, int *len, MPI_Datatype *t) {               \
@@ -119,7 +127,6 @@ static int on_device(const void *p) {
   }
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
-#endif
 
 /* Bytes of the send and the receive side of a call on this rank. */
 static void sides(const gr__call *k, size_t *sb, size_t *rb) {
@@ -138,6 +145,7 @@ static void sides(const gr__call *k, size_t *sb, size_t *rb) {
   default: break;
   }
 }
+#endif
 
 /* Replace device pointers by pinned host copies (be_tmp = send side, be_tmp2 = receive side). */
 static gr_status stage_in(gr__call *k, const void **s, void **r) {
@@ -221,6 +229,111 @@ static gr_status private_copy(gr__call *k, const void **s, size_t bytes) {
   return GR_OK;
 }
 
+
+/* ---- recursive doubling ------------------------------------------------------------------- */
+
+static int rd_pof2(int p) {
+  int q = 1;
+  while (q * 2 <= p) q *= 2;
+  return q;
+}
+
+/* Messages go in chunks of at most RD_CHUNK bytes, which stay under the shared-memory transport's
+ * eager limit (a 4 KiB message already takes the rendezvous path, several times slower). */
+#define RD_CHUNK 2048
+
+static int rd_chunks(const gr__call *k, int dir, void *buf, int peer) {
+  gr_comm *c = k->comm;
+  gr__call *m = (gr__call *)k;
+  size_t bytes = k->count * gr__dtype_size(k->dtype);
+  int rc = MPI_SUCCESS;
+  size_t off = 0;
+  do {
+    int len = (int)(bytes - off < RD_CHUNK ? bytes - off : RD_CHUNK);
+    MPI_Request *q = &m->be_reqs[m->be_nreqs++];
+    rc = dir ? MPI_Isend((char *)buf + off, len, MPI_BYTE, peer, k->be_tag, c->mpi, q)
+             : MPI_Irecv((char *)buf + off, len, MPI_BYTE, peer, k->be_tag, c->mpi, q);
+    off += (size_t)len;
+  } while (rc == MPI_SUCCESS && off < bytes);
+  return rc;
+}
+
+static gr_status rd_post_step(gr__call *k) {
+  gr_comm *c = k->comm;
+  int P = c->size, r = c->rank, pof2 = rd_pof2(P), rem = P - pof2, rc = MPI_SUCCESS;
+  k->be_nreqs = 0;
+  switch (k->be_phase) {
+  case RD_FOLD_SEND: rc = rd_chunks(k, 1, k->be_buf, r + 1); break;
+  case RD_FOLD_RECV: rc = rd_chunks(k, 0, k->be_in, r - 1); break;
+  case RD_LOOP: {
+    int nr = r < 2 * rem ? r / 2 : r - rem, pn = nr ^ k->be_mask;
+    int partner = pn < rem ? pn * 2 + 1 : pn + rem;
+    rc = rd_chunks(k, 0, k->be_in, partner);
+    if (rc == MPI_SUCCESS) rc = rd_chunks(k, 1, k->be_buf, partner);
+    break;
+  }
+  case RD_UNFOLD_SEND: rc = rd_chunks(k, 1, k->be_buf, r - 1); break;
+  case RD_UNFOLD_RECV: rc = rd_chunks(k, 0, k->be_buf, r + 1); break;
+  default: break;
+  }
+  return mpi_rc(k, rc, "MPI_Isend/MPI_Irecv (allreduce)");
+}
+
+/* The phase after the current one completed. */
+static int rd_next(gr__call *k) {
+  gr_comm *c = k->comm;
+  int P = c->size, r = c->rank, pof2 = rd_pof2(P), rem = P - pof2;
+  switch (k->be_phase) {
+  case RD_FOLD_SEND: return RD_UNFOLD_RECV; /* idle until the result comes back */
+  case RD_FOLD_RECV:
+  case 0:
+    k->be_mask = 1;
+    return pof2 > 1 ? RD_LOOP : (r < 2 * rem ? RD_UNFOLD_SEND : RD_DONE);
+  case RD_LOOP:
+    k->be_mask <<= 1;
+    if (k->be_mask < pof2) return RD_LOOP;
+    return r < 2 * rem ? RD_UNFOLD_SEND : RD_DONE;
+  default: return RD_DONE;
+  }
+}
+
+static gr_status rd_start(gr__call *k, const void *s, void *r) {
+  gr_comm *c = k->comm;
+  mpi_be *b = c->be;
+  size_t bytes = k->count * gr__dtype_size(k->dtype);
+  k->be_tag = RD_TAG_BASE + (int)(b->rd_calls++ % 16384u);
+  if (s != r) memcpy(r, s, bytes);
+  k->be_buf = r;
+  k->be_in = malloc(bytes ? bytes : 1);
+  if (!k->be_in) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory (%zu bytes)", bytes);
+  k->be_flags |= 4;
+  int rem = c->size - rd_pof2(c->size);
+  if (c->rank < 2 * rem)
+    k->be_phase = c->rank % 2 == 0 ? RD_FOLD_SEND : RD_FOLD_RECV;
+  else
+    k->be_phase = rd_next(k); /* from phase 0 */
+  if (k->be_phase == RD_DONE) return GR_OK;
+  return rd_post_step(k);
+}
+
+/* Progress; *done when the result is in be_buf. */
+static gr_status rd_test(gr__call *k, int *done) {
+  for (;;) {
+    if (k->be_phase == RD_DONE) {
+      *done = 1;
+      return GR_OK;
+    }
+    int flag = 0;
+    int rc = MPI_Testall(k->be_nreqs, k->be_reqs, &flag, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_rc(k, rc, "MPI_Testall (allreduce)");
+    if (!flag) return GR_OK;
+    if (k->be_phase == RD_FOLD_RECV || k->be_phase == RD_LOOP)
+      gr__reduce_host(k->dtype, k->op, k->be_buf, k->be_in, k->count);
+    k->be_phase = rd_next(k);
+    if (k->be_phase != RD_DONE) GR_CHECK(rd_post_step(k));
+  }
+}
+
 static gr_status mpi_post(gr__call *k, int *done) {
   gr_comm *c = k->comm;
   mpi_be *b = c->be;
@@ -238,6 +351,14 @@ static gr_status mpi_post(gr__call *k, int *done) {
   const char *what = "";
   switch (k->kind) {
   case GR__ALLREDUCE: {
+    if (!blk && k->count * es <= RD_MAX_BYTES && c->size > 1) {
+      gr_status st = rd_start(k, s, r);
+      if (st != GR_OK) {
+        stage_out(k);
+        return st;
+      }
+      return GR_OK;
+    }
     const void *in = s == r ? MPI_IN_PLACE : s;
     what = "MPI_Iallreduce";
     rc = blk ? MPI_Allreduce(in, r, n, dt, op, c->mpi) : MPI_Iallreduce(in, r, n, dt, op, c->mpi, q);
@@ -304,6 +425,14 @@ static gr_status mpi_post(gr__call *k, int *done) {
 }
 
 static gr_status mpi_test(gr__call *k, int *done) {
+  if (k->be_flags & 4) {
+    GR_CHECK(rd_test(k, done));
+    if (!*done) return GR_OK;
+    free(k->be_in);
+    k->be_in = NULL;
+    k->be_flags &= ~4;
+    return complete(k);
+  }
   int flag = 0;
   int rc = MPI_Test(&k->be_req, &flag, MPI_STATUS_IGNORE);
   if (rc != MPI_SUCCESS) return mpi_rc(k, rc, "MPI_Test");
@@ -313,8 +442,24 @@ static gr_status mpi_test(gr__call *k, int *done) {
 }
 
 static void mpi_forget(gr__call *k) {
-  /* The request may still write into the buffers: they are left alone (and leaked). */
-  k->be_tmp = k->be_tmp2 = NULL;
+  if (k->be_flags & 4) {
+    /* Our own allreduce is point to point, hence cancellable: once cancelled, the waits return
+     * locally and nothing writes into the buffers any more. */
+    for (int i = 0; i < k->be_nreqs; i++)
+      if (k->be_reqs[i] != MPI_REQUEST_NULL) {
+        MPI_Cancel(&k->be_reqs[i]);
+        MPI_Wait(&k->be_reqs[i], MPI_STATUS_IGNORE);
+      }
+    free(k->be_in);
+    k->be_in = NULL;
+    k->be_flags &= ~4;
+    if (k->be_flags & 1) free(k->be_tmp), k->be_tmp = NULL;
+    stage_out(k); /* frees the staging buffers (the copy back is harmless) */
+    return;
+  }
+  /* A collective request cannot be cancelled and may still write into the buffers: they are
+   * left alone (and leaked). */
+  k->be_tmp = k->be_tmp2 = k->be_in = NULL;
 }
 
 static gr_status mpi_synchronize(gr_comm *c, gr_stream s, double deadline) {

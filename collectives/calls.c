@@ -111,14 +111,17 @@ typedef struct {
   int32_t kind, dtype, op, root, bad, pad;
 } fingerprint;
 
+/* "allreduce(count=10)"; dtype, op and root are named only where they differ from ref's call of
+ * the same kind (a different kind says enough). */
 static void describe(char *s, size_t len, const fingerprint *f, const fingerprint *ref) {
   int n = snprintf(s, len, "%s(count=%llu", gr__kind_name((gr__kind)f->kind),
                    (unsigned long long)f->count);
-  if (f->dtype != ref->dtype && n >= 0 && (size_t)n < len)
+  int same_kind = f->kind == ref->kind;
+  if (same_kind && f->dtype != ref->dtype && f->dtype >= 0 && n >= 0 && (size_t)n < len)
     n += snprintf(s + n, len - (size_t)n, ", dtype=%s", gr__dtype_name((gr_dtype)f->dtype));
-  if (f->op != ref->op && n >= 0 && (size_t)n < len)
+  if (same_kind && f->op != ref->op && f->op >= 0 && n >= 0 && (size_t)n < len)
     n += snprintf(s + n, len - (size_t)n, ", op=%s", gr__op_name((gr_op)f->op));
-  if (f->root != ref->root && n >= 0 && (size_t)n < len)
+  if (same_kind && f->root != ref->root && f->root >= 0 && n >= 0 && (size_t)n < len)
     n += snprintf(s + n, len - (size_t)n, ", root=%d", f->root);
   if (n >= 0 && (size_t)n < len) snprintf(s + n, len - (size_t)n, ")");
 }
@@ -348,6 +351,59 @@ GR_API gr_status gr_barrier(gr_comm *comm) {
   gr__call k = CALL_INIT(GR__BARRIER, comm);
   k.dtype = GR_UINT8;
   return submit("gr_barrier", &k);
+}
+
+GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, const size_t *counts,
+                                    size_t nbufs, gr_dtype dtype, gr_op op, gr_comm *comm,
+                                    gr_stream stream) {
+  static const char fn[] = "gr_allreduce_multi";
+  GR_CHECK(gr__check_alive(fn, comm));
+  if (nbufs > 0 && (!send || !recv || !counts))
+    return gr__fail(GR_ERR_INVALID, fn, "send, recv or counts is NULL with nbufs %zu", nbufs);
+  size_t total = 0;
+  for (size_t i = 0; i < nbufs; i++) {
+    gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
+    k.send = send[i], k.recv = recv[i], k.count = counts[i], k.dtype = dtype, k.op = op;
+    GR_CHECK(validate(fn, &k));
+    if (counts[i] > SIZE_MAX - total)
+      return gr__fail(GR_ERR_INVALID, fn, "the counts overflow size_t at buffer %zu", i);
+    total += counts[i];
+  }
+  gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
+  k.count = total, k.dtype = dtype, k.op = op, k.stream = stream;
+  if (nbufs == 0) return GR_OK; /* validated: counts zero, nothing to agree on either */
+  if (total > (size_t)PTRDIFF_MAX / gr__dtype_size(dtype)) /* the packed total must fit too */
+    return gr__fail(GR_ERR_INVALID, fn, "the counts add up to %zu elements of %s, which overflows "
+                    "the address space", total, gr__dtype_name(dtype));
+  if (grp.depth > 0 || comm->ops->kind != GR_BACKEND_MPI || comm->gpu_buffers) {
+    GR_CHECK(gr_group_start());
+    gr_status st = GR_OK;
+    for (size_t i = 0; i < nbufs && st == GR_OK; i++)
+      st = gr_allreduce(send[i], recv[i], counts[i], dtype, op, comm, stream);
+    gr_status st2 = gr_group_end();
+    return st != GR_OK ? st : st2;
+  }
+  size_t es = gr__dtype_size(dtype);
+  char *pack = malloc(total * es + 1);
+  if (!pack) return gr__fail(GR_ERR_NOMEM, fn, "out of memory packing %zu elements", total);
+  size_t off = 0;
+  for (size_t i = 0; i < nbufs; i++) {
+    if (counts[i]) memcpy(pack + off, send[i], counts[i] * es);
+    off += counts[i] * es;
+  }
+  k.send = k.recv = pack;
+  gr_status st = run_one(fn, &k);
+  if (st == GR_OK) {
+    off = 0;
+    for (size_t i = 0; i < nbufs; i++) {
+      if (counts[i]) memcpy(recv[i], pack + off, counts[i] * es);
+      off += counts[i] * es;
+    }
+    free(pack);
+  } else if (st != GR_ERR_TIMEOUT) {
+    free(pack); /* after a timeout MPI may still write it */
+  }
+  return st;
 }
 
 /* ---- groups ------------------------------------------------------------------------------- */

@@ -41,6 +41,9 @@ typedef struct gr__call {
   void *be_tmp, *be_tmp2; /* staging buffers the backend frees when the call completes */
   size_t be_bytes;
   int be_flags;
+  MPI_Request be_reqs[64]; /* the MPI backend's own allreduce: one per chunk and direction */
+  int be_nreqs, be_phase, be_mask, be_tag;
+  void *be_buf, *be_in; /* the MPI backend's own allreduce: the result buffer, a receive buffer */
 } gr__call;
 
 struct gr__coll_ops {

@@ -1,8 +1,43 @@
 /* gpurun collectives: one C API over NCCL (device buffers) and MPI (host buffers).
  *
- * Conventions follow NCCL: counts are in elements; send == recv means in place; on the NCCL backend
+ * Conventions follow NCCL: counts are in elements; send == recv means in place (allgather: send ==
+ * recv + rank * sendcount; reduce_scatter: recv == send + rank * recvcount); on the NCCL backend
  * calls are enqueued on a CUDA stream (NULL = default) and gr_comm_synchronize waits for them.
- * Every call is collective over the communicator unless it says otherwise. */
+ * Every call is collective over the communicator unless it says otherwise, and all ranks must make
+ * the same collective calls in the same order with the same count, dtype, op and root.
+ *
+ * Backends. GR_BACKEND_MPI takes host buffers; device buffers (when CUDA is present) are staged
+ * through pinned host memory, because the MPI library need not be CUDA-aware. Its calls have
+ * completed when they return. GR_BACKEND_NCCL takes device buffers and is stream-ordered; host
+ * buffers are staged through device memory, and then the call waits for its stream before it
+ * returns. GR_BACKEND_AUTO picks NCCL when NCCL was built and every rank sees a GPU, MPI
+ * otherwise (said once at GPURUN_LOG=info); gr_comm_backend() reports the choice.
+ *
+ * Errors. Every call returns a gr_status and records a sentence for gr_last_error().
+ * - Local argument checks (NULL buffers with count > 0, count x size overflow, unknown dtype/op,
+ *   AVG on an integer type, root/peer out of range, partially overlapping buffers) return
+ *   GR_ERR_INVALID before anything is sent, and change nothing. They depend only on the caller's
+ *   own arguments, and the arguments that must agree across ranks (count, dtype, op, root) then
+ *   fail identically on every rank, so no rank is left waiting for a call the others refused.
+ *   Only a rank-local mistake (one rank's NULL buffer) can strand the peers; the timeout bounds
+ *   that wait, and the check mode removes it: there, a rank whose checks failed still takes part
+ *   in the fingerprint exchange and every rank returns GR_ERR_INVALID naming that rank.
+ * - Check mode (cfg.check, default GPURUN_CHECK=1): before each collective the ranks exchange a
+ *   fingerprint (call number, op, dtype, count, root) over MPI; a difference returns
+ *   GR_ERR_MISMATCH on every rank, e.g. "rank 3 called allreduce(count=10) as call #17 while
+ *   rank 0 called broadcast(count=12)", and nothing is sent; the communicator stays usable.
+ * - Timeout (cfg.timeout_s, default GPURUN_TIMEOUT, 0 = none): a call (or gr_comm_synchronize)
+ *   that does not complete in time returns GR_ERR_TIMEOUT naming the operation, its sequence
+ *   number, count, dtype and communicator, writes the flight recorder, and aborts the
+ *   communicator: later calls return GR_ERR_ABORTED; only gr_comm_destroy remains. The buffers of
+ *   the call that timed out may still be written by the transport until the communicator is
+ *   destroyed. With timeout 0 the MPI backend may use MPI's blocking routines (lowest latency);
+ *   with a timeout it uses MPI_I... requests and a test loop.
+ *
+ * Threads: a communicator is used by one thread at a time. Groups (gr_group_start/end) belong to
+ * the calling thread, as in NCCL: the calls between them are checked at once, queued, and started
+ * together at the outermost gr_group_end (point-to-point pairs and several collectives in flight
+ * at once). A barrier cannot be grouped. Sending to oneself is allowed only inside a group. */
 #ifndef GPURUN_COLL_H
 #define GPURUN_COLL_H
 
@@ -27,32 +62,55 @@ typedef struct {
   int check;          /* cross-rank fingerprint check before each call; default from GPURUN_CHECK */
 } gr_comm_config;
 
+/* Defaults, read from the environment (GPURUN_TIMEOUT, GPURUN_CHECK). */
 GR_API void gr_comm_config_init(gr_comm_config *cfg);
+/* Collective over mpi (which is duplicated, not kept); cfg may be NULL (defaults). On failure *out
+ * is NULL. GR_ERR_UNSUPPORTED for GR_BACKEND_NCCL in a build without NCCL. */
 GR_API gr_status gr_comm_create(MPI_Comm mpi, const gr_comm_config *cfg, gr_comm **out);
+/* Collective over c, like MPI_Comm_split: ranks with the same color form a communicator ordered
+ * by key (ties by rank in c); a negative color takes no part and gets *out = NULL. The child
+ * inherits backend, timeout and check mode. */
 GR_API gr_status gr_comm_split(gr_comm *c, int color, int key, gr_comm **out);
+/* Local teardown (NCCL: finalize, bounded by the timeout, else abort). NULL is a no-op. */
 GR_API gr_status gr_comm_destroy(gr_comm *c);
+/* Local: stop using c (NCCL: ncclCommAbort). Later calls return GR_ERR_ABORTED. */
 GR_API gr_status gr_comm_abort(gr_comm *c);
+/* -1 for a NULL or destroyed communicator (GR_BACKEND_AUTO for the backend). */
 GR_API int gr_comm_rank(const gr_comm *c);
 GR_API int gr_comm_size(const gr_comm *c);
 GR_API gr_backend gr_comm_backend(const gr_comm *c);
 
 GR_API gr_status gr_allreduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
                               gr_comm *comm, gr_stream stream);
+/* send is read on the root only (may be NULL elsewhere). */
 GR_API gr_status gr_broadcast(const void *send, void *recv, size_t count, gr_dtype dtype, int root,
                               gr_comm *comm, gr_stream stream);
+/* recv is written on the root only (may be NULL elsewhere); other ranks' recv is not touched. */
 GR_API gr_status gr_reduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
                            int root, gr_comm *comm, gr_stream stream);
+/* recv holds size * sendcount elements, rank r's at r * sendcount. */
 GR_API gr_status gr_allgather(const void *send, void *recv, size_t sendcount, gr_dtype dtype,
                               gr_comm *comm, gr_stream stream);
+/* Fused allreduce of nbufs buffers of one dtype (e.g. many small gradients): send[i] -> recv[i],
+ * counts[i] elements each (send[i] == recv[i] is in place). The MPI backend packs host buffers
+ * into one message and makes one reduction; NCCL (and device buffers) run the allreduces as one
+ * group, which NCCL fuses. Checks as gr_allreduce, per buffer; counts as one call in check mode. */
+GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, const size_t *counts,
+                                    size_t nbufs, gr_dtype dtype, gr_op op, gr_comm *comm,
+                                    gr_stream stream);
+/* send holds size * recvcount elements; rank r receives the reduction of block r. */
 GR_API gr_status gr_reduce_scatter(const void *send, void *recv, size_t recvcount, gr_dtype dtype,
                                    gr_op op, gr_comm *comm, gr_stream stream);
-/* count elements per peer */
+/* count elements per peer: block p of send goes to rank p, block p of recv comes from rank p. */
 GR_API gr_status gr_alltoall(const void *send, void *recv, size_t count, gr_dtype dtype,
                              gr_comm *comm, gr_stream stream);
+/* Point to point; pair a send with the peer's recv of the same count and dtype. Outside a group
+ * each returns when its buffer may be reused (MPI) or once enqueued (NCCL). */
 GR_API gr_status gr_send(const void *buf, size_t count, gr_dtype dtype, int peer, gr_comm *comm,
                          gr_stream stream);
 GR_API gr_status gr_recv(void *buf, size_t count, gr_dtype dtype, int peer, gr_comm *comm,
                          gr_stream stream);
+/* On NCCL, ordered on the default stream and waited for. */
 GR_API gr_status gr_barrier(gr_comm *comm);
 GR_API gr_status gr_group_start(void);
 GR_API gr_status gr_group_end(void);

@@ -16,6 +16,10 @@
 #include "gr_coll.h"
 extern const gr__coll_ops gr__coll_ops_nccl_double;
 #define BACKEND_LABEL "nccl-double"
+#elif defined(EXACT_REAL_NCCL)
+#include <cuda_runtime_api.h>
+#include "gr_device.h"
+#define BACKEND_LABEL "nccl"
 #else
 #define BACKEND_LABEL "mpi"
 #endif
@@ -49,6 +53,58 @@ static const char *on(gr_op o) {
   return n[o];
 }
 
+#ifdef EXACT_NCCL_DOUBLE
+/* Every other buffer is "device" memory of the double (host-readable there), so that the NCCL
+ * backend's direct path, its staging of host buffers and mixed calls all run. */
+#include "nccl_double/include/cuda_runtime_api.h"
+static unsigned nalloc;
+static void *xalloc(size_t bytes) {
+  void *p = NULL;
+  if (nalloc++ % 2 == 0) {
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) p = NULL;
+  } else {
+    p = malloc(bytes ? bytes : 1);
+  }
+  if (!p) {
+    fprintf(stderr, "out of memory\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  return p;
+}
+static void xfree(void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeDevice)
+    cudaFree(p);
+  else
+    free(p);
+}
+#define free xfree
+#elif defined(EXACT_REAL_NCCL)
+/* Every other buffer is CUDA managed memory (device memory to NCCL, readable here), the others
+ * plain host memory that the backend stages. */
+static unsigned nalloc;
+static void *xalloc(size_t bytes) {
+  void *p = NULL;
+  if (nalloc++ % 2 == 0) {
+    if (cudaMallocManaged(&p, bytes ? bytes : 1, cudaMemAttachGlobal) != cudaSuccess) p = NULL;
+  } else {
+    p = malloc(bytes ? bytes : 1);
+  }
+  if (!p) {
+    fprintf(stderr, "out of memory\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  return p;
+}
+static void xfree(void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeManaged)
+    cudaFree(p);
+  else
+    free(p);
+}
+#define free xfree
+#else
 static void *xalloc(size_t bytes) {
   void *p = malloc(bytes ? bytes : 1);
   if (!p) {
@@ -57,6 +113,7 @@ static void *xalloc(size_t bytes) {
   }
   return p;
 }
+#endif
 
 static const double SENTINEL = 99;
 
@@ -228,6 +285,51 @@ static void t_sendrecv(gr_comm *c, gr_dtype t, size_t n) {
   free(d);
 }
 
+/* Fused: buffers of 0, 7 and 1023 elements in one call; the middle one in place. */
+static void t_allreduce_multi(gr_comm *c, gr_dtype t, gr_op op) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  size_t es = ev_size(t), counts[3] = {0, 7, 1023};
+  char what[128];
+  snprintf(what, sizeof what, "%s allreduce_multi %s %s", BACKEND_LABEL, dn(t), on(op));
+  void *s[3], *d[3];
+  for (int b = 0; b < 3; b++) {
+    s[b] = xalloc(counts[b] * es);
+    d[b] = b == 1 ? s[b] : xalloc(counts[b] * es);
+    fill(t, op, s[b], counts[b], r, 100 * (size_t)b);
+    if (b != 1) fill_const(t, d[b], counts[b], SENTINEL);
+  }
+  CHECK_OK(gr_allreduce_multi((const void *const *)s, d, counts, 3, t, op, c, NULL), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  for (int b = 0; b < 3; b++) EXPECT_ALL(what, t, d[b], counts[b], ev_reduced(t, op, P, 100 * (size_t)b + i));
+  for (int b = 0; b < 3; b++) {
+    if (b != 1) free(d[b]);
+    free(s[b]);
+  }
+}
+
+/* Several collectives in flight at once: a group of allreduces and a broadcast. */
+static void t_grouped(gr_comm *c) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  const char *what = BACKEND_LABEL " grouped allreduce x3 + broadcast";
+  void *a = xalloc(7 * 4), *b = xalloc(1023 * 4), *d = xalloc(1023 * 8), *e = xalloc(5 * 2);
+  fill(GR_INT32, GR_SUM, a, 7, r, 0);
+  fill(GR_FLOAT32, GR_MAX, b, 1023, r, 0);
+  fill(GR_FLOAT64, GR_PROD, d, 1023, r, 0);
+  if (r == 0) fill(GR_FLOAT16, GR_SUM, e, 5, r, 0); else fill_const(GR_FLOAT16, e, 5, SENTINEL);
+  CHECK_OK(gr_group_start(), what);
+  CHECK_OK(gr_allreduce(a, a, 7, GR_INT32, GR_SUM, c, NULL), what);
+  CHECK_OK(gr_allreduce(b, b, 1023, GR_FLOAT32, GR_MAX, c, NULL), what);
+  CHECK_OK(gr_broadcast(e, e, 5, GR_FLOAT16, 0, c, NULL), what);
+  CHECK_OK(gr_allreduce(d, d, 1023, GR_FLOAT64, GR_PROD, c, NULL), what);
+  CHECK_OK(gr_group_end(), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_ALL(what, GR_INT32, a, 7, ev_reduced(GR_INT32, GR_SUM, P, i));
+  EXPECT_ALL(what, GR_FLOAT32, b, 1023, ev_reduced(GR_FLOAT32, GR_MAX, P, i));
+  EXPECT_ALL(what, GR_FLOAT64, d, 1023, ev_reduced(GR_FLOAT64, GR_PROD, P, i));
+  EXPECT_ALL(what, GR_FLOAT16, e, 5, ev_input(GR_FLOAT16, GR_SUM, 0, i));
+  free(a), free(b), free(d), free(e);
+}
+
 static void suite(gr_comm *c, const size_t *sizes, size_t nsizes) {
   int P = gr_comm_size(c);
   for (int t = GR_INT8; t <= GR_FLOAT64; t++) {
@@ -286,6 +388,20 @@ int main(int argc, char **argv) {
   gr_comm *world = NULL, *split = NULL, *halves = NULL;
 #ifdef EXACT_NCCL_DOUBLE
   CHECK_OK(gr__comm_create_ops(MPI_COMM_WORLD, &cfg, &gr__coll_ops_nccl_double, &world), "create");
+#elif defined(EXACT_REAL_NCCL)
+  {
+    char why[160];
+    int ndev = gr__cuda_device_count(why, sizeof why), nranks;
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (ndev < nranks) { /* one GPU per rank: NCCL refuses two ranks on one device */
+      if (world_rank == 0) printf("skipped: %d rank(s), %d GPU(s) (%s)\n", nranks, ndev, ndev ? "" : why);
+      MPI_Finalize();
+      return 77;
+    }
+    cudaSetDevice(world_rank % ndev);
+  }
+  cfg.backend = GR_BACKEND_NCCL;
+  CHECK_OK(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
 #else
   cfg.backend = GR_BACKEND_MPI;
   CHECK_OK(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
@@ -296,6 +412,10 @@ int main(int argc, char **argv) {
     big_suite(world);
   } else {
     suite(world, small_sizes, 4);
+    t_allreduce_multi(world, GR_FLOAT32, GR_SUM);
+    t_allreduce_multi(world, GR_FLOAT16, GR_AVG);
+    t_allreduce_multi(world, GR_INT8, GR_MIN);
+    t_grouped(world);
     /* odd/even ranks, numbered backwards: comm ranks differ from world ranks */
     CHECK_OK(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
     if (split) {
@@ -306,6 +426,7 @@ int main(int argc, char **argv) {
     CHECK_OK(gr_comm_split(world, world_rank == P - 1 && P > 1 ? -1 : 0, 0, &halves), "split nocolor");
     if ((halves == NULL) != (world_rank == P - 1 && P > 1)) FAIL("split with no color: comm %p", (void *)halves);
     if (halves) t_allreduce(halves, GR_INT32, GR_SUM, 7, 0);
+    if (split) t_grouped(split);
     CHECK_OK(gr_comm_destroy(halves), "destroy");
     CHECK_OK(gr_comm_destroy(split), "destroy");
   }

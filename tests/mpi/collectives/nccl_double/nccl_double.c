@@ -1,0 +1,588 @@
+/* NCCL TEST DOUBLE (test-only, never installed, never chosen by a user build).
+ *
+ * The NCCL and CUDA runtime entry points collectives/backend_nccl.c calls, implemented over MPI
+ * and host memory, so that the NCCL backend's own logic (bootstrap by MPI_Bcast of the unique id,
+ * non-blocking init/split/finalize, groups, alltoall by grouped send/recv, stream ordering,
+ * staging of host buffers, error mapping, timeout and abort) runs in CI on machines without a GPU,
+ * under the same exact-result tests as the MPI backend. It proves our glue, not NCCL: NCCL's
+ * algorithms, kernels and transports never run here.
+ *
+ * Model: "device memory" is malloc'ed memory registered in a list (so cudaPointerGetAttributes can
+ * tell it from host memory, and the collectives refuse host pointers as NCCL would); a stream is a
+ * FIFO of items (copies, NCCL operations) progressed by cudaStreamQuery/Synchronize and
+ * ncclCommGetAsyncError; an NCCL operation becomes MPI non-blocking requests when it reaches the
+ * head of its stream. Non-blocking communicators report ncclInProgress for a couple of polls after
+ * init/split, and while finalizing until their work has drained.
+ * Limits: ncclCommInitRankConfig bootstraps only over all of MPI_COMM_WORLD (use ncclCommSplit
+ * for subsets); a group's operations go to the first operation's stream. */
+#include "nccl.h"
+
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gr_dtype.h"
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+typedef struct alloc {
+  char *p;
+  size_t n;
+  int pinned;
+  struct alloc *next;
+} alloc;
+static alloc *allocs;
+static cudaError_t last_cuda;
+
+static alloc *find(const void *p) {
+  for (alloc *a = allocs; a; a = a->next)
+    if ((const char *)p >= a->p && (const char *)p < a->p + (a->n ? a->n : 1)) return a;
+  return NULL;
+}
+
+static cudaError_t do_alloc(void **p, size_t bytes, int pinned) {
+  alloc *a = calloc(1, sizeof *a);
+  if (!p || !a) return free(a), cudaErrorInvalidValue;
+  a->p = malloc(bytes ? bytes : 1);
+  if (!a->p) return free(a), last_cuda = cudaErrorMemoryAllocation;
+  memset(a->p, 0xA5, bytes); /* uninitialised device memory is not zero */
+  a->n = bytes;
+  a->pinned = pinned;
+  a->next = allocs;
+  allocs = a;
+  *p = a->p;
+  return cudaSuccess;
+}
+
+static cudaError_t do_free(void *p, int pinned) {
+  if (!p) return cudaSuccess;
+  for (alloc **q = &allocs; *q; q = &(*q)->next)
+    if ((*q)->p == p && (*q)->pinned == pinned) {
+      alloc *a = *q;
+      *q = a->next;
+      free(a->p);
+      free(a);
+      return cudaSuccess;
+    }
+  return last_cuda = cudaErrorInvalidValue;
+}
+
+cudaError_t cudaGetDeviceCount(int *n) {
+  if (!n) return cudaErrorInvalidValue;
+  *n = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *d) {
+  if (d) *d = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaMalloc(void **p, size_t bytes) { return do_alloc(p, bytes, 0); }
+cudaError_t cudaFree(void *p) { return do_free(p, 0); }
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return do_alloc(p, bytes, 1); }
+cudaError_t cudaFreeHost(void *p) { return do_free(p, 1); }
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *at, const void *p) {
+  if (!at) return cudaErrorInvalidValue;
+  alloc *a = find(p);
+  at->type = !a ? cudaMemoryTypeUnregistered : a->pinned ? cudaMemoryTypeHost : cudaMemoryTypeDevice;
+  at->device = 0;
+  at->devicePointer = a && !a->pinned ? (void *)p : NULL;
+  at->hostPointer = a && a->pinned ? (void *)p : NULL;
+  return cudaSuccess;
+}
+
+const char *cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess: return "no error (double)";
+  case cudaErrorInvalidValue: return "invalid argument (double)";
+  case cudaErrorMemoryAllocation: return "out of memory (double)";
+  case cudaErrorNotReady: return "device not ready (double)";
+  default: return "unknown error (double)";
+  }
+}
+cudaError_t cudaGetLastError(void) {
+  cudaError_t e = last_cuda;
+  last_cuda = cudaSuccess;
+  return e;
+}
+
+/* ---- communicators ------------------------------------------------------------------------ */
+
+struct grdbl_comm {
+  MPI_Comm mpi;
+  int rank, size;
+  int polls_in_progress; /* non-blocking: report ncclInProgress this many more times */
+  int finalizing;
+  ncclResult_t async;
+  MPI_Op half_ops[4], bf16_ops[4];
+  char err[256];
+};
+static char global_err[256];
+static ncclResult_t fail_next_init = ncclSuccess;
+
+void grdbl_fail_next_init(ncclResult_t r) { fail_next_init = r; }
+
+static ncclResult_t set_err(ncclComm_t c, ncclResult_t r, const char *fmt, const char *arg)
+    __attribute__((format(printf, 3, 0)));
+static ncclResult_t set_err(ncclComm_t c, ncclResult_t r, const char *fmt, const char *arg) {
+  char *b = c ? c->err : global_err;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+  snprintf(b, 256, fmt, arg);
+#pragma GCC diagnostic pop
+  return r;
+}
+
+#define HOP_(name, dt, op)                                                 \
+  static void name(void *in, void *io, int *len, MPI_Datatype *t) {        \
+    (void)t;                                                               \
+    gr__reduce_host(dt, op, io, in, (size_t)*len);                         \
+  }
+HOP_(h_sum, GR_FLOAT16, GR_SUM) HOP_(h_prod, GR_FLOAT16, GR_PROD) HOP_(h_min, GR_FLOAT16, GR_MIN)
+HOP_(h_max, GR_FLOAT16, GR_MAX) HOP_(b_sum, GR_BFLOAT16, GR_SUM) HOP_(b_prod, GR_BFLOAT16, GR_PROD)
+HOP_(b_min, GR_BFLOAT16, GR_MIN) HOP_(b_max, GR_BFLOAT16, GR_MAX)
+
+static ncclComm_t comm_new(MPI_Comm mpi) {
+  ncclComm_t c = calloc(1, sizeof *c);
+  c->mpi = mpi;
+  MPI_Comm_rank(mpi, &c->rank);
+  MPI_Comm_size(mpi, &c->size);
+  MPI_User_function *h[4] = {h_sum, h_prod, h_min, h_max}, *b[4] = {b_sum, b_prod, b_min, b_max};
+  for (int i = 0; i < 4; i++) {
+    MPI_Op_create(h[i], 1, &c->half_ops[i]);
+    MPI_Op_create(b[i], 1, &c->bf16_ops[i]);
+  }
+  return c;
+}
+
+ncclResult_t ncclGetVersion(int *v) {
+  if (v) *v = NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+  if (!id) return ncclInvalidArgument;
+  unsigned long long seed = (unsigned long long)getpid() * 0x9e3779b97f4a7c15ull ^ (uintptr_t)id;
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    id->internal[i] = (char)(seed >> 56);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t *cfg) {
+  if (!out) return set_err(NULL, ncclInvalidArgument, "%s", "comm is NULL");
+  *out = NULL;
+  if (fail_next_init != ncclSuccess) {
+    ncclResult_t r = fail_next_init;
+    fail_next_init = ncclSuccess;
+    return set_err(NULL, r, "%s", "injected failure (test hook)");
+  }
+  int wsize, wrank;
+  MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+  MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+  if (nranks != wsize || rank != wrank)
+    return set_err(NULL, ncclInvalidUsage, "%s", "the double bootstraps only over all of "
+                   "MPI_COMM_WORLD in world order; use ncclCommSplit for subsets");
+  /* All ranks must hold the same id: that is what our MPI_Bcast bootstrap has to deliver. */
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) h = (h ^ (unsigned char)id.internal[i]) * 1099511628211ull;
+  uint64_t lo, hi;
+  MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  if (lo != hi) return set_err(NULL, ncclInvalidUsage, "%s", "ranks passed different unique ids");
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  ncclComm_t c = comm_new(dup);
+  *out = c;
+  if (cfg && cfg->blocking == 0) {
+    c->polls_in_progress = 2;
+    return ncclInProgress;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *out, ncclConfig_t *cfg) {
+  if (!comm || !out) return set_err(comm, ncclInvalidArgument, "%s", "comm or newcomm is NULL");
+  MPI_Comm nm;
+  MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &nm);
+  *out = nm == MPI_COMM_NULL ? NULL : comm_new(nm);
+  if (cfg && cfg->blocking == 0) {
+    comm->polls_in_progress = 1;
+    if (*out) (*out)->polls_in_progress = 1;
+    return ncclInProgress;
+  }
+  return ncclSuccess;
+}
+
+/* ---- streams ------------------------------------------------------------------------------ */
+
+typedef enum { K_ALLREDUCE, K_BCAST, K_REDUCE, K_ALLGATHER, K_REDSCAT, K_SEND, K_RECV } okind;
+typedef struct {
+  okind kind;
+  const void *s;
+  void *r;
+  size_t n;
+  ncclDataType_t t;
+  ncclRedOp_t op;
+  int root;
+  ncclComm_t comm;
+  void *tmp;
+} nop;
+
+typedef struct item {
+  int is_copy;
+  void *dst;
+  const void *src;
+  size_t bytes;
+  nop *ops;
+  int nops;
+  MPI_Request *reqs;
+  int started;
+  struct item *next;
+} item;
+
+struct grdbl_stream {
+  item *head, *tail;
+  struct grdbl_stream *next;
+};
+static struct grdbl_stream default_stream;
+static struct grdbl_stream *streams = &default_stream;
+
+static struct grdbl_stream *S(cudaStream_t s) { return s ? s : &default_stream; }
+
+static void push(struct grdbl_stream *s, item *it) {
+  if (s->tail)
+    s->tail->next = it;
+  else
+    s->head = it;
+  s->tail = it;
+}
+
+static size_t esize(ncclDataType_t t) {
+  static const size_t z[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  return z[t];
+}
+static gr_dtype grt(ncclDataType_t t) {
+  static const gr_dtype m[] = {GR_INT8, GR_UINT8, GR_INT32, GR_UINT32, GR_INT64,
+                               GR_UINT64, GR_FLOAT16, GR_FLOAT32, GR_FLOAT64, GR_BFLOAT16};
+  return m[t];
+}
+static MPI_Datatype mtype(ncclDataType_t t) {
+  switch (t) {
+  case ncclInt8: return MPI_INT8_T;
+  case ncclUint8: return MPI_UINT8_T;
+  case ncclInt32: return MPI_INT32_T;
+  case ncclUint32: return MPI_UINT32_T;
+  case ncclInt64: return MPI_INT64_T;
+  case ncclUint64: return MPI_UINT64_T;
+  case ncclFloat32: return MPI_FLOAT;
+  case ncclFloat64: return MPI_DOUBLE;
+  default: return MPI_UINT16_T;
+  }
+}
+static MPI_Op mop(ncclComm_t c, ncclDataType_t t, ncclRedOp_t op) {
+  int i = op == ncclProd ? 1 : op == ncclMin ? 2 : op == ncclMax ? 3 : 0;
+  if (t == ncclFloat16) return c->half_ops[i];
+  if (t == ncclBfloat16) return c->bf16_ops[i];
+  return i == 1 ? MPI_PROD : i == 2 ? MPI_MIN : i == 3 ? MPI_MAX : MPI_SUM;
+}
+
+static void start(item *it) {
+  it->started = 1;
+  if (it->is_copy) {
+    memmove(it->dst, it->src, it->bytes);
+    return;
+  }
+  it->reqs = malloc(sizeof *it->reqs * (size_t)it->nops);
+  for (int i = 0; i < it->nops; i++) {
+    nop *o = &it->ops[i];
+    ncclComm_t c = o->comm;
+    int n = (int)o->n;
+    size_t es = esize(o->t), bytes = o->n * es;
+    MPI_Datatype dt = mtype(o->t);
+    MPI_Request *q = &it->reqs[i];
+    switch (o->kind) {
+    case K_ALLREDUCE:
+      MPI_Iallreduce(o->s == o->r ? MPI_IN_PLACE : o->s, o->r, n, dt, mop(c, o->t, o->op), c->mpi, q);
+      break;
+    case K_BCAST:
+      if (c->rank == o->root && o->s != o->r) memmove(o->r, o->s, bytes);
+      MPI_Ibcast(o->r, n, dt, o->root, c->mpi, q);
+      break;
+    case K_REDUCE:
+      MPI_Ireduce(c->rank == o->root && o->s == o->r ? MPI_IN_PLACE : o->s, o->r, n, dt,
+                  mop(c, o->t, o->op), o->root, c->mpi, q);
+      break;
+    case K_ALLGATHER:
+      MPI_Iallgather(o->s == (char *)o->r + (size_t)c->rank * bytes ? MPI_IN_PLACE : o->s, n, dt,
+                     o->r, n, dt, c->mpi, q);
+      break;
+    case K_REDSCAT: {
+      const void *s = o->s;
+      if (o->r == (const char *)o->s + (size_t)c->rank * bytes) {
+        o->tmp = malloc(bytes * (size_t)c->size + 1);
+        memcpy(o->tmp, o->s, bytes * (size_t)c->size);
+        s = o->tmp;
+      }
+      MPI_Ireduce_scatter_block(s, o->r, n, dt, mop(c, o->t, o->op), c->mpi, q);
+      break;
+    }
+    case K_SEND: MPI_Isend(o->s, n, dt, o->root, 7, c->mpi, q); break;
+    case K_RECV: MPI_Irecv(o->r, n, dt, o->root, 7, c->mpi, q); break;
+    }
+  }
+}
+
+static int finished(item *it) {
+  if (it->is_copy) return 1;
+  int flag = 0;
+  MPI_Testall(it->nops, it->reqs, &flag, MPI_STATUSES_IGNORE);
+  if (!flag) return 0;
+  for (int i = 0; i < it->nops; i++) {
+    nop *o = &it->ops[i];
+    int here = o->kind == K_ALLREDUCE || o->kind == K_REDSCAT ||
+               (o->kind == K_REDUCE && o->comm->rank == o->root);
+    if (o->op == ncclAvg && here) gr__avg_divide(grt(o->t), o->r, o->n, o->comm->size);
+    free(o->tmp);
+  }
+  return 1;
+}
+
+static void item_free(item *it) {
+  free(it->ops);
+  free(it->reqs);
+  free(it);
+}
+
+/* Run the stream as far as it goes without waiting. 1 when empty. */
+static int progress(struct grdbl_stream *s) {
+  while (s->head) {
+    item *it = s->head;
+    if (!it->started) start(it);
+    if (!finished(it)) return 0;
+    s->head = it->next;
+    if (!s->head) s->tail = NULL;
+    item_free(it);
+  }
+  return 1;
+}
+
+static int uses(const item *it, ncclComm_t c) {
+  for (int i = 0; i < it->nops; i++)
+    if (it->ops[i].comm == c) return 1;
+  return 0;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+  if (!s) return cudaErrorInvalidValue;
+  struct grdbl_stream *n = calloc(1, sizeof *n);
+  n->next = default_stream.next;
+  default_stream.next = n;
+  *s = n;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  if (!s || s == &default_stream) return cudaErrorInvalidValue;
+  while (!progress(s)) {}
+  for (struct grdbl_stream *p = &default_stream; p; p = p->next)
+    if (p->next == s) p->next = s->next;
+  free(s);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t s) { return progress(S(s)) ? cudaSuccess : cudaErrorNotReady; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  while (!progress(S(s))) {}
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                            cudaStream_t s) {
+  int dev_dst = find(dst) && !find(dst)->pinned, dev_src = find(src) && !find(src)->pinned;
+  int ok = kind == cudaMemcpyDefault ||
+           (kind == cudaMemcpyHostToDevice && dev_dst && !dev_src) ||
+           (kind == cudaMemcpyDeviceToHost && dev_src && !dev_dst) ||
+           (kind == cudaMemcpyDeviceToDevice && dev_src && dev_dst) ||
+           (kind == cudaMemcpyHostToHost && !dev_src && !dev_dst);
+  if (!ok || (bytes && (!dst || !src))) return last_cuda = cudaErrorInvalidValue;
+  item *it = calloc(1, sizeof *it);
+  it->is_copy = 1;
+  it->dst = dst;
+  it->src = src;
+  it->bytes = bytes;
+  push(S(s), it);
+  progress(S(s));
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, NULL);
+  if (e == cudaSuccess) cudaStreamSynchronize(NULL);
+  return e;
+}
+
+/* ---- operations and groups ---------------------------------------------------------------- */
+
+static int group_depth;
+static nop *gops;
+static int gn, gcap;
+static cudaStream_t gstream;
+
+static ncclResult_t enqueue(nop o, cudaStream_t st) {
+  ncclComm_t c = o.comm;
+  if (!c) return set_err(NULL, ncclInvalidArgument, "%s", "comm is NULL");
+  if (c->finalizing) return set_err(c, ncclInvalidUsage, "%s", "communicator is finalizing");
+  if ((unsigned)o.t > ncclBfloat16) return set_err(c, ncclInvalidArgument, "%s", "bad datatype");
+  size_t bytes = o.n * esize(o.t);
+  /* NCCL needs device memory: a host pointer here means our staging missed it. */
+  int needs_s = o.kind != K_RECV && (o.kind != K_BCAST || c->rank == o.root);
+  int needs_r = o.kind != K_SEND && (o.kind != K_REDUCE || c->rank == o.root);
+  if (bytes && needs_s && (!find(o.s) || find(o.s)->pinned))
+    return set_err(c, ncclInvalidArgument, "sendbuff %s is not device memory", o.kind == K_SEND ? "(send)" : "");
+  if (bytes && needs_r && (!find(o.r) || find(o.r)->pinned))
+    return set_err(c, ncclInvalidArgument, "recvbuff %s is not device memory", o.kind == K_RECV ? "(recv)" : "");
+  if (o.kind == K_BCAST || o.kind == K_REDUCE || o.kind == K_SEND || o.kind == K_RECV)
+    if (o.root < 0 || o.root >= c->size) return set_err(c, ncclInvalidArgument, "%s", "root/peer out of range");
+  if (group_depth > 0) {
+    if (gn == gcap) {
+      gcap = gcap ? 2 * gcap : 16;
+      gops = realloc(gops, sizeof *gops * (size_t)gcap);
+    }
+    if (gn == 0) gstream = st;
+    gops[gn++] = o;
+    return ncclSuccess;
+  }
+  item *it = calloc(1, sizeof *it);
+  it->ops = malloc(sizeof *it->ops);
+  it->ops[0] = o;
+  it->nops = 1;
+  push(S(st), it);
+  progress(S(st));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart(void) {
+  group_depth++;
+  return ncclSuccess;
+}
+ncclResult_t ncclGroupEnd(void) {
+  if (group_depth == 0) return set_err(NULL, ncclInvalidUsage, "%s", "ncclGroupEnd without ncclGroupStart");
+  if (--group_depth > 0 || gn == 0) return ncclSuccess;
+  item *it = calloc(1, sizeof *it);
+  it->ops = gops;
+  it->nops = gn;
+  gops = NULL;
+  gn = gcap = 0;
+  push(S(gstream), it);
+  progress(S(gstream));
+  return ncclSuccess;
+}
+
+#define OP_(k, s_, r_, n_, t_, op_, root_) \
+  enqueue((nop){k, s_, r_, n_, t_, op_, root_, comm, NULL}, st)
+ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t st) {
+  return OP_(K_ALLREDUCE, s, r, n, t, op, -1);
+}
+ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, int root,
+                           ncclComm_t comm, cudaStream_t st) {
+  return OP_(K_BCAST, s, r, n, t, ncclSum, root);
+}
+ncclResult_t ncclReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t st) {
+  return OP_(K_REDUCE, s, r, n, t, op, root);
+}
+ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t comm,
+                           cudaStream_t st) {
+  return OP_(K_ALLGATHER, s, r, n, t, ncclSum, -1);
+}
+ncclResult_t ncclReduceScatter(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t st) {
+  return OP_(K_REDSCAT, s, r, n, t, op, -1);
+}
+ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t comm,
+                      cudaStream_t st) {
+  return OP_(K_SEND, s, NULL, n, t, ncclSum, peer);
+}
+ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st) {
+  return OP_(K_RECV, NULL, r, n, t, ncclSum, peer);
+}
+
+/* ---- state, teardown ---------------------------------------------------------------------- */
+
+static int busy(ncclComm_t c) {
+  int any = 0;
+  for (struct grdbl_stream *s = streams; s; s = s->next) {
+    progress(s);
+    for (item *it = s->head; it; it = it->next) any |= uses(it, c);
+  }
+  return any;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *async) {
+  if (!c || !async) return ncclInvalidArgument;
+  if (c->polls_in_progress > 0) {
+    c->polls_in_progress--;
+    *async = ncclInProgress;
+  } else if (c->finalizing) {
+    *async = busy(c) ? ncclInProgress : ncclSuccess;
+  } else {
+    *async = c->async;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t c) {
+  if (!c) return ncclInvalidArgument;
+  c->finalizing = 1;
+  return ncclInProgress;
+}
+
+static void comm_free(ncclComm_t c, int clean) {
+  if (clean)
+    for (int i = 0; i < 4; i++) MPI_Op_free(&c->half_ops[i]), MPI_Op_free(&c->bf16_ops[i]);
+  MPI_Comm_free(&c->mpi); /* MPI defers this past any request still pending */
+  free(c);
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t c) {
+  if (!c) return ncclInvalidArgument;
+  if (busy(c)) return set_err(c, ncclInvalidUsage, "%s", "destroy with work pending");
+  comm_free(c, 1);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t c) {
+  if (!c) return ncclSuccess;
+  /* Drop this communicator's queued work; its MPI requests can never be cancelled and leak. */
+  for (struct grdbl_stream *s = streams; s; s = s->next) {
+    item **p = &s->head, *last = NULL;
+    while (*p) {
+      item *it = *p;
+      if (uses(it, c)) {
+        *p = it->next;
+        for (int i = 0; i < it->nops; i++) free(it->ops[i].tmp);
+        item_free(it); /* the request handles are copies: MPI keeps its own */
+      } else {
+        last = it;
+        p = &it->next;
+      }
+    }
+    s->tail = last;
+  }
+  comm_free(c, 0);
+  return ncclSuccess;
+}
+
+const char *ncclGetErrorString(ncclResult_t r) {
+  static const char *const s[] = {"no error", "unhandled cuda error", "unhandled system error",
+                                  "internal error", "invalid argument", "invalid usage",
+                                  "remote process exited or there was a network error",
+                                  "NCCL operation in progress"};
+  return (unsigned)r < ncclNumResults ? s[r] : "unknown result code";
+}
+const char *ncclGetLastError(ncclComm_t c) { return c ? c->err : global_err; }

@@ -1,0 +1,251 @@
+/* Failure behaviour of the collectives, one mode per run:
+ *   timeout DIR   the last rank never joins an allreduce: the others get GR_ERR_TIMEOUT naming the
+ *                 call, within timeout + margin, the communicator is aborted afterwards, the flight
+ *                 recorder is in DIR, and every process exits cleanly
+ *   mismatch      GPURUN_CHECK-style fingerprints: rank 0 calls broadcast(count=12) while the others
+ *                 call allreduce(count=10): GR_ERR_MISMATCH with the sentence on every rank; one
+ *                 rank's bad argument fails the call on every rank; the communicator still works
+ *   badargs       every locally invalid argument: GR_ERR_INVALID, a sentence, buffers unchanged,
+ *                 and nothing sent (a correct call afterwards still matches up)
+ *   signal DIR    SIGUSR1 (with GPURUN_FLIGHT=1) writes the flight recorder at the next call */
+#include <gpurun/coll.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gr_device.h"
+#ifdef FAULTS_NCCL_DOUBLE
+#include "gr_coll.h"
+extern const gr__coll_ops gr__coll_ops_nccl_double;
+#endif
+
+static int rank, size, failures;
+
+#define FAIL(...)                                                  \
+  do {                                                             \
+    failures++;                                                    \
+    fprintf(stderr, "[rank %d] FAIL line %d: ", rank, __LINE__);   \
+    fprintf(stderr, __VA_ARGS__);                                  \
+    fputc('\n', stderr);                                           \
+  } while (0)
+#define EXPECT_ST(call, want)                                                                  \
+  do {                                                                                         \
+    gr_clear_error();                                                                          \
+    gr_status st_ = (call);                                                                    \
+    if (st_ != (want))                                                                         \
+      FAIL("%s returned %s, expected %s (%s)", #call, gr_status_name(st_), gr_status_name(want), \
+           gr_last_error());                                                                   \
+  } while (0)
+#define EXPECT_MSG(sub)                                                                   \
+  do {                                                                                    \
+    if (!strstr(gr_last_error(), (sub)))                                                  \
+      FAIL("last error \"%s\" does not contain \"%s\"", gr_last_error(), (sub));          \
+  } while (0)
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static gr_comm *make(double timeout, int check) {
+  gr_comm_config cfg;
+  gr_comm_config_init(&cfg);
+  cfg.timeout_s = timeout;
+  cfg.check = check;
+  gr_comm *c = NULL;
+  gr_status st;
+#ifdef FAULTS_NCCL_DOUBLE
+  st = gr__comm_create_ops(MPI_COMM_WORLD, &cfg, &gr__coll_ops_nccl_double, &c);
+#else
+  cfg.backend = GR_BACKEND_MPI;
+  st = gr_comm_create(MPI_COMM_WORLD, &cfg, &c);
+#endif
+  if (st != GR_OK) {
+    fprintf(stderr, "[rank %d] gr_comm_create: %s\n", rank, gr_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return c;
+}
+
+static int file_has(const char *path, const char *needle) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return strstr(buf, needle) != NULL;
+}
+
+static void mode_timeout(const char *dir) {
+  const double T = 1.0, MARGIN = 10.0; /* a bound on a hang, not a performance threshold */
+  gr_comm *c = make(T, 0);
+  float x[10] = {1}, y[10];
+  if (rank != size - 1) {
+    double t0 = now();
+    EXPECT_ST(gr_allreduce(x, y, 10, GR_FLOAT32, GR_SUM, c, NULL), GR_ERR_TIMEOUT);
+    double dt = now() - t0;
+    if (dt < T || dt > T + MARGIN) FAIL("timed out after %.2f s, timeout %.1f s", dt, T);
+    EXPECT_MSG("allreduce #1 (count=10, dtype=float32) on communicator world");
+    EXPECT_MSG("aborted");
+    EXPECT_ST(gr_allreduce(x, y, 10, GR_FLOAT32, GR_SUM, c, NULL), GR_ERR_ABORTED);
+    EXPECT_ST(gr_barrier(c), GR_ERR_ABORTED);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/flight.%d.json", dir, rank);
+    if (!file_has(path, "\"state\": \"timeout\"") || !file_has(path, "\"reason\": \"timeout\"") ||
+        !file_has(path, "\"op\": \"allreduce\", \"count\": 10, \"dtype\": \"float32\""))
+      FAIL("flight recorder %s missing or without the timed-out call", path);
+  }
+  EXPECT_ST(gr_comm_destroy(c), GR_OK);
+}
+
+static void mode_mismatch(void) {
+  gr_comm *c = make(30, 1);
+  int buf[12] = {0};
+  if (size > 1) {
+    if (rank == 0)
+      EXPECT_ST(gr_broadcast(buf, buf, 12, GR_INT32, 0, c, NULL), GR_ERR_MISMATCH);
+    else
+      EXPECT_ST(gr_allreduce(buf, buf, 10, GR_INT32, GR_SUM, c, NULL), GR_ERR_MISMATCH);
+    EXPECT_MSG("rank 1 called allreduce(count=10) as call #1 while rank 0 called broadcast(count=12)");
+    /* dtype differs only */
+    EXPECT_ST(gr_allreduce(buf, buf, 4, rank == size - 1 ? GR_UINT32 : GR_INT32, GR_SUM, c, NULL),
+              GR_ERR_MISMATCH);
+    char want[128];
+    snprintf(want, sizeof want, "rank %d called allreduce(count=4, dtype=uint32) as call #2", size - 1);
+    EXPECT_MSG(want);
+    /* one rank's bad argument: everyone fails, nobody hangs */
+    EXPECT_ST(gr_allreduce(rank == 1 ? NULL : buf, buf, 4, GR_INT32, GR_SUM, c, NULL), GR_ERR_INVALID);
+    if (rank == 1)
+      EXPECT_MSG("send is NULL");
+    else
+      EXPECT_MSG("rank 1 of communicator world rejected its own arguments to allreduce call #3");
+  }
+  /* still usable, and the check passes for matching calls */
+  for (int i = 0; i < 4; i++) buf[i] = rank + 1;
+  EXPECT_ST(gr_allreduce(buf, buf, 4, GR_INT32, GR_SUM, c, NULL), GR_OK);
+  if (buf[0] != size * (size + 1) / 2) FAIL("allreduce after mismatch: %d", buf[0]);
+  EXPECT_ST(gr_barrier(c), GR_OK);
+  EXPECT_ST(gr_comm_destroy(c), GR_OK);
+}
+
+static void mode_badargs(void) {
+  gr_comm *c = make(30, 0);
+  int32_t s[8], r[8], r0[8];
+  for (int i = 0; i < 8; i++) s[i] = i + 1, r[i] = r0[i] = -7;
+#define UNCHANGED() \
+  do { if (memcmp(r, r0, sizeof r) != 0) FAIL("recv buffer changed by a rejected call"); } while (0)
+  EXPECT_ST(gr_allreduce(s, r, 8, GR_INT32, GR_SUM, NULL, NULL), GR_ERR_INVALID);
+  EXPECT_MSG("gr_allreduce: comm is NULL");
+  EXPECT_ST(gr_allreduce(NULL, r, 8, GR_INT32, GR_SUM, c, NULL), GR_ERR_INVALID);
+  EXPECT_MSG("send is NULL with count 8");
+  EXPECT_ST(gr_allreduce(s, NULL, 8, GR_INT32, GR_SUM, c, NULL), GR_ERR_INVALID);
+  EXPECT_ST(gr_allreduce(s, r, SIZE_MAX / 2, GR_INT32, GR_SUM, c, NULL), GR_ERR_INVALID);
+  EXPECT_MSG("overflows");
+  EXPECT_ST(gr_allreduce(s, r, 8, (gr_dtype)42, GR_SUM, c, NULL), GR_ERR_INVALID);
+  EXPECT_MSG("dtype 42");
+  EXPECT_ST(gr_allreduce(s, r, 8, GR_INT32, (gr_op)-1, c, NULL), GR_ERR_INVALID);
+  EXPECT_MSG("op -1");
+  EXPECT_ST(gr_allreduce(s, r, 8, GR_INT32, GR_AVG, c, NULL), GR_ERR_INVALID);
+  EXPECT_MSG("avg is not defined on dtype int32");
+  EXPECT_ST(gr_allreduce(s, s + 1, 4, GR_INT32, GR_SUM, c, NULL), GR_ERR_INVALID);
+  EXPECT_MSG("overlap");
+  EXPECT_ST(gr_broadcast(s, r, 8, GR_INT32, size, c, NULL), GR_ERR_INVALID);
+  EXPECT_MSG("root");
+  EXPECT_ST(gr_broadcast(s, r, 8, GR_INT32, -1, c, NULL), GR_ERR_INVALID);
+  EXPECT_ST(gr_reduce(s, r, 8, GR_INT32, GR_SUM, size + 3, c, NULL), GR_ERR_INVALID);
+  EXPECT_ST(gr_allgather(s, r, SIZE_MAX / 8, GR_INT32, c, NULL), GR_ERR_INVALID);
+  EXPECT_ST(gr_reduce_scatter(s, r, 8, GR_FLOAT64, (gr_op)9, c, NULL), GR_ERR_INVALID);
+  EXPECT_ST(gr_alltoall(NULL, r, 1, GR_INT32, c, NULL), GR_ERR_INVALID);
+  EXPECT_ST(gr_send(s, 8, GR_INT32, size, c, NULL), GR_ERR_INVALID);
+  EXPECT_MSG("peer");
+  EXPECT_ST(gr_recv(r, 8, GR_INT32, -2, c, NULL), GR_ERR_INVALID);
+  EXPECT_ST(gr_send(s, 8, GR_INT32, rank, c, NULL), GR_ERR_INVALID);
+  EXPECT_MSG("itself");
+  EXPECT_ST(gr_recv(NULL, 8, GR_INT32, 0, c, NULL), GR_ERR_INVALID);
+  EXPECT_ST(gr_group_end(), GR_ERR_STATE);
+  EXPECT_ST(gr_comm_split(c, 0, 0, NULL), GR_ERR_INVALID);
+  EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, NULL, NULL), GR_ERR_INVALID);
+  EXPECT_ST(gr_comm_create(MPI_COMM_NULL, NULL, &(gr_comm *){NULL}), GR_ERR_INVALID);
+  gr_comm_config cfg;
+  gr_comm_config_init(&cfg);
+  cfg.timeout_s = -1;
+  gr_comm *bad = (gr_comm *)&cfg;
+  EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, &cfg, &bad), GR_ERR_INVALID);
+  if (bad != NULL) FAIL("out not cleared on failure");
+  EXPECT_MSG("timeout_s");
+  cfg.timeout_s = 0;
+  cfg.backend = (gr_backend)7;
+  EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, &cfg, &bad), GR_ERR_INVALID);
+  EXPECT_ST(gr_barrier(NULL), GR_ERR_INVALID);
+  if (gr_comm_rank(NULL) != -1 || gr_comm_size(NULL) != -1) FAIL("rank/size of NULL");
+  /* count 0 with NULL buffers is fine and matches up across ranks */
+  EXPECT_ST(gr_allreduce(NULL, NULL, 0, GR_INT32, GR_SUM, c, NULL), GR_OK);
+  UNCHANGED();
+  /* A grouped call with bad arguments is refused and not queued; the group still runs. */
+  EXPECT_ST(gr_group_start(), GR_OK);
+  EXPECT_ST(gr_allreduce(s, r, 8, GR_INT32, GR_AVG, c, NULL), GR_ERR_INVALID);
+  EXPECT_ST(gr_barrier(c), GR_ERR_STATE);
+  EXPECT_ST(gr_group_end(), GR_OK);
+  UNCHANGED();
+  /* Nothing reached the network: a correct call now pairs up with the peers' correct call. */
+  EXPECT_ST(gr_allreduce(s, r, 8, GR_INT32, GR_SUM, c, NULL), GR_OK);
+  for (int i = 0; i < 8; i++)
+    if (r[i] != size * (i + 1)) FAIL("allreduce after rejected calls: r[%d] = %d", i, r[i]);
+  EXPECT_ST(gr_comm_destroy(c), GR_OK);
+  EXPECT_ST(gr_comm_destroy(NULL), GR_OK);
+#ifndef FAULTS_NCCL_DOUBLE
+  /* AUTO on a machine without a usable GPU: the MPI backend, whatever the build. */
+  gr_comm *a = NULL;
+  EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, NULL, &a), GR_OK);
+  char why[128];
+  if (gr__cuda_device_count(why, sizeof why) == 0 && gr_comm_backend(a) != GR_BACKEND_MPI)
+    FAIL("GR_BACKEND_AUTO chose %d without a GPU", (int)gr_comm_backend(a));
+  EXPECT_ST(gr_comm_destroy(a), GR_OK);
+#endif
+}
+
+static void mode_signal(const char *dir) {
+  gr_comm *c = make(30, 0);
+  int x = 1;
+  EXPECT_ST(gr_allreduce(&x, &x, 1, GR_INT32, GR_SUM, c, NULL), GR_OK);
+  raise(SIGUSR1); /* with the handler installed this only sets a flag */
+  EXPECT_ST(gr_broadcast(&x, &x, 1, GR_INT32, 0, c, NULL), GR_OK); /* the dump happens here */
+  char path[1024];
+  snprintf(path, sizeof path, "%s/flight.%d.json", dir, rank);
+  if (!file_has(path, "\"reason\": \"signal\"") ||
+      !file_has(path, "{\"seq\": 1, \"op\": \"allreduce\", \"count\": 1, \"dtype\": \"int32\", \"root\": -1, \"peer\": -1, \"start\": "))
+    FAIL("flight recorder %s missing or incomplete", path);
+  if (!file_has(path, "\"state\": \"done\"}")) FAIL("no finished call in %s", path);
+  EXPECT_ST(gr_comm_destroy(c), GR_OK);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const char *mode = argc > 1 ? argv[1] : "";
+  if (strcmp(mode, "timeout") == 0 && argc > 2)
+    mode_timeout(argv[2]);
+  else if (strcmp(mode, "mismatch") == 0)
+    mode_mismatch();
+  else if (strcmp(mode, "badargs") == 0)
+    mode_badargs();
+  else if (strcmp(mode, "signal") == 0 && argc > 2)
+    mode_signal(argv[2]);
+  else {
+    fprintf(stderr, "usage: test_coll_faults timeout DIR|mismatch|badargs|signal DIR\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  int total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) printf("%s: %d failures\n", mode, total);
+  MPI_Finalize();
+  return total ? 1 : 0;
+}
