@@ -31,8 +31,10 @@
  *   number, count, dtype and communicator, writes the flight recorder, and aborts the
  *   communicator: later calls return GR_ERR_ABORTED; only gr_comm_destroy remains. The buffers of
  *   the call that timed out may still be written by the transport until the communicator is
- *   destroyed. With timeout 0 the MPI backend may use MPI's blocking routines (lowest latency);
- *   with a timeout it uses MPI_I... requests and a test loop.
+ *   destroyed (except for the MPI backend's allreduce, whose point-to-point requests are
+ *   cancelled). With timeout 0 the MPI backend may use MPI's blocking routines (lowest latency);
+ *   with a timeout it uses non-blocking requests and a test loop (allreduce: its own recursive
+ *   doubling or ring over MPI_Isend/MPI_Irecv; the others: MPI_I... collectives).
  *
  * Threads: a communicator is used by one thread at a time. Groups (gr_group_start/end) belong to
  * the calling thread, as in NCCL: the calls between them are checked at once, queued, and started
