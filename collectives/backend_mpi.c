@@ -397,7 +397,8 @@ static gr_status mpi_post(gr__call *k, int *done) {
   const char *what = "";
   switch (k->kind) {
   case GR__ALLREDUCE: {
-    if (!blk && c->size > 1 && (k->count * es <= RD_MAX_BYTES || k->count >= (size_t)c->size)) {
+    if (!blk && c->size > 1 && k->count > 0 &&
+        (k->count * es <= RD_MAX_BYTES || k->count >= (size_t)c->size)) {
       gr_status st = rd_start(k, s, r, k->count * es > RD_MAX_BYTES);
       if (st != GR_OK) {
         stage_out(k);
@@ -423,14 +424,14 @@ static gr_status mpi_post(gr__call *k, int *done) {
     break;
   }
   case GR__ALLGATHER: {
-    const void *in = s == (char *)r + (size_t)c->rank * k->count * es ? MPI_IN_PLACE : s;
+    const void *in = n && s == (char *)r + (size_t)c->rank * k->count * es ? MPI_IN_PLACE : s;
     what = "MPI_Iallgather";
     rc = blk ? MPI_Allgather(in, n, dt, r, n, dt, c->mpi)
              : MPI_Iallgather(in, n, dt, r, n, dt, c->mpi, q);
     break;
   }
   case GR__REDUCE_SCATTER:
-    if (r == (const char *)s + (size_t)c->rank * k->count * es && n)
+    if (n && r == (const char *)s + (size_t)c->rank * k->count * es)
       GR_CHECK(private_copy(k, &s, k->count * es * P));
     what = "MPI_Ireduce_scatter_block";
     rc = blk ? MPI_Reduce_scatter_block(s, r, n, dt, op, c->mpi)
