@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gr_coll_stats.h"
 #include "gr_device.h"
 #ifdef FAULTS_NCCL_DOUBLE
 #include "gr_coll.h"
@@ -198,6 +199,23 @@ static void mode_badargs(void) {
   EXPECT_ST(gr_allreduce(s, r, 8, GR_INT32, GR_SUM, c, NULL), GR_OK);
   for (int i = 0; i < 8; i++)
     if (r[i] != size * (i + 1)) FAIL("allreduce after rejected calls: r[%d] = %d", i, r[i]);
+  /* The counters saw only what ran: two allreduces (8 and 0 elements of int32), no rejected call. */
+  gr_coll_stats cs;
+  if (gr__coll_stats_get(c, &cs) != GR_OK) FAIL("gr__coll_stats_get");
+  if (cs.calls[0] != 2 || cs.bytes[0] != 32 || cs.calls[8] != 0 || cs.failures != 0)
+    FAIL("stats: %llu allreduce calls, %llu bytes, %llu barriers, %llu failures",
+         (unsigned long long)cs.calls[0], (unsigned long long)cs.bytes[0],
+         (unsigned long long)cs.calls[8], (unsigned long long)cs.failures);
+  if (strcmp(gr__coll_stats_op_name(4), "reduce_scatter") != 0 || gr__coll_stats_op_name(9) != NULL)
+    FAIL("stats op names");
+  EXPECT_ST(gr_barrier(c), GR_OK);
+  /* gr_comm_abort: local, later calls refuse, destroy still works */
+  EXPECT_ST(gr_comm_abort(c), GR_OK);
+  EXPECT_ST(gr_allreduce(s, r, 8, GR_INT32, GR_SUM, c, NULL), GR_ERR_ABORTED);
+  EXPECT_MSG("aborted");
+  gr_comm *sub = (gr_comm *)&cs;
+  EXPECT_ST(gr_comm_split(c, 0, 0, &sub), GR_ERR_ABORTED);
+  if (sub != NULL) FAIL("split of an aborted communicator left *out set");
   EXPECT_ST(gr_comm_destroy(c), GR_OK);
   EXPECT_ST(gr_comm_destroy(NULL), GR_OK);
 #ifndef FAULTS_NCCL_DOUBLE
