@@ -253,6 +253,7 @@ static int rd_chunks(const gr__call *k, int dir, void *buf, int peer) {
   size_t off = 0;
   do {
     int len = (int)(bytes - off < RD_CHUNK ? bytes - off : RD_CHUNK);
+    if (!dir) m->be_recvs |= 1ull << m->be_nreqs;
     MPI_Request *q = &m->be_reqs[m->be_nreqs++];
     rc = dir ? MPI_Isend((char *)buf + off, len, MPI_BYTE, peer, k->be_tag, c->mpi, q)
              : MPI_Irecv((char *)buf + off, len, MPI_BYTE, peer, k->be_tag, c->mpi, q);
@@ -278,6 +279,7 @@ static int ring_post(gr__call *k) {
   ring_block(k, sb, &so, &sl);
   ring_block(k, rb, &ro, &rl);
   void *into = k->be_phase == RING_RS ? k->be_in : (char *)k->be_buf + ro * es;
+  k->be_recvs = 1; /* be_reqs[0] */
   int rc = MPI_Irecv(into, (int)rl, dt, left, k->be_tag, c->mpi, &k->be_reqs[0]);
   if (rc == MPI_SUCCESS)
     rc = MPI_Isend((char *)k->be_buf + so * es, (int)sl, dt, right, k->be_tag, c->mpi, &k->be_reqs[1]);
@@ -289,6 +291,7 @@ static gr_status rd_post_step(gr__call *k) {
   gr_comm *c = k->comm;
   int P = c->size, r = c->rank, pof2 = rd_pof2(P), rem = P - pof2, rc = MPI_SUCCESS;
   k->be_nreqs = 0;
+  k->be_recvs = 0;
   switch (k->be_phase) {
   case RING_RS:
   case RING_AG: rc = ring_post(k); break;
@@ -492,12 +495,16 @@ static void mpi_forget(gr__call *k) {
   if (k->be_flags & 4) {
     /* Our own allreduce is point to point, hence cancellable: once cancelled, the waits return
      * locally and nothing writes into the buffers any more. */
-    for (int i = 0; i < k->be_nreqs; i++)
-      if (k->be_reqs[i] != MPI_REQUEST_NULL) {
+    for (int i = 0; i < k->be_nreqs; i++) {
+      if (k->be_reqs[i] == MPI_REQUEST_NULL) continue;
+      if (k->be_recvs & (1ull << i)) {
         MPI_Cancel(&k->be_reqs[i]);
         MPI_Wait(&k->be_reqs[i], MPI_STATUS_IGNORE);
+      } else { /* Open MPI cannot cancel a send: let it go (it reads, never writes) */
+        MPI_Request_free(&k->be_reqs[i]);
       }
-    free(k->be_in);
+    }
+    free(k->be_in); /* only ever received into, and those receives are cancelled */
     k->be_in = NULL;
     k->be_flags &= ~4;
     if (k->be_flags & 1) free(k->be_tmp), k->be_tmp = NULL;

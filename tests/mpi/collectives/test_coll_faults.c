@@ -86,7 +86,7 @@ static int file_has(const char *path, const char *needle) {
 
 static void mode_timeout(const char *dir) {
   const double T = 1.0, MARGIN = 10.0; /* a bound on a hang, not a performance threshold */
-  gr_comm *c = make(T, 0);
+  gr_comm *c = make(T, 0), *c2 = make(T, 0);
   float x[10] = {1}, y[10];
   if (rank != size - 1) {
     double t0 = now();
@@ -102,7 +102,17 @@ static void mode_timeout(const char *dir) {
     if (!file_has(path, "\"state\": \"timeout\"") || !file_has(path, "\"reason\": \"timeout\"") ||
         !file_has(path, "\"op\": \"allreduce\", \"count\": 10, \"dtype\": \"float32\""))
       FAIL("flight recorder %s missing or without the timed-out call", path);
+    /* the same through a request */
+    gr_request *q = NULL;
+    double big[5000] = {0};
+    EXPECT_ST(gr_iallreduce(big, big, 5000, GR_FLOAT64, GR_MAX, c2, NULL, &q), GR_OK);
+    t0 = now();
+    EXPECT_ST(gr_wait(&q), GR_ERR_TIMEOUT);
+    if (now() - t0 > T + MARGIN) FAIL("gr_wait timed out after %.2f s", now() - t0);
+    EXPECT_MSG("allreduce #1 (count=5000, dtype=float64)");
+    if (q) FAIL("request left set after a timeout");
   }
+  EXPECT_ST(gr_comm_destroy(c2), GR_OK);
   EXPECT_ST(gr_comm_destroy(c), GR_OK);
 }
 
@@ -171,6 +181,14 @@ static void mode_badargs(void) {
   EXPECT_MSG("itself");
   EXPECT_ST(gr_recv(NULL, 8, GR_INT32, 0, c, NULL), GR_ERR_INVALID);
   EXPECT_ST(gr_group_end(), GR_ERR_STATE);
+  EXPECT_ST(gr_iallreduce(s, r, 8, GR_INT32, GR_SUM, c, NULL, NULL), GR_ERR_INVALID);
+  gr_request *rq = NULL;
+  EXPECT_ST(gr_iallreduce(s, r, 8, GR_INT32, GR_AVG, c, NULL, &rq), GR_ERR_INVALID);
+  if (rq) FAIL("request set by a rejected call");
+  EXPECT_ST(gr_wait(&rq), GR_ERR_INVALID);
+  EXPECT_ST(gr_group_start(), GR_OK);
+  EXPECT_ST(gr_ibroadcast(s, r, 8, GR_INT32, 0, c, NULL, &rq), GR_ERR_STATE);
+  EXPECT_ST(gr_group_end(), GR_OK);
   EXPECT_ST(gr_comm_split(c, 0, 0, NULL), GR_ERR_INVALID);
   EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, NULL, NULL), GR_ERR_INVALID);
   EXPECT_ST(gr_comm_create(MPI_COMM_NULL, NULL, &(gr_comm *){NULL}), GR_ERR_INVALID);
