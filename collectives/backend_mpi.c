@@ -28,7 +28,10 @@ typedef struct {
  * than its blocking ones at these sizes, while point-to-point requests are as fast as they get. */
 #define RD_MAX_BYTES 32768 /* 16 chunks each way (be_reqs holds 64); above, MPI_Iallreduce */
 #define RD_TAG_BASE 0x4000
-enum { RD_FOLD_SEND = 1, RD_FOLD_RECV, RD_LOOP, RD_UNFOLD_SEND, RD_UNFOLD_RECV, RD_DONE };
+/* Larger ones (with a timeout) use a ring: reduce-scatter then allgather, P-1 steps each, one
+ * block of count/P elements per message, the bandwidth-optimal schedule MPI libraries use too. */
+enum { RD_FOLD_SEND = 1, RD_FOLD_RECV, RD_LOOP, RD_UNFOLD_SEND, RD_UNFOLD_RECV, RING_RS, RING_AG,
+       RD_DONE };
 
 #define GR_HALF_OP_(name, dt, op)                                                    \
   static void name(void *in, void *inout, int *len, MPI_Datatype *t) {               \
@@ -250,6 +253,7 @@ static int rd_chunks(const gr__call *k, int dir, void *buf, int peer) {
   size_t off = 0;
   do {
     int len = (int)(bytes - off < RD_CHUNK ? bytes - off : RD_CHUNK);
+    if (!dir) m->be_recvs |= 1ull << m->be_nreqs;
     MPI_Request *q = &m->be_reqs[m->be_nreqs++];
     rc = dir ? MPI_Isend((char *)buf + off, len, MPI_BYTE, peer, k->be_tag, c->mpi, q)
              : MPI_Irecv((char *)buf + off, len, MPI_BYTE, peer, k->be_tag, c->mpi, q);
@@ -258,11 +262,39 @@ static int rd_chunks(const gr__call *k, int dir, void *buf, int peer) {
   return rc;
 }
 
+/* Block b of the ring: elements [*off, *off + *len). */
+static void ring_block(const gr__call *k, int b, size_t *off, size_t *len) {
+  size_t P = (size_t)k->comm->size, q = k->count / P, rm = k->count % P, ub = (size_t)b;
+  *off = ub * q + (ub < rm ? ub : rm);
+  *len = q + (ub < rm);
+}
+
+static int ring_post(gr__call *k) {
+  gr_comm *c = k->comm;
+  int P = c->size, r = c->rank, s = k->be_mask, right = (r + 1) % P, left = (r + P - 1) % P;
+  size_t es = gr__dtype_size(k->dtype), so, sl, ro, rl;
+  MPI_Datatype dt = mpi_type(k->dtype);
+  int sb = k->be_phase == RING_RS ? ((r - s) % P + P) % P : ((r + 1 - s) % P + P) % P;
+  int rb = k->be_phase == RING_RS ? ((r - s - 1) % P + P) % P : ((r - s) % P + P) % P;
+  ring_block(k, sb, &so, &sl);
+  ring_block(k, rb, &ro, &rl);
+  void *into = k->be_phase == RING_RS ? k->be_in : (char *)k->be_buf + ro * es;
+  k->be_recvs = 1; /* be_reqs[0] */
+  int rc = MPI_Irecv(into, (int)rl, dt, left, k->be_tag, c->mpi, &k->be_reqs[0]);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Isend((char *)k->be_buf + so * es, (int)sl, dt, right, k->be_tag, c->mpi, &k->be_reqs[1]);
+  k->be_nreqs = 2;
+  return rc;
+}
+
 static gr_status rd_post_step(gr__call *k) {
   gr_comm *c = k->comm;
   int P = c->size, r = c->rank, pof2 = rd_pof2(P), rem = P - pof2, rc = MPI_SUCCESS;
   k->be_nreqs = 0;
+  k->be_recvs = 0;
   switch (k->be_phase) {
+  case RING_RS:
+  case RING_AG: rc = ring_post(k); break;
   case RD_FOLD_SEND: rc = rd_chunks(k, 1, k->be_buf, r + 1); break;
   case RD_FOLD_RECV: rc = rd_chunks(k, 0, k->be_in, r - 1); break;
   case RD_LOOP: {
@@ -293,22 +325,32 @@ static int rd_next(gr__call *k) {
     k->be_mask <<= 1;
     if (k->be_mask < pof2) return RD_LOOP;
     return r < 2 * rem ? RD_UNFOLD_SEND : RD_DONE;
+  case RING_RS:
+    if (++k->be_mask < P - 1) return RING_RS;
+    k->be_mask = 0;
+    return RING_AG;
+  case RING_AG:
+    return ++k->be_mask < P - 1 ? RING_AG : RD_DONE;
   default: return RD_DONE;
   }
 }
 
-static gr_status rd_start(gr__call *k, const void *s, void *r) {
+static gr_status rd_start(gr__call *k, const void *s, void *r, int ring) {
   gr_comm *c = k->comm;
   mpi_be *b = c->be;
   size_t bytes = k->count * gr__dtype_size(k->dtype);
   k->be_tag = RD_TAG_BASE + (int)(b->rd_calls++ % 16384u);
   if (s != r) memcpy(r, s, bytes);
+  if (ring) bytes = (k->count / (size_t)c->size + 1) * gr__dtype_size(k->dtype); /* one block */
   k->be_buf = r;
   k->be_in = malloc(bytes ? bytes : 1);
   if (!k->be_in) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory (%zu bytes)", bytes);
   k->be_flags |= 4;
   int rem = c->size - rd_pof2(c->size);
-  if (c->rank < 2 * rem)
+  if (ring) {
+    k->be_phase = RING_RS;
+    k->be_mask = 0;
+  } else if (c->rank < 2 * rem)
     k->be_phase = c->rank % 2 == 0 ? RD_FOLD_SEND : RD_FOLD_RECV;
   else
     k->be_phase = rd_next(k); /* from phase 0 */
@@ -329,6 +371,13 @@ static gr_status rd_test(gr__call *k, int *done) {
     if (!flag) return GR_OK;
     if (k->be_phase == RD_FOLD_RECV || k->be_phase == RD_LOOP)
       gr__reduce_host(k->dtype, k->op, k->be_buf, k->be_in, k->count);
+    if (k->be_phase == RING_RS) {
+      int P = k->comm->size, rb = ((k->comm->rank - k->be_mask - 1) % P + P) % P;
+      size_t off, len;
+      ring_block(k, rb, &off, &len);
+      gr__reduce_host(k->dtype, k->op, (char *)k->be_buf + off * gr__dtype_size(k->dtype),
+                      k->be_in, len);
+    }
     k->be_phase = rd_next(k);
     if (k->be_phase != RD_DONE) GR_CHECK(rd_post_step(k));
   }
@@ -351,8 +400,9 @@ static gr_status mpi_post(gr__call *k, int *done) {
   const char *what = "";
   switch (k->kind) {
   case GR__ALLREDUCE: {
-    if (!blk && k->count * es <= RD_MAX_BYTES && c->size > 1) {
-      gr_status st = rd_start(k, s, r);
+    if (!blk && c->size > 1 && k->count > 0 &&
+        (k->count * es <= RD_MAX_BYTES || k->count >= (size_t)c->size)) {
+      gr_status st = rd_start(k, s, r, k->count * es > RD_MAX_BYTES);
       if (st != GR_OK) {
         stage_out(k);
         return st;
@@ -377,14 +427,14 @@ static gr_status mpi_post(gr__call *k, int *done) {
     break;
   }
   case GR__ALLGATHER: {
-    const void *in = s == (char *)r + (size_t)c->rank * k->count * es ? MPI_IN_PLACE : s;
+    const void *in = n && s == (char *)r + (size_t)c->rank * k->count * es ? MPI_IN_PLACE : s;
     what = "MPI_Iallgather";
     rc = blk ? MPI_Allgather(in, n, dt, r, n, dt, c->mpi)
              : MPI_Iallgather(in, n, dt, r, n, dt, c->mpi, q);
     break;
   }
   case GR__REDUCE_SCATTER:
-    if (r == (const char *)s + (size_t)c->rank * k->count * es && n)
+    if (n && r == (const char *)s + (size_t)c->rank * k->count * es)
       GR_CHECK(private_copy(k, &s, k->count * es * P));
     what = "MPI_Ireduce_scatter_block";
     rc = blk ? MPI_Reduce_scatter_block(s, r, n, dt, op, c->mpi)
@@ -445,12 +495,16 @@ static void mpi_forget(gr__call *k) {
   if (k->be_flags & 4) {
     /* Our own allreduce is point to point, hence cancellable: once cancelled, the waits return
      * locally and nothing writes into the buffers any more. */
-    for (int i = 0; i < k->be_nreqs; i++)
-      if (k->be_reqs[i] != MPI_REQUEST_NULL) {
+    for (int i = 0; i < k->be_nreqs; i++) {
+      if (k->be_reqs[i] == MPI_REQUEST_NULL) continue;
+      if (k->be_recvs & (1ull << i)) {
         MPI_Cancel(&k->be_reqs[i]);
         MPI_Wait(&k->be_reqs[i], MPI_STATUS_IGNORE);
+      } else { /* Open MPI cannot cancel a send: let it go (it reads, never writes) */
+        MPI_Request_free(&k->be_reqs[i]);
       }
-    free(k->be_in);
+    }
+    free(k->be_in); /* only ever received into, and those receives are cancelled */
     k->be_in = NULL;
     k->be_flags &= ~4;
     if (k->be_flags & 1) free(k->be_tmp), k->be_tmp = NULL;

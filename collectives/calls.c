@@ -406,6 +406,120 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, 
   return st;
 }
 
+/* ---- non-blocking requests -------------------------------------------------------------- */
+
+struct gr_request {
+  gr__call k; /* the backend keeps state in here: a request never moves once started */
+  const char *fn;
+  double t0, deadline;
+};
+
+static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
+  if (!out) return gr__fail(GR_ERR_INVALID, fn, "req is NULL");
+  *out = NULL;
+  GR_CHECK(gr__check_alive(fn, k->comm));
+  if (grp.depth > 0)
+    return gr__fail(GR_ERR_STATE, fn, "non-blocking calls cannot be part of a group");
+  gr_comm *c = k->comm;
+  gr_status bad = validate(fn, k);
+  if (bad != GR_OK) return c->check ? exchange_fingerprint(fn, k, bad) : bad;
+  gr__flight_poll();
+  if (c->check) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
+  gr_request *q = malloc(sizeof *q);
+  if (!q) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
+  q->k = *k;
+  q->fn = fn;
+  k = &q->k;
+  begin(k);
+  q->t0 = gr__mono_now();
+  q->deadline = c->timeout_s > 0 ? q->t0 + c->timeout_s : 0.0;
+  k->blocking_ok = 0;
+  c->err[0] = '\0';
+  int done = 0;
+  gr_status st = c->ops->post(k, &done);
+  if (st != GR_OK) {
+    end(k, GR__FL_FAILED, q->t0);
+    st = gr__fail(st, fn, "%s #%llu on communicator %s (%s backend): %s", gr__kind_name(k->kind),
+                  (unsigned long long)k->seq, c->id, c->ops->name, c->err);
+    free(q);
+    return st;
+  }
+  if (done) k->be_flags |= 1 << 30; /* finished inside post */
+  *out = q;
+  return GR_OK;
+}
+
+GR_API gr_status gr_test(gr_request **req, int *done) {
+  static const char fn[] = "gr_test";
+  if (!req || !*req || !done) return gr__fail(GR_ERR_INVALID, fn, "req, *req or done is NULL");
+  gr_request *q = *req;
+  gr__call *k = &q->k;
+  gr_comm *c = k->comm;
+  *done = 0;
+  gr_status st = GR_OK;
+  int fin = (k->be_flags & (1 << 30)) != 0;
+  if (!fin && c->aborted) {
+    c->ops->forget(k);
+    end(k, GR__FL_FAILED, q->t0);
+    st = gr__fail(GR_ERR_ABORTED, q->fn, "communicator %s was aborted before %s #%llu finished",
+                  c->id, gr__kind_name(k->kind), (unsigned long long)k->seq);
+  } else if (!fin) {
+    st = c->ops->test(k, &fin);
+    if (st != GR_OK) {
+      end(k, GR__FL_FAILED, q->t0);
+      st = gr__fail(st, q->fn, "%s #%llu on communicator %s (%s backend): %s",
+                    gr__kind_name(k->kind), (unsigned long long)k->seq, c->id, c->ops->name, c->err);
+    } else if (!fin) {
+      if (q->deadline > 0 && gr__mono_now() > q->deadline) {
+        c->ops->forget(k);
+        end(k, GR__FL_TIMEOUT, q->t0);
+        st = timed_out(q->fn, k, "");
+      } else {
+        gr__flight_poll();
+        return GR_OK; /* still running */
+      }
+    } else {
+      end(k, GR__FL_DONE, q->t0);
+    }
+  } else {
+    end(k, GR__FL_DONE, q->t0);
+  }
+  *done = 1;
+  free(q);
+  *req = NULL;
+  return st;
+}
+
+GR_API gr_status gr_wait(gr_request **req) {
+  if (!req || !*req) return gr__fail(GR_ERR_INVALID, "gr_wait", "req or *req is NULL");
+  int done = 0;
+  gr_status st;
+  do st = gr_test(req, &done);
+  while (!done && st == GR_OK);
+  return st;
+}
+
+GR_API gr_status gr_iallreduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
+                               gr_comm *comm, gr_stream stream, gr_request **req) {
+  gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
+  k.send = send, k.recv = recv, k.count = count, k.dtype = dtype, k.op = op, k.stream = stream;
+  return start_request("gr_iallreduce", &k, req);
+}
+
+GR_API gr_status gr_ibroadcast(const void *send, void *recv, size_t count, gr_dtype dtype, int root,
+                               gr_comm *comm, gr_stream stream, gr_request **req) {
+  gr__call k = CALL_INIT(GR__BROADCAST, comm);
+  k.send = send, k.recv = recv, k.count = count, k.dtype = dtype, k.root = root, k.stream = stream;
+  return start_request("gr_ibroadcast", &k, req);
+}
+
+GR_API gr_status gr_iallgather(const void *send, void *recv, size_t sendcount, gr_dtype dtype,
+                               gr_comm *comm, gr_stream stream, gr_request **req) {
+  gr__call k = CALL_INIT(GR__ALLGATHER, comm);
+  k.send = send, k.recv = recv, k.count = sendcount, k.dtype = dtype, k.stream = stream;
+  return start_request("gr_iallgather", &k, req);
+}
+
 /* ---- groups ------------------------------------------------------------------------------- */
 
 GR_API gr_status gr_group_start(void) {

@@ -42,6 +42,7 @@ typedef struct gr__call {
   size_t be_bytes;
   int be_flags;
   MPI_Request be_reqs[64]; /* the MPI backend's own allreduce: one per chunk and direction */
+  uint64_t be_recvs; /* which of be_reqs are receives */
   int be_nreqs, be_phase, be_mask, be_tag;
   void *be_buf, *be_in; /* the MPI backend's own allreduce: the result buffer, a receive buffer */
 } gr__call;

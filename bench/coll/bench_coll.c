@@ -335,9 +335,9 @@ int main(int argc, char **argv) {
     printf("# gpurun-bench-coll: %s, %d ranks, backend %s, timeout %g s, %d rounds x %d iterations, median round\n",
            bop_names[o.op], P, gr_comm_backend(c) == GR_BACKEND_NCCL ? "nccl" : "mpi", cfg.timeout_s,
            o.rounds, o.iters);
-    printf("#%11s %12s %8s %6s %5s %10s %8s %8s %6s %10s %8s %8s %6s %9s %9s",
+    printf("#%11s %12s %8s %6s %5s %10s %8s %8s %6s %10s %8s %8s %6s %9s %9s %9s",
            "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong",
-           "in:time", "algbw", "busbw", "#wrong", "min(us)", "max(us)");
+           "in:time", "algbw", "busbw", "#wrong", "avg(us)", "min(us)", "max(us)");
     if (o.compare) printf(" %10s %7s %9s %9s %9s %7s", "mpi(us)", "ratio", "diff(us)", "best(us)", "mpibest", "ratio");
     printf("\n");
   }
@@ -408,10 +408,13 @@ int main(int argc, char **argv) {
       char root[8];
       snprintf(root, sizeof root, "%d", (o.op == B_BCAST || o.op == B_REDUCE) ? o.root : -1);
       const char *red = (o.op == B_ALLREDUCE || o.op == B_REDUCE || o.op == B_REDSCAT) ? gr__op_name(o.redop) : "none";
-      printf("%12zu %12zu %8s %6s %5s %10.2f %8.3f %8.3f %6ld %10.2f %8.3f %8.3f %6ld %9.2f %9.2f",
+      double medavg = 0;
+      for (int k = 0; k < o.rounds; k++)
+        if (tg[k] == med) { medavg = tgavg[k]; break; }
+      printf("%12zu %12zu %8s %6s %5s %10.2f %8.3f %8.3f %6ld %10.2f %8.3f %8.3f %6ld %9.2f %9.2f %9.2f",
              msg, n, gr__dtype_name(o.dt), red, root, med * 1e6, algbw, algbw * bus_factor(o.op),
              o.check ? wsum[0] : -1L, tin * 1e6, inalg, inalg * bus_factor(o.op),
-             o.check ? wsum[1] : -1L, medmin * 1e6, med * 1e6);
+             o.check ? wsum[1] : -1L, medavg * 1e6, medmin * 1e6, med * 1e6);
       if (o.compare)
         printf(" %10.2f %7.3f %9.2f %9.2f %9.2f %7.3f", mmed * 1e6, mmed > 0 ? med / mmed : 0,
                (med - mmed) * 1e6, gbest * 1e6, mbest * 1e6, mbest > 0 ? gbest / mbest : 0);
@@ -420,7 +423,7 @@ int main(int argc, char **argv) {
       if (js) {
         fprintf(js, "%s\n {\"size\": %zu, \"count\": %zu, \"time_us\": %.3f, \"min_us\": %.3f, \"avg_us\": %.3f, "
                     "\"algbw\": %.4f, \"busbw\": %.4f, \"inplace_time_us\": %.3f, \"wrong\": %ld, \"inplace_wrong\": %ld",
-                first ? "" : ",", msg, n, med * 1e6, medmin * 1e6, tgavg[o.rounds / 2] * 1e6, algbw,
+                first ? "" : ",", msg, n, med * 1e6, medmin * 1e6, medavg * 1e6, algbw,
                 algbw * bus_factor(o.op), tin * 1e6, o.check ? wsum[0] : -1L, o.check ? wsum[1] : -1L);
         if (o.compare)
           fprintf(js, ", \"mpi_time_us\": %.3f, \"ratio\": %.4f, \"best_us\": %.3f, \"mpi_best_us\": %.3f",

@@ -31,8 +31,10 @@
  *   number, count, dtype and communicator, writes the flight recorder, and aborts the
  *   communicator: later calls return GR_ERR_ABORTED; only gr_comm_destroy remains. The buffers of
  *   the call that timed out may still be written by the transport until the communicator is
- *   destroyed. With timeout 0 the MPI backend may use MPI's blocking routines (lowest latency);
- *   with a timeout it uses MPI_I... requests and a test loop.
+ *   destroyed (except for the MPI backend's allreduce, whose point-to-point requests are
+ *   cancelled). With timeout 0 the MPI backend may use MPI's blocking routines (lowest latency);
+ *   with a timeout it uses non-blocking requests and a test loop (allreduce: its own recursive
+ *   doubling or ring over MPI_Isend/MPI_Irecv; the others: MPI_I... collectives).
  *
  * Threads: a communicator is used by one thread at a time. Groups (gr_group_start/end) belong to
  * the calling thread, as in NCCL: the calls between them are checked at once, queued, and started
@@ -112,6 +114,21 @@ GR_API gr_status gr_recv(void *buf, size_t count, gr_dtype dtype, int peer, gr_c
                          gr_stream stream);
 /* On NCCL, ordered on the default stream and waited for. */
 GR_API gr_status gr_barrier(gr_comm *comm);
+/* Non-blocking forms: start the call and return a request; complete it with gr_test or gr_wait
+ * (which free it and set *req to NULL once it has finished, successfully or not). The timeout
+ * counts from the start. Several requests may be outstanding on one communicator; every rank must
+ * start the same collectives in the same order. Not allowed inside a group (GR_ERR_STATE). On the
+ * NCCL backend a request finishes when the work is enqueued, as the blocking calls do. */
+typedef struct gr_request gr_request;
+GR_API gr_status gr_iallreduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
+                               gr_comm *comm, gr_stream stream, gr_request **req);
+GR_API gr_status gr_ibroadcast(const void *send, void *recv, size_t count, gr_dtype dtype, int root,
+                               gr_comm *comm, gr_stream stream, gr_request **req);
+GR_API gr_status gr_iallgather(const void *send, void *recv, size_t sendcount, gr_dtype dtype,
+                               gr_comm *comm, gr_stream stream, gr_request **req);
+/* *done = 1 when finished (then the call's status is returned and *req is NULL). */
+GR_API gr_status gr_test(gr_request **req, int *done);
+GR_API gr_status gr_wait(gr_request **req);
 GR_API gr_status gr_group_start(void);
 GR_API gr_status gr_group_end(void);
 /* Wait for everything enqueued on stream; honours the timeout. */

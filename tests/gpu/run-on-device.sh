@@ -12,7 +12,8 @@ nvidia-smi -L > "$out/gpus.txt" 2>&1 || true
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DGPURUN_WITH_CUDA=ON -DGPURUN_WITH_NCCL=ON \
   > "$out/configure.log" 2>&1
 cmake --build build-gpu -j "$jobs" > "$out/build.log" 2>&1
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || echo 0)
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+[ -n "$ngpu" ] || ngpu=0
 status=0
 ctest --test-dir build-gpu -L gpu --output-on-failure > "$out/ctest-gpu.log" 2>&1 || status=1
 ctest --test-dir build-gpu -L collectives -LE gpu -j "$jobs" > "$out/ctest-collectives.log" 2>&1 || status=1

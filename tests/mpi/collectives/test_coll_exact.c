@@ -330,6 +330,37 @@ static void t_grouped(gr_comm *c) {
   free(a), free(b), free(d), free(e);
 }
 
+/* Requests: three collectives in flight, completed in another order, plus a large allreduce. */
+static void t_nonblocking(gr_comm *c) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  const char *what = BACKEND_LABEL " non-blocking requests";
+  size_t big = 100003;
+  void *a = xalloc(1023 * 4), *b = xalloc(7 * 8), *g = xalloc(7 * (size_t)P), *gs = xalloc(7);
+  void *l = xalloc(big * 4), *lo = xalloc(big * 4);
+  fill(GR_FLOAT32, GR_SUM, a, 1023, r, 0);
+  if (r == P - 1) fill(GR_INT64, GR_SUM, b, 7, r, 0); else fill_const(GR_INT64, b, 7, SENTINEL);
+  fill(GR_UINT8, GR_SUM, gs, 7, r, 0);
+  fill(GR_FLOAT32, GR_MAX, l, big, r, 0);
+  gr_request *ra = NULL, *rb = NULL, *rg = NULL, *rl = NULL;
+  CHECK_OK(gr_iallreduce(a, a, 1023, GR_FLOAT32, GR_SUM, c, NULL, &ra), what);
+  CHECK_OK(gr_ibroadcast(b, b, 7, GR_INT64, P - 1, c, NULL, &rb), what);
+  CHECK_OK(gr_iallgather(gs, g, 7, GR_UINT8, c, NULL, &rg), what);
+  CHECK_OK(gr_iallreduce(l, lo, big, GR_FLOAT32, GR_MAX, c, NULL, &rl), what);
+  int done = 0;
+  while (!done && rg) CHECK_OK(gr_test(&rg, &done), what);
+  if (rg) FAIL("gr_test left the request set after it finished");
+  CHECK_OK(gr_wait(&rb), what);
+  CHECK_OK(gr_wait(&rl), what);
+  CHECK_OK(gr_wait(&ra), what);
+  if (ra || rb || rl) FAIL("gr_wait left a request set");
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_ALL(what, GR_FLOAT32, a, 1023, ev_reduced(GR_FLOAT32, GR_SUM, P, i));
+  EXPECT_ALL(what, GR_INT64, b, 7, ev_input(GR_INT64, GR_SUM, P - 1, i));
+  EXPECT_ALL(what, GR_UINT8, g, 7 * (size_t)P, ev_input(GR_UINT8, GR_SUM, (int)(i / 7), i % 7));
+  EXPECT_ALL(what, GR_FLOAT32, lo, big, ev_reduced(GR_FLOAT32, GR_MAX, P, i));
+  free(a), free(b), free(g), free(gs), free(l), free(lo);
+}
+
 static void suite(gr_comm *c, const size_t *sizes, size_t nsizes) {
   int P = gr_comm_size(c);
   for (int t = GR_INT8; t <= GR_FLOAT64; t++) {
@@ -416,6 +447,7 @@ int main(int argc, char **argv) {
     t_allreduce_multi(world, GR_FLOAT16, GR_AVG);
     t_allreduce_multi(world, GR_INT8, GR_MIN);
     t_grouped(world);
+    t_nonblocking(world);
     /* odd/even ranks, numbered backwards: comm ranks differ from world ranks */
     CHECK_OK(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
     if (split) {
@@ -427,6 +459,7 @@ int main(int argc, char **argv) {
     if ((halves == NULL) != (world_rank == P - 1 && P > 1)) FAIL("split with no color: comm %p", (void *)halves);
     if (halves) t_allreduce(halves, GR_INT32, GR_SUM, 7, 0);
     if (split) t_grouped(split);
+    if (split) t_nonblocking(split);
     CHECK_OK(gr_comm_destroy(halves), "destroy");
     CHECK_OK(gr_comm_destroy(split), "destroy");
   }

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gr_coll_stats.h"
 #include "gr_device.h"
 #ifdef FAULTS_NCCL_DOUBLE
 #include "gr_coll.h"
@@ -85,7 +86,7 @@ static int file_has(const char *path, const char *needle) {
 
 static void mode_timeout(const char *dir) {
   const double T = 1.0, MARGIN = 10.0; /* a bound on a hang, not a performance threshold */
-  gr_comm *c = make(T, 0);
+  gr_comm *c = make(T, 0), *c2 = make(T, 0);
   float x[10] = {1}, y[10];
   if (rank != size - 1) {
     double t0 = now();
@@ -101,7 +102,17 @@ static void mode_timeout(const char *dir) {
     if (!file_has(path, "\"state\": \"timeout\"") || !file_has(path, "\"reason\": \"timeout\"") ||
         !file_has(path, "\"op\": \"allreduce\", \"count\": 10, \"dtype\": \"float32\""))
       FAIL("flight recorder %s missing or without the timed-out call", path);
+    /* the same through a request */
+    gr_request *q = NULL;
+    double big[5000] = {0};
+    EXPECT_ST(gr_iallreduce(big, big, 5000, GR_FLOAT64, GR_MAX, c2, NULL, &q), GR_OK);
+    t0 = now();
+    EXPECT_ST(gr_wait(&q), GR_ERR_TIMEOUT);
+    if (now() - t0 > T + MARGIN) FAIL("gr_wait timed out after %.2f s", now() - t0);
+    EXPECT_MSG("allreduce #1 (count=5000, dtype=float64)");
+    if (q) FAIL("request left set after a timeout");
   }
+  EXPECT_ST(gr_comm_destroy(c2), GR_OK);
   EXPECT_ST(gr_comm_destroy(c), GR_OK);
 }
 
@@ -170,6 +181,14 @@ static void mode_badargs(void) {
   EXPECT_MSG("itself");
   EXPECT_ST(gr_recv(NULL, 8, GR_INT32, 0, c, NULL), GR_ERR_INVALID);
   EXPECT_ST(gr_group_end(), GR_ERR_STATE);
+  EXPECT_ST(gr_iallreduce(s, r, 8, GR_INT32, GR_SUM, c, NULL, NULL), GR_ERR_INVALID);
+  gr_request *rq = NULL;
+  EXPECT_ST(gr_iallreduce(s, r, 8, GR_INT32, GR_AVG, c, NULL, &rq), GR_ERR_INVALID);
+  if (rq) FAIL("request set by a rejected call");
+  EXPECT_ST(gr_wait(&rq), GR_ERR_INVALID);
+  EXPECT_ST(gr_group_start(), GR_OK);
+  EXPECT_ST(gr_ibroadcast(s, r, 8, GR_INT32, 0, c, NULL, &rq), GR_ERR_STATE);
+  EXPECT_ST(gr_group_end(), GR_OK);
   EXPECT_ST(gr_comm_split(c, 0, 0, NULL), GR_ERR_INVALID);
   EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, NULL, NULL), GR_ERR_INVALID);
   EXPECT_ST(gr_comm_create(MPI_COMM_NULL, NULL, &(gr_comm *){NULL}), GR_ERR_INVALID);
@@ -198,6 +217,23 @@ static void mode_badargs(void) {
   EXPECT_ST(gr_allreduce(s, r, 8, GR_INT32, GR_SUM, c, NULL), GR_OK);
   for (int i = 0; i < 8; i++)
     if (r[i] != size * (i + 1)) FAIL("allreduce after rejected calls: r[%d] = %d", i, r[i]);
+  /* The counters saw only what ran: two allreduces (8 and 0 elements of int32), no rejected call. */
+  gr_coll_stats cs;
+  if (gr__coll_stats_get(c, &cs) != GR_OK) FAIL("gr__coll_stats_get");
+  if (cs.calls[0] != 2 || cs.bytes[0] != 32 || cs.calls[8] != 0 || cs.failures != 0)
+    FAIL("stats: %llu allreduce calls, %llu bytes, %llu barriers, %llu failures",
+         (unsigned long long)cs.calls[0], (unsigned long long)cs.bytes[0],
+         (unsigned long long)cs.calls[8], (unsigned long long)cs.failures);
+  if (strcmp(gr__coll_stats_op_name(4), "reduce_scatter") != 0 || gr__coll_stats_op_name(9) != NULL)
+    FAIL("stats op names");
+  EXPECT_ST(gr_barrier(c), GR_OK);
+  /* gr_comm_abort: local, later calls refuse, destroy still works */
+  EXPECT_ST(gr_comm_abort(c), GR_OK);
+  EXPECT_ST(gr_allreduce(s, r, 8, GR_INT32, GR_SUM, c, NULL), GR_ERR_ABORTED);
+  EXPECT_MSG("aborted");
+  gr_comm *sub = (gr_comm *)&cs;
+  EXPECT_ST(gr_comm_split(c, 0, 0, &sub), GR_ERR_ABORTED);
+  if (sub != NULL) FAIL("split of an aborted communicator left *out set");
   EXPECT_ST(gr_comm_destroy(c), GR_OK);
   EXPECT_ST(gr_comm_destroy(NULL), GR_OK);
 #ifndef FAULTS_NCCL_DOUBLE
