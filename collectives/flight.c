@@ -6,6 +6,7 @@
 #include "gr_coll.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_jobdir.h"
 #include "gr_log.h"
 
 #include <errno.h>
@@ -66,13 +67,8 @@ static int env_on(const char *name) {
 void gr__flight_setup(MPI_Comm mpi) {
   /* Collective the first time: every rank of the first communicator takes the same branch. */
   if (__atomic_load_n(&setup_done, __ATOMIC_ACQUIRE)) return;
-  const char *ids[] = {"GPURUN_JOB_ID", "SLURM_JOB_ID", "FLUX_JOB_ID", "OMPI_MCA_orte_ess_jobid",
-                       "PMIX_NAMESPACE"};
   char buf[128] = "";
-  for (size_t i = 0; i < sizeof ids / sizeof ids[0] && !buf[0]; i++) {
-    const char *v = getenv(ids[i]);
-    if (v && *v) snprintf(buf, sizeof buf, "%s", v);
-  }
+  if (gr__monitor_job_from_env(buf, sizeof buf) != 0) buf[0] = '\0';
   if (!buf[0]) {
     long long t = (long long)time(NULL);
     MPI_Bcast(&t, 1, MPI_LONG_LONG, 0, mpi);
@@ -81,8 +77,6 @@ void gr__flight_setup(MPI_Comm mpi) {
     gmtime_r(&tt, &tm);
     strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
   }
-  for (char *p = buf; *p; p++) /* a job id becomes a directory name */
-    if (*p == '/' || *p == ' ') *p = '_';
   pthread_mutex_lock(&lock);
   if (!setup_done) {
     snprintf(job, sizeof job, "%s", buf);
@@ -160,17 +154,6 @@ void gr__flight_poll(void) {
   if (gr__flight_dump("signal", path, sizeof path) == 0) GR_INFO("flight recorder written to %s", path);
 }
 
-static int mkdirs(char *path) {
-  for (char *p = path + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    int rc = mkdir(path, 0755);
-    *p = '/';
-    if (rc != 0 && errno != EEXIST) return -1;
-  }
-  return (mkdir(path, 0755) == 0 || errno == EEXIST) ? 0 : -1;
-}
-
 static void put_double(FILE *o, double v) {
   if (v == 0.0)
     fputs("null", o);
@@ -184,7 +167,7 @@ int gr__flight_dump(const char *reason, char *path, size_t path_len) {
   if (!root || !*root) root = "./gpurun-monitor";
   char dir[900];
   snprintf(dir, sizeof dir, "%s/%s", root, job[0] ? job : "nojob");
-  if (mkdirs(dir) != 0) {
+  if (gr__mkdir_p(dir) != 0) {
     GR_WARN("flight recorder: cannot create %s: %s", dir, strerror(errno));
     return -1;
   }

@@ -1,27 +1,14 @@
 /* The runtime's counters file for gpurun-report. */
 #include "gr_counters.h"
 
+#include "gr_jobdir.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-int gr__monitor_job_from_env(char *out, size_t cap) {
-  static const char *const vars[] = {
-      "GPURUN_JOB_ID",  "SLURM_JOB_ID", "FLUX_JOB_ID", "OMPI_MCA_ess_base_jobid",
-      "PMIX_NAMESPACE", "PBS_JOBID",    "LSB_JOBID"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *v = getenv(vars[i]);
-    if (!v || !*v) continue;
-    snprintf(out, cap, "%s", v);
-    for (char *p = out; *p; p++)
-      if (*p == '/' || *p == ' ' || (unsigned char)*p < 32) *p = '_';
-    return 0;
-  }
-  return -1;
-}
 
 static void jstr(FILE *f, const char *s) {
   fputc('"', f);
@@ -64,18 +51,6 @@ void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, dou
   fputs("}\n", f);
 }
 
-static int mkdir_p(const char *path) {
-  char tmp[PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-    *p = '/';
-  }
-  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *job, double wall_s,
                        const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads) {
   char node[256];
@@ -87,7 +62,7 @@ int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *
     errno = ENAMETOOLONG;
     return -1;
   }
-  if (mkdir_p(jobdir) != 0) return -1;
+  if (gr__mkdir_p(jobdir) != 0) return -1;
   snprintf(path, sizeof path, "%s/%s.%d.counters.json", jobdir, node,
            info->local_rank < 0 ? 0 : info->local_rank);
   snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());

@@ -23,8 +23,4 @@ void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, dou
 int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *job, double wall_s,
                        const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads);
 
-/* The job id the ranks of one job share without talking: $GPURUN_JOB_ID, then the batch system's
- * and Open MPI's ids. 0 with the id ('/' and spaces made '_'), -1 when none is set. */
-int gr__monitor_job_from_env(char *out, size_t cap);
-
 #endif

@@ -3,7 +3,7 @@
  * program except for the samples themselves. */
 #include "gr_supervise.h"
 
-#include "gr_counters.h"
+#include "gr_jobdir.h"
 #include "gr_error.h"
 #include "gr_log.h"
 #include "gr_telemetry.h"
@@ -57,18 +57,6 @@ static void job_id(const gr_supervise_opts *o, char *out, size_t cap) {
   sanitize(out);
 }
 
-static int mkdir_p(const char *path) {
-  char tmp[PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-    *p = '/';
-  }
-  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* Opens <dir>/<job>/<node>.<local_rank>.csv for appending and exports the directory and job id to
  * the program, so that the runtime can put its counters beside the CSV. -1 when monitoring is off
  * or the file cannot be made (said at warn: the job still runs). */
@@ -90,7 +78,7 @@ static int open_csv(const gr_supervise_opts *o, char *path, size_t cap) {
     GR_WARN("--monitor: directory %s too long; running without monitoring", root);
     return -1;
   }
-  if (mkdir_p(dir) != 0) {
+  if (gr__mkdir_p(dir) != 0) {
     GR_WARN("--monitor: cannot create %s: %s; running without monitoring", dir, strerror(errno));
     return -1;
   }

@@ -1,0 +1,17 @@
+/* Internal: where a job's monitoring files go. The supervisor's CSVs, the runtime's counters and
+ * the collectives' flight-recorder dumps all land in <GPURUN_MONITOR_DIR>/<job>/, so that
+ * gpurun-report finds a job's files together. */
+#ifndef GR_JOBDIR_H
+#define GR_JOBDIR_H
+
+#include <stddef.h>
+
+/* The job id the ranks of one job share without talking: $GPURUN_JOB_ID, then the batch system's
+ * and Open MPI's ids (SLURM_JOB_ID, FLUX_JOB_ID, OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE, PBS_JOBID,
+ * LSB_JOBID). 0 with the id ('/', spaces and control characters made '_'), -1 when none is set. */
+int gr__monitor_job_from_env(char *out, size_t cap);
+
+/* mkdir -p: create path and its missing parents (mode 0755). 0, or -1 with errno. */
+int gr__mkdir_p(const char *path);
+
+#endif

@@ -1,0 +1,38 @@
+/* The job directory shared by the supervisor, the runtime's counters and the flight recorder. */
+#include "gr_jobdir.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+int gr__monitor_job_from_env(char *out, size_t cap) {
+  static const char *const vars[] = {
+      "GPURUN_JOB_ID",  "SLURM_JOB_ID", "FLUX_JOB_ID", "OMPI_MCA_ess_base_jobid",
+      "PMIX_NAMESPACE", "PBS_JOBID",    "LSB_JOBID"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (!v || !*v) continue;
+    snprintf(out, cap, "%s", v);
+    for (char *p = out; *p; p++) /* a job id becomes a directory name */
+      if (*p == '/' || *p == ' ' || (unsigned char)*p < 32) *p = '_';
+    return 0;
+  }
+  return -1;
+}
+
+int gr__mkdir_p(const char *path) {
+  char tmp[PATH_MAX];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s", path) >= sizeof tmp) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+    *p = '/';
+  }
+  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
