@@ -46,6 +46,11 @@ typedef struct {
   int prog; /* argv index of the program; argc when none */
 } gr__options;
 
+/* Every launcher error: formats the one-line message into err (when errlen > 0) and returns st.
+ * Messages quote user input, so control characters become '?' to keep them one printable line. */
+gr_status gr__launcher_error(char *err, size_t errlen, gr_status st, const char *fmt, ...)
+    GR_PRINTF(4, 5);
+
 void gr__options_init(gr__options *o);
 /* Applies, in increasing precedence: the config file (--config or GPURUN_CONFIG), GPURUN_*
  * variables, then argv. On a usage error returns GR_ERR_INVALID with a one-line reason in err. */

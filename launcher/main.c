@@ -14,9 +14,7 @@
 #include "gr_config.h"
 #include "gr_device.h"
 
-#if GPURUN_HAVE_SUPERVISE
 #include "gr_supervise.h"
-#endif
 
 static int usage_error(const char *msg) {
   fprintf(stderr, "gpurun: %s\n", msg);
@@ -135,7 +133,6 @@ int main(int argc, char **argv) {
 
   char **prog = &argv[o.prog];
   if (o.monitor || o.time_limit > 0) {
-#if GPURUN_HAVE_SUPERVISE
     gr_supervise_opts so;
     gr__supervise_opts_init(&so);
     so.monitor_interval_s = o.monitor ? o.monitor_interval : 0;
@@ -158,12 +155,6 @@ int main(int argc, char **argv) {
       return code ? code : 1;
     }
     return code;
-#else
-    fprintf(stderr, "gpurun: --%s: this build has no supervisor\n",
-            o.monitor ? "monitor" : "time-limit");
-    rc = 2;
-    goto done;
-#endif
   }
   gr__plan_free(&plan);
   gr__node_free(&node);

@@ -78,18 +78,6 @@ void gr__options_init(gr__options *o) {
   o->monitor_interval = 1.0;
 }
 
-static gr_status fail(char *err, size_t errlen, const char *fmt, ...) GR_PRINTF(3, 4);
-static gr_status fail(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  /* the message quotes user input: keep it one printable line */
-  for (char *c = err; c && *c; c++)
-    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
-  return GR_ERR_INVALID;
-}
-
 int gr__parse_size(const char *s, unsigned long long *out) {
   if (!s || !*s) return -1;
   errno = 0;
@@ -165,47 +153,47 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
   case T_FLAG: {
     int b = 1;
     if (value && parse_bool(value, &b))
-      return fail(err, errlen, "%s: expected yes or no, got '%s'", origin, value);
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected yes or no, got '%s'", origin, value);
     *(int *)(base + d->off) = b;
     return GR_OK;
   }
   case T_INT: {
     int v;
-    if (!value) return fail(err, errlen, "%s needs a value", origin);
+    if (!value) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s needs a value", origin);
     if (parse_int(value, &v) || v < d->min || v > 1000000)
-      return fail(err, errlen, "%s: expected an integer >= %d, got '%s'", origin, d->min, value);
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected an integer >= %d, got '%s'", origin, d->min, value);
     *(int *)(base + d->off) = v;
     return GR_OK;
   }
   case T_STR: {
-    if (!value || !*value) return fail(err, errlen, "%s needs a value", origin);
+    if (!value || !*value) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s needs a value", origin);
     size_t cap = sizeof o->topology;
-    if (strlen(value) >= cap) return fail(err, errlen, "%s: value too long", origin);
+    if (strlen(value) >= cap) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: value too long", origin);
     memcpy(base + d->off, value, strlen(value) + 1);
     return GR_OK;
   }
   case T_POLICY: {
-    if (!value) return fail(err, errlen, "%s needs a value", origin);
+    if (!value) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s needs a value", origin);
     for (int p = GR__POLICY_CLOSEST; p <= GR__POLICY_NONE; p++)
       if (strcmp(value, gr__policy_name((gr__policy)p)) == 0)
         return o->policy = (gr__policy)p, GR_OK;
-    return fail(err, errlen, "%s: unknown policy '%s' (closest, spread, compact, none)", origin,
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: unknown policy '%s' (closest, spread, compact, none)", origin,
                 value);
   }
   case T_FORMAT: {
-    if (!value) return fail(err, errlen, "%s needs a value", origin);
+    if (!value) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s needs a value", origin);
     if (strcmp(value, "json") == 0)
       o->json = 1;
     else if (strcmp(value, "text") == 0)
       o->json = 0;
     else
-      return fail(err, errlen, "%s: unknown format '%s' (text, json)", origin, value);
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: unknown format '%s' (text, json)", origin, value);
     return GR_OK;
   }
   case T_SIZE: {
     unsigned long long v;
     if (!value || gr__parse_size(value, &v) || v == 0)
-      return fail(err, errlen, "%s: expected a size like 8G or 512M, got '%s'", origin,
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected a size like 8G or 512M, got '%s'", origin,
                   value ? value : "");
     o->gpu_mem_limit = v;
     return GR_OK;
@@ -213,7 +201,7 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
   case T_SECONDS: {
     double v;
     if (!value || parse_seconds(value, &v))
-      return fail(err, errlen, "%s: expected seconds, got '%s'", origin, value ? value : "");
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected seconds, got '%s'", origin, value ? value : "");
     o->time_limit = v;
     return GR_OK;
   }
@@ -224,13 +212,13 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
     if (!value || !*value) return o->monitor = 1, GR_OK;
     if (parse_bool(value, &b) == 0 && strcmp(value, "1") != 0) return o->monitor = b, GR_OK;
     if (parse_seconds(value, &v) || v <= 0)
-      return fail(err, errlen, "%s: expected an interval in seconds > 0, got '%s'", origin, value);
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected an interval in seconds > 0, got '%s'", origin, value);
     o->monitor = 1;
     o->monitor_interval = v;
     return GR_OK;
   }
   }
-  return fail(err, errlen, "%s: internal error", origin);
+  return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: internal error", origin);
 }
 
 static const opt_def *find_long(const char *name, size_t len) {
@@ -250,11 +238,11 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
       end++;
     lineno++;
     size_t l = end - pos;
-    if (l >= sizeof line) return fail(err, errlen, "%s:%d: line too long", origin, lineno);
+    if (l >= sizeof line) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s:%d: line too long", origin, lineno);
     memcpy(line, text + pos, l);
     line[l] = 0;
     pos = end + 1;
-    if (memchr(line, 0, l)) return fail(err, errlen, "%s:%d: NUL byte in line", origin, lineno);
+    if (memchr(line, 0, l)) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s:%d: NUL byte in line", origin, lineno);
     char *hash = strchr(line, '#');
     if (hash) *hash = 0;
     char *s = line;
@@ -266,7 +254,7 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
     if (!*s) continue;
     char *eq = strchr(s, '=');
     if (!eq)
-      return fail(err, errlen, "%s:%d: expected 'key = value', got '%.60s'", origin, lineno, s);
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s:%d: expected 'key = value', got '%.60s'", origin, lineno, s);
     char *k_end = eq;
     while (k_end > s && isspace((unsigned char)k_end[-1]))
       k_end--;
@@ -276,7 +264,7 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
     const opt_def *d = find_long(s, (size_t)(k_end - s));
     if (!d || !d->env || strcmp(d->name, "config") == 0) {
       *k_end = 0;
-      return fail(err, errlen, "%s:%d: unknown key '%.60s'", origin, lineno, s);
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s:%d: unknown key '%.60s'", origin, lineno, s);
     }
     char where[128];
     snprintf(where, sizeof where, "%.60s:%d: %s", origin, lineno, d->name);
@@ -287,7 +275,7 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
 
 static gr_status load_config(gr__options *o, const char *path, char *err, size_t errlen) {
   FILE *f = fopen(path, "rb");
-  if (!f) return fail(err, errlen, "--config %s: %s", path, strerror(errno));
+  if (!f) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--config %s: %s", path, strerror(errno));
   char *buf = NULL;
   size_t len = 0, cap = 0;
   for (;;) {
@@ -295,14 +283,14 @@ static gr_status load_config(gr__options *o, const char *path, char *err, size_t
       if (cap >= (1u << 20)) {
         free(buf);
         fclose(f);
-        return fail(err, errlen, "--config %s: larger than 1 MiB", path);
+        return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--config %s: larger than 1 MiB", path);
       }
       cap = cap ? 2 * cap : 4096;
       char *nb = realloc(buf, cap);
       if (!nb) {
         free(buf);
         fclose(f);
-        return fail(err, errlen, "--config %s: out of memory", path);
+        return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--config %s: out of memory", path);
       }
       buf = nb;
     }
@@ -336,19 +324,19 @@ static gr_status walk_argv(gr__options *o, int argc, char *const argv[], int do_
     if (a[1] == '-') {
       const char *name = a + 2, *eq = strchr(name, '=');
       d = find_long(name, eq ? (size_t)(eq - name) : strlen(name));
-      if (!d) return fail(err, errlen, "unknown option '%.60s' (see gpurun --help)", a);
+      if (!d) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "unknown option '%.60s' (see gpurun --help)", a);
       if (eq) value = eq + 1, inline_value = 1;
       snprintf(origin, sizeof origin, "--%s", d->name);
     } else {
       for (size_t k = 0; k < NOPTS; k++)
         if (opts[k].short_name && opts[k].short_name == a[1] && a[2] == 0) d = &opts[k];
-      if (!d) return fail(err, errlen, "unknown option '%.60s' (see gpurun --help)", a);
+      if (!d) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "unknown option '%.60s' (see gpurun --help)", a);
       snprintf(origin, sizeof origin, "-%c", d->short_name);
     }
     if (d->type == T_FLAG || d->type == T_MONITOR) {
       /* a flag's value only inline: --smt=no */
     } else if (!inline_value) {
-      if (i + 1 >= argc) return fail(err, errlen, "%s needs a value", origin);
+      if (i + 1 >= argc) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s needs a value", origin);
       value = argv[++i];
     }
     if (do_apply) {
@@ -382,19 +370,19 @@ gr_status gr__options_parse(gr__options *o, int argc, char *const argv[], gr__ge
   /* conflicts */
   if (o->help || o->version) return GR_OK;
   if ((o->local_rank < 0) != (o->local_size < 0))
-    return fail(err, errlen, "--local-rank and --local-size go together");
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--local-rank and --local-size go together");
   if (o->local_rank >= 0 && o->local_rank >= o->local_size)
-    return fail(err, errlen, "--local-rank %d is not below --local-size %d", o->local_rank,
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--local-rank %d is not below --local-size %d", o->local_rank,
                 o->local_size);
   if (o->gpus_per_rank > 1 && o->ranks_per_gpu > 1)
-    return fail(err, errlen, "--gpus-per-rank %d and --ranks-per-gpu %d conflict: choose one",
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--gpus-per-rank %d and --ranks-per-gpu %d conflict: choose one",
                 o->gpus_per_rank, o->ranks_per_gpu);
   if (o->all && !o->dry_run && !o->topo_view)
-    return fail(err, errlen, "--all needs --dry-run or --topo");
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--all needs --dry-run or --topo");
   if (o->dry_run && o->topo_view)
-    return fail(err, errlen, "--dry-run and --topo conflict: choose one");
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--dry-run and --topo conflict: choose one");
   if (!o->dry_run && !o->topo_view && o->prog >= argc)
-    return fail(err, errlen, "no program to run (usage: gpurun [OPTIONS] [--] PROGRAM [ARGS...])");
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "no program to run (usage: gpurun [OPTIONS] [--] PROGRAM [ARGS...])");
   return GR_OK;
 }
 

@@ -45,15 +45,6 @@ static void warn(gr__plan *p, const char *fmt, ...) {
   va_end(ap);
 }
 
-static gr_status failp(char *err, size_t errlen, const char *fmt, ...) GR_PRINTF(3, 4);
-static gr_status failp(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return GR_ERR_INVALID;
-}
-
 static double link_bw(const gr__node *n, int a, int b) {
   return n->link ? n->link[a * n->ngpus + b] : 0.0;
 }
@@ -154,14 +145,14 @@ static gr_status build_sets(ctx *c, const gr__plan_opts *po, char *err, size_t e
   int N = c->N, G = c->G;
   if (po->gpus_per_rank > 0) {
     if (po->gpus_per_rank > G)
-      return failp(err, errlen, "--gpus-per-rank %d is larger than the %d GPU%s here",
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--gpus-per-rank %d is larger than the %d GPU%s here",
                    po->gpus_per_rank, G, G == 1 ? "" : "s");
     c->k = po->gpus_per_rank;
     c->nsets = G / c->k;
   } else if (po->ranks_per_gpu > 0) {
     int need = (N + po->ranks_per_gpu - 1) / po->ranks_per_gpu;
     if (need > G)
-      return failp(err, errlen, "--ranks-per-gpu %d with %d local ranks needs %d GPUs, %d here",
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--ranks-per-gpu %d with %d local ranks needs %d GPUs, %d here",
                    po->ranks_per_gpu, N, need, G);
     c->k = 1;
     c->nsets = need;
@@ -441,8 +432,8 @@ static gr_status place_nics(ctx *c) {
 gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opts *po, gr__plan *p,
                            char *err, size_t errlen) {
   memset(p, 0, sizeof *p);
-  if (local_size < 1) return failp(err, errlen, "local size %d is not positive", local_size);
-  if (local_size > 1 << 20) return failp(err, errlen, "local size %d is too large", local_size);
+  if (local_size < 1) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "local size %d is not positive", local_size);
+  if (local_size > 1 << 20) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "local size %d is too large", local_size);
   p->local_size = local_size;
   p->policy = po->policy;
   p->smt = po->smt;
@@ -472,7 +463,7 @@ gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opt
     c.C = hwloc_get_nbobjs_inside_cpuset_by_type(n->topo, n->allowed, ct);
   }
   if (c.C <= 0) {
-    st = failp(err, errlen, "the topology has no allowed cores");
+    st = gr__launcher_error(err, errlen, GR_ERR_INVALID, "the topology has no allowed cores");
     goto out;
   }
   p->ncores_total = c.C;
@@ -488,7 +479,7 @@ gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opt
   if (c.G > 0)
     GR_CHECK_GOTO(build_sets(&c, po, err, errlen), st, out);
   else if (po->gpus_per_rank > 0) {
-    st = failp(err, errlen, "--gpus-per-rank %d is larger than the 0 GPUs here", po->gpus_per_rank);
+    st = gr__launcher_error(err, errlen, GR_ERR_INVALID, "--gpus-per-rank %d is larger than the 0 GPUs here", po->gpus_per_rank);
     goto out;
   } else
     for (int r = 0; r < local_size; r++)

@@ -9,15 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static gr_status fail(char *err, size_t errlen, gr_status st, const char *fmt, ...) GR_PRINTF(4, 5);
-static gr_status fail(char *err, size_t errlen, gr_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return st;
-}
-
 static const char *const gpu_prefixes[] = {"nvml", "cuda", "rsmi", "ze", "opencl"};
 #define NPREFIX 5
 
@@ -103,12 +94,12 @@ static void fill_gpu(gr__gpu *g, hwloc_obj_t pci, hwloc_obj_t os, int partition)
 static gr_status find_gpus(gr__node *n, char *err, size_t errlen) {
   int cap = 16;
   n->gpus = calloc((size_t)cap, sizeof *n->gpus);
-  if (!n->gpus) return fail(err, errlen, GR_ERR_NOMEM, "out of memory");
+  if (!n->gpus) return gr__launcher_error(err, errlen, GR_ERR_NOMEM, "out of memory");
 #define PUSH(pci, os, part)                                                                        \
   do {                                                                                             \
     if (n->ngpus == cap) {                                                                         \
       gr__gpu *ng = realloc(n->gpus, (size_t)cap * 2 * sizeof *ng);                                \
-      if (!ng) return fail(err, errlen, GR_ERR_NOMEM, "out of memory");                            \
+      if (!ng) return gr__launcher_error(err, errlen, GR_ERR_NOMEM, "out of memory");                            \
       n->gpus = ng;                                                                                \
       cap *= 2;                                                                                    \
     }                                                                                              \
@@ -168,7 +159,7 @@ static int is_hsn_name(const char *s) {
 static gr_status find_nics(gr__node *n, char *err, size_t errlen) {
   int cap = 8;
   n->nics = calloc((size_t)cap, sizeof *n->nics);
-  if (!n->nics) return fail(err, errlen, GR_ERR_NOMEM, "out of memory");
+  if (!n->nics) return gr__launcher_error(err, errlen, GR_ERR_NOMEM, "out of memory");
   for (hwloc_obj_t o = hwloc_get_next_osdev(n->topo, NULL); o;
        o = hwloc_get_next_osdev(n->topo, o)) {
     int fabric = o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
@@ -186,7 +177,7 @@ static gr_status find_nics(gr__node *n, char *err, size_t errlen) {
     }
     if (n->nnics == cap) {
       gr__nic *nn = realloc(n->nics, (size_t)cap * 2 * sizeof *nn);
-      if (!nn) return fail(err, errlen, GR_ERR_NOMEM, "out of memory");
+      if (!nn) return gr__launcher_error(err, errlen, GR_ERR_NOMEM, "out of memory");
       n->nics = nn;
       cap *= 2;
     }
@@ -272,17 +263,17 @@ static void compute_links(gr__node *n) {
 gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen) {
   memset(n, 0, sizeof *n);
   if (hwloc_topology_init(&n->topo) != 0)
-    return fail(err, errlen, GR_ERR_SYSTEM, "hwloc_topology_init failed");
+    return gr__launcher_error(err, errlen, GR_ERR_SYSTEM, "hwloc_topology_init failed");
   gr_status st = GR_OK;
   if (xml && *xml) {
     struct stat sb;
     if (stat(xml, &sb) != 0) {
-      st = fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s: %s", xml, strerror(errno));
+      st = gr__launcher_error(err, errlen, GR_ERR_TOPOLOGY, "topology %s: %s", xml, strerror(errno));
       goto bad;
     }
     if (hwloc_topology_set_xml(n->topo, xml) != 0) {
       st =
-          fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s", xml, strerror(errno));
+          gr__launcher_error(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s", xml, strerror(errno));
       goto bad;
     }
     n->foreign = 1;
@@ -300,13 +291,13 @@ gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen) 
     hwloc_topology_set_type_filter(n->topo, HWLOC_OBJ_L2ICACHE, HWLOC_TYPE_FILTER_KEEP_NONE);
   }
   if (hwloc_topology_load(n->topo) != 0) {
-    st = fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s",
+    st = gr__launcher_error(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s",
               xml && *xml ? xml : "(live)", strerror(errno));
     goto bad;
   }
   n->allowed = hwloc_topology_get_allowed_cpuset(n->topo);
   if (hwloc_bitmap_iszero(n->allowed)) {
-    st = fail(err, errlen, GR_ERR_TOPOLOGY, "topology %s has no allowed PUs",
+    st = gr__launcher_error(err, errlen, GR_ERR_TOPOLOGY, "topology %s has no allowed PUs",
               xml && *xml ? xml : "(live)");
     goto bad;
   }

@@ -8,18 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static gr_status fail(char *err, size_t errlen, const char *fmt, ...) GR_PRINTF(3, 4);
-static gr_status fail(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  /* the message quotes user input: keep it one printable line */
-  for (char *c = err; c && *c; c++)
-    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
-  return GR_ERR_INVALID;
-}
-
 static int to_int(const char *s, int *out) {
   if (!s || !*s) return -1;
   errno = 0;
@@ -82,10 +70,10 @@ static gr_status from_pair(const simple_launcher *l, gr__getenv_fn get, void *ct
   if (!r) return GR_OK;
   *found = 1;
   const char *s = get(ctx, l->size_var);
-  if (to_int(r, &w->local_rank)) return fail(err, errlen, "%s=%.40s is not a rank", l->rank_var, r);
-  if (!s) return fail(err, errlen, "%s is set but %s is not", l->rank_var, l->size_var);
+  if (to_int(r, &w->local_rank)) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.40s is not a rank", l->rank_var, r);
+  if (!s) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s is set but %s is not", l->rank_var, l->size_var);
   if (to_int(s, &w->local_size) || w->local_size < 1)
-    return fail(err, errlen, "%s=%.40s is not a size", l->size_var, s);
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.40s is not a size", l->size_var, s);
   w->source = l->source;
   return GR_OK;
 }
@@ -96,17 +84,17 @@ static gr_status from_slurm(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *
   *found = 0;
   if (!r) return GR_OK;
   *found = 1;
-  if (to_int(r, &w->local_rank)) return fail(err, errlen, "SLURM_LOCALID=%.40s is not a rank", r);
+  if (to_int(r, &w->local_rank)) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "SLURM_LOCALID=%.40s is not a rank", r);
   const char *var = "SLURM_STEP_TASKS_PER_NODE";
   const char *spec = get(ctx, var);
   if (!spec) spec = get(ctx, var = "SLURM_TASKS_PER_NODE");
-  if (!spec) return fail(err, errlen, "SLURM_LOCALID is set but SLURM_STEP_TASKS_PER_NODE is not");
+  if (!spec) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "SLURM_LOCALID is set but SLURM_STEP_TASKS_PER_NODE is not");
   int nodeid = 0;
   const char *nid = get(ctx, "SLURM_NODEID");
   if (nid && to_int(nid, &nodeid))
-    return fail(err, errlen, "SLURM_NODEID=%.40s is not a node index", nid);
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "SLURM_NODEID=%.40s is not a node index", nid);
   int n = gr__slurm_tasks_on_node(spec, nodeid);
-  if (n < 1) return fail(err, errlen, "%s=%.60s has no task count for node %d", var, spec, nodeid);
+  if (n < 1) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.60s has no task count for node %d", var, spec, nodeid);
   w->local_size = n;
   w->source = "Slurm";
   return GR_OK;
@@ -119,16 +107,16 @@ static gr_status from_flux(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *f
   if (!r) return GR_OK;
   *found = 1;
   if (to_int(r, &w->local_rank))
-    return fail(err, errlen, "FLUX_TASK_LOCAL_ID=%.40s is not a rank", r);
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "FLUX_TASK_LOCAL_ID=%.40s is not a rank", r);
   /* Flux exports no per-node count; the job's size over its node count is exact for the usual
    * even layouts, and rounded up otherwise (only the last node can then have fewer). */
   int size = 0, nnodes = 1;
   const char *js = get(ctx, "FLUX_JOB_SIZE"), *nn = get(ctx, "FLUX_JOB_NNODES");
   if (!js || to_int(js, &size) || size < 1)
-    return fail(err, errlen, "FLUX_TASK_LOCAL_ID is set but FLUX_JOB_SIZE=%.40s is not a size",
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "FLUX_TASK_LOCAL_ID is set but FLUX_JOB_SIZE=%.40s is not a size",
                 js ? js : "(unset)");
   if (nn && (to_int(nn, &nnodes) || nnodes < 1))
-    return fail(err, errlen, "FLUX_JOB_NNODES=%.40s is not a node count", nn);
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "FLUX_JOB_NNODES=%.40s is not a node count", nn);
   w->local_size = (size + nnodes - 1) / nnodes;
   w->source = "Flux";
   return GR_OK;
@@ -158,7 +146,7 @@ gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__who
     w->source = "none";
   }
   if (w->local_rank >= w->local_size)
-    return fail(err, errlen, "local rank %d is not below the local size %d (from %s)",
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "local rank %d is not below the local size %d (from %s)",
                 w->local_rank, w->local_size, w->source);
   return GR_OK;
 }
