@@ -369,8 +369,17 @@ static gr_status run_inline(gr_dpool *dp) {
 
 /* local != NULL: the pool's workers run tasks; this thread only polls MPI (it is the dpool's
  * communication thread, and the only one that calls MPI). */
+static _Thread_local int tl_in_loop; /* this thread is inside a worker_loop */
+
+/* The loops are ordinary tasks of the local pool, so a thread that helps while it waits on a
+ * taskgroup (gr_taskgroup_wait inside a dpool task, or inside an application task) may pick one
+ * up. Nested inside a dpool task, a loop that ran until stop_workers would never let that task
+ * return, and the run could never terminate (review F2): a nested loop returns at once. The
+ * other loops, and the one below it on this thread, still run the dpool's tasks. */
 static void worker_loop(void *arg) {
   gr_dpool *dp = arg;
+  if (tl_in_loop) return;
+  tl_in_loop = 1;
   int slp = 0;
   for (;;) {
     gr__dtask *t = take(dp);
@@ -379,13 +388,14 @@ static void worker_loop(void *arg) {
       slp = 0;
       continue;
     }
-    if (__atomic_load_n(&dp->stop_workers, __ATOMIC_ACQUIRE)) return;
+    if (__atomic_load_n(&dp->stop_workers, __ATOMIC_ACQUIRE)) break;
     slp = slp ? (slp < 256 ? 2 * slp : slp) : 1;
     if (slp < 4)
       sched_yield();
     else
       sleep_us(slp);
   }
+  tl_in_loop = 0;
 }
 
 static gr_status run_pool(gr_dpool *dp) {

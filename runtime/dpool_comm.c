@@ -20,7 +20,9 @@
  * Drain: every message is sent with MPI_Issend (complete = matched). After TERM a rank answers
  * requests with refusals until its own request is answered and its sends are matched, then
  * enters an MPI_Ibarrier while still answering. When the barrier completes every message of the
- * run has been received, so the next run (or MPI_Comm_free) starts with nothing stale. */
+ * run has been received, so the next run (or MPI_Comm_free) starts with nothing stale. Messages
+ * of the next run can arrive during the barrier: they carry the other parity in their tags and
+ * stay queued in MPI until this rank has begun that run (see dpool_impl.h). */
 #include "dpool_impl.h"
 
 #include "gr_error.h"
@@ -79,6 +81,8 @@ void gr__dp_comm_free(gr_dpool *dp) {
 }
 
 void gr__dp_run_begin(gr_dpool *dp) {
+  dp->tag_off = GR__DP_TAG_RUN * (int)(dp->runs & 1u);
+  dp->runs++;
   dp->terminated = 0;
   dp->req_outstanding = 0;
   dp->fails = 0;
@@ -123,7 +127,7 @@ static gr_status post(gr_dpool *dp, int dest, int tag, void *buf, size_t len) {
     dp->capsends = ncap;
   }
   gr__dp_send *s = &dp->sends[dp->nsends];
-  int rc = MPI_Issend(buf, (int)len, MPI_BYTE, dest, tag, dp->comm, &s->req);
+  int rc = MPI_Issend(buf, (int)len, MPI_BYTE, dest, tag + dp->tag_off, dp->comm, &s->req);
   if (rc != MPI_SUCCESS) {
     free(buf);
     GR_ERROR("dpool: MPI_Issend to rank %d failed (MPI error %d)", dest, rc);
@@ -334,11 +338,12 @@ static gr_status handle(gr_dpool *dp, int src, int tag, unsigned char *buf, size
   }
 }
 
-static gr_status receive_all(gr_dpool *dp, int *got) {
+/* Receive and handle every message with this tag (MPI_ANY_TAG: any) that is there. */
+static gr_status receive_all(gr_dpool *dp, int *got, int tag) {
   for (;;) {
     int flag = 0;
     MPI_Status s;
-    int rc = MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, dp->comm, &flag, &s);
+    int rc = MPI_Iprobe(MPI_ANY_SOURCE, tag, dp->comm, &flag, &s);
     if (rc != MPI_SUCCESS) {
       GR_ERROR("dpool: MPI_Iprobe failed (MPI error %d)", rc);
       return GR_ERR_MPI;
@@ -362,7 +367,14 @@ static gr_status receive_all(gr_dpool *dp, int *got) {
       return GR_ERR_MPI;
     }
     (*got)++;
-    GR_CHECK(handle(dp, s.MPI_SOURCE, s.MPI_TAG, dp->rbuf, (size_t)count));
+    /* Before its final barrier a rank can only see this run's messages (no rank is past it). */
+    int base = s.MPI_TAG - dp->tag_off;
+    if (base < GR__DP_TAG_REQ || base > GR__DP_TAG_TERM) {
+      GR_ERROR("dpool: message with tag %d from rank %d belongs to another run (run %u)",
+               s.MPI_TAG, s.MPI_SOURCE, dp->runs);
+      return GR_ERR_INTERNAL;
+    }
+    GR_CHECK(handle(dp, s.MPI_SOURCE, base, dp->rbuf, (size_t)count));
   }
 }
 
@@ -408,7 +420,7 @@ static gr_status pass_token(gr_dpool *dp) {
 gr_status gr__dp_progress(gr_dpool *dp, int *got_msg) {
   dp->st.polls++;
   int got = 0;
-  if (dp->size > 1) GR_CHECK(receive_all(dp, &got)); /* alone, nothing can arrive */
+  if (dp->size > 1) GR_CHECK(receive_all(dp, &got, MPI_ANY_TAG)); /* alone, nothing can arrive */
   GR_CHECK(flush_outbox(dp));
   if (dp->cfg.steal && !dp->terminated) {
     for (int k = 0; k < dp->nlife; k++) {
@@ -445,7 +457,7 @@ gr_status gr__dp_drain(gr_dpool *dp) {
   long slp = 0;
   while (dp->req_outstanding || dp->nsends > 0) {
     got = 0;
-    GR_CHECK(receive_all(dp, &got));
+    GR_CHECK(receive_all(dp, &got, MPI_ANY_TAG));
     GR_CHECK(test_sends(dp));
     slp = got ? 0 : (slp ? (slp < 200 ? 2 * slp : slp) : 1);
     nap_us(slp);
@@ -464,8 +476,12 @@ gr_status gr__dp_drain(gr_dpool *dp) {
       return GR_ERR_MPI;
     }
     if (done) break;
+    /* Ranks whose barrier has completed may already be in the next run and send its TOKEN,
+     * WORK or requests (other tags: left for the next run). Only this run's tags are received
+     * here; in fact only late requests (random or lifeline) of this run can still come. */
     got = 0;
-    GR_CHECK(receive_all(dp, &got));
+    for (int t = GR__DP_TAG_REQ; t <= GR__DP_TAG_TERM; t++)
+      GR_CHECK(receive_all(dp, &got, t + dp->tag_off));
     GR_CHECK(test_sends(dp));
     slp = got ? 0 : (slp ? (slp < 200 ? 2 * slp : slp) : 1);
     nap_us(slp);

@@ -18,12 +18,16 @@ typedef struct gr__dtask {
   unsigned char data[];
 } gr__dtask;
 
-/* Message tags on the dpool's own communicator. */
+/* Message tags on the dpool's own communicator: base tag + GR__DP_TAG_RUN * (run parity). The
+ * final barrier returns on each rank at its own time, so a rank may receive messages of run k+1
+ * while it is still in run k's barrier; never of run k+2 (that needs it past run k+1's barrier).
+ * The parity keeps them apart: the barrier phase receives run k's requests only. */
 enum {
   GR__DP_TAG_REQ = 1,   /* int32 kind: GR__DP_REQ_RANDOM or GR__DP_REQ_LIFELINE */
   GR__DP_TAG_WORK = 2,  /* gr__dp_work_hdr + packed tasks; ntasks may be 0 (a refusal) */
   GR__DP_TAG_TOKEN = 3, /* gr__dp_token */
-  GR__DP_TAG_TERM = 4   /* no payload: the run is over */
+  GR__DP_TAG_TERM = 4,  /* no payload: the run is over */
+  GR__DP_TAG_RUN = 8    /* tag offset of odd runs */
 };
 enum { GR__DP_REQ_RANDOM = 0, GR__DP_REQ_LIFELINE = 1 };
 enum { GR__DP_WORK_STEAL = 0, GR__DP_WORK_GIFT = 1, GR__DP_WORK_PUSH = 2 };
@@ -74,6 +78,8 @@ struct gr_dpool {
 
   /* ---- progress thread only ---- */
   int running;
+  unsigned runs;      /* runs begun (its parity goes into the tags) */
+  int tag_off;        /* GR__DP_TAG_RUN * (runs & 1) for the current run */
   int terminated;
   gr__dp_send *sends;
   int nsends, capsends;

@@ -46,7 +46,14 @@ extern "C" {
 typedef struct gr_dpool gr_dpool;
 
 /* A task body. payload is valid for the duration of the call only. It may call gr_dpool_push and
- * gr_dpool_push_to on dp (from any thread of the rank). */
+ * gr_dpool_push_to on dp (from any thread of the rank).
+ * With a local gr_pool a task may use that pool: gr_spawn into a taskgroup it initialised and
+ * gr_taskgroup_wait on it (or gr_parallel_for); it must wait for such subtasks before returning
+ * if they push, since termination only sees dpool tasks. The waiting thread helps with other
+ * pool tasks meanwhile, possibly other dpool tasks. (The dpool runs its workers as long-running
+ * tasks of the pool; one picked up by a waiting dpool task returns at once. An application task
+ * outside the dpool that waits on a group during a run may instead pick one up and then return
+ * only when the run ends.) */
 typedef void (*gr_dtask_fn)(gr_dpool *dp, const void *payload, size_t len, void *ctx);
 
 #define GR_DPOOL_CONFIG_MAGIC 0x64706f6fu /* "dpoo" */
