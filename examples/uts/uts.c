@@ -19,27 +19,6 @@
 #include <string.h>
 #include <sys/resource.h>
 
-/* Under LeakSanitizer: Open MPI loads plugins during MPI_Init and unloads the unselected ones
- * at once (the rest at finalize); LSan then cannot name, or suppress, what they allocated. So
- * MPI_Init's allocations are exempted, and the leak check runs before MPI_Finalize. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GR_TEST_LSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) && !defined(GR_TEST_LSAN)
-#define GR_TEST_LSAN 1
-#endif
-#ifdef GR_TEST_LSAN
-#include <sanitizer/lsan_interface.h>
-#define LEAK_CHECK_BEFORE_FINALIZE() __lsan_do_leak_check()
-#define LSAN_OFF() __lsan_disable()
-#define LSAN_ON() __lsan_enable()
-#else
-#define LSAN_OFF() ((void)0)
-#define LSAN_ON() ((void)0)
-#define LEAK_CHECK_BEFORE_FINALIZE() ((void)0)
-#endif
 
 typedef struct {
   uts_params p;
@@ -125,9 +104,7 @@ int main(int argc, char **argv) {
    * second (measured: 4 ranks on 2 cores spent 4x the CPU of 1 rank). Idle dpool ranks sleep by
    * themselves. A value given by the user wins. */
   setenv("OMPI_MCA_mpi_yield_when_idle", "0", 0);
-  LSAN_OFF();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  LSAN_ON();
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -293,7 +270,6 @@ int main(int argc, char **argv) {
   MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
   gr_dpool_destroy(dp);
   if (pool) gr_pool_destroy(pool);
-  LEAK_CHECK_BEFORE_FINALIZE();
   MPI_Finalize();
   return rc;
 }

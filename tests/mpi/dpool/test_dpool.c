@@ -10,27 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Under LeakSanitizer: Open MPI loads plugins during MPI_Init and unloads the unselected ones
- * at once (the rest at finalize); LSan then cannot name, or suppress, what they allocated. So
- * MPI_Init's allocations are exempted, and the leak check runs before MPI_Finalize. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GR_TEST_LSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) && !defined(GR_TEST_LSAN)
-#define GR_TEST_LSAN 1
-#endif
-#ifdef GR_TEST_LSAN
-#include <sanitizer/lsan_interface.h>
-#define LEAK_CHECK_BEFORE_FINALIZE() __lsan_do_leak_check()
-#define LSAN_OFF() __lsan_disable()
-#define LSAN_ON() __lsan_enable()
-#else
-#define LSAN_OFF() ((void)0)
-#define LSAN_ON() ((void)0)
-#define LEAK_CHECK_BEFORE_FINALIZE() ((void)0)
-#endif
 
 static int g_rank, g_size;
 static gr_pool *g_pool;
@@ -337,9 +316,7 @@ static void test_late_rank(void) {
 
 int main(int argc, char **argv) {
   int provided = 0;
-  LSAN_OFF();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  LSAN_ON();
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   int nthreads = 0;
@@ -373,7 +350,6 @@ int main(int argc, char **argv) {
   test_repeat_delays();
   if (g_rank == 0) printf("ok repeat_delays\n");
   if (g_pool) CHECK_OK(gr_pool_destroy(g_pool));
-  LEAK_CHECK_BEFORE_FINALIZE();
   MPI_Finalize();
   return 0;
 }

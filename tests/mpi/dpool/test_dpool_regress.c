@@ -22,24 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GR_TEST_LSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) && !defined(GR_TEST_LSAN)
-#define GR_TEST_LSAN 1
-#endif
-#ifdef GR_TEST_LSAN
-#include <sanitizer/lsan_interface.h>
-#define LEAK_CHECK_BEFORE_FINALIZE() __lsan_do_leak_check()
-#define LSAN_OFF() __lsan_disable()
-#define LSAN_ON() __lsan_enable()
-#else
-#define LSAN_OFF() ((void)0)
-#define LSAN_ON() ((void)0)
-#define LEAK_CHECK_BEFORE_FINALIZE() ((void)0)
-#endif
 
 static int g_rank, g_size;
 static volatile sig_atomic_t g_run = -1;
@@ -156,9 +138,7 @@ static int test_nested(void) {
 
 int main(int argc, char **argv) {
   int prov = 0;
-  LSAN_OFF();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &prov);
-  LSAN_ON();
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   signal(SIGALRM, on_alarm);
@@ -178,7 +158,6 @@ int main(int argc, char **argv) {
   } else if (g_rank == 0) {
     fprintf(stderr, "usage: test_dpool_regress runs N [--pool W] | nested\n");
   }
-  LEAK_CHECK_BEFORE_FINALIZE();
   MPI_Finalize();
   return rc;
 }
