@@ -131,23 +131,6 @@ static int on_device(const void *p) {
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
-/* Bytes of the send and the receive side of a call on this rank. */
-static void sides(const gr__call *k, size_t *sb, size_t *rb) {
-  size_t n = k->count * gr__dtype_size(k->dtype), P = (size_t)k->comm->size;
-  int root = k->root == k->comm->rank;
-  *sb = *rb = 0;
-  switch (k->kind) {
-  case GR__ALLREDUCE: *sb = *rb = n; break;
-  case GR__BROADCAST: *sb = root ? n : 0; *rb = n; break;
-  case GR__REDUCE: *sb = n; *rb = root ? n : 0; break;
-  case GR__ALLGATHER: *sb = n; *rb = n * P; break;
-  case GR__REDUCE_SCATTER: *sb = n * P; *rb = n; break;
-  case GR__ALLTOALL: *sb = *rb = n * P; break;
-  case GR__SEND: *sb = n; break;
-  case GR__RECV: *rb = n; break;
-  default: break;
-  }
-}
 #endif
 
 /* Replace device pointers by pinned host copies (be_tmp = send side, be_tmp2 = receive side). */
@@ -155,7 +138,7 @@ static gr_status stage_in(gr__call *k, const void **s, void **r) {
 #if GPURUN_HAVE_CUDA
   if (!k->comm->gpu_buffers) return GR_OK;
   size_t sb, rb;
-  sides(k, &sb, &rb);
+  gr__call_sides(k, &sb, &rb);
   int dr = rb && on_device(*r);
   /* in place (or the send side inside recv): the input starts in the receive buffer */
   int inside = dr && sb && (uintptr_t)*s >= (uintptr_t)*r &&

@@ -203,30 +203,13 @@ static int on_device(const void *p) {
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
-static void sides(const gr__call *k, size_t *sb, size_t *rb) {
-  size_t n = k->count * gr__dtype_size(k->dtype), P = (size_t)k->comm->size;
-  int root = k->root == k->comm->rank;
-  *sb = *rb = 0;
-  switch (k->kind) {
-  case GR__ALLREDUCE: *sb = *rb = n; break;
-  case GR__BROADCAST: *sb = root ? n : 0; *rb = n; break;
-  case GR__REDUCE: *sb = n; *rb = root ? n : 0; break;
-  case GR__ALLGATHER: *sb = n; *rb = n * P; break;
-  case GR__REDUCE_SCATTER: *sb = n * P; *rb = n; break;
-  case GR__ALLTOALL: *sb = *rb = n * P; break;
-  case GR__SEND: *sb = n; break;
-  case GR__RECV: *rb = n; break;
-  default: break;
-  }
-}
-
 /* Host buffers -> device copies (be_tmp: send side, be_tmp2: receive side), copied in on the
  * call's stream; the copy out is enqueued by test() once the NCCL work is (NCCL groups launch
  * at ncclGroupEnd, after this returns). */
 static gr_status stage_in(gr__call *k, cudaStream_t s, const void **sp, void **rp) {
   gr_comm *c = k->comm;
   size_t sb, rb;
-  sides(k, &sb, &rb);
+  gr__call_sides(k, &sb, &rb);
   int hr = rb && !on_device(*rp);
   int inside = hr && sb && (uintptr_t)*sp >= (uintptr_t)*rp &&
                (uintptr_t)*sp + sb <= (uintptr_t)*rp + rb;

@@ -39,6 +39,23 @@ double gr__mono_now(void) {
 double gr__deadline(double timeout_s) { return timeout_s > 0 ? gr__mono_now() + timeout_s : 0.0; }
 int gr__past(double deadline) { return deadline > 0 && gr__mono_now() > deadline; }
 
+void gr__call_sides(const gr__call *k, size_t *sb, size_t *rb) {
+  size_t n = k->count * gr__dtype_size(k->dtype), P = (size_t)k->comm->size;
+  int root = k->root == k->comm->rank;
+  *sb = *rb = 0;
+  switch (k->kind) {
+  case GR__ALLREDUCE: *sb = *rb = n; break;
+  case GR__BROADCAST: *sb = root ? n : 0; *rb = n; break;
+  case GR__REDUCE: *sb = n; *rb = root ? n : 0; break;
+  case GR__ALLGATHER: *sb = n; *rb = n * P; break;
+  case GR__REDUCE_SCATTER: *sb = n * P; *rb = n; break;
+  case GR__ALLTOALL: *sb = *rb = n * P; break;
+  case GR__SEND: *sb = n; break;
+  case GR__RECV: *rb = n; break;
+  default: break;
+  }
+}
+
 gr_status gr__comm_err(gr_comm *c, gr_status st, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -101,6 +101,9 @@ int gr__past(double deadline);
 /* Wait for an MPI request with the deadline; GR_ERR_TIMEOUT past it (the request is left). */
 gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline);
 
+/* Bytes of the send and the receive side of a call on this rank (what a backend stages). */
+void gr__call_sides(const gr__call *k, size_t *send_bytes, size_t *recv_bytes);
+
 /* Record a backend detail for the front end: c->err = formatted text. Returns st. */
 gr_status gr__comm_err(gr_comm *c, gr_status st, const char *fmt, ...) GR_PRINTF(3, 4);
 
