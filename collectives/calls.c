@@ -207,16 +207,21 @@ static void begin(gr__call *k) {
                                     peer ? -1 : k->root, peer ? k->root : -1, k->t_start);
 }
 
-static void end(gr__call *k, gr__flight_state fs, double t0) {
+/* share: the part of the elapsed time charged to this call in the counters. A call of a group of
+ * n is charged 1/n of its time, so that the calls of a group, which all run during one
+ * gr_group_end, add up to no more than the time spent in it. */
+static void end_share(gr__call *k, gr__flight_state fs, double t0, double share) {
   gr_comm *c = k->comm;
   double t1 = gr__mono_now();
   gr__flight_end(c->flight, k->flight_slot, k->seq, fs, k->t_start + (t1 - t0));
   c->stats.calls[k->kind]++;
   c->stats.bytes[k->kind] += call_bytes(k);
-  c->stats.seconds[k->kind] += t1 - t0;
+  c->stats.seconds[k->kind] += (t1 - t0) * share;
   if (fs == GR__FL_FAILED) c->stats.failures++;
   if (fs == GR__FL_TIMEOUT) c->stats.timeouts++;
 }
+
+static void end(gr__call *k, gr__flight_state fs, double t0) { end_share(k, fs, t0, 1.0); }
 
 static gr_status timed_out(const char *fn, gr__call *k, const char *what) {
   gr_comm *c = k->comm;
@@ -537,7 +542,7 @@ static gr_status run_group(const char *fn) {
     else if (q[i].comm->check && is_collective(q[i].kind)) first = exchange_fingerprint(fn, &q[i], GR_OK);
   }
   if (first != GR_OK) return first;
-  double t0 = gr__mono_now(), deadline = 0;
+  double t0 = gr__mono_now(), deadline = 0, share = 1.0 / (double)n;
   for (size_t i = 0; i < n; i++) {
     double t = q[i].comm->timeout_s;
     if (t > 0 && (deadline == 0 || t0 + t < deadline)) deadline = t0 + t;
@@ -561,7 +566,7 @@ static gr_status run_group(const char *fn) {
     k->comm->err[0] = '\0';
     first = ops->post(k, &done[i]);
     if (first != GR_OK) {
-      end(k, GR__FL_FAILED, t0);
+      end_share(k, GR__FL_FAILED, t0, share);
       first = gr__fail(first, fn, "%s #%llu on communicator %s: %s", gr__kind_name(k->kind),
                        (unsigned long long)k->seq, k->comm->id, k->comm->err);
       break;
@@ -576,20 +581,20 @@ static gr_status run_group(const char *fn) {
   size_t left = 0;
   for (size_t i = 0; i < posted; i++) left += !done[i];
   for (size_t i = 0; i < posted; i++)
-    if (done[i]) end(&q[i], GR__FL_DONE, t0);
+    if (done[i]) end_share(&q[i], GR__FL_DONE, t0, share);
   for (unsigned spin = 0; left > 0; spin++) {
     for (size_t i = 0; i < posted; i++) {
       if (done[i]) continue;
       gr_status st = q[i].comm->ops->test(&q[i], &done[i]);
       if (st != GR_OK) {
         done[i] = 1;
-        end(&q[i], GR__FL_FAILED, t0);
+        end_share(&q[i], GR__FL_FAILED, t0, share);
         if (first == GR_OK)
           first = gr__fail(st, fn, "%s #%llu on communicator %s: %s", gr__kind_name(q[i].kind),
                            (unsigned long long)q[i].seq, q[i].comm->id, q[i].comm->err);
         left--;
       } else if (done[i]) {
-        end(&q[i], GR__FL_DONE, t0);
+        end_share(&q[i], GR__FL_DONE, t0, share);
         left--;
       }
     }
@@ -599,7 +604,7 @@ static gr_status run_group(const char *fn) {
         for (size_t i = 0; i < posted; i++) {
           if (done[i]) continue;
           q[i].comm->ops->forget(&q[i]);
-          end(&q[i], GR__FL_TIMEOUT, t0);
+          end_share(&q[i], GR__FL_TIMEOUT, t0, share);
           if (st == GR_OK) st = timed_out(fn, &q[i], "grouped");
           gr__comm_abort_internal(q[i].comm);
         }

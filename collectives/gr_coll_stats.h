@@ -13,7 +13,9 @@ typedef struct gr_comm gr_comm;
 typedef struct {
   uint64_t calls[GR_COLL_STATS_NOPS];
   uint64_t bytes[GR_COLL_STATS_NOPS];
-  double seconds[GR_COLL_STATS_NOPS]; /* wall time inside the call (waiting for peers included) */
+  /* wall time inside the call, waiting for peers included; a call of a group of n is charged
+   * 1/n of its time, so a group adds up to at most the time spent in gr_group_end */
+  double seconds[GR_COLL_STATS_NOPS];
   uint64_t timeouts, failures;
 } gr_coll_stats;
 

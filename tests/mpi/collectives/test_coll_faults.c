@@ -226,6 +226,27 @@ static void mode_badargs(void) {
          (unsigned long long)cs.calls[8], (unsigned long long)cs.failures);
   if (strcmp(gr__coll_stats_op_name(4), "reduce_scatter") != 0 || gr__coll_stats_op_name(9) != NULL)
     FAIL("stats op names");
+  /* A group's calls all run inside one gr_group_end: their charged seconds add up to no more than
+   * the time spent in it (not n times that). Eight grouped send/recv pairs around the ring. */
+  {
+    int to = (rank + 1) % size, from = (rank + size - 1) % size;
+    int sb[8][64], rb[8][64];
+    memset(sb, 0, sizeof sb);
+    gr_coll_stats before, after;
+    if (gr__coll_stats_get(c, &before) != GR_OK) FAIL("gr__coll_stats_get");
+    double t0 = MPI_Wtime();
+    EXPECT_ST(gr_group_start(), GR_OK);
+    for (int i = 0; i < 8; i++) {
+      EXPECT_ST(gr_send(sb[i], 64, GR_INT32, to, c, NULL), GR_OK);
+      EXPECT_ST(gr_recv(rb[i], 64, GR_INT32, from, c, NULL), GR_OK);
+    }
+    EXPECT_ST(gr_group_end(), GR_OK);
+    double spent = MPI_Wtime() - t0, charged = 0;
+    if (gr__coll_stats_get(c, &after) != GR_OK) FAIL("gr__coll_stats_get");
+    for (int i = 0; gr__coll_stats_op_name(i); i++) charged += after.seconds[i] - before.seconds[i];
+    if (charged > spent * 1.001 + 1e-6)
+      FAIL("a group of 16 calls was charged %.6f s for %.6f s spent in it", charged, spent);
+  }
   EXPECT_ST(gr_barrier(c), GR_OK);
   /* gr_comm_abort: local, later calls refuse, destroy still works */
   EXPECT_ST(gr_comm_abort(c), GR_OK);
