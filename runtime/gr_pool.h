@@ -11,7 +11,8 @@
  * not an instant. */
 typedef struct {
   uint64_t spawned;      /* tasks spawned into this pool (workers, waiting threads, external) */
-  uint64_t run;          /* tasks finished (run, or skipped because their group was cancelled) */
+  uint64_t run;          /* tasks finished (run, or skipped because their group was cancelled);
+                          * after gr_taskgroup_wait(g) returns, includes every task of g */
   uint64_t steals;       /* successful steals from another slot's deque */
   uint64_t injected;     /* tasks spawned by a thread outside the pool (through the locked queue) */
   uint64_t sleeps;       /* times a worker or waiter went to sleep on the futex */
@@ -22,7 +23,8 @@ void gr__pool_get_stats(gr_pool *p, gr__pool_stats *out);
 
 /* 1 when no task of the pool is queued or running (every spawned task has finished), else 0.
  * Exact when no thread spawns concurrently; with concurrent spawns it may say 0 spuriously but
- * never says 1 while a task that was spawned before the call began is unfinished. */
+ * never says 1 while a task that was spawned before the call began is unfinished (a task counts
+ * as finished once its function returned; the pool may still be updating its group's count). */
 int gr__pool_quiescent(gr_pool *p);
 
 /* Number of threads (workers and waiters) asleep on the pool's futex right now (a hint). */

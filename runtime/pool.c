@@ -21,9 +21,10 @@
  * work. A spawn that makes a deque non-empty reads nsleeping with a seq_cst RMW too, so one side
  * always sees the other, and wakes one sleeper; a spawn onto a non-empty deque reads it relaxed
  * (anyone going to sleep later sees the older items, or, if thieves emptied the deque meanwhile,
- * those thieves are awake; a locked instruction per spawn would cost more than the rest of it). At most one wake-one is in flight (`waking`); a woken worker
- * that finds work passes the wake-up on. Injection, group completion by another thread and
- * shutdown wake with seq_cst on both sides. The futex timeout (GR__SLEEP_MS) is a safety net.
+ * those thieves are awake; a locked instruction per spawn would cost more than the rest of it).
+ * At most one wake-one is in flight (`waking`); a woken worker or waiter that finds work passes
+ * the wake-up on. Injection, group completion by another thread and shutdown wake with seq_cst on
+ * both sides. The futex timeout (GR__SLEEP_MS) is a safety net.
  *
  * Group counts. The common case is a worker that initialises a group, spawns into it and waits for
  * it (fib, tree recursion); most of those tasks it pops and runs itself. Such spawns and finishes
@@ -80,7 +81,10 @@ void gr__pool_wake_all(gr_pool *p) { wake(p, INT_MAX); }
 /* After a push to a deque: wake one sleeper if there is one and no wake-up is already on its way.
  * A push onto an empty deque reads nsleeping with a seq_cst RMW: with the sleeper's seq_cst
  * increment before its re-check, one of the two sees the other (no missed wake-up). Pushes onto a
- * non-empty deque read it relaxed: whoever idles from now on sees that deque's older items. */
+ * non-empty deque read it relaxed: whoever idles from now on sees that deque's older items.
+ * Passing a wake-up on (a woken worker or waiter that found work) uses the RMW too (was_empty =
+ * 1): a thread registering as sleeper at the same moment is either seen here or re-checks for
+ * work after this point. It happens once per wake-up, so the locked instruction costs nothing. */
 static inline void notify_work(gr_pool *p, int was_empty) {
   int sleepers = was_empty ? atomic_fetch_add_explicit(&p->nsleeping, 0, memory_order_seq_cst)
                            : atomic_load_explicit(&p->nsleeping, memory_order_relaxed);
@@ -222,6 +226,13 @@ static inline void run_task(gr_pool *p, gr__slot *s, gr__task *t) {
   }
   int local = t->local;
   task_free(p, s, t);
+  /* Counted finished before the group learns of it: a thread that saw the group complete (its
+   * wait returned) then sees every finish in the pool statistics (the release here, the group
+   * count's release/seq_cst below, the waiter's acquire). */
+  if (s)
+    counter_bump(&s->nfinished, 1);
+  else
+    atomic_fetch_add_explicit(&p->ext_finished, 1, memory_order_release);
   /* The count update is the last touch of g: a waiter may return and drop g right after it. */
   if (local && g->owner == (void *)s)
     __atomic_store_n(&g->done_local, __atomic_load_n(&g->done_local, __ATOMIC_RELAXED) + 1,
@@ -232,19 +243,20 @@ static inline void run_task(gr_pool *p, gr__slot *s, gr__task *t) {
     __atomic_sub_fetch(&g->pending, 1, __ATOMIC_SEQ_CST);
   if (GR__UNLIKELY(atomic_load_explicit(&p->nwaitsleep, memory_order_seq_cst) > 0))
     wake(p, INT_MAX);
-  if (s)
-    counter_bump(&s->nfinished, 1);
-  else
-    atomic_fetch_add_explicit(&p->ext_finished, 1, memory_order_release);
 }
 
-/* Whether every task spawned into g so far has finished. The remote counts are read before
- * `pending`: a stolen task of the owner that spawned into g bumped `pending` before its own
- * finish bumped `done_remote`, so seeing the latter means seeing the former. */
+/* Whether every task spawned into g so far has finished. Order of the loads: the done counts
+ * first, then spawned_local, then pending. A thread other than the owner that sees a finish (the
+ * acquire/seq_cst loads) then sees the owner's spawns made before that task's, so spawned_local
+ * can be stale only by spawns later than every finish it counted and s == d cannot hide a
+ * pending task (read the other way round, a stale spawned_local could equal a fresher done
+ * count). The owner reads its own writes either way. The remote counts come before `pending`: a
+ * stolen task of the owner that spawned into g bumped `pending` before its own finish bumped
+ * `done_remote`, so seeing the latter means seeing the former. */
 static inline int group_done(gr_taskgroup *g) {
-  int64_t s = __atomic_load_n(&g->spawned_local, __ATOMIC_RELAXED);
   int64_t d = __atomic_load_n(&g->done_local, __ATOMIC_ACQUIRE);
   d += __atomic_load_n(&g->done_remote, __ATOMIC_SEQ_CST);
+  int64_t s = __atomic_load_n(&g->spawned_local, __ATOMIC_RELAXED);
   return s == d && __atomic_load_n(&g->pending, __ATOMIC_SEQ_CST) == 0;
 }
 
@@ -282,10 +294,16 @@ static void help_wait(gr_pool *p, gr__slot *s, gr_taskgroup *g) {
   uint64_t local_rng = (uint64_t)(uintptr_t)g | 1;
   uint64_t *rng = s ? &s->rng : &local_rng;
   unsigned idle = 0;
+  int woke = 0;
   while (!group_done(g)) {
     gr__task *t = s ? pop_own(p, s) : NULL;
     if (!t) t = steal_one(p, s, rng);
     if (t) {
+      /* As in gr__pool_worker_main: the wake-up in flight may have been ours; pass it on. */
+      if (GR__UNLIKELY(woke)) {
+        woke = 0;
+        notify_work(p, 1);
+      }
       run_task(p, s, t);
       idle = 0;
     } else if (idle < GR__SPIN_ROUNDS) {
@@ -295,7 +313,8 @@ static void help_wait(gr_pool *p, gr__slot *s, gr_taskgroup *g) {
       idle++;
       sched_yield();
     } else {
-      idle = idle_sleep(p, s, g) ? GR__SPIN_ROUNDS : idle;
+      woke = idle_sleep(p, s, g);
+      idle = woke ? GR__SPIN_ROUNDS : idle;
     }
   }
 }
@@ -315,7 +334,7 @@ void *gr__pool_worker_main(void *arg) {
        * flight at a time, see notify_work). */
       if (woke) {
         woke = 0;
-        notify_work(p, 0);
+        notify_work(p, 1);
       }
       run_task(p, s, t);
       idle = 0;
@@ -389,8 +408,16 @@ static inline gr_status spawn_common(gr_pool *p, gr_taskgroup *g, int prio, uint
   else
     __atomic_add_fetch(&g->pending, 1, __ATOMIC_RELAXED);
   if (prio == GR_PRIO_HIGH) atomic_fetch_add_explicit(&p->nhigh, 1, memory_order_relaxed);
+  /* Counted before the push (whose release publishes it): a thief may run and count the task's
+   * finish as soon as it is in the deque, and gr__pool_quiescent relies on every finish it sums
+   * having its spawn counted already. Holder-only counter: no locked instruction. */
+  counter_bump(&s->nspawned, 1);
   int was_empty = gr__deque_push(&s->dq[prio], t);
   if (GR__UNLIKELY(was_empty < 0)) {
+    /* Never pushed, so never finished: undo (a reader only ever over-counts spawns). */
+    atomic_store_explicit(&s->nspawned,
+                          atomic_load_explicit(&s->nspawned, memory_order_relaxed) - 1,
+                          memory_order_release);
     if (prio == GR_PRIO_HIGH) atomic_fetch_sub_explicit(&p->nhigh, 1, memory_order_relaxed);
     if (t->local)
       __atomic_store_n(&g->spawned_local, g->spawned_local - 1, __ATOMIC_RELAXED);
@@ -399,7 +426,6 @@ static inline gr_status spawn_common(gr_pool *p, gr_taskgroup *g, int prio, uint
     task_free(p, s, t);
     return gr__fail(GR_ERR_NOMEM, call, "out of memory growing the deque");
   }
-  counter_bump(&s->nspawned, 1);
   notify_work(p, was_empty);
   return GR_OK;
 }

@@ -63,9 +63,11 @@ static uint64_t sum_finished(gr_pool *p) {
   return n;
 }
 
-/* Double collect: every counter is monotonic and a task's spawn is counted before its finish, so
- * if the spawn sums before and after agree, the finish sum read in between counts only tasks
- * included in them, and equality means all of them finished. */
+/* Double collect. A task's spawn is counted before it is pushed (so before any thread can run it)
+ * and its finish after it ran, so every finish summed into f has its spawn in s2, read later; a
+ * task spawned before the call and unfinished is in s2 but not in f, so f < s2. The counters only
+ * grow, except that a spawn whose push failed for lack of memory is taken back: that only ever
+ * over-counts spawns, never hides one. */
 int gr__pool_quiescent(gr_pool *p) {
   uint64_t s1 = sum_spawned(p);
   uint64_t f = sum_finished(p);
