@@ -14,15 +14,7 @@
 static int g_rank, g_size;
 static gr_pool *g_pool;
 
-#define CHECK(cond)                                                                   \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      fprintf(stderr, "rank %d: %s:%d: check failed: %s (last error: %s)\n", g_rank, \
-              __FILE__, __LINE__, #cond, gr_last_error());                            \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                   \
-    }                                                                                 \
-  } while (0)
-#define CHECK_OK(call) CHECK((call) == GR_OK)
+#include "dpool_check.h"
 
 static uint64_t sum_u64(uint64_t v) {
   uint64_t s = 0;

@@ -35,15 +35,7 @@ static void on_alarm(int sig) {
   _exit(3);
 }
 
-#define CHECK(cond)                                                                   \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      fprintf(stderr, "rank %d: %s:%d: check failed: %s (last error: %s)\n", g_rank, \
-              __FILE__, __LINE__, #cond, gr_last_error());                            \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                   \
-    }                                                                                 \
-  } while (0)
-#define CHECK_OK(call) CHECK((call) == GR_OK)
+#include "dpool_check.h"
 
 static long g_ran; /* tasks run on this rank (F1: one thread runs tasks at a time per run) */
 

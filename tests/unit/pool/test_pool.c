@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "gr_deque.h"
+#include "fib_tasks.h"
 #include "gr_pool.h"
 
 static gr_pool *make_pool(int nthreads) {
@@ -72,36 +73,7 @@ static void run_on_worker(gr_pool *p, void (*fn)(void *), void *arg) {
 
 /* ---- fib: a task at every call ----------------------------------------------------------- */
 
-static gr_pool *fib_pool;
-typedef struct {
-  int n;
-  long r;
-} fib_arg;
 
-static void fib_task(void *a) {
-  fib_arg *f = a;
-  if (f->n < 2) {
-    f->r = f->n;
-    return;
-  }
-  fib_arg x = {f->n - 1, 0}, y = {f->n - 2, 0};
-  gr_taskgroup g;
-  gr_taskgroup_init(&g, fib_pool);
-  if (gr_spawn(&g, fib_task, &x) != GR_OK) abort();
-  fib_task(&y);
-  if (gr_taskgroup_wait(&g) != GR_OK) abort();
-  f->r = x.r + y.r;
-}
-
-static long fib_ref(int n) {
-  long a = 0, b = 1;
-  for (int i = 0; i < n; i++) {
-    long t = a + b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
 
 static void fib_at(int nthreads, int external_helps) {
   fib_pool = make_pool(nthreads);

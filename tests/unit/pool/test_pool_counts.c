@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "fib_tasks.h"
 #include "gr_pool.h"
 
 static gr_pool *make_pool(int nthreads) {
@@ -32,38 +33,9 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static long fib_ref(int n) {
-  long a = 0, b = 1;
-  for (int i = 0; i < n; i++) {
-    long t = a + b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
 
 /* ---- statistics after a wait ------------------------------------------------------------- */
 
-static gr_pool *fib_pool;
-typedef struct {
-  int n;
-  long r;
-} fib_arg;
-
-static void fib_task(void *a) {
-  fib_arg *f = a;
-  if (f->n < 2) {
-    f->r = f->n;
-    return;
-  }
-  fib_arg x = {f->n - 1, 0}, y = {f->n - 2, 0};
-  gr_taskgroup g;
-  gr_taskgroup_init(&g, fib_pool);
-  if (gr_spawn(&g, fib_task, &x) != GR_OK) abort();
-  fib_task(&y);
-  if (gr_taskgroup_wait(&g) != GR_OK) abort();
-  f->r = x.r + y.r;
-}
 
 /* Spawns below a fib(n) task: each call with n >= 2 spawns fib(n-1) and runs fib(n-2) inline. */
 static uint64_t fib_spawns(int n) {
