@@ -21,6 +21,7 @@
 typedef struct {
   MPI_Op half_ops[4], bf16_ops[4]; /* SUM, PROD, MIN, MAX */
   unsigned rd_calls;               /* own allreduces so far: the same count on every rank */
+  int ring_tags;                   /* MPI_TAG_UB leaves room for one tag per ring segment */
 } mpi_be;
 
 /* Small allreduces with a timeout use our own recursive doubling over MPI_Isend/MPI_Irecv instead
@@ -28,10 +29,22 @@ typedef struct {
  * than its blocking ones at these sizes, while point-to-point requests are as fast as they get. */
 #define RD_MAX_BYTES 32768 /* 16 chunks each way (be_reqs holds 64); above, MPI_Iallreduce */
 #define RD_TAG_BASE 0x4000
-/* Larger ones (with a timeout) use a ring: reduce-scatter then allgather, P-1 steps each, one
- * block of count/P elements per message, the bandwidth-optimal schedule MPI libraries use too. */
-enum { RD_FOLD_SEND = 1, RD_FOLD_RECV, RD_LOOP, RD_UNFOLD_SEND, RD_UNFOLD_RECV, RING_RS, RING_AG,
-       RD_DONE };
+/* Larger ones (with a timeout) use a ring: reduce-scatter then allgather, P-1 steps each, the
+ * bandwidth-optimal schedule MPI libraries use too. Each block of count/P elements travels in
+ * segments that move through the steps independently (Open MPI's segmented ring does the same), so
+ * segment j is reduced while segment j+1 is still in flight and its next step starts at once. */
+/* Segment size, measured on vader (shared memory, 2-4 ranks): every message above the eager limit
+ * pays a rendezvous handshake, which on a loaded machine waits for the peer to be scheduled, so
+ * segments of 8-64 KiB lost more to handshakes than they won by overlap (a 256 KiB allreduce in
+ * 32 KiB segments took 1.5-2.6x raw MPI, unsegmented 0.9-1.1x); 256 KiB was the best of 64, 128 and
+ * 256 KiB from 1 to 16 MiB. A block under one segment goes whole, as before. */
+#define RING_SEG_BYTES (256 * 1024)
+#define RING_MAX_SEGS 32 /* a receive and a send each in be_reqs[64] */
+/* Segment j of call number i (mod 16384) uses tag RING_TAG_BASE + 32 i + j: one tag per segment,
+ * so the segments' messages cannot match each other whatever order the ranks post them in. */
+#define RING_TAG_BASE 0x10000
+enum { RD_FOLD_SEND = 1, RD_FOLD_RECV, RD_LOOP, RD_UNFOLD_SEND, RD_UNFOLD_RECV, RING_PIPE,
+       RAB_RS, RAB_AG, RD_DONE };
 
 #define GR_HALF_OP_(name, dt, op)                                                    \
   static void name(void *in, void *inout, int *len, MPI_Datatype *t) {               \
@@ -82,6 +95,9 @@ static gr_status mpi_create(gr_comm *c, double deadline) {
     MPI_Op_create(h[i], 1, &b->half_ops[i]);
     MPI_Op_create(bf[i], 1, &b->bf16_ops[i]);
   }
+  int *ub = NULL, flag = 0;
+  MPI_Comm_get_attr(c->mpi, MPI_TAG_UB, &ub, &flag);
+  b->ring_tags = flag && ub && *ub >= RING_TAG_BASE + 16384 * RING_MAX_SEGS;
   c->be = b;
   return GR_OK;
 }
@@ -252,32 +268,12 @@ static void ring_block(const gr__call *k, int b, size_t *off, size_t *len) {
   *len = q + (ub < rm);
 }
 
-static int ring_post(gr__call *k) {
-  gr_comm *c = k->comm;
-  int P = c->size, r = c->rank, s = k->be_mask, right = (r + 1) % P, left = (r + P - 1) % P;
-  size_t es = gr__dtype_size(k->dtype), so, sl, ro, rl;
-  MPI_Datatype dt = mpi_type(k->dtype);
-  int sb = k->be_phase == RING_RS ? ((r - s) % P + P) % P : ((r + 1 - s) % P + P) % P;
-  int rb = k->be_phase == RING_RS ? ((r - s - 1) % P + P) % P : ((r - s) % P + P) % P;
-  ring_block(k, sb, &so, &sl);
-  ring_block(k, rb, &ro, &rl);
-  void *into = k->be_phase == RING_RS ? k->be_in : (char *)k->be_buf + ro * es;
-  k->be_recvs = 1; /* be_reqs[0] */
-  int rc = MPI_Irecv(into, (int)rl, dt, left, k->be_tag, c->mpi, &k->be_reqs[0]);
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Isend((char *)k->be_buf + so * es, (int)sl, dt, right, k->be_tag, c->mpi, &k->be_reqs[1]);
-  k->be_nreqs = 2;
-  return rc;
-}
-
 static gr_status rd_post_step(gr__call *k) {
   gr_comm *c = k->comm;
   int P = c->size, r = c->rank, pof2 = rd_pof2(P), rem = P - pof2, rc = MPI_SUCCESS;
   k->be_nreqs = 0;
   k->be_recvs = 0;
   switch (k->be_phase) {
-  case RING_RS:
-  case RING_AG: rc = ring_post(k); break;
   case RD_FOLD_SEND: rc = rd_chunks(k, 1, k->be_buf, r + 1); break;
   case RD_FOLD_RECV: rc = rd_chunks(k, 0, k->be_in, r - 1); break;
   case RD_LOOP: {
@@ -308,13 +304,226 @@ static int rd_next(gr__call *k) {
     k->be_mask <<= 1;
     if (k->be_mask < pof2) return RD_LOOP;
     return r < 2 * rem ? RD_UNFOLD_SEND : RD_DONE;
-  case RING_RS:
-    if (++k->be_mask < P - 1) return RING_RS;
-    k->be_mask = 0;
-    return RING_AG;
-  case RING_AG:
-    return ++k->be_mask < P - 1 ? RING_AG : RD_DONE;
   default: return RD_DONE;
+  }
+}
+
+/* ---- pipelined ring ------------------------------------------------------------------------ */
+
+/* Step t (0 <= t < 2(P-1)) sends block *sb to the right and receives block *rb from the left: the
+ * first P-1 steps reduce-scatter (afterwards this rank holds the result of block r+1), the rest
+ * gather the results. */
+static void ring_blocks(const gr__call *k, int t, int *sb, int *rb) {
+  int P = k->comm->size, r = k->comm->rank;
+  if (t < P - 1) {
+    *sb = ((r - t) % P + P) % P;
+    *rb = ((r - t - 1) % P + P) % P;
+  } else {
+    t -= P - 1;
+    *sb = ((r + 1 - t) % P + P) % P;
+    *rb = ((r - t) % P + P) % P;
+  }
+}
+
+/* Elements per segment: the same for every block, so segment j always lands at the same place in
+ * be_in whichever block it belongs to (blocks differ in length by one element). */
+static size_t ring_seg_elems(const gr__call *k) {
+  size_t maxb = k->count / (size_t)k->comm->size + 1, n = (size_t)k->be_mask;
+  return (maxb + n - 1) / n;
+}
+
+/* Segment j of block b: elements [*off, *off + *len) of the buffer, *in from the block's start. */
+static void ring_seg(const gr__call *k, int b, int j, size_t *off, size_t *len, size_t *in) {
+  size_t bo, bl, se = ring_seg_elems(k), a = (size_t)j * se;
+  ring_block(k, b, &bo, &bl);
+  *in = a;
+  *off = bo + (a < bl ? a : bl);
+  *len = a < bl ? (bl - a < se ? bl - a : se) : 0;
+}
+
+static int ring_seg_post(gr__call *k, int j) {
+  gr_comm *c = k->comm;
+  int P = c->size, r = c->rank, t = k->be_seg[j] / 2, sb, rb;
+  size_t es = gr__dtype_size(k->dtype), so, sl, ro, rl, in;
+  MPI_Datatype dt = mpi_type(k->dtype);
+  mpi_be *b = c->be;
+  int tag = b->ring_tags ? RING_TAG_BASE + (k->be_tag - RD_TAG_BASE) * RING_MAX_SEGS + j : k->be_tag;
+  ring_blocks(k, t, &sb, &rb);
+  ring_seg(k, sb, j, &so, &sl, &in);
+  ring_seg(k, rb, j, &ro, &rl, &in);
+  void *into = t < P - 1 ? (char *)k->be_in + in * es : (char *)k->be_buf + ro * es;
+  /* the first step sends the input itself (out of place, be_buf gets each block when reduced) */
+  const char *from = t == 0 ? (const char *)k->be_src : (const char *)k->be_buf;
+  int rc = MPI_Irecv(into, (int)rl, dt, (r + P - 1) % P, tag, c->mpi, &k->be_reqs[2 * j]);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Isend(from + so * es, (int)sl, dt, (r + 1) % P, tag, c->mpi, &k->be_reqs[2 * j + 1]);
+  return rc;
+}
+
+static gr_status ring_start(gr__call *k, const void *s, void *r) {
+  gr_comm *c = k->comm;
+  mpi_be *b = c->be;
+  size_t es = gr__dtype_size(k->dtype), q = k->count / (size_t)c->size;
+  size_t n = ((q + 1) * es + RING_SEG_BYTES - 1) / RING_SEG_BYTES;
+  if (n > RING_MAX_SEGS) n = RING_MAX_SEGS;
+  if (n > q) n = q;
+  if (n < 1 || !b->ring_tags) n = 1;
+  k->be_mask = (int)n;
+  k->be_buf = r;
+  k->be_src = s;
+  size_t bytes = n * ring_seg_elems(k) * es;
+  k->be_in = malloc(bytes);
+  if (!k->be_in) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory (%zu bytes)", bytes);
+  k->be_flags |= 4;
+  k->be_phase = RING_PIPE;
+  k->be_nreqs = 2 * (int)n;
+  k->be_recvs = 0;
+  for (int j = 0; j < k->be_nreqs; j++) {
+    k->be_reqs[j] = MPI_REQUEST_NULL;
+    if (j % 2 == 0) k->be_recvs |= 1ull << j;
+  }
+  for (int j = 0; j < (int)n; j++) {
+    k->be_seg[j] = 0;
+    int rc = ring_seg_post(k, j);
+    if (rc != MPI_SUCCESS) return mpi_rc(k, rc, "MPI_Isend/MPI_Irecv (allreduce)");
+  }
+  return GR_OK;
+}
+
+/* Reduce every segment whose receive arrived, start its next step once its send is done too. */
+static gr_status ring_test(gr__call *k, int *done) {
+  int P = k->comm->size, n = k->be_mask, T = 2 * (P - 1);
+  size_t es = gr__dtype_size(k->dtype);
+  for (;;) {
+    int outc = 0, idx[2 * RING_MAX_SEGS];
+    int rc = MPI_Testsome(2 * n, k->be_reqs, &outc, idx, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_rc(k, rc, "MPI_Testsome (allreduce)");
+    int active = 0, moved = 0;
+    for (int j = 0; j < n; j++) {
+      int t = k->be_seg[j] / 2;
+      if (t >= T) continue;
+      if (!(k->be_seg[j] & 1) && k->be_reqs[2 * j] == MPI_REQUEST_NULL) {
+        if (t < P - 1) {
+          int sb, rb;
+          size_t off, len, in;
+          ring_blocks(k, t, &sb, &rb);
+          ring_seg(k, rb, j, &off, &len, &in);
+          char *dst = (char *)k->be_buf + off * es;
+          /* out of place: each block is reduced exactly once during the reduce-scatter, so its
+           * input is copied in here, segment by segment while it is in cache */
+          if (k->be_src != k->be_buf) memcpy(dst, (const char *)k->be_src + off * es, len * es);
+          gr__reduce_host(k->dtype, k->op, dst, (char *)k->be_in + in * es, len);
+        }
+        k->be_seg[j] |= 1;
+      }
+      if ((k->be_seg[j] & 1) && k->be_reqs[2 * j + 1] == MPI_REQUEST_NULL) {
+        k->be_seg[j] = 2 * (t + 1);
+        moved = 1;
+        if (t + 1 < T) {
+          rc = ring_seg_post(k, j);
+          if (rc != MPI_SUCCESS) return mpi_rc(k, rc, "MPI_Isend/MPI_Irecv (allreduce)");
+        }
+      }
+      if (k->be_seg[j] / 2 < T) active = 1;
+    }
+    if (!active) {
+      k->be_phase = RD_DONE;
+      *done = 1;
+      return GR_OK;
+    }
+    if (!moved) return GR_OK;
+  }
+}
+
+/* ---- Rabenseifner (power-of-two ranks) --------------------------------------------------- */
+
+/* Reduce-scatter by recursive halving, then allgather by recursive doubling: the ring's bandwidth
+ * in 2 log2(P) steps instead of 2(P-1). Used for 4, 8, ... ranks above RD_MAX_BYTES (at 2 ranks it
+ * is the ring's schedule): at 4 ranks on this 2-core VM every step waits for a peer to be
+ * scheduled, and 64 KiB-1 MiB went from 1.3-1.6x raw MPI (ring) to 1.07-1.19x. Not segmented. */
+
+/* The window this rank owns after the halving steps with masks P/2 .. stop (stop = P: none). */
+static void rab_window(const gr__call *k, int stop, size_t *lo, size_t *hi) {
+  int P = k->comm->size, r = k->comm->rank;
+  *lo = 0;
+  *hi = k->count;
+  for (int m = P / 2; m >= stop && m >= 1; m /= 2) {
+    size_t mid = *lo + (*hi - *lo) / 2;
+    if (r & m) *lo = mid;
+    else *hi = mid;
+  }
+}
+
+static int rab_post(gr__call *k) {
+  gr_comm *c = k->comm;
+  int partner = c->rank ^ k->be_mask;
+  size_t es = gr__dtype_size(k->dtype), lo, hi, plo, phi;
+  MPI_Datatype dt = mpi_type(k->dtype);
+  char *buf = k->be_buf;
+  void *into;
+  if (k->be_phase == RAB_RS) { /* keep one half of the window, send the other */
+    size_t wlo, whi;
+    rab_window(k, k->be_mask * 2, &wlo, &whi);
+    rab_window(k, k->be_mask, &lo, &hi);
+    plo = c->rank & k->be_mask ? wlo : hi;
+    phi = c->rank & k->be_mask ? lo : whi;
+    into = k->be_in;
+    k->be_recvs = 1;
+    int rc = MPI_Irecv(into, (int)(hi - lo), dt, partner, k->be_tag, c->mpi, &k->be_reqs[0]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Isend(buf + plo * es, (int)(phi - plo), dt, partner, k->be_tag, c->mpi, &k->be_reqs[1]);
+    k->be_nreqs = 2;
+    return rc;
+  }
+  /* gather: send the window owned after the halving step with this mask, receive its sibling */
+  size_t wlo, whi;
+  rab_window(k, k->be_mask * 2, &wlo, &whi);
+  rab_window(k, k->be_mask, &lo, &hi);
+  plo = c->rank & k->be_mask ? wlo : hi;
+  phi = c->rank & k->be_mask ? lo : whi;
+  k->be_recvs = 1;
+  int rc = MPI_Irecv(buf + plo * es, (int)(phi - plo), dt, partner, k->be_tag, c->mpi, &k->be_reqs[0]);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Isend(buf + lo * es, (int)(hi - lo), dt, partner, k->be_tag, c->mpi, &k->be_reqs[1]);
+  k->be_nreqs = 2;
+  return rc;
+}
+
+static gr_status rab_start(gr__call *k, const void *s, void *r) {
+  gr_comm *c = k->comm;
+  size_t es = gr__dtype_size(k->dtype), bytes = (k->count / 2 + 1) * es;
+  if (s != r) memcpy(r, s, k->count * es);
+  k->be_buf = r;
+  k->be_in = malloc(bytes);
+  if (!k->be_in) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory (%zu bytes)", bytes);
+  k->be_flags |= 4;
+  k->be_phase = RAB_RS;
+  k->be_mask = c->size / 2;
+  return mpi_rc(k, rab_post(k), "MPI_Isend/MPI_Irecv (allreduce)");
+}
+
+static gr_status rab_test(gr__call *k, int *done) {
+  for (;;) {
+    int flag = 0;
+    int rc = MPI_Testall(k->be_nreqs, k->be_reqs, &flag, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_rc(k, rc, "MPI_Testall (allreduce)");
+    if (!flag) return GR_OK;
+    if (k->be_phase == RAB_RS) {
+      size_t lo, hi;
+      rab_window(k, k->be_mask, &lo, &hi);
+      gr__reduce_host(k->dtype, k->op, (char *)k->be_buf + lo * gr__dtype_size(k->dtype), k->be_in,
+                      hi - lo);
+      if (k->be_mask > 1) k->be_mask /= 2;
+      else k->be_phase = RAB_AG; /* the gather starts with mask 1 */
+    } else if (k->be_mask * 2 < k->comm->size) {
+      k->be_mask *= 2;
+    } else {
+      k->be_phase = RD_DONE;
+      *done = 1;
+      return GR_OK;
+    }
+    rc = rab_post(k);
+    if (rc != MPI_SUCCESS) return mpi_rc(k, rc, "MPI_Isend/MPI_Irecv (allreduce)");
   }
 }
 
@@ -323,17 +532,15 @@ static gr_status rd_start(gr__call *k, const void *s, void *r, int ring) {
   mpi_be *b = c->be;
   size_t bytes = k->count * gr__dtype_size(k->dtype);
   k->be_tag = RD_TAG_BASE + (int)(b->rd_calls++ % 16384u);
+  if (ring && c->size >= 4 && rd_pof2(c->size) == c->size) return rab_start(k, s, r);
+  if (ring) return ring_start(k, s, r);
   if (s != r) memcpy(r, s, bytes);
-  if (ring) bytes = (k->count / (size_t)c->size + 1) * gr__dtype_size(k->dtype); /* one block */
   k->be_buf = r;
   k->be_in = malloc(bytes ? bytes : 1);
   if (!k->be_in) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory (%zu bytes)", bytes);
   k->be_flags |= 4;
   int rem = c->size - rd_pof2(c->size);
-  if (ring) {
-    k->be_phase = RING_RS;
-    k->be_mask = 0;
-  } else if (c->rank < 2 * rem)
+  if (c->rank < 2 * rem)
     k->be_phase = c->rank % 2 == 0 ? RD_FOLD_SEND : RD_FOLD_RECV;
   else
     k->be_phase = rd_next(k); /* from phase 0 */
@@ -343,6 +550,8 @@ static gr_status rd_start(gr__call *k, const void *s, void *r, int ring) {
 
 /* Progress; *done when the result is in be_buf. */
 static gr_status rd_test(gr__call *k, int *done) {
+  if (k->be_phase == RING_PIPE) return ring_test(k, done);
+  if (k->be_phase == RAB_RS || k->be_phase == RAB_AG) return rab_test(k, done);
   for (;;) {
     if (k->be_phase == RD_DONE) {
       *done = 1;
@@ -354,13 +563,6 @@ static gr_status rd_test(gr__call *k, int *done) {
     if (!flag) return GR_OK;
     if (k->be_phase == RD_FOLD_RECV || k->be_phase == RD_LOOP)
       gr__reduce_host(k->dtype, k->op, k->be_buf, k->be_in, k->count);
-    if (k->be_phase == RING_RS) {
-      int P = k->comm->size, rb = ((k->comm->rank - k->be_mask - 1) % P + P) % P;
-      size_t off, len;
-      ring_block(k, rb, &off, &len);
-      gr__reduce_host(k->dtype, k->op, (char *)k->be_buf + off * gr__dtype_size(k->dtype),
-                      k->be_in, len);
-    }
     k->be_phase = rd_next(k);
     if (k->be_phase != RD_DONE) GR_CHECK(rd_post_step(k));
   }

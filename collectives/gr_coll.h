@@ -45,6 +45,8 @@ typedef struct gr__call {
   uint64_t be_recvs; /* which of be_reqs are receives */
   int be_nreqs, be_phase, be_mask, be_tag;
   void *be_buf, *be_in; /* the MPI backend's own allreduce: the result buffer, a receive buffer */
+  const void *be_src;   /* the pipelined ring: the input (== be_buf when in place) */
+  int be_seg[32];        /* the pipelined ring: segment j at step be_seg[j] / 2, low bit = reduced */
 } gr__call;
 
 struct gr__coll_ops {
