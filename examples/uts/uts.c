@@ -80,13 +80,13 @@ static int static_split(gr_dpool *dp, uts_ctx *c, int nranks) {
   return 0;
 }
 
-static void usage(void) {
-  fprintf(stderr,
+static void usage(FILE *f) {
+  fprintf(f,
           "usage: uts [NAME] [-t type] [-a shape] [-d depth] [-b b0] [-r seed] [-q prob] [-m bf]\n"
           "           [-f shift] [-g gran] [-S] [-P nthreads] [-i poll_us] [-L 0|1] [-v]\n"
           "  NAME: a published tree:");
-  for (const uts_named *t = uts_named_trees; t->name; t++) fprintf(stderr, " %s", t->name);
-  fprintf(stderr, "\n  -S static split (no stealing)  -P run tasks on a local pool of N threads\n"
+  for (const uts_named *t = uts_named_trees; t->name; t++) fprintf(f, " %s", t->name);
+  fprintf(f, "\n  -S static split (no stealing)  -P run tasks on a local pool of N threads\n"
                   "  -i poll interval in us  -L lifelines on/off  -v per-rank lines\n");
 }
 
@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
     if (a[0] != '-') {
       named = uts_find_named(a);
       if (!named || uts_parse_args(&c.p, named->args, err, sizeof err) != 0) {
-        if (rank == 0) fprintf(stderr, "uts: unknown tree '%s'\n", a), usage();
+        if (rank == 0) fprintf(stderr, "uts: unknown tree '%s'\n", a), usage(stderr);
         MPI_Finalize();
         return 2;
       }
@@ -133,13 +133,13 @@ int main(int argc, char **argv) {
       verbose = 1;
       continue;
     }
-    if (a[1] == 'h') {
-      if (rank == 0) usage();
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      if (rank == 0) usage(stdout);
       MPI_Finalize();
       return 0;
     }
     if (!a[1] || a[2] || i + 1 >= argc) {
-      if (rank == 0) fprintf(stderr, "uts: bad argument '%s'\n", a), usage();
+      if (rank == 0) fprintf(stderr, "uts: bad argument '%s'\n", a), usage(stderr);
       MPI_Finalize();
       return 2;
     }
