@@ -23,6 +23,7 @@ done
 cat "$tmp/report.txt"
 n=$(grep -cE "^ +[01] +$host:[01] .* [0-9]+\.[0-9]{3}( |$)" "$tmp/report.txt" || true)
 [ "$n" = 2 ] || fail "expected 2 rows with collective times, got $n"
+grep -q '^slowest rank: ' "$tmp/report.txt" || fail "no slowest rank"
 
 timeout -k 5 60 "$gpurun" --time-limit 0.5 sleep 30 2> "$tmp/limit.err"
 rc=$?
