@@ -314,6 +314,4 @@ int gr__coll_stats_get(const gr_comm *c, gr_coll_stats *out) {
   *out = c->stats;
   return GR_OK;
 }
-const char *gr__coll_comm_id(const gr_comm *c) { return c ? c->id : "?"; }
-const char *gr__coll_comm_backend_name(const gr_comm *c) { return c ? c->ops->name : "?"; }
 

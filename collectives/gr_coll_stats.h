@@ -23,8 +23,5 @@ typedef struct {
 const char *gr__coll_stats_op_name(int i);
 /* Copy the communicator's counters; GR_ERR_INVALID (as int) for a NULL or destroyed comm. */
 int gr__coll_stats_get(const gr_comm *c, gr_coll_stats *out);
-/* The communicator's id ("world", "split-1") and backend name ("mpi", "nccl"). */
-const char *gr__coll_comm_id(const gr_comm *c);
-const char *gr__coll_comm_backend_name(const gr_comm *c);
 
 #endif

@@ -141,11 +141,7 @@ int main(int argc, char **argv) {
     so.node_name = host;
     so.gpus_pci = getenv("GPURUN_GPUS");
     so.cpus = getenv("GPURUN_CPUS");
-    const char *wr = getenv("OMPI_COMM_WORLD_RANK");
-    if (!wr) wr = getenv("SLURM_PROCID");
-    if (!wr) wr = getenv("PMI_RANK");
-    if (!wr) wr = getenv("FLUX_TASK_RANK");
-    so.rank = wr ? atoi(wr) : -1;
+    so.rank = gr__process_rank(); /* from the launcher's variables; -1 when none is set */
     int code = 1;
     gr_status st = gr__supervise(prog, &so, &code);
     gr__plan_free(&plan);

@@ -27,16 +27,10 @@ void gr__pool_get_stats(gr_pool *p, gr__pool_stats *out);
  * as finished once its function returned; the pool may still be updating its group's count). */
 int gr__pool_quiescent(gr_pool *p);
 
-/* Number of threads (workers and waiters) asleep on the pool's futex right now (a hint). */
-int gr__pool_sleeping(gr_pool *p);
-
 /* Wake every sleeping worker and waiter (e.g. after making work visible some other way). */
 void gr__pool_wake_all(gr_pool *p);
 
 /* 1 when p's deques use the asymmetric barrier (membarrier) instead of the seq_cst fence pair. */
 int gr__pool_asym(const gr_pool *p);
-
-/* 1 when the calling thread is a worker of p (its spawns go to its own deque). */
-int gr__pool_is_worker_of(const gr_pool *p);
 
 #endif

@@ -590,11 +590,4 @@ GR_API gr_status gr_parallel_for(gr_pool *p, size_t begin, size_t end, size_t gr
 
 GR_API int gr_worker_id(void) { return tl_worker_id; }
 
-int gr__pool_is_worker_of(const gr_pool *p) {
-  return tl_slot != NULL && tl_slot->pool == p && tl_slot->is_worker;
-}
-
-int gr__pool_sleeping(gr_pool *p) {
-  return atomic_load_explicit(&p->nsleeping, memory_order_relaxed);
-}
 

@@ -76,7 +76,8 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   me = rank;
   MPI_Query_thread(&thread);
-  CHECK(thread == MPI_THREAD_MULTIPLE || thread >= MPI_THREAD_SINGLE);
+  /* gr_init asks for MPI_THREAD_MULTIPLE, which Debian's Open MPI grants. */
+  CHECK(thread == MPI_THREAD_MULTIPLE);
   CHECK(gr_rank_info(NULL) == GR_ERR_INVALID);
   CHECK(gr_rank_info(&ri) == GR_OK);
   CHECK(ri.rank == rank && ri.size == size);
