@@ -68,15 +68,7 @@ void gr__flight_setup(MPI_Comm mpi) {
   /* Collective the first time: every rank of the first communicator takes the same branch. */
   if (__atomic_load_n(&setup_done, __ATOMIC_ACQUIRE)) return;
   char buf[128] = "";
-  if (gr__monitor_job_from_env(buf, sizeof buf) != 0) buf[0] = '\0';
-  if (!buf[0]) {
-    long long t = (long long)time(NULL);
-    MPI_Bcast(&t, 1, MPI_LONG_LONG, 0, mpi);
-    struct tm tm;
-    time_t tt = (time_t)t;
-    gmtime_r(&tt, &tm);
-    strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
-  }
+  gr__job_agree(mpi, buf, sizeof buf);
   pthread_mutex_lock(&lock);
   if (!setup_done) {
     snprintf(job, sizeof job, "%s", buf);

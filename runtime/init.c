@@ -128,14 +128,7 @@ static void select_device(gr_rank_info_t *r) {
 
 /* One job directory name for the counters and the flight recorder, agreed on by all ranks. */
 static void agree_on_job(void) {
-  if (gr__monitor_job_from_env(job, sizeof job) != 0) {
-    long long t = (long long)time(NULL);
-    MPI_Bcast(&t, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    time_t tt = (time_t)t;
-    struct tm tm;
-    gmtime_r(&tt, &tm);
-    strftime(job, sizeof job, "%Y%m%d-%H%M%S", &tm);
-  }
+  gr__job_agree(MPI_COMM_WORLD, job, sizeof job);
   /* The collectives' flight recorder reads GPURUN_JOB_ID first: same directory. */
   setenv("GPURUN_JOB_ID", job, 0);
 }
