@@ -23,6 +23,7 @@
 
 typedef struct {
   uint64_t seq;
+  uint64_t cseq; /* the communicator's collective number (the same on every member); 0: p2p */
   size_t count;
   int kind, dtype, root, peer;
   double start, end;
@@ -33,7 +34,8 @@ struct gr__flight {
   char id[32];
   int rank, size;
   const char *backend;
-  uint64_t n; /* records written so far; ring[n % N] is the next */
+  uint64_t n;     /* records written so far; ring[n % N] is the next */
+  uint64_t ncoll; /* collective calls begun so far */
   rec ring[GR__FLIGHT_N];
   gr__flight *next;
 };
@@ -126,7 +128,8 @@ int gr__flight_begin(gr__flight *f, uint64_t seq, int kind, size_t count, int dt
   if (!f) return -1;
   pthread_mutex_lock(&lock);
   int slot = (int)(f->n++ % GR__FLIGHT_N);
-  f->ring[slot] = (rec){seq, count, kind, dtype, root, peer, start, 0.0, GR__FL_RUNNING};
+  uint64_t cseq = kind == GR__SEND || kind == GR__RECV ? 0 : ++f->ncoll;
+  f->ring[slot] = (rec){seq, cseq, count, kind, dtype, root, peer, start, 0.0, GR__FL_RUNNING};
   pthread_mutex_unlock(&lock);
   return slot;
 }
@@ -180,9 +183,14 @@ static int dump_text(FILE *o, const char *reason) {
     uint64_t first = f->n > GR__FLIGHT_N ? f->n - GR__FLIGHT_N : 0;
     for (uint64_t i = first; i < f->n; i++) {
       const rec *r = &f->ring[i % GR__FLIGHT_N];
-      fprintf(o, "%s\n  {\"seq\": %llu, \"op\": \"%s\", \"count\": %zu, \"dtype\": \"%s\", \"root\": %d, "
+      fprintf(o, "%s\n  {\"seq\": %llu, ", i == first ? "" : ",", (unsigned long long)r->seq);
+      if (r->cseq)
+        fprintf(o, "\"cseq\": %llu, ", (unsigned long long)r->cseq);
+      else
+        fputs("\"cseq\": null, ", o);
+      fprintf(o, "\"op\": \"%s\", \"count\": %zu, \"dtype\": \"%s\", \"root\": %d, "
                  "\"peer\": %d, \"start\": ",
-              i == first ? "" : ",", (unsigned long long)r->seq, gr__kind_name((gr__kind)r->kind),
+              gr__kind_name((gr__kind)r->kind),
               r->count, r->dtype >= 0 ? gr__dtype_name((gr_dtype)r->dtype) : "none", r->root, r->peer);
       put_double(o, r->start);
       fputs(", \"end\": ", o);
