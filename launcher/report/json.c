@@ -34,14 +34,18 @@ static char *string(parser *ps) {
   char *out = malloc(cap);
   if (!out) return NULL;
   for (;;) {
-    char c = *ps->p++;
+    /* Never step past the terminating NUL: a failed string leaves p on it (the caller still
+     * looks at *p). */
+    char c = *ps->p;
     if (c == '\0' || (unsigned char)c < 0x20) {
       free(out);
       return NULL;
     }
+    ps->p++;
     if (c == '"') break;
     if (c == '\\') {
-      char e = *ps->p++;
+      char e = *ps->p;
+      if (e) ps->p++;
       switch (e) {
       case '"':
       case '\\':
@@ -66,11 +70,12 @@ static char *string(parser *ps) {
       case 'u': {
         unsigned code = 0;
         for (int i = 0; i < 4; i++) {
-          char h = *ps->p++;
+          char h = *ps->p;
           if (!isxdigit((unsigned char)h)) {
             free(out);
             return NULL;
           }
+          ps->p++;
           code =
               code * 16 + (unsigned)(isdigit((unsigned char)h) ? h - '0' : (tolower(h) - 'a' + 10));
         }

@@ -16,7 +16,10 @@ static void usage(FILE *f) {
       f, "usage: gpurun-report [--json FILE] [--svg FILE] DIR\n"
          "  DIR: a job directory, GPURUN_MONITOR_DIR/<job> (a root with a single job also works).\n"
          "  Prints a summary per rank and GPU; writes DIR/report.json and DIR/report.svg unless\n"
-         "  --json/--svg name other files.\n");
+         "  --json/--svg name other files (into DIR only when it is yours and no one else can\n"
+         "  write it). Reads regular files only; skips lines over 64 KiB and bad numbers with\n"
+         "  file:line. With flight-recorder dumps, names the rank at the end of each wait-for\n"
+         "  chain. Exit 1 when a file (or standard output) cannot be written.\n");
 }
 
 static int has_job_files(const char *dir) {

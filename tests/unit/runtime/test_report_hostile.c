@@ -236,6 +236,16 @@ static void test_json_bounds(void **state) {
     }
     grj_free(v);
   }
+  /* Inputs that end inside a key (found by fuzz_report_json: the reader stepped past the NUL and
+   * read beyond the buffer); exact-size heap copies so that ASan sees any overread. */
+  const char *cut[] = {"{\"wa", "{\"a\\", "{\"\\u00", "[\"x", "{\"k\": \"v"};
+  for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) {
+    char *c = strdup(cut[i]);
+    size_t at = 0;
+    assert_null(grj_parse(c, &at));
+    assert_true(at <= strlen(c));
+    free(c);
+  }
   char deep[200];
   memset(deep, '[', GRJ_MAX_DEPTH + 1);
   memset(deep + GRJ_MAX_DEPTH + 1, ']', GRJ_MAX_DEPTH + 1);
