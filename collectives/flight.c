@@ -184,10 +184,6 @@ static int dump_text(FILE *o, const char *reason) {
     for (uint64_t i = first; i < f->n; i++) {
       const rec *r = &f->ring[i % GR__FLIGHT_N];
       fprintf(o, "%s\n  {\"seq\": %llu, ", i == first ? "" : ",", (unsigned long long)r->seq);
-      if (r->cseq)
-        fprintf(o, "\"cseq\": %llu, ", (unsigned long long)r->cseq);
-      else
-        fputs("\"cseq\": null, ", o);
       fprintf(o, "\"op\": \"%s\", \"count\": %zu, \"dtype\": \"%s\", \"root\": %d, "
                  "\"peer\": %d, \"start\": ",
               gr__kind_name((gr__kind)r->kind),
@@ -195,6 +191,10 @@ static int dump_text(FILE *o, const char *reason) {
       put_double(o, r->start);
       fputs(", \"end\": ", o);
       put_double(o, r->state == GR__FL_RUNNING ? 0.0 : r->end);
+      if (r->cseq)
+        fprintf(o, ", \"cseq\": %llu", (unsigned long long)r->cseq);
+      else
+        fputs(", \"cseq\": null", o);
       fprintf(o, ", \"state\": \"%s\"}", states[r->state]);
     }
     fputs("]}", o);

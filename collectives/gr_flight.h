@@ -4,8 +4,8 @@
  * on a timeout, on SIGUSR1 (only when GPURUN_FLIGHT=1 or GPURUN_LOG=debug installed the handler)
  * and at exit under GPURUN_LOG=debug. gpurun-report reads these files; the schema is fixed:
  * {"rank", "size", "node", "reason": "timeout|signal|exit",
- *  "comms": [{"id", "rank", "size", "backend", "calls": [{"seq", "cseq", "op", "count", "dtype",
- *             "root", "peer", "start", "end" (null while unfinished),
+ *  "comms": [{"id", "rank", "size", "backend", "calls": [{"seq", "op", "count", "dtype",
+ *             "root", "peer", "start", "end" (null while unfinished), "cseq",
  *             "state": "running|done|failed|timeout"}]}]}
  * seq numbers every call of this rank on the communicator; cseq only its collectives (null for
  * send/recv), so that the same cseq is the same collective on every member; peer is the
