@@ -53,12 +53,19 @@ static int resolve(const char *dir, char *out, size_t cap) {
     snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
     struct stat st;
     if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode) && has_job_files(sub)) {
-      if (jobs++ == 0)
+      /* Directory names are other users' input: escaped for the terminal. */
+      if (jobs++ == 0) {
         snprintf(out, cap, "%s", sub);
-      else
-        fprintf(stderr, "%s  %s\n", jobs == 2 ? "gpurun-report: several jobs; name one:\n" : "",
-                sub);
-      if (jobs == 2) fprintf(stderr, "  %s\n", out);
+        continue;
+      }
+      if (jobs == 2) {
+        fputs("gpurun-report: several jobs; name one:\n  ", stderr);
+        gr__esc_term(stderr, out);
+        fputc('\n', stderr);
+      }
+      fputs("  ", stderr);
+      gr__esc_term(stderr, sub);
+      fputc('\n', stderr);
     }
   }
   closedir(d);
