@@ -437,8 +437,7 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
       for (int steps = 0; steps < nd; steps++) {
         int t = w[cur].call && w[cur].nt ? w[cur].targets[0] : -1;
         int next = t >= 0 ? dump_of_rank(d, nd, t) : -1;
-        if (t >= 0 && (next < 0 || ends[w[i].end].kind != END_CYCLE || next != i))
-          fprintf(out, " -> %d", t);
+        if (t >= 0) fprintf(out, " -> %d", t); /* a cycle is printed back to where it started */
         if (next < 0 || next == i || ends[w[i].end].rank == t) break;
         cur = next;
       }

@@ -380,7 +380,14 @@ static void test_wait_for_cycle(void **state) {
     fclose(f);
   }
   char *json = NULL, *wait = NULL;
-  assert_int_equal(rpt_flight(jd, stdout, &json, &wait), 2);
+  char tpath[256];
+  snprintf(tpath, sizeof tpath, "%s/cycle.txt", dir);
+  FILE *out = fopen(tpath, "w");
+  assert_int_equal(rpt_flight(jd, out, &json, &wait), 2);
+  fclose(out);
+  char *text = slurp(tpath, NULL);
+  assert_non_null(strstr(text, "chain: 0 -> 1 -> 0: rank 0 is in a wait-for cycle"));
+  free(text);
   grj *w = grj_parse(wait, NULL);
   assert_non_null(w);
   const grj *ends = grj_get(w, "ends");
