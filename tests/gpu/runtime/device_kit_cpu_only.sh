@@ -58,7 +58,13 @@ for p in /usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2 \
          /usr/bin/rsh; do
   [ -e "$p" ] && cover "$p"
 done
-echo "covered $n files of this machine that the kit also carries, and Open MPI's folders"
+# And, independently of what the kit holds, the libraries of the Open MPI stack by name.
+for p in /usr/lib/x86_64-linux-gnu/lib{mpi,open-rte,open-pal,mca_common_,hwloc,pmix,event,ucp,uct,ucs,ucm,fabric,psm,munge}*.so*; do
+  [ -f "$p" ] && [ ! -L "$p" ] && cover "$p" && n=$((n + 1))
+done
+# (Base libraries such as libudev cannot be made absent this way: the loader's cache still names
+# them, and an empty file fails to load instead of being "not found".)
+echo "covered $n files of this machine (those the kit carries, the Open MPI stack's libraries) and Open MPI's folders"
 # The proof that the host's Open MPI is out of reach: its mpirun and libmpi are empty here.
 if /usr/bin/mpirun --version >/dev/null 2>&1; then echo "FAIL: the host's mpirun still runs"; exit 1; fi
 [ -s /usr/lib/x86_64-linux-gnu/libmpi.so.40 ] && { echo "FAIL: the host's libmpi is visible"; exit 1; }
