@@ -59,6 +59,9 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export PATH=$R/bin:$PATH
 MPIRUN=$R/bin/mpirun
 B=$KIT/build
+# A copy that lost its modes (some transfers do) still runs.
+[ -x "$B/launcher/gpurun" ] && [ -x "$R/bin/orterun" ] ||
+  find "$B" "$R/bin" -type f -exec chmod u+x {} + 2>/dev/null
 base_ld=$B:$KIT/lib:$L/openmpi/lib:$L/pmix2/lib:$L
 export LD_LIBRARY_PATH=$base_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export KIT REPO MPIRUN
@@ -95,7 +98,7 @@ fi
 built_nccl=$(sed -n 's/^nccl compiled against: \([0-9]*\).*/\1/p' "$KIT/MANIFEST.txt" 2>/dev/null)
 nccl_dir="" nccl_ver=-1
 find_nccl() {
-  local c d v
+  local c v
   {
     [ -n "${KIT_NCCL:-}" ] && echo "$KIT_NCCL"
     for py in python3 /usr/bin/python3; do
@@ -374,7 +377,8 @@ EOF
   [ $shared_ok = 1 ] && nps="1 2"
   for np in $nps; do
     log "$pylog" "mpirun -np $np gpurun python3 py_allreduce.py"
-    PYTHONPATH=$REPO/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 timeout -k 5 55 \
+    GPURUN_LIB=$B/libgpurun.so.0 PYTHONPATH=$REPO/python${PYTHONPATH:+:$PYTHONPATH} \
+      PYTHONUNBUFFERED=1 timeout -k 5 55 \
       "$MPIRUN" -np $np "$B/launcher/gpurun" python3 "$scratch/py_allreduce.py" >>"$pylog" 2>&1
     rc=$?
     [ $rc = 0 ] && res="$res np$np PASS;" || { bad=1; res="$res np$np FAIL (exit $rc);"; }

@@ -19,6 +19,8 @@ def quote(word, build, src, files):
     if os.path.isabs(word) and os.path.basename(word) in ("mpiexec", "mpirun", "orterun") \
             and not word.startswith(build + "/"):
         return '"${MPIRUN}"'
+    if word in ("/bin/bash", "/usr/bin/bash", "/bin/sh", "/usr/bin/sh"):
+        return '"' + os.path.basename(word) + '"'  # from PATH: the GPU machine's may live elsewhere
     out = word.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
     for prefix, var in ((build, "${KIT}/build"), (src, "${REPO}")):
         if prefix and prefix in out:
