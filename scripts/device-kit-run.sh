@@ -140,6 +140,7 @@ if [ "$mode" = gpu ]; then
   timeout 30 nvidia-smi --query-gpu=name,driver_version,pci.bus_id,memory.total --format=csv,noheader \
     >"$scratch/smi-q" 2>>"$envlog"
   cat "$scratch/smi-q" >>"$envlog"
+  { echo "libnvidia-ml (gpurun's telemetry dlopens it):"; ldconfig -p 2>/dev/null | grep -E 'libnvidia-ml|libcuda\.so'; } >>"$envlog"
   gpu_name=$(head -n1 "$scratch/smi-q" | cut -d, -f1)
   driver=$(head -n1 "$scratch/smi-q" | cut -d, -f2 | tr -d ' ')
 fi
@@ -327,7 +328,10 @@ else
             printf "%d busy samples: util %.0f%% vs smi %.0f%% (mean), worst |mem diff| %.0f MiB, |temp diff| %d C, power diff %.0f%%",
                    k, su / k, ss / k, wm, wc, 100 * wp
             if (wm > 1024 || wc > 3 || wp > 0.25) exit 1 }' "$scratch/side")
-    case $? in 0) verdict telemetry-vs-smi PASS "$fig" ;; *) verdict telemetry-vs-smi FAIL "$fig" ;; esac
+    rc=$?
+    awk -F, 'NR > 1 && $5 == "-" { n++ } END { exit n > 0 ? 0 : 1 }' "$csv" &&
+      fig="$fig; gpurun's rows have no GPU (NVML not loaded: libnvidia-ml.so.1 on the loader path?)"
+    case $rc in 0) verdict telemetry-vs-smi PASS "$fig" ;; *) verdict telemetry-vs-smi FAIL "$fig" ;; esac
   fi
 fi
 
