@@ -338,12 +338,12 @@ fi
 # ---- check: the collective benchmark on device buffers, gpurun against raw NCCL ---------------------------
 if ! time_left 155; then verdict bench-nccl-vs-raw SKIP "out of time"
 else
-  log "$benchlog" "mpirun -np 1 nccl_side_by_side -b 8 -e 256M -f 4 -n 20 -w 5 -R 5"
-  timeout -k 5 150 "$MPIRUN" -np 1 "$B/tests/gpu/collectives/nccl_side_by_side" -b 8 -e 256M -f 4 \
+  log "$benchlog" "mpirun -np 1 nccl_side_by_side -b 8 -e 128M -f 4 -n 20 -w 5 -R 5"
+  timeout -k 5 150 "$MPIRUN" -np 1 "$B/tests/gpu/collectives/nccl_side_by_side" -b 8 -e 128M -f 4 \
     -n 20 -w 5 -R 5 >"$scratch/bench" 2>&1
   rc=$?
   cat "$scratch/bench" >>"$benchlog"
-  fig=$(awk '$1 == 8 || $1 == 2097152 || $1 == 268435456 { printf "%s%s B: gr/raw %s (%s)", sep, $1, $(NF-1), $NF; sep = "; " }' \
+  fig=$(awk '$1 == 8 || $1 == 2097152 || $1 == 134217728 { printf "%s%s B: gr/raw %s (%s)", sep, $1, $(NF-1), $NF; sep = "; " }' \
           "$scratch/bench")
   case $rc in 0) verdict bench-nccl-vs-raw PASS "1 rank, $fig; 0 wrong" ;;
               77) verdict bench-nccl-vs-raw SKIP "$(head -n1 "$scratch/bench")" ;;
