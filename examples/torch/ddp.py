@@ -29,6 +29,9 @@ p.add_argument("--steps", type=int, default=40)
 p.add_argument("--batch", type=int, default=64, help="samples per rank and step")
 p.add_argument("--tol", type=float, default=1e-4, help="max |a-b| / (1 + max |a|) allowed")
 p.add_argument("--warmup", type=int, default=3, help="steps left out of samples/s")
+p.add_argument("--rounds", type=int, default=1,
+               help="benchmark: train the variants this many times, alternating, and print the "
+                    "samples/s ratio (b)/(a) as median [min-max] (checks use the first round)")
 args = p.parse_args()
 
 cuda = torch.cuda.is_available()
@@ -110,9 +113,14 @@ def check(ok, what):
         print("rank %d: %s: %s" % (rank, "ok" if ok else "FAIL", what), flush=True)
 
 
-results = {}
-for v in (["a", "b"] if args.variant == "both" else [args.variant]):
+results, rates = {}, {}
+variants = ["a", "b"] if args.variant == "both" else [args.variant]
+for rnd in range(1, args.rounds):  # extra rounds first, alternating which variant goes first
+    for v in (variants if rnd % 2 else variants[::-1]):
+        rates.setdefault(v, []).append(train(v)[2])
+for v in variants:
     losses, flat, rate = train(v)
+    rates.setdefault(v, []).append(rate)
     results[v] = flat
     first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
     print("rank %d: variant %s (%s): loss %.4f -> %.4f, %.0f samples/s" % (
@@ -129,6 +137,22 @@ if len(results) == 2:
     a, b = results["a"], results["b"]
     diff = (a - b).abs().max().item() / (1 + a.abs().max().item())
     check(diff <= args.tol, "(a) and (b) agree: max |a-b|/(1+max|a|) = %.2e <= %.0e" % (diff, args.tol))
+
+if args.rounds > 1 and len(rates) == 2:
+    # samples/s of the slowest rank in each round, then the ratio per round
+    slow = {v: [] for v in rates}
+    for v, rs in rates.items():
+        for r in rs:
+            t = torch.tensor([r])
+            dist.all_reduce(t, op=dist.ReduceOp.MIN)
+            slow[v].append(t.item())
+    ratio = sorted(b / a for a, b in zip(slow["a"], slow["b"]))
+    if rank == 0:
+        print("rounds %d, %d ranks: samples/s per rank (slowest rank) (a) median %.0f, (b) median "
+              "%.0f; (b)/(a) %.2f [%.2f-%.2f]" % (
+                  args.rounds, size, sorted(slow["a"])[len(ratio) // 2],
+                  sorted(slow["b"])[len(ratio) // 2], ratio[len(ratio) // 2], ratio[0],
+                  ratio[-1]), flush=True)
 
 dist.destroy_process_group()
 if "b" in results:

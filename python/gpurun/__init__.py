@@ -123,13 +123,35 @@ def _np():
     return numpy
 
 
+try:
+    _ndarray = _np().ndarray
+except ImportError:  # torch tensors only
+    _ndarray = None
+
+
 def _torch():
     import sys
     return sys.modules.get("torch")  # never import torch ourselves: it is slow and optional
 
 
+_DT_CACHE = {}  # dtype object -> gr_dtype: str() of a NumPy dtype costs microseconds per call
+
+
 def dtype_code(dt):
     """gr_dtype of a NumPy dtype, a torch.dtype or a name ("float16"); Error if none."""
+    try:
+        return _DT_CACHE[dt]
+    except (KeyError, TypeError):
+        pass
+    code = _dtype_code(dt)
+    try:
+        _DT_CACHE[dt] = code
+    except TypeError:
+        pass
+    return code
+
+
+def _dtype_code(dt):
     name = str(dt)
     if name.startswith("torch."):
         name = name[6:]
@@ -199,6 +221,24 @@ class _Buf:
         self.obj = x
 
 
+def _fast_view(x):
+    """(pointer, count, gr_dtype, stream) of a writable contiguous NumPy array or torch tensor
+    whose dtype has been seen before; None otherwise (then _Buf does the full checks)."""
+    if type(x) is _ndarray:
+        fl = x.flags
+        code = _DT_CACHE.get(x.dtype)
+        if fl.c_contiguous and fl.writeable and code is not None:
+            return x.ctypes.data, x.size, code, None
+        return None
+    t = _torch()
+    if t is not None and type(x) is t.Tensor and x.is_contiguous():
+        code = _DT_CACHE.get(x.dtype)
+        if code is not None:
+            stream = t.cuda.current_stream(x.device).cuda_stream if x.is_cuda else None
+            return x.data_ptr(), x.numel(), code, stream
+    return None
+
+
 def _new_like(x, shape):
     t = _torch()
     if t is not None and isinstance(x, t.Tensor):
@@ -216,6 +256,7 @@ def _op(call, op):
 # ---- groups ------------------------------------------------------------------------------------
 
 _tls = threading.local()
+_groups_open = 0  # groups open in any thread: the fast paths then step aside
 
 
 def _keep(*objs):
@@ -230,13 +271,17 @@ class group:
     together at the end of the outermost group, as in NCCL."""
 
     def __enter__(self):
+        global _groups_open
         _check(_gr_group_start())
+        _groups_open += 1
         if not hasattr(_tls, "keep"):
             _tls.keep = []
         _tls.keep.append([])
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        global _groups_open
+        _groups_open -= 1
         kept = _tls.keep.pop()
         rc = _gr_group_end()
         del kept
@@ -265,7 +310,7 @@ class Comm:
         return "<gpurun.Comm rank %d of %d, %s>" % (self.rank, self.size, self.backend)
 
     def _handle(self, call):
-        if self._h is None or not _gr_initialized():
+        if self._h is None or _world is None:  # freed, or gpurun finalized
             raise Error("%s: the communicator is freed or gpurun is finalized" % call, 10)
         return self._h
 
@@ -285,10 +330,23 @@ class Comm:
 
     def allreduce(self, x, op="sum", out=None):
         """A new array/tensor like x with the reduction over all ranks; out=x for in place."""
+        if out is x and not _groups_open:
+            # the hot path (DDP's gradient hook): in place on a contiguous buffer, no group
+            v = _fast_view(x)
+            code = OPS.get(op) if type(op) is str else None
+            if v is not None and code is not None and self._h is not None and _world is not None:
+                rc = _gr_allreduce(v[0], v[0], v[1], v[2], code, self._h, v[3])
+                if rc:
+                    _check(rc)
+                return x
         h = self._handle("allreduce")
-        b = _Buf(x, "allreduce", "x")
-        o = _Buf(_new_like(b.obj, tuple(x.shape)) if out is None else out, "allreduce", "out", True)
-        self._same(b, o, "allreduce")
+        if out is x:  # in place: one view, which must be writable as it is
+            b = o = _Buf(x, "allreduce", "x", True)
+        else:
+            b = _Buf(x, "allreduce", "x")
+            o = _Buf(_new_like(b.obj, tuple(x.shape)) if out is None else out, "allreduce", "out",
+                     True)
+            self._same(b, o, "allreduce")
         _keep(b.obj, o.obj)
         _check(_gr_allreduce(b.ptr, o.ptr, b.count, b.dtype, _op("allreduce", op), h, b.stream))
         return o.obj
