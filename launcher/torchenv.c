@@ -13,7 +13,7 @@
 
 /* ---- Slurm hostlists ------------------------------------------------------------------------ */
 
-#define HL_MAX_GROUPS 8    /* bracket groups in one entry: "r[1-2]-n[01-04]" has 2 */
+#define HL_MAX_GROUPS 8 /* bracket groups in one entry: "r[1-2]-n[01-04]" has 2 */
 #define HL_MAX_HOSTS 1000000000L
 
 static int is_host_char(char c) {
@@ -348,10 +348,15 @@ gr_status gr__torch_env(const gr__options *o, gr__getenv_fn get, void *ctx, int 
   GR_CHECK(gr__torch_env_derive(o, get, ctx, &t, err, errlen));
   if (local_rank != t.local_rank) return GR_OK; /* --dry-run --all: other ranks' rows */
   char v[7][32];
-  const char *name[7] = {"RANK",  "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+  const char *name[7] = {"RANK",       "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                          "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"};
-  const char *val[7] = {v[0], v[1], v[2], v[3], t.group_rank >= 0 ? v[4] : NULL,
-                        t.master_addr[0] ? t.master_addr : NULL, v[6]};
+  const char *val[7] = {v[0],
+                        v[1],
+                        v[2],
+                        v[3],
+                        t.group_rank >= 0 ? v[4] : NULL,
+                        t.master_addr[0] ? t.master_addr : NULL,
+                        v[6]};
   snprintf(v[0], sizeof v[0], "%d", t.rank);
   snprintf(v[1], sizeof v[1], "%d", t.size);
   snprintf(v[2], sizeof v[2], "%d", t.local_rank);

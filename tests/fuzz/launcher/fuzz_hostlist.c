@@ -43,8 +43,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   char nl[2100];
   snprintf(nl, sizeof nl, "SLURM_JOB_NODELIST=%s", list);
-  char *env[] = {"SLURM_PROCID=1", "SLURM_NTASKS=4", "SLURM_LOCALID=1",
-                 "SLURM_TASKS_PER_NODE=2(x2)", "SLURM_NODEID=0", nl, NULL};
+  char *env[] = {"SLURM_PROCID=1",
+                 "SLURM_NTASKS=4",
+                 "SLURM_LOCALID=1",
+                 "SLURM_TASKS_PER_NODE=2(x2)",
+                 "SLURM_NODEID=0",
+                 nl,
+                 NULL};
   gr__options o;
   gr__options_init(&o);
   gr__torch_env_t t;

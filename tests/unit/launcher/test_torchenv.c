@@ -63,12 +63,31 @@ static void test_hostlist(void **state) {
   assert_int_equal(gr__hostlist_nth("n[5]", 0, h, sizeof h), 0);
   assert_string_equal(h, "n5");
   /* hostile or malformed: rejected, never a guess */
-  const char *bad[] = {"",          "[",        "]",          "a[",         "a]",
-                       "a[]",       "a[1-]",    "a[-1]",      "a[3-1]",     "a[1,]",
-                       "a[,1]",     "a,,b",     ",a",         "a,",         "a[1[2]]",
-                       "a b",       "a[x]",     "a;rm -rf /", "a[1-2]]",    "a[[1]]",
-                       "a[0-9999999999]",       "a[1-999999999]b[1-999999999]",
-                       "a$(id)",    "a\nb",     "a[1]b[2]c[3]d[4]e[5]f[6]g[7]h[8]i[9]"};
+  const char *bad[] = {"",
+                       "[",
+                       "]",
+                       "a[",
+                       "a]",
+                       "a[]",
+                       "a[1-]",
+                       "a[-1]",
+                       "a[3-1]",
+                       "a[1,]",
+                       "a[,1]",
+                       "a,,b",
+                       ",a",
+                       "a,",
+                       "a[1[2]]",
+                       "a b",
+                       "a[x]",
+                       "a;rm -rf /",
+                       "a[1-2]]",
+                       "a[[1]]",
+                       "a[0-9999999999]",
+                       "a[1-999999999]b[1-999999999]",
+                       "a$(id)",
+                       "a\nb",
+                       "a[1]b[2]c[3]d[4]e[5]f[6]g[7]h[8]i[9]"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     assert_int_equal(gr__hostlist_count(bad[i]), -1);
     assert_int_equal(gr__hostlist_nth(bad[i], 0, h, sizeof h), -1);
@@ -101,9 +120,12 @@ static void test_openmpi(void **state) {
   /* three nodes of two ranks: rank 3 is on node 1; rank 0's host is mpirun's */
   const char *hnp = "OMPI_MCA_orte_hnp_uri=1178075136.0;tcp://198.18.0.1,10.0.0.1:35811;"
                     "tcp6://[fd00::2]:57657";
-  const char *multi[] = {"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=6",
-                         "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
-                         "OMPI_MCA_orte_num_nodes=3", hnp,
+  const char *multi[] = {"OMPI_COMM_WORLD_RANK=3",
+                         "OMPI_COMM_WORLD_SIZE=6",
+                         "OMPI_COMM_WORLD_LOCAL_RANK=1",
+                         "OMPI_COMM_WORLD_LOCAL_SIZE=2",
+                         "OMPI_MCA_orte_num_nodes=3",
+                         hnp,
                          "OMPI_MCA_orte_local_daemon_uri=1178075136.1;tcp://198.18.0.2:4000",
                          NULL};
   assert_int_equal(derive(multi, NULL, &t), GR_OK);
@@ -111,9 +133,12 @@ static void test_openmpi(void **state) {
   assert_string_equal(t.master_addr, "198.18.0.1");
   assert_int_equal(t.master_port, 29500); /* no job id */
   /* rank 0 not on mpirun's node: one line naming the option */
-  const char *r0_away[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=6",
-                           "OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
-                           "OMPI_MCA_orte_num_nodes=3", hnp,
+  const char *r0_away[] = {"OMPI_COMM_WORLD_RANK=0",
+                           "OMPI_COMM_WORLD_SIZE=6",
+                           "OMPI_COMM_WORLD_LOCAL_RANK=0",
+                           "OMPI_COMM_WORLD_LOCAL_SIZE=2",
+                           "OMPI_MCA_orte_num_nodes=3",
+                           hnp,
                            "OMPI_MCA_orte_local_daemon_uri=1178075136.1;tcp://198.18.0.2:4000",
                            NULL};
   assert_int_equal(derive(r0_away, NULL, &t), GR_ERR_INVALID);
@@ -121,9 +146,12 @@ static void test_openmpi(void **state) {
   assert_null(strchr(err, '\n'));
   assert_int_equal(derive(r0_away, "n0", &t), GR_OK);
   assert_string_equal(t.master_addr, "n0");
-  const char *r0_home[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=6",
-                           "OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
-                           "OMPI_MCA_orte_num_nodes=3", hnp,
+  const char *r0_home[] = {"OMPI_COMM_WORLD_RANK=0",
+                           "OMPI_COMM_WORLD_SIZE=6",
+                           "OMPI_COMM_WORLD_LOCAL_RANK=0",
+                           "OMPI_COMM_WORLD_LOCAL_SIZE=2",
+                           "OMPI_MCA_orte_num_nodes=3",
+                           hnp,
                            "OMPI_MCA_orte_local_daemon_uri=1178075136.0;tcp://198.18.0.1,"
                            "10.0.0.1:35811;tcp6://[fd00::2]:57657",
                            NULL};
@@ -136,14 +164,17 @@ static void test_openmpi(void **state) {
   assert_int_equal(derive(nohnp, NULL, &t), GR_ERR_INVALID);
   assert_non_null(strstr(err, "--master-addr"));
   /* a hostile hnp URI is not taken */
-  const char *evil[] = {"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=6",
-                        "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
-                        "OMPI_MCA_orte_hnp_uri=1;tcp://$(reboot):1", NULL};
+  const char *evil[] = {"OMPI_COMM_WORLD_RANK=3",
+                        "OMPI_COMM_WORLD_SIZE=6",
+                        "OMPI_COMM_WORLD_LOCAL_RANK=1",
+                        "OMPI_COMM_WORLD_LOCAL_SIZE=2",
+                        "OMPI_MCA_orte_hnp_uri=1;tcp://$(reboot):1",
+                        NULL};
   assert_int_equal(derive(evil, NULL, &t), GR_ERR_INVALID);
   /* the user's MASTER_ADDR: nothing to derive, no error */
-  const char *user[] = {"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=6",
-                        "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
-                        "MASTER_ADDR=head", NULL};
+  const char *user[] = {
+      "OMPI_COMM_WORLD_RANK=3",       "OMPI_COMM_WORLD_SIZE=6", "OMPI_COMM_WORLD_LOCAL_RANK=1",
+      "OMPI_COMM_WORLD_LOCAL_SIZE=2", "MASTER_ADDR=head",       NULL};
   assert_int_equal(derive(user, NULL, &t), GR_OK);
   assert_string_equal(t.master_addr, "");
   /* unparsable or inconsistent */
@@ -192,8 +223,11 @@ static void test_slurm(void **state) {
   assert_int_equal(t.size, 2);
   assert_string_equal(t.master_addr, "gpu03");
   assert_int_equal(t.master_port, 29500);
-  const char *bad[] = {"SLURM_PROCID=0",   "SLURM_NTASKS=2", "SLURM_LOCALID=0",
-                       "SLURM_TASKS_PER_NODE=1(x2)", "SLURM_JOB_NODELIST=gpu[01-",
+  const char *bad[] = {"SLURM_PROCID=0",
+                       "SLURM_NTASKS=2",
+                       "SLURM_LOCALID=0",
+                       "SLURM_TASKS_PER_NODE=1(x2)",
+                       "SLURM_JOB_NODELIST=gpu[01-",
                        NULL};
   assert_int_equal(derive(bad, NULL, &t), GR_ERR_INVALID);
   assert_non_null(strstr(err, "SLURM_JOB_NODELIST"));
@@ -219,9 +253,9 @@ static void test_hydra_pals_flux(void **state) {
   assert_int_equal(derive(hydra2, "10.1.2.3", &t), GR_OK);
   assert_int_equal(t.group_rank, -1); /* Hydra tells no node count: layout unknown */
 
-  const char *pals[] = {"PALS_RANKID=3",       "PMI_SIZE=4",    "PALS_LOCAL_RANKID=1",
-                        "PALS_LOCAL_SIZE=2",   "PALS_NODEID=1", "PALS_APID=abc",
-                        NULL};
+  const char *pals[] = {
+      "PALS_RANKID=3", "PMI_SIZE=4", "PALS_LOCAL_RANKID=1", "PALS_LOCAL_SIZE=2", "PALS_NODEID=1",
+      "PALS_APID=abc", NULL};
   assert_int_equal(derive(pals, NULL, &t), GR_ERR_INVALID);
   assert_int_equal(derive(pals, "nid001", &t), GR_OK);
   assert_string_equal(t.source, "PALS");
@@ -231,8 +265,8 @@ static void test_hydra_pals_flux(void **state) {
   assert_int_equal(t.master_port, 10331);
   assert_string_equal(t.master_addr, "nid001");
 
-  const char *flux[] = {"FLUX_TASK_RANK=1", "FLUX_JOB_SIZE=2",  "FLUX_TASK_LOCAL_ID=1",
-                        "FLUX_JOB_NNODES=1", "FLUX_JOB_ID=x", NULL};
+  const char *flux[] = {"FLUX_TASK_RANK=1",  "FLUX_JOB_SIZE=2", "FLUX_TASK_LOCAL_ID=1",
+                        "FLUX_JOB_NNODES=1", "FLUX_JOB_ID=x",   NULL};
   assert_int_equal(derive(flux, NULL, &t), GR_OK);
   assert_string_equal(t.source, "Flux");
   assert_int_equal(t.rank, 1);
@@ -255,9 +289,13 @@ static void test_export(void **state) {
   gr__options_init(&o);
   gr__envlist e = {0};
   /* RANK and MASTER_PORT already set: kept (not in the list); the rest exported */
-  const char *env[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2",
-                       "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
-                       "RANK=7", "MASTER_PORT=1234", NULL};
+  const char *env[] = {"OMPI_COMM_WORLD_RANK=1",
+                       "OMPI_COMM_WORLD_SIZE=2",
+                       "OMPI_COMM_WORLD_LOCAL_RANK=1",
+                       "OMPI_COMM_WORLD_LOCAL_SIZE=2",
+                       "RANK=7",
+                       "MASTER_PORT=1234",
+                       NULL};
   assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e, err, sizeof err), GR_OK);
   assert_null(val(&e, "RANK"));
   assert_null(val(&e, "MASTER_PORT"));
@@ -293,7 +331,7 @@ static void test_export(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hostlist), cmocka_unit_test(test_openmpi),
-      cmocka_unit_test(test_slurm), cmocka_unit_test(test_hydra_pals_flux),
+      cmocka_unit_test(test_slurm),    cmocka_unit_test(test_hydra_pals_flux),
       cmocka_unit_test(test_export),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
