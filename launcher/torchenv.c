@@ -273,7 +273,15 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
     if (j) snprintf(job, sizeof job, "%.100s", j);
     if (j && strcmp(l->name, "Slurm") == 0) {
       const char *step = get(ctx, "SLURM_STEP_ID");
-      if (step) snprintf(job, sizeof job, "%.60s.%.60s", j, step);
+      snprintf(job, sizeof job, "%.60s.%.60s", j, step ? step : "batch");
+    }
+    if (strcmp(l->name, "Slurm") == 0 && !get(ctx, "SLURM_STEP_ID")) {
+      /* The batch script itself (no srun step): SLURM_NTASKS and SLURM_TASKS_PER_NODE describe
+       * the job, but this is one process; a WORLD_SIZE of the job's tasks would leave torch
+       * waiting for ranks that never start. */
+      t->source = "Slurm batch step";
+      t->rank = t->local_rank = 0;
+      t->size = t->local_size = 1;
     }
     const char *nn = NULL, *nid = NULL;
     if (strcmp(l->name, "Open MPI") == 0) nn = get(ctx, "OMPI_MCA_orte_num_nodes");

@@ -218,11 +218,25 @@ static void test_slurm(void **state) {
                         "SLURM_NODEID=0",
                         "SLURM_JOB_NODELIST=gpu[01-04]",
                         "SLURM_STEP_NODELIST=gpu[03-04]",
+                        "SLURM_STEP_ID=3",
                         NULL};
   assert_int_equal(derive(step, NULL, &t), GR_OK);
   assert_int_equal(t.size, 2);
   assert_string_equal(t.master_addr, "gpu03");
   assert_int_equal(t.master_port, 29500);
+  /* the batch script itself (no SLURM_STEP_ID): one process, not the job's 2 tasks */
+  const char *batch[] = {"SLURM_PROCID=0",    "SLURM_NTASKS=2",
+                         "SLURM_LOCALID=0",   "SLURM_TASKS_PER_NODE=2",
+                         "SLURM_NODEID=0",    "SLURM_JOB_NODELIST=localhost",
+                         "SLURM_JOB_ID=1234", NULL};
+  assert_int_equal(derive(batch, NULL, &t), GR_OK);
+  assert_string_equal(t.source, "Slurm batch step");
+  assert_int_equal(t.rank, 0);
+  assert_int_equal(t.size, 1);
+  assert_int_equal(t.local_size, 1);
+  assert_int_equal(t.group_rank, 0);
+  assert_string_equal(t.master_addr, "localhost");
+  assert_int_equal(t.master_port, 26975); /* FNV-1a of "1234.batch" */
   const char *bad[] = {"SLURM_PROCID=0",
                        "SLURM_NTASKS=2",
                        "SLURM_LOCALID=0",
