@@ -352,9 +352,12 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
 
 gr_status gr__torch_env(const gr__options *o, gr__getenv_fn get, void *ctx, int local_rank,
                         gr__envlist *e, char *err, size_t errlen) {
+  /* --dry-run/--topo --all print the node's plan, the same on every rank: this process's own
+   * contract has no place there */
+  if (o && o->all) return GR_OK;
   gr__torch_env_t t;
   GR_CHECK(gr__torch_env_derive(o, get, ctx, &t, err, errlen));
-  if (local_rank != t.local_rank) return GR_OK; /* --dry-run --all: other ranks' rows */
+  if (local_rank != t.local_rank) return GR_OK; /* a row that is not this process's */
   char v[7][32];
   const char *name[7] = {"RANK",       "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                          "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"};

@@ -320,9 +320,13 @@ static void test_export(void **state) {
   assert_string_equal(val(&e, "MASTER_ADDR"), "127.0.0.1");
   assert_int_equal(e.n, 5);
   gr__envlist_free(&e);
-  /* another row of --dry-run --all: nothing */
+  /* another rank's row: nothing; --all (the node-wide plan, identical on every rank): nothing */
   assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 0, &e, err, sizeof err), GR_OK);
   assert_int_equal(e.n, 0);
+  o.all = 1;
+  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e, err, sizeof err), GR_OK);
+  assert_int_equal(e.n, 0);
+  o.all = 0;
   /* options: a port out of range, an address with shell characters */
   o.master_port = 70000;
   assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e, err, sizeof err),
