@@ -138,6 +138,7 @@ gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr_
     if (mem.s) ADD("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "%s", mem.s);
   }
 #undef ADD
+  GR_CHECK_GOTO(gr__torch_env_add(o, rank, e), st, out); /* RANK, MASTER_ADDR...: torchenv.c */
 out:
   free(gpus.s), free(ord.s), free(numa.s), free(places.s), free(mem.s), free(cpus);
   if (st != GR_OK) gr__envlist_free(e);

@@ -44,6 +44,8 @@ typedef struct {
   char topology[1024];              /* "" live */
   char config[1024];
   int prog; /* argv index of the program; argc when none */
+  char master_addr[1024]; /* torch.distributed MASTER_ADDR; "" derive (torchenv.c) */
+  int master_port;        /* 0: derive from the job id */
 } gr__options;
 
 /* Every launcher error: formats the one-line message into err (when errlen > 0) and returns st.
@@ -152,7 +154,7 @@ gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opt
 void gr__plan_free(gr__plan *p);
 
 /* ---- output ----------------------------------------------------------------------------- */
-#define GR__MAX_ENV 24
+#define GR__MAX_ENV 32
 typedef struct {
   int n;
   char *name[GR__MAX_ENV];
@@ -179,5 +181,32 @@ char *gr__bitmap_list(hwloc_const_bitmap_t b);
 /* ---- apply (side effects) --------------------------------------------------------------- */
 /* Binds CPU and memory; returns 0, or -1 with a reason in err (the caller warns and goes on). */
 int gr__bind(const gr__node *n, const gr__plan *p, int rank, char *err, size_t errlen);
+
+/* ---- torch.distributed env:// contract (torchenv.c) --------------------------------------- */
+typedef struct {
+  const char *source;          /* launcher the global rank came from; "none" */
+  int rank, size;              /* RANK, WORLD_SIZE */
+  int local_rank, local_size;  /* LOCAL_RANK, LOCAL_WORLD_SIZE (as gr__whoami) */
+  int group_rank;              /* GROUP_RANK (node index); -1 unknown: not exported */
+  int nnodes;                  /* -1 unknown */
+  char master_addr[256];       /* "" when MASTER_ADDR is already set */
+  int master_port;
+} gr__torch_env_t;
+/* Derives the contract; GR_ERR_INVALID with a one-line reason naming --master-addr when rank 0's
+ * host cannot be found, or naming the variable that does not parse. */
+gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ctx,
+                               gr__torch_env_t *t, char *err, size_t errlen);
+/* Appends the contract's variables that are not already set to e (nothing for a row other than
+ * this process's own local rank). */
+gr_status gr__torch_env(const gr__options *o, gr__getenv_fn get, void *ctx, int local_rank,
+                        gr__envlist *e, char *err, size_t errlen);
+/* The same on the real environment; a failure is recorded for gr_last_error(). env.c calls it. */
+gr_status gr__torch_env_add(const gr__options *o, int local_rank, gr__envlist *e);
+/* Slurm hostlists ("gpu[01-03,07],login1"): the number of hosts, or -1 when malformed; the
+ * idx-th host into out (0, or -1 when malformed, out of range or longer than outlen). */
+long gr__hostlist_count(const char *list);
+int gr__hostlist_nth(const char *list, long idx, char *out, size_t outlen);
+/* 10000 + FNV-1a(job) mod 20000. */
+int gr__torch_port(const char *job);
 
 #endif

@@ -123,9 +123,13 @@ int main(int argc, char **argv) {
               node.foreign ? o.topology : "");
   }
   gr__envlist e;
-  if (gr__plan_env(&node, &plan, me.local_rank, &o, &e) != GR_OK) {
-    fprintf(stderr, "gpurun: out of memory building the environment\n");
-    rc = 1;
+  gr_status est = gr__plan_env(&node, &plan, me.local_rank, &o, &e);
+  if (est != GR_OK) {
+    if (est == GR_ERR_INVALID) /* the torch contract's reason, naming the option to give */
+      fprintf(stderr, "%s\n", gr_last_error());
+    else
+      fprintf(stderr, "gpurun: out of memory building the environment\n");
+    rc = est == GR_ERR_INVALID ? 2 : 1;
     goto done;
   }
   for (int i = 0; i < e.n; i++)

@@ -66,6 +66,8 @@ static const opt_def opts[] = {
      "supervise, sample telemetry (default 1 s)"},
     {"time-limit", 0, "GPURUN_TIME_LIMIT", T_SECONDS, OFF(time_limit), 0,
      "SECONDS, then SIGTERM/SIGKILL"},
+    {"master-addr", 0, "GPURUN_MASTER_ADDR", T_STR, OFF(master_addr), 0, "host S of rank 0 (torch MASTER_ADDR)"},
+    {"master-port", 0, "GPURUN_MASTER_PORT", T_INT, OFF(master_port), 1, "port N (torch MASTER_PORT; default from job id)"},
     {"config", 0, "GPURUN_CONFIG", T_STR, OFF(config), 0, "FILE of key = value lines"},
     {"help", 'h', NULL, T_FLAG, OFF(help), 0, "this text"},
     {"version", 0, NULL, T_FLAG, OFF(version), 0, "print the version"},
