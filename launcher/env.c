@@ -111,12 +111,16 @@ gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr_
   ADD("GPURUN_CPUS", "%s", cpus ? cpus : "");
   ADD("GPURUN_NUMA", "%s", numa.s ? numa.s : "");
   ADD("GPURUN_NIC", "%s", rp->nic >= 0 ? n->nics[rp->nic].name : "");
-  if (n->ngpus > 0) {
-    if (amd) {
-      ADD("ROCR_VISIBLE_DEVICES", "%s", ord.s ? ord.s : "");
-    } else {
-      ADD("CUDA_VISIBLE_DEVICES", "%s", ord.s ? ord.s : "");
-      ADD("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  {
+    /* the GPUs in the form the scheduler named them (visible.c) */
+    const char *gvar = NULL;
+    char *gval = NULL;
+    GR_CHECK_GOTO(gr__visible_env(n, rp, &gvar, &gval), st, out);
+    if (gvar) {
+      st = add(e, gvar, "%s", gval);
+      free(gval);
+      if (st != GR_OK) goto out;
+      if (strcmp(gvar, "CUDA_VISIBLE_DEVICES") == 0 && !amd) ADD("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     }
   }
   ADD("OMP_NUM_THREADS", "%d", threads);

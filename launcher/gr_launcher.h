@@ -87,6 +87,7 @@ typedef struct {
   unsigned long long mem_bytes; /* 0 when unknown */
   hwloc_obj_t pcidev, osdev;    /* either may be NULL */
   hwloc_obj_t locality;         /* non-I/O ancestor with allowed PUs */
+  char token[64]; /* how the scheduler named it (visible.c): exported as given; "" -> index */
 } gr__gpu;
 
 typedef struct {
@@ -105,6 +106,8 @@ typedef struct {
   double *link; /* ngpus x ngpus effective GPU-GPU bandwidth, NULL without a matrix */
   char link_name[32];
   hwloc_const_cpuset_t allowed;
+  char gpu_var[32]; /* the variable the scheduler named GPUs in; "" none (export by vendor) */
+  int pinned;       /* each task holds exactly the GPUs it was given: show it no others */
 } gr__node;
 
 /* xml: a file, or NULL/"" for the live machine. */
@@ -112,9 +115,26 @@ gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen);
 /* Keep only the GPUs a launcher restricted us to (CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES, as
  * ordinals in PCI order). Ignored (with a note in err, return 0) for UUID forms. */
 int gr__node_restrict(gr__node *n, const char *visible, char *note, size_t notelen);
+/* Keeps the GPUs whose keep[position] is set (node-wide .index unchanged), links recomputed. */
+void gr__node_keep(gr__node *n, const char *keep);
 void gr__node_free(gr__node *n);
 /* Classification helpers, shared with the tests' independent checks only by name. */
 int gr__is_gpu_pcidev(hwloc_obj_t pci);
+
+/* ---- the scheduler's GPUs (visible.c) ---------------------------------------------------- */
+typedef struct {
+  int local_size, k; /* fixed: local_size x k node GPU positions, -1 for none */
+  int *fixed;        /* NULL: plan the GPUs freely over the node's (restricted) GPUs */
+  char note[400];    /* what was read and what was assumed, for -v; "" nothing read */
+} gr__visible;
+
+/* Reads the GPU variables of the environment (see visible.c for the rules), restricts the node
+ * to the GPUs this node's tasks may use, records the form to export them in, and says which GPUs
+ * every local task holds. GR_ERR_INVALID with a one-line reason for an entry that names no GPU
+ * of this node (the caller exits 2). */
+gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__getenv_fn get,
+                            void *ctx, gr__visible *v, char *err, size_t errlen);
+void gr__visible_free(gr__visible *v);
 
 /* ---- the plan --------------------------------------------------------------------------- */
 #define GR__MAX_RANK_GPUS 64
@@ -144,6 +164,7 @@ typedef struct {
 typedef struct {
   gr__policy policy;
   int gpus_per_rank, ranks_per_gpu, smt;
+  const gr__visible *vis; /* NULL, or GPUs the scheduler fixed per task (vis->fixed) */
 } gr__plan_opts;
 
 /* Deterministic: the same node and options give the same plan on every local rank. */
@@ -163,6 +184,10 @@ typedef struct {
 gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr__options *o,
                        gr__envlist *e);
 void gr__envlist_free(gr__envlist *e);
+/* The variable that gives a rank its GPUs and its value (malloc'd), in the form the scheduler
+ * used; *var NULL when there is nothing to export (no GPU seen, or the variable is kept). */
+gr_status gr__visible_env(const gr__node *n, const gr__rank_plan *rp, const char **var,
+                          char **value);
 #define GR_PLAN_VERSION "1"
 
 /* "gpurun: rank 3/8 on n01: GPU 3 0000:c3:00.0, cores 42-55 (NUMA 3), NIC mlx5_3" */

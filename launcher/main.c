@@ -42,19 +42,24 @@ int main(int argc, char **argv) {
   if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
   gr__node node;
   if (gr__node_load(&node, o.topology, err, sizeof err) != GR_OK) return usage_error(err);
-  const char *note_var = NULL;
-  char note[200] = "";
-  if (!node.foreign) {
-    const char *vis = getenv(note_var = "CUDA_VISIBLE_DEVICES");
-    if (!vis) vis = getenv(note_var = "ROCR_VISIBLE_DEVICES");
-    if (vis) gr__node_restrict(&node, vis, note, sizeof note);
+  /* the GPUs a scheduler already gave this task (a recorded topology is another machine's) */
+  gr__visible vis;
+  memset(&vis, 0, sizeof vis);
+  if (!node.foreign &&
+      gr__visible_apply(&node, me.local_rank, me.local_size, gr__real_getenv, NULL, &vis, err,
+                        sizeof err) != GR_OK) {
+    gr__node_free(&node);
+    return usage_error(err);
   }
   gr__plan_opts po = {.policy = o.policy,
                       .gpus_per_rank = o.gpus_per_rank,
                       .ranks_per_gpu = o.ranks_per_gpu,
-                      .smt = o.smt};
+                      .smt = o.smt,
+                      .vis = &vis};
   gr__plan plan;
-  if (gr__plan_compute(&node, me.local_size, &po, &plan, err, sizeof err) != GR_OK) {
+  gr_status pst = gr__plan_compute(&node, me.local_size, &po, &plan, err, sizeof err);
+  gr__visible_free(&vis);
+  if (pst != GR_OK) {
     gr__node_free(&node);
     return usage_error(err);
   }
@@ -97,7 +102,7 @@ int main(int argc, char **argv) {
   if (o.verbose) {
     if (strcmp(me.source, "none") == 0 && me.local_rank == 0)
       fprintf(stderr, "gpurun: no launcher variables found: running as local rank 0 of 1\n");
-    if (note[0] && me.local_rank == 0) fprintf(stderr, "gpurun: %s: %s\n", note_var, note);
+    if (vis.note[0]) fprintf(stderr, "gpurun: rank %d: %s\n", me.local_rank, vis.note);
 #if GPURUN_HAVE_CUDA
     /* -v only: asking CUDA starts the driver, which costs the startup of every rank otherwise */
     if (!node.foreign && me.local_rank == 0) {

@@ -232,6 +232,51 @@ static gr_status build_sets(ctx *c, const gr__plan_opts *po, char *err, size_t e
   return GR_OK;
 }
 
+/* The scheduler fixed every task's GPUs (visible.c): take them; sharers are the tasks holding the
+ * same GPU (a task holding a GPU alone is exclusive). */
+static gr_status assign_fixed(ctx *c, const gr__visible *v, char *err, size_t errlen) {
+  int N = c->N, G = c->G, k = v->k;
+  if (v->local_size != N || k < 1 || k > GR__MAX_RANK_GPUS)
+    return gr__launcher_error(err, errlen, GR_ERR_INTERNAL, "GPU holdings for %d tasks, not %d",
+                              v->local_size, N);
+  int *holders = calloc((size_t)G + 1, sizeof(int)), *seen = calloc((size_t)G + 1, sizeof(int));
+  if (!holders || !seen) {
+    free(holders), free(seen);
+    return GR_ERR_NOMEM;
+  }
+  for (int r = 0; r < N; r++) {
+    gr__rank_plan *rp = &c->p->ranks[r];
+    rp->ngpus = 0;
+    for (int i = 0; i < k; i++) {
+      int g = v->fixed[(size_t)r * (size_t)k + (size_t)i];
+      if (g < 0) continue;
+      if (g >= G) {
+        free(holders), free(seen);
+        return gr__launcher_error(err, errlen, GR_ERR_INTERNAL, "GPU %d of task %d is not here",
+                                  g, r);
+      }
+      rp->gpu[rp->ngpus++] = g;
+      holders[g]++;
+    }
+    qsort(rp->gpu, (size_t)rp->ngpus, sizeof(int), cmp_int);
+  }
+  for (int r = 0; r < N; r++) {
+    gr__rank_plan *rp = &c->p->ranks[r];
+    rp->sharers = 1;
+    rp->share_index = 0;
+    for (int i = 0; i < rp->ngpus; i++)
+      if (holders[rp->gpu[i]] > rp->sharers) rp->sharers = holders[rp->gpu[i]];
+    if (rp->ngpus) rp->share_index = seen[rp->gpu[0]]++;
+  }
+  int unused = 0;
+  for (int g = 0; g < G; g++)
+    unused += holders[g] == 0;
+  free(holders), free(seen);
+  if (unused)
+    warn(c->p, "%d of %d GPUs held by no local task", unused, G);
+  return GR_OK;
+}
+
 /* ---- cores ------------------------------------------------------------------------------ */
 static void add_core(ctx *c, gr__rank_plan *rp, int core, int smt) {
   hwloc_bitmap_t pus = hwloc_bitmap_alloc();
@@ -310,12 +355,21 @@ static gr_status place_cores(ctx *c, const gr__plan_opts *po) {
         if (!mem[d * N + j]) mem[d * N + j] = 1, c->dom[d].nranks++;
       }
     }
-    /* the free pool: cores of no domain that has ranks */
+    /* the free pool: cores of no domain that has ranks (all cores when there are none) */
     int npool = 0, pool_ranks = 0, moved = 0;
     for (int i = 0; i < C; i++) {
       int d = c->core_dom[i];
       if (d < 0 || c->dom[d].nranks == 0) pool[npool++] = i;
     }
+    /* ranks the scheduler gave no GPU take the free pool */
+    for (int j = 0; j < N; j++)
+      if (c->p->ranks[ranks[j]].ngpus == 0) {
+        mem[D * N + j] = 1;
+        pool_ranks++;
+      }
+    if (pool_ranks && npool == 0)
+      for (int i = 0; i < C; i++)
+        pool[npool++] = i;
     for (int d = 0; d < D; d++)
       while (c->dom[d].nranks > c->dom[d].ncores) {
         /* the domain's last rank leaves; if it has no other domain it goes to the free pool
@@ -476,7 +530,9 @@ gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opt
   for (int i = 0; i < c.C; i++)
     c.core[i] = hwloc_get_obj_inside_cpuset_by_type(n->topo, n->allowed, ct, (unsigned)i);
   GR_CHECK_GOTO(build_domains(&c), st, out);
-  if (c.G > 0)
+  if (c.G > 0 && po->vis && po->vis->fixed)
+    GR_CHECK_GOTO(assign_fixed(&c, po->vis, err, errlen), st, out);
+  else if (c.G > 0)
     GR_CHECK_GOTO(build_sets(&c, po, err, errlen), st, out);
   else if (po->gpus_per_rank > 0) {
     st = gr__launcher_error(err, errlen, GR_ERR_INVALID, "--gpus-per-rank %d is larger than the 0 GPUs here", po->gpus_per_rank);

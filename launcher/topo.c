@@ -352,6 +352,14 @@ int gr__node_restrict(gr__node *n, const char *visible, char *note, size_t notel
   return kept;
 }
 
+void gr__node_keep(gr__node *n, const char *keep) {
+  int w = 0;
+  for (int i = 0; i < n->ngpus; i++)
+    if (keep[i]) n->gpus[w++] = n->gpus[i]; /* .index stays the node-wide ordinal */
+  n->ngpus = w;
+  compute_links(n);
+}
+
 void gr__node_free(gr__node *n) {
   if (n->topo) hwloc_topology_destroy(n->topo);
   free(n->gpus);
