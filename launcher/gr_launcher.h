@@ -12,6 +12,7 @@
 #ifndef GR_LAUNCHER_H
 #define GR_LAUNCHER_H
 
+#include <gpurun/limits.h>
 #include <gpurun/status.h>
 #include "gr_error.h"
 #include <hwloc.h>
@@ -50,6 +51,10 @@ typedef struct {
  * Messages quote user input, so control characters become '?' to keep them one printable line. */
 gr_status gr__launcher_error(char *err, size_t errlen, gr_status st, const char *fmt, ...)
     GR_PRINTF(4, 5);
+
+/* fopen for reading that refuses what is not a regular file (FIFO, directory, device) with a
+ * one-line message "WHAT PATH: ..." in err; NULL then. */
+FILE *gr__open_regular(const char *path, char *err, size_t errlen, const char *what);
 
 void gr__options_init(gr__options *o);
 /* Applies, in increasing precedence: the config file (--config or GPURUN_CONFIG), GPURUN_*
@@ -137,13 +142,13 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
 void gr__visible_free(gr__visible *v);
 
 /* ---- the plan --------------------------------------------------------------------------- */
-#define GR__MAX_RANK_GPUS 64
+#define GR__MAX_RANK_GPUS GR_MAX_RANK_GPUS /* the runtime reads what the launcher writes */
 #define GR__MAX_WARN 8
 
 typedef struct {
   int local_rank;
   int ngpus;
-  int gpu[GR__MAX_RANK_GPUS]; /* indexes into node->gpus */
+  int *gpu;                   /* ngpus indexes into node->gpus (in gr__plan's gpu_store) */
   int sharers;                /* ranks sharing this rank's GPU(s), 1 = exclusive */
   int share_index;            /* this rank's position among them */
   hwloc_bitmap_t cpuset;      /* PUs */
@@ -157,6 +162,7 @@ typedef struct {
   int smt;
   int ncores_total;
   gr__rank_plan *ranks;
+  int *gpu_store; /* local_size x (GPUs per rank) */
   int nwarn;
   char warn[GR__MAX_WARN][200];
 } gr__plan;

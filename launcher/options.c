@@ -274,8 +274,8 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
 }
 
 static gr_status load_config(gr__options *o, const char *path, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--config %s: %s", path, strerror(errno));
+  FILE *f = gr__open_regular(path, err, errlen, "--config");
+  if (!f) return GR_ERR_INVALID;
   char *buf = NULL;
   size_t len = 0, cap = 0;
   for (;;) {

@@ -163,7 +163,17 @@ static gr_status build_sets(ctx *c, const gr__plan_opts *po, char *err, size_t e
     c->k = G / N;
     c->nsets = N;
   }
+  if (c->k > GR__MAX_RANK_GPUS) {
+    if (po->gpus_per_rank > 0)
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID,
+                                "--gpus-per-rank %d is more than a rank may use (%d)",
+                                po->gpus_per_rank, GR__MAX_RANK_GPUS);
+    warn(c->p, "%d GPUs per rank capped at %d", c->k, GR__MAX_RANK_GPUS);
+    c->k = GR__MAX_RANK_GPUS;
+    c->nsets = N < G / c->k ? N : G / c->k;
+  }
   if (c->nsets > N) c->nsets = N;
+  if (!(c->p->gpu_store = calloc((size_t)N * (size_t)c->k + 1, sizeof(int)))) return GR_ERR_NOMEM;
   c->set_gpus = calloc((size_t)c->nsets * (size_t)c->k + 1, sizeof(int));
   char *used = calloc((size_t)G + 1, 1);
   if (!c->set_gpus || !used) {
@@ -216,19 +226,23 @@ static gr_status build_sets(ctx *c, const gr__plan_opts *po, char *err, size_t e
     c->rank_set[r] = set;
     gr__rank_plan *rp = &c->p->ranks[r];
     rp->ngpus = c->k;
+    rp->gpu = &c->p->gpu_store[(size_t)r * (size_t)c->k];
     for (int i = 0; i < c->k; i++)
       rp->gpu[i] = c->set_gpus[set * c->k + i];
   }
-  for (int r = 0; r < N; r++) {
-    int sh = 0, idx = 0;
-    for (int q = 0; q < N; q++)
-      if (c->rank_set[q] == c->rank_set[r]) {
-        if (q < r) idx++;
-        sh++;
-      }
-    c->p->ranks[r].sharers = sh;
-    c->p->ranks[r].share_index = idx;
+  /* sharers: ranks of the same set (counted per set, so planning stays linear in ranks) */
+  int *per_set = calloc((size_t)c->nsets + 1, sizeof(int)), *seen = calloc((size_t)c->nsets + 1, sizeof(int));
+  if (!per_set || !seen) {
+    free(per_set), free(seen);
+    return GR_ERR_NOMEM;
   }
+  for (int r = 0; r < N; r++)
+    per_set[c->rank_set[r]]++;
+  for (int r = 0; r < N; r++) {
+    c->p->ranks[r].sharers = per_set[c->rank_set[r]];
+    c->p->ranks[r].share_index = seen[c->rank_set[r]]++;
+  }
+  free(per_set), free(seen);
   return GR_OK;
 }
 
@@ -240,13 +254,15 @@ static gr_status assign_fixed(ctx *c, const gr__visible *v, char *err, size_t er
     return gr__launcher_error(err, errlen, GR_ERR_INTERNAL, "GPU holdings for %d tasks, not %d",
                               v->local_size, N);
   int *holders = calloc((size_t)G + 1, sizeof(int)), *seen = calloc((size_t)G + 1, sizeof(int));
-  if (!holders || !seen) {
+  c->p->gpu_store = calloc((size_t)N * (size_t)k + 1, sizeof(int));
+  if (!holders || !seen || !c->p->gpu_store) {
     free(holders), free(seen);
     return GR_ERR_NOMEM;
   }
   for (int r = 0; r < N; r++) {
     gr__rank_plan *rp = &c->p->ranks[r];
     rp->ngpus = 0;
+    rp->gpu = &c->p->gpu_store[(size_t)r * (size_t)k];
     for (int i = 0; i < k; i++) {
       int g = v->fixed[(size_t)r * (size_t)k + (size_t)i];
       if (g < 0) continue;
@@ -305,6 +321,11 @@ static void split(ctx *c, const int *cores, int ncores, const int *ranks, int nr
   }
 }
 
+static int cmp_ll(const void *a, const void *b) {
+  long long x = *(const long long *)a, y = *(const long long *)b;
+  return (x > y) - (x < y);
+}
+
 static int home_key(ctx *c, int r) {
   if (c->G == 0 || c->p->ranks[r].ngpus == 0) return 0;
   return c->dom[c->gpu_dom[c->p->ranks[r].gpu[0]]].first_core;
@@ -321,15 +342,18 @@ static gr_status place_cores(ctx *c, const gr__plan_opts *po) {
   }
   for (int i = 0; i < C; i++)
     all[i] = i;
-  /* ranks ordered by where their GPUs are (stable in rank order) */
+  /* ranks ordered by where their GPUs are, then by rank (n log n: local sizes reach 10^5) */
+  long long *keyed = malloc(((size_t)N + 1) * sizeof *keyed);
+  if (!keyed) {
+    free(ranks), free(all), free(pool);
+    return GR_ERR_NOMEM;
+  }
   for (int r = 0; r < N; r++)
-    ranks[r] = r;
-  for (int a = 1; a < N; a++)
-    for (int b = a; b > 0 && home_key(c, ranks[b - 1]) > home_key(c, ranks[b]); b--) {
-      int t = ranks[b];
-      ranks[b] = ranks[b - 1];
-      ranks[b - 1] = t;
-    }
+    keyed[r] = ((long long)home_key(c, r) << 32) | (long long)r;
+  qsort(keyed, (size_t)N, sizeof *keyed, cmp_ll);
+  for (int r = 0; r < N; r++)
+    ranks[r] = (int)(keyed[r] & 0xffffffffLL);
+  free(keyed);
 
   if (N > C) {
     warn(c->p, "%d local ranks on %d cores: ranks share cores", N, C);
@@ -563,5 +587,6 @@ void gr__plan_free(gr__plan *p) {
       hwloc_bitmap_free(p->ranks[r].nodeset);
     }
   free(p->ranks);
+  free(p->gpu_store);
   memset(p, 0, sizeof *p);
 }

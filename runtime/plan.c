@@ -78,8 +78,11 @@ gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
       size_t len = strcspn(p, ",");
       if (len == 0 || len >= sizeof tmp.gpus[0])
         return bad(out, "GPURUN_GPUS", gpus, "holds an empty or over-long PCI id");
-      if (tmp.ngpus == GR_MAX_RANK_GPUS)
-        return bad(out, "GPURUN_GPUS", gpus, "lists more GPUs than a rank may use (16)");
+      if (tmp.ngpus == GR_MAX_RANK_GPUS) {
+        char what[80];
+        snprintf(what, sizeof what, "lists more GPUs than a rank may use (%d)", GR_MAX_RANK_GPUS);
+        return bad(out, "GPURUN_GPUS", gpus, what);
+      }
       memcpy(tmp.gpus[tmp.ngpus], p, len);
       tmp.gpus[tmp.ngpus][len] = '\0';
       tmp.ngpus++;

@@ -4,14 +4,13 @@
 #define GPURUN_RUNTIME_H
 
 #include <gpurun/coll.h>
+#include <gpurun/limits.h>
 #include <gpurun/pool.h>
 #include <gpurun/status.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define GR_MAX_RANK_GPUS 16
 
 typedef struct {
   int rank, size;             /* MPI_COMM_WORLD */
