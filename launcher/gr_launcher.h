@@ -45,6 +45,7 @@ typedef struct {
   char topology[1024];              /* "" live */
   char config[1024];
   int prog; /* argv index of the program; argc when none */
+  int omp_set;  /* --omp=set: export OMP_* even over the user's own (default: keep the user's) */
 } gr__options;
 
 /* Every launcher error: formats the one-line message into err (when errlen > 0) and returns st.
@@ -72,6 +73,8 @@ void gr__options_usage(FILE *f);
 typedef struct {
   int local_rank, local_size;
   const char *source; /* "options", "GPURUN", "Open MPI", "Slurm", ...; "none" */
+  int inherited;      /* GPURUN_LOCAL_* were set by another gpurun process (GPURUN_PLAN_PID):
+                         they rank below every real launcher's variables */
 } gr__whoami_t;
 
 /* Fills w from the first launcher whose variables are present. GR_ERR_INVALID (err says which
@@ -111,6 +114,7 @@ typedef struct {
   double *link; /* ngpus x ngpus effective GPU-GPU bandwidth, NULL without a matrix */
   char link_name[32];
   hwloc_const_cpuset_t allowed;
+  hwloc_bitmap_t allowed_own; /* allowed narrowed by an inherited CPU mask, or NULL */
   char gpu_var[32]; /* the variable the scheduler named GPUs in; "" none (export by vendor) */
   int pinned;       /* each task holds exactly the GPUs it was given: show it no others */
 } gr__node;
@@ -120,6 +124,9 @@ gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen);
 /* Keep only the GPUs a launcher restricted us to (CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES, as
  * ordinals in PCI order). Ignored (with a note in err, return 0) for UUID forms. */
 int gr__node_restrict(gr__node *n, const char *visible, char *note, size_t notelen);
+/* Narrows the node to the PUs of mask (an inherited taskset / cpuset); 1 when it changed, 0 when
+ * the mask holds all allowed PUs, none of them, or is empty. */
+int gr__node_bound(gr__node *n, hwloc_const_cpuset_t mask);
 /* Keeps the GPUs whose keep[position] is set (node-wide .index unchanged), links recomputed. */
 void gr__node_keep(gr__node *n, const char *keep);
 void gr__node_free(gr__node *n);
@@ -206,6 +213,15 @@ void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, in
 void gr__print_topo(FILE *f, const gr__node *n, const gr__plan *p);
 /* hwloc list syntax of OS indexes of a bitmap, malloc'd. */
 char *gr__bitmap_list(hwloc_const_bitmap_t b);
+
+/* ---- the inherited environment (hygiene.c) ------------------------------------------------ */
+/* The launcher that already bound this process to CPUs ("Open MPI", "Slurm"), NULL when none says
+ * so: its per-rank binding is what gpurun replaces, not a mask the plan must stay within. */
+const char *gr__launcher_bound(gr__getenv_fn get, void *ctx);
+/* Drops from e the OMP_* variables the user already set (unless o->omp_set); their names go to
+ * kept (comma-separated) for -v. */
+void gr__envlist_keep_user_omp(gr__envlist *e, const gr__options *o, gr__getenv_fn get, void *ctx,
+                               char *kept, size_t keptlen);
 
 /* ---- apply (side effects) --------------------------------------------------------------- */
 /* Binds CPU and memory; returns 0, or -1 with a reason in err (the caller warns and goes on). */

@@ -377,6 +377,24 @@ int gr__node_restrict(gr__node *n, const char *visible, char *note, size_t notel
   return kept;
 }
 
+int gr__node_bound(gr__node *n, hwloc_const_cpuset_t mask) {
+  if (!mask || hwloc_bitmap_iszero(mask)) return 0;
+  hwloc_bitmap_t a = hwloc_bitmap_alloc();
+  if (!a) return 0;
+  hwloc_bitmap_and(a, n->allowed, mask);
+  if (hwloc_bitmap_iszero(a) || hwloc_bitmap_isequal(a, n->allowed)) {
+    hwloc_bitmap_free(a);
+    return 0;
+  }
+  hwloc_bitmap_free(n->allowed_own);
+  n->allowed = n->allowed_own = a;
+  for (int i = 0; i < n->ngpus; i++)
+    n->gpus[i].locality = locality_of(n, n->gpus[i].pcidev ? n->gpus[i].pcidev : n->gpus[i].osdev);
+  for (int i = 0; i < n->nnics; i++)
+    n->nics[i].locality = locality_of(n, n->nics[i].osdev);
+  return 1;
+}
+
 void gr__node_keep(gr__node *n, const char *keep) {
   int w = 0;
   for (int i = 0; i < n->ngpus; i++)
@@ -387,6 +405,7 @@ void gr__node_keep(gr__node *n, const char *keep) {
 
 void gr__node_free(gr__node *n) {
   if (n->topo) hwloc_topology_destroy(n->topo);
+  hwloc_bitmap_free(n->allowed_own);
   free(n->gpus);
   free(n->nics);
   free(n->link);
