@@ -126,7 +126,20 @@ gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr_
   ADD("OMP_NUM_THREADS", "%d", threads);
   ADD("OMP_PLACES", "%s", places.s ? places.s : "cores");
   ADD("OMP_PROC_BIND", "close");
-  if (rp->nic >= 0) ADD("UCX_NET_DEVICES", "%s", n->nics[rp->nic].ucx);
+  if (rp->nic >= 0) {
+    /* every NIC of the rank; NCCL's list exact ('=') so that mlx5_1 does not also pick mlx5_10 */
+    sbuf ucx = {0}, hca = {0};
+    for (int i = 0; i < rp->nnics; i++) {
+      const gr__nic *c = &n->nics[rp->nics[i]];
+      sb_add(&ucx, "%s%s", i ? "," : "", c->ucx);
+      if (c->osdev && c->osdev->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS)
+        sb_add(&hca, "%s%s", hca.len ? "," : "=", c->ucx);
+    }
+    st = add(e, "UCX_NET_DEVICES", "%s", ucx.s ? ucx.s : n->nics[rp->nic].ucx);
+    if (st == GR_OK && hca.s) st = add(e, "NCCL_IB_HCA", "%s", hca.s);
+    free(ucx.s), free(hca.s);
+    if (st != GR_OK) goto out;
+  }
   /* GPUs shared through MPS: an even share of the SMs and of the memory for each rank */
   if (rp->ngpus > 0 && (rp->sharers > 1 || (o && o->gpu_mem_limit))) {
     if (rp->sharers > 1) {

@@ -151,6 +151,7 @@ void gr__visible_free(gr__visible *v);
 /* ---- the plan --------------------------------------------------------------------------- */
 #define GR__MAX_RANK_GPUS GR_MAX_RANK_GPUS /* the runtime reads what the launcher writes */
 #define GR__MAX_WARN 8
+#define GR__MAX_RANK_NICS 16
 
 typedef struct {
   int local_rank;
@@ -160,7 +161,9 @@ typedef struct {
   int share_index;            /* this rank's position among them */
   hwloc_bitmap_t cpuset;      /* PUs */
   hwloc_bitmap_t nodeset;     /* NUMA nodes */
-  int nic;                    /* index into node->nics, -1 none */
+  int nic;                    /* index into node->nics, -1 none: the rank's own (GPURUN_NIC) */
+  int nnics;                  /* NICs for the rank's traffic: nics[0] == nic, then one nearest */
+  int nics[GR__MAX_RANK_NICS]; /* to each of its GPUs in another NIC domain */
 } gr__rank_plan;
 
 typedef struct {

@@ -453,10 +453,12 @@ static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b) {
   return NULL;
 }
 
-/* 0 same PCIe switch as the rank's first GPU, 1 same NUMA node, 2 same package, 3 elsewhere. */
-static int nic_level(const gr__node *n, const gr__rank_plan *rp, const gr__nic *nic) {
-  if (rp->ngpus > 0 && n->gpus[rp->gpu[0]].pcidev && nic->pcidev) {
-    hwloc_obj_t a = common_ancestor(n->gpus[rp->gpu[0]].pcidev, nic->pcidev);
+/* 0 same PCIe switch as the GPU, 1 same NUMA node as `nodeset`, 2 same package as `cpuset`, 3
+ * elsewhere. */
+static int nic_level_at(const gr__node *n, hwloc_obj_t gpu_pci, hwloc_const_cpuset_t cpuset,
+                        hwloc_const_nodeset_t nodeset, const gr__nic *nic) {
+  if (gpu_pci && nic->pcidev) {
+    hwloc_obj_t a = common_ancestor(gpu_pci, nic->pcidev);
     if (a && a->type == HWLOC_OBJ_BRIDGE && a->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI)
       return 0;
   }
@@ -467,16 +469,35 @@ static int nic_level(const gr__node *n, const gr__rank_plan *rp, const gr__nic *
   int numa_all = hwloc_bitmap_isequal(ns, hwloc_topology_get_topology_nodeset(n->topo)) &&
                  hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE) > 1;
   int lvl = 3;
-  if (!numa_all && hwloc_bitmap_intersects(ns, rp->nodeset)) lvl = 1;
+  if (!numa_all && hwloc_bitmap_intersects(ns, nodeset)) lvl = 1;
   hwloc_bitmap_free(ns);
   if (lvl == 3) {
     hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(n->topo, HWLOC_OBJ_PACKAGE, loc);
     if (!pkg && loc->type == HWLOC_OBJ_PACKAGE) pkg = loc;
-    if (pkg && hwloc_bitmap_intersects(pkg->cpuset, rp->cpuset)) lvl = 2;
+    if (pkg && hwloc_bitmap_intersects(pkg->cpuset, cpuset)) lvl = 2;
   }
   return lvl;
 }
 
+/* The rank's own NIC: nearest to its first GPU and its cores. */
+static int nic_level(const gr__node *n, const gr__rank_plan *rp, const gr__nic *nic) {
+  hwloc_obj_t pci = rp->ngpus > 0 ? n->gpus[rp->gpu[0]].pcidev : NULL;
+  return nic_level_at(n, pci, rp->cpuset, rp->nodeset, nic);
+}
+
+/* Least loaded of the NICs nearest to what lvl[] describes; -1 when there are none. */
+static int pick_nearest(const gr__node *n, const int *lvl, const int *load) {
+  int best = 4, pick = -1;
+  for (int i = 0; i < n->nnics; i++)
+    if (lvl[i] < best) best = lvl[i];
+  for (int i = 0; i < n->nnics; i++)
+    if (lvl[i] == best && (pick < 0 || load[i] < load[pick])) pick = i;
+  return pick;
+}
+
+/* Each rank: the nearest NIC, balanced among equally near ones. A rank whose other GPUs are
+ * nearer to other NICs (one rank over GPUs in several NIC domains) gets those too, so that its
+ * traffic from each GPU has a NIC next to it. */
 static gr_status place_nics(ctx *c) {
   const gr__node *n = c->n;
   if (n->nnics == 0) {
@@ -485,24 +506,39 @@ static gr_status place_nics(ctx *c) {
     return GR_OK;
   }
   int *load = calloc((size_t)n->nnics, sizeof(int)), *lvl = calloc((size_t)n->nnics, sizeof(int));
-  if (!load || !lvl) {
-    free(load), free(lvl);
+  hwloc_bitmap_t gns = hwloc_bitmap_alloc();
+  if (!load || !lvl || !gns) {
+    free(load), free(lvl), hwloc_bitmap_free(gns);
     return GR_ERR_NOMEM;
   }
   for (int r = 0; r < c->N; r++) {
     gr__rank_plan *rp = &c->p->ranks[r];
-    int best = 4;
-    for (int i = 0; i < n->nnics; i++) {
-      lvl[i] = nic_level(n, rp, &n->nics[i]);
-      if (lvl[i] < best) best = lvl[i];
-    }
-    int pick = -1;
     for (int i = 0; i < n->nnics; i++)
-      if (lvl[i] == best && (pick < 0 || load[i] < load[pick])) pick = i;
+      lvl[i] = nic_level(n, rp, &n->nics[i]);
+    int pick = pick_nearest(n, lvl, load);
     rp->nic = pick;
+    rp->nics[0] = pick;
+    rp->nnics = 1;
     load[pick]++;
+    for (int g = 1; g < rp->ngpus && rp->nnics < GR__MAX_RANK_NICS; g++) {
+      const gr__gpu *G = &n->gpus[rp->gpu[g]];
+      hwloc_const_cpuset_t gcs = G->locality ? G->locality->cpuset : rp->cpuset;
+      hwloc_cpuset_to_nodeset(n->topo, gcs, gns);
+      int best = 4, have = 0;
+      for (int i = 0; i < n->nnics; i++) {
+        lvl[i] = nic_level_at(n, G->pcidev, gcs, gns, &n->nics[i]);
+        if (lvl[i] < best) best = lvl[i];
+      }
+      for (int k = 0; k < rp->nnics; k++)
+        have |= lvl[rp->nics[k]] == best; /* a NIC it already has is as near */
+      if (have) continue;
+      int extra = pick_nearest(n, lvl, load);
+      rp->nics[rp->nnics++] = extra;
+      load[extra]++;
+    }
   }
   free(load), free(lvl);
+  hwloc_bitmap_free(gns);
   return GR_OK;
 }
 
