@@ -115,7 +115,7 @@ gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr_
     /* the GPUs in the form the scheduler named them (visible.c) */
     const char *gvar = NULL;
     char *gval = NULL;
-    GR_CHECK_GOTO(gr__visible_env(n, rp, &gvar, &gval), st, out);
+    GR_CHECK_GOTO(gr__visible_env(n, rp, o ? o->visible : GR__VISIBLE_OWN, &gvar, &gval), st, out);
     if (gvar) {
       st = add(e, gvar, "%s", gval);
       free(gval);
@@ -150,7 +150,8 @@ gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr_
       unsigned long long lim = o && o->gpu_mem_limit
                                    ? o->gpu_mem_limit
                                    : n->gpus[rp->gpu[i]].mem_bytes / (unsigned)rp->sharers;
-      if (lim) sb_add(&mem, "%s%d=%lluM", mem.len ? "," : "", i, lim >> 20 ? lim >> 20 : 1);
+      int dev = gr__visible_ordinal(n, rp, o ? o->visible : GR__VISIBLE_OWN, i);
+      if (lim) sb_add(&mem, "%s%d=%lluM", mem.len ? "," : "", dev, lim >> 20 ? lim >> 20 : 1);
     }
     if (mem.s) ADD("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "%s", mem.s);
   }

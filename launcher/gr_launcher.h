@@ -46,7 +46,10 @@ typedef struct {
   char config[1024];
   int prog; /* argv index of the program; argc when none */
   int omp_set;  /* --omp=set: export OMP_* even over the user's own (default: keep the user's) */
+  int visible;  /* --visible-devices: GR__VISIBLE_OWN, _OWN_FIRST, _ALL */
 } gr__options;
+
+enum { GR__VISIBLE_OWN = 0, GR__VISIBLE_OWN_FIRST, GR__VISIBLE_ALL };
 
 /* Every launcher error: formats the one-line message into err (when errlen > 0) and returns st.
  * Messages quote user input, so control characters become '?' to keep them one printable line. */
@@ -202,8 +205,11 @@ gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr_
 void gr__envlist_free(gr__envlist *e);
 /* The variable that gives a rank its GPUs and its value (malloc'd), in the form the scheduler
  * used; *var NULL when there is nothing to export (no GPU seen, or the variable is kept). */
-gr_status gr__visible_env(const gr__node *n, const gr__rank_plan *rp, const char **var,
+gr_status gr__visible_env(const gr__node *n, const gr__rank_plan *rp, int mode, const char **var,
                           char **value);
+/* Position of the rank's i-th GPU in the list gr__visible_env exports under `mode` (the device
+ * ordinal the program sees it at). */
+int gr__visible_ordinal(const gr__node *n, const gr__rank_plan *rp, int mode, int i);
 #define GR_PLAN_VERSION "1"
 
 /* "gpurun: rank 3/8 on n01: GPU 3 0000:c3:00.0, cores 42-55 (NUMA 3), NIC mlx5_3" */

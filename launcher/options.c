@@ -71,6 +71,8 @@ static const opt_def opts[] = {
      "SIZE of GPU memory per rank (MPS)"},
     {"smt", 0, "GPURUN_SMT", T_FLAG, OFF(smt), 0, "bind to all hardware threads of the cores"},
     {"omp", 0, "GPURUN_OMP", T_OMP, OFF(omp_set), 0, "keep|set the user's own OMP_* (keep)"},
+    {"visible-devices", 0, "GPURUN_VISIBLE_DEVICES", T_VISIBLE, OFF(visible), 0,
+     "own|own-first|all GPUs the program sees (own)"},
     {"local-rank", 0, NULL, T_INT, OFF(local_rank), 0, "N: this rank's index on the node"},
     {"local-size", 0, NULL, T_INT, OFF(local_size), 1, "N: ranks on the node"},
     {"monitor", 0, "GPURUN_MONITOR", T_MONITOR, OFF(monitor), 0,
@@ -223,8 +225,14 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
     return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected keep or set, got '%s'",
                               origin, value ? value : "");
   }
-  case T_VISIBLE:
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: internal error", origin);
+  case T_VISIBLE: {
+    static const char *const modes[] = {"own", "own-first", "all"};
+    for (int m = 0; m < 3; m++)
+      if (value && strcmp(value, modes[m]) == 0) return o->visible = m, GR_OK;
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID,
+                              "%s: expected own, own-first or all, got '%s'", origin,
+                              value ? value : "");
+  }
   case T_MONITOR: {
     /* GPURUN_MONITOR=0/no turns it off; =1/yes on at the default interval; =2.5 on at 2.5 s. */
     int b;

@@ -490,7 +490,34 @@ void gr__visible_free(gr__visible *v) {
   v->k = 0;
 }
 
-gr_status gr__visible_env(const gr__node *n, const gr__rank_plan *rp, const char **var,
+/* own: the rank's GPUs. own-first: those, then every other GPU this task may see (not under
+ * per-task binding: the scheduler gave the task only its own), so that device 0 is the rank's and
+ * CUDA IPC / peer access to the others still works. all: every GPU the task may see, in PCI order. */
+static int visible_list(const gr__node *n, const gr__rank_plan *rp, int mode, int *out) {
+  int m = 0;
+  if (mode == GR__VISIBLE_ALL && !n->pinned) {
+    for (int g = 0; g < n->ngpus; g++)
+      out[m++] = g;
+    return m;
+  }
+  for (int i = 0; i < rp->ngpus; i++)
+    out[m++] = rp->gpu[i];
+  if (mode == GR__VISIBLE_OWN_FIRST && !n->pinned)
+    for (int g = 0; g < n->ngpus; g++) {
+      int own = 0;
+      for (int i = 0; i < rp->ngpus && !own; i++)
+        own = rp->gpu[i] == g;
+      if (!own) out[m++] = g;
+    }
+  return m;
+}
+
+int gr__visible_ordinal(const gr__node *n, const gr__rank_plan *rp, int mode, int i) {
+  if (mode != GR__VISIBLE_ALL || n->pinned) return i; /* own GPUs come first */
+  return rp->gpu[i];                                  /* all: PCI order = node position */
+}
+
+gr_status gr__visible_env(const gr__node *n, const gr__rank_plan *rp, int mode, const char **var,
                           char **value) {
   *var = NULL;
   *value = NULL;
@@ -499,16 +526,22 @@ gr_status gr__visible_env(const gr__node *n, const gr__rank_plan *rp, const char
   for (int i = 0; i < rp->ngpus; i++)
     amd |= n->gpus[rp->gpu[i]].vendor == 0x1002;
   if (rp->ngpus == 0) amd = n->gpus[0].vendor == 0x1002;
-  size_t cap = 16 + (size_t)rp->ngpus * sizeof n->gpus[0].token, len = 0;
+  int *list = malloc(((size_t)n->ngpus + (size_t)rp->ngpus + 1) * sizeof *list);
+  size_t cap = 16 + ((size_t)n->ngpus + 1) * sizeof n->gpus[0].token, len = 0;
   char *s = malloc(cap);
-  if (!s) return GR_ERR_NOMEM;
+  if (!s || !list) {
+    free(s), free(list);
+    return GR_ERR_NOMEM;
+  }
   s[0] = 0;
-  for (int i = 0; i < rp->ngpus; i++) {
-    const gr__gpu *g = &n->gpus[rp->gpu[i]];
+  int m = visible_list(n, rp, mode, list);
+  for (int i = 0; i < m; i++) {
+    const gr__gpu *g = &n->gpus[list[i]];
     int w = g->token[0] ? snprintf(s + len, cap - len, "%s%s", i ? "," : "", g->token)
                         : snprintf(s + len, cap - len, "%s%d", i ? "," : "", g->index);
     if (w > 0) len += (size_t)w;
   }
+  free(list);
   *var = n->gpu_var[0] ? n->gpu_var : amd ? "ROCR_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";
   *value = s;
   return GR_OK;

@@ -110,9 +110,25 @@ static void select_device(gr_rank_info_t *r) {
     return;
   }
 #if GPURUN_HAVE_CUDA
-  cudaError_t e = cudaSetDevice(0);
+  /* The plan's first GPU, found by PCI bus id (with gpurun --visible-devices all it need not be
+   * device 0); device 0 when no plan or no match. */
+  int dev = 0;
+  unsigned pd, pb, pdev, pf;
+  if (r->from_plan && r->ngpus > 0 &&
+      sscanf(r->gpus[0], "%x:%x:%x.%x", &pd, &pb, &pdev, &pf) == 4)
+    for (int d = 0; d < n; d++) {
+      char bus[32];
+      unsigned cd, cb, cdev, cf;
+      if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, d) == cudaSuccess &&
+          sscanf(bus, "%x:%x:%x.%x", &cd, &cb, &cdev, &cf) == 4 && cd == pd && cb == pb &&
+          cdev == pdev && cf == pf) {
+        dev = d;
+        break;
+      }
+    }
+  cudaError_t e = cudaSetDevice(dev);
   if (e != cudaSuccess) {
-    GR_WARN("cudaSetDevice(0): %s; continuing in CPU mode", cudaGetErrorString(e));
+    GR_WARN("cudaSetDevice(%d): %s; continuing in CPU mode", dev, cudaGetErrorString(e));
     return;
   }
   if (!r->from_plan) {
@@ -122,7 +138,7 @@ static void select_device(gr_rank_info_t *r) {
       if (cudaDeviceGetPCIBusId(r->gpus[r->ngpus], (int)sizeof r->gpus[0], d) == cudaSuccess)
         r->ngpus++;
   }
-  GR_INFO("using GPU %s (CUDA device 0 of %d visible)", r->ngpus ? r->gpus[0] : "?", n);
+  GR_INFO("using GPU %s (CUDA device %d of %d visible)", r->ngpus ? r->gpus[0] : "?", dev, n);
 #endif
 }
 

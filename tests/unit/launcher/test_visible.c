@@ -356,11 +356,70 @@ static void test_amd(void **state) {
   hwloc_topology_destroy(v.t);
 }
 
+/* --visible-devices: own (the rank's), own-first (its own, then the others it may see, so
+ * peers stay reachable), all (PCI order); never more than the task was given. */
+static void test_visible_modes(void **state) {
+  (void)state;
+  gr__options o;
+  gr__options_init(&o);
+  char err[256];
+  const char *cfg = "visible-devices = own-first\n";
+  assert_int_equal(gr__options_config_text(&o, cfg, strlen(cfg), "t.conf", err, sizeof err), GR_OK);
+  assert_int_equal(o.visible, GR__VISIBLE_OWN_FIRST);
+  const char *bad = "visible-devices = some\n";
+  assert_int_equal(gr__options_config_text(&o, bad, strlen(bad), "t.conf", err, sizeof err),
+                   GR_ERR_INVALID);
+  assert_non_null(strstr(err, "own, own-first or all"));
+  /* mpirun, every rank sees "3,1,2" (ordinals): rank 1 of 3 holds GPU 2 */
+  fake_env e = {{"CUDA_VISIBLE_DEVICES=3,1,2"}};
+  const char *want[] = {"2", "2,1,3", "1,2,3"};
+  for (int m = 0; m < 3; m++) {
+    run_t r;
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", GR_TOPO_DIR, T4);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(gr__node_load(&r.node, path, err, sizeof err), GR_OK);
+    gr__visible vis;
+    assert_int_equal(gr__visible_apply(&r.node, 1, 3, fake_get, &e, &vis, err, sizeof err), GR_OK);
+    gr__plan_opts po = {.vis = &vis};
+    assert_int_equal(gr__plan_compute(&r.node, 3, &po, &r.plan, err, sizeof err), GR_OK);
+    gr__visible_free(&vis);
+    o.visible = m;
+    o.gpu_mem_limit = 1ull << 30;
+    assert_int_equal(gr__plan_env(&r.node, &r.plan, 1, &o, &r.env), GR_OK);
+    assert_string_equal(env_of(&r.env, "CUDA_VISIBLE_DEVICES"), want[m]);
+    /* the memory cap names the rank's GPU at its ordinal in that list */
+    assert_string_equal(env_of(&r.env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"),
+                        m == 2 ? "1=1024M" : "0=1024M");
+    run_free(&r);
+  }
+  /* srun --gpus-per-task: the task was given only its own GPU; all/own-first add nothing */
+  fake_env e2 = {{"CUDA_VISIBLE_DEVICES=1", "SLURM_STEP_GPUS=1", "SLURM_GPUS_ON_NODE=4",
+                  "SLURM_LOCALID=1"}};
+  for (int m = 0; m < 3; m++) {
+    run_t r;
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", GR_TOPO_DIR, T4);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(gr__node_load(&r.node, path, err, sizeof err), GR_OK);
+    gr__visible vis;
+    assert_int_equal(gr__visible_apply(&r.node, 1, 4, fake_get, &e2, &vis, err, sizeof err), GR_OK);
+    gr__plan_opts po = {.vis = &vis};
+    assert_int_equal(gr__plan_compute(&r.node, 4, &po, &r.plan, err, sizeof err), GR_OK);
+    gr__visible_free(&vis);
+    o.visible = m;
+    o.gpu_mem_limit = 0;
+    assert_int_equal(gr__plan_env(&r.node, &r.plan, 1, &o, &r.env), GR_OK);
+    assert_string_equal(env_of(&r.env, "CUDA_VISIBLE_DEVICES"), "1");
+    run_free(&r);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gpus_per_task), cmocka_unit_test(test_one_gpu_alone),
       cmocka_unit_test(test_constrained),   cmocka_unit_test(test_uuid),
-      cmocka_unit_test(test_slurm_per_task),
+      cmocka_unit_test(test_slurm_per_task), cmocka_unit_test(test_visible_modes),
       cmocka_unit_test(test_never_widen),   cmocka_unit_test(test_amd),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
