@@ -233,7 +233,10 @@ void gr__envlist_keep_user_omp(gr__envlist *e, const gr__options *o, gr__getenv_
                                char *kept, size_t keptlen);
 
 /* ---- apply (side effects) --------------------------------------------------------------- */
-/* Binds CPU and memory; returns 0, or -1 with a reason in err (the caller warns and goes on). */
-int gr__bind(const gr__node *n, const gr__plan *p, int rank, char *err, size_t errlen);
+/* Binds CPU and memory; returns 0, or -1 with a reason in err (the caller warns and goes on).
+ * *bound says what was applied (GR__BOUND_CPU | GR__BOUND_MEM), exported as GPURUN_BOUND for the
+ * runtime's placement receipt. */
+enum { GR__BOUND_CPU = 1, GR__BOUND_MEM = 2 };
+int gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound, char *err, size_t errlen);
 
 #endif

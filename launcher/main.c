@@ -145,10 +145,11 @@ int main(int argc, char **argv) {
 #endif
     gr__print_rank_line(stderr, &node, &plan, me.local_rank, host, &o);
   }
+  int bound = 0;
   if (o.policy != GR__POLICY_NONE) {
     char why[300];
     /* a foreign topology is the same story on every rank: rank 0 tells it; real failures each */
-    if (gr__bind(&node, &plan, me.local_rank, why, sizeof why) != 0 &&
+    if (gr__bind(&node, &plan, me.local_rank, &bound, why, sizeof why) != 0 &&
         (!node.foreign || me.local_rank == 0))
       fprintf(stderr, "gpurun: notice: %s%s%s\n", why, node.foreign ? ": " : "",
               node.foreign ? o.topology : "");
@@ -171,6 +172,11 @@ int main(int argc, char **argv) {
   char pid[24];
   snprintf(pid, sizeof pid, "%d", (int)getpid());
   setenv("GPURUN_PLAN_PID", pid, 1);
+  /* what was really applied, for gr_init's placement receipt */
+  setenv("GPURUN_BOUND", bound == (GR__BOUND_CPU | GR__BOUND_MEM) ? "cpu,mem"
+                         : bound == GR__BOUND_CPU                 ? "cpu"
+                                                                  : "",
+         1);
 
   char **prog = &argv[o.prog];
   if (o.monitor || o.time_limit > 0) {

@@ -10,6 +10,7 @@
 #include "gr_log.h"
 #include "gr_plan.h"
 #include "gr_pool.h"
+#include "gr_receipt.h"
 
 #include <hwloc.h>
 #include <pthread.h>
@@ -168,6 +169,7 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
                                    "(MPI cannot be re-initialised)");
   }
   gr_status st = GR_OK;
+  char receipt_fail[400] = "";
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
@@ -220,6 +222,24 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
     cpus_from_hwloc(&info);
   }
   select_device(&info);
+  /* The receipt: what this process got against the plan. GPURUN_VERIFY=strict makes a
+   * difference an error, =off skips the check, anything else warns. */
+  {
+    const char *verify = getenv("GPURUN_VERIFY");
+    if (!verify || strcmp(verify, "off") != 0) {
+      if (gr__receipt_check(&info, environ) > 0) {
+        if (verify && strcmp(verify, "strict") == 0) {
+          snprintf(receipt_fail, sizeof receipt_fail,
+                   "placement differs from gpurun's plan (GPURUN_VERIFY=strict): %s",
+                   info.receipt);
+          st = GR_ERR_MISMATCH;
+          goto fail;
+        }
+        GR_WARN("rank %d: placement differs from gpurun's plan: %s", info.rank, info.receipt);
+      }
+    } else
+      info.receipt_differs = -1;
+  }
   agree_on_job();
 
   GR_CHECK_GOTO(gr_comm_create(MPI_COMM_WORLD, NULL, &world), st, fail);
@@ -244,7 +264,7 @@ fail:
   /* The failing call recorded its sentence; re-record it under gr_init's name. */
   {
     char why[1024];
-    snprintf(why, sizeof why, "%s", gr_last_error());
+    snprintf(why, sizeof why, "%s", receipt_fail[0] ? receipt_fail : gr_last_error());
     teardown();
     if (we_initialised_mpi) {
       MPI_Finalize();

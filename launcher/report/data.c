@@ -194,6 +194,13 @@ int rpt_load_counters(const char *path, rpt_job *job) {
       c.coll_wait_s += grj_num(op, "wait_s", grj_num(op, "time_s", 0));
     }
   }
+  /* the placement receipt: another job's file, so only printable characters are kept */
+  const char *receipt = grj_str(doc, "receipt");
+  if (receipt) {
+    snprintf(c.receipt, sizeof c.receipt, "%s", receipt);
+    for (char *p = c.receipt; *p; p++)
+      if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+  }
   const grj *pool = grj_get(doc, "pool");
   if (pool && pool->type == GRJ_OBJ) {
     c.have_pool = 1;

@@ -66,6 +66,11 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
     fprintf(out, "slowest rank: %d (%s:%d): %s\n", s->rank, s->node, s->local_rank,
             job->slowest_why);
   }
+  /* ranks whose placement receipt (gr_init) differed from gpurun's plan */
+  for (int i = 0; i < job->nc; i++)
+    if (job->c[i].receipt[0])
+      fprintf(out, "placement differed: rank %d (%.120s:%d): %s\n", job->c[i].rank, job->c[i].node,
+              job->c[i].local_rank, job->c[i].receipt);
 }
 
 /* ---- JSON ---- */
