@@ -39,7 +39,9 @@ static int parse_int(const char *s, int *v) {
 
 static gr_status bad(gr_rank_info_t *out, const char *var, const char *val, const char *what) {
   no_plan(out);
-  return gr__fail(GR_ERR_INVALID, "gr_init", "plan from gpurun: %s='%s' %s", var, val, what);
+  /* a long value is cut, so that the reason after it survives the message buffer */
+  return gr__fail(GR_ERR_INVALID, "gr_init", "plan from gpurun: %s='%.80s%s' %s", var, val,
+                  strlen(val) > 80 ? "..." : "", what);
 }
 
 gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
