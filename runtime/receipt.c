@@ -3,6 +3,7 @@
  * only for what gpurun says it applied (GPURUN_BOUND: "cpu", "mem") or exported. */
 #include "gr_receipt.h"
 
+#include "gr_config.h"
 #include "gr_plan.h"
 
 #include <hwloc.h>
@@ -17,8 +18,6 @@
 #if GPURUN_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
-
-#include "gr_config.h"
 
 static void add(gr_rank_info_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add(gr_rank_info_t *r, const char *fmt, ...) {
