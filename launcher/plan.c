@@ -284,12 +284,8 @@ static gr_status assign_fixed(ctx *c, const gr__visible *v, char *err, size_t er
       if (holders[rp->gpu[i]] > rp->sharers) rp->sharers = holders[rp->gpu[i]];
     if (rp->ngpus) rp->share_index = seen[rp->gpu[0]]++;
   }
-  int unused = 0;
-  for (int g = 0; g < G; g++)
-    unused += holders[g] == 0;
+  /* GPUs no local task holds belong to other jobs: nothing to warn about */
   free(holders), free(seen);
-  if (unused)
-    warn(c->p, "%d of %d GPUs held by no local task", unused, G);
   return GR_OK;
 }
 
@@ -590,8 +586,11 @@ gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opt
   for (int i = 0; i < c.C; i++)
     c.core[i] = hwloc_get_obj_inside_cpuset_by_type(n->topo, n->allowed, ct, (unsigned)i);
   GR_CHECK_GOTO(build_domains(&c), st, out);
-  if (c.G > 0 && po->vis && po->vis->fixed)
+  if (c.G > 0 && po->vis && po->vis->fixed) {
+    if (po->gpus_per_rank > 0 || po->ranks_per_gpu > 0)
+      warn(p, "--gpus-per-rank/--ranks-per-gpu ignored: the scheduler gave each task its GPUs");
     GR_CHECK_GOTO(assign_fixed(&c, po->vis, err, errlen), st, out);
+  }
   else if (c.G > 0)
     GR_CHECK_GOTO(build_sets(&c, po, err, errlen), st, out);
   else if (po->gpus_per_rank > 0) {
