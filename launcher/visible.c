@@ -12,9 +12,9 @@
  * is assumed, and -v says so.
  *
  * Then: the task sees the whole pool -> the plan spreads the local tasks over the pool, as on a
- * whole node. Without a Slurm list and outside srun (no SLURM_LOCALID), a task whose GPUs are not
- * its block in local-rank order (see below) is taken to see the same list as every other task:
- * that list is the pool. The task holds a part of the pool -> it holds exactly that part; the other local
+ * whole node. Without a Slurm list and outside srun (no SLURM_LOCALID), the list is taken to be
+ * the same for every local task (mpirun passes one environment): that list is the pool. Under
+ * srun, the task holds a part of the pool -> it holds exactly that part; the other local
  * tasks are assumed to hold the pool's GPUs in blocks of the same size in local-rank order (Slurm's
  * --gpus-per-task binding, "task 0 gets the first N"), anchored at this task's own block (the
  * step's GPUs need not start at GPU 0); when this task's GPUs are not contiguous or cannot be its
@@ -385,27 +385,14 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
   }
   int whole_pool = ne == npool;
   if (!sval && !whole_pool && !get(ctx, "SLURM_LOCALID")) {
-    /* No scheduler says tasks differ: unless this task's GPUs are its block in local-rank order
-     * (a per-rank wrapper), every task is taken to see the same list, the pool to plan over. */
-    int *sorted = calloc((size_t)ne, sizeof *sorted);
-    if (!sorted) {
-      st = GR_ERR_NOMEM;
-      goto out;
-    }
+    /* No scheduler says the tasks differ (mpirun): the list is the job's, the same for every
+     * local task, and the pool to plan over. (A per-rank wrapper that already chose one GPU per
+     * rank would make rank 0's list look like this too; every rank must read it alike.) */
     for (int i = 0; i < ne; i++)
-      sorted[i] = ent[i].pos;
-    qsort(sorted, (size_t)ne, sizeof *sorted, cmp_int);
-    int block = (long long)(local_rank + 1) * ne <= npool;
-    for (int i = 0; block && i < ne; i++)
-      block = sorted[i] == local_rank * ne + i;
-    free(sorted);
-    if (!block) {
-      for (int i = 0; i < ne; i++)
-        pool[i] = ent[i].pos;
-      npool = ne;
-      qsort(pool, (size_t)npool, sizeof *pool, cmp_int);
-      whole_pool = 1;
-    }
+      pool[i] = ent[i].pos;
+    npool = ne;
+    qsort(pool, (size_t)npool, sizeof *pool, cmp_int);
+    whole_pool = 1;
   }
   for (int i = 0; i < npool; i++)
     keep[pool[i]] = 1;

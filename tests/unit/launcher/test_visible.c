@@ -387,6 +387,30 @@ static void test_amd(void **state) {
   hwloc_topology_destroy(v.t);
 }
 
+/* mpirun passes one CUDA_VISIBLE_DEVICES to every rank: each local rank computes the same plan
+ * over that list (rank 0 must not take "0,1" for its own block). */
+static void test_mpirun_same_plan(void **state) {
+  (void)state;
+  view v;
+  view_load(&v, T4);
+  fake_env e = {{"CUDA_VISIBLE_DEVICES=0,1", "OMPI_COMM_WORLD_LOCAL_RANK=0"}};
+  run_t a, b;
+  run(&a, T4, 0, 2, &e);
+  run(&b, T4, 1, 2, &e);
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(a.plan.ranks[r].ngpus, 1);
+    assert_int_equal(b.plan.ranks[r].ngpus, 1);
+    assert_string_equal(a.node.gpus[a.plan.ranks[r].gpu[0]].pci, v.pci[r]);
+    assert_string_equal(b.node.gpus[b.plan.ranks[r].gpu[0]].pci, v.pci[r]);
+    assert_true(hwloc_bitmap_isequal(a.plan.ranks[r].cpuset, b.plan.ranks[r].cpuset));
+  }
+  assert_string_equal(env_of(&a.env, "CUDA_VISIBLE_DEVICES"), "0");
+  assert_string_equal(env_of(&b.env, "CUDA_VISIBLE_DEVICES"), "1");
+  run_free(&a);
+  run_free(&b);
+  hwloc_topology_destroy(v.t);
+}
+
 /* --visible-devices: own (the rank's), own-first (its own, then the others it may see, so
  * peers stay reachable), all (PCI order); never more than the task was given. */
 static void test_visible_modes(void **state) {
@@ -454,6 +478,7 @@ int main(void) {
       cmocka_unit_test(test_gpus_per_task), cmocka_unit_test(test_one_gpu_alone),
       cmocka_unit_test(test_constrained),   cmocka_unit_test(test_uuid),
       cmocka_unit_test(test_slurm_per_task), cmocka_unit_test(test_visible_modes),
+      cmocka_unit_test(test_mpirun_same_plan),
       cmocka_unit_test(test_never_widen),   cmocka_unit_test(test_amd),
   };
   return cmocka_run_group_tests(tests, NULL, teardown);
