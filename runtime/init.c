@@ -345,3 +345,5 @@ GR_API gr_status gr_rank_info(gr_rank_info_t *out) {
   *out = info;
   return GR_OK;
 }
+
+GR_API size_t gr_rank_info_sizeof(void) { return sizeof(gr_rank_info_t); }

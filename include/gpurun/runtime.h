@@ -39,6 +39,9 @@ GR_API int gr_initialized(void);
 GR_API gr_comm *gr_world(void);
 GR_API gr_pool *gr_default_pool(void);
 GR_API gr_status gr_rank_info(gr_rank_info_t *out);
+/* sizeof(gr_rank_info_t) as this library was built: bindings that mirror the struct (python/)
+ * compare it with their own before they let the library write into theirs. */
+GR_API size_t gr_rank_info_sizeof(void);
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,7 @@ _gr_finalize = _proto("gr_finalize")
 _gr_initialized = _proto("gr_initialized")
 _gr_world = _proto("gr_world", restype=_vp)
 _gr_rank_info = _proto("gr_rank_info", _vp)
+_gr_rank_info_sizeof = _proto("gr_rank_info_sizeof", restype=_c.c_size_t)
 _gr_last_error = _proto("gr_last_error", restype=_c.c_char_p)
 _gr_clear_error = _proto("gr_clear_error", restype=None)
 _gr_status_name = _proto("gr_status_name", _int, restype=_c.c_char_p)
@@ -494,22 +495,32 @@ def world():
     return _world
 
 
+_MAX_RANK_GPUS = 128  # GR_MAX_RANK_GPUS of include/gpurun/limits.h
+
+
 class _RankInfo(_c.Structure):
-    # gr_rank_info_t of include/gpurun/runtime.h (GR_MAX_RANK_GPUS = 16)
+    # gr_rank_info_t of include/gpurun/runtime.h; info() checks the size against the library's
     _fields_ = [("rank", _int), ("size", _int), ("local_rank", _int), ("local_size", _int),
-                ("node", _c.c_char * 256), ("ngpus", _int), ("gpus", (_c.c_char * 16) * 16),
+                ("node", _c.c_char * 256), ("ngpus", _int),
+                ("gpus", (_c.c_char * 16) * _MAX_RANK_GPUS),
                 ("cpus", _c.c_char * 256), ("numa", _int), ("nic", _c.c_char * 64),
-                ("backend", _int), ("from_plan", _int)]
+                ("backend", _int), ("from_plan", _int), ("receipt_differs", _int),
+                ("receipt", _c.c_char * 256)]
 
 
 def info():
     """This rank's plan: rank, size, local_rank, local_size, node, gpus (PCI ids), cpus (hwloc
     list), numa, nic, backend, from_plan (False when not started by gpurun)."""
+    if _gr_rank_info_sizeof() != _c.sizeof(_RankInfo):
+        # a library of another version: writing its struct into ours would corrupt memory
+        raise Error("info: libgpurun's gr_rank_info_t is %d bytes, this package expects %d"
+                    % (_gr_rank_info_sizeof(), _c.sizeof(_RankInfo)), 11)
     r = _RankInfo()
     _check(_gr_rank_info(_c.byref(r)))
     return {"rank": r.rank, "size": r.size, "local_rank": r.local_rank,
             "local_size": r.local_size, "node": r.node.decode(errors="replace"),
-            "gpus": [r.gpus[i].value.decode() for i in range(min(r.ngpus, 16))],
+            "gpus": [r.gpus[i].value.decode() for i in range(min(r.ngpus, _MAX_RANK_GPUS))],
             "cpus": r.cpus.decode(errors="replace"), "numa": r.numa,
             "nic": r.nic.decode(errors="replace"), "backend": BACKENDS.get(r.backend, "?"),
-            "from_plan": bool(r.from_plan)}
+            "from_plan": bool(r.from_plan), "receipt_differs": r.receipt_differs,
+            "receipt": r.receipt.decode(errors="replace")}
