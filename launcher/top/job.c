@@ -83,19 +83,21 @@ static ssize_t read_at(int fd, char *buf, size_t cap, off_t off) {
   return (ssize_t)len;
 }
 
+/* The row of a rank: rows are appended as files name ranks (job->index maps rank -> row) and
+ * sorted by rank once everything is loaded. */
 static top_rank *rank_slot(top_job *job, int rank) {
   if (rank < 0 || rank > TOP_MAX_RANK) return NULL;
-  for (int i = job->n - 1; i >= 0 && i >= job->n - 1; i--) /* files mostly come in order */
-    if (job->r[i].rank == rank) return &job->r[i];
-  int lo = 0, hi = job->n;
-  while (lo < hi) {
-    int mid = (lo + hi) / 2;
-    if (job->r[mid].rank < rank)
-      lo = mid + 1;
-    else
-      hi = mid;
+  if (rank >= job->index_cap) {
+    int cap = job->index_cap ? job->index_cap : 1024;
+    while (cap <= rank) cap *= 2;
+    int *ni = realloc(job->index, (size_t)cap * sizeof *ni);
+    if (!ni) return NULL;
+    for (int i = job->index_cap; i < cap; i++)
+      ni[i] = -1;
+    job->index = ni;
+    job->index_cap = cap;
   }
-  if (lo < job->n && job->r[lo].rank == rank) return &job->r[lo];
+  if (job->index[rank] >= 0) return &job->r[job->index[rank]];
   if (job->n == job->cap) {
     int cap = job->cap ? 2 * job->cap : 64;
     top_rank *nr = realloc(job->r, (size_t)cap * sizeof *nr);
@@ -103,14 +105,18 @@ static top_rank *rank_slot(top_job *job, int rank) {
     job->r = nr;
     job->cap = cap;
   }
-  memmove(&job->r[lo + 1], &job->r[lo], (size_t)(job->n - lo) * sizeof *job->r);
-  job->n++;
-  top_rank *t = &job->r[lo];
+  job->index[rank] = job->n;
+  top_rank *t = &job->r[job->n++];
   memset(t, 0, sizeof *t);
   t->rank = rank;
   t->local_rank = -1;
   t->cpu_pct = t->rss_mib = -1;
   return t;
+}
+
+static int by_rank(const void *a, const void *b) {
+  int x = ((const top_rank *)a)->rank, y = ((const top_rank *)b)->rank;
+  return (x > y) - (x < y);
 }
 
 static char proc_state(long pid) {
@@ -177,7 +183,7 @@ static void load_csv(top_job *job, const char *path, const char *name) {
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return;
   struct stat st;
-  char head[1024], tail[16384];
+  char head[1024], tail[4096]; /* a sample of 8 GPUs is ~1.2 KB */
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || read_at(fd, head, sizeof head, 0) <= 0) {
     close(fd);
     return;
@@ -268,6 +274,8 @@ static void load_csv(top_job *job, const char *path, const char *name) {
 }
 
 int top_load(top_job *job) {
+  for (int i = 0; i < job->n; i++)
+    job->index[job->r[i].rank] = -1;
   job->n = 0;
   job->nlive = 0;
   job->world = 0;
@@ -298,14 +306,23 @@ int top_load(top_job *job) {
   closedir(d);
   for (int i = 0; i < job->n; i++)
     if (job->r[i].rank + 1 > job->world) job->world = job->r[i].rank + 1;
+  /* Every rank of the job gets a row, also one that never wrote a file (it may be the culprit). */
+  if (job->world <= 65536)
+    for (int r = 0; r < job->world; r++)
+      rank_slot(job, r);
+  qsort(job->r, (size_t)job->n, sizeof *job->r, by_rank);
+  for (int i = 0; i < job->n; i++)
+    job->index[job->r[i].rank] = i;
   top_analyse(job);
   return 0;
 }
 
 void top_free(top_job *job) {
   free(job->r);
+  free(job->index);
   job->r = NULL;
-  job->n = job->cap = 0;
+  job->index = NULL;
+  job->n = job->cap = job->index_cap = 0;
 }
 
 /* ---- who waits for whom ---------------------------------------------------------------- */

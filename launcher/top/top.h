@@ -37,6 +37,7 @@ typedef struct {
   double hang_s;   /* waits at least this long count as a hang */
   int n, cap;      /* ranks present (sorted by rank) */
   top_rank *r;
+  int *index, index_cap; /* rank -> row in r, -1 none */
   int world;       /* the job's size as the files say (max of size fields, ranks seen) */
   int nlive;
   char verdict[1024]; /* "" when nobody waits long; else who waits for whom */

@@ -58,7 +58,10 @@ static void fmt_coll(const top_job *job, const top_rank *t, char *what, size_t w
                      size_t scap) {
   snprintf(what, wcap, "-");
   secs[0] = '\0';
-  if (!t->have_live) return;
+  if (!t->have_live) {
+    snprintf(what, wcap, "%s", t->have_csv ? "-" : "(no state)");
+    return;
+  }
   if (!strcmp(t->live.state, "exited")) {
     snprintf(what, wcap, "(exited)");
     return;
