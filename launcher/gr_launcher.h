@@ -43,6 +43,7 @@ typedef struct {
   int local_rank, local_size;       /* -1: from the launcher's environment */
   char topology[1024];              /* "" live */
   char config[1024];
+  char prometheus[1024];            /* "" off; else node-exporter textfile directory (--monitor) */
   int prog; /* argv index of the program; argc when none */
 } gr__options;
 

@@ -132,6 +132,7 @@ int main(int argc, char **argv) {
   gr__envlist_free(&e);
 
   char **prog = &argv[o.prog];
+  if (o.prometheus[0] && !o.monitor) o.monitor = 1; /* metrics need the sampling supervisor */
   if (o.monitor || o.time_limit > 0) {
     gr_supervise_opts so;
     gr__supervise_opts_init(&so);
@@ -141,6 +142,7 @@ int main(int argc, char **argv) {
     so.node_name = host;
     so.gpus_pci = getenv("GPURUN_GPUS");
     so.cpus = getenv("GPURUN_CPUS");
+    so.prometheus_dir = o.prometheus[0] ? o.prometheus : NULL;
     so.rank = gr__process_rank(); /* from the launcher's variables; -1 when none is set */
     int code = 1;
     gr_status st = gr__supervise(prog, &so, &code);

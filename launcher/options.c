@@ -65,6 +65,8 @@ static const opt_def opts[] = {
      "supervise, sample telemetry (default 1 s)"},
     {"time-limit", 0, "GPURUN_TIME_LIMIT", T_SECONDS, OFF(time_limit), 0,
      "SECONDS, then SIGTERM/SIGKILL"},
+    {"prometheus", 0, "GPURUN_PROMETHEUS", T_STR, OFF(prometheus), 0,
+     "DIR: latest samples for node-exporter (implies --monitor)"},
     {"config", 0, "GPURUN_CONFIG", T_STR, OFF(config), 0, "FILE of key = value lines"},
     {"help", 'h', NULL, T_FLAG, OFF(help), 0, "this text"},
     {"version", 0, NULL, T_FLAG, OFF(version), 0, "print the version"},

@@ -22,13 +22,42 @@
 
 typedef struct gr__telemetry gr__telemetry;
 
+#define GR_TELEMETRY_MAX_GPUS 16
+
+/* One GPU's readings; each has_* says whether NVML answered. */
+typedef struct {
+  char pci[32];
+  int index; /* NVML's device index (nvmlDeviceGetIndex), else the position in the rank's list */
+  int has_util, has_mem, has_temp, has_power, has_clock, has_throttle, has_ecc, has_energy;
+  unsigned int util, mem_util; /* percent */
+  unsigned long long mem_used, mem_total; /* bytes */
+  unsigned int temp_c, sm_mhz;
+  double power_w;
+  double energy_j; /* NVML's counter since the driver loaded, else power integrated since start */
+  unsigned long long throttle, ecc_uncorrected;
+} gr__gpu_sample;
+
+/* One sample of one rank. */
+typedef struct {
+  double unix_s, elapsed_s;
+  int rank, local_rank;
+  double cpu_util;   /* 0-100, -1 unknown */
+  long long rss_kib; /* -1 unknown */
+  int ngpus;
+  gr__gpu_sample gpu[GR_TELEMETRY_MAX_GPUS];
+} gr__sample;
+
 /* gpus_pci: comma-separated PCI bus ids ("" none; NULL: every GPU NVML sees). cpus: the rank's
  * cpuset in hwloc list syntax (NULL or "": this process's affinity). pid: the process whose RSS is
  * sampled. */
 gr_status gr__telemetry_open(const char *gpus_pci, const char *cpus, pid_t pid, int rank,
                              int local_rank, gr__telemetry **out);
-/* Appends one sample (one or more complete lines) to buf; returns its length, or 0 when it did not
- * fit. elapsed_s is written as given. */
+/* Takes one sample (elapsed_s is stored as given). */
+void gr__telemetry_read(gr__telemetry *t, double elapsed_s, gr__sample *out);
+/* Formats a sample as CSV lines (the header's columns); returns the length, 0 when it did not fit. */
+size_t gr__telemetry_format_csv(const gr__sample *s, char *buf, size_t cap);
+/* read + format_csv: appends one sample (one or more complete lines) to buf; returns its length,
+ * or 0 when it did not fit. elapsed_s is written as given. */
 size_t gr__telemetry_sample(gr__telemetry *t, double elapsed_s, char *buf, size_t cap);
 /* Number of GPUs NVML matched (0 without NVML). */
 int gr__telemetry_ngpus(const gr__telemetry *t);

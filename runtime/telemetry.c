@@ -50,9 +50,10 @@ typedef struct {
   nvml_ret (*throttle)(nvml_dev, unsigned long long *);
   nvml_ret (*ecc)(nvml_dev, int, int, unsigned long long *);
   nvml_ret (*pci_info)(nvml_dev, void *);
+  nvml_ret (*energy)(nvml_dev, unsigned long long *); /* mJ since the driver loaded (Volta+) */
+  nvml_ret (*index)(nvml_dev, unsigned int *);
 } nvml_api;
 
-#define GR_TELEMETRY_MAX_GPUS 16
 #define GR_PCI_LEN 32
 
 struct gr__telemetry {
@@ -61,6 +62,8 @@ struct gr__telemetry {
   int ngpus;
   nvml_dev dev[GR_TELEMETRY_MAX_GPUS];
   char pci[GR_TELEMETRY_MAX_GPUS][GR_PCI_LEN];
+  double energy_j[GR_TELEMETRY_MAX_GPUS]; /* integrated from power when NVML has no counter */
+  double last_unix;                       /* time of the previous sample (integration) */
   int ncpus;           /* size of mask/prev/cur */
   unsigned char *mask; /* the rank's cores */
   gr__cpu_times *prev, *cur;
@@ -192,6 +195,8 @@ static int nvml_load(gr__telemetry *t) {
   GR_NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
   GR_NVML_SYM(ecc, "nvmlDeviceGetTotalEccErrors");
   GR_NVML_SYM(pci_info, "nvmlDeviceGetPciInfo_v3");
+  GR_NVML_SYM(energy, "nvmlDeviceGetTotalEnergyConsumption");
+  GR_NVML_SYM(index, "nvmlDeviceGetIndex");
 #undef GR_NVML_SYM
   if (!nv->init || !nv->shutdown || !nv->count || !nv->by_index || !nv->by_pci) {
     GR_LOG_ONCE(GR_LOG_INFO,
@@ -345,66 +350,104 @@ static void put(sbuf *s, const char *fmt, ...) {
     s->len += (size_t)n;
 }
 
-size_t gr__telemetry_sample(gr__telemetry *t, double elapsed_s, char *buf, size_t cap) {
+void gr__telemetry_read(gr__telemetry *t, double elapsed_s, gr__sample *out) {
+  memset(out, 0, sizeof *out);
   struct timeval now;
   gettimeofday(&now, NULL);
-  double unix_s = (double)now.tv_sec + (double)now.tv_usec * 1e-6;
-
-  double cpu_util = -1.0;
+  out->unix_s = (double)now.tv_sec + (double)now.tv_usec * 1e-6;
+  out->elapsed_s = elapsed_s;
+  out->rank = t->rank;
+  out->local_rank = t->local_rank;
+  out->cpu_util = -1.0;
   if (snapshot_cpus(t) == 0) {
-    if (t->have_prev) cpu_util = gr__cpu_util(t->prev, t->cur, t->mask, t->ncpus);
+    if (t->have_prev) out->cpu_util = gr__cpu_util(t->prev, t->cur, t->mask, t->ncpus);
     gr__cpu_times *tmp = t->prev;
     t->prev = t->cur;
     t->cur = tmp;
     t->have_prev = 1;
   }
-  long long rss_kib = -1;
+  out->rss_kib = -1;
   char path[64], status[8192];
   snprintf(path, sizeof path, "/proc/%d/status", (int)t->pid);
-  if (read_small(path, status, sizeof status) > 0) rss_kib = gr__parse_status_rss_kib(status);
+  if (read_small(path, status, sizeof status) > 0) out->rss_kib = gr__parse_status_rss_kib(status);
 
+  double dt = t->last_unix > 0 ? out->unix_s - t->last_unix : 0;
+  t->last_unix = out->unix_s;
+  out->ngpus = t->ngpus;
+  for (int g = 0; g < t->ngpus; g++) {
+    gr__gpu_sample *G = &out->gpu[g];
+    nvml_api *nv = &t->nv;
+    nvml_dev d = t->dev[g];
+    nvml_util u;
+    nvml_mem m;
+    unsigned int temp, mw, mhz, idx;
+    unsigned long long thr, ecc, mj;
+    snprintf(G->pci, sizeof G->pci, "%s", t->pci[g]);
+    G->index = nv->index && nv->index(d, &idx) == NVML_OK ? (int)idx : g;
+    G->has_util = nv->utilization && nv->utilization(d, &u) == NVML_OK;
+    if (G->has_util) G->util = u.gpu, G->mem_util = u.memory;
+    G->has_mem = nv->memory && nv->memory(d, &m) == NVML_OK;
+    if (G->has_mem) G->mem_used = m.used, G->mem_total = m.total;
+    G->has_temp = nv->temperature && nv->temperature(d, NVML_TEMP_GPU, &temp) == NVML_OK;
+    if (G->has_temp) G->temp_c = temp;
+    G->has_power = nv->power && nv->power(d, &mw) == NVML_OK;
+    if (G->has_power) G->power_w = mw / 1000.0;
+    G->has_clock = nv->clock && nv->clock(d, NVML_CLOCK_SM, &mhz) == NVML_OK;
+    if (G->has_clock) G->sm_mhz = mhz;
+    G->has_throttle = nv->throttle && nv->throttle(d, &thr) == NVML_OK;
+    if (G->has_throttle) G->throttle = thr;
+    G->has_ecc = nv->ecc && nv->ecc(d, NVML_ECC_UNCORRECTED, NVML_ECC_VOLATILE, &ecc) == NVML_OK;
+    if (G->has_ecc) G->ecc_uncorrected = ecc;
+    /* The driver's energy counter when it has one (dcgm-exporter's total energy), else power
+     * integrated over the samples since gpurun started. */
+    if (nv->energy && nv->energy(d, &mj) == NVML_OK) {
+      G->has_energy = 1;
+      G->energy_j = (double)mj / 1000.0;
+    } else if (G->has_power) {
+      t->energy_j[g] += G->power_w * dt;
+      G->has_energy = 1;
+      G->energy_j = t->energy_j[g];
+    }
+  }
+}
+
+size_t gr__telemetry_format_csv(const gr__sample *smp, char *buf, size_t cap) {
   char cpu_col[64] = "", rss_col[64] = "";
-  if (cpu_util >= 0) snprintf(cpu_col, sizeof cpu_col, "%.1f", cpu_util);
-  if (rss_kib >= 0) snprintf(rss_col, sizeof rss_col, "%.1f", (double)rss_kib / 1024.0);
-
+  if (smp->cpu_util >= 0) snprintf(cpu_col, sizeof cpu_col, "%.1f", smp->cpu_util);
+  if (smp->rss_kib >= 0) snprintf(rss_col, sizeof rss_col, "%.1f", (double)smp->rss_kib / 1024.0);
   sbuf s = {buf, cap, 0, 0};
-  int rows = t->ngpus > 0 ? t->ngpus : 1;
+  int rows = smp->ngpus > 0 ? smp->ngpus : 1;
   for (int g = 0; g < rows; g++) {
-    put(&s, "%.3f,%.3f,%d,%d,%s,", unix_s, elapsed_s, t->rank, t->local_rank,
-        t->ngpus ? t->pci[g] : "-");
-    if (t->ngpus) {
-      nvml_api *nv = &t->nv;
-      nvml_dev d = t->dev[g];
-      nvml_util u;
-      nvml_mem m;
-      unsigned int temp, mw, mhz;
-      unsigned long long thr, ecc;
-      if (nv->utilization && nv->utilization(d, &u) == NVML_OK)
-        put(&s, "%u,%u,", u.gpu, u.memory);
+    const gr__gpu_sample *G = &smp->gpu[g];
+    put(&s, "%.3f,%.3f,%d,%d,%s,", smp->unix_s, smp->elapsed_s, smp->rank, smp->local_rank,
+        smp->ngpus ? G->pci : "-");
+    if (smp->ngpus) {
+      if (G->has_util)
+        put(&s, "%u,%u,", G->util, G->mem_util);
       else
         put(&s, ",,");
-      if (nv->memory && nv->memory(d, &m) == NVML_OK)
-        put(&s, "%.1f,%.1f,", (double)m.used / 1048576.0, (double)m.total / 1048576.0);
+      if (G->has_mem)
+        put(&s, "%.1f,%.1f,", (double)G->mem_used / 1048576.0, (double)G->mem_total / 1048576.0);
       else
         put(&s, ",,");
-      if (nv->temperature && nv->temperature(d, NVML_TEMP_GPU, &temp) == NVML_OK)
-        put(&s, "%u,", temp);
+      if (G->has_temp)
+        put(&s, "%u,", G->temp_c);
       else
         put(&s, ",");
-      if (nv->power && nv->power(d, &mw) == NVML_OK)
-        put(&s, "%.3f,", mw / 1000.0);
+      if (G->has_power)
+        put(&s, "%.3f,", G->power_w);
       else
         put(&s, ",");
-      if (nv->clock && nv->clock(d, NVML_CLOCK_SM, &mhz) == NVML_OK)
-        put(&s, "%u,", mhz);
+      if (G->has_clock)
+        put(&s, "%u,", G->sm_mhz);
       else
         put(&s, ",");
-      if (nv->throttle && nv->throttle(d, &thr) == NVML_OK)
-        put(&s, "0x%llx,", thr);
+      if (G->has_throttle)
+        put(&s, "0x%llx,", G->throttle);
       else
         put(&s, ",");
-      if (nv->ecc && nv->ecc(d, NVML_ECC_UNCORRECTED, NVML_ECC_VOLATILE, &ecc) == NVML_OK)
-        put(&s, "%llu,", ecc);
+      if (G->has_ecc)
+        put(&s, "%llu,", G->ecc_uncorrected);
       else
         put(&s, ",");
     } else {
@@ -413,4 +456,10 @@ size_t gr__telemetry_sample(gr__telemetry *t, double elapsed_s, char *buf, size_
     put(&s, "%s,%s\n", cpu_col, rss_col);
   }
   return s.overflow ? 0 : s.len;
+}
+
+size_t gr__telemetry_sample(gr__telemetry *t, double elapsed_s, char *buf, size_t cap) {
+  gr__sample smp;
+  gr__telemetry_read(t, elapsed_s, &smp);
+  return gr__telemetry_format_csv(&smp, buf, cap);
 }
