@@ -490,7 +490,7 @@ void top_analyse(top_job *job) {
       else if (!strcmp(lc->state, "running"))
         put(&o, "%s in %s #%llu for %.1f s", sw ? "," : "", lc->op, lc->seq, job->now - lc->start);
       else
-        put(&o, "%s last %s #%llu ended %.1f s ago", sw ? "," : "", lc->op, lc->seq,
+        put(&o, "%s last seen: %s #%llu ended %.1f s ago", sw ? "," : "", lc->op, lc->seq,
             lc->end > 0 ? job->now - lc->end : 0.0);
       if (t->have_live && t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
       said++;

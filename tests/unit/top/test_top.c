@@ -112,7 +112,7 @@ static void test_names_rank_behind(void **state) {
   assert_int_equal(job.n, 4);
   assert_int_equal(job.world, 4);
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: ranks 0-1,3 in allreduce #10 on world"));
-  assert_non_null(strstr(job.verdict, "last allreduce #9 ended"));
+  assert_non_null(strstr(job.verdict, "last seen: allreduce #9 ended"));
   for (int i = 0; i < 4; i++)
     assert_int_equal(job.r[i].blocker, i == 2);
   top_free(&job);
