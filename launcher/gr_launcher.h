@@ -44,6 +44,7 @@ typedef struct {
   char topology[1024];              /* "" live */
   char config[1024];
   char prometheus[1024];            /* "" off; else node-exporter textfile directory (--monitor) */
+  int gpu_health;                   /* GR__HEALTH_OFF|WARN|AVOID (default WARN) */
   int prog; /* argv index of the program; argc when none */
 } gr__options;
 
@@ -151,6 +152,16 @@ typedef struct {
 gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opts *po, gr__plan *p,
                            char *err, size_t errlen);
 void gr__plan_free(gr__plan *p);
+
+/* ---- GPU health gate (health.c) ---------------------------------------------------------- */
+enum { GR__HEALTH_WARN = 0, GR__HEALTH_OFF, GR__HEALTH_AVOID };
+const char *gr__health_mode_name(int mode);
+/* Judges the node's GPUs (NVML, shared by local rank 0 through a snapshot file) before planning:
+ * warn: local rank 0 prints one line per unhealthy GPU; avoid: also removes them from n. Each
+ * unhealthy GPU becomes a line in notes->warn (the plan's warnings, also in the JSON). Returns 0,
+ * or 2 with the reasons in err when avoid leaves no GPU. */
+int gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__plan *notes,
+                    char *err, size_t errlen);
 
 /* ---- output ----------------------------------------------------------------------------- */
 #define GR__MAX_ENV 24

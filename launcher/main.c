@@ -53,11 +53,21 @@ int main(int argc, char **argv) {
                       .gpus_per_rank = o.gpus_per_rank,
                       .ranks_per_gpu = o.ranks_per_gpu,
                       .smt = o.smt};
+  gr__plan health_notes = {.nwarn = 0};
+  if (gr__health_gate(&node, o.gpu_health, me.local_rank, me.local_size, &health_notes, err,
+                      sizeof err) != 0) {
+    gr__node_free(&node);
+    return usage_error(err);
+  }
   gr__plan plan;
   if (gr__plan_compute(&node, me.local_size, &po, &plan, err, sizeof err) != GR_OK) {
     gr__node_free(&node);
     return usage_error(err);
   }
+  /* the health verdicts travel with the plan's warnings (text and JSON), after its own */
+  int health_lines = 0;
+  for (int i = 0; i < health_notes.nwarn && plan.nwarn < GR__MAX_WARN; i++, health_lines++)
+    memcpy(plan.warn[plan.nwarn++], health_notes.warn[i], sizeof plan.warn[0]);
   int rc = 0;
   if (o.dry_run || o.topo_view) {
     int first = o.all ? 0 : me.local_rank, last = o.all ? me.local_size - 1 : me.local_rank;
@@ -90,9 +100,9 @@ int main(int argc, char **argv) {
     fflush(stdout);
     goto done;
   }
-  /* a node-wide warning is the node's: say it once */
+  /* a node-wide warning is the node's: say it once (the health gate has said its own) */
   if (me.local_rank == 0)
-    for (int i = 0; i < plan.nwarn; i++)
+    for (int i = 0; i < plan.nwarn - health_lines; i++)
       fprintf(stderr, "gpurun: warning: %s\n", plan.warn[i]);
   if (o.verbose) {
     if (strcmp(me.source, "none") == 0 && me.local_rank == 0)

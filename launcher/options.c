@@ -29,7 +29,7 @@ const char *gr__policy_name(gr__policy p) {
   return "?";
 }
 
-typedef enum { T_FLAG, T_INT, T_STR, T_POLICY, T_FORMAT, T_SIZE, T_SECONDS, T_MONITOR } opt_type;
+typedef enum { T_FLAG, T_INT, T_STR, T_POLICY, T_FORMAT, T_SIZE, T_SECONDS, T_MONITOR, T_HEALTH } opt_type;
 
 typedef struct {
   const char *name; /* long option, config key */
@@ -67,6 +67,8 @@ static const opt_def opts[] = {
      "SECONDS, then SIGTERM/SIGKILL"},
     {"prometheus", 0, "GPURUN_PROMETHEUS", T_STR, OFF(prometheus), 0,
      "DIR: latest samples for node-exporter (implies --monitor)"},
+    {"gpu-health", 0, "GPURUN_GPU_HEALTH", T_HEALTH, OFF(gpu_health), 0,
+     "off|warn|avoid unhealthy GPUs at launch (default warn)"},
     {"config", 0, "GPURUN_CONFIG", T_STR, OFF(config), 0, "FILE of key = value lines"},
     {"help", 'h', NULL, T_FLAG, OFF(help), 0, "this text"},
     {"version", 0, NULL, T_FLAG, OFF(version), 0, "print the version"},
@@ -206,6 +208,12 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
       return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected seconds, got '%s'", origin, value ? value : "");
     o->time_limit = v;
     return GR_OK;
+  }
+  case T_HEALTH: {
+    for (int m = GR__HEALTH_WARN; m <= GR__HEALTH_AVOID; m++)
+      if (value && strcmp(value, gr__health_mode_name(m)) == 0) return o->gpu_health = m, GR_OK;
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected off, warn or avoid, got '%s'",
+                              origin, value ? value : "");
   }
   case T_MONITOR: {
     /* GPURUN_MONITOR=0/no turns it off; =1/yes on at the default interval; =2.5 on at 2.5 s. */

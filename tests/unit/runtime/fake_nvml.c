@@ -8,6 +8,8 @@
  *     1 0004:05:00.0 ECC: 3 volatile uncorrected errors, 1 page pending retirement
  *     2 0035:03:00.0 throttling: HW + SW thermal slowdown (0x60), 92 C against a slowdown at 88 C
  *     3 0035:04:00.0 MIG mode with two MIG devices (their own handles and readings)
+ *   GR_FAKE_NVML_HOT0=1 makes GPU 0 hot as well (HW thermal slowdown, 95 C) in this process only,
+ *   GR_FAKE_NVML_ALL_ECC=1 gives every GPU an uncorrected ECC error (nothing healthy left).
  * Only the entry points gpurun uses. */
 #include <dirent.h>
 #include <stdio.h>
@@ -68,7 +70,16 @@ static dev_t_ *table(unsigned *n) {
   *n = 2;
   return def;
 }
-static dev_t_ *D(void *d) { return (dev_t_ *)d; }
+static int env_on(const char *name) {
+  const char *v = getenv(name);
+  return v && !strcmp(v, "1");
+}
+static dev_t_ *D(void *d) {
+  dev_t_ *x = (dev_t_ *)d;
+  if (is_node4() && x == &node4[0] && env_on("GR_FAKE_NVML_HOT0")) x->throttle = 0x40, x->temp = 95;
+  if (is_node4() && env_on("GR_FAKE_NVML_ALL_ECC") && x->mig >= 0 && !x->ecc) x->ecc = 1;
+  return x;
+}
 
 int nvmlInit_v2(void) {
   up++;
@@ -152,7 +163,7 @@ int nvmlDeviceGetCurrentClocksThrottleReasons(void *d, unsigned long long *r) {
   return 0;
 }
 int nvmlDeviceGetTotalEccErrors(void *d, int type, int counter, unsigned long long *n) {
-  (void)counter;
+  if (counter != 0) return 3; /* only the volatile counters */
   *n = type == 1 ? D(d)->ecc : 0;
   return 0;
 }
