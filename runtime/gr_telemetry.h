@@ -6,7 +6,10 @@
  * time is Unix seconds; gpu is the PCI bus id; a GPU field is empty when NVML cannot say;
  * cpu_util is the busy share (0-100) of the rank's cores since the previous sample (from
  * /proc/stat); rss_mib is the program's resident set (/proc/<pid>/status VmRSS). gpurun-report
- * reads these columns by name. GPUs come from NVML, loaded with dlopen("libnvidia-ml.so.1"):
+ * reads these columns by name. rank_sm_util/others_sm_util (percent) and rank_mem_mib/others_mem_mib
+ * split the GPU between this rank's process tree and everyone else (other ranks, other users),
+ * from NVML's per-process utilisation and running compute processes; empty when NVML has no
+ * per-process rows for the GPU. GPUs come from NVML, loaded with dlopen("libnvidia-ml.so.1"):
  * without it the GPU fields stay empty, which is said once at info level. */
 #ifndef GR_TELEMETRY_H
 #define GR_TELEMETRY_H
@@ -18,7 +21,8 @@
 
 #define GR_TELEMETRY_CSV_HEADER                                                                    \
   "time,elapsed_s,rank,local_rank,gpu,gpu_util,mem_util,mem_used_mib,mem_total_mib,temp_c,"        \
-  "power_w,sm_clock_mhz,throttle,ecc_uncorrected,cpu_util,rss_mib\n"
+  "power_w,sm_clock_mhz,throttle,ecc_uncorrected,cpu_util,rss_mib,rank_sm_util,others_sm_util,"    \
+  "rank_mem_mib,others_mem_mib\n"
 
 typedef struct gr__telemetry gr__telemetry;
 
@@ -35,6 +39,10 @@ typedef struct {
   double power_w;
   double energy_j; /* NVML's counter since the driver loaded, else power integrated since start */
   unsigned long long throttle, ecc_uncorrected;
+  /* Per-process attribution: this rank's process tree vs everyone else on the GPU. */
+  int has_share_util, has_share_mem;
+  double rank_sm, others_sm;                  /* percent of the GPU's SMs */
+  unsigned long long rank_mem, others_mem;    /* bytes */
 } gr__gpu_sample;
 
 /* One sample of one rank. */

@@ -64,8 +64,13 @@ static const family gpu_families[] = {
     {"gpurun_gpu_sm_clock_hertz", "gauge", "SM clock."},
     {"gpurun_gpu_throttle_reasons", "gauge", "NVML clocks-throttle reasons bit mask (0x4 power cap, 0x8 HW slowdown, 0x20 SW thermal, 0x40 HW thermal, 0x80 power brake)."},
     {"gpurun_gpu_ecc_uncorrected_volatile_errors", "gauge", "Uncorrected ECC errors since the driver loaded."},
+    {"gpurun_gpu_rank_utilization_ratio", "gauge", "SM share used by this rank's process tree (NVML per-process utilization)."},
+    {"gpurun_gpu_others_utilization_ratio", "gauge", "SM share used by every other process on the GPU (other ranks, other users)."},
+    {"gpurun_gpu_rank_memory_used_bytes", "gauge", "Device memory of this rank's process tree."},
+    {"gpurun_gpu_others_memory_used_bytes", "gauge", "Device memory of every other process on the GPU."},
 };
-enum { F_UTIL, F_MUTIL, F_MUSED, F_MTOTAL, F_TEMP, F_POWER, F_ENERGY, F_CLOCK, F_THR, F_ECC, F_N };
+enum { F_UTIL, F_MUTIL, F_MUSED, F_MTOTAL, F_TEMP, F_POWER, F_ENERGY, F_CLOCK, F_THR, F_ECC,
+       F_RUTIL, F_OUTIL, F_RMEM, F_OMEM, F_N };
 
 static const family rank_families[] = {
     {"gpurun_rank_cpu_utilization_ratio", "gauge", "Busy share of the rank's cores since the previous sample."},
@@ -109,6 +114,10 @@ size_t gr__prom_format(const gr__sample *s, const char *job, const char *host, c
       case F_CLOCK: if (G->has_clock) v = G->sm_mhz * 1e6; break;
       case F_THR: if (G->has_throttle) v = (double)G->throttle; break;
       case F_ECC: if (G->has_ecc) v = (double)G->ecc_uncorrected; break;
+      case F_RUTIL: if (G->has_share_util) v = G->rank_sm / 100.0; break;
+      case F_OUTIL: if (G->has_share_util) v = G->others_sm / 100.0; break;
+      case F_RMEM: if (G->has_share_mem) v = (double)G->rank_mem; break;
+      case F_OMEM: if (G->has_share_mem) v = (double)G->others_mem; break;
       default: break;
       }
       if (isnan(v)) continue; /* NVML could not say: no series rather than a made-up value */

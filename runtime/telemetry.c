@@ -52,7 +52,22 @@ typedef struct {
   nvml_ret (*pci_info)(nvml_dev, void *);
   nvml_ret (*energy)(nvml_dev, unsigned long long *); /* mJ since the driver loaded (Volta+) */
   nvml_ret (*index)(nvml_dev, unsigned int *);
+  nvml_ret (*procs)(nvml_dev, unsigned int *, void *);                     /* compute processes */
+  nvml_ret (*proc_util)(nvml_dev, void *, unsigned int *, unsigned long long); /* per-process % */
 } nvml_api;
+
+/* nvmlProcessInfo_t (v2/v3) and nvmlProcessUtilizationSample_t. */
+typedef struct {
+  unsigned int pid;
+  unsigned long long used;
+  unsigned int gi, ci;
+} nvml_proc;
+typedef struct {
+  unsigned int pid;
+  unsigned long long ts;
+  unsigned int sm, mem, enc, dec;
+} nvml_putil;
+#define GR_MAX_PROCS 64
 
 #define GR_PCI_LEN 32
 
@@ -64,6 +79,7 @@ struct gr__telemetry {
   char pci[GR_TELEMETRY_MAX_GPUS][GR_PCI_LEN];
   double energy_j[GR_TELEMETRY_MAX_GPUS]; /* integrated from power when NVML has no counter */
   double last_unix;                       /* time of the previous sample (integration) */
+  unsigned long long putil_seen[GR_TELEMETRY_MAX_GPUS]; /* NVML timestamp of the last sample read */
   int ncpus;           /* size of mask/prev/cur */
   unsigned char *mask; /* the rank's cores */
   gr__cpu_times *prev, *cur;
@@ -197,6 +213,8 @@ static int nvml_load(gr__telemetry *t) {
   GR_NVML_SYM(pci_info, "nvmlDeviceGetPciInfo_v3");
   GR_NVML_SYM(energy, "nvmlDeviceGetTotalEnergyConsumption");
   GR_NVML_SYM(index, "nvmlDeviceGetIndex");
+  GR_NVML_SYM(procs, "nvmlDeviceGetComputeRunningProcesses_v3");
+  GR_NVML_SYM(proc_util, "nvmlDeviceGetProcessUtilization");
 #undef GR_NVML_SYM
   if (!nv->init || !nv->shutdown || !nv->count || !nv->by_index || !nv->by_pci) {
     GR_LOG_ONCE(GR_LOG_INFO,
@@ -350,6 +368,70 @@ static void put(sbuf *s, const char *fmt, ...) {
     s->len += (size_t)n;
 }
 
+/* Whether pid is root or one of its descendants: walk up the parent chain (a few /proc reads). */
+static int in_tree(pid_t pid, pid_t root) {
+  for (int depth = 0; depth < 64 && pid > 1; depth++) {
+    if (pid == root) return 1;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_small(path, buf, sizeof buf) <= 0) return 0;
+    const char *p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+    char st;
+    int ppid;
+    if (!p || sscanf(p + 1, " %c %d", &st, &ppid) != 2) return 0;
+    pid = (pid_t)ppid;
+  }
+  return pid == root;
+}
+
+/* Splits a shared GPU between this rank's process tree and the others (NVML per-process rows). */
+static void sample_share(gr__telemetry *t, int g, gr__gpu_sample *G) {
+  nvml_api *nv = &t->nv;
+  nvml_dev d = t->dev[g];
+  if (nv->procs) {
+    nvml_proc rows[GR_MAX_PROCS];
+    unsigned int n = GR_MAX_PROCS;
+    if (nv->procs(d, &n, rows) == NVML_OK && n <= GR_MAX_PROCS) {
+      G->has_share_mem = 1;
+      for (unsigned i = 0; i < n; i++) {
+        /* usedGpuMemory is ~0ULL (NVML_VALUE_NOT_AVAILABLE) on some Windows/MIG setups */
+        unsigned long long used = rows[i].used == ~0ULL ? 0 : rows[i].used;
+        if (in_tree((pid_t)rows[i].pid, t->pid))
+          G->rank_mem += used;
+        else
+          G->others_mem += used;
+      }
+    }
+  }
+  if (nv->proc_util) {
+    nvml_putil rows[GR_MAX_PROCS];
+    unsigned int n = GR_MAX_PROCS;
+    nvml_ret rc = nv->proc_util(d, rows, &n, t->putil_seen[g]);
+    if (rc == NVML_OK && n <= GR_MAX_PROCS) {
+      /* NVML may return several samples of one process since the last call: average per pid,
+       * then sum by owner. */
+      G->has_share_util = 1;
+      for (unsigned i = 0; i < n; i++) {
+        if (rows[i].ts > t->putil_seen[g]) t->putil_seen[g] = rows[i].ts;
+        int seen = 0;
+        for (unsigned j = 0; j < i; j++)
+          seen |= rows[j].pid == rows[i].pid;
+        if (seen) continue;
+        double sum = 0;
+        int cnt = 0;
+        for (unsigned j = i; j < n; j++)
+          if (rows[j].pid == rows[i].pid) sum += rows[j].sm, cnt++;
+        if (in_tree((pid_t)rows[i].pid, t->pid))
+          G->rank_sm += sum / cnt;
+        else
+          G->others_sm += sum / cnt;
+      }
+    } else if (rc == 6 /* NVML_ERROR_NOT_FOUND: no process ran since the last call */) {
+      G->has_share_util = 1;
+    }
+  }
+}
+
 void gr__telemetry_read(gr__telemetry *t, double elapsed_s, gr__sample *out) {
   memset(out, 0, sizeof *out);
   struct timeval now;
@@ -408,6 +490,7 @@ void gr__telemetry_read(gr__telemetry *t, double elapsed_s, gr__sample *out) {
       G->has_energy = 1;
       G->energy_j = t->energy_j[g];
     }
+    sample_share(t, g, G);
   }
 }
 
@@ -453,7 +536,15 @@ size_t gr__telemetry_format_csv(const gr__sample *smp, char *buf, size_t cap) {
     } else {
       put(&s, ",,,,,,,,,");
     }
-    put(&s, "%s,%s\n", cpu_col, rss_col);
+    put(&s, "%s,%s,", cpu_col, rss_col);
+    if (smp->ngpus && G->has_share_util)
+      put(&s, "%.1f,%.1f,", G->rank_sm, G->others_sm);
+    else
+      put(&s, ",,");
+    if (smp->ngpus && G->has_share_mem)
+      put(&s, "%.1f,%.1f\n", (double)G->rank_mem / 1048576.0, (double)G->others_mem / 1048576.0);
+    else
+      put(&s, ",\n");
   }
   return s.overflow ? 0 : s.len;
 }

@@ -153,10 +153,10 @@ static void load_live(top_job *job, const char *path, const char *myhost) {
 }
 
 enum { C_TIME, C_RANK, C_LRANK, C_GPU, C_UTIL, C_MUSED, C_MTOTAL, C_TEMP, C_POWER, C_THR, C_CPU,
-       C_RSS, C_N };
-static const char *const col_names[C_N] = {"time",    "rank",         "local_rank",    "gpu",
-                                           "gpu_util", "mem_used_mib", "mem_total_mib", "temp_c",
-                                           "power_w", "throttle",     "cpu_util",      "rss_mib"};
+       C_RSS, C_RSM, C_OSM, C_N };
+static const char *const col_names[C_N] = {
+    "time",    "rank",     "local_rank", "gpu",     "gpu_util",     "mem_used_mib",  "mem_total_mib",
+    "temp_c",  "power_w",  "throttle",   "cpu_util", "rss_mib",     "rank_sm_util", "others_sm_util"};
 
 static int split(char *line, char **f, int max) {
   int n = 0;
@@ -263,6 +263,8 @@ static void load_csv(top_job *job, const char *path, const char *name) {
     g->mem_total_mib = col[C_MTOTAL] >= 0 && col[C_MTOTAL] < n ? fnum(f[col[C_MTOTAL]]) : -1;
     g->temp_c = col[C_TEMP] >= 0 && col[C_TEMP] < n ? fnum(f[col[C_TEMP]]) : -1;
     g->power_w = col[C_POWER] >= 0 && col[C_POWER] < n ? fnum(f[col[C_POWER]]) : -1;
+    g->rank_sm = col[C_RSM] >= 0 && col[C_RSM] < n ? fnum(f[col[C_RSM]]) : -1;
+    g->others_sm = col[C_OSM] >= 0 && col[C_OSM] < n ? fnum(f[col[C_OSM]]) : -1;
     g->throttle = -1;
     if (col[C_THR] >= 0 && col[C_THR] < n && f[col[C_THR]][0]) {
       char *e;

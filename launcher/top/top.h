@@ -15,6 +15,7 @@ typedef struct {
   char pci[32];
   double util, mem_used_mib, mem_total_mib, temp_c, power_w; /* < 0: unknown */
   long long throttle;                                        /* -1 unknown */
+  double rank_sm, others_sm; /* the rank's and everyone else's SM share; < 0 unknown */
 } top_gpu;
 
 typedef struct {

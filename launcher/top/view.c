@@ -76,9 +76,9 @@ static void fmt_coll(const top_job *job, const top_rank *t, char *what, size_t w
       best = c;
   }
   if (!best) return;
-  char comm[8];
-  snprintf(comm, sizeof comm, "%.7s", best->id);
-  snprintf(what, wcap, "%s#%llu %s", short_op(best->op), best->seq, comm);
+  /* the world communicator goes without saying */
+  snprintf(what, wcap, "%s#%llu%s%.7s", short_op(best->op), best->seq,
+           strcmp(best->id, "world") ? " " : "", strcmp(best->id, "world") ? best->id : "");
   if (!strcmp(best->state, "running"))
     snprintf(secs, scap, "%.1f", job->now - best->start);
   else /* not inside a call: the last one and how it ended */
@@ -87,7 +87,7 @@ static void fmt_coll(const top_job *job, const top_rank *t, char *what, size_t w
 
 /* Column layout, 79 characters. IN s: seconds inside the current call, or how the last one
  * ended (done, failed, timeout) when the rank is between calls. */
-#define ROW_FMT "%c%4s %-6.6s %-4.4s %4s %7.7s %4s %4s %-4.4s %4s %4s %-16.16s %5.5s"
+#define ROW_FMT "%c%4s %-6.6s %-4.4s %7s %7.7s %4s %4s %-4.4s %4s %4s %-13.13s %5.5s"
 
 static void line_out(FILE *f, const char *s, int width) {
   int n = (int)strlen(s);
@@ -164,6 +164,9 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
         else
           snprintf(gpu, sizeof gpu, "%.4s", G->pci);
         fmt_num(util, sizeof util, "%", G->util);
+        /* a shared GPU: this rank's SM share / the GPU's total */
+        if (G->rank_sm >= 0 && G->util >= 0)
+          snprintf(util, sizeof util, "%.0f/%.0f%%", G->rank_sm, G->util);
         if (G->mem_used_mib >= 0 && G->mem_total_mib > 0)
           snprintf(mem, sizeof mem, "%.0f/%.0fG", G->mem_used_mib / 1024, G->mem_total_mib / 1024);
         fmt_num(temp, sizeof temp, "C", G->temp_c);

@@ -154,11 +154,12 @@ static void test_csv_tail(void **state) {
   live(0, 1, "done", 3, 2, 1, 0.1);
   put_file("node.a.0.csv",
            "time,elapsed_s,rank,local_rank,gpu,gpu_util,mem_util,mem_used_mib,mem_total_mib,"
-           "temp_c,power_w,sm_clock_mhz,throttle,ecc_uncorrected,cpu_util,rss_mib\n"
-           "100.0,0,0,0,0000:17:00.0,10,1,1024,81920,40,100,1980,0x0,0,10,100\n"
-           "100.0,0,0,0,0000:65:00.0,11,1,1024,81920,41,101,1980,0x0,0,10,100\n"
-           "101.0,1,0,0,0000:17:00.0,77,33,2048,81920,61,312.5,1980,0x4,2,55.5,321.0\n"
-           "101.0,1,0,0,0000:65:00.0,78,33,4096,81920,62,313.5,1980,0x40,2,55.5,321.0\n"
+           "temp_c,power_w,sm_clock_mhz,throttle,ecc_uncorrected,cpu_util,rss_mib,rank_sm_util,"
+           "others_sm_util,rank_mem_mib,others_mem_mib\n"
+           "100.0,0,0,0,0000:17:00.0,10,1,1024,81920,40,100,1980,0x0,0,10,100,,,,\n"
+           "100.0,0,0,0,0000:65:00.0,11,1,1024,81920,41,101,1980,0x0,0,10,100,,,,\n"
+           "101.0,1,0,0,0000:17:00.0,77,33,2048,81920,61,312.5,1980,0x4,2,55.5,321.0,60.0,25.0,1024,512\n"
+           "101.0,1,0,0,0000:65:00.0,78,33,4096,81920,62,313.5,1980,0x40,2,55.5,321.0,,,,\n"
            "102.0,2,0,0,0000:17:00.0,99,99,9");
   top_job job;
   load(&job, 2.0);
@@ -168,6 +169,7 @@ static void test_csv_tail(void **state) {
   assert_string_equal(t->gpu[0].pci, "0000:17:00.0");
   assert_string_equal(t->gpu[1].pci, "0000:65:00.0");
   assert_true(t->gpu[0].util == 77 && t->gpu[1].util == 78);
+  assert_true(t->gpu[0].rank_sm == 60 && t->gpu[0].others_sm == 25 && t->gpu[1].rank_sm < 0);
   assert_true(t->gpu[1].mem_used_mib == 4096 && t->gpu[1].temp_c == 62);
   assert_int_equal(t->gpu[0].throttle, 4);
   assert_int_equal(t->gpu[1].throttle, 0x40);
@@ -181,7 +183,8 @@ static void test_csv_tail(void **state) {
   assert_int_equal(top_render(m, &job, 0, -1, 0, 1.0), 2);
   fclose(m);
   assert_non_null(strstr(buf, "HWth")); /* hardware thermal slowdown on the second GPU */
-  assert_non_null(strstr(buf, "77%"));
+  assert_non_null(strstr(buf, " 60/77% ")); /* shared GPU: the rank's share / the total */
+  assert_non_null(strstr(buf, "    78% "));   /* no per-process rows: the total only */
   for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
     nl = strchr(line, '\n');
     size_t l = nl ? (size_t)(nl - line) : strlen(line);
