@@ -10,7 +10,8 @@
 
 static const char *const metric_cols[M_COUNT] = {"gpu_util", "mem_used_mib", "mem_total_mib",
                                                  "temp_c",   "power_w",      "sm_clock_mhz",
-                                                 "cpu_util", "rss_mib"};
+                                                 "cpu_util", "rss_mib",      "rank_sm_util",
+                                                 "others_sm_util"};
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -304,6 +305,8 @@ void rpt_summarize(rpt_job *job) {
     mean_max(s->m[M_TEMP], s->n, &dummy, &s->temp_max);
     mean_max(s->m[M_CPU_UTIL], s->n, &s->cpu_mean, &s->cpu_max);
     mean_max(s->m[M_RSS], s->n, &dummy, &s->rss_peak);
+    mean_max(s->m[M_RANK_SM], s->n, &s->rank_sm_mean, &dummy);
+    mean_max(s->m[M_OTHERS_SM], s->n, &s->others_sm_mean, &dummy);
     s->energy_j = strcmp(s->gpu, "-") ? rpt_integrate(s->t, s->m[M_POWER], s->n) : NAN;
   }
   if (!isfinite(job->t0)) job->t0 = job->t1 = 0; /* no samples at all */

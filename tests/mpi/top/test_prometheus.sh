@@ -4,9 +4,10 @@
 # localhost with its textfile collector on the --prometheus directory, /metrics scraped with curl.
 # The job id holds a quote and a backslash, which must reach Prometheus escaped.
 # Every metric the Grafana dashboard (configs/grafana) queries must be served.
-# usage: test_prometheus.sh MPIRUN GPURUN LIVE_LOOP FAKE_NVML TOPOLOGY DASHBOARD
+# gpurun-report then shows the shared GPU's split from the CSVs.
+# usage: test_prometheus.sh MPIRUN GPURUN LIVE_LOOP FAKE_NVML TOPOLOGY DASHBOARD GPURUN_REPORT
 set -u
-mpirun=$1 gpurun=$2 prog=$3 fake=$4 topo=$5 dashboard=$6
+mpirun=$1 gpurun=$2 prog=$3 fake=$4 topo=$5 dashboard=$6 report=$7
 exporter=$(command -v prometheus-node-exporter) || { echo "prometheus-node-exporter not installed"; exit 77; }
 tmp=$(mktemp -d /tmp/gr_prom.XXXXXX)
 exp_pid= job_pid=
@@ -90,6 +91,11 @@ wait "$job_pid"
 rc=$?
 job_pid=
 [ $rc -eq 0 ] || { cat "$tmp/job.out"; fail "job exited $rc"; }
+"$report" "$tmp/mon" > "$tmp/report.txt" || fail "gpurun-report exited $?"
+cat "$tmp/report.txt"
+grep -E "^ +0 .* 0004:04:00.0 .*shared: rank 60\.0% others 25\.0% \(mean SM\)" "$tmp/report.txt" > /dev/null \
+  || fail "the report does not split GPU 0 between rank 0 and the others"
+[ "$(grep -c 'shared: rank' "$tmp/report.txt")" = 1 ] || fail "only GPU 0 is shared"
 set -- "$tmp"/prom/*.prom
 [ -e "$1" ] && fail "the .prom files outlived the job: $*"
 scrape || fail "scrape after the job"
