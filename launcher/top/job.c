@@ -131,7 +131,7 @@ static char proc_state(long pid) {
   return p && p[1] == ' ' && p[2] ? p[2] : 0;
 }
 
-static void load_live(top_job *job, const char *path, const char *myhost) {
+static void load_live(top_job *job, const char *path, const char *name, const char *myhost) {
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return;
   char buf[8192];
@@ -139,6 +139,10 @@ static void load_live(top_job *job, const char *path, const char *myhost) {
   close(fd);
   gr__live lv;
   if (n <= 0 || gr__live_parse(buf, (size_t)n, &lv) != 0) return;
+  /* live.<rank>: a file that claims another rank than its name is not that rank's */
+  char *end;
+  long named = strtol(name + 5, &end, 10);
+  if (*end || named != lv.rank) return;
   top_rank *t = rank_slot(job, lv.rank);
   if (!t) return;
   t->live = lv;
@@ -300,7 +304,7 @@ int top_load(top_job *job) {
       if ((pass == 0 && !live) || (pass == 1 && !csv)) continue;
       if ((size_t)snprintf(path, sizeof path, "%s/%s", job->dir, nm) >= sizeof path) continue;
       if (live)
-        load_live(job, path, clean);
+        load_live(job, path, nm, clean);
       else
         load_csv(job, path, nm);
     }

@@ -138,6 +138,12 @@ static void test_missing_rank(void **state) {
   assert_non_null(strstr(job.verdict, "rank 2 never published its state"));
   assert_int_equal(job.nlive, 2);
   top_free(&job);
+  /* a file named for one rank that claims another is ignored */
+  put_file("live.7", "gpurun-live 1\nrank 0\nsize 3\nstate exited\n");
+  load(&job, 1.0);
+  assert_int_equal(job.n, 3);
+  assert_string_equal(job.r[0].live.state, "running");
+  top_free(&job);
   /* everybody inside #1, rank 1 silent for 60 s: the suspect */
   live(2, 3, "running", 1, 3, -1, 0.1);
   live(1, 3, "running", 1, 3, -1, 60);
