@@ -9,7 +9,8 @@
  * reads these columns by name. rank_sm_util/others_sm_util (percent) and rank_mem_mib/others_mem_mib
  * split the GPU between this rank's process tree and everyone else (other ranks, other users),
  * from NVML's per-process utilisation and running compute processes; empty when NVML has no
- * per-process rows for the GPU. GPUs come from NVML, loaded with dlopen("libnvidia-ml.so.1"):
+ * per-process rows for the GPU. A GPU in MIG mode is followed by one row per MIG device, gpu
+ * "<pci>/mig<i>". GPUs come from NVML, loaded with dlopen("libnvidia-ml.so.1"):
  * without it the GPU fields stay empty, which is said once at info level. */
 #ifndef GR_TELEMETRY_H
 #define GR_TELEMETRY_H

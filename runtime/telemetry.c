@@ -54,6 +54,9 @@ typedef struct {
   nvml_ret (*index)(nvml_dev, unsigned int *);
   nvml_ret (*procs)(nvml_dev, unsigned int *, void *);                     /* compute processes */
   nvml_ret (*proc_util)(nvml_dev, void *, unsigned int *, unsigned long long); /* per-process % */
+  nvml_ret (*mig_mode)(nvml_dev, unsigned int *, unsigned int *);
+  nvml_ret (*mig_count)(nvml_dev, unsigned int *);
+  nvml_ret (*mig_by_index)(nvml_dev, unsigned int, nvml_dev *);
 } nvml_api;
 
 /* nvmlProcessInfo_t (v2/v3) and nvmlProcessUtilizationSample_t. */
@@ -78,6 +81,7 @@ struct gr__telemetry {
   nvml_dev dev[GR_TELEMETRY_MAX_GPUS];
   char pci[GR_TELEMETRY_MAX_GPUS][GR_PCI_LEN];
   double energy_j[GR_TELEMETRY_MAX_GPUS]; /* integrated from power when NVML has no counter */
+  int mig_parent[GR_TELEMETRY_MAX_GPUS];  /* row of the parent GPU of a MIG device, -1 none */
   double last_unix;                       /* time of the previous sample (integration) */
   unsigned long long putil_seen[GR_TELEMETRY_MAX_GPUS]; /* NVML timestamp of the last sample read */
   int ncpus;           /* size of mask/prev/cur */
@@ -215,6 +219,9 @@ static int nvml_load(gr__telemetry *t) {
   GR_NVML_SYM(index, "nvmlDeviceGetIndex");
   GR_NVML_SYM(procs, "nvmlDeviceGetComputeRunningProcesses_v3");
   GR_NVML_SYM(proc_util, "nvmlDeviceGetProcessUtilization");
+  GR_NVML_SYM(mig_mode, "nvmlDeviceGetMigMode");
+  GR_NVML_SYM(mig_count, "nvmlDeviceGetMaxMigDeviceCount");
+  GR_NVML_SYM(mig_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
 #undef GR_NVML_SYM
   if (!nv->init || !nv->shutdown || !nv->count || !nv->by_index || !nv->by_pci) {
     GR_LOG_ONCE(GR_LOG_INFO,
@@ -245,6 +252,26 @@ typedef struct {
   char bus_id[32];
 } nvml_pci;
 
+/* A GPU in MIG mode: each MIG device is sampled as a device of its own after its parent, named
+ * "<pci>/mig<i>" (memory and, where the driver allows, utilisation are the slice's; temperature
+ * and power stay the parent's). */
+static void add_migs(gr__telemetry *t, nvml_dev parent, const char *pci, int parent_row) {
+  nvml_api *nv = &t->nv;
+  unsigned int cur = 0, pend = 0, max = 0;
+  if (!nv->mig_mode || !nv->mig_count || !nv->mig_by_index ||
+      nv->mig_mode(parent, &cur, &pend) != NVML_OK || cur != 1 ||
+      nv->mig_count(parent, &max) != NVML_OK)
+    return;
+  for (unsigned int i = 0; i < max && t->ngpus < GR_TELEMETRY_MAX_GPUS; i++) {
+    nvml_dev m;
+    if (nv->mig_by_index(parent, i, &m) != NVML_OK) continue; /* slot not populated */
+    t->dev[t->ngpus] = m;
+    t->mig_parent[t->ngpus] = parent_row;
+    snprintf(t->pci[t->ngpus], GR_PCI_LEN, "%.16s/mig%u", pci, i);
+    t->ngpus++;
+  }
+}
+
 static void nvml_match(gr__telemetry *t, const char *gpus_pci) {
   nvml_api *nv = &t->nv;
   if (gpus_pci) {
@@ -260,9 +287,12 @@ static void nvml_match(gr__telemetry *t, const char *gpus_pci) {
                 nv->error_string ? nv->error_string(rc) : "error");
         continue;
       }
+      int row = t->ngpus;
       t->dev[t->ngpus] = d;
+      t->mig_parent[t->ngpus] = -1;
       snprintf(t->pci[t->ngpus], GR_PCI_LEN, "%s", id);
       t->ngpus++;
+      add_migs(t, d, id, row);
     }
     return;
   }
@@ -278,7 +308,12 @@ static void nvml_match(gr__telemetry *t, const char *gpus_pci) {
                pci.device);
     else
       snprintf(t->pci[t->ngpus], GR_PCI_LEN, "nvml%u", i);
+    int row = t->ngpus;
+    t->mig_parent[t->ngpus] = -1;
     t->dev[t->ngpus++] = d;
+    char parent_pci[GR_PCI_LEN];
+    snprintf(parent_pci, sizeof parent_pci, "%s", t->pci[row]);
+    add_migs(t, d, parent_pci, row);
   }
 }
 
@@ -466,6 +501,7 @@ void gr__telemetry_read(gr__telemetry *t, double elapsed_s, gr__sample *out) {
     unsigned long long thr, ecc, mj;
     snprintf(G->pci, sizeof G->pci, "%s", t->pci[g]);
     G->index = nv->index && nv->index(d, &idx) == NVML_OK ? (int)idx : g;
+    if (t->mig_parent[g] >= 0) G->index = out->gpu[t->mig_parent[g]].index; /* a MIG slice */
     G->has_util = nv->utilization && nv->utilization(d, &u) == NVML_OK;
     if (G->has_util) G->util = u.gpu, G->mem_util = u.memory;
     G->has_mem = nv->memory && nv->memory(d, &m) == NVML_OK;

@@ -159,7 +159,10 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
         const top_gpu *G = &t->gpu[g];
         /* "0000:17:00.0" -> "17:0": bus and device */
         const char *bus = strchr(G->pci, ':');
-        if (bus && strlen(bus) >= 6)
+        const char *mig = strstr(G->pci, "/mig");
+        if (mig) /* a MIG slice under its parent's row */
+          snprintf(gpu, sizeof gpu, "m%.3s", mig + 4);
+        else if (bus && strlen(bus) >= 6)
           snprintf(gpu, sizeof gpu, "%.2s:%c", bus + 1, bus[5]);
         else
           snprintf(gpu, sizeof gpu, "%.4s", G->pci);

@@ -194,6 +194,23 @@ static void test_fake_nvml_share(void **state) {
   assert_true(smp.gpu[0].has_energy);
   assert_float_equal(smp.gpu[0].energy_j, 123456.789, 1e-6);
   gr__telemetry_close(t);
+
+  /* GPU 3 is in MIG mode with two MIG devices: each is sampled after its parent, with its own
+   * memory (2048 of 20480 MiB) and the parent's index. */
+  assert_int_equal(gr__telemetry_open("0035:04:00.0", "0", getpid(), 0, 0, &t), GR_OK);
+  assert_int_equal(gr__telemetry_ngpus(t), 3);
+  gr__telemetry_read(t, 0.0, &smp);
+  n = gr__telemetry_format_csv(&smp, buf, sizeof buf);
+  buf[n] = '\0';
+  assert_string_equal(smp.gpu[1].pci, "0035:04:00.0/mig0");
+  assert_string_equal(smp.gpu[2].pci, "0035:04:00.0/mig1");
+  assert_int_equal(smp.gpu[1].index, smp.gpu[0].index);
+  assert_int_equal(smp.gpu[0].index, 3);
+  assert_non_null(strstr(buf, ",0035:04:00.0,30,10,4096.0,40960.0,50,"));
+  assert_non_null(strstr(buf, ",0035:04:00.0/mig0,40,10,2048.0,20480.0,"));
+  assert_non_null(strstr(buf, ",0035:04:00.0/mig1,20,10,2048.0,20480.0,"));
+  assert_false(smp.gpu[1].has_power); /* a slice has no power reading of its own */
+  gr__telemetry_close(t);
   unsetenv("GR_FAKE_NVML");
 }
 #endif
