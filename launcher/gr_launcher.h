@@ -17,6 +17,7 @@
 #include <hwloc.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 /* Environment lookup, so that tests and the fuzzer can pass a fake environment. */
 typedef const char *(*gr__getenv_fn)(void *ctx, const char *name);
@@ -27,7 +28,8 @@ typedef enum {
   GR__POLICY_CLOSEST = 0,
   GR__POLICY_SPREAD,
   GR__POLICY_COMPACT,
-  GR__POLICY_NONE
+  GR__POLICY_NONE,
+  GR__POLICY_LEAST_LOADED /* closest over the GPUs other tenants use least (load.c) */
 } gr__policy;
 const char *gr__policy_name(gr__policy p);
 
@@ -152,6 +154,22 @@ typedef struct {
 gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opts *po, gr__plan *p,
                            char *err, size_t errlen);
 void gr__plan_free(gr__plan *p);
+
+/* ---- node-local snapshots (snapshot.c) --------------------------------------------------- */
+/* Writes the snapshot text into buf (at most cap bytes); returns its length or -1. */
+typedef ssize_t (*gr__snapshot_fn)(void *ctx, char *buf, size_t cap);
+/* The same text on every local rank of a job: local rank 0 produces and publishes it, the others
+ * read it (see snapshot.c for where and when it is trusted); without a job id, or alone on the
+ * node, each produces its own. Returns the length in buf, or -1. */
+ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, int local_size,
+                           gr__snapshot_fn produce, void *ctx, char *buf, size_t cap);
+
+/* ---- least-loaded GPUs (load.c) ------------------------------------------------------------ */
+/* --policy least-loaded: keeps in n the GPUs the job needs that other tenants use least (NVML
+ * memory in use, then utilisation; local rank 0's readings for every local rank) and notes which
+ * in notes->warn. Without NVML nothing changes. */
+void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__plan_opts *po,
+                      gr__plan *notes);
 
 /* ---- GPU health gate (health.c) ---------------------------------------------------------- */
 enum { GR__HEALTH_WARN = 0, GR__HEALTH_OFF, GR__HEALTH_AVOID };

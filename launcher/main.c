@@ -59,6 +59,8 @@ int main(int argc, char **argv) {
     gr__node_free(&node);
     return usage_error(err);
   }
+  if (o.policy == GR__POLICY_LEAST_LOADED)
+    gr__least_loaded(&node, me.local_rank, me.local_size, &po, &health_notes);
   gr__plan plan;
   if (gr__plan_compute(&node, me.local_size, &po, &plan, err, sizeof err) != GR_OK) {
     gr__node_free(&node);

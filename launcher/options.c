@@ -25,6 +25,8 @@ const char *gr__policy_name(gr__policy p) {
     return "compact";
   case GR__POLICY_NONE:
     return "none";
+  case GR__POLICY_LEAST_LOADED:
+    return "least-loaded";
   }
   return "?";
 }
@@ -51,7 +53,7 @@ static const opt_def opts[] = {
     {"topo", 0, NULL, T_FLAG, OFF(topo_view), 0, "draw the node with each rank's placement, exit"},
     {"topology", 0, "GPURUN_TOPOLOGY", T_STR, OFF(topology), 0,
      "FILE.xml: plan for a recorded node"},
-    {"policy", 0, "GPURUN_POLICY", T_POLICY, OFF(policy), 0, "closest|spread|compact|none"},
+    {"policy", 0, "GPURUN_POLICY", T_POLICY, OFF(policy), 0, "closest|spread|compact|none|least-loaded"},
     {"gpus-per-rank", 0, "GPURUN_GPUS_PER_RANK", T_INT, OFF(gpus_per_rank), 1,
      "N GPUs for each rank"},
     {"ranks-per-gpu", 0, "GPURUN_RANKS_PER_GPU", T_INT, OFF(ranks_per_gpu), 1,
@@ -178,10 +180,10 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
   }
   case T_POLICY: {
     if (!value) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s needs a value", origin);
-    for (int p = GR__POLICY_CLOSEST; p <= GR__POLICY_NONE; p++)
+    for (int p = GR__POLICY_CLOSEST; p <= GR__POLICY_LEAST_LOADED; p++)
       if (strcmp(value, gr__policy_name((gr__policy)p)) == 0)
         return o->policy = (gr__policy)p, GR_OK;
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: unknown policy '%s' (closest, spread, compact, none)", origin,
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: unknown policy '%s' (closest, spread, compact, none, least-loaded)", origin,
                 value);
   }
   case T_FORMAT: {

@@ -18,4 +18,8 @@ typedef struct {
  * out[i].known is 0). */
 int gr__gpu_health_read(const char *const *pci, int n, gr__gpu_health *out);
 
+/* Load of the n GPUs for least-loaded placement: device memory in use (MiB) and utilisation (%),
+ * -1 where NVML cannot say. Returns 0, or -1 when NVML is not available (all -1). */
+int gr__gpu_load_read(const char *const *pci, int n, double *mem_used_mib, double *util);
+
 #endif

@@ -85,3 +85,38 @@ int gr__gpu_health_read(const char *const *pci, int n, gr__gpu_health *out) {
   dlclose(dl);
   return 0;
 }
+
+int gr__gpu_load_read(const char *const *pci, int n, double *mem_used_mib, double *util) {
+  for (int i = 0; i < n; i++)
+    mem_used_mib[i] = util[i] = -1;
+  void *dl = dlopen(gr__nvml_library_name(), RTLD_NOW | RTLD_LOCAL);
+  if (!dl) return -1;
+  nvml_ret (*init)(void), (*shutdown)(void), (*by_pci)(const char *, nvml_dev *);
+  nvml_ret (*memory)(nvml_dev, void *), (*utilization)(nvml_dev, void *);
+#define SYM(v, name) *(void **)&v = dlsym(dl, name)
+  SYM(init, "nvmlInit_v2");
+  SYM(shutdown, "nvmlShutdown");
+  SYM(by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
+  SYM(memory, "nvmlDeviceGetMemoryInfo");
+  SYM(utilization, "nvmlDeviceGetUtilizationRates");
+#undef SYM
+  if (!init || !shutdown || !by_pci || init() != 0) {
+    dlclose(dl);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    nvml_dev d;
+    if (!pci[i] || !pci[i][0] || by_pci(pci[i], &d) != 0) continue;
+    struct {
+      unsigned long long total, free, used;
+    } m;
+    struct {
+      unsigned int gpu, memory;
+    } u;
+    if (memory && memory(d, &m) == 0) mem_used_mib[i] = (double)m.used / 1048576.0;
+    if (utilization && utilization(d, &u) == 0) util[i] = u.gpu;
+  }
+  shutdown();
+  dlclose(dl);
+  return 0;
+}

@@ -9,7 +9,8 @@
  *     2 0035:03:00.0 throttling: HW + SW thermal slowdown (0x60), 92 C against a slowdown at 88 C
  *     3 0035:04:00.0 MIG mode with two MIG devices (their own handles and readings)
  *   GR_FAKE_NVML_HOT0=1 makes GPU 0 hot as well (HW thermal slowdown, 95 C) in this process only,
- *   GR_FAKE_NVML_ALL_ECC=1 gives every GPU an uncorrected ECC error (nothing healthy left).
+ *   GR_FAKE_NVML_ALL_ECC=1 gives every GPU an uncorrected ECC error (nothing healthy left),
+ *   GR_FAKE_NVML_IDLE0=1 makes GPU 0 idle (no memory in use, 0%) in this process only.
  * Only the entry points gpurun uses. */
 #include <dirent.h>
 #include <stdio.h>
@@ -78,6 +79,7 @@ static dev_t_ *D(void *d) {
   dev_t_ *x = (dev_t_ *)d;
   if (is_node4() && x == &node4[0] && env_on("GR_FAKE_NVML_HOT0")) x->throttle = 0x40, x->temp = 95;
   if (is_node4() && env_on("GR_FAKE_NVML_ALL_ECC") && x->mig >= 0 && !x->ecc) x->ecc = 1;
+  if (is_node4() && x == &node4[0] && env_on("GR_FAKE_NVML_IDLE0")) x->used_mib = 0, x->util = 0;
   return x;
 }
 
