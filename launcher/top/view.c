@@ -159,9 +159,9 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
         const top_gpu *G = &t->gpu[g];
         /* "0000:17:00.0" -> "17:0": bus and device */
         const char *bus = strchr(G->pci, ':');
-        const char *mig = strstr(G->pci, "/mig");
+        const char *mig = strstr(G->pci, "mig"); /* "<pci>/mig<i>", '/' cleaned to '?' */
         if (mig) /* a MIG slice under its parent's row */
-          snprintf(gpu, sizeof gpu, "m%.3s", mig + 4);
+          snprintf(gpu, sizeof gpu, "m%.3s", mig + 3);
         else if (bus && strlen(bus) >= 6)
           snprintf(gpu, sizeof gpu, "%.2s:%c", bus + 1, bus[5]);
         else
@@ -170,8 +170,13 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
         /* a shared GPU: this rank's SM share / the GPU's total */
         if (G->rank_sm >= 0 && G->util >= 0)
           snprintf(util, sizeof util, "%.0f/%.0f%%", G->rank_sm, G->util);
-        if (G->mem_used_mib >= 0 && G->mem_total_mib > 0)
-          snprintf(mem, sizeof mem, "%.0f/%.0fG", G->mem_used_mib / 1024, G->mem_total_mib / 1024);
+        if (G->mem_used_mib >= 0 && G->mem_total_mib > 0) {
+          /* one decimal while it fits the 7 columns: 1.5/32G */
+          int w = snprintf(mem, sizeof mem, "%.1f/%.0fG", G->mem_used_mib / 1024,
+                           G->mem_total_mib / 1024);
+          if (w > 7)
+            snprintf(mem, sizeof mem, "%.0f/%.0fG", G->mem_used_mib / 1024, G->mem_total_mib / 1024);
+        }
         fmt_num(temp, sizeof temp, "C", G->temp_c);
         fmt_num(pow, sizeof pow, "W", G->power_w);
         thr = throttle_word(G->throttle);
