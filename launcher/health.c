@@ -18,10 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *gr__health_mode_name(int mode) {
-  return mode == GR__HEALTH_OFF ? "off" : mode == GR__HEALTH_AVOID ? "avoid" : "warn";
-}
-
 /* The snapshot text: "<-1|0|1> <reason>" per GPU, in the node's order. */
 static ssize_t produce(void *ctx, char *buf, size_t cap) {
   const gr__node *n = ctx;

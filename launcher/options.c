@@ -31,6 +31,10 @@ const char *gr__policy_name(gr__policy p) {
   return "?";
 }
 
+const char *gr__health_mode_name(int mode) {
+  return mode == GR__HEALTH_OFF ? "off" : mode == GR__HEALTH_AVOID ? "avoid" : "warn";
+}
+
 typedef enum { T_FLAG, T_INT, T_STR, T_POLICY, T_FORMAT, T_SIZE, T_SECONDS, T_MONITOR, T_HEALTH } opt_type;
 
 typedef struct {
