@@ -316,7 +316,7 @@ int top_load(top_job *job) {
   if (job->world <= 65536)
     for (int r = 0; r < job->world; r++)
       rank_slot(job, r);
-  qsort(job->r, (size_t)job->n, sizeof *job->r, by_rank);
+  if (job->n > 1) qsort(job->r, (size_t)job->n, sizeof *job->r, by_rank); /* r is NULL when empty */
   for (int i = 0; i < job->n; i++)
     job->index[job->r[i].rank] = i;
   top_analyse(job);
