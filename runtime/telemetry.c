@@ -439,10 +439,14 @@ static void sample_share(gr__telemetry *t, int g, gr__gpu_sample *G) {
     }
   }
   if (nv->proc_util) {
-    nvml_putil rows[GR_MAX_PROCS];
+    nvml_putil stack[GR_MAX_PROCS], *rows = stack;
     unsigned int n = GR_MAX_PROCS;
     nvml_ret rc = nv->proc_util(d, rows, &n, t->putil_seen[g]);
-    if (rc == NVML_OK && n <= GR_MAX_PROCS) {
+    if (rc == 7 /* NVML_ERROR_INSUFFICIENT_SIZE: many samples since the last call */ && n > 0 &&
+        n < 4096 && (rows = malloc(n * sizeof *rows)) != NULL)
+      rc = nv->proc_util(d, rows, &n, t->putil_seen[g]);
+    if (!rows) rows = stack;
+    if (rc == NVML_OK) {
       /* NVML may return several samples of one process since the last call: average per pid,
        * then sum by owner. */
       G->has_share_util = 1;
@@ -464,6 +468,7 @@ static void sample_share(gr__telemetry *t, int g, gr__gpu_sample *G) {
     } else if (rc == 6 /* NVML_ERROR_NOT_FOUND: no process ran since the last call */) {
       G->has_share_util = 1;
     }
+    if (rows != stack) free(rows);
   }
 }
 

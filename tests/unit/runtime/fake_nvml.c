@@ -250,12 +250,27 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void *d, unsigned int *count, proc_t
   *count = (unsigned)n;
   return 0;
 }
+/* GR_FAKE_NVML_MANY=1: 100 samples per process since the last call (more than a first buffer
+ * holds), SM alternating 50/70 for the caller's children (mean 60) and 25 for pid 1. */
 int nvmlDeviceGetProcessUtilization(void *d, putil_t *out, unsigned int *count,
                                     unsigned long long since) {
   (void)since;
   unsigned pid[16], sm[16];
   unsigned long long mem[16];
   int n = rows(d, pid, sm, mem, 16);
+  if (n && env_on("GR_FAKE_NVML_MANY")) {
+    unsigned want = (unsigned)n * 100;
+    if (!out || *count < want) {
+      *count = want;
+      return 7;
+    }
+    for (unsigned k = 0; k < want; k++) {
+      unsigned i = k % (unsigned)n;
+      out[k] = (putil_t){pid[i], 1 + k, pid[i] == 1 ? 25 : (k / (unsigned)n) % 2 ? 70u : 50u, 5, 0, 0};
+    }
+    *count = want;
+    return 0;
+  }
   if (!out || *count < (unsigned)n) {
     *count = (unsigned)n;
     return n ? 7 : 6;

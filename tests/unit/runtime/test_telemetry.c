@@ -195,6 +195,24 @@ static void test_fake_nvml_share(void **state) {
   assert_float_equal(smp.gpu[0].energy_j, 123456.789, 1e-6);
   gr__telemetry_close(t);
 
+  /* Many samples since the last call (more than the first buffer): averaged per process. */
+  child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  setenv("GR_FAKE_NVML_MANY", "1", 1);
+  assert_int_equal(gr__telemetry_open("0004:04:00.0", "0", child, 0, 0, &t), GR_OK);
+  gr__telemetry_read(t, 0.0, &smp);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  unsetenv("GR_FAKE_NVML_MANY");
+  assert_true(smp.gpu[0].has_share_util);
+  assert_float_equal(smp.gpu[0].rank_sm, 60.0, 1e-9);
+  assert_float_equal(smp.gpu[0].others_sm, 25.0, 1e-9);
+  gr__telemetry_close(t);
+
   /* GPU 3 is in MIG mode with two MIG devices: each is sampled after its parent, with its own
    * memory (2048 of 20480 MiB) and the parent's index. */
   assert_int_equal(gr__telemetry_open("0035:04:00.0", "0", getpid(), 0, 0, &t), GR_OK);
