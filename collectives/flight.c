@@ -6,9 +6,11 @@
 #include "gr_coll.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_escape.h"
 #include "gr_jobdir.h"
 #include "gr_live.h"
 #include "gr_log.h"
+#include "gr_safefile.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -22,6 +24,7 @@
 
 typedef struct {
   uint64_t seq;
+  uint64_t cseq; /* the communicator's collective number (the same on every member); 0: p2p */
   size_t count;
   int kind, dtype, root, peer;
   double start, end;
@@ -32,8 +35,9 @@ struct gr__flight {
   char id[32];
   int rank, size;
   const char *backend;
-  uint64_t n; /* records written so far; ring[n % N] is the next */
-  double busy_s; /* seconds inside finished calls (the live state's running total) */
+  uint64_t n;     /* records written so far; ring[n % N] is the next */
+  uint64_t ncoll; /* collective calls begun so far */
+  double busy_s;  /* seconds inside finished calls (the live state's running total) */
   rec ring[GR__FLIGHT_N];
   gr__flight *next;
 };
@@ -128,7 +132,8 @@ int gr__flight_begin(gr__flight *f, uint64_t seq, int kind, size_t count, int dt
   if (!f) return -1;
   pthread_mutex_lock(&lock);
   int slot = (int)(f->n++ % GR__FLIGHT_N);
-  f->ring[slot] = (rec){seq, count, kind, dtype, root, peer, start, 0.0, GR__FL_RUNNING};
+  uint64_t cseq = kind == GR__SEND || kind == GR__RECV ? 0 : ++f->ncoll;
+  f->ring[slot] = (rec){seq, cseq, count, kind, dtype, root, peer, start, 0.0, GR__FL_RUNNING};
   __atomic_store_n(&generation, generation + 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&lock);
   return slot;
@@ -188,25 +193,9 @@ static void put_double(FILE *o, double v) {
     fprintf(o, "%.6f", v);
 }
 
-int gr__flight_dump(const char *reason, char *path, size_t path_len) {
+static int dump_text(FILE *o, const char *reason) {
   static const char *const states[] = {"running", "done", "failed", "timeout"};
-  const char *root = getenv("GPURUN_MONITOR_DIR");
-  if (!root || !*root) root = "./gpurun-monitor";
-  char dir[900];
-  snprintf(dir, sizeof dir, "%s/%s", root, job[0] ? job : "nojob");
-  if (gr__mkdir_p(dir) != 0) {
-    GR_WARN("flight recorder: cannot create %s: %s", dir, strerror(errno));
-    return -1;
-  }
   int wrank = gr__process_rank();
-  char tmp[1024];
-  snprintf(path, path_len, "%s/flight.%d.json", dir, wrank);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  FILE *o = fopen(tmp, "w");
-  if (!o) {
-    GR_WARN("flight recorder: cannot write %s: %s", tmp, strerror(errno));
-    return -1;
-  }
   char node[256] = "";
   gethostname(node, sizeof node - 1);
   int wsize = 0;
@@ -214,32 +203,70 @@ int gr__flight_dump(const char *reason, char *path, size_t path_len) {
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
   if (inited && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &wsize);
-  fprintf(o, "{\"rank\": %d, \"size\": %d, \"node\": \"%s\", \"reason\": \"%s\", \"comms\": [", wrank,
-          wsize, node, reason);
+  fprintf(o, "{\"rank\": %d, \"size\": %d, \"node\": ", wrank, wsize);
+  gr__esc_json(o, node);
+  fputs(", \"reason\": ", o);
+  gr__esc_json(o, reason);
+  fputs(", \"comms\": [", o);
   pthread_mutex_lock(&lock);
   for (gr__flight *f = head; f; f = f->next) {
-    fprintf(o, "%s\n {\"id\": \"%s\", \"rank\": %d, \"size\": %d, \"backend\": \"%s\", \"calls\": [",
-            f == head ? "" : ",", f->id, f->rank, f->size, f->backend);
+    fprintf(o, "%s\n {\"id\": ", f == head ? "" : ",");
+    gr__esc_json(o, f->id);
+    fprintf(o, ", \"rank\": %d, \"size\": %d, \"backend\": ", f->rank, f->size);
+    gr__esc_json(o, f->backend);
+    fputs(", \"calls\": [", o);
     uint64_t first = f->n > GR__FLIGHT_N ? f->n - GR__FLIGHT_N : 0;
     for (uint64_t i = first; i < f->n; i++) {
       const rec *r = &f->ring[i % GR__FLIGHT_N];
-      fprintf(o, "%s\n  {\"seq\": %llu, \"op\": \"%s\", \"count\": %zu, \"dtype\": \"%s\", \"root\": %d, "
+      fprintf(o, "%s\n  {\"seq\": %llu, ", i == first ? "" : ",", (unsigned long long)r->seq);
+      fprintf(o, "\"op\": \"%s\", \"count\": %zu, \"dtype\": \"%s\", \"root\": %d, "
                  "\"peer\": %d, \"start\": ",
-              i == first ? "" : ",", (unsigned long long)r->seq, gr__kind_name((gr__kind)r->kind),
+              gr__kind_name((gr__kind)r->kind),
               r->count, r->dtype >= 0 ? gr__dtype_name((gr_dtype)r->dtype) : "none", r->root, r->peer);
       put_double(o, r->start);
       fputs(", \"end\": ", o);
       put_double(o, r->state == GR__FL_RUNNING ? 0.0 : r->end);
+      if (r->cseq)
+        fprintf(o, ", \"cseq\": %llu", (unsigned long long)r->cseq);
+      else
+        fputs(", \"cseq\": null", o);
       fprintf(o, ", \"state\": \"%s\"}", states[r->state]);
     }
     fputs("]}", o);
   }
   pthread_mutex_unlock(&lock);
   fputs("]}\n", o);
-  int bad = ferror(o);
-  if (fclose(o) != 0 || bad || rename(tmp, path) != 0) {
-    unlink(tmp);
+  return wrank;
+}
+
+int gr__flight_dump(const char *reason, char *path, size_t path_len) {
+  const char *root = getenv("GPURUN_MONITOR_DIR");
+  if (!root || !*root) root = "./gpurun-monitor";
+  const char *jobname = job[0] ? job : "nojob";
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *o = open_memstream(&buf, &len);
+  if (!o) {
+    GR_WARN("flight recorder: out of memory");
     return -1;
   }
-  return 0;
+  int wrank = dump_text(o, reason);
+  int bad = ferror(o);
+  if (fclose(o) != 0 || bad) {
+    free(buf);
+    GR_WARN("flight recorder: out of memory");
+    return -1;
+  }
+  char name[64], why[512];
+  snprintf(name, sizeof name, "flight.%d.json", wrank);
+  snprintf(path, path_len, "%s/%s/%s", root, jobname, name);
+  int rc = -1;
+  int dirfd = gr__jobdir_open(root, jobname, why, sizeof why);
+  if (dirfd >= 0) {
+    rc = gr__file_replace(dirfd, name, buf, len, why, sizeof why);
+    close(dirfd);
+  }
+  free(buf);
+  if (rc != 0) GR_WARN("flight recorder: not written: %s", why);
+  return rc;
 }

@@ -10,6 +10,7 @@
 #include "gr_jobdir.h"
 #include "gr_live_file.h"
 #include "gr_log.h"
+#include "gr_safefile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,7 +38,9 @@ static struct {
   uint64_t gen;        /* flight generation last written */
   int rank, size;
   char host[64];
-  char path[PATH_MAX], tmp[PATH_MAX];
+  int dirfd;           /* the job directory (gr__jobdir_open) */
+  char path[PATH_MAX];  /* for messages */
+  char name[32], tmp[64];
   double prev_cpu_s, prev_wall_s;
   double cpu_pct;
   gr__flight_now last[GR_LIVE_MAX_COMMS]; /* the last communicators written (kept for exit) */
@@ -111,14 +114,16 @@ static int write_state(const char *state) {
   }
   /* A stale temp file of a killed predecessor with our pid is replaced; O_EXCL|O_NOFOLLOW make
    * sure a link planted under that name is never followed. */
-  unlink(L.tmp);
-  int fd = open(L.tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  unlinkat(L.dirfd, L.tmp, 0);
+  int fd = openat(L.dirfd, L.tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  gr__jobdir_mode() & 0666);
   if (fd < 0) return -1;
   ssize_t w = write(fd, buf, (size_t)len);
   int bad = w != (ssize_t)len;
   if (close(fd) != 0) bad = 1;
-  if (bad || rename(L.tmp, L.path) != 0) {
-    unlink(L.tmp);
+  /* no fsync: a reader wants the latest state, not a durable one, 4 times a second */
+  if (bad || renameat(L.dirfd, L.tmp, L.dirfd, L.name) != 0) {
+    unlinkat(L.dirfd, L.tmp, 0);
     return -1;
   }
   return 0;
@@ -189,9 +194,10 @@ void gr__live_setup(const char *job) {
     else
       period = v;
   }
-  char dir[PATH_MAX - 64];
-  if ((size_t)snprintf(dir, sizeof dir, "%s/%s", root, job) >= sizeof dir || gr__mkdir_p(dir) != 0) {
-    GR_WARN("live state: cannot create %s/%s; gpurun-top will not see this rank", root, job);
+  char why[512];
+  L.dirfd = gr__jobdir_open(root, job, why, sizeof why); /* private, checked (gr_safefile.h) */
+  if (L.dirfd < 0) {
+    GR_WARN("live state: %s; gpurun-top will not see this rank", why);
     return;
   }
   int inited = 0;
@@ -206,8 +212,9 @@ void gr__live_setup(const char *job) {
   char host[256] = "";
   if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
   gr__live_clean(L.host, sizeof L.host, host, strlen(host));
-  snprintf(L.path, sizeof L.path, "%s/live.%d", dir, L.rank);
-  snprintf(L.tmp, sizeof L.tmp, "%s/.live.%d.tmp.%d", dir, L.rank, (int)getpid());
+  snprintf(L.path, sizeof L.path, "%s/%s/live.%d", root, job, L.rank);
+  snprintf(L.name, sizeof L.name, "live.%d", L.rank);
+  snprintf(L.tmp, sizeof L.tmp, ".live.%d.tmp.%d", L.rank, (int)getpid());
   L.period_ns = (int64_t)(period * 1e9);
   L.cpu_pct = -1;
   L.owner = getpid();

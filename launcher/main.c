@@ -14,6 +14,7 @@
 #include "gr_config.h"
 #include "gr_device.h"
 
+#include "gr_log.h"
 #include "gr_supervise.h"
 
 static int usage_error(const char *msg) {
@@ -170,8 +171,9 @@ int main(int argc, char **argv) {
   gr__node_free(&node);
   execvp(prog[0], prog);
   int errsv = errno;
-  fprintf(stderr, "gpurun: cannot execute %s: %s\n", prog[0], strerror(errsv));
-  return errsv == ENOENT || errsv == ENOTDIR ? 127 : 126;
+  /* The same words, prefix and status as the supervisor's (gr__supervise) for the same failure. */
+  gr__log(GR_LOG_ERROR, "cannot execute %s: %s", prog[0], strerror(errsv));
+  return gr__exec_exit_code(errsv);
 done:
   gr__plan_free(&plan);
   gr__node_free(&node);

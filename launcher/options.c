@@ -1,6 +1,7 @@
 /* gpurun's options: one table gives each option its long name, GPURUN_* variable and config key,
  * so that the three sources cannot drift apart. Precedence: config < environment < argv. */
 #include "gr_launcher.h"
+#include "gr_supervise.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -229,6 +230,10 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
     if (parse_bool(value, &b) == 0 && strcmp(value, "1") != 0) return o->monitor = b, GR_OK;
     if (parse_seconds(value, &v) || v <= 0)
       return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected an interval in seconds > 0, got '%s'", origin, value);
+    if (v < GR_MONITOR_MIN_INTERVAL_S)
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID,
+                                "%s: interval %s s is below the floor of %g s", origin, value,
+                                GR_MONITOR_MIN_INTERVAL_S);
     o->monitor = 1;
     o->monitor_interval = v;
     return GR_OK;

@@ -1,7 +1,9 @@
 /* The runtime's counters file for gpurun-report. */
 #include "gr_counters.h"
 
+#include "gr_escape.h"
 #include "gr_jobdir.h"
+#include "gr_safefile.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -10,14 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static void jstr(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\') fputc('\\', f);
-    if ((unsigned char)*s >= 0x20) fputc(*s, f);
-  }
-  fputc('"', f);
-}
+static void jstr(FILE *f, const char *s) { gr__esc_json(f, s); }
 
 void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, double wall_s,
                        const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads) {
@@ -52,28 +47,34 @@ void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, dou
 }
 
 int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *job, double wall_s,
-                       const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads) {
-  char node[256];
+                       const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads,
+                       char *why, size_t why_len) {
+  char node[256], name[320];
   snprintf(node, sizeof node, "%s", info->node);
-  for (char *p = node; *p; p++)
-    if (*p == '/' || *p == ' ') *p = '_';
-  char jobdir[PATH_MAX - 512], path[PATH_MAX], tmp[PATH_MAX + 32];
-  if ((size_t)snprintf(jobdir, sizeof jobdir, "%s/%s", dir, job) >= sizeof jobdir) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  if (gr__mkdir_p(jobdir) != 0) return -1;
-  snprintf(path, sizeof path, "%s/%s.%d.counters.json", jobdir, node,
+  gr__safe_name_fix(node);
+  snprintf(name, sizeof name, "%.250s.%d.counters.json", node,
            info->local_rank < 0 ? 0 : info->local_rank);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (!f) return -1;
-  gr__counters_json(f, info, job, wall_s, coll, pool, pool_threads);
-  if (fclose(f) != 0 || rename(tmp, path) != 0) {
-    int e = errno;
-    unlink(tmp);
-    errno = e;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) {
+    snprintf(why, why_len, "out of memory");
     return -1;
   }
-  return 0;
+  gr__counters_json(f, info, job, wall_s, coll, pool, pool_threads);
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad) {
+    free(buf);
+    snprintf(why, why_len, "out of memory");
+    errno = ENOMEM;
+    return -1;
+  }
+  int rc = -1;
+  int dirfd = gr__jobdir_open(dir, job, why, why_len);
+  if (dirfd >= 0) {
+    rc = gr__file_replace(dirfd, name, buf, len, why, why_len);
+    close(dirfd);
+  }
+  free(buf);
+  return rc;
 }

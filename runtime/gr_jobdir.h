@@ -9,15 +9,13 @@
 
 /* The job id the ranks of one job share without talking: $GPURUN_JOB_ID, then the batch system's
  * and Open MPI's ids (SLURM_JOB_ID, FLUX_JOB_ID, OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE, PBS_JOBID,
- * LSB_JOBID). 0 with the id ('/', spaces and control characters made '_'), -1 when none is set. */
+ * LSB_JOBID). 0 with the id (bytes outside gr__safe_char's alphabet made '_'; a leading '.' is
+ * kept so that gr__jobdir_open refuses it), -1 when none is set. */
 int gr__monitor_job_from_env(char *out, size_t cap);
 
 /* The job id all ranks of comm agree on: gr__monitor_job_from_env, else rank 0's UTC time
  * (YYYYmmdd-HHMMSS) broadcast over comm. Collective over comm exactly when no id is set in the
  * environment, which is the same on every rank of a job. */
 void gr__job_agree(MPI_Comm comm, char *out, size_t cap);
-
-/* mkdir -p: create path and its missing parents (mode 0755). 0, or -1 with errno. */
-int gr__mkdir_p(const char *path);
 
 #endif

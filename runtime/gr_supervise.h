@@ -3,10 +3,14 @@
  * Implemented in runtime/supervise.c; called by launcher/main.c.
  *
  * Files and environment (the contract between gpurun, the runtime and gpurun-report):
- * - Samples go to <monitor_dir>/<job>/<node>.<local_rank>.csv, one write(2) per sample, columns in
- *   runtime/gr_telemetry.h. job: o->job_id, else $GPURUN_JOB_ID, $SLURM_JOB_ID,
+ * - Samples go to <monitor_dir>/<job>/<node>.<local_rank>.csv, whole rows only (a failed append
+ *   is rolled back, warned once, and sampling stops), columns in runtime/gr_telemetry.h. The job
+ *   directory and the file are opened through gr_safefile.h: a private directory of this user
+ *   (0700, 0750 with GPURUN_MONITOR_GROUP=1), no symlink followed, unsafe job ids refused.
+ *   job: o->job_id, else $GPURUN_JOB_ID, $SLURM_JOB_ID,
  *   $FLUX_JOB_ID, $OMPI_MCA_ess_base_jobid, $PMIX_NAMESPACE, $PBS_JOBID, $LSB_JOBID
- *   (gr__monitor_job_from_env, runtime/gr_counters.h), else a timestamp (YYYYmmdd-HHMM). '/' and spaces become '_'.
+ *   (gr__monitor_job_from_env, runtime/gr_jobdir.h), else a timestamp (YYYYmmdd-HHMM). Bytes
+ *   outside [A-Za-z0-9._+@-] become '_'; an id starting with '.' is refused.
  * - When monitoring, the supervisor exports to the program GPURUN_MONITOR_DIR (the root) and
  *   GPURUN_JOB_ID (the job segment actually used). gr_finalize then writes the runtime's counters to
  *   <GPURUN_MONITOR_DIR>/<GPURUN_JOB_ID>/<node>.<local_rank>.counters.json; a program run without
@@ -36,8 +40,19 @@ typedef struct {
 
 void gr__supervise_opts_init(gr_supervise_opts *o);
 
-/* Fork and execvp(argv[0], argv); forward SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 to
- * the child; sample until it exits. *exit_code is shell-style: the child's exit status, 128+N when
+/* The smallest sampling interval accepted (seconds): below it the samples cost more than they
+ * tell, and the CSV grows by megabytes a second. */
+#define GR_MONITOR_MIN_INTERVAL_S 0.05
+
+/* Shell-style status for a program that could not be executed: 127 when it was not found
+ * (ENOENT, ENOTDIR), 126 otherwise. gpurun uses it with and without the supervisor. */
+int gr__exec_exit_code(int err);
+
+/* Fork and execvp(argv[0], argv) in its own process group (PR_SET_PDEATHSIG: killed when the
+ * supervisor dies); forward SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 to that group;
+ * sample until the program exits. The time limit sends SIGTERM, then SIGKILL, to the group, and
+ * SIGKILL to what is left of it once the program has gone. A monitor interval below
+ * GR_MONITOR_MIN_INTERVAL_S is GR_ERR_INVALID. *exit_code is shell-style: the child's exit status, 128+N when
  * killed by signal N, 124 when the time limit ended it, 127/126 when it could not be executed. */
 gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exit_code);
 

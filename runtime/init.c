@@ -247,9 +247,11 @@ static void write_counters(void) {
   int have_coll = world && gr__coll_stats_get(world, &cs) == GR_OK;
   gr__pool_stats ps;
   if (pool) gr__pool_get_stats(pool, &ps);
+  char why[512] = "";
   if (gr__counters_write(dir, &info, job, now_s() - t_init, have_coll ? &cs : NULL,
-                         pool ? &ps : NULL, pool ? gr_pool_nthreads(pool) : 0) != 0)
-    GR_WARN("monitor: cannot write the counters under %s/%s: %m", dir, job);
+                         pool ? &ps : NULL, pool ? gr_pool_nthreads(pool) : 0, why,
+                         sizeof why) != 0)
+    GR_WARN("monitor: counters not written: %s", why);
 }
 
 GR_API gr_status gr_finalize(void) {

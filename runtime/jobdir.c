@@ -1,6 +1,8 @@
 /* The job directory shared by the supervisor, the runtime's counters and the flight recorder. */
 #include "gr_jobdir.h"
 
+#include "gr_safefile.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -16,8 +18,10 @@ int gr__monitor_job_from_env(char *out, size_t cap) {
     const char *v = getenv(vars[i]);
     if (!v || !*v) continue;
     snprintf(out, cap, "%s", v);
-    for (char *p = out; *p; p++) /* a job id becomes a directory name */
-      if (*p == '/' || *p == ' ' || (unsigned char)*p < 32) *p = '_';
+    /* A job id becomes a directory name: bytes outside the safe alphabet become '_'. Dots stay,
+     * so that an id of ".." or ".x" is refused by gr__jobdir_open rather than renamed. */
+    for (char *p = out; *p; p++)
+      if (!gr__safe_char((unsigned char)*p)) *p = '_';
     return 0;
   }
   return -1;
@@ -31,19 +35,4 @@ void gr__job_agree(MPI_Comm comm, char *out, size_t cap) {
   struct tm tm;
   gmtime_r(&tt, &tm);
   strftime(out, cap, "%Y%m%d-%H%M%S", &tm);
-}
-
-int gr__mkdir_p(const char *path) {
-  char tmp[PATH_MAX];
-  if ((size_t)snprintf(tmp, sizeof tmp, "%s", path) >= sizeof tmp) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-    *p = '/';
-  }
-  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }

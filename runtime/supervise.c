@@ -8,6 +8,7 @@
 #include "gr_live_file.h"
 #include "gr_log.h"
 #include "gr_prom.h"
+#include "gr_safefile.h"
 #include "gr_telemetry.h"
 
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -39,16 +41,14 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Path components come from the environment: keep them to one safe path segment. */
-static void sanitize(char *s) {
-  for (; *s; s++)
-    if (*s == '/' || *s == ' ' || (unsigned char)*s < 32) *s = '_';
-}
-
-/* The job id every rank of one job agrees on without talking to each other. */
+/* The job id every rank of one job agrees on without talking to each other. Bytes outside the
+ * safe alphabet become '_'; an id that is still unsafe ("..", ".x") is refused when the directory
+ * is opened. */
 static void job_id(const gr_supervise_opts *o, char *out, size_t cap) {
   if (o->job_id && *o->job_id) {
     snprintf(out, cap, "%s", o->job_id);
+    for (char *p = out; *p; p++)
+      if (!gr__safe_char((unsigned char)*p)) *p = '_';
   } else if (gr__monitor_job_from_env(out, cap) != 0) {
     /* No launcher ids: a timestamp (minute resolution, so ranks started together usually agree). */
     time_t t = time(NULL);
@@ -56,48 +56,39 @@ static void job_id(const gr_supervise_opts *o, char *out, size_t cap) {
     localtime_r(&t, &tm);
     strftime(out, cap, "%Y%m%d-%H%M", &tm);
   }
-  sanitize(out);
 }
 
-/* Opens <dir>/<job>/<node>.<local_rank>.csv for appending and exports the directory and job id to
- * the program, so that the runtime can put its counters beside the CSV. -1 when monitoring is off
- * or the file cannot be made (said at warn: the job still runs). */
+/* Opens <dir>/<job>/<node>.<local_rank>.csv for appending (gr_safefile.h: a private job
+ * directory, no symlink followed) and exports the directory and job id to the program, so that the
+ * runtime can put its counters beside the CSV. -1 when monitoring is off or the file cannot be
+ * made (said at warn, with the reason: the job still runs). */
 static int open_csv(const gr_supervise_opts *o, char *path, size_t cap, char *job_out,
                     size_t job_cap, char *node_out, size_t node_cap) {
   const char *root = o->monitor_dir;
   if (!root || !*root) root = getenv("GPURUN_MONITOR_DIR");
   if (!root || !*root) root = "gpurun-monitor";
-  char job[128], node[256];
+  char job[128], node[256], why[512];
   job_id(o, job, sizeof job);
   if (o->node_name && *o->node_name)
     snprintf(node, sizeof node, "%s", o->node_name);
   else if (gethostname(node, sizeof node) != 0)
     snprintf(node, sizeof node, "localhost");
   node[sizeof node - 1] = '\0';
-  sanitize(node);
+  gr__safe_name_fix(node);
 
-  char dir[PATH_MAX - 300];
-  if ((size_t)snprintf(dir, sizeof dir, "%s/%s", root, job) >= sizeof dir) {
-    GR_WARN("--monitor: directory %s too long; running without monitoring", root);
+  int dirfd = gr__jobdir_open(root, job, why, sizeof why);
+  if (dirfd < 0) {
+    GR_WARN("--monitor: %s; running without monitoring", why);
     return -1;
   }
-  if (gr__mkdir_p(dir) != 0) {
-    GR_WARN("--monitor: cannot create %s: %s; running without monitoring", dir, strerror(errno));
-    return -1;
-  }
-  if ((size_t)snprintf(path, cap, "%s/%s.%d.csv", dir, node, o->local_rank) >= cap) {
-    GR_WARN("--monitor: path under %s too long; running without monitoring", dir);
-    return -1;
-  }
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  char name[300];
+  snprintf(name, sizeof name, "%.250s.%d.csv", node, o->local_rank);
+  snprintf(path, cap, "%s/%s/%s", root, job, name);
+  int fd = gr__file_append_open(dirfd, name, GR_TELEMETRY_CSV_HEADER, why, sizeof why);
+  close(dirfd);
   if (fd < 0) {
-    GR_WARN("--monitor: cannot open %s: %s; running without monitoring", path, strerror(errno));
+    GR_WARN("--monitor: %s/%s: %s; running without monitoring", root, job, why);
     return -1;
-  }
-  struct stat st;
-  if (fstat(fd, &st) == 0 && st.st_size == 0) {
-    ssize_t w = write(fd, GR_TELEMETRY_CSV_HEADER, strlen(GR_TELEMETRY_CSV_HEADER));
-    (void)w;
   }
   setenv("GPURUN_MONITOR_DIR", root, 1);
   setenv("GPURUN_JOB_ID", job, 1);
@@ -145,25 +136,41 @@ static void write_prom(prom_out *p, const gr__sample *smp) {
   }
 }
 
-/* One write(2) per sample: a signal or a kill never leaves half a line in the file. */
-static void write_sample(int fd, gr__telemetry *t, double elapsed, prom_out *prom) {
+/* One whole row per sample, or none: a full disk or a file-size limit rolls the partial row back
+ * (gr__file_append_row). -1 when the row could not be written; sampling stops then. The
+ * Prometheus file, when asked for, gets the same sample. */
+static int write_sample(int fd, gr__telemetry *t, double elapsed, prom_out *prom) {
   char buf[8192];
   gr__sample smp;
   gr__telemetry_read(t, elapsed, &smp);
-  size_t n = gr__telemetry_format_csv(&smp, buf, sizeof buf);
-  if (n > 0) {
-    ssize_t w;
-    do
-      w = write(fd, buf, n);
-    while (w < 0 && errno == EINTR);
-  }
   if (prom && prom->name[0]) write_prom(prom, &smp);
+  size_t n = gr__telemetry_format_csv(&smp, buf, sizeof buf);
+  if (n == 0) return 0;
+  return gr__file_append_row(fd, buf, n);
 }
+
+int gr__exec_exit_code(int err) { return err == ENOENT || err == ENOTDIR ? 127 : 126; }
 
 static int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
+}
+
+/* The program's whole process group; the program alone when it left the group (setsid). */
+static void signal_group(pid_t pid, int sig) {
+  if (kill(-pid, sig) != 0) kill(pid, sig);
+}
+
+/* Gives the terminal back to gpurun's own group after the program's group had it. */
+static void take_back_tty(int fg_tty) {
+  if (!fg_tty) return;
+  sigset_t ttou, prev;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  sigprocmask(SIG_BLOCK, &ttou, &prev);
+  tcsetpgrp(STDIN_FILENO, getpgrp());
+  sigprocmask(SIG_SETMASK, &prev, NULL);
 }
 
 gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exit_code) {
@@ -179,6 +186,10 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
     return gr__fail(GR_ERR_INVALID, call,
                     "supervise: monitor interval %g, time limit %g and kill grace %g must be >= 0",
                     o->monitor_interval_s, o->time_limit_s, o->kill_grace_s);
+  if (o->monitor_interval_s > 0 && o->monitor_interval_s < GR_MONITOR_MIN_INTERVAL_S)
+    return gr__fail(GR_ERR_INVALID, call,
+                    "supervise: monitor interval %g s is below the floor of %g s", o->monitor_interval_s,
+                    GR_MONITOR_MIN_INTERVAL_S);
   *exit_code = 1;
 
   int csv = -1;
@@ -209,12 +220,23 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
     sigaddset(&set, forwarded[i]);
   sigaddset(&set, SIGCHLD);
   sigprocmask(SIG_BLOCK, &set, &old);
+  /* A file-size limit must make write(2) fail with EFBIG (and the row be rolled back), not kill
+   * the supervisor; the program gets the caller's disposition back before exec. */
+  struct sigaction ign, old_xfsz;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGXFSZ, &ign, &old_xfsz);
+  /* In the foreground of a terminal, the program's group takes the terminal over (as a shell
+   * would give it to a job), so that it can read it and ^C reaches it. */
+  const pid_t me = getpid();
+  const int fg_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
   int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   int errpipe[2] = {-1, -1};
   if (sfd < 0 || pipe2(errpipe, O_CLOEXEC) != 0) {
     int e = errno;
     if (sfd >= 0) close(sfd);
     sigprocmask(SIG_SETMASK, &old, NULL);
+    sigaction(SIGXFSZ, &old_xfsz, NULL);
     if (csv >= 0) close(csv);
     return gr__fail(GR_ERR_SYSTEM, call, "supervise: signalfd/pipe: %s", strerror(e));
   }
@@ -226,19 +248,34 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
     close(errpipe[0]);
     close(errpipe[1]);
     sigprocmask(SIG_SETMASK, &old, NULL);
+    sigaction(SIGXFSZ, &old_xfsz, NULL);
     if (csv >= 0) close(csv);
     return gr__fail(GR_ERR_SYSTEM, call, "supervise: fork: %s", strerror(e));
   }
   if (pid == 0) {
     /* Child: only async-signal-safe calls until exec. The exec error goes back through the
-     * close-on-exec pipe, so the parent can tell 127 (not found) from 126 (not executable). */
+     * close-on-exec pipe, so the parent can tell 127 (not found) from 126 (not executable).
+     * Its own process group, so that signals and the time limit reach everything it starts;
+     * SIGKILL when the supervisor dies (checked once more after prctl: it may have died before). */
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != me) _exit(128 + SIGKILL);
+    if (fg_tty) {
+      sigset_t ttou;
+      sigemptyset(&ttou);
+      sigaddset(&ttou, SIGTTOU);
+      sigprocmask(SIG_BLOCK, &ttou, NULL);
+      tcsetpgrp(STDIN_FILENO, getpid());
+    }
     sigprocmask(SIG_SETMASK, &old, NULL);
+    sigaction(SIGXFSZ, &old_xfsz, NULL);
     execvp(argv[0], argv);
     int e = errno;
     ssize_t w = write(errpipe[1], &e, sizeof e);
     (void)w;
-    _exit(e == ENOENT ? 127 : 126);
+    _exit(gr__exec_exit_code(e));
   }
+  setpgid(pid, pid); /* also here: whichever runs first, the group exists before any signal */
   close(errpipe[1]);
   int exec_errno = 0;
   ssize_t r;
@@ -252,9 +289,11 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     GR_ERROR("cannot execute %s: %s", argv[0], strerror(exec_errno));
-    *exit_code = exec_errno == ENOENT ? 127 : 126;
+    *exit_code = gr__exec_exit_code(exec_errno);
     close(sfd);
+    take_back_tty(fg_tty);
     sigprocmask(SIG_SETMASK, &old, NULL);
+    sigaction(SIGXFSZ, &old_xfsz, NULL);
     if (csv >= 0) close(csv);
     return GR_OK;
   }
@@ -276,21 +315,30 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
   while (!exited) {
     double now = now_s();
     if (tel && now >= next_sample) {
-      write_sample(csv, tel, now - t0, &prom);
+      if (write_sample(csv, tel, now - t0, &prom) != 0) {
+        GR_WARN("--monitor: cannot append to %s: %s; sampling stops here (the file ends on the "
+                "last whole row)",
+                csv_path, strerror(errno));
+        gr__telemetry_close(tel);
+        tel = NULL;
+        close(csv);
+        csv = -1;
+        continue;
+      }
       next_sample += o->monitor_interval_s;
       if (next_sample <= now) next_sample = now + o->monitor_interval_s; /* fell behind: skip */
     }
     if (!term_sent && now >= term_at) {
       GR_ERROR("time limit of %g s reached: sending SIGTERM to %s (pid %d), SIGKILL in %g s",
                o->time_limit_s, argv[0], (int)pid, o->kill_grace_s);
-      kill(pid, SIGTERM);
+      signal_group(pid, SIGTERM);
       term_sent = 1;
       kill_at = now + o->kill_grace_s;
     }
     if (term_sent && !kill_sent && now >= kill_at) {
       GR_ERROR("%s (pid %d) still running %g s after SIGTERM: sending SIGKILL", argv[0], (int)pid,
                o->kill_grace_s);
-      kill(pid, SIGKILL);
+      signal_group(pid, SIGKILL);
       kill_sent = 1;
     }
 
@@ -320,13 +368,15 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
     while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
       if ((int)si.ssi_signo == SIGCHLD) continue;
       GR_DEBUG("forwarding signal %d to %s (pid %d)", (int)si.ssi_signo, argv[0], (int)pid);
-      kill(pid, (int)si.ssi_signo);
+      signal_group(pid, (int)si.ssi_signo);
     }
     /* Standard signals coalesce, so ask the kernel instead of counting SIGCHLDs. */
     pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid) exited = 1;
   }
 
+  /* Whatever the program left running in its group is stopped with it by the time limit. */
+  if (term_sent) kill(-pid, SIGKILL);
   if (tel) gr__telemetry_close(tel);
   if (csv >= 0) close(csv);
   if (prom.name[0]) { /* the job is over: its series go away with it */
@@ -335,12 +385,14 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
       unlink(path);
   }
   close(sfd);
+  take_back_tty(fg_tty);
   /* Signals still pending were meant for the program, which has gone: drop them rather than let
    * them hit gpurun when the caller's mask comes back. */
   struct timespec zero = {0, 0};
   while (sigtimedwait(&set, NULL, &zero) > 0) {
   }
   sigprocmask(SIG_SETMASK, &old, NULL);
+  sigaction(SIGXFSZ, &old_xfsz, NULL);
 
   *exit_code = exit_code_of(status);
   if (term_sent) {

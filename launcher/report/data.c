@@ -3,10 +3,18 @@
 
 #include "json.h"
 
+#include "gr_escape.h"
+#include "gr_safefile.h"
+
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+
+static double finite_in(double v, double lo, double hi, double dflt);
 
 static const char *const metric_cols[M_COUNT] = {"gpu_util", "mem_used_mib", "mem_total_mib",
                                                  "temp_c",   "power_w",      "sm_clock_mhz",
@@ -90,35 +98,105 @@ static int split(char *line, char **f, int max) {
   return n;
 }
 
-static double field_num(const char *s) {
+/* A number field: empty is "no value" (NAN, fine); anything else must be a whole, finite number
+ * within [lo, hi], else *bad is set and NAN returned. */
+static double field_num(const char *s, double lo, double hi, int *bad) {
   if (!s || !*s) return NAN;
   char *end;
+  errno = 0;
   double v = strtod(s, &end);
-  return end == s ? NAN : v;
+  if (end == s || *end || errno == ERANGE || !isfinite(v) || v < lo || v > hi) {
+    *bad = 1;
+    return NAN;
+  }
+  return v;
 }
 
-int rpt_load_csv(const char *path, rpt_job *job) {
-  const char *base = strrchr(path, '/');
-  base = base ? base + 1 : path;
+/* Plausible ranges per metric: a value outside is corrupt or hostile input, not a measurement. */
+static const double metric_lo[M_COUNT] = {0, 0, 0, -100, 0, 0, 0, 0, 0, 0};
+/* rank_sm_util/others_sm_util sum several processes' shares: bounded loosely */
+static const double metric_hi[M_COUNT] = {100, 1e9, 1e9, 300, 1e5, 1e6, 100, 1e12, 1000, 1000};
+
+/* Per-file complaints: the first of each kind with file:line, then a count at the end. */
+enum { P_LONG, P_FIELDS, P_NUMBER, P_GPU, P_SERIES, P_NKINDS };
+static const char *const problem_text[P_NKINDS] = {
+    "line longer than " RPT_MAX_LINE_STR " bytes; skipped",
+    "wrong number of fields; row skipped",
+    "number not finite or out of range; taken as missing",
+    "gpu field longer than 31 bytes; row skipped",
+    "too many distinct series (GPUs) in one file; row skipped"};
+
+typedef struct {
+  const char *file;
+  long count[P_NKINDS];
+} problems;
+
+static void problem(problems *p, int kind, long line) {
+  if (p->count[kind]++ == 0) {
+    fputs("gpurun-report: ", stderr);
+    gr__esc_term(stderr, p->file);
+    fprintf(stderr, ":%ld: %s\n", line, problem_text[kind]);
+  }
+}
+
+static void problems_summary(const problems *p) {
+  for (int k = 0; k < P_NKINDS; k++)
+    if (p->count[k] > 1) {
+      fputs("gpurun-report: ", stderr);
+      gr__esc_term(stderr, p->file);
+      fprintf(stderr, ": %ld lines in all: %s\n", p->count[k], problem_text[k]);
+    }
+}
+
+/* Reads one line of any length; a line over RPT_MAX_LINE is consumed and reported as too long
+ * (*len set to (size_t)-1). Returns 0 at end of file. */
+static int read_line(FILE *f, char **buf, size_t *cap, size_t *len) {
+  ssize_t n = getline(buf, cap, f);
+  if (n < 0) return 0;
+  *len = (size_t)n > RPT_MAX_LINE ? (size_t)-1 : (size_t)n;
+  return 1;
+}
+
+static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
+  const char *base = strrchr(name, '/');
+  base = base ? base + 1 : name;
   char node[128];
   int local_rank;
   if (parse_name(base, ".csv", node, sizeof node, &local_rank) != 0) {
-    fprintf(stderr, "gpurun-report: %s: not named <node>.<local_rank>.csv; skipped\n", path);
+    fputs("gpurun-report: ", stderr);
+    gr__esc_term(stderr, shown);
+    fputs(": not named <node>.<local_rank>.csv; skipped\n", stderr);
     return 0;
   }
-  FILE *f = fopen(path, "r");
+  char why[512];
+  int fd = gr__file_open_read(dirfd, name, why, sizeof why);
+  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
   if (!f) {
-    fprintf(stderr, "gpurun-report: cannot open %s\n", path);
-    return -1;
+    if (fd >= 0) close(fd);
+    fputs("gpurun-report: ", stderr);
+    gr__esc_term(stderr, shown);
+    fputs(": ", stderr);
+    gr__esc_term(stderr, why);
+    fputs("; skipped\n", stderr);
+    return 0;
   }
-  char line[4096];
+  problems pr = {shown, {0}};
+  char *line = NULL;
+  size_t cap = 0, len = 0;
   char *fields[64];
   int col_time = -1, col_rank = -1, col_gpu = -1, col_thr = -1, col_ecc = -1, col_m[M_COUNT];
   for (int k = 0; k < M_COUNT; k++)
     col_m[k] = -1;
-  if (!fgets(line, sizeof line, f)) {
+  if (!read_line(f, &line, &cap, &len)) {
+    free(line);
     fclose(f);
     return 0; /* empty file: a rank that never sampled */
+  }
+  if (len == (size_t)-1) {
+    problem(&pr, P_LONG, 1);
+    free(line);
+    fclose(f);
+    return 0;
   }
   line[strcspn(line, "\r\n")] = '\0';
   int nh = split(line, fields, 64);
@@ -137,69 +215,113 @@ int rpt_load_csv(const char *path, rpt_job *job) {
       if (!strcmp(fields[i], metric_cols[k])) col_m[k] = i;
   }
   if (col_time < 0) {
-    fprintf(stderr, "gpurun-report: %s: no 'time' column in the header\n", path);
+    fputs("gpurun-report: ", stderr);
+    gr__esc_term(stderr, shown);
+    fputs(":1: no 'time' column in the header; skipped\n", stderr);
+    free(line);
     fclose(f);
-    return -1;
+    return 0;
   }
-  while (fgets(line, sizeof line, f)) {
-    size_t len = strlen(line);
+  int file_series = 0, rc = 0;
+  for (long lineno = 2; read_line(f, &line, &cap, &len); lineno++) {
+    if (len == (size_t)-1) {
+      problem(&pr, P_LONG, lineno);
+      continue;
+    }
     if (len == 0 || line[len - 1] != '\n') break; /* a cut last line is not data */
     line[strcspn(line, "\r\n")] = '\0';
     int nf = split(line, fields, 64);
-    if (nf != nh) continue;
-    double t = field_num(fields[col_time]);
-    if (isnan(t)) continue;
-    int rank = col_rank >= 0 ? atoi(fields[col_rank]) : -1;
+    if (nf != nh) {
+      problem(&pr, P_FIELDS, lineno);
+      continue;
+    }
+    int bad = 0;
+    double t = field_num(fields[col_time], 0, 1e11, &bad);
+    if (isnan(t)) {
+      problem(&pr, bad ? P_NUMBER : P_FIELDS, lineno);
+      continue;
+    }
+    int rank = -1;
+    if (col_rank >= 0) {
+      double r = field_num(fields[col_rank], -1, 1e7, &bad);
+      rank = isnan(r) ? -1 : (int)r;
+    }
     const char *gpu = col_gpu >= 0 && *fields[col_gpu] ? fields[col_gpu] : "-";
+    if (strlen(gpu) >= sizeof job->s[0].gpu) {
+      problem(&pr, P_GPU, lineno);
+      continue;
+    }
     double m[M_COUNT];
     for (int k = 0; k < M_COUNT; k++)
-      m[k] = col_m[k] >= 0 ? field_num(fields[col_m[k]]) : NAN;
-    rpt_series *s = series_for(job, node, local_rank, rank, gpu);
+      m[k] = col_m[k] >= 0 ? field_num(fields[col_m[k]], metric_lo[k], metric_hi[k], &bad) : NAN;
+    double ecc = col_ecc >= 0 ? field_num(fields[col_ecc], 0, 1e15, &bad) : NAN;
+    if (bad) problem(&pr, P_NUMBER, lineno);
+    int before = job->ns;
+    rpt_series *s = NULL;
+    for (int i = 0; i < job->ns && !s; i++)
+      if (job->s[i].local_rank == local_rank && !strcmp(job->s[i].node, node) &&
+          !strcmp(job->s[i].gpu, gpu))
+        s = &job->s[i];
+    if (!s && (file_series >= RPT_MAX_SERIES_PER_FILE || job->ns >= RPT_MAX_SERIES)) {
+      problem(&pr, P_SERIES, lineno);
+      continue;
+    }
+    if (!s) s = series_for(job, node, local_rank, rank, gpu);
+    if (job->ns > before) file_series++;
     if (!s || push(s, t, m) != 0) {
-      fclose(f);
-      return -1;
+      rc = -1;
+      break;
     }
     if (col_thr >= 0 && *fields[col_thr]) s->throttle_any |= strtoull(fields[col_thr], NULL, 0);
-    double ecc = col_ecc >= 0 ? field_num(fields[col_ecc]) : NAN;
     if (!isnan(ecc) && ecc > s->ecc_max) s->ecc_max = ecc;
   }
+  problems_summary(&pr);
+  free(line);
   fclose(f);
-  return 0;
+  return rc;
 }
 
-int rpt_load_counters(const char *path, rpt_job *job) {
-  const char *base = strrchr(path, '/');
-  base = base ? base + 1 : path;
+int rpt_load_csv(const char *path, rpt_job *job) { return load_csv_at(AT_FDCWD, path, path, job); }
+
+static int load_counters_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
+  const char *base = strrchr(name, '/');
+  base = base ? base + 1 : name;
   size_t at = 0;
-  grj *doc = grj_parse_file(path, &at);
+  char why[512];
+  grj *doc = grj_parse_file_at(dirfd, name, RPT_MAX_COUNTERS_FILE, &at, why, sizeof why);
   if (!doc) {
-    fprintf(stderr, "gpurun-report: %s does not parse as JSON (byte %zu); skipped\n", path, at);
+    fputs("gpurun-report: ", stderr);
+    gr__esc_term(stderr, shown);
+    fputs(": ", stderr);
+    gr__esc_term(stderr, why);
+    fputs("; skipped\n", stderr);
     return 0;
   }
   rpt_counters c;
   memset(&c, 0, sizeof c);
   if (parse_name(base, ".counters.json", c.node, sizeof c.node, &c.local_rank) != 0) {
     snprintf(c.node, sizeof c.node, "%s", grj_str(doc, "node") ? grj_str(doc, "node") : "?");
-    c.local_rank = (int)grj_num(doc, "local_rank", -1);
+    c.local_rank = (int)finite_in(grj_num(doc, "local_rank", -1), -1, 1e7, -1);
   }
-  c.rank = (int)grj_num(doc, "rank", -1);
+  c.rank = (int)finite_in(grj_num(doc, "rank", -1), -1, 1e7, -1);
   const grj *coll = grj_get(doc, "collectives");
   if (coll && coll->type == GRJ_OBJ) {
     c.have_coll = 1;
     for (const grj *op = coll->child; op; op = op->next) {
-      c.coll_calls += grj_num(op, "calls", 0);
-      c.coll_bytes += grj_num(op, "bytes", 0);
-      c.coll_time_s += grj_num(op, "time_s", 0);
+      c.coll_calls += finite_in(grj_num(op, "calls", 0), 0, 1e15, 0);
+      c.coll_bytes += finite_in(grj_num(op, "bytes", 0), 0, 1e20, 0);
+      double t = finite_in(grj_num(op, "time_s", 0), 0, 1e9, 0);
+      c.coll_time_s += t;
       /* The runtime counts wall time inside a call, waiting for peers included; a separate
        * wait figure is used when a writer provides one. */
-      c.coll_wait_s += grj_num(op, "wait_s", grj_num(op, "time_s", 0));
+      c.coll_wait_s += finite_in(grj_num(op, "wait_s", t), 0, 1e9, t);
     }
   }
   const grj *pool = grj_get(doc, "pool");
   if (pool && pool->type == GRJ_OBJ) {
     c.have_pool = 1;
-    c.pool_steals = grj_num(pool, "steals", 0);
-    c.pool_idle_s = grj_num(pool, "idle_s", 0);
+    c.pool_steals = finite_in(grj_num(pool, "steals", 0), 0, 1e18, 0);
+    c.pool_idle_s = finite_in(grj_num(pool, "idle_s", 0), 0, 1e12, 0);
   }
   grj_free(doc);
   rpt_counters *nc = realloc(job->c, (size_t)(job->nc + 1) * sizeof *nc);
@@ -207,6 +329,15 @@ int rpt_load_counters(const char *path, rpt_job *job) {
   job->c = nc;
   job->c[job->nc++] = c;
   return 0;
+}
+
+int rpt_load_counters(const char *path, rpt_job *job) {
+  return load_counters_at(AT_FDCWD, path, path, job);
+}
+
+/* v when within [lo, hi], else dflt (a counters file another job wrote is input like any other). */
+static double finite_in(double v, double lo, double hi, double dflt) {
+  return isfinite(v) && v >= lo && v <= hi ? v : dflt;
 }
 
 static int cmp_series(const void *a, const void *b) {
@@ -228,17 +359,21 @@ int rpt_load(const char *dir, rpt_job *job) {
     fprintf(stderr, "gpurun-report: cannot read directory %s\n", dir);
     return -1;
   }
-  int rc = 0;
+  int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int rc = dirfd < 0 ? -1 : 0;
+  if (dirfd < 0) fprintf(stderr, "gpurun-report: cannot open directory %s\n", dir);
   for (int i = 0; i < n; i++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
-    if (rc == 0 && ends_with(ents[i]->d_name, ".csv"))
-      rc = rpt_load_csv(path, job);
-    else if (rc == 0 && ends_with(ents[i]->d_name, ".counters.json"))
-      rc = rpt_load_counters(path, job);
+    const char *name = ents[i]->d_name;
+    char shown[4096];
+    snprintf(shown, sizeof shown, "%s/%s", dir, name);
+    if (rc == 0 && name[0] != '.' && ends_with(name, ".csv"))
+      rc = load_csv_at(dirfd, name, shown, job);
+    else if (rc == 0 && name[0] != '.' && ends_with(name, ".counters.json"))
+      rc = load_counters_at(dirfd, name, shown, job);
     free(ents[i]);
   }
   free(ents);
+  if (dirfd >= 0) close(dirfd);
   /* A rank that wrote counters but no samples (run without the supervisor) still gets a row. */
   for (int i = 0; rc == 0 && i < job->nc; i++) {
     const rpt_counters *c = &job->c[i];

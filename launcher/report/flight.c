@@ -1,63 +1,49 @@
 /* Reading the collectives' flight-recorder dumps (flight.<rank>.json): for each communicator, the
- * call some ranks are stuck in, and the ranks that never entered it. */
+ * collective some ranks are stuck in and the ranks that never entered it; then the wait-for
+ * chains across communicators and point-to-point calls, to the rank at the end of each chain. */
 #include "report.h"
 
 #include "json.h"
 
+#include "gr_escape.h"
+#include "gr_safefile.h"
+
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
   int rank, size;
-  char node[128], reason[32];
+  const char *node, *reason;
   grj *doc;
 } dump;
 
-/* Appends s to a growing string. */
-typedef struct {
-  char *p;
-  size_t len, cap;
-} str;
+/* Ranks beyond this (from a hostile dump) are not believed. */
+#define MAX_RANK 10000000
 
-static void sput(str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#include <stdarg.h>
-static void sput(str *s, const char *fmt, ...) {
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(s->p ? s->p + s->len : NULL, s->p ? s->cap - s->len : 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if (s->p && (size_t)n < s->cap - s->len) {
-      s->len += (size_t)n;
-      return;
-    }
-    size_t cap = (s->cap ? s->cap * 2 : 256) + (size_t)n;
-    char *np = realloc(s->p, cap);
-    if (!np) return;
-    s->p = np;
-    s->cap = cap;
-  }
-}
-
-/* "0-3,5,7" from a sorted list. */
-static void ranks_str(str *s, const int *r, int n) {
+static void ranks_str(FILE *s, const int *r, int n) {
   for (int i = 0; i < n;) {
     int j = i;
     while (j + 1 < n && r[j + 1] == r[j] + 1)
       j++;
-    sput(s, "%s%d", i ? "," : "", r[i]);
-    if (j > i) sput(s, "%s%d", j == i + 1 ? "," : "-", r[j]);
+    fprintf(s, "%s%d", i ? "," : "", r[i]);
+    if (j > i) fprintf(s, "%s%d", j == i + 1 ? "," : "-", r[j]);
     i = j + 1;
   }
 }
 
-static void ranks_json(str *s, const int *r, int n) {
-  sput(s, "[");
+static void ranks_json(FILE *s, const int *r, int n) {
+  fputc('[', s);
   for (int i = 0; i < n; i++)
-    sput(s, "%s%d", i ? ", " : "", r[i]);
-  sput(s, "]");
+    fprintf(s, "%s%d", i ? ", " : "", r[i]);
+  fputc(']', s);
+}
+
+static const char *str_or(const grj *v, const char *key, const char *dflt) {
+  const char *s = grj_str(v, key);
+  return s ? s : dflt;
 }
 
 static const grj *comm_of(const dump *d, const char *id) {
@@ -70,7 +56,28 @@ static const grj *comm_of(const dump *d, const char *id) {
   return NULL;
 }
 
-/* Highest seq of any call, and of a running one; the running call itself. */
+static int is_p2p(const grj *call) {
+  const char *op = grj_str(call, "op");
+  return op && (!strcmp(op, "send") || !strcmp(op, "recv"));
+}
+
+/* A collective's position on its communicator, the same on every member: cseq; dumps from before
+ * cseq existed only have seq (right when the communicator carries no send/recv). -1 for p2p. */
+static double coll_key(const grj *call) {
+  if (is_p2p(call)) return -1;
+  const grj *k = grj_get(call, "cseq");
+  if (k && k->type == GRJ_NUM) return k->num;
+  return grj_num(call, "seq", -1);
+}
+
+static int in_call(const grj *call) {
+  const char *st = grj_str(call, "state");
+  /* "timeout": the recorder marks the call it gave up on before dumping; it is still the call
+   * this rank waited in. */
+  return st && (!strcmp(st, "running") || !strcmp(st, "timeout"));
+}
+
+/* Highest collective key of any call, and of one in progress; the call in progress itself. */
 static void scan(const grj *comm, double *max_any, double *max_running, const grj **running) {
   *max_any = -1;
   *max_running = -1;
@@ -78,102 +85,65 @@ static void scan(const grj *comm, double *max_any, double *max_running, const gr
   const grj *calls = grj_get(comm, "calls");
   if (!calls || calls->type != GRJ_ARR) return;
   for (const grj *c = calls->child; c; c = c->next) {
-    double seq = grj_num(c, "seq", -1);
-    if (seq > *max_any) *max_any = seq;
-    const char *st = grj_str(c, "state");
-    /* "timeout": the recorder marks the call it gave up on before dumping; it is still the call
-     * this rank waited in. */
-    if (st && (!strcmp(st, "running") || !strcmp(st, "timeout")) && seq > *max_running) {
-      *max_running = seq;
+    double key = coll_key(c);
+    if (key < 0) continue;
+    if (key > *max_any) *max_any = key;
+    if (in_call(c) && key > *max_running) {
+      *max_running = key;
       *running = c;
     }
   }
 }
 
-static const grj *call_with_seq(const grj *comm, double seq) {
+static const grj *call_with_key(const grj *comm, double key) {
   const grj *calls = grj_get(comm, "calls");
-  for (const grj *c = calls ? calls->child : NULL; c; c = c->next)
-    if (grj_num(c, "seq", -1) == seq) return c;
+  for (const grj *c = calls && calls->type == GRJ_ARR ? calls->child : NULL; c; c = c->next)
+    if (coll_key(c) == key) return c;
   return NULL;
 }
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
 static int cmp_dump(const void *a, const void *b) {
-  return ((const dump *)a)->rank - ((const dump *)b)->rank;
+  return cmp_int(&((const dump *)a)->rank, &((const dump *)b)->rank);
 }
 
-int rpt_flight(const char *dir, FILE *out, char **json) {
-  *json = NULL;
-  struct dirent **ents;
-  int n = scandir(dir, &ents, NULL, alphasort);
-  if (n < 0) return 0;
-  dump *d = NULL;
-  int nd = 0, rc = 0;
-  for (int i = 0; i < n; i++) {
-    const char *name = ents[i]->d_name;
-    size_t len = strlen(name);
-    if (rc == 0 && !strncmp(name, "flight.", 7) && len > 12 && !strcmp(name + len - 5, ".json")) {
-      char path[4096];
-      snprintf(path, sizeof path, "%s/%s", dir, name);
-      size_t at = 0;
-      grj *doc = grj_parse_file(path, &at);
-      if (!doc) {
-        fprintf(stderr, "gpurun-report: %s does not parse as JSON (byte %zu)\n", path, at);
-        rc = -1;
-      } else {
-        dump *nd2 = realloc(d, (size_t)(nd + 1) * sizeof *d);
-        if (!nd2) {
-          grj_free(doc);
-          rc = -1;
-        } else {
-          d = nd2;
-          dump *x = &d[nd++];
-          memset(x, 0, sizeof *x);
-          x->doc = doc;
-          x->rank = (int)grj_num(doc, "rank", -1);
-          x->size = (int)grj_num(doc, "size", 0);
-          snprintf(x->node, sizeof x->node, "%s",
-                   grj_str(doc, "node") ? grj_str(doc, "node") : "?");
-          snprintf(x->reason, sizeof x->reason, "%s",
-                   grj_str(doc, "reason") ? grj_str(doc, "reason") : "?");
-        }
-      }
-    }
-    free(ents[i]);
+static int dump_of_rank(const dump *d, int nd, int rank) {
+  int lo = 0, hi = nd - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (d[mid].rank == rank) return mid;
+    if (d[mid].rank < rank)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
   }
-  free(ents);
-  if (rc != 0 || nd == 0) {
-    for (int i = 0; i < nd; i++)
-      grj_free(d[i].doc);
-    free(d);
-    return rc != 0 ? -1 : 0;
-  }
-  qsort(d, (size_t)nd, sizeof *d, cmp_dump);
+  return -1;
+}
 
-  /* Communicator ids in order of first appearance. */
-  const char *ids[256];
-  int nids = 0;
+/* ---- per communicator: the collective some members wait in, and who never entered it ---- */
+
+static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
+  const char **ids = NULL;
+  int nids = 0, findings = 0;
   for (int i = 0; i < nd; i++) {
     const grj *comms = grj_get(d[i].doc, "comms");
     for (const grj *c = comms && comms->type == GRJ_ARR ? comms->child : NULL; c; c = c->next) {
       const char *id = grj_str(c, "id");
       int seen = 0;
-      for (int k = 0; id && k < nids; k++)
-        seen |= !strcmp(ids[k], id);
-      if (id && !seen && nids < 256) ids[nids++] = id;
+      for (int k = 0; id && k < nids && !seen; k++)
+        seen = !strcmp(ids[k], id);
+      if (!id || seen || nids >= 4096) continue;
+      const char **n = realloc(ids, (size_t)(nids + 1) * sizeof *ids);
+      if (!n) break;
+      ids = n;
+      ids[nids++] = id;
     }
   }
-
-  fprintf(out, "\nflight recorder: %d dump(s)", nd);
-  for (int i = 0; i < nd; i++)
-    fprintf(out, "%s rank %d (%s)", i ? "," : ":", d[i].rank, d[i].reason);
-  fputc('\n', out);
-
-  str js = {0};
-  sput(&js, "[");
-  int findings = 0;
-  int *waiting = malloc((size_t)nd * sizeof *waiting),
-      *missing = malloc((size_t)nd * sizeof *missing);
+  int *waiting = malloc((size_t)nd * sizeof *waiting), *missing = malloc((size_t)nd * sizeof *missing);
+  int *nodump = NULL, nn_cap = 0;
   for (int k = 0; k < nids && waiting && missing; k++) {
     const char *id = ids[k];
     double stuck = -1;
@@ -184,8 +154,9 @@ int rpt_flight(const char *dir, FILE *out, char **json) {
       const grj *c = comm_of(&d[i], id);
       if (!c) continue;
       members++;
-      comm_size = (int)grj_num(c, "size", comm_size);
-      if (grj_str(c, "backend")) backend = grj_str(c, "backend");
+      double sz = grj_num(c, "size", comm_size);
+      if (sz >= 0 && sz <= MAX_RANK) comm_size = (int)sz;
+      backend = str_or(c, "backend", backend);
       double any, run;
       const grj *rcall;
       scan(c, &any, &run, &rcall);
@@ -194,8 +165,13 @@ int rpt_flight(const char *dir, FILE *out, char **json) {
         stuck_call = rcall;
       }
     }
+    fputs("  comm ", out);
+    gr__esc_term(out, id);
+    fputs(" (", out);
+    gr__esc_term(out, backend);
+    fputs("): ", out);
     if (stuck < 0) {
-      fprintf(out, "  comm %s (%s): no call in progress\n", id, backend);
+      fputs("no collective in progress\n", out);
       continue;
     }
     int nw = 0, nm = 0;
@@ -213,66 +189,394 @@ int rpt_flight(const char *dir, FILE *out, char **json) {
     qsort(waiting, (size_t)nw, sizeof *waiting, cmp_int);
     qsort(missing, (size_t)nm, sizeof *missing, cmp_int);
     /* World members that left no dump: died, or were never asked to dump. */
-    int nodump[1024], nn = 0;
+    int nn = 0;
     if (!strcmp(id, "world") && comm_size > 0) {
-      for (int r = 0; r < comm_size && nn < 1024; r++) {
-        int have = 0;
-        for (int i = 0; i < nd; i++)
-          have |= d[i].rank == r;
-        if (!have) nodump[nn++] = r;
+      for (int r = 0; r < comm_size; r++) {
+        if (dump_of_rank(d, nd, r) >= 0) continue;
+        if (nn == nn_cap) {
+          int *n2 = realloc(nodump, (size_t)(nn_cap = nn_cap ? 2 * nn_cap : 64) * sizeof *n2);
+          if (!n2) break;
+          nodump = n2;
+        }
+        nodump[nn++] = r;
       }
     }
-    const char *op = grj_str(stuck_call, "op") ? grj_str(stuck_call, "op") : "?";
-    const char *dtype = grj_str(stuck_call, "dtype") ? grj_str(stuck_call, "dtype") : "?";
+    const char *op = str_or(stuck_call, "op", "?");
+    const char *dtype = str_or(stuck_call, "dtype", "?");
     double count = grj_num(stuck_call, "count", -1);
-    str line = {0};
-    sput(&line, "  comm %s (%s): rank(s) ", id, backend);
-    ranks_str(&line, waiting, nw);
-    sput(&line, " wait in %s #%.0f (count %.0f %s)", op, stuck, count, dtype);
+    fputs("rank(s) ", out);
+    ranks_str(out, waiting, nw);
+    fputs(" wait in ", out);
+    gr__esc_term(out, op);
+    fprintf(out, " #%.0f (count %.0f ", stuck, count);
+    gr__esc_term(out, dtype);
+    fputc(')', out);
     if (nm) {
-      sput(&line, "; NEVER ENTERED by rank(s) ");
-      ranks_str(&line, missing, nm);
+      fputs("; NEVER ENTERED by rank(s) ", out);
+      ranks_str(out, missing, nm);
       /* What the first laggard last did, to say where it is. */
-      for (int i = 0; i < nd; i++) {
-        if (d[i].rank != missing[0]) continue;
-        const grj *c = comm_of(&d[i], id);
-        double any, run;
-        const grj *rcall;
-        scan(c, &any, &run, &rcall);
-        const grj *last = call_with_seq(c, any);
-        if (last)
-          sput(&line, " (rank %d's last call: %s #%.0f, %s)", missing[0],
-               grj_str(last, "op") ? grj_str(last, "op") : "?", any,
-               grj_str(last, "state") ? grj_str(last, "state") : "?");
-        else
-          sput(&line, " (rank %d made no call on it)", missing[0]);
+      int i = dump_of_rank(d, nd, missing[0]);
+      const grj *c = i >= 0 ? comm_of(&d[i], id) : NULL;
+      double any = -1, run;
+      const grj *rcall;
+      if (c) scan(c, &any, &run, &rcall);
+      const grj *last = c ? call_with_key(c, any) : NULL;
+      if (last) {
+        fprintf(out, " (rank %d's last collective: ", missing[0]);
+        gr__esc_term(out, str_or(last, "op", "?"));
+        fprintf(out, " #%.0f, ", any);
+        gr__esc_term(out, str_or(last, "state", "?"));
+        fputc(')', out);
+      } else {
+        fprintf(out, " (rank %d made no collective call on it)", missing[0]);
       }
     }
     if (nn) {
-      sput(&line, "; no dump from rank(s) ");
-      ranks_str(&line, nodump, nn);
-      sput(&line, " (dead, or never reached the dump)");
+      fputs("; no dump from rank(s) ", out);
+      ranks_str(out, nodump, nn);
+      fputs(" (dead, or never reached the dump)", out);
     } else if (strcmp(id, "world") && comm_size > members) {
-      sput(&line, "; %d of its %d member(s) left no dump", comm_size - members, comm_size);
+      fprintf(out, "; %d of its %d member(s) left no dump", comm_size - members, comm_size);
     }
-    fprintf(out, "%s\n", line.p ? line.p : "");
-    free(line.p);
+    fputc('\n', out);
 
-    sput(&js,
-         "%s{\"comm\": \"%s\", \"backend\": \"%s\", \"seq\": %.0f, \"op\": \"%s\", \"waiting\": ",
-         findings ? ", " : "", id, backend, stuck, op);
-    ranks_json(&js, waiting, nw);
-    sput(&js, ", \"never_entered\": ");
-    ranks_json(&js, missing, nm);
-    sput(&js, ", \"no_dump\": ");
-    ranks_json(&js, nodump, nn);
-    sput(&js, "}");
+    fprintf(js, "%s{\"comm\": ", findings ? ", " : "");
+    gr__esc_json(js, id);
+    fputs(", \"backend\": ", js);
+    gr__esc_json(js, backend);
+    fprintf(js, ", \"seq\": %.0f, \"op\": ", stuck);
+    gr__esc_json(js, op);
+    fputs(", \"waiting\": ", js);
+    ranks_json(js, waiting, nw);
+    fputs(", \"never_entered\": ", js);
+    ranks_json(js, missing, nm);
+    fputs(", \"no_dump\": ", js);
+    ranks_json(js, nodump, nn);
+    fputs("}", js);
     findings++;
   }
-  sput(&js, "]");
+  free(nodump);
   free(waiting);
   free(missing);
-  *json = js.p;
+  free(ids);
+  return findings;
+}
+
+/* ---- wait-for chains ---- */
+
+typedef struct {
+  const grj *call; /* the call this rank waits in, NULL when in none */
+  const char *comm;
+  int *targets, nt; /* world ranks it waits for; -1: a member of comm that cannot be named */
+  int end;          /* memo: index into ends, -1 not yet known */
+} wnode;
+
+enum { END_NO_DUMP, END_NOT_WAITING, END_UNNAMED, END_ALL_IN, END_CYCLE };
+static const char *const end_words[] = {
+    "left no dump (dead, stopped, or never reached the dump)",
+    "is in no collective call (computing, or stopped outside gpurun's calls)",
+    "waits for a member that left no dump and cannot be named",
+    "waits in a collective every member with a dump has entered",
+    "is in a wait-for cycle (deadlock)"};
+
+typedef struct {
+  int rank, kind;
+} wend;
+
+/* The world rank of rank peer of communicator id, -1 when no dump says. */
+static int world_rank_of(const dump *d, int nd, const char *id, double peer) {
+  if (!(peer >= 0 && peer <= MAX_RANK)) return -1;
+  if (!strcmp(id, "world")) return (int)peer;
+  for (int i = 0; i < nd; i++) {
+    const grj *c = comm_of(&d[i], id);
+    if (c && grj_num(c, "rank", -1) == peer) return d[i].rank;
+  }
+  return -1;
+}
+
+static void add_target(wnode *w, int r) {
+  int *n = realloc(w->targets, (size_t)(w->nt + 1) * sizeof *n);
+  if (!n) return;
+  w->targets = n;
+  w->targets[w->nt++] = r;
+}
+
+/* What dump i waits for: its latest call in progress on any communicator. */
+static void wait_of(const dump *d, int nd, int i, wnode *w) {
+  memset(w, 0, sizeof *w);
+  w->end = -1;
+  const grj *comms = grj_get(d[i].doc, "comms");
+  double best = -1;
+  for (const grj *c = comms && comms->type == GRJ_ARR ? comms->child : NULL; c; c = c->next) {
+    const grj *calls = grj_get(c, "calls");
+    for (const grj *k = calls && calls->type == GRJ_ARR ? calls->child : NULL; k; k = k->next) {
+      double start = grj_num(k, "start", 0);
+      if (in_call(k) && grj_str(c, "id") && start >= best) {
+        best = start;
+        w->call = k;
+        w->comm = grj_str(c, "id");
+      }
+    }
+  }
+  if (!w->call) return;
+  if (is_p2p(w->call)) {
+    add_target(w, world_rank_of(d, nd, w->comm, grj_num(w->call, "peer", -1)));
+    return;
+  }
+  double key = coll_key(w->call);
+  int members = 0, size = 0;
+  for (int j = 0; j < nd; j++) {
+    const grj *c = comm_of(&d[j], w->comm);
+    if (!c) continue;
+    members++;
+    double sz = grj_num(c, "size", 0);
+    if (sz >= 0 && sz <= MAX_RANK) size = (int)sz;
+    double any, run;
+    const grj *rc;
+    scan(c, &any, &run, &rc);
+    if (any < key) add_target(w, d[j].rank);
+  }
+  if (w->nt) return;
+  if (!strcmp(w->comm, "world")) {
+    for (int r = 0; r < size; r++)
+      if (dump_of_rank(d, nd, r) < 0) add_target(w, r);
+  } else if (size > members) {
+    add_target(w, -1);
+  }
+}
+
+static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
+  wnode *w = calloc((size_t)nd, sizeof *w);
+  wend *ends = calloc((size_t)nd + 1, sizeof *ends);
+  int *path = malloc(((size_t)nd + 1) * sizeof *path);
+  int *onpath = calloc((size_t)nd, sizeof *onpath);
+  int nends = 0, waiters = 0;
+  if (!w || !ends || !path || !onpath) goto out;
+  for (int i = 0; i < nd; i++) {
+    wait_of(d, nd, i, &w[i]);
+    waiters += w[i].call != NULL;
+  }
+  if (!waiters) goto out;
+  fputs("  wait-for:\n", out);
+  for (int i = 0; i < nd; i++) {
+    if (!w[i].call) continue;
+    fprintf(out, "    rank %d waits in ", d[i].rank);
+    gr__esc_term(out, str_or(w[i].call, "op", "?"));
+    fputs(" on ", out);
+    gr__esc_term(out, w[i].comm);
+    fprintf(out, " (seq %.0f) for ", grj_num(w[i].call, "seq", -1));
+    if (!w[i].nt) fputs("no one it can name", out);
+    for (int t = 0; t < w[i].nt; t++) {
+      if (w[i].targets[t] >= 0)
+        fprintf(out, "%srank %d", t ? ", " : "", w[i].targets[t]);
+      else
+        fprintf(out, "%san unnamed member", t ? ", " : "");
+    }
+    fputc('\n', out);
+  }
+  /* Follow each chain (first target at each step) to its end; ends are memoised per dump, so the
+   * whole walk is linear in the number of dumps. */
+  for (int i = 0; i < nd; i++) {
+    if (!w[i].call || w[i].end >= 0) continue;
+    int np = 0, cur = i, end = -1;
+    wend e = {-1, 0};
+    for (;;) {
+      if (onpath[cur]) {
+        e = (wend){d[cur].rank, END_CYCLE};
+        break;
+      }
+      if (w[cur].end >= 0) {
+        end = w[cur].end;
+        break;
+      }
+      onpath[cur] = 1;
+      path[np++] = cur;
+      if (!w[cur].call) {
+        e = (wend){d[cur].rank, END_NOT_WAITING};
+        break;
+      }
+      if (!w[cur].nt) {
+        e = (wend){d[cur].rank, END_ALL_IN};
+        break;
+      }
+      int t = w[cur].targets[0];
+      if (t < 0) {
+        e = (wend){d[cur].rank, END_UNNAMED};
+        break;
+      }
+      int next = dump_of_rank(d, nd, t);
+      if (next < 0) {
+        e = (wend){t, END_NO_DUMP};
+        break;
+      }
+      cur = next;
+    }
+    if (end < 0) {
+      for (end = 0; end < nends; end++)
+        if (ends[end].rank == e.rank && ends[end].kind == e.kind) break;
+      if (end == nends) ends[nends++] = e;
+    }
+    for (int k = 0; k < np; k++) {
+      w[path[k]].end = end;
+      onpath[path[k]] = 0;
+    }
+  }
+  /* The chains as an operator reads them: from each waiting rank that no other rank waits for
+   * (every rank when all of them are waited for: a cycle), along the first target at each step. */
+  int heads = 0;
+  for (int pass = 0; pass < 2 && !heads; pass++)
+    for (int i = 0; i < nd; i++) {
+      if (!w[i].call) continue;
+      int waited = 0;
+      for (int j = 0; j < nd && !waited && pass == 0; j++)
+        waited = j != i && w[j].call && w[j].nt && w[j].targets[0] == d[i].rank;
+      if (waited) continue;
+      heads++;
+      fprintf(out, "    chain: %d", d[i].rank);
+      int cur = i;
+      for (int steps = 0; steps < nd; steps++) {
+        int t = w[cur].call && w[cur].nt ? w[cur].targets[0] : -1;
+        int next = t >= 0 ? dump_of_rank(d, nd, t) : -1;
+        if (t >= 0) fprintf(out, " -> %d", t); /* a cycle is printed back to where it started */
+        if (next < 0 || next == i || ends[w[i].end].rank == t) break;
+        cur = next;
+      }
+      fprintf(out, ": rank %d %s\n", ends[w[i].end].rank, end_words[ends[w[i].end].kind]);
+      if (pass == 1) break; /* one line for a cycle */
+    }
+  fputs("  at the end of the wait-for chain(s): ", out);
+  for (int k = 0; k < nends; k++)
+    fprintf(out, "%srank %d, which %s", k ? "; " : "", ends[k].rank, end_words[ends[k].kind]);
+  fputc('\n', out);
+
+  fputs("{\"edges\": [", js);
+  int first = 1;
+  for (int i = 0; i < nd; i++) {
+    if (!w[i].call) continue;
+    fprintf(js, "%s{\"rank\": %d, \"op\": ", first ? "" : ", ", d[i].rank);
+    gr__esc_json(js, str_or(w[i].call, "op", "?"));
+    fputs(", \"comm\": ", js);
+    gr__esc_json(js, w[i].comm);
+    fprintf(js, ", \"seq\": %.0f, \"waits_for\": ", grj_num(w[i].call, "seq", -1));
+    ranks_json(js, w[i].targets, w[i].nt);
+    fputc('}', js);
+    first = 0;
+  }
+  fputs("], \"ends\": [", js);
+  static const char *const kinds[] = {"no_dump", "not_waiting", "unnamed_member", "all_entered",
+                                      "cycle"};
+  for (int k = 0; k < nends; k++)
+    fprintf(js, "%s{\"rank\": %d, \"why\": \"%s\", \"dump\": %s}", k ? ", " : "", ends[k].rank,
+            kinds[ends[k].kind], ends[k].kind == END_NO_DUMP ? "false" : "true");
+  fputs("]}", js);
+out:
+  if (w)
+    for (int i = 0; i < nd; i++)
+      free(w[i].targets);
+  free(w);
+  free(ends);
+  free(path);
+  free(onpath);
+  return nends;
+}
+
+/* ---- loading ---- */
+
+int rpt_flight(const char *dir, FILE *out, char **json, char **wait_json) {
+  *json = NULL;
+  if (wait_json) *wait_json = NULL;
+  struct dirent **ents;
+  int n = scandir(dir, &ents, NULL, alphasort);
+  if (n < 0) return 0;
+  int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  dump *d = NULL;
+  int nd = 0, rc = dirfd < 0 ? -1 : 0;
+  for (int i = 0; i < n; i++) {
+    const char *name = ents[i]->d_name;
+    size_t len = strlen(name);
+    if (rc == 0 && !strncmp(name, "flight.", 7) && len > 12 && !strcmp(name + len - 5, ".json")) {
+      size_t at = 0;
+      char why[512];
+      grj *doc = grj_parse_file_at(dirfd, name, RPT_MAX_FLIGHT_FILE, &at, why, sizeof why);
+      double rank = doc ? grj_num(doc, "rank", -1) : -1;
+      if (!doc || !(rank >= 0 && rank <= MAX_RANK)) {
+        fputs("gpurun-report: ", stderr);
+        gr__esc_term(stderr, dir);
+        fputc('/', stderr);
+        gr__esc_term(stderr, name);
+        fputs(": ", stderr);
+        gr__esc_term(stderr, doc ? "no valid \"rank\"" : why);
+        fputc('\n', stderr);
+        grj_free(doc);
+        rc = -1;
+      } else {
+        dump *nd2 = realloc(d, (size_t)(nd + 1) * sizeof *d);
+        if (!nd2) {
+          grj_free(doc);
+          rc = -1;
+        } else {
+          d = nd2;
+          dump *x = &d[nd++];
+          memset(x, 0, sizeof *x);
+          x->doc = doc;
+          x->rank = (int)rank;
+          double sz = grj_num(doc, "size", 0);
+          x->size = sz >= 0 && sz <= MAX_RANK ? (int)sz : 0;
+          x->node = str_or(doc, "node", "?");
+          x->reason = str_or(doc, "reason", "?");
+        }
+      }
+    }
+    free(ents[i]);
+  }
+  free(ents);
+  if (dirfd >= 0) close(dirfd);
+  if (rc != 0 || nd == 0) {
+    for (int i = 0; i < nd; i++)
+      grj_free(d[i].doc);
+    free(d);
+    return rc != 0 ? -1 : 0;
+  }
+  qsort(d, (size_t)nd, sizeof *d, cmp_dump);
+  /* Two dumps claiming one rank: keep the first, say so. */
+  int kept = 0;
+  for (int i = 0; i < nd; i++) {
+    if (kept && d[kept - 1].rank == d[i].rank) {
+      fprintf(stderr, "gpurun-report: two flight dumps say rank %d; using one\n", d[i].rank);
+      grj_free(d[i].doc);
+      continue;
+    }
+    d[kept++] = d[i];
+  }
+  nd = kept;
+
+  fprintf(out, "\nflight recorder: %d dump(s)", nd);
+  for (int i = 0; i < nd; i++) {
+    fprintf(out, "%s rank %d (", i ? "," : ":", d[i].rank);
+    gr__esc_term(out, d[i].reason);
+    fputc(')', out);
+  }
+  fputc('\n', out);
+
+  size_t jl = 0;
+  FILE *js = open_memstream(json, &jl);
+  if (js) {
+    fputc('[', js);
+    per_comm(d, nd, out, js);
+    fputc(']', js);
+    fclose(js);
+  }
+  char *wj = NULL;
+  size_t wl = 0;
+  FILE *ws = open_memstream(&wj, &wl);
+  if (ws) {
+    if (wait_for(d, nd, out, ws) == 0) fputs("null", ws);
+    fclose(ws);
+  }
+  if (wait_json)
+    *wait_json = wj;
+  else
+    free(wj);
   for (int i = 0; i < nd; i++)
     grj_free(d[i].doc);
   free(d);

@@ -2,9 +2,14 @@
 #include "json.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "gr_safefile.h"
 
 typedef struct {
   const char *s, *p;
@@ -29,14 +34,18 @@ static char *string(parser *ps) {
   char *out = malloc(cap);
   if (!out) return NULL;
   for (;;) {
-    char c = *ps->p++;
+    /* Never step past the terminating NUL: a failed string leaves p on it (the caller still
+     * looks at *p). */
+    char c = *ps->p;
     if (c == '\0' || (unsigned char)c < 0x20) {
       free(out);
       return NULL;
     }
+    ps->p++;
     if (c == '"') break;
     if (c == '\\') {
-      char e = *ps->p++;
+      char e = *ps->p;
+      if (e) ps->p++;
       switch (e) {
       case '"':
       case '\\':
@@ -61,15 +70,16 @@ static char *string(parser *ps) {
       case 'u': {
         unsigned code = 0;
         for (int i = 0; i < 4; i++) {
-          char h = *ps->p++;
+          char h = *ps->p;
           if (!isxdigit((unsigned char)h)) {
             free(out);
             return NULL;
           }
+          ps->p++;
           code =
               code * 16 + (unsigned)(isdigit((unsigned char)h) ? h - '0' : (tolower(h) - 'a' + 10));
         }
-        c = code < 0x80 ? (char)code : '?';
+        c = code < 0x80 && code != 0 ? (char)code : '?'; /* never an embedded NUL */
         break;
       }
       default:
@@ -143,7 +153,7 @@ static grj *container(parser *ps, int obj) {
 
 static grj *value(parser *ps) {
   ws(ps);
-  if (++ps->depth > 64) return NULL;
+  if (++ps->depth > GRJ_MAX_DEPTH) return NULL;
   grj *v = NULL;
   char c = *ps->p;
   if (c == '{' || c == '[') {
@@ -162,9 +172,32 @@ static grj *value(parser *ps) {
     v = node(GRJ_NULL);
     ps->p += 4;
   } else if (c == '-' || isdigit((unsigned char)c)) {
+    /* RFC 8259 number grammar first (strtod alone would take "-inf", "nan", "0x1p4"), then a
+     * finite value: 1e999 is refused, not turned into infinity. */
+    const char *q = ps->p;
+    if (*q == '-') q++;
+    int ok = isdigit((unsigned char)*q);
+    if (*q == '0')
+      q++;
+    else
+      while (isdigit((unsigned char)*q))
+        q++;
+    if (ok && *q == '.') {
+      q++;
+      ok = isdigit((unsigned char)*q);
+      while (isdigit((unsigned char)*q))
+        q++;
+    }
+    if (ok && (*q == 'e' || *q == 'E')) {
+      q++;
+      if (*q == '+' || *q == '-') q++;
+      ok = isdigit((unsigned char)*q);
+      while (isdigit((unsigned char)*q))
+        q++;
+    }
     char *end;
-    double d = strtod(ps->p, &end);
-    if (end != ps->p && (v = node(GRJ_NUM))) {
+    double d = ok ? strtod(ps->p, &end) : 0;
+    if (ok && end == q && isfinite(d) && (v = node(GRJ_NUM))) {
       v->num = d;
       ps->p = end;
     }
@@ -186,27 +219,24 @@ grj *grj_parse(const char *text, size_t *err_at) {
 }
 
 grj *grj_parse_file(const char *path, size_t *err_at) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap);
-  size_t r;
-  while (buf && (r = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-    len += r;
-    if (len + 1 == cap) {
-      char *n = realloc(buf, cap *= 2);
-      if (!n) {
-        free(buf);
-        buf = NULL;
-      } else {
-        buf = n;
-      }
-    }
-  }
-  fclose(f);
+  char why[512];
+  return grj_parse_file_at(AT_FDCWD, path, GRJ_MAX_FILE, err_at, why, sizeof why);
+}
+
+grj *grj_parse_file_at(int dirfd, const char *name, size_t max, size_t *err_at, char *why,
+                       size_t why_len) {
+  size_t len = 0;
+  if (err_at) *err_at = 0;
+  char *buf = gr__file_read(dirfd, name, max, &len, why, why_len);
   if (!buf) return NULL;
-  buf[len] = '\0';
+  if (strlen(buf) != len) {
+    if (err_at) *err_at = strlen(buf);
+    snprintf(why, why_len, "a NUL byte at byte %zu", strlen(buf));
+    free(buf);
+    return NULL;
+  }
   grj *v = grj_parse(buf, err_at);
+  if (!v && err_at) snprintf(why, why_len, "not valid JSON at byte %zu", *err_at);
   free(buf);
   return v;
 }

@@ -3,7 +3,10 @@
  */
 #include "report.h"
 
+#include "gr_escape.h"
+
 #include <dirent.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,7 +16,10 @@ static void usage(FILE *f) {
       f, "usage: gpurun-report [--json FILE] [--svg FILE] DIR\n"
          "  DIR: a job directory, GPURUN_MONITOR_DIR/<job> (a root with a single job also works).\n"
          "  Prints a summary per rank and GPU; writes DIR/report.json and DIR/report.svg unless\n"
-         "  --json/--svg name other files.\n");
+         "  --json/--svg name other files (into DIR only when it is yours and no one else can\n"
+         "  write it). Reads regular files only; skips lines over 64 KiB and bad numbers with\n"
+         "  file:line. With flight-recorder dumps, names the rank at the end of each wait-for\n"
+         "  chain. Exit 1 when a file (or standard output) cannot be written.\n");
 }
 
 static int has_job_files(const char *dir) {
@@ -47,12 +53,19 @@ static int resolve(const char *dir, char *out, size_t cap) {
     snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
     struct stat st;
     if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode) && has_job_files(sub)) {
-      if (jobs++ == 0)
+      /* Directory names are other users' input: escaped for the terminal. */
+      if (jobs++ == 0) {
         snprintf(out, cap, "%s", sub);
-      else
-        fprintf(stderr, "%s  %s\n", jobs == 2 ? "gpurun-report: several jobs; name one:\n" : "",
-                sub);
-      if (jobs == 2) fprintf(stderr, "  %s\n", out);
+        continue;
+      }
+      if (jobs == 2) {
+        fputs("gpurun-report: several jobs; name one:\n  ", stderr);
+        gr__esc_term(stderr, out);
+        fputc('\n', stderr);
+      }
+      fputs("  ", stderr);
+      gr__esc_term(stderr, sub);
+      fputc('\n', stderr);
     }
   }
   closedir(d);
@@ -92,11 +105,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   rpt_summarize(&job);
-  printf("gpurun-report: %s\n", job_dir);
+  printf("gpurun-report: ");
+  gr__esc_term(stdout, job_dir);
+  putchar('\n');
   rpt_print_table(&job, stdout);
-  char *flight = NULL;
-  int nf = rpt_flight(job_dir, stdout, &flight);
+  char *flight = NULL, *wait = NULL;
+  int nf = rpt_flight(job_dir, stdout, &flight, &wait);
 
+  /* The default outputs go into the job directory only when it is this user's and no one else
+   * can write it (an operator reading a user's job must not write where the user controls). */
+  int check_dir = !json_path || !svg_path;
   char jp[4200], sp[4200];
   if (!json_path) {
     snprintf(jp, sizeof jp, "%s/report.json", job_dir);
@@ -107,16 +125,23 @@ int main(int argc, char **argv) {
     svg_path = sp;
   }
   int rc = 0;
-  if (rpt_write_json(&job, json_path, flight) != 0) {
-    fprintf(stderr, "gpurun-report: cannot write %s\n", json_path);
-    rc = 1;
+  if (rpt_write_json(&job, json_path, flight, wait, check_dir && json_path == jp) != 0) rc = 1;
+  if (rpt_write_svg(&job, svg_path, check_dir && svg_path == sp) != 0) rc = 1;
+  if (rc == 0) {
+    printf("\nwrote ");
+    gr__esc_term(stdout, json_path);
+    printf(" and ");
+    gr__esc_term(stdout, svg_path);
+    putchar('\n');
   }
-  if (rpt_write_svg(&job, svg_path) != 0) {
-    fprintf(stderr, "gpurun-report: cannot write %s\n", svg_path);
-    rc = 1;
-  }
-  if (rc == 0) printf("\nwrote %s and %s\n", json_path, svg_path);
   free(flight);
+  free(wait);
   rpt_free(&job);
+  /* The table is output too: a full disk or a closed pipe on stdout is a failure. */
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "gpurun-report: cannot write the summary to standard output: %s\n",
+            strerror(errno));
+    return 1;
+  }
   return nf < 0 ? 1 : rc;
 }

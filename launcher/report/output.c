@@ -1,9 +1,28 @@
 /* gpurun-report's outputs: the table on stdout, the JSON file, the SVG timeline. */
 #include "report.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "gr_escape.h"
+#include "gr_safefile.h"
+
+/* s escaped for a terminal, left-aligned in width columns. */
+static void term_cell(FILE *out, const char *s, int width) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  if (!m) return;
+  gr__esc_term(m, s);
+  fclose(m);
+  fprintf(out, "%-*s", width, buf ? buf : "");
+  free(buf);
+}
 
 static int is_slowest(const rpt_job *job, const rpt_series *s) {
   return job->slowest >= 0 && rpt_same_rank(&job->s[job->slowest], s);
@@ -44,7 +63,9 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
       fprintf(out, "%5d ", s->rank);
     else
       fprintf(out, "%5s ", "?");
-    fprintf(out, "%-16s %-13s", who, s->gpu);
+    term_cell(out, who, 16);
+    fputc(' ', out);
+    term_cell(out, s->gpu, 13);
     cell(out, 7, 1, s->util_mean);
     cell(out, 7, 1, s->util_max);
     cell(out, 11, 0, s->mem_peak);
@@ -67,8 +88,9 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
   if (ngpu) fprintf(out, "\nenergy, all GPUs: %.1f J\n", energy);
   if (job->slowest >= 0) {
     const rpt_series *s = &job->s[job->slowest];
-    fprintf(out, "slowest rank: %d (%s:%d): %s\n", s->rank, s->node, s->local_rank,
-            job->slowest_why);
+    fprintf(out, "slowest rank: %d (", s->rank);
+    gr__esc_term(out, s->node);
+    fprintf(out, ":%d): %s\n", s->local_rank, job->slowest_why);
   }
 }
 
@@ -83,18 +105,57 @@ static void jnum(FILE *f, const char *key, double v, int comma) {
 }
 
 static void jstr(FILE *f, const char *key, const char *v, int comma) {
-  fprintf(f, "\"%s\": \"", key);
-  for (const char *p = v; *p; p++) {
-    if (*p == '"' || *p == '\\') fputc('\\', f);
-    if ((unsigned char)*p >= 0x20) fputc(*p, f);
-  }
-  fputc('"', f);
+  fprintf(f, "\"%s\": ", key);
+  gr__esc_json(f, v);
   if (comma) fputs(", ", f);
 }
 
-int rpt_write_json(const rpt_job *job, const char *path, const char *flight_json) {
-  FILE *f = fopen(path, "w");
-  if (!f) return -1;
+/* Renders with fn into memory, then writes the file whole or not at all (gr__file_replace in the
+ * file's directory: a symlink or special file in its place is refused, never followed). With
+ * check_dir, the directory must also be this user's and not writable by others (a job directory
+ * of someone else is not written into). */
+static int save(const char *path, int check_dir, void (*fn)(FILE *, const void *, const void *),
+                const void *a, const void *b) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  if (!m) return -1;
+  fn(m, a, b);
+  int bad = ferror(m);
+  if (fclose(m) != 0 || bad) {
+    free(buf);
+    fprintf(stderr, "gpurun-report: out of memory rendering %s\n", path);
+    return -1;
+  }
+  char d[4096], n[4096], why[512] = "";
+  snprintf(d, sizeof d, "%s", path);
+  snprintf(n, sizeof n, "%s", path);
+  const char *dir = dirname(d), *name = basename(n);
+  int rc = -1;
+  int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0)
+    snprintf(why, sizeof why, "cannot open %s: %s", dir, strerror(errno));
+  else if (!check_dir || gr__dir_check(dirfd, dir, why, sizeof why) == 0)
+    rc = gr__file_replace(dirfd, name, buf, len, why, sizeof why);
+  if (dirfd >= 0) close(dirfd);
+  free(buf);
+  if (rc != 0) {
+    fputs("gpurun-report: cannot write ", stderr);
+    gr__esc_term(stderr, path);
+    fputs(": ", stderr);
+    gr__esc_term(stderr, why);
+    fputc('\n', stderr);
+  }
+  return rc;
+}
+
+typedef struct {
+  const char *flight, *wait;
+} flight_parts;
+
+static void render_json(FILE *f, const void *vjob, const void *vflight) {
+  const rpt_job *job = vjob;
+  const flight_parts *fp = vflight;
   fputs("{", f);
   jnum(f, "t0", job->t0, 1);
   jnum(f, "span_s", job->t1 - job->t0, 1);
@@ -140,8 +201,14 @@ int rpt_write_json(const rpt_job *job, const char *path, const char *flight_json
   } else {
     fputs("\"slowest\": null, ", f);
   }
-  fprintf(f, "\"flight\": %s}\n", flight_json ? flight_json : "[]");
-  return fclose(f) == 0 ? 0 : -1;
+  fprintf(f, "\"flight\": %s, \"wait_for\": %s}\n", fp->flight ? fp->flight : "[]",
+          fp->wait ? fp->wait : "null");
+}
+
+int rpt_write_json(const rpt_job *job, const char *path, const char *flight_json,
+                   const char *wait_json, int check_dir) {
+  flight_parts fp = {flight_json, wait_json};
+  return save(path, check_dir, render_json, job, &fp);
 }
 
 /* ---- SVG ---- */
@@ -167,18 +234,7 @@ static const chart_def cpu_charts[] = {
     {M_RSS, "resident memory", "MiB", "#8c564b", 0},
 };
 
-static void esc(FILE *f, const char *s) {
-  for (; *s; s++) {
-    if (*s == '<')
-      fputs("&lt;", f);
-    else if (*s == '>')
-      fputs("&gt;", f);
-    else if (*s == '&')
-      fputs("&amp;", f);
-    else
-      fputc(*s, f);
-  }
-}
+static void esc(FILE *f, const char *s) { gr__esc_xml(f, s); }
 
 static double nice_max(double v) {
   if (!(v > 0)) return 1;
@@ -223,34 +279,61 @@ static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_
   fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\">0 s</text>\n", px, py + ph + 14);
   fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\" text-anchor=\"end\">%.1f s</text>\n", px + pw,
           py + ph + 14, job->t1 - job->t0);
-  /* One polyline per run of defined samples: a gap in the data stays a gap. */
+  /* One polyline per run of defined samples: a gap in the data stays a gap. The samples are
+   * reduced to RPT_SVG_BUCKETS buckets over the job's span, each drawn as its minimum and maximum
+   * (in the order they occurred), so a million samples draw like a few hundred and no spike is
+   * lost. A bucket without samples ends the line. */
   int open = 0, drawn = 0;
-  for (int i = 0; i <= s->n; i++) {
-    int ok = i < s->n && !isnan(v[i]);
-    if (ok) {
-      double x = px + pw * (s->t[i] - job->t0) / span;
-      double val = v[i] > vmax ? vmax : (v[i] < 0 ? 0 : v[i]);
-      double y = py + ph - ph * val / vmax;
+  for (int i = 0; i < s->n;) {
+    int b = (int)((s->t[i] - job->t0) / span * RPT_SVG_BUCKETS);
+    if (b < 0) b = 0;
+    if (b >= RPT_SVG_BUCKETS) b = RPT_SVG_BUCKETS - 1;
+    double lo = 0, hi = 0, t_lo = 0, t_hi = 0;
+    int any = 0, gap = 0, j = i;
+    for (; j < s->n; j++) {
+      int bj = (int)((s->t[j] - job->t0) / span * RPT_SVG_BUCKETS);
+      if (bj < 0) bj = 0;
+      if (bj >= RPT_SVG_BUCKETS) bj = RPT_SVG_BUCKETS - 1;
+      if (bj != b) break;
+      if (isnan(v[j])) {
+        gap = 1;
+        continue;
+      }
+      if (!any || v[j] < lo) lo = v[j], t_lo = s->t[j];
+      if (!any || v[j] > hi) hi = v[j], t_hi = s->t[j];
+      any = 1;
+    }
+    i = j;
+    if (any) {
+      int lo_first = t_lo <= t_hi;
+      double pt[2] = {lo_first ? t_lo : t_hi, lo_first ? t_hi : t_lo};
+      double pv[2] = {lo_first ? lo : hi, lo_first ? hi : lo};
       if (!open)
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"",
                 d->color);
-      fprintf(f, "%.1f,%.1f ", x, y);
+      for (int k = 0; k < (lo == hi ? 1 : 2); k++) {
+        double x = px + pw * (pt[k] - job->t0) / span;
+        double val = pv[k] > vmax ? vmax : (pv[k] < 0 ? 0 : pv[k]);
+        fprintf(f, "%.1f,%.1f ", x, py + ph - ph * val / vmax);
+      }
       open = 1;
       drawn++;
-    } else if (open) {
+    }
+    if (gap && open) { /* a missing sample in the bucket: the line breaks after it */
       fputs("\"/>\n", f);
       open = 0;
     }
   }
+  if (open) fputs("\"/>\n", f);
   if (!drawn)
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\" text-anchor=\"middle\">no data</text>\n",
             px + pw / 2, py + ph / 2);
   fputs("</g>\n", f);
 }
 
-int rpt_write_svg(const rpt_job *job, const char *path) {
-  FILE *f = fopen(path, "w");
-  if (!f) return -1;
+static void render_svg(FILE *f, const void *vjob, const void *unused) {
+  (void)unused;
+  const rpt_job *job = vjob;
   int any_gpu = 0;
   for (int i = 0; i < job->ns; i++) any_gpu |= strcmp(job->s[i].gpu, "-") != 0;
   int width = LABEL_W + (any_gpu ? 4 : 2) * (CHART_W + GAP) + 10;
@@ -276,8 +359,9 @@ int rpt_write_svg(const rpt_job *job, const char *path) {
     fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"l\">", y + 56);
     esc(f, s->node);
     fprintf(f, ":%d</text>\n", s->local_rank);
-    fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"l\">%s</text>\n", y + 72,
-            strcmp(s->gpu, "-") ? s->gpu : "no GPU (CPU side)");
+    fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"l\">", y + 72);
+    esc(f, strcmp(s->gpu, "-") ? s->gpu : "no GPU (CPU side)");
+    fputs("</text>\n", f);
     if (is_slowest(job, s))
       fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"s\">slowest rank</text>\n", y + 90);
     int gpu = strcmp(s->gpu, "-") != 0;
@@ -287,5 +371,8 @@ int rpt_write_svg(const rpt_job *job, const char *path) {
       chart(f, job, s, &defs[k], LABEL_W + k * (CHART_W + GAP), y);
   }
   fputs("</svg>\n", f);
-  return fclose(f) == 0 ? 0 : -1;
+}
+
+int rpt_write_svg(const rpt_job *job, const char *path, int check_dir) {
+  return save(path, check_dir, render_svg, job, NULL);
 }

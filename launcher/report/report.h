@@ -5,6 +5,20 @@
 
 #include <stdio.h>
 
+/* Input bounds. A CSV line over RPT_MAX_LINE bytes is skipped with file:line; each CSV file may
+ * bring at most RPT_MAX_SERIES_PER_FILE series (GPUs), a job RPT_MAX_SERIES; a counters file at
+ * most RPT_MAX_COUNTERS_FILE bytes, a flight dump RPT_MAX_FLIGHT_FILE. Numbers are finite and in a
+ * plausible range per column, else taken as missing (with file:line). */
+#define RPT_MAX_LINE 65536
+#define RPT_MAX_LINE_STR "65536"
+#define RPT_MAX_SERIES_PER_FILE 64
+#define RPT_MAX_SERIES 8192
+#define RPT_MAX_COUNTERS_FILE (1u << 20)
+#define RPT_MAX_FLIGHT_FILE (16u << 20)
+/* The SVG draws at most this many buckets per series and chart: each bucket's minimum and maximum
+ * (an envelope), so that any job size gives a file a renderer opens. */
+#define RPT_SVG_BUCKETS 400
+
 /* One CSV row's metrics; NAN where the column was empty. */
 enum {
   M_GPU_UTIL,
@@ -71,12 +85,20 @@ void rpt_free(rpt_job *job);
 double rpt_integrate(const double *t, const double *y, int n);
 
 void rpt_print_table(const rpt_job *job, FILE *out);
-int rpt_write_json(const rpt_job *job, const char *path, const char *flight_json);
-int rpt_write_svg(const rpt_job *job, const char *path);
+/* Written whole or not at all (a temporary file renamed into place; a symlink or special file at
+ * path is refused). check_dir: also refuse a directory that is not this user's or that others can
+ * write (the default outputs inside a job directory). 0, or -1 with the reason on stderr. */
+int rpt_write_json(const rpt_job *job, const char *path, const char *flight_json,
+                   const char *wait_json, int check_dir);
+int rpt_write_svg(const rpt_job *job, const char *path, int check_dir);
 
-/* Reads flight.<rank>.json in dir; writes a human summary to out and a JSON array (malloc'd) of
- * findings to *json (NULL when there are no dumps). Returns the number of dumps read, -1 on a
- * dump that does not parse. */
-int rpt_flight(const char *dir, FILE *out, char **json);
+/* Reads flight.<rank>.json in dir; writes a human summary to out, a JSON array (malloc'd) of
+ * per-communicator findings to *json (NULL when there are no dumps) and, when wait_json is not
+ * NULL, the wait-for analysis to *wait_json: {"edges": [{"rank", "op", "comm", "seq",
+ * "waits_for": [world ranks, -1 unnamed]}], "ends": [{"rank", "why", "dump"}]} or null when no
+ * rank waits. Each waiting rank's chain is followed (point-to-point peer, or the members that have
+ * not entered the collective) to its end: a rank that left no dump, one in no call, or a cycle.
+ * Returns the number of dumps read, -1 on a dump that does not parse. */
+int rpt_flight(const char *dir, FILE *out, char **json, char **wait_json);
 
 #endif

@@ -5,6 +5,9 @@
  *         flight-recorder dumps are all on disk (so that gpurun-report can read every one).
  *   die   the last rank is killed by SIGALRM inside the allreduce, before the others arrive; they
  *         either time out or are ended by mpirun. Either way the job ends non-zero, no hang.
+ *   chain (issue 12) rank r waits in a recv from rank r+1; the last rank stops itself (SIGSTOP)
+ *         before sending. Ranks 0..n-2 time out, dump, and exit 3 once all their dumps are on
+ *         disk; gpurun-report must follow 0 -> 1 -> ... -> n-1 and name the last rank.
  * The driving script (test_fault.sh) checks the exit status and the messages. */
 #include <gpurun/runtime.h>
 
@@ -34,6 +37,24 @@ int main(int argc, char **argv) {
   if (gr_allreduce(&x, &y, 1, GR_FLOAT64, GR_SUM, w, NULL) != GR_OK || y != ri.size) {
     fprintf(stderr, "rank %d: first allreduce failed: %s\n", ri.rank, gr_last_error());
     return 2;
+  }
+  if (!strcmp(mode, "chain")) {
+    if (ri.rank == ri.size - 1) {
+      raise(SIGSTOP); /* mpirun's SIGKILL ends it once the others have failed */
+      return 0;
+    }
+    int v = 0;
+    gr_status st = gr_recv(&v, 1, GR_INT32, ri.rank + 1, w, NULL);
+    fprintf(stderr, "rank %d: recv from rank %d returned %s\n", ri.rank, ri.rank + 1,
+            gr_status_name(st));
+    const char *dir = getenv("GPURUN_MONITOR_DIR"), *job = getenv("GPURUN_JOB_ID");
+    for (int r = 0; dir && job && r < ri.size - 1; r++) {
+      char path[1024];
+      snprintf(path, sizeof path, "%s/%s/flight.%d.json", dir, job, r);
+      for (int i = 0; i < 200 && access(path, F_OK) != 0; i++)
+        nap(50);
+    }
+    return st == GR_ERR_TIMEOUT ? 3 : 5;
   }
   if (!strcmp(mode, "die")) {
     if (ri.rank == ri.size - 1) {

@@ -27,6 +27,19 @@ cat "$tmp/report.out"
 grep -q 'comm world (mpi): rank(s) 0,1 wait in allreduce #2 (count 1 float64); no dump from rank(s) 2' "$tmp/report.out" \
   || fail "report does not name rank 2"
 
+# Issue 12: a wait-for chain through point-to-point calls. Rank 0 waits on 1, 1 on 2, and rank 2
+# is stopped (SIGSTOP) and leaves no dump; the old report said rank 0 "never entered".
+GPURUN_JOB_ID=chain timeout -k 5 60 "$mpirun" -np 3 --oversubscribe "$prog" chain > "$tmp/chain.out" 2>&1
+rc=$?
+cat "$tmp/chain.out"
+[ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "chain: the job hung (timeout(1) ended it)"
+grep -q 'rank 0: recv from rank 1 returned GR_ERR_TIMEOUT' "$tmp/chain.out" || fail "chain: rank 0 did not time out"
+test -s "$tmp/chain/flight.0.json" && test -s "$tmp/chain/flight.1.json" || fail "chain: flight dumps missing"
+"$report" "$tmp/chain" > "$tmp/chain.report" || fail "gpurun-report (chain) exited $?"
+cat "$tmp/chain.report"
+grep -q 'chain: 0 -> 1 -> 2: rank 2 left no dump' "$tmp/chain.report" || fail "chain: the report does not follow 0 -> 1 -> 2"
+grep -q 'NEVER ENTERED' "$tmp/chain.report" && fail "chain: the report still blames a waiting rank"
+
 # The dying rank's own call must not time out before SIGALRM ends it at 1 s.
 GPURUN_TIMEOUT=5 timeout -k 5 60 "$mpirun" -np 3 --oversubscribe "$prog" die > "$tmp/die.out" 2>&1
 rc=$?

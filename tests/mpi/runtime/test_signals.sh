@@ -13,7 +13,7 @@ while :; do sleep 0.05; done'
 # Open MPI sends SIGKILL 1 s after SIGTERM by default; on a loaded CI machine a shell's trap can
 # miss that, so the grace is widened (the forwarding itself is what is tested). mpirun waits
 # the whole grace per rank even when the ranks are gone, so it stays short.
-OMPI_MCA_odls_base_sigkill_timeout=3 "$mpirun" -np 2 --oversubscribe "$wrap" "$tmp" sig 0.01 sh -c "$body" > "$tmp/out.txt" 2>&1 &
+OMPI_MCA_odls_base_sigkill_timeout=3 "$mpirun" -np 2 --oversubscribe "$wrap" "$tmp" sig 0.05 sh -c "$body" > "$tmp/out.txt" 2>&1 &
 mpid=$!
 i=0
 while [ ! -e "$tmp/ready.0" ] || [ ! -e "$tmp/ready.1" ]; do

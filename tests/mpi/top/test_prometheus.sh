@@ -2,7 +2,8 @@
 # gpurun --monitor --prometheus end to end: a 2-rank job on a recorded 4-GPU node with the fake
 # NVML (GR_FAKE_NVML=node4, known readings), Debian's prometheus-node-exporter started for real on
 # localhost with its textfile collector on the --prometheus directory, /metrics scraped with curl.
-# The job id holds a quote and a backslash, which must reach Prometheus escaped.
+# The job id holds a quote and a backslash: the job directory and the job label use its safe form
+# (gr_safefile.h: ev_il_job); label escaping itself is test_prom's.
 # Every metric the Grafana dashboard (configs/grafana) queries must be served.
 # gpurun-report then shows the shared GPU's split from the CSVs.
 # usage: test_prometheus.sh MPIRUN GPURUN LIVE_LOOP FAKE_NVML TOPOLOGY DASHBOARD GPURUN_REPORT
@@ -40,8 +41,8 @@ job_pid=$!
 # Both ranks' files, each past its first finished call (the live file feeds the collective series).
 value() { grep -F "$1{" "$tmp/metrics" | grep -F "$2" | awk '{ print $NF }'; }
 positive() { awk -v v="$1" 'BEGIN { exit !(v > 0) }'; }
-l0='host="'$(hostname)'",job="ev\"il\\job",local_rank="0"'
-l1='host="'$(hostname)'",job="ev\"il\\job",local_rank="1"'
+l0='host="'$(hostname)'",job="ev_il_job",local_rank="0"'
+l1='host="'$(hostname)'",job="ev_il_job",local_rank="1"'
 i=0
 until scrape && positive "$(value gpurun_rank_collective_seconds_total "$l0,rank=\"0\"}")" &&
       positive "$(value gpurun_rank_collective_seconds_total "$l1,rank=\"1\"}")"; do

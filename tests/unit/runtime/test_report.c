@@ -97,7 +97,7 @@ static void test_cpu_job(void **state) {
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   close(fd);
-  assert_int_equal(rpt_write_json(&j, path, NULL), 0);
+  assert_int_equal(rpt_write_json(&j, path, NULL, NULL, 0), 0);
   grj *doc = grj_parse_file(path, NULL);
   assert_non_null(doc);
   const grj *series = grj_get(doc, "series");
@@ -127,7 +127,7 @@ static void test_flight(void **state) {
   (void)state;
   char *json = NULL;
   FILE *out = tmpfile();
-  assert_int_equal(rpt_flight(FIX "/hang_job", out, &json), 4);
+  assert_int_equal(rpt_flight(FIX "/hang_job", out, &json, NULL), 4);
   assert_non_null(json);
   grj *doc = grj_parse(json, NULL);
   assert_non_null(doc);
@@ -165,7 +165,7 @@ static void test_flight(void **state) {
   assert_non_null(strstr(text, "NEVER ENTERED by rank(s) 3"));
   assert_non_null(strstr(text, "no dump from rank(s) 4"));
   /* No dumps: nothing to say. */
-  assert_int_equal(rpt_flight(FIX "/gpu_job", stdout, &json), 0);
+  assert_int_equal(rpt_flight(FIX "/gpu_job", stdout, &json, NULL), 0);
   assert_null(json);
 }
 
@@ -175,7 +175,7 @@ static void test_flight_timeout_state(void **state) {
   (void)state;
   char *json = NULL;
   FILE *out = tmpfile();
-  assert_int_equal(rpt_flight(FIX "/timeout_job", out, &json), 2);
+  assert_int_equal(rpt_flight(FIX "/timeout_job", out, &json, NULL), 2);
   fclose(out);
   grj *doc = grj_parse(json, NULL);
   assert_non_null(doc);

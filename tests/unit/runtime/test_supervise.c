@@ -96,6 +96,12 @@ static void test_bad_options(void **state) {
   int code = 0;
   assert_int_equal(gr__supervise(ok, &o, &code), GR_ERR_INVALID);
   assert_int_equal(gr__supervise(NULL, NULL, &code), GR_ERR_INVALID);
+  /* Below the documented floor of 50 ms: refused, nothing started. */
+  gr__supervise_opts_init(&o);
+  o.monitor_interval_s = 1e-9;
+  assert_int_equal(gr__supervise(ok, &o, &code), GR_ERR_INVALID);
+  o.monitor_interval_s = 0.049;
+  assert_int_equal(gr__supervise(ok, &o, &code), GR_ERR_INVALID);
 }
 
 static void test_forwards_signals(void **state) {
@@ -211,7 +217,7 @@ static void test_monitor_sigterm_leaves_whole_lines(void **state) {
   (void)state;
   gr_supervise_opts o;
   gr__supervise_opts_init(&o);
-  o.monitor_interval_s = 0.01;
+  o.monitor_interval_s = 0.05; /* the floor: as many samples as allowed */
   o.monitor_dir = tmpdir;
   o.job_id = "term";
   o.node_name = "n1";

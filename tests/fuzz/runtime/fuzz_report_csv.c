@@ -1,0 +1,48 @@
+/* libFuzzer target for gpurun-report's CSV reader and everything downstream of it: the input is
+ * one monitor CSV (<node>.<local_rank>.csv) another job wrote; it is loaded, summarised, printed
+ * as the table and rendered as JSON and SVG, which must then be valid (the JSON re-parses). */
+#include "json.h"
+#include "report.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[64], csv[128], svg[128], js[128];
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size > 1 << 16) return 0;
+  if (!dir[0]) {
+    snprintf(dir, sizeof dir, "/tmp/gr_fuzz_csv_%d", (int)getpid());
+    mkdir(dir, 0700);
+    snprintf(csv, sizeof csv, "%s/n0.0.csv", dir);
+    snprintf(svg, sizeof svg, "%s/r.svg", dir);
+    snprintf(js, sizeof js, "%s/r.json", dir);
+  }
+  FILE *f = fopen(csv, "wb");
+  if (!f) return 0;
+  fwrite(data, 1, size, f);
+  fclose(f);
+  rpt_job job;
+  if (rpt_load(dir, &job) == 0) {
+    rpt_summarize(&job);
+    FILE *null = fopen("/dev/null", "w");
+    if (null) {
+      rpt_print_table(&job, null);
+      fclose(null);
+    }
+    if (rpt_write_json(&job, js, NULL, NULL, 0) == 0) {
+      size_t at;
+      grj *v = grj_parse_file(js, &at);
+      if (!v) abort(); /* the report's own JSON must always parse */
+      grj_free(v);
+    }
+    rpt_write_svg(&job, svg, 0);
+  }
+  rpt_free(&job);
+  return 0;
+}
