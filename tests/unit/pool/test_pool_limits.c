@@ -34,6 +34,19 @@
 #ifndef DEEP
 #define DEEP 70000
 #endif
+/* Sanitizer runtimes have background threads whose work grows with the number of threads (TSan:
+ * up to 10% of a core with 4096 idle workers): a looser CPU bound there; the sleep count is the
+ * same. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define IDLE_CPU_PCT 40.0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define IDLE_CPU_PCT 40.0
+#endif
+#endif
+#ifndef IDLE_CPU_PCT
+#define IDLE_CPU_PCT 15.0
+#endif
 
 static double cpu_s(void) {
   struct rusage r;
@@ -98,8 +111,8 @@ static void check_idle(int nworkers) {
   /* New protocol: ~20 per second (the sentinel's 50 ms timeout); old: 20 per worker. A slow
    * second (descheduled test) stretches the interval, so scale by the measured wall time. */
   assert_true((double)sleeps <= 60.0 * (w1 - w0) + 10.0);
-  /* Old protocol: 40% of a core at 1024 workers, 140-190% at 4096; new: under 1%. */
-  assert_true(cpu_pct < 15.0);
+  /* Old protocol: 40% of a core at 1024 workers, 140-190% at 4096; new: under 1% (Release). */
+  assert_true(cpu_pct < IDLE_CPU_PCT);
   /* Still wakes up for work: a spawn from outside reaches a sleeping worker. */
   atomic_store(&pfor_sum, 0);
   assert_int_equal(gr_parallel_for(p, 0, 1000, 1, pfor_body, NULL), GR_OK);
