@@ -518,7 +518,8 @@ static gr_status agree_registrations(gr_dpool *dp) {
     }
     if (done) break;
     if (gr__dp_now() > deadline) {
-      /* The collective stays pending in MPI, writing into `all`: leaked on purpose. */
+      /* The collective stays pending in MPI and may still write into `all`. */
+      gr__dp_abandon(all);
       return gr__fail(GR_ERR_TIMEOUT, call, "not every rank entered the first run within %g s "
                       "(timeout_s / GPURUN_TIMEOUT; the registration check cannot tell which)",
                       dp->cfg.timeout_s);

@@ -73,12 +73,13 @@ void gr__dp_comm_free(gr_dpool *dp) {
   free(dp->armed);
   free(dp->waiting);
   /* Sends still pending only after a failed run: cancel them; their buffers may still be read
-   * by MPI, so they are left allocated. */
+   * by MPI, so they are abandoned (kept, never freed). */
   if (dp->nsends > 0)
     GR_WARN("dpool: destroying with %d unmatched messages after a failed run", dp->nsends);
   for (int i = 0; i < dp->nsends; i++) {
     MPI_Cancel(&dp->sends[i].req);
     MPI_Request_free(&dp->sends[i].req);
+    gr__dp_abandon(dp->sends[i].buf);
   }
   free(dp->sends);
   free(dp->rbuf);
@@ -87,6 +88,28 @@ void gr__dp_comm_free(gr_dpool *dp) {
   dp->sends = NULL;
   dp->rbuf = NULL;
   dp->nsends = dp->capsends = 0;
+}
+
+/* Buffers MPI may still read or write after a failed run (a send to a silent rank, a collective
+ * it never joined). Freeing them could corrupt the heap if that rank comes back; they stay on this
+ * list, reachable, for the life of the process. Only failed runs add to it, a few small messages
+ * each (a steal reply in flight can be larger). */
+typedef struct abandoned {
+  struct abandoned *next;
+  void *buf;
+} abandoned;
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static abandoned *abandoned_list;
+
+void gr__dp_abandon(void *buf) {
+  if (!buf) return;
+  abandoned *a = malloc(sizeof *a);
+  if (!a) return; /* then it simply leaks */
+  a->buf = buf;
+  pthread_mutex_lock(&abandoned_lock);
+  a->next = abandoned_list;
+  abandoned_list = a;
+  pthread_mutex_unlock(&abandoned_lock);
 }
 
 double gr__dp_deadline(const gr_dpool *dp) {

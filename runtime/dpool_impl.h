@@ -139,7 +139,9 @@ void gr__dp_run_begin(gr_dpool *dp);
 gr_status gr__dp_progress(gr_dpool *dp, int *got_msg);
 /* After termination: finish every message exchange, then a barrier that returns on all ranks. */
 gr_status gr__dp_drain(gr_dpool *dp);
-/* Seconds from now to the deadline of a step (timeout set), or a huge number. */
+/* Keep a buffer MPI may still use after a failed run reachable for ever (never freed). */
+void gr__dp_abandon(void *buf);
+/* The time by which a step that starts now must finish (timeout set), or a huge number. */
 double gr__dp_deadline(const gr_dpool *dp);
 
 #endif
