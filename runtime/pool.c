@@ -400,6 +400,9 @@ static void help_wait(gr_pool *p, gr__slot *s, gr_taskgroup *g) {
       woke = 1;
     }
   }
+  /* Woken (perhaps by a spawn's wake-one) but leaving because g completed: the wake-up may have
+   * been meant for work that is still queued, and idle workers do not time out; pass it on. */
+  if (GR__UNLIKELY(woke) && work_visible(p)) notify_work(p, 1);
 }
 
 void *gr__pool_worker_main(void *arg) {
