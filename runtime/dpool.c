@@ -169,11 +169,28 @@ gr_status gr_dpool_create(MPI_Comm comm, gr_pool *local, const gr_dpool_config *
     free(dp);
     return gr__fail(GR_ERR_SYSTEM, call, "pthread_mutex_init failed");
   }
-  int rc = MPI_Comm_dup(comm, &dp->comm);
+  /* Non-blocking, so that with a timeout a rank that never calls gr_dpool_create cannot hold
+   * the others here for ever. */
+  MPI_Request dup_req;
+  int rc = MPI_Comm_idup(comm, &dp->comm, &dup_req);
+  double deadline = cfg->timeout_s > 0 ? gr__dp_now() + cfg->timeout_s : 1e300;
+  for (int done = 0, slp = 0; rc == MPI_SUCCESS && !done;) {
+    rc = MPI_Test(&dup_req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) break;
+    if (gr__dp_now() > deadline) {
+      /* The duplication stays pending in MPI and writes dp->comm when it completes: dp is
+       * abandoned (kept, never freed). */
+      gr__dp_abandon(dp);
+      return gr__fail(GR_ERR_TIMEOUT, call, "not every rank of comm entered gr_dpool_create "
+                      "within %g s (timeout_s / GPURUN_TIMEOUT)", cfg->timeout_s);
+    }
+    slp = slp ? (slp < 1000 ? 2 * slp : slp) : 1;
+    sleep_us(slp);
+  }
   if (rc != MPI_SUCCESS) {
     pthread_mutex_destroy(&dp->mu);
     free(dp);
-    return gr__fail(GR_ERR_MPI, call, "MPI_Comm_dup failed (MPI error %d)", rc);
+    return gr__fail(GR_ERR_MPI, call, "MPI_Comm_idup failed (MPI error %d)", rc);
   }
   MPI_Comm_rank(dp->comm, &dp->rank);
   MPI_Comm_size(dp->comm, &dp->size);

@@ -97,7 +97,8 @@ GR_API void gr_dpool_config_init(gr_dpool_config *cfg);
 
 /* Collective over comm (which is duplicated). local may be NULL: tasks then run on the thread that
  * calls gr_dpool_run. cfg may be NULL for the defaults. Needs MPI initialised with at least
- * MPI_THREAD_FUNNELED. */
+ * MPI_THREAD_FUNNELED. With cfg->timeout_s > 0, GR_ERR_TIMEOUT when not every rank of comm calls
+ * it within the timeout. */
 GR_API gr_status gr_dpool_create(MPI_Comm comm, gr_pool *local, const gr_dpool_config *cfg,
                                  gr_dpool **out);
 /* Register a task function; every rank must register the same functions in the same order, before

@@ -5,7 +5,8 @@
  *                                  the first run, no timeout needed; the dpool is then destroyed.
  *   test_dpool_deadline partial    timeout 2 s; the last rank skips a run (the first, then, with a
  *                                  fresh dpool, the second): the others return GR_ERR_TIMEOUT, the
- *                                  second time naming the absent rank.
+ *                                  second time naming the absent rank; then it skips
+ *                                  gr_dpool_create: the others' create times out.
  *   test_dpool_deadline stop [--pool W]
  *                                  timeout 2 s; rank 1 SIGSTOPs itself inside a task of an endless
  *                                  tree: every other rank returns GR_ERR_TIMEOUT naming rank 1, not
@@ -156,6 +157,22 @@ static int test_partial(void) {
     CHECK_OK(gr_dpool_destroy(dp));
     MPI_Barrier(MPI_COMM_WORLD);
   }
+  /* A rank that never creates the dpool: the others' gr_dpool_create times out. */
+  alarm((unsigned)(20 * T + 30));
+  if (g_rank != absent) {
+    gr_dpool_config cfg;
+    gr_dpool_config_init(&cfg);
+    cfg.timeout_s = T;
+    gr_dpool *dp = (gr_dpool *)&cfg;
+    double t0 = now_s();
+    gr_status st = gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp);
+    double dt = now_s() - t0;
+    CHECK(dp == NULL);
+    CHECK(strstr(gr_last_error(), "gr_dpool_create") != NULL);
+    expect_timeout(st, dt, -1);
+  }
+  alarm(0);
+  MPI_Barrier(MPI_COMM_WORLD);
   return 0;
 }
 
