@@ -181,7 +181,7 @@ static int test_partial(void) {
 static long g_ran;
 static int g_tree_id;
 static double g_stop_time;
-static volatile double g_sink;
+static _Thread_local volatile double g_sink; /* per thread: workers run tasks concurrently */
 
 /* A binary tree of depth 40: endless here. Depth-first on each rank, so queues stay short. */
 static void tree_task(gr_dpool *dp, const void *pl, size_t len, void *ctx) {
