@@ -14,7 +14,14 @@ mp=$!
 r1=
 for _ in $(seq 1 100); do
   sleep 0.1
-  for p in $(pgrep -P "$mp"); do
+  for st in /proc/[0-9]*/stat; do
+    # field 4 of /proc/PID/stat is the parent (after the command name in parentheses)
+    read -r line <"$st" 2>/dev/null || continue
+    rest=${line##*) }
+    set -- $rest
+    [ "${2:-}" = "$mp" ] || continue
+    p=${st#/proc/}
+    p=${p%/stat}
     r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
     [ "$r" = 1 ] && r1=$p
   done
