@@ -25,7 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SHM_MAGIC 0x6772736d636f6c31ull /* "grsmcol1" */
@@ -34,10 +38,14 @@
 /* A small allreduce goes in one round through whole copies: P reads of n bytes each beat two
  * synchronisations while n is small. */
 #define SMALL_MAX 8192
-/* Polls per gr__shm_test before returning to the caller; after IDLE_YIELD fruitless calls in a
- * row, each one yields the core (a peer may be waiting for it on an oversubscribed node). */
+/* Polls per gr__shm_test before returning to the caller; after IDLE_SLEEP fruitless calls in a
+ * row, each one sleeps on the lagging rank's counter (a futex, at most SLEEP_NS) so that on an
+ * oversubscribed node the core goes to the rank everyone waits for. A raise wakes sleepers only
+ * when the segment's sleeper count says there are any. */
 #define SPINS 256
-#define IDLE_YIELD 8
+#define IDLE_SLEEP 4
+#define SLEEP_NS 1000000
+#define WAITERS_OFF 1920
 
 enum { MODE_SMALL = 1, MODE_LARGE };
 
@@ -57,6 +65,7 @@ struct gr__shm {
   uint64_t rounds; /* rounds started: the current round's buffer is (rounds - 1) % 2 */
   uint64_t wait_for;
   int wait_rank; /* the wait in progress: counter value, rank (-1 = all) */
+  int lag;       /* a rank that had not reached wait_for at the last look */
   int broken;
   unsigned idle;
   gr__shm_op *head, *tail, *spare, *all;
@@ -80,6 +89,13 @@ static _Atomic int32_t *pid_of(unsigned char *base, int q) {
 }
 static _Atomic uint64_t *flag(const gr__shm *s, int q) {
   return (_Atomic uint64_t *)(s->base + FLAGS_OFF + (size_t)FLAG_STRIDE * (size_t)q);
+}
+static _Atomic uint32_t *waiters(const gr__shm *s) {
+  return (_Atomic uint32_t *)(s->base + WAITERS_OFF);
+}
+/* The futex word of a counter: its low 32 bits, which change with every raise. */
+static uint32_t *futex_word(_Atomic uint64_t *f) {
+  return (uint32_t *)(void *)f + (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__);
 }
 static unsigned char *slot(const gr__shm *s, int q) {
   return s->base + data_off(s->size) + ((size_t)q * 2 + (size_t)((s->rounds - 1) & 1)) * GR__SHM_SLOT;
@@ -159,16 +175,37 @@ gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
 
 static void raise_flag(gr__shm *s) {
   s->tick++;
-  atomic_store_explicit(flag(s, s->rank), s->tick, memory_order_release);
+  _Atomic uint64_t *f = flag(s, s->rank);
+  atomic_store_explicit(f, s->tick, memory_order_release);
+  /* store then load, against the sleeper's increment then load: one of the two sees the other */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(waiters(s), memory_order_relaxed))
+    syscall(SYS_futex, futex_word(f), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void sleep_on_lag(gr__shm *s) {
+  _Atomic uint64_t *f = flag(s, s->lag);
+  atomic_fetch_add_explicit(waiters(s), 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+  uint64_t v = atomic_load_explicit(f, memory_order_relaxed);
+  if (v < s->wait_for) {
+    struct timespec ts = {0, SLEEP_NS};
+    syscall(SYS_futex, futex_word(f), FUTEX_WAIT, (uint32_t)v, &ts, NULL, 0);
+  }
+  atomic_fetch_sub_explicit(waiters(s), 1, memory_order_relaxed);
 }
 
 /* Whether rank who (-1: every rank) has raised its counter to v; remembered for diagnostics. */
 static int reached(gr__shm *s, uint64_t v, int who) {
   s->wait_for = v;
   s->wait_rank = who;
+  s->lag = who;
   if (who >= 0) return atomic_load_explicit(flag(s, who), memory_order_acquire) >= v;
   for (int q = 0; q < s->size; q++)
-    if (atomic_load_explicit(flag(s, q), memory_order_acquire) < v) return 0;
+    if (atomic_load_explicit(flag(s, q), memory_order_acquire) < v) {
+      s->lag = q;
+      return 0;
+    }
   return 1;
 }
 
@@ -370,7 +407,7 @@ gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
     }
     cpu_relax();
   }
-  if (++s->idle > IDLE_YIELD) sched_yield();
+  if (++s->idle > IDLE_SLEEP) sleep_on_lag(s);
   return GR_OK;
 }
 
