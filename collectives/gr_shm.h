@@ -64,6 +64,13 @@ gr__shm *gr__shm_new(void *base, size_t bytes, int rank, int size);
 void gr__shm_own_mapping(gr__shm *s);
 void gr__shm_free(gr__shm *s);
 
+/* Single copy: whether this rank can read rank (rank+1)'s memory with process_vm_readv (call once
+ * every rank has made its gr__shm_new), and switching it on (only where every rank could; 0 when
+ * out of memory). GR_ERR_SYSTEM from gr__shm_test: a read failed with gr__shm_cma_errno. */
+int gr__shm_cma_probe(gr__shm *s);
+int gr__shm_set_cma(gr__shm *s, int on);
+int gr__shm_cma_errno(const gr__shm *s);
+
 /* Whether the protocol takes this call (kind and size alone: the same answer on every rank). */
 int gr__shm_takes(const gr__shm *s, int kind);
 

@@ -162,7 +162,14 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
     return GR_OK;
   }
   gr__shm_own_mapping(s);
-  GR_DEBUG("collectives: communicator %s: shared-memory path (%zu bytes, %s)", c->id, bytes, how);
+  /* single copy where every rank may read the others' memory (GPURUN_SHM_CMA=0: never) */
+  const char *cma_env = getenv("GPURUN_SHM_CMA");
+  int cma = !(cma_env && strcmp(cma_env, "0") == 0) && gr__shm_cma_probe(s);
+  cma = all_ok(c, cma);
+  cma = all_ok(c, gr__shm_set_cma(s, cma));
+  if (!cma) gr__shm_set_cma(s, 0);
+  GR_DEBUG("collectives: communicator %s: shared-memory path (%zu bytes, %s, %s)", c->id, bytes,
+           how, cma ? "single copy by process_vm_readv above 16 KiB" : "copy in, copy out");
   *out = s;
   return GR_OK;
 }
@@ -185,6 +192,9 @@ gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *rec
 
 gr_status gr__shm_call_test(gr__shm *s, gr__call *k, int *done) {
   gr_status st = gr__shm_test(s, k->be_in, done);
+  if (st == GR_ERR_SYSTEM)
+    return gr__comm_err(k->comm, st, "process_vm_readv from a peer rank failed: %s",
+                        strerror(gr__shm_cma_errno(s)));
   if (st != GR_OK) return gr__comm_err(k->comm, st, "shared-memory path unusable after an earlier timeout");
   if (*done) {
     k->be_in = NULL;
