@@ -240,6 +240,21 @@ static void slice(size_t len, int P, int q, size_t *off, size_t *n) {
   *n = base + (uq < rem);
 }
 
+/* Whether process pid has ended (a zombie included: its memory is gone). */
+static int peer_gone(pid_t pid) {
+  if (pid <= 0) return 0;
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *e = strrchr(buf, ')'); /* the state follows the command name, which may hold ')' */
+  return e && e[1] == ' ' && (e[2] == 'Z' || e[2] == 'X');
+}
+
 /* Read n bytes at address src of rank q into dst. 1 done; 0 the peer's process is gone (wait: the
  * deadline will name it); -1 another failure (cma_errno). */
 static int cma_read(gr__shm *s, int q, void *dst, uint64_t src, size_t n) {
@@ -249,7 +264,7 @@ static int cma_read(gr__shm *s, int q, void *dst, uint64_t src, size_t n) {
     struct iovec l = {(char *)dst + done, n - done}, r = {(void *)(uintptr_t)(src + done), n - done};
     ssize_t k = process_vm_readv(pid, &l, 1, &r, 1, 0);
     if (k < 0 && errno == EINTR) continue;
-    if (k < 0 && errno == ESRCH) {
+    if (k < 0 && (errno == ESRCH || peer_gone(pid))) { /* gone, or dying: the reads fail oddly */
       s->wait_rank = s->lag = q;
       s->wait_for = UINT64_MAX;
       return 0;
@@ -654,7 +669,7 @@ void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
     /* the ranks this one waits for, and any whose process has vanished (a survivor that timed
      * out and exited may be the one a single-copy read found gone) */
     pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
-    int gone = q != s->rank && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+    int gone = q != s->rank && peer_gone(pid);
     int behind = (s->wait_rank < 0 || q == s->wait_rank) &&
                  atomic_load_explicit(flag(s, q), memory_order_acquire) < s->wait_for;
     if (!gone && !behind) continue;

@@ -413,7 +413,7 @@ static int body_killed(gr__shm *s, int r, int P, void *arg) {
   gr_status st = run_op(s, &call, 1.5, why, sizeof why);
   char want[64];
   snprintf(want, sizeof want, "rank %d (process ", victim);
-  if (st != GR_ERR_TIMEOUT) FAIL("expected a timeout, got status %d", (int)st);
+  if (st != GR_ERR_TIMEOUT) FAIL("expected a timeout, got status %d (errno %d)", (int)st, gr__shm_cma_errno(s));
   if (!strstr(why, want) || !strstr(why, "no longer exists")) FAIL("the timeout does not name rank %d as gone: %s", victim, why);
   if (r == (victim + 1) % P) fprintf(stderr, "rank %d timed out as it should: %s\n", r, why);
   /* the segment is unusable from now on, and says so */
