@@ -264,7 +264,10 @@ static int cma_read(gr__shm *s, int q, void *dst, uint64_t src, size_t n) {
     struct iovec l = {(char *)dst + done, n - done}, r = {(void *)(uintptr_t)(src + done), n - done};
     ssize_t k = process_vm_readv(pid, &l, 1, &r, 1, 0);
     if (k < 0 && errno == EINTR) continue;
-    if (k < 0 && (errno == ESRCH || peer_gone(pid))) { /* gone, or dying: the reads fail oddly */
+    /* gone (ESRCH), or dying: a process whose memory is being torn down fails with EFAULT. A
+     * live peer's bad buffer would have failed in its own hands first. Either way: wait, and let
+     * the deadline name who is gone. */
+    if (k < 0 && (errno == ESRCH || errno == EFAULT || peer_gone(pid))) {
       s->wait_rank = s->lag = q;
       s->wait_for = UINT64_MAX;
       return 0;

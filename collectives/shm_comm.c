@@ -49,12 +49,12 @@ typedef struct {
   char name[48];
 } seg_info;
 
-/* The memfd way; the mapping (or NULL) in *base. */
-static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce) {
+/* The memfd way: the mapping, or NULL on every rank (skip: rank 0 does not even try). */
+static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip) {
   seg_info info = {-1, -1, nonce, ""};
   void *base = NULL;
   int fd = -1;
-  if (c->rank == 0) {
+  if (c->rank == 0 && !skip) {
     fd = gr__shm_memfd(bytes);
     if (fd >= 0) base = gr__shm_map(fd, bytes);
     if (base) {
@@ -145,7 +145,9 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
   size_t bytes = gr__shm_bytes(c->size);
   uint64_t nonce = new_nonce();
   if (MPI_Bcast(&nonce, 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS) return GR_OK;
-  void *base = via_memfd(c, bytes, nonce);
+  /* GPURUN_SHM_SEGMENT=posix (rank 0's) skips the memfd: for testing the fallback */
+  const char *seg = getenv("GPURUN_SHM_SEGMENT");
+  void *base = via_memfd(c, bytes, nonce, seg && strcmp(seg, "posix") == 0);
   const char *how = "memfd";
   if (!base) {
     base = via_named(c, bytes, nonce);
