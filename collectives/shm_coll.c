@@ -46,6 +46,9 @@
  * shorter than a round's copies (tens of microseconds) never pay a wake-up. */
 #define SPINS 256
 #define SPIN_NS 20000
+/* More ranks than the node has cores: a peer is likely waiting for this very core, so
+ * poll briefly and yield at once (what Open MPI does when it knows it is oversubscribed). */
+#define SPINS_OVERSUBSCRIBED 16
 #define SLEEP_AFTER_NS 200000
 #define SLEEP_NS 1000000
 #define WAITERS_OFF 1920
@@ -81,6 +84,8 @@ struct gr__shm {
   int wait_rank; /* the wait in progress: counter value, rank (-1 = all) */
   int lag;       /* a rank that had not reached wait_for at the last look */
   int broken;
+  int spins;        /* polls per gr__shm_test */
+  uint64_t spin_ns; /* fruitless waiting before yielding */
   int cma;          /* single copy through process_vm_readv (all ranks agreed) */
   int cma_errno;    /* a failed read (not a vanished peer): the call fails */
   unsigned char *tmp; /* (size - 1) * CMA_TMP_BYTES */
@@ -145,6 +150,13 @@ gr__shm *gr__shm_new(void *base, size_t bytes, int rank, int size) {
   s->rank = rank;
   s->size = size;
   s->wait_rank = -1;
+  s->spins = SPINS;
+  s->spin_ns = SPIN_NS;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN); /* not this rank's affinity: a bound rank has one */
+  if (ncpu > 0 && ncpu < size) {
+    s->spins = SPINS_OVERSUBSCRIBED;
+    s->spin_ns = 0;
+  }
   atomic_store_explicit(pid_of(s->base, rank), (int32_t)getpid(), memory_order_relaxed);
   atomic_store_explicit(ctl(s, rank, CTL_BASE), (uint64_t)(uintptr_t)base, memory_order_relaxed);
   return s;
@@ -629,7 +641,7 @@ gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
   *done = 0;
   if (s->broken) return GR_ERR_ABORTED;
   uint64_t moves = s->moves;
-  for (int spin = 0; spin < SPINS; spin++) {
+  for (int spin = 0; spin < s->spins; spin++) {
     while (s->head && op->state != 2) {
       gr__shm_op *h = s->head;
       int rc = advance(s, h);
@@ -656,7 +668,7 @@ gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
     s->idle_t0 = t;
   } else if (t - s->idle_t0 > SLEEP_AFTER_NS) {
     sleep_on_lag(s);
-  } else if (t - s->idle_t0 > SPIN_NS) {
+  } else if (t - s->idle_t0 >= s->spin_ns) {
     sched_yield();
   }
   return GR_OK;
