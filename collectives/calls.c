@@ -153,6 +153,7 @@ static gr_status exchange_fingerprint(const char *fn, gr__call *k, gr_status bad
   if (st == GR_ERR_TIMEOUT) {
     if (all != stack) { /* MPI may still write it: keep it */ }
     k->seq = c->seq + 1;
+    c->err[0] = '\0'; /* no backend detail to add to the sentence */
     return timed_out(fn, k, "the check-mode fingerprint exchange before");
   }
   if (st != GR_OK) {
