@@ -5,7 +5,9 @@
 set -u
 mpiexec=$1 exe=$2 victim=$3
 before=$(ls /dev/shm | grep -c '^gpurun-coll-')
-out=$("$mpiexec" -np 3 --oversubscribe --enable-recovery "$exe" "$victim" 2>&1)
+# mpirun's exit status is not the verdict (a rank was killed); the survivors' lines are. Bounded:
+# with a dead rank, Open MPI's recovery mode has been seen to linger (in MPI_Finalize) after the survivors reported.
+out=$(timeout -k 5 30 "$mpiexec" -np 3 --oversubscribe --enable-recovery "$exe" "$victim" 2>&1)
 echo "$out"
 ok=$(echo "$out" | grep -c 'SURVIVOR OK')
 after=$(ls /dev/shm | grep -c '^gpurun-coll-')
