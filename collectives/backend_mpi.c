@@ -8,6 +8,7 @@
 #include "gr_config.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_shm.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -22,6 +23,7 @@ typedef struct {
   MPI_Op half_ops[4], bf16_ops[4]; /* SUM, PROD, MIN, MAX */
   unsigned rd_calls;               /* own allreduces so far: the same count on every rank */
   int ring_tags;                   /* MPI_TAG_UB leaves room for one tag per ring segment */
+  gr__shm *shm;                    /* node-local shared-memory path (shm_coll.c), or NULL */
 } mpi_be;
 
 /* Small allreduces with a timeout use our own recursive doubling over MPI_Isend/MPI_Irecv instead
@@ -99,7 +101,7 @@ static gr_status mpi_create(gr_comm *c, double deadline) {
   MPI_Comm_get_attr(c->mpi, MPI_TAG_UB, &ub, &flag);
   b->ring_tags = flag && ub && *ub >= RING_TAG_BASE + 16384 * RING_MAX_SEGS;
   c->be = b;
-  return GR_OK;
+  return gr__shm_comm_attach(c, &b->shm);
 }
 
 static gr_status mpi_split(gr_comm *parent, gr_comm *child, int color, int key, double deadline) {
@@ -115,6 +117,7 @@ static gr_status mpi_destroy(gr_comm *c, double deadline) {
     MPI_Op_free(&b->half_ops[i]);
     MPI_Op_free(&b->bf16_ops[i]);
   }
+  gr__shm_free(b->shm);
   free(b);
   c->be = NULL;
   return GR_OK;
@@ -577,6 +580,11 @@ static gr_status mpi_post(gr__call *k, int *done) {
   const void *s = k->send;
   void *r = k->recv;
   GR_CHECK(stage_in(k, &s, &r));
+  if (gr__shm_takes(b->shm, k->kind)) {
+    gr_status st = gr__shm_call_post(b->shm, k, s, r);
+    if (st != GR_OK) stage_out(k);
+    return st;
+  }
   MPI_Datatype dt = mpi_type(k->dtype);
   MPI_Op op = mpi_op(b, k->dtype, k->op);
   int n = (int)k->count, blk = k->blocking_ok, rc = MPI_SUCCESS;
@@ -660,6 +668,10 @@ static gr_status mpi_post(gr__call *k, int *done) {
 }
 
 static gr_status mpi_test(gr__call *k, int *done) {
+  if (k->be_flags & GR__SHM_CALL) {
+    GR_CHECK(gr__shm_call_test(((mpi_be *)k->comm->be)->shm, k, done));
+    return *done ? complete(k) : GR_OK;
+  }
   if (k->be_flags & 4) {
     GR_CHECK(rd_test(k, done));
     if (!*done) return GR_OK;
@@ -677,6 +689,12 @@ static gr_status mpi_test(gr__call *k, int *done) {
 }
 
 static void mpi_forget(gr__call *k) {
+  if (k->be_flags & GR__SHM_CALL) { /* nothing writes into the buffers once this rank stops */
+    gr__shm_call_forget(((mpi_be *)k->comm->be)->shm, k);
+    if (k->be_flags & 1) free(k->be_tmp), k->be_tmp = NULL;
+    stage_out(k);
+    return;
+  }
   if (k->be_flags & 4) {
     /* Our own allreduce is point to point, hence cancellable: once cancelled, the waits return
      * locally and nothing writes into the buffers any more. */

@@ -153,6 +153,7 @@ static gr_status exchange_fingerprint(const char *fn, gr__call *k, gr_status bad
   if (st == GR_ERR_TIMEOUT) {
     if (all != stack) { /* MPI may still write it: keep it */ }
     k->seq = c->seq + 1;
+    c->err[0] = '\0'; /* no backend detail to add to the sentence */
     return timed_out(fn, k, "the check-mode fingerprint exchange before");
   }
   if (st != GR_OK) {
@@ -229,11 +230,11 @@ static gr_status timed_out(const char *fn, gr__call *k, const char *what) {
   if (gr__flight_dump("timeout", path, sizeof path) != 0) snprintf(path, sizeof path, "not written");
   gr__comm_abort_internal(c);
   return gr__fail(GR_ERR_TIMEOUT, fn, "%s%s%s #%llu (count=%zu, dtype=%s) on communicator %s "
-                  "(rank %d of %d, %s backend) did not complete within %g s; the communicator is "
+                  "(rank %d of %d, %s backend) did not complete within %g s%s%s%s; the communicator is "
                   "now aborted (flight recorder: %s)", what, what[0] ? " " : "",
                   gr__kind_name(k->kind), (unsigned long long)k->seq, k->count,
                   k->kind == GR__BARRIER ? "none" : gr__dtype_name(k->dtype), c->id, c->rank,
-                  c->size, c->ops->name, c->timeout_s, path);
+                  c->size, c->ops->name, c->timeout_s, c->err[0] ? " (" : "", c->err, c->err[0] ? ")" : "", path);
 }
 
 static gr_status run_one(const char *fn, gr__call *k) {
