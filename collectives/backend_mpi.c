@@ -772,7 +772,7 @@ static gr_status mpi_test(gr__call *k, int *done) {
     return complete(k);
   }
   int flag = 0;
-  int rc = MPI_Test(&k->be_req, &flag, MPI_STATUS_IGNORE);
+  int rc = gr__mpi_test(&k->be_req, &flag);
   if (rc != MPI_SUCCESS) return mpi_rc(k, rc, "MPI_Test");
   if (!flag) return GR_OK;
   *done = 1;

@@ -72,10 +72,33 @@ static gr_status mpi_err(gr_comm *c, int rc, const char *what) {
   return gr__comm_err(c, GR_ERR_MPI, "%s failed: %s", what, s);
 }
 
+int gr__mpi_test(MPI_Request *req, int *flag) {
+  /* Open MPI 4.1 reports a failed non-blocking collective (libnbc: a count mismatch between ranks,
+   * say) to MPI_COMM_WORLD's error handler from MPI_Test, not to the communicator of the request,
+   * so MPI_ERRORS_RETURN on our communicators does not stop it from killing the job; and
+   * MPI_Request_get_status does not say whether the request failed. So: wait for completion with
+   * MPI_Request_get_status (no handler involved), then complete the request with MPI_Test while
+   * MPI_COMM_WORLD's handler returns errors, once per request, and put the handler back. */
+  int rc = MPI_Request_get_status(*req, flag, MPI_STATUS_IGNORE);
+  if (rc != MPI_SUCCESS || !*flag || *req == MPI_REQUEST_NULL) return rc;
+  MPI_Errhandler was = MPI_ERRHANDLER_NULL;
+  int swapped = MPI_Comm_get_errhandler(MPI_COMM_WORLD, &was) == MPI_SUCCESS &&
+                MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) == MPI_SUCCESS;
+  rc = MPI_Test(req, flag, MPI_STATUS_IGNORE);
+  if (swapped) MPI_Comm_set_errhandler(MPI_COMM_WORLD, was);
+  if (was != MPI_ERRHANDLER_NULL) MPI_Errhandler_free(&was);
+  if (rc != MPI_SUCCESS && *req != MPI_REQUEST_NULL) {
+    MPI_Request_free(req);
+    *req = MPI_REQUEST_NULL;
+  }
+  *flag = 1;
+  return rc;
+}
+
 gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline) {
   for (unsigned spin = 0;; spin++) {
     int flag = 0;
-    int rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+    int rc = gr__mpi_test(req, &flag);
     if (rc != MPI_SUCCESS) return mpi_err(c, rc, "MPI_Test");
     if (flag) return GR_OK;
     if ((spin & 15) == 0) {

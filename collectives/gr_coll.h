@@ -104,6 +104,8 @@ double gr__mono_now(void);
 double gr__deadline(double timeout_s);
 int gr__past(double deadline);
 
+/* MPI_Test that returns a failed request's error instead of raising it (see coll.c). */
+int gr__mpi_test(MPI_Request *req, int *flag);
 /* Wait for an MPI request with the deadline; GR_ERR_TIMEOUT past it (the request is left). */
 gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline);
 
