@@ -761,8 +761,24 @@ static gr_status mpi_post(gr__call *k, int *done) {
   return GR_OK;
 }
 
+/* Progress the oldest own allreduces in flight besides k: a program that waits for its newest
+ * request first would otherwise leave the older ones' messages to pile up, and Open MPI matches
+ * every arrival against the whole list of posted receives (16500 requests waited newest first at
+ * 3 ranks took 28 s without this, 2 s with it). A call found finished leaves the list; its owner's
+ * next test completes it. Errors are left for the owner's own test to report. */
+static void progress_oldest(mpi_be *b, gr__call *k) {
+  gr__call *o = b->live_head;
+  for (int i = 0; o && i < 16; i++) {
+    gr__call *next = o->be_next;
+    int done = 0;
+    if (o != k && rd_test(o, &done) == GR_OK && done) live_remove(b, o);
+    o = next;
+  }
+}
+
 static gr_status mpi_test(gr__call *k, int *done) {
   if (k->be_flags & 4) {
+    if (k->fe_request) progress_oldest(k->comm->be, k); /* a group tests all its calls anyway */
     GR_CHECK(rd_test(k, done));
     if (!*done) return GR_OK;
     live_remove(k->comm->be, k);

@@ -525,6 +525,7 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
   q->k = *k;
   q->fn = fn;
   k = &q->k;
+  k->fe_request = 1;
   begin(k);
   q->t0 = gr__mono_now();
   q->deadline = c->timeout_s > 0 ? q->t0 + c->timeout_s : 0.0;

@@ -37,6 +37,7 @@ typedef struct gr__call {
   int flight_slot;  /* index in the flight ring, -1 none */
   int blocking_ok;  /* the backend may complete inside post() (no timeout to honour) */
   gr_status fe_bad; /* a grouped call this rank refused, queued in check mode so peers learn it */
+  int fe_request;   /* a gr_i... request: the user may wait for it before older ones */
   /* backend state */
   MPI_Request be_req;
   void *be_tmp, *be_tmp2; /* staging buffers the backend frees when the call completes */
