@@ -12,6 +12,7 @@
 #include "gr_log.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,11 +82,14 @@ int gr__mpi_test(MPI_Request *req, int *flag) {
    * MPI_COMM_WORLD's handler returns errors, once per request, and put the handler back. */
   int rc = MPI_Request_get_status(*req, flag, MPI_STATUS_IGNORE);
   if (rc != MPI_SUCCESS || !*flag || *req == MPI_REQUEST_NULL) return rc;
+  static pthread_mutex_t swap = PTHREAD_MUTEX_INITIALIZER; /* threads on other communicators */
   MPI_Errhandler was = MPI_ERRHANDLER_NULL;
+  pthread_mutex_lock(&swap);
   int swapped = MPI_Comm_get_errhandler(MPI_COMM_WORLD, &was) == MPI_SUCCESS &&
                 MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) == MPI_SUCCESS;
   rc = MPI_Test(req, flag, MPI_STATUS_IGNORE);
   if (swapped) MPI_Comm_set_errhandler(MPI_COMM_WORLD, was);
+  pthread_mutex_unlock(&swap);
   if (was != MPI_ERRHANDLER_NULL) MPI_Errhandler_free(&was);
   if (rc != MPI_SUCCESS && *req != MPI_REQUEST_NULL) {
     MPI_Request_free(req);

@@ -28,6 +28,8 @@
 #include <string.h>
 
 #include "gr_coll.h"
+#include "gr_config.h"
+#include "gr_device.h"
 
 static int rank, size, failures, opt_timeout, opt_check;
 
@@ -136,19 +138,26 @@ static void mode_create(void) {
   cfg = base_cfg();
   if (rank == 0) cfg.backend = (gr_backend)9;
   EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, &cfg, &c), GR_ERR_INVALID);
-#if !GPURUN_HAVE_NCCL
-  /* NCCL asked for on rank 0 of a build without NCCL: unsupported there, refused everywhere */
-  cfg = base_cfg();
-  if (rank == 0) cfg.backend = GR_BACKEND_NCCL;
-  EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, &cfg, &c), GR_ERR_UNSUPPORTED);
-  /* AUTO on some ranks, MPI on the others: both resolve to the MPI backend here, which is fine */
-  cfg = base_cfg();
-  if (rank % 2) cfg.backend = GR_BACKEND_AUTO;
-  EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, &cfg, &c), GR_OK);
-  if (c && gr_comm_backend(c) != GR_BACKEND_MPI) FAIL("backend %d", (int)gr_comm_backend(c));
-  still_works(c, "AUTO/MPI create");
-  EXPECT_ST(gr_comm_destroy(c), GR_OK);
-#endif
+  /* NCCL asked for on rank 0 only: without NCCL in the build that rank refuses (unsupported) and
+   * every rank fails with it; with NCCL, the backends differ: a mismatch everywhere */
+  if (size > 1) {
+    cfg = base_cfg();
+    if (rank == 0) cfg.backend = GR_BACKEND_NCCL;
+    EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, &cfg, &c),
+              GPURUN_HAVE_NCCL ? GR_ERR_MISMATCH : GR_ERR_UNSUPPORTED);
+  }
+  /* AUTO on some ranks, MPI on the others: fine where AUTO resolves to MPI (no GPU) */
+  char why[128];
+  int gpus = gr__cuda_device_count(why, sizeof why), any_gpu = 0;
+  MPI_Allreduce(&gpus, &any_gpu, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any_gpu == 0) {
+    cfg = base_cfg();
+    if (rank % 2) cfg.backend = GR_BACKEND_AUTO;
+    EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, &cfg, &c), GR_OK);
+    if (c && gr_comm_backend(c) != GR_BACKEND_MPI) FAIL("backend %d", (int)gr_comm_backend(c));
+    still_works(c, "AUTO/MPI create");
+    EXPECT_ST(gr_comm_destroy(c), GR_OK);
+  }
   /* and agreeing ranks still create a working communicator */
   c = make(opt_check);
   still_works(c, "the failed creates");
