@@ -779,7 +779,11 @@ static void progress_oldest(mpi_be *b, gr__call *k) {
 static gr_status mpi_test(gr__call *k, int *done) {
   if (k->be_flags & 4) {
     if (k->fe_request) progress_oldest(k->comm->be, k); /* a group tests all its calls anyway */
-    GR_CHECK(rd_test(k, done));
+    gr_status st = rd_test(k, done);
+    if (st != GR_OK) { /* the caller frees k after a failure: it must leave the list */
+      live_remove(k->comm->be, k);
+      return st;
+    }
     if (!*done) return GR_OK;
     live_remove(k->comm->be, k);
     free(k->be_in);
