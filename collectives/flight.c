@@ -3,6 +3,8 @@
  * twice per call (begin/end) and never from the signal handler. */
 #include "gr_flight.h"
 
+#include "gr_env_bool.h"
+
 #include "gr_coll.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
@@ -66,10 +68,7 @@ static void dump_at_exit(void) {
   pthread_mutex_unlock(&lock);
 }
 
-static int env_on(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && strcmp(v, "0") != 0;
-}
+static int env_on(const char *name) { return gr__env_bool(name, 0); }
 
 void gr__flight_setup(MPI_Comm mpi) {
   /* Collective the first time: every rank of the first communicator takes the same branch. */
