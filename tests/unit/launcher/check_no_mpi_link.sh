@@ -17,10 +17,11 @@ for bin in "$@"; do
   if ! printf '%s\n' "$loaded" | grep -q 'libc\.so'; then
     echo "FAIL: $bin: ldd shows no libc, cannot judge its dependencies"; exit 1
   fi
-  hits=$( (printf '%s\n' "$needed"; printf '%s\n' "$loaded") | grep -E "$bad" | sort -u)
+  hits=$( (printf '%s\n' "$needed"; printf '%s\n' "$loaded") | sed 's/^[[:space:]]*//' |
+         grep -E "$bad" | sort -u)
   if [ -n "$hits" ]; then
     echo "FAIL: $bin links a library the launcher side must not link:"
-    printf '  %s\n' "$hits"
+    printf '%s\n' "$hits" | sed 's/^/  /'
     status=1
   else
     echo "ok: $bin: NEEDED $(printf '%s ' $needed)"
