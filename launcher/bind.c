@@ -5,8 +5,10 @@
 #include <errno.h>
 #include <string.h>
 
-int gr__bind(const gr__node *n, const gr__plan *p, int rank, char *err, size_t errlen) {
+int gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound, char *err,
+             size_t errlen) {
   const gr__rank_plan *rp = &p->ranks[rank];
+  *bound = 0;
   if (n->foreign) {
     snprintf(err, errlen, "topology came from a file, not bound");
     return -1;
@@ -15,6 +17,7 @@ int gr__bind(const gr__node *n, const gr__plan *p, int rank, char *err, size_t e
     snprintf(err, errlen, "CPU binding failed: %s", strerror(errno));
     return -1;
   }
+  *bound |= GR__BOUND_CPU;
   /* Memory: bind where the kernel allows it; a single-node machine gains nothing and some
    * containers forbid set_mempolicy, so failure here is a notice, not an error. */
   if (hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE) > 1 &&
@@ -24,5 +27,7 @@ int gr__bind(const gr__node *n, const gr__plan *p, int rank, char *err, size_t e
     snprintf(err, errlen, "memory binding failed: %s", strerror(errno));
     return -1;
   }
+  if (hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE) > 1 && !hwloc_bitmap_iszero(rp->nodeset))
+    *bound |= GR__BOUND_MEM;
   return 0;
 }

@@ -1,5 +1,5 @@
 /* The environment one rank's program gets: the plan contract (GPURUN_*, read back by runtime/plan.c;
- * docs/architecture.md, "The plan contract") and the conventional variables CUDA, ROCm, OpenMP and
+ * docs/architecture.md, "Contracts") and the conventional variables CUDA, ROCm, OpenMP and
  * UCX read. Pure: builds a list, sets nothing. */
 #include "gr_launcher.h"
 
@@ -112,18 +112,35 @@ gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr_
   ADD("GPURUN_CPUS", "%s", cpus ? cpus : "");
   ADD("GPURUN_NUMA", "%s", numa.s ? numa.s : "");
   ADD("GPURUN_NIC", "%s", rp->nic >= 0 ? n->nics[rp->nic].name : "");
-  if (n->ngpus > 0) {
-    if (amd) {
-      ADD("ROCR_VISIBLE_DEVICES", "%s", ord.s ? ord.s : "");
-    } else {
-      ADD("CUDA_VISIBLE_DEVICES", "%s", ord.s ? ord.s : "");
-      ADD("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  {
+    /* the GPUs in the form the scheduler named them (visible.c) */
+    const char *gvar = NULL;
+    char *gval = NULL;
+    GR_CHECK_GOTO(gr__visible_env(n, rp, o ? o->visible : GR__VISIBLE_OWN, &gvar, &gval), st, out);
+    if (gvar) {
+      st = add(e, gvar, "%s", gval);
+      free(gval);
+      if (st != GR_OK) goto out;
+      if (strcmp(gvar, "CUDA_VISIBLE_DEVICES") == 0 && !amd) ADD("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     }
   }
   ADD("OMP_NUM_THREADS", "%d", threads);
   ADD("OMP_PLACES", "%s", places.s ? places.s : "cores");
   ADD("OMP_PROC_BIND", "close");
-  if (rp->nic >= 0) ADD("UCX_NET_DEVICES", "%s", n->nics[rp->nic].ucx);
+  if (rp->nic >= 0) {
+    /* every NIC of the rank; NCCL's list exact ('=') so that mlx5_1 does not also pick mlx5_10 */
+    sbuf ucx = {0}, hca = {0};
+    for (int i = 0; i < rp->nnics; i++) {
+      const gr__nic *c = &n->nics[rp->nics[i]];
+      sb_add(&ucx, "%s%s", i ? "," : "", c->ucx);
+      if (c->osdev && c->osdev->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS)
+        sb_add(&hca, "%s%s", hca.len ? "," : "=", c->ucx);
+    }
+    st = add(e, "UCX_NET_DEVICES", "%s", ucx.s ? ucx.s : n->nics[rp->nic].ucx);
+    if (st == GR_OK && hca.s) st = add(e, "NCCL_IB_HCA", "%s", hca.s);
+    free(ucx.s), free(hca.s);
+    if (st != GR_OK) goto out;
+  }
   /* GPUs shared through MPS: an even share of the SMs and of the memory for each rank */
   if (rp->ngpus > 0 && (rp->sharers > 1 || (o && o->gpu_mem_limit))) {
     if (rp->sharers > 1) {
@@ -134,11 +151,13 @@ gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr_
       unsigned long long lim = o && o->gpu_mem_limit
                                    ? o->gpu_mem_limit
                                    : n->gpus[rp->gpu[i]].mem_bytes / (unsigned)rp->sharers;
-      if (lim) sb_add(&mem, "%s%d=%lluM", mem.len ? "," : "", i, lim >> 20 ? lim >> 20 : 1);
+      int dev = gr__visible_ordinal(n, rp, o ? o->visible : GR__VISIBLE_OWN, i);
+      if (lim) sb_add(&mem, "%s%d=%lluM", mem.len ? "," : "", dev, lim >> 20 ? lim >> 20 : 1);
     }
     if (mem.s) ADD("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "%s", mem.s);
   }
 #undef ADD
+  GR_CHECK_GOTO(gr__torch_env_add(o, rank, e), st, out); /* RANK, MASTER_ADDR...: torchenv.c */
 out:
   free(gpus.s), free(ord.s), free(numa.s), free(places.s), free(mem.s), free(cpus);
   if (st != GR_OK) gr__envlist_free(e);

@@ -12,6 +12,7 @@
 #ifndef GR_LAUNCHER_H
 #define GR_LAUNCHER_H
 
+#include <gpurun/limits.h>
 #include <gpurun/status.h>
 #include "gr_error.h"
 #include <hwloc.h>
@@ -44,12 +45,22 @@ typedef struct {
   char topology[1024];              /* "" live */
   char config[1024];
   int prog; /* argv index of the program; argc when none */
+  char master_addr[1024]; /* torch.distributed MASTER_ADDR; "" derive (torchenv.c) */
+  int master_port;        /* 0: derive from the job id */
+  int omp_set;  /* --omp=set: export OMP_* even over the user's own (default: keep the user's) */
+  int visible;  /* --visible-devices: GR__VISIBLE_OWN, _OWN_FIRST, _ALL */
 } gr__options;
+
+enum { GR__VISIBLE_OWN = 0, GR__VISIBLE_OWN_FIRST, GR__VISIBLE_ALL };
 
 /* Every launcher error: formats the one-line message into err (when errlen > 0) and returns st.
  * Messages quote user input, so control characters become '?' to keep them one printable line. */
 gr_status gr__launcher_error(char *err, size_t errlen, gr_status st, const char *fmt, ...)
     GR_PRINTF(4, 5);
+
+/* fopen for reading that refuses what is not a regular file (FIFO, directory, device) with a
+ * one-line message "WHAT PATH: ..." in err; NULL then. */
+FILE *gr__open_regular(const char *path, char *err, size_t errlen, const char *what);
 
 void gr__options_init(gr__options *o);
 /* Applies, in increasing precedence: the config file (--config or GPURUN_CONFIG), GPURUN_*
@@ -67,6 +78,8 @@ void gr__options_usage(FILE *f);
 typedef struct {
   int local_rank, local_size;
   const char *source; /* "options", "GPURUN", "Open MPI", "Slurm", ...; "none" */
+  int inherited;      /* GPURUN_LOCAL_* were set by another gpurun process (GPURUN_PLAN_PID):
+                         they rank below every real launcher's variables */
 } gr__whoami_t;
 
 /* Fills w from the first launcher whose variables are present. GR_ERR_INVALID (err says which
@@ -87,6 +100,7 @@ typedef struct {
   unsigned long long mem_bytes; /* 0 when unknown */
   hwloc_obj_t pcidev, osdev;    /* either may be NULL */
   hwloc_obj_t locality;         /* non-I/O ancestor with allowed PUs */
+  char token[64]; /* how the scheduler named it (visible.c): exported as given; "" -> index */
 } gr__gpu;
 
 typedef struct {
@@ -105,6 +119,9 @@ typedef struct {
   double *link; /* ngpus x ngpus effective GPU-GPU bandwidth, NULL without a matrix */
   char link_name[32];
   hwloc_const_cpuset_t allowed;
+  hwloc_bitmap_t allowed_own; /* allowed narrowed by an inherited CPU mask, or NULL */
+  char gpu_var[32]; /* the variable the scheduler named GPUs in; "" none (export by vendor) */
+  int pinned;       /* each task holds exactly the GPUs it was given: show it no others */
 } gr__node;
 
 /* xml: a file, or NULL/"" for the live machine. */
@@ -112,23 +129,46 @@ gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen);
 /* Keep only the GPUs a launcher restricted us to (CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES, as
  * ordinals in PCI order). Ignored (with a note in err, return 0) for UUID forms. */
 int gr__node_restrict(gr__node *n, const char *visible, char *note, size_t notelen);
+/* Narrows the node to the PUs of mask (an inherited taskset / cpuset); 1 when it changed, 0 when
+ * the mask holds all allowed PUs, none of them, or is empty. */
+int gr__node_bound(gr__node *n, hwloc_const_cpuset_t mask);
+/* Keeps the GPUs whose keep[position] is set (node-wide .index unchanged), links recomputed. */
+void gr__node_keep(gr__node *n, const char *keep);
 void gr__node_free(gr__node *n);
 /* Classification helpers, shared with the tests' independent checks only by name. */
 int gr__is_gpu_pcidev(hwloc_obj_t pci);
 
+/* ---- the scheduler's GPUs (visible.c) ---------------------------------------------------- */
+typedef struct {
+  int local_size, k; /* fixed: local_size x k node GPU positions, -1 for none */
+  int *fixed;        /* NULL: plan the GPUs freely over the node's (restricted) GPUs */
+  char note[400];    /* what was read and what was assumed, for -v; "" nothing read */
+} gr__visible;
+
+/* Reads the GPU variables of the environment (see visible.c for the rules), restricts the node
+ * to the GPUs this node's tasks may use, records the form to export them in, and says which GPUs
+ * every local task holds. GR_ERR_INVALID with a one-line reason for an entry that names no GPU
+ * of this node (the caller exits 2). */
+gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__getenv_fn get,
+                            void *ctx, gr__visible *v, char *err, size_t errlen);
+void gr__visible_free(gr__visible *v);
+
 /* ---- the plan --------------------------------------------------------------------------- */
-#define GR__MAX_RANK_GPUS 64
+#define GR__MAX_RANK_GPUS GR_MAX_RANK_GPUS /* the runtime reads what the launcher writes */
 #define GR__MAX_WARN 8
+#define GR__MAX_RANK_NICS 16
 
 typedef struct {
   int local_rank;
   int ngpus;
-  int gpu[GR__MAX_RANK_GPUS]; /* indexes into node->gpus */
+  int *gpu;                   /* ngpus indexes into node->gpus (in gr__plan's gpu_store) */
   int sharers;                /* ranks sharing this rank's GPU(s), 1 = exclusive */
   int share_index;            /* this rank's position among them */
   hwloc_bitmap_t cpuset;      /* PUs */
   hwloc_bitmap_t nodeset;     /* NUMA nodes */
-  int nic;                    /* index into node->nics, -1 none */
+  int nic;                    /* index into node->nics, -1 none: the rank's own (GPURUN_NIC) */
+  int nnics;                  /* NICs for the rank's traffic: nics[0] == nic, then one nearest */
+  int nics[GR__MAX_RANK_NICS]; /* to each of its GPUs in another NIC domain */
 } gr__rank_plan;
 
 typedef struct {
@@ -137,6 +177,7 @@ typedef struct {
   int smt;
   int ncores_total;
   gr__rank_plan *ranks;
+  int *gpu_store; /* local_size x (GPUs per rank) */
   int nwarn;
   char warn[GR__MAX_WARN][200];
 } gr__plan;
@@ -144,6 +185,7 @@ typedef struct {
 typedef struct {
   gr__policy policy;
   int gpus_per_rank, ranks_per_gpu, smt;
+  const gr__visible *vis; /* NULL, or GPUs the scheduler fixed per task (vis->fixed) */
 } gr__plan_opts;
 
 /* Deterministic: the same node and options give the same plan on every local rank. */
@@ -152,7 +194,7 @@ gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opt
 void gr__plan_free(gr__plan *p);
 
 /* ---- output ----------------------------------------------------------------------------- */
-#define GR__MAX_ENV 24
+#define GR__MAX_ENV 32
 typedef struct {
   int n;
   char *name[GR__MAX_ENV];
@@ -163,6 +205,13 @@ typedef struct {
 gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr__options *o,
                        gr__envlist *e);
 void gr__envlist_free(gr__envlist *e);
+/* The variable that gives a rank its GPUs and its value (malloc'd), in the form the scheduler
+ * used; *var NULL when there is nothing to export (no GPU seen, or the variable is kept). */
+gr_status gr__visible_env(const gr__node *n, const gr__rank_plan *rp, int mode, const char **var,
+                          char **value);
+/* Position of the rank's i-th GPU in the list gr__visible_env exports under `mode` (the device
+ * ordinal the program sees it at). */
+int gr__visible_ordinal(const gr__node *n, const gr__rank_plan *rp, int mode, int i);
 #define GR_PLAN_VERSION "1"
 
 /* "gpurun: rank 3/8 on n01: GPU 3 0000:c3:00.0, cores 42-55 (NUMA 3), NIC mlx5_3" */
@@ -176,8 +225,47 @@ void gr__print_topo(FILE *f, const gr__node *n, const gr__plan *p);
 /* hwloc list syntax of OS indexes of a bitmap, malloc'd. */
 char *gr__bitmap_list(hwloc_const_bitmap_t b);
 
+/* ---- the inherited environment (hygiene.c) ------------------------------------------------ */
+/* The launcher that already bound this process to CPUs ("Open MPI", "Slurm"), NULL when none says
+ * so: its per-rank binding is what gpurun replaces, not a mask the plan must stay within. */
+const char *gr__launcher_bound(gr__getenv_fn get, void *ctx);
+/* Drops from e the OMP_* variables the user already set (unless o->omp_set); their names go to
+ * kept (comma-separated) for -v. */
+void gr__envlist_keep_user_omp(gr__envlist *e, const gr__options *o, gr__getenv_fn get, void *ctx,
+                               char *kept, size_t keptlen);
+
 /* ---- apply (side effects) --------------------------------------------------------------- */
-/* Binds CPU and memory; returns 0, or -1 with a reason in err (the caller warns and goes on). */
-int gr__bind(const gr__node *n, const gr__plan *p, int rank, char *err, size_t errlen);
+/* Binds CPU and memory; returns 0, or -1 with a reason in err (the caller warns and goes on).
+ * *bound says what was applied (GR__BOUND_CPU | GR__BOUND_MEM), exported as GPURUN_BOUND for the
+ * runtime's placement receipt. */
+enum { GR__BOUND_CPU = 1, GR__BOUND_MEM = 2 };
+int gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound, char *err, size_t errlen);
+
+/* ---- torch.distributed env:// contract (torchenv.c) --------------------------------------- */
+typedef struct {
+  const char *source;          /* launcher the global rank came from; "none" */
+  int rank, size;              /* RANK, WORLD_SIZE */
+  int local_rank, local_size;  /* LOCAL_RANK, LOCAL_WORLD_SIZE (as gr__whoami) */
+  int group_rank;              /* GROUP_RANK (node index); -1 unknown: not exported */
+  int nnodes;                  /* -1 unknown */
+  char master_addr[256];       /* "" when MASTER_ADDR is already set */
+  int master_port;
+} gr__torch_env_t;
+/* Derives the contract; GR_ERR_INVALID with a one-line reason naming --master-addr when rank 0's
+ * host cannot be found, or naming the variable that does not parse. */
+gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ctx,
+                               gr__torch_env_t *t, char *err, size_t errlen);
+/* Appends the contract's variables that are not already set to e (nothing for a row other than
+ * this process's own local rank). */
+gr_status gr__torch_env(const gr__options *o, gr__getenv_fn get, void *ctx, int local_rank,
+                        gr__envlist *e, char *err, size_t errlen);
+/* The same on the real environment; a failure is recorded for gr_last_error(). env.c calls it. */
+gr_status gr__torch_env_add(const gr__options *o, int local_rank, gr__envlist *e);
+/* Slurm hostlists ("gpu[01-03,07],login1"): the number of hosts, or -1 when malformed; the
+ * idx-th host into out (0, or -1 when malformed, out of range or longer than outlen). */
+long gr__hostlist_count(const char *list);
+int gr__hostlist_nth(const char *list, long idx, char *out, size_t outlen);
+/* 10000 + FNV-1a(job) mod 20000. */
+int gr__torch_port(const char *job);
 
 #endif

@@ -43,19 +43,44 @@ int main(int argc, char **argv) {
   if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
   gr__node node;
   if (gr__node_load(&node, o.topology, err, sizeof err) != GR_OK) return usage_error(err);
-  const char *note_var = NULL;
-  char note[200] = "";
+  /* the GPUs a scheduler already gave this task (a recorded topology is another machine's) */
+  gr__visible vis;
+  memset(&vis, 0, sizeof vis);
+  if (!node.foreign &&
+      gr__visible_apply(&node, me.local_rank, me.local_size, gr__real_getenv, NULL, &vis, err,
+                        sizeof err) != GR_OK) {
+    gr__node_free(&node);
+    return usage_error(err);
+  }
+  /* An inherited CPU mask (taskset, a cpuset hwloc did not already apply) bounds the plan,
+   * unless it is the MPI launcher's own per-rank binding, which the plan replaces. */
+  char mask_note[300] = "";
   if (!node.foreign) {
-    const char *vis = getenv(note_var = "CUDA_VISIBLE_DEVICES");
-    if (!vis) vis = getenv(note_var = "ROCR_VISIBLE_DEVICES");
-    if (vis) gr__node_restrict(&node, vis, note, sizeof note);
+    hwloc_bitmap_t cur = hwloc_bitmap_alloc();
+    const char *bound_by = gr__launcher_bound(gr__real_getenv, NULL);
+    if (cur && hwloc_get_cpubind(node.topo, cur, HWLOC_CPUBIND_PROCESS) == 0 &&
+        !hwloc_bitmap_iszero(cur) && !hwloc_bitmap_isincluded(node.allowed, cur)) {
+      char *l = gr__bitmap_list(cur);
+      if (bound_by)
+        snprintf(mask_note, sizeof mask_note,
+                 "inherited CPU mask %s is %s's binding of this rank: replaced by the plan",
+                 l ? l : "?", bound_by);
+      else if (gr__node_bound(&node, cur))
+        snprintf(mask_note, sizeof mask_note,
+                 "planning within the inherited CPU mask %s (taskset or cpuset)", l ? l : "?");
+      free(l);
+    }
+    hwloc_bitmap_free(cur);
   }
   gr__plan_opts po = {.policy = o.policy,
                       .gpus_per_rank = o.gpus_per_rank,
                       .ranks_per_gpu = o.ranks_per_gpu,
-                      .smt = o.smt};
+                      .smt = o.smt,
+                      .vis = &vis};
   gr__plan plan;
-  if (gr__plan_compute(&node, me.local_size, &po, &plan, err, sizeof err) != GR_OK) {
+  gr_status pst = gr__plan_compute(&node, me.local_size, &po, &plan, err, sizeof err);
+  gr__visible_free(&vis);
+  if (pst != GR_OK) {
     gr__node_free(&node);
     return usage_error(err);
   }
@@ -98,7 +123,14 @@ int main(int argc, char **argv) {
   if (o.verbose) {
     if (strcmp(me.source, "none") == 0 && me.local_rank == 0)
       fprintf(stderr, "gpurun: no launcher variables found: running as local rank 0 of 1\n");
-    if (note[0] && me.local_rank == 0) fprintf(stderr, "gpurun: %s: %s\n", note_var, note);
+    if (vis.note[0]) fprintf(stderr, "gpurun: rank %d: %s\n", me.local_rank, vis.note);
+    if (mask_note[0]) fprintf(stderr, "gpurun: rank %d: %s\n", me.local_rank, mask_note);
+    if (me.inherited)
+      fprintf(stderr,
+              "gpurun: rank %d: GPURUN_LOCAL_RANK/SIZE were set by another gpurun (GPURUN_PLAN_PID): "
+              "%s\n", me.local_rank,
+              strcmp(me.source, "GPURUN") == 0 ? "no launcher of this level says more, used them"
+                                               : "ignored, the launcher's own variables win");
 #if GPURUN_HAVE_CUDA
     /* -v only: asking CUDA starts the driver, which costs the startup of every rank otherwise */
     if (!node.foreign && me.local_rank == 0) {
@@ -114,23 +146,42 @@ int main(int argc, char **argv) {
 #endif
     gr__print_rank_line(stderr, &node, &plan, me.local_rank, host, &o);
   }
+  int bound = 0;
   if (o.policy != GR__POLICY_NONE) {
     char why[300];
     /* a foreign topology is the same story on every rank: rank 0 tells it; real failures each */
-    if (gr__bind(&node, &plan, me.local_rank, why, sizeof why) != 0 &&
+    if (gr__bind(&node, &plan, me.local_rank, &bound, why, sizeof why) != 0 &&
         (!node.foreign || me.local_rank == 0))
       fprintf(stderr, "gpurun: notice: %s%s%s\n", why, node.foreign ? ": " : "",
               node.foreign ? o.topology : "");
   }
   gr__envlist e;
-  if (gr__plan_env(&node, &plan, me.local_rank, &o, &e) != GR_OK) {
-    fprintf(stderr, "gpurun: out of memory building the environment\n");
-    rc = 1;
+  gr_status est = gr__plan_env(&node, &plan, me.local_rank, &o, &e);
+  if (est != GR_OK) {
+    if (est == GR_ERR_INVALID) /* the torch contract's reason, naming the option to give */
+      fprintf(stderr, "%s\n", gr_last_error());
+    else
+      fprintf(stderr, "gpurun: out of memory building the environment\n");
+    rc = est == GR_ERR_INVALID ? 2 : 1;
     goto done;
   }
+  char kept[300];
+  gr__envlist_keep_user_omp(&e, &o, gr__real_getenv, NULL, kept, sizeof kept);
+  if (o.verbose && kept[0])
+    fprintf(stderr, "gpurun: rank %d: kept the user's %s (--omp=set overrides)\n", me.local_rank,
+            kept);
   for (int i = 0; i < e.n; i++)
     setenv(e.name[i], e.value[i], 1);
   gr__envlist_free(&e);
+  /* marks GPURUN_LOCAL_* as set by this process (see whoami.c) */
+  char pid[24];
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  setenv("GPURUN_PLAN_PID", pid, 1);
+  /* what was really applied, for gr_init's placement receipt */
+  setenv("GPURUN_BOUND", bound == (GR__BOUND_CPU | GR__BOUND_MEM) ? "cpu,mem"
+                         : bound == GR__BOUND_CPU                 ? "cpu"
+                                                                  : "",
+         1);
 
   char **prog = &argv[o.prog];
   if (o.monitor || o.time_limit > 0) {

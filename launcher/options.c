@@ -30,7 +30,18 @@ const char *gr__policy_name(gr__policy p) {
   return "?";
 }
 
-typedef enum { T_FLAG, T_INT, T_STR, T_POLICY, T_FORMAT, T_SIZE, T_SECONDS, T_MONITOR } opt_type;
+typedef enum {
+  T_FLAG,
+  T_INT,
+  T_STR,
+  T_POLICY,
+  T_FORMAT,
+  T_SIZE,
+  T_SECONDS,
+  T_MONITOR,
+  T_OMP,
+  T_VISIBLE
+} opt_type;
 
 typedef struct {
   const char *name; /* long option, config key */
@@ -60,12 +71,17 @@ static const opt_def opts[] = {
     {"gpu-mem-limit", 0, "GPURUN_GPU_MEM_LIMIT", T_SIZE, OFF(gpu_mem_limit), 0,
      "SIZE of GPU memory per rank (MPS)"},
     {"smt", 0, "GPURUN_SMT", T_FLAG, OFF(smt), 0, "bind to all hardware threads of the cores"},
+    {"omp", 0, "GPURUN_OMP", T_OMP, OFF(omp_set), 0, "keep|set the user's own OMP_* (keep)"},
+    {"visible-devices", 0, "GPURUN_VISIBLE_DEVICES", T_VISIBLE, OFF(visible), 0,
+     "own|own-first|all GPUs the program sees (own)"},
     {"local-rank", 0, NULL, T_INT, OFF(local_rank), 0, "N: this rank's index on the node"},
     {"local-size", 0, NULL, T_INT, OFF(local_size), 1, "N: ranks on the node"},
     {"monitor", 0, "GPURUN_MONITOR", T_MONITOR, OFF(monitor), 0,
      "supervise, sample telemetry (default 1 s)"},
     {"time-limit", 0, "GPURUN_TIME_LIMIT", T_SECONDS, OFF(time_limit), 0,
      "SECONDS, then SIGTERM/SIGKILL"},
+    {"master-addr", 0, "GPURUN_MASTER_ADDR", T_STR, OFF(master_addr), 0, "host S of rank 0 (torch MASTER_ADDR)"},
+    {"master-port", 0, "GPURUN_MASTER_PORT", T_INT, OFF(master_port), 1, "port N (torch MASTER_PORT; default from job id)"},
     {"config", 0, "GPURUN_CONFIG", T_STR, OFF(config), 0, "FILE of key = value lines"},
     {"help", 'h', NULL, T_FLAG, OFF(help), 0, "this text"},
     {"version", 0, NULL, T_FLAG, OFF(version), 0, "print the version"},
@@ -206,6 +222,20 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
     o->time_limit = v;
     return GR_OK;
   }
+  case T_OMP: {
+    if (value && strcmp(value, "keep") == 0) return o->omp_set = 0, GR_OK;
+    if (value && strcmp(value, "set") == 0) return o->omp_set = 1, GR_OK;
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected keep or set, got '%s'",
+                              origin, value ? value : "");
+  }
+  case T_VISIBLE: {
+    static const char *const modes[] = {"own", "own-first", "all"};
+    for (int m = 0; m < 3; m++)
+      if (value && strcmp(value, modes[m]) == 0) return o->visible = m, GR_OK;
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID,
+                              "%s: expected own, own-first or all, got '%s'", origin,
+                              value ? value : "");
+  }
   case T_MONITOR: {
     /* GPURUN_MONITOR=0/no turns it off; =1/yes on at the default interval; =2.5 on at 2.5 s. */
     int b;
@@ -279,8 +309,8 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
 }
 
 static gr_status load_config(gr__options *o, const char *path, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--config %s: %s", path, strerror(errno));
+  FILE *f = gr__open_regular(path, err, errlen, "--config");
+  if (!f) return GR_ERR_INVALID;
   char *buf = NULL;
   size_t len = 0, cap = 0;
   for (;;) {
@@ -420,6 +450,12 @@ void gr__options_usage(FILE *f) {
       break;
     case T_MONITOR:
       arg = "[=SECONDS]";
+      break;
+    case T_OMP:
+      arg = " keep|set";
+      break;
+    case T_VISIBLE:
+      arg = " MODE";
       break;
     default:
       break;

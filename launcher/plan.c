@@ -163,7 +163,17 @@ static gr_status build_sets(ctx *c, const gr__plan_opts *po, char *err, size_t e
     c->k = G / N;
     c->nsets = N;
   }
+  if (c->k > GR__MAX_RANK_GPUS) {
+    if (po->gpus_per_rank > 0)
+      return gr__launcher_error(err, errlen, GR_ERR_INVALID,
+                                "--gpus-per-rank %d is more than a rank may use (%d)",
+                                po->gpus_per_rank, GR__MAX_RANK_GPUS);
+    warn(c->p, "%d GPUs per rank capped at %d", c->k, GR__MAX_RANK_GPUS);
+    c->k = GR__MAX_RANK_GPUS;
+    c->nsets = N < G / c->k ? N : G / c->k;
+  }
   if (c->nsets > N) c->nsets = N;
+  if (!(c->p->gpu_store = calloc((size_t)N * (size_t)c->k + 1, sizeof(int)))) return GR_ERR_NOMEM;
   c->set_gpus = calloc((size_t)c->nsets * (size_t)c->k + 1, sizeof(int));
   char *used = calloc((size_t)G + 1, 1);
   if (!c->set_gpus || !used) {
@@ -216,19 +226,66 @@ static gr_status build_sets(ctx *c, const gr__plan_opts *po, char *err, size_t e
     c->rank_set[r] = set;
     gr__rank_plan *rp = &c->p->ranks[r];
     rp->ngpus = c->k;
+    rp->gpu = &c->p->gpu_store[(size_t)r * (size_t)c->k];
     for (int i = 0; i < c->k; i++)
       rp->gpu[i] = c->set_gpus[set * c->k + i];
   }
-  for (int r = 0; r < N; r++) {
-    int sh = 0, idx = 0;
-    for (int q = 0; q < N; q++)
-      if (c->rank_set[q] == c->rank_set[r]) {
-        if (q < r) idx++;
-        sh++;
-      }
-    c->p->ranks[r].sharers = sh;
-    c->p->ranks[r].share_index = idx;
+  /* sharers: ranks of the same set (counted per set, so planning stays linear in ranks) */
+  int *per_set = calloc((size_t)c->nsets + 1, sizeof(int)), *seen = calloc((size_t)c->nsets + 1, sizeof(int));
+  if (!per_set || !seen) {
+    free(per_set), free(seen);
+    return GR_ERR_NOMEM;
   }
+  for (int r = 0; r < N; r++)
+    per_set[c->rank_set[r]]++;
+  for (int r = 0; r < N; r++) {
+    c->p->ranks[r].sharers = per_set[c->rank_set[r]];
+    c->p->ranks[r].share_index = seen[c->rank_set[r]]++;
+  }
+  free(per_set), free(seen);
+  return GR_OK;
+}
+
+/* The scheduler fixed every task's GPUs (visible.c): take them; sharers are the tasks holding the
+ * same GPU (a task holding a GPU alone is exclusive). */
+static gr_status assign_fixed(ctx *c, const gr__visible *v, char *err, size_t errlen) {
+  int N = c->N, G = c->G, k = v->k;
+  if (v->local_size != N || k < 1 || k > GR__MAX_RANK_GPUS)
+    return gr__launcher_error(err, errlen, GR_ERR_INTERNAL, "GPU holdings for %d tasks, not %d",
+                              v->local_size, N);
+  int *holders = calloc((size_t)G + 1, sizeof(int)), *seen = calloc((size_t)G + 1, sizeof(int));
+  c->p->gpu_store = calloc((size_t)N * (size_t)k + 1, sizeof(int));
+  if (!holders || !seen || !c->p->gpu_store) {
+    free(holders), free(seen);
+    return GR_ERR_NOMEM;
+  }
+  for (int r = 0; r < N; r++) {
+    gr__rank_plan *rp = &c->p->ranks[r];
+    rp->ngpus = 0;
+    rp->gpu = &c->p->gpu_store[(size_t)r * (size_t)k];
+    for (int i = 0; i < k; i++) {
+      int g = v->fixed[(size_t)r * (size_t)k + (size_t)i];
+      if (g < 0) continue;
+      if (g >= G) {
+        free(holders), free(seen);
+        return gr__launcher_error(err, errlen, GR_ERR_INTERNAL, "GPU %d of task %d is not here",
+                                  g, r);
+      }
+      rp->gpu[rp->ngpus++] = g;
+      holders[g]++;
+    }
+    qsort(rp->gpu, (size_t)rp->ngpus, sizeof(int), cmp_int);
+  }
+  for (int r = 0; r < N; r++) {
+    gr__rank_plan *rp = &c->p->ranks[r];
+    rp->sharers = 1;
+    rp->share_index = 0;
+    for (int i = 0; i < rp->ngpus; i++)
+      if (holders[rp->gpu[i]] > rp->sharers) rp->sharers = holders[rp->gpu[i]];
+    if (rp->ngpus) rp->share_index = seen[rp->gpu[0]]++;
+  }
+  /* GPUs no local task holds belong to other jobs: nothing to warn about */
+  free(holders), free(seen);
   return GR_OK;
 }
 
@@ -260,6 +317,11 @@ static void split(ctx *c, const int *cores, int ncores, const int *ranks, int nr
   }
 }
 
+static int cmp_ll(const void *a, const void *b) {
+  long long x = *(const long long *)a, y = *(const long long *)b;
+  return (x > y) - (x < y);
+}
+
 static int home_key(ctx *c, int r) {
   if (c->G == 0 || c->p->ranks[r].ngpus == 0) return 0;
   return c->dom[c->gpu_dom[c->p->ranks[r].gpu[0]]].first_core;
@@ -276,15 +338,18 @@ static gr_status place_cores(ctx *c, const gr__plan_opts *po) {
   }
   for (int i = 0; i < C; i++)
     all[i] = i;
-  /* ranks ordered by where their GPUs are (stable in rank order) */
+  /* ranks ordered by where their GPUs are, then by rank (n log n: local sizes reach 10^5) */
+  long long *keyed = malloc(((size_t)N + 1) * sizeof *keyed);
+  if (!keyed) {
+    free(ranks), free(all), free(pool);
+    return GR_ERR_NOMEM;
+  }
   for (int r = 0; r < N; r++)
-    ranks[r] = r;
-  for (int a = 1; a < N; a++)
-    for (int b = a; b > 0 && home_key(c, ranks[b - 1]) > home_key(c, ranks[b]); b--) {
-      int t = ranks[b];
-      ranks[b] = ranks[b - 1];
-      ranks[b - 1] = t;
-    }
+    keyed[r] = ((long long)home_key(c, r) << 32) | (long long)r;
+  qsort(keyed, (size_t)N, sizeof *keyed, cmp_ll);
+  for (int r = 0; r < N; r++)
+    ranks[r] = (int)(keyed[r] & 0xffffffffLL);
+  free(keyed);
 
   if (N > C) {
     warn(c->p, "%d local ranks on %d cores: ranks share cores", N, C);
@@ -310,12 +375,21 @@ static gr_status place_cores(ctx *c, const gr__plan_opts *po) {
         if (!mem[d * N + j]) mem[d * N + j] = 1, c->dom[d].nranks++;
       }
     }
-    /* the free pool: cores of no domain that has ranks */
+    /* the free pool: cores of no domain that has ranks (all cores when there are none) */
     int npool = 0, pool_ranks = 0, moved = 0;
     for (int i = 0; i < C; i++) {
       int d = c->core_dom[i];
       if (d < 0 || c->dom[d].nranks == 0) pool[npool++] = i;
     }
+    /* ranks the scheduler gave no GPU take the free pool */
+    for (int j = 0; j < N; j++)
+      if (c->p->ranks[ranks[j]].ngpus == 0) {
+        mem[D * N + j] = 1;
+        pool_ranks++;
+      }
+    if (pool_ranks && npool == 0)
+      for (int i = 0; i < C; i++)
+        pool[npool++] = i;
     for (int d = 0; d < D; d++)
       while (c->dom[d].nranks > c->dom[d].ncores) {
         /* the domain's last rank leaves; if it has no other domain it goes to the free pool
@@ -375,10 +449,12 @@ static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b) {
   return NULL;
 }
 
-/* 0 same PCIe switch as the rank's first GPU, 1 same NUMA node, 2 same package, 3 elsewhere. */
-static int nic_level(const gr__node *n, const gr__rank_plan *rp, const gr__nic *nic) {
-  if (rp->ngpus > 0 && n->gpus[rp->gpu[0]].pcidev && nic->pcidev) {
-    hwloc_obj_t a = common_ancestor(n->gpus[rp->gpu[0]].pcidev, nic->pcidev);
+/* 0 same PCIe switch as the GPU, 1 same NUMA node as `nodeset`, 2 same package as `cpuset`, 3
+ * elsewhere. */
+static int nic_level_at(const gr__node *n, hwloc_obj_t gpu_pci, hwloc_const_cpuset_t cpuset,
+                        hwloc_const_nodeset_t nodeset, const gr__nic *nic) {
+  if (gpu_pci && nic->pcidev) {
+    hwloc_obj_t a = common_ancestor(gpu_pci, nic->pcidev);
     if (a && a->type == HWLOC_OBJ_BRIDGE && a->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI)
       return 0;
   }
@@ -389,16 +465,35 @@ static int nic_level(const gr__node *n, const gr__rank_plan *rp, const gr__nic *
   int numa_all = hwloc_bitmap_isequal(ns, hwloc_topology_get_topology_nodeset(n->topo)) &&
                  hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE) > 1;
   int lvl = 3;
-  if (!numa_all && hwloc_bitmap_intersects(ns, rp->nodeset)) lvl = 1;
+  if (!numa_all && hwloc_bitmap_intersects(ns, nodeset)) lvl = 1;
   hwloc_bitmap_free(ns);
   if (lvl == 3) {
     hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(n->topo, HWLOC_OBJ_PACKAGE, loc);
     if (!pkg && loc->type == HWLOC_OBJ_PACKAGE) pkg = loc;
-    if (pkg && hwloc_bitmap_intersects(pkg->cpuset, rp->cpuset)) lvl = 2;
+    if (pkg && hwloc_bitmap_intersects(pkg->cpuset, cpuset)) lvl = 2;
   }
   return lvl;
 }
 
+/* The rank's own NIC: nearest to its first GPU and its cores. */
+static int nic_level(const gr__node *n, const gr__rank_plan *rp, const gr__nic *nic) {
+  hwloc_obj_t pci = rp->ngpus > 0 ? n->gpus[rp->gpu[0]].pcidev : NULL;
+  return nic_level_at(n, pci, rp->cpuset, rp->nodeset, nic);
+}
+
+/* Least loaded of the NICs nearest to what lvl[] describes; -1 when there are none. */
+static int pick_nearest(const gr__node *n, const int *lvl, const int *load) {
+  int best = 4, pick = -1;
+  for (int i = 0; i < n->nnics; i++)
+    if (lvl[i] < best) best = lvl[i];
+  for (int i = 0; i < n->nnics; i++)
+    if (lvl[i] == best && (pick < 0 || load[i] < load[pick])) pick = i;
+  return pick;
+}
+
+/* Each rank: the nearest NIC, balanced among equally near ones. A rank whose other GPUs are
+ * nearer to other NICs (one rank over GPUs in several NIC domains) gets those too, so that its
+ * traffic from each GPU has a NIC next to it. */
 static gr_status place_nics(ctx *c) {
   const gr__node *n = c->n;
   if (n->nnics == 0) {
@@ -407,24 +502,39 @@ static gr_status place_nics(ctx *c) {
     return GR_OK;
   }
   int *load = calloc((size_t)n->nnics, sizeof(int)), *lvl = calloc((size_t)n->nnics, sizeof(int));
-  if (!load || !lvl) {
-    free(load), free(lvl);
+  hwloc_bitmap_t gns = hwloc_bitmap_alloc();
+  if (!load || !lvl || !gns) {
+    free(load), free(lvl), hwloc_bitmap_free(gns);
     return GR_ERR_NOMEM;
   }
   for (int r = 0; r < c->N; r++) {
     gr__rank_plan *rp = &c->p->ranks[r];
-    int best = 4;
-    for (int i = 0; i < n->nnics; i++) {
-      lvl[i] = nic_level(n, rp, &n->nics[i]);
-      if (lvl[i] < best) best = lvl[i];
-    }
-    int pick = -1;
     for (int i = 0; i < n->nnics; i++)
-      if (lvl[i] == best && (pick < 0 || load[i] < load[pick])) pick = i;
+      lvl[i] = nic_level(n, rp, &n->nics[i]);
+    int pick = pick_nearest(n, lvl, load);
     rp->nic = pick;
+    rp->nics[0] = pick;
+    rp->nnics = 1;
     load[pick]++;
+    for (int g = 1; g < rp->ngpus && rp->nnics < GR__MAX_RANK_NICS; g++) {
+      const gr__gpu *G = &n->gpus[rp->gpu[g]];
+      hwloc_const_cpuset_t gcs = G->locality ? G->locality->cpuset : rp->cpuset;
+      hwloc_cpuset_to_nodeset(n->topo, gcs, gns);
+      int best = 4, have = 0;
+      for (int i = 0; i < n->nnics; i++) {
+        lvl[i] = nic_level_at(n, G->pcidev, gcs, gns, &n->nics[i]);
+        if (lvl[i] < best) best = lvl[i];
+      }
+      for (int k = 0; k < rp->nnics; k++)
+        have |= lvl[rp->nics[k]] == best; /* a NIC it already has is as near */
+      if (have) continue;
+      int extra = pick_nearest(n, lvl, load);
+      rp->nics[rp->nnics++] = extra;
+      load[extra]++;
+    }
   }
   free(load), free(lvl);
+  hwloc_bitmap_free(gns);
   return GR_OK;
 }
 
@@ -476,7 +586,12 @@ gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opt
   for (int i = 0; i < c.C; i++)
     c.core[i] = hwloc_get_obj_inside_cpuset_by_type(n->topo, n->allowed, ct, (unsigned)i);
   GR_CHECK_GOTO(build_domains(&c), st, out);
-  if (c.G > 0)
+  if (c.G > 0 && po->vis && po->vis->fixed) {
+    if (po->gpus_per_rank > 0 || po->ranks_per_gpu > 0)
+      warn(p, "--gpus-per-rank/--ranks-per-gpu ignored: the scheduler gave each task its GPUs");
+    GR_CHECK_GOTO(assign_fixed(&c, po->vis, err, errlen), st, out);
+  }
+  else if (c.G > 0)
     GR_CHECK_GOTO(build_sets(&c, po, err, errlen), st, out);
   else if (po->gpus_per_rank > 0) {
     st = gr__launcher_error(err, errlen, GR_ERR_INVALID, "--gpus-per-rank %d is larger than the 0 GPUs here", po->gpus_per_rank);
@@ -507,5 +622,6 @@ void gr__plan_free(gr__plan *p) {
       hwloc_bitmap_free(p->ranks[r].nodeset);
     }
   free(p->ranks);
+  free(p->gpu_store);
   memset(p, 0, sizeof *p);
 }

@@ -4,6 +4,7 @@
 #include "gr_launcher.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,13 +266,34 @@ gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen) 
   if (hwloc_topology_init(&n->topo) != 0)
     return gr__launcher_error(err, errlen, GR_ERR_SYSTEM, "hwloc_topology_init failed");
   gr_status st = GR_OK;
+  char *xmlbuf = NULL;
   if (xml && *xml) {
-    struct stat sb;
-    if (stat(xml, &sb) != 0) {
-      st = gr__launcher_error(err, errlen, GR_ERR_TOPOLOGY, "topology %s: %s", xml, strerror(errno));
+    /* read here, not by hwloc: a FIFO, a directory or a device is refused, not waited on */
+    FILE *f = gr__open_regular(xml, err, errlen, "topology");
+    if (!f) {
+      st = GR_ERR_TOPOLOGY;
       goto bad;
     }
-    if (hwloc_topology_set_xml(n->topo, xml) != 0) {
+    size_t len = 0, cap = 1 << 16, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+      len += got;
+      if (len + 1 == cap) {
+        char *nb = cap < ((size_t)256 << 20) ? realloc(buf, cap * 2) : NULL;
+        if (!nb) free(buf);
+        buf = nb;
+        cap *= 2;
+      }
+    }
+    fclose(f);
+    if (!buf) {
+      st = gr__launcher_error(err, errlen, GR_ERR_TOPOLOGY, "topology %s: larger than 256 MiB or "
+                              "out of memory", xml);
+      goto bad;
+    }
+    buf[len] = 0;
+    xmlbuf = buf; /* freed after the load */
+    if (len > INT_MAX - 1 || hwloc_topology_set_xmlbuffer(n->topo, buf, (int)len + 1) != 0) {
       st =
           gr__launcher_error(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s", xml, strerror(errno));
       goto bad;
@@ -301,11 +323,14 @@ gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen) 
               xml && *xml ? xml : "(live)");
     goto bad;
   }
+  free(xmlbuf);
+  xmlbuf = NULL;
   GR_CHECK_GOTO(find_gpus(n, err, errlen), st, bad);
   GR_CHECK_GOTO(find_nics(n, err, errlen), st, bad);
   compute_links(n);
   return GR_OK;
 bad:
+  free(xmlbuf);
   gr__node_free(n);
   return st;
 }
@@ -352,8 +377,35 @@ int gr__node_restrict(gr__node *n, const char *visible, char *note, size_t notel
   return kept;
 }
 
+int gr__node_bound(gr__node *n, hwloc_const_cpuset_t mask) {
+  if (!mask || hwloc_bitmap_iszero(mask)) return 0;
+  hwloc_bitmap_t a = hwloc_bitmap_alloc();
+  if (!a) return 0;
+  hwloc_bitmap_and(a, n->allowed, mask);
+  if (hwloc_bitmap_iszero(a) || hwloc_bitmap_isequal(a, n->allowed)) {
+    hwloc_bitmap_free(a);
+    return 0;
+  }
+  hwloc_bitmap_free(n->allowed_own);
+  n->allowed = n->allowed_own = a;
+  for (int i = 0; i < n->ngpus; i++)
+    n->gpus[i].locality = locality_of(n, n->gpus[i].pcidev ? n->gpus[i].pcidev : n->gpus[i].osdev);
+  for (int i = 0; i < n->nnics; i++)
+    n->nics[i].locality = locality_of(n, n->nics[i].osdev);
+  return 1;
+}
+
+void gr__node_keep(gr__node *n, const char *keep) {
+  int w = 0;
+  for (int i = 0; i < n->ngpus; i++)
+    if (keep[i]) n->gpus[w++] = n->gpus[i]; /* .index stays the node-wide ordinal */
+  n->ngpus = w;
+  compute_links(n);
+}
+
 void gr__node_free(gr__node *n) {
   if (n->topo) hwloc_topology_destroy(n->topo);
+  hwloc_bitmap_free(n->allowed_own);
   free(n->gpus);
   free(n->nics);
   free(n->link);

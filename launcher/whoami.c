@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int to_int(const char *s, int *out) {
   if (!s || !*s) return -1;
@@ -122,24 +123,37 @@ static gr_status from_flux(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *f
   return GR_OK;
 }
 
+/* gpurun exports GPURUN_PLAN_PID with its own pid beside GPURUN_LOCAL_*: a program it runs (the
+ * same pid after exec) reads them as its own; a gpurun further down (a script that runs
+ * `mpirun gpurun` again) sees another pid, so they are an outer job's, not this launch's. A
+ * marker that does not parse is not ours either. */
+static int inherited_gpurun(gr__getenv_fn get, void *ctx) {
+  const char *m = get(ctx, "GPURUN_PLAN_PID");
+  int pid;
+  return m && (to_int(m, &pid) != 0 || pid != (int)getpid());
+}
+
 gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__whoami_t *w, char *err,
                      size_t errlen) {
   int found = 0;
   w->local_rank = 0;
   w->local_size = 1;
   w->source = "none";
+  w->inherited = get(ctx, "GPURUN_LOCAL_RANK") && inherited_gpurun(get, ctx);
   if (o && o->local_rank >= 0) {
     w->local_rank = o->local_rank;
     w->local_size = o->local_size;
     w->source = "options";
     found = 1;
   }
-  for (size_t i = 0; !found && i < sizeof simple / sizeof simple[0]; i++)
+  for (size_t i = w->inherited ? 1 : 0; !found && i < sizeof simple / sizeof simple[0]; i++)
     GR_CHECK(from_pair(&simple[i], get, ctx, w, &found, err, errlen));
   if (!found) GR_CHECK(from_slurm(get, ctx, w, &found, err, errlen));
   for (size_t i = 0; !found && i < sizeof later / sizeof later[0]; i++)
     GR_CHECK(from_pair(&later[i], get, ctx, w, &found, err, errlen));
   if (!found) GR_CHECK(from_flux(get, ctx, w, &found, err, errlen));
+  /* an outer gpurun's variables, when no launcher of this level says anything */
+  if (!found && w->inherited) GR_CHECK(from_pair(&simple[0], get, ctx, w, &found, err, errlen));
   if (!found) {
     w->local_rank = 0;
     w->local_size = 1;

@@ -22,6 +22,12 @@ void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, dou
   fputs(", \"job\": ", f);
   jstr(f, job ? job : "");
   fprintf(f, ", \"wall_s\": %.6f", wall_s);
+  /* the placement receipt: null unchecked, "" as planned, else what differed */
+  fputs(", \"receipt\": ", f);
+  if (info->receipt_differs < 0)
+    fputs("null", f);
+  else
+    jstr(f, info->receipt);
   if (coll) {
     fputs(",\n \"collectives\": {", f);
     int first = 1;

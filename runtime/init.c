@@ -10,6 +10,7 @@
 #include "gr_log.h"
 #include "gr_plan.h"
 #include "gr_pool.h"
+#include "gr_receipt.h"
 
 #include <hwloc.h>
 #include <pthread.h>
@@ -110,9 +111,25 @@ static void select_device(gr_rank_info_t *r) {
     return;
   }
 #if GPURUN_HAVE_CUDA
-  cudaError_t e = cudaSetDevice(0);
+  /* The plan's first GPU, found by PCI bus id (with gpurun --visible-devices all it need not be
+   * device 0); device 0 when no plan or no match. */
+  int dev = 0;
+  unsigned pd, pb, pdev, pf;
+  if (r->from_plan && r->ngpus > 0 &&
+      sscanf(r->gpus[0], "%x:%x:%x.%x", &pd, &pb, &pdev, &pf) == 4)
+    for (int d = 0; d < n; d++) {
+      char bus[32];
+      unsigned cd, cb, cdev, cf;
+      if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, d) == cudaSuccess &&
+          sscanf(bus, "%x:%x:%x.%x", &cd, &cb, &cdev, &cf) == 4 && cd == pd && cb == pb &&
+          cdev == pdev && cf == pf) {
+        dev = d;
+        break;
+      }
+    }
+  cudaError_t e = cudaSetDevice(dev);
   if (e != cudaSuccess) {
-    GR_WARN("cudaSetDevice(0): %s; continuing in CPU mode", cudaGetErrorString(e));
+    GR_WARN("cudaSetDevice(%d): %s; continuing in CPU mode", dev, cudaGetErrorString(e));
     return;
   }
   if (!r->from_plan) {
@@ -122,7 +139,7 @@ static void select_device(gr_rank_info_t *r) {
       if (cudaDeviceGetPCIBusId(r->gpus[r->ngpus], (int)sizeof r->gpus[0], d) == cudaSuccess)
         r->ngpus++;
   }
-  GR_INFO("using GPU %s (CUDA device 0 of %d visible)", r->ngpus ? r->gpus[0] : "?", n);
+  GR_INFO("using GPU %s (CUDA device %d of %d visible)", r->ngpus ? r->gpus[0] : "?", dev, n);
 #endif
 }
 
@@ -152,6 +169,7 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
                                    "(MPI cannot be re-initialised)");
   }
   gr_status st = GR_OK;
+  char receipt_fail[400] = "";
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
@@ -204,6 +222,24 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
     cpus_from_hwloc(&info);
   }
   select_device(&info);
+  /* The receipt: what this process got against the plan. GPURUN_VERIFY=strict makes a
+   * difference an error, =off skips the check, anything else warns. */
+  {
+    const char *verify = getenv("GPURUN_VERIFY");
+    if (!verify || strcmp(verify, "off") != 0) {
+      if (gr__receipt_check(&info, environ) > 0) {
+        if (verify && strcmp(verify, "strict") == 0) {
+          snprintf(receipt_fail, sizeof receipt_fail,
+                   "placement differs from gpurun's plan (GPURUN_VERIFY=strict): %s",
+                   info.receipt);
+          st = GR_ERR_MISMATCH;
+          goto fail;
+        }
+        GR_WARN("rank %d: placement differs from gpurun's plan: %s", info.rank, info.receipt);
+      }
+    } else
+      info.receipt_differs = -1;
+  }
   agree_on_job();
 
   GR_CHECK_GOTO(gr_comm_create(MPI_COMM_WORLD, NULL, &world), st, fail);
@@ -228,7 +264,7 @@ fail:
   /* The failing call recorded its sentence; re-record it under gr_init's name. */
   {
     char why[1024];
-    snprintf(why, sizeof why, "%s", gr_last_error());
+    snprintf(why, sizeof why, "%s", receipt_fail[0] ? receipt_fail : gr_last_error());
     teardown();
     if (we_initialised_mpi) {
       MPI_Finalize();
@@ -309,3 +345,5 @@ GR_API gr_status gr_rank_info(gr_rank_info_t *out) {
   *out = info;
   return GR_OK;
 }
+
+GR_API size_t gr_rank_info_sizeof(void) { return sizeof(gr_rank_info_t); }

@@ -39,7 +39,9 @@ static int parse_int(const char *s, int *v) {
 
 static gr_status bad(gr_rank_info_t *out, const char *var, const char *val, const char *what) {
   no_plan(out);
-  return gr__fail(GR_ERR_INVALID, "gr_init", "plan from gpurun: %s='%s' %s", var, val, what);
+  /* a long value is cut, so that the reason after it survives the message buffer */
+  return gr__fail(GR_ERR_INVALID, "gr_init", "plan from gpurun: %s='%.80s%s' %s", var, val,
+                  strlen(val) > 80 ? "..." : "", what);
 }
 
 gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
@@ -78,8 +80,11 @@ gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
       size_t len = strcspn(p, ",");
       if (len == 0 || len >= sizeof tmp.gpus[0])
         return bad(out, "GPURUN_GPUS", gpus, "holds an empty or over-long PCI id");
-      if (tmp.ngpus == GR_MAX_RANK_GPUS)
-        return bad(out, "GPURUN_GPUS", gpus, "lists more GPUs than a rank may use (16)");
+      if (tmp.ngpus == GR_MAX_RANK_GPUS) {
+        char what[80];
+        snprintf(what, sizeof what, "lists more GPUs than a rank may use (%d)", GR_MAX_RANK_GPUS);
+        return bad(out, "GPURUN_GPUS", gpus, what);
+      }
       memcpy(tmp.gpus[tmp.ngpus], p, len);
       tmp.gpus[tmp.ngpus][len] = '\0';
       tmp.ngpus++;

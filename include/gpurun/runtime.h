@@ -4,14 +4,13 @@
 #define GPURUN_RUNTIME_H
 
 #include <gpurun/coll.h>
+#include <gpurun/limits.h>
 #include <gpurun/pool.h>
 #include <gpurun/status.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define GR_MAX_RANK_GPUS 16
 
 typedef struct {
   int rank, size;             /* MPI_COMM_WORLD */
@@ -24,6 +23,9 @@ typedef struct {
   char nic[64];               /* nearest NIC ("mlx5_3"), "" none */
   gr_backend backend;         /* of gr_world() */
   int from_plan;              /* 1 when read from gpurun's GPURUN_* plan */
+  int receipt_differs;        /* placement receipt: -1 not checked (no plan), 0 as planned,
+                                 N: N differences, described in receipt */
+  char receipt[256];          /* "cpus planned 0-13, got 0-55; ..." ("" as planned) */
 } gr_rank_info_t;
 
 /* Initialise MPI if the program has not (MPI_THREAD_MULTIPLE when available), read gpurun's plan,
@@ -37,6 +39,9 @@ GR_API int gr_initialized(void);
 GR_API gr_comm *gr_world(void);
 GR_API gr_pool *gr_default_pool(void);
 GR_API gr_status gr_rank_info(gr_rank_info_t *out);
+/* sizeof(gr_rank_info_t) as this library was built: bindings that mirror the struct (python/)
+ * compare it with their own before they let the library write into theirs. */
+GR_API size_t gr_rank_info_sizeof(void);
 
 #ifdef __cplusplus
 }

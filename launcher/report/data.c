@@ -315,6 +315,13 @@ static int load_counters_at(int dirfd, const char *name, const char *shown, rpt_
       c.coll_wait_s += finite_in(grj_num(op, "wait_s", t), 0, 1e9, t);
     }
   }
+  /* the placement receipt: another job's file, so only printable characters are kept */
+  const char *receipt = grj_str(doc, "receipt");
+  if (receipt) {
+    snprintf(c.receipt, sizeof c.receipt, "%s", receipt);
+    for (char *p = c.receipt; *p; p++)
+      if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+  }
   const grj *pool = grj_get(doc, "pool");
   if (pool && pool->type == GRJ_OBJ) {
     c.have_pool = 1;

@@ -88,6 +88,11 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
     gr__esc_term(out, s->node);
     fprintf(out, ":%d): %s\n", s->local_rank, job->slowest_why);
   }
+  /* ranks whose placement receipt (gr_init) differed from gpurun's plan */
+  for (int i = 0; i < job->nc; i++)
+    if (job->c[i].receipt[0])
+      fprintf(out, "placement differed: rank %d (%.120s:%d): %s\n", job->c[i].rank, job->c[i].node,
+              job->c[i].local_rank, job->c[i].receipt);
 }
 
 /* ---- JSON ---- */

@@ -53,6 +53,7 @@ typedef struct {
   double coll_time_s, coll_wait_s, coll_bytes, coll_calls;
   double pool_steals, pool_idle_s;
   int have_coll, have_pool;
+  char receipt[256]; /* gr_init's placement receipt when it differed from the plan, else "" */
 } rpt_counters;
 
 typedef struct {

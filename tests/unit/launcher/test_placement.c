@@ -259,6 +259,37 @@ static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__p
     /* environment: the contract, parsed back */
     gr__envlist e;
     assert_int_equal(gr__plan_env(node, &p, r, NULL, &e), GR_OK);
+    /* several NICs: each of the rank's GPUs has one of its own nearest NICs in the rank's
+     * UCX_NET_DEVICES (the test's own levels, from that GPU's place), each listed once */
+    if (v->nnics > 0 && rp->nic >= 0) {
+      const char *ucx = env_of(&e, "UCX_NET_DEVICES");
+      assert_non_null(ucx);
+      int listed = 0;
+      for (int i = 0; i < v->nnics; i++) {
+        char want[80];
+        snprintf(want, sizeof want, "%s", v->nic_name[i]);
+        const char *hit = strstr(ucx, want);
+        int here = hit && (hit == ucx || hit[-1] == ',') &&
+                   (hit[strlen(want)] == ':' || hit[strlen(want)] == ',' || !hit[strlen(want)]);
+        if (here) assert_null(strstr(hit + 1, want)); /* once */
+        listed += here;
+      }
+      assert_true(listed >= 1 && listed <= (rp->ngpus > 0 ? rp->ngpus : 1));
+      for (int i = 1; i < rp->ngpus; i++) {
+        hwloc_obj_t gp = v->gpu_pci[node->gpus[rp->gpu[i]].index];
+        hwloc_const_cpuset_t gcs = t_locality(v, gp)->cpuset;
+        int best = 9, got = 9;
+        for (int k = 0; k < v->nnics; k++) {
+          int l = t_nic_level(v, gp, gcs, v->nic[k]);
+          if (l < best) best = l;
+          const char *hit = strstr(ucx, v->nic_name[k]);
+          if (hit && (hit == ucx || hit[-1] == ',') && l < got) got = l;
+        }
+        assert_int_equal(got, best);
+      }
+      const char *hca = env_of(&e, "NCCL_IB_HCA");
+      if (hca) assert_true(hca[0] == '=');
+    }
     hwloc_bitmap_t b = hwloc_bitmap_alloc();
     assert_int_equal(hwloc_bitmap_list_sscanf(b, env_of(&e, "GPURUN_CPUS")), 0);
     assert_true(hwloc_bitmap_isequal(b, rp->cpuset));
@@ -318,7 +349,37 @@ static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__p
               b = hwloc_bitmap_weight(p.ranks[q].cpuset);
           if (!smt) assert_true(abs(a - b) <= 1);
         }
-  /* NIC balance among ranks that had the same choice: loads of equally near NICs differ by <= 1 */
+  /* NIC balance among ranks that had the same choice: loads of equally near NICs differ by <= 1
+   * (the candidate sets are the test's own, from t_nic_level) */
+  if (v->nnics > 1) {
+    unsigned *cand = calloc((size_t)(N > 0 ? N : 1), sizeof *cand);
+    for (int r = 0; r < N; r++) {
+      const gr__rank_plan *rp = &p.ranks[r];
+      hwloc_obj_t gp = rp->ngpus ? v->gpu_pci[node->gpus[rp->gpu[0]].index] : NULL;
+      int best = 9;
+      for (int i = 0; i < v->nnics; i++) {
+        int l = t_nic_level(v, gp, rp->cpuset, v->nic[i]);
+        if (l < best) best = l, cand[r] = 0;
+        if (l == best) cand[r] |= 1u << i;
+      }
+    }
+    for (int r = 0; r < N; r++) {
+      if (__builtin_popcount(cand[r]) < 2) continue;
+      int cnt[16] = {0};
+      for (int q = 0; q < N; q++)
+        if (cand[q] == cand[r])
+          for (int i = 0; i < v->nnics; i++)
+            if (strcmp(v->nic_name[i], node->nics[p.ranks[q].nic].name) == 0) cnt[i]++;
+      int mx = 0, mn = 1 << 30;
+      for (int i = 0; i < v->nnics; i++)
+        if (cand[r] & (1u << i)) {
+          if (cnt[i] > mx) mx = cnt[i];
+          if (cnt[i] < mn) mn = cnt[i];
+        }
+      assert_true(mx - mn <= 1);
+    }
+    free(cand);
+  }
   free(per_gpu);
   free(core_load);
   gr__plan_free(&p);

@@ -113,12 +113,16 @@ static void test_bad_plans(void **state) {
   char *emptyid[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
                      "GPURUN_GPUS=0000:17:00.0,,0000:65:00.0", NULL};
   expect_bad(emptyid, "empty or over-long");
-  char many[400] = "GPURUN_GPUS=";
-  for (int i = 0; i < 17; i++)
-    snprintf(many + strlen(many), sizeof many - strlen(many), "%s0000:%02x:00.0", i ? "," : "", i);
+  /* one more than the limit the launcher shares (GR_MAX_RANK_GPUS) */
+  char many[32 + 13 * (GR_MAX_RANK_GPUS + 1)] = "GPURUN_GPUS=";
+  for (int i = 0; i <= GR_MAX_RANK_GPUS; i++)
+    snprintf(many + strlen(many), sizeof many - strlen(many), "%s%04x:%02x:00.0", i ? "," : "",
+             i / 256, i % 256);
   char *toomany[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1", many,
                      NULL};
-  expect_bad(toomany, "more GPUs than a rank may use (16)");
+  char want[64];
+  snprintf(want, sizeof want, "more GPUs than a rank may use (%d)", GR_MAX_RANK_GPUS);
+  expect_bad(toomany, want);
   char *numa[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
                   "GPURUN_NUMA=x", NULL};
   expect_bad(numa, "GPURUN_NUMA='x'");

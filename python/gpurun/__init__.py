@@ -1,0 +1,526 @@
+"""gpurun from Python: the rank's plan and gpurun's collectives on NumPy arrays and torch tensors.
+
+    import gpurun
+    gpurun.init()                        # idempotent; finalize() also runs at interpreter exit
+    w = gpurun.world()                   # Comm: .rank, .size, .backend, .split(color, key)
+    y = w.allreduce(x, op="sum")         # a new array/tensor like x
+    w.allreduce(x, op="max", out=x)      # in place
+
+A thin ctypes layer over libgpurun (no build step, no compiler on the user's side). Host buffers
+(NumPy, CPU tensors) go through the communicator's backend as in C (the MPI backend here); CUDA
+tensors are passed as device pointers with the tensor's current CUDA stream, which the NCCL
+backend orders the call on. Every failure raises gpurun.Error: str(e) is gr_last_error()'s
+sentence, e.status the status name ("GR_ERR_TIMEOUT"), e.code its number. GPURUN_TIMEOUT and
+GPURUN_CHECK are read by the C library at init(), as in C.
+"""
+import atexit
+import ctypes
+import os
+import threading
+import weakref
+
+__all__ = ["init", "finalize", "initialized", "world", "info", "group", "Comm", "Error",
+           "DTYPES", "OPS"]
+
+# ---- the library -----------------------------------------------------------------------------
+
+
+def _load():
+    names = []
+    if os.environ.get("GPURUN_LIB"):
+        names.append(os.environ["GPURUN_LIB"])
+    try:
+        from . import _libpath  # written by CMake: the build tree's or the installed library
+        names.append(_libpath.LIB)
+    except ImportError:
+        pass
+    names += ["libgpurun.so.0", "libgpurun.so"]
+    errors = []
+    for n in names:
+        try:
+            # RTLD_GLOBAL: Open MPI's plugins, dlopen'ed later, resolve libmpi's symbols globally
+            return ctypes.CDLL(n, mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            errors.append("%s: %s" % (n, e))
+    raise ImportError("gpurun: cannot load libgpurun (set GPURUN_LIB): " + "; ".join(errors))
+
+
+_lib = _load()
+_c = ctypes
+_vp, _sz, _int = _c.c_void_p, _c.c_size_t, _c.c_int
+
+
+def _proto(name, *args, restype=_int):
+    f = getattr(_lib, name)
+    f.argtypes = list(args)
+    f.restype = restype
+    return f
+
+
+_gr_init = _proto("gr_init", _vp, _vp)
+_gr_finalize = _proto("gr_finalize")
+_gr_initialized = _proto("gr_initialized")
+_gr_world = _proto("gr_world", restype=_vp)
+_gr_rank_info = _proto("gr_rank_info", _vp)
+_gr_rank_info_sizeof = _proto("gr_rank_info_sizeof", restype=_c.c_size_t)
+_gr_last_error = _proto("gr_last_error", restype=_c.c_char_p)
+_gr_clear_error = _proto("gr_clear_error", restype=None)
+_gr_status_name = _proto("gr_status_name", _int, restype=_c.c_char_p)
+_gr_comm_split = _proto("gr_comm_split", _vp, _int, _int, _c.POINTER(_vp))
+_gr_comm_destroy = _proto("gr_comm_destroy", _vp)
+_gr_comm_rank = _proto("gr_comm_rank", _vp)
+_gr_comm_size = _proto("gr_comm_size", _vp)
+_gr_comm_backend = _proto("gr_comm_backend", _vp)
+_gr_allreduce = _proto("gr_allreduce", _vp, _vp, _sz, _int, _int, _vp, _vp)
+_gr_broadcast = _proto("gr_broadcast", _vp, _vp, _sz, _int, _int, _vp, _vp)
+_gr_reduce = _proto("gr_reduce", _vp, _vp, _sz, _int, _int, _int, _vp, _vp)
+_gr_allgather = _proto("gr_allgather", _vp, _vp, _sz, _int, _vp, _vp)
+_gr_reduce_scatter = _proto("gr_reduce_scatter", _vp, _vp, _sz, _int, _int, _vp, _vp)
+_gr_alltoall = _proto("gr_alltoall", _vp, _vp, _sz, _int, _vp, _vp)
+_gr_send = _proto("gr_send", _vp, _sz, _int, _int, _vp, _vp)
+_gr_recv = _proto("gr_recv", _vp, _sz, _int, _int, _vp, _vp)
+_gr_barrier = _proto("gr_barrier", _vp)
+_gr_group_start = _proto("gr_group_start")
+_gr_group_end = _proto("gr_group_end")
+_gr_comm_synchronize = _proto("gr_comm_synchronize", _vp, _vp)
+
+
+class Error(RuntimeError):
+    """A gpurun call failed: str(e) is gr_last_error()'s sentence, e.status the code's name."""
+
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.code = code
+        self.status = _gr_status_name(code).decode()
+
+
+def _check(rc):
+    if rc != 0:
+        raise Error(_gr_last_error().decode(errors="replace"), rc)
+
+
+_RANK = None  # this process's world rank once known, for Python-side messages
+
+
+def _invalid(call, msg):
+    """An argument the C API cannot even express (an unknown op name, a non-array): raised here,
+    in the C library's own sentence form."""
+    where = "rank %d: " % _RANK if _RANK is not None else ""
+    return Error("%s%s: %s" % (where, call, msg), 1)  # GR_ERR_INVALID
+
+
+# ---- dtypes and ops (both ways) ----------------------------------------------------------------
+
+# gr_dtype values of include/gpurun/coll.h, by the name NumPy and torch both use
+DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5,
+          "float16": 6, "bfloat16": 7, "float32": 8, "float64": 9}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4}
+BACKENDS = {0: "auto", 1: "nccl", 2: "mpi"}
+
+
+def _np():
+    import numpy
+    return numpy
+
+
+try:
+    _ndarray = _np().ndarray
+except ImportError:  # torch tensors only
+    _ndarray = None
+
+
+def _torch():
+    import sys
+    return sys.modules.get("torch")  # never import torch ourselves: it is slow and optional
+
+
+_DT_CACHE = {}  # dtype object -> gr_dtype: str() of a NumPy dtype costs microseconds per call
+
+
+def dtype_code(dt):
+    """gr_dtype of a NumPy dtype, a torch.dtype or a name ("float16"); Error if none."""
+    try:
+        return _DT_CACHE[dt]
+    except (KeyError, TypeError):
+        pass
+    code = _dtype_code(dt)
+    try:
+        _DT_CACHE[dt] = code
+    except TypeError:
+        pass
+    return code
+
+
+def _dtype_code(dt):
+    name = str(dt)
+    if name.startswith("torch."):
+        name = name[6:]
+    name = {"half": "float16", "float": "float32", "double": "float64", "long": "int64",
+            "int": "int32"}.get(name, name)
+    if name not in DTYPES:
+        try:
+            name = _np().dtype(dt).name
+        except Exception:  # not a NumPy dtype at all (torch.bool, "bogus")
+            pass
+    if name not in DTYPES:
+        raise _invalid("dtype", "%s has no gpurun dtype (%s)" % (dt, ", ".join(DTYPES)))
+    return DTYPES[name]
+
+
+def numpy_dtype(code_or_name):
+    """The NumPy dtype of a gr_dtype (bfloat16 has none in NumPy: Error)."""
+    name = DTYPE_NAMES.get(code_or_name, code_or_name)
+    if name == "bfloat16":
+        raise _invalid("numpy_dtype", "NumPy has no bfloat16; use a torch tensor")
+    return _np().dtype(name)
+
+
+def torch_dtype(code_or_name):
+    """The torch.dtype of a gr_dtype (torch 1.13 has no uint32/uint64: Error)."""
+    import torch
+    name = DTYPE_NAMES.get(code_or_name, code_or_name)
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise _invalid("torch_dtype", "torch %s has no %s" % (torch.__version__, name))
+    return dt
+
+
+class _Buf:
+    """A contiguous buffer view of an array or tensor: pointer, element count, dtype, stream."""
+    __slots__ = ("obj", "ptr", "count", "dtype", "stream", "is_torch")
+
+    def __init__(self, x, call, what, writable=False):
+        t = _torch()
+        if t is not None and isinstance(x, t.Tensor):
+            if not x.is_contiguous():
+                if writable:
+                    raise _invalid(call, "%s is not contiguous (it is written in place)" % what)
+                x = x.contiguous()
+            self.is_torch = True
+            self.ptr = x.data_ptr()
+            self.count = x.numel()
+            self.dtype = dtype_code(x.dtype)
+            # CUDA tensors: the call is ordered on the tensor's current stream (NCCL backend)
+            self.stream = t.cuda.current_stream(x.device).cuda_stream if x.is_cuda else None
+        else:
+            np = _np()
+            if not isinstance(x, np.ndarray):
+                raise _invalid(call, "%s is a %s, not a NumPy array or torch tensor"
+                               % (what, type(x).__name__))
+            if not x.flags.c_contiguous:
+                if writable:
+                    raise _invalid(call, "%s is not C-contiguous (it is written in place)" % what)
+                x = np.ascontiguousarray(x)
+            if writable and not x.flags.writeable:
+                raise _invalid(call, "%s is read-only" % what)
+            self.is_torch = False
+            self.ptr = x.__array_interface__["data"][0]
+            self.count = x.size
+            self.dtype = dtype_code(x.dtype)
+            self.stream = None
+        self.obj = x
+
+
+def _fast_view(x):
+    """(pointer, count, gr_dtype, stream) of a writable contiguous NumPy array or torch tensor
+    whose dtype has been seen before; None otherwise (then _Buf does the full checks)."""
+    if type(x) is _ndarray:
+        fl = x.flags
+        code = _DT_CACHE.get(x.dtype)
+        if fl.c_contiguous and fl.writeable and code is not None:
+            return x.ctypes.data, x.size, code, None
+        return None
+    t = _torch()
+    if t is not None and type(x) is t.Tensor and x.is_contiguous():
+        code = _DT_CACHE.get(x.dtype)
+        if code is not None:
+            stream = t.cuda.current_stream(x.device).cuda_stream if x.is_cuda else None
+            return x.data_ptr(), x.numel(), code, stream
+    return None
+
+
+def _new_like(x, shape):
+    t = _torch()
+    if t is not None and isinstance(x, t.Tensor):
+        return t.empty(shape, dtype=x.dtype, device=x.device)
+    return _np().empty(shape, dtype=x.dtype)
+
+
+def _op(call, op):
+    try:
+        return OPS[op]
+    except (KeyError, TypeError):
+        raise _invalid(call, "op %r is not one of %s" % (op, ", ".join(OPS))) from None
+
+
+# ---- groups ------------------------------------------------------------------------------------
+
+_tls = threading.local()
+_groups_open = 0  # groups open in any thread: the fast paths then step aside
+
+
+def _keep(*objs):
+    """Inside a group the calls run at its end: keep their buffers alive until then."""
+    stack = getattr(_tls, "keep", None)
+    if stack:
+        stack[-1].extend(objs)
+
+
+class group:
+    """with gpurun.group(): ... -- the calls inside are one group (gr_group_start/end), started
+    together at the end of the outermost group, as in NCCL."""
+
+    def __enter__(self):
+        global _groups_open
+        _check(_gr_group_start())
+        _groups_open += 1
+        if not hasattr(_tls, "keep"):
+            _tls.keep = []
+        _tls.keep.append([])
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        global _groups_open
+        _groups_open -= 1
+        kept = _tls.keep.pop()
+        rc = _gr_group_end()
+        del kept
+        if exc_type is None:
+            _check(rc)
+        return False
+
+
+# ---- communicators -----------------------------------------------------------------------------
+
+
+class Comm:
+    """A gpurun communicator. Collective calls follow coll.h: every rank makes the same calls in
+    the same order with the same count, dtype, op and root."""
+
+    def __init__(self, handle, owned):
+        self._h = _vp(handle)
+        self._owned = owned
+        self.rank = _gr_comm_rank(self._h)
+        self.size = _gr_comm_size(self._h)
+        self.backend = BACKENDS.get(_gr_comm_backend(self._h), "?")
+        if owned:
+            _comms.add(self)
+
+    def __repr__(self):
+        return "<gpurun.Comm rank %d of %d, %s>" % (self.rank, self.size, self.backend)
+
+    def _handle(self, call):
+        if self._h is None or _world is None:  # freed, or gpurun finalized
+            raise Error("%s: the communicator is freed or gpurun is finalized" % call, 10)
+        return self._h
+
+    def free(self):
+        """Destroy a communicator made by split() (local). The world is freed by finalize()."""
+        if self._owned and self._h is not None:
+            h, self._h = self._h, None
+            _comms.discard(self)
+            if _gr_initialized():
+                _check(_gr_comm_destroy(h))
+
+    def split(self, color, key=0):
+        """Like MPI_Comm_split; a negative color takes no part and gets None."""
+        out = _vp()
+        _check(_gr_comm_split(self._handle("split"), int(color), int(key), _c.byref(out)))
+        return Comm(out.value, True) if out.value else None
+
+    def allreduce(self, x, op="sum", out=None):
+        """A new array/tensor like x with the reduction over all ranks; out=x for in place."""
+        if out is x and not _groups_open:
+            # the hot path (DDP's gradient hook): in place on a contiguous buffer, no group
+            v = _fast_view(x)
+            code = OPS.get(op) if type(op) is str else None
+            if v is not None and code is not None and self._h is not None and _world is not None:
+                rc = _gr_allreduce(v[0], v[0], v[1], v[2], code, self._h, v[3])
+                if rc:
+                    _check(rc)
+                return x
+        h = self._handle("allreduce")
+        if out is x:  # in place: one view, which must be writable as it is
+            b = o = _Buf(x, "allreduce", "x", True)
+        else:
+            b = _Buf(x, "allreduce", "x")
+            o = _Buf(_new_like(b.obj, tuple(x.shape)) if out is None else out, "allreduce", "out",
+                     True)
+            self._same(b, o, "allreduce")
+        _keep(b.obj, o.obj)
+        _check(_gr_allreduce(b.ptr, o.ptr, b.count, b.dtype, _op("allreduce", op), h, b.stream))
+        return o.obj
+
+    def broadcast(self, x, root=0):
+        """Root's x into every rank's x (in place); returns x."""
+        b = _Buf(x, "broadcast", "x", True)
+        _keep(b.obj)
+        _check(_gr_broadcast(b.ptr, b.ptr, b.count, b.dtype, int(root),
+                             self._handle("broadcast"), b.stream))
+        return b.obj
+
+    def reduce(self, x, op="sum", root=0, out=None):
+        """The reduction onto root: a new array/tensor (or out) there, None on the other ranks."""
+        h = self._handle("reduce")
+        b = _Buf(x, "reduce", "x")
+        o = None
+        if self.rank == int(root):
+            o = _Buf(_new_like(b.obj, tuple(x.shape)) if out is None else out, "reduce", "out",
+                     True)
+            self._same(b, o, "reduce")
+        _keep(b.obj, o.obj if o else None)
+        _check(_gr_reduce(b.ptr, o.ptr if o else None, b.count, b.dtype, _op("reduce", op),
+                          int(root), h, b.stream))
+        return o.obj if o else None
+
+    def allgather(self, x, out=None):
+        """size * len(x) elements, rank r's x at r * len(x) (along the first axis)."""
+        h = self._handle("allgather")
+        b = _Buf(x, "allgather", "x")
+        shape = tuple(x.shape)
+        shape = (self.size * shape[0],) + shape[1:] if shape else (self.size,)
+        o = _Buf(_new_like(b.obj, shape) if out is None else out, "allgather", "out", True)
+        if o.count != b.count * self.size or o.dtype != b.dtype:
+            raise _invalid("allgather", "out holds %d elements of %s, expected %d of %s"
+                           % (o.count, DTYPE_NAMES[o.dtype], b.count * self.size,
+                              DTYPE_NAMES[b.dtype]))
+        _keep(b.obj, o.obj)
+        _check(_gr_allgather(b.ptr, o.ptr, b.count, b.dtype, h, b.stream))
+        return o.obj
+
+    def reduce_scatter(self, x, op="sum", out=None):
+        """Block r (len(x) // size elements along the first axis) of the reduction, on rank r."""
+        h = self._handle("reduce_scatter")
+        b = _Buf(x, "reduce_scatter", "x")
+        n = self._blocks(x, b, "reduce_scatter")
+        shape = (tuple(x.shape)[0] // self.size,) + tuple(x.shape)[1:]
+        o = _Buf(_new_like(b.obj, shape) if out is None else out, "reduce_scatter", "out", True)
+        if o.count != n or o.dtype != b.dtype:
+            raise _invalid("reduce_scatter", "out holds %d elements, expected %d" % (o.count, n))
+        _keep(b.obj, o.obj)
+        _check(_gr_reduce_scatter(b.ptr, o.ptr, n, b.dtype, _op("reduce_scatter", op), h,
+                                  b.stream))
+        return o.obj
+
+    def alltoall(self, x, out=None):
+        """Block p of x (len(x) // size along the first axis) to rank p; block p of the result
+        from rank p."""
+        h = self._handle("alltoall")
+        b = _Buf(x, "alltoall", "x")
+        n = self._blocks(x, b, "alltoall")
+        o = _Buf(_new_like(b.obj, tuple(x.shape)) if out is None else out, "alltoall", "out", True)
+        self._same(b, o, "alltoall")
+        _keep(b.obj, o.obj)
+        _check(_gr_alltoall(b.ptr, o.ptr, n, b.dtype, h, b.stream))
+        return o.obj
+
+    def send(self, x, peer):
+        """x to rank peer (pairs with its recv of the same count and dtype)."""
+        b = _Buf(x, "send", "x")
+        _keep(b.obj)
+        _check(_gr_send(b.ptr, b.count, b.dtype, int(peer), self._handle("send"), b.stream))
+
+    def recv(self, x, peer):
+        """Into x (in place) from rank peer; returns x."""
+        b = _Buf(x, "recv", "x", True)
+        _keep(b.obj)
+        _check(_gr_recv(b.ptr, b.count, b.dtype, int(peer), self._handle("recv"), b.stream))
+        return b.obj
+
+    def barrier(self):
+        _check(_gr_barrier(self._handle("barrier")))
+
+    def synchronize(self, stream=None):
+        """Wait for the calls enqueued on stream (NCCL); a no-op on the MPI backend."""
+        _check(_gr_comm_synchronize(self._handle("synchronize"), stream))
+
+    def _same(self, b, o, call):
+        if o.count != b.count or o.dtype != b.dtype:
+            raise _invalid(call, "out holds %d elements of %s, x %d of %s" % (
+                o.count, DTYPE_NAMES[o.dtype], b.count, DTYPE_NAMES[b.dtype]))
+
+    def _blocks(self, x, b, call):
+        first = tuple(x.shape)[0] if tuple(x.shape) else 1
+        if first % self.size:
+            raise _invalid(call, "len(x) %d is not a multiple of the communicator size %d"
+                           % (first, self.size))
+        return b.count // self.size
+
+
+# ---- lifecycle ---------------------------------------------------------------------------------
+
+_comms = weakref.WeakSet()
+_world = None
+_atexit = False
+
+
+def initialized():
+    return bool(_gr_initialized())
+
+
+def init():
+    """Initialise gpurun (and MPI, unless the program already did); idempotent."""
+    global _world, _atexit, _RANK
+    if not _gr_initialized():
+        _check(_gr_init(None, None))
+        if not _atexit:
+            atexit.register(finalize)
+            _atexit = True
+    if _world is None:
+        _world = Comm(_gr_world(), False)
+        _RANK = _world.rank
+    return _world
+
+
+def finalize():
+    """Free the communicators split off, then gr_finalize (MPI too, if gpurun started it).
+    Idempotent; registered with atexit by init()."""
+    global _world
+    if not _gr_initialized():
+        return
+    for c in list(_comms):
+        try:
+            c.free()
+        except Error:
+            pass
+    _world = None
+    _check(_gr_finalize())
+
+
+def world():
+    """The world communicator (init() first)."""
+    if _world is None or not _gr_initialized():
+        raise Error("world: gpurun is not initialised (call gpurun.init() first)", 10)
+    return _world
+
+
+_MAX_RANK_GPUS = 128  # GR_MAX_RANK_GPUS of include/gpurun/limits.h
+
+
+class _RankInfo(_c.Structure):
+    # gr_rank_info_t of include/gpurun/runtime.h; info() checks the size against the library's
+    _fields_ = [("rank", _int), ("size", _int), ("local_rank", _int), ("local_size", _int),
+                ("node", _c.c_char * 256), ("ngpus", _int),
+                ("gpus", (_c.c_char * 16) * _MAX_RANK_GPUS),
+                ("cpus", _c.c_char * 256), ("numa", _int), ("nic", _c.c_char * 64),
+                ("backend", _int), ("from_plan", _int), ("receipt_differs", _int),
+                ("receipt", _c.c_char * 256)]
+
+
+def info():
+    """This rank's plan: rank, size, local_rank, local_size, node, gpus (PCI ids), cpus (hwloc
+    list), numa, nic, backend, from_plan (False when not started by gpurun)."""
+    if _gr_rank_info_sizeof() != _c.sizeof(_RankInfo):
+        # a library of another version: writing its struct into ours would corrupt memory
+        raise Error("info: libgpurun's gr_rank_info_t is %d bytes, this package expects %d"
+                    % (_gr_rank_info_sizeof(), _c.sizeof(_RankInfo)), 11)
+    r = _RankInfo()
+    _check(_gr_rank_info(_c.byref(r)))
+    return {"rank": r.rank, "size": r.size, "local_rank": r.local_rank,
+            "local_size": r.local_size, "node": r.node.decode(errors="replace"),
+            "gpus": [r.gpus[i].value.decode() for i in range(min(r.ngpus, _MAX_RANK_GPUS))],
+            "cpus": r.cpus.decode(errors="replace"), "numa": r.numa,
+            "nic": r.nic.decode(errors="replace"), "backend": BACKENDS.get(r.backend, "?"),
+            "from_plan": bool(r.from_plan), "receipt_differs": r.receipt_differs,
+            "receipt": r.receipt.decode(errors="replace")}
