@@ -1,14 +1,17 @@
 # The layers of libgpurun as CMake targets (issue 15, first step; docs/architecture.md, "Layers").
 #
-#   gpurun_base     OBJECT  status/errors, logging, job directory, safe file writing, escaping.
+#   gpurun_base     OBJECT  status/errors, logging, version, job directory, safe file writing,
+#                           escaping, boolean environment variables, the live-state file parser.
 #                           No MPI, no CUDA, no hwloc: its sources do not even see mpi.h.
-#   gpurun_monitor  OBJECT  the --monitor supervisor and its telemetry, on gpurun_base (+ hwloc, dl).
+#   gpurun_monitor  OBJECT  the --monitor supervisor, its telemetry, Prometheus output and GPU
+#                           health, on gpurun_base (+ hwloc, dl).
 #   gpurun_obj      OBJECT  everything that needs MPI or CUDA: collectives, pool, dpool, gr_init...
 #   gpurun_shared / gpurun_static: libgpurun = the objects of all three (it still has everything).
 #   gpurun_launcher STATIC  launcher/ on gpurun_monitor + gpurun_base; gpurun links it.
 #   gpurun_report_lib STATIC launcher/report/ on gpurun_base; gpurun-report links it.
+#   gpurun_top_lib  STATIC  launcher/top/ on gpurun_base; gpurun-top links it.
 #
-# gpurun and gpurun-report therefore link neither libmpi nor libcudart/libnccl
+# gpurun, gpurun-report and gpurun-top therefore link neither libmpi nor libcudart/libnccl
 # (tests/unit/launcher: launcher_no_mpi_link checks the binaries with readelf).
 #
 # Include directories: a layer's consumers see only that layer's headers. The headers still live in
@@ -44,12 +47,13 @@ endfunction()
 # ---- base: no MPI, no CUDA -------------------------------------------------
 gr_layer_object(gpurun_base)
 target_include_directories(gpurun_base PRIVATE ${PROJECT_BINARY_DIR}/runtime) # gr_config.h
-gr_layer_headers(gpurun_base gr_error.h gr_log.h gr_jobdir.h gr_safefile.h gr_escape.h)
+gr_layer_headers(gpurun_base gr_error.h gr_log.h gr_jobdir.h gr_safefile.h gr_escape.h gr_env_bool.h
+                 gr_live_file.h)
 # (sources: runtime/CMakeLists.txt, "base" lines)
 
 # ---- monitor: the supervisor gpurun runs (--monitor, --time-limit) ---------
 gr_layer_object(gpurun_monitor)
-gr_layer_headers(gpurun_monitor gr_supervise.h gr_telemetry.h)
+gr_layer_headers(gpurun_monitor gr_supervise.h gr_telemetry.h gr_prom.h gr_health.h)
 # Linking one OBJECT library to another passes on usage requirements only: a target that needs both
 # sets of objects links both (as gpurun_launcher does).
 target_link_libraries(gpurun_monitor PUBLIC gpurun_base PkgConfig::HWLOC m ${CMAKE_DL_LIBS})

@@ -8,6 +8,7 @@
 #include "gr_config.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_shm.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -20,15 +21,31 @@
 
 typedef struct {
   MPI_Op half_ops[4], bf16_ops[4]; /* SUM, PROD, MIN, MAX */
-  unsigned rd_calls;               /* own allreduces so far: the same count on every rank */
-  int ring_tags;                   /* MPI_TAG_UB leaves room for one tag per ring segment */
+  MPI_Op own_ops[4];               /* gpurun's kernels for the native types MPI's ops get wrong */
+  uint64_t rd_calls;               /* own allreduces so far: the same count on every rank */
+  uint64_t tag_slots;              /* call n uses slot n % tag_slots ... */
+  int tags_per_slot;               /* ... and its tags TAG_BASE + slot * tags_per_slot + j */
+  int ring_tags;                   /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
+  gr__call *live_head, *live_tail; /* own allreduces in flight, oldest first */
+  gr__shm *shm;                    /* node-local shared-memory path (shm_coll.c), or NULL */
 } mpi_be;
+
+uint64_t gr__mpi_tag_slots_cap;
 
 /* Small allreduces with a timeout use our own recursive doubling over MPI_Isend/MPI_Irecv instead
  * of MPI_Iallreduce: Open MPI's non-blocking collectives (libnbc) cost several microseconds more
  * than its blocking ones at these sizes, while point-to-point requests are as fast as they get. */
 #define RD_MAX_BYTES 32768 /* 16 chunks each way (be_reqs holds 64); above, MPI_Iallreduce */
-#define RD_TAG_BASE 0x4000
+/* Tags. Every own allreduce (recursive doubling, ring, Rabenseifner) gets tags of its own, so that
+ * the messages of calls in flight at once cannot match each other whatever order the steps are
+ * posted in: call n uses slot n mod S, tags TAG_BASE + slot * 32 + j (j = ring segment; the other
+ * algorithms use j = 0), where S = (MPI_TAG_UB - TAG_BASE + 1) / 32: 67 million slots over Open
+ * MPI's ob1 (MPI_TAG_UB 2^31 - 1), 262 thousand over UCX (2^23 - 1). A tag must never be reused
+ * while the call that had it is in flight, so when call n finds call n - S still in flight (S
+ * calls in flight on one communicator), it first completes that call (bounded by the timeout),
+ * and its tag is free again. Below 32 tags per slot (an MPI with MPI_TAG_UB near the standard's
+ * minimum of 32767) each call gets one tag and the ring is not segmented. Tag 0 is gr_send/recv's. */
+#define TAG_BASE 0x4000
 /* Larger ones (with a timeout) use a ring: reduce-scatter then allgather, P-1 steps each, the
  * bandwidth-optimal schedule MPI libraries use too. Each block of count/P elements travels in
  * segments that move through the steps independently (Open MPI's segmented ring does the same), so
@@ -40,9 +57,6 @@ typedef struct {
  * 256 KiB from 1 to 16 MiB. A block under one segment goes whole, as before. */
 #define RING_SEG_BYTES (256 * 1024)
 #define RING_MAX_SEGS 32 /* a receive and a send each in be_reqs[64] */
-/* Segment j of call number i (mod 16384) uses tag RING_TAG_BASE + 32 i + j: one tag per segment,
- * so the segments' messages cannot match each other whatever order the ranks post them in. */
-#define RING_TAG_BASE 0x10000
 enum { RD_FOLD_SEND = 1, RD_FOLD_RECV, RD_LOOP, RD_UNFOLD_SEND, RD_UNFOLD_RECV, RING_PIPE,
        RAB_RS, RAB_AG, RD_DONE };
 
@@ -59,6 +73,38 @@ GR_HALF_OP_(b_sum, GR_BFLOAT16, GR_SUM)
 GR_HALF_OP_(b_prod, GR_BFLOAT16, GR_PROD)
 GR_HALF_OP_(b_min, GR_BFLOAT16, GR_MIN)
 GR_HALF_OP_(b_max, GR_BFLOAT16, GR_MAX)
+
+/* gpurun's own kernels behind an MPI_Op for the native types, for the (type, op) pairs where Open
+ * MPI's built-in op answers differently from gpurun's definition (gr_dtype.h): Open MPI 4.1's
+ * op/avx saturates 8-bit SUM (100 + 100 = 127 instead of -56), and its float MIN/MAX drop a NaN
+ * depending on the operand order. */
+static gr_dtype native_dtype(MPI_Datatype t) {
+  if (t == MPI_INT8_T) return GR_INT8;
+  if (t == MPI_UINT8_T) return GR_UINT8;
+  if (t == MPI_INT32_T) return GR_INT32;
+  if (t == MPI_UINT32_T) return GR_UINT32;
+  if (t == MPI_INT64_T) return GR_INT64;
+  if (t == MPI_UINT64_T) return GR_UINT64;
+  if (t == MPI_FLOAT) return GR_FLOAT32;
+  return GR_FLOAT64; /* only the types mpi_type() hands out reach these ops */
+}
+#define GR_OWN_OP_(name, op)                                                      \
+  static void name(void *in, void *inout, int *len, MPI_Datatype *t) {            \
+    gr__reduce_host(native_dtype(*t), op, inout, in, (size_t)*len);               \
+  }
+GR_OWN_OP_(own_sum, GR_SUM)
+GR_OWN_OP_(own_prod, GR_PROD)
+GR_OWN_OP_(own_min, GR_MIN)
+GR_OWN_OP_(own_max, GR_MAX)
+
+/* Whether MPI's built-in op gives gpurun's answer for (t, op): integer SUM/PROD must wrap (8-bit
+ * ones do not under op/avx; PROD goes along, as it shares the 8-bit code paths), float MIN/MAX
+ * must propagate NaN and order -0 below +0. */
+static int builtin_ok(gr_dtype t, gr_op op) {
+  if (t == GR_INT8 || t == GR_UINT8) return op == GR_MIN || op == GR_MAX;
+  if (t == GR_FLOAT32 || t == GR_FLOAT64) return op != GR_MIN && op != GR_MAX;
+  return 1;
+}
 
 static MPI_Datatype mpi_type(gr_dtype t) {
   switch (t) {
@@ -78,6 +124,7 @@ static MPI_Op mpi_op(const mpi_be *b, gr_dtype t, gr_op op) {
   int i = op == GR_AVG ? GR_SUM : (int)op;
   if (t == GR_FLOAT16) return b->half_ops[i];
   if (t == GR_BFLOAT16) return b->bf16_ops[i];
+  if (!builtin_ok(t, (gr_op)i)) return b->own_ops[i];
   switch (i) {
   case GR_PROD: return MPI_PROD;
   case GR_MIN: return MPI_MIN;
@@ -91,15 +138,22 @@ static gr_status mpi_create(gr_comm *c, double deadline) {
   mpi_be *b = calloc(1, sizeof *b);
   if (!b) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
   MPI_User_function *h[4] = {h_sum, h_prod, h_min, h_max}, *bf[4] = {b_sum, b_prod, b_min, b_max};
+  MPI_User_function *own[4] = {own_sum, own_prod, own_min, own_max};
   for (int i = 0; i < 4; i++) {
     MPI_Op_create(h[i], 1, &b->half_ops[i]);
     MPI_Op_create(bf[i], 1, &b->bf16_ops[i]);
+    MPI_Op_create(own[i], 1, &b->own_ops[i]);
   }
   int *ub = NULL, flag = 0;
   MPI_Comm_get_attr(c->mpi, MPI_TAG_UB, &ub, &flag);
-  b->ring_tags = flag && ub && *ub >= RING_TAG_BASE + 16384 * RING_MAX_SEGS;
+  uint64_t tags = flag && ub && *ub >= TAG_BASE ? (uint64_t)*ub - TAG_BASE + 1 : 16384;
+  b->ring_tags = tags / RING_MAX_SEGS >= 1024;
+  b->tags_per_slot = b->ring_tags ? RING_MAX_SEGS : 1;
+  b->tag_slots = tags / (uint64_t)b->tags_per_slot;
+  if (gr__mpi_tag_slots_cap > 0 && gr__mpi_tag_slots_cap < b->tag_slots)
+    b->tag_slots = gr__mpi_tag_slots_cap;
   c->be = b;
-  return GR_OK;
+  return gr__shm_comm_attach(c, &b->shm);
 }
 
 static gr_status mpi_split(gr_comm *parent, gr_comm *child, int color, int key, double deadline) {
@@ -111,10 +165,12 @@ static gr_status mpi_destroy(gr_comm *c, double deadline) {
   (void)deadline;
   mpi_be *b = c->be;
   if (!b) return GR_OK;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 4 && !gr__mpi_gone(); i++) {
     MPI_Op_free(&b->half_ops[i]);
     MPI_Op_free(&b->bf16_ops[i]);
+    MPI_Op_free(&b->own_ops[i]);
   }
+  gr__shm_free(b->shm);
   free(b);
   c->be = NULL;
   return GR_OK;
@@ -347,7 +403,7 @@ static int ring_seg_post(gr__call *k, int j) {
   size_t es = gr__dtype_size(k->dtype), so, sl, ro, rl, in;
   MPI_Datatype dt = mpi_type(k->dtype);
   mpi_be *b = c->be;
-  int tag = b->ring_tags ? RING_TAG_BASE + (k->be_tag - RD_TAG_BASE) * RING_MAX_SEGS + j : k->be_tag;
+  int tag = b->ring_tags ? k->be_tag + j : k->be_tag;
   ring_blocks(k, t, &sb, &rb);
   ring_seg(k, sb, j, &so, &sl, &in);
   ring_seg(k, rb, j, &ro, &rl, &in);
@@ -527,11 +583,59 @@ static gr_status rab_test(gr__call *k, int *done) {
   }
 }
 
-static gr_status rd_start(gr__call *k, const void *s, void *r, int ring) {
+static void live_remove(mpi_be *b, gr__call *k) {
+  if (!(k->be_flags & 8)) return;
+  if (k->be_prev) k->be_prev->be_next = k->be_next;
+  else b->live_head = k->be_next;
+  if (k->be_next) k->be_next->be_prev = k->be_prev;
+  else b->live_tail = k->be_prev;
+  k->be_prev = k->be_next = NULL;
+  k->be_flags &= ~8;
+}
+
+static gr_status rd_test(gr__call *k, int *done);
+
+/* Take the next call number and its tag slot; first complete the call that last had the slot if
+ * it is still in flight (see TAG_BASE). */
+static gr_status take_slot(gr__call *k) {
   gr_comm *c = k->comm;
   mpi_be *b = c->be;
+  uint64_t n = b->rd_calls++;
+  double deadline = gr__deadline(c->timeout_s);
+  while (b->live_head && b->live_head->be_callno + b->tag_slots <= n) {
+    gr__call *old = b->live_head;
+    int done = 0;
+    for (unsigned spin = 0; !done; spin++) {
+      gr_status st = rd_test(old, &done);
+      if (st != GR_OK)
+        return gr__comm_err(c, st, "allreduce #%llu needs the tags of allreduce #%llu, %llu calls "
+                            "earlier and still in flight, which failed: %s",
+                            (unsigned long long)k->seq, (unsigned long long)old->seq,
+                            (unsigned long long)b->tag_slots, c->err);
+      if (!done && (spin & 15) == 15 && gr__past(deadline))
+        return gr__comm_err(c, GR_ERR_TIMEOUT, "allreduce #%llu needs the tags of allreduce #%llu, "
+                            "which is still in flight (%llu own allreduces in flight on one "
+                            "communicator) and did not complete in time",
+                            (unsigned long long)k->seq, (unsigned long long)old->seq,
+                            (unsigned long long)b->tag_slots);
+    }
+    live_remove(b, old); /* finished: its owner's next test completes it */
+  }
+  k->be_callno = n;
+  k->be_tag = TAG_BASE + (int)(n % b->tag_slots) * b->tags_per_slot;
+  k->be_prev = b->live_tail;
+  k->be_next = NULL;
+  if (b->live_tail) b->live_tail->be_next = k;
+  else b->live_head = k;
+  b->live_tail = k;
+  k->be_flags |= 8;
+  return GR_OK;
+}
+
+static gr_status rd_start(gr__call *k, const void *s, void *r, int ring) {
+  gr_comm *c = k->comm;
   size_t bytes = k->count * gr__dtype_size(k->dtype);
-  k->be_tag = RD_TAG_BASE + (int)(b->rd_calls++ % 16384u);
+  GR_CHECK(take_slot(k));
   if (ring && c->size >= 4 && rd_pof2(c->size) == c->size) return rab_start(k, s, r);
   if (ring) return ring_start(k, s, r);
   if (s != r) memcpy(r, s, bytes);
@@ -577,6 +681,11 @@ static gr_status mpi_post(gr__call *k, int *done) {
   const void *s = k->send;
   void *r = k->recv;
   GR_CHECK(stage_in(k, &s, &r));
+  if (gr__shm_takes(b->shm, k->kind)) {
+    gr_status st = gr__shm_call_post(b->shm, k, s, r);
+    if (st != GR_OK) stage_out(k);
+    return st;
+  }
   MPI_Datatype dt = mpi_type(k->dtype);
   MPI_Op op = mpi_op(b, k->dtype, k->op);
   int n = (int)k->count, blk = k->blocking_ok, rc = MPI_SUCCESS;
@@ -589,6 +698,7 @@ static gr_status mpi_post(gr__call *k, int *done) {
         (k->count * es <= RD_MAX_BYTES || k->count >= (size_t)c->size)) {
       gr_status st = rd_start(k, s, r, k->count * es > RD_MAX_BYTES);
       if (st != GR_OK) {
+        live_remove(b, k);
         stage_out(k);
         return st;
       }
@@ -659,17 +769,42 @@ static gr_status mpi_post(gr__call *k, int *done) {
   return GR_OK;
 }
 
+/* Progress the oldest own allreduces in flight besides k: a program that waits for its newest
+ * request first would otherwise leave the older ones' messages to pile up, and Open MPI matches
+ * every arrival against the whole list of posted receives (16500 requests waited newest first at
+ * 3 ranks took 28 s without this, 2 s with it). A call found finished leaves the list; its owner's
+ * next test completes it. Errors are left for the owner's own test to report. */
+static void progress_oldest(mpi_be *b, gr__call *k) {
+  gr__call *o = b->live_head;
+  for (int i = 0; o && i < 16; i++) {
+    gr__call *next = o->be_next;
+    int done = 0;
+    if (o != k && rd_test(o, &done) == GR_OK && done) live_remove(b, o);
+    o = next;
+  }
+}
+
 static gr_status mpi_test(gr__call *k, int *done) {
+  if (k->be_flags & GR__SHM_CALL) {
+    GR_CHECK(gr__shm_call_test(((mpi_be *)k->comm->be)->shm, k, done));
+    return *done ? complete(k) : GR_OK;
+  }
   if (k->be_flags & 4) {
-    GR_CHECK(rd_test(k, done));
+    if (k->fe_request) progress_oldest(k->comm->be, k); /* a group tests all its calls anyway */
+    gr_status st = rd_test(k, done);
+    if (st != GR_OK) { /* the caller frees k after a failure: it must leave the list */
+      live_remove(k->comm->be, k);
+      return st;
+    }
     if (!*done) return GR_OK;
+    live_remove(k->comm->be, k);
     free(k->be_in);
     k->be_in = NULL;
     k->be_flags &= ~4;
     return complete(k);
   }
   int flag = 0;
-  int rc = MPI_Test(&k->be_req, &flag, MPI_STATUS_IGNORE);
+  int rc = gr__mpi_test(&k->be_req, &flag);
   if (rc != MPI_SUCCESS) return mpi_rc(k, rc, "MPI_Test");
   if (!flag) return GR_OK;
   *done = 1;
@@ -677,6 +812,12 @@ static gr_status mpi_test(gr__call *k, int *done) {
 }
 
 static void mpi_forget(gr__call *k) {
+  if (k->be_flags & GR__SHM_CALL) { /* nothing writes into the buffers once this rank stops */
+    gr__shm_call_forget(((mpi_be *)k->comm->be)->shm, k);
+    if (k->be_flags & 1) free(k->be_tmp), k->be_tmp = NULL;
+    stage_out(k);
+    return;
+  }
   if (k->be_flags & 4) {
     /* Our own allreduce is point to point, hence cancellable: once cancelled, the waits return
      * locally and nothing writes into the buffers any more. */
@@ -689,6 +830,7 @@ static void mpi_forget(gr__call *k) {
         MPI_Request_free(&k->be_reqs[i]);
       }
     }
+    live_remove(k->comm->be, k);
     free(k->be_in); /* only ever received into, and those receives are cancelled */
     k->be_in = NULL;
     k->be_flags &= ~4;

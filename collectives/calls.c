@@ -106,16 +106,54 @@ static gr_status validate(const char *fn, gr__call *k) {
 
 /* ---- check mode --------------------------------------------------------------------------- */
 
+/* kind GR__NKINDS: the summary of one rank's group on one communicator (count = number of
+ * collectives, hash over their fingerprints in order, bad = any of its calls refused). */
+#define KIND_GROUP GR__NKINDS
 typedef struct {
-  uint64_t seq, count;
-  int32_t kind, dtype, op, root, bad, pad;
+  uint64_t seq, count, hash;
+  int32_t kind, dtype, op, root, inplace, bad;
 } fingerprint;
+
+/* Whether the call uses the in-place form; -1 where the form is a root's own affair. MPI requires
+ * MPI_IN_PLACE on every rank or none (allreduce, allgather, reduce_scatter), so it is compared. */
+static int32_t inplace_form(const gr__call *k) {
+  const gr_comm *c = k->comm;
+  size_t n = k->count * gr__dtype_size(k->dtype);
+  switch (k->kind) {
+  case GR__ALLREDUCE:
+  case GR__ALLTOALL: return k->count > 0 && k->send == k->recv;
+  case GR__ALLGATHER:
+    return k->count > 0 && k->recv && k->send == (const char *)k->recv + (size_t)c->rank * n;
+  case GR__REDUCE_SCATTER:
+    return k->count > 0 && k->send && k->recv == (const char *)k->send + (size_t)c->rank * n;
+  default: return -1;
+  }
+}
+
+static fingerprint fingerprint_of(const gr__call *k, gr_status bad) {
+  int reduces = k->kind == GR__ALLREDUCE || k->kind == GR__REDUCE || k->kind == GR__REDUCE_SCATTER;
+  int rooted = k->kind == GR__BROADCAST || k->kind == GR__REDUCE;
+  fingerprint f = {0, k->count, 0, (int32_t)k->kind, k->kind == GR__BARRIER ? -1 : (int32_t)k->dtype,
+                   reduces ? (int32_t)k->op : -1, rooted ? k->root : -1,
+                   bad == GR_OK ? inplace_form(k) : -1, bad != GR_OK};
+  return f;
+}
+
+static uint64_t fnv(uint64_t h, uint64_t x) {
+  for (int i = 0; i < 8; i++) h = (h ^ ((x >> (8 * i)) & 0xff)) * 1099511628211ull;
+  return h;
+}
 
 /* "allreduce(count=10)"; dtype, op and root are named only where they differ from ref's call of
  * the same kind (a different kind says enough). */
 static void describe(char *s, size_t len, const fingerprint *f, const fingerprint *ref) {
-  int n = snprintf(s, len, "%s(count=%llu", gr__kind_name((gr__kind)f->kind),
-                   (unsigned long long)f->count);
+  if (f->kind == KIND_GROUP) {
+    snprintf(s, len, "a group of %llu collective(s) (fingerprint %016llx)",
+             (unsigned long long)f->count, (unsigned long long)f->hash);
+    return;
+  }
+  int n = snprintf(s, len, "%s(count=%llu", f->kind >= 0 && f->kind < GR__NKINDS ?
+                   gr__kind_name((gr__kind)f->kind) : "?", (unsigned long long)f->count);
   int same_kind = f->kind == ref->kind;
   if (same_kind && f->dtype != ref->dtype && f->dtype >= 0 && n >= 0 && (size_t)n < len)
     n += snprintf(s + n, len - (size_t)n, ", dtype=%s", gr__dtype_name((gr_dtype)f->dtype));
@@ -123,49 +161,48 @@ static void describe(char *s, size_t len, const fingerprint *f, const fingerprin
     n += snprintf(s + n, len - (size_t)n, ", op=%s", gr__op_name((gr_op)f->op));
   if (same_kind && f->root != ref->root && f->root >= 0 && n >= 0 && (size_t)n < len)
     n += snprintf(s + n, len - (size_t)n, ", root=%d", f->root);
+  if (same_kind && f->inplace != ref->inplace && f->inplace >= 0 && n >= 0 && (size_t)n < len)
+    n += snprintf(s + n, len - (size_t)n, ", %s", f->inplace ? "in place" : "out of place");
   if (n >= 0 && (size_t)n < len) snprintf(s + n, len - (size_t)n, ")");
 }
 
 static int same(const fingerprint *a, const fingerprint *b) {
   return a->seq == b->seq && a->count == b->count && a->kind == b->kind && a->dtype == b->dtype &&
-         a->op == b->op && a->root == b->root;
+         a->op == b->op && a->root == b->root && a->inplace == b->inplace && a->hash == b->hash;
 }
 
 static gr_status timed_out(const char *fn, gr__call *k, const char *what);
 
-/* Every rank contributes (call number, op, dtype, count, root, local verdict); all ranks see all
- * and reach the same conclusion, so either everyone proceeds or everyone returns. bad != GR_OK
- * means this rank's own checks failed (its sentence is already recorded). */
-static gr_status exchange_fingerprint(const char *fn, gr__call *k, gr_status bad) {
-  gr_comm *c = k->comm;
-  int reduces = k->kind == GR__ALLREDUCE || k->kind == GR__REDUCE || k->kind == GR__REDUCE_SCATTER;
-  int rooted = k->kind == GR__BROADCAST || k->kind == GR__REDUCE;
-  fingerprint mine = {++c->coll_seq, k->count, (int32_t)k->kind,
-                      k->kind == GR__BARRIER ? -1 : (int32_t)k->dtype, reduces ? (int32_t)k->op : -1,
-                      rooted ? k->root : -1, bad != GR_OK, 0};
-  fingerprint stack[16];
-  fingerprint *all = c->size <= 16 ? stack : malloc(sizeof *all * (size_t)c->size);
-  if (!all) return bad != GR_OK ? bad : gr__fail(GR_ERR_NOMEM, fn, "out of memory (check mode)");
+/* One exchange in flight: this rank's fingerprint and everybody's. */
+typedef struct {
+  fingerprint mine, stack[16], *all;
   MPI_Request req;
-  int rc = MPI_Iallgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
-                          c->check_mpi, &req);
-  gr_status st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s)) : GR_ERR_MPI;
-  if (st == GR_ERR_TIMEOUT) {
-    if (all != stack) { /* MPI may still write it: keep it */ }
-    k->seq = c->seq + 1;
-    return timed_out(fn, k, "the check-mode fingerprint exchange before");
-  }
-  if (st != GR_OK) {
-    if (all != stack) free(all);
-    return bad != GR_OK ? bad : gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
-  }
+  int rc;
+} exchange;
+
+static gr_status exchange_post(const char *fn, gr_comm *c, exchange *x, fingerprint f) {
+  f.seq = ++c->coll_seq;
+  x->mine = f;
+  x->all = c->size <= 16 ? x->stack : malloc(sizeof *x->all * (size_t)c->size);
+  x->req = MPI_REQUEST_NULL;
+  if (!x->all) return gr__fail(GR_ERR_NOMEM, fn, "out of memory (check mode)");
+  x->rc = MPI_Iallgather(&x->mine, (int)sizeof x->mine, MPI_BYTE, x->all, (int)sizeof x->mine,
+                         MPI_BYTE, c->check_mpi, &x->req);
+  return GR_OK;
+}
+
+/* Everyone's fingerprints are in: all ranks reach the same verdict. bad != GR_OK means this rank's
+ * own checks failed (its sentence is already recorded). */
+static gr_status exchange_verdict(const char *fn, gr_comm *c, exchange *x, gr_status bad) {
+  fingerprint *all = x->all;
   gr_status out = bad;
   if (out == GR_OK) {
     for (int r = 0; r < c->size; r++)
       if (all[r].bad) {
         out = gr__fail(GR_ERR_INVALID, fn, "rank %d of communicator %s rejected its own arguments "
                        "to %s call #%llu; no rank sent anything", r, c->id,
-                       gr__kind_name((gr__kind)all[r].kind), (unsigned long long)all[r].seq);
+                       all[r].kind == KIND_GROUP ? "a grouped" : gr__kind_name((gr__kind)all[r].kind),
+                       (unsigned long long)all[r].seq);
         break;
       }
   }
@@ -185,8 +222,29 @@ static gr_status exchange_fingerprint(const char *fn, gr__call *k, gr_status bad
         break;
       }
   }
-  if (all != stack) free(all);
+  if (all != x->stack) free(all);
+  x->all = NULL;
   return out;
+}
+
+/* Every rank contributes (call number, op, dtype, count, root, in-place form, local verdict); all
+ * ranks see all and reach the same conclusion, so either everyone proceeds or everyone returns. */
+static gr_status exchange_fingerprint(const char *fn, gr__call *k, gr_status bad) {
+  gr_comm *c = k->comm;
+  exchange x;
+  gr_status st = exchange_post(fn, c, &x, fingerprint_of(k, bad));
+  if (st != GR_OK) return bad != GR_OK ? bad : st;
+  st = x.rc == MPI_SUCCESS ? gr__mpi_wait(c, &x.req, gr__deadline(c->timeout_s)) : GR_ERR_MPI;
+  if (st == GR_ERR_TIMEOUT) { /* MPI may still write x.all: it is left allocated */
+    k->seq = c->seq + 1;
+    c->err[0] = '\0'; /* no backend detail belongs in this sentence */
+    return timed_out(fn, k, "the check-mode fingerprint exchange before");
+  }
+  if (st != GR_OK) {
+    if (x.all != x.stack) free(x.all);
+    return bad != GR_OK ? bad : gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
+  }
+  return exchange_verdict(fn, c, &x, bad);
 }
 
 /* ---- execution ---------------------------------------------------------------------------- */
@@ -229,17 +287,17 @@ static gr_status timed_out(const char *fn, gr__call *k, const char *what) {
   if (gr__flight_dump("timeout", path, sizeof path) != 0) snprintf(path, sizeof path, "not written");
   gr__comm_abort_internal(c);
   return gr__fail(GR_ERR_TIMEOUT, fn, "%s%s%s #%llu (count=%zu, dtype=%s) on communicator %s "
-                  "(rank %d of %d, %s backend) did not complete within %g s; the communicator is "
+                  "(rank %d of %d, %s backend) did not complete within %g s%s%s%s; the communicator is "
                   "now aborted (flight recorder: %s)", what, what[0] ? " " : "",
                   gr__kind_name(k->kind), (unsigned long long)k->seq, k->count,
                   k->kind == GR__BARRIER ? "none" : gr__dtype_name(k->dtype), c->id, c->rank,
-                  c->size, c->ops->name, c->timeout_s, path);
+                  c->size, c->ops->name, c->timeout_s, c->err[0] ? " (" : "", c->err, c->err[0] ? ")" : "", path);
 }
 
-static gr_status run_one(const char *fn, gr__call *k) {
+static gr_status run_one(const char *fn, gr__call *k, int checked) {
   gr_comm *c = k->comm;
   gr__flight_poll();
-  if (c->check && is_collective(k->kind)) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
+  if (c->check && !checked && is_collective(k->kind)) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
   begin(k);
   double t0 = gr__mono_now(), deadline = c->timeout_s > 0 ? t0 + c->timeout_s : 0.0;
   k->blocking_ok = c->timeout_s <= 0;
@@ -271,7 +329,10 @@ static gr_status submit(const char *fn, gr__call *k) {
   GR_CHECK(gr__check_alive(fn, k->comm));
   gr_status bad = validate(fn, k);
   if (grp.depth > 0) {
-    if (bad != GR_OK) return bad;
+    /* Check mode keeps a refused call in the queue, marked, so that gr_group_end fails on every
+     * rank instead of the others waiting for the call this rank dropped. */
+    if (bad != GR_OK && !k->comm->check) return bad;
+    k->fe_bad = bad;
     if (grp.n == grp.cap) {
       size_t cap = grp.cap ? 2 * grp.cap : 16;
       gr__call *q = realloc(grp.q, cap * sizeof *q);
@@ -280,14 +341,15 @@ static gr_status submit(const char *fn, gr__call *k) {
       grp.cap = cap;
     }
     grp.q[grp.n++] = *k;
-    return GR_OK;
+    __atomic_add_fetch(&k->comm->pending, 1, __ATOMIC_ACQ_REL);
+    return bad;
   }
   if (bad != GR_OK) {
     /* Check mode: tell the others, so that nobody waits for a call this rank will not make. */
     if (k->comm->check && is_collective(k->kind)) return exchange_fingerprint(fn, k, bad);
     return bad;
   }
-  return run_one(fn, k);
+  return run_one(fn, k, 0);
 }
 
 #define CALL_INIT(kind_, comm_) \
@@ -363,29 +425,59 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, 
                                     gr_stream stream) {
   static const char fn[] = "gr_allreduce_multi";
   GR_CHECK(gr__check_alive(fn, comm));
-  if (nbufs > 0 && (!send || !recv || !counts))
-    return gr__fail(GR_ERR_INVALID, fn, "send, recv or counts is NULL with nbufs %zu", nbufs);
+  gr_status bad = GR_OK;
   size_t total = 0;
-  for (size_t i = 0; i < nbufs; i++) {
+  uint64_t hash = 1469598103934665603ull; /* the per-buffer counts and in-place forms */
+  if (nbufs > 0 && (!send || !recv || !counts))
+    bad = gr__fail(GR_ERR_INVALID, fn, "send, recv or counts is NULL with nbufs %zu", nbufs);
+  for (size_t i = 0; i < nbufs && bad == GR_OK; i++) {
     gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
     k.send = send[i], k.recv = recv[i], k.count = counts[i], k.dtype = dtype, k.op = op;
-    GR_CHECK(validate(fn, &k));
-    if (counts[i] > SIZE_MAX - total)
-      return gr__fail(GR_ERR_INVALID, fn, "the counts overflow size_t at buffer %zu", i);
+    bad = validate(fn, &k);
+    if (bad == GR_OK && counts[i] > SIZE_MAX - total)
+      bad = gr__fail(GR_ERR_INVALID, fn, "the counts overflow size_t at buffer %zu", i);
     total += counts[i];
+    hash = fnv(fnv(hash, counts[i]), (uint64_t)inplace_form(&k));
   }
+  if (bad == GR_OK && total > (size_t)PTRDIFF_MAX / gr__dtype_size(dtype)) /* the packed total too */
+    bad = gr__fail(GR_ERR_INVALID, fn, "the counts add up to %zu elements of %s, which overflows "
+                   "the address space", total, gr__dtype_name(dtype));
   gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
   k.count = total, k.dtype = dtype, k.op = op, k.stream = stream;
-  if (nbufs == 0) return GR_OK; /* validated: counts zero, nothing to agree on either */
-  if (total > (size_t)PTRDIFF_MAX / gr__dtype_size(dtype)) /* the packed total must fit too */
-    return gr__fail(GR_ERR_INVALID, fn, "the counts add up to %zu elements of %s, which overflows "
-                    "the address space", total, gr__dtype_name(dtype));
-  if (grp.depth > 0 || comm->ops->kind != GR_BACKEND_MPI || comm->gpu_buffers) {
-    GR_CHECK(gr_group_start());
-    gr_status st = GR_OK;
+  int packed = grp.depth == 0 && comm->ops->kind == GR_BACKEND_MPI && !comm->gpu_buffers;
+  if (comm->check && grp.depth == 0) {
+    /* One fingerprint for the whole call (buffer counts and forms hashed), also when a rank
+     * refused it or has no buffers: every rank returns the same. */
+    fingerprint f = fingerprint_of(&k, bad);
+    f.hash = bad == GR_OK ? fnv(hash, nbufs) : 0;
+    f.inplace = -1;
+    exchange x;
+    gr_status st = exchange_post(fn, comm, &x, f);
+    if (st != GR_OK) return bad != GR_OK ? bad : st;
+    st = x.rc == MPI_SUCCESS ? gr__mpi_wait(comm, &x.req, gr__deadline(comm->timeout_s)) : GR_ERR_MPI;
+    if (st == GR_ERR_TIMEOUT) {
+      k.seq = comm->seq + 1;
+      comm->err[0] = '\0';
+      return timed_out(fn, &k, "the check-mode fingerprint exchange before");
+    }
+    if (st != GR_OK) {
+      if (x.all != x.stack) free(x.all);
+      return bad != GR_OK ? bad : gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
+    }
+    GR_CHECK(exchange_verdict(fn, comm, &x, bad));
+  }
+  if (bad != GR_OK) return bad;
+  if (nbufs == 0) return GR_OK;
+  if (!packed) {
+    /* Checked above as one call; inside a user's group each buffer is a grouped call (and
+     * checked with the group). */
+    int was = comm->check;
+    if (grp.depth == 0) comm->check = 0;
+    gr_status st = gr_group_start();
     for (size_t i = 0; i < nbufs && st == GR_OK; i++)
       st = gr_allreduce(send[i], recv[i], counts[i], dtype, op, comm, stream);
     gr_status st2 = gr_group_end();
+    comm->check = was;
     return st != GR_OK ? st : st2;
   }
   size_t es = gr__dtype_size(dtype);
@@ -397,7 +489,7 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, 
     off += counts[i] * es;
   }
   k.send = k.recv = pack;
-  gr_status st = run_one(fn, &k);
+  gr_status st = run_one(fn, &k, 1);
   if (st == GR_OK) {
     off = 0;
     for (size_t i = 0; i < nbufs; i++) {
@@ -435,6 +527,7 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
   q->k = *k;
   q->fn = fn;
   k = &q->k;
+  k->fe_request = 1;
   begin(k);
   q->t0 = gr__mono_now();
   q->deadline = c->timeout_s > 0 ? q->t0 + c->timeout_s : 0.0;
@@ -450,6 +543,7 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
     return st;
   }
   if (done) k->be_flags |= 1 << 30; /* finished inside post */
+  __atomic_add_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
   *out = q;
   return GR_OK;
 }
@@ -490,6 +584,7 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
     end(k, GR__FL_DONE, q->t0);
   }
   *done = 1;
+  __atomic_sub_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
   free(q);
   *req = NULL;
   return st;
@@ -532,16 +627,91 @@ GR_API gr_status gr_group_start(void) {
   return GR_OK;
 }
 
+/* Check mode for a group: one fingerprint per communicator that has collectives in it (their
+ * number and a hash of their fingerprints in order, and whether this rank refused any of its
+ * calls on that communicator), exchanged for all communicators at once, so that the order in
+ * which ranks list communicators in their groups cannot deadlock the check. Point-to-point calls
+ * on a communicator without collectives in the group are not exchanged (not every rank of the
+ * communicator takes part); a rank that refused one of those drops it, as without check mode. */
+static gr_status check_group(const char *fn, gr__call *q, size_t n) {
+  gr_comm *comms[64];
+  size_t nc = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (q[i].comm->aborted) return gr__check_alive(fn, q[i].comm);
+    if (!q[i].comm->check || !is_collective(q[i].kind)) continue;
+    size_t j = 0;
+    while (j < nc && comms[j] != q[i].comm) j++;
+    if (j == nc) {
+      if (nc == sizeof comms / sizeof comms[0])
+        return gr__fail(GR_ERR_UNSUPPORTED, fn, "check mode handles groups over at most %zu "
+                        "communicators", nc);
+      comms[nc++] = q[i].comm;
+    }
+  }
+  if (nc == 0) return GR_OK;
+  exchange x[64];
+  gr_status first = GR_OK, mine[64];
+  double deadline = 0, t0 = gr__mono_now();
+  size_t posted = 0;
+  for (size_t j = 0; j < nc; j++) {
+    gr_comm *c = comms[j];
+    fingerprint f = {0, 0, 1469598103934665603ull, KIND_GROUP, -1, -1, -1, -1, 0};
+    mine[j] = GR_OK;
+    for (size_t i = 0; i < n; i++) {
+      if (q[i].comm != c) continue;
+      if (q[i].fe_bad != GR_OK && mine[j] == GR_OK) mine[j] = q[i].fe_bad;
+      if (!is_collective(q[i].kind)) continue;
+      fingerprint g = fingerprint_of(&q[i], GR_OK);
+      f.count++;
+      uint64_t h = f.hash;
+      h = fnv(fnv(fnv(h, (uint64_t)g.kind), g.count), (uint64_t)(uint32_t)g.dtype);
+      f.hash = fnv(fnv(fnv(h, (uint64_t)(uint32_t)g.op), (uint64_t)(uint32_t)g.root),
+                   (uint64_t)(uint32_t)g.inplace);
+    }
+    f.bad = mine[j] != GR_OK;
+    if (mine[j] != GR_OK) f.hash = 0;
+    if (c->timeout_s > 0 && (deadline == 0 || t0 + c->timeout_s < deadline)) deadline = t0 + c->timeout_s;
+    first = exchange_post(fn, c, &x[j], f);
+    if (first != GR_OK) break;
+    posted++;
+  }
+  for (size_t j = 0; j < posted; j++) {
+    gr_comm *c = comms[j];
+    gr_status st = x[j].rc == MPI_SUCCESS ? gr__mpi_wait(c, &x[j].req, deadline) : GR_ERR_MPI;
+    if (st == GR_ERR_TIMEOUT) {
+      for (size_t i = 0; i < n; i++)
+        if (q[i].comm == c) {
+          q[i].seq = c->seq + 1;
+          c->err[0] = '\0';
+          st = timed_out(fn, &q[i], "the check-mode fingerprint exchange before grouped");
+          break;
+        }
+      if (first == GR_OK) first = st;
+      continue; /* x[j].all stays allocated: MPI may still write it */
+    }
+    if (st != GR_OK) {
+      if (x[j].all != x[j].stack) free(x[j].all);
+      if (first == GR_OK) first = gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
+      continue;
+    }
+    st = exchange_verdict(fn, c, &x[j], mine[j]);
+    if (first == GR_OK) first = st;
+  }
+  return first;
+}
+
 static gr_status run_group(const char *fn) {
   size_t n = grp.n;
   gr__call *q = grp.q;
-  gr_status first = GR_OK;
-  /* Check mode first, for every collective, before anything is posted. */
-  for (size_t i = 0; i < n && first == GR_OK; i++) {
-    if (q[i].comm->aborted) first = gr__check_alive(fn, q[i].comm);
-    else if (q[i].comm->check && is_collective(q[i].kind)) first = exchange_fingerprint(fn, &q[i], GR_OK);
-  }
+  /* Check mode first, for every communicator, before anything is posted. */
+  gr_status first = check_group(fn, q, n);
   if (first != GR_OK) return first;
+  /* Calls this rank refused on communicators without collectives in the group: dropped. */
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++)
+    if (q[i].fe_bad == GR_OK) q[kept++] = q[i];
+  n = kept;
+  if (n == 0) return GR_OK;
   double t0 = gr__mono_now(), deadline = 0, share = 1.0 / (double)n;
   for (size_t i = 0; i < n; i++) {
     double t = q[i].comm->timeout_s;
@@ -622,6 +792,8 @@ GR_API gr_status gr_group_end(void) {
   static const char fn[] = "gr_group_end";
   if (grp.depth == 0) return gr__fail(GR_ERR_STATE, fn, "no gr_group_start on this thread");
   if (--grp.depth > 0) return GR_OK;
+  /* The queue is handed over: from here the calls are run (or failed) before this returns. */
+  for (size_t i = 0; i < grp.n; i++) __atomic_sub_fetch(&grp.q[i].comm->pending, 1, __ATOMIC_ACQ_REL);
   gr_status st = grp.n ? run_group(fn) : GR_OK;
   free(grp.q);
   grp.q = NULL;

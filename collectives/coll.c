@@ -9,11 +9,13 @@
 #include "gr_config.h"
 #include "gr_device.h"
 #include "gr_dtype.h"
+#include "gr_env_bool.h"
 #include "gr_error.h"
 #include "gr_flight.h"
 #include "gr_log.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,10 +76,36 @@ static gr_status mpi_err(gr_comm *c, int rc, const char *what) {
   return gr__comm_err(c, GR_ERR_MPI, "%s failed: %s", what, s);
 }
 
+int gr__mpi_test(MPI_Request *req, int *flag) {
+  /* Open MPI 4.1 reports a failed non-blocking collective (libnbc: a count mismatch between ranks,
+   * say) to MPI_COMM_WORLD's error handler from MPI_Test, not to the communicator of the request,
+   * so MPI_ERRORS_RETURN on our communicators does not stop it from killing the job; and
+   * MPI_Request_get_status does not say whether the request failed. So: wait for completion with
+   * MPI_Request_get_status (no handler involved), then complete the request with MPI_Test while
+   * MPI_COMM_WORLD's handler returns errors, once per request, and put the handler back. */
+  int rc = MPI_Request_get_status(*req, flag, MPI_STATUS_IGNORE);
+  if (rc != MPI_SUCCESS || !*flag || *req == MPI_REQUEST_NULL) return rc;
+  static pthread_mutex_t swap = PTHREAD_MUTEX_INITIALIZER; /* threads on other communicators */
+  MPI_Errhandler was = MPI_ERRHANDLER_NULL;
+  pthread_mutex_lock(&swap);
+  int swapped = MPI_Comm_get_errhandler(MPI_COMM_WORLD, &was) == MPI_SUCCESS &&
+                MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) == MPI_SUCCESS;
+  rc = MPI_Test(req, flag, MPI_STATUS_IGNORE);
+  if (swapped) MPI_Comm_set_errhandler(MPI_COMM_WORLD, was);
+  pthread_mutex_unlock(&swap);
+  if (was != MPI_ERRHANDLER_NULL) MPI_Errhandler_free(&was);
+  if (rc != MPI_SUCCESS && *req != MPI_REQUEST_NULL) {
+    MPI_Request_free(req);
+    *req = MPI_REQUEST_NULL;
+  }
+  *flag = 1;
+  return rc;
+}
+
 gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline) {
   for (unsigned spin = 0;; spin++) {
     int flag = 0;
-    int rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+    int rc = gr__mpi_test(req, &flag);
     if (rc != MPI_SUCCESS) return mpi_err(c, rc, "MPI_Test");
     if (flag) return GR_OK;
     if ((spin & 15) == 0) {
@@ -102,8 +130,13 @@ GR_API void gr_comm_config_init(gr_comm_config *cfg) {
     else
       GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_TIMEOUT=%s is not a number of seconds >= 0; no timeout", t);
   }
-  const char *k = getenv("GPURUN_CHECK");
-  cfg->check = k && *k && strcmp(k, "0") != 0;
+  cfg->check = gr__env_bool("GPURUN_CHECK", 0);
+}
+
+int gr__mpi_gone(void) {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  return fin;
 }
 
 /* ---- life cycle --------------------------------------------------------------------------- */
@@ -123,18 +156,96 @@ static gr_status comm_alloc(const gr_comm_config *cfg, gr_comm **out) {
 
 static void comm_free(gr_comm *c) {
   if (c->flight) gr__flight_release(c->flight);
-  if (c->check_mpi != MPI_COMM_NULL) MPI_Comm_free(&c->check_mpi);
-  if (c->mpi != MPI_COMM_NULL) MPI_Comm_free(&c->mpi);
+  int gone = gr__mpi_gone(); /* after MPI_Finalize only memory can be released */
+  if (c->check_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->check_mpi);
+  if (c->mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->mpi);
   c->magic = 0;
   free(c);
 }
 
-/* c->mpi is set and owned: fill the rest, then let the backend set up. */
-static gr_status comm_finish(gr_comm *c, const char *fn) {
+/* c->mpi is set and owned: errors return (every communicator the library creates does: no MPI
+ * error of ours reaches a fatal handler), rank and size. */
+static void comm_basics(gr_comm *c) {
   MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
   MPI_Comm_rank(c->mpi, &c->rank);
   MPI_Comm_size(c->mpi, &c->size);
   MPI_Comm_rank(MPI_COMM_WORLD, &c->world_rank);
+}
+
+/* ---- agreement at creation ---------------------------------------------------------------- */
+
+/* What decides an algorithm, a tag or a path must be the same on every rank: whether a timeout is
+ * set (blocking MPI routines or gpurun's own algorithms), check mode (an extra exchange before
+ * every call) and the backend. Each rank contributes its view and its local verdict on its own
+ * arguments; one MPI_Allreduce (MAX over x and -x, giving max and min) tells every rank the same
+ * thing, so all succeed or all fail. */
+enum { AG_BAD, AG_BAD_RANK, AG_TIMEOUT_ON, AG_TIMEOUT_OFF, AG_CHECK_ON, AG_CHECK_OFF, AG_GPU_NONE,
+       AG_NCCL_RANK, AG_MPI_RANK, AG_N };
+
+typedef struct {
+  gr_status bad;     /* this rank's own verdict on its arguments (its sentence is recorded) */
+  gr_backend want;   /* what this rank asked for: AUTO, NCCL or MPI */
+  const gr__coll_ops *fixed; /* a given backend table (the NCCL test double), else NULL */
+  int has_gpu;
+} create_view;
+
+static gr_status agree(gr_comm *c, const char *fn, const create_view *v, gr_backend *chosen) {
+  int me = c->rank;
+  int x[AG_N] = {0};
+  x[AG_BAD] = (int)v->bad;
+  x[AG_BAD_RANK] = v->bad != GR_OK ? me : -1;
+  x[AG_TIMEOUT_ON] = c->timeout_s > 0 ? me : -1;
+  x[AG_TIMEOUT_OFF] = c->timeout_s > 0 ? -1 : me;
+  x[AG_CHECK_ON] = c->check ? me : -1;
+  x[AG_CHECK_OFF] = c->check ? -1 : me;
+  x[AG_GPU_NONE] = v->has_gpu ? -1 : me;
+  MPI_Request req;
+  int all[AG_N];
+  int rc = MPI_Iallreduce(x, all, AG_N, MPI_INT, MPI_MAX, c->mpi, &req);
+  gr_status st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s))
+                                   : mpi_err(c, rc, "MPI_Iallreduce");
+  if (st != GR_OK) return v->bad != GR_OK ? v->bad : gr__fail(st, fn, "agreeing on the "
+                                                               "configuration: %s", c->err);
+  if (v->bad != GR_OK) return v->bad; /* this rank's own sentence stands */
+  if (all[AG_BAD] != GR_OK)
+    return gr__fail((gr_status)all[AG_BAD], fn, "rank %d refused its own arguments (see its "
+                    "error); no rank created the communicator", all[AG_BAD_RANK]);
+  if (all[AG_TIMEOUT_ON] >= 0 && all[AG_TIMEOUT_OFF] >= 0)
+    return gr__fail(GR_ERR_MISMATCH, fn, "the timeout (cfg->timeout_s, GPURUN_TIMEOUT) is set on "
+                    "rank %d but not on rank %d; it decides the algorithms, so every rank of the "
+                    "communicator must set one or none", all[AG_TIMEOUT_ON], all[AG_TIMEOUT_OFF]);
+  if (all[AG_CHECK_ON] >= 0 && all[AG_CHECK_OFF] >= 0)
+    return gr__fail(GR_ERR_MISMATCH, fn, "check mode (cfg->check, GPURUN_CHECK) is on on rank %d "
+                    "but off on rank %d; every rank of the communicator must use the same",
+                    all[AG_CHECK_ON], all[AG_CHECK_OFF]);
+  /* The backend each rank would use, now that every rank knows whether all have a GPU. */
+  gr_backend b = v->want;
+  if (v->fixed) b = v->fixed->kind;
+  else if (b == GR_BACKEND_AUTO) b = GPURUN_HAVE_NCCL && all[AG_GPU_NONE] < 0 ? GR_BACKEND_NCCL
+                                                                              : GR_BACKEND_MPI;
+  int y[2] = {b == GR_BACKEND_NCCL ? me : -1, b == GR_BACKEND_NCCL ? -1 : me}, ball[2];
+  rc = MPI_Iallreduce(y, ball, 2, MPI_INT, MPI_MAX, c->mpi, &req);
+  st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s))
+                         : mpi_err(c, rc, "MPI_Iallreduce");
+  if (st != GR_OK) return gr__fail(st, fn, "agreeing on the backend: %s", c->err);
+  if (ball[0] >= 0 && ball[1] >= 0)
+    return gr__fail(GR_ERR_MISMATCH, fn, "rank %d would use the NCCL backend and rank %d the MPI "
+                    "backend (cfg->backend differs, or a rank has no GPU); every rank of the "
+                    "communicator must use the same", ball[0], ball[1]);
+  if (v->want == GR_BACKEND_AUTO && !v->fixed) {
+    if (b == GR_BACKEND_MPI)
+      GR_LOG_ONCE(GR_LOG_INFO, "collectives: MPI backend (%s)", GPURUN_HAVE_NCCL ?
+                  (v->has_gpu ? "another rank has no usable GPU" : "no usable GPU") :
+                  "built without NCCL");
+    else
+      GR_LOG_ONCE(GR_LOG_INFO, "collectives: NCCL backend (every rank has a GPU)");
+  }
+  *chosen = b;
+  return GR_OK;
+}
+
+/* After the agreement: the check-mode duplicate, the flight recorder. */
+static gr_status comm_finish(gr_comm *c, const char *fn) {
   if (c->check) {
     int rc = MPI_Comm_dup(c->mpi, &c->check_mpi);
     if (rc != MPI_SUCCESS) return gr__fail(mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
@@ -144,12 +255,19 @@ static gr_status comm_finish(gr_comm *c, const char *fn) {
   return GR_OK;
 }
 
-gr_status gr__comm_create_ops(MPI_Comm mpi, const gr_comm_config *cfg, const gr__coll_ops *ops,
-                              gr_comm **out) {
+#if GPURUN_HAVE_NCCL
+#define NCCL_OPS_ (&gr__coll_ops_nccl)
+#else
+#define NCCL_OPS_ NULL
+#endif
+
+static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v, gr_comm **out) {
   static const char fn[] = "gr_comm_create";
   gr_comm *c;
-  if (comm_alloc(cfg, &c) != GR_OK) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
-  c->ops = ops;
+  gr_comm_config safe = {GR_BACKEND_AUTO, 0, 0};
+  if (comm_alloc(v->bad == GR_OK ? cfg : &safe, &c) != GR_OK)
+    return gr__fail(GR_ERR_NOMEM, fn, "out of memory"); /* cannot join: the peers' timeout ends it */
+  if (v->bad != GR_OK) c->check = cfg->check != 0, c->timeout_s = 0;
   int cmp = MPI_UNEQUAL;
   MPI_Comm_compare(mpi, MPI_COMM_WORLD, &cmp);
   if (cmp == MPI_IDENT || cmp == MPI_CONGRUENT)
@@ -164,7 +282,15 @@ gr_status gr__comm_create_ops(MPI_Comm mpi, const gr_comm_config *cfg, const gr_
     comm_free(c);
     return st;
   }
-  gr_status st = comm_finish(c, fn);
+  comm_basics(c);
+  gr_backend b = GR_BACKEND_MPI;
+  gr_status st = agree(c, fn, v, &b);
+  const gr__coll_ops *ops = v->fixed ? v->fixed : b == GR_BACKEND_NCCL ? NCCL_OPS_ : &gr__coll_ops_mpi;
+  if (st == GR_OK && !ops) st = gr__fail(GR_ERR_INTERNAL, fn, "no NCCL backend in this build");
+  if (st == GR_OK) {
+    c->ops = ops;
+    st = comm_finish(c, fn);
+  }
   if (st == GR_OK) {
     st = ops->create(c, gr__deadline(c->timeout_s));
     if (st != GR_OK) st = gr__fail(st, fn, "%s backend: %s", ops->name, c->err);
@@ -179,8 +305,37 @@ gr_status gr__comm_create_ops(MPI_Comm mpi, const gr_comm_config *cfg, const gr_
   return GR_OK;
 }
 
+/* The local checks a rank can fail on its own; the rank then still joins the agreement, so that
+ * every rank fails instead of the others waiting for it. */
+static gr_status check_config(const char *fn, const gr_comm_config *cfg) {
+  if (cfg->backend != GR_BACKEND_AUTO && cfg->backend != GR_BACKEND_NCCL &&
+      cfg->backend != GR_BACKEND_MPI)
+    return gr__fail(GR_ERR_INVALID, fn, "cfg->backend %d is not GR_BACKEND_AUTO, _NCCL or _MPI",
+                    (int)cfg->backend);
+  if (!(cfg->timeout_s >= 0) || !isfinite(cfg->timeout_s))
+    return gr__fail(GR_ERR_INVALID, fn, "cfg->timeout_s %g must be a finite number >= 0 (0 = none)",
+                    cfg->timeout_s);
+  if (!GPURUN_HAVE_NCCL && cfg->backend == GR_BACKEND_NCCL)
+    return gr__fail(GR_ERR_UNSUPPORTED, fn,
+                    "cfg->backend is GR_BACKEND_NCCL but this gpurun was built without NCCL");
+  return GR_OK;
+}
+
+gr_status gr__comm_create_ops(MPI_Comm mpi, const gr_comm_config *cfg, const gr__coll_ops *ops,
+                              gr_comm **out) {
+  static const char fn[] = "gr_comm_create";
+  *out = NULL;
+  create_view v = {GR_OK, GR_BACKEND_AUTO, ops, 1};
+  if (!(cfg->timeout_s >= 0) || !isfinite(cfg->timeout_s))
+    v.bad = gr__fail(GR_ERR_INVALID, fn, "cfg->timeout_s %g must be a finite number >= 0 (0 = "
+                     "none)", cfg->timeout_s);
+  return create(mpi, cfg, &v, out);
+}
+
 GR_API gr_status gr_comm_create(MPI_Comm mpi, const gr_comm_config *cfg, gr_comm **out) {
   static const char fn[] = "gr_comm_create";
+  /* These cannot take part in a collective at all; a rank failing them leaves the others waiting
+   * in the agreement until their timeout. */
   if (!out) return gr__fail(GR_ERR_INVALID, fn, "out is NULL");
   *out = NULL;
   int inited = 0, finalized = 0;
@@ -192,41 +347,13 @@ GR_API gr_status gr_comm_create(MPI_Comm mpi, const gr_comm_config *cfg, gr_comm
   gr_comm_config def;
   gr_comm_config_init(&def);
   if (!cfg) cfg = &def;
-  if (cfg->backend != GR_BACKEND_AUTO && cfg->backend != GR_BACKEND_NCCL &&
-      cfg->backend != GR_BACKEND_MPI)
-    return gr__fail(GR_ERR_INVALID, fn, "cfg->backend %d is not GR_BACKEND_AUTO, _NCCL or _MPI",
-                    (int)cfg->backend);
-  if (!(cfg->timeout_s >= 0) || !isfinite(cfg->timeout_s))
-    return gr__fail(GR_ERR_INVALID, fn, "cfg->timeout_s %g must be a finite number >= 0 (0 = none)",
-                    cfg->timeout_s);
-  gr_backend b = cfg->backend;
   char why[160] = "";
-  int ngpu = gr__cuda_device_count(why, sizeof why);
-#if GPURUN_HAVE_NCCL
-  if (b == GR_BACKEND_AUTO) {
-    /* NCCL only when every rank has a GPU: one rank without one would fail NCCL's init. */
-    int mine = ngpu > 0, all = 0;
-    int rc = MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, mpi);
-    if (rc != MPI_SUCCESS) return gr__fail(GR_ERR_MPI, fn, "MPI_Allreduce (backend choice) failed");
-    b = all ? GR_BACKEND_NCCL : GR_BACKEND_MPI;
-    if (b == GR_BACKEND_MPI)
-      GR_LOG_ONCE(GR_LOG_INFO, "collectives: MPI backend (%s)",
-                  mine ? "another rank has no usable GPU" : why);
-    else
-      GR_LOG_ONCE(GR_LOG_INFO, "collectives: NCCL backend (%d GPU(s) visible)", ngpu);
-  }
-  const gr__coll_ops *ops = b == GR_BACKEND_NCCL ? &gr__coll_ops_nccl : &gr__coll_ops_mpi;
-#else
-  if (b == GR_BACKEND_NCCL)
-    return gr__fail(GR_ERR_UNSUPPORTED, fn,
-                    "cfg->backend is GR_BACKEND_NCCL but this gpurun was built without NCCL");
-  if (b == GR_BACKEND_AUTO)
+  create_view v = {check_config(fn, cfg), cfg->backend, NULL,
+                   gr__cuda_device_count(why, sizeof why) > 0};
+  if (!GPURUN_HAVE_NCCL && cfg->backend == GR_BACKEND_AUTO)
     GR_LOG_ONCE(GR_LOG_INFO, "collectives: MPI backend (built without NCCL; %s)",
-                ngpu > 0 ? "GPUs present" : why);
-  const gr__coll_ops *ops = &gr__coll_ops_mpi;
-#endif
-  (void)ngpu;
-  return gr__comm_create_ops(mpi, cfg, ops, out);
+                v.has_gpu ? "GPUs present" : why);
+  return create(mpi, cfg, &v, out);
 }
 
 gr_status gr__check_comm(const char *fn, const gr_comm *c) {
@@ -262,6 +389,7 @@ GR_API gr_status gr_comm_split(gr_comm *c, int color, int key, gr_comm **out) {
     }
     child->ops = c->ops;
     child->mpi = nm;
+    comm_basics(child); /* backend, timeout and check mode are the parent's: agreed already */
     if (strcmp(c->id, "world") == 0)
       snprintf(child->id, sizeof child->id, "split-%d", n);
     else
@@ -288,6 +416,21 @@ GR_API gr_status gr_comm_destroy(gr_comm *c) {
   static const char fn[] = "gr_comm_destroy";
   if (!c) return GR_OK; /* like free(NULL) */
   GR_CHECK(gr__check_comm(fn, c));
+  long pending = __atomic_load_n(&c->pending, __ATOMIC_ACQUIRE);
+  if (pending > 0)
+    return gr__fail(GR_ERR_STATE, fn, "communicator %s has %ld request(s) or grouped call(s) "
+                    "outstanding; complete them (gr_wait, gr_group_end) before destroying it; "
+                    "nothing was destroyed", c->id, pending);
+  if (gr__mpi_gone()) {
+    /* The program called MPI_Finalize first: release our memory, touch no MPI object. */
+    char id[sizeof c->id];
+    snprintf(id, sizeof id, "%s", c->id);
+    c->ops->destroy(c, gr__deadline(c->timeout_s)); /* the backends skip their MPI calls */
+    comm_free(c);
+    return gr__fail(GR_ERR_STATE, fn, "MPI was finalized before communicator %s was destroyed; "
+                    "its memory is released but its MPI objects cannot be (destroy communicators "
+                    "before MPI_Finalize)", id);
+  }
   gr_status st = c->ops->destroy(c, gr__deadline(c->timeout_s));
   if (st != GR_OK) st = gr__fail(st, fn, "%s backend: %s", c->ops->name, c->err);
   comm_free(c);

@@ -1,6 +1,7 @@
 /* Element types, fp16/bf16 rounding and host reduction kernels (see gr_dtype.h). */
 #include "gr_dtype.h"
 
+#include <math.h>
 #include <string.h>
 
 static const size_t sizes[GR__NDTYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
@@ -70,27 +71,84 @@ uint16_t gr__f32_to_bf16(float f) {
   return (uint16_t)(x >> 16);
 }
 
-#define GR_MIN_(a, b) ((b) < (a) ? (b) : (a))
-#define GR_MAX_(a, b) ((b) > (a) ? (b) : (a))
-#define GR_REDUCE_LOOP_(T)                                     \
-  do {                                                         \
-    T *o = (T *)inout;                                         \
-    const T *x = (const T *)in;                                \
-    switch (op) {                                              \
-    case GR_SUM:                                               \
-    case GR_AVG:                                               \
-      for (size_t i = 0; i < n; i++) o[i] = (T)(o[i] + x[i]);  \
-      break;                                                   \
-    case GR_PROD:                                              \
-      for (size_t i = 0; i < n; i++) o[i] = (T)(o[i] * x[i]);  \
-      break;                                                   \
-    case GR_MIN:                                               \
-      for (size_t i = 0; i < n; i++) o[i] = GR_MIN_(o[i], x[i]); \
-      break;                                                   \
-    case GR_MAX:                                               \
-      for (size_t i = 0; i < n; i++) o[i] = GR_MAX_(o[i], x[i]); \
-      break;                                                   \
-    }                                                          \
+/* The semantics every backend and algorithm shares (coll.h, "Reductions"):
+ * - integers wrap (two's complement): signed arithmetic is done on the unsigned type of the same
+ *   width, where C defines it, and converted back;
+ * - MIN/MAX of floating types propagate NaN as the canonical quiet NaN (so the result has the same
+ *   bits whatever the order of the operands), and order -0 below +0 (min(-0, +0) = -0, max = +0),
+ *   so that min and max are commutative bit for bit, as IEEE 754-2019 minimum/maximum are. */
+#define GR_INT_LOOP_(T, U)                                                          \
+  do {                                                                              \
+    T *o = (T *)inout;                                                              \
+    const T *x = (const T *)in;                                                     \
+    switch (op) {                                                                   \
+    case GR_SUM:                                                                    \
+    case GR_AVG:                                                                    \
+      for (size_t i = 0; i < n; i++) o[i] = (T)(U)((U)o[i] + (U)x[i]);              \
+      break;                                                                        \
+    case GR_PROD:                                                                   \
+      for (size_t i = 0; i < n; i++) o[i] = (T)(U)((U)o[i] * (U)x[i]);              \
+      break;                                                                        \
+    case GR_MIN:                                                                    \
+      for (size_t i = 0; i < n; i++) o[i] = x[i] < o[i] ? x[i] : o[i];              \
+      break;                                                                        \
+    case GR_MAX:                                                                    \
+      for (size_t i = 0; i < n; i++) o[i] = x[i] > o[i] ? x[i] : o[i];              \
+      break;                                                                        \
+    }                                                                               \
+  } while (0)
+
+/* unsigned int: 8-bit operands promote to int, whose product cannot overflow; 32 and 64 bits
+ * multiply as unsigned. */
+#define GR_U8_ unsigned int
+
+static double canonical_nan_d(void) {
+  uint64_t u = 0x7ff8000000000000ull;
+  double d;
+  memcpy(&d, &u, 8);
+  return d;
+}
+
+static float min_f(float a, float b) {
+  if (a != a || b != b) return u2f(0x7fc00000u);
+  if (a == b) return signbit(a) ? a : b;
+  return b < a ? b : a;
+}
+static float max_f(float a, float b) {
+  if (a != a || b != b) return u2f(0x7fc00000u);
+  if (a == b) return signbit(a) ? b : a;
+  return b > a ? b : a;
+}
+static double min_d(double a, double b) {
+  if (a != a || b != b) return canonical_nan_d();
+  if (a == b) return signbit(a) ? a : b;
+  return b < a ? b : a;
+}
+static double max_d(double a, double b) {
+  if (a != a || b != b) return canonical_nan_d();
+  if (a == b) return signbit(a) ? b : a;
+  return b > a ? b : a;
+}
+
+#define GR_FLOAT_LOOP_(T, MIN, MAX)                                       \
+  do {                                                                    \
+    T *o = (T *)inout;                                                    \
+    const T *x = (const T *)in;                                           \
+    switch (op) {                                                         \
+    case GR_SUM:                                                          \
+    case GR_AVG:                                                          \
+      for (size_t i = 0; i < n; i++) o[i] = o[i] + x[i];                  \
+      break;                                                              \
+    case GR_PROD:                                                         \
+      for (size_t i = 0; i < n; i++) o[i] = o[i] * x[i];                  \
+      break;                                                              \
+    case GR_MIN:                                                          \
+      for (size_t i = 0; i < n; i++) o[i] = MIN(o[i], x[i]);              \
+      break;                                                              \
+    case GR_MAX:                                                          \
+      for (size_t i = 0; i < n; i++) o[i] = MAX(o[i], x[i]);              \
+      break;                                                              \
+    }                                                                     \
   } while (0)
 
 static float apply_f(gr_op op, float a, float b) {
@@ -98,9 +156,9 @@ static float apply_f(gr_op op, float a, float b) {
   case GR_PROD:
     return a * b;
   case GR_MIN:
-    return b < a ? b : a;
+    return min_f(a, b);
   case GR_MAX:
-    return b > a ? b : a;
+    return max_f(a, b);
   default:
     return a + b;
   }
@@ -108,14 +166,14 @@ static float apply_f(gr_op op, float a, float b) {
 
 void gr__reduce_host(gr_dtype t, gr_op op, void *inout, const void *in, size_t n) {
   switch (t) {
-  case GR_INT8: GR_REDUCE_LOOP_(int8_t); break;
-  case GR_UINT8: GR_REDUCE_LOOP_(uint8_t); break;
-  case GR_INT32: GR_REDUCE_LOOP_(int32_t); break;
-  case GR_UINT32: GR_REDUCE_LOOP_(uint32_t); break;
-  case GR_INT64: GR_REDUCE_LOOP_(int64_t); break;
-  case GR_UINT64: GR_REDUCE_LOOP_(uint64_t); break;
-  case GR_FLOAT32: GR_REDUCE_LOOP_(float); break;
-  case GR_FLOAT64: GR_REDUCE_LOOP_(double); break;
+  case GR_INT8: GR_INT_LOOP_(int8_t, GR_U8_); break;
+  case GR_UINT8: GR_INT_LOOP_(uint8_t, GR_U8_); break;
+  case GR_INT32: GR_INT_LOOP_(int32_t, uint32_t); break;
+  case GR_UINT32: GR_INT_LOOP_(uint32_t, uint32_t); break;
+  case GR_INT64: GR_INT_LOOP_(int64_t, uint64_t); break;
+  case GR_UINT64: GR_INT_LOOP_(uint64_t, uint64_t); break;
+  case GR_FLOAT32: GR_FLOAT_LOOP_(float, min_f, max_f); break;
+  case GR_FLOAT64: GR_FLOAT_LOOP_(double, min_d, max_d); break;
   case GR_FLOAT16: {
     uint16_t *o = inout;
     const uint16_t *x = in;

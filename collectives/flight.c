@@ -3,11 +3,14 @@
  * twice per call (begin/end) and never from the signal handler. */
 #include "gr_flight.h"
 
+#include "gr_env_bool.h"
+
 #include "gr_coll.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_escape.h"
 #include "gr_job_agree.h"
+#include "gr_live.h"
 #include "gr_log.h"
 #include "gr_safefile.h"
 
@@ -36,6 +39,7 @@ struct gr__flight {
   const char *backend;
   uint64_t n;     /* records written so far; ring[n % N] is the next */
   uint64_t ncoll; /* collective calls begun so far */
+  double busy_s;  /* seconds inside finished calls (the live state's running total) */
   rec ring[GR__FLIGHT_N];
   gr__flight *next;
 };
@@ -45,6 +49,7 @@ static gr__flight *head;
 static int setup_done, keep_for_exit;
 static char job[128];
 static volatile sig_atomic_t sig_pending;
+static uint64_t generation; /* bumped by every begin/end: the live state publishes on a change */
 
 static void on_sigusr1(int sig) {
   (void)sig;
@@ -63,10 +68,7 @@ static void dump_at_exit(void) {
   pthread_mutex_unlock(&lock);
 }
 
-static int env_on(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && strcmp(v, "0") != 0;
-}
+static int env_on(const char *name) { return gr__env_bool(name, 0); }
 
 void gr__flight_setup(MPI_Comm mpi) {
   /* Collective the first time: every rank of the first communicator takes the same branch. */
@@ -92,6 +94,7 @@ void gr__flight_setup(MPI_Comm mpi) {
     __atomic_store_n(&setup_done, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&lock);
+  gr__live_setup(job);
 }
 
 gr__flight *gr__flight_new(const char *id, int rank, int size, const char *backend) {
@@ -130,6 +133,7 @@ int gr__flight_begin(gr__flight *f, uint64_t seq, int kind, size_t count, int dt
   int slot = (int)(f->n++ % GR__FLIGHT_N);
   uint64_t cseq = kind == GR__SEND || kind == GR__RECV ? 0 : ++f->ncoll;
   f->ring[slot] = (rec){seq, cseq, count, kind, dtype, root, peer, start, 0.0, GR__FL_RUNNING};
+  __atomic_store_n(&generation, generation + 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&lock);
   return slot;
 }
@@ -140,7 +144,9 @@ void gr__flight_end(gr__flight *f, int slot, uint64_t seq, gr__flight_state st, 
   if (f->ring[slot].seq == seq) { /* not overwritten by a newer call meanwhile */
     f->ring[slot].state = st;
     f->ring[slot].end = end;
+    if (end > f->ring[slot].start) f->busy_s += end - f->ring[slot].start;
   }
+  __atomic_store_n(&generation, generation + 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&lock);
 }
 
@@ -149,6 +155,34 @@ void gr__flight_poll(void) {
   sig_pending = 0;
   char path[1024];
   if (gr__flight_dump("signal", path, sizeof path) == 0) GR_INFO("flight recorder written to %s", path);
+}
+
+uint64_t gr__flight_generation(void) { return __atomic_load_n(&generation, __ATOMIC_RELAXED); }
+
+int gr__flight_latest(gr__flight_now *out, int max) {
+  int n = 0;
+  pthread_mutex_lock(&lock);
+  for (gr__flight *f = head; f && n < max; f = f->next, n++) {
+    gr__flight_now *o = &out[n];
+    memset(o, 0, sizeof *o);
+    snprintf(o->id, sizeof o->id, "%s", f->id);
+    snprintf(o->backend, sizeof o->backend, "%s", f->backend ? f->backend : "?");
+    o->rank = f->rank;
+    o->size = f->size;
+    o->calls = f->n;
+    o->busy_s = f->busy_s;
+    if (f->n) {
+      const rec *r = &f->ring[(f->n - 1) % GR__FLIGHT_N];
+      o->seq = r->seq;
+      o->op = gr__kind_name((gr__kind)r->kind);
+      o->count = r->count;
+      o->start = r->start;
+      o->end = r->state == GR__FL_RUNNING ? 0.0 : r->end;
+      o->state = r->state;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return n;
 }
 
 static void put_double(FILE *o, double v) {

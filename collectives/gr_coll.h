@@ -36,6 +36,8 @@ typedef struct gr__call {
   double t_start;   /* seconds since the epoch */
   int flight_slot;  /* index in the flight ring, -1 none */
   int blocking_ok;  /* the backend may complete inside post() (no timeout to honour) */
+  gr_status fe_bad; /* a grouped call this rank refused, queued in check mode so peers learn it */
+  int fe_request;   /* a gr_i... request: the user may wait for it before older ones */
   /* backend state */
   MPI_Request be_req;
   void *be_tmp, *be_tmp2; /* staging buffers the backend frees when the call completes */
@@ -47,6 +49,8 @@ typedef struct gr__call {
   void *be_buf, *be_in; /* the MPI backend's own allreduce: the result buffer, a receive buffer */
   const void *be_src;   /* the pipelined ring: the input (== be_buf when in place) */
   int be_seg[32];        /* the pipelined ring: segment j at step be_seg[j] / 2, low bit = reduced */
+  uint64_t be_callno;    /* the MPI backend's own allreduce: its number, which picks its tags */
+  struct gr__call *be_prev, *be_next; /* ... and its place in the list of those in flight */
 } gr__call;
 
 struct gr__coll_ops {
@@ -87,6 +91,7 @@ struct gr_comm {
   uint64_t seq;       /* every call */
   uint64_t coll_seq;  /* collective calls only: the "call #N" that all ranks agree on */
   int nsplits;
+  long pending;       /* requests and grouped calls not yet completed (atomic): destroy refuses */
   char id[32];        /* "world", "split-N", "comm-N" */
   char err[GR__ERRLEN]; /* a backend's detail for the front end's sentence */
   gr__flight *flight;
@@ -100,6 +105,8 @@ double gr__mono_now(void);
 double gr__deadline(double timeout_s);
 int gr__past(double deadline);
 
+/* MPI_Test that returns a failed request's error instead of raising it (see coll.c). */
+int gr__mpi_test(MPI_Request *req, int *flag);
 /* Wait for an MPI request with the deadline; GR_ERR_TIMEOUT past it (the request is left). */
 gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline);
 
@@ -110,7 +117,13 @@ void gr__call_sides(const gr__call *k, size_t *send_bytes, size_t *recv_bytes);
 gr_status gr__comm_err(gr_comm *c, gr_status st, const char *fmt, ...) GR_PRINTF(3, 4);
 
 extern const gr__coll_ops gr__coll_ops_mpi;
+/* Test hook: when > 0, the MPI backend's own allreduce uses at most this many tag slots per
+ * communicator created afterwards (so that tests reach the reuse of a slot with few calls). */
+extern uint64_t gr__mpi_tag_slots_cap;
 extern const gr__coll_ops gr__coll_ops_nccl; /* only when built with NCCL */
+
+/* Whether MPI_Finalize has been called: then only memory may be released, no MPI object. */
+int gr__mpi_gone(void);
 
 /* Mark aborted and abort the backend (idempotent). */
 void gr__comm_abort_internal(gr_comm *c);

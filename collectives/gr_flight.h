@@ -39,6 +39,22 @@ void gr__flight_end(gr__flight *f, int slot, uint64_t seq, gr__flight_state st, 
 
 /* Dump now if SIGUSR1 arrived since the last look (cheap: one load when it did not). */
 void gr__flight_poll(void);
+/* The live state's view (collectives/live.c): each communicator's latest call. */
+typedef struct {
+  char id[32], backend[8];
+  int rank, size;
+  uint64_t seq, calls; /* the latest call's number; calls made on it so far (0: none yet) */
+  const char *op;      /* static name; NULL when no call yet */
+  size_t count;
+  double start, end;   /* seconds since the epoch; end 0 while running */
+  gr__flight_state state;
+  double busy_s;       /* seconds inside finished calls */
+} gr__flight_now;
+/* Copies up to max communicators' latest calls into out (creation order); returns how many. */
+int gr__flight_latest(gr__flight_now *out, int max);
+/* Changes with every call's begin and end (a cheap "anything new?" for the live state). */
+uint64_t gr__flight_generation(void);
+
 /* Write the file; returns 0 and the path written, or -1. */
 int gr__flight_dump(const char *reason, char *path, size_t path_len);
 

@@ -18,6 +18,7 @@
 #include <hwloc.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 /* Environment lookup, so that tests and the fuzzer can pass a fake environment. */
 typedef const char *(*gr__getenv_fn)(void *ctx, const char *name);
@@ -28,7 +29,8 @@ typedef enum {
   GR__POLICY_CLOSEST = 0,
   GR__POLICY_SPREAD,
   GR__POLICY_COMPACT,
-  GR__POLICY_NONE
+  GR__POLICY_NONE,
+  GR__POLICY_LEAST_LOADED /* closest over the GPUs other tenants use least (load.c) */
 } gr__policy;
 const char *gr__policy_name(gr__policy p);
 
@@ -44,6 +46,8 @@ typedef struct {
   int local_rank, local_size;       /* -1: from the launcher's environment */
   char topology[1024];              /* "" live */
   char config[1024];
+  char prometheus[1024];            /* "" off; else node-exporter textfile directory (--monitor) */
+  int gpu_health;                   /* GR__HEALTH_OFF|WARN|AVOID (default WARN) */
   int prog; /* argv index of the program; argc when none */
   char master_addr[1024]; /* torch.distributed MASTER_ADDR; "" derive (torchenv.c) */
   int master_port;        /* 0: derive from the job id */
@@ -192,6 +196,32 @@ typedef struct {
 gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opts *po, gr__plan *p,
                            char *err, size_t errlen);
 void gr__plan_free(gr__plan *p);
+
+/* ---- node-local snapshots (snapshot.c) --------------------------------------------------- */
+/* Writes the snapshot text into buf (at most cap bytes); returns its length or -1. */
+typedef ssize_t (*gr__snapshot_fn)(void *ctx, char *buf, size_t cap);
+/* The same text on every local rank of a job: local rank 0 produces and publishes it, the others
+ * read it (see snapshot.c for where and when it is trusted); without a job id, or alone on the
+ * node, each produces its own. Returns the length in buf, or -1. */
+ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, int local_size,
+                           gr__snapshot_fn produce, void *ctx, char *buf, size_t cap);
+
+/* ---- least-loaded GPUs (load.c) ------------------------------------------------------------ */
+/* --policy least-loaded: keeps in n the GPUs the job needs that other tenants use least (NVML
+ * memory in use, then utilisation; local rank 0's readings for every local rank) and notes which
+ * in notes->warn. Without NVML nothing changes. */
+void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__plan_opts *po,
+                      gr__plan *notes);
+
+/* ---- GPU health gate (health.c) ---------------------------------------------------------- */
+enum { GR__HEALTH_WARN = 0, GR__HEALTH_OFF, GR__HEALTH_AVOID };
+const char *gr__health_mode_name(int mode);
+/* Judges the node's GPUs (NVML, shared by local rank 0 through a snapshot file) before planning:
+ * warn: local rank 0 prints one line per unhealthy GPU; avoid: also removes them from n. Each
+ * unhealthy GPU becomes a line in notes->warn (the plan's warnings, also in the JSON). Returns 0,
+ * or 2 with the reasons in err when avoid leaves no GPU. */
+int gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__plan *notes,
+                    char *err, size_t errlen);
 
 /* ---- output ----------------------------------------------------------------------------- */
 #define GR__MAX_ENV 32

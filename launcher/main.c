@@ -77,6 +77,14 @@ int main(int argc, char **argv) {
                       .ranks_per_gpu = o.ranks_per_gpu,
                       .smt = o.smt,
                       .vis = &vis};
+  gr__plan health_notes = {.nwarn = 0};
+  if (gr__health_gate(&node, o.gpu_health, me.local_rank, me.local_size, &health_notes, err,
+                      sizeof err) != 0) {
+    gr__node_free(&node);
+    return usage_error(err);
+  }
+  if (o.policy == GR__POLICY_LEAST_LOADED)
+    gr__least_loaded(&node, me.local_rank, me.local_size, &po, &health_notes);
   gr__plan plan;
   gr_status pst = gr__plan_compute(&node, me.local_size, &po, &plan, err, sizeof err);
   gr__visible_free(&vis);
@@ -84,6 +92,10 @@ int main(int argc, char **argv) {
     gr__node_free(&node);
     return usage_error(err);
   }
+  /* the health verdicts travel with the plan's warnings (text and JSON), after its own */
+  int health_lines = 0;
+  for (int i = 0; i < health_notes.nwarn && plan.nwarn < GR__MAX_WARN; i++, health_lines++)
+    memcpy(plan.warn[plan.nwarn++], health_notes.warn[i], sizeof plan.warn[0]);
   int rc = 0;
   if (o.dry_run || o.topo_view) {
     int first = o.all ? 0 : me.local_rank, last = o.all ? me.local_size - 1 : me.local_rank;
@@ -116,9 +128,9 @@ int main(int argc, char **argv) {
     fflush(stdout);
     goto done;
   }
-  /* a node-wide warning is the node's: say it once */
+  /* a node-wide warning is the node's: say it once (the health gate has said its own) */
   if (me.local_rank == 0)
-    for (int i = 0; i < plan.nwarn; i++)
+    for (int i = 0; i < plan.nwarn - health_lines; i++)
       fprintf(stderr, "gpurun: warning: %s\n", plan.warn[i]);
   if (o.verbose) {
     if (strcmp(me.source, "none") == 0 && me.local_rank == 0)
@@ -184,6 +196,7 @@ int main(int argc, char **argv) {
          1);
 
   char **prog = &argv[o.prog];
+  if (o.prometheus[0] && !o.monitor) o.monitor = 1; /* metrics need the sampling supervisor */
   if (o.monitor || o.time_limit > 0) {
     gr_supervise_opts so;
     gr__supervise_opts_init(&so);
@@ -193,6 +206,7 @@ int main(int argc, char **argv) {
     so.node_name = host;
     so.gpus_pci = getenv("GPURUN_GPUS");
     so.cpus = getenv("GPURUN_CPUS");
+    so.prometheus_dir = o.prometheus[0] ? o.prometheus : NULL;
     so.rank = gr__process_rank(); /* from the launcher's variables; -1 when none is set */
     int code = 1;
     gr_status st = gr__supervise(prog, &so, &code);

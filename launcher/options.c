@@ -26,8 +26,14 @@ const char *gr__policy_name(gr__policy p) {
     return "compact";
   case GR__POLICY_NONE:
     return "none";
+  case GR__POLICY_LEAST_LOADED:
+    return "least-loaded";
   }
   return "?";
+}
+
+const char *gr__health_mode_name(int mode) {
+  return mode == GR__HEALTH_OFF ? "off" : mode == GR__HEALTH_AVOID ? "avoid" : "warn";
 }
 
 typedef enum {
@@ -40,7 +46,8 @@ typedef enum {
   T_SECONDS,
   T_MONITOR,
   T_OMP,
-  T_VISIBLE
+  T_VISIBLE,
+  T_HEALTH
 } opt_type;
 
 typedef struct {
@@ -63,7 +70,7 @@ static const opt_def opts[] = {
     {"topo", 0, NULL, T_FLAG, OFF(topo_view), 0, "draw the node with each rank's placement, exit"},
     {"topology", 0, "GPURUN_TOPOLOGY", T_STR, OFF(topology), 0,
      "FILE.xml: plan for a recorded node"},
-    {"policy", 0, "GPURUN_POLICY", T_POLICY, OFF(policy), 0, "closest|spread|compact|none"},
+    {"policy", 0, "GPURUN_POLICY", T_POLICY, OFF(policy), 0, "closest|spread|compact|none|least-loaded"},
     {"gpus-per-rank", 0, "GPURUN_GPUS_PER_RANK", T_INT, OFF(gpus_per_rank), 1,
      "N GPUs for each rank"},
     {"ranks-per-gpu", 0, "GPURUN_RANKS_PER_GPU", T_INT, OFF(ranks_per_gpu), 1,
@@ -82,6 +89,10 @@ static const opt_def opts[] = {
      "SECONDS, then SIGTERM/SIGKILL"},
     {"master-addr", 0, "GPURUN_MASTER_ADDR", T_STR, OFF(master_addr), 0, "host S of rank 0 (torch MASTER_ADDR)"},
     {"master-port", 0, "GPURUN_MASTER_PORT", T_INT, OFF(master_port), 1, "port N (torch MASTER_PORT; default from job id)"},
+    {"prometheus", 0, "GPURUN_PROMETHEUS", T_STR, OFF(prometheus), 0,
+     "DIR: latest samples for node-exporter (implies --monitor)"},
+    {"gpu-health", 0, "GPURUN_GPU_HEALTH", T_HEALTH, OFF(gpu_health), 0,
+     "off|warn|avoid unhealthy GPUs at launch (default warn)"},
     {"config", 0, "GPURUN_CONFIG", T_STR, OFF(config), 0, "FILE of key = value lines"},
     {"help", 'h', NULL, T_FLAG, OFF(help), 0, "this text"},
     {"version", 0, NULL, T_FLAG, OFF(version), 0, "print the version"},
@@ -191,10 +202,10 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
   }
   case T_POLICY: {
     if (!value) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s needs a value", origin);
-    for (int p = GR__POLICY_CLOSEST; p <= GR__POLICY_NONE; p++)
+    for (int p = GR__POLICY_CLOSEST; p <= GR__POLICY_LEAST_LOADED; p++)
       if (strcmp(value, gr__policy_name((gr__policy)p)) == 0)
         return o->policy = (gr__policy)p, GR_OK;
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: unknown policy '%s' (closest, spread, compact, none)", origin,
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: unknown policy '%s' (closest, spread, compact, none, least-loaded)", origin,
                 value);
   }
   case T_FORMAT: {
@@ -235,6 +246,12 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
     return gr__launcher_error(err, errlen, GR_ERR_INVALID,
                               "%s: expected own, own-first or all, got '%s'", origin,
                               value ? value : "");
+  }
+  case T_HEALTH: {
+    for (int m = GR__HEALTH_WARN; m <= GR__HEALTH_AVOID; m++)
+      if (value && strcmp(value, gr__health_mode_name(m)) == 0) return o->gpu_health = m, GR_OK;
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected off, warn or avoid, got '%s'",
+                              origin, value ? value : "");
   }
   case T_MONITOR: {
     /* GPURUN_MONITOR=0/no turns it off; =1/yes on at the default interval; =2.5 on at 2.5 s. */

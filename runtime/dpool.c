@@ -5,8 +5,10 @@
 #include "gr_error.h"
 #include "gr_log.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +96,18 @@ void gr_dpool_config_init(gr_dpool_config *cfg) {
   cfg->poll_interval_us = 50;
   cfg->backoff_max_us = 1000;
   cfg->max_chunk = 1024;
+  /* Same rules as the collectives' GPURUN_TIMEOUT: seconds >= 0; anything else means none. */
+  const char *t = getenv("GPURUN_TIMEOUT");
+  if (t && *t) {
+    char *end;
+    errno = 0;
+    double v = strtod(t, &end);
+    if (*end == '\0' && errno == 0 && isfinite(v) && v >= 0 && v <= 1e9)
+      cfg->timeout_s = v;
+    else
+      GR_LOG_ONCE(GR_LOG_WARN, "gr_dpool_config_init: GPURUN_TIMEOUT='%.40s' is not a number of "
+                  "seconds in [0, 1e9]; no timeout", t);
+  }
 }
 
 static gr_status check_config(const gr_dpool_config *c) {
@@ -117,6 +131,9 @@ static gr_status check_config(const gr_dpool_config *c) {
                     c->backoff_max_us);
   if (c->max_chunk < 1 || c->max_chunk > (1 << 20))
     return gr__fail(GR_ERR_INVALID, call, "cfg->max_chunk %d: expected 1..1048576", c->max_chunk);
+  if (!(c->timeout_s >= 0 && c->timeout_s <= 1e9)) /* NaN fails too */
+    return gr__fail(GR_ERR_INVALID, call, "cfg->timeout_s %g: expected 0 (none) .. 1e9 seconds",
+                    c->timeout_s);
   return GR_OK;
 }
 
@@ -152,11 +169,28 @@ gr_status gr_dpool_create(MPI_Comm comm, gr_pool *local, const gr_dpool_config *
     free(dp);
     return gr__fail(GR_ERR_SYSTEM, call, "pthread_mutex_init failed");
   }
-  int rc = MPI_Comm_dup(comm, &dp->comm);
+  /* Non-blocking, so that with a timeout a rank that never calls gr_dpool_create cannot hold
+   * the others here for ever. */
+  MPI_Request dup_req;
+  int rc = MPI_Comm_idup(comm, &dp->comm, &dup_req);
+  double deadline = cfg->timeout_s > 0 ? gr__dp_now() + cfg->timeout_s : 1e300;
+  for (int done = 0, slp = 0; rc == MPI_SUCCESS && !done;) {
+    rc = MPI_Test(&dup_req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) break;
+    if (gr__dp_now() > deadline) {
+      /* The duplication stays pending in MPI and writes dp->comm when it completes: dp is
+       * abandoned (kept, never freed). */
+      gr__dp_abandon(dp);
+      return gr__fail(GR_ERR_TIMEOUT, call, "not every rank of comm entered gr_dpool_create "
+                      "within %g s (timeout_s / GPURUN_TIMEOUT)", cfg->timeout_s);
+    }
+    slp = slp ? (slp < 1000 ? 2 * slp : slp) : 1;
+    sleep_us(slp);
+  }
   if (rc != MPI_SUCCESS) {
     pthread_mutex_destroy(&dp->mu);
     free(dp);
-    return gr__fail(GR_ERR_MPI, call, "MPI_Comm_dup failed (MPI error %d)", rc);
+    return gr__fail(GR_ERR_MPI, call, "MPI_Comm_idup failed (MPI error %d)", rc);
   }
   MPI_Comm_rank(dp->comm, &dp->rank);
   MPI_Comm_size(dp->comm, &dp->size);
@@ -179,6 +213,9 @@ gr_status gr_dpool_register(gr_dpool *dp, gr_dtask_fn fn, int *id) {
   if (!fn) return gr__fail(GR_ERR_INVALID, call, "fn is NULL");
   if (!id) return gr__fail(GR_ERR_INVALID, call, "id is NULL");
   if (dp->running) return gr__fail(GR_ERR_STATE, call, "called during gr_dpool_run");
+  if (dp->runs > 0)
+    return gr__fail(GR_ERR_STATE, call, "called after the first gr_dpool_run (registrations are "
+                    "checked across ranks there and fixed from then on)");
   if (dp->nfns >= GR_DPOOL_MAX_FNS)
     return gr__fail(GR_ERR_INVALID, call, "more than %d task functions", GR_DPOOL_MAX_FNS);
   if (dp->nfns == dp->capfns) {
@@ -382,13 +419,15 @@ static void worker_loop(void *arg) {
   tl_in_loop = 1;
   int slp = 0;
   for (;;) {
+    /* stop_workers comes with an empty queue after termination, or with tasks left after a
+     * failed run (a silent rank): then the queue is abandoned, not worked off. */
+    if (__atomic_load_n(&dp->stop_workers, __ATOMIC_ACQUIRE)) break;
     gr__dtask *t = take(dp);
     if (t) {
-      while (t) t = run_and_next(dp, t, 1);
+      while (t) t = run_and_next(dp, t, !__atomic_load_n(&dp->stop_workers, __ATOMIC_ACQUIRE));
       slp = 0;
       continue;
     }
-    if (__atomic_load_n(&dp->stop_workers, __ATOMIC_ACQUIRE)) break;
     slp = slp ? (slp < 256 ? 2 * slp : slp) : 1;
     if (slp < 4)
       sched_yield();
@@ -439,6 +478,86 @@ static gr_status run_pool(gr_dpool *dp) {
   return st != GR_OK ? st : wst;
 }
 
+/* ---- agreeing on the registrations (first run) --------------------------------------------- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/* Identity of the registered functions that does not depend on load addresses: per function the
+ * base name of its module and its offset there (dladdr); the raw address where dladdr knows
+ * nothing (a static, non-PIE program: the same on every rank). */
+static uint64_t registrations_hash(const gr_dpool *dp) {
+  uint64_t h = 1469598103934665603ull;
+  h = fnv(h, &dp->nfns, sizeof dp->nfns);
+  for (int i = 0; i < dp->nfns; i++) {
+    Dl_info info;
+    uintptr_t off = (uintptr_t)dp->fns[i];
+    /* A function pointer as a data pointer for dladdr: POSIX requires that conversion to work. */
+    void *addr;
+    memcpy(&addr, &dp->fns[i], sizeof addr);
+    if (dladdr(addr, &info) != 0 && info.dli_fbase != NULL) {
+      off -= (uintptr_t)info.dli_fbase;
+      const char *name = info.dli_fname ? info.dli_fname : "";
+      const char *slash = strrchr(name, '/');
+      name = slash ? slash + 1 : name;
+      h = fnv(h, name, strlen(name) + 1);
+    }
+    h = fnv(h, &off, sizeof off);
+  }
+  return h;
+}
+
+/* Every rank learns every rank's (count, hash); all see the same table, so all reach the same
+ * verdict. Bounded by the timeout (a rank that never enters the run). */
+static gr_status agree_registrations(gr_dpool *dp) {
+  static const char *call = "gr_dpool_run";
+  int64_t mine[2] = {dp->nfns, (int64_t)registrations_hash(dp)};
+  int64_t *all = malloc((size_t)dp->size * sizeof mine);
+  if (!all) return gr__fail(GR_ERR_NOMEM, call, "no memory for the registration check");
+  MPI_Request req;
+  int rc = MPI_Iallgather(mine, 2, MPI_INT64_T, all, 2, MPI_INT64_T, dp->comm, &req);
+  if (rc != MPI_SUCCESS) {
+    free(all);
+    return gr__fail(GR_ERR_MPI, call, "MPI_Iallgather of the registrations failed (MPI error %d)",
+                    rc);
+  }
+  double deadline = gr__dp_deadline(dp);
+  int done = 0, slp = 0;
+  while (!done) {
+    rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      free(all);
+      return gr__fail(GR_ERR_MPI, call, "MPI_Test on the registration check failed (MPI error "
+                      "%d)", rc);
+    }
+    if (done) break;
+    if (gr__dp_now() > deadline) {
+      /* The collective stays pending in MPI and may still write into `all`. */
+      gr__dp_abandon(all);
+      return gr__fail(GR_ERR_TIMEOUT, call, "not every rank entered the first run within %g s "
+                      "(timeout_s / GPURUN_TIMEOUT; the registration check cannot tell which)",
+                      dp->cfg.timeout_s);
+    }
+    slp = slp ? (slp < 1000 ? 2 * slp : slp) : 1;
+    sleep_us(slp);
+  }
+  gr_status st = GR_OK;
+  for (int r = 0; r < dp->size; r++) {
+    if (all[2 * r] == all[0] && all[2 * r + 1] == all[1]) continue;
+    st = gr__fail(GR_ERR_MISMATCH, call, "task functions are registered differently on the "
+                  "ranks: rank %d has %lld (identity %016llx), rank 0 has %lld (identity "
+                  "%016llx); register the same functions in the same order on every rank", r,
+                  (long long)all[2 * r], (unsigned long long)all[2 * r + 1], (long long)all[0],
+                  (unsigned long long)all[1]);
+    break;
+  }
+  free(all);
+  return st;
+}
+
 gr_status gr_dpool_run(gr_dpool *dp) {
   static const char *call = "gr_dpool_run";
   if (!valid(dp)) return gr__fail(GR_ERR_INVALID, call, "dp is NULL or not a dpool");
@@ -450,16 +569,40 @@ gr_status gr_dpool_run(gr_dpool *dp) {
     return gr__fail(GR_ERR_STATE, call,
                     "called from a thread other than MPI's main thread, with MPI at thread level "
                     "%d (< MPI_THREAD_SERIALIZED)", level);
+  if (dp->broken)
+    return gr__fail(GR_ERR_STATE, call, "a previous run failed; the dpool can only be destroyed");
+  if (!dp->agreed) {
+    gr_status ast = agree_registrations(dp);
+    if (ast != GR_OK) {
+      dp->broken = 1;
+      return ast;
+    }
+    dp->agreed = 1;
+  }
   dp->running = 1;
   double t0 = gr__dp_now();
   gr__dp_run_begin(dp);
   gr_status st;
   st = dp->local ? run_pool(dp) : run_inline(dp);
   if (st == GR_OK) st = gr__dp_drain(dp);
+  /* A run that failed before its drain completed leaves messages behind: no further runs. Out of
+   * memory in a task is reported after a clean drain: the dpool stays usable. */
+  if (st != GR_OK) dp->broken = 1;
   if (st == GR_OK && dp->oom) st = GR_ERR_NOMEM;
   dp->oom = 0;
   dp->st.run_s += gr__dp_now() - t0;
   dp->running = 0;
+  if (st == GR_ERR_TIMEOUT) {
+    if (dp->silent < 0)
+      return gr__fail(st, call, "the run's final barrier did not complete within %g s "
+                      "(timeout_s / GPURUN_TIMEOUT): a rank stopped after termination",
+                      dp->cfg.timeout_s);
+    if (dp->silent_reporter == dp->rank)
+      return gr__fail(st, call, "rank %d did not answer within %g s (timeout_s / GPURUN_TIMEOUT)",
+                      dp->silent, dp->cfg.timeout_s);
+    return gr__fail(st, call, "rank %d did not answer within %g s (timeout_s / GPURUN_TIMEOUT; "
+                    "noticed by rank %d)", dp->silent, dp->cfg.timeout_s, dp->silent_reporter);
+  }
   if (st != GR_OK) return gr__fail(st, call, "communication failed: %s", gr_strerror(st));
   return GR_OK;
 }

@@ -22,7 +22,16 @@
  * enters an MPI_Ibarrier while still answering. When the barrier completes every message of the
  * run has been received, so the next run (or MPI_Comm_free) starts with nothing stale. Messages
  * of the next run can arrive during the barrier: they carry the other parity in their tags and
- * stay queued in MPI until this rank has begun that run (see dpool_impl.h). */
+ * stay queued in MPI until this rank has begun that run (see dpool_impl.h).
+ *
+ * Deadlines (cfg.timeout_s > 0). A rank that stops answering must not leave the others waiting:
+ * every send carries a deadline (matched within the timeout, since a live rank polls at least
+ * every few ms), a random request must be answered within it, and each rank sends its ring
+ * successor a heartbeat every timeout/4 s, so that a silent rank is noticed by its predecessor
+ * even when nobody else has anything to send it. The rank that notices sends ABORT naming the
+ * silent rank to every other rank and fails; each receiver fails the same way. Heartbeats stop
+ * at termination: during the final barrier a successor may already have left the run, and a
+ * heartbeat it never receives would be a message of this run left behind. */
 #include "dpool_impl.h"
 
 #include "gr_error.h"
@@ -64,12 +73,13 @@ void gr__dp_comm_free(gr_dpool *dp) {
   free(dp->armed);
   free(dp->waiting);
   /* Sends still pending only after a failed run: cancel them; their buffers may still be read
-   * by MPI, so they are left allocated. */
+   * by MPI, so they are abandoned (kept, never freed). */
   if (dp->nsends > 0)
     GR_WARN("dpool: destroying with %d unmatched messages after a failed run", dp->nsends);
   for (int i = 0; i < dp->nsends; i++) {
     MPI_Cancel(&dp->sends[i].req);
     MPI_Request_free(&dp->sends[i].req);
+    gr__dp_abandon(dp->sends[i].buf);
   }
   free(dp->sends);
   free(dp->rbuf);
@@ -78,6 +88,59 @@ void gr__dp_comm_free(gr_dpool *dp) {
   dp->sends = NULL;
   dp->rbuf = NULL;
   dp->nsends = dp->capsends = 0;
+}
+
+/* Buffers MPI may still read or write after a failed run (a send to a silent rank, a collective
+ * it never joined). Freeing them could corrupt the heap if that rank comes back; they stay on this
+ * list, reachable, for the life of the process. Only failed runs add to it, a few small messages
+ * each (a steal reply in flight can be larger). */
+typedef struct abandoned {
+  struct abandoned *next;
+  void *buf;
+} abandoned;
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static abandoned *abandoned_list;
+
+void gr__dp_abandon(void *buf) {
+  if (!buf) return;
+  abandoned *a = malloc(sizeof *a);
+  if (!a) return; /* then it simply leaks */
+  a->buf = buf;
+  pthread_mutex_lock(&abandoned_lock);
+  a->next = abandoned_list;
+  abandoned_list = a;
+  pthread_mutex_unlock(&abandoned_lock);
+}
+
+double gr__dp_deadline(const gr_dpool *dp) {
+  return dp->cfg.timeout_s > 0 ? gr__dp_now() + dp->cfg.timeout_s : 1e300;
+}
+
+/* Another rank (or this one) found `rank` silent: fail the run. */
+static gr_status fail_silent(gr_dpool *dp, int rank, int reporter) {
+  if (dp->silent < 0) {
+    dp->silent = rank;
+    dp->silent_reporter = reporter;
+  }
+  return GR_ERR_TIMEOUT;
+}
+
+static gr_status post(gr_dpool *dp, int dest, int tag, void *buf, size_t len);
+
+/* This rank noticed: tell every other rank (they may have nothing to send the silent one), then
+ * fail. The ABORT messages are never waited for. */
+static gr_status notice_silent(gr_dpool *dp, int rank) {
+  GR_ERROR("dpool: rank %d did not answer within %g s; telling the other ranks", rank,
+           dp->cfg.timeout_s);
+  for (int r = 0; r < dp->size; r++) {
+    if (r == dp->rank || r == rank) continue;
+    int32_t *m = malloc(sizeof *m);
+    if (!m) break;
+    *m = rank;
+    if (post(dp, r, GR__DP_TAG_ABORT, m, sizeof *m) != GR_OK) break;
+    dp->sends[dp->nsends - 1].deadline = 1e300;
+  }
+  return fail_silent(dp, rank, dp->rank);
 }
 
 void gr__dp_run_begin(gr_dpool *dp) {
@@ -95,6 +158,11 @@ void gr__dp_run_begin(gr_dpool *dp) {
   dp->have_token = dp->rank == 0;
   dp->token_back = 0;
   memset(&dp->token, 0, sizeof dp->token);
+  dp->next_beat = 0;
+  dp->req_deadline = 1e300;
+  dp->req_victim = -1;
+  dp->silent = -1;
+  dp->silent_reporter = -1;
 }
 
 static unsigned next_rand(gr_dpool *dp) {
@@ -134,6 +202,8 @@ static gr_status post(gr_dpool *dp, int dest, int tag, void *buf, size_t len) {
     return GR_ERR_MPI;
   }
   s->buf = buf;
+  s->dest = dest;
+  s->deadline = gr__dp_deadline(dp);
   dp->nsends++;
   dp->st.msgs_sent++;
   dp->st.bytes_sent += len;
@@ -155,6 +225,12 @@ static gr_status test_sends(gr_dpool *dp) {
     } else {
       i++;
     }
+  }
+  if (dp->cfg.timeout_s > 0) {
+    double now = gr__dp_now();
+    for (i = 0; i < dp->nsends; i++)
+      if (now > dp->sends[i].deadline) return notice_silent(dp, dp->sends[i].dest);
+    if (dp->req_outstanding && now > dp->req_deadline) return notice_silent(dp, dp->req_victim);
   }
   return GR_OK;
 }
@@ -332,6 +408,15 @@ static gr_status handle(gr_dpool *dp, int src, int tag, unsigned char *buf, size
     case GR__DP_TAG_TERM:
       dp->terminated = 1;
       return GR_OK;
+    case GR__DP_TAG_BEAT:
+      return GR_OK;
+    case GR__DP_TAG_ABORT: {
+      int32_t r = -1;
+      if (len == sizeof r) memcpy(&r, buf, sizeof r);
+      if (r < 0 || r >= dp->size) r = -1;
+      GR_ERROR("dpool: rank %d reports that rank %d did not answer in time", src, (int)r);
+      return fail_silent(dp, r, src);
+    }
     default:
       GR_ERROR("dpool: unexpected tag %d from rank %d", tag, src);
       return GR_ERR_INTERNAL;
@@ -369,7 +454,7 @@ static gr_status receive_all(gr_dpool *dp, int *got, int tag) {
     (*got)++;
     /* Before its final barrier a rank can only see this run's messages (no rank is past it). */
     int base = s.MPI_TAG - dp->tag_off;
-    if (base < GR__DP_TAG_REQ || base > GR__DP_TAG_TERM) {
+    if (base < GR__DP_TAG_REQ || base > GR__DP_TAG_LAST) {
       GR_ERROR("dpool: message with tag %d from rank %d belongs to another run (run %u)",
                s.MPI_TAG, s.MPI_SOURCE, dp->runs);
       return GR_ERR_INTERNAL;
@@ -443,7 +528,16 @@ gr_status gr__dp_progress(gr_dpool *dp, int *got_msg) {
       *m = GR__DP_REQ_RANDOM;
       GR_CHECK(post(dp, victim, GR__DP_TAG_REQ, m, sizeof *m));
       dp->req_outstanding = 1;
+      dp->req_victim = victim;
+      dp->req_deadline = gr__dp_deadline(dp);
       dp->st.steals_tried++;
+    }
+  }
+  if (dp->cfg.timeout_s > 0 && dp->size > 1 && !dp->terminated) {
+    double now = gr__dp_now();
+    if (now >= dp->next_beat) {
+      GR_CHECK(post(dp, (dp->rank + 1) % dp->size, GR__DP_TAG_BEAT, NULL, 0));
+      dp->next_beat = now + dp->cfg.timeout_s / 4;
     }
   }
   GR_CHECK(test_sends(dp));
@@ -463,6 +557,7 @@ gr_status gr__dp_drain(gr_dpool *dp) {
     nap_us(slp);
   }
   MPI_Request bar;
+  double bar_deadline = gr__dp_deadline(dp);
   int rc = MPI_Ibarrier(dp->comm, &bar);
   if (rc != MPI_SUCCESS) {
     GR_ERROR("dpool: MPI_Ibarrier failed (MPI error %d)", rc);
@@ -476,11 +571,17 @@ gr_status gr__dp_drain(gr_dpool *dp) {
       return GR_ERR_MPI;
     }
     if (done) break;
+    if (gr__dp_now() > bar_deadline) {
+      /* The barrier stays pending in MPI (a collective request cannot be freed or cancelled):
+       * the dpool is broken from here and only gr_dpool_destroy is left. */
+      GR_ERROR("dpool: the final barrier did not complete within %g s", dp->cfg.timeout_s);
+      return fail_silent(dp, -1, dp->rank);
+    }
     /* Ranks whose barrier has completed may already be in the next run and send its TOKEN,
      * WORK or requests (other tags: left for the next run). Only this run's tags are received
      * here; in fact only late requests (random or lifeline) of this run can still come. */
     got = 0;
-    for (int t = GR__DP_TAG_REQ; t <= GR__DP_TAG_TERM; t++)
+    for (int t = GR__DP_TAG_REQ; t <= GR__DP_TAG_LAST; t++)
       GR_CHECK(receive_all(dp, &got, t + dp->tag_off));
     GR_CHECK(test_sends(dp));
     slp = got ? 0 : (slp ? (slp < 200 ? 2 * slp : slp) : 1);

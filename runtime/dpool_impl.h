@@ -27,6 +27,9 @@ enum {
   GR__DP_TAG_WORK = 2,  /* gr__dp_work_hdr + packed tasks; ntasks may be 0 (a refusal) */
   GR__DP_TAG_TOKEN = 3, /* gr__dp_token */
   GR__DP_TAG_TERM = 4,  /* no payload: the run is over */
+  GR__DP_TAG_BEAT = 5,  /* no payload: heartbeat to the ring successor (timeout set) */
+  GR__DP_TAG_ABORT = 6, /* int32: the rank that did not answer in time; the run fails */
+  GR__DP_TAG_LAST = 6,
   GR__DP_TAG_RUN = 8    /* tag offset of odd runs */
 };
 enum { GR__DP_REQ_RANDOM = 0, GR__DP_REQ_LIFELINE = 1 };
@@ -53,6 +56,8 @@ typedef struct gr__dp_out {
 typedef struct {
   MPI_Request req;
   void *buf;
+  int dest;
+  double deadline; /* must be matched by then (timeout set), else dest is silent */
 } gr__dp_send;
 
 struct gr_dpool {
@@ -104,6 +109,15 @@ struct gr_dpool {
   int token_back;     /* rank 0: the token has come round (a fresh probe is not yet out) */
   gr__dp_token token;
 
+  /* deadlines (timeout_s > 0; progress thread only) */
+  double next_beat;   /* time of the next heartbeat to the ring successor */
+  double req_deadline;/* the outstanding random request must be answered by then */
+  int req_victim;
+  int silent;         /* the rank that did not answer in time, -1 = none / unknown */
+  int silent_reporter;/* the rank that noticed it */
+  int broken;         /* a run failed: no more runs */
+  int agreed;         /* the registrations were checked (first run) */
+
   struct gr_dpool_stats st;
 };
 
@@ -125,5 +139,9 @@ void gr__dp_run_begin(gr_dpool *dp);
 gr_status gr__dp_progress(gr_dpool *dp, int *got_msg);
 /* After termination: finish every message exchange, then a barrier that returns on all ranks. */
 gr_status gr__dp_drain(gr_dpool *dp);
+/* Keep a buffer MPI may still use after a failed run reachable for ever (never freed). */
+void gr__dp_abandon(void *buf);
+/* The time by which a step that starts now must finish (timeout set), or a huge number. */
+double gr__dp_deadline(const gr_dpool *dp);
 
 #endif

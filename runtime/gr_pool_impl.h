@@ -20,12 +20,15 @@
 #define GR__CHUNK_TASKS 64
 #define GR__SPIN_ROUNDS 128  /* steal attempts with a pause between, before yielding */
 #define GR__YIELD_ROUNDS 32  /* steal attempts with sched_yield between, before sleeping */
+#define GR__STACK_RESERVE_MIN ((size_t)128 << 10) /* see the stack guard in pool.c */
 #define GR__SLEEP_MS 50      /* futex timeout: a safety net; wake-ups that matter are not missed */
 
 #if defined(__GNUC__)
 #define GR__LIKELY(x) __builtin_expect(!!(x), 1)
 #define GR__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define GR__NOINLINE __attribute__((noinline, cold))
 #else
+#define GR__NOINLINE
 #define GR__LIKELY(x) (x)
 #define GR__UNLIKELY(x) (x)
 #endif
@@ -74,11 +77,16 @@ struct gr_pool {
   int asym; /* deques in asymmetric-barrier mode (gr_deque.h) */
   gr__slot *slots; /* nworkers + GR__EXT_SLOTS */
   struct gr_pool *reg_next;
-  /* Written on sleep transitions only; read by every spawn. */
-  alignas(GR__CACHE_LINE) _Atomic uint32_t epoch; /* futex word */
-  _Atomic int nsleeping;
-  _Atomic int nwaitsleep; /* sleepers that wait for a group (woken when any group completes) */
-  _Atomic int waking;     /* a wake-one is in flight: later spawns need not make the syscall */
+  size_t stack_size; /* of each worker */
+  /* Written on sleep transitions only; read by every spawn. Two futex words, so that a group's
+   * completion wakes the threads waiting for groups and never the idle workers. */
+  alignas(GR__CACHE_LINE) _Atomic uint32_t epoch; /* futex word of idle workers */
+  _Atomic uint32_t wepoch; /* futex word of waiters (threads in gr_taskgroup_wait) */
+  _Atomic int nsleeping;   /* all sleepers, idle workers and waiters */
+  _Atomic int nidle;       /* idle workers asleep (on epoch) */
+  _Atomic int nwaitsleep;  /* waiters asleep (on wepoch; woken when any group completes) */
+  _Atomic int waking;      /* a wake-one is in flight: later spawns need not make the syscall */
+  _Atomic int sentinel;    /* an idle worker sleeps with the safety-net timeout; the others don't */
   _Atomic int stop;
   _Atomic int ext_hw; /* external slots ever claimed: thieves look at [0, nworkers + ext_hw) */
   alignas(GR__CACHE_LINE) _Atomic int64_t nhigh; /* high-priority tasks queued in deques */

@@ -35,6 +35,7 @@ typedef struct {
   int rank;                  /* world rank when known, else -1 */
   const char *gpus_pci;      /* comma-separated PCI bus ids of this rank's GPUs ("" none) */
   const char *cpus;          /* the rank's cpuset, hwloc list syntax */
+  const char *prometheus_dir; /* with sampling: the latest sample as DIR/gpurun_<job>_<node>_<local_rank>.prom (gr_prom.h) */
 } gr_supervise_opts;
 
 void gr__supervise_opts_init(gr_supervise_opts *o);

@@ -303,6 +303,8 @@ GR_API gr_status gr_finalize(void) {
   write_counters();
   __atomic_store_n(&state, ST_DOWN, __ATOMIC_RELEASE);
   gr_status st = GR_OK;
+  int mpi_gone = 0;
+  MPI_Finalized(&mpi_gone);
   if (pool) {
     gr_status s = gr_pool_destroy(pool);
     if (s != GR_OK && st == GR_OK) st = s;
@@ -320,6 +322,10 @@ GR_API gr_status gr_finalize(void) {
     we_initialised_mpi = 0;
   }
   pthread_mutex_unlock(&lock);
+  if (mpi_gone)
+    return gr__fail(GR_ERR_STATE, fn, "the program called MPI_Finalize before gr_finalize: gpurun "
+                    "released its pool and memory but not its MPI communicators (call gr_finalize "
+                    "before MPI_Finalize)");
   if (st != GR_OK) {
     char why[1024];
     snprintf(why, sizeof why, "%s", gr_last_error());

@@ -99,6 +99,7 @@ GR_API void gr_pool_config_init(gr_pool_config *cfg) {
   cfg->nthreads = 0;
   cfg->pin = -1;
   cfg->priorities = 2;
+  cfg->stack_size = 0;
 }
 
 GR_API int gr_pool_nthreads(const gr_pool *p) { return p ? p->nworkers : -1; }
@@ -210,6 +211,10 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
     return gr__fail(GR_ERR_INVALID, call, "pin %d is not -1 (default), 0 or 1", c.pin);
   if (c.priorities < 1 || c.priorities > 2)
     return gr__fail(GR_ERR_INVALID, call, "priorities %d is not 1 or 2", c.priorities);
+  if (c.stack_size != 0 && (c.stack_size < GR_POOL_MIN_STACK || c.stack_size > GR_POOL_MAX_STACK))
+    return gr__fail(GR_ERR_INVALID, call, "stack_size %zu is outside [%zu, %zu] (0 = default)",
+                    c.stack_size, GR_POOL_MIN_STACK, GR_POOL_MAX_STACK);
+  size_t stack_size = c.stack_size ? c.stack_size : GR_POOL_DEFAULT_STACK;
   if (c.pin == -1) {
     const char *lr = getenv("GPURUN_LOCAL_RANK");
     c.pin = lr && *lr ? 1 : 0;
@@ -240,6 +245,7 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
   p->magic = GR__POOL_MAGIC;
   p->nworkers = nthreads;
   p->priorities = c.priorities;
+  p->stack_size = stack_size;
   pthread_mutex_init(&p->inject_lock, NULL);
   int nslots = nthreads + GR__EXT_SLOTS;
   p->slots = aligned_alloc(GR__CACHE_LINE, (size_t)nslots * sizeof(gr__slot));
@@ -271,12 +277,23 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
         goto fail;
       }
   }
+  /* The stack is mapped, not touched: only pages deep nesting reaches cost memory. */
+  pthread_attr_t attr;
+  int arc = pthread_attr_init(&attr);
+  if (arc == 0 && (arc = pthread_attr_setstacksize(&attr, stack_size)) != 0)
+    pthread_attr_destroy(&attr);
+  if (arc != 0) {
+    st = gr__fail(GR_ERR_SYSTEM, call, "pthread_attr_setstacksize(%zu): %s", stack_size,
+                  strerror(arc));
+    goto fail;
+  }
   for (int i = 0; i < nthreads; i++) {
     gr__slot *s = &p->slots[i];
-    int rc = pthread_create(&s->thread, NULL, gr__pool_worker_main, s);
+    int rc = pthread_create(&s->thread, &attr, gr__pool_worker_main, s);
     if (rc != 0) {
-      st = gr__fail(GR_ERR_SYSTEM, call, "pthread_create for worker %d of %d: %s", i, nthreads,
-                    strerror(rc));
+      pthread_attr_destroy(&attr);
+      st = gr__fail(GR_ERR_SYSTEM, call, "pthread_create for worker %d of %d (stack_size %zu): %s",
+                    i, nthreads, stack_size, strerror(rc));
       goto fail;
     }
     p->nstarted++;
@@ -288,10 +305,12 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
         hwloc_set_thread_cpubind(l.topo, s->thread, l.core_sets[i % l.ncores], 0) != 0)
       GR_LOG_ONCE(GR_LOG_WARN, "gr_pool_create: could not pin worker %d: %s", i, strerror(errno));
   }
+  pthread_attr_destroy(&attr);
   if (have_layout) layout_free(&l);
   registry_add(p);
-  GR_DEBUG("pool %p: %d workers, pin %d, %d priorities, %s deques", (void *)p, nthreads, c.pin,
-           c.priorities, asym ? "asymmetric-barrier" : "seq_cst-fence");
+  GR_DEBUG("pool %p: %d workers, pin %d, %d priorities, %s deques, %zu-byte stacks", (void *)p,
+           nthreads, c.pin, c.priorities, asym ? "asymmetric-barrier" : "seq_cst-fence",
+           stack_size);
   *out = p;
   return GR_OK;
 fail:

@@ -5,7 +5,9 @@
 
 #include "gr_jobdir.h"
 #include "gr_error.h"
+#include "gr_live_file.h"
 #include "gr_log.h"
+#include "gr_prom.h"
 #include "gr_safefile.h"
 #include "gr_telemetry.h"
 
@@ -60,7 +62,8 @@ static void job_id(const gr_supervise_opts *o, char *out, size_t cap) {
  * directory, no symlink followed) and exports the directory and job id to the program, so that the
  * runtime can put its counters beside the CSV. -1 when monitoring is off or the file cannot be
  * made (said at warn, with the reason: the job still runs). */
-static int open_csv(const gr_supervise_opts *o, char *path, size_t cap) {
+static int open_csv(const gr_supervise_opts *o, char *path, size_t cap, char *job_out,
+                    size_t job_cap, char *node_out, size_t node_cap) {
   const char *root = o->monitor_dir;
   if (!root || !*root) root = getenv("GPURUN_MONITOR_DIR");
   if (!root || !*root) root = "gpurun-monitor";
@@ -89,15 +92,59 @@ static int open_csv(const gr_supervise_opts *o, char *path, size_t cap) {
   }
   setenv("GPURUN_MONITOR_DIR", root, 1);
   setenv("GPURUN_JOB_ID", job, 1);
+  snprintf(job_out, job_cap, "%s", job);
+  snprintf(node_out, node_cap, "%s", node);
   GR_INFO("--monitor: sampling every %g s into %s", o->monitor_interval_s, path);
   return fd;
 }
 
+/* Where the Prometheus file goes and what it is called; prom_name[0] == 0: off. */
+typedef struct {
+  const char *dir;
+  char name[300], job[128], node[256], live[PATH_MAX];
+  int warned;
+} prom_out;
+
+/* Keeps a label-safe file name segment. */
+static void name_segment(char *s) {
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '-' || *s == '.'))
+      *s = '_';
+}
+
+/* The latest sample for node-exporter's textfile collector (see gr_prom.h). The rank's live file
+ * adds the time in collectives. */
+static void write_prom(prom_out *p, const gr__sample *smp) {
+  gr__live lv, *live = NULL;
+  if (p->live[0]) {
+    char buf[8192];
+    int fd = open(p->live, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0) {
+      ssize_t n = read(fd, buf, sizeof buf);
+      close(fd);
+      if (n > 0 && gr__live_parse(buf, (size_t)n, &lv) == 0 && lv.rank == smp->rank) live = &lv;
+    }
+  }
+  char text[32768];
+  size_t len = gr__prom_format(smp, p->job, p->node, live, text, sizeof text);
+  if (len && gr__prom_write(p->dir, p->name, text, len) == 0) return;
+  if (!p->warned) {
+    p->warned = 1;
+    GR_WARN("--prometheus: cannot write %s/%s: %s", p->dir, p->name,
+            len ? strerror(errno) : "sample too large");
+  }
+}
+
 /* One whole row per sample, or none: a full disk or a file-size limit rolls the partial row back
- * (gr__file_append_row). -1 when the row could not be written; sampling stops then. */
-static int write_sample(int fd, gr__telemetry *t, double elapsed) {
+ * (gr__file_append_row). -1 when the row could not be written; sampling stops then. The
+ * Prometheus file, when asked for, gets the same sample. */
+static int write_sample(int fd, gr__telemetry *t, double elapsed, prom_out *prom) {
   char buf[8192];
-  size_t n = gr__telemetry_sample(t, elapsed, buf, sizeof buf);
+  gr__sample smp;
+  gr__telemetry_read(t, elapsed, &smp);
+  if (prom && prom->name[0]) write_prom(prom, &smp);
+  size_t n = gr__telemetry_format_csv(&smp, buf, sizeof buf);
   if (n == 0) return 0;
   return gr__file_append_row(fd, buf, n);
 }
@@ -147,7 +194,25 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
 
   int csv = -1;
   char csv_path[PATH_MAX] = "";
-  if (o->monitor_interval_s > 0) csv = open_csv(o, csv_path, sizeof csv_path);
+  prom_out prom;
+  memset(&prom, 0, sizeof prom);
+  if (o->monitor_interval_s > 0)
+    csv = open_csv(o, csv_path, sizeof csv_path, prom.job, sizeof prom.job, prom.node,
+                   sizeof prom.node);
+  if (csv >= 0 && o->prometheus_dir && *o->prometheus_dir) {
+    char seg_job[128], seg_node[256];
+    snprintf(seg_job, sizeof seg_job, "%s", prom.job);
+    snprintf(seg_node, sizeof seg_node, "%s", prom.node);
+    name_segment(seg_job);
+    name_segment(seg_node);
+    prom.dir = o->prometheus_dir;
+    snprintf(prom.name, sizeof prom.name, "gpurun_%.100s_%.100s_%d.prom", seg_job, seg_node,
+             o->local_rank);
+    char *slash = strrchr(csv_path, '/');
+    if (o->rank >= 0 && slash)
+      snprintf(prom.live, sizeof prom.live, "%.*s/live.%d", (int)(slash - csv_path), csv_path,
+               o->rank);
+  }
 
   sigset_t set, old;
   sigemptyset(&set);
@@ -250,7 +315,7 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
   while (!exited) {
     double now = now_s();
     if (tel && now >= next_sample) {
-      if (write_sample(csv, tel, now - t0) != 0) {
+      if (write_sample(csv, tel, now - t0, &prom) != 0) {
         GR_WARN("--monitor: cannot append to %s: %s; sampling stops here (the file ends on the "
                 "last whole row)",
                 csv_path, strerror(errno));
@@ -314,6 +379,11 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
   if (term_sent) kill(-pid, SIGKILL);
   if (tel) gr__telemetry_close(tel);
   if (csv >= 0) close(csv);
+  if (prom.name[0]) { /* the job is over: its series go away with it */
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", prom.dir, prom.name) < sizeof path)
+      unlink(path);
+  }
   close(sfd);
   take_back_tty(fg_tty);
   /* Signals still pending were meant for the program, which has gone: drop them rather than let

@@ -50,9 +50,28 @@ typedef struct {
   nvml_ret (*throttle)(nvml_dev, unsigned long long *);
   nvml_ret (*ecc)(nvml_dev, int, int, unsigned long long *);
   nvml_ret (*pci_info)(nvml_dev, void *);
+  nvml_ret (*energy)(nvml_dev, unsigned long long *); /* mJ since the driver loaded (Volta+) */
+  nvml_ret (*index)(nvml_dev, unsigned int *);
+  nvml_ret (*procs)(nvml_dev, unsigned int *, void *);                     /* compute processes */
+  nvml_ret (*proc_util)(nvml_dev, void *, unsigned int *, unsigned long long); /* per-process % */
+  nvml_ret (*mig_mode)(nvml_dev, unsigned int *, unsigned int *);
+  nvml_ret (*mig_count)(nvml_dev, unsigned int *);
+  nvml_ret (*mig_by_index)(nvml_dev, unsigned int, nvml_dev *);
 } nvml_api;
 
-#define GR_TELEMETRY_MAX_GPUS 16
+/* nvmlProcessInfo_t (v2/v3) and nvmlProcessUtilizationSample_t. */
+typedef struct {
+  unsigned int pid;
+  unsigned long long used;
+  unsigned int gi, ci;
+} nvml_proc;
+typedef struct {
+  unsigned int pid;
+  unsigned long long ts;
+  unsigned int sm, mem, enc, dec;
+} nvml_putil;
+#define GR_MAX_PROCS 64
+
 #define GR_PCI_LEN 32
 
 struct gr__telemetry {
@@ -61,6 +80,10 @@ struct gr__telemetry {
   int ngpus;
   nvml_dev dev[GR_TELEMETRY_MAX_GPUS];
   char pci[GR_TELEMETRY_MAX_GPUS][GR_PCI_LEN];
+  double energy_j[GR_TELEMETRY_MAX_GPUS]; /* integrated from power when NVML has no counter */
+  int mig_parent[GR_TELEMETRY_MAX_GPUS];  /* row of the parent GPU of a MIG device, -1 none */
+  double last_unix;                       /* time of the previous sample (integration) */
+  unsigned long long putil_seen[GR_TELEMETRY_MAX_GPUS]; /* NVML timestamp of the last sample read */
   int ncpus;           /* size of mask/prev/cur */
   unsigned char *mask; /* the rank's cores */
   gr__cpu_times *prev, *cur;
@@ -192,6 +215,13 @@ static int nvml_load(gr__telemetry *t) {
   GR_NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
   GR_NVML_SYM(ecc, "nvmlDeviceGetTotalEccErrors");
   GR_NVML_SYM(pci_info, "nvmlDeviceGetPciInfo_v3");
+  GR_NVML_SYM(energy, "nvmlDeviceGetTotalEnergyConsumption");
+  GR_NVML_SYM(index, "nvmlDeviceGetIndex");
+  GR_NVML_SYM(procs, "nvmlDeviceGetComputeRunningProcesses_v3");
+  GR_NVML_SYM(proc_util, "nvmlDeviceGetProcessUtilization");
+  GR_NVML_SYM(mig_mode, "nvmlDeviceGetMigMode");
+  GR_NVML_SYM(mig_count, "nvmlDeviceGetMaxMigDeviceCount");
+  GR_NVML_SYM(mig_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
 #undef GR_NVML_SYM
   if (!nv->init || !nv->shutdown || !nv->count || !nv->by_index || !nv->by_pci) {
     GR_LOG_ONCE(GR_LOG_INFO,
@@ -222,6 +252,26 @@ typedef struct {
   char bus_id[32];
 } nvml_pci;
 
+/* A GPU in MIG mode: each MIG device is sampled as a device of its own after its parent, named
+ * "<pci>/mig<i>" (memory and, where the driver allows, utilisation are the slice's; temperature
+ * and power stay the parent's). */
+static void add_migs(gr__telemetry *t, nvml_dev parent, const char *pci, int parent_row) {
+  nvml_api *nv = &t->nv;
+  unsigned int cur = 0, pend = 0, max = 0;
+  if (!nv->mig_mode || !nv->mig_count || !nv->mig_by_index ||
+      nv->mig_mode(parent, &cur, &pend) != NVML_OK || cur != 1 ||
+      nv->mig_count(parent, &max) != NVML_OK)
+    return;
+  for (unsigned int i = 0; i < max && t->ngpus < GR_TELEMETRY_MAX_GPUS; i++) {
+    nvml_dev m;
+    if (nv->mig_by_index(parent, i, &m) != NVML_OK) continue; /* slot not populated */
+    t->dev[t->ngpus] = m;
+    t->mig_parent[t->ngpus] = parent_row;
+    snprintf(t->pci[t->ngpus], GR_PCI_LEN, "%.16s/mig%u", pci, i);
+    t->ngpus++;
+  }
+}
+
 static void nvml_match(gr__telemetry *t, const char *gpus_pci) {
   nvml_api *nv = &t->nv;
   if (gpus_pci) {
@@ -237,9 +287,12 @@ static void nvml_match(gr__telemetry *t, const char *gpus_pci) {
                 nv->error_string ? nv->error_string(rc) : "error");
         continue;
       }
+      int row = t->ngpus;
       t->dev[t->ngpus] = d;
+      t->mig_parent[t->ngpus] = -1;
       snprintf(t->pci[t->ngpus], GR_PCI_LEN, "%s", id);
       t->ngpus++;
+      add_migs(t, d, id, row);
     }
     return;
   }
@@ -255,7 +308,12 @@ static void nvml_match(gr__telemetry *t, const char *gpus_pci) {
                pci.device);
     else
       snprintf(t->pci[t->ngpus], GR_PCI_LEN, "nvml%u", i);
+    int row = t->ngpus;
+    t->mig_parent[t->ngpus] = -1;
     t->dev[t->ngpus++] = d;
+    char parent_pci[GR_PCI_LEN];
+    snprintf(parent_pci, sizeof parent_pci, "%s", t->pci[row]);
+    add_migs(t, d, parent_pci, row);
   }
 }
 
@@ -345,72 +403,195 @@ static void put(sbuf *s, const char *fmt, ...) {
     s->len += (size_t)n;
 }
 
-size_t gr__telemetry_sample(gr__telemetry *t, double elapsed_s, char *buf, size_t cap) {
+/* Whether pid is root or one of its descendants: walk up the parent chain (a few /proc reads). */
+static int in_tree(pid_t pid, pid_t root) {
+  for (int depth = 0; depth < 64 && pid > 1; depth++) {
+    if (pid == root) return 1;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_small(path, buf, sizeof buf) <= 0) return 0;
+    const char *p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+    char st;
+    int ppid;
+    if (!p || sscanf(p + 1, " %c %d", &st, &ppid) != 2) return 0;
+    pid = (pid_t)ppid;
+  }
+  return pid == root;
+}
+
+/* Splits a shared GPU between this rank's process tree and the others (NVML per-process rows). */
+static void sample_share(gr__telemetry *t, int g, gr__gpu_sample *G) {
+  nvml_api *nv = &t->nv;
+  nvml_dev d = t->dev[g];
+  if (nv->procs) {
+    nvml_proc rows[GR_MAX_PROCS];
+    unsigned int n = GR_MAX_PROCS;
+    if (nv->procs(d, &n, rows) == NVML_OK && n <= GR_MAX_PROCS) {
+      G->has_share_mem = 1;
+      for (unsigned i = 0; i < n; i++) {
+        /* usedGpuMemory is ~0ULL (NVML_VALUE_NOT_AVAILABLE) on some Windows/MIG setups */
+        unsigned long long used = rows[i].used == ~0ULL ? 0 : rows[i].used;
+        if (in_tree((pid_t)rows[i].pid, t->pid))
+          G->rank_mem += used;
+        else
+          G->others_mem += used;
+      }
+    }
+  }
+  if (nv->proc_util) {
+    nvml_putil stack[GR_MAX_PROCS], *rows = stack;
+    unsigned int n = GR_MAX_PROCS;
+    nvml_ret rc = nv->proc_util(d, rows, &n, t->putil_seen[g]);
+    if (rc == 7 /* NVML_ERROR_INSUFFICIENT_SIZE: many samples since the last call */ && n > 0 &&
+        n < 4096 && (rows = malloc(n * sizeof *rows)) != NULL)
+      rc = nv->proc_util(d, rows, &n, t->putil_seen[g]);
+    if (!rows) rows = stack;
+    if (rc == NVML_OK) {
+      /* NVML may return several samples of one process since the last call: average per pid,
+       * then sum by owner. */
+      G->has_share_util = 1;
+      for (unsigned i = 0; i < n; i++) {
+        if (rows[i].ts > t->putil_seen[g]) t->putil_seen[g] = rows[i].ts;
+        int seen = 0;
+        for (unsigned j = 0; j < i; j++)
+          seen |= rows[j].pid == rows[i].pid;
+        if (seen) continue;
+        double sum = 0;
+        int cnt = 0;
+        for (unsigned j = i; j < n; j++)
+          if (rows[j].pid == rows[i].pid) sum += rows[j].sm, cnt++;
+        if (in_tree((pid_t)rows[i].pid, t->pid))
+          G->rank_sm += sum / cnt;
+        else
+          G->others_sm += sum / cnt;
+      }
+    } else if (rc == 6 /* NVML_ERROR_NOT_FOUND: no process ran since the last call */) {
+      G->has_share_util = 1;
+    }
+    if (rows != stack) free(rows);
+  }
+}
+
+void gr__telemetry_read(gr__telemetry *t, double elapsed_s, gr__sample *out) {
+  memset(out, 0, sizeof *out);
   struct timeval now;
   gettimeofday(&now, NULL);
-  double unix_s = (double)now.tv_sec + (double)now.tv_usec * 1e-6;
-
-  double cpu_util = -1.0;
+  out->unix_s = (double)now.tv_sec + (double)now.tv_usec * 1e-6;
+  out->elapsed_s = elapsed_s;
+  out->rank = t->rank;
+  out->local_rank = t->local_rank;
+  out->cpu_util = -1.0;
   if (snapshot_cpus(t) == 0) {
-    if (t->have_prev) cpu_util = gr__cpu_util(t->prev, t->cur, t->mask, t->ncpus);
+    if (t->have_prev) out->cpu_util = gr__cpu_util(t->prev, t->cur, t->mask, t->ncpus);
     gr__cpu_times *tmp = t->prev;
     t->prev = t->cur;
     t->cur = tmp;
     t->have_prev = 1;
   }
-  long long rss_kib = -1;
+  out->rss_kib = -1;
   char path[64], status[8192];
   snprintf(path, sizeof path, "/proc/%d/status", (int)t->pid);
-  if (read_small(path, status, sizeof status) > 0) rss_kib = gr__parse_status_rss_kib(status);
+  if (read_small(path, status, sizeof status) > 0) out->rss_kib = gr__parse_status_rss_kib(status);
 
+  double dt = t->last_unix > 0 ? out->unix_s - t->last_unix : 0;
+  t->last_unix = out->unix_s;
+  out->ngpus = t->ngpus;
+  for (int g = 0; g < t->ngpus; g++) {
+    gr__gpu_sample *G = &out->gpu[g];
+    nvml_api *nv = &t->nv;
+    nvml_dev d = t->dev[g];
+    nvml_util u;
+    nvml_mem m;
+    unsigned int temp, mw, mhz, idx;
+    unsigned long long thr, ecc, mj;
+    snprintf(G->pci, sizeof G->pci, "%s", t->pci[g]);
+    G->index = nv->index && nv->index(d, &idx) == NVML_OK ? (int)idx : g;
+    if (t->mig_parent[g] >= 0) G->index = out->gpu[t->mig_parent[g]].index; /* a MIG slice */
+    G->has_util = nv->utilization && nv->utilization(d, &u) == NVML_OK;
+    if (G->has_util) G->util = u.gpu, G->mem_util = u.memory;
+    G->has_mem = nv->memory && nv->memory(d, &m) == NVML_OK;
+    if (G->has_mem) G->mem_used = m.used, G->mem_total = m.total;
+    G->has_temp = nv->temperature && nv->temperature(d, NVML_TEMP_GPU, &temp) == NVML_OK;
+    if (G->has_temp) G->temp_c = temp;
+    G->has_power = nv->power && nv->power(d, &mw) == NVML_OK;
+    if (G->has_power) G->power_w = mw / 1000.0;
+    G->has_clock = nv->clock && nv->clock(d, NVML_CLOCK_SM, &mhz) == NVML_OK;
+    if (G->has_clock) G->sm_mhz = mhz;
+    G->has_throttle = nv->throttle && nv->throttle(d, &thr) == NVML_OK;
+    if (G->has_throttle) G->throttle = thr;
+    G->has_ecc = nv->ecc && nv->ecc(d, NVML_ECC_UNCORRECTED, NVML_ECC_VOLATILE, &ecc) == NVML_OK;
+    if (G->has_ecc) G->ecc_uncorrected = ecc;
+    /* The driver's energy counter when it has one (dcgm-exporter's total energy), else power
+     * integrated over the samples since gpurun started. */
+    if (nv->energy && nv->energy(d, &mj) == NVML_OK) {
+      G->has_energy = 1;
+      G->energy_j = (double)mj / 1000.0;
+    } else if (G->has_power) {
+      t->energy_j[g] += G->power_w * dt;
+      G->has_energy = 1;
+      G->energy_j = t->energy_j[g];
+    }
+    sample_share(t, g, G);
+  }
+}
+
+size_t gr__telemetry_format_csv(const gr__sample *smp, char *buf, size_t cap) {
   char cpu_col[64] = "", rss_col[64] = "";
-  if (cpu_util >= 0) snprintf(cpu_col, sizeof cpu_col, "%.1f", cpu_util);
-  if (rss_kib >= 0) snprintf(rss_col, sizeof rss_col, "%.1f", (double)rss_kib / 1024.0);
-
+  if (smp->cpu_util >= 0) snprintf(cpu_col, sizeof cpu_col, "%.1f", smp->cpu_util);
+  if (smp->rss_kib >= 0) snprintf(rss_col, sizeof rss_col, "%.1f", (double)smp->rss_kib / 1024.0);
   sbuf s = {buf, cap, 0, 0};
-  int rows = t->ngpus > 0 ? t->ngpus : 1;
+  int rows = smp->ngpus > 0 ? smp->ngpus : 1;
   for (int g = 0; g < rows; g++) {
-    put(&s, "%.3f,%.3f,%d,%d,%s,", unix_s, elapsed_s, t->rank, t->local_rank,
-        t->ngpus ? t->pci[g] : "-");
-    if (t->ngpus) {
-      nvml_api *nv = &t->nv;
-      nvml_dev d = t->dev[g];
-      nvml_util u;
-      nvml_mem m;
-      unsigned int temp, mw, mhz;
-      unsigned long long thr, ecc;
-      if (nv->utilization && nv->utilization(d, &u) == NVML_OK)
-        put(&s, "%u,%u,", u.gpu, u.memory);
+    const gr__gpu_sample *G = &smp->gpu[g];
+    put(&s, "%.3f,%.3f,%d,%d,%s,", smp->unix_s, smp->elapsed_s, smp->rank, smp->local_rank,
+        smp->ngpus ? G->pci : "-");
+    if (smp->ngpus) {
+      if (G->has_util)
+        put(&s, "%u,%u,", G->util, G->mem_util);
       else
         put(&s, ",,");
-      if (nv->memory && nv->memory(d, &m) == NVML_OK)
-        put(&s, "%.1f,%.1f,", (double)m.used / 1048576.0, (double)m.total / 1048576.0);
+      if (G->has_mem)
+        put(&s, "%.1f,%.1f,", (double)G->mem_used / 1048576.0, (double)G->mem_total / 1048576.0);
       else
         put(&s, ",,");
-      if (nv->temperature && nv->temperature(d, NVML_TEMP_GPU, &temp) == NVML_OK)
-        put(&s, "%u,", temp);
+      if (G->has_temp)
+        put(&s, "%u,", G->temp_c);
       else
         put(&s, ",");
-      if (nv->power && nv->power(d, &mw) == NVML_OK)
-        put(&s, "%.3f,", mw / 1000.0);
+      if (G->has_power)
+        put(&s, "%.3f,", G->power_w);
       else
         put(&s, ",");
-      if (nv->clock && nv->clock(d, NVML_CLOCK_SM, &mhz) == NVML_OK)
-        put(&s, "%u,", mhz);
+      if (G->has_clock)
+        put(&s, "%u,", G->sm_mhz);
       else
         put(&s, ",");
-      if (nv->throttle && nv->throttle(d, &thr) == NVML_OK)
-        put(&s, "0x%llx,", thr);
+      if (G->has_throttle)
+        put(&s, "0x%llx,", G->throttle);
       else
         put(&s, ",");
-      if (nv->ecc && nv->ecc(d, NVML_ECC_UNCORRECTED, NVML_ECC_VOLATILE, &ecc) == NVML_OK)
-        put(&s, "%llu,", ecc);
+      if (G->has_ecc)
+        put(&s, "%llu,", G->ecc_uncorrected);
       else
         put(&s, ",");
     } else {
       put(&s, ",,,,,,,,,");
     }
-    put(&s, "%s,%s\n", cpu_col, rss_col);
+    put(&s, "%s,%s,", cpu_col, rss_col);
+    if (smp->ngpus && G->has_share_util)
+      put(&s, "%.1f,%.1f,", G->rank_sm, G->others_sm);
+    else
+      put(&s, ",,");
+    if (smp->ngpus && G->has_share_mem)
+      put(&s, "%.1f,%.1f\n", (double)G->rank_mem / 1048576.0, (double)G->others_mem / 1048576.0);
+    else
+      put(&s, ",\n");
   }
   return s.overflow ? 0 : s.len;
+}
+
+size_t gr__telemetry_sample(gr__telemetry *t, double elapsed_s, char *buf, size_t cap) {
+  gr__sample smp;
+  gr__telemetry_read(t, elapsed_s, &smp);
+  return gr__telemetry_format_csv(&smp, buf, cap);
 }

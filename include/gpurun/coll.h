@@ -13,19 +13,62 @@
  * returns. GR_BACKEND_AUTO picks NCCL when NCCL was built and every rank sees a GPU, MPI
  * otherwise (said once at GPURUN_LOG=info); gr_comm_backend() reports the choice.
  *
+ * Reductions give one answer on every backend, algorithm and path (with or without a timeout,
+ * blocking, non-blocking or grouped):
+ * - integers wrap (two's complement): int8 100 + 100 = -56, uint8 200 + 200 = 144, and so on for
+ *   SUM and PROD of every width (where MPI's own op does otherwise, such as Open MPI 4.1's op/avx,
+ *   which saturates 8-bit sums, gpurun uses its own);
+ * - MIN and MAX propagate NaN: if any input is NaN the result is the canonical quiet NaN
+ *   (0x7fc00000 float32, 0x7ff8000000000000 float64, 0x7e00 float16, 0x7fc0 bfloat16, whatever
+ *   the inputs' payloads), and -0 counts as below +0 (min(-0, +0) = -0, max = +0), as IEEE
+ *   754-2019 minimum/maximum define them, so that the answer does not depend on the order in
+ *   which the algorithm meets the operands;
+ * - SUM, PROD and AVG follow IEEE arithmetic (inf - inf = NaN, the sign of zero as IEEE adds and
+ *   multiplies); a NaN result is a NaN, its payload and sign are not specified. Floating-point
+ *   sums are exact only when no rounding occurs: the order of the operations is not specified, as
+ *   in NCCL and MPI. fp16/bf16 are computed in float and rounded to the type after every step;
+ *   AVG is the SUM divided once by the number of ranks (fp16/bf16: the float quotient rounded).
+ * (The NCCL backend hands MIN/MAX to NCCL; on a GPU this has not yet been checked against the
+ * definition above.)
+ *
+ * Agreement. gr_comm_create agrees, over the new communicator, on everything that decides an
+ * algorithm, a tag or a path: whether a timeout is set (cfg.timeout_s > 0), check mode and the
+ * backend. A disagreement returns GR_ERR_MISMATCH on every rank, naming a rank on each side; a
+ * rank whose own cfg is invalid (or asks for NCCL in a build without it) still takes part, and
+ * every rank returns its status (GR_ERR_INVALID, GR_ERR_UNSUPPORTED), so no rank is left waiting.
+ * Only a NULL out, a NULL communicator and an uninitialised MPI cannot take part. The timeout's
+ * value may differ between ranks (each rank bounds its own waits); gr_comm_split's children
+ * inherit the parent's agreed settings.
+ *
  * Errors. Every call returns a gr_status and records a sentence for gr_last_error().
  * - Local argument checks (NULL buffers with count > 0, count x size overflow, unknown dtype/op,
  *   AVG on an integer type, root/peer out of range, partially overlapping buffers) return
- *   GR_ERR_INVALID before anything is sent, and change nothing. They depend only on the caller's
- *   own arguments, and the arguments that must agree across ranks (count, dtype, op, root) then
- *   fail identically on every rank, so no rank is left waiting for a call the others refused.
- *   Only a rank-local mistake (one rank's NULL buffer) can strand the peers; the timeout bounds
- *   that wait, and the check mode removes it: there, a rank whose checks failed still takes part
- *   in the fingerprint exchange and every rank returns GR_ERR_INVALID naming that rank.
- * - Check mode (cfg.check, default GPURUN_CHECK=1): before each collective the ranks exchange a
- *   fingerprint (call number, op, dtype, count, root) over MPI; a difference returns
- *   GR_ERR_MISMATCH on every rank, e.g. "rank 3 called allreduce(count=10) as call #17 while
- *   rank 0 called broadcast(count=12)", and nothing is sent; the communicator stays usable.
+ *   GR_ERR_INVALID before anything is sent, and change nothing. The arguments that must agree
+ *   across ranks (count, dtype, op, root) fail identically on every rank when they agree.
+ *   Checks that can fail on one rank only (one rank's NULL buffer, a root that only one rank has
+ *   out of range, gr_allgather(v, v, n), which is in place on rank 0 and overlapping elsewhere):
+ *   in check mode the refusing rank still joins the fingerprint exchange and every rank returns
+ *   GR_ERR_INVALID naming it, with nothing sent and the communicator usable. Without check mode
+ *   nothing is exchanged (that is the point of turning it off): the refusing rank returns
+ *   GR_ERR_INVALID and the others are left in the call until their timeout, as with NCCL and MPI;
+ *   arguments that disagree between ranks are not detected at all there. Use check mode while
+ *   developing.
+ * - Check mode (cfg.check, default from GPURUN_CHECK, off unless set): before each collective the
+ *   ranks exchange a fingerprint (call number, kind, op, dtype, count, root, in-place form, local
+ *   verdict) over MPI; a difference returns GR_ERR_MISMATCH on every rank, e.g. "rank 3 called
+ *   allreduce(count=10) as call #17 while rank 0 called broadcast(count=12)", and nothing is
+ *   sent; the communicator stays usable. gr_allreduce_multi is one call (its per-buffer counts
+ *   and in-place forms hashed in). A group is checked at gr_group_end, with one fingerprint per
+ *   communicator that has collectives in it (their number and a hash of their fingerprints in
+ *   order); a grouped call that a rank refused stays queued, marked, so gr_group_end returns
+ *   GR_ERR_INVALID on every rank and posts nothing. Point-to-point calls are not fingerprinted
+ *   (only the two peers take part); a refused one is dropped from the group.
+ * - No MPI error of gpurun's reaches a fatal error handler: every communicator the library creates
+ *   returns errors, and a failed non-blocking MPI collective (a count mismatch without check mode)
+ *   is completed while MPI_COMM_WORLD's handler returns errors too, since Open MPI 4.1 reports
+ *   those to MPI_COMM_WORLD (for the instant of that MPI_Test, another thread's error on
+ *   MPI_COMM_WORLD would be returned rather than fatal). A rank that receives fewer elements than
+ *   it expects cannot tell (MPI cannot); check mode can.
  * - Timeout (cfg.timeout_s, default GPURUN_TIMEOUT, 0 = none): a call (or gr_comm_synchronize)
  *   that does not complete in time returns GR_ERR_TIMEOUT naming the operation, its sequence
  *   number, count, dtype and communicator, writes the flight recorder, and aborts the
@@ -34,7 +77,18 @@
  *   destroyed (except for the MPI backend's allreduce, whose point-to-point requests are
  *   cancelled). With timeout 0 the MPI backend may use MPI's blocking routines (lowest latency);
  *   with a timeout it uses non-blocking requests and a test loop (allreduce: its own recursive
- *   doubling or ring over MPI_Isend/MPI_Irecv; the others: MPI_I... collectives).
+ *   doubling or ring over MPI_Isend/MPI_Irecv; the others: MPI_I... collectives). Non-blocking
+ *   and grouped allreduces use the own algorithms whatever the timeout.
+ * - Calls in flight: any number of requests and grouped calls may be in flight on one
+ *   communicator. The MPI backend's own allreduces get tags of their own, from MPI_TAG_UB: 67
+ *   million calls in flight before a tag comes round again over Open MPI's ob1, 262 thousand over
+ *   UCX; a call that finds the call holding its tag still in flight completes that call first
+ *   (within its timeout; GR_ERR_TIMEOUT otherwise), so a tag never matches a live operation.
+ *
+ * Lifetimes. gr_comm_destroy refuses (GR_ERR_STATE, nothing destroyed) while requests started on
+ * the communicator are not completed by gr_test/gr_wait or grouped calls on it are queued: complete
+ * them first. After the program's own MPI_Finalize, gr_comm_destroy (and gr_finalize) release
+ * gpurun's memory, touch no MPI object and return GR_ERR_STATE saying so.
  *
  * Threads: a communicator is used by one thread at a time. Groups (gr_group_start/end) belong to
  * the calling thread, as in NCCL: the calls between them are checked at once, queued, and started
@@ -61,10 +115,13 @@ typedef struct gr_comm gr_comm;
 typedef struct {
   gr_backend backend; /* default GR_BACKEND_AUTO */
   double timeout_s;   /* default from GPURUN_TIMEOUT; 0 = none */
-  int check;          /* cross-rank fingerprint check before each call; default from GPURUN_CHECK */
+  int check;          /* cross-rank fingerprint check before each call; default from GPURUN_CHECK
+                       * (1/yes/true/on or 0/no/false/off, any case; anything else: off, and a
+                       * warning) */
 } gr_comm_config;
 
-/* Defaults, read from the environment (GPURUN_TIMEOUT, GPURUN_CHECK). */
+/* Defaults, read from the environment (GPURUN_TIMEOUT, GPURUN_CHECK). Every rank of a
+ * communicator must end up with the same timeout on/off and check mode (see Agreement). */
 GR_API void gr_comm_config_init(gr_comm_config *cfg);
 /* Collective over mpi (which is duplicated, not kept); cfg may be NULL (defaults). On failure *out
  * is NULL. GR_ERR_UNSUPPORTED for GR_BACKEND_NCCL in a build without NCCL. */
@@ -73,7 +130,8 @@ GR_API gr_status gr_comm_create(MPI_Comm mpi, const gr_comm_config *cfg, gr_comm
  * by key (ties by rank in c); a negative color takes no part and gets *out = NULL. The child
  * inherits backend, timeout and check mode. */
 GR_API gr_status gr_comm_split(gr_comm *c, int color, int key, gr_comm **out);
-/* Local teardown (NCCL: finalize, bounded by the timeout, else abort). NULL is a no-op. */
+/* Local teardown (NCCL: finalize, bounded by the timeout, else abort). NULL is a no-op.
+ * GR_ERR_STATE, destroying nothing, while requests or grouped calls on c are outstanding. */
 GR_API gr_status gr_comm_destroy(gr_comm *c);
 /* Local: stop using c (NCCL: ncclCommAbort). Later calls return GR_ERR_ABORTED. */
 GR_API gr_status gr_comm_abort(gr_comm *c);

@@ -70,6 +70,8 @@ typedef struct {
   int max_chunk;          /* most tasks in one steal reply; default 1024, >= 1 */
   unsigned seed;          /* victim selection seed; 0 = derived from the rank */
   void *ctx;              /* passed to every task */
+  double timeout_s;       /* deadline for a silent rank, seconds; default GPURUN_TIMEOUT (unset,
+                           * empty or invalid: 0), 0 = none; 0..1e9. See gr_dpool_run. */
 } gr_dpool_config;
 
 /* Counters of this rank since gr_dpool_create (gr_dpool_stats_reset zeroes them). A struct tag,
@@ -95,11 +97,15 @@ GR_API void gr_dpool_config_init(gr_dpool_config *cfg);
 
 /* Collective over comm (which is duplicated). local may be NULL: tasks then run on the thread that
  * calls gr_dpool_run. cfg may be NULL for the defaults. Needs MPI initialised with at least
- * MPI_THREAD_FUNNELED. */
+ * MPI_THREAD_FUNNELED. With cfg->timeout_s > 0, GR_ERR_TIMEOUT when not every rank of comm calls
+ * it within the timeout. */
 GR_API gr_status gr_dpool_create(MPI_Comm comm, gr_pool *local, const gr_dpool_config *cfg,
                                  gr_dpool **out);
 /* Register a task function; every rank must register the same functions in the same order, before
- * the first gr_dpool_run. */
+ * the first gr_dpool_run (afterwards: GR_ERR_STATE). The first run checks it: each function is
+ * identified by its module's file name and its offset in that module (the same program on every
+ * rank gives the same identities whatever its load address); a difference in number or order is
+ * GR_ERR_MISMATCH on every rank, naming the first rank that differs from rank 0. */
 GR_API gr_status gr_dpool_register(gr_dpool *dp, gr_dtask_fn fn, int *id);
 /* Queue a task on this rank (copied). Thread-safe; callable inside tasks (on any worker) and
  * between runs (the task waits for the next gr_dpool_run). During a run, push from tasks only:
@@ -109,14 +115,27 @@ GR_API gr_status gr_dpool_push(gr_dpool *dp, int id, const void *payload, size_t
 /* Queue a task on another rank (or this one). Same rules as gr_dpool_push. */
 GR_API gr_status gr_dpool_push_to(gr_dpool *dp, int rank, int id, const void *payload, size_t len);
 /* Collective: run until no task is left anywhere (queued, running or in flight), then return on
- * every rank. May be called again after more pushes. Not reentrant (GR_ERR_STATE from a task). */
+ * every rank. May be called again after more pushes. Not reentrant (GR_ERR_STATE from a task).
+ *
+ * Deadline (cfg.timeout_s > 0, default GPURUN_TIMEOUT): every rank in the run sends its ring
+ * successor (rank + 1 mod size) a small heartbeat every timeout/4 s, and every message the dpool
+ * sends must be received within the timeout. A rank that does not receive one in time (stopped,
+ * crashed, stuck in one task longer than the timeout with local == NULL, or never called
+ * gr_dpool_run) is named: the rank that noticed tells every other rank, and all of them return
+ * GR_ERR_TIMEOUT with "rank R did not answer within T s", within about 1.25 x the timeout plus a
+ * poll. The first run's registration check and the final barrier are bounded by the timeout too
+ * (a rank missing there is not named). After any failure the dpool is broken: further runs return
+ * GR_ERR_STATE; gr_dpool_destroy still frees it (locally: it does not wait for the silent rank).
+ * Without a timeout a rank that stops or never enters the run makes the others wait for ever
+ * (as MPI collectives do). */
 GR_API gr_status gr_dpool_run(gr_dpool *dp);
 GR_API gr_status gr_dpool_stats(const gr_dpool *dp, struct gr_dpool_stats *out);
 GR_API gr_status gr_dpool_stats_reset(gr_dpool *dp);
 /* This rank's index in the dpool's communicator, and the number of ranks. */
 GR_API int gr_dpool_rank(const gr_dpool *dp);
 GR_API int gr_dpool_size(const gr_dpool *dp);
-/* Collective (frees the duplicated communicator). Tasks still queued are dropped. */
+/* Collective (frees the duplicated communicator). Tasks still queued are dropped. After a failed
+ * run it only frees this rank's resources (messages to a silent rank are abandoned). */
 GR_API gr_status gr_dpool_destroy(gr_dpool *dp);
 
 #ifdef __cplusplus

@@ -28,9 +28,18 @@ typedef struct {
                    * on when GPURUN_LOCAL_RANK is set (the process runs under gpurun) */
   int priorities; /* number of priority levels, 1 or 2 (default 2: GR_PRIO_HIGH and GR_PRIO_NORMAL);
                    * with 1, GR_PRIO_HIGH is accepted and treated as normal */
+  size_t stack_size; /* bytes of stack per worker, 0 = the default, GR_POOL_DEFAULT_STACK
+                      * (address space only: pages are touched as nested waits use them);
+                      * otherwise GR_POOL_MIN_STACK .. GR_POOL_MAX_STACK. Each taskgroup nested
+                      * in another's wait costs a few hundred bytes (see gr_spawn): the default
+                      * holds several hundred thousand nested levels. */
 } gr_pool_config;
 
 enum { GR_PRIO_NORMAL = 0, GR_PRIO_HIGH = 1 };
+
+#define GR_POOL_DEFAULT_STACK ((size_t)64 << 20)
+#define GR_POOL_MIN_STACK ((size_t)256 << 10)
+#define GR_POOL_MAX_STACK ((size_t)64 << 30)
 
 /* A set of tasks that can be waited for together. It may live on the caller's stack; its fields
  * are private. Initialise with gr_taskgroup_init before use. */
@@ -45,11 +54,13 @@ typedef struct gr_taskgroup {
   uint32_t magic;        /* private */
 } gr_taskgroup;
 
-/* Defaults: nthreads 0, pin -1, priorities 2. */
+/* Defaults: nthreads 0, pin -1, priorities 2, stack_size 0 (the default size). */
 GR_API void gr_pool_config_init(gr_pool_config *cfg);
 /* cfg NULL means the defaults. GR_ERR_INVALID for a field out of range, GR_ERR_NOMEM,
- * GR_ERR_SYSTEM when a worker thread cannot be started. Idle workers spin briefly, yield, then
- * sleep on a futex: an idle pool uses no CPU. */
+ * GR_ERR_SYSTEM when a worker thread cannot be started (e.g. its stack cannot be mapped). Idle
+ * workers spin briefly, yield, then sleep on a futex until work arrives: an idle pool uses no CPU
+ * at any worker count (one sleeper at a time wakes every 50 ms as a safety net; a spawn wakes
+ * one sleeper, never all of them). */
 GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out);
 /* Waits for outstanding work (every task spawned so far, waited for or not), joins the workers and
  * frees the pool. Afterwards its groups are invalid: gr_spawn/gr_taskgroup_wait on them return
@@ -65,7 +76,11 @@ GR_API void gr_taskgroup_init(gr_taskgroup *g, gr_pool *p);
  * outside the pool (its spawns go through a locked queue that workers serve first; from inside a
  * task they go to the worker's own deque). arg is the caller's: it must stay valid until
  * gr_taskgroup_wait(g) returns. GR_ERR_INVALID: g NULL or not initialised, g without pool, fn NULL,
- * priority not GR_PRIO_NORMAL/GR_PRIO_HIGH, g's pool destroyed; GR_ERR_NOMEM. */
+ * priority not GR_PRIO_NORMAL/GR_PRIO_HIGH, g's pool destroyed; GR_ERR_NOMEM: out of memory, or
+ * out of stack: the calling task runs with less than a reserve (1/16 of the thread's stack, at
+ * least 128 KiB) left, because tasks are nested too deeply (each gr_taskgroup_wait that runs a
+ * task nests it on the waiting thread's stack). The task is not spawned; the sentence names the
+ * stack and gr_pool_config.stack_size. Tasks already spawned still run, so waits above return. */
 GR_API gr_status gr_spawn(gr_taskgroup *g, void (*fn)(void *arg), void *arg);
 GR_API gr_status gr_spawn_prio(gr_taskgroup *g, int priority, void (*fn)(void *), void *arg);
 /* Wait until every task of g finished. The waiting thread runs tasks meanwhile (its own, then

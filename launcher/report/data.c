@@ -18,7 +18,8 @@ static double finite_in(double v, double lo, double hi, double dflt);
 
 static const char *const metric_cols[M_COUNT] = {"gpu_util", "mem_used_mib", "mem_total_mib",
                                                  "temp_c",   "power_w",      "sm_clock_mhz",
-                                                 "cpu_util", "rss_mib"};
+                                                 "cpu_util", "rss_mib",      "rank_sm_util",
+                                                 "others_sm_util"};
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -112,8 +113,9 @@ static double field_num(const char *s, double lo, double hi, int *bad) {
 }
 
 /* Plausible ranges per metric: a value outside is corrupt or hostile input, not a measurement. */
-static const double metric_lo[M_COUNT] = {0, 0, 0, -100, 0, 0, 0, 0};
-static const double metric_hi[M_COUNT] = {100, 1e9, 1e9, 300, 1e5, 1e6, 100, 1e12};
+static const double metric_lo[M_COUNT] = {0, 0, 0, -100, 0, 0, 0, 0, 0, 0};
+/* rank_sm_util/others_sm_util sum several processes' shares: bounded loosely */
+static const double metric_hi[M_COUNT] = {100, 1e9, 1e9, 300, 1e5, 1e6, 100, 1e12, 1000, 1000};
 
 /* Per-file complaints: the first of each kind with file:line, then a count at the end. */
 enum { P_LONG, P_FIELDS, P_NUMBER, P_GPU, P_SERIES, P_NKINDS };
@@ -445,6 +447,8 @@ void rpt_summarize(rpt_job *job) {
     mean_max(s->m[M_TEMP], s->n, &dummy, &s->temp_max);
     mean_max(s->m[M_CPU_UTIL], s->n, &s->cpu_mean, &s->cpu_max);
     mean_max(s->m[M_RSS], s->n, &dummy, &s->rss_peak);
+    mean_max(s->m[M_RANK_SM], s->n, &s->rank_sm_mean, &dummy);
+    mean_max(s->m[M_OTHERS_SM], s->n, &s->others_sm_mean, &dummy);
     s->energy_j = strcmp(s->gpu, "-") ? rpt_integrate(s->t, s->m[M_POWER], s->n) : NAN;
   }
   if (!isfinite(job->t0)) job->t0 = job->t1 = 0; /* no samples at all */

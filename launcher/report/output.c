@@ -79,6 +79,10 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
     if (is_slowest(job, s)) fprintf(out, "  <- slowest");
     if (s->throttle_any) fprintf(out, "  throttled(0x%llx)", s->throttle_any);
     if (s->ecc_max > 0) fprintf(out, "  ECC errors: %.0f", s->ecc_max);
+    /* co-tenants seen: how the GPU was split between this rank and the others */
+    if (!isnan(s->others_sm_mean) && s->others_sm_mean > 0)
+      fprintf(out, "  shared: rank %.1f%% others %.1f%% (mean SM)",
+              isnan(s->rank_sm_mean) ? 0.0 : s->rank_sm_mean, s->others_sm_mean);
     fputc('\n', out);
   }
   if (ngpu) fprintf(out, "\nenergy, all GPUs: %.1f J\n", energy);
@@ -181,6 +185,8 @@ static void render_json(FILE *f, const void *vjob, const void *vflight) {
     jnum(f, "rss_peak_mib", s->rss_peak, 1);
     fprintf(f, "\"throttle_reasons\": %llu, ", s->throttle_any);
     jnum(f, "ecc_uncorrected", s->ecc_max, 1);
+    jnum(f, "rank_sm_mean", s->rank_sm_mean, 1);
+    jnum(f, "others_sm_mean", s->others_sm_mean, 1);
     jnum(f, "coll_time_s", c && c->have_coll ? c->coll_time_s : NAN, 1);
     jnum(f, "coll_wait_s", c && c->have_coll ? c->coll_wait_s : NAN, 1);
     jnum(f, "coll_bytes", c && c->have_coll ? c->coll_bytes : NAN, 1);

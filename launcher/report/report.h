@@ -29,6 +29,8 @@ enum {
   M_SM_CLOCK,
   M_CPU_UTIL,
   M_RSS,
+  M_RANK_SM,   /* shared GPU: this rank's process tree's SM share (NVML per-process) */
+  M_OTHERS_SM, /* shared GPU: everyone else's */
   M_COUNT
 };
 
@@ -45,6 +47,7 @@ typedef struct {
   double t_first, t_last;
   double util_mean, util_max, mem_peak, mem_total, temp_max, energy_j;
   double cpu_mean, cpu_max, rss_peak;
+  double rank_sm_mean, others_sm_mean; /* NAN unless the GPU had per-process rows */
 } rpt_series;
 
 typedef struct {

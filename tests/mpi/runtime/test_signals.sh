@@ -32,7 +32,7 @@ for r in 0 1; do
 done
 for f in "$tmp"/sig/*.csv; do
   [ "$(tail -c 1 "$f" | od -An -c | tr -d ' ')" = '\n' ] || fail "$f ends mid-line"
-  bad=$(awk -F, 'NF != 16' "$f" | wc -l)
+  bad=$(awk -F, 'NF != 20' "$f" | wc -l)   # the 20 columns of GR_TELEMETRY_CSV_HEADER
   [ "$bad" -eq 0 ] || fail "$f has $bad malformed lines"
   echo "$f: $(($(wc -l < "$f") - 1)) samples, all whole"
 done

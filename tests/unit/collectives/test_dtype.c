@@ -125,9 +125,80 @@ static void host_reduce(void **state) {
   assert_int_equal(gr__dtype_size(GR_BFLOAT16), 2);
 }
 
+/* Integers wrap at every width, for SUM and PROD, in both operand orders. */
+static void host_reduce_wraps(void **state) {
+  (void)state;
+  int8_t a[2] = {100, -128}, b[2] = {100, -1};
+  gr__reduce_host(GR_INT8, GR_SUM, a, b, 2);
+  assert_int_equal(a[0], -56);
+  assert_int_equal(a[1], 127);
+  int8_t p[1] = {100}, q[1] = {100};
+  gr__reduce_host(GR_INT8, GR_PROD, p, q, 1);
+  assert_int_equal(p[0], 16); /* 10000 mod 256 */
+  uint8_t u[1] = {200}, w[1] = {200};
+  gr__reduce_host(GR_UINT8, GR_SUM, u, w, 1);
+  assert_int_equal(u[0], 144);
+  int32_t i[2] = {INT32_MAX, INT32_MIN}, j[2] = {1, -1};
+  gr__reduce_host(GR_INT32, GR_SUM, i, j, 2);
+  assert_int_equal(i[0], INT32_MIN);
+  assert_int_equal(i[1], INT32_MAX);
+  int32_t m[1] = {65536}, n[1] = {65537};
+  gr__reduce_host(GR_INT32, GR_PROD, m, n, 1);
+  assert_int_equal(m[0], 65536); /* 2^32 + 2^16 mod 2^32 */
+  int64_t k[1] = {INT64_MAX}, l[1] = {INT64_MAX};
+  gr__reduce_host(GR_INT64, GR_SUM, k, l, 1);
+  assert_true(k[0] == -2);
+  int64_t s[1] = {INT64_MIN}, t[1] = {-1};
+  gr__reduce_host(GR_INT64, GR_PROD, s, t, 1);
+  assert_true(s[0] == INT64_MIN);
+  uint64_t x[1] = {UINT64_MAX}, y[1] = {2};
+  gr__reduce_host(GR_UINT64, GR_PROD, x, y, 1);
+  assert_true(x[0] == UINT64_MAX - 1);
+}
+
+static uint64_t d_bits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, 8);
+  return u;
+}
+
+/* MIN/MAX: a NaN on either side gives the canonical quiet NaN; -0 is below +0; both orders. */
+static void host_reduce_nan_zero(void **state) {
+  (void)state;
+  float nanp = bits_f(0x7fa00001u), nann = bits_f(0xffc00123u); /* signalling, negative payload */
+  for (int op = GR_MIN; op <= GR_MAX; op++) {
+    float a[4] = {nanp, 2, -0.0f, 0.0f}, b[4] = {2, nann, 0.0f, -0.0f};
+    gr__reduce_host(GR_FLOAT32, (gr_op)op, a, b, 4);
+    assert_int_equal(f_bits(a[0]), 0x7fc00000u);
+    assert_int_equal(f_bits(a[1]), 0x7fc00000u);
+    uint32_t z = op == GR_MIN ? 0x80000000u : 0u;
+    assert_int_equal(f_bits(a[2]), z);
+    assert_int_equal(f_bits(a[3]), z);
+    double c[3] = {NAN, 1, -0.0}, d[3] = {-INFINITY, -NAN, 0.0};
+    gr__reduce_host(GR_FLOAT64, (gr_op)op, c, d, 3);
+    assert_true(d_bits(c[0]) == 0x7ff8000000000000ull);
+    assert_true(d_bits(c[1]) == 0x7ff8000000000000ull);
+    assert_true(d_bits(c[2]) == (op == GR_MIN ? 0x8000000000000000ull : 0));
+    uint16_t h[3] = {0x7d01, 0x4000, 0x0000}, g[3] = {0x4000, 0xfe00, 0x8000};
+    gr__reduce_host(GR_FLOAT16, (gr_op)op, h, g, 3);
+    assert_int_equal(h[0], 0x7e00);
+    assert_int_equal(h[1], 0x7e00);
+    assert_int_equal(h[2], op == GR_MIN ? 0x8000 : 0);
+    uint16_t e[2] = {0x7f81, 0x8000}, f[2] = {0x4000, 0x0000};
+    gr__reduce_host(GR_BFLOAT16, (gr_op)op, e, f, 2);
+    assert_int_equal(e[0], 0x7fc0);
+    assert_int_equal(e[1], op == GR_MIN ? 0x8000 : 0);
+  }
+  /* infinities order as numbers */
+  float i[2] = {INFINITY, -INFINITY}, j[2] = {-INFINITY, 5};
+  gr__reduce_host(GR_FLOAT32, GR_MIN, i, j, 2);
+  assert_true(i[0] == -INFINITY && i[1] == -INFINITY);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(f16_known), cmocka_unit_test(f16_round_trip_all),
-      cmocka_unit_test(bf16_known), cmocka_unit_test(host_reduce)};
+      cmocka_unit_test(bf16_known), cmocka_unit_test(host_reduce),
+      cmocka_unit_test(host_reduce_wraps), cmocka_unit_test(host_reduce_nan_zero)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,7 +56,7 @@ static void job_dir(const char *name, char *out, size_t cap) {
 
 /* A CSV row for n0's local rank 0 at time t. */
 static void row(FILE *f, double t, const char *gpu, const char *util, const char *power) {
-  fprintf(f, "%.3f,%.3f,0,0,%s,%s,1,100,1000,50,%s,1000,0x0,0,10,100\n", t, t - 1000, gpu, util,
+  fprintf(f, "%.3f,%.3f,0,0,%s,%s,1,100,1000,50,%s,1000,0x0,0,10,100,,,,\n" /* 20 columns */, t, t - 1000, gpu, util,
           power);
 }
 

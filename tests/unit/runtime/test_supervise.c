@@ -174,7 +174,7 @@ static void check_csv(const char *path, int min_rows) {
   for (char *line = text + hl; *line;) {
     char *nl = strchr(line, '\n');
     *nl = '\0';
-    assert_int_equal(count_char(line, ','), 15);
+    assert_int_equal(count_char(line, ','), 19); /* 20 columns, GR_TELEMETRY_CSV_HEADER */
     /* time,elapsed,rank,local_rank,gpu ... */
     char gpu[32];
     int rank, lr;
@@ -183,8 +183,10 @@ static void check_csv(const char *path, int min_rows) {
     assert_int_equal(rank, 5);
     assert_int_equal(lr, 2);
     assert_string_equal(gpu, "-");
-    const char *rss = strrchr(line, ',') + 1;
-    if (*rss && atof(rss) > 0) with_rss++;
+    const char *rss = line; /* rss_mib: the 16th column */
+    for (int i = 0; i < 15; i++)
+      rss = strchr(rss, ',') + 1;
+    if (*rss != ',' && atof(rss) > 0) with_rss++;
     rows++;
     line = nl + 1;
   }

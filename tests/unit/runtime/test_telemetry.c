@@ -7,7 +7,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gr_log.h"
@@ -117,8 +119,12 @@ static void test_no_nvml(void **state) {
   /* One row; all nine GPU fields empty; RSS of this process is there. */
   assert_int_equal(occurrences(buf, "\n"), 1);
   assert_non_null(strstr(buf, ",1.500,3,1,-,,,,,,,,,,"));
-  const char *rss = strrchr(buf, ',') + 1;
+  /* rss_mib is the 16th column; the four per-process share columns after it are empty */
+  const char *rss = buf;
+  for (int i = 0; i < 15; i++)
+    rss = strchr(rss, ',') + 1;
   assert_true(atof(rss) > 0);
+  assert_non_null(strstr(rss, ",,,,\n"));
   /* Too small a buffer: nothing rather than half a line. */
   assert_int_equal(gr__telemetry_sample(t, 2.0, buf, 10), 0);
   gr__telemetry_close(t);
@@ -154,6 +160,77 @@ static void test_fake_nvml(void **state) {
   assert_int_equal(gr__telemetry_ngpus(t), 0); /* "" means the rank has none */
   gr__telemetry_close(t);
 }
+
+/* node4's GPU 0 is shared: the caller's children (here the forked "rank") at 60% SM / 1 GiB, pid 1
+ * at 25% / 512 MiB. Attributed through the process tree: the child is the rank's, pid 1 "others";
+ * GPU 1 has no per-process rows. Energy comes from NVML's counter. */
+static void test_fake_nvml_share(void **state) {
+  (void)state;
+  setenv("GPURUN_NVML_LIBRARY", GR_FAKE_NVML, 1);
+  setenv("GR_FAKE_NVML", "node4", 1);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  gr__telemetry *t = NULL;
+  assert_int_equal(gr__telemetry_open("0004:04:00.0,0004:05:00.0", "0", child, 0, 0, &t), GR_OK);
+  assert_int_equal(gr__telemetry_ngpus(t), 2);
+  gr__sample smp;
+  gr__telemetry_read(t, 0.0, &smp);
+  char buf[4096];
+  size_t n = gr__telemetry_format_csv(&smp, buf, sizeof buf);
+  buf[n] = '\0';
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  assert_true(smp.gpu[0].has_share_util && smp.gpu[0].has_share_mem);
+  assert_float_equal(smp.gpu[0].rank_sm, 60.0, 1e-9);
+  assert_float_equal(smp.gpu[0].others_sm, 25.0, 1e-9);
+  assert_int_equal(smp.gpu[0].rank_mem, 1ull << 30);
+  assert_int_equal(smp.gpu[0].others_mem, 512ull << 20);
+  assert_non_null(strstr(buf, ",60.0,25.0,1024.0,512.0\n"));
+  assert_true(smp.gpu[1].has_share_mem && smp.gpu[1].rank_mem == 0 && smp.gpu[1].others_mem == 0);
+  assert_true(smp.gpu[0].has_energy);
+  assert_float_equal(smp.gpu[0].energy_j, 123456.789, 1e-6);
+  gr__telemetry_close(t);
+
+  /* Many samples since the last call (more than the first buffer): averaged per process. */
+  child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  setenv("GR_FAKE_NVML_MANY", "1", 1);
+  assert_int_equal(gr__telemetry_open("0004:04:00.0", "0", child, 0, 0, &t), GR_OK);
+  gr__telemetry_read(t, 0.0, &smp);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  unsetenv("GR_FAKE_NVML_MANY");
+  assert_true(smp.gpu[0].has_share_util);
+  assert_float_equal(smp.gpu[0].rank_sm, 60.0, 1e-9);
+  assert_float_equal(smp.gpu[0].others_sm, 25.0, 1e-9);
+  gr__telemetry_close(t);
+
+  /* GPU 3 is in MIG mode with two MIG devices: each is sampled after its parent, with its own
+   * memory (2048 of 20480 MiB) and the parent's index. */
+  assert_int_equal(gr__telemetry_open("0035:04:00.0", "0", getpid(), 0, 0, &t), GR_OK);
+  assert_int_equal(gr__telemetry_ngpus(t), 3);
+  gr__telemetry_read(t, 0.0, &smp);
+  n = gr__telemetry_format_csv(&smp, buf, sizeof buf);
+  buf[n] = '\0';
+  assert_string_equal(smp.gpu[1].pci, "0035:04:00.0/mig0");
+  assert_string_equal(smp.gpu[2].pci, "0035:04:00.0/mig1");
+  assert_int_equal(smp.gpu[1].index, smp.gpu[0].index);
+  assert_int_equal(smp.gpu[0].index, 3);
+  assert_non_null(strstr(buf, ",0035:04:00.0,30,10,4096.0,40960.0,50,"));
+  assert_non_null(strstr(buf, ",0035:04:00.0/mig0,40,10,2048.0,20480.0,"));
+  assert_non_null(strstr(buf, ",0035:04:00.0/mig1,20,10,2048.0,20480.0,"));
+  assert_false(smp.gpu[1].has_power); /* a slice has no power reading of its own */
+  gr__telemetry_close(t);
+  unsetenv("GR_FAKE_NVML");
+}
 #endif
 
 int main(void) {
@@ -161,7 +238,7 @@ int main(void) {
       cmocka_unit_test(test_parse_proc_stat),  cmocka_unit_test(test_cpu_util),
       cmocka_unit_test(test_parse_status_rss), cmocka_unit_test(test_no_nvml),
 #ifdef GR_FAKE_NVML
-      cmocka_unit_test(test_fake_nvml),
+      cmocka_unit_test(test_fake_nvml),       cmocka_unit_test(test_fake_nvml_share),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

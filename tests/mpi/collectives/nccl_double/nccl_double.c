@@ -118,7 +118,7 @@ struct grdbl_comm {
   int polls_in_progress; /* non-blocking: report ncclInProgress this many more times */
   int finalizing;
   ncclResult_t async;
-  MPI_Op half_ops[4], bf16_ops[4];
+  MPI_Op half_ops[4], bf16_ops[4], native_ops[4];
   char err[256];
 };
 static char global_err[256];
@@ -146,15 +146,30 @@ HOP_(h_sum, GR_FLOAT16, GR_SUM) HOP_(h_prod, GR_FLOAT16, GR_PROD) HOP_(h_min, GR
 HOP_(h_max, GR_FLOAT16, GR_MAX) HOP_(b_sum, GR_BFLOAT16, GR_SUM) HOP_(b_prod, GR_BFLOAT16, GR_PROD)
 HOP_(b_min, GR_BFLOAT16, GR_MIN) HOP_(b_max, GR_BFLOAT16, GR_MAX)
 
+/* The native types reduce with gpurun's kernels too (wrapping integers, NaN-propagating MIN/MAX):
+ * Open MPI's built-in ops saturate 8-bit sums and drop NaNs, which NCCL's kernels do not do. */
+static gr_dtype native(MPI_Datatype t) {
+  return t == MPI_INT8_T ? GR_INT8 : t == MPI_UINT8_T ? GR_UINT8 : t == MPI_INT32_T ? GR_INT32
+       : t == MPI_UINT32_T ? GR_UINT32 : t == MPI_INT64_T ? GR_INT64 : t == MPI_UINT64_T ? GR_UINT64
+       : t == MPI_FLOAT ? GR_FLOAT32 : GR_FLOAT64;
+}
+#define NOP_(name, op)                                                     \
+  static void name(void *in, void *io, int *len, MPI_Datatype *t) {        \
+    gr__reduce_host(native(*t), op, io, in, (size_t)*len);                 \
+  }
+NOP_(n_sum, GR_SUM) NOP_(n_prod, GR_PROD) NOP_(n_min, GR_MIN) NOP_(n_max, GR_MAX)
+
 static ncclComm_t comm_new(MPI_Comm mpi) {
   ncclComm_t c = calloc(1, sizeof *c);
   c->mpi = mpi;
   MPI_Comm_rank(mpi, &c->rank);
   MPI_Comm_size(mpi, &c->size);
   MPI_User_function *h[4] = {h_sum, h_prod, h_min, h_max}, *b[4] = {b_sum, b_prod, b_min, b_max};
+  MPI_User_function *nat[4] = {n_sum, n_prod, n_min, n_max};
   for (int i = 0; i < 4; i++) {
     MPI_Op_create(h[i], 1, &c->half_ops[i]);
     MPI_Op_create(b[i], 1, &c->bf16_ops[i]);
+    MPI_Op_create(nat[i], 1, &c->native_ops[i]);
   }
   return c;
 }
@@ -290,7 +305,7 @@ static MPI_Op mop(ncclComm_t c, ncclDataType_t t, ncclRedOp_t op) {
   int i = op == ncclProd ? 1 : op == ncclMin ? 2 : op == ncclMax ? 3 : 0;
   if (t == ncclFloat16) return c->half_ops[i];
   if (t == ncclBfloat16) return c->bf16_ops[i];
-  return i == 1 ? MPI_PROD : i == 2 ? MPI_MIN : i == 3 ? MPI_MAX : MPI_SUM;
+  return c->native_ops[i];
 }
 
 static void start(item *it) {
@@ -544,7 +559,8 @@ ncclResult_t ncclCommFinalize(ncclComm_t c) {
 
 static void comm_free(ncclComm_t c, int clean) {
   if (clean)
-    for (int i = 0; i < 4; i++) MPI_Op_free(&c->half_ops[i]), MPI_Op_free(&c->bf16_ops[i]);
+    for (int i = 0; i < 4; i++)
+      MPI_Op_free(&c->half_ops[i]), MPI_Op_free(&c->bf16_ops[i]), MPI_Op_free(&c->native_ops[i]);
   MPI_Comm_free(&c->mpi); /* MPI defers this past any request still pending */
   free(c);
 }

@@ -1,0 +1,114 @@
+/* Internal: node-local shared-memory collectives (allreduce, reduce-scatter, allgather, broadcast,
+ * barrier) on host buffers, for a communicator whose ranks all share one node.
+ *
+ * One segment per communicator, mapped by every rank (shm_seg.c makes it: a memfd the others open
+ * through /proc/<pid>/fd, so that nothing is ever named in /dev/shm and the memory goes away with
+ * the last process, however it ends). The segment holds one progress counter per rank (its own
+ * cache lines) and, per rank, two data buffers of GR__SHM_SLOT bytes used in alternation.
+ *
+ * The protocol (shm_coll.c) runs in rounds; a call is one or more rounds of at most GR__SHM_SLOT
+ * bytes per rank. In every round each rank raises its counter one or two times, the same number on
+ * every rank, so all ranks agree on the counter value that means "round g, step s done". A rank
+ * writes its buffer of round g only once every counter shows that round g-1 started, i.e. that
+ * every rank finished round g-2, which used the same buffer: one round of slack, which pipelines
+ * the chunks of a large call. Reductions are done in place by all ranks in parallel on disjoint
+ * slices. Every wait is a poll that returns to the caller, so the caller's deadline bounds it.
+ *
+ * This part knows nothing of MPI, so tests drive it with forked processes and with threads. */
+#ifndef GR_SHM_H
+#define GR_SHM_H
+
+#include <gpurun/coll.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gr_coll.h"
+
+/* Bytes per rank and buffer: a round moves at most this much per rank. */
+#define GR__SHM_SLOT (128 * 1024)
+#define GR__SHM_MAX_RANKS 256
+
+typedef struct gr__shm gr__shm;
+
+/* One call on the shared-memory path. kind is GR__ALLREDUCE, GR__REDUCE_SCATTER, GR__ALLGATHER,
+ * GR__BROADCAST or GR__BARRIER; buffers and count follow coll.h (in place as NCCL spells it).
+ * AVG reduces as SUM: the caller divides. Filled by the caller, the rest is the protocol's. */
+typedef struct gr__shm_op {
+  int kind;
+  const void *send;
+  void *recv;
+  size_t count;
+  gr_dtype dtype;
+  gr_op op;
+  int root;
+  /* protocol state */
+  int state;   /* 0 queued, 1 running, 2 done */
+  int step;    /* within the round */
+  int mode;    /* allreduce: small (one round of whole copies) or large (sliced rounds) */
+  int sub;     /* allgather: peers copied so far in this round */
+  size_t pos;  /* first element of the current round (per block) */
+  size_t len;  /* elements in the current round (per block) */
+  struct gr__shm_op *next;
+} gr__shm_op;
+
+/* Size of a segment for size ranks. */
+size_t gr__shm_bytes(int size);
+/* Write the header of a new segment (the creator, before anyone else maps it). */
+void gr__shm_format(void *base, int size, uint64_t nonce);
+/* Whether base holds a segment for size ranks with this nonce (an attacher's check). */
+int gr__shm_valid(const void *base, size_t bytes, int size, uint64_t nonce);
+/* One rank's view of a mapped segment; NULL when out of memory. Does not own the mapping unless
+ * gr__shm_own_mapping is called. */
+gr__shm *gr__shm_new(void *base, size_t bytes, int rank, int size);
+void gr__shm_own_mapping(gr__shm *s);
+void gr__shm_free(gr__shm *s);
+
+/* Single copy: whether this rank can read rank (rank+1)'s memory with process_vm_readv (call once
+ * every rank has made its gr__shm_new), and switching it on (only where every rank could; 0 when
+ * out of memory). GR_ERR_SYSTEM from gr__shm_test: a read failed with gr__shm_cma_errno. */
+int gr__shm_cma_probe(gr__shm *s);
+int gr__shm_set_cma(gr__shm *s, int on);
+int gr__shm_cma_errno(const gr__shm *s);
+
+/* Whether the protocol takes this call (kind and size alone: the same answer on every rank). */
+int gr__shm_takes(const gr__shm *s, int kind);
+
+/* Queue a call (calls run in the order they were posted; all ranks post the same sequence). */
+gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call);
+/* Progress the queue up to and including op; *done = 1 when op finished (op is then released and
+ * must not be used again). Never blocks for long: returns *done = 0 when waiting for a peer.
+ * GR_ERR_ABORTED once gr__shm_forget was called. */
+gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done);
+/* Give up (timeout): the segment is unusable afterwards. Writes one sentence naming the ranks this
+ * rank was waiting for (and whether their process still exists) into why. */
+void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len);
+
+/* out = in[0] (op) in[1] (op) ... (op) in[n-1], element by element, in that order, for count
+ * elements; the same result is also written to out2 when it is not NULL. out may coincide with
+ * any in[i]. fp16/bf16 are computed in float and rounded after every step; MIN and MAX propagate
+ * NaN (a NaN operand wins); integer SUM and PROD wrap around (two's complement). AVG adds. */
+void gr__shm_reduce(gr_dtype t, gr_op op, const void *const *in, int n, void *out, void *out2,
+                    size_t count);
+
+/* Segment files (shm_seg.c). A memfd of the given size; -1 with errno on failure. */
+int gr__shm_memfd(size_t bytes);
+/* Map fd (MAP_SHARED, read/write) after checking its size; NULL with errno on failure. */
+void *gr__shm_map(int fd, size_t bytes);
+/* Open another process's descriptor (/proc/<pid>/fd/<fd>); -1 with errno on failure. */
+int gr__shm_open_peer(pid_t pid, int fd);
+
+/* The communicator glue (shm_comm.c): collective over c->mpi at communicator creation. *out is
+ * NULL when the ranks do not all share a node, GPURUN_COLL_ALGO asks for another algorithm, or no
+ * segment could be made (then the MPI algorithms run, as before). */
+gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out);
+
+/* The MPI backend's hook: a call k whose kind gr__shm_takes runs here on the (staged) host buffers
+ * send and recv. The op sits in k->be_in while k->be_flags has GR__SHM_CALL. On a timeout, forget
+ * writes the sentence naming the ranks waited for into k->comm->err. */
+#define GR__SHM_CALL 0x100
+gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv);
+gr_status gr__shm_call_test(gr__shm *s, gr__call *k, int *done);
+void gr__shm_call_forget(gr__shm *s, gr__call *k);
+
+#endif

@@ -1,0 +1,240 @@
+/* The rank's live state (see gr_live.h): a snapshot of the flight recorder's latest call per
+ * communicator plus CPU time and RSS, written to a temp file and renamed over live.<rank> so that a
+ * reader never sees half a file. A thread of its own publishes, so that a rank blocked inside
+ * MPI or NCCL still shows the call it waits in; collective calls only bump the flight recorder's
+ * generation counter, under the lock the recorder takes anyway. */
+#include "gr_live.h"
+
+#include "gr_flight.h"
+#include "gr_error.h"
+#include "gr_jobdir.h"
+#include "gr_live_file.h"
+#include "gr_log.h"
+#include "gr_safefile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct {
+  int on;              /* set once by setup */
+  pthread_mutex_t mu;  /* everything below; held by the publisher except while it sleeps */
+  pthread_cond_t cv;
+  pthread_t thread;
+  int stop, warned;
+  pid_t owner;
+  int64_t period_ns;
+  uint64_t gen;        /* flight generation last written */
+  int rank, size;
+  char host[64];
+  int dirfd;           /* the job directory (gr__jobdir_open) */
+  char path[PATH_MAX];  /* for messages */
+  char name[32], tmp[64];
+  double prev_cpu_s, prev_wall_s;
+  double cpu_pct;
+  gr__flight_now last[GR_LIVE_MAX_COMMS]; /* the last communicators written (kept for exit) */
+  int nlast;
+} L = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static int setup_done;
+
+static const char *const state_names[] = {"running", "done", "failed", "timeout"};
+
+static double wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static long long rss_kib(void) {
+  char buf[128];
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  unsigned long long size, res;
+  if (sscanf(buf, "%llu %llu", &size, &res) != 2) return -1;
+  return (long long)(res * (unsigned long long)sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Called with L.mu held. */
+static int write_state(const char *state) {
+  gr__flight_now now[GR_LIVE_MAX_COMMS];
+  int n = gr__flight_latest(now, GR_LIVE_MAX_COMMS);
+  if (n > 0) {
+    memcpy(L.last, now, (size_t)n * sizeof now[0]);
+    L.nlast = n;
+  } else { /* the communicators are gone (exit): keep what was last seen */
+    memcpy(now, L.last, (size_t)L.nlast * sizeof now[0]);
+    n = L.nlast;
+  }
+  struct rusage ru;
+  double wall = wall_s(), cpu = -1;
+  if (getrusage(RUSAGE_SELF, &ru) == 0)
+    cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+          (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+  if (cpu >= 0 && L.prev_wall_s > 0 && wall - L.prev_wall_s > 0.01) {
+    L.cpu_pct = 100.0 * (cpu - L.prev_cpu_s) / (wall - L.prev_wall_s);
+    if (L.cpu_pct < 0) L.cpu_pct = 0;
+    L.prev_cpu_s = cpu;
+    L.prev_wall_s = wall;
+  } else if (L.prev_wall_s == 0) {
+    L.prev_cpu_s = cpu;
+    L.prev_wall_s = wall;
+  }
+
+  char buf[4096];
+  int len = snprintf(buf, sizeof buf,
+                     GR_LIVE_MAGIC "\nrank %d\nsize %d\nhost %s\npid %d\nstate %s\ntime %.3f\n"
+                                   "interval %.3f\n",
+                     L.rank, L.size, L.host, (int)getpid(), state, wall,
+                     (double)L.period_ns * 1e-9);
+  if (L.cpu_pct >= 0) len += snprintf(buf + len, sizeof buf - (size_t)len, "cpu_pct %.1f\n", L.cpu_pct);
+  long long rss = rss_kib();
+  if (rss >= 0) len += snprintf(buf + len, sizeof buf - (size_t)len, "rss_kib %lld\n", rss);
+  for (int i = 0; i < n && len < (int)sizeof buf - 200; i++) {
+    const gr__flight_now *c = &now[i];
+    len += snprintf(buf + len, sizeof buf - (size_t)len,
+                    "comm %s %d %d %s %llu %s %zu %s %.6f %.6f %llu %.6f\n", c->id, c->rank,
+                    c->size, c->backend, (unsigned long long)c->seq, c->op ? c->op : "-", c->count,
+                    state_names[c->state], c->start, c->end, (unsigned long long)c->calls,
+                    c->busy_s);
+  }
+  /* A stale temp file of a killed predecessor with our pid is replaced; O_EXCL|O_NOFOLLOW make
+   * sure a link planted under that name is never followed. */
+  unlinkat(L.dirfd, L.tmp, 0);
+  int fd = openat(L.dirfd, L.tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  gr__jobdir_mode() & 0666);
+  if (fd < 0) return -1;
+  ssize_t w = write(fd, buf, (size_t)len);
+  int bad = w != (ssize_t)len;
+  if (close(fd) != 0) bad = 1;
+  /* no fsync: a reader wants the latest state, not a durable one, 4 times a second */
+  if (bad || renameat(L.dirfd, L.tmp, L.dirfd, L.name) != 0) {
+    unlinkat(L.dirfd, L.tmp, 0);
+    return -1;
+  }
+  return 0;
+}
+
+int gr__live_publish(const char *state) {
+  if (!__atomic_load_n(&L.on, __ATOMIC_ACQUIRE)) return -1;
+  pthread_mutex_lock(&L.mu);
+  L.gen = gr__flight_generation();
+  int rc = write_state(state);
+  pthread_mutex_unlock(&L.mu);
+  return rc;
+}
+
+/* The publisher: wakes every interval, writes when a call began or ended since the last write,
+ * or once a second regardless (CPU and RSS of a rank that waits or computes). A rank blocked
+ * inside MPI or NCCL keeps publishing this way; a stopped process does not, which gpurun-top
+ * reads as silence. */
+static void *publisher(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&L.mu);
+  double since_refresh = 0;
+  while (!L.stop) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t ns = ts.tv_nsec + L.period_ns;
+    ts.tv_sec += (time_t)(ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    pthread_cond_timedwait(&L.cv, &L.mu, &ts);
+    if (L.stop) break;
+    since_refresh += (double)L.period_ns * 1e-9;
+    uint64_t gen = gr__flight_generation();
+    if (gen == L.gen && since_refresh < 1.0) continue;
+    L.gen = gen;
+    since_refresh = 0;
+    if (write_state("running") != 0 && !L.warned) {
+      L.warned = 1;
+      GR_WARN("live state: cannot write %s: %s", L.path, strerror(errno));
+    }
+  }
+  pthread_mutex_unlock(&L.mu);
+  return NULL;
+}
+
+static void stop_at_exit(void) {
+  if (getpid() != L.owner) return; /* a forked child has no publisher thread */
+  pthread_mutex_lock(&L.mu);
+  L.stop = 1;
+  pthread_cond_signal(&L.cv);
+  pthread_mutex_unlock(&L.mu);
+  pthread_join(L.thread, NULL);
+  gr__live_publish("exited");
+}
+
+void gr__live_setup(const char *job) {
+  if (__atomic_exchange_n(&setup_done, 1, __ATOMIC_ACQ_REL)) return;
+  const char *root = getenv("GPURUN_MONITOR_DIR");
+  const char *live = getenv("GPURUN_LIVE");
+  if (!root || !*root || (live && strcmp(live, "0") == 0)) return;
+  double period = 0.25;
+  const char *iv = getenv("GPURUN_LIVE_INTERVAL");
+  if (iv && *iv) {
+    char *e;
+    double v = strtod(iv, &e);
+    if (*e || !(v >= 0.01 && v <= 3600))
+      GR_WARN("GPURUN_LIVE_INTERVAL='%s' is not a number of seconds in [0.01, 3600]; using 0.25",
+              iv);
+    else
+      period = v;
+  }
+  char why[512];
+  L.dirfd = gr__jobdir_open(root, job, why, sizeof why); /* private, checked (gr_safefile.h) */
+  if (L.dirfd < 0) {
+    GR_WARN("live state: %s; gpurun-top will not see this rank", why);
+    return;
+  }
+  int inited = 0;
+  MPI_Initialized(&inited);
+  L.rank = gr__process_rank();
+  L.size = 1;
+  if (inited) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &L.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &L.size);
+  }
+  if (L.rank < 0) L.rank = 0;
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
+  gr__live_clean(L.host, sizeof L.host, host, strlen(host));
+  snprintf(L.path, sizeof L.path, "%s/%s/live.%d", root, job, L.rank);
+  snprintf(L.name, sizeof L.name, "live.%d", L.rank);
+  snprintf(L.tmp, sizeof L.tmp, ".live.%d.tmp.%d", L.rank, (int)getpid());
+  L.period_ns = (int64_t)(period * 1e9);
+  L.cpu_pct = -1;
+  L.owner = getpid();
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&L.cv, &ca);
+  pthread_condattr_destroy(&ca);
+  __atomic_store_n(&L.on, 1, __ATOMIC_RELEASE);
+  if (gr__live_publish("running") != 0)
+    GR_WARN("live state: cannot write %s: %s", L.path, strerror(errno));
+  /* The publisher blocks every signal: they stay the program's. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&L.thread, NULL, publisher, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    GR_WARN("live state: cannot start the publisher thread: %s", strerror(rc));
+    return;
+  }
+  atexit(stop_at_exit);
+}

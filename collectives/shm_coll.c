@@ -1,0 +1,696 @@
+/* The shared-memory protocol (see gr_shm.h for the layout and the rule that keeps it safe).
+ *
+ * Per round, with b = this round's buffer and slot(q) = rank q's buffer b:
+ * - allreduce, small (one round, at most SMALL_MAX bytes): copy the input to slot(me), raise;
+ *   once all raised, reduce all slots (rank order) into recv. One synchronisation per call.
+ * - allreduce, large (rounds of GR__SHM_SLOT bytes): the round's elements are cut into one slice per
+ *   rank; copy the slices the others reduce into slot(me), raise; once all raised, reduce my slice
+ *   from my own input and the others' slots into recv and into slot(me), raise; once all raised,
+ *   copy the others' reduced slices out of their slots. Every byte crosses between two processes
+ *   once per direction.
+ * - reduce-scatter: copy the blocks the others reduce into slot(me), raise; once all raised,
+ *   reduce my block from my input and the others' slots.
+ * - allgather: copy my block into slot(me), raise; copy each peer's block as soon as it raised.
+ * - broadcast: the root copies into slot(root) and raises; the others raise at the start of the
+ *   round (saying they finished the previous one) and copy once the root raised.
+ * - barrier: raise; wait until all raised. */
+#include "gr_shm.h"
+
+#include "gr_dtype.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SHM_MAGIC 0x6772736d636f6c31ull /* "grsmcol1" */
+#define FLAGS_OFF 2048
+#define FLAG_STRIDE 128 /* two cache lines: the adjacent-line prefetcher would share one */
+/* A small allreduce goes in one round through whole copies: P reads of n bytes each beat two
+ * synchronisations while n is small. */
+#define SMALL_MAX 8192
+/* Polls per gr__shm_test before returning to the caller. A rank that has waited SPIN_NS without
+ * progress yields the core at every call; after SLEEP_AFTER_NS it sleeps on the lagging rank's
+ * counter (a futex, at most SLEEP_NS at a time), so that on an oversubscribed node the core goes to
+ * the rank everyone waits for. A raise wakes sleepers only when the segment counts any. Waits
+ * shorter than a round's copies (tens of microseconds) never pay a wake-up. */
+#define SPINS 256
+#define SPIN_NS 20000
+/* More ranks than the node has cores: a peer is likely waiting for this very core, so
+ * poll briefly and yield at once (what Open MPI does when it knows it is oversubscribed). */
+#define SPINS_OVERSUBSCRIBED 16
+#define SLEEP_AFTER_NS 200000
+#define SLEEP_NS 1000000
+#define WAITERS_OFF 1920
+
+/* Single copy (CMA): from this many bytes per rank on, a rank that may read its peers' memory
+ * (process_vm_readv: same user, no ptrace restriction) takes the peers' data straight out of their
+ * own buffers instead of through the segment: one copy instead of two, which is what the memory
+ * bandwidth of a large call is spent on. Below, the syscall costs more than the copy saves. */
+#define CMA_MIN 16384
+#define CMA_TMP_BYTES 32768 /* per peer: a reduction's block read from it, kept in L1/L2 */
+/* Each rank's control line: its counter, then the addresses of its buffers in the current call. */
+#define CTL_SEND 8
+#define CTL_RECV 16
+#define CTL_BASE 24
+
+enum { MODE_SMALL = 1, MODE_LARGE, MODE_CMA };
+
+typedef struct {
+  uint64_t magic, nonce;
+  uint32_t size, slot;
+  uint64_t bytes;
+} shm_header;
+
+struct gr__shm {
+  unsigned char *base;
+  size_t bytes;
+  int rank, size, owns;
+  uint64_t tick;   /* this rank's counter as last raised */
+  uint64_t first;  /* the counter value of the current round's first raise */
+  uint64_t ready;  /* every counter at least this before the current round's buffer is written */
+  uint64_t rounds; /* rounds started: the current round's buffer is (rounds - 1) % 2 */
+  uint64_t wait_for;
+  int wait_rank; /* the wait in progress: counter value, rank (-1 = all) */
+  int lag;       /* a rank that had not reached wait_for at the last look */
+  int broken;
+  int spins;        /* polls per gr__shm_test */
+  uint64_t spin_ns; /* fruitless waiting before yielding */
+  int cma;          /* single copy through process_vm_readv (all ranks agreed) */
+  int cma_errno;    /* a failed read (not a vanished peer): the call fails */
+  unsigned char *tmp; /* (size - 1) * CMA_TMP_BYTES */
+  uint64_t moves;   /* raises and copies done: progress, for the idle clock */
+  uint64_t idle_t0; /* when the current fruitless wait began (ns), 0 = not waiting */
+  gr__shm_op *head, *tail, *spare, *all;
+};
+
+/* Each op also sits on the list of all ops ever allocated (freed with the context). */
+typedef struct op_box {
+  gr__shm_op op;
+  struct op_box *all_next;
+} op_box;
+
+static size_t data_off(int size) {
+  size_t o = FLAGS_OFF + (size_t)FLAG_STRIDE * (size_t)size;
+  return (o + 4095) & ~(size_t)4095;
+}
+
+size_t gr__shm_bytes(int size) { return data_off(size) + (size_t)size * 2 * GR__SHM_SLOT; }
+
+static _Atomic int32_t *pid_of(unsigned char *base, int q) {
+  return (_Atomic int32_t *)(base + 64 + 4 * (size_t)q);
+}
+static _Atomic uint64_t *flag(const gr__shm *s, int q) {
+  return (_Atomic uint64_t *)(s->base + FLAGS_OFF + (size_t)FLAG_STRIDE * (size_t)q);
+}
+static _Atomic uint64_t *ctl(const gr__shm *s, int q, size_t field) {
+  return (_Atomic uint64_t *)(s->base + FLAGS_OFF + (size_t)FLAG_STRIDE * (size_t)q + field);
+}
+static _Atomic uint32_t *waiters(const gr__shm *s) {
+  return (_Atomic uint32_t *)(s->base + WAITERS_OFF);
+}
+/* The futex word of a counter: its low 32 bits, which change with every raise. */
+static uint32_t *futex_word(_Atomic uint64_t *f) {
+  return (uint32_t *)(void *)f + (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__);
+}
+static unsigned char *slot(const gr__shm *s, int q) {
+  return s->base + data_off(s->size) + ((size_t)q * 2 + (size_t)((s->rounds - 1) & 1)) * GR__SHM_SLOT;
+}
+
+void gr__shm_format(void *base, int size, uint64_t nonce) {
+  shm_header h = {SHM_MAGIC, nonce, (uint32_t)size, GR__SHM_SLOT, gr__shm_bytes(size)};
+  memset(base, 0, data_off(size));
+  memcpy(base, &h, sizeof h);
+}
+
+int gr__shm_valid(const void *base, size_t bytes, int size, uint64_t nonce) {
+  shm_header h;
+  if (size < 1 || size > GR__SHM_MAX_RANKS || bytes < sizeof h) return 0;
+  memcpy(&h, base, sizeof h);
+  return h.magic == SHM_MAGIC && h.nonce == nonce && h.size == (uint32_t)size &&
+         h.slot == GR__SHM_SLOT && h.bytes == bytes && bytes == gr__shm_bytes(size);
+}
+
+gr__shm *gr__shm_new(void *base, size_t bytes, int rank, int size) {
+  if (size < 1 || size > GR__SHM_MAX_RANKS || rank < 0 || rank >= size) return NULL;
+  gr__shm *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->base = base;
+  s->bytes = bytes;
+  s->rank = rank;
+  s->size = size;
+  s->wait_rank = -1;
+  s->spins = SPINS;
+  s->spin_ns = SPIN_NS;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN); /* not this rank's affinity: a bound rank has one */
+  if (ncpu > 0 && ncpu < size) {
+    s->spins = SPINS_OVERSUBSCRIBED;
+    s->spin_ns = 0;
+  }
+  atomic_store_explicit(pid_of(s->base, rank), (int32_t)getpid(), memory_order_relaxed);
+  atomic_store_explicit(ctl(s, rank, CTL_BASE), (uint64_t)(uintptr_t)base, memory_order_relaxed);
+  return s;
+}
+
+void gr__shm_own_mapping(gr__shm *s) { s->owns = 1; }
+
+void gr__shm_free(gr__shm *s) {
+  if (!s) return;
+  for (op_box *b = (op_box *)s->all, *n; b; b = n) {
+    n = b->all_next;
+    free(b);
+  }
+  if (s->owns) munmap(s->base, s->bytes);
+  free(s->tmp);
+  free(s);
+}
+
+int gr__shm_takes(const gr__shm *s, int kind) {
+  return s && (kind == GR__ALLREDUCE || kind == GR__REDUCE_SCATTER || kind == GR__ALLGATHER ||
+               kind == GR__BROADCAST || kind == GR__BARRIER);
+}
+
+gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
+  if (s->broken) return GR_ERR_ABORTED;
+  gr__shm_op *op = s->spare;
+  if (op) {
+    s->spare = op->next;
+  } else {
+    op_box *b = calloc(1, sizeof *b);
+    if (!b) return GR_ERR_NOMEM;
+    b->all_next = (op_box *)s->all;
+    s->all = &b->op; /* op is the box's first member */
+    op = &b->op;
+  }
+  *op = *call;
+  op->state = 0;
+  op->step = 0;
+  op->pos = op->len = 0;
+  op->mode = 0;
+  op->sub = 0;
+  op->next = NULL;
+  if (s->tail) s->tail->next = op;
+  else s->head = op;
+  s->tail = op;
+  *out = op;
+  return GR_OK;
+}
+
+/* ---- the rounds ---------------------------------------------------------------------------- */
+
+static void raise_flag(gr__shm *s) {
+  s->tick++;
+  s->moves++;
+  _Atomic uint64_t *f = flag(s, s->rank);
+  atomic_store_explicit(f, s->tick, memory_order_release);
+  /* store then load, against the sleeper's increment then load: one of the two sees the other */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(waiters(s), memory_order_relaxed))
+    syscall(SYS_futex, futex_word(f), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void sleep_on_lag(gr__shm *s) {
+  _Atomic uint64_t *f = flag(s, s->lag);
+  atomic_fetch_add_explicit(waiters(s), 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+  uint64_t v = atomic_load_explicit(f, memory_order_relaxed);
+  if (v < s->wait_for) {
+    struct timespec ts = {0, SLEEP_NS};
+    syscall(SYS_futex, futex_word(f), FUTEX_WAIT, (uint32_t)v, &ts, NULL, 0);
+  }
+  atomic_fetch_sub_explicit(waiters(s), 1, memory_order_relaxed);
+}
+
+/* Whether rank who (-1: every rank) has raised its counter to v; remembered for diagnostics. */
+static int reached(gr__shm *s, uint64_t v, int who) {
+  s->wait_for = v;
+  s->wait_rank = who;
+  s->lag = who;
+  if (who >= 0) return atomic_load_explicit(flag(s, who), memory_order_acquire) >= v;
+  for (int q = 0; q < s->size; q++)
+    if (atomic_load_explicit(flag(s, q), memory_order_acquire) < v) {
+      s->lag = q;
+      return 0;
+    }
+  return 1;
+}
+
+/* Slice q of a round of len elements: [*off, *off + *n). */
+static void slice(size_t len, int P, int q, size_t *off, size_t *n) {
+  size_t base = len / (size_t)P, rem = len % (size_t)P, uq = (size_t)q;
+  *off = uq * base + (uq < rem ? uq : rem);
+  *n = base + (uq < rem);
+}
+
+/* Whether process pid has ended (a zombie included: its memory is gone). */
+static int peer_gone(pid_t pid) {
+  if (pid <= 0) return 0;
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *e = strrchr(buf, ')'); /* the state follows the command name, which may hold ')' */
+  return e && e[1] == ' ' && (e[2] == 'Z' || e[2] == 'X');
+}
+
+/* Read n bytes at address src of rank q into dst. 1 done; 0 the peer's process is gone (wait: the
+ * deadline will name it); -1 another failure (cma_errno). */
+static int cma_read(gr__shm *s, int q, void *dst, uint64_t src, size_t n) {
+  pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
+  size_t done = 0;
+  while (done < n) {
+    struct iovec l = {(char *)dst + done, n - done}, r = {(void *)(uintptr_t)(src + done), n - done};
+    ssize_t k = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (k < 0 && errno == EINTR) continue;
+    /* gone (ESRCH), or dying: a process whose memory is being torn down fails with EFAULT. A
+     * live peer's bad buffer would have failed in its own hands first. Either way: wait, and let
+     * the deadline name who is gone. */
+    if (k < 0 && (errno == ESRCH || errno == EFAULT || peer_gone(pid))) {
+      s->wait_rank = s->lag = q;
+      s->wait_for = UINT64_MAX;
+      return 0;
+    }
+    if (k <= 0) {
+      s->cma_errno = k < 0 ? errno : EFAULT;
+      return -1;
+    }
+    done += (size_t)k;
+  }
+  return 1;
+}
+
+int gr__shm_cma_errno(const gr__shm *s) { return s->cma_errno; }
+
+int gr__shm_cma_probe(gr__shm *s) {
+  if (s->size < 2) return 0;
+  int q = (s->rank + 1) % s->size;
+  uint64_t peer_base = atomic_load_explicit(ctl(s, q, CTL_BASE), memory_order_relaxed), magic = 0;
+  if (!peer_base || cma_read(s, q, &magic, peer_base, sizeof magic) != 1) return 0;
+  return magic == SHM_MAGIC;
+}
+
+int gr__shm_set_cma(gr__shm *s, int on) {
+  s->cma = 0;
+  if (!on || s->size < 2) return 1;
+  free(s->tmp);
+  s->tmp = malloc((size_t)(s->size - 1) * CMA_TMP_BYTES);
+  s->cma = s->tmp != NULL;
+  return s->cma;
+}
+
+static void publish(gr__shm *s, const void *send, const void *recv) {
+  atomic_store_explicit(ctl(s, s->rank, CTL_SEND), (uint64_t)(uintptr_t)send, memory_order_relaxed);
+  atomic_store_explicit(ctl(s, s->rank, CTL_RECV), (uint64_t)(uintptr_t)recv, memory_order_relaxed);
+}
+static uint64_t peer_addr(const gr__shm *s, int q, size_t field) {
+  return atomic_load_explicit(ctl(s, q, field), memory_order_relaxed);
+}
+
+/* The steps return 1 done, 0 waiting, -1 failed. A step resumes where a wait stopped it (op->sub:
+ * the peer or block it got to), so nothing is read or reduced twice. */
+static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
+  int P = s->size, r = s->rank, rc;
+  size_t es = gr__dtype_size(op->dtype), off, n, per = CMA_TMP_BYTES / es;
+  const char *send = op->send;
+  char *recv = op->recv;
+  const void *in[GR__SHM_MAX_RANKS];
+  if (op->step == 1) {
+    publish(s, send, recv);
+    raise_flag(s);
+    op->step = 2;
+    op->sub = 0;
+  }
+  if (op->step == 2) { /* my slice: the peers' inputs block by block, reduced with mine */
+    if (!reached(s, s->first, -1)) return 0;
+    slice(op->count, P, r, &off, &n);
+    for (size_t b = (size_t)op->sub * per; b < n; b += per, op->sub++) {
+      size_t m = n - b < per ? n - b : per, at = (off + b) * es;
+      for (int q = 0, t = 0; q < P; q++) {
+        if (q == r) {
+          in[q] = send + at;
+          continue;
+        }
+        unsigned char *into = s->tmp + (size_t)t++ * CMA_TMP_BYTES;
+        if ((rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, m * es)) != 1) return rc;
+        in[q] = into;
+      }
+      gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, m);
+    }
+    raise_flag(s);
+    op->step = 3;
+    op->sub = 1;
+  }
+  if (op->step == 3) { /* the others' slices, straight from their results */
+    if (!reached(s, s->first + 1, -1)) return 0;
+    for (; op->sub < P; op->sub++) {
+      int q = (r + op->sub) % P;
+      slice(op->count, P, q, &off, &n);
+      if (n && (rc = cma_read(s, q, recv + off * es, peer_addr(s, q, CTL_RECV) + off * es, n * es)) != 1)
+        return rc;
+    }
+    raise_flag(s);
+    op->step = 4;
+  }
+  return reached(s, s->first + 2, -1); /* nobody reads my buffers any more */
+}
+
+static int cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {
+  int P = s->size, r = s->rank, rc;
+  size_t es = gr__dtype_size(op->dtype), per = CMA_TMP_BYTES / es, blk = op->count * es;
+  const char *send = op->send;
+  const void *in[GR__SHM_MAX_RANKS];
+  if (op->step == 1) {
+    publish(s, send, op->recv);
+    raise_flag(s);
+    op->step = 2;
+    op->sub = 0;
+  }
+  if (op->step == 2) {
+    if (!reached(s, s->first, -1)) return 0;
+    for (size_t b = (size_t)op->sub * per; b < op->count; b += per, op->sub++) {
+      size_t m = op->count - b < per ? op->count - b : per, at = (size_t)r * blk + b * es;
+      for (int q = 0, t = 0; q < P; q++) {
+        if (q == r) {
+          in[q] = send + at;
+          continue;
+        }
+        unsigned char *into = s->tmp + (size_t)t++ * CMA_TMP_BYTES;
+        if ((rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, m * es)) != 1) return rc;
+        in[q] = into;
+      }
+      gr__shm_reduce(op->dtype, op->op, in, P, (char *)op->recv + b * es, NULL, m);
+    }
+    raise_flag(s);
+    op->step = 3;
+  }
+  return reached(s, s->first + 1, -1);
+}
+
+static int cma_allgather(gr__shm *s, gr__shm_op *op) {
+  int P = s->size, r = s->rank, rc;
+  size_t blk = op->count * gr__dtype_size(op->dtype);
+  char *recv = op->recv;
+  if (op->step == 1) {
+    publish(s, op->send, recv);
+    raise_flag(s);
+    if (op->send != recv + (size_t)r * blk) memcpy(recv + (size_t)r * blk, op->send, blk);
+    op->step = 2;
+    op->sub = 1;
+  }
+  if (op->step == 2) {
+    for (; op->sub < P; op->sub++) { /* each peer's block as soon as it is there */
+      int q = (r + op->sub) % P;
+      if (!reached(s, s->first, q)) return 0;
+      if ((rc = cma_read(s, q, recv + (size_t)q * blk, peer_addr(s, q, CTL_SEND), blk)) != 1) return rc;
+      s->moves++;
+    }
+    raise_flag(s);
+    op->step = 3;
+  }
+  return reached(s, s->first + 1, -1);
+}
+
+static int cma_broadcast(gr__shm *s, gr__shm_op *op) {
+  size_t bytes = op->count * gr__dtype_size(op->dtype);
+  int rc;
+  if (op->step == 1) {
+    publish(s, op->send, op->recv);
+    raise_flag(s); /* the root: its data is there; the others: they are here */
+    if (s->rank == op->root && op->send != op->recv) memcpy(op->recv, op->send, bytes);
+    op->step = s->rank == op->root ? 3 : 2;
+  }
+  if (op->step == 2) {
+    if (!reached(s, s->first, op->root)) return 0;
+    if ((rc = cma_read(s, op->root, op->recv, peer_addr(s, op->root, CTL_SEND), bytes)) != 1) return rc;
+    op->step = 3;
+  }
+  if (op->step == 3) {
+    raise_flag(s);
+    op->step = 4;
+  }
+  return reached(s, s->first + 1, -1);
+}
+
+static void begin_round(gr__shm *s) {
+  s->ready = s->first;
+  s->first = s->tick + 1;
+  s->rounds++;
+}
+
+
+/* Elements per round, per block. */
+static size_t round_elems(const gr__shm *s, const gr__shm_op *op) {
+  size_t es = gr__dtype_size(op->dtype);
+  if (op->mode == MODE_CMA) return op->count;
+  switch (op->kind) {
+  case GR__REDUCE_SCATTER: return GR__SHM_SLOT / (size_t)s->size / es;
+  case GR__ALLREDUCE: return op->mode == MODE_SMALL ? op->count : GR__SHM_SLOT / es;
+  default: return GR__SHM_SLOT / es;
+  }
+}
+
+static int allreduce_step(gr__shm *s, gr__shm_op *op) {
+  int P = s->size, r = s->rank;
+  size_t es = gr__dtype_size(op->dtype), at = op->pos * es;
+  const char *send = op->send;
+  char *recv = op->recv;
+  const void *in[GR__SHM_MAX_RANKS];
+  if (op->mode == MODE_SMALL) {
+    if (op->step == 1) {
+      if (!reached(s, s->ready, -1)) return 0;
+      memcpy(slot(s, r), send, op->len * es);
+      raise_flag(s);
+      op->step = 2;
+    }
+    if (!reached(s, s->first, -1)) return 0;
+    for (int q = 0; q < P; q++) in[q] = q == r ? (const void *)send : slot(s, q);
+    gr__shm_reduce(op->dtype, op->op, in, P, recv, NULL, op->len);
+    return 1;
+  }
+  size_t off, n;
+  if (op->step == 1) {
+    if (!reached(s, s->ready, -1)) return 0;
+    unsigned char *mine = slot(s, r);
+    for (int q = 0; q < P; q++) {
+      if (q == r) continue;
+      slice(op->len, P, q, &off, &n);
+      memcpy(mine + off * es, send + at + off * es, n * es);
+    }
+    raise_flag(s);
+    op->step = 2;
+  }
+  if (op->step == 2) {
+    if (!reached(s, s->first, -1)) return 0;
+    slice(op->len, P, r, &off, &n);
+    for (int q = 0; q < P; q++)
+      in[q] = q == r ? (const void *)(send + at + off * es) : slot(s, q) + off * es;
+    gr__shm_reduce(op->dtype, op->op, in, P, recv + at + off * es, slot(s, r) + off * es, n);
+    raise_flag(s);
+    op->step = 3;
+  }
+  if (!reached(s, s->first + 1, -1)) return 0;
+  for (int i = 1; i < P; i++) { /* start after me, so that the ranks read different slots */
+    int q = (r + i) % P;
+    slice(op->len, P, q, &off, &n);
+    memcpy(recv + at + off * es, slot(s, q) + off * es, n * es);
+  }
+  return 1;
+}
+
+static int reduce_scatter_step(gr__shm *s, gr__shm_op *op) {
+  int P = s->size, r = s->rank;
+  size_t es = gr__dtype_size(op->dtype), sub = round_elems(s, op) * es, at = op->pos * es;
+  size_t blk = op->count * es;
+  const char *send = op->send;
+  const void *in[GR__SHM_MAX_RANKS];
+  if (op->step == 1) {
+    if (!reached(s, s->ready, -1)) return 0;
+    unsigned char *mine = slot(s, r);
+    for (int q = 0; q < P; q++)
+      if (q != r) memcpy(mine + (size_t)q * sub, send + (size_t)q * blk + at, op->len * es);
+    raise_flag(s);
+    op->step = 2;
+  }
+  if (!reached(s, s->first, -1)) return 0;
+  for (int q = 0; q < P; q++)
+    in[q] = q == r ? (const void *)(send + (size_t)r * blk + at) : slot(s, q) + (size_t)r * sub;
+  gr__shm_reduce(op->dtype, op->op, in, P, (char *)op->recv + at, NULL, op->len);
+  return 1;
+}
+
+static int allgather_step(gr__shm *s, gr__shm_op *op) {
+  int P = s->size, r = s->rank;
+  size_t es = gr__dtype_size(op->dtype), at = op->pos * es, blk = op->count * es;
+  char *recv = op->recv;
+  if (op->step == 1) {
+    if (!reached(s, s->ready, -1)) return 0;
+    memcpy(slot(s, r), (const char *)op->send + at, op->len * es);
+    raise_flag(s);
+    if (op->send != recv + (size_t)r * blk)
+      memcpy(recv + (size_t)r * blk + at, (const char *)op->send + at, op->len * es);
+    op->step = 2;
+    op->sub = 1;
+  }
+  for (; op->sub < P; op->sub++) { /* each peer's block as soon as it is there */
+    int q = (r + op->sub) % P;
+    if (!reached(s, s->first, q)) return 0;
+    memcpy(recv + (size_t)q * blk + at, slot(s, q), op->len * es);
+    s->moves++;
+  }
+  return 1;
+}
+
+static int broadcast_step(gr__shm *s, gr__shm_op *op) {
+  size_t es = gr__dtype_size(op->dtype), at = op->pos * es;
+  if (s->rank == op->root) {
+    if (!reached(s, s->ready, -1)) return 0;
+    memcpy(slot(s, op->root), (const char *)op->send + at, op->len * es);
+    raise_flag(s);
+    if (op->send != op->recv) memcpy((char *)op->recv + at, (const char *)op->send + at, op->len * es);
+    return 1;
+  }
+  if (op->step == 1) {
+    raise_flag(s); /* this rank is done with the previous round */
+    op->step = 2;
+  }
+  if (!reached(s, s->first, op->root)) return 0;
+  memcpy((char *)op->recv + at, slot(s, op->root), op->len * es);
+  return 1;
+}
+
+/* Run op as far as it goes; 1 when it finished, -1 when it failed (cma_errno). */
+static int advance(gr__shm *s, gr__shm_op *op) {
+  for (;;) {
+    if (op->step == 0) {
+      if (op->state == 0) {
+        op->state = 1;
+        op->pos = 0;
+        size_t es = gr__dtype_size(op->dtype);
+        if (op->kind == GR__BARRIER) /* no data, whatever count says */
+          op->mode = 0;
+        else if (s->cma && op->count * es >= CMA_MIN && op->count >= (size_t)s->size)
+          op->mode = MODE_CMA;
+        else if (op->kind == GR__ALLREDUCE)
+          op->mode = op->count * es <= SMALL_MAX || op->count < (size_t)s->size ? MODE_SMALL
+                                                                                 : MODE_LARGE;
+        if (op->kind == GR__BARRIER) {
+          begin_round(s);
+          raise_flag(s);
+          op->step = 2;
+          continue;
+        }
+      } else {
+        op->pos += op->len;
+      }
+      if (op->kind == GR__BARRIER || op->pos >= op->count) return 1;
+      size_t m = round_elems(s, op);
+      op->len = op->count - op->pos < m ? op->count - op->pos : m;
+      begin_round(s);
+      op->step = 1;
+    }
+    int fin;
+    if (op->mode == MODE_CMA) {
+      switch (op->kind) {
+      case GR__ALLREDUCE: fin = cma_allreduce(s, op); break;
+      case GR__REDUCE_SCATTER: fin = cma_reduce_scatter(s, op); break;
+      case GR__ALLGATHER: fin = cma_allgather(s, op); break;
+      default: fin = cma_broadcast(s, op); break;
+      }
+    } else switch (op->kind) {
+    case GR__ALLREDUCE: fin = allreduce_step(s, op); break;
+    case GR__REDUCE_SCATTER: fin = reduce_scatter_step(s, op); break;
+    case GR__ALLGATHER: fin = allgather_step(s, op); break;
+    case GR__BROADCAST: fin = broadcast_step(s, op); break;
+    default: fin = reached(s, s->first, -1); break; /* barrier */
+    }
+    if (fin != 1) return fin;
+    op->step = 0;
+    s->moves++;
+  }
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
+  *done = 0;
+  if (s->broken) return GR_ERR_ABORTED;
+  uint64_t moves = s->moves;
+  for (int spin = 0; spin < s->spins; spin++) {
+    while (s->head && op->state != 2) {
+      gr__shm_op *h = s->head;
+      int rc = advance(s, h);
+      if (rc < 0) {
+        s->broken = 1;
+        return GR_ERR_SYSTEM;
+      }
+      if (!rc) break;
+      h->state = 2;
+      s->head = h->next;
+      if (!s->head) s->tail = NULL;
+    }
+    if (op->state == 2) {
+      op->next = s->spare;
+      s->spare = op;
+      s->idle_t0 = 0;
+      *done = 1;
+      return GR_OK;
+    }
+    cpu_relax();
+  }
+  uint64_t t = now_ns();
+  if (s->moves != moves || !s->idle_t0) {
+    s->idle_t0 = t;
+  } else if (t - s->idle_t0 > SLEEP_AFTER_NS) {
+    sleep_on_lag(s);
+  } else if (t - s->idle_t0 >= s->spin_ns) {
+    sched_yield();
+  }
+  return GR_OK;
+}
+
+void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
+  (void)op;
+  s->broken = 1;
+  if (!why || !len) return;
+  int n = snprintf(why, len, "shared-memory round %llu: waiting for", (unsigned long long)s->rounds);
+  int named = 0;
+  for (int q = 0; q < s->size && n >= 0 && (size_t)n < len; q++) {
+    /* the ranks this one waits for, and any whose process has vanished (a survivor that timed
+     * out and exited may be the one a single-copy read found gone) */
+    pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
+    int gone = q != s->rank && peer_gone(pid);
+    int behind = (s->wait_rank < 0 || q == s->wait_rank) &&
+                 atomic_load_explicit(flag(s, q), memory_order_acquire) < s->wait_for;
+    if (!gone && !behind) continue;
+    n += snprintf(why + n, len - (size_t)n, "%s rank %d (process %d%s)", named ? "," : "", q,
+                  (int)pid, gone ? " no longer exists" : " still running");
+    named++;
+  }
+  if (!named && n >= 0 && (size_t)n < len) snprintf(why + n, len - (size_t)n, " no rank (all arrived)");
+}

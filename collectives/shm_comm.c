@@ -1,0 +1,212 @@
+/* Attaching a communicator to a node-local shared-memory segment, at communicator creation
+ * (collective over c->mpi). Rank 0 makes a memfd, the others open it through /proc; where that is
+ * not allowed (another PID namespace, a hardened /proc) a POSIX shm object is used instead, unlinked
+ * as soon as every rank has mapped it, so /dev/shm keeps no name longer than the creation takes.
+ * Every rank learns whether all others succeeded: either all use the segment, or none does. */
+#include "gr_shm.h"
+
+#include "gr_log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+/* GPURUN_COLL_ALGO: "auto" (default) or "shm" use the segment where the ranks share a node;
+ * "mpi" keeps the MPI algorithms (for measurement). Any rank's "mpi" turns it off for all. */
+static int want_shm(void) {
+  const char *a = getenv("GPURUN_COLL_ALGO");
+  if (!a || !*a || strcmp(a, "auto") == 0 || strcmp(a, "shm") == 0) return 1;
+  if (strcmp(a, "mpi") == 0) return 0;
+  GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_COLL_ALGO=%.40s is not auto, shm or mpi; using auto", a);
+  return 1;
+}
+
+static uint64_t new_nonce(void) {
+  uint64_t n = 0;
+  if (getrandom(&n, sizeof n, GRND_NONBLOCK) != (ssize_t)sizeof n) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    n = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40);
+  }
+  return n | 1; /* never 0, which a zeroed page would match */
+}
+
+static int all_ok(gr_comm *c, int ok) {
+  if (MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS) return 0;
+  return ok;
+}
+
+typedef struct {
+  int64_t pid, fd;
+  uint64_t nonce;
+  char name[48];
+} seg_info;
+
+/* The memfd way: the mapping, or NULL on every rank (skip: rank 0 does not even try). */
+static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip) {
+  seg_info info = {-1, -1, nonce, ""};
+  void *base = NULL;
+  int fd = -1;
+  if (c->rank == 0 && !skip) {
+    fd = gr__shm_memfd(bytes);
+    if (fd >= 0) base = gr__shm_map(fd, bytes);
+    if (base) {
+      gr__shm_format(base, c->size, nonce);
+      info.pid = getpid();
+      info.fd = fd;
+    } else {
+      GR_DEBUG("collectives: shared-memory segment: memfd failed: %s", strerror(errno));
+    }
+  }
+  if (MPI_Bcast(&info, (int)sizeof info, MPI_BYTE, 0, c->mpi) != MPI_SUCCESS) info.pid = -1;
+  if (c->rank != 0 && info.pid > 0 && info.fd >= 0 && info.fd <= INT32_MAX) {
+    int pfd = gr__shm_open_peer((pid_t)info.pid, (int)info.fd);
+    if (pfd >= 0) {
+      base = gr__shm_map(pfd, bytes);
+      close(pfd);
+    }
+    if (base && !gr__shm_valid(base, bytes, c->size, nonce)) {
+      munmap(base, bytes);
+      base = NULL;
+    }
+    if (!base)
+      GR_DEBUG("collectives: shared-memory segment: rank %d cannot open /proc/%" PRId64 "/fd/%" PRId64
+               ": %s", c->rank, info.pid, info.fd, strerror(errno));
+  }
+  int ok = all_ok(c, base != NULL);
+  if (fd >= 0) close(fd); /* the mappings keep the memory */
+  if (!ok && base) {
+    munmap(base, bytes);
+    base = NULL;
+  }
+  return base;
+}
+
+/* The named way: shm_open, map, and unlink once everyone has it (or failed). */
+static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce) {
+  seg_info info = {-1, -1, nonce, ""};
+  void *base = NULL;
+  if (c->rank == 0) {
+    snprintf(info.name, sizeof info.name, "/gpurun-coll-%d-%016" PRIx64, (int)getpid(), nonce);
+    int fd = shm_open(info.name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      if (ftruncate(fd, (off_t)bytes) == 0) base = gr__shm_map(fd, bytes);
+      close(fd);
+      if (base) gr__shm_format(base, c->size, nonce);
+      else shm_unlink(info.name);
+    }
+    if (base) info.pid = getpid();
+  }
+  if (MPI_Bcast(&info, (int)sizeof info, MPI_BYTE, 0, c->mpi) != MPI_SUCCESS) info.pid = -1;
+  info.name[sizeof info.name - 1] = '\0';
+  if (c->rank != 0 && info.pid > 0 && strncmp(info.name, "/gpurun-coll-", 13) == 0) {
+    int fd = shm_open(info.name, O_RDWR | O_CLOEXEC, 0);
+    if (fd >= 0) {
+      base = gr__shm_map(fd, bytes);
+      close(fd);
+    }
+    if (base && !gr__shm_valid(base, bytes, c->size, nonce)) {
+      munmap(base, bytes);
+      base = NULL;
+    }
+  }
+  int ok = all_ok(c, base != NULL);
+  if (c->rank == 0 && info.pid > 0) shm_unlink(info.name);
+  if (!ok && base) {
+    munmap(base, bytes);
+    base = NULL;
+  }
+  return base;
+}
+
+gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
+  *out = NULL;
+  if (c->size < 2 || c->size > GR__SHM_MAX_RANKS) return GR_OK;
+  int ok = want_shm();
+  MPI_Comm node = MPI_COMM_NULL;
+  int nsize = 0;
+  if (MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
+      node != MPI_COMM_NULL) {
+    MPI_Comm_size(node, &nsize);
+    MPI_Comm_free(&node);
+  }
+  if (!all_ok(c, ok && nsize == c->size)) {
+    GR_DEBUG("collectives: communicator %s: no shared-memory path (%s)", c->id,
+             ok ? "its ranks span several nodes" : "GPURUN_COLL_ALGO=mpi");
+    return GR_OK;
+  }
+  size_t bytes = gr__shm_bytes(c->size);
+  uint64_t nonce = new_nonce();
+  if (MPI_Bcast(&nonce, 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS) return GR_OK;
+  /* GPURUN_SHM_SEGMENT=posix (rank 0's) skips the memfd: for testing the fallback */
+  const char *seg = getenv("GPURUN_SHM_SEGMENT");
+  void *base = via_memfd(c, bytes, nonce, seg && strcmp(seg, "posix") == 0);
+  const char *how = "memfd";
+  if (!base) {
+    base = via_named(c, bytes, nonce);
+    how = "POSIX shm, unlinked";
+  }
+  if (!base) {
+    GR_DEBUG("collectives: communicator %s: no shared-memory segment could be made", c->id);
+    return GR_OK;
+  }
+  gr__shm *s = gr__shm_new(base, bytes, c->rank, c->size);
+  if (!all_ok(c, s != NULL)) { /* out of memory somewhere: all keep the MPI algorithms */
+    if (s) gr__shm_free(s);
+    munmap(base, bytes);
+    return GR_OK;
+  }
+  gr__shm_own_mapping(s);
+  /* single copy where every rank may read the others' memory (GPURUN_SHM_CMA=0: never) */
+  const char *cma_env = getenv("GPURUN_SHM_CMA");
+  int cma = !(cma_env && strcmp(cma_env, "0") == 0) && gr__shm_cma_probe(s);
+  cma = all_ok(c, cma);
+  cma = all_ok(c, gr__shm_set_cma(s, cma));
+  if (!cma) gr__shm_set_cma(s, 0);
+  GR_DEBUG("collectives: communicator %s: shared-memory path (%zu bytes, %s, %s)", c->id, bytes,
+           how, cma ? "single copy by process_vm_readv above 16 KiB" : "copy in, copy out");
+  *out = s;
+  return GR_OK;
+}
+
+/* ---- the MPI backend's calls on the segment ------------------------------------------------ */
+
+gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv) {
+  gr__shm_op call = {.kind = (int)k->kind, .send = send, .recv = recv, .count = k->count,
+                     .dtype = k->dtype, .op = k->op, .root = k->root};
+  if (k->kind == GR__BARRIER) call.count = 0;
+  gr__shm_op *op = NULL;
+  gr_status st = gr__shm_post(s, &op, &call);
+  if (st != GR_OK)
+    return gr__comm_err(k->comm, st, st == GR_ERR_NOMEM ? "out of memory" : "shared-memory path "
+                        "unusable after an earlier timeout");
+  k->be_in = op;
+  k->be_flags |= GR__SHM_CALL;
+  return GR_OK;
+}
+
+gr_status gr__shm_call_test(gr__shm *s, gr__call *k, int *done) {
+  gr_status st = gr__shm_test(s, k->be_in, done);
+  if (st == GR_ERR_SYSTEM)
+    return gr__comm_err(k->comm, st, "process_vm_readv from a peer rank failed: %s",
+                        strerror(gr__shm_cma_errno(s)));
+  if (st != GR_OK) return gr__comm_err(k->comm, st, "shared-memory path unusable after an earlier timeout");
+  if (*done) {
+    k->be_in = NULL;
+    k->be_flags &= ~GR__SHM_CALL;
+  }
+  return GR_OK;
+}
+
+void gr__shm_call_forget(gr__shm *s, gr__call *k) {
+  gr__shm_forget(s, k->be_in, k->comm->err, sizeof k->comm->err);
+  k->be_in = NULL;
+  k->be_flags &= ~GR__SHM_CALL;
+}

@@ -1,0 +1,509 @@
+/* Loading a job directory for gpurun-top and naming the rank the others wait for. Every file may
+ * be hostile (another user's job, a half-written CSV): fields are bounded and cleaned. */
+#include "top.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static int is_job_file(const char *name) {
+  return (strncmp(name, "live.", 5) == 0 && name[5] >= '0' && name[5] <= '9') ||
+         (ends_with(name, ".csv") && name[0] != '.');
+}
+
+static int holds_job(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int yes = 0;
+  for (struct dirent *e; !yes && (e = readdir(d));)
+    yes = is_job_file(e->d_name);
+  closedir(d);
+  return yes;
+}
+
+int top_find_job(const char *dir, char *out, size_t cap, char *err, size_t errlen) {
+  if (holds_job(dir)) {
+    snprintf(out, cap, "%s", dir);
+    return 0;
+  }
+  DIR *d = opendir(dir);
+  if (!d) {
+    snprintf(err, errlen, "cannot open %s: %s", dir, strerror(errno));
+    return -1;
+  }
+  double best = -1;
+  char path[2048];
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode) || !holds_job(path)) continue;
+    double t = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec * 1e-9;
+    if (t > best && strlen(path) < cap) {
+      best = t;
+      snprintf(out, cap, "%s", path);
+    }
+  }
+  closedir(d);
+  if (best < 0) {
+    snprintf(err, errlen, "%s holds no job (no live.<rank> or <node>.<local_rank>.csv files)", dir);
+    return -1;
+  }
+  return 0;
+}
+
+/* Reads up to cap-1 bytes at offset into buf; returns the length or -1. */
+static ssize_t read_at(int fd, char *buf, size_t cap, off_t off) {
+  size_t len = 0;
+  while (len < cap - 1) {
+    ssize_t r = pread(fd, buf + len, cap - 1 - len, off + (off_t)len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+  }
+  buf[len] = '\0';
+  return (ssize_t)len;
+}
+
+/* The row of a rank: rows are appended as files name ranks (job->index maps rank -> row) and
+ * sorted by rank once everything is loaded. */
+static top_rank *rank_slot(top_job *job, int rank) {
+  if (rank < 0 || rank > TOP_MAX_RANK) return NULL;
+  if (rank >= job->index_cap) {
+    int cap = job->index_cap ? job->index_cap : 1024;
+    while (cap <= rank) cap *= 2;
+    int *ni = realloc(job->index, (size_t)cap * sizeof *ni);
+    if (!ni) return NULL;
+    for (int i = job->index_cap; i < cap; i++)
+      ni[i] = -1;
+    job->index = ni;
+    job->index_cap = cap;
+  }
+  if (job->index[rank] >= 0) return &job->r[job->index[rank]];
+  if (job->n == job->cap) {
+    int cap = job->cap ? 2 * job->cap : 64;
+    top_rank *nr = realloc(job->r, (size_t)cap * sizeof *nr);
+    if (!nr) return NULL;
+    job->r = nr;
+    job->cap = cap;
+  }
+  job->index[rank] = job->n;
+  top_rank *t = &job->r[job->n++];
+  memset(t, 0, sizeof *t);
+  t->rank = rank;
+  t->local_rank = -1;
+  t->cpu_pct = t->rss_mib = -1;
+  return t;
+}
+
+static int by_rank(const void *a, const void *b) {
+  int x = ((const top_rank *)a)->rank, y = ((const top_rank *)b)->rank;
+  return (x > y) - (x < y);
+}
+
+static char proc_state(long pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 'X';
+  ssize_t n = read_at(fd, buf, sizeof buf, 0);
+  close(fd);
+  if (n <= 0) return 'X';
+  const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+  return p && p[1] == ' ' && p[2] ? p[2] : 0;
+}
+
+static void load_live(top_job *job, const char *path, const char *name, const char *myhost) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return;
+  char buf[8192];
+  ssize_t n = read_at(fd, buf, sizeof buf, 0);
+  close(fd);
+  gr__live lv;
+  if (n <= 0 || gr__live_parse(buf, (size_t)n, &lv) != 0) return;
+  /* live.<rank>: a file that claims another rank than its name is not that rank's */
+  char *end;
+  long named = strtol(name + 5, &end, 10);
+  if (*end || named != lv.rank) return;
+  top_rank *t = rank_slot(job, lv.rank);
+  if (!t) return;
+  t->live = lv;
+  t->have_live = 1;
+  t->age_s = job->now - lv.time;
+  if (!t->host[0]) snprintf(t->host, sizeof t->host, "%s", lv.host);
+  if (lv.pid > 0 && !strcmp(lv.host, myhost)) t->proc_state = proc_state(lv.pid);
+  if (t->cpu_pct < 0) t->cpu_pct = lv.cpu_pct;
+  if (t->rss_mib < 0 && lv.rss_kib >= 0) t->rss_mib = (double)lv.rss_kib / 1024.0;
+  if (lv.size > job->world) job->world = lv.size;
+  job->nlive++;
+}
+
+enum { C_TIME, C_RANK, C_LRANK, C_GPU, C_UTIL, C_MUSED, C_MTOTAL, C_TEMP, C_POWER, C_THR, C_CPU,
+       C_RSS, C_RSM, C_OSM, C_N };
+static const char *const col_names[C_N] = {
+    "time",    "rank",     "local_rank", "gpu",     "gpu_util",     "mem_used_mib",  "mem_total_mib",
+    "temp_c",  "power_w",  "throttle",   "cpu_util", "rss_mib",     "rank_sm_util", "others_sm_util"};
+
+static int split(char *line, char **f, int max) {
+  int n = 0;
+  for (char *p = line;; p++) {
+    if (n < max) f[n] = p;
+    n++;
+    p = strchr(p, ',');
+    if (!p) break;
+    *p = '\0';
+  }
+  return n;
+}
+
+static double fnum(const char *s) {
+  if (!s || !*s) return -1;
+  char *e;
+  double v = strtod(s, &e);
+  return *e || !isfinite(v) || v < 0 ? -1 : v;
+}
+
+/* The latest sample of one supervisor CSV: its header names the columns, its last lines with one
+ * timestamp are the rank's GPUs at that moment. */
+static void load_csv(top_job *job, const char *path, const char *name) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return;
+  struct stat st;
+  char head[1024], tail[4096]; /* a sample of 8 GPUs is ~1.2 KB */
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || read_at(fd, head, sizeof head, 0) <= 0) {
+    close(fd);
+    return;
+  }
+  off_t off = st.st_size > (off_t)sizeof tail - 1 ? st.st_size - (off_t)sizeof tail + 1 : 0;
+  ssize_t tn = read_at(fd, tail, sizeof tail, off);
+  close(fd);
+  char *nl = strchr(head, '\n');
+  if (!nl || tn <= 0) return;
+  *nl = '\0';
+  int col[C_N];
+  for (int c = 0; c < C_N; c++)
+    col[c] = -1;
+  char *hf[64];
+  int hn = split(head, hf, 64);
+  for (int i = 0; i < hn && i < 64; i++)
+    for (int c = 0; c < C_N; c++)
+      if (!strcmp(hf[i], col_names[c])) col[c] = i;
+  if (col[C_RANK] < 0 || col[C_TIME] < 0) return;
+  /* Complete lines only: cut after the last newline; skip the first (maybe partial) line. */
+  char *last_nl = strrchr(tail, '\n');
+  if (!last_nl) return;
+  *last_nl = '\0';
+  char *lines[TOP_MAX_GPUS + 1];
+  int nl_count = 0;
+  double t0 = -1;
+  for (char *p = last_nl; p > tail && nl_count <= TOP_MAX_GPUS;) {
+    char *q = p - 1;
+    while (q > tail && *q != '\n') q--;
+    if (*q != '\n' && off > 0) break; /* partial first line of the tail window */
+    char *line = *q == '\n' ? q + 1 : q;
+    char copy[1024];
+    size_t ll = strlen(line);
+    if (ll >= sizeof copy) break;
+    memcpy(copy, line, ll + 1);
+    char *f[64];
+    int n = split(copy, f, 64);
+    if (n <= col[C_TIME] || n > 64) break;
+    double t = fnum(f[col[C_TIME]]);
+    if (t0 < 0) t0 = t;
+    if (t != t0 || !strcmp(line, col_names[0])) break;
+    lines[nl_count++] = line;
+    if (*q != '\n') break;
+    *q = '\0';
+    p = q;
+  }
+  if (!nl_count) return;
+  /* lines[] is newest-first; GPUs in file order. */
+  for (int i = nl_count - 1; i >= 0; i--) {
+    char *f[64];
+    int n = split(lines[i], f, 64);
+    if (n > 64) continue;
+    double v;
+    v = col[C_RANK] < n ? fnum(f[col[C_RANK]]) : -1;
+    if (v < 0 || v > TOP_MAX_RANK) continue;
+    top_rank *t = rank_slot(job, (int)v);
+    if (!t) return;
+    if (i == nl_count - 1) t->ngpus = 0;
+    t->have_csv = 1;
+    if (!t->host[0]) {
+      size_t l = strlen(name) - 4; /* "<node>.<local_rank>.csv" */
+      const char *dot = NULL;
+      for (size_t k = 0; k < l; k++)
+        if (name[k] == '.') dot = name + k;
+      gr__live_clean(t->host, sizeof t->host, name, dot ? (size_t)(dot - name) : l);
+    }
+    if (col[C_LRANK] >= 0 && col[C_LRANK] < n && (v = fnum(f[col[C_LRANK]])) >= 0 && v < 1e6)
+      t->local_rank = (int)v;
+    if (col[C_CPU] >= 0 && col[C_CPU] < n && (v = fnum(f[col[C_CPU]])) >= 0) t->cpu_pct = v;
+    if (col[C_RSS] >= 0 && col[C_RSS] < n && (v = fnum(f[col[C_RSS]])) >= 0) t->rss_mib = v;
+    const char *pci = col[C_GPU] >= 0 && col[C_GPU] < n ? f[col[C_GPU]] : "-";
+    if (!strcmp(pci, "-") || t->ngpus == TOP_MAX_GPUS) continue;
+    top_gpu *g = &t->gpu[t->ngpus++];
+    gr__live_clean(g->pci, sizeof g->pci, pci, strlen(pci));
+    g->util = col[C_UTIL] >= 0 && col[C_UTIL] < n ? fnum(f[col[C_UTIL]]) : -1;
+    g->mem_used_mib = col[C_MUSED] >= 0 && col[C_MUSED] < n ? fnum(f[col[C_MUSED]]) : -1;
+    g->mem_total_mib = col[C_MTOTAL] >= 0 && col[C_MTOTAL] < n ? fnum(f[col[C_MTOTAL]]) : -1;
+    g->temp_c = col[C_TEMP] >= 0 && col[C_TEMP] < n ? fnum(f[col[C_TEMP]]) : -1;
+    g->power_w = col[C_POWER] >= 0 && col[C_POWER] < n ? fnum(f[col[C_POWER]]) : -1;
+    g->rank_sm = col[C_RSM] >= 0 && col[C_RSM] < n ? fnum(f[col[C_RSM]]) : -1;
+    g->others_sm = col[C_OSM] >= 0 && col[C_OSM] < n ? fnum(f[col[C_OSM]]) : -1;
+    g->throttle = -1;
+    if (col[C_THR] >= 0 && col[C_THR] < n && f[col[C_THR]][0]) {
+      char *e;
+      errno = 0;
+      unsigned long long x = strtoull(f[col[C_THR]], &e, 16);
+      if (!*e && !errno && x < (1ull << 62)) g->throttle = (long long)x;
+    }
+  }
+}
+
+int top_load(top_job *job) {
+  for (int i = 0; i < job->n; i++)
+    job->index[job->r[i].rank] = -1;
+  job->n = 0;
+  job->nlive = 0;
+  job->world = 0;
+  job->verdict[0] = '\0';
+  job->now = wall_now();
+  char myhost[256] = "", clean[64];
+  gethostname(myhost, sizeof myhost - 1);
+  gr__live_clean(clean, sizeof clean, myhost, strlen(myhost));
+  DIR *d = opendir(job->dir);
+  if (!d) return -1;
+  char path[2048];
+  /* Live files first (they name host and pid), then the CSVs override CPU/RSS with the
+   * supervisor's samples and add the GPUs. */
+  for (int pass = 0; pass < 2; pass++) {
+    rewinddir(d);
+    for (struct dirent *e; (e = readdir(d));) {
+      const char *nm = e->d_name;
+      int live = strncmp(nm, "live.", 5) == 0 && nm[5] >= '0' && nm[5] <= '9';
+      int csv = !live && nm[0] != '.' && ends_with(nm, ".csv");
+      if ((pass == 0 && !live) || (pass == 1 && !csv)) continue;
+      if ((size_t)snprintf(path, sizeof path, "%s/%s", job->dir, nm) >= sizeof path) continue;
+      if (live)
+        load_live(job, path, nm, clean);
+      else
+        load_csv(job, path, nm);
+    }
+  }
+  closedir(d);
+  for (int i = 0; i < job->n; i++)
+    if (job->r[i].rank + 1 > job->world) job->world = job->r[i].rank + 1;
+  /* Every rank of the job gets a row, also one that never wrote a file (it may be the culprit). */
+  if (job->world <= 65536)
+    for (int r = 0; r < job->world; r++)
+      rank_slot(job, r);
+  if (job->n > 1) qsort(job->r, (size_t)job->n, sizeof *job->r, by_rank); /* r is NULL when empty */
+  for (int i = 0; i < job->n; i++)
+    job->index[job->r[i].rank] = i;
+  top_analyse(job);
+  return 0;
+}
+
+void top_free(top_job *job) {
+  free(job->r);
+  free(job->index);
+  job->r = NULL;
+  job->index = NULL;
+  job->n = job->cap = job->index_cap = 0;
+}
+
+/* ---- who waits for whom ---------------------------------------------------------------- */
+
+static const gr__live_comm *comm_in(const top_rank *t, const char *id, int size) {
+  if (!t->have_live) return NULL;
+  for (int i = 0; i < t->live.ncomms; i++)
+    if (!strcmp(t->live.comm[i].id, id) && t->live.comm[i].size == size) return &t->live.comm[i];
+  return NULL;
+}
+
+static int exited(const top_rank *t) { return t->have_live && !strcmp(t->live.state, "exited"); }
+
+typedef struct {
+  char *p;
+  size_t cap, len;
+} out_buf;
+
+static void put(out_buf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(out_buf *o, const char *fmt, ...) {
+  if (o->len >= o->cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
+  va_end(ap);
+  if (n > 0) o->len += (size_t)n < o->cap - o->len ? (size_t)n : o->cap - o->len - 1;
+}
+
+/* "0-2,4" of the ranks whose flag is set, at most a few runs. */
+static void put_ranks(out_buf *o, const top_job *job, const unsigned char *flag) {
+  int runs = 0, first = 1;
+  for (int i = 0; i < job->n;) {
+    if (!flag[i]) {
+      i++;
+      continue;
+    }
+    int j = i;
+    while (j + 1 < job->n && flag[j + 1] && job->r[j + 1].rank == job->r[j].rank + 1) j++;
+    if (runs == 6) {
+      put(o, ",...");
+      return;
+    }
+    put(o, "%s%d", first ? "" : ",", job->r[i].rank);
+    if (j > i) put(o, "-%d", job->r[j].rank);
+    first = 0;
+    runs++;
+    i = j + 1;
+  }
+}
+
+static const char *state_word(char s) {
+  switch (s) {
+  case 'T':
+  case 't':
+    return "STOPPED";
+  case 'Z':
+  case 'X':
+    return "GONE";
+  case 'D':
+    return "in disk wait";
+  default:
+    return NULL;
+  }
+}
+
+void top_analyse(top_job *job) {
+  job->verdict[0] = '\0';
+  for (int i = 0; i < job->n; i++)
+    job->r[i].blocker = 0;
+  if (!job->n) return;
+  unsigned char *wait = calloc((size_t)job->n, 1), *block = calloc((size_t)job->n, 1);
+  if (!wait || !block) {
+    free(wait);
+    free(block);
+    return;
+  }
+  /* The communicator with the longest wait: its running call is the one the others are stuck
+   * in. Its members that have not entered that call (or are silent inside it) are the blockers. */
+  const char *best_id = NULL;
+  int best_size = 0;
+  unsigned long long best_seq = 0;
+  double best_wait = 0;
+  const char *best_op = "";
+  for (int i = 0; i < job->n; i++) {
+    const top_rank *t = &job->r[i];
+    if (!t->have_live || exited(t)) continue;
+    for (int c = 0; c < t->live.ncomms; c++) {
+      const gr__live_comm *lc = &t->live.comm[c];
+      if (strcmp(lc->state, "running") || lc->start <= 0) continue;
+      double w = job->now - lc->start;
+      if (w > best_wait || (best_id && !strcmp(best_id, lc->id) && lc->seq > best_seq)) {
+        if (best_id && !strcmp(best_id, lc->id) && lc->size == best_size && lc->seq < best_seq)
+          continue;
+        best_wait = w;
+        best_id = lc->id;
+        best_size = lc->size;
+        best_seq = lc->seq;
+        best_op = lc->op;
+      }
+    }
+  }
+  if (!best_id || best_wait < job->hang_s) {
+    free(wait);
+    free(block);
+    return;
+  }
+  /* The call with the highest number that someone waits in on this communicator. */
+  double longest = 0;
+  for (int i = 0; i < job->n; i++) {
+    const gr__live_comm *lc = comm_in(&job->r[i], best_id, best_size);
+    if (lc && !strcmp(lc->state, "running") && lc->seq > best_seq) {
+      best_seq = lc->seq;
+      best_op = lc->op;
+    }
+  }
+  int nwait = 0, nblock = 0, world = !strcmp(best_id, "world");
+  for (int i = 0; i < job->n; i++) {
+    const top_rank *t = &job->r[i];
+    const gr__live_comm *lc = comm_in(t, best_id, best_size);
+    if (lc && !strcmp(lc->state, "running") && lc->seq == best_seq) {
+      wait[i] = 1;
+      nwait++;
+      if (job->now - lc->start > longest) longest = job->now - lc->start;
+    } else if ((lc && lc->seq < best_seq) || (!lc && world && !exited(t))) {
+      block[i] = 1;
+      nblock++;
+    }
+  }
+  /* Everyone is inside: a rank that stopped publishing (stopped, gone, or silent for long) is
+   * the suspect. */
+  if (!nblock)
+    for (int i = 0; i < job->n; i++) {
+      const top_rank *t = &job->r[i];
+      double silent = t->live.interval > 0 ? 4 * t->live.interval + 2 : 3;
+      if (wait[i] && (state_word(t->proc_state) || t->age_s > silent)) {
+        block[i] = 1;
+        wait[i] = 0;
+        nblock++;
+        nwait--;
+      }
+    }
+  out_buf o = {job->verdict, sizeof job->verdict, 0};
+  if (!nblock) {
+    put(&o, "%d rank%s in %s #%llu on %s for %.1f s (no rank behind: slow, or all waiting)", nwait,
+        nwait == 1 ? "" : "s", best_op, best_seq, best_id, longest);
+  } else {
+    put(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
+    put_ranks(&o, job, block);
+    put(&o, ": rank%s ", nwait == 1 ? "" : "s");
+    put_ranks(&o, job, wait);
+    put(&o, " in %s #%llu on %s for %.1f s", best_op, best_seq, best_id, longest);
+    int said = 0;
+    for (int i = 0; i < job->n && said < 3; i++) {
+      if (!block[i]) continue;
+      top_rank *t = &job->r[i];
+      t->blocker = 1;
+      const gr__live_comm *lc = comm_in(t, best_id, best_size);
+      put(&o, "; rank %d", t->rank);
+      const char *sw = state_word(t->proc_state);
+      if (sw) put(&o, " (pid %ld) is %s", t->live.pid, sw);
+      if (!t->have_live)
+        put(&o, " never published its state");
+      else if (!lc)
+        put(&o, " has not called on %s yet", best_id);
+      else if (!strcmp(lc->state, "running"))
+        put(&o, "%s in %s #%llu for %.1f s", sw ? "," : "", lc->op, lc->seq, job->now - lc->start);
+      else
+        put(&o, "%s last seen: %s #%llu ended %.1f s ago", sw ? "," : "", lc->op, lc->seq,
+            lc->end > 0 ? job->now - lc->end : 0.0);
+      if (t->have_live && t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
+      said++;
+    }
+    for (int i = 0; i < job->n; i++)
+      if (block[i]) job->r[i].blocker = 1;
+  }
+  free(wait);
+  free(block);
+}

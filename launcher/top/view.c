@@ -1,0 +1,198 @@
+/* Drawing one gpurun-top frame: fits 80 columns (79 used, so that no terminal wraps). Every string
+ * drawn was cleaned when loaded (gr__live_clean), so a file cannot send escape sequences. */
+#include "top.h"
+
+#include <string.h>
+#include <time.h>
+
+int top_rows(const top_job *job) {
+  int n = 0;
+  for (int i = 0; i < job->n; i++)
+    n += job->r[i].ngpus > 1 ? job->r[i].ngpus : 1;
+  return n;
+}
+
+static const char *short_op(const char *op) {
+  static const char *const map[][2] = {{"allreduce", "allred"},     {"broadcast", "bcast"},
+                                       {"reduce_scatter", "redsct"}, {"allgather", "allgat"},
+                                       {"alltoall", "alltoall"},     {"barrier", "barrier"}};
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+    if (!strcmp(op, map[i][0])) return map[i][1];
+  return op;
+}
+
+/* The worst active throttle reason, in 4 characters (NVML clocks-event bits). */
+static const char *throttle_word(long long r) {
+  if (r < 0) return "";
+  if (r & 0x40) return "HWth"; /* hardware thermal slowdown */
+  if (r & 0x80) return "PBrk"; /* power brake */
+  if (r & 0x08) return "HWsl"; /* hardware slowdown */
+  if (r & 0x20) return "SWth"; /* software thermal */
+  if (r & 0x04) return "Pcap"; /* software power cap */
+  if (r & 0x10) return "sync";
+  if (r & 0x02) return "app";
+  return "-";
+}
+
+/* v rounded, with a unit suffix; "-" when unknown (< 0). */
+static void fmt_num(char *b, size_t cap, const char *unit, double v) {
+  if (v < 0)
+    snprintf(b, cap, "-");
+  else
+    snprintf(b, cap, "%.0f%s", v, unit);
+}
+
+static void fmt_size_mib(char *b, size_t cap, double mib) {
+  if (mib < 0)
+    snprintf(b, cap, "-");
+  else if (mib < 1000)
+    snprintf(b, cap, "%.0fM", mib);
+  else if (mib < 1024 * 9.95)
+    snprintf(b, cap, "%.1fG", mib / 1024);
+  else
+    snprintf(b, cap, "%.0fG", mib / 1024);
+}
+
+/* The rank's current collective: the running call on any communicator, else the latest one. */
+static void fmt_coll(const top_job *job, const top_rank *t, char *what, size_t wcap, char *secs,
+                     size_t scap) {
+  snprintf(what, wcap, "-");
+  secs[0] = '\0';
+  if (!t->have_live) {
+    snprintf(what, wcap, "%s", t->have_csv ? "-" : "(no state)");
+    return;
+  }
+  if (!strcmp(t->live.state, "exited")) {
+    snprintf(what, wcap, "(exited)");
+    return;
+  }
+  const gr__live_comm *best = NULL;
+  for (int i = 0; i < t->live.ncomms; i++) {
+    const gr__live_comm *c = &t->live.comm[i];
+    if (!strcmp(c->op, "-")) continue;
+    int run = !strcmp(c->state, "running");
+    if (!best || (run && strcmp(best->state, "running")) ||
+        (run == !strcmp(best->state, "running") && c->start > best->start))
+      best = c;
+  }
+  if (!best) return;
+  /* the world communicator goes without saying */
+  snprintf(what, wcap, "%s#%llu%s%.7s", short_op(best->op), best->seq,
+           strcmp(best->id, "world") ? " " : "", strcmp(best->id, "world") ? best->id : "");
+  if (!strcmp(best->state, "running"))
+    snprintf(secs, scap, "%.1f", job->now - best->start);
+  else /* not inside a call: the last one and how it ended */
+    snprintf(secs, scap, "%s", best->state);
+}
+
+/* Column layout, 79 characters. IN s: seconds inside the current call, or how the last one
+ * ended (done, failed, timeout) when the rank is between calls. */
+#define ROW_FMT "%c%4s %-6.6s %-4.4s %7s %7.7s %4s %4s %-4.4s %4s %4s %-13.13s %5.5s"
+
+static void line_out(FILE *f, const char *s, int width) {
+  int n = (int)strlen(s);
+  if (width > 0 && n > width) n = width;
+  fprintf(f, "%.*s\n", n, s);
+}
+
+/* Word-wraps s into at most max_lines lines of width columns; returns the lines used. */
+static int wrap_out(FILE *f, const char *s, int width, int max_lines) {
+  int used = 0;
+  size_t len = strlen(s);
+  while (len && used < max_lines) {
+    size_t n = len;
+    if (n > (size_t)width) {
+      n = (size_t)width;
+      while (n > (size_t)width / 2 && s[n] != ' ') n--;
+      if (s[n] != ' ') n = (size_t)width;
+    }
+    if (used == max_lines - 1 && n < len && n >= 3) /* the last line: say it goes on */
+      fprintf(f, "%.*s...\n", (int)n - 3, s);
+    else
+      fprintf(f, "%.*s\n", (int)n, s);
+    used++;
+    s += n;
+    len -= n;
+    while (len && *s == ' ') s++, len--;
+  }
+  return used;
+}
+
+int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, double interval) {
+  char line[1200];
+  time_t now = (time_t)job->now;
+  struct tm tm;
+  localtime_r(&now, &tm);
+  char clock[16];
+  strftime(clock, sizeof clock, "%H:%M:%S", &tm);
+  char job_name[64];
+  const char *slash = strrchr(job->dir, '/');
+  gr__live_clean(job_name, sizeof job_name, slash && slash[1] ? slash + 1 : job->dir,
+                 strlen(slash && slash[1] ? slash + 1 : job->dir));
+  int total = top_rows(job);
+  snprintf(line, sizeof line, "gpurun-top  job %s  %d rank%s (%d live)  %s  every %gs%s", job_name,
+           job->world, job->world == 1 ? "" : "s", job->nlive, clock, interval,
+           max_rows >= 0 ? "  q quits" : "");
+  line_out(f, line, width);
+  /* The verdict is the point of the view: wrapped, not cut (3 lines at most). */
+  wrap_out(f, job->verdict[0] ? job->verdict : "no collective waits longer than the hang threshold",
+           width > 0 && width < 79 ? width : 79, 3);
+  snprintf(line, sizeof line, ROW_FMT, ' ', "RANK", "HOST", "GPU", "UTIL", "MEM", "TEMP", "POW",
+           "THR", "CPU%", "RSS", "COLLECTIVE", "IN s");
+  line_out(f, line, width);
+  int row = 0, drawn = 0;
+  for (int i = 0; i < job->n; i++) {
+    const top_rank *t = &job->r[i];
+    int rows = t->ngpus > 1 ? t->ngpus : 1;
+    for (int g = 0; g < rows; g++, row++) {
+      if (row < first || (max_rows >= 0 && drawn >= max_rows)) continue;
+      char rank[12] = "", cpu[12] = "", rss[12] = "", what[40] = "", secs[16] = "";
+      char util[12] = "-", mem[24] = "-", temp[12] = "-", pow[12] = "-", gpu[8] = "-";
+      const char *thr = "";
+      if (g == 0) {
+        snprintf(rank, sizeof rank, "%d", t->rank);
+        fmt_num(cpu, sizeof cpu, "", t->cpu_pct);
+        fmt_size_mib(rss, sizeof rss, t->rss_mib);
+        fmt_coll(job, t, what, sizeof what, secs, sizeof secs);
+      }
+      if (t->ngpus) {
+        const top_gpu *G = &t->gpu[g];
+        /* "0000:17:00.0" -> "17:0": bus and device */
+        const char *bus = strchr(G->pci, ':');
+        const char *mig = strstr(G->pci, "mig"); /* "<pci>/mig<i>", '/' cleaned to '?' */
+        if (mig) /* a MIG slice under its parent's row */
+          snprintf(gpu, sizeof gpu, "m%.3s", mig + 3);
+        else if (bus && strlen(bus) >= 6)
+          snprintf(gpu, sizeof gpu, "%.2s:%c", bus + 1, bus[5]);
+        else
+          snprintf(gpu, sizeof gpu, "%.4s", G->pci);
+        fmt_num(util, sizeof util, "%", G->util);
+        /* a shared GPU: this rank's SM share / the GPU's total */
+        if (G->rank_sm >= 0 && G->util >= 0)
+          snprintf(util, sizeof util, "%.0f/%.0f%%", G->rank_sm, G->util);
+        if (G->mem_used_mib >= 0 && G->mem_total_mib > 0) {
+          /* one decimal while it fits the 7 columns: 1.5/32G */
+          int w = snprintf(mem, sizeof mem, "%.1f/%.0fG", G->mem_used_mib / 1024,
+                           G->mem_total_mib / 1024);
+          if (w > 7)
+            snprintf(mem, sizeof mem, "%.0f/%.0fG", G->mem_used_mib / 1024, G->mem_total_mib / 1024);
+        }
+        fmt_num(temp, sizeof temp, "C", G->temp_c);
+        fmt_num(pow, sizeof pow, "W", G->power_w);
+        thr = throttle_word(G->throttle);
+      } else {
+        snprintf(util, sizeof util, "-");
+      }
+      snprintf(line, sizeof line, ROW_FMT, t->blocker ? '!' : ' ', rank, g == 0 ? t->host : "",
+               gpu, util, mem, temp, pow, thr, cpu, rss, what, secs);
+      line_out(f, line, width);
+      drawn++;
+    }
+  }
+  if (max_rows >= 0 && total > max_rows) {
+    snprintf(line, sizeof line, "rows %d-%d of %d  (up/down, PgUp/PgDn, Home/End)", first + 1,
+             first + drawn, total);
+    line_out(f, line, width);
+  }
+  return total;
+}

@@ -1,0 +1,122 @@
+/* GPU health from NVML (see gr_health.h). Its own small dlopen: the gate runs once, before the
+ * program, in a process that never samples telemetry. */
+#include "gr_health.h"
+
+#include "gr_telemetry.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef int nvml_ret;
+typedef void *nvml_dev;
+
+static void add(gr__gpu_health *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(gr__gpu_health *h, const char *fmt, ...) {
+  size_t len = strlen(h->why);
+  if (len + 3 >= sizeof h->why) return;
+  if (len) {
+    memcpy(h->why + len, ", ", 3);
+    len += 2;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(h->why + len, sizeof h->why - len, fmt, ap);
+  va_end(ap);
+  h->unhealthy = 1;
+}
+
+int gr__gpu_health_read(const char *const *pci, int n, gr__gpu_health *out) {
+  memset(out, 0, (size_t)n * sizeof *out);
+  void *dl = dlopen(gr__nvml_library_name(), RTLD_NOW | RTLD_LOCAL);
+  if (!dl) return -1;
+  nvml_ret (*init)(void), (*shutdown)(void), (*by_pci)(const char *, nvml_dev *);
+  nvml_ret (*ecc)(nvml_dev, int, int, unsigned long long *);
+  nvml_ret (*pending)(nvml_dev, int *);
+  nvml_ret (*remap)(nvml_dev, unsigned *, unsigned *, unsigned *, unsigned *);
+  nvml_ret (*throttle)(nvml_dev, unsigned long long *);
+  nvml_ret (*temp)(nvml_dev, int, unsigned *), (*threshold)(nvml_dev, int, unsigned *);
+#define SYM(v, name) *(void **)&v = dlsym(dl, name)
+  SYM(init, "nvmlInit_v2");
+  SYM(shutdown, "nvmlShutdown");
+  SYM(by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
+  SYM(ecc, "nvmlDeviceGetTotalEccErrors");
+  SYM(pending, "nvmlDeviceGetRetiredPagesPendingStatus");
+  SYM(remap, "nvmlDeviceGetRemappedRows");
+  SYM(throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  SYM(temp, "nvmlDeviceGetTemperature");
+  SYM(threshold, "nvmlDeviceGetTemperatureThreshold");
+#undef SYM
+  if (!init || !shutdown || !by_pci || init() != 0) {
+    dlclose(dl);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    nvml_dev d;
+    if (!pci[i] || !pci[i][0] || by_pci(pci[i], &d) != 0) continue;
+    gr__gpu_health *h = &out[i];
+    h->known = 1;
+    unsigned long long count;
+    /* NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1, NVML_VOLATILE_ECC = 0 */
+    if (ecc && ecc(d, 1, 0, &count) == 0 && count > 0)
+      add(h, "%llu volatile uncorrected ECC error%s", count, count == 1 ? "" : "s");
+    int pend;
+    if (pending && pending(d, &pend) == 0 && pend == 1) add(h, "retired pages pending");
+    unsigned corr, unc, rpend, failed;
+    if (remap && remap(d, &corr, &unc, &rpend, &failed) == 0) {
+      if (failed) add(h, "row remapping failed");
+      if (rpend) add(h, "row remap pending (reset needed)");
+    }
+    unsigned long long r;
+    if (throttle && throttle(d, &r) == 0) {
+      if (r & 0x40) add(h, "hardware thermal slowdown active");
+      if (r & 0x20) add(h, "software thermal slowdown active");
+      if (r & 0x08) add(h, "hardware slowdown active");
+      if (r & 0x80) add(h, "power brake slowdown active");
+    }
+    unsigned t, slow;
+    /* NVML_TEMPERATURE_GPU = 0, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1 */
+    if (temp && threshold && temp(d, 0, &t) == 0 && threshold(d, 1, &slow) == 0 && slow > 0 &&
+        t >= slow)
+      add(h, "%u C at or above its slowdown threshold %u C", t, slow);
+  }
+  shutdown();
+  dlclose(dl);
+  return 0;
+}
+
+int gr__gpu_load_read(const char *const *pci, int n, double *mem_used_mib, double *util) {
+  for (int i = 0; i < n; i++)
+    mem_used_mib[i] = util[i] = -1;
+  void *dl = dlopen(gr__nvml_library_name(), RTLD_NOW | RTLD_LOCAL);
+  if (!dl) return -1;
+  nvml_ret (*init)(void), (*shutdown)(void), (*by_pci)(const char *, nvml_dev *);
+  nvml_ret (*memory)(nvml_dev, void *), (*utilization)(nvml_dev, void *);
+#define SYM(v, name) *(void **)&v = dlsym(dl, name)
+  SYM(init, "nvmlInit_v2");
+  SYM(shutdown, "nvmlShutdown");
+  SYM(by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
+  SYM(memory, "nvmlDeviceGetMemoryInfo");
+  SYM(utilization, "nvmlDeviceGetUtilizationRates");
+#undef SYM
+  if (!init || !shutdown || !by_pci || init() != 0) {
+    dlclose(dl);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    nvml_dev d;
+    if (!pci[i] || !pci[i][0] || by_pci(pci[i], &d) != 0) continue;
+    struct {
+      unsigned long long total, free, used;
+    } m;
+    struct {
+      unsigned int gpu, memory;
+    } u;
+    if (memory && memory(d, &m) == 0) mem_used_mib[i] = (double)m.used / 1048576.0;
+    if (utilization && utilization(d, &u) == 0) util[i] = u.gpu;
+  }
+  shutdown();
+  dlclose(dl);
+  return 0;
+}

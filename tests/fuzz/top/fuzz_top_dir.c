@@ -1,0 +1,41 @@
+/* libFuzzer target: gpurun-top's loader and frame on a job directory whose files are the input
+ * (hostile CSV tails, live files): input = CSV bytes, NUL, live-file bytes. Each run writes the two
+ * files into one scratch directory, loads, analyses and draws; ASan/UBSan watch. */
+#include "top.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static void put(const char *name, const uint8_t *p, size_t n) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f) abort();
+  if (n) fwrite(p, 1, n, f);
+  fclose(f);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (!dir[0]) {
+    snprintf(dir, sizeof dir, "/tmp/gr_fuzz_top.XXXXXX");
+    if (!mkdtemp(dir)) abort();
+  }
+  const uint8_t *nul = memchr(data, 0, size);
+  size_t csv = nul ? (size_t)(nul - data) : size;
+  put("node.0.csv", data, csv);
+  put("live.0", nul ? nul + 1 : data, nul ? size - csv - 1 : 0);
+  static top_job job;
+  snprintf(job.dir, sizeof job.dir, "%s", dir);
+  job.hang_s = 0;
+  if (top_load(&job) != 0) abort();
+  FILE *null = fopen("/dev/null", "w");
+  top_render(null, &job, 0, -1, 0, 1.0);
+  top_render(null, &job, 1, 3, 40, 1.0);
+  fclose(null);
+  return 0;
+}

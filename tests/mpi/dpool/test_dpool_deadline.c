@@ -1,0 +1,299 @@
+/* Issue 18 and 12: one rank's mistake or stop must not leave the others in gr_dpool_run for ever.
+ *
+ *   test_dpool_deadline mismatch   registrations differ (rank 0 has one more function; then the
+ *                                  same count in another order): GR_ERR_MISMATCH on every rank at
+ *                                  the first run, no timeout needed; the dpool is then destroyed.
+ *   test_dpool_deadline partial    timeout 2 s; the last rank skips a run (the first, then, with a
+ *                                  fresh dpool, the second): the others return GR_ERR_TIMEOUT, the
+ *                                  second time naming the absent rank; then it skips
+ *                                  gr_dpool_create: the others' create times out.
+ *   test_dpool_deadline stop [--pool W]
+ *                                  timeout 2 s; rank 1 SIGSTOPs itself inside a task of an endless
+ *                                  tree: every other rank returns GR_ERR_TIMEOUT naming rank 1, not
+ *                                  before the timeout; rank 0 then resumes rank 1, which ends its
+ *                                  run with GR_ERR_TIMEOUT too (its peers are gone); all destroy.
+ *
+ * The old code hangs in every case (no deadline, no registration check): a watchdog (alarm) turns
+ * a hang into exit status 3. Time bounds asserted: no earlier than the timeout, and no later than
+ * a generous multiple of it (a loaded machine delays, never hurries). */
+#include <gpurun/dpool.h>
+
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int g_rank, g_size;
+
+#include "dpool_check.h"
+
+static void on_alarm(int sig) {
+  (void)sig;
+  char m[96];
+  int k = snprintf(m, sizeof m, "HANG: rank %d did not return from gr_dpool_run\n", g_rank);
+  if (k > 0) (void)!write(2, m, (size_t)k);
+  _exit(3);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void noop_task(gr_dpool *dp, const void *pl, size_t len, void *ctx) {
+  (void)dp, (void)pl, (void)len, (void)ctx;
+}
+static void other_task(gr_dpool *dp, const void *pl, size_t len, void *ctx) {
+  (void)dp, (void)pl, (void)len, (void)ctx;
+}
+
+/* ---- mismatch ------------------------------------------------------------------------------ */
+
+static int test_mismatch(void) {
+  for (int variant = 0; variant < 2; variant++) {
+    gr_dpool *dp;
+    CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, NULL, NULL, &dp));
+    int a, b;
+    if (variant == 0) { /* count differs */
+      CHECK_OK(gr_dpool_register(dp, noop_task, &a));
+      if (g_rank == 0) CHECK_OK(gr_dpool_register(dp, other_task, &b));
+    } else { /* order differs */
+      if (g_rank % 2 == 0) {
+        CHECK_OK(gr_dpool_register(dp, noop_task, &a));
+        CHECK_OK(gr_dpool_register(dp, other_task, &b));
+      } else {
+        CHECK_OK(gr_dpool_register(dp, other_task, &b));
+        CHECK_OK(gr_dpool_register(dp, noop_task, &a));
+      }
+    }
+    if (g_rank == 0) CHECK_OK(gr_dpool_push(dp, a, NULL, 0));
+    alarm(30);
+    gr_status st = gr_dpool_run(dp);
+    alarm(0);
+    if (g_size > 1) {
+      CHECK(st == GR_ERR_MISMATCH);
+      CHECK(strstr(gr_last_error(), "registered differently") != NULL);
+      CHECK(strstr(gr_last_error(), "rank 1") != NULL);
+      if (g_rank == 0) printf("mismatch variant %d: %s\n", variant, gr_last_error());
+      /* broken: no further runs, no late registrations; destroy still works */
+      CHECK(gr_dpool_run(dp) == GR_ERR_STATE);
+    } else {
+      CHECK_OK(st);
+      CHECK(gr_dpool_register(dp, noop_task, &a) == GR_ERR_STATE); /* after the first run */
+    }
+    CHECK_OK(gr_dpool_destroy(dp));
+  }
+  /* Same registrations: fine, and identical ids on every rank. */
+  gr_dpool *dp;
+  CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, NULL, NULL, &dp));
+  int a, b;
+  CHECK_OK(gr_dpool_register(dp, noop_task, &a));
+  CHECK_OK(gr_dpool_register(dp, other_task, &b));
+  if (g_rank == 0) CHECK_OK(gr_dpool_push(dp, b, NULL, 0));
+  alarm(30);
+  CHECK_OK(gr_dpool_run(dp));
+  CHECK_OK(gr_dpool_run(dp));
+  alarm(0);
+  CHECK_OK(gr_dpool_destroy(dp));
+  return 0;
+}
+
+/* ---- partial ------------------------------------------------------------------------------- */
+
+static const double T = 2.0;
+
+static gr_dpool *make(void) {
+  gr_dpool_config cfg;
+  gr_dpool_config_init(&cfg);
+  cfg.timeout_s = T;
+  gr_dpool *dp;
+  CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp));
+  int id;
+  CHECK_OK(gr_dpool_register(dp, noop_task, &id));
+  return dp;
+}
+
+static void expect_timeout(gr_status st, double dt, int named) {
+  CHECK(st == GR_ERR_TIMEOUT);
+  CHECK(dt >= T * 0.99);
+  CHECK(dt < 10 * T + 20);
+  if (named >= 0) {
+    char want[32];
+    snprintf(want, sizeof want, "rank %d did not answer", named);
+    CHECK(strstr(gr_last_error(), want) != NULL);
+  }
+  printf("rank %d: after %.2f s: %s\n", g_rank, dt, gr_last_error());
+  fflush(stdout);
+}
+
+static int test_partial(void) {
+  int absent = g_size - 1;
+  for (int skip_run = 0; skip_run < 2; skip_run++) {
+    gr_dpool *dp = make();
+    alarm((unsigned)(20 * T + 30));
+    for (int run = 0; run <= skip_run; run++) {
+      if (g_rank == absent && run == skip_run) {
+        /* the absent rank does something else for longer than the others wait */
+        struct timespec ts = {(time_t)(3 * T), 0};
+        nanosleep(&ts, NULL);
+        continue;
+      }
+      double t0 = now_s();
+      gr_status st = gr_dpool_run(dp);
+      double dt = now_s() - t0;
+      if (run < skip_run) {
+        CHECK_OK(st);
+      } else {
+        /* first run: the registration check cannot tell who is missing; later: named */
+        expect_timeout(st, dt, skip_run == 0 ? -1 : absent);
+        CHECK(gr_dpool_run(dp) == GR_ERR_STATE);
+      }
+    }
+    alarm(0);
+    CHECK_OK(gr_dpool_destroy(dp));
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  /* A rank that never creates the dpool: the others' gr_dpool_create times out. */
+  alarm((unsigned)(20 * T + 30));
+  if (g_rank != absent) {
+    gr_dpool_config cfg;
+    gr_dpool_config_init(&cfg);
+    cfg.timeout_s = T;
+    gr_dpool *dp = (gr_dpool *)&cfg;
+    double t0 = now_s();
+    gr_status st = gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp);
+    double dt = now_s() - t0;
+    CHECK(dp == NULL);
+    CHECK(strstr(gr_last_error(), "gr_dpool_create") != NULL);
+    expect_timeout(st, dt, -1);
+  }
+  alarm(0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return 0;
+}
+
+/* ---- stop ---------------------------------------------------------------------------------- */
+
+static long g_ran;
+static int g_tree_id;
+static double g_stop_time;
+static _Thread_local volatile double g_sink; /* per thread: workers run tasks concurrently */
+
+/* A binary tree of depth 40: endless here. Depth-first on each rank, so queues stay short. */
+static void tree_task(gr_dpool *dp, const void *pl, size_t len, void *ctx) {
+  (void)ctx;
+  int depth = 0;
+  if (len == sizeof depth) memcpy(&depth, pl, sizeof depth);
+  long n = __atomic_add_fetch(&g_ran, 1, __ATOMIC_RELAXED);
+  if (g_rank == 1 && n == 20000) { /* silent from here until rank 0 resumes it */
+    g_stop_time = now_s();           /* CLOCK_MONOTONIC: one clock for the node's processes */
+    raise(SIGSTOP);
+  }
+  double x = 0; /* a little work per task */
+  for (int i = 0; i < 2000; i++) x += i * 0.5;
+  g_sink += x;
+  if (depth >= 40) return; /* 2^41 tasks: endless for this test's purposes */
+  int next = depth + 1;
+  gr_dpool_push(dp, g_tree_id, &next, sizeof next);
+  gr_dpool_push(dp, g_tree_id, &next, sizeof next);
+}
+
+static int test_stop(int pool_threads) {
+  CHECK(g_size >= 2);
+  int *pids = malloc((size_t)g_size * sizeof *pids);
+  CHECK(pids != NULL);
+  int me = (int)getpid();
+  MPI_Allgather(&me, 1, MPI_INT, pids, 1, MPI_INT, MPI_COMM_WORLD);
+  gr_pool *pool = NULL;
+  if (pool_threads > 0) {
+    gr_pool_config pc;
+    gr_pool_config_init(&pc);
+    pc.nthreads = pool_threads;
+    pc.pin = 0;
+    CHECK_OK(gr_pool_create(&pc, &pool));
+  }
+  gr_dpool_config cfg;
+  gr_dpool_config_init(&cfg);
+  cfg.timeout_s = T;
+  gr_dpool *dp;
+  CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, pool, &cfg, &dp));
+  CHECK_OK(gr_dpool_register(dp, tree_task, &g_tree_id));
+  int zero = 0;
+  if (g_rank == 0) CHECK_OK(gr_dpool_push(dp, g_tree_id, &zero, sizeof zero));
+  alarm((unsigned)(40 * T + 30));
+  double t0 = now_s();
+  gr_status st = gr_dpool_run(dp);
+  double t_ret = now_s();
+  if (g_rank != 1) {
+    /* The stop happened some time into the run: bound the return by the time since then, which
+     * rank 1 cannot tell us; the check here is that it returned at all, with the right name. */
+    CHECK(st == GR_ERR_TIMEOUT);
+    CHECK(strstr(gr_last_error(), "rank 1 did not answer") != NULL);
+    CHECK(t_ret - t0 >= T * 0.99);
+    printf("rank %d: after %.2f s (%ld tasks here): %s\n", g_rank, t_ret - t0, g_ran,
+           gr_last_error());
+    fflush(stdout);
+    CHECK(gr_dpool_run(dp) == GR_ERR_STATE);
+  } else {
+    /* Resumed by rank 0 after the others gave up: its peers no longer answer. */
+    CHECK(st == GR_ERR_TIMEOUT);
+    printf("rank 1 (was stopped): after %.2f s: %s\n", t_ret - t0, gr_last_error());
+    fflush(stdout);
+  }
+  if (g_rank == 0) {
+    /* wait for every other live rank to have returned before resuming rank 1: they report on
+     * MPI_COMM_WORLD, which rank 1 does not join until it is resumed */
+    for (int r = 2; r < g_size; r++) {
+      int one;
+      MPI_Recv(&one, 1, MPI_INT, r, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    kill((pid_t)pids[1], SIGCONT);
+  } else if (g_rank >= 2) {
+    int one = 1;
+    MPI_Send(&one, 1, MPI_INT, 0, 77, MPI_COMM_WORLD);
+  }
+  CHECK_OK(gr_dpool_destroy(dp));
+  if (pool) CHECK_OK(gr_pool_destroy(pool));
+  alarm(0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  /* Every live rank returned within timeout + heartbeat period (T/4) + a generous margin for a
+   * loaded machine, counted from the stop. */
+  MPI_Bcast(&g_stop_time, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD);
+  if (g_rank != 1) {
+    double late = t_ret - g_stop_time;
+    printf("rank %d: returned %.2f s after rank 1 stopped (timeout %.0f s)\n", g_rank, late, T);
+    CHECK(g_stop_time > 0 && late >= T * 0.99 && late < 1.25 * T + 10);
+  }
+  free(pids);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  signal(SIGALRM, on_alarm);
+  const char *mode = argc > 1 ? argv[1] : "";
+  int pool_threads = 0;
+  for (int i = 2; i + 1 < argc; i++)
+    if (strcmp(argv[i], "--pool") == 0) pool_threads = atoi(argv[i + 1]);
+  int rc;
+  if (strcmp(mode, "mismatch") == 0)
+    rc = test_mismatch();
+  else if (strcmp(mode, "partial") == 0)
+    rc = test_partial();
+  else if (strcmp(mode, "stop") == 0)
+    rc = test_stop(pool_threads);
+  else {
+    if (g_rank == 0) fprintf(stderr, "usage: test_dpool_deadline mismatch|partial|stop [--pool W]\n");
+    rc = 2;
+  }
+  MPI_Finalize();
+  if (rc == 0 && g_rank == 0) printf("test_dpool_deadline %s: OK\n", mode);
+  return rc;
+}

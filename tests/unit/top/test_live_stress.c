@@ -1,0 +1,105 @@
+/* The live-state publisher (collectives/live.c) under load: four threads make flight-recorder
+ * calls on their own communicators as fast as they can while the publisher thread writes every
+ * 10 ms; a reader thread parses the file meanwhile (every read must parse: the rename is atomic).
+ * At the end the published calls per communicator must equal what each thread made. Run it under
+ * ThreadSanitizer too (GPURUN_SANITIZE=thread). No MPI job: MPI is never initialised. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gr_flight.h"
+#include "gr_live.h"
+#include "gr_live_file.h"
+
+#define THREADS 4
+#define CALLS 20000
+
+static char dir[128], path[256];
+static int stop_reader;
+static long reads_ok, reads_bad;
+
+static void *caller(void *arg) {
+  int id = (int)(long)arg;
+  char name[32];
+  snprintf(name, sizeof name, "comm-%d", id);
+  gr__flight *f = gr__flight_new(name, 0, 1, "mpi");
+  for (int i = 1; i <= CALLS; i++) {
+    int slot = gr__flight_begin(f, (uint64_t)i, 0, 8, 0, -1, -1, 1000.0 + i);
+    gr__flight_end(f, slot, (uint64_t)i, GR__FL_DONE, 1000.0 + i + 1e-6);
+  }
+  return f;
+}
+
+static void *reader(void *arg) {
+  (void)arg;
+  char buf[8192];
+  while (!__atomic_load_n(&stop_reader, __ATOMIC_ACQUIRE)) {
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    gr__live lv;
+    if (gr__live_parse(buf, n, &lv) == 0)
+      reads_ok++;
+    else
+      reads_bad++;
+  }
+  return NULL;
+}
+
+static void test_stress(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/gr_live_stress.XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  setenv("GPURUN_MONITOR_DIR", dir, 1);
+  setenv("GPURUN_LIVE_INTERVAL", "0.01", 1);
+  gr__live_setup("stress");
+  snprintf(path, sizeof path, "%s/stress/live.0", dir);
+  assert_int_equal(access(path, F_OK), 0);
+  pthread_t rd, th[THREADS];
+  assert_int_equal(pthread_create(&rd, NULL, reader, NULL), 0);
+  for (long i = 0; i < THREADS; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, caller, (void *)i), 0);
+  gr__flight *f[THREADS];
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(th[i], (void **)&f[i]);
+  usleep(50000);
+  __atomic_store_n(&stop_reader, 1, __ATOMIC_RELEASE);
+  pthread_join(rd, NULL);
+  assert_int_equal(gr__live_publish("running"), 0);
+  char buf[8192];
+  FILE *fp = fopen(path, "r");
+  assert_non_null(fp);
+  size_t n = fread(buf, 1, sizeof buf, fp);
+  fclose(fp);
+  gr__live lv;
+  assert_int_equal(gr__live_parse(buf, n, &lv), 0);
+  assert_int_equal(lv.ncomms, THREADS);
+  for (int i = 0; i < lv.ncomms; i++) {
+    assert_int_equal(lv.comm[i].calls, CALLS);
+    assert_int_equal(lv.comm[i].seq, CALLS);
+    assert_string_equal(lv.comm[i].state, "done");
+    /* each call took 1 us by its timestamps */
+    assert_true(lv.comm[i].busy_s > CALLS * 0.9e-6 && lv.comm[i].busy_s < CALLS * 1.1e-6);
+  }
+  printf("reader: %ld parsed, %ld torn\n", reads_ok, reads_bad);
+  assert_int_equal(reads_bad, 0);
+  assert_true(reads_ok > 0);
+  for (int i = 0; i < THREADS; i++)
+    gr__flight_release(f[i]);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_stress)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

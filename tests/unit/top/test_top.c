@@ -1,0 +1,230 @@
+/* gpurun-top's model on job directories written here: the live-file parser against hostile input,
+ * the CSV tail reader, the analysis that names the rank the others wait for, and the 80-column
+ * frame. The expected answers are stated per case from the files the case writes. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gr_live_file.h"
+#include "top.h"
+
+static char dir[256];
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void put_file(const char *name, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* A live file: rank r of size n, one world line (state, seq, started/ended ago seconds). */
+static void live(int r, int n, const char *state, unsigned seq, double start_ago, double end_ago,
+                 double written_ago) {
+  char name[32], text[1024];
+  double t = now_s();
+  snprintf(name, sizeof name, "live.%d", r);
+  snprintf(text, sizeof text,
+           "gpurun-live 1\nrank %d\nsize %d\nhost fakehost\npid 999999\nstate running\n"
+           "time %.3f\ninterval 0.25\ncpu_pct 50\nrss_kib 2048\n"
+           "comm world %d %d mpi %u allreduce 1 %s %.6f %.6f %u 0.5\n",
+           r, n, t - written_ago, r, n, seq, state, t - start_ago,
+           end_ago >= 0 ? t - end_ago : 0.0, seq);
+  put_file(name, text);
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/gr_test_top.XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static void load(top_job *job, double hang) {
+  memset(job, 0, sizeof *job);
+  snprintf(job->dir, sizeof job->dir, "%s", dir);
+  job->hang_s = hang;
+  assert_int_equal(top_load(job), 0);
+}
+
+static void test_parse_hostile(void **state) {
+  (void)state;
+  gr__live lv;
+  const char *good = "gpurun-live 1\nrank 7\nsize 8\nhost n\033[2Jx\npid 12\nstate running\n"
+                     "comm world 7 8 mpi 5 allreduce 4 running 1.5 0 5 0.25\n"
+                     "comm a\nb 1 2\n"
+                     "comm x 0 1 mpi nan allreduce 1 done 1 1 1 1\n"   /* bad seq */
+                     "comm y 0 1 mpi 1 allreduce 1 done inf 1 1 1\n"   /* bad start */
+                     "comm z 0 1 mpi 1 allreduce 1 done 1 1 1 1 extra\n" /* 14 tokens */
+                     "rss_kib -5\ncpu_pct 1e300\n";
+  assert_int_equal(gr__live_parse(good, strlen(good), &lv), 0);
+  assert_int_equal(lv.rank, 7);
+  assert_int_equal(lv.size, 8);
+  assert_string_equal(lv.host, "n??2Jx"); /* no escape sequence survives */
+  assert_int_equal(lv.ncomms, 1);
+  assert_string_equal(lv.comm[0].id, "world");
+  assert_int_equal(lv.comm[0].seq, 5);
+  assert_true(lv.rss_kib < 0);
+  assert_true(lv.cpu_pct < 0);
+  const char *bad[] = {"", "gpurun-live 2\nrank 1\n", "gpurun-live 1x\nrank 1\n",
+                       "gpurun-live 1\nsize 3\n", "gpurun-live 1\nrank -1\n",
+                       "gpurun-live 1\nrank 99999999999999999999\n"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    assert_int_equal(gr__live_parse(bad[i], strlen(bad[i]), &lv), -1);
+  /* not NUL-terminated: the parser stops at len */
+  char raw[] = {'g', 'p', 'u', 'r', 'u', 'n', '-', 'l', 'i', 'v', 'e', ' ', '1', '\n',
+                'r', 'a', 'n', 'k', ' ', '4', '2'};
+  assert_int_equal(gr__live_parse(raw, sizeof raw - 1, &lv), 0);
+  assert_int_equal(lv.rank, 4);
+}
+
+/* Ranks 0, 1, 3 wait in allreduce #10; rank 2 finished #9 five seconds ago and is silent. */
+static void test_names_rank_behind(void **state) {
+  (void)state;
+  live(0, 4, "running", 10, 5, -1, 0.1);
+  live(1, 4, "running", 10, 4, -1, 0.1);
+  live(2, 4, "done", 9, 5.1, 5, 5);
+  live(3, 4, "running", 10, 5, -1, 0.1);
+  top_job job;
+  load(&job, 2.0);
+  assert_int_equal(job.n, 4);
+  assert_int_equal(job.world, 4);
+  assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: ranks 0-1,3 in allreduce #10 on world"));
+  assert_non_null(strstr(job.verdict, "last seen: allreduce #9 ended"));
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(job.r[i].blocker, i == 2);
+  top_free(&job);
+
+  /* below the hang threshold: nobody is named */
+  load(&job, 10.0);
+  assert_string_equal(job.verdict, "");
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(job.r[i].blocker, 0);
+  top_free(&job);
+}
+
+/* A member of world that never published is the one the others wait for. */
+static void test_missing_rank(void **state) {
+  (void)state;
+  live(0, 3, "running", 1, 3, -1, 0.1);
+  live(1, 3, "running", 1, 3, -1, 0.1);
+  top_job job;
+  load(&job, 1.0);
+  /* rank 2 has no file: a row of its own, named as the one they wait for */
+  assert_int_equal(job.n, 3);
+  assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: ranks 0-1 in allreduce #1 on world"));
+  assert_non_null(strstr(job.verdict, "rank 2 never published its state"));
+  assert_int_equal(job.nlive, 2);
+  top_free(&job);
+  /* a file named for one rank that claims another is ignored */
+  put_file("live.7", "gpurun-live 1\nrank 0\nsize 3\nstate exited\n");
+  load(&job, 1.0);
+  assert_int_equal(job.n, 3);
+  assert_string_equal(job.r[0].live.state, "running");
+  top_free(&job);
+  /* everybody inside #1, rank 1 silent for 60 s: the suspect */
+  live(2, 3, "running", 1, 3, -1, 0.1);
+  live(1, 3, "running", 1, 3, -1, 60);
+  load(&job, 1.0);
+  assert_non_null(strstr(job.verdict, "WAITING FOR rank 1: ranks 0,2 in allreduce #1"));
+  assert_non_null(strstr(job.verdict, "silent 60 s"));
+  top_free(&job);
+}
+
+/* The supervisor's CSV: the last complete sample's lines (one per GPU) win; a torn last line is
+ * ignored; columns are found by the header's names. */
+static void test_csv_tail(void **state) {
+  (void)state;
+  live(0, 1, "done", 3, 2, 1, 0.1);
+  put_file("node.a.0.csv",
+           "time,elapsed_s,rank,local_rank,gpu,gpu_util,mem_util,mem_used_mib,mem_total_mib,"
+           "temp_c,power_w,sm_clock_mhz,throttle,ecc_uncorrected,cpu_util,rss_mib,rank_sm_util,"
+           "others_sm_util,rank_mem_mib,others_mem_mib\n"
+           "100.0,0,0,0,0000:17:00.0,10,1,1024,81920,40,100,1980,0x0,0,10,100,,,,\n"
+           "100.0,0,0,0,0000:65:00.0,11,1,1024,81920,41,101,1980,0x0,0,10,100,,,,\n"
+           "101.0,1,0,0,0000:17:00.0,77,33,2048,81920,61,312.5,1980,0x4,2,55.5,321.0,60.0,25.0,1024,512\n"
+           "101.0,1,0,0,0000:65:00.0,78,33,4096,81920,62,313.5,1980,0x40,2,55.5,321.0,,,,\n"
+           "102.0,2,0,0,0000:17:00.0,99,99,9");
+  top_job job;
+  load(&job, 2.0);
+  assert_int_equal(job.n, 1);
+  const top_rank *t = &job.r[0];
+  assert_int_equal(t->ngpus, 2);
+  assert_string_equal(t->gpu[0].pci, "0000:17:00.0");
+  assert_string_equal(t->gpu[1].pci, "0000:65:00.0");
+  assert_true(t->gpu[0].util == 77 && t->gpu[1].util == 78);
+  assert_true(t->gpu[0].rank_sm == 60 && t->gpu[0].others_sm == 25 && t->gpu[1].rank_sm < 0);
+  assert_true(t->gpu[1].mem_used_mib == 4096 && t->gpu[1].temp_c == 62);
+  assert_int_equal(t->gpu[0].throttle, 4);
+  assert_int_equal(t->gpu[1].throttle, 0x40);
+  assert_true(t->cpu_pct == 55.5 && t->rss_mib == 321.0); /* the supervisor's, not the live file's */
+  assert_string_equal(t->host, "fakehost"); /* the live file's; the CSV name's when none */
+
+  /* the frame: every line within 80 columns, printable ASCII only */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  assert_int_equal(top_render(m, &job, 0, -1, 0, 1.0), 2);
+  fclose(m);
+  assert_non_null(strstr(buf, "HWth")); /* hardware thermal slowdown on the second GPU */
+  assert_non_null(strstr(buf, " 60/77% ")); /* shared GPU: the rank's share / the total */
+  assert_non_null(strstr(buf, "    78% "));   /* no per-process rows: the total only */
+  for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+    nl = strchr(line, '\n');
+    size_t l = nl ? (size_t)(nl - line) : strlen(line);
+    assert_true(l <= 80);
+    for (size_t i = 0; i < l; i++)
+      assert_true(line[i] >= 32 && line[i] < 127);
+  }
+  free(buf);
+  top_free(&job);
+}
+
+/* DIR may be the monitor root: its newest job directory is used. */
+static void test_find_job(void **state) {
+  (void)state;
+  char sub[300], out[1024], err[256];
+  snprintf(sub, sizeof sub, "%s/job1", dir);
+  assert_int_equal(mkdir(sub, 0755), 0);
+  assert_int_equal(top_find_job(dir, out, sizeof out, err, sizeof err), -1);
+  char f[400];
+  snprintf(f, sizeof f, "%s/live.0", sub);
+  FILE *fp = fopen(f, "w");
+  assert_non_null(fp);
+  fclose(fp);
+  assert_int_equal(top_find_job(dir, out, sizeof out, err, sizeof err), 0);
+  assert_string_equal(out, sub);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parse_hostile),
+      cmocka_unit_test_setup_teardown(test_names_rank_behind, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_missing_rank, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_csv_tail, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_find_job, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
