@@ -1,6 +1,9 @@
-/* The collectives front end: configuration, communicator life cycle, argument checks, the check
- * mode, groups, the timeout and the flight recorder/counters around every call. Backends only
- * start and progress work (gr_coll.h). */
+/* The collectives front end, communicator side: configuration (gr_comm_config_init), the
+ * communicator life cycle (create, split, destroy, abort) and its accessors, the communicator checks
+ * every call starts with, error sentences, the clocks and deadlines, and the counters' read-out.
+ * The calls themselves (argument checks, the check mode, groups, the wait loop that enforces the
+ * timeout and records the flight recorder and counters) are in calls.c. Backends only start and
+ * progress work (gr_coll.h). */
 #include "gr_coll.h"
 
 #include "gr_config.h"

@@ -9,7 +9,7 @@
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_escape.h"
-#include "gr_jobdir.h"
+#include "gr_job_agree.h"
 #include "gr_live.h"
 #include "gr_log.h"
 #include "gr_safefile.h"

@@ -1,5 +1,6 @@
-/* The environment one rank's program gets: the plan contract of ARCHITECTURE.md (GPURUN_*) and
- * the conventional variables CUDA, ROCm, OpenMP and UCX read. Pure: builds a list, sets nothing. */
+/* The environment one rank's program gets: the plan contract (GPURUN_*, read back by runtime/plan.c;
+ * docs/architecture.md, "Contracts") and the conventional variables CUDA, ROCm, OpenMP and
+ * UCX read. Pure: builds a list, sets nothing. */
 #include "gr_launcher.h"
 
 #include <stdarg.h>

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "gr_config.h"
-#include "gr_device.h"
+#include "gr_cuda_probe.h"
 
 #include "gr_log.h"
 #include "gr_supervise.h"
@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
       for (int g = 0; g < node.ngpus; g++)
         nv += node.gpus[g].vendor == 0x10de;
       char why[160] = "";
-      int cuda = gr__cuda_device_count(why, sizeof why);
+      int cuda = gr__launcher_cuda_device_count(why, sizeof why);
       if (cuda != nv)
         fprintf(stderr, "gpurun: note: hwloc sees %d NVIDIA GPU%s, the CUDA runtime %d%s%s\n", nv,
                 nv == 1 ? "" : "s", cuda, why[0] ? ": " : "", why);

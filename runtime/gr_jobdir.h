@@ -4,7 +4,6 @@
 #ifndef GR_JOBDIR_H
 #define GR_JOBDIR_H
 
-#include <mpi.h>
 #include <stddef.h>
 
 /* The job id the ranks of one job share without talking: $GPURUN_JOB_ID, then the batch system's
@@ -13,9 +12,7 @@
  * kept so that gr__jobdir_open refuses it), -1 when none is set. */
 int gr__monitor_job_from_env(char *out, size_t cap);
 
-/* The job id all ranks of comm agree on: gr__monitor_job_from_env, else rank 0's UTC time
- * (YYYYmmdd-HHMMSS) broadcast over comm. Collective over comm exactly when no id is set in the
- * environment, which is the same on every rank of a job. */
-void gr__job_agree(MPI_Comm comm, char *out, size_t cap);
+/* gr__job_agree (the id all ranks agree on, over MPI) is in gr_job_agree.h: this header is part of
+ * the MPI-free base that gpurun links. */
 
 #endif

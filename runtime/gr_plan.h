@@ -1,5 +1,6 @@
-/* Internal: reading the plan gpurun exported (ARCHITECTURE.md, "The plan contract") into a
- * gr_rank_info_t. Pure: the environment comes in as an envp-style array, nothing is changed. */
+/* Internal: reading the plan gpurun exported (the GPURUN_* variables launcher/env.c writes;
+ * docs/architecture.md, "Contracts") into a gr_rank_info_t. Pure: the environment comes in as an
+ * envp-style array, nothing is changed. */
 #ifndef GR_PLAN_H
 #define GR_PLAN_H
 

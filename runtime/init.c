@@ -4,7 +4,7 @@
 
 #include "gr_config.h"
 #include "gr_counters.h"
-#include "gr_jobdir.h"
+#include "gr_job_agree.h"
 #include "gr_device.h"
 #include "gr_error.h"
 #include "gr_log.h"

@@ -26,13 +26,3 @@ int gr__monitor_job_from_env(char *out, size_t cap) {
   }
   return -1;
 }
-
-void gr__job_agree(MPI_Comm comm, char *out, size_t cap) {
-  if (gr__monitor_job_from_env(out, cap) == 0) return;
-  long long t = (long long)time(NULL);
-  MPI_Bcast(&t, 1, MPI_LONG_LONG, 0, comm);
-  time_t tt = (time_t)t;
-  struct tm tm;
-  gmtime_r(&tt, &tm);
-  strftime(out, cap, "%Y%m%d-%H%M%S", &tm);
-}

@@ -3,16 +3,11 @@
 
 #include "gr_config.h"
 
-#include <mpi.h>
-
-#define GR_STR_(x) #x
-#define GR_STR(x) GR_STR_(x)
-
 GR_API const char *gr_version(void) { return GR_VERSION_STRING; }
 
 GR_API unsigned gr_api_version(void) { return (unsigned)GR_API_VERSION; }
 
 GR_API const char *gr_build_info(void) {
   return "gpurun " GR_VERSION_STRING " (cuda=" GPURUN_HAVE_CUDA_STR " nccl=" GPURUN_HAVE_NCCL_STR
-         " hwloc=" GPURUN_HWLOC_VERSION " mpi=" GR_STR(MPI_VERSION) "." GR_STR(MPI_SUBVERSION) ")";
+         " hwloc=" GPURUN_HWLOC_VERSION " mpi=" GPURUN_MPI_STANDARD ")";
 }

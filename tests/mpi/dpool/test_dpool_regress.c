@@ -1,4 +1,5 @@
-/* Regression tests for two hangs found in review (notes/review-concurrency.md, F1 and F2).
+/* Regression tests for two hangs found in a concurrency review of dpool (F1 and F2, described
+ * below; the review notes were not kept in the repository).
  *
  *   test_dpool_regress runs N [--pool W]
  *     N back-to-back gr_dpool_run calls with no barrier in between; each run has one task, pushed

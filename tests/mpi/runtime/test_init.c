@@ -15,6 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gr_config.h"
+#if GPURUN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 static int me = -1;
 #define CHECK(cond)                                                                                \
   do {                                                                                             \
@@ -41,6 +46,33 @@ static int bound_cores(void) {
   hwloc_bitmap_free(set);
   hwloc_topology_destroy(t);
   return n;
+}
+
+/* GPUs the CUDA runtime shows this process, asked of it directly (0 without CUDA in the build, or
+ * without a driver or device: every machine without a GPU). */
+static int cuda_devices(void) {
+  int n = 0;
+#if GPURUN_HAVE_CUDA
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+#endif
+  return n;
+}
+
+/* Entries in a comma-separated list ("" and NULL: 0). */
+static int list_len(const char *s) {
+  if (!s || !*s) return 0;
+  int n = 1;
+  for (; *s; s++) n += *s == ',';
+  return n;
+}
+
+/* The GPUs gr_rank_info must report: none in CPU mode (CUDA sees no device), whatever the plan
+ * listed; else the plan's list when gpurun gave one, else every device CUDA sees (up to the cap). */
+static int expected_gpus(const gr_rank_info_t *ri) {
+  int cuda = cuda_devices();
+  if (cuda <= 0) return 0;
+  if (ri->from_plan) return list_len(getenv("GPURUN_GPUS"));
+  return cuda < GR_MAX_RANK_GPUS ? cuda : GR_MAX_RANK_GPUS;
 }
 
 static char *slurp(const char *path) {
@@ -84,7 +116,7 @@ int main(int argc, char **argv) {
   char host[256];
   gethostname(host, sizeof host);
   CHECK(strcmp(ri.node, host) == 0);
-  CHECK(ri.ngpus == 0 || ri.ngpus <= GR_MAX_RANK_GPUS);
+  CHECK(ri.ngpus == expected_gpus(&ri));
 
   gr_comm *w = gr_world();
   CHECK(w != NULL);

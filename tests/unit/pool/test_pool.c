@@ -225,6 +225,14 @@ static void count_task(void *a) {
   atomic_fetch_add(&cancel_ran, 1);
 }
 
+/* Holds a worker until released, so that tasks spawned meanwhile cannot start. */
+static _Atomic int blockers_running, blockers_release;
+static void blocker_task(void *a) {
+  (void)a;
+  atomic_fetch_add(&blockers_running, 1);
+  while (!atomic_load(&blockers_release)) sched_yield();
+}
+
 /* On the only worker: nobody else can start the spawned tasks before the cancel. */
 static void cancel_body(void *a) {
   (void)a;
@@ -249,17 +257,36 @@ static void cancellation(void **state) {
   assert_int_equal(atomic_load(&cancel_ran), 10);
   assert_int_equal(gr_pool_destroy(cancel_pool), GR_OK);
 
-  /* With running workers: some tasks may already have started; the rest are skipped, the wait
-   * returns, and nothing runs after it. */
+  /* With running workers: tasks spawned while every worker is busy and cancelled before any
+   * worker is free never run: the wait returns with none of them run, and none runs after it. */
   cancel_pool = make_pool(2);
   atomic_store(&cancel_ran, 0);
+  atomic_store(&blockers_running, 0);
+  atomic_store(&blockers_release, 0);
+  gr_taskgroup busy;
+  gr_taskgroup_init(&busy, cancel_pool);
+  for (int i = 0; i < 2; i++) assert_int_equal(gr_spawn(&busy, blocker_task, NULL), GR_OK);
+  while (atomic_load(&blockers_running) < 2) sched_yield(); /* both workers are held */
   gr_taskgroup g;
+  gr_taskgroup_init(&g, cancel_pool);
+  for (int i = 0; i < 5000; i++) assert_int_equal(gr_spawn(&g, count_task, NULL), GR_OK);
+  gr_taskgroup_cancel(&g);
+  atomic_store(&blockers_release, 1);
+  assert_int_equal(gr_taskgroup_wait(&g), GR_OK);
+  assert_int_equal(atomic_load(&cancel_ran), 0);
+  assert_int_equal(gr_taskgroup_wait(&busy), GR_OK);
+  assert_int_equal(gr_pool_destroy(cancel_pool), GR_OK);
+  assert_int_equal(atomic_load(&cancel_ran), 0);
+
+  /* Cancelled while the workers run freely: some tasks may already have started, the rest are
+   * skipped, and nothing runs after the wait returns. */
+  cancel_pool = make_pool(2);
+  atomic_store(&cancel_ran, 0);
   gr_taskgroup_init(&g, cancel_pool);
   for (int i = 0; i < 5000; i++) assert_int_equal(gr_spawn(&g, count_task, NULL), GR_OK);
   gr_taskgroup_cancel(&g);
   assert_int_equal(gr_taskgroup_wait(&g), GR_OK);
   int after_wait = atomic_load(&cancel_ran);
-  assert_true(after_wait <= 5000);
   assert_int_equal(gr_pool_destroy(cancel_pool), GR_OK);
   assert_int_equal(atomic_load(&cancel_ran), after_wait);
 }
@@ -593,7 +620,16 @@ static void pin_body(size_t lo, size_t hi, void *a) {
   (void)lo;
   (void)hi;
   (void)a;
-  if (gr_worker_id() < 0) return; /* this (unpinned) thread helps too */
+  if (gr_worker_id() < 0) {
+    /* This (unpinned) thread helps too. It holds its first chunk until a worker has checked one,
+     * so the workers get chunks however the run is scheduled (bounded: the assertion on
+     * pin_checked then fails instead of the test hanging). */
+    for (long i = 0; i < 1000000 && atomic_load(&pin_checked) == 0; i++) {
+      struct timespec ts = {0, 10000}; /* 10 us, at most ~10 s in all */
+      nanosleep(&ts, NULL);
+    }
+    return;
+  }
   cpu_set_t cs;
   if (sched_getaffinity(0, sizeof cs, &cs) != 0) return;
   int core = -2;
@@ -664,8 +700,11 @@ static void sizing_and_pinning(void **state) {
   cfg.pin = 1;
   assert_int_equal(gr_pool_create(&cfg, &p), GR_OK);
   atomic_store(&pin_bad, 0);
+  atomic_store(&pin_checked, 0);
   assert_int_equal(gr_parallel_for(p, 0, 4096, 1, pin_body, NULL), GR_OK);
   assert_int_equal(atomic_load(&pin_bad), 0);
+  /* pin_bad == 0 proves nothing unless a worker looked at its affinity at all */
+  assert_true(atomic_load(&pin_checked) > 0);
   assert_int_equal(gr_pool_destroy(p), GR_OK);
 }
 

@@ -6,6 +6,7 @@
 
 #include <gpurun/status.h>
 #include <gpurun/version.h>
+#include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,10 @@ static void version_is_consistent(void **state) {
   assert_int_equal(gr_api_version(), (GR_VERSION_MAJOR << 16) | (GR_VERSION_MINOR << 8) | GR_VERSION_PATCH);
   assert_non_null(strstr(gr_build_info(), expect));
   assert_non_null(strstr(gr_build_info(), "cuda="));
+  /* version.c names the MPI standard from the configure step, without mpi.h (it is in the MPI-free
+   * base): it must be the one this mpi.h declares */
+  snprintf(expect, sizeof expect, " mpi=%d.%d)", MPI_VERSION, MPI_SUBVERSION);
+  assert_non_null(strstr(gr_build_info(), expect));
 }
 
 int main(void) {

@@ -1,0 +1,42 @@
+/* gpurun -v's CUDA device count through dlopen: the launcher links no CUDA library. */
+#include "gr_cuda_probe.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+
+#ifndef GR_CUDART_SONAME
+#define GR_CUDART_SONAME "libcudart.so"
+#endif
+
+/* The two stable entry points used, declared here (cudaError_t is an int-sized enum). */
+typedef int (*cuda_count_fn)(int *count);
+typedef const char *(*cuda_string_fn)(int err);
+
+int gr__launcher_cuda_device_count(char *why, size_t why_len) {
+  void *lib = dlopen(GR_CUDART_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    if (why_len) snprintf(why, why_len, "dlopen %s: %s", GR_CUDART_SONAME, dlerror());
+    return 0;
+  }
+  /* POSIX leaves object-to-function pointer conversion to the platform; Linux defines it. */
+  cuda_count_fn count;
+  cuda_string_fn string;
+  *(void **)&count = dlsym(lib, "cudaGetDeviceCount");
+  *(void **)&string = dlsym(lib, "cudaGetErrorString");
+  if (!count) {
+    if (why_len) snprintf(why, why_len, "%s has no cudaGetDeviceCount", GR_CUDART_SONAME);
+    dlclose(lib);
+    return 0;
+  }
+  int n = 0; /* cudaGetDeviceCount leaves it untouched on failure */
+  int e = count(&n);
+  if (e != 0) {
+    if (why_len)
+      snprintf(why, why_len, "cudaGetDeviceCount: %s (%d)", string ? string(e) : "error", e);
+    n = 0;
+  } else if (n == 0 && why_len) {
+    snprintf(why, why_len, "cudaGetDeviceCount: no device");
+  }
+  /* libcudart stays loaded: unloading it after it started the driver is not worth the risk */
+  return n;
+}

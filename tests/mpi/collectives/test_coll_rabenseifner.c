@@ -1,0 +1,158 @@
+/* The MPI backend's own large allreduce at a power-of-two number of ranks (4, 8: Rabenseifner,
+ * reduce-scatter by recursive halving then allgather by recursive doubling; backend_mpi.c) with SUM
+ * and PROD above its 32 KiB recursive-doubling limit, against answers computed here.
+ *
+ * The backend runs its own algorithms only when the communicator has a timeout, so the test is
+ * registered with GPURUN_TIMEOUT set and refuses to run without it (the communicator takes its
+ * timeout from gr_comm_config_init, i.e. from GPURUN_TIMEOUT, as an application's would).
+ *
+ * Inputs differ per element (not periodic over a few elements as exact_values.h's are), so that a
+ * window sent to the wrong partner, or reduced at the wrong offset, gives a wrong element; every
+ * value and every partial result is an integer below 2^24, exact in float32 and in every order.
+ * Usage: test_coll_rabenseifner (under mpirun -np 4 or 8) */
+#include <gpurun/coll.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int world_rank, failures;
+static long checks;
+
+#define FAIL(...)                                                                \
+  do {                                                                           \
+    if (failures++ < 20) {                                                       \
+      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                                              \
+      fputc('\n', stderr);                                                       \
+    }                                                                            \
+  } while (0)
+
+/* SUM: (i mod 65521) * (r + 1) + r; at 8 ranks at most 65520 * 36 + 28 < 2^22. */
+static double sum_input(int r, size_t i) { return (double)(i % 65521) * (r + 1) + r; }
+
+/* PROD: one rank per element (r == i mod P) contributes i mod 1021 + 1, the others +1 or -1 by a
+ * pattern of r and i / P; |product| <= 1021. */
+static double prod_input(int r, size_t i, int P) {
+  if ((size_t)r == i % (size_t)P) return (double)(i % 1021 + 1);
+  return ((i / (size_t)P + (size_t)r) % 3 == 0) ? -1 : 1;
+}
+
+static double input(gr_op op, int r, size_t i, int P) {
+  return op == GR_PROD ? prod_input(r, i, P) : sum_input(r, i);
+}
+
+static double expected(gr_op op, size_t i, int P) {
+  double acc = input(op, 0, i, P);
+  for (int r = 1; r < P; r++) acc = op == GR_PROD ? acc * input(op, r, i, P) : acc + input(op, r, i, P);
+  return acc;
+}
+
+static size_t esize(gr_dtype t) { return t == GR_INT64 || t == GR_FLOAT64 ? 8 : 4; }
+
+static void set(gr_dtype t, void *b, size_t i, double v) {
+  switch (t) {
+  case GR_INT32: ((int32_t *)b)[i] = (int32_t)v; break;
+  case GR_INT64: ((int64_t *)b)[i] = (int64_t)v; break;
+  case GR_FLOAT32: ((float *)b)[i] = (float)v; break;
+  default: ((double *)b)[i] = v; break;
+  }
+}
+static double get(gr_dtype t, const void *b, size_t i) {
+  switch (t) {
+  case GR_INT32: return ((const int32_t *)b)[i];
+  case GR_INT64: return (double)((const int64_t *)b)[i];
+  case GR_FLOAT32: return ((const float *)b)[i];
+  default: return ((const double *)b)[i];
+  }
+}
+static const char *tname(gr_dtype t) {
+  return t == GR_INT32 ? "int32" : t == GR_INT64 ? "int64" : t == GR_FLOAT32 ? "float32" : "float64";
+}
+
+static void run(gr_comm *c, gr_dtype t, gr_op op, size_t count, int in_place) {
+  int P = gr_comm_size(c), r = gr_comm_rank(c);
+  size_t es = esize(t);
+  char what[128];
+  snprintf(what, sizeof what, "allreduce %s %s count %zu (%zu bytes) %s", tname(t),
+           op == GR_PROD ? "prod" : "sum", count, count * es, in_place ? "in place" : "out of place");
+  if (count * es <= 32768) FAIL("%s: not above the 32 KiB limit, the test chose a wrong size", what);
+  void *s = malloc(count * es), *d = malloc(count * es);
+  if (!s || !d) {
+    fprintf(stderr, "out of memory\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  for (size_t i = 0; i < count; i++) {
+    set(t, s, i, input(op, r, i, P));
+    set(t, d, i, -7); /* sentinel: an element never written is caught */
+  }
+  gr_status st = in_place ? gr_allreduce(s, s, count, t, op, c, NULL)
+                          : gr_allreduce(s, d, count, t, op, c, NULL);
+  if (st != GR_OK) {
+    FAIL("%s: %s (%s)", what, gr_status_name(st), gr_last_error());
+  } else {
+    const void *out = in_place ? s : d;
+    for (size_t i = 0; i < count; i++) {
+      double want = expected(op, i, P), got = get(t, out, i);
+      checks++;
+      if (got != want) {
+        FAIL("%s: element %zu is %g, expected %g", what, i, got, want);
+        break;
+      }
+    }
+  }
+  free(s);
+  free(d);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  int P;
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  gr_comm_config cfg;
+  gr_comm_config_init(&cfg);
+  if (!(cfg.timeout_s > 0)) {
+    if (world_rank == 0)
+      fprintf(stderr, "test_coll_rabenseifner: GPURUN_TIMEOUT must be set (> 0) so that the MPI "
+                      "backend runs its own allreduce; it is '%s'\n",
+              getenv("GPURUN_TIMEOUT") ? getenv("GPURUN_TIMEOUT") : "(unset)");
+    MPI_Finalize();
+    return 1;
+  }
+  if (P < 4 || (P & (P - 1))) {
+    if (world_rank == 0)
+      fprintf(stderr, "test_coll_rabenseifner: needs 4, 8, ... ranks (a power of two), got %d\n", P);
+    MPI_Finalize();
+    return 1;
+  }
+  cfg.backend = GR_BACKEND_MPI;
+  gr_comm *c = NULL;
+  gr_status st = gr_comm_create(MPI_COMM_WORLD, &cfg, &c);
+  if (st != GR_OK || !c) {
+    fprintf(stderr, "[rank %d] gr_comm_create: %s\n", world_rank, gr_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  static const gr_dtype types[] = {GR_INT32, GR_INT64, GR_FLOAT32, GR_FLOAT64};
+  static const gr_op ops[] = {GR_SUM, GR_PROD};
+  for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+    size_t per = 32768 / esize(types[ti]);
+    /* just above the limit; odd and not a multiple of P (uneven windows); several windows of
+     * 64 KiB+ (the size the recursive-doubling path never takes) */
+    size_t counts[] = {per + 1, per + 2 * (size_t)P + 3, 100003};
+    for (size_t oi = 0; oi < 2; oi++)
+      for (size_t ci = 0; ci < 3; ci++) run(c, types[ti], ops[oi], counts[ci], (int)(ci % 2));
+  }
+  if (gr_comm_destroy(c) != GR_OK) FAIL("gr_comm_destroy: %s", gr_last_error());
+  int total = 0;
+  long nchecks = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(&checks, &nchecks, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (world_rank == 0)
+    printf("mpi backend allreduce above 32 KiB at %d ranks (timeout %g s): %ld element checks, %d "
+           "failures\n",
+           P, cfg.timeout_s, nchecks, total);
+  MPI_Finalize();
+  return total ? 1 : 0;
+}

@@ -1,0 +1,3 @@
+/* Must NOT compile: gpurun-report is on the base alone and sees not the supervisor's header. */
+#include "gr_supervise.h"
+int layer_probe;
