@@ -227,7 +227,7 @@ int gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__p
 /* ---- priority (priority.c) ------------------------------------------------------------- */
 enum { GR__PRIO_NORMAL = 0, GR__PRIO_LOW, GR__PRIO_HIGH };
 const char *gr__priority_name(int level);
-/* The niceness change of each level, relative to the niceness gpurun was started with. */
+/* The niceness of each level: low runs at this or nicer, high at this or less nice. */
 #define GR__PRIO_LOW_NICE 10
 #define GR__PRIO_HIGH_NICE (-5)
 /* Applies the level's CPU niceness to this process (the program inherits it through exec or the

@@ -1,6 +1,8 @@
-/* gpurun --priority: the CPU side of a rank's priority. Niceness is changed relative to what
- * gpurun was started with (like nice(1)), so a job already niced by its scheduler keeps its
- * offset; the GPU side (gr_stream's CUDA stream priority) is the runtime's, from GPURUN_PRIORITY. */
+/* gpurun --priority: the CPU side of a rank's priority. low runs the program at nice 10 or
+ * nicer, high at nice -5 or less nice: a bound, not an offset, so that a gpurun started under
+ * another (which exports GPURUN_PRIORITY) lands on the same niceness instead of adding it twice,
+ * and low never raises the priority of a job its scheduler already niced further. The GPU side
+ * (gr_stream's CUDA stream priority) is the runtime's, from GPURUN_PRIORITY. */
 #include "gr_launcher.h"
 
 #include <errno.h>
@@ -17,9 +19,8 @@ int gr__priority_apply(int level, char *why, size_t whylen) {
              strerror(errno));
     return -1;
   }
-  int want = now + (level == GR__PRIO_LOW ? GR__PRIO_LOW_NICE : GR__PRIO_HIGH_NICE);
-  if (want > 19) want = 19;
-  if (want < -20) want = -20;
+  int want = level == GR__PRIO_LOW ? (now > GR__PRIO_LOW_NICE ? now : GR__PRIO_LOW_NICE)
+                                   : (now < GR__PRIO_HIGH_NICE ? now : GR__PRIO_HIGH_NICE);
   if (want == now) return 0;
   if (setpriority(PRIO_PROCESS, 0, want) != 0) {
     int e = errno;

@@ -1,8 +1,9 @@
 #!/bin/sh
 # gpurun --priority end to end: the program reads its own niceness (/proc/PID/stat field 19) and
 # GPURUN_PRIORITY. The expected niceness is computed here from this shell's own, independently of
-# gpurun: low = +10 (at most 19), high = -5 (at least -20), normal unchanged. High as root
-# succeeds; as user nobody it is refused: one warning line, and the program still runs.
+# gpurun: low = nice 10 or nicer, high = nice -5 or less nice, normal unchanged; a gpurun under
+# another does not add it twice. High as root succeeds; as user nobody it is refused: one warning
+# line, and the program still runs.
 # usage: test_priority.sh GPURUN
 set -u
 gpurun=$1
@@ -13,7 +14,8 @@ chmod 755 "$tmp"
 # field 19 of /proc/PID/stat: after "PID (comm) " (comm may hold spaces) it is the 17th
 nice_of() { sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f17; }
 base=$(nice_of $$)
-clamp() { v=$1; [ "$v" -gt 19 ] && v=19; [ "$v" -lt -20 ] && v=-20; echo "$v"; }
+low=$base; [ "$low" -lt 10 ] && low=10
+high=$base; [ "$high" -gt -5 ] && high=-5
 probe='echo "$(sed "s/.*) //" /proc/$$/stat | cut -d" " -f17) ${GPURUN_PRIORITY-unset}"; exit 7'
 unset GPURUN_PRIORITY GPURUN_CONFIG
 
@@ -30,13 +32,15 @@ run() {
 
 run "$base normal" "$gpurun"
 [ -s "$tmp/err" ] && fail "normal: unexpected stderr"
-run "$(clamp $((base + 10))) low" "$gpurun" --priority low
+run "$low low" "$gpurun" --priority low
 [ -s "$tmp/err" ] && fail "low: unexpected stderr"
-run "$(clamp $((base + 10))) low" env GPURUN_PRIORITY=low "$gpurun"
+run "$low low" env GPURUN_PRIORITY=low "$gpurun"
 printf 'priority = low\n' > "$tmp/conf"
-run "$(clamp $((base + 10))) low" "$gpurun" --config "$tmp/conf"
+run "$low low" "$gpurun" --config "$tmp/conf"
 # the supervisor's path (--monitor) hands the niceness on too
-run "$(clamp $((base + 10))) low" env GPURUN_MONITOR_DIR="$tmp/mon" "$gpurun" --monitor=0.2 --priority low
+run "$low low" env GPURUN_MONITOR_DIR="$tmp/mon" "$gpurun" --monitor=0.2 --priority low
+# gpurun under gpurun (GPURUN_PRIORITY inherited): the same niceness, not 10 more
+run "$low low" "$gpurun" --priority low "$gpurun"
 # a bad level is a usage error naming its source
 GPURUN_PRIORITY=urgent "$gpurun" true 2> "$tmp/err"
 rc=$?
@@ -51,7 +55,7 @@ if [ "$(id -u)" != 0 ]; then
   echo PASS
   exit 0
 fi
-run "$(clamp $((base - 5))) high" "$gpurun" --priority high
+run "$high high" "$gpurun" --priority high
 [ -s "$tmp/err" ] && fail "high as root: unexpected stderr"
 
 # user nobody: refused, one warning line, the job still runs at nobody's niceness
