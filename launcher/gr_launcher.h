@@ -53,6 +53,7 @@ typedef struct {
   int master_port;        /* 0: derive from the job id */
   int omp_set;  /* --omp=set: export OMP_* even over the user's own (default: keep the user's) */
   int visible;  /* --visible-devices: GR__VISIBLE_OWN, _OWN_FIRST, _ALL */
+  int priority; /* --priority: GR__PRIO_NORMAL (default), _LOW, _HIGH */
 } gr__options;
 
 enum { GR__VISIBLE_OWN = 0, GR__VISIBLE_OWN_FIRST, GR__VISIBLE_ALL };
@@ -222,6 +223,17 @@ const char *gr__health_mode_name(int mode);
  * or 2 with the reasons in err when avoid leaves no GPU. */
 int gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__plan *notes,
                     char *err, size_t errlen);
+
+/* ---- priority (priority.c) ------------------------------------------------------------- */
+enum { GR__PRIO_NORMAL = 0, GR__PRIO_LOW, GR__PRIO_HIGH };
+const char *gr__priority_name(int level);
+/* The niceness of each level: low runs at this or nicer, high at this or less nice. */
+#define GR__PRIO_LOW_NICE 10
+#define GR__PRIO_HIGH_NICE (-5)
+/* Applies the level's CPU niceness to this process (the program inherits it through exec or the
+ * supervisor's fork). 0, or -1 with a one-line reason in why (raising priority needs CAP_SYS_NICE
+ * or RLIMIT_NICE): the caller warns and runs the program anyway. */
+int gr__priority_apply(int level, char *why, size_t whylen);
 
 /* ---- output ----------------------------------------------------------------------------- */
 #define GR__MAX_ENV 32

@@ -195,6 +195,15 @@ int main(int argc, char **argv) {
                                                                   : "",
          1);
 
+  /* the rank's priority: CPU niceness here, inherited by the program; the level for the
+   * runtime's gr_stream (GPURUN_PRIORITY, read at gr_init). A refusal is a warning: the job runs. */
+  setenv("GPURUN_PRIORITY", gr__priority_name(o.priority), 1);
+  {
+    char why[300];
+    if (gr__priority_apply(o.priority, why, sizeof why) != 0)
+      fprintf(stderr, "gpurun: warning: rank %d: %s\n", me.local_rank, why);
+  }
+
   char **prog = &argv[o.prog];
   if (o.prometheus[0] && !o.monitor) o.monitor = 1; /* metrics need the sampling supervisor */
   if (o.monitor || o.time_limit > 0) {

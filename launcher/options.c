@@ -36,6 +36,10 @@ const char *gr__health_mode_name(int mode) {
   return mode == GR__HEALTH_OFF ? "off" : mode == GR__HEALTH_AVOID ? "avoid" : "warn";
 }
 
+const char *gr__priority_name(int level) {
+  return level == GR__PRIO_LOW ? "low" : level == GR__PRIO_HIGH ? "high" : "normal";
+}
+
 typedef enum {
   T_FLAG,
   T_INT,
@@ -47,7 +51,8 @@ typedef enum {
   T_MONITOR,
   T_OMP,
   T_VISIBLE,
-  T_HEALTH
+  T_HEALTH,
+  T_PRIORITY
 } opt_type;
 
 typedef struct {
@@ -93,6 +98,8 @@ static const opt_def opts[] = {
      "DIR: latest samples for node-exporter (implies --monitor)"},
     {"gpu-health", 0, "GPURUN_GPU_HEALTH", T_HEALTH, OFF(gpu_health), 0,
      "off|warn|avoid unhealthy GPUs at launch (default warn)"},
+    {"priority", 0, "GPURUN_PRIORITY", T_PRIORITY, OFF(priority), 0,
+     "low|normal|high: CPU niceness and gr_stream priority"},
     {"config", 0, "GPURUN_CONFIG", T_STR, OFF(config), 0, "FILE of key = value lines"},
     {"help", 'h', NULL, T_FLAG, OFF(help), 0, "this text"},
     {"version", 0, NULL, T_FLAG, OFF(version), 0, "print the version"},
@@ -251,6 +258,12 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
     for (int m = GR__HEALTH_WARN; m <= GR__HEALTH_AVOID; m++)
       if (value && strcmp(value, gr__health_mode_name(m)) == 0) return o->gpu_health = m, GR_OK;
     return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected off, warn or avoid, got '%s'",
+                              origin, value ? value : "");
+  }
+  case T_PRIORITY: {
+    for (int l = GR__PRIO_NORMAL; l <= GR__PRIO_HIGH; l++)
+      if (value && strcmp(value, gr__priority_name(l)) == 0) return o->priority = l, GR_OK;
+    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected low, normal or high, got '%s'",
                               origin, value ? value : "");
   }
   case T_MONITOR: {
@@ -473,6 +486,9 @@ void gr__options_usage(FILE *f) {
       break;
     case T_VISIBLE:
       arg = " MODE";
+      break;
+    case T_PRIORITY:
+      arg = " LEVEL";
       break;
     default:
       break;

@@ -14,7 +14,8 @@
 
 static void jstr(FILE *f, const char *s) { gr__esc_json(f, s); }
 
-void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, double wall_s,
+void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, const char *priority,
+                       double wall_s,
                        const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads) {
   fprintf(f, "{\"rank\": %d, \"size\": %d, \"local_rank\": %d, \"node\": ", info->rank, info->size,
           info->local_rank);
@@ -28,6 +29,10 @@ void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, dou
     fputs("null", f);
   else
     jstr(f, info->receipt);
+  if (priority) {
+    fputs(", \"priority\": ", f);
+    jstr(f, priority);
+  }
   if (coll) {
     fputs(",\n \"collectives\": {", f);
     int first = 1;
@@ -52,7 +57,8 @@ void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, dou
   fputs("}\n", f);
 }
 
-int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *job, double wall_s,
+int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *job,
+                       const char *priority, double wall_s,
                        const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads,
                        char *why, size_t why_len) {
   char node[256], name[320];
@@ -67,7 +73,7 @@ int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *
     snprintf(why, why_len, "out of memory");
     return -1;
   }
-  gr__counters_json(f, info, job, wall_s, coll, pool, pool_threads);
+  gr__counters_json(f, info, job, priority, wall_s, coll, pool, pool_threads);
   int bad = ferror(f);
   if (fclose(f) != 0 || bad) {
     free(buf);

@@ -10,6 +10,7 @@
 #include "gr_log.h"
 #include "gr_plan.h"
 #include "gr_pool.h"
+#include "gr_priority.h"
 #include "gr_receipt.h"
 
 #include <hwloc.h>
@@ -222,6 +223,7 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
     cpus_from_hwloc(&info);
   }
   select_device(&info);
+  gr__priority_read_env(); /* gpurun --priority: gr_stream_create's level, the counters' field */
   /* The receipt: what this process got against the plan. GPURUN_VERIFY=strict makes a
    * difference an error, =off skips the check, anything else warns. */
   {
@@ -284,9 +286,9 @@ static void write_counters(void) {
   gr__pool_stats ps;
   if (pool) gr__pool_get_stats(pool, &ps);
   char why[512] = "";
-  if (gr__counters_write(dir, &info, job, now_s() - t_init, have_coll ? &cs : NULL,
-                         pool ? &ps : NULL, pool ? gr_pool_nthreads(pool) : 0, why,
-                         sizeof why) != 0)
+  if (gr__counters_write(dir, &info, job, gr__priority_level_name(), now_s() - t_init,
+                         have_coll ? &cs : NULL, pool ? &ps : NULL,
+                         pool ? gr_pool_nthreads(pool) : 0, why, sizeof why) != 0)
     GR_WARN("monitor: counters not written: %s", why);
 }
 

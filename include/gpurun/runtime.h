@@ -43,6 +43,14 @@ GR_API gr_status gr_rank_info(gr_rank_info_t *out);
  * compare it with their own before they let the library write into theirs. */
 GR_API size_t gr_rank_info_sizeof(void);
 
+/* A CUDA stream on the current device at this rank's priority (gpurun --priority, read from
+ * GPURUN_PRIORITY at gr_init): high takes the device's greatest stream priority, low its least,
+ * normal the default. Use it for the rank's collectives and kernels; destroy it with
+ * gr_stream_destroy before gr_finalize. GR_ERR_UNSUPPORTED without CUDA in the build or without
+ * a device, GR_ERR_STATE before gr_init. */
+GR_API gr_status gr_stream_create(gr_stream *out);
+GR_API gr_status gr_stream_destroy(gr_stream s);
+
 #ifdef __cplusplus
 }
 #endif

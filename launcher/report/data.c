@@ -324,6 +324,10 @@ static int load_counters_at(int dirfd, const char *name, const char *shown, rpt_
     for (char *p = c.receipt; *p; p++)
       if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
   }
+  /* the rank's priority: one of the three levels, anything else is not recorded */
+  const char *prio = grj_str(doc, "priority");
+  if (prio && (!strcmp(prio, "low") || !strcmp(prio, "normal") || !strcmp(prio, "high")))
+    snprintf(c.priority, sizeof c.priority, "%s", prio);
   const grj *pool = grj_get(doc, "pool");
   if (pool && pool->type == GRJ_OBJ) {
     c.have_pool = 1;

@@ -92,6 +92,20 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
     gr__esc_term(out, s->node);
     fprintf(out, ":%d): %s\n", s->local_rank, job->slowest_why);
   }
+  /* each rank's priority (gpurun --priority), one line per level, when any rank recorded one */
+  static const char *const levels[] = {"high", "normal", "low"};
+  for (int l = 0; l < 3; l++) {
+    int n = 0;
+    for (int i = 0; i < job->nc; i++)
+      if (!strcmp(job->c[i].priority, levels[l])) {
+        if (n++)
+          fputc(',', out);
+        else
+          fprintf(out, "priority %s: ranks ", levels[l]);
+        fprintf(out, "%d", job->c[i].rank);
+      }
+    if (n) fputc('\n', out);
+  }
   /* ranks whose placement receipt (gr_init) differed from gpurun's plan */
   for (int i = 0; i < job->nc; i++)
     if (job->c[i].receipt[0])

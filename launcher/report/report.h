@@ -57,6 +57,7 @@ typedef struct {
   double pool_steals, pool_idle_s;
   int have_coll, have_pool;
   char receipt[256]; /* gr_init's placement receipt when it differed from the plan, else "" */
+  char priority[8];  /* gpurun --priority: "low", "normal", "high"; "" not recorded */
 } rpt_counters;
 
 typedef struct {

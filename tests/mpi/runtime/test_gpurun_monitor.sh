@@ -9,7 +9,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 GPURUN_MONITOR_DIR="$tmp/mon" timeout -k 5 60 "$mpirun" -np 2 --oversubscribe \
-  "$gpurun" --monitor=0.05 "$prog" monitored || fail "monitored job exited $?"
+  "$gpurun" --monitor=0.05 --priority low "$prog" monitored || fail "monitored job exited $?"
 set -- "$tmp"/mon/*
 [ $# -eq 1 ] && [ -d "$1" ] || fail "expected one job directory under $tmp/mon, got: $*"
 job=$1
@@ -24,6 +24,8 @@ cat "$tmp/report.txt"
 n=$(grep -cE "^ +[01] +$host:[01] .* [0-9]+\.[0-9]{3}( |$)" "$tmp/report.txt" || true)
 [ "$n" = 2 ] || fail "expected 2 rows with collective times, got $n"
 grep -q '^slowest rank: ' "$tmp/report.txt" || fail "no slowest rank"
+# --priority low reached each rank's counters (test_init checks the field) and the report
+grep -qE '^priority low: ranks (0,1|1,0)$' "$tmp/report.txt" || fail "report shows no priority line"
 
 timeout -k 5 60 "$gpurun" --time-limit 0.5 sleep 30 2> "$tmp/limit.err"
 rc=$?

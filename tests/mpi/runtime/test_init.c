@@ -97,6 +97,10 @@ int main(int argc, char **argv) {
   CHECK(gr_finalize() == GR_ERR_STATE);
   CHECK(strstr(gr_last_error(), "gr_finalize") && strstr(gr_last_error(), "gr_init first"));
 
+  gr_stream early = (gr_stream)&ri;
+  CHECK(gr_stream_create(&early) != GR_OK && early == NULL); /* STATE, or UNSUPPORTED w/o CUDA */
+  CHECK(strstr(gr_last_error(), "gr_stream_create"));
+
   CHECK(gr_init(&argc, &argv) == GR_OK);
   CHECK(gr_initialized());
   CHECK(gr_init(&argc, &argv) == GR_ERR_STATE);
@@ -117,6 +121,21 @@ int main(int argc, char **argv) {
   gethostname(host, sizeof host);
   CHECK(strcmp(ri.node, host) == 0);
   CHECK(ri.ngpus == expected_gpus(&ri));
+
+  /* gr_stream at the rank's priority: a stream with a GPU, else GR_ERR_UNSUPPORTED and a
+   * sentence naming the call; NULL arguments are invalid either way. */
+  CHECK(gr_stream_create(NULL) == GR_ERR_INVALID);
+  CHECK(gr_stream_destroy(NULL) == GR_ERR_INVALID);
+  gr_stream st = (gr_stream)&ri;
+  if (ri.ngpus > 0) {
+    CHECK(gr_stream_create(&st) == GR_OK && st != NULL);
+    CHECK(gr_stream_destroy(st) == GR_OK);
+  } else {
+    CHECK(gr_stream_create(&st) == GR_ERR_UNSUPPORTED);
+    CHECK(st == NULL);
+    CHECK(strstr(gr_last_error(), "gr_stream_create") &&
+          (strstr(gr_last_error(), "no CUDA device") || strstr(gr_last_error(), "has no CUDA")));
+  }
 
   gr_comm *w = gr_world();
   CHECK(w != NULL);
@@ -184,6 +203,10 @@ int main(int argc, char **argv) {
     snprintf(want, sizeof want, "{\"rank\": %d, \"size\": %d,", rank, size);
     CHECK(strncmp(text, want, strlen(want)) == 0);
     CHECK(strstr(text, "\"pool\": {\"threads\": "));
+    /* the level gpurun --priority exported (normal when none) */
+    const char *lvl = getenv("GPURUN_PRIORITY");
+    snprintf(want, sizeof want, "\"priority\": \"%s\"", lvl && *lvl ? lvl : "normal");
+    CHECK(strstr(text, want));
   }
   if (rank == 0) printf("test_init %s: OK on %d ranks\n", mode, size);
   return 0;

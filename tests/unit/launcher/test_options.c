@@ -148,6 +148,47 @@ static void test_env_and_config(void **state) {
   assert_int_not_equal(gr__parse_size("4Q", &v), 0);
 }
 
+/* --priority: argv, GPURUN_PRIORITY, the config key, precedence, and bad values naming their
+ * source. The levels are written out by hand. */
+static void test_priority(void **state) {
+  (void)state;
+  gr__options o;
+  char err[256];
+  assert_int_equal(parse(&o, NULL, err, "prog", NULL), GR_OK);
+  assert_int_equal(o.priority, GR__PRIO_NORMAL);
+  assert_int_equal(parse(&o, NULL, err, "--priority", "low", "prog", NULL), GR_OK);
+  assert_int_equal(o.priority, GR__PRIO_LOW);
+  assert_string_equal(gr__priority_name(o.priority), "low");
+  assert_int_equal(parse(&o, NULL, err, "--priority=high", "prog", NULL), GR_OK);
+  assert_int_equal(o.priority, GR__PRIO_HIGH);
+  assert_string_equal(gr__priority_name(o.priority), "high");
+  const char *env[] = {"GPURUN_PRIORITY=high", NULL};
+  assert_int_equal(parse(&o, env, err, "prog", NULL), GR_OK);
+  assert_int_equal(o.priority, GR__PRIO_HIGH);
+  /* argv over the environment */
+  assert_int_equal(parse(&o, env, err, "--priority", "normal", "prog", NULL), GR_OK);
+  assert_int_equal(o.priority, GR__PRIO_NORMAL);
+  assert_string_equal(gr__priority_name(o.priority), "normal");
+  gr__options_init(&o);
+  assert_int_equal(gr__options_config_text(&o, "priority = low\n", 15, "x.conf", err, sizeof err),
+                   GR_OK);
+  assert_int_equal(o.priority, GR__PRIO_LOW);
+  /* bad values: rejected with their source, case matters, no value */
+  assert_int_equal(parse(&o, NULL, err, "--priority", "urgent", "prog", NULL), GR_ERR_INVALID);
+  assert_non_null(strstr(err, "--priority: expected low, normal or high, got 'urgent'"));
+  const char *env2[] = {"GPURUN_PRIORITY=HIGH", NULL};
+  assert_int_equal(parse(&o, env2, err, "prog", NULL), GR_ERR_INVALID);
+  assert_non_null(strstr(err, "GPURUN_PRIORITY"));
+  const char *env3[] = {"GPURUN_PRIORITY=", NULL};
+  assert_int_equal(parse(&o, env3, err, "prog", NULL), GR_ERR_INVALID);
+  assert_int_equal(parse(&o, NULL, err, "--priority", NULL), GR_ERR_INVALID);
+  assert_non_null(strstr(err, "--priority needs a value"));
+  gr__options_init(&o);
+  assert_int_equal(gr__options_config_text(&o, "priority = -5\n", 14, "x.conf", err, sizeof err),
+                   GR_ERR_INVALID);
+  assert_non_null(strstr(err, "x.conf:1: priority"));
+}
+
 static void test_slurm_counts(void **state) {
   (void)state;
   /* 2(x3),1 = 2,2,2,1 */
@@ -232,7 +273,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_argv),           cmocka_unit_test(test_errors),
       cmocka_unit_test(test_env_and_config), cmocka_unit_test(test_slurm_counts),
-      cmocka_unit_test(test_whoami),
+      cmocka_unit_test(test_whoami),         cmocka_unit_test(test_priority),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -257,6 +257,36 @@ static void test_json_bounds(void **state) {
   grj_free(ok);
 }
 
+/* The priority line: only the three levels are shown; a control sequence, another case or an
+ * over-long value in another job's counters file is left out (issue 13). */
+static void test_priority_levels(void **state) {
+  (void)state;
+  char jd[128], path[256];
+  job_dir("prio", jd, sizeof jd);
+  const char *level[] = {"low", "\\u001b[2Jhigh", "HIGH", "high", "lowlowlowlow", "low"};
+  for (int r = 0; r < 6; r++) {
+    snprintf(path, sizeof path, "%s/n0.%d.counters.json", jd, r);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"rank\": %d, \"size\": 6, \"local_rank\": %d, \"priority\": \"%s\"}\n", r, r,
+            level[r]);
+    fclose(f);
+  }
+  rpt_job j;
+  assert_int_equal(rpt_load(jd, &j), 0);
+  char *out = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&out, &len);
+  rpt_print_table(&j, m);
+  fclose(m);
+  assert_non_null(strstr(out, "\npriority high: ranks 3\n"));
+  assert_true(strstr(out, "\npriority low: ranks 0,5\n") || strstr(out, "\npriority low: ranks 5,0\n"));
+  assert_null(strstr(out, "normal"));
+  assert_null(strchr(out, 0x1b));
+  free(out);
+  rpt_free(&j);
+}
+
 /* report.json / report.svg: a symlink planted at the name is refused and its target untouched; a
  * write that fails leaves the previous file whole. */
 static void test_outputs_not_through_symlinks(void **state) {
@@ -408,6 +438,7 @@ int main(void) {
       cmocka_unit_test(test_wait_for_p2p_chain),
       cmocka_unit_test(test_wait_for_mixed_chain),
       cmocka_unit_test(test_wait_for_cycle),
+      cmocka_unit_test(test_priority_levels),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
