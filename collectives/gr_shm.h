@@ -19,10 +19,11 @@
  * mismatched bytes and return GR_OK. So in the first round of every call each rank writes a
  * descriptor of the call (kind, count, dtype, op where it reduces, root where it broadcasts, and
  * the round number) into its control line, next to its counter, before its first raise; the
- * descriptor has two places used in alternation like the buffers, under the same rule. Every rank,
- * at its first wait in that round and before it touches a peer's data, compares each peer's
- * descriptor with its own (every kind waits for every peer in the first round, so every rank sees
- * every descriptor). If all agree, all pass; if any differs, every rank sees at least one that
+ * descriptor has two places used in alternation like the buffers, under the same rule (so a rank
+ * that writes one, the barrier and a broadcast's non-root included, first waits until every rank
+ * started the previous round). Every rank, at its first wait in that round and before it touches a
+ * peer's data, compares each peer's descriptor with its own (every kind waits for every peer in the
+ * first round, a broadcast's root and non-roots too, so every rank sees every descriptor). If all agree, all pass; if any differs, every rank sees at least one that
  * differs from its own, so every rank fails the call with GR_ERR_MISMATCH, and a sentence naming
  * itself and a differing rank with both descriptors. At that point every rank has raised exactly
  * once in the round and read nothing of a disagreeing peer, so the counters still agree: the call
