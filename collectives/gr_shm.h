@@ -14,6 +14,22 @@
  * the chunks of a large call. Reductions are done in place by all ranks in parallel on disjoint
  * slices. Every wait is a poll that returns to the caller, so the caller's deadline bounds it.
  *
+ * Agreement. Nothing but the ranks' own arguments says what a call is, and ranks that disagree
+ * (count, dtype, op, root or kind) would otherwise read past a smaller peer's data or reduce
+ * mismatched bytes and return GR_OK. So in the first round of every call each rank writes a
+ * descriptor of the call (kind, count, dtype, op where it reduces, root where it broadcasts, and
+ * the round number) into its control line, next to its counter, before its first raise; the
+ * descriptor has two places used in alternation like the buffers, under the same rule (so a rank
+ * that writes one, the barrier and a broadcast's non-root included, first waits until every rank
+ * started the previous round). Every rank, at its first wait in that round and before it touches a
+ * peer's data, compares each peer's descriptor with its own (every kind waits for every peer in the
+ * first round, a broadcast's root and non-roots too, so every rank sees every descriptor). If all agree, all pass; if any differs, every rank sees at least one that
+ * differs from its own, so every rank fails the call with GR_ERR_MISMATCH, and a sentence naming
+ * itself and a differing rank with both descriptors. At that point every rank has raised exactly
+ * once in the round and read nothing of a disagreeing peer, so the counters still agree: the call
+ * is dropped, the following calls run normally and the segment stays usable. The cost is two
+ * stores and, per peer, two loads from the cache line the wait reads anyway, in the first round.
+ *
  * This part knows nothing of MPI, so tests drive it with forked processes and with threads. */
 #ifndef GR_SHM_H
 #define GR_SHM_H
@@ -49,6 +65,8 @@ typedef struct gr__shm_op {
   int sub;     /* allgather: peers copied so far in this round */
   size_t pos;  /* first element of the current round (per block) */
   size_t len;  /* elements in the current round (per block) */
+  int failed;  /* the ranks disagreed on the call (why holds the sentence) */
+  char why[320];
   struct gr__shm_op *next;
 } gr__shm_op;
 
@@ -78,8 +96,10 @@ int gr__shm_takes(const gr__shm *s, int kind);
 gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call);
 /* Progress the queue up to and including op; *done = 1 when op finished (op is then released and
  * must not be used again). Never blocks for long: returns *done = 0 when waiting for a peer.
- * GR_ERR_ABORTED once gr__shm_forget was called. */
+ * GR_ERR_ABORTED once gr__shm_forget was called. GR_ERR_MISMATCH (*done = 1, op released) when the
+ * ranks disagreed on what op is; gr__shm_why then gives the sentence, until the next call. */
 gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done);
+const char *gr__shm_why(const gr__shm *s);
 /* Give up (timeout): the segment is unusable afterwards. Writes one sentence naming the ranks this
  * rank was waiting for (and whether their process still exists) into why. */
 void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len);

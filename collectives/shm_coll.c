@@ -63,6 +63,9 @@
 #define CTL_SEND 8
 #define CTL_RECV 16
 #define CTL_BASE 24
+/* ... and the descriptors of its call (gr_shm.h, Agreement): two places of two words, used in
+ * alternation with the buffers; in the counter's cache line, which a waiting peer reads anyway. */
+#define CTL_DESC 32
 
 enum { MODE_SMALL = 1, MODE_LARGE, MODE_CMA };
 
@@ -91,6 +94,7 @@ struct gr__shm {
   unsigned char *tmp; /* (size - 1) * CMA_TMP_BYTES */
   uint64_t moves;   /* raises and copies done: progress, for the idle clock */
   uint64_t idle_t0; /* when the current fruitless wait began (ns), 0 = not waiting */
+  char why[320];    /* the last failed call's sentence (gr__shm_why) */
   gr__shm_op *head, *tail, *spare, *all;
 };
 
@@ -198,6 +202,8 @@ gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
   op->pos = op->len = 0;
   op->mode = 0;
   op->sub = 0;
+  op->failed = 0;
+  op->why[0] = '\0';
   op->next = NULL;
   if (s->tail) s->tail->next = op;
   else s->head = op;
@@ -250,6 +256,76 @@ static void slice(size_t len, int P, int q, size_t *off, size_t *n) {
   size_t base = len / (size_t)P, rem = len % (size_t)P, uq = (size_t)q;
   *off = uq * base + (uq < rem ? uq : rem);
   *n = base + (uq < rem);
+}
+
+/* ---- agreement on the call (gr_shm.h) --------------------------------------------------------- */
+
+static _Atomic uint64_t *desc(const gr__shm *s, int q) {
+  return ctl(s, q, CTL_DESC + 16 * (size_t)((s->rounds - 1) & 1));
+}
+
+/* The fields that decide the byte layout and the arithmetic, those a kind ignores zeroed, and the
+ * round number (which agrees whenever the earlier calls did). */
+static void describe(const gr__shm *s, const gr__shm_op *op, uint64_t d[2]) {
+  int reduces = op->kind == GR__ALLREDUCE || op->kind == GR__REDUCE_SCATTER;
+  int data = op->kind != GR__BARRIER;
+  d[0] = data ? (uint64_t)op->count : 0;
+  d[1] = (uint64_t)(op->kind & 0xff) | (uint64_t)(data ? op->dtype & 0xff : 0) << 8 |
+         (uint64_t)(reduces ? op->op & 0xff : 0) << 16 |
+         (uint64_t)(op->kind == GR__BROADCAST ? op->root & 0xffff : 0) << 24 |
+         (s->rounds & 0xffffff) << 40;
+}
+
+/* Written before the round's first raise (whose release publishes it), in the first round only. */
+static void announce(gr__shm *s, const gr__shm_op *op) {
+  if (op->pos) return;
+  uint64_t d[2];
+  describe(s, op, d);
+  _Atomic uint64_t *p = desc(s, s->rank);
+  atomic_store_explicit(&p[0], d[0], memory_order_relaxed);
+  atomic_store_explicit(&p[1], d[1], memory_order_relaxed);
+}
+
+static int describe_text(char *b, size_t len, uint64_t d0, uint64_t d1) {
+  int kind = (int)(d1 & 0xff);
+  int n = snprintf(b, len, "%s(count=%llu, dtype=%s", gr__kind_name((gr__kind)kind),
+                   (unsigned long long)d0, gr__dtype_name((gr_dtype)((d1 >> 8) & 0xff)));
+  if (kind == GR__ALLREDUCE || kind == GR__REDUCE_SCATTER)
+    n += snprintf(b + n, len - (size_t)n, ", op=%s", gr__op_name((gr_op)((d1 >> 16) & 0xff)));
+  if (kind == GR__BROADCAST)
+    n += snprintf(b + n, len - (size_t)n, ", root=%d", (int)((d1 >> 24) & 0xffff));
+  if (kind == GR__BARRIER) n = snprintf(b, len, "barrier(");
+  return n + snprintf(b + n, len - (size_t)n, ")");
+}
+
+/* Whether rank q (who has raised in this round) describes the call as this rank does; 1 yes (or
+ * not the call's first round), 0 no: op->why names both. Call before touching q's data. */
+static int agrees(gr__shm *s, gr__shm_op *op, int q) {
+  if (op->pos || q == s->rank) return 1;
+  uint64_t mine[2];
+  describe(s, op, mine);
+  _Atomic uint64_t *p = desc(s, q);
+  uint64_t d0 = atomic_load_explicit(&p[0], memory_order_relaxed);
+  uint64_t d1 = atomic_load_explicit(&p[1], memory_order_relaxed);
+  if (d0 == mine[0] && d1 == mine[1]) return 1;
+  char a[96], b[96];
+  describe_text(a, sizeof a, d0, d1);
+  describe_text(b, sizeof b, mine[0], mine[1]);
+  int n = snprintf(op->why, sizeof op->why, "rank %d called %s while rank %d called %s", q, a,
+                   s->rank, b);
+  if ((d1 >> 40) != (mine[1] >> 40) && n > 0 && (size_t)n < sizeof op->why)
+    snprintf(op->why + n, sizeof op->why - (size_t)n, " (at shared-memory rounds %llu and %llu)",
+             (unsigned long long)(d1 >> 40), (unsigned long long)(mine[1] >> 40));
+  op->failed = 1;
+  return 0;
+}
+
+/* Every peer's descriptor (all have raised in this round). */
+static int all_agree(gr__shm *s, gr__shm_op *op) {
+  if (op->pos) return 1;
+  for (int q = 0; q < s->size; q++)
+    if (!agrees(s, op, q)) return 0;
+  return 1;
 }
 
 /* Whether process pid has ended (a zombie included: its memory is gone). */
@@ -329,13 +405,16 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
   char *recv = op->recv;
   const void *in[GR__SHM_MAX_RANKS];
   if (op->step == 1) {
+    if (!reached(s, s->ready, -1)) return 0; /* the descriptor's place is free */
     publish(s, send, recv);
+    announce(s, op);
     raise_flag(s);
     op->step = 2;
     op->sub = 0;
   }
   if (op->step == 2) { /* my slice: the peers' inputs block by block, reduced with mine */
     if (!reached(s, s->first, -1)) return 0;
+    if (!op->sub && !all_agree(s, op)) return -2;
     slice(op->count, P, r, &off, &n);
     for (size_t b = (size_t)op->sub * per; b < n; b += per, op->sub++) {
       size_t m = n - b < per ? n - b : per, at = (off + b) * es;
@@ -374,13 +453,16 @@ static int cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {
   const char *send = op->send;
   const void *in[GR__SHM_MAX_RANKS];
   if (op->step == 1) {
+    if (!reached(s, s->ready, -1)) return 0;
     publish(s, send, op->recv);
+    announce(s, op);
     raise_flag(s);
     op->step = 2;
     op->sub = 0;
   }
   if (op->step == 2) {
     if (!reached(s, s->first, -1)) return 0;
+    if (!op->sub && !all_agree(s, op)) return -2;
     for (size_t b = (size_t)op->sub * per; b < op->count; b += per, op->sub++) {
       size_t m = op->count - b < per ? op->count - b : per, at = (size_t)r * blk + b * es;
       for (int q = 0, t = 0; q < P; q++) {
@@ -405,7 +487,9 @@ static int cma_allgather(gr__shm *s, gr__shm_op *op) {
   size_t blk = op->count * gr__dtype_size(op->dtype);
   char *recv = op->recv;
   if (op->step == 1) {
+    if (!reached(s, s->ready, -1)) return 0;
     publish(s, op->send, recv);
+    announce(s, op);
     raise_flag(s);
     if (op->send != recv + (size_t)r * blk) memcpy(recv + (size_t)r * blk, op->send, blk);
     op->step = 2;
@@ -415,6 +499,7 @@ static int cma_allgather(gr__shm *s, gr__shm_op *op) {
     for (; op->sub < P; op->sub++) { /* each peer's block as soon as it is there */
       int q = (r + op->sub) % P;
       if (!reached(s, s->first, q)) return 0;
+      if (!agrees(s, op, q)) return -2;
       if ((rc = cma_read(s, q, recv + (size_t)q * blk, peer_addr(s, q, CTL_SEND), blk)) != 1) return rc;
       s->moves++;
     }
@@ -428,14 +513,19 @@ static int cma_broadcast(gr__shm *s, gr__shm_op *op) {
   size_t bytes = op->count * gr__dtype_size(op->dtype);
   int rc;
   if (op->step == 1) {
+    if (!reached(s, s->ready, -1)) return 0;
     publish(s, op->send, op->recv);
+    announce(s, op);
     raise_flag(s); /* the root: its data is there; the others: they are here */
     if (s->rank == op->root && op->send != op->recv) memcpy(op->recv, op->send, bytes);
-    op->step = s->rank == op->root ? 3 : 2;
+    op->step = 2;
   }
-  if (op->step == 2) {
-    if (!reached(s, s->first, op->root)) return 0;
-    if ((rc = cma_read(s, op->root, op->recv, peer_addr(s, op->root, CTL_SEND), bytes)) != 1) return rc;
+  if (op->step == 2) { /* every rank checks every descriptor, the root too: all give one verdict */
+    if (!reached(s, s->first, -1)) return 0;
+    if (!all_agree(s, op)) return -2;
+    if (s->rank != op->root &&
+        (rc = cma_read(s, op->root, op->recv, peer_addr(s, op->root, CTL_SEND), bytes)) != 1)
+      return rc;
     op->step = 3;
   }
   if (op->step == 3) {
@@ -473,10 +563,12 @@ static int allreduce_step(gr__shm *s, gr__shm_op *op) {
     if (op->step == 1) {
       if (!reached(s, s->ready, -1)) return 0;
       memcpy(slot(s, r), send, op->len * es);
+      announce(s, op);
       raise_flag(s);
       op->step = 2;
     }
     if (!reached(s, s->first, -1)) return 0;
+    if (!all_agree(s, op)) return -2;
     for (int q = 0; q < P; q++) in[q] = q == r ? (const void *)send : slot(s, q);
     gr__shm_reduce(op->dtype, op->op, in, P, recv, NULL, op->len);
     return 1;
@@ -490,11 +582,13 @@ static int allreduce_step(gr__shm *s, gr__shm_op *op) {
       slice(op->len, P, q, &off, &n);
       memcpy(mine + off * es, send + at + off * es, n * es);
     }
+    announce(s, op);
     raise_flag(s);
     op->step = 2;
   }
   if (op->step == 2) {
     if (!reached(s, s->first, -1)) return 0;
+    if (!all_agree(s, op)) return -2;
     slice(op->len, P, r, &off, &n);
     for (int q = 0; q < P; q++)
       in[q] = q == r ? (const void *)(send + at + off * es) : slot(s, q) + off * es;
@@ -522,10 +616,12 @@ static int reduce_scatter_step(gr__shm *s, gr__shm_op *op) {
     unsigned char *mine = slot(s, r);
     for (int q = 0; q < P; q++)
       if (q != r) memcpy(mine + (size_t)q * sub, send + (size_t)q * blk + at, op->len * es);
+    announce(s, op);
     raise_flag(s);
     op->step = 2;
   }
   if (!reached(s, s->first, -1)) return 0;
+  if (!all_agree(s, op)) return -2;
   for (int q = 0; q < P; q++)
     in[q] = q == r ? (const void *)(send + (size_t)r * blk + at) : slot(s, q) + (size_t)r * sub;
   gr__shm_reduce(op->dtype, op->op, in, P, (char *)op->recv + at, NULL, op->len);
@@ -539,6 +635,7 @@ static int allgather_step(gr__shm *s, gr__shm_op *op) {
   if (op->step == 1) {
     if (!reached(s, s->ready, -1)) return 0;
     memcpy(slot(s, r), (const char *)op->send + at, op->len * es);
+    announce(s, op);
     raise_flag(s);
     if (op->send != recv + (size_t)r * blk)
       memcpy(recv + (size_t)r * blk + at, (const char *)op->send + at, op->len * es);
@@ -548,6 +645,7 @@ static int allgather_step(gr__shm *s, gr__shm_op *op) {
   for (; op->sub < P; op->sub++) { /* each peer's block as soon as it is there */
     int q = (r + op->sub) % P;
     if (!reached(s, s->first, q)) return 0;
+    if (!agrees(s, op, q)) return -2;
     memcpy(recv + (size_t)q * blk + at, slot(s, q), op->len * es);
     s->moves++;
   }
@@ -557,22 +655,45 @@ static int allgather_step(gr__shm *s, gr__shm_op *op) {
 static int broadcast_step(gr__shm *s, gr__shm_op *op) {
   size_t es = gr__dtype_size(op->dtype), at = op->pos * es;
   if (s->rank == op->root) {
-    if (!reached(s, s->ready, -1)) return 0;
-    memcpy(slot(s, op->root), (const char *)op->send + at, op->len * es);
-    raise_flag(s);
-    if (op->send != op->recv) memcpy((char *)op->recv + at, (const char *)op->send + at, op->len * es);
-    return 1;
+    if (op->step == 1) {
+      if (!reached(s, s->ready, -1)) return 0;
+      memcpy(slot(s, op->root), (const char *)op->send + at, op->len * es);
+      announce(s, op);
+      raise_flag(s);
+      if (op->send != op->recv) memcpy((char *)op->recv + at, (const char *)op->send + at, op->len * es);
+      op->step = 2;
+    }
+    /* the first round: the root, too, waits for every descriptor, so that all ranks agree */
+    if (op->pos) return 1;
+    if (!reached(s, s->first, -1)) return 0;
+    return all_agree(s, op) ? 1 : -2;
   }
   if (op->step == 1) {
+    /* the first round writes a descriptor: its place must be free, as a buffer's */
+    if (!op->pos && !reached(s, s->ready, -1)) return 0;
+    announce(s, op);
     raise_flag(s); /* this rank is done with the previous round */
     op->step = 2;
   }
-  if (!reached(s, s->first, op->root)) return 0;
+  if (!reached(s, s->first, op->pos ? op->root : -1)) return 0;
+  if (!all_agree(s, op)) return -2;
   memcpy((char *)op->recv + at, slot(s, op->root), op->len * es);
   return 1;
 }
 
-/* Run op as far as it goes; 1 when it finished, -1 when it failed (cma_errno). */
+static int barrier_step(gr__shm *s, gr__shm_op *op) {
+  if (op->step == 1) {
+    if (!reached(s, s->ready, -1)) return 0; /* the descriptor's place is free */
+    announce(s, op);
+    raise_flag(s);
+    op->step = 2;
+  }
+  if (!reached(s, s->first, -1)) return 0;
+  return all_agree(s, op) ? 1 : -2;
+}
+
+/* Run op as far as it goes; 1 when it finished, -1 when it failed (cma_errno), -2 when the ranks
+ * disagree on what it is (op->why). */
 static int advance(gr__shm *s, gr__shm_op *op) {
   for (;;) {
     if (op->step == 0) {
@@ -589,8 +710,7 @@ static int advance(gr__shm *s, gr__shm_op *op) {
                                                                                  : MODE_LARGE;
         if (op->kind == GR__BARRIER) {
           begin_round(s);
-          raise_flag(s);
-          op->step = 2;
+          op->step = 1;
           continue;
         }
       } else {
@@ -615,7 +735,7 @@ static int advance(gr__shm *s, gr__shm_op *op) {
     case GR__REDUCE_SCATTER: fin = reduce_scatter_step(s, op); break;
     case GR__ALLGATHER: fin = allgather_step(s, op); break;
     case GR__BROADCAST: fin = broadcast_step(s, op); break;
-    default: fin = reached(s, s->first, -1); break; /* barrier */
+    default: fin = barrier_step(s, op); break;
     }
     if (fin != 1) return fin;
     op->step = 0;
@@ -645,21 +765,23 @@ gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
     while (s->head && op->state != 2) {
       gr__shm_op *h = s->head;
       int rc = advance(s, h);
-      if (rc < 0) {
+      if (rc == -1) {
         s->broken = 1;
         return GR_ERR_SYSTEM;
       }
       if (!rc) break;
-      h->state = 2;
+      h->state = 2; /* done, or dropped (failed): every rank drops it at the same point */
       s->head = h->next;
       if (!s->head) s->tail = NULL;
     }
     if (op->state == 2) {
+      int failed = op->failed;
+      if (failed) memcpy(s->why, op->why, sizeof s->why);
       op->next = s->spare;
       s->spare = op;
       s->idle_t0 = 0;
       *done = 1;
-      return GR_OK;
+      return failed ? GR_ERR_MISMATCH : GR_OK;
     }
     cpu_relax();
   }
@@ -673,6 +795,8 @@ gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
   }
   return GR_OK;
 }
+
+const char *gr__shm_why(const gr__shm *s) { return s->why; }
 
 void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
   (void)op;

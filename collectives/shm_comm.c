@@ -194,6 +194,11 @@ gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *rec
 
 gr_status gr__shm_call_test(gr__shm *s, gr__call *k, int *done) {
   gr_status st = gr__shm_test(s, k->be_in, done);
+  if (st == GR_ERR_MISMATCH) { /* the op is released; the segment stays usable (gr_shm.h) */
+    k->be_in = NULL;
+    k->be_flags &= ~GR__SHM_CALL;
+    return gr__comm_err(k->comm, st, "%s", gr__shm_why(s));
+  }
   if (st == GR_ERR_SYSTEM)
     return gr__comm_err(k->comm, st, "process_vm_readv from a peer rank failed: %s",
                         strerror(gr__shm_cma_errno(s)));

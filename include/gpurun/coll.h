@@ -51,8 +51,8 @@
  *   GR_ERR_INVALID naming it, with nothing sent and the communicator usable. Without check mode
  *   nothing is exchanged (that is the point of turning it off): the refusing rank returns
  *   GR_ERR_INVALID and the others are left in the call until their timeout, as with NCCL and MPI;
- *   arguments that disagree between ranks are not detected at all there. Use check mode while
- *   developing.
+ *   arguments that disagree between ranks are not detected there (except on the shared-memory
+ *   path, below). Use check mode while developing.
  * - Check mode (cfg.check, default from GPURUN_CHECK, off unless set): before each collective the
  *   ranks exchange a fingerprint (call number, kind, op, dtype, count, root, in-place form, local
  *   verdict) over MPI; a difference returns GR_ERR_MISMATCH on every rank, e.g. "rank 3 called
@@ -63,6 +63,14 @@
  *   order); a grouped call that a rank refused stays queued, marked, so gr_group_end returns
  *   GR_ERR_INVALID on every rank and posts nothing. Point-to-point calls are not fingerprinted
  *   (only the two peers take part); a refused one is dropped from the group.
+ * - Node-local shared-memory path (MPI backend, all ranks on one node; GPURUN_COLL_ALGO=mpi turns
+ *   it off): with or without check mode, every call's ranks compare a descriptor of the call
+ *   (kind, count, dtype, op, root) at their first synchronisation, before any rank touches
+ *   another's data. Ranks that disagree all return GR_ERR_MISMATCH naming two ranks and both
+ *   calls, e.g. "rank 1 called allgather(count=8, dtype=int32) while rank 0 called
+ *   allgather(count=4, dtype=int32)"; the receive buffers are left as they are or partly written
+ *   (never beyond their own call's size), and the communicator stays usable (every rank drops the
+ *   call at the same point, see collectives/gr_shm.h). The in-place form is not compared.
  * - No MPI error of gpurun's reaches a fatal error handler: every communicator the library creates
  *   returns errors, and a failed non-blocking MPI collective (a count mismatch without check mode)
  *   is completed while MPI_COMM_WORLD's handler returns errors too, since Open MPI 4.1 reports

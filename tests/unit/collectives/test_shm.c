@@ -5,7 +5,9 @@
  * reduce-scatter, allgather, broadcast and barrier, every dtype and op (AVG is the caller's
  * division of a SUM), in and out of place, odd counts, counts across round boundaries, 1-8 ranks;
  * integer wrap-around and NaN in MIN/MAX; a stress run of random calls with random delays; and a
- * rank SIGKILLed in the middle of an allreduce, after which the others time out naming it.
+ * rank SIGKILLed in the middle of an allreduce, after which the others time out naming it; and
+ * ranks that disagree on a call's kind, count, dtype, op or root, which must all fail with
+ * GR_ERR_MISMATCH and then go on.
  *
  *   test_coll_shm              all of the above (cmocka)
  *   test_coll_shm threads N    only the thread runs, N rounds of stress (the TSan build's test) */
@@ -423,6 +425,98 @@ static int body_killed(gr__shm *s, int r, int P, void *arg) {
   return 0;
 }
 
+/* ---- ranks that disagree on the call ----------------------------------------------------------- */
+
+/* One rank (the odd one) calls b, the others a; every rank must fail with GR_ERR_MISMATCH, naming
+ * both values, without hanging and without reading past a peer's buffer (each buffer is exactly
+ * its own call's size, so ASan sees an over-read in the thread runs); then a checked allreduce
+ * proves that the segment is still usable and the ranks still agree on its counters. Counts cover
+ * the small, sliced and single-copy modes, and calls of several rounds. */
+typedef struct {
+  int kind;
+  size_t n;
+  gr_dtype t;
+  gr_op op;
+  int root;
+  const char *text; /* what the sentence says of this side */
+} mm_side;
+
+static const struct {
+  mm_side a, b;
+} mm_cases[] = {
+    {{GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "count=4"}, {GR__ALLREDUCE, 8, GR_INT32, GR_SUM, 0, "count=8"}},
+    {{GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "count=4"}, {GR__ALLREDUCE, 70000, GR_INT32, GR_SUM, 0, "count=70000"}},
+    {{GR__ALLREDUCE, 40000, GR_FLOAT32, GR_SUM, 0, "float32"}, {GR__ALLREDUCE, 40000, GR_INT32, GR_SUM, 0, "int32"}},
+    {{GR__ALLREDUCE, 100, GR_FLOAT32, GR_SUM, 0, "op=sum"}, {GR__ALLREDUCE, 100, GR_FLOAT32, GR_MAX, 0, "op=max"}},
+    {{GR__ALLREDUCE, 100, GR_FLOAT32, GR_SUM, 0, "op=sum"}, {GR__ALLREDUCE, 100, GR_FLOAT32, GR_AVG, 0, "op=avg"}},
+    {{GR__REDUCE_SCATTER, 4, GR_INT32, GR_SUM, 0, "count=4"}, {GR__REDUCE_SCATTER, 8, GR_INT32, GR_SUM, 0, "count=8"}},
+    {{GR__REDUCE_SCATTER, 5000, GR_INT32, GR_SUM, 0, "count=5000"}, {GR__REDUCE_SCATTER, 90000, GR_INT32, GR_SUM, 0, "count=90000"}},
+    {{GR__REDUCE_SCATTER, 64, GR_INT64, GR_SUM, 0, "int64"}, {GR__REDUCE_SCATTER, 64, GR_INT32, GR_SUM, 0, "int32"}},
+    {{GR__REDUCE_SCATTER, 64, GR_INT32, GR_SUM, 0, "op=sum"}, {GR__REDUCE_SCATTER, 64, GR_INT32, GR_MIN, 0, "op=min"}},
+    {{GR__ALLGATHER, 4, GR_INT32, GR_SUM, 0, "count=4"}, {GR__ALLGATHER, 8, GR_INT32, GR_SUM, 0, "count=8"}},
+    {{GR__ALLGATHER, 9000, GR_INT32, GR_SUM, 0, "count=9000"}, {GR__ALLGATHER, 80000, GR_INT32, GR_SUM, 0, "count=80000"}},
+    {{GR__ALLGATHER, 33, GR_FLOAT16, GR_SUM, 0, "float16"}, {GR__ALLGATHER, 33, GR_UINT8, GR_SUM, 0, "uint8"}},
+    {{GR__BROADCAST, 16, GR_INT32, GR_SUM, 0, "count=16"}, {GR__BROADCAST, 20, GR_INT32, GR_SUM, 0, "count=20"}},
+    {{GR__BROADCAST, 50000, GR_INT32, GR_SUM, 0, "count=50000"}, {GR__BROADCAST, 50001, GR_INT32, GR_SUM, 0, "count=50001"}},
+    {{GR__BROADCAST, 16, GR_INT32, GR_SUM, 0, "root=0"}, {GR__BROADCAST, 16, GR_INT32, GR_SUM, 1, "root=1"}},
+    {{GR__BROADCAST, 16, GR_INT32, GR_SUM, 1, "root=1"}, {GR__BROADCAST, 16, GR_INT32, GR_SUM, 0, "root=0"}},
+    {{GR__BROADCAST, 16, GR_INT32, GR_SUM, 0, "int32"}, {GR__BROADCAST, 16, GR_FLOAT64, GR_SUM, 0, "float64"}},
+    {{GR__BARRIER, 0, GR_INT32, GR_SUM, 0, "barrier("}, {GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "allreduce("}},
+    {{GR__ALLGATHER, 4, GR_INT32, GR_SUM, 0, "allgather("}, {GR__BROADCAST, 4, GR_INT32, GR_SUM, 0, "broadcast("}},
+    {{GR__REDUCE_SCATTER, 4, GR_INT32, GR_SUM, 0, "reduce_scatter("}, {GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "allreduce("}},
+};
+
+static int body_mismatch(gr__shm *s, int r, int P, void *arg) {
+  (void)arg;
+  for (size_t c = 0; c < sizeof mm_cases / sizeof *mm_cases; c++) {
+    int odd = (int)(c % (size_t)P);
+    const mm_side *me = r == odd ? &mm_cases[c].b : &mm_cases[c].a;
+    size_t es = gr__dtype_size(me->t), sn = me->n, rn = me->n;
+    if (me->kind == GR__REDUCE_SCATTER) sn *= (size_t)P;
+    if (me->kind == GR__ALLGATHER) rn *= (size_t)P;
+    char *snd = xmalloc(sn * es), *rcv = xmalloc(rn * es);
+    memset(snd, 1, sn * es);
+    memset(rcv, 0x5a, rn * es);
+    char why[256] = "";
+    gr__shm_op call = {.kind = me->kind, .send = snd, .recv = rcv, .count = me->n, .dtype = me->t,
+                       .op = me->op, .root = me->root};
+    gr_status st = run_op(s, &call, 30, why, sizeof why);
+    free(snd);
+    free(rcv);
+    if (st != GR_ERR_MISMATCH)
+      FAIL("case %zu: expected GR_ERR_MISMATCH, got status %d (%s)", c, (int)st, why);
+    const char *e = gr__shm_why(s);
+    const char *ta = mm_cases[c].a.text, *tb = mm_cases[c].b.text;
+    char other[32], self[32]; /* the odd rank names whichever other rank it looked at first */
+    snprintf(other, sizeof other, "rank %d called", r == odd ? -1 : odd);
+    snprintf(self, sizeof self, "while rank %d called", r);
+    if (!strstr(e, ta) || !strstr(e, tb) || !strstr(e, self) || (r != odd && !strstr(e, other)))
+      FAIL("case %zu: the sentence lacks '%s', '%s', '%s' or '%s': %s", c, ta, tb, self, other, e);
+    if (c == 0 && r == 0) fprintf(stderr, "rank 0 of %d: %s\n", P, e);
+    /* still usable, counters in step */
+    int32_t v[3] = {r + 1, 2 * r, -r}, want = P * (P + 1) / 2;
+    gr__shm_op ok = {.kind = GR__ALLREDUCE, .send = v, .recv = v, .count = 3, .dtype = GR_INT32, .op = GR_SUM};
+    st = run_op(s, &ok, 30, why, sizeof why);
+    if (st != GR_OK || v[0] != want || v[1] != 2 * (want - P) || v[2] != -(want - P))
+      FAIL("case %zu: allreduce afterwards: status %d, %d %d %d (%s)", c, (int)st, v[0], v[1], v[2], why);
+  }
+  return 0;
+}
+
+static void mismatch_processes(void **state) {
+  (void)state;
+  for (use_cma = 1; use_cma >= 0; use_cma--)
+    for (int P = 2; P <= 3; P++) assert_int_equal(run_processes(P, body_mismatch, NULL, -1), 0);
+  use_cma = 1;
+}
+
+static void mismatch_threads(void **state) {
+  (void)state;
+  for (use_cma = 1; use_cma >= 0; use_cma--)
+    for (int P = 2; P <= 4; P++) assert_int_equal(run_threads(P, body_mismatch, NULL), 0);
+  use_cma = 1;
+}
+
 static void exact_processes(void **state) {
   (void)state;
   static const int sizes[] = {1, 2, 3, 5, 8};
@@ -502,13 +596,15 @@ static void bad_segments(void **state) {
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "threads") == 0) {
     if (argc >= 3) stress_rounds = atoi(argv[2]);
-    const struct CMUnitTest t[] = {cmocka_unit_test(exact_threads), cmocka_unit_test(stress_threads)};
+    const struct CMUnitTest t[] = {cmocka_unit_test(exact_threads), cmocka_unit_test(stress_threads),
+                                   cmocka_unit_test(mismatch_threads)};
     return cmocka_run_group_tests(t, NULL, NULL);
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bad_segments),     cmocka_unit_test(exact_processes),
       cmocka_unit_test(exact_threads),    cmocka_unit_test(stress_processes),
       cmocka_unit_test(stress_threads),   cmocka_unit_test(killed_rank),
+      cmocka_unit_test(mismatch_processes), cmocka_unit_test(mismatch_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
