@@ -49,6 +49,8 @@ typedef struct {
   char prometheus[1024];            /* "" off; else node-exporter textfile directory (--monitor) */
   int gpu_health;                   /* GR__HEALTH_OFF|WARN|AVOID (default WARN) */
   int prog; /* argv index of the program; argc when none */
+  int prog_python; /* the program is a Python interpreter or torchrun (torchenv.c: rank 0's host
+                      not found is then an error; for other programs MASTER_* are left unset) */
   char master_addr[1024]; /* torch.distributed MASTER_ADDR; "" derive (torchenv.c) */
   int master_port;        /* 0: derive from the job id */
   int omp_set;  /* --omp=set: export OMP_* even over the user's own (default: keep the user's) */
@@ -293,12 +295,15 @@ typedef struct {
   char master_addr[256];       /* "" when MASTER_ADDR is already set */
   int master_port;
 } gr__torch_env_t;
-/* Derives the contract; GR_ERR_INVALID with a one-line reason naming --master-addr when rank 0's
- * host cannot be found, or naming the variable that does not parse. */
+/* Derives the contract; GR_ERR_INVALID naming the variable that does not parse; GR_ERR_NOT_FOUND
+ * with a one-line reason naming --master-addr when rank 0's host cannot be found (everything but
+ * master_addr and master_port is filled in then). */
 gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ctx,
                                gr__torch_env_t *t, char *err, size_t errlen);
 /* Appends the contract's variables that are not already set to e (nothing for a row other than
- * this process's own local rank). */
+ * this process's own local rank). Rank 0's host not found: an error for a Python program
+ * (o->prog_python), else the contract without MASTER_ADDR/MASTER_PORT: a C program on a
+ * multi-node job must not fail over a variable only torch.distributed reads. */
 gr_status gr__torch_env(const gr__options *o, gr__getenv_fn get, void *ctx, int local_rank,
                         gr__envlist *e, char *err, size_t errlen);
 /* The same on the real environment; a failure is recorded for gr_last_error(). env.c calls it. */

@@ -170,11 +170,13 @@ int main(int argc, char **argv) {
   gr__envlist e;
   gr_status est = gr__plan_env(&node, &plan, me.local_rank, &o, &e);
   if (est != GR_OK) {
-    if (est == GR_ERR_INVALID) /* the torch contract's reason, naming the option to give */
+    /* a configuration error (the torch contract's reason, naming the option to give): exit 2 */
+    int config = est == GR_ERR_INVALID || est == GR_ERR_NOT_FOUND;
+    if (config)
       fprintf(stderr, "%s\n", gr_last_error());
     else
       fprintf(stderr, "gpurun: out of memory building the environment\n");
-    rc = est == GR_ERR_INVALID ? 2 : 1;
+    rc = config ? 2 : 1;
     goto done;
   }
   char kept[300];

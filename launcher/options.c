@@ -412,6 +412,11 @@ static gr_status walk_argv(gr__options *o, int argc, char *const argv[], int do_
     }
   }
   o->prog = i;
+  if (i < argc && argv[i]) {
+    const char *base = strrchr(argv[i], '/');
+    base = base ? base + 1 : argv[i];
+    o->prog_python = strncmp(base, "python", 6) == 0 || strcmp(base, "torchrun") == 0;
+  }
   return GR_OK;
 }
 

@@ -336,17 +336,19 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
     why = l ? "this launcher does not name rank 0's host on a multi-node job"
             : "no launcher variables name the hosts";
   }
-  if (why)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                              "cannot find MASTER_ADDR for torch.distributed: %s (%s): give "
-                              "--master-addr HOST or set MASTER_ADDR",
-                              why, t->source);
   t->master_port = o && o->master_port > 0 ? o->master_port
                    : job[0]                ? gr__torch_port(job)
                                            : 29500; /* torch's default */
   if (t->master_port > 65535)
     return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--master-port %d is not below 65536",
                               t->master_port);
+  if (why) {
+    t->master_addr[0] = '\0';
+    return gr__launcher_error(err, errlen, GR_ERR_NOT_FOUND,
+                              "cannot find MASTER_ADDR for torch.distributed: %s (%s): give "
+                              "--master-addr HOST or set MASTER_ADDR",
+                              why, t->source);
+  }
   return GR_OK;
 }
 
@@ -356,7 +358,14 @@ gr_status gr__torch_env(const gr__options *o, gr__getenv_fn get, void *ctx, int 
    * contract has no place there */
   if (o && o->all) return GR_OK;
   gr__torch_env_t t;
-  GR_CHECK(gr__torch_env_derive(o, get, ctx, &t, err, errlen));
+  gr_status st = gr__torch_env_derive(o, get, ctx, &t, err, errlen);
+  int no_master = 0;
+  if (st == GR_ERR_NOT_FOUND && !(o && o->prog_python)) {
+    no_master = 1; /* not a Python program: export the rest, no MASTER_* */
+    if (errlen) err[0] = '\0';
+  } else if (st != GR_OK) {
+    return st;
+  }
   if (local_rank != t.local_rank) return GR_OK; /* a row that is not this process's */
   char v[7][32];
   const char *name[7] = {"RANK",       "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE",
@@ -367,7 +376,7 @@ gr_status gr__torch_env(const gr__options *o, gr__getenv_fn get, void *ctx, int 
                         v[3],
                         t.group_rank >= 0 ? v[4] : NULL,
                         t.master_addr[0] ? t.master_addr : NULL,
-                        v[6]};
+                        no_master ? NULL : v[6]};
   snprintf(v[0], sizeof v[0], "%d", t.rank);
   snprintf(v[1], sizeof v[1], "%d", t.size);
   snprintf(v[2], sizeof v[2], "%d", t.local_rank);

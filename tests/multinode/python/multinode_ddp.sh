@@ -31,12 +31,20 @@ cat "$out"
 grep -q "ok: (a) and (b) agree" "$out" || { echo "FAIL: no (a)/(b) agreement"; exit 1; }
 [ "$(grep -c "hold identical weights" "$out")" = 2 ] || { echo "FAIL: weights check missing"; exit 1; }
 
-if NETNS_TIMEOUT=60 netns_mpirun --host n1:1,n2:1 -np 2 "${MCA[@]}" "$GPURUN" true >"$out" 2>&1; then
-  cat "$out"; echo "FAIL: rank 0 away from mpirun's host was accepted"; exit 1
+# Rank 0 away from mpirun's host: a Python program gets the one-line error naming --master-addr;
+# any other program runs, without MASTER_ADDR/MASTER_PORT (only torch.distributed reads them).
+if NETNS_TIMEOUT=60 netns_mpirun --host n1:1,n2:1 -np 2 "${MCA[@]}" "$GPURUN" "$PY" -c pass >"$out" 2>&1; then
+  cat "$out"; echo "FAIL: rank 0 away from mpirun's host was accepted for a Python program"; exit 1
 fi
 cat "$out"
 grep -q "rank 0: gpurun: cannot find MASTER_ADDR.*--master-addr" "$out" ||
   { echo "FAIL: no one-line error naming --master-addr"; exit 1; }
+NETNS_TIMEOUT=60 netns_mpirun --host n1:1,n2:1 -np 2 "${MCA[@]}" "$GPURUN" sh -c 'echo "plain ${RANK}/${WORLD_SIZE} master=${MASTER_ADDR:-unset}"' \
+  >"$out" 2>&1 || { cat "$out"; echo "FAIL: a non-Python program failed without MASTER_ADDR"; exit 1; }
+cat "$out"
+# (only rank 0 can tell that it is away from mpirun's node: rank 1 still gets mpirun's address)
+grep -qx "plain 0/2 master=unset" "$out" && grep -q "^plain 1/2 master=" "$out" ||
+  { echo "FAIL: a non-Python program did not get RANK/WORLD_SIZE without MASTER_ADDR"; exit 1; }
 NETNS_TIMEOUT=60 netns_mpirun --host n1:1,n2:1 -np 2 "${MCA[@]}" "$GPURUN" --master-addr n1 sh -c "$show" \
   >"$out" 2>&1 || { cat "$out"; echo "FAIL: --master-addr n1 did not help"; exit 1; }
 cat "$out"

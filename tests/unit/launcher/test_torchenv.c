@@ -141,7 +141,7 @@ static void test_openmpi(void **state) {
                            hnp,
                            "OMPI_MCA_orte_local_daemon_uri=1178075136.1;tcp://198.18.0.2:4000",
                            NULL};
-  assert_int_equal(derive(r0_away, NULL, &t), GR_ERR_INVALID);
+  assert_int_equal(derive(r0_away, NULL, &t), GR_ERR_NOT_FOUND);
   assert_non_null(strstr(err, "--master-addr"));
   assert_null(strchr(err, '\n'));
   assert_int_equal(derive(r0_away, "n0", &t), GR_OK);
@@ -161,7 +161,7 @@ static void test_openmpi(void **state) {
   /* no hnp URI at all (PMIx-direct launch) */
   const char *nohnp[] = {"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=6",
                          "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=2", NULL};
-  assert_int_equal(derive(nohnp, NULL, &t), GR_ERR_INVALID);
+  assert_int_equal(derive(nohnp, NULL, &t), GR_ERR_NOT_FOUND);
   assert_non_null(strstr(err, "--master-addr"));
   /* a hostile hnp URI is not taken */
   const char *evil[] = {"OMPI_COMM_WORLD_RANK=3",
@@ -170,7 +170,7 @@ static void test_openmpi(void **state) {
                         "OMPI_COMM_WORLD_LOCAL_SIZE=2",
                         "OMPI_MCA_orte_hnp_uri=1;tcp://$(reboot):1",
                         NULL};
-  assert_int_equal(derive(evil, NULL, &t), GR_ERR_INVALID);
+  assert_int_equal(derive(evil, NULL, &t), GR_ERR_NOT_FOUND);
   /* the user's MASTER_ADDR: nothing to derive, no error */
   const char *user[] = {
       "OMPI_COMM_WORLD_RANK=3",       "OMPI_COMM_WORLD_SIZE=6", "OMPI_COMM_WORLD_LOCAL_RANK=1",
@@ -261,7 +261,7 @@ static void test_hydra_pals_flux(void **state) {
   assert_int_equal(t.master_port, 29500);
   const char *hydra2[] = {"PMI_RANK=3", "PMI_SIZE=4", "MPI_LOCALRANKID=1", "MPI_LOCALNRANKS=2",
                           NULL};
-  assert_int_equal(derive(hydra2, NULL, &t), GR_ERR_INVALID);
+  assert_int_equal(derive(hydra2, NULL, &t), GR_ERR_NOT_FOUND);
   assert_non_null(strstr(err, "--master-addr"));
   assert_non_null(strstr(err, "MPICH/Hydra"));
   assert_int_equal(derive(hydra2, "10.1.2.3", &t), GR_OK);
@@ -270,7 +270,7 @@ static void test_hydra_pals_flux(void **state) {
   const char *pals[] = {
       "PALS_RANKID=3", "PMI_SIZE=4", "PALS_LOCAL_RANKID=1", "PALS_LOCAL_SIZE=2", "PALS_NODEID=1",
       "PALS_APID=abc", NULL};
-  assert_int_equal(derive(pals, NULL, &t), GR_ERR_INVALID);
+  assert_int_equal(derive(pals, NULL, &t), GR_ERR_NOT_FOUND);
   assert_int_equal(derive(pals, "nid001", &t), GR_OK);
   assert_string_equal(t.source, "PALS");
   assert_int_equal(t.rank, 3);
@@ -344,13 +344,48 @@ static void test_export(void **state) {
   assert_int_equal(gr__options_parse(&o, 5, argv, fake_get, (void *)env, err, sizeof err), GR_OK);
   assert_string_equal(o.master_addr, "n0");
   assert_int_equal(o.master_port, 1234);
+  assert_int_equal(o.prog_python, 0);
+}
+
+/* Rank 0's host unknown (Hydra on two nodes): a Python program gets the one-line error, any other
+ * program the contract without MASTER_ADDR/MASTER_PORT - `mpirun gpurun ./sim` across nodes must
+ * not fail over a variable only torch.distributed reads. */
+static void test_missing_master(void **state) {
+  (void)state;
+  const char *env[] = {"PMI_RANK=3", "PMI_SIZE=4", "MPI_LOCALRANKID=1", "MPI_LOCALNRANKS=2", NULL};
+  struct {
+    const char *prog;
+    int python;
+  } cases[] = {{"./sim", 0},         {"/usr/bin/python3", 1}, {"python3.11", 1},
+               {"/opt/torchrun", 1}, {"pythonic-tool", 1},    {"/bin/sh", 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gr__options o;
+    gr__options_init(&o);
+    char *argv[] = {"gpurun", (char *)cases[i].prog, NULL};
+    assert_int_equal(gr__options_parse(&o, 2, argv, fake_get, (void *)env, err, sizeof err), GR_OK);
+    assert_int_equal(o.prog_python, cases[i].python);
+    gr__envlist e = {0};
+    gr_status st = gr__torch_env(&o, fake_get, (void *)env, 1, &e, err, sizeof err);
+    if (cases[i].python) {
+      assert_int_equal(st, GR_ERR_NOT_FOUND);
+      assert_non_null(strstr(err, "--master-addr"));
+      assert_int_equal(e.n, 0);
+    } else {
+      assert_int_equal(st, GR_OK);
+      assert_string_equal(val(&e, "RANK"), "3");
+      assert_string_equal(val(&e, "WORLD_SIZE"), "4");
+      assert_null(val(&e, "MASTER_ADDR"));
+      assert_null(val(&e, "MASTER_PORT"));
+    }
+    gr__envlist_free(&e);
+  }
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hostlist), cmocka_unit_test(test_openmpi),
       cmocka_unit_test(test_slurm),    cmocka_unit_test(test_hydra_pals_flux),
-      cmocka_unit_test(test_export),
+      cmocka_unit_test(test_export),   cmocka_unit_test(test_missing_master),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
