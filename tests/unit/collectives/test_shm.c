@@ -391,7 +391,9 @@ static int body_stress(gr__shm *s, int r, int P, void *arg) {
 }
 
 /* Rank *victim SIGKILLs itself in the middle of a large allreduce (after its first raise); the
- * others must time out, naming it as gone. */
+ * others must time out, naming it as gone. When the peers were quick enough for the victim's
+ * first steps to finish the whole call (single copy under a slow sanitizer build), it dies right
+ * after it, and the others' next call is the one that must time out. */
 static int body_killed(gr__shm *s, int r, int P, void *arg) {
   int victim = *(int *)arg;
   size_t n = 1 << 20;
@@ -409,10 +411,13 @@ static int body_killed(gr__shm *s, int r, int P, void *arg) {
     if (gr__shm_post(s, &op, &call) != GR_OK) return 1;
     /* 32 rounds: stop once it is inside (a round done or a raise made), long before the end */
     while (!done && op->pos == 0 && op->step < 2) gr__shm_test(s, op, &done);
-    if (done) FAIL("the allreduce finished before its rank could be killed");
     raise(SIGKILL);
   }
   gr_status st = run_op(s, &call, 1.5, why, sizeof why);
+  if (st == GR_OK) { /* the victim finished this call before it died: the next one times out */
+    for (size_t i = 0; i < n; i++) x[i] = 1;
+    st = run_op(s, &call, 1.5, why, sizeof why);
+  }
   char want[64];
   snprintf(want, sizeof want, "rank %d (process ", victim);
   if (st != GR_ERR_TIMEOUT) FAIL("expected a timeout, got status %d (errno %d)", (int)st, gr__shm_cma_errno(s));
