@@ -27,26 +27,7 @@ extern const gr__coll_ops gr__coll_ops_nccl_double;
 
 static int rank, size, failures;
 
-#define FAIL(...)                                                  \
-  do {                                                             \
-    failures++;                                                    \
-    fprintf(stderr, "[rank %d] FAIL line %d: ", rank, __LINE__);   \
-    fprintf(stderr, __VA_ARGS__);                                  \
-    fputc('\n', stderr);                                           \
-  } while (0)
-#define EXPECT_ST(call, want)                                                                  \
-  do {                                                                                         \
-    gr_clear_error();                                                                          \
-    gr_status st_ = (call);                                                                    \
-    if (st_ != (want))                                                                         \
-      FAIL("%s returned %s, expected %s (%s)", #call, gr_status_name(st_), gr_status_name(want), \
-           gr_last_error());                                                                   \
-  } while (0)
-#define EXPECT_MSG(sub)                                                                   \
-  do {                                                                                    \
-    if (!strstr(gr_last_error(), (sub)))                                                  \
-      FAIL("last error \"%s\" does not contain \"%s\"", gr_last_error(), (sub));          \
-  } while (0)
+#include "expect.h"
 
 static double now(void) {
   struct timespec ts;
