@@ -672,9 +672,15 @@ static gr_status rd_test(gr__call *k, int *done) {
   }
 }
 
+int gr__mpi_carries_refusal(const gr_comm *c, gr__kind kind) {
+  return c->ops == &gr__coll_ops_mpi && c->be && gr__shm_takes(((const mpi_be *)c->be)->shm, kind);
+}
+
 static gr_status mpi_post(gr__call *k, int *done) {
   gr_comm *c = k->comm;
   mpi_be *b = c->be;
+  if (k->fe_refused) /* no data: only the descriptor (gr__mpi_carries_refusal said yes) */
+    return gr__shm_call_post(b->shm, k, NULL, NULL);
   if (k->count > INT_MAX)
     return gr__comm_err(c, GR_ERR_UNSUPPORTED, "count %zu exceeds the MPI backend's limit of "
                         "INT_MAX elements per call; split the call", k->count);

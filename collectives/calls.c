@@ -24,6 +24,9 @@ static _Thread_local group_state grp;
 
 static int is_collective(gr__kind k) { return k != GR__SEND && k != GR__RECV; }
 
+/* How a refusal reaches the other ranks without check mode (see refusal_route). */
+enum { ROUTE_NONE, ROUTE_CALL, ROUTE_AGREE };
+
 /* ---- local checks ------------------------------------------------------------------------ */
 
 static int overlaps(const void *a, size_t na, const void *b, size_t nb) {
@@ -33,75 +36,76 @@ static int overlaps(const void *a, size_t na, const void *b, size_t nb) {
 
 /* Everything here depends only on this rank's own arguments and costs a few comparisons. */
 static gr_status validate(const char *fn, gr__call *k) {
+#define REFUSE(arg, ...) return (k->fe_refused = (arg), gr__fail(GR_ERR_INVALID, fn, __VA_ARGS__))
   gr_comm *c = k->comm;
+  k->fe_refused = GR__ARG_NONE;
   int P = c->size;
   if (k->kind == GR__BARRIER) return GR_OK;
   if (!gr__dtype_valid((int)k->dtype))
-    return gr__fail(GR_ERR_INVALID, fn, "dtype %d is not a gr_dtype (GR_INT8..GR_FLOAT64)",
-                    (int)k->dtype);
+    REFUSE(GR__ARG_DTYPE, "dtype %d is not a gr_dtype (GR_INT8..GR_FLOAT64)", (int)k->dtype);
   size_t es = gr__dtype_size(k->dtype);
   int reduces = k->kind == GR__ALLREDUCE || k->kind == GR__REDUCE || k->kind == GR__REDUCE_SCATTER;
   if (reduces) {
     if (!gr__op_valid((int)k->op))
-      return gr__fail(GR_ERR_INVALID, fn, "op %d is not a gr_op (GR_SUM..GR_AVG)", (int)k->op);
+      REFUSE(GR__ARG_OP, "op %d is not a gr_op (GR_SUM..GR_AVG)", (int)k->op);
     if (!gr__op_defined(k->dtype, k->op))
-      return gr__fail(GR_ERR_INVALID, fn, "op %s is not defined on dtype %s (AVG needs a "
-                      "floating type)", gr__op_name(k->op), gr__dtype_name(k->dtype));
+      REFUSE(GR__ARG_OP, "op %s is not defined on dtype %s (AVG needs a floating type)",
+             gr__op_name(k->op), gr__dtype_name(k->dtype));
   }
   int rooted = k->kind == GR__BROADCAST || k->kind == GR__REDUCE;
   int p2p = k->kind == GR__SEND || k->kind == GR__RECV;
   if ((rooted || p2p) && (k->root < 0 || k->root >= P))
-    return gr__fail(GR_ERR_INVALID, fn, "%s %d is out of range [0, %d) of communicator %s",
-                    rooted ? "root" : "peer", k->root, P, c->id);
+    REFUSE(GR__ARG_ROOT, "%s %d is out of range [0, %d) of communicator %s",
+           rooted ? "root" : "peer", k->root, P, c->id);
   if (p2p && k->root == c->rank && grp.depth == 0)
-    return gr__fail(GR_ERR_INVALID, fn, "peer %d is this rank: a %s to itself outside "
-                    "gr_group_start/gr_group_end would wait forever", k->root,
-                    gr__kind_name(k->kind));
+    REFUSE(GR__ARG_ROOT, "peer %d is this rank: a %s to itself outside "
+           "gr_group_start/gr_group_end would wait forever", k->root, gr__kind_name(k->kind));
   /* Whole buffers must be addressable: count * size (* ranks) must fit. */
   size_t mult = (k->kind == GR__ALLGATHER || k->kind == GR__REDUCE_SCATTER ||
                  k->kind == GR__ALLTOALL) ? (size_t)P : 1;
   if (k->count > (size_t)PTRDIFF_MAX / es / mult)
-    return gr__fail(GR_ERR_INVALID, fn, "count %zu of %s%s overflows the address space", k->count,
-                    gr__dtype_name(k->dtype), mult > 1 ? " times the communicator size" : "");
+    REFUSE(GR__ARG_COUNT, "count %zu of %s%s overflows the address space", k->count,
+           gr__dtype_name(k->dtype), mult > 1 ? " times the communicator size" : "");
   if (k->count == 0) return GR_OK;
   size_t n = k->count * es, big = n * mult;
   int is_root = rooted && k->root == c->rank;
   switch (k->kind) {
   case GR__BROADCAST:
-    if (is_root && !k->send) return gr__fail(GR_ERR_INVALID, fn, "send is NULL on root %d with count %zu", k->root, k->count);
-    if (!k->recv) return gr__fail(GR_ERR_INVALID, fn, "recv is NULL with count %zu", k->count);
+    if (is_root && !k->send) REFUSE(GR__ARG_SEND, "send is NULL on root %d with count %zu", k->root, k->count);
+    if (!k->recv) REFUSE(GR__ARG_RECV, "recv is NULL with count %zu", k->count);
     if (is_root && k->send != k->recv && overlaps(k->send, n, k->recv, n))
-      return gr__fail(GR_ERR_INVALID, fn, "send and recv overlap without being equal (in place)");
+      REFUSE(GR__ARG_OVERLAP, "send and recv overlap without being equal (in place)");
     break;
   case GR__REDUCE:
-    if (!k->send) return gr__fail(GR_ERR_INVALID, fn, "send is NULL with count %zu", k->count);
-    if (is_root && !k->recv) return gr__fail(GR_ERR_INVALID, fn, "recv is NULL on root %d with count %zu", k->root, k->count);
+    if (!k->send) REFUSE(GR__ARG_SEND, "send is NULL with count %zu", k->count);
+    if (is_root && !k->recv) REFUSE(GR__ARG_RECV, "recv is NULL on root %d with count %zu", k->root, k->count);
     if (is_root && k->send != k->recv && overlaps(k->send, n, k->recv, n))
-      return gr__fail(GR_ERR_INVALID, fn, "send and recv overlap without being equal (in place)");
+      REFUSE(GR__ARG_OVERLAP, "send and recv overlap without being equal (in place)");
     break;
   case GR__SEND:
   case GR__RECV: {
     const void *b = k->kind == GR__SEND ? k->send : k->recv;
-    if (!b) return gr__fail(GR_ERR_INVALID, fn, "buf is NULL with count %zu", k->count);
+    if (!b) REFUSE(GR__ARG_SEND, "buf is NULL with count %zu", k->count);
     break;
   }
   default:
-    if (!k->send) return gr__fail(GR_ERR_INVALID, fn, "send is NULL with count %zu", k->count);
-    if (!k->recv) return gr__fail(GR_ERR_INVALID, fn, "recv is NULL with count %zu", k->count);
+    if (!k->send) REFUSE(GR__ARG_SEND, "send is NULL with count %zu", k->count);
+    if (!k->recv) REFUSE(GR__ARG_RECV, "recv is NULL with count %zu", k->count);
     if (k->kind == GR__ALLREDUCE || k->kind == GR__ALLTOALL) {
       if (k->send != k->recv && overlaps(k->send, big, k->recv, big))
-        return gr__fail(GR_ERR_INVALID, fn, "send and recv overlap without being equal (in place)");
+        REFUSE(GR__ARG_OVERLAP, "send and recv overlap without being equal (in place)");
     } else if (k->kind == GR__ALLGATHER) {
       if (k->send != (const char *)k->recv + (size_t)c->rank * n && overlaps(k->send, n, k->recv, big))
-        return gr__fail(GR_ERR_INVALID, fn, "send overlaps recv; in place means send == recv + "
-                        "rank * sendcount elements");
+        REFUSE(GR__ARG_OVERLAP, "send overlaps recv; in place means send == recv + "
+               "rank * sendcount elements");
     } else if (k->kind == GR__REDUCE_SCATTER) {
       if (k->recv != (const char *)k->send + (size_t)c->rank * n && overlaps(k->send, big, k->recv, n))
-        return gr__fail(GR_ERR_INVALID, fn, "recv overlaps send; in place means recv == send + "
-                        "rank * recvcount elements");
+        REFUSE(GR__ARG_OVERLAP, "recv overlaps send; in place means recv == send + "
+               "rank * recvcount elements");
     }
   }
   return GR_OK;
+#undef REFUSE
 }
 
 /* ---- check mode --------------------------------------------------------------------------- */
@@ -135,7 +139,8 @@ static fingerprint fingerprint_of(const gr__call *k, gr_status bad) {
   int rooted = k->kind == GR__BROADCAST || k->kind == GR__REDUCE;
   fingerprint f = {0, k->count, 0, (int32_t)k->kind, k->kind == GR__BARRIER ? -1 : (int32_t)k->dtype,
                    reduces ? (int32_t)k->op : -1, rooted ? k->root : -1,
-                   bad == GR_OK ? inplace_form(k) : -1, bad != GR_OK};
+                   bad == GR_OK ? inplace_form(k) : -1,
+                   bad == GR_OK ? 0 : k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS};
   return f;
 }
 
@@ -172,6 +177,8 @@ static int same(const fingerprint *a, const fingerprint *b) {
 }
 
 static gr_status timed_out(const char *fn, gr__call *k, const char *what);
+static gr_status agree_call(const char *fn, gr__call *k, int arg);
+static int refusal_route(const gr__call *k);
 
 /* One exchange in flight: this rank's fingerprint and everybody's. */
 typedef struct {
@@ -200,9 +207,9 @@ static gr_status exchange_verdict(const char *fn, gr_comm *c, exchange *x, gr_st
     for (int r = 0; r < c->size; r++)
       if (all[r].bad) {
         out = gr__fail(GR_ERR_INVALID, fn, "rank %d of communicator %s rejected its own arguments "
-                       "to %s call #%llu; no rank sent anything", r, c->id,
+                       "to %s call #%llu (%s); no rank sent anything", r, c->id,
                        all[r].kind == KIND_GROUP ? "a grouped" : gr__kind_name((gr__kind)all[r].kind),
-                       (unsigned long long)all[r].seq);
+                       (unsigned long long)all[r].seq, gr__arg_name(all[r].bad));
         break;
       }
   }
@@ -272,6 +279,7 @@ static void end_share(gr__call *k, gr__flight_state fs, double t0, double share)
   gr_comm *c = k->comm;
   double t1 = gr__mono_now();
   gr__flight_end(c->flight, k->flight_slot, k->seq, fs, k->t_start + (t1 - t0));
+  if (k->fe_refused) return; /* this rank's refusal joining the exchange: not a call it made */
   c->stats.calls[k->kind]++;
   c->stats.bytes[k->kind] += call_bytes(k);
   c->stats.seconds[k->kind] += (t1 - t0) * share;
@@ -297,7 +305,10 @@ static gr_status timed_out(const char *fn, gr__call *k, const char *what) {
 static gr_status run_one(const char *fn, gr__call *k, int checked) {
   gr_comm *c = k->comm;
   gr__flight_poll();
-  if (c->check && !checked && is_collective(k->kind)) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
+  if (!checked && is_collective(k->kind)) {
+    if (c->check) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
+    else if (refusal_route(k) == ROUTE_AGREE) GR_CHECK(agree_call(fn, k, GR__ARG_NONE));
+  }
   begin(k);
   double t0 = gr__mono_now(), deadline = c->timeout_s > 0 ? t0 + c->timeout_s : 0.0;
   k->blocking_ok = c->timeout_s <= 0;
@@ -324,14 +335,97 @@ static gr_status run_one(const char *fn, gr__call *k, int checked) {
   return GR_OK;
 }
 
+/* ---- refusals without check mode (coll.h, Errors) ------------------------------------------- */
+
+/* A call that a rank refuses locally (validate) is still collective: the refusing rank joins the
+ * call's exchange and every rank fails it, naming that rank and the argument, so that nobody is
+ * left inside the call. How the refusal travels, decided from what every rank knows alike (kind,
+ * communicator):
+ *   ROUTE_CALL   the call's own first exchange carries it (the shared-memory descriptor, where
+ *                every rank checks every peer's before touching data): the refusing rank posts
+ *                the call without data; no cost to anyone else;
+ *   ROUTE_AGREE  every rank first agrees on a verdict (one 4-byte MPI_Iallreduce, MAX, bounded by
+ *                the timeout): the MPI algorithms, and groups;
+ *   ROUTE_NONE   nothing is exchanged: check mode (its fingerprint exchange does it), one rank,
+ *                point-to-point and the barrier (nothing to refuse), the NCCL backend. */
+static int refusal_route(const gr__call *k) {
+  const gr_comm *c = k->comm;
+  if (c->check || c->size < 2 || !is_collective(k->kind) || k->kind == GR__BARRIER ||
+      c->ops->kind != GR_BACKEND_MPI)
+    return ROUTE_NONE;
+  return gr__mpi_carries_refusal(c, k->kind) ? ROUTE_CALL : ROUTE_AGREE;
+}
+
+/* The part of this thread's last error after "rank R: fn: ", to record again after the exchange. */
+static void own_sentence(char *buf, size_t len, const char *fn) {
+  const char *e = gr_last_error(), *p = strstr(e, fn);
+  p = p ? p + strlen(fn) : e;
+  if (p[0] == ':' && p[1] == ' ') p += 2;
+  snprintf(buf, len, "%s", p);
+}
+
+/* The verdict word: 0, or the lowest refusing rank and its argument win under MAX. */
+static int verdict_word(const gr_comm *c, int arg) {
+  int r = c->rank < 0xfffff ? c->rank : 0xfffff;
+  return arg ? 1 << 30 | (0xfffff - r) << 8 | (arg & 0xff) : 0;
+}
+
+static gr_status verdict_fail(const char *fn, const gr_comm *c, int all, const char *what) {
+  return gr__fail(GR_ERR_INVALID, fn, "rank %d of communicator %s rejected its own %s in %s; no "
+                  "rank sent anything", 0xfffff - ((all >> 8) & 0xfffff), c->id,
+                  gr__arg_name(all & 0xff), what);
+}
+
+/* ROUTE_AGREE for one call; arg is this rank's refusal (GR__ARG_NONE: none). */
+static gr_status agree_call(const char *fn, gr__call *k, int arg) {
+  gr_comm *c = k->comm;
+  int *v = malloc(2 * sizeof *v); /* left allocated after a timeout: MPI may still write it */
+  if (!v) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
+  v[0] = verdict_word(c, arg);
+  v[1] = 0;
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MAX, c->mpi, &req);
+  gr_status st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s)) : GR_ERR_MPI;
+  if (st == GR_ERR_TIMEOUT) {
+    k->seq = c->seq + 1;
+    c->err[0] = '\0';
+    return timed_out(fn, k, "the agreement on the arguments before");
+  }
+  int all = v[1];
+  free(v);
+  if (st != GR_OK) return gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
+  if (!all) return GR_OK;
+  char what[96];
+  snprintf(what, sizeof what, "%s(count=%zu)", gr__kind_name(k->kind), k->count);
+  return verdict_fail(fn, c, all, what);
+}
+
+/* This rank refused k (bad, k->fe_refused): join the exchange on the route given, then return bad
+ * with this rank's own sentence (or the timeout). */
+static gr_status join_refused(const char *fn, gr__call *k, gr_status bad, int route) {
+  if (route == ROUTE_NONE) return bad;
+  char own[GR__ERRLEN];
+  own_sentence(own, sizeof own, fn);
+  gr_status st;
+  if (route == ROUTE_AGREE) {
+    st = agree_call(fn, k, k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS);
+  } else {
+    k->send = NULL, k->recv = NULL; /* the backend posts the descriptor only */
+    st = run_one(fn, k, 1);
+  }
+  if (st == GR_ERR_TIMEOUT || st == GR_ERR_ABORTED || st == GR_ERR_NOMEM) return st;
+  return gr__fail(bad, fn, "%s", own);
+}
+
 /* Validate, then run now or queue for gr_group_end. */
 static gr_status submit(const char *fn, gr__call *k) {
   GR_CHECK(gr__check_alive(fn, k->comm));
   gr_status bad = validate(fn, k);
   if (grp.depth > 0) {
-    /* Check mode keeps a refused call in the queue, marked, so that gr_group_end fails on every
-     * rank instead of the others waiting for the call this rank dropped. */
-    if (bad != GR_OK && !k->comm->check) return bad;
+    /* A refused call stays in the queue, marked, so that gr_group_end fails on every rank (check
+     * mode's fingerprints, or the agreement) instead of the others waiting for the call this
+     * rank dropped. */
+    if (bad != GR_OK && !k->comm->check && refusal_route(k) == ROUTE_NONE) return bad;
     k->fe_bad = bad;
     if (grp.n == grp.cap) {
       size_t cap = grp.cap ? 2 * grp.cap : 16;
@@ -345,9 +439,9 @@ static gr_status submit(const char *fn, gr__call *k) {
     return bad;
   }
   if (bad != GR_OK) {
-    /* Check mode: tell the others, so that nobody waits for a call this rank will not make. */
+    /* Tell the others, so that nobody waits for a call this rank will not make. */
     if (k->comm->check && is_collective(k->kind)) return exchange_fingerprint(fn, k, bad);
-    return bad;
+    return join_refused(fn, k, bad, refusal_route(k));
   }
   return run_one(fn, k, 0);
 }
@@ -426,28 +520,45 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, 
   static const char fn[] = "gr_allreduce_multi";
   GR_CHECK(gr__check_alive(fn, comm));
   gr_status bad = GR_OK;
+  int arg = GR__ARG_NONE;
   size_t total = 0;
   uint64_t hash = 1469598103934665603ull; /* the per-buffer counts and in-place forms */
-  if (nbufs > 0 && (!send || !recv || !counts))
+  if (nbufs > 0 && (!send || !recv || !counts)) {
     bad = gr__fail(GR_ERR_INVALID, fn, "send, recv or counts is NULL with nbufs %zu", nbufs);
+    arg = GR__ARG_BUFFERS;
+  }
   for (size_t i = 0; i < nbufs && bad == GR_OK; i++) {
     gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
     k.send = send[i], k.recv = recv[i], k.count = counts[i], k.dtype = dtype, k.op = op;
     bad = validate(fn, &k);
-    if (bad == GR_OK && counts[i] > SIZE_MAX - total)
+    arg = k.fe_refused;
+    if (bad == GR_OK && counts[i] > SIZE_MAX - total) {
       bad = gr__fail(GR_ERR_INVALID, fn, "the counts overflow size_t at buffer %zu", i);
+      arg = GR__ARG_COUNT;
+    }
     total += counts[i];
     hash = fnv(fnv(hash, counts[i]), (uint64_t)inplace_form(&k));
   }
-  if (bad == GR_OK && total > (size_t)PTRDIFF_MAX / gr__dtype_size(dtype)) /* the packed total too */
+  size_t es = gr__dtype_size(dtype);
+  if (bad == GR_OK && es && total > (size_t)PTRDIFF_MAX / es) { /* the packed total too */
     bad = gr__fail(GR_ERR_INVALID, fn, "the counts add up to %zu elements of %s, which overflows "
                    "the address space", total, gr__dtype_name(dtype));
+    arg = GR__ARG_COUNT;
+  }
+  /* A refusing rank joins the exchange (coll.h, Errors) with the call's total count, which it
+   * knows while it has the counts. */
+  int joinable = bad == GR_OK || (counts && arg != GR__ARG_COUNT);
+  if (bad != GR_OK && joinable) {
+    total = 0;
+    for (size_t i = 0; i < nbufs; i++) total += counts[i] <= SIZE_MAX - total ? counts[i] : 0;
+  }
   gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
   k.count = total, k.dtype = dtype, k.op = op, k.stream = stream;
   int packed = grp.depth == 0 && comm->ops->kind == GR_BACKEND_MPI && !comm->gpu_buffers;
   if (comm->check && grp.depth == 0) {
     /* One fingerprint for the whole call (buffer counts and forms hashed), also when a rank
      * refused it or has no buffers: every rank returns the same. */
+    k.fe_refused = arg;
     fingerprint f = fingerprint_of(&k, bad);
     f.hash = bad == GR_OK ? fnv(hash, nbufs) : 0;
     f.inplace = -1;
@@ -465,6 +576,11 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, 
       return bad != GR_OK ? bad : gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
     }
     GR_CHECK(exchange_verdict(fn, comm, &x, bad));
+  } else if (bad != GR_OK && grp.depth == 0 && joinable && nbufs > 0) {
+    /* Unpacked, the others agree in the group below (one verdict, as ROUTE_AGREE does). */
+    int route = refusal_route(&k);
+    k.fe_refused = arg;
+    return join_refused(fn, &k, bad, packed || route == ROUTE_NONE ? route : ROUTE_AGREE);
   }
   if (bad != GR_OK) return bad;
   if (nbufs == 0) return GR_OK;
@@ -480,7 +596,6 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, 
     comm->check = was;
     return st != GR_OK ? st : st2;
   }
-  size_t es = gr__dtype_size(dtype);
   char *pack = malloc(total * es + 1);
   if (!pack) return gr__fail(GR_ERR_NOMEM, fn, "out of memory packing %zu elements", total);
   size_t off = 0;
@@ -489,7 +604,7 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, 
     off += counts[i] * es;
   }
   k.send = k.recv = pack;
-  gr_status st = run_one(fn, &k, 1);
+  gr_status st = run_one(fn, &k, comm->check);
   if (st == GR_OK) {
     off = 0;
     for (size_t i = 0; i < nbufs; i++) {
@@ -519,9 +634,11 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
     return gr__fail(GR_ERR_STATE, fn, "non-blocking calls cannot be part of a group");
   gr_comm *c = k->comm;
   gr_status bad = validate(fn, k);
-  if (bad != GR_OK) return c->check ? exchange_fingerprint(fn, k, bad) : bad;
+  if (bad != GR_OK)
+    return c->check ? exchange_fingerprint(fn, k, bad) : join_refused(fn, k, bad, refusal_route(k));
   gr__flight_poll();
   if (c->check) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
+  else if (refusal_route(k) == ROUTE_AGREE) GR_CHECK(agree_call(fn, k, GR__ARG_NONE));
   gr_request *q = malloc(sizeof *q);
   if (!q) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
   q->k = *k;
@@ -659,7 +776,10 @@ static gr_status check_group(const char *fn, gr__call *q, size_t n) {
     mine[j] = GR_OK;
     for (size_t i = 0; i < n; i++) {
       if (q[i].comm != c) continue;
-      if (q[i].fe_bad != GR_OK && mine[j] == GR_OK) mine[j] = q[i].fe_bad;
+      if (q[i].fe_bad != GR_OK && mine[j] == GR_OK) {
+        mine[j] = q[i].fe_bad;
+        f.bad = q[i].fe_refused ? q[i].fe_refused : GR__ARG_BUFFERS;
+      }
       if (!is_collective(q[i].kind)) continue;
       fingerprint g = fingerprint_of(&q[i], GR_OK);
       f.count++;
@@ -668,7 +788,6 @@ static gr_status check_group(const char *fn, gr__call *q, size_t n) {
       f.hash = fnv(fnv(fnv(h, (uint64_t)(uint32_t)g.op), (uint64_t)(uint32_t)g.root),
                    (uint64_t)(uint32_t)g.inplace);
     }
-    f.bad = mine[j] != GR_OK;
     if (mine[j] != GR_OK) f.hash = 0;
     if (c->timeout_s > 0 && (deadline == 0 || t0 + c->timeout_s < deadline)) deadline = t0 + c->timeout_s;
     first = exchange_post(fn, c, &x[j], f);
@@ -700,11 +819,69 @@ static gr_status check_group(const char *fn, gr__call *q, size_t n) {
   return first;
 }
 
+/* Without check mode: one verdict per communicator that has collectives in the group
+ * (ROUTE_AGREE), posted for all at once like check_group's, so that a call one rank refused fails
+ * the group on every rank before anything is posted. */
+static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
+  gr_comm *comms[64];
+  size_t nc = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!is_collective(q[i].kind) || refusal_route(&q[i]) == ROUTE_NONE) continue;
+    size_t j = 0;
+    while (j < nc && comms[j] != q[i].comm) j++;
+    if (j == nc) {
+      if (nc == sizeof comms / sizeof comms[0])
+        return gr__fail(GR_ERR_UNSUPPORTED, fn, "groups span at most %zu communicators", nc);
+      comms[nc++] = q[i].comm;
+    }
+  }
+  if (nc == 0) return GR_OK;
+  int *v = calloc(2 * nc, sizeof *v); /* left allocated after a timeout: MPI may still write it */
+  MPI_Request req[64];
+  if (!v) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
+  double deadline = 0, t0 = gr__mono_now();
+  for (size_t j = 0; j < nc; j++) {
+    gr_comm *c = comms[j];
+    int arg = GR__ARG_NONE;
+    for (size_t i = 0; i < n && !arg; i++)
+      if (q[i].comm == c && q[i].fe_bad != GR_OK) arg = q[i].fe_refused ? q[i].fe_refused : GR__ARG_BUFFERS;
+    v[j] = verdict_word(c, arg);
+    if (c->timeout_s > 0 && (deadline == 0 || t0 + c->timeout_s < deadline)) deadline = t0 + c->timeout_s;
+    req[j] = MPI_REQUEST_NULL;
+    if (MPI_Iallreduce(&v[j], &v[nc + j], 1, MPI_INT, MPI_MAX, c->mpi, &req[j]) != MPI_SUCCESS)
+      v[nc + j] = -1;
+  }
+  gr_status first = GR_OK;
+  int timed = 0;
+  for (size_t j = 0; j < nc; j++) {
+    gr_comm *c = comms[j];
+    gr_status st = req[j] != MPI_REQUEST_NULL ? gr__mpi_wait(c, &req[j], deadline) : GR_OK;
+    if (st == GR_ERR_TIMEOUT) {
+      timed = 1;
+      for (size_t i = 0; i < n; i++)
+        if (q[i].comm == c) {
+          q[i].seq = c->seq + 1;
+          c->err[0] = '\0';
+          st = timed_out(fn, &q[i], "the agreement on the arguments before grouped");
+          break;
+        }
+    } else if (st != GR_OK || v[nc + j] < 0) {
+      st = gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
+    } else if (v[nc + j]) {
+      st = verdict_fail(fn, c, v[nc + j], "a grouped call");
+    }
+    if (first == GR_OK) first = st;
+  }
+  if (!timed) free(v);
+  return first;
+}
+
 static gr_status run_group(const char *fn) {
   size_t n = grp.n;
   gr__call *q = grp.q;
-  /* Check mode first, for every communicator, before anything is posted. */
-  gr_status first = check_group(fn, q, n);
+  /* Check mode first, for every communicator, before anything is posted; elsewhere the verdicts. */
+  gr_status first = check_group(fn, q, n), agreed = agree_group(fn, q, n); /* both, always */
+  if (first == GR_OK) first = agreed;
   if (first != GR_OK) return first;
   /* Calls this rank refused on communicators without collectives in the group: dropped. */
   size_t kept = 0;

@@ -27,6 +27,15 @@ static const char *const kind_names[GR__NKINDS] = {
     "barrier"};
 
 const char *gr__kind_name(gr__kind k) { return (unsigned)k < GR__NKINDS ? kind_names[k] : "?"; }
+
+const char *gr__arg_name(int a) {
+  static const char *const names[GR__NARGS] = {
+      "no argument", "dtype (not a gr_dtype)", "op (not a gr_op, or AVG on an integer type)",
+      "root (out of range)", "count (overflows the address space)", "send (NULL)", "recv (NULL)",
+      "send and recv (they overlap without being the in-place form)",
+      "send, recv or counts (NULL arrays)"};
+  return a >= 0 && a < GR__NARGS ? names[a] : "?";
+}
 const char *gr__coll_stats_op_name(int i) {
   return i >= 0 && i < GR_COLL_STATS_NOPS ? kind_names[i] : NULL;
 }

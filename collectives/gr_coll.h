@@ -18,6 +18,14 @@ typedef enum {
 
 const char *gr__kind_name(gr__kind k);
 
+/* Which of its own arguments a rank refused (validate in calls.c): carried to the other ranks so
+ * that they can name it (coll.h, Errors). Fits in 4 bits (the shared-memory descriptor). */
+typedef enum {
+  GR__ARG_NONE, GR__ARG_DTYPE, GR__ARG_OP, GR__ARG_ROOT, GR__ARG_COUNT, GR__ARG_SEND, GR__ARG_RECV,
+  GR__ARG_OVERLAP, GR__ARG_BUFFERS, GR__NARGS
+} gr__arg;
+const char *gr__arg_name(int a);
+
 typedef struct gr__flight gr__flight;
 typedef struct gr__coll_ops gr__coll_ops;
 
@@ -38,6 +46,7 @@ typedef struct gr__call {
   int blocking_ok;  /* the backend may complete inside post() (no timeout to honour) */
   gr_status fe_bad; /* a grouped call this rank refused, queued in check mode so peers learn it */
   int fe_request;   /* a gr_i... request: the user may wait for it before older ones */
+  int fe_refused;   /* gr__arg this rank refused; the call joins the exchange without data */
   /* backend state */
   MPI_Request be_req;
   void *be_tmp, *be_tmp2; /* staging buffers the backend frees when the call completes */
@@ -117,6 +126,9 @@ void gr__call_sides(const gr__call *k, size_t *send_bytes, size_t *recv_bytes);
 gr_status gr__comm_err(gr_comm *c, gr_status st, const char *fmt, ...) GR_PRINTF(3, 4);
 
 extern const gr__coll_ops gr__coll_ops_mpi;
+/* Whether the MPI backend's path for this kind on c carries a refusal (k->fe_refused) to every
+ * rank by itself (the shared-memory descriptor); elsewhere the front end agrees first. */
+int gr__mpi_carries_refusal(const gr_comm *c, gr__kind kind);
 /* Test hook: when > 0, the MPI backend's own allreduce uses at most this many tag slots per
  * communicator created afterwards (so that tests reach the reuse of a slot with few calls). */
 extern uint64_t gr__mpi_tag_slots_cap;

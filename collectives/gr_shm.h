@@ -30,6 +30,10 @@
  * is dropped, the following calls run normally and the segment stays usable. The cost is two
  * stores and, per peer, two loads from the cache line the wait reads anyway, in the first round.
  *
+ * A rank that refused its own arguments (gr__shm_op.refused) takes part in the first round like a
+ * barrier, with the refusal in its descriptor and no data: every rank sees it there and fails the
+ * call with GR_ERR_INVALID naming that rank and argument, at the same point as a disagreement.
+ *
  * This part knows nothing of MPI, so tests drive it with forked processes and with threads. */
 #ifndef GR_SHM_H
 #define GR_SHM_H
@@ -58,6 +62,8 @@ typedef struct gr__shm_op {
   gr_dtype dtype;
   gr_op op;
   int root;
+  int refused; /* 0, or the argument (gr__arg) this rank refused: it joins the first round with no
+                * data, so that every rank fails the call (GR_ERR_INVALID, naming it) */
   /* protocol state */
   int state;   /* 0 queued, 1 running, 2 done */
   int step;    /* within the round */
@@ -97,7 +103,8 @@ gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call);
 /* Progress the queue up to and including op; *done = 1 when op finished (op is then released and
  * must not be used again). Never blocks for long: returns *done = 0 when waiting for a peer.
  * GR_ERR_ABORTED once gr__shm_forget was called. GR_ERR_MISMATCH (*done = 1, op released) when the
- * ranks disagreed on what op is; gr__shm_why then gives the sentence, until the next call. */
+ * ranks disagreed on what op is, GR_ERR_INVALID (likewise) when a rank refused it; gr__shm_why
+ * then gives the sentence, until the next call. */
 gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done);
 const char *gr__shm_why(const gr__shm *s);
 /* Give up (timeout): the segment is unusable afterwards. Writes one sentence naming the ranks this

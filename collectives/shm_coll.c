@@ -272,8 +272,8 @@ static void describe(const gr__shm *s, const gr__shm_op *op, uint64_t d[2]) {
   d[0] = data ? (uint64_t)op->count : 0;
   d[1] = (uint64_t)(op->kind & 0xff) | (uint64_t)(data ? op->dtype & 0xff : 0) << 8 |
          (uint64_t)(reduces ? op->op & 0xff : 0) << 16 |
-         (uint64_t)(op->kind == GR__BROADCAST ? op->root & 0xffff : 0) << 24 |
-         (s->rounds & 0xffffff) << 40;
+         (uint64_t)(op->kind == GR__BROADCAST ? op->root & 0xfff : 0) << 24 |
+         (uint64_t)(op->refused & 0xf) << 36 | (s->rounds & 0xffffff) << 40;
 }
 
 /* Written before the round's first raise (whose release publishes it), in the first round only. */
@@ -293,7 +293,7 @@ static int describe_text(char *b, size_t len, uint64_t d0, uint64_t d1) {
   if (kind == GR__ALLREDUCE || kind == GR__REDUCE_SCATTER)
     n += snprintf(b + n, len - (size_t)n, ", op=%s", gr__op_name((gr_op)((d1 >> 16) & 0xff)));
   if (kind == GR__BROADCAST)
-    n += snprintf(b + n, len - (size_t)n, ", root=%d", (int)((d1 >> 24) & 0xffff));
+    n += snprintf(b + n, len - (size_t)n, ", root=%d", (int)((d1 >> 24) & 0xfff));
   if (kind == GR__BARRIER) n = snprintf(b, len, "barrier(");
   return n + snprintf(b + n, len - (size_t)n, ")");
 }
@@ -310,6 +310,12 @@ static int agrees(gr__shm *s, gr__shm_op *op, int q) {
   if (d0 == mine[0] && d1 == mine[1]) return 1;
   char a[96], b[96];
   describe_text(a, sizeof a, d0, d1);
+  if ((d1 >> 36) & 0xf) { /* q refused its own arguments (gr_shm.h) */
+    snprintf(op->why, sizeof op->why, "rank %d rejected its own arguments to %s: %s", q, a,
+             gr__arg_name((int)((d1 >> 36) & 0xf)));
+    op->failed = 2;
+    return 0;
+  }
   describe_text(b, sizeof b, mine[0], mine[1]);
   int n = snprintf(op->why, sizeof op->why, "rank %d called %s while rank %d called %s", q, a,
                    s->rank, b);
@@ -681,6 +687,21 @@ static int broadcast_step(gr__shm *s, gr__shm_op *op) {
   return 1;
 }
 
+/* A refusing rank: the first round's shape of every kind (descriptor, one raise, a wait for every
+ * rank's), no data; the call fails here on this rank whatever the others' descriptors say. */
+static int refused_step(gr__shm *s, gr__shm_op *op) {
+  if (op->step == 1) {
+    if (!reached(s, s->ready, -1)) return 0;
+    announce(s, op);
+    raise_flag(s);
+    op->step = 2;
+  }
+  if (!reached(s, s->first, -1)) return 0;
+  if (all_agree(s, op)) snprintf(op->why, sizeof op->why, "this rank refused its own arguments");
+  op->failed = 2;
+  return -2;
+}
+
 static int barrier_step(gr__shm *s, gr__shm_op *op) {
   if (op->step == 1) {
     if (!reached(s, s->ready, -1)) return 0; /* the descriptor's place is free */
@@ -701,14 +722,14 @@ static int advance(gr__shm *s, gr__shm_op *op) {
         op->state = 1;
         op->pos = 0;
         size_t es = gr__dtype_size(op->dtype);
-        if (op->kind == GR__BARRIER) /* no data, whatever count says */
+        if (op->kind == GR__BARRIER || op->refused) /* no data, whatever count says */
           op->mode = 0;
         else if (s->cma && op->count * es >= CMA_MIN && op->count >= (size_t)s->size)
           op->mode = MODE_CMA;
         else if (op->kind == GR__ALLREDUCE)
           op->mode = op->count * es <= SMALL_MAX || op->count < (size_t)s->size ? MODE_SMALL
                                                                                  : MODE_LARGE;
-        if (op->kind == GR__BARRIER) {
+        if (op->kind == GR__BARRIER || op->refused) {
           begin_round(s);
           op->step = 1;
           continue;
@@ -723,7 +744,8 @@ static int advance(gr__shm *s, gr__shm_op *op) {
       op->step = 1;
     }
     int fin;
-    if (op->mode == MODE_CMA) {
+    if (op->refused) fin = refused_step(s, op);
+    else if (op->mode == MODE_CMA) {
       switch (op->kind) {
       case GR__ALLREDUCE: fin = cma_allreduce(s, op); break;
       case GR__REDUCE_SCATTER: fin = cma_reduce_scatter(s, op); break;
@@ -781,7 +803,7 @@ gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
       s->spare = op;
       s->idle_t0 = 0;
       *done = 1;
-      return failed ? GR_ERR_MISMATCH : GR_OK;
+      return failed == 2 ? GR_ERR_INVALID : failed ? GR_ERR_MISMATCH : GR_OK;
     }
     cpu_relax();
   }

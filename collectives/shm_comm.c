@@ -180,7 +180,7 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
 
 gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv) {
   gr__shm_op call = {.kind = (int)k->kind, .send = send, .recv = recv, .count = k->count,
-                     .dtype = k->dtype, .op = k->op, .root = k->root};
+                     .dtype = k->dtype, .op = k->op, .root = k->root, .refused = k->fe_refused};
   if (k->kind == GR__BARRIER) call.count = 0;
   gr__shm_op *op = NULL;
   gr_status st = gr__shm_post(s, &op, &call);
@@ -194,7 +194,7 @@ gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *rec
 
 gr_status gr__shm_call_test(gr__shm *s, gr__call *k, int *done) {
   gr_status st = gr__shm_test(s, k->be_in, done);
-  if (st == GR_ERR_MISMATCH) { /* the op is released; the segment stays usable (gr_shm.h) */
+  if (st == GR_ERR_MISMATCH || st == GR_ERR_INVALID) { /* op released; segment usable (gr_shm.h) */
     k->be_in = NULL;
     k->be_flags &= ~GR__SHM_CALL;
     return gr__comm_err(k->comm, st, "%s", gr__shm_why(s));
