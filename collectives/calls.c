@@ -25,7 +25,7 @@ static _Thread_local group_state grp;
 static int is_collective(gr__kind k) { return k != GR__SEND && k != GR__RECV; }
 
 /* How a refusal reaches the other ranks without check mode (see refusal_route). */
-enum { ROUTE_NONE, ROUTE_CALL, ROUTE_AGREE };
+enum { ROUTE_NONE, ROUTE_CALL, ROUTE_AGREE, ROUTE_VERDICT /* ROUTE_AGREE, never in band */ };
 
 /* ---- local checks ------------------------------------------------------------------------ */
 
@@ -179,6 +179,8 @@ static int same(const fingerprint *a, const fingerprint *b) {
 static gr_status timed_out(const char *fn, gr__call *k, const char *what);
 static gr_status agree_call(const char *fn, gr__call *k, int arg);
 static int refusal_route(const gr__call *k);
+static int inband(const gr__call *k);
+static gr_status run_inband(const char *fn, gr__call *k, int arg);
 
 /* One exchange in flight: this rank's fingerprint and everybody's. */
 typedef struct {
@@ -307,7 +309,10 @@ static gr_status run_one(const char *fn, gr__call *k, int checked) {
   gr__flight_poll();
   if (!checked && is_collective(k->kind)) {
     if (c->check) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
-    else if (refusal_route(k) == ROUTE_AGREE) GR_CHECK(agree_call(fn, k, GR__ARG_NONE));
+    else if (refusal_route(k) == ROUTE_AGREE) {
+      if (inband(k)) return run_inband(fn, k, GR__ARG_NONE);
+      GR_CHECK(agree_call(fn, k, GR__ARG_NONE));
+    }
   }
   begin(k);
   double t0 = gr__mono_now(), deadline = c->timeout_s > 0 ? t0 + c->timeout_s : 0.0;
@@ -400,6 +405,64 @@ static gr_status agree_call(const char *fn, gr__call *k, int arg) {
   return verdict_fail(fn, c, all, what);
 }
 
+/* ROUTE_AGREE's in-band form, for allreduces of up to INBAND_MAX bytes on host buffers: one more
+ * element of the call's dtype carries whether a rank refused, as a value the op keeps apart from
+ * the others' (SUM, AVG, MAX: 0 and 1; PROD, MIN: 1 and 0), so that the others learn it with the
+ * data and only a refusal costs a second round (agree_call, which names the rank and argument).
+ * The same choice on every rank: kind, count, dtype, op and the communicator decide it. 8-bit SUM
+ * could wrap 256 refusals back to 0, so it needs fewer than 256 ranks. */
+#define INBAND_MAX 65536
+static int inband(const gr__call *k) {
+  size_t es = gr__dtype_size(k->dtype);
+  return k->kind == GR__ALLREDUCE && !k->comm->gpu_buffers && gr__op_defined(k->dtype, k->op) &&
+         k->count < INBAND_MAX / es && !(es == 1 && k->op == GR_SUM && k->comm->size > 255);
+}
+
+static void inband_flag(gr_dtype t, gr_op op, int refused, unsigned char *out) {
+  size_t es = gr__dtype_size(t);
+  memset(out, 0, es);
+  if ((op == GR_PROD || op == GR_MIN) == !!refused) return; /* 0 */
+  uint16_t h = t == GR_FLOAT16 ? 0x3c00 : 0x3f80; /* 1.0 in fp16, bf16 */
+  uint32_t i32 = 1;
+  uint64_t i64 = 1;
+  float f = 1.0f;
+  double d = 1.0;
+  const void *one = t == GR_FLOAT16 || t == GR_BFLOAT16 ? (const void *)&h
+                    : t == GR_FLOAT32 ? (const void *)&f
+                    : t == GR_FLOAT64 ? (const void *)&d
+                    : es == 8 ? (const void *)&i64 : (const void *)&i32;
+  if (es == 1) out[0] = 1;
+  else memcpy(out, one, es);
+}
+
+/* k with count + 1 elements; arg is this rank's refusal (its buffers are then not touched). */
+static gr_status run_inband(const char *fn, gr__call *k, int arg) {
+  size_t es = gr__dtype_size(k->dtype), n = k->count * es;
+  _Alignas(16) unsigned char small[256], ok[16];
+  /* with a timeout MPI may still write the buffer after this returns: then it is not the stack */
+  unsigned char *p = n + es <= sizeof small && k->comm->timeout_s <= 0 ? small : malloc(n + es);
+  if (!p) return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", n + es);
+  if (arg) memset(p, 0, n);
+  else if (n) memcpy(p, k->send, n);
+  inband_flag(k->dtype, k->op, arg, p + n);
+  gr__call j = *k;
+  j.send = j.recv = p;
+  j.count = k->count + 1;
+  j.fe_refused = GR__ARG_NONE;
+  gr_status st = run_one(fn, &j, 1);
+  if (st == GR_OK) {
+    inband_flag(k->dtype, k->op, 0, ok);
+    if (memcmp(p + n, ok, es) != 0) { /* somebody refused: all learn who in one more round */
+      st = agree_call(fn, k, arg);
+      if (st == GR_OK) st = gr__fail(GR_ERR_INTERNAL, fn, "a refusal was signalled but not agreed");
+    } else if (n) {
+      memcpy(k->recv, p, n);
+    }
+  }
+  if (p != small && st != GR_ERR_TIMEOUT) free(p);
+  return st;
+}
+
 /* This rank refused k (bad, k->fe_refused): join the exchange on the route given, then return bad
  * with this rank's own sentence (or the timeout). */
 static gr_status join_refused(const char *fn, gr__call *k, gr_status bad, int route) {
@@ -407,8 +470,9 @@ static gr_status join_refused(const char *fn, gr__call *k, gr_status bad, int ro
   char own[GR__ERRLEN];
   own_sentence(own, sizeof own, fn);
   gr_status st;
-  if (route == ROUTE_AGREE) {
-    st = agree_call(fn, k, k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS);
+  int arg = k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS;
+  if (route == ROUTE_AGREE || route == ROUTE_VERDICT) {
+    st = route == ROUTE_AGREE && inband(k) ? run_inband(fn, k, arg) : agree_call(fn, k, arg);
   } else {
     k->send = NULL, k->recv = NULL; /* the backend posts the descriptor only */
     st = run_one(fn, k, 1);
@@ -580,7 +644,7 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, 
     /* Unpacked, the others agree in the group below (one verdict, as ROUTE_AGREE does). */
     int route = refusal_route(&k);
     k.fe_refused = arg;
-    return join_refused(fn, &k, bad, packed || route == ROUTE_NONE ? route : ROUTE_AGREE);
+    return join_refused(fn, &k, bad, packed || route == ROUTE_NONE ? route : ROUTE_VERDICT);
   }
   if (bad != GR_OK) return bad;
   if (nbufs == 0) return GR_OK;
@@ -634,11 +698,12 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
     return gr__fail(GR_ERR_STATE, fn, "non-blocking calls cannot be part of a group");
   gr_comm *c = k->comm;
   gr_status bad = validate(fn, k);
-  if (bad != GR_OK)
-    return c->check ? exchange_fingerprint(fn, k, bad) : join_refused(fn, k, bad, refusal_route(k));
+  /* Requests agree first off the shared-memory path (their data completes later, in gr_test). */
+  int route = refusal_route(k) == ROUTE_AGREE ? ROUTE_VERDICT : refusal_route(k);
+  if (bad != GR_OK) return c->check ? exchange_fingerprint(fn, k, bad) : join_refused(fn, k, bad, route);
   gr__flight_poll();
   if (c->check) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
-  else if (refusal_route(k) == ROUTE_AGREE) GR_CHECK(agree_call(fn, k, GR__ARG_NONE));
+  else if (route == ROUTE_VERDICT) GR_CHECK(agree_call(fn, k, GR__ARG_NONE));
   gr_request *q = malloc(sizeof *q);
   if (!q) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
   q->k = *k;

@@ -43,16 +43,26 @@
  * Errors. Every call returns a gr_status and records a sentence for gr_last_error().
  * - Local argument checks (NULL buffers with count > 0, count x size overflow, unknown dtype/op,
  *   AVG on an integer type, root/peer out of range, partially overlapping buffers) return
- *   GR_ERR_INVALID before anything is sent, and change nothing. The arguments that must agree
- *   across ranks (count, dtype, op, root) fail identically on every rank when they agree.
+ *   GR_ERR_INVALID, send no data and change no buffer. A refused collective is still collective:
+ *   every rank must make it, as any other call. The arguments that must agree across ranks
+ *   (count, dtype, op, root) fail identically on every rank when they agree.
  *   Checks that can fail on one rank only (one rank's NULL buffer, a root that only one rank has
- *   out of range, gr_allgather(v, v, n), which is in place on rank 0 and overlapping elsewhere):
- *   in check mode the refusing rank still joins the fingerprint exchange and every rank returns
- *   GR_ERR_INVALID naming it, with nothing sent and the communicator usable. Without check mode
- *   nothing is exchanged (that is the point of turning it off): the refusing rank returns
- *   GR_ERR_INVALID and the others are left in the call until their timeout, as with NCCL and MPI;
- *   arguments that disagree between ranks are not detected there (except on the shared-memory
- *   path, below). Use check mode while developing.
+ *   out of range, overlapping buffers, gr_allgather(v, v, n), which is in place on rank 0 and
+ *   overlapping elsewhere) cannot leave the others inside the call: the refusing rank still joins
+ *   the exchange, and every rank returns GR_ERR_INVALID naming the lowest refusing rank and the
+ *   argument, e.g. "rank 3 of communicator world rejected its own recv (NULL) in allreduce
+ *   (count=4)"; nothing is received and the communicator stays usable (the refusing rank's next
+ *   call gets that call's data). This holds with and without check mode and a timeout, for
+ *   blocking, non-blocking (the others' request fails at its start or its wait), grouped calls
+ *   (gr_group_end fails on every rank, nothing posted) and gr_allreduce_multi (while the refusing
+ *   rank has the counts). The cost (docs/architecture.md, Collectives): none on the shared-memory
+ *   path (the refusal rides in the call's descriptor) and for allreduces up to 64 KiB on the MPI
+ *   algorithms (one more element carries it in band); elsewhere on the MPI backend, and once per
+ *   group, the ranks first agree on a 4-byte verdict. Not covered without check mode: the NCCL
+ *   backend (the refusing rank returns, the others wait until their timeout, as with NCCL itself),
+ *   point-to-point calls, and arguments that differ between ranks (count, dtype, op: a
+ *   disagreement, detected by check mode and on the shared-memory path, below). Use check mode
+ *   while developing.
  * - Check mode (cfg.check, default from GPURUN_CHECK, off unless set): before each collective the
  *   ranks exchange a fingerprint (call number, kind, op, dtype, count, root, in-place form, local
  *   verdict) over MPI; a difference returns GR_ERR_MISMATCH on every rank, e.g. "rank 3 called
@@ -61,7 +71,7 @@
  *   and in-place forms hashed in). A group is checked at gr_group_end, with one fingerprint per
  *   communicator that has collectives in it (their number and a hash of their fingerprints in
  *   order); a grouped call that a rank refused stays queued, marked, so gr_group_end returns
- *   GR_ERR_INVALID on every rank and posts nothing. Point-to-point calls are not fingerprinted
+ *   GR_ERR_INVALID on every rank and posts nothing (as without check mode). Point-to-point calls are not fingerprinted
  *   (only the two peers take part); a refused one is dropped from the group.
  * - Node-local shared-memory path (MPI backend, all ranks on one node; GPURUN_COLL_ALGO=mpi turns
  *   it off): with or without check mode, every call's ranks compare a descriptor of the call
