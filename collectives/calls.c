@@ -809,6 +809,14 @@ GR_API gr_status gr_group_start(void) {
   return GR_OK;
 }
 
+/* The group's calls on c are dropped (st): every rank of c reached the same verdict on c, so all
+ * drop them, while the calls on the group's other communicators still run (ranks outside c wait
+ * for them). */
+static void drop_calls_on(gr__call *q, size_t n, const gr_comm *c, gr_status st) {
+  for (size_t i = 0; i < n; i++)
+    if (q[i].comm == c && q[i].fe_bad == GR_OK) q[i].fe_bad = st;
+}
+
 /* Check mode for a group: one fingerprint per communicator that has collectives in it (their
  * number and a hash of their fingerprints in order, and whether this rank refused any of its
  * calls on that communicator), exchanged for all communicators at once, so that the order in
@@ -870,17 +878,22 @@ static gr_status check_group(const char *fn, gr__call *q, size_t n) {
           st = timed_out(fn, &q[i], "the check-mode fingerprint exchange before grouped");
           break;
         }
+      drop_calls_on(q, n, c, st);
       if (first == GR_OK) first = st;
       continue; /* x[j].all stays allocated: MPI may still write it */
     }
     if (st != GR_OK) {
       if (x[j].all != x[j].stack) free(x[j].all);
-      if (first == GR_OK) first = gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
+      st = gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
+      drop_calls_on(q, n, c, st);
+      if (first == GR_OK) first = st;
       continue;
     }
     st = exchange_verdict(fn, c, &x[j], mine[j]);
+    if (st != GR_OK) drop_calls_on(q, n, c, st);
     if (first == GR_OK) first = st;
   }
+  for (size_t j = posted; j < nc; j++) drop_calls_on(q, n, comms[j], first);
   return first;
 }
 
@@ -935,6 +948,7 @@ static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
     } else if (v[nc + j]) {
       st = verdict_fail(fn, c, v[nc + j], "a grouped call");
     }
+    if (st != GR_OK) drop_calls_on(q, n, c, st);
     if (first == GR_OK) first = st;
   }
   if (!timed) free(v);
@@ -945,15 +959,17 @@ static gr_status run_group(const char *fn) {
   size_t n = grp.n;
   gr__call *q = grp.q;
   /* Check mode first, for every communicator, before anything is posted; elsewhere the verdicts. */
-  gr_status first = check_group(fn, q, n), agreed = agree_group(fn, q, n); /* both, always */
-  if (first == GR_OK) first = agreed;
-  if (first != GR_OK) return first;
-  /* Calls this rank refused on communicators without collectives in the group: dropped. */
+  gr_status verdict = check_group(fn, q, n), agreed = agree_group(fn, q, n); /* both, always */
+  if (verdict == GR_OK) verdict = agreed;
+  /* Dropped: the calls on communicators whose check or agreement failed (by all their ranks
+   * alike), and calls this rank refused on communicators without collectives in the group. The
+   * rest runs, and gr_group_end returns the verdict's failure. */
   size_t kept = 0;
   for (size_t i = 0; i < n; i++)
     if (q[i].fe_bad == GR_OK) q[kept++] = q[i];
   n = kept;
-  if (n == 0) return GR_OK;
+  if (n == 0) return verdict;
+  gr_status first = GR_OK;
   double t0 = gr__mono_now(), deadline = 0, share = 1.0 / (double)n;
   for (size_t i = 0; i < n; i++) {
     double t = q[i].comm->timeout_s;
@@ -1027,7 +1043,7 @@ static gr_status run_group(const char *fn) {
     }
   }
   free(done);
-  return first;
+  return first != GR_OK ? first : verdict; /* first's sentence is the last recorded */
 }
 
 GR_API gr_status gr_group_end(void) {

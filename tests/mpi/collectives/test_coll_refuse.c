@@ -62,6 +62,59 @@ static void still_works(gr_comm *c, const char *after) {
          gr_last_error());
 }
 
+/* One group over three communicators (world, the pairs {0,1} {2,3} ..., world in reverse order),
+ * listed in a different order on odd and even ranks; one failure on the first pair (rank 1: a
+ * refused call; in check mode also a count that differs). Every communicator's calls run on all
+ * of its ranks or on none: the pair {0,1} fails (both ranks), the others run theirs, and the
+ * allreduces on world and its reverse are exact everywhere. Before, with check mode, the other
+ * pairs posted their world allreduce while ranks 0 and 1 posted nothing, and the job hung. */
+static void groups_over_communicators(gr_comm *world) {
+  gr_comm *pair = NULL, *rev = NULL;
+  EXPECT_ST(gr_comm_split(world, rank / 2, rank, &pair), GR_OK);
+  EXPECT_ST(gr_comm_split(world, 0, size - rank, &rev), GR_OK);
+  if (!pair || !rev) return;
+  int in_first_pair = rank < 2;
+  for (int variant = 0; variant < (opt_check ? 2 : 1); variant++) {
+    int64_t w[3], r[3], p[4];
+    for (int i = 0; i < 3; i++) w[i] = (rank + 1) * (i + 1), r[i] = (rank + 1) * 10 * (i + 1);
+    for (int i = 0; i < 4; i++) p[i] = rank;
+    size_t pcount = variant == 1 && rank == 1 ? 3 : 4; /* a count mismatch on the first pair */
+    const void *psend = variant == 0 && rank == 1 ? NULL : p; /* a refusal there */
+    gr_status want_p = variant == 0 && rank == 1 ? GR_ERR_INVALID : GR_OK;
+    EXPECT_ST(gr_group_start(), GR_OK);
+    if (rank % 2 == 0) {
+      EXPECT_ST(gr_allreduce(w, w, 3, GR_INT64, GR_SUM, world, NULL), GR_OK);
+      EXPECT_ST(gr_allreduce(psend, p, pcount, GR_INT64, GR_MAX, pair, NULL), want_p);
+      EXPECT_ST(gr_allreduce(r, r, 3, GR_INT64, GR_SUM, rev, NULL), GR_OK);
+    } else {
+      EXPECT_ST(gr_allreduce(r, r, 3, GR_INT64, GR_SUM, rev, NULL), GR_OK);
+      EXPECT_ST(gr_allreduce(psend, p, pcount, GR_INT64, GR_MAX, pair, NULL), want_p);
+      EXPECT_ST(gr_allreduce(w, w, 3, GR_INT64, GR_SUM, world, NULL), GR_OK);
+    }
+    gr_status st = gr_group_end();
+    gr_status want = !in_first_pair ? GR_OK : variant == 0 ? GR_ERR_INVALID : GR_ERR_MISMATCH;
+    if (st != want)
+      FAIL("group over three communicators (variant %d): %s, expected %s (%s)", variant,
+           gr_status_name(st), gr_status_name(want), gr_last_error());
+    int64_t s = (int64_t)size * (size + 1) / 2;
+    for (int i = 0; i < 3; i++)
+      if (w[i] != s * (i + 1) || r[i] != 10 * s * (i + 1))
+        FAIL("group over three communicators (variant %d): world %lld, reverse %lld, expected "
+             "%lld, %lld", variant, (long long)w[i], (long long)r[i], (long long)(s * (i + 1)),
+             (long long)(10 * s * (i + 1)));
+    int partner_max = rank % 2 == 0 && rank + 1 < size ? rank + 1 : rank;
+    if (!in_first_pair)
+      for (int i = 0; i < 4; i++)
+        if (p[i] != partner_max) FAIL("pair allreduce: p[%d] = %lld, expected %d", i, (long long)p[i], partner_max);
+  }
+  still_works(world, "groups over three communicators");
+  int64_t v = 1;
+  EXPECT_ST(gr_allreduce(&v, &v, 1, GR_INT64, GR_SUM, pair, NULL), GR_OK);
+  if (v != (rank / 2 * 2 + 1 < size ? 2 : 1)) FAIL("pair allreduce after the groups: %lld", (long long)v);
+  EXPECT_ST(gr_comm_destroy(pair), GR_OK);
+  EXPECT_ST(gr_comm_destroy(rev), GR_OK);
+}
+
 #define BIG 70000 /* int32: several shared-memory rounds, single copy where it is on */
 
 static void run(void) {
@@ -162,6 +215,7 @@ static void run(void) {
   EXPECT_ST(gr_broadcast(a, b, 4, GR_INT32, -3, c, NULL), GR_ERR_INVALID);
   still_works(c, "refusals on every rank");
 
+  groups_over_communicators(c);
   EXPECT_ST(gr_comm_destroy(c), GR_OK);
   free(a);
   free(b);
