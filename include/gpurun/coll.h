@@ -71,7 +71,11 @@
  *   and in-place forms hashed in). A group is checked at gr_group_end, with one fingerprint per
  *   communicator that has collectives in it (their number and a hash of their fingerprints in
  *   order); a grouped call that a rank refused stays queued, marked, so gr_group_end returns
- *   GR_ERR_INVALID on every rank and posts nothing (as without check mode). Point-to-point calls are not fingerprinted
+ *   GR_ERR_INVALID on every rank and posts nothing (as without check mode). A group over several
+ *   communicators is decided per communicator, the same way by all its ranks: the calls on a
+ *   communicator whose check (or refusal verdict) failed are dropped, those on the others still
+ *   run (their ranks need not belong to the failing one), and gr_group_end returns the failure
+ *   on the ranks that saw it. Point-to-point calls are not fingerprinted
  *   (only the two peers take part); a refused one is dropped from the group.
  * - Node-local shared-memory path (MPI backend, all ranks on one node; GPURUN_COLL_ALGO=mpi turns
  *   it off): with or without check mode, every call's ranks compare a descriptor of the call
