@@ -517,9 +517,15 @@ static gr_status agree_registrations(gr_dpool *dp) {
   int64_t mine[2] = {dp->nfns, (int64_t)registrations_hash(dp)};
   int64_t *all = malloc((size_t)dp->size * sizeof mine);
   if (!all) return gr__fail(GR_ERR_NOMEM, call, "no memory for the registration check");
+  /* who arrives, so that a timeout can name who did not (dpool_arrive.c) */
+  gr__dp_arrivals arr = {0, 0, NULL};
+  if (dp->size > 1 && (gr__dp_arrivals_post(dp, &arr, GR__DP_TAG_ARRIVE_REG) != GR_OK ||
+                       gr__dp_arrivals_send(dp, &arr) != GR_OK))
+    gr__dp_arrivals_abandon(&arr); /* then the timeout cannot name anyone: still bounded */
   MPI_Request req;
   int rc = MPI_Iallgather(mine, 2, MPI_INT64_T, all, 2, MPI_INT64_T, dp->comm, &req);
   if (rc != MPI_SUCCESS) {
+    gr__dp_arrivals_abandon(&arr);
     free(all);
     return gr__fail(GR_ERR_MPI, call, "MPI_Iallgather of the registrations failed (MPI error %d)",
                     rc);
@@ -529,6 +535,7 @@ static gr_status agree_registrations(gr_dpool *dp) {
   while (!done) {
     rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
+      gr__dp_arrivals_abandon(&arr);
       free(all);
       return gr__fail(GR_ERR_MPI, call, "MPI_Test on the registration check failed (MPI error "
                       "%d)", rc);
@@ -537,14 +544,25 @@ static gr_status agree_registrations(gr_dpool *dp) {
     if (gr__dp_now() > deadline) {
       /* The collective stays pending in MPI and may still write into `all`. */
       gr__dp_abandon(all);
+      dp->coll_pending = 1;
+      char who[160];
+      int n = gr__dp_arrivals_missing(&arr, who, sizeof who);
+      gr__dp_arrivals_abandon(&arr);
+      if (n)
+        return gr__fail(GR_ERR_TIMEOUT, call, "rank%s %s did not enter the first run within %g s "
+                        "(timeout_s / GPURUN_TIMEOUT; the registration check)", n > 1 ? "s" : "",
+                        who, dp->cfg.timeout_s);
       return gr__fail(GR_ERR_TIMEOUT, call, "not every rank entered the first run within %g s "
-                      "(timeout_s / GPURUN_TIMEOUT; the registration check cannot tell which)",
-                      dp->cfg.timeout_s);
+                      "(timeout_s / GPURUN_TIMEOUT; the registration check)", dp->cfg.timeout_s);
     }
     slp = slp ? (slp < 1000 ? 2 * slp : slp) : 1;
     sleep_us(slp);
   }
-  gr_status st = GR_OK;
+  gr_status st = gr__dp_arrivals_finish(&arr); /* everyone arrived: all messages are sent */
+  if (st != GR_OK) {
+    free(all);
+    return gr__fail(st, call, "completing the arrival messages of the registration check failed");
+  }
   for (int r = 0; r < dp->size; r++) {
     if (all[2 * r] == all[0] && all[2 * r + 1] == all[1]) continue;
     st = gr__fail(GR_ERR_MISMATCH, call, "task functions are registered differently on the "
@@ -582,9 +600,13 @@ gr_status gr_dpool_run(gr_dpool *dp) {
   dp->running = 1;
   double t0 = gr__dp_now();
   gr__dp_run_begin(dp);
-  gr_status st;
-  st = dp->local ? run_pool(dp) : run_inline(dp);
+  gr_status st = GR_OK;
+  /* before any rank can reach this run's barrier (dpool_arrive.c) */
+  if (dp->size > 1) st = gr__dp_arrivals_post(dp, &dp->bar_arr, GR__DP_TAG_ARRIVE + dp->tag_off);
+  if (st == GR_OK) st = dp->local ? run_pool(dp) : run_inline(dp);
   if (st == GR_OK) st = gr__dp_drain(dp);
+  if (st == GR_OK) st = gr__dp_arrivals_finish(&dp->bar_arr);
+  else gr__dp_arrivals_abandon(&dp->bar_arr);
   /* A run that failed before its drain completed leaves messages behind: no further runs. Out of
    * memory in a task is reported after a clean drain: the dpool stays usable. */
   if (st != GR_OK) dp->broken = 1;
@@ -593,6 +615,11 @@ gr_status gr_dpool_run(gr_dpool *dp) {
   dp->st.run_s += gr__dp_now() - t0;
   dp->running = 0;
   if (st == GR_ERR_TIMEOUT) {
+    if (dp->silent < 0 && dp->missing[0])
+      return gr__fail(st, call, "rank%s %s did not reach the run's final barrier within %g s "
+                      "(timeout_s / GPURUN_TIMEOUT): stopped after termination",
+                      strchr(dp->missing, ',') || strstr(dp->missing, "more") ? "s" : "",
+                      dp->missing, dp->cfg.timeout_s);
     if (dp->silent < 0)
       return gr__fail(st, call, "the run's final barrier did not complete within %g s "
                       "(timeout_s / GPURUN_TIMEOUT): a rank stopped after termination",
@@ -646,7 +673,9 @@ gr_status gr_dpool_destroy(gr_dpool *dp) {
     free(o);
   }
   gr__dp_comm_free(dp);
-  MPI_Comm_free(&dp->comm);
+  /* A timed-out collective still pending: the communicator is left to MPI (freed with it at
+   * MPI_Finalize), since a late rank's arrival would progress it on a freed one. */
+  if (!dp->coll_pending) MPI_Comm_free(&dp->comm);
   pthread_mutex_destroy(&dp->mu);
   free(dp->ring);
   free(dp->fns);

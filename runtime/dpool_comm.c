@@ -38,11 +38,14 @@
 #include "gr_log.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define GR__DP_MAX_MSG (16u << 20) /* bytes of tasks in one WORK message (soft) */
+
+int gr__dp_test_stop_before_barrier = -1;
 
 static void nap_us(long us) {
   struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
@@ -163,6 +166,7 @@ void gr__dp_run_begin(gr_dpool *dp) {
   dp->req_victim = -1;
   dp->silent = -1;
   dp->silent_reporter = -1;
+  dp->missing[0] = '\0';
 }
 
 static unsigned next_rand(gr_dpool *dp) {
@@ -556,6 +560,8 @@ gr_status gr__dp_drain(gr_dpool *dp) {
     slp = got ? 0 : (slp ? (slp < 200 ? 2 * slp : slp) : 1);
     nap_us(slp);
   }
+  if (gr__dp_test_stop_before_barrier == dp->rank) raise(SIGSTOP);
+  GR_CHECK(gr__dp_arrivals_send(dp, &dp->bar_arr)); /* so that a timeout below names who is missing */
   MPI_Request bar;
   double bar_deadline = gr__dp_deadline(dp);
   int rc = MPI_Ibarrier(dp->comm, &bar);
@@ -574,7 +580,10 @@ gr_status gr__dp_drain(gr_dpool *dp) {
     if (gr__dp_now() > bar_deadline) {
       /* The barrier stays pending in MPI (a collective request cannot be freed or cancelled):
        * the dpool is broken from here and only gr_dpool_destroy is left. */
-      GR_ERROR("dpool: the final barrier did not complete within %g s", dp->cfg.timeout_s);
+      dp->coll_pending = 1;
+      gr__dp_arrivals_missing(&dp->bar_arr, dp->missing, sizeof dp->missing);
+      GR_ERROR("dpool: the final barrier did not complete within %g s (waiting for rank(s) %s)",
+               dp->cfg.timeout_s, dp->missing[0] ? dp->missing : "?");
       return fail_silent(dp, -1, dp->rank);
     }
     /* Ranks whose barrier has completed may already be in the next run and send its TOKEN,

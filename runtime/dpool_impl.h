@@ -30,7 +30,9 @@ enum {
   GR__DP_TAG_BEAT = 5,  /* no payload: heartbeat to the ring successor (timeout set) */
   GR__DP_TAG_ABORT = 6, /* int32: the rank that did not answer in time; the run fails */
   GR__DP_TAG_LAST = 6,
-  GR__DP_TAG_RUN = 8    /* tag offset of odd runs */
+  GR__DP_TAG_RUN = 8,   /* tag offset of odd runs */
+  GR__DP_TAG_ARRIVE = 7, /* + parity: no payload, this rank reached the run's final barrier */
+  GR__DP_TAG_ARRIVE_REG = 16 /* no payload: this rank reached the registration check */
 };
 enum { GR__DP_REQ_RANDOM = 0, GR__DP_REQ_LIFELINE = 1 };
 enum { GR__DP_WORK_STEAL = 0, GR__DP_WORK_GIFT = 1, GR__DP_WORK_PUSH = 2 };
@@ -59,6 +61,12 @@ typedef struct {
   int dest;
   double deadline; /* must be matched by then (timeout set), else dest is silent */
 } gr__dp_send;
+
+/* dpool_arrive.c: who reached a collective step, so that its timeout names who did not. */
+typedef struct {
+  int tag, size;
+  MPI_Request *rq; /* [size] receives by source (own: null), then [size] sends by destination */
+} gr__dp_arrivals;
 
 struct gr_dpool {
   uint32_t magic;
@@ -117,9 +125,25 @@ struct gr_dpool {
   int silent_reporter;/* the rank that noticed it */
   int broken;         /* a run failed: no more runs */
   int agreed;         /* the registrations were checked (first run) */
+  gr__dp_arrivals bar_arr; /* this run's final barrier (posted when the run begins) */
+  char missing[160];  /* the ranks a timed-out step waited for ("2, 5") */
+  int coll_pending;   /* a timed-out collective is still pending on comm: never free comm (MPI
+                       * would progress it on a freed communicator once the late rank comes) */
 
   struct gr_dpool_stats st;
 };
+
+/* Post the receives (before any rank can send), send on reaching the step, name the ranks not
+ * heard from (into buf: "2, 5 and 3 more"; returns their number, 0 when all or unknown),
+ * complete all (the step completed), or give up. */
+gr_status gr__dp_arrivals_post(gr_dpool *dp, gr__dp_arrivals *a, int tag);
+gr_status gr__dp_arrivals_send(gr_dpool *dp, gr__dp_arrivals *a);
+int gr__dp_arrivals_missing(gr__dp_arrivals *a, char *buf, size_t len); /* how many */
+gr_status gr__dp_arrivals_finish(gr__dp_arrivals *a);
+void gr__dp_arrivals_abandon(gr__dp_arrivals *a);
+/* Test hook: the rank whose dp->rank equals this stops itself (SIGSTOP) just before it reaches a
+ * run's final barrier; -1 (the default) never. */
+extern int gr__dp_test_stop_before_barrier;
 
 /* clock, seconds */
 double gr__dp_now(void);

@@ -5,8 +5,10 @@
  *                                  the first run, no timeout needed; the dpool is then destroyed.
  *   test_dpool_deadline partial    timeout 2 s; the last rank skips a run (the first, then, with a
  *                                  fresh dpool, the second): the others return GR_ERR_TIMEOUT, the
- *                                  second time naming the absent rank; then it skips
+ *                                  absent rank named both times; then it skips
  *                                  gr_dpool_create: the others' create times out.
+ *   test_dpool_deadline barrier   timeout 2 s; the last rank stops just before a run's final
+ *                                  barrier (after termination): the others time out naming it.
  *   test_dpool_deadline stop [--pool W]
  *                                  timeout 2 s; rank 1 SIGSTOPs itself inside a task of an endless
  *                                  tree: every other rank returns GR_ERR_TIMEOUT naming rank 1, not
@@ -117,17 +119,22 @@ static gr_dpool *make(void) {
   return dp;
 }
 
-static void expect_timeout(gr_status st, double dt, int named) {
+static void expect_timeout_said(gr_status st, double dt, int named, const char *said) {
   CHECK(st == GR_ERR_TIMEOUT);
   CHECK(dt >= T * 0.99);
   CHECK(dt < 10 * T + 20);
   if (named >= 0) {
-    char want[32];
-    snprintf(want, sizeof want, "rank %d did not answer", named);
+    char want[96];
+    snprintf(want, sizeof want, "rank %d did not %s", named, said);
+    if (!strstr(gr_last_error(), want)) fprintf(stderr, "rank %d: expected \"%s\"\n", g_rank, want);
     CHECK(strstr(gr_last_error(), want) != NULL);
   }
   printf("rank %d: after %.2f s: %s\n", g_rank, dt, gr_last_error());
   fflush(stdout);
+}
+
+static void expect_timeout(gr_status st, double dt, int named) {
+  expect_timeout_said(st, dt, named, "answer");
 }
 
 static int test_partial(void) {
@@ -148,8 +155,9 @@ static int test_partial(void) {
       if (run < skip_run) {
         CHECK_OK(st);
       } else {
-        /* first run: the registration check cannot tell who is missing; later: named */
-        expect_timeout(st, dt, skip_run == 0 ? -1 : absent);
+        /* first run: the registration check names who did not come; later: the heartbeats */
+        if (skip_run == 0) expect_timeout_said(st, dt, absent, "enter the first run");
+        else expect_timeout(st, dt, absent);
         CHECK(gr_dpool_run(dp) == GR_ERR_STATE);
       }
     }
@@ -172,6 +180,48 @@ static int test_partial(void) {
     expect_timeout(st, dt, -1);
   }
   alarm(0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return 0;
+}
+
+/* ---- barrier ------------------------------------------------------------------------------- */
+
+/* The last rank stops itself (SIGSTOP, the library's test hook) after termination, just before the
+ * run's final barrier; no stealing, so nothing else waits for it. The others' run times out in the
+ * barrier naming it (before: "a rank stopped after termination", nobody named); rank 0 then
+ * resumes it, and its barrier completes (the others are in it). */
+extern int gr__dp_test_stop_before_barrier;
+
+static int test_barrier(void) {
+  int late = g_size - 1;
+  int pid = (int)getpid(), *pids = calloc((size_t)g_size, sizeof *pids);
+  MPI_Allgather(&pid, 1, MPI_INT, pids, 1, MPI_INT, MPI_COMM_WORLD);
+  gr_dpool_config cfg;
+  gr_dpool_config_init(&cfg);
+  cfg.timeout_s = T;
+  cfg.steal = 0;
+  cfg.lifelines = 0;
+  gr_dpool *dp;
+  CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp));
+  int id;
+  CHECK_OK(gr_dpool_register(dp, noop_task, &id));
+  if (g_rank == 0) CHECK_OK(gr_dpool_push(dp, id, NULL, 0));
+  CHECK_OK(gr_dpool_run(dp)); /* a clean run first: its arrivals leave nothing behind */
+  if (g_rank == 0) CHECK_OK(gr_dpool_push(dp, id, NULL, 0));
+  gr__dp_test_stop_before_barrier = late;
+  alarm((unsigned)(20 * T + 30));
+  double t0 = now_s();
+  gr_status st = gr_dpool_run(dp);
+  double dt = now_s() - t0;
+  if (g_rank != late) {
+    expect_timeout_said(st, dt, late, "reach the run's final barrier");
+    if (g_rank == 0) kill((pid_t)pids[late], SIGCONT);
+  } else {
+    printf("rank %d (resumed): %s\n", g_rank, st == GR_OK ? "GR_OK" : gr_last_error());
+  }
+  alarm(0);
+  CHECK_OK(gr_dpool_destroy(dp));
+  free(pids);
   MPI_Barrier(MPI_COMM_WORLD);
   return 0;
 }
@@ -289,8 +339,10 @@ int main(int argc, char **argv) {
     rc = test_partial();
   else if (strcmp(mode, "stop") == 0)
     rc = test_stop(pool_threads);
+  else if (strcmp(mode, "barrier") == 0)
+    rc = test_barrier();
   else {
-    if (g_rank == 0) fprintf(stderr, "usage: test_dpool_deadline mismatch|partial|stop [--pool W]\n");
+    if (g_rank == 0) fprintf(stderr, "usage: test_dpool_deadline mismatch|partial|stop|barrier [--pool W]\n");
     rc = 2;
   }
   MPI_Finalize();
