@@ -123,8 +123,12 @@ GR_API gr_status gr_dpool_push_to(gr_dpool *dp, int rank, int id, const void *pa
  * crashed, stuck in one task longer than the timeout with local == NULL, or never called
  * gr_dpool_run) is named: the rank that noticed tells every other rank, and all of them return
  * GR_ERR_TIMEOUT with "rank R did not answer within T s", within about 1.25 x the timeout plus a
- * poll. The first run's registration check and the final barrier are bounded by the timeout too
- * (a rank missing there is not named). After any failure the dpool is broken: further runs return
+ * poll. The first run's registration check and each run's final barrier are bounded by the
+ * timeout too, and name the ranks that never reached them ("rank 2 did not enter the first run",
+ * "rank 2 did not reach the run's final barrier"): each rank sends every other an empty message
+ * on arrival, 2 (P - 1) per rank and step. gr_dpool_create's timeout names nobody: the only
+ * channel there is the caller's communicator, on which gpurun sends no point-to-point message
+ * (the program's own MPI_ANY_TAG receives could take it). After any failure the dpool is broken: further runs return
  * GR_ERR_STATE; gr_dpool_destroy still frees it (locally: it does not wait for the silent rank).
  * Without a timeout a rank that stops or never enters the run makes the others wait for ever
  * (as MPI collectives do). */
