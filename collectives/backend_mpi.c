@@ -793,7 +793,7 @@ static void progress_oldest(mpi_be *b, gr__call *k) {
 static gr_status mpi_test(gr__call *k, int *done) {
   if (k->be_flags & GR__SHM_CALL) {
     gr_status st = gr__shm_call_test(((mpi_be *)k->comm->be)->shm, k, done);
-    if (st == GR_ERR_MISMATCH) { /* the ranks disagreed: nothing was received; release as forget */
+    if (st == GR_ERR_MISMATCH || st == GR_ERR_INVALID) { /* disagreed or refused: nothing received */
       if (k->be_flags & 1) free(k->be_tmp), k->be_tmp = NULL, k->be_flags &= ~1;
       stage_out(k);
       return st;
