@@ -503,7 +503,10 @@ static gr_status mpi_test(gr__call *k, int *done) {
     gr_status st = gr__shm_call_test(b->shm, k, &m->shm_op, done);
     if (!m->shm_op) m->flags &= ~GR__MPI_SHM;
     if (st == GR_ERR_MISMATCH) { /* the ranks disagreed: nothing was received; release as forget */
-      if (m->flags & GR__MPI_PRIVATE_COPY) free(m->tmp), m->tmp = NULL, m->flags &= ~GR__MPI_PRIVATE_COPY;
+      if (m->flags & GR__MPI_PRIVATE_COPY) {
+        free(m->tmp), m->tmp = NULL;
+        m->flags &= ~GR__MPI_PRIVATE_COPY;
+      }
       stage_out(k);
       return st;
     }

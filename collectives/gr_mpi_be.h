@@ -46,7 +46,9 @@ typedef struct {
 
 _Static_assert(sizeof(gr__mpi_call) <= GR__BE_CALL_BYTES, "gr__mpi_call must fit gr__call.be_area");
 
-static inline gr__mpi_call *gr__mpi_call_of(gr__call *k) { return (gr__mpi_call *)(void *)k->be_area; }
+static inline gr__mpi_call *gr__mpi_call_of(gr__call *k) {
+  return (gr__mpi_call *)(void *)k->be_area;
+}
 
 #define GR__MPI_AR_REQS 64      /* requests one own allreduce has in flight at most */
 #define GR__MPI_RING_MAX_SEGS 32 /* a receive and a send each in reqs */
