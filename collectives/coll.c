@@ -31,16 +31,6 @@ const char *gr__coll_stats_op_name(int i) {
   return i >= 0 && i < GR_COLL_STATS_NOPS ? kind_names[i] : NULL;
 }
 
-double gr__wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-double gr__mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 double gr__deadline(double timeout_s) { return timeout_s > 0 ? gr__mono_now() + timeout_s : 0.0; }
 int gr__past(double deadline) { return deadline > 0 && gr__mono_now() > deadline; }
 

@@ -65,59 +65,57 @@ static const simple_launcher later[] = {
 };
 
 static gr_status from_pair(const simple_launcher *l, gr__getenv_fn get, void *ctx, gr__whoami_t *w,
-                           int *found, char *err, size_t errlen) {
+                           int *found) {
   const char *r = get(ctx, l->rank_var);
   *found = 0;
   if (!r) return GR_OK;
   *found = 1;
   const char *s = get(ctx, l->size_var);
-  if (to_int(r, &w->local_rank)) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.40s is not a rank", l->rank_var, r);
-  if (!s) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s is set but %s is not", l->rank_var, l->size_var);
+  if (to_int(r, &w->local_rank)) return gr__fail_msg(GR_ERR_INVALID, "%s=%.40s is not a rank", l->rank_var, r);
+  if (!s) return gr__fail_msg(GR_ERR_INVALID, "%s is set but %s is not", l->rank_var, l->size_var);
   if (to_int(s, &w->local_size) || w->local_size < 1)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.40s is not a size", l->size_var, s);
+    return gr__fail_msg(GR_ERR_INVALID, "%s=%.40s is not a size", l->size_var, s);
   w->source = l->source;
   return GR_OK;
 }
 
-static gr_status from_slurm(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *found, char *err,
-                            size_t errlen) {
+static gr_status from_slurm(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *found) {
   const char *r = get(ctx, "SLURM_LOCALID");
   *found = 0;
   if (!r) return GR_OK;
   *found = 1;
-  if (to_int(r, &w->local_rank)) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "SLURM_LOCALID=%.40s is not a rank", r);
+  if (to_int(r, &w->local_rank)) return gr__fail_msg(GR_ERR_INVALID, "SLURM_LOCALID=%.40s is not a rank", r);
   const char *var = "SLURM_STEP_TASKS_PER_NODE";
   const char *spec = get(ctx, var);
   if (!spec) spec = get(ctx, var = "SLURM_TASKS_PER_NODE");
-  if (!spec) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "SLURM_LOCALID is set but SLURM_STEP_TASKS_PER_NODE is not");
+  if (!spec) return gr__fail_msg(GR_ERR_INVALID, "SLURM_LOCALID is set but SLURM_STEP_TASKS_PER_NODE is not");
   int nodeid = 0;
   const char *nid = get(ctx, "SLURM_NODEID");
   if (nid && to_int(nid, &nodeid))
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "SLURM_NODEID=%.40s is not a node index", nid);
+    return gr__fail_msg(GR_ERR_INVALID, "SLURM_NODEID=%.40s is not a node index", nid);
   int n = gr__slurm_tasks_on_node(spec, nodeid);
-  if (n < 1) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.60s has no task count for node %d", var, spec, nodeid);
+  if (n < 1) return gr__fail_msg(GR_ERR_INVALID, "%s=%.60s has no task count for node %d", var, spec, nodeid);
   w->local_size = n;
   w->source = "Slurm";
   return GR_OK;
 }
 
-static gr_status from_flux(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *found, char *err,
-                           size_t errlen) {
+static gr_status from_flux(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *found) {
   const char *r = get(ctx, "FLUX_TASK_LOCAL_ID");
   *found = 0;
   if (!r) return GR_OK;
   *found = 1;
   if (to_int(r, &w->local_rank))
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "FLUX_TASK_LOCAL_ID=%.40s is not a rank", r);
+    return gr__fail_msg(GR_ERR_INVALID, "FLUX_TASK_LOCAL_ID=%.40s is not a rank", r);
   /* Flux exports no per-node count; the job's size over its node count is exact for the usual
    * even layouts, and rounded up otherwise (only the last node can then have fewer). */
   int size = 0, nnodes = 1;
   const char *js = get(ctx, "FLUX_JOB_SIZE"), *nn = get(ctx, "FLUX_JOB_NNODES");
   if (!js || to_int(js, &size) || size < 1)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "FLUX_TASK_LOCAL_ID is set but FLUX_JOB_SIZE=%.40s is not a size",
+    return gr__fail_msg(GR_ERR_INVALID, "FLUX_TASK_LOCAL_ID is set but FLUX_JOB_SIZE=%.40s is not a size",
                 js ? js : "(unset)");
   if (nn && (to_int(nn, &nnodes) || nnodes < 1))
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "FLUX_JOB_NNODES=%.40s is not a node count", nn);
+    return gr__fail_msg(GR_ERR_INVALID, "FLUX_JOB_NNODES=%.40s is not a node count", nn);
   w->local_size = (size + nnodes - 1) / nnodes;
   w->source = "Flux";
   return GR_OK;
@@ -133,8 +131,7 @@ static int inherited_gpurun(gr__getenv_fn get, void *ctx) {
   return m && (to_int(m, &pid) != 0 || pid != (int)getpid());
 }
 
-gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__whoami_t *w, char *err,
-                     size_t errlen) {
+gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__whoami_t *w) {
   int found = 0;
   w->local_rank = 0;
   w->local_size = 1;
@@ -147,20 +144,20 @@ gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__who
     found = 1;
   }
   for (size_t i = w->inherited ? 1 : 0; !found && i < sizeof simple / sizeof simple[0]; i++)
-    GR_CHECK(from_pair(&simple[i], get, ctx, w, &found, err, errlen));
-  if (!found) GR_CHECK(from_slurm(get, ctx, w, &found, err, errlen));
+    GR_CHECK(from_pair(&simple[i], get, ctx, w, &found));
+  if (!found) GR_CHECK(from_slurm(get, ctx, w, &found));
   for (size_t i = 0; !found && i < sizeof later / sizeof later[0]; i++)
-    GR_CHECK(from_pair(&later[i], get, ctx, w, &found, err, errlen));
-  if (!found) GR_CHECK(from_flux(get, ctx, w, &found, err, errlen));
+    GR_CHECK(from_pair(&later[i], get, ctx, w, &found));
+  if (!found) GR_CHECK(from_flux(get, ctx, w, &found));
   /* an outer gpurun's variables, when no launcher of this level says anything */
-  if (!found && w->inherited) GR_CHECK(from_pair(&simple[0], get, ctx, w, &found, err, errlen));
+  if (!found && w->inherited) GR_CHECK(from_pair(&simple[0], get, ctx, w, &found));
   if (!found) {
     w->local_rank = 0;
     w->local_size = 1;
     w->source = "none";
   }
   if (w->local_rank >= w->local_size)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "local rank %d is not below the local size %d (from %s)",
+    return gr__fail_msg(GR_ERR_INVALID, "local rank %d is not below the local size %d (from %s)",
                 w->local_rank, w->local_size, w->source);
   return GR_OK;
 }

@@ -3,6 +3,7 @@
  * program except for the samples themselves. */
 #include "gr_supervise.h"
 
+#include "gr_clock.h"
 #include "gr_jobdir.h"
 #include "gr_error.h"
 #include "gr_live_file.h"
@@ -33,12 +34,6 @@ void gr__supervise_opts_init(gr_supervise_opts *o) {
   memset(o, 0, sizeof *o);
   o->kill_grace_s = 10.0;
   o->rank = -1;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* The job id every rank of one job agrees on without talking to each other. Bytes outside the
@@ -306,14 +301,14 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
     csv = -1;
   }
 
-  const double t0 = now_s();
+  const double t0 = gr__mono_now();
   double next_sample = t0;
   const double term_at = o->time_limit_s > 0 ? t0 + o->time_limit_s : INFINITY;
   double kill_at = INFINITY;
   int term_sent = 0, kill_sent = 0, exited = 0;
 
   while (!exited) {
-    double now = now_s();
+    double now = gr__mono_now();
     if (tel && now >= next_sample) {
       if (write_sample(csv, tel, now - t0, &prom) != 0) {
         GR_WARN("--monitor: cannot append to %s: %s; sampling stops here (the file ends on the "
@@ -348,7 +343,7 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
     if (term_sent && !kill_sent && kill_at < wake) wake = kill_at;
     struct timespec ts, *tsp = NULL;
     if (isfinite(wake)) {
-      double d = wake - now_s();
+      double d = wake - gr__mono_now();
       if (d < 0) d = 0;
       ts.tv_sec = (time_t)d;
       ts.tv_nsec = (long)((d - (double)ts.tv_sec) * 1e9);

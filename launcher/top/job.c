@@ -13,12 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static double wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
   return a >= b && !strcmp(s + a - b, suffix);
@@ -286,7 +280,7 @@ int top_load(top_job *job) {
   job->nlive = 0;
   job->world = 0;
   job->verdict[0] = '\0';
-  job->now = wall_now();
+  job->now = gr__wall_now();
   char myhost[256] = "", clean[64];
   gethostname(myhost, sizeof myhost - 1);
   gr__live_clean(clean, sizeof clean, myhost, strlen(myhost));

@@ -4,6 +4,7 @@
 #ifndef GR_TOP_H
 #define GR_TOP_H
 
+#include "gr_clock.h"
 #include "gr_live_file.h"
 
 #include <stdio.h>
