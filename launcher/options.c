@@ -1,6 +1,8 @@
 /* gpurun's options: one table gives each option its long name, GPURUN_* variable and config key,
  * so that the three sources cannot drift apart. Precedence: config < environment < argv. */
 #include "gr_launcher.h"
+
+#include "gr_parse.h"
 #include "gr_supervise.h"
 
 #include <ctype.h>
@@ -148,16 +150,6 @@ int gr__parse_size(const char *s, unsigned long long *out) {
   return 0;
 }
 
-static int parse_int(const char *s, int *out) {
-  if (!s || !*s) return -1;
-  errno = 0;
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || end == s || v < INT_MIN || v > INT_MAX) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 static int parse_seconds(const char *s, double *out) {
   if (!s || !*s) return -1;
   errno = 0;
@@ -194,7 +186,7 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
   case T_INT: {
     int v;
     if (!value) return gr__fail_msg(GR_ERR_INVALID, "%s needs a value", origin);
-    if (parse_int(value, &v) || v < d->min || v > 1000000)
+    if (gr__parse_int(value, d->min, 1000000, &v) != GR_OK)
       return gr__fail_msg(GR_ERR_INVALID, "%s: expected an integer >= %d, got '%s'", origin, d->min, value);
     *(int *)(base + d->off) = v;
     return GR_OK;

@@ -4,6 +4,8 @@
  * Pure apart from reading the environment through a getter: tests pass fake environments. */
 #include "gr_launcher.h"
 
+#include "gr_parse.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -176,16 +178,6 @@ int gr__hostlist_nth(const char *list, long idx, char *out, size_t outlen) {
 
 /* ---- the contract --------------------------------------------------------------------------- */
 
-static int to_int(const char *s, int *out) {
-  if (!s || !*s) return -1;
-  errno = 0;
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || v < 0 || v > INT_MAX) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 /* 10000 + FNV-1a(job id) mod 20000: below Linux's ephemeral range (32768+), the same on every rank
  * of a job, and different for jobs (or steps) that share a node. */
 int gr__torch_port(const char *job) {
@@ -258,10 +250,10 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
     t->source = l->name;
     const char *size_var = l->size;
     const char *r = get(ctx, l->rank), *s = get(ctx, size_var);
-    if (to_int(r, &t->rank))
+    if (gr__parse_int(r, 0, INT_MAX, &t->rank))
       return gr__fail_msg(GR_ERR_INVALID, "%s=%.40s is not a rank", l->rank, r);
     if (!s && strcmp(l->name, "Slurm") == 0) s = get(ctx, size_var = "SLURM_NPROCS");
-    if (!s || to_int(s, &t->size) || t->size < 1)
+    if (!s || gr__parse_int(s, 0, INT_MAX, &t->size) || t->size < 1)
       return gr__fail_msg(GR_ERR_INVALID,
                                 "%s is set but %s=%.40s is not a size (needed for WORLD_SIZE)",
                                 l->rank, size_var, s ? s : "(unset)");
@@ -292,8 +284,8 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
     }
     if (strcmp(l->name, "PALS") == 0) nid = get(ctx, "PALS_NODEID");
     if (strcmp(l->name, "Flux") == 0) nn = get(ctx, "FLUX_JOB_NNODES");
-    if (nn && (to_int(nn, &t->nnodes) || t->nnodes < 1)) t->nnodes = -1;
-    if (nid && to_int(nid, &t->group_rank)) t->group_rank = -1;
+    if (nn && (gr__parse_int(nn, 0, INT_MAX, &t->nnodes) || t->nnodes < 1)) t->nnodes = -1;
+    if (nid && gr__parse_int(nid, 0, INT_MAX, &t->group_rank)) t->group_rank = -1;
   }
   if (t->size == t->local_size) t->nnodes = 1; /* every rank is on this node */
   if (t->nnodes == 1) t->group_rank = 0;

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -134,9 +135,8 @@ static void load_live(top_job *job, const char *path, const char *name, const ch
   gr__live lv;
   if (n <= 0 || gr__live_parse(buf, (size_t)n, &lv) != 0) return;
   /* live.<rank>: a file that claims another rank than its name is not that rank's */
-  char *end;
-  long named = strtol(name + 5, &end, 10);
-  if (*end || named != lv.rank) return;
+  long long named;
+  if (gr__parse_ll(name + 5, 0, LLONG_MAX, &named) != GR_OK || named != lv.rank) return;
   top_rank *t = rank_slot(job, lv.rank);
   if (!t) return;
   t->live = lv;

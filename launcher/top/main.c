@@ -179,9 +179,8 @@ int main(int argc, char **argv) {
       }
       i++;
     } else if (!strcmp(a, "--bench")) {
-      char *e;
-      long n = v ? strtol(v, &e, 10) : 0;
-      if (!v || *e || n < 1 || n > 100000) {
+      int n;
+      if (gr__parse_int(v, 1, 100000, &n) != GR_OK) {
         fprintf(stderr, "gpurun-top: --bench needs a frame count in [1, 100000]\n");
         return 2;
       }

@@ -6,6 +6,7 @@
 
 #include "gr_clock.h"
 #include "gr_live_file.h"
+#include "gr_parse.h"
 
 #include <stdio.h>
 
