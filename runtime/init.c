@@ -8,6 +8,7 @@
 #include "gr_job_agree.h"
 #include "gr_device.h"
 #include "gr_error.h"
+#include "gr_mpi_error.h"
 #include "gr_log.h"
 #include "gr_plan.h"
 #include "gr_pool.h"
@@ -56,9 +57,7 @@ static const char *thread_level_name(int level) {
 
 static gr_status mpi_fail(int rc, const char *what) {
   char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
-  return gr__fail(GR_ERR_MPI, "gr_init", "%s: %s", what, msg);
+  return gr__fail(GR_ERR_MPI, "gr_init", "%s: %s", what, gr__mpi_strerror(rc, msg));
 }
 
 /* Without a plan: local rank and size from the ranks that share this node's memory. */
@@ -199,7 +198,11 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
     snprintf(info.node, sizeof info.node, "localhost");
   info.node[sizeof info.node - 1] = '\0';
 
-  gr_rank_info_t plan = info;
+  gr_plan plan; /* the plan part of gr_rank_info_t (base/gr_plan.h), copied field by field */
+  _Static_assert(sizeof plan.gpus == sizeof info.gpus && sizeof plan.cpus == sizeof info.cpus &&
+                     sizeof plan.nic == sizeof info.nic,
+                 "gr_plan and gr_rank_info_t disagree on a field size");
+  memset(&plan, 0, sizeof plan);
   if (gr__plan_parse(environ, &plan) != GR_OK) {
     /* A broken plan must not pass silently, but the program can still run without it. */
     GR_WARN("%s; ignoring gpurun's plan", gr_last_error());

@@ -1,4 +1,4 @@
-/* libFuzzer target: the integer parser (runtime/parse.c) against an independent reference on
+/* libFuzzer target: the integer parser (base/parse.c) against an independent reference on
  * arbitrary bytes and ranges. The reference decides the grammar by hand (optional sign, digits,
  * nothing else) and computes the value in __int128 from at most 40 significant digits, so it
  * cannot overflow where the parser under test must detect it. */

@@ -1,4 +1,4 @@
-/* gr__parse_ll / gr__parse_int (runtime/parse.c): the one integer parser for text gpurun did not
+/* gr__parse_ll / gr__parse_int (base/parse.c): the one integer parser for text gpurun did not
  * write. Hostile cases: overflow at every width, signs, trailing junk, empty, whitespace; each
  * refusal leaves *out alone. The accepted values are checked against numbers written here. */
 #include <stdarg.h>

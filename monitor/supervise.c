@@ -45,11 +45,9 @@ static void job_id(const gr_supervise_opts *o, char *out, size_t cap) {
     for (char *p = out; *p; p++)
       if (!gr__safe_char((unsigned char)*p)) *p = '_';
   } else if (gr__monitor_job_from_env(out, cap) != 0) {
-    /* No launcher ids: a timestamp (minute resolution, so ranks started together usually agree). */
-    time_t t = time(NULL);
-    struct tm tm;
-    localtime_r(&t, &tm);
-    strftime(out, cap, "%Y%m%d-%H%M", &tm);
+    /* No launcher ids: a timestamp (UTC, minute resolution, so ranks started together usually
+     * agree; gr_jobdir.h). */
+    gr__job_from_time(time(NULL), 1, out, cap);
   }
 }
 
