@@ -29,6 +29,8 @@
  * nothing can be checked: the variable is kept and the plan is CPU-only. */
 #include "gr_launcher.h"
 
+#include "gr_parse.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -199,10 +201,10 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
    * ConstrainDevices) only how to name them; the other tasks hold the node's other GPUs. */
   int per_task = 0;
   {
-    const char *on = get(ctx, "SLURM_GPUS_ON_NODE");
-    char *end;
-    long gon = on ? strtol(on, &end, 10) : 0;
-    if (sval && on && *on && !*end && gon > npool && val) per_task = 1;
+    int gon;
+    if (sval && val && gr__parse_int(get(ctx, "SLURM_GPUS_ON_NODE"), 0, INT_MAX, &gon) == GR_OK &&
+        gon > npool)
+      per_task = 1;
   }
   if (!val) { /* Slurm's list alone: the pool, planned freely */
     for (int i = 0; i < npool; i++)

@@ -1,6 +1,6 @@
 /* libFuzzer target: the integer parser (base/parse.c) against an independent reference on
  * arbitrary bytes and ranges. The reference decides the grammar by hand (optional sign, digits,
- * nothing else) and computes the value in __int128 from at most 40 significant digits, so it
+ * nothing else) and computes the value in __int128 from at most 25 significant digits, so it
  * cannot overflow where the parser under test must detect it. */
 #include "gr_parse.h"
 
@@ -17,7 +17,7 @@ static int reference(const char *s, long long lo, long long hi, long long *out) 
   for (const char *q = p; *q; q++)
     if (*q < '0' || *q > '9') return -1;
   while (*p == '0' && p[1]) p++; /* leading zeros */
-  if (strlen(p) > 40) return -1;  /* far beyond any long long */
+  if (strlen(p) > 25) return -1; /* beyond any long long, within __int128 */
   __int128 v = 0;
   for (; *p; p++) v = v * 10 + (*p - '0');
   if (neg) v = -v;
