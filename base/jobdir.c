@@ -31,6 +31,7 @@ void gr__job_from_time(time_t t, int minute_only, char *out, size_t cap) {
   struct tm tm;
   if (!cap) return;
   out[0] = '\0';
-  if (!gmtime_r(&t, &tm) || strftime(out, cap, minute_only ? "%Y%m%d-%H%M" : "%Y%m%d-%H%M%S", &tm) == 0)
+  if (!gmtime_r(&t, &tm) ||
+      strftime(out, cap, minute_only ? "%Y%m%d-%H%M" : "%Y%m%d-%H%M%S", &tm) == 0)
     snprintf(out, cap, "%lld", (long long)t); /* past year 9999, or cap too small */
 }

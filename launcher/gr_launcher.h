@@ -89,8 +89,8 @@ typedef struct {
                          they rank below every real launcher's variables */
 } gr__whoami_t;
 
-/* Fills w from the first launcher whose variables are present. GR_ERR_INVALID (the sentence says which
- * variable) when a present variable does not parse, or the rank is not below the size. */
+/* Fills w from the first launcher whose variables are present. GR_ERR_INVALID (the sentence says
+ * which variable) when a present variable does not parse, or the rank is not below the size. */
 gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__whoami_t *w);
 /* Slurm's compressed per-node task counts, "2(x3),1": the count of node `nodeid`; -1 if malformed.
  */

@@ -68,8 +68,7 @@ static int gr__nvml_loadable(void) {
   return dl != NULL;
 }
 
-gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,
-                          gr__plan *notes) {
+gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__plan *notes) {
   if (mode == GR__HEALTH_OFF || n->ngpus == 0) return GR_OK;
   gr__gpu_health *h = calloc((size_t)n->ngpus, sizeof *h);
   size_t cap = (size_t)n->ngpus * (GR_HEALTH_WHY + 8) + 1;
@@ -107,7 +106,7 @@ gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,
       size_t el = (size_t)snprintf(err, sizeof err, "--gpu-health avoid: no healthy GPU left:");
       for (int g = 0; g < n->ngpus && el < sizeof err; g++)
         el += (size_t)snprintf(err + el, sizeof err - el, "%s GPU %d %s: %s", g ? ";" : "",
-                                n->gpus[g].index, n->gpus[g].pci, h[g].why);
+                               n->gpus[g].index, n->gpus[g].pci, h[g].why);
       rc = gr__fail_msg(GR_ERR_INVALID, "%s", err);
     } else {
       gr__node_restrict(n, keep, NULL, 0);

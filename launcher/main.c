@@ -26,8 +26,7 @@ static int usage_error(void) {
 int main(int argc, char **argv) {
   gr__options o;
   gr__options_init(&o);
-  if (gr__options_parse(&o, argc, argv, gr__real_getenv, NULL) != GR_OK)
-    return usage_error();
+  if (gr__options_parse(&o, argc, argv, gr__real_getenv, NULL) != GR_OK) return usage_error();
   if (o.help) {
     gr__options_usage(stdout);
     return 0;
@@ -46,8 +45,8 @@ int main(int argc, char **argv) {
   /* the GPUs a scheduler already gave this task (a recorded topology is another machine's) */
   gr__visible vis;
   memset(&vis, 0, sizeof vis);
-  if (!node.foreign &&
-      gr__visible_apply(&node, me.local_rank, me.local_size, gr__real_getenv, NULL, &vis) != GR_OK) {
+  if (!node.foreign && gr__visible_apply(&node, me.local_rank, me.local_size, gr__real_getenv, NULL,
+                                         &vis) != GR_OK) {
     gr__node_free(&node);
     return usage_error();
   }

@@ -18,10 +18,10 @@ FILE *gr__open_regular(const char *path, const char *what) {
   struct stat sb;
   if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     gr__fail_msg(GR_ERR_INVALID, "%s %s: not a regular file (%s)", what, path,
-                       S_ISDIR(sb.st_mode)    ? "a directory"
-                       : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                       : S_ISSOCK(sb.st_mode) ? "a socket"
-                                              : "a device");
+                 S_ISDIR(sb.st_mode)    ? "a directory"
+                 : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                 : S_ISSOCK(sb.st_mode) ? "a socket"
+                                        : "a device");
     close(fd);
     return NULL;
   }

@@ -187,7 +187,8 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
     int v;
     if (!value) return gr__fail_msg(GR_ERR_INVALID, "%s needs a value", origin);
     if (gr__parse_int(value, d->min, 1000000, &v) != GR_OK)
-      return gr__fail_msg(GR_ERR_INVALID, "%s: expected an integer >= %d, got '%s'", origin, d->min, value);
+      return gr__fail_msg(GR_ERR_INVALID, "%s: expected an integer >= %d, got '%s'", origin, d->min,
+                          value);
     *(int *)(base + d->off) = v;
     return GR_OK;
   }
@@ -203,8 +204,9 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
     for (int p = GR__POLICY_CLOSEST; p <= GR__POLICY_LEAST_LOADED; p++)
       if (strcmp(value, gr__policy_name((gr__policy)p)) == 0)
         return o->policy = (gr__policy)p, GR_OK;
-    return gr__fail_msg(GR_ERR_INVALID, "%s: unknown policy '%s' (closest, spread, compact, none, least-loaded)", origin,
-                value);
+    return gr__fail_msg(GR_ERR_INVALID,
+                        "%s: unknown policy '%s' (closest, spread, compact, none, least-loaded)",
+                        origin, value);
   }
   case T_FORMAT: {
     if (!value) return gr__fail_msg(GR_ERR_INVALID, "%s needs a value", origin);
@@ -220,42 +222,42 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
     unsigned long long v;
     if (!value || gr__parse_size(value, &v) || v == 0)
       return gr__fail_msg(GR_ERR_INVALID, "%s: expected a size like 8G or 512M, got '%s'", origin,
-                  value ? value : "");
+                          value ? value : "");
     o->gpu_mem_limit = v;
     return GR_OK;
   }
   case T_SECONDS: {
     double v;
     if (!value || parse_seconds(value, &v))
-      return gr__fail_msg(GR_ERR_INVALID, "%s: expected seconds, got '%s'", origin, value ? value : "");
+      return gr__fail_msg(GR_ERR_INVALID, "%s: expected seconds, got '%s'", origin,
+                          value ? value : "");
     o->time_limit = v;
     return GR_OK;
   }
   case T_OMP: {
     if (value && strcmp(value, "keep") == 0) return o->omp_set = 0, GR_OK;
     if (value && strcmp(value, "set") == 0) return o->omp_set = 1, GR_OK;
-    return gr__fail_msg(GR_ERR_INVALID, "%s: expected keep or set, got '%s'",
-                              origin, value ? value : "");
+    return gr__fail_msg(GR_ERR_INVALID, "%s: expected keep or set, got '%s'", origin,
+                        value ? value : "");
   }
   case T_VISIBLE: {
     static const char *const modes[] = {"own", "own-first", "all"};
     for (int m = 0; m < 3; m++)
       if (value && strcmp(value, modes[m]) == 0) return o->visible = m, GR_OK;
-    return gr__fail_msg(GR_ERR_INVALID,
-                              "%s: expected own, own-first or all, got '%s'", origin,
-                              value ? value : "");
+    return gr__fail_msg(GR_ERR_INVALID, "%s: expected own, own-first or all, got '%s'", origin,
+                        value ? value : "");
   }
   case T_HEALTH: {
     for (int m = GR__HEALTH_WARN; m <= GR__HEALTH_AVOID; m++)
       if (value && strcmp(value, gr__health_mode_name(m)) == 0) return o->gpu_health = m, GR_OK;
-    return gr__fail_msg(GR_ERR_INVALID, "%s: expected off, warn or avoid, got '%s'",
-                              origin, value ? value : "");
+    return gr__fail_msg(GR_ERR_INVALID, "%s: expected off, warn or avoid, got '%s'", origin,
+                        value ? value : "");
   }
   case T_PRIORITY: {
     for (int l = GR__PRIO_NORMAL; l <= GR__PRIO_HIGH; l++)
       if (value && strcmp(value, gr__priority_name(l)) == 0) return o->priority = l, GR_OK;
-    return gr__fail_msg(GR_ERR_INVALID, "%s: expected low, normal or high, got '%s'",
-                              origin, value ? value : "");
+    return gr__fail_msg(GR_ERR_INVALID, "%s: expected low, normal or high, got '%s'", origin,
+                        value ? value : "");
   }
   case T_MONITOR: {
     /* GPURUN_MONITOR=0/no turns it off; =1/yes on at the default interval; =2.5 on at 2.5 s. */
@@ -264,11 +266,11 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
     if (!value || !*value) return o->monitor = 1, GR_OK;
     if (parse_bool(value, &b) == 0 && strcmp(value, "1") != 0) return o->monitor = b, GR_OK;
     if (parse_seconds(value, &v) || v <= 0)
-      return gr__fail_msg(GR_ERR_INVALID, "%s: expected an interval in seconds > 0, got '%s'", origin, value);
+      return gr__fail_msg(GR_ERR_INVALID, "%s: expected an interval in seconds > 0, got '%s'",
+                          origin, value);
     if (v < GR_MONITOR_MIN_INTERVAL_S)
-      return gr__fail_msg(GR_ERR_INVALID,
-                                "%s: interval %s s is below the floor of %g s", origin, value,
-                                GR_MONITOR_MIN_INTERVAL_S);
+      return gr__fail_msg(GR_ERR_INVALID, "%s: interval %s s is below the floor of %g s", origin,
+                          value, GR_MONITOR_MIN_INTERVAL_S);
     o->monitor = 1;
     o->monitor_interval = v;
     return GR_OK;
@@ -283,7 +285,8 @@ static const opt_def *find_long(const char *name, size_t len) {
   return NULL;
 }
 
-gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, const char *origin) {
+gr_status gr__options_config_text(gr__options *o, const char *text, size_t len,
+                                  const char *origin) {
   size_t pos = 0;
   int lineno = 0;
   char line[2048];
@@ -293,11 +296,13 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
       end++;
     lineno++;
     size_t l = end - pos;
-    if (l >= sizeof line) return gr__fail_msg(GR_ERR_INVALID, "%s:%d: line too long", origin, lineno);
+    if (l >= sizeof line)
+      return gr__fail_msg(GR_ERR_INVALID, "%s:%d: line too long", origin, lineno);
     memcpy(line, text + pos, l);
     line[l] = 0;
     pos = end + 1;
-    if (memchr(line, 0, l)) return gr__fail_msg(GR_ERR_INVALID, "%s:%d: NUL byte in line", origin, lineno);
+    if (memchr(line, 0, l))
+      return gr__fail_msg(GR_ERR_INVALID, "%s:%d: NUL byte in line", origin, lineno);
     char *hash = strchr(line, '#');
     if (hash) *hash = 0;
     char *s = line;
@@ -309,7 +314,8 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
     if (!*s) continue;
     char *eq = strchr(s, '=');
     if (!eq)
-      return gr__fail_msg(GR_ERR_INVALID, "%s:%d: expected 'key = value', got '%.60s'", origin, lineno, s);
+      return gr__fail_msg(GR_ERR_INVALID, "%s:%d: expected 'key = value', got '%.60s'", origin,
+                          lineno, s);
     char *k_end = eq;
     while (k_end > s && isspace((unsigned char)k_end[-1]))
       k_end--;
@@ -430,17 +436,19 @@ gr_status gr__options_parse(gr__options *o, int argc, char *const argv[], gr__ge
   if ((o->local_rank < 0) != (o->local_size < 0))
     return gr__fail_msg(GR_ERR_INVALID, "--local-rank and --local-size go together");
   if (o->local_rank >= 0 && o->local_rank >= o->local_size)
-    return gr__fail_msg(GR_ERR_INVALID, "--local-rank %d is not below --local-size %d", o->local_rank,
-                o->local_size);
+    return gr__fail_msg(GR_ERR_INVALID, "--local-rank %d is not below --local-size %d",
+                        o->local_rank, o->local_size);
   if (o->gpus_per_rank > 1 && o->ranks_per_gpu > 1)
-    return gr__fail_msg(GR_ERR_INVALID, "--gpus-per-rank %d and --ranks-per-gpu %d conflict: choose one",
-                o->gpus_per_rank, o->ranks_per_gpu);
+    return gr__fail_msg(GR_ERR_INVALID,
+                        "--gpus-per-rank %d and --ranks-per-gpu %d conflict: choose one",
+                        o->gpus_per_rank, o->ranks_per_gpu);
   if (o->all && !o->dry_run && !o->topo_view)
     return gr__fail_msg(GR_ERR_INVALID, "--all needs --dry-run or --topo");
   if (o->dry_run && o->topo_view)
     return gr__fail_msg(GR_ERR_INVALID, "--dry-run and --topo conflict: choose one");
   if (!o->dry_run && !o->topo_view && o->prog >= argc)
-    return gr__fail_msg(GR_ERR_INVALID, "no program to run (usage: gpurun [OPTIONS] [--] PROGRAM [ARGS...])");
+    return gr__fail_msg(GR_ERR_INVALID,
+                        "no program to run (usage: gpurun [OPTIONS] [--] PROGRAM [ARGS...])");
   return GR_OK;
 }
 

@@ -100,7 +100,7 @@ static gr_status find_gpus(gr__node *n) {
   do {                                                                                             \
     if (n->ngpus == cap) {                                                                         \
       gr__gpu *ng = realloc(n->gpus, (size_t)cap * 2 * sizeof *ng);                                \
-      if (!ng) return gr__fail_msg(GR_ERR_NOMEM, "out of memory");                            \
+      if (!ng) return gr__fail_msg(GR_ERR_NOMEM, "out of memory");                                 \
       n->gpus = ng;                                                                                \
       cap *= 2;                                                                                    \
     }                                                                                              \
@@ -287,15 +287,16 @@ gr_status gr__node_load(gr__node *n, const char *xml) {
     }
     fclose(f);
     if (!buf) {
-      st = gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s: larger than 256 MiB or "
-                              "out of memory", xml);
+      st = gr__fail_msg(GR_ERR_TOPOLOGY,
+                        "topology %s: larger than 256 MiB or "
+                        "out of memory",
+                        xml);
       goto bad;
     }
     buf[len] = 0;
     xmlbuf = buf; /* freed after the load */
     if (len > INT_MAX - 1 || hwloc_topology_set_xmlbuffer(n->topo, buf, (int)len + 1) != 0) {
-      st =
-          gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s does not load: %s", xml, strerror(errno));
+      st = gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s does not load: %s", xml, strerror(errno));
       goto bad;
     }
     n->foreign = 1;
@@ -314,13 +315,13 @@ gr_status gr__node_load(gr__node *n, const char *xml) {
   }
   if (hwloc_topology_load(n->topo) != 0) {
     st = gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s does not load: %s",
-              xml && *xml ? xml : "(live)", strerror(errno));
+                      xml && *xml ? xml : "(live)", strerror(errno));
     goto bad;
   }
   n->allowed = hwloc_topology_get_allowed_cpuset(n->topo);
   if (hwloc_bitmap_iszero(n->allowed)) {
     st = gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s has no allowed PUs",
-              xml && *xml ? xml : "(live)");
+                      xml && *xml ? xml : "(live)");
     goto bad;
   }
   free(xmlbuf);

@@ -255,11 +255,11 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
     if (!s && strcmp(l->name, "Slurm") == 0) s = get(ctx, size_var = "SLURM_NPROCS");
     if (!s || gr__parse_int(s, 0, INT_MAX, &t->size) || t->size < 1)
       return gr__fail_msg(GR_ERR_INVALID,
-                                "%s is set but %s=%.40s is not a size (needed for WORLD_SIZE)",
-                                l->rank, size_var, s ? s : "(unset)");
+                          "%s is set but %s=%.40s is not a size (needed for WORLD_SIZE)", l->rank,
+                          size_var, s ? s : "(unset)");
     if (t->rank >= t->size)
-      return gr__fail_msg(GR_ERR_INVALID, "%s=%d is not below %s=%d", l->rank,
-                                t->rank, size_var, t->size);
+      return gr__fail_msg(GR_ERR_INVALID, "%s=%d is not below %s=%d", l->rank, t->rank, size_var,
+                          t->size);
     const char *j = get(ctx, l->job);
     if (!j && strcmp(l->name, "Open MPI") == 0) j = get(ctx, "PMIX_NAMESPACE");
     if (j) snprintf(job, sizeof job, "%.100s", j);
@@ -300,8 +300,8 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
   const char *given = o && o->master_addr[0] ? o->master_addr : NULL;
   if (given) {
     if (!valid_addr(given))
-      return gr__fail_msg(GR_ERR_INVALID,
-                                "--master-addr '%.60s' is not a host name or address", given);
+      return gr__fail_msg(GR_ERR_INVALID, "--master-addr '%.60s' is not a host name or address",
+                          given);
     snprintf(t->master_addr, sizeof t->master_addr, "%s", given);
   } else if (get(ctx, "MASTER_ADDR")) {
     t->master_addr[0] = 0; /* the user's; nothing to derive */
@@ -313,8 +313,8 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
     if (!list)
       why = "Slurm set no SLURM_STEP_NODELIST or SLURM_JOB_NODELIST";
     else if (gr__hostlist_nth(list, 0, t->master_addr, sizeof t->master_addr))
-      return gr__fail_msg(GR_ERR_INVALID,
-                                "%s=%.80s is not a Slurm hostlist (give --master-addr)", var, list);
+      return gr__fail_msg(GR_ERR_INVALID, "%s=%.80s is not a Slurm hostlist (give --master-addr)",
+                          var, list);
   } else if (t->nnodes == 1) {
     snprintf(t->master_addr, sizeof t->master_addr, "127.0.0.1");
   } else if (l && strcmp(l->name, "Open MPI") == 0) {
@@ -332,14 +332,13 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
                    : job[0]                ? gr__torch_port(job)
                                            : 29500; /* torch's default */
   if (t->master_port > 65535)
-    return gr__fail_msg(GR_ERR_INVALID, "--master-port %d is not below 65536",
-                              t->master_port);
+    return gr__fail_msg(GR_ERR_INVALID, "--master-port %d is not below 65536", t->master_port);
   if (why) {
     t->master_addr[0] = '\0';
     return gr__fail_msg(GR_ERR_NOT_FOUND,
-                              "cannot find MASTER_ADDR for torch.distributed: %s (%s): give "
-                              "--master-addr HOST or set MASTER_ADDR",
-                              why, t->source);
+                        "cannot find MASTER_ADDR for torch.distributed: %s (%s): give "
+                        "--master-addr HOST or set MASTER_ADDR",
+                        why, t->source);
   }
   return GR_OK;
 }
@@ -377,8 +376,7 @@ gr_status gr__torch_env(const gr__options *o, gr__getenv_fn get, void *ctx, int 
   snprintf(v[6], sizeof v[6], "%d", t.master_port);
   for (int i = 0; i < 7; i++) {
     if (!val[i] || get(ctx, name[i])) continue; /* already set: the user's value stays */
-    if (e->n >= GR__MAX_ENV)
-      return gr__fail_msg(GR_ERR_INTERNAL, "too many variables to export");
+    if (e->n >= GR__MAX_ENV) return gr__fail_msg(GR_ERR_INTERNAL, "too many variables to export");
     e->name[e->n] = strdup(name[i]);
     e->value[e->n] = strdup(val[i]);
     if (!e->name[e->n] || !e->value[e->n]) {

@@ -63,7 +63,8 @@ static gr_status from_pair(const simple_launcher *l, gr__getenv_fn get, void *ct
   if (!r) return GR_OK;
   *found = 1;
   const char *s = get(ctx, l->size_var);
-  if (gr__parse_int(r, 0, INT_MAX, &w->local_rank)) return gr__fail_msg(GR_ERR_INVALID, "%s=%.40s is not a rank", l->rank_var, r);
+  if (gr__parse_int(r, 0, INT_MAX, &w->local_rank))
+    return gr__fail_msg(GR_ERR_INVALID, "%s=%.40s is not a rank", l->rank_var, r);
   if (!s) return gr__fail_msg(GR_ERR_INVALID, "%s is set but %s is not", l->rank_var, l->size_var);
   if (gr__parse_int(s, 0, INT_MAX, &w->local_size) || w->local_size < 1)
     return gr__fail_msg(GR_ERR_INVALID, "%s=%.40s is not a size", l->size_var, s);
@@ -76,17 +77,22 @@ static gr_status from_slurm(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *
   *found = 0;
   if (!r) return GR_OK;
   *found = 1;
-  if (gr__parse_int(r, 0, INT_MAX, &w->local_rank)) return gr__fail_msg(GR_ERR_INVALID, "SLURM_LOCALID=%.40s is not a rank", r);
+  if (gr__parse_int(r, 0, INT_MAX, &w->local_rank))
+    return gr__fail_msg(GR_ERR_INVALID, "SLURM_LOCALID=%.40s is not a rank", r);
   const char *var = "SLURM_STEP_TASKS_PER_NODE";
   const char *spec = get(ctx, var);
   if (!spec) spec = get(ctx, var = "SLURM_TASKS_PER_NODE");
-  if (!spec) return gr__fail_msg(GR_ERR_INVALID, "SLURM_LOCALID is set but SLURM_STEP_TASKS_PER_NODE is not");
+  if (!spec)
+    return gr__fail_msg(GR_ERR_INVALID,
+                        "SLURM_LOCALID is set but SLURM_STEP_TASKS_PER_NODE is not");
   int nodeid = 0;
   const char *nid = get(ctx, "SLURM_NODEID");
   if (nid && gr__parse_int(nid, 0, INT_MAX, &nodeid))
     return gr__fail_msg(GR_ERR_INVALID, "SLURM_NODEID=%.40s is not a node index", nid);
   int n = gr__slurm_tasks_on_node(spec, nodeid);
-  if (n < 1) return gr__fail_msg(GR_ERR_INVALID, "%s=%.60s has no task count for node %d", var, spec, nodeid);
+  if (n < 1)
+    return gr__fail_msg(GR_ERR_INVALID, "%s=%.60s has no task count for node %d", var, spec,
+                        nodeid);
   w->local_size = n;
   w->source = "Slurm";
   return GR_OK;
@@ -104,8 +110,9 @@ static gr_status from_flux(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *f
   int size = 0, nnodes = 1;
   const char *js = get(ctx, "FLUX_JOB_SIZE"), *nn = get(ctx, "FLUX_JOB_NNODES");
   if (!js || gr__parse_int(js, 0, INT_MAX, &size) || size < 1)
-    return gr__fail_msg(GR_ERR_INVALID, "FLUX_TASK_LOCAL_ID is set but FLUX_JOB_SIZE=%.40s is not a size",
-                js ? js : "(unset)");
+    return gr__fail_msg(GR_ERR_INVALID,
+                        "FLUX_TASK_LOCAL_ID is set but FLUX_JOB_SIZE=%.40s is not a size",
+                        js ? js : "(unset)");
   if (nn && (gr__parse_int(nn, 0, INT_MAX, &nnodes) || nnodes < 1))
     return gr__fail_msg(GR_ERR_INVALID, "FLUX_JOB_NNODES=%.40s is not a node count", nn);
   w->local_size = (size + nnodes - 1) / nnodes;
@@ -150,6 +157,6 @@ gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__who
   }
   if (w->local_rank >= w->local_size)
     return gr__fail_msg(GR_ERR_INVALID, "local rank %d is not below the local size %d (from %s)",
-                w->local_rank, w->local_size, w->source);
+                        w->local_rank, w->local_size, w->source);
   return GR_OK;
 }

@@ -287,7 +287,9 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, rpt
   return rc;
 }
 
-gr_status rpt_load_csv(const char *path, rpt_job *job) { return load_csv_at(AT_FDCWD, path, path, job); }
+gr_status rpt_load_csv(const char *path, rpt_job *job) {
+  return load_csv_at(AT_FDCWD, path, path, job);
+}
 
 static gr_status load_counters_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
   const char *base = strrchr(name, '/');

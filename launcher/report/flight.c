@@ -501,17 +501,17 @@ gr_status rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, 
   for (int i = 0; i < n; i++) {
     const char *name = ents[i]->d_name;
     size_t len = strlen(name);
-    if (rc == GR_OK && !strncmp(name, "flight.", 7) && len > 12 && !strcmp(name + len - 5, ".json")) {
+    if (rc == GR_OK && !strncmp(name, "flight.", 7) && len > 12 &&
+        !strcmp(name + len - 5, ".json")) {
       size_t at = 0;
       char why[512];
       grj *doc = grj_parse_file_at(dirfd, name, RPT_MAX_FLIGHT_FILE, &at, why, sizeof why);
       double rank = doc ? grj_num(doc, "rank", -1) : -1;
       if (!doc || !(rank >= 0 && rank <= MAX_RANK)) {
-        rc = gr__fail_msg(GR_ERR_INVALID, "%s/%s: %s",
-                          gr__esc_term_str(esc_dir, sizeof esc_dir, dir),
-                          gr__esc_term_str(esc_name, sizeof esc_name, name),
-                          gr__esc_term_str(esc_why, sizeof esc_why,
-                                           doc ? "no valid \"rank\"" : why));
+        rc = gr__fail_msg(
+            GR_ERR_INVALID, "%s/%s: %s", gr__esc_term_str(esc_dir, sizeof esc_dir, dir),
+            gr__esc_term_str(esc_name, sizeof esc_name, name),
+            gr__esc_term_str(esc_why, sizeof esc_why, doc ? "no valid \"rank\"" : why));
         grj_free(doc);
       } else {
         dump *nd2 = realloc(d, (size_t)(nd + 1) * sizeof *d);

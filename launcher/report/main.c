@@ -153,8 +153,7 @@ int main(int argc, char **argv) {
   rpt_free(&job);
   /* The table is output too: a full disk or a closed pipe on stdout is a failure. */
   if (fflush(stdout) != 0 || ferror(stdout)) {
-    gr__fail_msg(GR_ERR_SYSTEM, "cannot write the summary to standard output: %s",
-                 strerror(errno));
+    gr__fail_msg(GR_ERR_SYSTEM, "cannot write the summary to standard output: %s", strerror(errno));
     return fail(1);
   }
   return fst != GR_OK ? 1 : rc;

@@ -16,10 +16,12 @@ static int reference(const char *s, long long lo, long long hi, long long *out) 
   if (!*p) return -1;
   for (const char *q = p; *q; q++)
     if (*q < '0' || *q > '9') return -1;
-  while (*p == '0' && p[1]) p++; /* leading zeros */
+  while (*p == '0' && p[1])
+    p++;                         /* leading zeros */
   if (strlen(p) > 25) return -1; /* beyond any long long, within __int128 */
   __int128 v = 0;
-  for (; *p; p++) v = v * 10 + (*p - '0');
+  for (; *p; p++)
+    v = v * 10 + (*p - '0');
   if (neg) v = -v;
   if (v < lo || v > hi) return -1;
   *out = (long long)v;

@@ -225,8 +225,7 @@ static void test_not_regular(void **state) {
     gr__options o;
     gr__options_init(&o);
     char *argv[] = {"gpurun", "--config", (char *)paths[i], "true", NULL};
-    assert_int_equal(gr__options_parse(&o, 4, argv, gr__real_getenv, NULL),
-                     GR_ERR_INVALID);
+    assert_int_equal(gr__options_parse(&o, 4, argv, gr__real_getenv, NULL), GR_ERR_INVALID);
     assert_non_null(strstr(gr_last_error(), "not a regular file"));
   }
   unlink(fifo);

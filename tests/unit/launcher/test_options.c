@@ -36,8 +36,8 @@ static gr_status parse(gr__options *o, const char *const *env, ...) {
 static void test_argv(void **state) {
   (void)state;
   gr__options o;
-  assert_int_equal(parse(&o, NULL, "-v", "--policy", "spread", "--gpus-per-rank=2", "--smt",
-                         "--", "./prog", "-v", NULL),
+  assert_int_equal(parse(&o, NULL, "-v", "--policy", "spread", "--gpus-per-rank=2", "--smt", "--",
+                         "./prog", "-v", NULL),
                    GR_OK);
   assert_int_equal(o.verbose, 1);
   assert_int_equal(o.policy, GR__POLICY_SPREAD);
@@ -53,8 +53,7 @@ static void test_argv(void **state) {
   assert_int_equal(o.monitor, 1);
   assert_true(o.monitor_interval == 1.0);
   assert_true(o.time_limit == 30.0);
-  assert_int_equal(parse(&o, NULL, "--monitor=0.5", "--gpu-mem-limit", "4G", "prog", NULL),
-                   GR_OK);
+  assert_int_equal(parse(&o, NULL, "--monitor=0.5", "--gpu-mem-limit", "4G", "prog", NULL), GR_OK);
   assert_true(o.monitor_interval == 0.5);
   assert_int_equal(o.gpu_mem_limit, 4ull << 30);
 }
@@ -81,7 +80,8 @@ static void test_errors(void **state) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     assert_int_equal(parse(&o, NULL, bad[i].a, bad[i].b, bad[i].c, NULL), GR_ERR_INVALID);
-    if (!strstr(gr_last_error(), bad[i].want)) fail_msg("case %zu: '%s' lacks '%s'", i, gr_last_error(), bad[i].want);
+    if (!strstr(gr_last_error(), bad[i].want))
+      fail_msg("case %zu: '%s' lacks '%s'", i, gr_last_error(), bad[i].want);
     assert_null(strchr(gr_last_error(), '\n'));
   }
   assert_int_equal(parse(&o, NULL, "--local-rank", "4", "--local-size", "4", "p", NULL),
@@ -126,11 +126,9 @@ static void test_env_and_config(void **state) {
   assert_int_equal(gr__options_config_text(&o, "policy = spread\nfrobnicate = 1\n", 31, "x.conf"),
                    GR_ERR_INVALID);
   assert_non_null(strstr(gr_last_error(), "x.conf:2: unknown key 'frobnicate'"));
-  assert_int_equal(gr__options_config_text(&o, "just words\n", 11, "x.conf"),
-                   GR_ERR_INVALID);
+  assert_int_equal(gr__options_config_text(&o, "just words\n", 11, "x.conf"), GR_ERR_INVALID);
   assert_non_null(strstr(gr_last_error(), "x.conf:1"));
-  assert_int_equal(parse(&o, NULL, "--config", "/nonexistent.conf", "prog", NULL),
-                   GR_ERR_INVALID);
+  assert_int_equal(parse(&o, NULL, "--config", "/nonexistent.conf", "prog", NULL), GR_ERR_INVALID);
   assert_non_null(strstr(gr_last_error(), "/nonexistent.conf"));
   unlink(path);
   unsigned long long v;
@@ -165,12 +163,12 @@ static void test_priority(void **state) {
   assert_int_equal(o.priority, GR__PRIO_NORMAL);
   assert_string_equal(gr__priority_name(o.priority), "normal");
   gr__options_init(&o);
-  assert_int_equal(gr__options_config_text(&o, "priority = low\n", 15, "x.conf"),
-                   GR_OK);
+  assert_int_equal(gr__options_config_text(&o, "priority = low\n", 15, "x.conf"), GR_OK);
   assert_int_equal(o.priority, GR__PRIO_LOW);
   /* bad values: rejected with their source, case matters, no value */
   assert_int_equal(parse(&o, NULL, "--priority", "urgent", "prog", NULL), GR_ERR_INVALID);
-  assert_non_null(strstr(gr_last_error(), "--priority: expected low, normal or high, got 'urgent'"));
+  assert_non_null(
+      strstr(gr_last_error(), "--priority: expected low, normal or high, got 'urgent'"));
   const char *env2[] = {"GPURUN_PRIORITY=HIGH", NULL};
   assert_int_equal(parse(&o, env2, "prog", NULL), GR_ERR_INVALID);
   assert_non_null(strstr(gr_last_error(), "GPURUN_PRIORITY"));
@@ -179,8 +177,7 @@ static void test_priority(void **state) {
   assert_int_equal(parse(&o, NULL, "--priority", NULL), GR_ERR_INVALID);
   assert_non_null(strstr(gr_last_error(), "--priority needs a value"));
   gr__options_init(&o);
-  assert_int_equal(gr__options_config_text(&o, "priority = -5\n", 14, "x.conf"),
-                   GR_ERR_INVALID);
+  assert_int_equal(gr__options_config_text(&o, "priority = -5\n", 14, "x.conf"), GR_ERR_INVALID);
   assert_non_null(strstr(gr_last_error(), "x.conf:1: priority"));
 }
 

@@ -327,13 +327,11 @@ static void test_export(void **state) {
   o.all = 0;
   /* options: a port out of range, an address with shell characters */
   o.master_port = 70000;
-  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e),
-                   GR_ERR_INVALID);
+  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e), GR_ERR_INVALID);
   assert_non_null(strstr(gr_last_error(), "--master-port"));
   o.master_port = 0;
   snprintf(o.master_addr, sizeof o.master_addr, "h;reboot");
-  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e),
-                   GR_ERR_INVALID);
+  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e), GR_ERR_INVALID);
   assert_non_null(strstr(gr_last_error(), "--master-addr"));
   assert_int_equal(e.n, 0);
   /* the options reach gr__options */

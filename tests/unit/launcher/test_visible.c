@@ -424,8 +424,7 @@ static void test_visible_modes(void **state) {
   assert_int_equal(gr__options_config_text(&o, cfg, strlen(cfg), "t.conf"), GR_OK);
   assert_int_equal(o.visible, GR__VISIBLE_OWN_FIRST);
   const char *bad = "visible-devices = some\n";
-  assert_int_equal(gr__options_config_text(&o, bad, strlen(bad), "t.conf"),
-                   GR_ERR_INVALID);
+  assert_int_equal(gr__options_config_text(&o, bad, strlen(bad), "t.conf"), GR_ERR_INVALID);
   assert_non_null(strstr(gr_last_error(), "own, own-first or all"));
   /* mpirun, every rank sees "3,1,2" (ordinals): rank 1 of 3 holds GPU 2 */
   fake_env e = {{"CUDA_VISIBLE_DEVICES=3,1,2"}};

@@ -66,10 +66,10 @@ static void test_range(void **state) {
 
 static void test_malformed(void **state) {
   (void)state;
-  static const char *const bad[] = {
-      "",     "+",    "-",     "--1",  "+-1",   "-+1",  "++1",   " 1",  "1 ",    "\t1",
-      "1\n",  "\n1",  "1x",    "x1",   "1.0",   "1e3",  "0x10",  "1,2", "1_000", "١",
-      "1\x01", "0b1", "1-",    "- 1",  "+ 1",   "1 2",  "\v1",   "1\r", "∞",     "NaN"};
+  static const char *const bad[] = {"",     "+",   "-",     "--1", "+-1",   "-+1", "++1", " 1",
+                                    "1 ",   "\t1", "1\n",   "\n1", "1x",    "x1",  "1.0", "1e3",
+                                    "0x10", "1,2", "1_000", "١",   "1\x01", "0b1", "1-",  "- 1",
+                                    "+ 1",  "1 2", "\v1",   "1\r", "∞",     "NaN"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     refused_ll(bad[i], LLONG_MIN, LLONG_MAX);
   refused_ll(NULL, LLONG_MIN, LLONG_MAX);
@@ -83,9 +83,22 @@ static void test_malformed(void **state) {
 static void test_every_value_round_trips(void **state) {
   (void)state;
   char buf[32];
-  static const long long vals[] = {0, 1, -1, 9, 10, 99, 100, 65535, -65536, INT_MAX, INT_MIN,
-                                   (long long)INT_MAX + 1, LLONG_MAX / 10, LLONG_MIN / 10,
-                                   LLONG_MAX - 1, LLONG_MIN + 1};
+  static const long long vals[] = {0,
+                                   1,
+                                   -1,
+                                   9,
+                                   10,
+                                   99,
+                                   100,
+                                   65535,
+                                   -65536,
+                                   INT_MAX,
+                                   INT_MIN,
+                                   (long long)INT_MAX + 1,
+                                   LLONG_MAX / 10,
+                                   LLONG_MIN / 10,
+                                   LLONG_MAX - 1,
+                                   LLONG_MIN + 1};
   for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
     snprintf(buf, sizeof buf, "%lld", vals[i]);
     accepted_ll(buf, LLONG_MIN, LLONG_MAX, vals[i]);
@@ -94,8 +107,10 @@ static void test_every_value_round_trips(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_accepts),   cmocka_unit_test(test_overflow),
-      cmocka_unit_test(test_range),     cmocka_unit_test(test_malformed),
+      cmocka_unit_test(test_accepts),
+      cmocka_unit_test(test_overflow),
+      cmocka_unit_test(test_range),
+      cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_every_value_round_trips),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -103,7 +103,8 @@ static void fail_msg_records_the_sentence_as_given(void **state) {
                    GR_ERR_INVALID);
   assert_string_equal(gr_last_error(), "--policy: unknown policy 'x?[2Jy?'");
   assert_int_equal(gr__fail(GR_ERR_MPI, "gr_init", "boom"), GR_ERR_MPI);
-  assert_string_equal(gr_last_error(), "rank 3: gr_init: boom"); /* the library's form is unchanged */
+  assert_string_equal(gr_last_error(),
+                      "rank 3: gr_init: boom"); /* the library's form is unchanged */
   gr__set_process_rank(-1);
 }
 
