@@ -133,7 +133,7 @@ typedef struct {
 /* xml: a file, or NULL/"" for the live machine. */
 gr_status gr__node_load(gr__node *n, const char *xml);
 /* Keep only the GPUs a launcher restricted us to (CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES, as
- * ordinals in PCI order). Ignored (with a note in err, return 0) for UUID forms. */
+ * ordinals in PCI order). Ignored (with a note in note, return 0) for UUID forms. */
 int gr__node_restrict(gr__node *n, const char *visible, char *note, size_t notelen);
 /* Narrows the node to the PUs of mask (an inherited taskset / cpuset); 1 when it changed, 0 when
  * the mask holds all allowed PUs, none of them, or is empty. */
