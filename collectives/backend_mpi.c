@@ -14,6 +14,7 @@
 #include "gr_config.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_mpi_error.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -174,9 +175,7 @@ int gr__mpi_pof2(int p) {
 
 gr_status gr__mpi_rc_fail(gr__call *k, int rc, const char *what) {
   char s[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, s, &len);
-  return gr__comm_err(k->comm, GR_ERR_MPI, "%s failed: %s", what, s);
+  return gr__comm_err(k->comm, GR_ERR_MPI, "%s failed: %s", what, gr__mpi_strerror(rc, s));
 }
 
 /* ---- staging of device buffers ----------------------------------------------------------- */

@@ -3,12 +3,15 @@
 
 #include "json.h"
 
+#include "gr_error.h"
 #include "gr_escape.h"
+#include "gr_parse.h"
 #include "gr_safefile.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -36,14 +39,13 @@ static int parse_name(const char *base, const char *suffix, char *node, size_t c
   tmp[len] = '\0';
   char *dot = strrchr(tmp, '.');
   if (!dot || dot == tmp) return -1;
-  char *end;
-  long lr = strtol(dot + 1, &end, 10);
-  if (*end || end == dot + 1) return -1;
+  int lr;
+  if (gr__parse_int(dot + 1, 0, INT_MAX, &lr) != GR_OK) return -1;
   *dot = '\0';
   size_t nl = (size_t)(dot - tmp);
   if (nl >= cap) return -1;
   memcpy(node, tmp, nl + 1);
-  *local_rank = (int)lr;
+  *local_rank = lr;
   return 0;
 }
 
@@ -157,7 +159,8 @@ static int read_line(FILE *f, char **buf, size_t *cap, size_t *len) {
   return 1;
 }
 
-static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
+/* GR_OK (a file that cannot be used is skipped with a warning), or GR_ERR_NOMEM recorded. */
+static gr_status load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
   char node[128];
@@ -166,7 +169,7 @@ static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *
     fputs("gpurun-report: ", stderr);
     gr__esc_term(stderr, shown);
     fputs(": not named <node>.<local_rank>.csv; skipped\n", stderr);
-    return 0;
+    return GR_OK;
   }
   char why[512];
   int fd = gr__file_open_read(dirfd, name, why, sizeof why);
@@ -178,7 +181,7 @@ static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *
     fputs(": ", stderr);
     gr__esc_term(stderr, why);
     fputs("; skipped\n", stderr);
-    return 0;
+    return GR_OK;
   }
   problems pr = {shown, {0}};
   char *line = NULL;
@@ -190,13 +193,13 @@ static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *
   if (!read_line(f, &line, &cap, &len)) {
     free(line);
     fclose(f);
-    return 0; /* empty file: a rank that never sampled */
+    return GR_OK; /* empty file: a rank that never sampled */
   }
   if (len == (size_t)-1) {
     problem(&pr, P_LONG, 1);
     free(line);
     fclose(f);
-    return 0;
+    return GR_OK;
   }
   line[strcspn(line, "\r\n")] = '\0';
   int nh = split(line, fields, 64);
@@ -222,7 +225,8 @@ static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *
     fclose(f);
     return 0;
   }
-  int file_series = 0, rc = 0;
+  int file_series = 0;
+  gr_status rc = GR_OK;
   for (long lineno = 2; read_line(f, &line, &cap, &len); lineno++) {
     if (len == (size_t)-1) {
       problem(&pr, P_LONG, lineno);
@@ -269,7 +273,9 @@ static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *
     if (!s) s = series_for(job, node, local_rank, rank, gpu);
     if (job->ns > before) file_series++;
     if (!s || push(s, t, m) != 0) {
-      rc = -1;
+      char esc[512];
+      rc = gr__fail_msg(GR_ERR_NOMEM, "out of memory loading %s",
+                        gr__esc_term_str(esc, sizeof esc, shown));
       break;
     }
     if (col_thr >= 0 && *fields[col_thr]) s->throttle_any |= strtoull(fields[col_thr], NULL, 0);
@@ -281,9 +287,11 @@ static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *
   return rc;
 }
 
-int rpt_load_csv(const char *path, rpt_job *job) { return load_csv_at(AT_FDCWD, path, path, job); }
+gr_status rpt_load_csv(const char *path, rpt_job *job) {
+  return load_csv_at(AT_FDCWD, path, path, job);
+}
 
-static int load_counters_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
+static gr_status load_counters_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
   size_t at = 0;
@@ -295,7 +303,7 @@ static int load_counters_at(int dirfd, const char *name, const char *shown, rpt_
     fputs(": ", stderr);
     gr__esc_term(stderr, why);
     fputs("; skipped\n", stderr);
-    return 0;
+    return GR_OK;
   }
   rpt_counters c;
   memset(&c, 0, sizeof c);
@@ -336,13 +344,17 @@ static int load_counters_at(int dirfd, const char *name, const char *shown, rpt_
   }
   grj_free(doc);
   rpt_counters *nc = realloc(job->c, (size_t)(job->nc + 1) * sizeof *nc);
-  if (!nc) return -1;
+  if (!nc) {
+    char esc[512];
+    return gr__fail_msg(GR_ERR_NOMEM, "out of memory loading %s",
+                        gr__esc_term_str(esc, sizeof esc, shown));
+  }
   job->c = nc;
   job->c[job->nc++] = c;
-  return 0;
+  return GR_OK;
 }
 
-int rpt_load_counters(const char *path, rpt_job *job) {
+gr_status rpt_load_counters(const char *path, rpt_job *job) {
   return load_counters_at(AT_FDCWD, path, path, job);
 }
 
@@ -360,38 +372,42 @@ static int cmp_series(const void *a, const void *b) {
   return strcmp(x->gpu, y->gpu);
 }
 
-int rpt_load(const char *dir, rpt_job *job) {
+gr_status rpt_load(const char *dir, rpt_job *job) {
   memset(job, 0, sizeof *job);
   job->slowest = -1;
   job->slowest_rank = -1;
   struct dirent **ents;
   int n = scandir(dir, &ents, NULL, alphasort);
-  if (n < 0) {
-    fprintf(stderr, "gpurun-report: cannot read directory %s\n", dir);
-    return -1;
-  }
+  char esc[512];
+  if (n < 0)
+    return gr__fail_msg(GR_ERR_SYSTEM, "cannot read directory %s",
+                        gr__esc_term_str(esc, sizeof esc, dir));
   int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int rc = dirfd < 0 ? -1 : 0;
-  if (dirfd < 0) fprintf(stderr, "gpurun-report: cannot open directory %s\n", dir);
+  gr_status rc = GR_OK;
+  if (dirfd < 0)
+    rc = gr__fail_msg(GR_ERR_SYSTEM, "cannot open directory %s",
+                      gr__esc_term_str(esc, sizeof esc, dir));
   for (int i = 0; i < n; i++) {
     const char *name = ents[i]->d_name;
     char shown[4096];
     snprintf(shown, sizeof shown, "%s/%s", dir, name);
-    if (rc == 0 && name[0] != '.' && ends_with(name, ".csv"))
+    if (rc == GR_OK && name[0] != '.' && ends_with(name, ".csv"))
       rc = load_csv_at(dirfd, name, shown, job);
-    else if (rc == 0 && name[0] != '.' && ends_with(name, ".counters.json"))
+    else if (rc == GR_OK && name[0] != '.' && ends_with(name, ".counters.json"))
       rc = load_counters_at(dirfd, name, shown, job);
     free(ents[i]);
   }
   free(ents);
   if (dirfd >= 0) close(dirfd);
   /* A rank that wrote counters but no samples (run without the supervisor) still gets a row. */
-  for (int i = 0; rc == 0 && i < job->nc; i++) {
+  for (int i = 0; rc == GR_OK && i < job->nc; i++) {
     const rpt_counters *c = &job->c[i];
     int found = 0;
     for (int k = 0; k < job->ns && !found; k++)
       found = job->s[k].local_rank == c->local_rank && !strcmp(job->s[k].node, c->node);
-    if (!found && !series_for(job, c->node, c->local_rank, c->rank, "-")) rc = -1;
+    if (!found && !series_for(job, c->node, c->local_rank, c->rank, "-"))
+      rc = gr__fail_msg(GR_ERR_NOMEM, "out of memory loading %s",
+                        gr__esc_term_str(esc, sizeof esc, dir));
   }
   if (job->ns > 1) qsort(job->s, (size_t)job->ns, sizeof *job->s, cmp_series);
   return rc;

@@ -5,6 +5,7 @@
 
 #include "json.h"
 
+#include "gr_error.h"
 #include "gr_escape.h"
 #include "gr_safefile.h"
 
@@ -482,38 +483,41 @@ out:
 
 /* ---- loading ---- */
 
-int rpt_flight(const char *dir, FILE *out, char **json, char **wait_json) {
+gr_status rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, int *ndumps) {
   *json = NULL;
   if (wait_json) *wait_json = NULL;
+  *ndumps = 0;
   struct dirent **ents;
   int n = scandir(dir, &ents, NULL, alphasort);
-  if (n < 0) return 0;
+  if (n < 0) return GR_OK; /* rpt_load said why already */
   int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   dump *d = NULL;
-  int nd = 0, rc = dirfd < 0 ? -1 : 0;
+  int nd = 0;
+  char esc_dir[512], esc_name[512], esc_why[512];
+  gr_status rc = GR_OK;
+  if (dirfd < 0)
+    rc = gr__fail_msg(GR_ERR_SYSTEM, "cannot open directory %s",
+                      gr__esc_term_str(esc_dir, sizeof esc_dir, dir));
   for (int i = 0; i < n; i++) {
     const char *name = ents[i]->d_name;
     size_t len = strlen(name);
-    if (rc == 0 && !strncmp(name, "flight.", 7) && len > 12 && !strcmp(name + len - 5, ".json")) {
+    if (rc == GR_OK && !strncmp(name, "flight.", 7) && len > 12 &&
+        !strcmp(name + len - 5, ".json")) {
       size_t at = 0;
       char why[512];
       grj *doc = grj_parse_file_at(dirfd, name, RPT_MAX_FLIGHT_FILE, &at, why, sizeof why);
       double rank = doc ? grj_num(doc, "rank", -1) : -1;
       if (!doc || !(rank >= 0 && rank <= MAX_RANK)) {
-        fputs("gpurun-report: ", stderr);
-        gr__esc_term(stderr, dir);
-        fputc('/', stderr);
-        gr__esc_term(stderr, name);
-        fputs(": ", stderr);
-        gr__esc_term(stderr, doc ? "no valid \"rank\"" : why);
-        fputc('\n', stderr);
+        rc = gr__fail_msg(
+            GR_ERR_INVALID, "%s/%s: %s", gr__esc_term_str(esc_dir, sizeof esc_dir, dir),
+            gr__esc_term_str(esc_name, sizeof esc_name, name),
+            gr__esc_term_str(esc_why, sizeof esc_why, doc ? "no valid \"rank\"" : why));
         grj_free(doc);
-        rc = -1;
       } else {
         dump *nd2 = realloc(d, (size_t)(nd + 1) * sizeof *d);
         if (!nd2) {
           grj_free(doc);
-          rc = -1;
+          rc = gr__fail_msg(GR_ERR_NOMEM, "out of memory reading the flight dumps");
         } else {
           d = nd2;
           dump *x = &d[nd++];
@@ -531,11 +535,11 @@ int rpt_flight(const char *dir, FILE *out, char **json, char **wait_json) {
   }
   free(ents);
   if (dirfd >= 0) close(dirfd);
-  if (rc != 0 || nd == 0) {
+  if (rc != GR_OK || nd == 0) {
     for (int i = 0; i < nd; i++)
       grj_free(d[i].doc);
     free(d);
-    return rc != 0 ? -1 : 0;
+    return rc;
   }
   qsort(d, (size_t)nd, sizeof *d, cmp_dump);
   /* Two dumps claiming one rank: keep the first, say so. */
@@ -580,5 +584,6 @@ int rpt_flight(const char *dir, FILE *out, char **json, char **wait_json) {
   for (int i = 0; i < nd; i++)
     grj_free(d[i].doc);
   free(d);
-  return nd;
+  *ndumps = nd;
+  return GR_OK;
 }
