@@ -5,6 +5,7 @@
  * MPI ops (float arithmetic, one rounding per step); AVG is a SUM followed by one division. */
 #include "gr_coll.h"
 
+#include "gr_algo_count.h"
 #include "gr_config.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
@@ -636,7 +637,11 @@ static gr_status rd_start(gr__call *k, const void *s, void *r, int ring) {
   gr_comm *c = k->comm;
   size_t bytes = k->count * gr__dtype_size(k->dtype);
   GR_CHECK(take_slot(k));
-  if (ring && c->size >= 4 && rd_pof2(c->size) == c->size) return rab_start(k, s, r);
+  if (ring && c->size >= 4 && rd_pof2(c->size) == c->size) {
+    gr__algo_note(GR__ALGO_RABENSEIFNER);
+    return rab_start(k, s, r);
+  }
+  gr__algo_note(ring ? GR__ALGO_RING : GR__ALGO_RD);
   if (ring) return ring_start(k, s, r);
   if (s != r) memcpy(r, s, bytes);
   k->be_buf = r;
@@ -682,6 +687,7 @@ static gr_status mpi_post(gr__call *k, int *done) {
   void *r = k->recv;
   GR_CHECK(stage_in(k, &s, &r));
   if (gr__shm_takes(b->shm, k->kind)) {
+    if (k->kind == GR__ALLREDUCE) gr__algo_note(GR__ALGO_SHM);
     gr_status st = gr__shm_call_post(b->shm, k, s, r);
     if (st != GR_OK) stage_out(k);
     return st;
@@ -705,6 +711,7 @@ static gr_status mpi_post(gr__call *k, int *done) {
       return GR_OK;
     }
     const void *in = s == r ? MPI_IN_PLACE : s;
+    gr__algo_note(GR__ALGO_MPI_LIB);
     what = "MPI_Iallreduce";
     rc = blk ? MPI_Allreduce(in, r, n, dt, op, c->mpi) : MPI_Iallreduce(in, r, n, dt, op, c->mpi, q);
     break;
