@@ -49,6 +49,8 @@ gr_layer_object(gpurun_base)
 target_include_directories(gpurun_base PRIVATE ${PROJECT_BINARY_DIR}/runtime) # gr_config.h
 gr_layer_headers(gpurun_base gr_error.h gr_log.h gr_jobdir.h gr_safefile.h gr_escape.h gr_env_bool.h
                  gr_live_file.h)
+# the file formats gpurun-report reads (writer and reader include the same header; docs/formats.md)
+gr_layer_headers(gpurun_base gr_monitor_csv.h gr_counters_format.h gr_flight_format.h)
 # (sources: runtime/CMakeLists.txt, "base" lines)
 
 # ---- monitor: the supervisor gpurun runs (--monitor, --time-limit) ---------

@@ -14,43 +14,50 @@
 
 static void jstr(FILE *f, const char *s) { gr__esc_json(f, s); }
 
+/* "\"name\": " for a key of the contract (gr_counters_format.h) */
+#define KEY(k) "\"" k "\": "
+
 void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, const char *priority,
                        double wall_s,
                        const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads) {
-  fprintf(f, "{\"rank\": %d, \"size\": %d, \"local_rank\": %d, \"node\": ", info->rank, info->size,
-          info->local_rank);
+  fprintf(f, "{" KEY(GR_CTR_RANK) "%d, " KEY(GR_CTR_SIZE) "%d, " KEY(GR_CTR_LOCAL_RANK) "%d, "
+             KEY(GR_CTR_NODE),
+          info->rank, info->size, info->local_rank);
   jstr(f, info->node);
-  fputs(", \"job\": ", f);
+  fputs(", " KEY(GR_CTR_JOB), f);
   jstr(f, job ? job : "");
-  fprintf(f, ", \"wall_s\": %.6f", wall_s);
+  fprintf(f, ", " KEY(GR_CTR_WALL_S) "%.6f", wall_s);
   /* the placement receipt: null unchecked, "" as planned, else what differed */
-  fputs(", \"receipt\": ", f);
+  fputs(", " KEY(GR_CTR_RECEIPT), f);
   if (info->receipt_differs < 0)
     fputs("null", f);
   else
     jstr(f, info->receipt);
   if (priority) {
-    fputs(", \"priority\": ", f);
+    fputs(", " KEY(GR_CTR_PRIORITY), f);
     jstr(f, priority);
   }
   if (coll) {
-    fputs(",\n \"collectives\": {", f);
+    fputs(",\n " KEY(GR_CTR_COLLECTIVES) "{", f);
     int first = 1;
     for (int i = 0; i < GR_COLL_STATS_NOPS; i++) {
       if (!coll->calls[i]) continue;
       const char *name = gr__coll_stats_op_name(i);
-      fprintf(f, "%s\n  \"%s\": {\"calls\": %llu, \"bytes\": %llu, \"time_s\": %.6f}",
+      fprintf(f,
+              "%s\n  \"%s\": {" KEY(GR_CTR_OP_CALLS) "%llu, " KEY(GR_CTR_OP_BYTES) "%llu, "
+              KEY(GR_CTR_OP_TIME_S) "%.6f}",
               first ? "" : ",", name ? name : "?", (unsigned long long)coll->calls[i],
               (unsigned long long)coll->bytes[i], coll->seconds[i]);
       first = 0;
     }
-    fprintf(f, "},\n \"coll_timeouts\": %llu, \"coll_failures\": %llu",
+    fprintf(f, "},\n " KEY(GR_CTR_COLL_TIMEOUTS) "%llu, " KEY(GR_CTR_COLL_FAILURES) "%llu",
             (unsigned long long)coll->timeouts, (unsigned long long)coll->failures);
   }
   if (pool)
     fprintf(f,
-            ",\n \"pool\": {\"threads\": %d, \"spawned\": %llu, \"run\": %llu, \"steals\": %llu, "
-            "\"sleeps\": %llu, \"idle_s\": %.6f}",
+            ",\n " KEY(GR_CTR_POOL) "{" KEY(GR_CTR_POOL_THREADS) "%d, " KEY(GR_CTR_POOL_SPAWNED)
+            "%llu, " KEY(GR_CTR_POOL_RUN) "%llu, " KEY(GR_CTR_POOL_STEALS) "%llu, "
+            KEY(GR_CTR_POOL_SLEEPS) "%llu, " KEY(GR_CTR_POOL_IDLE_S) "%.6f}",
             pool_threads, (unsigned long long)pool->spawned, (unsigned long long)pool->run,
             (unsigned long long)pool->steals, (unsigned long long)pool->sleeps,
             (double)pool->idle_ns * 1e-9);
@@ -64,7 +71,7 @@ int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *
   char node[256], name[320];
   snprintf(node, sizeof node, "%s", info->node);
   gr__safe_name_fix(node);
-  snprintf(name, sizeof name, "%.250s.%d.counters.json", node,
+  snprintf(name, sizeof name, "%.250s.%d" GR_COUNTERS_SUFFIX, node,
            info->local_rank < 0 ? 0 : info->local_rank);
   char *buf = NULL;
   size_t len = 0;
