@@ -496,8 +496,9 @@ static gr_status ring_test(gr__call *k, int *done) {
 
 /* Reduce-scatter by recursive halving, then allgather by recursive doubling: the ring's bandwidth
  * in 2 log2(P) steps instead of 2(P-1). Used for 4, 8, ... ranks above RD_MAX_BYTES (at 2 ranks it
- * is the ring's schedule): at 4 ranks on this 2-core VM every step waits for a peer to be
- * scheduled, and 64 KiB-1 MiB went from 1.3-1.6x raw MPI (ring) to 1.07-1.19x. Not segmented. */
+ * is the ring's schedule): with 4 ranks on 2 cores every step waits for a peer to be scheduled,
+ * so fewer steps beat the ring there (measured against raw MPI_Allreduce: bench/README.md, "coll/",
+ * the before/after table; the figures live there only). Not segmented. */
 
 /* The window this rank owns after the halving steps with masks P/2 .. stop (stop = P: none). */
 static void rab_window(const gr__call *k, int stop, size_t *lo, size_t *hi) {
