@@ -1,5 +1,5 @@
-/* Internal: per-rank telemetry sampled by the supervising gpurun (runtime/supervise.c). The CSV's
- * columns are a contract with gpurun-report: gr_monitor_csv.h, docs/formats.md.
+/* Internal: per-rank telemetry sampled by the supervising gpurun (monitor/supervise.c). The CSV's
+ * columns are a contract with gpurun-report: base/gr_monitor_csv.h, docs/formats.md.
  *
  * One sample is one CSV line per GPU of the rank (or one line with gpu "-" when it has none):
  *   time,elapsed_s,rank,local_rank,gpu,gpu_util,mem_util,mem_used_mib,mem_total_mib,temp_c,

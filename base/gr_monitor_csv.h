@@ -1,6 +1,6 @@
 /* Contract: the monitor CSV, one file per rank,
  *   <GPURUN_MONITOR_DIR>/<job>/<node>.<local_rank>.csv
- * written by the supervising gpurun (runtime/supervise.c, rows from runtime/telemetry.c) and read
+ * written by the supervising gpurun (monitor/supervise.c, rows from monitor/telemetry.c) and read
  * by gpurun-report (launcher/report/data.c). Both include this header; docs/formats.md, "Monitor
  * CSV", describes each column. Version 1: the header line below is the version (a reader finds
  * columns by name and ignores columns it does not know, so a writer may add columns at the end
