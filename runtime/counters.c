@@ -14,53 +14,70 @@
 
 static void jstr(FILE *f, const char *s) { gr__esc_json(f, s); }
 
-/* "\"name\": " for a key of the contract (gr_counters_format.h) */
-#define KEY(k) "\"" k "\": "
+/* sep, then "key": (the key names are the contract's, gr_counters_format.h) */
+static void key(FILE *f, const char *sep, const char *k) { fprintf(f, "%s\"%s\": ", sep, k); }
 
 void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, const char *priority,
                        double wall_s,
                        const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads) {
-  fprintf(f, "{" KEY(GR_CTR_RANK) "%d, " KEY(GR_CTR_SIZE) "%d, " KEY(GR_CTR_LOCAL_RANK) "%d, "
-             KEY(GR_CTR_NODE),
-          info->rank, info->size, info->local_rank);
+  key(f, "{", GR_CTR_RANK);
+  fprintf(f, "%d", info->rank);
+  key(f, ", ", GR_CTR_SIZE);
+  fprintf(f, "%d", info->size);
+  key(f, ", ", GR_CTR_LOCAL_RANK);
+  fprintf(f, "%d", info->local_rank);
+  key(f, ", ", GR_CTR_NODE);
   jstr(f, info->node);
-  fputs(", " KEY(GR_CTR_JOB), f);
+  key(f, ", ", GR_CTR_JOB);
   jstr(f, job ? job : "");
-  fprintf(f, ", " KEY(GR_CTR_WALL_S) "%.6f", wall_s);
+  key(f, ", ", GR_CTR_WALL_S);
+  fprintf(f, "%.6f", wall_s);
   /* the placement receipt: null unchecked, "" as planned, else what differed */
-  fputs(", " KEY(GR_CTR_RECEIPT), f);
+  key(f, ", ", GR_CTR_RECEIPT);
   if (info->receipt_differs < 0)
     fputs("null", f);
   else
     jstr(f, info->receipt);
   if (priority) {
-    fputs(", " KEY(GR_CTR_PRIORITY), f);
+    key(f, ", ", GR_CTR_PRIORITY);
     jstr(f, priority);
   }
   if (coll) {
-    fputs(",\n " KEY(GR_CTR_COLLECTIVES) "{", f);
+    key(f, ",\n ", GR_CTR_COLLECTIVES);
+    fputc('{', f);
     int first = 1;
     for (int i = 0; i < GR_COLL_STATS_NOPS; i++) {
       if (!coll->calls[i]) continue;
       const char *name = gr__coll_stats_op_name(i);
-      fprintf(f,
-              "%s\n  \"%s\": {" KEY(GR_CTR_OP_CALLS) "%llu, " KEY(GR_CTR_OP_BYTES) "%llu, "
-              KEY(GR_CTR_OP_TIME_S) "%.6f}",
-              first ? "" : ",", name ? name : "?", (unsigned long long)coll->calls[i],
-              (unsigned long long)coll->bytes[i], coll->seconds[i]);
+      key(f, first ? "\n  " : ",\n  ", name ? name : "?");
+      key(f, "{", GR_CTR_OP_CALLS);
+      fprintf(f, "%llu", (unsigned long long)coll->calls[i]);
+      key(f, ", ", GR_CTR_OP_BYTES);
+      fprintf(f, "%llu", (unsigned long long)coll->bytes[i]);
+      key(f, ", ", GR_CTR_OP_TIME_S);
+      fprintf(f, "%.6f}", coll->seconds[i]);
       first = 0;
     }
-    fprintf(f, "},\n " KEY(GR_CTR_COLL_TIMEOUTS) "%llu, " KEY(GR_CTR_COLL_FAILURES) "%llu",
-            (unsigned long long)coll->timeouts, (unsigned long long)coll->failures);
+    key(f, "},\n ", GR_CTR_COLL_TIMEOUTS);
+    fprintf(f, "%llu", (unsigned long long)coll->timeouts);
+    key(f, ", ", GR_CTR_COLL_FAILURES);
+    fprintf(f, "%llu", (unsigned long long)coll->failures);
   }
-  if (pool)
-    fprintf(f,
-            ",\n " KEY(GR_CTR_POOL) "{" KEY(GR_CTR_POOL_THREADS) "%d, " KEY(GR_CTR_POOL_SPAWNED)
-            "%llu, " KEY(GR_CTR_POOL_RUN) "%llu, " KEY(GR_CTR_POOL_STEALS) "%llu, "
-            KEY(GR_CTR_POOL_SLEEPS) "%llu, " KEY(GR_CTR_POOL_IDLE_S) "%.6f}",
-            pool_threads, (unsigned long long)pool->spawned, (unsigned long long)pool->run,
-            (unsigned long long)pool->steals, (unsigned long long)pool->sleeps,
-            (double)pool->idle_ns * 1e-9);
+  if (pool) {
+    key(f, ",\n ", GR_CTR_POOL);
+    key(f, "{", GR_CTR_POOL_THREADS);
+    fprintf(f, "%d", pool_threads);
+    key(f, ", ", GR_CTR_POOL_SPAWNED);
+    fprintf(f, "%llu", (unsigned long long)pool->spawned);
+    key(f, ", ", GR_CTR_POOL_RUN);
+    fprintf(f, "%llu", (unsigned long long)pool->run);
+    key(f, ", ", GR_CTR_POOL_STEALS);
+    fprintf(f, "%llu", (unsigned long long)pool->steals);
+    key(f, ", ", GR_CTR_POOL_SLEEPS);
+    fprintf(f, "%llu", (unsigned long long)pool->sleeps);
+    key(f, ", ", GR_CTR_POOL_IDLE_S);
+    fprintf(f, "%.6f}", (double)pool->idle_ns * 1e-9);
+  }
   fputs("}\n", f);
 }
 
