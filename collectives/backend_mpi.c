@@ -11,6 +11,7 @@
  * those in flight that they share. gr_mpi_be.h holds the state they share. */
 #include "gr_mpi_be.h"
 
+#include "gr_algo_count.h"
 #include "gr_config.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
@@ -391,6 +392,7 @@ static gr_status mpi_post(gr__call *k, int *done) {
   void *r = k->recv;
   GR_CHECK(stage_in(k, &s, &r));
   if (gr__shm_takes(b->shm, k->kind)) {
+    if (k->kind == GR__ALLREDUCE) gr__algo_note(GR__ALGO_SHM);
     gr_status st = gr__shm_call_post(b->shm, k, s, r, &m->shm_op);
     if (st != GR_OK) stage_out(k);
     else m->flags |= GR__MPI_SHM;
@@ -405,6 +407,10 @@ static gr_status mpi_post(gr__call *k, int *done) {
   switch (k->kind) {
   case GR__ALLREDUCE: {
     const gr__mpi_algo *algo = choose_allreduce(k);
+    gr__algo_note(!algo                            ? GR__ALGO_MPI_LIB
+                  : algo == &gr__mpi_allreduce_rab ? GR__ALGO_RABENSEIFNER
+                  : algo == &gr__mpi_allreduce_ring ? GR__ALGO_RING
+                                                    : GR__ALGO_RD);
     if (algo) {
       gr_status st = own_start(k, algo, s, r);
       if (st != GR_OK) {

@@ -24,7 +24,7 @@
 #include <time.h>
 
 static const char *const kind_names[GR__NKINDS] = {
-    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "send", "recv",
+    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", GR_FL_OP_SEND, GR_FL_OP_RECV,
     "barrier"};
 
 const char *gr__kind_name(gr__kind k) { return (unsigned)k < GR__NKINDS ? kind_names[k] : "?"; }
@@ -260,7 +260,7 @@ static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v,
   int cmp = MPI_UNEQUAL;
   MPI_Comm_compare(mpi, MPI_COMM_WORLD, &cmp);
   if (cmp == MPI_IDENT || cmp == MPI_CONGRUENT)
-    snprintf(c->id, sizeof c->id, "world");
+    snprintf(c->id, sizeof c->id, GR_FL_WORLD);
   else
     snprintf(c->id, sizeof c->id, "comm-%p", (void *)c); /* unique, if not agreed across ranks */
   int rc = MPI_Comm_dup(mpi, &c->mpi);
@@ -379,7 +379,7 @@ GR_API gr_status gr_comm_split(gr_comm *c, int color, int key, gr_comm **out) {
     child->ops = c->ops;
     child->mpi = nm;
     comm_basics(child); /* backend, timeout and check mode are the parent's: agreed already */
-    if (strcmp(c->id, "world") == 0)
+    if (strcmp(c->id, GR_FL_WORLD) == 0)
       snprintf(child->id, sizeof child->id, "split-%d", n);
     else
       snprintf(child->id, sizeof child->id, "%.16s.%d", c->id, n % 100000);

@@ -75,7 +75,7 @@ static int open_csv(const gr_supervise_opts *o, char *path, size_t cap, char *jo
     return -1;
   }
   char name[300];
-  snprintf(name, sizeof name, "%.250s.%d.csv", node, o->local_rank);
+  snprintf(name, sizeof name, "%.250s.%d" GR_MONITOR_CSV_SUFFIX, node, o->local_rank);
   snprintf(path, cap, "%s/%s/%s", root, job, name);
   int fd = gr__file_append_open(dirfd, name, GR_TELEMETRY_CSV_HEADER, why, sizeof why);
   close(dirfd);

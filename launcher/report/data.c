@@ -3,8 +3,10 @@
 
 #include "json.h"
 
+#include "gr_counters_format.h"
 #include "gr_error.h"
 #include "gr_escape.h"
+#include "gr_monitor_csv.h"
 #include "gr_parse.h"
 #include "gr_safefile.h"
 
@@ -19,10 +21,9 @@
 
 static double finite_in(double v, double lo, double hi, double dflt);
 
-static const char *const metric_cols[M_COUNT] = {"gpu_util", "mem_used_mib", "mem_total_mib",
-                                                 "temp_c",   "power_w",      "sm_clock_mhz",
-                                                 "cpu_util", "rss_mib",      "rank_sm_util",
-                                                 "others_sm_util"};
+static const char *const metric_cols[M_COUNT] = {
+    GR_CSV_GPU_UTIL, GR_CSV_MEM_USED_MIB, GR_CSV_MEM_TOTAL_MIB, GR_CSV_TEMP_C,       GR_CSV_POWER_W,
+    GR_CSV_SM_CLOCK_MHZ, GR_CSV_CPU_UTIL, GR_CSV_RSS_MIB,       GR_CSV_RANK_SM_UTIL, GR_CSV_OTHERS_SM_UTIL};
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -165,10 +166,10 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, rpt
   base = base ? base + 1 : name;
   char node[128];
   int local_rank;
-  if (parse_name(base, ".csv", node, sizeof node, &local_rank) != 0) {
+  if (parse_name(base, GR_MONITOR_CSV_SUFFIX, node, sizeof node, &local_rank) != 0) {
     fputs("gpurun-report: ", stderr);
     gr__esc_term(stderr, shown);
-    fputs(": not named <node>.<local_rank>.csv; skipped\n", stderr);
+    fputs(": not named <node>.<local_rank>" GR_MONITOR_CSV_SUFFIX "; skipped\n", stderr);
     return GR_OK;
   }
   char why[512];
@@ -204,15 +205,15 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, rpt
   line[strcspn(line, "\r\n")] = '\0';
   int nh = split(line, fields, 64);
   for (int i = 0; i < nh; i++) {
-    if (!strcmp(fields[i], "time"))
+    if (!strcmp(fields[i], GR_CSV_TIME))
       col_time = i;
-    else if (!strcmp(fields[i], "rank"))
+    else if (!strcmp(fields[i], GR_CSV_RANK))
       col_rank = i;
-    else if (!strcmp(fields[i], "gpu"))
+    else if (!strcmp(fields[i], GR_CSV_GPU))
       col_gpu = i;
-    else if (!strcmp(fields[i], "throttle"))
+    else if (!strcmp(fields[i], GR_CSV_THROTTLE))
       col_thr = i;
-    else if (!strcmp(fields[i], "ecc_uncorrected"))
+    else if (!strcmp(fields[i], GR_CSV_ECC_UNCORRECTED))
       col_ecc = i;
     for (int k = 0; k < M_COUNT; k++)
       if (!strcmp(fields[i], metric_cols[k])) col_m[k] = i;
@@ -307,40 +308,40 @@ static gr_status load_counters_at(int dirfd, const char *name, const char *shown
   }
   rpt_counters c;
   memset(&c, 0, sizeof c);
-  if (parse_name(base, ".counters.json", c.node, sizeof c.node, &c.local_rank) != 0) {
-    snprintf(c.node, sizeof c.node, "%s", grj_str(doc, "node") ? grj_str(doc, "node") : "?");
-    c.local_rank = (int)finite_in(grj_num(doc, "local_rank", -1), -1, 1e7, -1);
+  if (parse_name(base, GR_COUNTERS_SUFFIX, c.node, sizeof c.node, &c.local_rank) != 0) {
+    snprintf(c.node, sizeof c.node, "%s", grj_str(doc, GR_CTR_NODE) ? grj_str(doc, GR_CTR_NODE) : "?");
+    c.local_rank = (int)finite_in(grj_num(doc, GR_CTR_LOCAL_RANK, -1), -1, 1e7, -1);
   }
-  c.rank = (int)finite_in(grj_num(doc, "rank", -1), -1, 1e7, -1);
-  const grj *coll = grj_get(doc, "collectives");
+  c.rank = (int)finite_in(grj_num(doc, GR_CTR_RANK, -1), -1, 1e7, -1);
+  const grj *coll = grj_get(doc, GR_CTR_COLLECTIVES);
   if (coll && coll->type == GRJ_OBJ) {
     c.have_coll = 1;
     for (const grj *op = coll->child; op; op = op->next) {
-      c.coll_calls += finite_in(grj_num(op, "calls", 0), 0, 1e15, 0);
-      c.coll_bytes += finite_in(grj_num(op, "bytes", 0), 0, 1e20, 0);
-      double t = finite_in(grj_num(op, "time_s", 0), 0, 1e9, 0);
+      c.coll_calls += finite_in(grj_num(op, GR_CTR_OP_CALLS, 0), 0, 1e15, 0);
+      c.coll_bytes += finite_in(grj_num(op, GR_CTR_OP_BYTES, 0), 0, 1e20, 0);
+      double t = finite_in(grj_num(op, GR_CTR_OP_TIME_S, 0), 0, 1e9, 0);
       c.coll_time_s += t;
       /* The runtime counts wall time inside a call, waiting for peers included; a separate
        * wait figure is used when a writer provides one. */
-      c.coll_wait_s += finite_in(grj_num(op, "wait_s", t), 0, 1e9, t);
+      c.coll_wait_s += finite_in(grj_num(op, GR_CTR_OP_WAIT_S, t), 0, 1e9, t);
     }
   }
   /* the placement receipt: another job's file, so only printable characters are kept */
-  const char *receipt = grj_str(doc, "receipt");
+  const char *receipt = grj_str(doc, GR_CTR_RECEIPT);
   if (receipt) {
     snprintf(c.receipt, sizeof c.receipt, "%s", receipt);
     for (char *p = c.receipt; *p; p++)
       if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
   }
   /* the rank's priority: one of the three levels, anything else is not recorded */
-  const char *prio = grj_str(doc, "priority");
+  const char *prio = grj_str(doc, GR_CTR_PRIORITY);
   if (prio && (!strcmp(prio, "low") || !strcmp(prio, "normal") || !strcmp(prio, "high")))
     snprintf(c.priority, sizeof c.priority, "%s", prio);
-  const grj *pool = grj_get(doc, "pool");
+  const grj *pool = grj_get(doc, GR_CTR_POOL);
   if (pool && pool->type == GRJ_OBJ) {
     c.have_pool = 1;
-    c.pool_steals = finite_in(grj_num(pool, "steals", 0), 0, 1e18, 0);
-    c.pool_idle_s = finite_in(grj_num(pool, "idle_s", 0), 0, 1e12, 0);
+    c.pool_steals = finite_in(grj_num(pool, GR_CTR_POOL_STEALS, 0), 0, 1e18, 0);
+    c.pool_idle_s = finite_in(grj_num(pool, GR_CTR_POOL_IDLE_S, 0), 0, 1e12, 0);
   }
   grj_free(doc);
   rpt_counters *nc = realloc(job->c, (size_t)(job->nc + 1) * sizeof *nc);
@@ -391,9 +392,9 @@ gr_status rpt_load(const char *dir, rpt_job *job) {
     const char *name = ents[i]->d_name;
     char shown[4096];
     snprintf(shown, sizeof shown, "%s/%s", dir, name);
-    if (rc == GR_OK && name[0] != '.' && ends_with(name, ".csv"))
+    if (rc == GR_OK && name[0] != '.' && ends_with(name, GR_MONITOR_CSV_SUFFIX))
       rc = load_csv_at(dirfd, name, shown, job);
-    else if (rc == GR_OK && name[0] != '.' && ends_with(name, ".counters.json"))
+    else if (rc == GR_OK && name[0] != '.' && ends_with(name, GR_COUNTERS_SUFFIX))
       rc = load_counters_at(dirfd, name, shown, job);
     free(ents[i]);
   }

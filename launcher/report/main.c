@@ -3,8 +3,11 @@
  */
 #include "report.h"
 
+#include "gr_counters_format.h"
 #include "gr_error.h"
 #include "gr_escape.h"
+#include "gr_flight_format.h"
+#include "gr_monitor_csv.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,8 +32,10 @@ static int has_job_files(const char *dir) {
   int found = 0;
   for (struct dirent *e; !found && (e = readdir(d));) {
     size_t n = strlen(e->d_name);
-    found = (n > 4 && !strcmp(e->d_name + n - 4, ".csv")) || !strncmp(e->d_name, "flight.", 7) ||
-            (n > 14 && !strcmp(e->d_name + n - 14, ".counters.json"));
+    size_t ncsv = sizeof GR_MONITOR_CSV_SUFFIX - 1, nctr = sizeof GR_COUNTERS_SUFFIX - 1;
+    found = (n > ncsv && !strcmp(e->d_name + n - ncsv, GR_MONITOR_CSV_SUFFIX)) ||
+            !strncmp(e->d_name, GR_FLIGHT_PREFIX, sizeof GR_FLIGHT_PREFIX - 1) ||
+            (n > nctr && !strcmp(e->d_name + n - nctr, GR_COUNTERS_SUFFIX));
   }
   closedir(d);
   return found;
