@@ -8,6 +8,7 @@
 #include "gr_config.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_hier.h"
 #include "gr_shm.h"
 
 #include <limits.h>
@@ -28,6 +29,7 @@ typedef struct {
   int ring_tags;                   /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
   gr__call *live_head, *live_tail; /* own allreduces in flight, oldest first */
   gr__shm *shm;                    /* node-local shared-memory path (shm_coll.c), or NULL */
+  gr__hier *hier;                  /* hierarchical path across nodes (hier.c), or NULL */
 } mpi_be;
 
 uint64_t gr__mpi_tag_slots_cap;
@@ -153,7 +155,8 @@ static gr_status mpi_create(gr_comm *c, double deadline) {
   if (gr__mpi_tag_slots_cap > 0 && gr__mpi_tag_slots_cap < b->tag_slots)
     b->tag_slots = gr__mpi_tag_slots_cap;
   c->be = b;
-  return gr__shm_comm_attach(c, &b->shm);
+  GR_CHECK(gr__shm_comm_attach(c, &b->shm));
+  return gr__hier_attach(c, &b->hier);
 }
 
 static gr_status mpi_split(gr_comm *parent, gr_comm *child, int color, int key, double deadline) {
@@ -171,6 +174,7 @@ static gr_status mpi_destroy(gr_comm *c, double deadline) {
     MPI_Op_free(&b->own_ops[i]);
   }
   gr__shm_free(b->shm);
+  gr__hier_free(b->hier);
   free(b);
   c->be = NULL;
   return GR_OK;
@@ -686,6 +690,11 @@ static gr_status mpi_post(gr__call *k, int *done) {
     if (st != GR_OK) stage_out(k);
     return st;
   }
+  if (gr__hier_takes(b->hier, k)) {
+    gr_status st = gr__hier_call_post(b->hier, k, s, r);
+    if (st != GR_OK) stage_out(k);
+    return st;
+  }
   MPI_Datatype dt = mpi_type(k->dtype);
   MPI_Op op = mpi_op(b, k->dtype, k->op);
   int n = (int)k->count, blk = k->blocking_ok, rc = MPI_SUCCESS;
@@ -785,6 +794,14 @@ static void progress_oldest(mpi_be *b, gr__call *k) {
 }
 
 static gr_status mpi_test(gr__call *k, int *done) {
+  if (k->be_flags & GR__HIER_CALL) {
+    gr_status st = gr__hier_call_test(((mpi_be *)k->comm->be)->hier, k, done);
+    if (st != GR_OK) { /* the call's state is released */
+      stage_out(k);
+      return st;
+    }
+    return *done ? complete(k) : GR_OK;
+  }
   if (k->be_flags & GR__SHM_CALL) {
     gr_status st = gr__shm_call_test(((mpi_be *)k->comm->be)->shm, k, done);
     if (st == GR_ERR_MISMATCH) { /* the ranks disagreed: nothing was received; release as forget */
@@ -818,6 +835,11 @@ static gr_status mpi_test(gr__call *k, int *done) {
 }
 
 static void mpi_forget(gr__call *k) {
+  if (k->be_flags & GR__HIER_CALL) {
+    gr__hier_call_forget(((mpi_be *)k->comm->be)->hier, k);
+    stage_out(k);
+    return;
+  }
   if (k->be_flags & GR__SHM_CALL) { /* nothing writes into the buffers once this rank stops */
     gr__shm_call_forget(((mpi_be *)k->comm->be)->shm, k);
     if (k->be_flags & 1) free(k->be_tmp), k->be_tmp = NULL;
