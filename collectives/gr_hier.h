@@ -18,8 +18,8 @@
  * Which calls take it. GPURUN_COLL_ALGO: "flat" keeps the flat algorithms on communicators that
  * span nodes (a single-node communicator still takes the shared-memory path); "hier" takes the
  * hierarchical path for allreduce, broadcast and barrier at every size; "auto" (default, "shm" is
- * the same) takes it for those calls as well (see HIER_AUTO_MIN_BYTES in hier.c); "mpi" turns both the
- * shared-memory and the hierarchical path off. Ranks whose settings differ use the most
+ * the same) for allreduces from 64 KiB and broadcasts from 256 KiB, where it measured faster (see
+ * HIER_AUTO_* in hier.c); "mpi" turns both the shared-memory and the hierarchical path off. Ranks whose settings differ use the most
  * conservative one among them (mpi < flat < auto < hier), said once at GPURUN_LOG=warn. Whether
  * the path exists is decided at creation from data every rank holds after one allgather (the node
  * of every rank, whether every node with two or more ranks got its segment), so it is the same on
@@ -54,6 +54,10 @@ int gr__hier_takes(const gr__hier *h, const gr__call *k);
  * After a failure (test returns an error) the state is released; forget (timeout) writes the
  * sentence naming the stage and the ranks waited for into k->comm->err. */
 #define GR__HIER_CALL 0x200
+
+/* Test hook: when > 0, the segment size in bytes of calls posted afterwards (the same on every
+ * rank), so that tests reach the pipeline with small calls. */
+extern size_t gr__hier_seg_bytes;
 gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *recv);
 gr_status gr__hier_call_test(gr__hier *h, gr__call *k, int *done);
 void gr__hier_call_forget(gr__hier *h, gr__call *k);

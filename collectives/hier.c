@@ -29,8 +29,14 @@
 #include <string.h>
 
 /* Segment size. The node step of segment j+1 overlaps the leaders' exchange of segment j; below
- * one segment a call goes whole. */
-#define HIER_SEG_BYTES (1024 * 1024)
+ * one segment a call goes whole. Measured on 3 netns hosts x 2 ranks on 2 shared cores (allreduce,
+ * 1-16 MiB, interleaved with the flat ring, load average 30-90): 256 KiB segments took 0.8-2.5x
+ * the flat time, 1 MiB 0.5-1.2x, 4 MiB 0.7-1.1x, whole calls 0.3-0.8x. There the cores, not the
+ * link, are the bottleneck, and every extra step waits for a peer to be scheduled; on a real
+ * network the overlap pays, so calls above 16 MiB are still pipelined. */
+#define HIER_SEG_BYTES (16u << 20)
+
+size_t gr__hier_seg_bytes;
 #define HIER_WINDOW 2
 #define HOST_LEN 64
 
@@ -280,9 +286,23 @@ none:
 
 /* ---- calls ------------------------------------------------------------------------------- */
 
+/* What "auto" hands to the hierarchy, from the interleaved runs in bench/README.md (3 netns hosts x
+ * 2 ranks, 2 shared cores): allreduce from 64 KiB (below, three stages in a row lost to the flat
+ * recursive doubling: best rounds 1.2-1.8x the flat time at 1-16 KiB), broadcast from 256 KiB
+ * (mixed, 0.66-1.10x, above; slower below). The barrier is hierarchical only when asked for
+ * (GPURUN_COLL_ALGO=hier): not measured to gain here. */
+#define HIER_AUTO_ALLREDUCE_MIN (64u << 10)
+#define HIER_AUTO_BROADCAST_MIN (256u << 10)
+
 int gr__hier_takes(const gr__hier *h, const gr__call *k) {
   if (!h) return 0;
-  return k->kind == GR__ALLREDUCE || k->kind == GR__BROADCAST || k->kind == GR__BARRIER;
+  size_t bytes = k->kind == GR__BARRIER ? 0 : k->count * gr__dtype_size(k->dtype);
+  switch (k->kind) {
+  case GR__ALLREDUCE: return h->mode == ALGO_HIER || bytes >= HIER_AUTO_ALLREDUCE_MIN;
+  case GR__BROADCAST: return h->mode == ALGO_HIER || bytes >= HIER_AUTO_BROADCAST_MIN;
+  case GR__BARRIER: return h->mode == ALGO_HIER;
+  default: return 0;
+  }
 }
 
 static void call_release(hier_call *hc) {
@@ -453,7 +473,8 @@ gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *r
   hc->op = k->op == GR_AVG ? GR_SUM : k->op;
   hc->es = k->kind == GR__BARRIER ? 1 : gr__dtype_size(k->dtype);
   hc->count = k->kind == GR__BARRIER ? 0 : k->count;
-  hc->seg = HIER_SEG_BYTES / hc->es;
+  hc->seg = (gr__hier_seg_bytes ? gr__hier_seg_bytes : HIER_SEG_BYTES) / hc->es;
+  if (!hc->seg) hc->seg = 1;
   hc->nseg = hc->count ? (int)((hc->count + hc->seg - 1) / hc->seg) : 1;
   hc->src = send;
   hc->buf = recv;

@@ -20,6 +20,9 @@
 
 #include "exact_values.h"
 
+/* collectives/gr_hier.h's test hook: 1 MiB segments, so that a few MiB reach the pipeline */
+extern size_t gr__hier_seg_bytes;
+
 static int world_rank, failures, checks;
 
 #define FAIL(...)                                                                \
@@ -302,6 +305,7 @@ static int run_kill(int victim) {
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  gr__hier_seg_bytes = 1u << 20;
   int rc = 2;
   if (argc >= 2 && strcmp(argv[1], "exact") == 0) {
     const char *dir = getenv("HIER_TEST_DIR");
