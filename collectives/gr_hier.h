@@ -49,17 +49,18 @@ void gr__hier_free(gr__hier *h);
 /* Whether call k takes the hierarchical path (kind and size: the same answer on every rank). */
 int gr__hier_takes(const gr__hier *h, const gr__call *k);
 
-/* The backend's hook, on the (staged) host buffers send and recv. The call's state sits in
- * k->be_in while k->be_flags has GR__HIER_CALL; AVG is reduced as SUM (the backend divides).
- * After a failure (test returns an error) the state is released; forget (timeout) writes the
- * sentence naming the stage and the ranks waited for into k->comm->err. */
-#define GR__HIER_CALL 0x200
+/* The backend's hook, on the (staged) host buffers send and recv. post stores the call's state
+ * in *op, which the backend keeps in its per-call state; test and forget release it and set *op to
+ * NULL (done, failed, forgotten). AVG is reduced as SUM (the backend divides). forget (timeout)
+ * writes the sentence naming the stage and the ranks waited for into k->comm->err. */
+typedef struct gr__hier_call gr__hier_call;
 
 /* Test hook: when > 0, the segment size in bytes of calls posted afterwards (the same on every
  * rank), so that tests reach the pipeline with small calls. */
 extern size_t gr__hier_seg_bytes;
-gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *recv);
-gr_status gr__hier_call_test(gr__hier *h, gr__call *k, int *done);
-void gr__hier_call_forget(gr__hier *h, gr__call *k);
+gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *recv,
+                             gr__hier_call **op);
+gr_status gr__hier_call_test(gr__hier *h, gr__call *k, gr__hier_call **op, int *done);
+void gr__hier_call_forget(gr__hier *h, gr__call *k, gr__hier_call **op);
 
 #endif

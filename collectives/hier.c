@@ -43,7 +43,7 @@ size_t gr__hier_seg_bytes;
 enum { ALGO_MPI, ALGO_FLAT, ALGO_AUTO, ALGO_HIER };
 static const char *const algo_names[] = {"mpi", "flat", "auto", "hier"};
 
-typedef struct hier_call hier_call;
+typedef struct gr__hier_call hier_call;
 
 struct gr__hier {
   int mode;           /* agreed ALGO_AUTO or ALGO_HIER */
@@ -64,7 +64,7 @@ struct gr__hier {
 };
 
 /* One call. Node steps are coded j * 2 + (C ? 1 : 0) in seq. */
-struct hier_call {
+struct gr__hier_call {
   gr__hier *h;
   gr__kind kind;
   gr_dtype dtype;
@@ -365,8 +365,7 @@ static gr_status post_lead(hier_call *hc) {
   l->root = hc->kind == GR__BROADCAST ? hc->lroot : -1;
   l->comm = h->lead;
   l->seq = (uint64_t)j;
-  l->flight_slot = -1;
-  l->be_req = MPI_REQUEST_NULL;
+  l->flight_slot = -1; /* and be_area zero, as a backend's post expects */
   int done = 0;
   h->lead->err[0] = '\0';
   gr_status st = h->lead->ops->post(l, &done);
@@ -460,7 +459,8 @@ static gr_status progress(hier_call *hc, int *moved) {
   return GR_OK;
 }
 
-gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *recv) {
+gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *recv,
+                             hier_call **op) {
   gr_comm *c = k->comm;
   if (h->broken)
     return gr__comm_err(c, GR_ERR_ABORTED, "hierarchical path unusable after an earlier failure "
@@ -515,21 +515,19 @@ gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *r
   if (h->tail) h->tail->next = hc;
   else h->head = hc;
   h->tail = hc;
-  k->be_in = hc;
-  k->be_flags |= GR__HIER_CALL;
   int moved = 0;
   gr_status st = progress(hc, &moved);
   if (st != GR_OK) {
     gr__comm_err(c, st, "%s", hc->why);
-    k->be_in = NULL;
-    k->be_flags &= ~GR__HIER_CALL;
     call_release(hc);
+    return st;
   }
-  return st;
+  *op = hc;
+  return GR_OK;
 }
 
-gr_status gr__hier_call_test(gr__hier *h, gr__call *k, int *done) {
-  hier_call *hc = k->be_in;
+gr_status gr__hier_call_test(gr__hier *h, gr__call *k, hier_call **op, int *done) {
+  hier_call *hc = *op;
   *done = 0;
   /* every call in flight, oldest first, until nothing moves */
   for (int moved = 1; moved && hc->st == GR_OK && !hc->finished;) {
@@ -542,15 +540,14 @@ gr_status gr__hier_call_test(gr__hier *h, gr__call *k, int *done) {
   if (hc->st == GR_OK && !hc->finished) return GR_OK;
   gr_status st = hc->st;
   if (st != GR_OK) gr__comm_err(k->comm, st, "%s", hc->why);
-  k->be_in = NULL;
-  k->be_flags &= ~GR__HIER_CALL;
+  *op = NULL;
   call_release(hc);
   *done = st == GR_OK;
   return st;
 }
 
-void gr__hier_call_forget(gr__hier *h, gr__call *k) {
-  hier_call *hc = k->be_in;
+void gr__hier_call_forget(gr__hier *h, gr__call *k, hier_call **op) {
+  hier_call *hc = *op;
   char b[GR__ERRLEN] = "", lt[256];
   int n = snprintf(b, sizeof b, "hierarchical %s over %d nodes in %d segment(s):",
                    gr__kind_name(hc->kind), h->nnodes, hc->nseg);
@@ -572,7 +569,6 @@ void gr__hier_call_forget(gr__hier *h, gr__call *k) {
   snprintf(h->why, sizeof h->why, "a call timed out");
   hc->tdone = hc->tpost; /* the segment is marked broken: nothing of it is waited for */
   call_abandon(hc);
-  k->be_in = NULL;
-  k->be_flags &= ~GR__HIER_CALL;
+  *op = NULL;
   call_release(hc);
 }
