@@ -24,6 +24,7 @@
 #include "gr_shm.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,6 +325,9 @@ static void call_abandon(hier_call *hc) {
   hc->tpost = hc->tdone;
 }
 
+/* base + off bytes; NULL stays NULL (a count-0 call's buffers may be NULL: no arithmetic on it) */
+static char *at(const char *base, size_t off) { return base ? (char *)(uintptr_t)base + off : NULL; }
+
 static void seg_range(const hier_call *hc, int j, size_t *off, size_t *len) {
   *off = (size_t)j * hc->seg;
   *len = hc->count - *off < hc->seg ? hc->count - *off : hc->seg;
@@ -357,8 +361,8 @@ static gr_status post_lead(hier_call *hc) {
   gr__call *l = &hc->lc[j];
   memset(l, 0, sizeof *l);
   l->kind = hc->kind;
-  l->send = hc->kind == GR__ALLREDUCE && !hc->has_a ? hc->src + off * hc->es : hc->buf + off * hc->es;
-  l->recv = hc->buf + off * hc->es;
+  l->send = at(hc->kind == GR__ALLREDUCE && !hc->has_a ? hc->src : hc->buf, off * hc->es);
+  l->recv = at(hc->buf, off * hc->es);
   l->count = hc->kind == GR__BARRIER ? 0 : len;
   l->dtype = hc->dtype;
   l->op = hc->op;
@@ -393,8 +397,8 @@ static gr_status post_node(hier_call *hc) {
   if (hc->kind != GR__BARRIER) {
     call.kind = code & 1 ? GR__BROADCAST : hc->a_kind;
     call.count = len;
-    call.recv = hc->buf + off * hc->es;
-    call.send = hc->kind == GR__ALLREDUCE && !(code & 1) ? hc->src + off * hc->es : call.recv;
+    call.recv = at(hc->buf, off * hc->es);
+    call.send = hc->kind == GR__ALLREDUCE && !(code & 1) ? at(hc->src, off * hc->es) : call.recv;
     call.root = code & 1 ? 0 : hc->a_root;
   }
   gr_status st = gr__shm_post(h->shm, &hc->nops[hc->tpost], &call);

@@ -2,9 +2,10 @@
  * construction (tests/mpi/collectives/exact_values.h: every reduction exact in every type, whatever
  * the order, which the hierarchy changes). multinode_hier.sh runs it under mpirun on several hosts
  * and checks, from GPURUN_LOG=debug, which communicators took the hierarchical path.
- *   test_coll_hier exact [--no-timeout]   every dtype and op, in and out of place, odd counts and
- *       several segments; broadcast from every root; barrier; groups and requests in flight; then
- *       split communicators that end up on one node or with one rank per node (no hierarchy)
+ *   test_coll_hier exact [--no-timeout] [--quick]   every dtype and op, in and out of place, odd
+ *       counts and several segments; broadcast from every root; barrier; groups and requests in
+ *       flight; then split communicators that end up on one node or with one rank per node (no
+ *       hierarchy). --quick: the world only, without the multi-segment sizes
  *   test_coll_hier kill VICTIM            VICTIM SIGKILLs itself inside a stream of large
  *       allreduces; every survivor must return GR_ERR_TIMEOUT within the timeout plus a margin
  *       (those on the victim's node naming it as gone), then destroy the communicator. Prints
@@ -20,7 +21,8 @@
 
 #include "exact_values.h"
 
-/* collectives/gr_hier.h's test hook: 1 MiB segments, so that a few MiB reach the pipeline */
+/* collectives/gr_hier.h's test hook: 64 KiB segments, so that a few hundred KiB reach the
+ * pipeline (the default, 16 MiB, would need calls too large for a test under ASan) */
 extern size_t gr__hier_seg_bytes;
 
 static int world_rank, failures, checks;
@@ -72,8 +74,9 @@ static void fill_const(gr_dtype t, void *b, size_t n, double v) {
     }                                                                                 \
   } while (0)
 
-/* Elements in s segments of the hierarchical path (1 MiB each), plus an odd remainder. */
-static size_t segs(gr_dtype t, double s) { return (size_t)(s * (1 << 20)) / ev_size(t) + 3; }
+/* Elements in s segments of the hierarchical path, plus an odd remainder. */
+#define SEG_BYTES (64u << 10)
+static size_t segs(gr_dtype t, double s) { return (size_t)(s * SEG_BYTES) / ev_size(t) + 3; }
 
 static void t_allreduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace) {
   int r = gr_comm_rank(c), P = gr_comm_size(c);
@@ -163,19 +166,21 @@ static void t_in_flight(gr_comm *c, int big) {
 static void suite(gr_comm *c, const char *dir, const char *name, int full) {
   int P = gr_comm_size(c);
   static const size_t small[] = {0, 1, 7, 1023};
+  /* every dtype x op, out of place and in place, each at two of the small sizes in turn (all four
+   * sizes and both forms meet every dtype over the ops) */
   for (int t = GR_INT8; t <= GR_FLOAT64; t++)
     for (int op = GR_SUM; op <= GR_AVG; op++) {
       if (op == GR_AVG && !ev_is_float((gr_dtype)t)) continue;
-      for (int in = 0; in < 2; in++)
-        for (size_t si = full ? 0 : 2; si < 4; si++)
-          t_allreduce(c, (gr_dtype)t, (gr_op)op, small[si], in);
+      t_allreduce(c, (gr_dtype)t, (gr_op)op, small[(t + op) % 4], 0);
+      t_allreduce(c, (gr_dtype)t, (gr_op)op, small[(t + op + 2) % 4], 1);
+      if (full) t_allreduce(c, (gr_dtype)t, (gr_op)op, small[(t + op + 1) % 4], op & 1);
     }
   /* several segments, pipelined, in each type family (the world only: the splits take the
    * paths that other tests cover at these sizes) */
   if (full) {
     t_allreduce(c, GR_FLOAT16, GR_SUM, segs(GR_FLOAT16, 2.5), 1);
     t_allreduce(c, GR_BFLOAT16, GR_MAX, segs(GR_BFLOAT16, 2.5), 0);
-    t_allreduce(c, GR_FLOAT32, GR_AVG, segs(GR_FLOAT32, 3.5), 0);
+    t_allreduce(c, GR_FLOAT32, GR_AVG, segs(GR_FLOAT32, 5.5), 0);
     t_allreduce(c, GR_INT8, GR_PROD, segs(GR_INT8, 1.5), 1);
     t_allreduce(c, GR_UINT64, GR_MIN, segs(GR_UINT64, 2.0), 0);
     t_allreduce(c, GR_FLOAT64, GR_SUM, segs(GR_FLOAT64, 1.2), 1);
@@ -193,7 +198,7 @@ static void suite(gr_comm *c, const char *dir, const char *name, int full) {
   t_in_flight(c, full);
 }
 
-static int run_exact(int blocking, const char *dir) {
+static int run_exact(int blocking, int quick, const char *dir) {
   gr_comm_config cfg;
   gr_comm_config_init(&cfg);
   cfg.backend = GR_BACKEND_MPI;
@@ -201,7 +206,8 @@ static int run_exact(int blocking, const char *dir) {
   gr_comm *world = NULL, *node = NULL, *spread = NULL;
   CHECK_OK(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
   if (!world) MPI_Abort(MPI_COMM_WORLD, 1);
-  suite(world, dir, "world", 1);
+  suite(world, dir, "world", !quick);
+  if (quick) goto done;
   /* the node of each rank, from MPI: one communicator per node (no hierarchy: the shared-memory
    * path) and one per local rank (one rank per node: no hierarchy either) */
   MPI_Comm nm;
@@ -219,6 +225,7 @@ static int run_exact(int blocking, const char *dir) {
   if (spread) suite(spread, dir, name, 0);
   CHECK_OK(gr_comm_destroy(spread), "destroy");
   CHECK_OK(gr_comm_destroy(node), "destroy");
+done:
   CHECK_OK(gr_comm_destroy(world), "destroy");
   int total = 0, nchecks = 0, P;
   MPI_Comm_size(MPI_COMM_WORLD, &P);
@@ -305,11 +312,16 @@ static int run_kill(int victim) {
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  gr__hier_seg_bytes = 1u << 20;
+  gr__hier_seg_bytes = SEG_BYTES;
   int rc = 2;
   if (argc >= 2 && strcmp(argv[1], "exact") == 0) {
     const char *dir = getenv("HIER_TEST_DIR");
-    rc = run_exact(argc > 2 && strcmp(argv[2], "--no-timeout") == 0, dir ? dir : "/tmp");
+    int blocking = 0, quick = 0;
+    for (int i = 2; i < argc; i++) {
+      blocking |= strcmp(argv[i], "--no-timeout") == 0;
+      quick |= strcmp(argv[i], "--quick") == 0;
+    }
+    rc = run_exact(blocking, quick, dir ? dir : "/tmp");
   } else if (argc >= 3 && strcmp(argv[1], "kill") == 0) {
     rc = run_kill(atoi(argv[2]));
   } else if (world_rank == 0) {
