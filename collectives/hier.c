@@ -31,8 +31,9 @@
 
 /* Segment size. The node step of segment j+1 overlaps the leaders' exchange of segment j; below
  * one segment a call goes whole. Measured on 3 netns hosts x 2 ranks on 2 shared cores (allreduce,
- * 1-16 MiB, interleaved with the flat ring, load average 30-90): 256 KiB segments took 0.8-2.5x
- * the flat time, 1 MiB 0.5-1.2x, 4 MiB 0.7-1.1x, whole calls 0.3-0.8x. There the cores, not the
+ * 1-16 MiB, interleaved with the flat ring, load average 30-90, bench/README.md): 256 KiB
+ * segments took 0.78-2.28x the flat time, 1 MiB 0.47-1.27x, 4 MiB 0.44-1.05x, whole calls
+ * 0.31-0.89x. There the cores, not the
  * link, are the bottleneck, and every extra step waits for a peer to be scheduled; on a real
  * network the overlap pays, so calls above 16 MiB are still pipelined. */
 #define HIER_SEG_BYTES (16u << 20)
