@@ -19,12 +19,15 @@
 #include <unistd.h>
 
 /* GPURUN_COLL_ALGO: "auto" (default) or "shm" use the segment where the ranks share a node;
- * "mpi" keeps the MPI algorithms (for measurement). Any rank's "mpi" turns it off for all. */
+ * "mpi" keeps the MPI algorithms (for measurement). Any rank's "mpi" turns it off for all. "hier"
+ * and "flat" choose for communicators that span nodes (gr_hier.h) and keep the segment here. */
 static int want_shm(void) {
   const char *a = getenv("GPURUN_COLL_ALGO");
-  if (!a || !*a || strcmp(a, "auto") == 0 || strcmp(a, "shm") == 0) return 1;
+  if (!a || !*a || strcmp(a, "auto") == 0 || strcmp(a, "shm") == 0 || strcmp(a, "hier") == 0 ||
+      strcmp(a, "flat") == 0)
+    return 1;
   if (strcmp(a, "mpi") == 0) return 0;
-  GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_COLL_ALGO=%.40s is not auto, shm or mpi; using auto", a);
+  GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_COLL_ALGO=%.40s is not auto, shm, hier, flat or mpi; using auto", a);
   return 1;
 }
 
@@ -178,7 +181,8 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
 
 /* ---- the MPI backend's calls on the segment ------------------------------------------------ */
 
-gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv, gr__shm_op **op) {
+gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv,
+                            gr__shm_op **op) {
   gr__shm_op call = {.kind = (int)k->kind, .send = send, .recv = recv, .count = k->count,
                      .dtype = k->dtype, .op = k->op, .root = k->root, .refused = k->fe_refused};
   if (k->kind == GR__BARRIER) call.count = 0;
