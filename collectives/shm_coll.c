@@ -58,7 +58,7 @@
  * own buffers instead of through the segment: one copy instead of two, which is what the memory
  * bandwidth of a large call is spent on. Below, the syscall costs more than the copy saves. */
 #define CMA_MIN 16384
-#define CMA_TMP_BYTES 32768 /* per peer: a reduction's block read from it, kept in L1/L2 */
+#define CMA_TMP_BYTES 65536 /* per peer: a reduction's block read from it, kept in L2 */
 /* Each rank's control line: its counter, then the addresses of its buffers in the current call. */
 #define CTL_SEND 8
 #define CTL_RECV 16
@@ -202,6 +202,8 @@ gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
   op->pos = op->len = 0;
   op->mode = 0;
   op->sub = 0;
+  op->peer = 0;
+  op->reduced = op->gathered = 0;
   op->failed = 0;
   op->why[0] = '\0';
   op->next = NULL;
@@ -396,11 +398,36 @@ static uint64_t peer_addr(const gr__shm *s, int q, size_t field) {
   return atomic_load_explicit(ctl(s, q, field), memory_order_relaxed);
 }
 
+/* Chunk c of a single-copy allreduce: elements [*lo, *lo + *len). Each chunk holds one slice of
+ * at most CMA_TMP_BYTES per rank, so a rank's slice of it is one read per peer into its tmp block
+ * and the result a peer copies back is still in cache (L2, or the shared L3) when it does. */
+static size_t cma_chunk_elems(const gr__shm *s, size_t es) {
+  return (size_t)s->size * (CMA_TMP_BYTES / es);
+}
+static size_t cma_chunks(const gr__shm *s, const gr__shm_op *op) {
+  size_t ce = cma_chunk_elems(s, gr__dtype_size(op->dtype));
+  return (op->count + ce - 1) / ce;
+}
+static void cma_chunk(const gr__shm *s, const gr__shm_op *op, size_t c, size_t *lo, size_t *len) {
+  size_t ce = cma_chunk_elems(s, gr__dtype_size(op->dtype));
+  *lo = c * ce;
+  *len = op->count - *lo < ce ? op->count - *lo : ce;
+}
+
 /* The steps return 1 done, 0 waiting, -1 failed. A step resumes where a wait stopped it (op->sub:
- * the peer or block it got to), so nothing is read or reduced twice. */
+ * the peer or block it got to), so nothing is read or reduced twice.
+ *
+ * Allreduce, pipelined in chunks: raise once the addresses are published (counter = first); then
+ * for each chunk c, reduce my slice of it from the peers' send buffers (one process_vm_readv per
+ * peer) into my recv and raise (first + 1 + c); between those, copy the peers' slices of every
+ * chunk they have raised for straight out of their recv buffers. A rank never waits while it has
+ * a chunk of its own to reduce, so a descheduled peer costs the others only the wait at the end.
+ * Finally raise (first + 1 + chunks) and wait for every rank's: nobody reads my buffers any more.
+ * In place is safe: peer q reads my send only in its own slice of a chunk before it raises for
+ * that chunk, and I write my recv there only after seeing that raise. */
 static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
   int P = s->size, r = s->rank, rc;
-  size_t es = gr__dtype_size(op->dtype), off, n, per = CMA_TMP_BYTES / es;
+  size_t es = gr__dtype_size(op->dtype), off, n, lo, len, nch = cma_chunks(s, op);
   const char *send = op->send;
   char *recv = op->recv;
   const void *in[GR__SHM_MAX_RANKS];
@@ -411,40 +438,60 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
     raise_flag(s);
     op->step = 2;
     op->sub = 0;
+    op->reduced = op->gathered = 0;
+    op->peer = 1;
   }
-  if (op->step == 2) { /* my slice: the peers' inputs block by block, reduced with mine */
+  if (op->step == 2) { /* every peer published: check the call before touching its data */
     if (!reached(s, s->first, -1)) return 0;
-    if (!op->sub && !all_agree(s, op)) return -2;
-    slice(op->count, P, r, &off, &n);
-    for (size_t b = (size_t)op->sub * per; b < n; b += per, op->sub++) {
-      size_t m = n - b < per ? n - b : per, at = (off + b) * es;
-      for (int q = 0, t = 0; q < P; q++) {
-        if (q == r) {
-          in[q] = send + at;
-          continue;
-        }
-        unsigned char *into = s->tmp + (size_t)t++ * CMA_TMP_BYTES;
-        if ((rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, m * es)) != 1) return rc;
-        in[q] = into;
-      }
-      gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, m);
-    }
-    raise_flag(s);
+    if (!all_agree(s, op)) return -2;
     op->step = 3;
-    op->sub = 1;
   }
-  if (op->step == 3) { /* the others' slices, straight from their results */
-    if (!reached(s, s->first + 1, -1)) return 0;
-    for (; op->sub < P; op->sub++) {
-      int q = (r + op->sub) % P;
-      slice(op->count, P, q, &off, &n);
-      if (n && (rc = cma_read(s, q, recv + off * es, peer_addr(s, q, CTL_RECV) + off * es, n * es)) != 1)
-        return rc;
+  while (op->step == 3) {
+    int moved = 0;
+    if (op->reduced < nch) { /* my slice of the next chunk, its peers' blocks read at op->sub */
+      cma_chunk(s, op, op->reduced, &lo, &len);
+      slice(len, P, r, &off, &n);
+      size_t at = (lo + off) * es;
+      for (; op->sub < P; op->sub++) {
+        int q = (r + op->sub) % P; /* op->sub 0 is me: nothing to read */
+        unsigned char *into = s->tmp + (size_t)(op->sub ? op->sub - 1 : 0) * CMA_TMP_BYTES;
+        if (op->sub && n && (rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, n * es)) != 1)
+          return rc;
+      }
+      for (int i = 0; i < P; i++) { /* rank order, as every path reduces */
+        int t = (i - r + P) % P;
+        in[i] = t == 0 ? (const void *)(send + at) : s->tmp + (size_t)(t - 1) * CMA_TMP_BYTES;
+      }
+      if (n) gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, n);
+      op->sub = 0;
+      op->reduced++;
+      raise_flag(s);
+      moved = 1;
     }
-    raise_flag(s);
-    op->step = 4;
+    while (op->gathered < op->reduced) { /* the peers' slices of the chunks they finished */
+      cma_chunk(s, op, op->gathered, &lo, &len);
+      for (; op->peer < P; op->peer++) {
+        int q = (r + op->peer) % P; /* start after me, so that the ranks read different peers */
+        if (!reached(s, s->first + 1 + op->gathered, q)) break;
+        slice(len, P, q, &off, &n);
+        size_t at = (lo + off) * es;
+        if (n && (rc = cma_read(s, q, recv + at, peer_addr(s, q, CTL_RECV) + at, n * es)) != 1)
+          return rc;
+        s->moves++;
+        moved = 1;
+      }
+      if (op->peer < P) break;
+      op->peer = 1;
+      op->gathered++;
+    }
+    if (op->gathered == nch) {
+      raise_flag(s);
+      op->step = 4;
+    } else if (!moved) {
+      return 0;
+    }
   }
-  return reached(s, s->first + 2, -1); /* nobody reads my buffers any more */
+  return reached(s, s->first + 1 + nch, -1); /* nobody reads my buffers any more */
 }
 
 static int cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {

@@ -279,6 +279,12 @@ static int battery(gr__shm *s, int r, int P, int quick) {
       }
     }
   }
+  /* a single-copy allreduce is pipelined in chunks of 64 KiB per rank: cross several, with a
+   * ragged last one, at every rank count */
+  for (int inplace = 0; inplace < 2 && !bad; inplace++) {
+    bad |= one(s, r, P, GR__ALLREDUCE, GR_INT32, GR_SUM, (size_t)P * 16384 * 3 + 5, inplace, -1);
+    bad |= one(s, r, P, GR__ALLREDUCE, GR_FLOAT64, GR_MAX, (size_t)P * 8192 * 2 + 1, inplace, -1);
+  }
   return bad;
 }
 
