@@ -678,6 +678,9 @@ static gr_status mpi_post(gr__call *k, int *done) {
   if (k->count > INT_MAX)
     return gr__comm_err(c, GR_ERR_UNSUPPORTED, "count %zu exceeds the MPI backend's limit of "
                         "INT_MAX elements per call; split the call", k->count);
+  /* reduce, alltoall: the ranks agree on the segment first (gr_shm.h); mpi_start_gated follows */
+  if (gr__shm_gates(b->shm, k->kind) && !(k->be_flags & GR__SHM_GATED))
+    return gr__shm_gate_post(b->shm, k);
   const void *s = k->send;
   void *r = k->recv;
   GR_CHECK(stage_in(k, &s, &r));
@@ -784,7 +787,16 @@ static void progress_oldest(mpi_be *b, gr__call *k) {
   }
 }
 
+static gr_status mpi_start_gated(gr__call *k) {
+  int done = 0;
+  return mpi_post(k, &done); /* not blocking_ok: never done here */
+}
+
 static gr_status mpi_test(gr__call *k, int *done) {
+  if (k->be_flags & GR__SHM_GATE) {
+    gr_status st = gr__shm_gate_test(((mpi_be *)k->comm->be)->shm, k, mpi_start_gated);
+    if (st != GR_OK || (k->be_flags & GR__SHM_GATE)) return st; /* failed, or still waiting */
+  }
   if (k->be_flags & GR__SHM_CALL) {
     gr_status st = gr__shm_call_test(((mpi_be *)k->comm->be)->shm, k, done);
     if (st == GR_ERR_MISMATCH) { /* the ranks disagreed: nothing was received; release as forget */
@@ -818,7 +830,7 @@ static gr_status mpi_test(gr__call *k, int *done) {
 }
 
 static void mpi_forget(gr__call *k) {
-  if (k->be_flags & GR__SHM_CALL) { /* nothing writes into the buffers once this rank stops */
+  if (k->be_flags & (GR__SHM_CALL | GR__SHM_GATE)) { /* nothing writes into the buffers once this rank stops */
     gr__shm_call_forget(((mpi_be *)k->comm->be)->shm, k);
     if (k->be_flags & 1) free(k->be_tmp), k->be_tmp = NULL;
     stage_out(k);

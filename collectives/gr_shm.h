@@ -29,6 +29,12 @@
  * once in the round and read nothing of a disagreeing peer, so the counters still agree: the call
  * is dropped, the following calls run normally and the segment stays usable. The cost is two
  * stores and, per peer, two loads from the cache line the wait reads anyway, in the first round.
+ * The collectives that do not run here (reduce, alltoall: Open MPI's or the backend's algorithms)
+ * still take one agreement round here first, a barrier with their descriptor, and start their own
+ * algorithm only once it passed, in the order they were posted (gr__shm_defer): otherwise a rank in
+ * alltoall and one in allreduce would wait for each other until the deadline, each in its own
+ * protocol, instead of both failing with GR_ERR_MISMATCH. Point-to-point calls are not collective
+ * and take no round.
  *
  * This part knows nothing of MPI, so tests drive it with forked processes and with threads. */
 #ifndef GR_SHM_H
@@ -93,6 +99,13 @@ int gr__shm_cma_errno(const gr__shm *s);
 
 /* Whether the protocol takes this call (kind and size alone: the same answer on every rank). */
 int gr__shm_takes(const gr__shm *s, int kind);
+/* Whether a call of this kind runs elsewhere after an agreement round here (reduce, alltoall). */
+int gr__shm_gates(const gr__shm *s, int kind);
+/* A FIFO of the caller's items (the gated calls in posting order): append (0 when out of memory),
+ * the first, and removing an item wherever it is. */
+int gr__shm_defer(gr__shm *s, void *item);
+void *gr__shm_deferred(const gr__shm *s);
+void gr__shm_undefer(gr__shm *s, void *item);
 
 /* Queue a call (calls run in the order they were posted; all ranks post the same sequence). */
 gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call);
@@ -129,8 +142,19 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out);
  * send and recv. The op sits in k->be_in while k->be_flags has GR__SHM_CALL. On a timeout, forget
  * writes the sentence naming the ranks waited for into k->comm->err. */
 #define GR__SHM_CALL 0x100
+/* A gated call (gr__shm_gates): GR__SHM_GATE until its MPI algorithm started; GR__SHM_GATED once it
+ * may start (the backend's post then skips the round); GR__SHM_GATE_ERR: starting it failed with the
+ * status in k->be_phase (it was started by another call's test, which could not report it). */
+#define GR__SHM_GATE 0x200
+#define GR__SHM_GATED 0x400
+#define GR__SHM_GATE_ERR 0x800
 gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv);
 gr_status gr__shm_call_test(gr__shm *s, gr__call *k, int *done);
 void gr__shm_call_forget(gr__shm *s, gr__call *k);
+/* A gated call: post its agreement round (and queue it); test it, starting with start() the
+ * algorithms of every gated call whose round passed, oldest first, this one included (then
+ * GR__SHM_GATE is clear and the caller tests the algorithm). GR_ERR_MISMATCH as gr__shm_call_test. */
+gr_status gr__shm_gate_post(gr__shm *s, gr__call *k);
+gr_status gr__shm_gate_test(gr__shm *s, gr__call *k, gr_status (*start)(gr__call *));
 
 #endif

@@ -96,6 +96,8 @@ struct gr__shm {
   uint64_t idle_t0; /* when the current fruitless wait began (ns), 0 = not waiting */
   char why[320];    /* the last failed call's sentence (gr__shm_why) */
   gr__shm_op *head, *tail, *spare, *all;
+  void **deferred;  /* gr__shm_defer's FIFO: [dfirst, dend) of dcap */
+  size_t dfirst, dend, dcap;
 };
 
 /* Each op also sits on the list of all ops ever allocated (freed with the context). */
@@ -176,12 +178,47 @@ void gr__shm_free(gr__shm *s) {
   }
   if (s->owns) munmap(s->base, s->bytes);
   free(s->tmp);
+  free(s->deferred);
   free(s);
 }
 
 int gr__shm_takes(const gr__shm *s, int kind) {
   return s && (kind == GR__ALLREDUCE || kind == GR__REDUCE_SCATTER || kind == GR__ALLGATHER ||
                kind == GR__BROADCAST || kind == GR__BARRIER);
+}
+
+/* The collectives that run elsewhere: on the segment they only agree (gr_shm.h, Agreement). */
+static int agreement_only(int kind) { return kind == GR__REDUCE || kind == GR__ALLTOALL; }
+int gr__shm_gates(const gr__shm *s, int kind) { return s && agreement_only(kind); }
+
+int gr__shm_defer(gr__shm *s, void *item) {
+  if (s->dfirst == s->dend) s->dfirst = s->dend = 0;
+  if (s->dend == s->dcap) {
+    if (s->dfirst) { /* slide down before growing */
+      memmove(s->deferred, s->deferred + s->dfirst, (s->dend - s->dfirst) * sizeof *s->deferred);
+      s->dend -= s->dfirst;
+      s->dfirst = 0;
+    } else {
+      size_t cap = s->dcap ? 2 * s->dcap : 8;
+      void **d = realloc(s->deferred, cap * sizeof *d);
+      if (!d) return 0;
+      s->deferred = d;
+      s->dcap = cap;
+    }
+  }
+  s->deferred[s->dend++] = item;
+  return 1;
+}
+
+void *gr__shm_deferred(const gr__shm *s) { return s->dfirst < s->dend ? s->deferred[s->dfirst] : NULL; }
+
+void gr__shm_undefer(gr__shm *s, void *item) {
+  for (size_t i = s->dfirst; i < s->dend; i++) {
+    if (s->deferred[i] != item) continue;
+    memmove(s->deferred + i, s->deferred + i + 1, (s->dend - i - 1) * sizeof *s->deferred);
+    s->dend--;
+    return;
+  }
 }
 
 gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
@@ -269,12 +306,13 @@ static _Atomic uint64_t *desc(const gr__shm *s, int q) {
 /* The fields that decide the byte layout and the arithmetic, those a kind ignores zeroed, and the
  * round number (which agrees whenever the earlier calls did). */
 static void describe(const gr__shm *s, const gr__shm_op *op, uint64_t d[2]) {
-  int reduces = op->kind == GR__ALLREDUCE || op->kind == GR__REDUCE_SCATTER;
+  int reduces = op->kind == GR__ALLREDUCE || op->kind == GR__REDUCE_SCATTER || op->kind == GR__REDUCE;
+  int rooted = op->kind == GR__BROADCAST || op->kind == GR__REDUCE;
   int data = op->kind != GR__BARRIER;
   d[0] = data ? (uint64_t)op->count : 0;
   d[1] = (uint64_t)(op->kind & 0xff) | (uint64_t)(data ? op->dtype & 0xff : 0) << 8 |
          (uint64_t)(reduces ? op->op & 0xff : 0) << 16 |
-         (uint64_t)(op->kind == GR__BROADCAST ? op->root & 0xffff : 0) << 24 |
+         (uint64_t)(rooted ? op->root & 0xffff : 0) << 24 |
          (s->rounds & 0xffffff) << 40;
 }
 
@@ -292,9 +330,9 @@ static int describe_text(char *b, size_t len, uint64_t d0, uint64_t d1) {
   int kind = (int)(d1 & 0xff);
   int n = snprintf(b, len, "%s(count=%llu, dtype=%s", gr__kind_name((gr__kind)kind),
                    (unsigned long long)d0, gr__dtype_name((gr_dtype)((d1 >> 8) & 0xff)));
-  if (kind == GR__ALLREDUCE || kind == GR__REDUCE_SCATTER)
+  if (kind == GR__ALLREDUCE || kind == GR__REDUCE_SCATTER || kind == GR__REDUCE)
     n += snprintf(b + n, len - (size_t)n, ", op=%s", gr__op_name((gr_op)((d1 >> 16) & 0xff)));
-  if (kind == GR__BROADCAST)
+  if (kind == GR__BROADCAST || kind == GR__REDUCE)
     n += snprintf(b + n, len - (size_t)n, ", root=%d", (int)((d1 >> 24) & 0xffff));
   if (kind == GR__BARRIER) n = snprintf(b, len, "barrier(");
   return n + snprintf(b + n, len - (size_t)n, ")");
@@ -748,14 +786,14 @@ static int advance(gr__shm *s, gr__shm_op *op) {
         op->state = 1;
         op->pos = 0;
         size_t es = gr__dtype_size(op->dtype);
-        if (op->kind == GR__BARRIER) /* no data, whatever count says */
+        if (op->kind == GR__BARRIER || agreement_only(op->kind)) /* no data moves here */
           op->mode = 0;
         else if (s->cma && op->count * es >= CMA_MIN && op->count >= (size_t)s->size)
           op->mode = MODE_CMA;
         else if (op->kind == GR__ALLREDUCE)
           op->mode = op->count * es <= SMALL_MAX || op->count < (size_t)s->size ? MODE_SMALL
                                                                                  : MODE_LARGE;
-        if (op->kind == GR__BARRIER) {
+        if (op->kind == GR__BARRIER || agreement_only(op->kind)) {
           begin_round(s);
           op->step = 1;
           continue;
@@ -763,7 +801,7 @@ static int advance(gr__shm *s, gr__shm_op *op) {
       } else {
         op->pos += op->len;
       }
-      if (op->kind == GR__BARRIER || op->pos >= op->count) return 1;
+      if (op->kind == GR__BARRIER || agreement_only(op->kind) || op->pos >= op->count) return 1;
       size_t m = round_elems(s, op);
       op->len = op->count - op->pos < m ? op->count - op->pos : m;
       begin_round(s);

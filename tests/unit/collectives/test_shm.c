@@ -475,6 +475,13 @@ static const struct {
     {{GR__BARRIER, 0, GR_INT32, GR_SUM, 0, "barrier("}, {GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "allreduce("}},
     {{GR__ALLGATHER, 4, GR_INT32, GR_SUM, 0, "allgather("}, {GR__BROADCAST, 4, GR_INT32, GR_SUM, 0, "broadcast("}},
     {{GR__REDUCE_SCATTER, 4, GR_INT32, GR_SUM, 0, "reduce_scatter("}, {GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "allreduce("}},
+    /* kinds that only agree here (their algorithm runs in MPI): against each other and the rest */
+    {{GR__ALLREDUCE, 40000, GR_FLOAT32, GR_SUM, 0, "allreduce("}, {GR__ALLTOALL, 40000, GR_FLOAT32, GR_SUM, 0, "alltoall("}},
+    {{GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "reduce("}, {GR__ALLGATHER, 4, GR_INT32, GR_SUM, 0, "allgather("}},
+    {{GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "root=0"}, {GR__REDUCE, 4, GR_INT32, GR_SUM, 1, "root=1"}},
+    {{GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "op=sum"}, {GR__REDUCE, 4, GR_INT32, GR_MAX, 0, "op=max"}},
+    {{GR__ALLTOALL, 4, GR_INT32, GR_SUM, 0, "alltoall("}, {GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "reduce("}},
+    {{GR__ALLTOALL, 4, GR_INT32, GR_SUM, 0, "count=4"}, {GR__ALLTOALL, 5, GR_INT32, GR_SUM, 0, "count=5"}},
 };
 
 static int body_mismatch(gr__shm *s, int r, int P, void *arg) {
