@@ -139,22 +139,11 @@ int gr__shm_open_peer(pid_t pid, int fd);
 gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out);
 
 /* The MPI backend's hook: a call k whose kind gr__shm_takes runs here on the (staged) host buffers
- * send and recv. The op sits in k->be_in while k->be_flags has GR__SHM_CALL. On a timeout, forget
- * writes the sentence naming the ranks waited for into k->comm->err. */
-#define GR__SHM_CALL 0x100
-/* A gated call (gr__shm_gates): GR__SHM_GATE until its MPI algorithm started; GR__SHM_GATED once it
- * may start (the backend's post then skips the round); GR__SHM_GATE_ERR: starting it failed with the
- * status in k->be_phase (it was started by another call's test, which could not report it). */
-#define GR__SHM_GATE 0x200
-#define GR__SHM_GATED 0x400
-#define GR__SHM_GATE_ERR 0x800
-gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv);
-gr_status gr__shm_call_test(gr__shm *s, gr__call *k, int *done);
-void gr__shm_call_forget(gr__shm *s, gr__call *k);
-/* A gated call: post its agreement round (and queue it); test it, starting with start() the
- * algorithms of every gated call whose round passed, oldest first, this one included (then
- * GR__SHM_GATE is clear and the caller tests the algorithm). GR_ERR_MISMATCH as gr__shm_call_test. */
-gr_status gr__shm_gate_post(gr__shm *s, gr__call *k);
-gr_status gr__shm_gate_test(gr__shm *s, gr__call *k, gr_status (*start)(gr__call *));
+ * send and recv. post stores the op in *op, which the backend keeps in its per-call state; test
+ * and forget set *op to NULL once the op is released (done, a mismatch, forgotten). On a timeout,
+ * forget writes the sentence naming the ranks waited for into k->comm->err. */
+gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv, gr__shm_op **op);
+gr_status gr__shm_call_test(gr__shm *s, gr__call *k, gr__shm_op **op, int *done);
+void gr__shm_call_forget(gr__shm *s, gr__call *k, gr__shm_op **op);
 
 #endif

@@ -178,100 +178,33 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
 
 /* ---- the MPI backend's calls on the segment ------------------------------------------------ */
 
-gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv) {
+gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv, gr__shm_op **op) {
   gr__shm_op call = {.kind = (int)k->kind, .send = send, .recv = recv, .count = k->count,
                      .dtype = k->dtype, .op = k->op, .root = k->root};
   if (k->kind == GR__BARRIER) call.count = 0;
-  gr__shm_op *op = NULL;
-  gr_status st = gr__shm_post(s, &op, &call);
+  *op = NULL;
+  gr_status st = gr__shm_post(s, op, &call);
   if (st != GR_OK)
     return gr__comm_err(k->comm, st, st == GR_ERR_NOMEM ? "out of memory" : "shared-memory path "
                         "unusable after an earlier timeout");
-  k->be_in = op;
-  k->be_flags |= GR__SHM_CALL;
   return GR_OK;
 }
 
-gr_status gr__shm_call_test(gr__shm *s, gr__call *k, int *done) {
-  gr_status st = gr__shm_test(s, k->be_in, done);
+gr_status gr__shm_call_test(gr__shm *s, gr__call *k, gr__shm_op **op, int *done) {
+  gr_status st = gr__shm_test(s, *op, done);
   if (st == GR_ERR_MISMATCH) { /* the op is released; the segment stays usable (gr_shm.h) */
-    k->be_in = NULL;
-    k->be_flags &= ~GR__SHM_CALL;
+    *op = NULL;
     return gr__comm_err(k->comm, st, "%s", gr__shm_why(s));
   }
   if (st == GR_ERR_SYSTEM)
     return gr__comm_err(k->comm, st, "process_vm_readv from a peer rank failed: %s",
                         strerror(gr__shm_cma_errno(s)));
   if (st != GR_OK) return gr__comm_err(k->comm, st, "shared-memory path unusable after an earlier timeout");
-  if (*done) {
-    k->be_in = NULL;
-    k->be_flags &= ~GR__SHM_CALL;
-  }
+  if (*done) *op = NULL;
   return GR_OK;
 }
 
-void gr__shm_call_forget(gr__shm *s, gr__call *k) {
-  if (k->be_flags & GR__SHM_GATE) gr__shm_undefer(s, k);
-  k->be_flags &= ~(GR__SHM_GATE | GR__SHM_GATED);
-  /* (a gated call whose round passed waits for an earlier one's round: the sentence names who) */
-  gr__shm_forget(s, k->be_in, k->comm->err, sizeof k->comm->err);
-  k->be_in = NULL;
-  k->be_flags &= ~GR__SHM_CALL;
-}
-
-/* ---- gated calls (reduce, alltoall): an agreement round here, then their own algorithm ------- */
-
-gr_status gr__shm_gate_post(gr__shm *s, gr__call *k) {
-  if (!gr__shm_defer(s, k)) return gr__comm_err(k->comm, GR_ERR_NOMEM, "out of memory");
-  gr_status st = gr__shm_call_post(s, k, NULL, NULL);
-  if (st != GR_OK) {
-    gr__shm_undefer(s, k);
-    return st;
-  }
-  k->be_flags |= GR__SHM_GATE;
-  return GR_OK;
-}
-
-/* Start the algorithms of the gated calls whose round passed, oldest first, up to the first one
- * still in its round. One whose round failed leaves the queue: its own test reports it. */
-static void start_passed(gr__shm *s, gr_status (*start)(gr__call *)) {
-  gr__call *f;
-  while ((f = gr__shm_deferred(s))) {
-    if (f->be_flags & GR__SHM_CALL) {
-      const gr__shm_op *op = f->be_in;
-      if (op->state != 2) return; /* still in its round */
-      if (op->failed) {
-        gr__shm_undefer(s, f);
-        continue;
-      }
-      int d = 0;
-      if (gr__shm_call_test(s, f, &d) != GR_OK || !d) return; /* cannot happen: finished */
-    }
-    gr__shm_undefer(s, f);
-    f->be_flags = (f->be_flags & ~GR__SHM_GATE) | GR__SHM_GATED;
-    f->blocking_ok = 0; /* started from any call's test: it must not block there */
-    gr_status st = start(f);
-    if (st != GR_OK) {
-      f->be_flags |= GR__SHM_GATE_ERR;
-      f->be_phase = (int)st;
-    }
-  }
-}
-
-gr_status gr__shm_gate_test(gr__shm *s, gr__call *k, gr_status (*start)(gr__call *)) {
-  if (k->be_flags & GR__SHM_CALL) {
-    int d = 0;
-    gr_status st = gr__shm_call_test(s, k, &d); /* progresses every round queued before k's too */
-    if (st != GR_OK) { /* disagreement, or the segment broke: k never starts */
-      gr__shm_undefer(s, k);
-      k->be_flags &= ~GR__SHM_GATE;
-      return st;
-    }
-  }
-  start_passed(s, start);
-  if (k->be_flags & GR__SHM_GATE_ERR) {
-    k->be_flags &= ~GR__SHM_GATE_ERR;
-    return (gr_status)k->be_phase;
-  }
-  return GR_OK;
+void gr__shm_call_forget(gr__shm *s, gr__call *k, gr__shm_op **op) {
+  gr__shm_forget(s, *op, k->comm->err, sizeof k->comm->err);
+  *op = NULL;
 }
