@@ -465,11 +465,12 @@ static gr_status mpi_post(gr__call *k, int *done) {
     return gr__comm_err(c, GR_ERR_UNSUPPORTED, "count %zu exceeds the MPI backend's limit of "
                         "INT_MAX elements per call; split the call", k->count);
   /* reduce, alltoall: the ranks agree on the segment first; gate_start posts them again */
-  if (gr__shm_gates(b->shm, k->kind) && !(m->flags & GR__MPI_GATED)) return gate_post(b, k);
+  if (gr__shm_gates(b->shm, k->kind, k->count, k->dtype) && !(m->flags & GR__MPI_GATED))
+    return gate_post(b, k);
   const void *s = k->send;
   void *r = k->recv;
   GR_CHECK(stage_in(k, &s, &r));
-  if (gr__shm_takes(b->shm, k->kind)) {
+  if (gr__shm_takes(b->shm, k->kind, k->count, k->dtype)) {
     gr_status st = gr__shm_call_post(b->shm, k, s, r, &m->shm_op);
     if (st != GR_OK) stage_out(k);
     else m->flags |= GR__MPI_SHM;

@@ -29,12 +29,13 @@
  * once in the round and read nothing of a disagreeing peer, so the counters still agree: the call
  * is dropped, the following calls run normally and the segment stays usable. The cost is two
  * stores and, per peer, two loads from the cache line the wait reads anyway, in the first round.
- * The collectives that do not run here (reduce, alltoall: Open MPI's or the backend's algorithms)
- * still take one agreement round here first, a barrier with their descriptor, and start their own
+ * The collectives that do not run here (larger reduce and alltoall: Open MPI's algorithms) still
+ * take one agreement round here first, a barrier with their descriptor, and start their own
  * algorithm only once it passed, in the order they were posted (gr__shm_defer): otherwise a rank in
  * alltoall and one in allreduce would wait for each other until the deadline, each in its own
- * protocol, instead of both failing with GR_ERR_MISMATCH. Point-to-point calls are not collective
- * and take no round.
+ * protocol, instead of both failing with GR_ERR_MISMATCH. The price: such a reduce's non-roots
+ * wait for the root's arrival, which MPI's eager send did not. Point-to-point calls are not
+ * collective and take no round.
  *
  * This part knows nothing of MPI, so tests drive it with forked processes and with threads. */
 #ifndef GR_SHM_H
@@ -97,10 +98,13 @@ int gr__shm_cma_probe(gr__shm *s);
 int gr__shm_set_cma(gr__shm *s, int on);
 int gr__shm_cma_errno(const gr__shm *s);
 
-/* Whether the protocol takes this call (kind and size alone: the same answer on every rank). */
-int gr__shm_takes(const gr__shm *s, int kind);
-/* Whether a call of this kind runs elsewhere after an agreement round here (reduce, alltoall). */
-int gr__shm_gates(const gr__shm *s, int kind);
+/* Whether the protocol takes this call (kind and size alone: the same answer on every rank that
+ * agrees on the call; ranks that do not all take a round here, and the round finds it out). All of
+ * allreduce, reduce-scatter, allgather, broadcast, barrier; reduce up to 8 KiB (128 KiB at two
+ * ranks) and alltoall up to 4 KiB per rank. */
+int gr__shm_takes(const gr__shm *s, int kind, size_t count, gr_dtype t);
+/* Whether the call runs elsewhere after an agreement round here (larger reduce, alltoall). */
+int gr__shm_gates(const gr__shm *s, int kind, size_t count, gr_dtype t);
 /* A FIFO of the caller's items (the gated calls in posting order): append (0 when out of memory),
  * the first, and removing an item wherever it is. */
 int gr__shm_defer(gr__shm *s, void *item);
