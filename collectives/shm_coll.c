@@ -14,7 +14,9 @@
  * - allgather: copy my block into slot(me), raise; copy each peer's block as soon as it raised.
  * - broadcast: the root copies into slot(root) and raises; the others raise at the start of the
  *   round (saying they finished the previous one) and copy once the root raised.
- * - barrier: raise; wait until all raised. */
+ * - barrier: raise; wait until all raised.
+ * - reduce, alltoall (small): as the small allreduce; only the root reduces, or each rank takes its
+ *   block from every slot. Larger ones: only the barrier's agreement round (gr_shm.h). */
 #include "gr_shm.h"
 
 #include "gr_dtype.h"
