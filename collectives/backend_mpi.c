@@ -11,9 +11,11 @@
  * those in flight that they share. gr_mpi_be.h holds the state they share. */
 #include "gr_mpi_be.h"
 
+#include "gr_algo_count.h"
 #include "gr_config.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_mpi_error.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -174,9 +176,7 @@ int gr__mpi_pof2(int p) {
 
 gr_status gr__mpi_rc_fail(gr__call *k, int rc, const char *what) {
   char s[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, s, &len);
-  return gr__comm_err(k->comm, GR_ERR_MPI, "%s failed: %s", what, s);
+  return gr__comm_err(k->comm, GR_ERR_MPI, "%s failed: %s", what, gr__mpi_strerror(rc, s));
 }
 
 /* ---- staging of device buffers ----------------------------------------------------------- */
@@ -471,6 +471,7 @@ static gr_status mpi_post(gr__call *k, int *done) {
   void *r = k->recv;
   GR_CHECK(stage_in(k, &s, &r));
   if (gr__shm_takes(b->shm, k->kind, k->count, k->dtype)) {
+    if (k->kind == GR__ALLREDUCE) gr__algo_note(GR__ALGO_SHM);
     gr_status st = gr__shm_call_post(b->shm, k, s, r, &m->shm_op);
     if (st != GR_OK) stage_out(k);
     else m->flags |= GR__MPI_SHM;
@@ -485,6 +486,10 @@ static gr_status mpi_post(gr__call *k, int *done) {
   switch (k->kind) {
   case GR__ALLREDUCE: {
     const gr__mpi_algo *algo = choose_allreduce(k);
+    gr__algo_note(!algo                            ? GR__ALGO_MPI_LIB
+                  : algo == &gr__mpi_allreduce_rab ? GR__ALGO_RABENSEIFNER
+                  : algo == &gr__mpi_allreduce_ring ? GR__ALGO_RING
+                                                    : GR__ALGO_RD);
     if (algo) {
       gr_status st = own_start(k, algo, s, r);
       if (st != GR_OK) {
@@ -586,7 +591,10 @@ static gr_status mpi_test(gr__call *k, int *done) {
     gr_status st = gr__shm_call_test(b->shm, k, &m->shm_op, done);
     if (!m->shm_op) m->flags &= ~GR__MPI_SHM;
     if (st == GR_ERR_MISMATCH) { /* the ranks disagreed: nothing was received; release as forget */
-      if (m->flags & GR__MPI_PRIVATE_COPY) free(m->tmp), m->tmp = NULL, m->flags &= ~GR__MPI_PRIVATE_COPY;
+      if (m->flags & GR__MPI_PRIVATE_COPY) {
+        free(m->tmp), m->tmp = NULL;
+        m->flags &= ~GR__MPI_PRIVATE_COPY;
+      }
       stage_out(k);
       return st;
     }
@@ -616,6 +624,21 @@ static gr_status mpi_test(gr__call *k, int *done) {
   return complete(k);
 }
 
+/* Our own allreduces are point to point, hence cancellable: once the receives are cancelled, the
+ * waits return locally and nothing writes into the buffers any more. Returns 1 (released). */
+static int cancel_p2p(gr__mpi_ar *a) {
+  for (int i = 0; i < a->nreqs; i++) {
+    if (a->reqs[i] == MPI_REQUEST_NULL) continue;
+    if (a->recvs & (1ull << i)) {
+      MPI_Cancel(&a->reqs[i]);
+      MPI_Wait(&a->reqs[i], MPI_STATUS_IGNORE);
+    } else { /* Open MPI cannot cancel a send: let it go (it reads, never writes) */
+      MPI_Request_free(&a->reqs[i]);
+    }
+  }
+  return 1;
+}
+
 static void mpi_forget(gr__call *k) {
   gr__mpi_call *m = gr__mpi_call_of(k);
   mpi_be *b = k->comm->be;
@@ -631,28 +654,20 @@ static void mpi_forget(gr__call *k) {
     return;
   }
   if (m->flags & GR__MPI_OWN) {
-    /* Our own allreduce is point to point, hence cancellable: once cancelled, the waits return
-     * locally and nothing writes into the buffers any more. */
     gr__mpi_ar *a = m->ar;
-    for (int i = 0; i < a->nreqs; i++) {
-      if (a->reqs[i] == MPI_REQUEST_NULL) continue;
-      if (a->recvs & (1ull << i)) {
-        MPI_Cancel(&a->reqs[i]);
-        MPI_Wait(&a->reqs[i], MPI_STATUS_IGNORE);
-      } else { /* Open MPI cannot cancel a send: let it go (it reads, never writes) */
-        MPI_Request_free(&a->reqs[i]);
-      }
-    }
+    int released = a->algo->forget ? a->algo->forget(a) : cancel_p2p(a);
     live_remove(b, a);
-    free(a); /* its receive buffer is only ever received into, and those receives are cancelled */
     m->ar = NULL;
     m->flags &= ~GR__MPI_OWN;
-    if (m->flags & GR__MPI_PRIVATE_COPY) free(m->tmp), m->tmp = NULL;
-    stage_out(k); /* frees the staging buffers (the copy back is harmless) */
-    return;
+    if (released) {
+      free(a); /* its receive buffer is only received into: those receives are cancelled */
+      if (m->flags & GR__MPI_PRIVATE_COPY) free(m->tmp), m->tmp = NULL;
+      stage_out(k); /* frees the staging buffers (the copy back is harmless) */
+      return;
+    }
   }
-  /* A collective request cannot be cancelled and may still write into the buffers: they are
-   * left alone (and leaked). */
+  /* A collective request (or an own algorithm that could not stop) may still write into the
+   * buffers: they are left alone (and leaked). */
   m->tmp = m->tmp2 = NULL;
 }
 
