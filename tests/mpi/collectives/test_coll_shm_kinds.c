@@ -33,31 +33,39 @@ static void still_works(const char *after) {
 
 /* What the odd rank (rank 1) calls while every other rank calls allreduce, and the reverse. */
 enum { K_ALLREDUCE, K_ALLTOALL, K_REDUCE0, K_REDUCE1, K_ALLGATHER, K_BARRIER };
-static const char *const names[] = {"allreduce", "alltoall", "reduce", "reduce", "allgather", "barrier"};
+static const char *const names[] = {"allreduce", "alltoall",  "reduce",
+                                    "reduce",    "allgather", "barrier"};
 
 static gr_status call(int k, int32_t *s, int32_t *r) {
   switch (k) {
-  case K_ALLREDUCE: return gr_allreduce(s, r, 4, GR_INT32, GR_SUM, comm, NULL);
-  case K_ALLTOALL: return gr_alltoall(s, r, 4, GR_INT32, comm, NULL);
-  case K_REDUCE0: return gr_reduce(s, r, 4, GR_INT32, GR_SUM, 0, comm, NULL);
-  case K_REDUCE1: return gr_reduce(s, r, 4, GR_INT32, GR_SUM, 1, comm, NULL);
-  case K_ALLGATHER: return gr_allgather(s, r, 4, GR_INT32, comm, NULL);
-  default: return gr_barrier(comm);
+  case K_ALLREDUCE:
+    return gr_allreduce(s, r, 4, GR_INT32, GR_SUM, comm, NULL);
+  case K_ALLTOALL:
+    return gr_alltoall(s, r, 4, GR_INT32, comm, NULL);
+  case K_REDUCE0:
+    return gr_reduce(s, r, 4, GR_INT32, GR_SUM, 0, comm, NULL);
+  case K_REDUCE1:
+    return gr_reduce(s, r, 4, GR_INT32, GR_SUM, 1, comm, NULL);
+  case K_ALLGATHER:
+    return gr_allgather(s, r, 4, GR_INT32, comm, NULL);
+  default:
+    return gr_barrier(comm);
   }
 }
 
 /* Rank 1 calls `odd`, every other rank `even`; all must fail with GR_ERR_MISMATCH naming both. */
 static void disagree(int even, int odd, const char *want_even, const char *want_odd) {
   int32_t s[64], r[64];
-  for (int i = 0; i < 64; i++) s[i] = rank * 100 + i, r[i] = -1;
+  for (int i = 0; i < 64; i++)
+    s[i] = rank * 100 + i, r[i] = -1;
   int mine = rank == 1 ? odd : even;
   gr_clear_error();
   gr_status st = call(mine, s, r);
   char what[64];
   snprintf(what, sizeof what, "%s against %s", names[even], names[odd]);
   if (st != GR_ERR_MISMATCH) {
-    FAIL("%s: %s on rank %d, expected GR_ERR_MISMATCH on every rank (%s)", what,
-         gr_status_name(st), rank, gr_last_error());
+    FAIL("%s: %s on rank %d, expected GR_ERR_MISMATCH on every rank (%s)", what, gr_status_name(st),
+         rank, gr_last_error());
   } else {
     const char *e = gr_last_error();
     if (!strstr(e, want_even) || !strstr(e, want_odd))
@@ -72,8 +80,10 @@ static void mixed_group(void) {
   int32_t a2a_s[2][N * 8], a2a_r[2][N * 8], red_s[N], red_r[N], ar[N];
   for (int j = 0; j < 2; j++)
     for (int p = 0; p < size; p++)
-      for (int i = 0; i < N; i++) a2a_s[j][p * N + i] = 1000 * j + 100 * rank + 10 * p + i, a2a_r[j][p * N + i] = -1;
-  for (int i = 0; i < N; i++) red_s[i] = rank + i, red_r[i] = -1, ar[i] = rank * i;
+      for (int i = 0; i < N; i++)
+        a2a_s[j][p * N + i] = 1000 * j + 100 * rank + 10 * p + i, a2a_r[j][p * N + i] = -1;
+  for (int i = 0; i < N; i++)
+    red_s[i] = rank + i, red_r[i] = -1, ar[i] = rank * i;
   EXPECT_ST(gr_group_start(), GR_OK);
   EXPECT_ST(gr_alltoall(a2a_s[0], a2a_r[0], N, GR_INT32, comm, NULL), GR_OK);
   EXPECT_ST(gr_allreduce(ar, ar, N, GR_INT32, GR_SUM, comm, NULL), GR_OK);
@@ -120,7 +130,8 @@ int main(int argc, char **argv) {
   gr_comm_destroy(comm);
   int total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) printf("test_coll_shm_kinds (%d ranks, timeout %g s): %d failures\n", size, timeout, total);
+  if (rank == 0)
+    printf("test_coll_shm_kinds (%d ranks, timeout %g s): %d failures\n", size, timeout, total);
   MPI_Finalize();
   return total != 0;
 }
