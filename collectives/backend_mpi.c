@@ -383,9 +383,86 @@ static gr_status own_start(gr__call *k, const gr__mpi_algo *algo, const void *s,
 
 /* ---- calls ------------------------------------------------------------------------------- */
 
-/* gr__coll_ops.carries_refusal: the shared-memory path's descriptor carries it (gr_shm.h). */
+/* gr__coll_ops.carries_refusal: the shared-memory path's descriptor carries it (gr_shm.h), for the
+ * calls it runs and for those it gates alike, whatever their size. */
 static int mpi_carries_refusal(const gr_comm *c, gr__kind kind) {
-  return c->be && gr__shm_takes(((const mpi_be *)c->be)->shm, kind);
+  return c->be && gr__shm_agrees(((const mpi_be *)c->be)->shm, kind);
+}
+
+/* ---- calls that agree on the segment before their MPI call (gr_shm.h, Agreement) -------------
+ * A gated call waits in the segment's FIFO (gr__shm_defer) from its post until its MPI call is
+ * started. Starts happen in FIFO order, which is posting order on every rank, whichever call's
+ * test finds the rounds passed: MPI needs its collectives started in one order everywhere, and a
+ * program may wait for a later call (a group, requests) first. */
+
+static gr_status gate_post(mpi_be *b, gr__call *k) {
+  gr__mpi_call *m = gr__mpi_call_of(k);
+  if (!gr__shm_defer(b->shm, k)) return gr__comm_err(k->comm, GR_ERR_NOMEM, "out of memory");
+  gr_status st = gr__shm_call_post(b->shm, k, NULL, NULL, &m->shm_op);
+  if (st != GR_OK) {
+    gr__shm_undefer(b->shm, k);
+    return st;
+  }
+  m->flags |= GR__MPI_GATE;
+  return GR_OK;
+}
+
+static gr_status mpi_post(gr__call *k, int *done);
+
+/* Start the MPI calls of the gated calls whose round passed, oldest first, up to the first one
+ * still in its round. One whose round failed leaves the FIFO: its own test reports it. */
+static void gate_start_passed(mpi_be *b) {
+  gr__call *f;
+  while ((f = gr__shm_deferred(b->shm))) {
+    gr__mpi_call *m = gr__mpi_call_of(f);
+    if (m->shm_op) {
+      if (m->shm_op->state != 2) return; /* still in its round */
+      if (m->shm_op->failed) {
+        gr__shm_undefer(b->shm, f);
+        continue;
+      }
+      int d = 0; /* finished and agreed: this releases the op */
+      if (gr__shm_call_test(b->shm, f, &m->shm_op, &d) != GR_OK || !d) return;
+    }
+    gr__shm_undefer(b->shm, f);
+    m->flags = (m->flags & ~GR__MPI_GATE) | GR__MPI_GATED;
+    f->blocking_ok = 0; /* started from any call's test: never block there */
+    int done = 0;
+    gr_status st = mpi_post(f, &done);
+    if (st != GR_OK) {
+      m->flags |= GR__MPI_GATE_ERR;
+      m->gate_status = (int)st;
+    }
+  }
+}
+
+/* A gated call's test until its MPI call started (then GR__MPI_GATE is clear). */
+static gr_status gate_test(mpi_be *b, gr__call *k) {
+  gr__mpi_call *m = gr__mpi_call_of(k);
+  if (m->shm_op) {
+    int d = 0;
+    gr_status st = gr__shm_call_test(b->shm, k, &m->shm_op, &d); /* progresses earlier rounds too */
+    if (st != GR_OK) { /* disagreement, or the segment broke: k never starts */
+      gr__shm_undefer(b->shm, k);
+      m->shm_op = NULL;
+      m->flags &= ~GR__MPI_GATE;
+      return st;
+    }
+  }
+  gate_start_passed(b);
+  if (m->flags & GR__MPI_GATE_ERR) {
+    m->flags &= ~GR__MPI_GATE_ERR;
+    return (gr_status)m->gate_status;
+  }
+  return GR_OK;
+}
+
+static void gate_forget(mpi_be *b, gr__call *k) {
+  gr__mpi_call *m = gr__mpi_call_of(k);
+  gr__shm_undefer(b->shm, k);
+  m->flags &= ~(GR__MPI_GATE | GR__MPI_GATED);
+  /* (one whose round passed waits for an earlier one's round: the sentence names who) */
+  gr__shm_call_forget(b->shm, k, &m->shm_op);
 }
 
 static gr_status mpi_post(gr__call *k, int *done) {
@@ -401,10 +478,13 @@ static gr_status mpi_post(gr__call *k, int *done) {
   if (k->count > INT_MAX)
     return gr__comm_err(c, GR_ERR_UNSUPPORTED, "count %zu exceeds the MPI backend's limit of "
                         "INT_MAX elements per call; split the call", k->count);
+  /* reduce, alltoall: the ranks agree on the segment first; gate_start posts them again */
+  if (gr__shm_gates(b->shm, k->kind, k->count, k->dtype) && !(m->flags & GR__MPI_GATED))
+    return gate_post(b, k);
   const void *s = k->send;
   void *r = k->recv;
   GR_CHECK(stage_in(k, &s, &r));
-  if (gr__shm_takes(b->shm, k->kind)) {
+  if (gr__shm_takes(b->shm, k->kind, k->count, k->dtype)) {
     if (k->kind == GR__ALLREDUCE) gr__algo_note(GR__ALGO_SHM);
     gr_status st = gr__shm_call_post(b->shm, k, s, r, &m->shm_op);
     if (st != GR_OK) stage_out(k);
@@ -523,6 +603,10 @@ static void progress_oldest(mpi_be *b, gr__mpi_ar *a) {
 static gr_status mpi_test(gr__call *k, int *done) {
   gr__mpi_call *m = gr__mpi_call_of(k);
   mpi_be *b = k->comm->be;
+  if (m->flags & (GR__MPI_GATE | GR__MPI_GATE_ERR)) {
+    gr_status st = gate_test(b, k);
+    if (st != GR_OK || (m->flags & GR__MPI_GATE)) return st; /* failed, or still waiting */
+  }
   if (m->flags & GR__MPI_SHM) {
     gr_status st = gr__shm_call_test(b->shm, k, &m->shm_op, done);
     if (!m->shm_op) m->flags &= ~GR__MPI_SHM;
@@ -587,6 +671,10 @@ static int cancel_p2p(gr__mpi_ar *a) {
 static void mpi_forget(gr__call *k) {
   gr__mpi_call *m = gr__mpi_call_of(k);
   mpi_be *b = k->comm->be;
+  if (m->flags & GR__MPI_GATE) { /* its MPI call never started */
+    gate_forget(b, k);
+    return;
+  }
   if (m->flags & GR__MPI_SHM) { /* nothing writes into the buffers once this rank stops */
     gr__shm_call_forget(b->shm, k, &m->shm_op);
     m->flags &= ~GR__MPI_SHM;

@@ -35,11 +35,16 @@ typedef enum {
   GR__MPI_OWN = 1u << 2,          /* ar: one of gpurun's own allreduces runs the call */
   GR__MPI_SHM = 1u << 3,          /* shm_op: the shared-memory path runs the call */
   GR__MPI_HIER = 1u << 4,         /* hier_op: the hierarchical path runs the call (gr_hier.h) */
+  /* reduce, alltoall with a segment: an agreement round there first (gr_shm.h, Agreement) */
+  GR__MPI_GATE = 1u << 5,     /* not started yet: shm_op is its round, or NULL once it passed */
+  GR__MPI_GATED = 1u << 6,    /* its round passed: post starts the MPI call */
+  GR__MPI_GATE_ERR = 1u << 7, /* another call's test started it and that failed: gate_status */
 } gr__mpi_call_flag;
 
 /* A call's state, kept in the call record's be_area (no allocation for it). */
 typedef struct {
   unsigned flags;      /* gr__mpi_call_flag */
+  int gate_status;     /* GR__MPI_GATE_ERR */
   MPI_Request req;     /* the MPI_I... request (neither OWN nor SHM) */
   void *tmp, *tmp2;    /* staging (send side, receive side) or a private copy (tmp) */
   size_t bytes;        /* bytes of tmp2 */

@@ -29,6 +29,13 @@
  * once in the round and read nothing of a disagreeing peer, so the counters still agree: the call
  * is dropped, the following calls run normally and the segment stays usable. The cost is two
  * stores and, per peer, two loads from the cache line the wait reads anyway, in the first round.
+ * The collectives that do not run here (larger reduce and alltoall: Open MPI's algorithms) still
+ * take one agreement round here first, a barrier with their descriptor, and start their own
+ * algorithm only once it passed, in the order they were posted (gr__shm_defer): otherwise a rank in
+ * alltoall and one in allreduce would wait for each other until the deadline, each in its own
+ * protocol, instead of both failing with GR_ERR_MISMATCH. The price: such a reduce's non-roots
+ * wait for the root's arrival, which MPI's eager send did not. Point-to-point calls are not
+ * collective and take no round.
  *
  * A rank that refused its own arguments (gr__shm_op.refused) takes part in the first round like a
  * barrier, with the refusal in its descriptor and no data: every rank sees it there and fails the
@@ -69,6 +76,8 @@ typedef struct gr__shm_op {
   int step;    /* within the round */
   int mode;    /* allreduce: small (one round of whole copies) or large (sliced rounds) */
   int sub;     /* allgather: peers copied so far in this round */
+  int peer;    /* single-copy allreduce: the next peer whose slice of chunk 'gathered' is copied */
+  size_t reduced, gathered; /* single-copy allreduce: chunks reduced here, chunks copied back */
   size_t pos;  /* first element of the current round (per block) */
   size_t len;  /* elements in the current round (per block) */
   int failed;  /* the ranks disagreed on the call (why holds the sentence) */
@@ -98,8 +107,21 @@ int gr__shm_cma_probe(gr__shm *s);
 int gr__shm_set_cma(gr__shm *s, int on);
 int gr__shm_cma_errno(const gr__shm *s);
 
-/* Whether the protocol takes this call (kind and size alone: the same answer on every rank). */
-int gr__shm_takes(const gr__shm *s, int kind);
+/* Whether the protocol takes this call (kind and size alone: the same answer on every rank that
+ * agrees on the call; ranks that do not all take a round here, and the round finds it out). All of
+ * allreduce, reduce-scatter, allgather, broadcast, barrier; reduce up to 8 KiB (128 KiB at two
+ * ranks) and alltoall up to 4 KiB per rank. */
+int gr__shm_takes(const gr__shm *s, int kind, size_t count, gr_dtype t);
+/* Whether the call runs elsewhere after an agreement round here (larger reduce, alltoall). */
+int gr__shm_gates(const gr__shm *s, int kind, size_t count, gr_dtype t);
+/* Whether every call of this kind passes its descriptor through the segment (taken or gated): every
+ * collective kind when s exists. A refusal then travels in the descriptor (carries_refusal). */
+int gr__shm_agrees(const gr__shm *s, int kind);
+/* A FIFO of the caller's items (the gated calls in posting order): append (0 when out of memory),
+ * the first, and removing an item wherever it is. */
+int gr__shm_defer(gr__shm *s, void *item);
+void *gr__shm_deferred(const gr__shm *s);
+void gr__shm_undefer(gr__shm *s, void *item);
 
 /* Queue a call (calls run in the order they were posted; all ranks post the same sequence). */
 gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call);

@@ -1,8 +1,9 @@
 /* The shared-memory protocol (see gr_shm.h for the layout and the rule that keeps it safe).
  *
  * Per round, with b = this round's buffer and slot(q) = rank q's buffer b:
- * - allreduce, small (one round, at most SMALL_MAX bytes): copy the input to slot(me), raise;
- *   once all raised, reduce all slots (rank order) into recv. One synchronisation per call.
+ * - allreduce, small (at most SMALL_MAX bytes, or PAIR_SMALL_MAX for two ranks; rounds of a slot):
+ *   copy the input to slot(me), raise; once all raised, reduce all slots (rank order) into recv.
+ *   One synchronisation per round, no final one (the slot is rewritten two rounds later only).
  * - allreduce, large (rounds of GR__SHM_SLOT bytes): the round's elements are cut into one slice per
  *   rank; copy the slices the others reduce into slot(me), raise; once all raised, reduce my slice
  *   from my own input and the others' slots into recv and into slot(me), raise; once all raised,
@@ -13,7 +14,9 @@
  * - allgather: copy my block into slot(me), raise; copy each peer's block as soon as it raised.
  * - broadcast: the root copies into slot(root) and raises; the others raise at the start of the
  *   round (saying they finished the previous one) and copy once the root raised.
- * - barrier: raise; wait until all raised. */
+ * - barrier: raise; wait until all raised.
+ * - reduce, alltoall (small): as the small allreduce; only the root reduces, or each rank takes its
+ *   block from every slot. Larger ones: only the barrier's agreement round (gr_shm.h). */
 #include "gr_shm.h"
 
 #include "gr_clock.h"
@@ -40,6 +43,16 @@
 /* A small allreduce goes in one round through whole copies: P reads of n bytes each beat two
  * synchronisations while n is small. */
 #define SMALL_MAX 8192
+/* Two ranks: up to a whole slot. Each rank reads one peer's n bytes (what the sliced modes move
+ * too) and reduces all n itself (twice the sliced mode's arithmetic), with one synchronisation
+ * instead of three and no syscall. Interleaved A/B on the loaded machine (gpurun-bench-coll, best
+ * round of 9): 2.9-3.4 us instead of 6.0-6.1 at 16 KiB, 10.9-11.1 instead of 13.1-13.5 at 64 KiB,
+ * 19.8-23.2 instead of 23.7-26.8 at 128 KiB; median-round ratio to raw MPI 0.30-0.58 instead of
+ * 0.60-0.82 at 16-64 KiB. Beyond, the
+ * single-copy pipeline moves less through memory (measured no faster either way at 256 KiB-16 MiB
+ * on the loaded machine, so the one with less traffic stays). What Open MPI's recursive doubling
+ * does for two ranks, through the segment instead of point to point. */
+#define PAIR_SMALL_MAX GR__SHM_SLOT
 /* Polls per gr__shm_test before returning to the caller. A rank that has waited SPIN_NS without
  * progress yields the core at every call; after SLEEP_AFTER_NS it sleeps on the lagging rank's
  * counter (a futex, at most SLEEP_NS at a time), so that on an oversubscribed node the core goes to
@@ -59,7 +72,7 @@
  * own buffers instead of through the segment: one copy instead of two, which is what the memory
  * bandwidth of a large call is spent on. Below, the syscall costs more than the copy saves. */
 #define CMA_MIN 16384
-#define CMA_TMP_BYTES 32768 /* per peer: a reduction's block read from it, kept in L1/L2 */
+#define CMA_TMP_BYTES 65536 /* per peer: a reduction's block read from it, kept in L2 */
 /* Each rank's control line: its counter, then the addresses of its buffers in the current call. */
 #define CTL_SEND 8
 #define CTL_RECV 16
@@ -91,6 +104,7 @@ struct gr__shm {
   int spins;        /* polls per gr__shm_test */
   uint64_t spin_ns; /* fruitless waiting before yielding */
   int cma;          /* single copy through process_vm_readv (all ranks agreed) */
+  size_t pair_max;  /* two ranks: allreduces up to this many bytes take the small mode */
   int cma_errno;    /* a failed read (not a vanished peer): the call fails */
   unsigned char *tmp; /* (size - 1) * CMA_TMP_BYTES */
   uint64_t moves;   /* raises and copies done: progress, for the idle clock */
@@ -98,6 +112,8 @@ struct gr__shm {
   char why[320];    /* the last failed call's sentence (gr__shm_why) */
   const int *names; /* the ranks' numbers in sentences (gr__shm_name_ranks), NULL = own */
   gr__shm_op *head, *tail, *spare, *all;
+  void **deferred;  /* gr__shm_defer's FIFO: [dfirst, dend) of dcap */
+  size_t dfirst, dend, dcap;
 };
 
 /* Each op also sits on the list of all ops ever allocated (freed with the context). */
@@ -158,6 +174,7 @@ gr__shm *gr__shm_new(void *base, size_t bytes, int rank, int size) {
   s->wait_rank = -1;
   s->spins = SPINS;
   s->spin_ns = SPIN_NS;
+  s->pair_max = PAIR_SMALL_MAX;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN); /* not this rank's affinity: a bound rank has one */
   if (ncpu > 0 && ncpu < size) {
     s->spins = SPINS_OVERSUBSCRIBED;
@@ -180,12 +197,73 @@ void gr__shm_free(gr__shm *s) {
   }
   if (s->owns) munmap(s->base, s->bytes);
   free(s->tmp);
+  free(s->deferred);
   free(s);
 }
 
-int gr__shm_takes(const gr__shm *s, int kind) {
+/* Reduce and alltoall run here while they are small (the small mode: one round, one
+ * synchronisation, no syscall); larger ones run in MPI after an agreement round. Reduce: as the
+ * small allreduce. Alltoall: up to A2A_SMALL_MAX bytes per rank; beyond, Open MPI's single copy
+ * (CMA) point to point beat the two copies through the slot at 16-128 KiB (best round 5.4-7.6 us
+ * against 11.3-24.6 at 16-32 KiB, interleaved A/B), while below 4 KiB the slot wins (0.94-1.94
+ * against 1.62-2.14 us for gpurun's MPI path). */
+#define A2A_SMALL_MAX 4096
+static int small_here(const gr__shm *s, int kind, size_t count, gr_dtype t) {
+  size_t es = gr__dtype_size(t), lim = s->size == 2 ? s->pair_max : SMALL_MAX;
+  if (!es) return 0;
+  if (kind == GR__REDUCE) return count <= lim / es;
+  if (kind == GR__ALLTOALL) return count <= A2A_SMALL_MAX / es / (size_t)s->size;
+  return 0;
+}
+
+int gr__shm_takes(const gr__shm *s, int kind, size_t count, gr_dtype t) {
   return s && (kind == GR__ALLREDUCE || kind == GR__REDUCE_SCATTER || kind == GR__ALLGATHER ||
-               kind == GR__BROADCAST || kind == GR__BARRIER);
+               kind == GR__BROADCAST || kind == GR__BARRIER || small_here(s, kind, count, t));
+}
+
+/* The collectives that run elsewhere: on the segment they only agree (gr_shm.h, Agreement). */
+static int agreement_only(const gr__shm *s, const gr__shm_op *op) {
+  return (op->kind == GR__REDUCE || op->kind == GR__ALLTOALL) &&
+         !small_here(s, op->kind, op->count, op->dtype);
+}
+int gr__shm_gates(const gr__shm *s, int kind, size_t count, gr_dtype t) {
+  return s && (kind == GR__REDUCE || kind == GR__ALLTOALL) && !small_here(s, kind, count, t);
+}
+
+int gr__shm_agrees(const gr__shm *s, int kind) {
+  return s && (kind == GR__ALLREDUCE || kind == GR__REDUCE_SCATTER || kind == GR__ALLGATHER ||
+               kind == GR__BROADCAST || kind == GR__BARRIER || kind == GR__REDUCE ||
+               kind == GR__ALLTOALL);
+}
+
+int gr__shm_defer(gr__shm *s, void *item) {
+  if (s->dfirst == s->dend) s->dfirst = s->dend = 0;
+  if (s->dend == s->dcap) {
+    if (s->dfirst) { /* slide down before growing */
+      memmove(s->deferred, s->deferred + s->dfirst, (s->dend - s->dfirst) * sizeof *s->deferred);
+      s->dend -= s->dfirst;
+      s->dfirst = 0;
+    } else {
+      size_t cap = s->dcap ? 2 * s->dcap : 8;
+      void **d = realloc(s->deferred, cap * sizeof *d);
+      if (!d) return 0;
+      s->deferred = d;
+      s->dcap = cap;
+    }
+  }
+  s->deferred[s->dend++] = item;
+  return 1;
+}
+
+void *gr__shm_deferred(const gr__shm *s) { return s->dfirst < s->dend ? s->deferred[s->dfirst] : NULL; }
+
+void gr__shm_undefer(gr__shm *s, void *item) {
+  for (size_t i = s->dfirst; i < s->dend; i++) {
+    if (s->deferred[i] != item) continue;
+    memmove(s->deferred + i, s->deferred + i + 1, (s->dend - i - 1) * sizeof *s->deferred);
+    s->dend--;
+    return;
+  }
 }
 
 gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
@@ -206,6 +284,8 @@ gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
   op->pos = op->len = 0;
   op->mode = 0;
   op->sub = 0;
+  op->peer = 0;
+  op->reduced = op->gathered = 0;
   op->failed = 0;
   op->why[0] = '\0';
   op->next = NULL;
@@ -271,12 +351,13 @@ static _Atomic uint64_t *desc(const gr__shm *s, int q) {
 /* The fields that decide the byte layout and the arithmetic, those a kind ignores zeroed, and the
  * round number (which agrees whenever the earlier calls did). */
 static void describe(const gr__shm *s, const gr__shm_op *op, uint64_t d[2]) {
-  int reduces = op->kind == GR__ALLREDUCE || op->kind == GR__REDUCE_SCATTER;
+  int reduces = op->kind == GR__ALLREDUCE || op->kind == GR__REDUCE_SCATTER || op->kind == GR__REDUCE;
+  int rooted = op->kind == GR__BROADCAST || op->kind == GR__REDUCE;
   int data = op->kind != GR__BARRIER;
   d[0] = data ? (uint64_t)op->count : 0;
   d[1] = (uint64_t)(op->kind & 0xff) | (uint64_t)(data ? op->dtype & 0xff : 0) << 8 |
          (uint64_t)(reduces ? op->op & 0xff : 0) << 16 |
-         (uint64_t)(op->kind == GR__BROADCAST ? op->root & 0xfff : 0) << 24 |
+         (uint64_t)(rooted ? op->root & 0xfff : 0) << 24 |
          (uint64_t)(op->refused & 0xf) << 36 | (s->rounds & 0xffffff) << 40;
 }
 
@@ -294,9 +375,9 @@ static int describe_text(char *b, size_t len, uint64_t d0, uint64_t d1) {
   int kind = (int)(d1 & 0xff);
   int n = snprintf(b, len, "%s(count=%llu, dtype=%s", gr__kind_name((gr__kind)kind),
                    (unsigned long long)d0, gr__dtype_name((gr_dtype)((d1 >> 8) & 0xff)));
-  if (kind == GR__ALLREDUCE || kind == GR__REDUCE_SCATTER)
+  if (kind == GR__ALLREDUCE || kind == GR__REDUCE_SCATTER || kind == GR__REDUCE)
     n += snprintf(b + n, len - (size_t)n, ", op=%s", gr__op_name((gr_op)((d1 >> 16) & 0xff)));
-  if (kind == GR__BROADCAST)
+  if (kind == GR__BROADCAST || kind == GR__REDUCE)
     n += snprintf(b + n, len - (size_t)n, ", root=%d", (int)((d1 >> 24) & 0xfff));
   if (kind == GR__BARRIER) n = snprintf(b, len, "barrier(");
   return n + snprintf(b + n, len - (size_t)n, ")");
@@ -406,11 +487,36 @@ static uint64_t peer_addr(const gr__shm *s, int q, size_t field) {
   return atomic_load_explicit(ctl(s, q, field), memory_order_relaxed);
 }
 
+/* Chunk c of a single-copy allreduce: elements [*lo, *lo + *len). Each chunk holds one slice of
+ * at most CMA_TMP_BYTES per rank, so a rank's slice of it is one read per peer into its tmp block
+ * and the result a peer copies back is still in cache (L2, or the shared L3) when it does. */
+static size_t cma_chunk_elems(const gr__shm *s, size_t es) {
+  return (size_t)s->size * (CMA_TMP_BYTES / es);
+}
+static size_t cma_chunks(const gr__shm *s, const gr__shm_op *op) {
+  size_t ce = cma_chunk_elems(s, gr__dtype_size(op->dtype));
+  return (op->count + ce - 1) / ce;
+}
+static void cma_chunk(const gr__shm *s, const gr__shm_op *op, size_t c, size_t *lo, size_t *len) {
+  size_t ce = cma_chunk_elems(s, gr__dtype_size(op->dtype));
+  *lo = c * ce;
+  *len = op->count - *lo < ce ? op->count - *lo : ce;
+}
+
 /* The steps return 1 done, 0 waiting, -1 failed. A step resumes where a wait stopped it (op->sub:
- * the peer or block it got to), so nothing is read or reduced twice. */
+ * the peer or block it got to), so nothing is read or reduced twice.
+ *
+ * Allreduce, pipelined in chunks: raise once the addresses are published (counter = first); then
+ * for each chunk c, reduce my slice of it from the peers' send buffers (one process_vm_readv per
+ * peer) into my recv and raise (first + 1 + c); between those, copy the peers' slices of every
+ * chunk they have raised for straight out of their recv buffers. A rank never waits while it has
+ * a chunk of its own to reduce, so a descheduled peer costs the others only the wait at the end.
+ * Finally raise (first + 1 + chunks) and wait for every rank's: nobody reads my buffers any more.
+ * In place is safe: peer q reads my send only in its own slice of a chunk before it raises for
+ * that chunk, and I write my recv there only after seeing that raise. */
 static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
   int P = s->size, r = s->rank, rc;
-  size_t es = gr__dtype_size(op->dtype), off, n, per = CMA_TMP_BYTES / es;
+  size_t es = gr__dtype_size(op->dtype), off, n, lo, len, nch = cma_chunks(s, op);
   const char *send = op->send;
   char *recv = op->recv;
   const void *in[GR__SHM_MAX_RANKS];
@@ -421,40 +527,60 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
     raise_flag(s);
     op->step = 2;
     op->sub = 0;
+    op->reduced = op->gathered = 0;
+    op->peer = 1;
   }
-  if (op->step == 2) { /* my slice: the peers' inputs block by block, reduced with mine */
+  if (op->step == 2) { /* every peer published: check the call before touching its data */
     if (!reached(s, s->first, -1)) return 0;
-    if (!op->sub && !all_agree(s, op)) return -2;
-    slice(op->count, P, r, &off, &n);
-    for (size_t b = (size_t)op->sub * per; b < n; b += per, op->sub++) {
-      size_t m = n - b < per ? n - b : per, at = (off + b) * es;
-      for (int q = 0, t = 0; q < P; q++) {
-        if (q == r) {
-          in[q] = send + at;
-          continue;
-        }
-        unsigned char *into = s->tmp + (size_t)t++ * CMA_TMP_BYTES;
-        if ((rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, m * es)) != 1) return rc;
-        in[q] = into;
-      }
-      gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, m);
-    }
-    raise_flag(s);
+    if (!all_agree(s, op)) return -2;
     op->step = 3;
-    op->sub = 1;
   }
-  if (op->step == 3) { /* the others' slices, straight from their results */
-    if (!reached(s, s->first + 1, -1)) return 0;
-    for (; op->sub < P; op->sub++) {
-      int q = (r + op->sub) % P;
-      slice(op->count, P, q, &off, &n);
-      if (n && (rc = cma_read(s, q, recv + off * es, peer_addr(s, q, CTL_RECV) + off * es, n * es)) != 1)
-        return rc;
+  while (op->step == 3) {
+    int moved = 0;
+    if (op->reduced < nch) { /* my slice of the next chunk, its peers' blocks read at op->sub */
+      cma_chunk(s, op, op->reduced, &lo, &len);
+      slice(len, P, r, &off, &n);
+      size_t at = (lo + off) * es;
+      for (; op->sub < P; op->sub++) {
+        int q = (r + op->sub) % P; /* op->sub 0 is me: nothing to read */
+        unsigned char *into = s->tmp + (size_t)(op->sub ? op->sub - 1 : 0) * CMA_TMP_BYTES;
+        if (op->sub && n && (rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, n * es)) != 1)
+          return rc;
+      }
+      for (int i = 0; i < P; i++) { /* rank order, as every path reduces */
+        int t = (i - r + P) % P;
+        in[i] = t == 0 ? (const void *)(send + at) : s->tmp + (size_t)(t - 1) * CMA_TMP_BYTES;
+      }
+      if (n) gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, n);
+      op->sub = 0;
+      op->reduced++;
+      raise_flag(s);
+      moved = 1;
     }
-    raise_flag(s);
-    op->step = 4;
+    while (op->gathered < op->reduced) { /* the peers' slices of the chunks they finished */
+      cma_chunk(s, op, op->gathered, &lo, &len);
+      for (; op->peer < P; op->peer++) {
+        int q = (r + op->peer) % P; /* start after me, so that the ranks read different peers */
+        if (!reached(s, s->first + 1 + op->gathered, q)) break;
+        slice(len, P, q, &off, &n);
+        size_t at = (lo + off) * es;
+        if (n && (rc = cma_read(s, q, recv + at, peer_addr(s, q, CTL_RECV) + at, n * es)) != 1)
+          return rc;
+        s->moves++;
+        moved = 1;
+      }
+      if (op->peer < P) break;
+      op->peer = 1;
+      op->gathered++;
+    }
+    if (op->gathered == nch) {
+      raise_flag(s);
+      op->step = 4;
+    } else if (!moved) {
+      return 0;
+    }
   }
-  return reached(s, s->first + 2, -1); /* nobody reads my buffers any more */
+  return reached(s, s->first + 1 + nch, -1); /* nobody reads my buffers any more */
 }
 
 static int cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {
@@ -558,7 +684,9 @@ static size_t round_elems(const gr__shm *s, const gr__shm_op *op) {
   if (op->mode == MODE_CMA) return op->count;
   switch (op->kind) {
   case GR__REDUCE_SCATTER: return GR__SHM_SLOT / (size_t)s->size / es;
-  case GR__ALLREDUCE: return op->mode == MODE_SMALL ? op->count : GR__SHM_SLOT / es;
+  case GR__ALLREDUCE: return GR__SHM_SLOT / es; /* small: one round unless two ranks (pair_max) */
+  case GR__REDUCE:
+  case GR__ALLTOALL: return op->count; /* small_here: one round */
   default: return GR__SHM_SLOT / es;
   }
 }
@@ -572,15 +700,15 @@ static int allreduce_step(gr__shm *s, gr__shm_op *op) {
   if (op->mode == MODE_SMALL) {
     if (op->step == 1) {
       if (!reached(s, s->ready, -1)) return 0;
-      memcpy(slot(s, r), send, op->len * es);
+      memcpy(slot(s, r), send + at, op->len * es);
       announce(s, op);
       raise_flag(s);
       op->step = 2;
     }
     if (!reached(s, s->first, -1)) return 0;
     if (!all_agree(s, op)) return -2;
-    for (int q = 0; q < P; q++) in[q] = q == r ? (const void *)send : slot(s, q);
-    gr__shm_reduce(op->dtype, op->op, in, P, recv, NULL, op->len);
+    for (int q = 0; q < P; q++) in[q] = q == r ? (const void *)(send + at) : slot(s, q);
+    gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, op->len);
     return 1;
   }
   size_t off, n;
@@ -706,6 +834,51 @@ static int refused_step(gr__shm *s, gr__shm_op *op) {
   return -2;
 }
 
+/* Reduce (small_here): every rank's input in its slot, one synchronisation, the root reduces them
+ * all (rank order) into recv. A non-root is done once it has seen every descriptor: its slot is
+ * rewritten two rounds later only, after the root has started the next round. */
+static int reduce_step(gr__shm *s, gr__shm_op *op) {
+  int P = s->size, r = s->rank;
+  size_t es = gr__dtype_size(op->dtype);
+  const void *in[GR__SHM_MAX_RANKS];
+  if (op->step == 1) {
+    if (!reached(s, s->ready, -1)) return 0;
+    if (r != op->root) memcpy(slot(s, r), op->send, op->count * es);
+    announce(s, op);
+    raise_flag(s);
+    op->step = 2;
+  }
+  if (!reached(s, s->first, -1)) return 0;
+  if (!all_agree(s, op)) return -2;
+  if (r != op->root) return 1;
+  for (int q = 0; q < P; q++) in[q] = q == r ? op->send : (const void *)slot(s, q);
+  gr__shm_reduce(op->dtype, op->op, in, P, op->recv, NULL, op->count);
+  return 1;
+}
+
+/* Alltoall (small_here): every rank's P blocks in its slot, one synchronisation, then block r of
+ * every peer's slot. In place is safe: the input is in the slot before recv is written. */
+static int alltoall_step(gr__shm *s, gr__shm_op *op) {
+  int P = s->size, r = s->rank;
+  size_t blk = op->count * gr__dtype_size(op->dtype);
+  const char *send = op->send;
+  char *recv = op->recv;
+  if (op->step == 1) {
+    if (!reached(s, s->ready, -1)) return 0;
+    memcpy(slot(s, r), send, (size_t)P * blk);
+    announce(s, op);
+    raise_flag(s);
+    op->step = 2;
+  }
+  if (!reached(s, s->first, -1)) return 0;
+  if (!all_agree(s, op)) return -2;
+  for (int i = 0; i < P; i++) { /* start after me, so that the ranks read different slots */
+    int q = (r + i) % P;
+    memcpy(recv + (size_t)q * blk, slot(s, q) + (size_t)r * blk, blk);
+  }
+  return 1;
+}
+
 static int barrier_step(gr__shm *s, gr__shm_op *op) {
   if (op->step == 1) {
     if (!reached(s, s->ready, -1)) return 0; /* the descriptor's place is free */
@@ -726,14 +899,18 @@ static int advance(gr__shm *s, gr__shm_op *op) {
         op->state = 1;
         op->pos = 0;
         size_t es = gr__dtype_size(op->dtype);
-        if (op->kind == GR__BARRIER || op->refused) /* no data, whatever count says */
+        if (op->kind == GR__BARRIER || op->refused || agreement_only(s, op)) /* no data moves here */
           op->mode = 0;
+        else if (op->kind == GR__REDUCE || op->kind == GR__ALLTOALL)
+          op->mode = MODE_SMALL;
+        else if (op->kind == GR__ALLREDUCE && s->size == 2 && op->count * es <= s->pair_max)
+          op->mode = MODE_SMALL;
         else if (s->cma && op->count * es >= CMA_MIN && op->count >= (size_t)s->size)
           op->mode = MODE_CMA;
         else if (op->kind == GR__ALLREDUCE)
           op->mode = op->count * es <= SMALL_MAX || op->count < (size_t)s->size ? MODE_SMALL
                                                                                  : MODE_LARGE;
-        if (op->kind == GR__BARRIER || op->refused) {
+        if (op->kind == GR__BARRIER || op->refused || agreement_only(s, op)) {
           begin_round(s);
           op->step = 1;
           continue;
@@ -741,7 +918,7 @@ static int advance(gr__shm *s, gr__shm_op *op) {
       } else {
         op->pos += op->len;
       }
-      if (op->kind == GR__BARRIER || op->pos >= op->count) return 1;
+      if (op->kind == GR__BARRIER || agreement_only(s, op) || op->pos >= op->count) return 1;
       size_t m = round_elems(s, op);
       op->len = op->count - op->pos < m ? op->count - op->pos : m;
       begin_round(s);
@@ -761,6 +938,8 @@ static int advance(gr__shm *s, gr__shm_op *op) {
     case GR__REDUCE_SCATTER: fin = reduce_scatter_step(s, op); break;
     case GR__ALLGATHER: fin = allgather_step(s, op); break;
     case GR__BROADCAST: fin = broadcast_step(s, op); break;
+    case GR__REDUCE: fin = op->mode ? reduce_step(s, op) : barrier_step(s, op); break;
+    case GR__ALLTOALL: fin = op->mode ? alltoall_step(s, op) : barrier_step(s, op); break;
     default: fin = barrier_step(s, op); break;
     }
     if (fin != 1) return fin;

@@ -220,6 +220,37 @@ static int one(gr__shm *s, int r, int P, int kind, gr_dtype t, gr_op op, size_t 
       }
     if (!inplace) free(rcv);
     free(snd);
+  } else if (kind == GR__REDUCE) { /* only the root's recv is written */
+    char *snd = xmalloc(n * es), *rcv = inplace && r == root ? snd : xmalloc(n * es);
+    for (size_t i = 0; i < n; i++) put(t, snd, i, input(op, r, i));
+    if (rcv != snd) memset(rcv, 0x5a, n * es);
+    call.send = snd, call.recv = rcv;
+    if (run_op(s, &call, 60, why, sizeof why) != GR_OK) FAIL("reduce timed out: %s", why);
+    for (size_t i = 0; i < n && !bad; i++) {
+      int ok = r == root ? get(t, rcv, i) == expect(t, op, P, i) : ((unsigned char *)rcv)[i * es] == 0x5a;
+      if (!ok) {
+        fprintf(stderr, "rank %d: reduce %s %s n=%zu root %d %s: [%zu] = %g\n", r, gr__dtype_name(t),
+                gr__op_name(op), n, root, inplace ? "in place" : "", i, get(t, rcv, i));
+        bad = 1;
+      }
+    }
+    if (rcv != snd) free(rcv);
+    free(snd);
+  } else if (kind == GR__ALLTOALL) { /* block q of rank r's send: input(SUM, r, q * n + i) */
+    char *snd = xmalloc(N * es), *rcv = inplace ? snd : xmalloc(N * es);
+    for (size_t i = 0; i < N; i++) put(t, snd, i, input(GR_SUM, r, i));
+    if (!inplace) memset(rcv, 0x5a, N * es);
+    call.send = snd, call.recv = rcv;
+    if (run_op(s, &call, 60, why, sizeof why) != GR_OK) FAIL("alltoall timed out: %s", why);
+    for (int q = 0; q < P && !bad; q++)
+      for (size_t i = 0; i < n && !bad; i++)
+        if (get(t, rcv, (size_t)q * n + i) != as_type(t, input(GR_SUM, q, (size_t)r * n + i))) {
+          fprintf(stderr, "rank %d: alltoall %s n=%zu %s: block %d [%zu] wrong\n", r,
+                  gr__dtype_name(t), n, inplace ? "in place" : "", q, i);
+          bad = 1;
+        }
+    if (!inplace) free(rcv);
+    free(snd);
   } else {
     gr_status bst = run_op(s, &call, 60, why, sizeof why);
     if (bst != GR_OK) FAIL("barrier failed (status %d): %s", (int)bst, why);
@@ -271,13 +302,26 @@ static int battery(gr__shm *s, int r, int P, int quick) {
           if (t == GR_FLOAT16 && all_ops[oi] == GR_PROD && n > 2049) continue; /* slow, like n=1000 */
           bad |= one(s, r, P, GR__ALLREDUCE, t, all_ops[oi], n, inplace, -1);
           bad |= one(s, r, P, GR__REDUCE_SCATTER, t, all_ops[oi], n, inplace, -1);
+          /* reduce runs here up to 8 KiB (128 KiB at 2 ranks), alltoall up to 4 KiB per rank;
+           * (SUM and MAX: PROD and MIN add nothing the allreduce above does not check) */
+          if (n * gr__dtype_size(t) <= (P == 2 ? 131072u : 8192u) && (oi == 0 || oi == 3) &&
+              (!quick || ti % 3 == 0))
+            bad |= one(s, r, P, GR__REDUCE, t, all_ops[oi], n, inplace, (int)(ci + oi) % P);
         }
+        if ((size_t)P * n * gr__dtype_size(t) <= 4096u)
+          bad |= one(s, r, P, GR__ALLTOALL, t, GR_SUM, n, inplace, -1);
         bad |= one(s, r, P, GR__ALLGATHER, t, GR_SUM, n, inplace, -1);
         bad |= one(s, r, P, GR__BROADCAST, t, GR_SUM, n, inplace, (int)(ci + ti) % P);
         bad |= one(s, r, P, GR__BARRIER, t, GR_SUM, 0, 0, -1);
         if (bad) return bad;
       }
     }
+  }
+  /* a single-copy allreduce is pipelined in chunks of 64 KiB per rank: cross several, with a
+   * ragged last one, at every rank count */
+  for (int inplace = 0; inplace < 2 && !bad; inplace++) {
+    bad |= one(s, r, P, GR__ALLREDUCE, GR_INT32, GR_SUM, (size_t)P * 16384 * 3 + 5, inplace, -1);
+    bad |= one(s, r, P, GR__ALLREDUCE, GR_FLOAT64, GR_MAX, (size_t)P * 8192 * 2 + 1, inplace, -1);
   }
   return bad;
 }
@@ -469,6 +513,13 @@ static const struct {
     {{GR__BARRIER, 0, GR_INT32, GR_SUM, 0, "barrier("}, {GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "allreduce("}},
     {{GR__ALLGATHER, 4, GR_INT32, GR_SUM, 0, "allgather("}, {GR__BROADCAST, 4, GR_INT32, GR_SUM, 0, "broadcast("}},
     {{GR__REDUCE_SCATTER, 4, GR_INT32, GR_SUM, 0, "reduce_scatter("}, {GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "allreduce("}},
+    /* kinds that only agree here (their algorithm runs in MPI): against each other and the rest */
+    {{GR__ALLREDUCE, 40000, GR_FLOAT32, GR_SUM, 0, "allreduce("}, {GR__ALLTOALL, 40000, GR_FLOAT32, GR_SUM, 0, "alltoall("}},
+    {{GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "reduce("}, {GR__ALLGATHER, 4, GR_INT32, GR_SUM, 0, "allgather("}},
+    {{GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "root=0"}, {GR__REDUCE, 4, GR_INT32, GR_SUM, 1, "root=1"}},
+    {{GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "op=sum"}, {GR__REDUCE, 4, GR_INT32, GR_MAX, 0, "op=max"}},
+    {{GR__ALLTOALL, 4, GR_INT32, GR_SUM, 0, "alltoall("}, {GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "reduce("}},
+    {{GR__ALLTOALL, 4, GR_INT32, GR_SUM, 0, "count=4"}, {GR__ALLTOALL, 5, GR_INT32, GR_SUM, 0, "count=5"}},
 };
 
 static int body_mismatch(gr__shm *s, int r, int P, void *arg) {
@@ -479,6 +530,7 @@ static int body_mismatch(gr__shm *s, int r, int P, void *arg) {
     size_t es = gr__dtype_size(me->t), sn = me->n, rn = me->n;
     if (me->kind == GR__REDUCE_SCATTER) sn *= (size_t)P;
     if (me->kind == GR__ALLGATHER) rn *= (size_t)P;
+    if (me->kind == GR__ALLTOALL) sn *= (size_t)P, rn *= (size_t)P;
     char *snd = xmalloc(sn * es), *rcv = xmalloc(rn * es);
     memset(snd, 1, sn * es);
     memset(rcv, 0x5a, rn * es);
