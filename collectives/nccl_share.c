@@ -37,6 +37,7 @@ struct gr__nccl_share {
   int *group_of, *grank_of; /* per comm rank: leader index of its group, rank within it */
   int *members;          /* comm ranks of my group, in group order */
   ncclComm_t nc;         /* leaders only, and only with more than one leader */
+  int pinned;            /* nc was set up: host staging buffers are pinned (see hal) */
   void *one;             /* a device int for the leaders' barrier */
   MPI_Datatype el[4];    /* 1, 2, 4, 8 bytes */
   MPI_Op ops[GR__NDTYPES][4];
@@ -148,9 +149,9 @@ static gr_status stream_wait(gr_comm *c, cudaStream_t st, double deadline) {
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
-/* "host\0bus id": which physical GPU this rank drives. A MIG instance and an MPS client report the
- * PCI bus id of the GPU itself, so they group with the other ranks on it. A rank whose bus id
- * cannot be read gets a key of its own (no grouping; NCCL will say what is wrong). */
+/* "host|boot id", then the PCI bus id: which physical GPU this rank drives. A MIG instance and an
+ * MPS client report the bus id of the GPU itself, so they group with the other ranks on it. A
+ * rank whose bus id cannot be read gets a key of its own (no grouping; NCCL says what is wrong). */
 static void gpu_key(gr_comm *c, char *key, char *bus) {
   memset(key, 0, KEY_LEN);
   memset(bus, 0, BUS_LEN); /* the whole key is compared: no stale bytes after the id */
@@ -164,7 +165,16 @@ static void gpu_key(gr_comm *c, char *key, char *bus) {
   bus[BUS_LEN - 1] = 0;
   for (char *p = bus; *p; p++)
     if (*p >= 'A' && *p <= 'F') *p = (char)(*p - 'A' + 'a');
-  snprintf(key, KEY_LEN, "%.*s", KEY_LEN - BUS_LEN - 1, name);
+  /* Host names repeat across containers and clusters: the boot id (what NCCL's host hash also
+   * folds in) tells machines apart. */
+  char boot[40] = "";
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(boot, sizeof boot, f)) boot[0] = 0;
+    boot[strcspn(boot, "\n")] = 0;
+    fclose(f);
+  }
+  snprintf(key, KEY_LEN - BUS_LEN, "%.*s|%s", KEY_LEN - BUS_LEN - 48, name, boot);
   memcpy(key + KEY_LEN - BUS_LEN, bus, strlen(bus));
 }
 
@@ -253,6 +263,7 @@ static gr_status leaders_init(gr_comm *c, gr__nccl_share *s, double deadline) {
       cudaError_t e = cudaMalloc(&s->one, sizeof(int));
       if (e != cudaSuccess) st = cuda_fail(c, e, "cudaMalloc");
     }
+    s->pinned = st == GR_OK;
   }
   MPI_Comm_free(&lc);
   return st;
@@ -397,7 +408,25 @@ void gr__nccl_share_abort(gr__nccl_share *s) {
 
 /* ---- calls -------------------------------------------------------------------------------- */
 
-static void *xmalloc(size_t n) { return malloc(n ? n : 1); }
+/* Host staging buffers. A leader with NCCL puts NCCL work on the callers' streams, and a copy
+ * between pageable memory and the device waits for the stream inside cudaMemcpyAsync, where no
+ * deadline reaches: its buffers are pinned, so every copy is asynchronous and every wait is a poll
+ * the deadline bounds. Other ranks' streams carry none of our NCCL work: plain memory. */
+static void *hal(const gr__nccl_share *s, size_t n) {
+  void *p = NULL;
+  if (!s->pinned) return malloc(n ? n : 1);
+  if (cudaMallocHost(&p, n ? n : 1) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  return p;
+}
+
+static void hfree(const gr__nccl_share *s, void *p) {
+  if (!p) return;
+  if (s->pinned) cudaFreeHost(p);
+  else free(p);
+}
 
 /* Host copy of a caller's buffer (device or host), on the call's stream, waited for. */
 static gr_status stage(gr_comm *c, void *dst, const void *src, size_t n, cudaStream_t st) {
@@ -423,18 +452,18 @@ static gr_status post_in(gr__nccl_share *s, xcall *x) {
   case GR__REDUCE:
   case GR__REDUCE_SCATTER:
     if (k->kind == GR__REDUCE_SCATTER) cnt = (int)(n * P);
-    if (lead && !(x->hwork = xmalloc((size_t)cnt * es))) return GR_ERR_NOMEM;
+    if (lead && !(x->hwork = hal(s, (size_t)cnt * es))) return GR_ERR_NOMEM;
     what = "MPI_Ireduce (into the GPU's leader)";
     rc = MPI_Ireduce(x->hs, x->hwork, cnt, t, mpi_op(s, k->dtype, k->op), 0, s->in, &x->r_in);
     break;
   case GR__BROADCAST:
-    if (!x->hwork && !(x->hwork = xmalloc(n * es))) return GR_ERR_NOMEM;
+    if (!x->hwork && !(x->hwork = hal(s, n * es))) return GR_ERR_NOMEM;
     if (!x->in_root_group) break;
     what = "MPI_Ibcast (from the root to its GPU's ranks)";
     rc = MPI_Ibcast(x->hwork, cnt, t, s->grank_of[k->root], s->in, &x->r_in);
     break;
   case GR__ALLGATHER:
-    if (lead && !(x->hwork = xmalloc((size_t)s->gmax * n * es))) return GR_ERR_NOMEM;
+    if (lead && !(x->hwork = hal(s, (size_t)s->gmax * n * es))) return GR_ERR_NOMEM;
     what = "MPI_Igather (into the GPU's leader)";
     rc = MPI_Igather(x->hs, cnt, t, x->hwork, cnt, t, 0, s->in, &x->r_in);
     break;
@@ -443,7 +472,7 @@ static gr_status post_in(gr__nccl_share *s, xcall *x) {
     rc = MPI_Ibarrier(s->in, &x->r_in);
     break;
   case GR__ALLTOALL:
-    if (!(x->hres = xmalloc(n * es * P))) return GR_ERR_NOMEM;
+    if (!(x->hres = hal(s, n * es * P))) return GR_ERR_NOMEM;
     what = "MPI_Ialltoall (host copies)";
     rc = MPI_Ialltoall(x->hs, cnt, t, x->hres, cnt, t, c->mpi, &x->r_in);
     break;
@@ -452,7 +481,7 @@ static gr_status post_in(gr__nccl_share *s, xcall *x) {
     rc = MPI_Isend(x->hs, cnt, t, k->root, P2P_TAG, c->mpi, &x->r_in);
     break;
   case GR__RECV:
-    if (!(x->hres = xmalloc(n * es))) return GR_ERR_NOMEM;
+    if (!(x->hres = hal(s, n * es))) return GR_ERR_NOMEM;
     what = "MPI_Irecv (host copy)";
     rc = MPI_Irecv(x->hres, cnt, t, k->root, P2P_TAG, c->mpi, &x->r_in);
     break;
@@ -474,15 +503,15 @@ static gr_status post_out(gr__nccl_share *s, xcall *x) {
   case GR__BROADCAST:
     if (k->kind == GR__REDUCE && !x->in_root_group) break;
     if (k->kind == GR__BROADCAST && x->in_root_group) break;
-    if (!lead && !(x->hres = xmalloc(n * es))) return GR_ERR_NOMEM;
+    if (!lead && !(x->hres = hal(s, n * es))) return GR_ERR_NOMEM;
     rc = MPI_Ibcast(lead ? x->hwork : x->hres, cnt, t, 0, s->out, &x->r_out);
     break;
   case GR__ALLGATHER:
-    if (!lead && !(x->hres = xmalloc(n * es * P))) return GR_ERR_NOMEM;
+    if (!lead && !(x->hres = hal(s, n * es * P))) return GR_ERR_NOMEM;
     rc = MPI_Ibcast(x->hres, (int)(n * P), t, 0, s->out, &x->r_out);
     break;
   case GR__REDUCE_SCATTER:
-    if (!lead && !(x->hres = xmalloc(n * es))) return GR_ERR_NOMEM;
+    if (!lead && !(x->hres = hal(s, n * es))) return GR_ERR_NOMEM;
     rc = lead ? MPI_Iscatter(x->hres, cnt, t, MPI_IN_PLACE, cnt, t, 0, s->out, &x->r_out)
               : MPI_Iscatter(NULL, cnt, t, x->hres, cnt, t, 0, s->out, &x->r_out);
     break;
@@ -535,7 +564,7 @@ static gr_status start_nccl(gr__nccl_share *s, xcall *x) {
     size_t blk = (size_t)s->gmax * bytes;
     GR_CHECK(device_copy(c, &x->d, blk, x->hwork, st));
     GR_CHECK(device_copy(c, &x->d2, blk * (size_t)s->nleaders, NULL, st));
-    if (!(x->hall = xmalloc(blk * (size_t)s->nleaders))) return GR_ERR_NOMEM;
+    if (!(x->hall = hal(s, blk * (size_t)s->nleaders))) return GR_ERR_NOMEM;
     what = "ncclAllGather (leaders)";
     rc = ncclAllGather(x->d, x->d2, (size_t)s->gmax * n, dt, s->nc, st);
     back = x->hall;
@@ -576,7 +605,7 @@ static gr_status leader_finish(gr__nccl_share *s, xcall *x) {
   case GR__ALLGATHER: {
     /* With one leader the gather is the result; otherwise hall holds, per leader, gmax blocks. */
     const char *src = s->nleaders > 1 ? x->hall : x->hwork;
-    if (!(x->hres = xmalloc(n * es * P))) return GR_ERR_NOMEM;
+    if (!(x->hres = hal(s, n * es * P))) return GR_ERR_NOMEM;
     for (size_t r = 0; r < P; r++)
       memcpy((char *)x->hres + r * n * es,
              src + ((size_t)s->group_of[r] * (size_t)s->gmax + (size_t)s->grank_of[r]) * n * es, n * es);
@@ -585,7 +614,7 @@ static gr_status leader_finish(gr__nccl_share *s, xcall *x) {
   case GR__REDUCE_SCATTER:
     /* the blocks of this group's ranks, in group order, for the scatter (mine first) */
     if (avg) gr__avg_divide(k->dtype, x->hwork, n * P, c->size);
-    if (!(x->hres = xmalloc(n * es * (size_t)s->gsize))) return GR_ERR_NOMEM;
+    if (!(x->hres = hal(s, n * es * (size_t)s->gsize))) return GR_ERR_NOMEM;
     for (int j = 0; j < s->gsize; j++)
       memcpy((char *)x->hres + (size_t)j * n * es, (char *)x->hwork + (size_t)s->members[j] * n * es, n * es);
     break;
@@ -594,11 +623,11 @@ static gr_status leader_finish(gr__nccl_share *s, xcall *x) {
   return GR_OK;
 }
 
-static void xfree_bufs(xcall *x) {
-  if (x->hres != x->hwork && x->hres != x->hs) free(x->hres);
-  if (x->hwork != x->hs) free(x->hwork);
-  free(x->hs);
-  free(x->hall);
+static void xfree_bufs(const gr__nccl_share *s, xcall *x) {
+  if (x->hres != x->hwork && x->hres != x->hs) hfree(s, x->hres);
+  if (x->hwork != x->hs) hfree(s, x->hwork);
+  hfree(s, x->hs);
+  hfree(s, x->hall);
   if (x->d) cudaFree(x->d);
   if (x->d2) cudaFree(x->d2);
   x->hs = x->hwork = x->hres = x->hall = x->d = x->d2 = NULL;
@@ -669,7 +698,7 @@ static gr_status advance(gr__nccl_share *s, xcall *x) {
       cudaError_t q = cudaStreamQuery(st);
       if (q == cudaErrorNotReady) return GR_OK;
       if (q != cudaSuccess) return cuda_fail(c, q, "cudaStreamQuery");
-      xfree_bufs(x);
+      xfree_bufs(s, x);
       x->phase = P_DONE;
       break;
     }
@@ -697,7 +726,7 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
   gr__call_sides(k, &sb, &rb);
   gr_status st = GR_OK;
   if (sb) { /* the root of a broadcast stages straight into the buffer its group broadcasts */
-    void *dst = xmalloc(sb);
+    void *dst = hal(s, sb);
     if (!dst) st = GR_ERR_NOMEM;
     else if (k->kind == GR__BROADCAST) x->hwork = dst;
     else x->hs = dst;
@@ -712,7 +741,7 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
     if (st == GR_ERR_NOMEM && !c->err[0])
       gr__comm_err(c, st, "out of memory staging a call on rank %d", c->rank);
     /* Requests already posted keep their buffers: leak them rather than free under MPI. */
-    if (x->r_in == MPI_REQUEST_NULL && x->r_out == MPI_REQUEST_NULL) xfree_bufs(x);
+    if (x->r_in == MPI_REQUEST_NULL && x->r_out == MPI_REQUEST_NULL) xfree_bufs(s, x);
     free(x);
     return st;
   }
