@@ -31,7 +31,16 @@ typedef struct {
   gr__nccl_share *share; /* ranks share a GPU: NCCL among one leader per GPU (nccl_share.c) */
 } nccl_be;
 
-enum { STAGED = 1, NEED_D2H = 2, WAIT_STREAM = 4 };
+/* A call's state, kept in the call record's be_area (gr_coll.h). */
+typedef enum { STAGED = 1, NEED_D2H = 2, WAIT_STREAM = 4 } nccl_call_flag;
+typedef struct {
+  unsigned flags;   /* nccl_call_flag */
+  void *tmp, *tmp2; /* device copies of host buffers (send side, receive side) */
+  size_t bytes;     /* bytes of tmp2 */
+} nccl_call;
+_Static_assert(sizeof(nccl_call) <= GR__BE_CALL_BYTES, "nccl_call must fit gr__call.be_area");
+
+static nccl_call *NC(gr__call *k) { return (nccl_call *)(void *)k->be_area; }
 
 static nccl_be *B(gr_comm *c) { return c->be; }
 
@@ -233,7 +242,7 @@ static int on_device(const void *p) {
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
-/* Host buffers -> device copies (be_tmp: send side, be_tmp2: receive side), copied in on the
+/* Host buffers -> device copies (tmp: send side, tmp2: receive side), copied in on the
  * call's stream; the copy out is enqueued by test() once the NCCL work is (NCCL groups launch
  * at ncclGroupEnd, after this returns). */
 static gr_status stage_in(gr__call *k, cudaStream_t s, const void **sp, void **rp) {
@@ -246,31 +255,31 @@ static gr_status stage_in(gr__call *k, cudaStream_t s, const void **sp, void **r
   int hs = sb && !inside && !on_device(*sp);
   if (!hr && !hs) return GR_OK;
   cudaError_t e;
-  k->be_flags |= STAGED | WAIT_STREAM;
+  NC(k)->flags |= STAGED | WAIT_STREAM;
   if (hr) {
-    if ((e = cudaMalloc(&k->be_tmp2, rb)) != cudaSuccess) return cuda_err(c, e, "cudaMalloc (staging)");
-    k->be_bytes = rb;
-    k->be_flags |= NEED_D2H;
+    if ((e = cudaMalloc(&NC(k)->tmp2, rb)) != cudaSuccess) return cuda_err(c, e, "cudaMalloc (staging)");
+    NC(k)->bytes = rb;
+    NC(k)->flags |= NEED_D2H;
     if (inside) {
-      if ((e = cudaMemcpyAsync(k->be_tmp2, *rp, rb, cudaMemcpyHostToDevice, s)) != cudaSuccess)
+      if ((e = cudaMemcpyAsync(NC(k)->tmp2, *rp, rb, cudaMemcpyHostToDevice, s)) != cudaSuccess)
         return cuda_err(c, e, "cudaMemcpyAsync (staging in)");
-      *sp = (char *)k->be_tmp2 + ((const char *)*sp - (const char *)*rp);
+      *sp = (char *)NC(k)->tmp2 + ((const char *)*sp - (const char *)*rp);
     }
-    *rp = k->be_tmp2;
+    *rp = NC(k)->tmp2;
   }
   if (hs) {
-    if ((e = cudaMalloc(&k->be_tmp, sb)) != cudaSuccess) return cuda_err(c, e, "cudaMalloc (staging)");
-    if ((e = cudaMemcpyAsync(k->be_tmp, *sp, sb, cudaMemcpyHostToDevice, s)) != cudaSuccess)
+    if ((e = cudaMalloc(&NC(k)->tmp, sb)) != cudaSuccess) return cuda_err(c, e, "cudaMalloc (staging)");
+    if ((e = cudaMemcpyAsync(NC(k)->tmp, *sp, sb, cudaMemcpyHostToDevice, s)) != cudaSuccess)
       return cuda_err(c, e, "cudaMemcpyAsync (staging in)");
-    *sp = k->be_tmp;
+    *sp = NC(k)->tmp;
   }
   return GR_OK;
 }
 
 static void release(gr__call *k) {
-  if (k->be_tmp) cudaFree(k->be_tmp);
-  if (k->be_tmp2) cudaFree(k->be_tmp2);
-  k->be_tmp = k->be_tmp2 = NULL;
+  if (NC(k)->tmp) cudaFree(NC(k)->tmp);
+  if (NC(k)->tmp2) cudaFree(NC(k)->tmp2);
+  NC(k)->tmp = NC(k)->tmp2 = NULL;
 }
 
 /* ---- calls -------------------------------------------------------------------------------- */
@@ -315,14 +324,14 @@ static gr_status nccl_post(gr__call *k, int *done) {
   case GR__ALLTOALL: {
     what = "ncclSend/ncclRecv (all-to-all)";
     if (sp == rp && n) { /* grouped send/recv cannot work in place: send from a copy */
-      cudaError_t e = cudaMalloc(&k->be_tmp, n * es * P);
-      if (e == cudaSuccess) e = cudaMemcpyAsync(k->be_tmp, rp, n * es * P, cudaMemcpyDeviceToDevice, s);
+      cudaError_t e = cudaMalloc(&NC(k)->tmp, n * es * P);
+      if (e == cudaSuccess) e = cudaMemcpyAsync(NC(k)->tmp, rp, n * es * P, cudaMemcpyDeviceToDevice, s);
       if (e != cudaSuccess) {
         release(k);
         return cuda_err(c, e, "cudaMalloc/cudaMemcpyAsync (all-to-all in place)");
       }
-      sp = k->be_tmp;
-      k->be_flags |= WAIT_STREAM; /* the copy is freed once the stream is past it */
+      sp = NC(k)->tmp;
+      NC(k)->flags |= WAIT_STREAM; /* the copy is freed once the stream is past it */
     }
     rc = ncclGroupStart();
     for (size_t p = 0; p < P && rc == ncclSuccess; p++) {
@@ -343,7 +352,7 @@ static gr_status nccl_post(gr__call *k, int *done) {
     break;
   case GR__BARRIER:
     what = "ncclAllReduce (barrier)";
-    k->be_flags |= WAIT_STREAM;
+    NC(k)->flags |= WAIT_STREAM;
     rc = ncclAllReduce(B(c)->one, B(c)->one, 1, ncclInt32, ncclSum, nc, s);
     break;
   default:
@@ -370,12 +379,12 @@ static gr_status nccl_test(gr__call *k, int *done) {
     return nccl_err(c, nc, a, gr__kind_name(k->kind));
   }
   cudaStream_t s = (cudaStream_t)k->stream;
-  if (k->be_flags & NEED_D2H) {
-    k->be_flags &= ~NEED_D2H;
-    cudaError_t e = cudaMemcpyAsync(k->recv, k->be_tmp2, k->be_bytes, cudaMemcpyDeviceToHost, s);
+  if (NC(k)->flags & NEED_D2H) {
+    NC(k)->flags &= ~NEED_D2H;
+    cudaError_t e = cudaMemcpyAsync(k->recv, NC(k)->tmp2, NC(k)->bytes, cudaMemcpyDeviceToHost, s);
     if (e != cudaSuccess) return cuda_err(c, e, "cudaMemcpyAsync (staging out)");
   }
-  if (k->be_flags & WAIT_STREAM) {
+  if (NC(k)->flags & WAIT_STREAM) {
     cudaError_t e = cudaStreamQuery(s);
     if (e == cudaErrorNotReady) return GR_OK;
     if (e != cudaSuccess) return cuda_err(c, e, "cudaStreamQuery");
@@ -391,7 +400,7 @@ static void nccl_forget(gr__call *k) {
     return;
   }
   /* The stream may still use the staging buffers until the abort has torn the work down. */
-  k->be_tmp = k->be_tmp2 = NULL;
+  NC(k)->tmp = NC(k)->tmp2 = NULL;
 }
 
 static gr_status nccl_synchronize(gr_comm *c, gr_stream stream, double deadline) {
@@ -412,6 +421,7 @@ static gr_status nccl_synchronize(gr_comm *c, gr_stream stream, double deadline)
 const gr__coll_ops GR__NCCL_OPS = {
     .name = "nccl",
     .kind = GR_BACKEND_NCCL,
+    .caps = 0,
     .create = nccl_create,
     .split = nccl_split,
     .destroy = nccl_destroy,

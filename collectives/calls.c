@@ -294,6 +294,75 @@ static gr_status timed_out(const char *fn, gr__call *k, const char *what) {
                   c->size, c->ops->name, c->timeout_s, c->err[0] ? " (" : "", c->err, c->err[0] ? ")" : "", path);
 }
 
+/* ---- the one progress loop ------------------------------------------------------------ */
+
+/* How a path words its outcomes (the sentences each path has always given). */
+typedef struct {
+  const char *fn;
+  const char *timeout_what;  /* "" (a call, a request) or "grouped" */
+  int name_backend;          /* failure sentences name the backend (single calls and requests) */
+  int backend_timeout;       /* a backend's own GR_ERR_TIMEOUT is this call's timeout (blocking) */
+  int once;                  /* one sweep, deadline checked every time (gr_test) */
+} loop_style;
+
+/* A call's outcome st (from post or test): its flight record and counters, and (say) the sentence;
+ * without say the failure is only counted (an earlier one's sentence stands). */
+static gr_status settle(const loop_style *y, gr__call *k, gr_status st, double t0, double share,
+                        int say) {
+  gr_comm *c = k->comm;
+  int timeout = st == GR_ERR_TIMEOUT && y->backend_timeout;
+  end_share(k, st == GR_OK ? GR__FL_DONE : timeout ? GR__FL_TIMEOUT : GR__FL_FAILED, t0, share);
+  if (st == GR_OK || !say) return st;
+  if (timeout) return timed_out(y->fn, k, y->timeout_what);
+  if (y->name_backend)
+    return gr__fail(st, y->fn, "%s #%llu on communicator %s (%s backend): %s",
+                    gr__kind_name(k->kind), (unsigned long long)k->seq, c->id, c->ops->name, c->err);
+  return gr__fail(st, y->fn, "%s #%llu on communicator %s: %s", gr__kind_name(k->kind),
+                  (unsigned long long)k->seq, c->id, c->err);
+}
+
+/* Test the posted calls k[0..n) whose done[i] is 0 until all are settled, or (y->once) sweep once.
+ * first: a failure the caller met already (while posting), whose sentence stands.
+ * Every 16th sweep (every sweep when once) checks the deadline (0 = none) and, before it, serves
+ * the flight recorder's signal. Past the deadline every unsettled call is forgotten, recorded as
+ * timed out and its communicator aborted; the first one's sentence is returned. Otherwise the first
+ * failure's sentence (the others are still waited for: the peers wait for them too). done[i] = 1
+ * once call i is settled; with once, a call still running keeps done[i] = 0. */
+static gr_status progress(const loop_style *y, gr__call *k, size_t n, int *done, double t0,
+                          double deadline, double share, gr_status first) {
+  size_t left = 0;
+  for (size_t i = 0; i < n; i++) left += !done[i];
+  for (unsigned spin = 0; left > 0; spin++) {
+    for (size_t i = 0; i < n; i++) {
+      if (done[i]) continue;
+      gr_status st = k[i].comm->ops->test(&k[i], &done[i]);
+      if (st != GR_OK || done[i]) {
+        done[i] = 1;
+        left--;
+        st = settle(y, &k[i], st, t0, share, first == GR_OK);
+        if (first == GR_OK) first = st;
+      }
+    }
+    if (left > 0 && (y->once || (spin & 15) == 15)) {
+      if (deadline > 0 && gr__mono_now() > deadline) {
+        gr_status st = GR_OK;
+        for (size_t i = 0; i < n; i++) {
+          if (done[i]) continue;
+          done[i] = 1;
+          k[i].comm->ops->forget(&k[i]);
+          end_share(&k[i], GR__FL_TIMEOUT, t0, share);
+          if (st == GR_OK) st = timed_out(y->fn, &k[i], y->timeout_what);
+          gr__comm_abort_internal(k[i].comm);
+        }
+        return st;
+      }
+      gr__flight_poll();
+    }
+    if (y->once) break;
+  }
+  return first;
+}
+
 static gr_status run_one(const char *fn, gr__call *k, int checked) {
   gr_comm *c = k->comm;
   gr__flight_poll();
@@ -303,25 +372,10 @@ static gr_status run_one(const char *fn, gr__call *k, int checked) {
   k->blocking_ok = c->timeout_s <= 0;
   int done = 0;
   c->err[0] = '\0';
+  const loop_style y = {fn, "", 1, 1, 0};
   gr_status st = c->ops->post(k, &done);
-  for (unsigned spin = 0; st == GR_OK && !done; spin++) {
-    st = c->ops->test(k, &done);
-    if (st != GR_OK || done) break;
-    if ((spin & 15) == 15) {
-      if (deadline > 0 && gr__mono_now() > deadline) {
-        c->ops->forget(k);
-        end(k, GR__FL_TIMEOUT, t0);
-        return timed_out(fn, k, "");
-      }
-      gr__flight_poll();
-    }
-  }
-  end(k, st == GR_OK ? GR__FL_DONE : st == GR_ERR_TIMEOUT ? GR__FL_TIMEOUT : GR__FL_FAILED, t0);
-  if (st == GR_ERR_TIMEOUT) return timed_out(fn, k, "");
-  if (st != GR_OK)
-    return gr__fail(st, fn, "%s #%llu on communicator %s (%s backend): %s", gr__kind_name(k->kind),
-                    (unsigned long long)k->seq, c->id, c->ops->name, c->err);
-  return GR_OK;
+  if (st != GR_OK || done) return settle(&y, k, st, t0, 1.0, 1);
+  return progress(&y, k, 1, &done, t0, deadline, 1.0, GR_OK);
 }
 
 /* Validate, then run now or queue for gr_group_end. */
@@ -353,7 +407,7 @@ static gr_status submit(const char *fn, gr__call *k) {
 }
 
 #define CALL_INIT(kind_, comm_) \
-  { .kind = (kind_), .comm = (comm_), .root = -1, .flight_slot = -1, .be_req = MPI_REQUEST_NULL }
+  { .kind = (kind_), .comm = (comm_), .root = -1, .flight_slot = -1 }
 
 GR_API gr_status gr_allreduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
                               gr_comm *comm, gr_stream stream) {
@@ -444,7 +498,7 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, 
                    "the address space", total, gr__dtype_name(dtype));
   gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
   k.count = total, k.dtype = dtype, k.op = op, k.stream = stream;
-  int packed = grp.depth == 0 && comm->ops->kind == GR_BACKEND_MPI && !comm->gpu_buffers;
+  int packed = grp.depth == 0 && (comm->ops->caps & GR__CAP_PACK_MULTI) && !comm->gpu_buffers;
   if (comm->check && grp.depth == 0) {
     /* One fingerprint for the whole call (buffer counts and forms hashed), also when a rank
      * refused it or has no buffers: every rank returns the same. */
@@ -536,13 +590,12 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
   int done = 0;
   gr_status st = c->ops->post(k, &done);
   if (st != GR_OK) {
-    end(k, GR__FL_FAILED, q->t0);
-    st = gr__fail(st, fn, "%s #%llu on communicator %s (%s backend): %s", gr__kind_name(k->kind),
-                  (unsigned long long)k->seq, c->id, c->ops->name, c->err);
+    const loop_style y = {fn, "", 1, 0, 1};
+    st = settle(&y, k, st, q->t0, 1.0, 1);
     free(q);
     return st;
   }
-  if (done) k->be_flags |= 1 << 30; /* finished inside post */
+  if (done) k->fe_flags |= GR__FE_DONE_IN_POST;
   __atomic_add_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
   *out = q;
   return GR_OK;
@@ -556,32 +609,18 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
   gr_comm *c = k->comm;
   *done = 0;
   gr_status st = GR_OK;
-  int fin = (k->be_flags & (1 << 30)) != 0;
-  if (!fin && c->aborted) {
+  if (k->fe_flags & GR__FE_DONE_IN_POST) {
+    end(k, GR__FL_DONE, q->t0);
+  } else if (c->aborted) {
     c->ops->forget(k);
     end(k, GR__FL_FAILED, q->t0);
     st = gr__fail(GR_ERR_ABORTED, q->fn, "communicator %s was aborted before %s #%llu finished",
                   c->id, gr__kind_name(k->kind), (unsigned long long)k->seq);
-  } else if (!fin) {
-    st = c->ops->test(k, &fin);
-    if (st != GR_OK) {
-      end(k, GR__FL_FAILED, q->t0);
-      st = gr__fail(st, q->fn, "%s #%llu on communicator %s (%s backend): %s",
-                    gr__kind_name(k->kind), (unsigned long long)k->seq, c->id, c->ops->name, c->err);
-    } else if (!fin) {
-      if (q->deadline > 0 && gr__mono_now() > q->deadline) {
-        c->ops->forget(k);
-        end(k, GR__FL_TIMEOUT, q->t0);
-        st = timed_out(q->fn, k, "");
-      } else {
-        gr__flight_poll();
-        return GR_OK; /* still running */
-      }
-    } else {
-      end(k, GR__FL_DONE, q->t0);
-    }
   } else {
-    end(k, GR__FL_DONE, q->t0);
+    const loop_style y = {q->fn, "", 1, 0, 1};
+    int fin = 0;
+    st = progress(&y, k, 1, &fin, q->t0, q->deadline, 1.0, GR_OK);
+    if (!fin) return GR_OK; /* still running */
   }
   *done = 1;
   __atomic_sub_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
@@ -720,6 +759,7 @@ static gr_status run_group(const char *fn) {
   /* Post in order, each backend's run bracketed by its group hooks (NCCL's ncclGroupStart/End). */
   int *done = calloc(n, sizeof *done);
   if (!done) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
+  const loop_style y = {fn, "grouped", 0, 0, 0};
   size_t posted = 0;
   const gr__coll_ops *open = NULL;
   for (size_t i = 0; i < n && first == GR_OK; i++) {
@@ -736,9 +776,7 @@ static gr_status run_group(const char *fn) {
     k->comm->err[0] = '\0';
     first = ops->post(k, &done[i]);
     if (first != GR_OK) {
-      end_share(k, GR__FL_FAILED, t0, share);
-      first = gr__fail(first, fn, "%s #%llu on communicator %s: %s", gr__kind_name(k->kind),
-                       (unsigned long long)k->seq, k->comm->id, k->comm->err);
+      first = settle(&y, k, first, t0, share, 1);
       break;
     }
     posted = i + 1;
@@ -748,42 +786,9 @@ static gr_status run_group(const char *fn) {
     if (first != GR_OK) first = gr__fail(first, fn, "%s", q[n - 1].comm->err);
   }
   /* Wait for everything posted, even after a failure: the peers are waiting for it too. */
-  size_t left = 0;
-  for (size_t i = 0; i < posted; i++) left += !done[i];
   for (size_t i = 0; i < posted; i++)
     if (done[i]) end_share(&q[i], GR__FL_DONE, t0, share);
-  for (unsigned spin = 0; left > 0; spin++) {
-    for (size_t i = 0; i < posted; i++) {
-      if (done[i]) continue;
-      gr_status st = q[i].comm->ops->test(&q[i], &done[i]);
-      if (st != GR_OK) {
-        done[i] = 1;
-        end_share(&q[i], GR__FL_FAILED, t0, share);
-        if (first == GR_OK)
-          first = gr__fail(st, fn, "%s #%llu on communicator %s: %s", gr__kind_name(q[i].kind),
-                           (unsigned long long)q[i].seq, q[i].comm->id, q[i].comm->err);
-        left--;
-      } else if (done[i]) {
-        end_share(&q[i], GR__FL_DONE, t0, share);
-        left--;
-      }
-    }
-    if (left > 0 && (spin & 15) == 15) {
-      if (deadline > 0 && gr__mono_now() > deadline) {
-        gr_status st = GR_OK;
-        for (size_t i = 0; i < posted; i++) {
-          if (done[i]) continue;
-          q[i].comm->ops->forget(&q[i]);
-          end_share(&q[i], GR__FL_TIMEOUT, t0, share);
-          if (st == GR_OK) st = timed_out(fn, &q[i], "grouped");
-          gr__comm_abort_internal(q[i].comm);
-        }
-        free(done);
-        return st;
-      }
-      gr__flight_poll();
-    }
-  }
+  first = progress(&y, q, posted, done, t0, deadline, share, first);
   free(done);
   return first;
 }

@@ -21,7 +21,20 @@ const char *gr__kind_name(gr__kind k);
 typedef struct gr__flight gr__flight;
 typedef struct gr__coll_ops gr__coll_ops;
 
-/* One call, from validation to completion. The backend's per-call state lives in the be_* fields. */
+/* Flags the front end (calls.c) keeps on a call; a backend never reads or writes them. */
+typedef enum {
+  GR__FE_DONE_IN_POST = 1u << 0, /* a gr_i... request finished inside post(): nothing to test */
+} gr__fe_flag;
+
+/* Bytes of per-call state a backend may keep inside the call record itself (see be_area). */
+#define GR__BE_CALL_BYTES 64
+
+/* One call, from validation to completion. The front end owns every field but be_area; a backend
+ * reads the description (kind .. stream, comm, seq, blocking_ok) and keeps its own per-call state
+ * in be_area, which it casts to a struct of its own (checked against GR__BE_CALL_BYTES with a
+ * static assertion) and which may point to more state the backend allocates and frees itself.
+ * The front end creates every record zeroed (CALL_INIT), copies be_area with it, never reads it; a
+ * call never moves once posted (a request lives in its gr_request, a group in its queue). */
 typedef struct gr__call {
   gr__kind kind;
   const void *send;
@@ -38,24 +51,24 @@ typedef struct gr__call {
   int blocking_ok;  /* the backend may complete inside post() (no timeout to honour) */
   gr_status fe_bad; /* a grouped call this rank refused, queued in check mode so peers learn it */
   int fe_request;   /* a gr_i... request: the user may wait for it before older ones */
-  /* backend state */
-  MPI_Request be_req;
-  void *be_tmp, *be_tmp2; /* staging buffers the backend frees when the call completes */
-  size_t be_bytes;
-  int be_flags;
-  MPI_Request be_reqs[64]; /* the MPI backend's own allreduce: one per chunk and direction */
-  uint64_t be_recvs; /* which of be_reqs are receives */
-  int be_nreqs, be_phase, be_mask, be_tag;
-  void *be_buf, *be_in; /* the MPI backend's own allreduce: the result buffer, a receive buffer */
-  const void *be_src;   /* the pipelined ring: the input (== be_buf when in place) */
-  int be_seg[32];        /* the pipelined ring: segment j at step be_seg[j] / 2, low bit = reduced */
-  uint64_t be_callno;    /* the MPI backend's own allreduce: its number, which picks its tags */
-  struct gr__call *be_prev, *be_next; /* ... and its place in the list of those in flight */
+  unsigned fe_flags; /* gr__fe_flag */
+  /* The backend's, opaque to the front end (backend_mpi.c: mpi_call in gr_mpi_be.h;
+   * backend_nccl.c: nccl_call). */
+  _Alignas(16) unsigned char be_area[GR__BE_CALL_BYTES];
 } gr__call;
+
+/* What a backend can do, in gr__coll_ops.caps: the front end asks these instead of the kind. */
+typedef enum {
+  /* gr_allreduce_multi may pack the buffers into one host buffer and run one allreduce when the
+   * communicator has no device buffers (cheaper than a group of calls on this backend; NCCL fuses
+   * a group itself and takes device buffers, which a host memcpy cannot pack). */
+  GR__CAP_PACK_MULTI = 1u << 0,
+} gr__coll_cap;
 
 struct gr__coll_ops {
   const char *name; /* "mpi", "nccl" */
-  gr_backend kind;
+  gr_backend kind;  /* what gr_comm_backend reports; behaviour is asked through caps */
+  unsigned caps;    /* gr__coll_cap */
   /* Set up c->be after the front end filled c->mpi, rank, size; bounded by deadline (0 = none). */
   gr_status (*create)(gr_comm *c, double deadline);
   /* child has its mpi/rank/size filled; color < 0 never reaches the backend for NCCL-less paths */
@@ -65,7 +78,7 @@ struct gr__coll_ops {
   /* Optional: bracket the posting of a group's calls (NCCL's group). */
   gr_status (*group_begin)(void);
   gr_status (*group_finish)(gr_comm *any, double deadline);
-  /* Start the call. May complete it (then *done = 1). */
+  /* Start the call (k->be_area is all zero). May complete it (then *done = 1). */
   gr_status (*post)(gr__call *k, int *done);
   /* Progress a started call; *done = 1 once finished (results in place, staging freed). */
   gr_status (*test)(gr__call *k, int *done);

@@ -124,11 +124,11 @@ int gr__shm_open_peer(pid_t pid, int fd);
 gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out);
 
 /* The MPI backend's hook: a call k whose kind gr__shm_takes runs here on the (staged) host buffers
- * send and recv. The op sits in k->be_in while k->be_flags has GR__SHM_CALL. On a timeout, forget
- * writes the sentence naming the ranks waited for into k->comm->err. */
-#define GR__SHM_CALL 0x100
-gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv);
-gr_status gr__shm_call_test(gr__shm *s, gr__call *k, int *done);
-void gr__shm_call_forget(gr__shm *s, gr__call *k);
+ * send and recv. post stores the op in *op, which the backend keeps in its per-call state; test
+ * and forget set *op to NULL once the op is released (done, a mismatch, forgotten). On a timeout,
+ * forget writes the sentence naming the ranks waited for into k->comm->err. */
+gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv, gr__shm_op **op);
+gr_status gr__shm_call_test(gr__shm *s, gr__call *k, gr__shm_op **op, int *done);
+void gr__shm_call_forget(gr__shm *s, gr__call *k, gr__shm_op **op);
 
 #endif

@@ -59,6 +59,14 @@ typedef struct xcall {
   struct xcall *next;
 } xcall;
 
+/* A call's state in the call record's be_area (gr_coll.h): its xcall, which the call list holds. */
+typedef struct {
+  xcall *x;
+} share_call;
+_Static_assert(sizeof(share_call) <= GR__BE_CALL_BYTES, "share_call must fit gr__call.be_area");
+
+static xcall **slot(gr__call *k) { return &((share_call *)(void *)k->be_area)->x; }
+
 /* ---- reduction ops on host copies (gpurun's kernels: wrapping integers, fp16/bf16) -------- */
 
 #define RF(t, o)                                                             \
@@ -745,7 +753,7 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
     free(x);
     return st;
   }
-  k->be_tmp = x;
+  *slot(k) = x;
   if (s->tail) s->tail->next = x;
   else s->head = x;
   s->tail = x;
@@ -761,7 +769,7 @@ static void unlink_call(gr__nccl_share *s, xcall *x) {
 }
 
 gr_status gr__nccl_share_test(gr__nccl_share *s, gr__call *k, int *done) {
-  xcall *me = k->be_tmp;
+  xcall *me = *slot(k);
   *done = 0;
   if (!me) return gr__comm_err(k->comm, GR_ERR_INTERNAL, "a shared-GPU call without its state");
   /* Older calls first: this call may wait for their turn on the leader. */
@@ -773,18 +781,18 @@ gr_status gr__nccl_share_test(gr__nccl_share *s, gr__call *k, int *done) {
   if (me->phase != P_DONE) return GR_OK;
   unlink_call(s, me);
   free(me);
-  k->be_tmp = NULL;
+  *slot(k) = NULL;
   *done = 1;
   return GR_OK;
 }
 
 void gr__nccl_share_forget(gr__nccl_share *s, gr__call *k) {
-  xcall *x = k->be_tmp;
+  xcall *x = *slot(k);
   if (!x) return;
   unlink_call(s, x);
   /* MPI or the stream may still write into the buffers: they are left to leak. */
   free(x);
-  k->be_tmp = NULL;
+  *slot(k) = NULL;
 }
 
 gr_status gr__nccl_share_synchronize(gr__nccl_share *s, gr_comm *c, gr_stream stream, double deadline) {

@@ -178,40 +178,33 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
 
 /* ---- the MPI backend's calls on the segment ------------------------------------------------ */
 
-gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv) {
+gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv, gr__shm_op **op) {
   gr__shm_op call = {.kind = (int)k->kind, .send = send, .recv = recv, .count = k->count,
                      .dtype = k->dtype, .op = k->op, .root = k->root};
   if (k->kind == GR__BARRIER) call.count = 0;
-  gr__shm_op *op = NULL;
-  gr_status st = gr__shm_post(s, &op, &call);
+  *op = NULL;
+  gr_status st = gr__shm_post(s, op, &call);
   if (st != GR_OK)
     return gr__comm_err(k->comm, st, st == GR_ERR_NOMEM ? "out of memory" : "shared-memory path "
                         "unusable after an earlier timeout");
-  k->be_in = op;
-  k->be_flags |= GR__SHM_CALL;
   return GR_OK;
 }
 
-gr_status gr__shm_call_test(gr__shm *s, gr__call *k, int *done) {
-  gr_status st = gr__shm_test(s, k->be_in, done);
+gr_status gr__shm_call_test(gr__shm *s, gr__call *k, gr__shm_op **op, int *done) {
+  gr_status st = gr__shm_test(s, *op, done);
   if (st == GR_ERR_MISMATCH) { /* the op is released; the segment stays usable (gr_shm.h) */
-    k->be_in = NULL;
-    k->be_flags &= ~GR__SHM_CALL;
+    *op = NULL;
     return gr__comm_err(k->comm, st, "%s", gr__shm_why(s));
   }
   if (st == GR_ERR_SYSTEM)
     return gr__comm_err(k->comm, st, "process_vm_readv from a peer rank failed: %s",
                         strerror(gr__shm_cma_errno(s)));
   if (st != GR_OK) return gr__comm_err(k->comm, st, "shared-memory path unusable after an earlier timeout");
-  if (*done) {
-    k->be_in = NULL;
-    k->be_flags &= ~GR__SHM_CALL;
-  }
+  if (*done) *op = NULL;
   return GR_OK;
 }
 
-void gr__shm_call_forget(gr__shm *s, gr__call *k) {
-  gr__shm_forget(s, k->be_in, k->comm->err, sizeof k->comm->err);
-  k->be_in = NULL;
-  k->be_flags &= ~GR__SHM_CALL;
+void gr__shm_call_forget(gr__shm *s, gr__call *k, gr__shm_op **op) {
+  gr__shm_forget(s, *op, k->comm->err, sizeof k->comm->err);
+  *op = NULL;
 }

@@ -15,6 +15,7 @@
 #include <gpurun/limits.h>
 #include <gpurun/status.h>
 #include "gr_error.h"
+#include "gr_plan.h" /* the plan contract: variable names, GR_PLAN_VERSION */
 #include <hwloc.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -256,7 +257,6 @@ gr_status gr__visible_env(const gr__node *n, const gr__rank_plan *rp, int mode, 
 /* Position of the rank's i-th GPU in the list gr__visible_env exports under `mode` (the device
  * ordinal the program sees it at). */
 int gr__visible_ordinal(const gr__node *n, const gr__rank_plan *rp, int mode, int i);
-#define GR_PLAN_VERSION "1"
 
 /* "gpurun: rank 3/8 on n01: GPU 3 0000:c3:00.0, cores 42-55 (NUMA 3), NIC mlx5_3" */
 void gr__print_rank_line(FILE *f, const gr__node *n, const gr__plan *p, int rank, const char *host,

@@ -204,7 +204,11 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
     snprintf(info.node, sizeof info.node, "localhost");
   info.node[sizeof info.node - 1] = '\0';
 
-  gr_rank_info_t plan = info;
+  gr_plan plan; /* the plan part of gr_rank_info_t (base/gr_plan.h), copied field by field */
+  _Static_assert(sizeof plan.gpus == sizeof info.gpus && sizeof plan.cpus == sizeof info.cpus &&
+                     sizeof plan.nic == sizeof info.nic,
+                 "gr_plan and gr_rank_info_t disagree on a field size");
+  memset(&plan, 0, sizeof plan);
   if (gr__plan_parse(environ, &plan) != GR_OK) {
     /* A broken plan must not pass silently, but the program can still run without it. */
     GR_WARN("%s; ignoring gpurun's plan", gr_last_error());

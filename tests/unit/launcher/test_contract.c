@@ -1,5 +1,5 @@
 /* The plan contract end to end: what gpurun exports for a rank is read back by the runtime's own
- * parser (runtime/plan.c, gr__plan_parse) on every recorded topology, at local sizes 1 and GPUs,
+ * parser (base/plan.c, gr__plan_parse) on every recorded topology, at local sizes 1 and GPUs,
  * and the runtime must see the same GPUs, cpuset, NUMA node and NIC. */
 #include "gr_launcher.h"
 #include "gr_plan.h"
@@ -26,7 +26,7 @@ static void check_rank(const gr__node *n, const gr__plan *p, int r, int smt) {
     assert_true(asprintf(&envp[i], "%s=%s", e.name[i], e.value[i]) > 0);
   }
   envp[e.n] = NULL;
-  gr_rank_info_t info;
+  gr_plan info;
   memset(&info, 0, sizeof info);
   gr_status st = gr__plan_parse(envp, &info);
   if (st != GR_OK)

@@ -133,7 +133,7 @@ static void test_128_gpus_one_rank(void **state) {
   snprintf(b2, sizeof b2, "GPURUN_LOCAL_SIZE=1");
   sprintf(b3, "GPURUN_GPUS=%s", gpus);
   envp[0] = b0, envp[1] = b1, envp[2] = b2, envp[3] = b3;
-  gr_rank_info_t ri;
+  gr_plan ri;
   assert_int_equal(gr__plan_parse(envp, &ri), GR_OK);
   assert_int_equal(ri.ngpus, 128);
   assert_string_equal(ri.gpus[127], "0000:97:00.0");

@@ -17,7 +17,7 @@ const char *gr__env_lookup(char *const *envp, const char *name) {
   return NULL;
 }
 
-static void no_plan(gr_rank_info_t *out) {
+static void no_plan(gr_plan *out) {
   out->from_plan = 0;
   out->local_rank = out->local_size = -1;
   out->ngpus = 0;
@@ -37,16 +37,16 @@ static int parse_int(const char *s, int *v) {
   return 0;
 }
 
-static gr_status bad(gr_rank_info_t *out, const char *var, const char *val, const char *what) {
+static gr_status bad(gr_plan *out, const char *var, const char *val, const char *what) {
   no_plan(out);
   /* a long value is cut, so that the reason after it survives the message buffer */
   return gr__fail(GR_ERR_INVALID, "gr_init", "plan from gpurun: %s='%.80s%s' %s", var, val,
                   strlen(val) > 80 ? "..." : "", what);
 }
 
-gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
+gr_status gr__plan_parse(char *const *envp, gr_plan *out) {
   no_plan(out);
-  const char *ver = gr__env_lookup(envp, "GPURUN_PLAN_VERSION");
+  const char *ver = gr__env_lookup(envp, GR_PLAN_VAR_VERSION);
   if (!ver) return GR_OK;
   char *end;
   long major = strtol(ver, &end, 10);
@@ -57,13 +57,13 @@ gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
         "reads (mixed gpurun and libgpurun versions?)",
         ver, GR_PLAN_MAJOR);
 
-  const char *lr = gr__env_lookup(envp, "GPURUN_LOCAL_RANK");
-  const char *ls = gr__env_lookup(envp, "GPURUN_LOCAL_SIZE");
+  const char *lr = gr__env_lookup(envp, GR_PLAN_VAR_LOCAL_RANK);
+  const char *ls = gr__env_lookup(envp, GR_PLAN_VAR_LOCAL_SIZE);
   int local_rank, local_size;
   if (parse_int(lr, &local_rank) != 0)
-    return bad(out, "GPURUN_LOCAL_RANK", lr ? lr : "(unset)", "is not an integer");
+    return bad(out, GR_PLAN_VAR_LOCAL_RANK, lr ? lr : "(unset)", "is not an integer");
   if (parse_int(ls, &local_size) != 0 || local_size < 1)
-    return bad(out, "GPURUN_LOCAL_SIZE", ls ? ls : "(unset)", "is not a positive integer");
+    return bad(out, GR_PLAN_VAR_LOCAL_SIZE, ls ? ls : "(unset)", "is not a positive integer");
   if (local_rank < 0 || local_rank >= local_size) {
     char msg[160];
     snprintf(msg, sizeof msg, "GPURUN_LOCAL_RANK=%d is outside [0, %d) (GPURUN_LOCAL_SIZE)",
@@ -72,18 +72,18 @@ gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
     return gr__fail(GR_ERR_INVALID, "gr_init", "plan from gpurun: %s", msg);
   }
 
-  gr_rank_info_t tmp = *out;
-  const char *gpus = gr__env_lookup(envp, "GPURUN_GPUS");
+  gr_plan tmp = *out;
+  const char *gpus = gr__env_lookup(envp, GR_PLAN_VAR_GPUS);
   if (gpus && *gpus) {
     const char *p = gpus;
     while (*p) {
       size_t len = strcspn(p, ",");
       if (len == 0 || len >= sizeof tmp.gpus[0])
-        return bad(out, "GPURUN_GPUS", gpus, "holds an empty or over-long PCI id");
+        return bad(out, GR_PLAN_VAR_GPUS, gpus, "holds an empty or over-long PCI id");
       if (tmp.ngpus == GR_MAX_RANK_GPUS) {
         char what[80];
         snprintf(what, sizeof what, "lists more GPUs than a rank may use (%d)", GR_MAX_RANK_GPUS);
-        return bad(out, "GPURUN_GPUS", gpus, what);
+        return bad(out, GR_PLAN_VAR_GPUS, gpus, what);
       }
       memcpy(tmp.gpus[tmp.ngpus], p, len);
       tmp.gpus[tmp.ngpus][len] = '\0';
@@ -92,32 +92,32 @@ gr_status gr__plan_parse(char *const *envp, gr_rank_info_t *out) {
       if (*p == ',') p++;
     }
   }
-  const char *cpus = gr__env_lookup(envp, "GPURUN_CPUS");
+  const char *cpus = gr__env_lookup(envp, GR_PLAN_VAR_CPUS);
   if (cpus && *cpus) {
     if (strlen(cpus) >= sizeof tmp.cpus)
-      return bad(out, "GPURUN_CPUS", cpus, "is longer than 255 characters");
+      return bad(out, GR_PLAN_VAR_CPUS, cpus, "is longer than 255 characters");
     hwloc_bitmap_t set = hwloc_bitmap_alloc();
     int ok = set && hwloc_bitmap_list_sscanf(set, cpus) == 0 && !hwloc_bitmap_iszero(set) &&
              hwloc_bitmap_last(set) >= 0; /* an infinite set ("0-") is not a cpuset */
     hwloc_bitmap_free(set);
-    if (!ok) return bad(out, "GPURUN_CPUS", cpus, "is not a cpuset list (e.g. 0-13,28-41)");
+    if (!ok) return bad(out, GR_PLAN_VAR_CPUS, cpus, "is not a cpuset list (e.g. 0-13,28-41)");
     snprintf(tmp.cpus, sizeof tmp.cpus, "%s", cpus);
   }
-  const char *numa = gr__env_lookup(envp, "GPURUN_NUMA");
+  const char *numa = gr__env_lookup(envp, GR_PLAN_VAR_NUMA);
   if (numa && *numa) {
     /* A list when the rank spans NUMA nodes: the first is the one reported. */
     char first[32];
     size_t len = strcspn(numa, ",");
-    if (len >= sizeof first) return bad(out, "GPURUN_NUMA", numa, "is not a NUMA node list");
+    if (len >= sizeof first) return bad(out, GR_PLAN_VAR_NUMA, numa, "is not a NUMA node list");
     memcpy(first, numa, len);
     first[len] = '\0';
     if (parse_int(first, &tmp.numa) != 0 || tmp.numa < 0)
-      return bad(out, "GPURUN_NUMA", numa, "is not a NUMA node list");
+      return bad(out, GR_PLAN_VAR_NUMA, numa, "is not a NUMA node list");
   }
-  const char *nic = gr__env_lookup(envp, "GPURUN_NIC");
+  const char *nic = gr__env_lookup(envp, GR_PLAN_VAR_NIC);
   if (nic && *nic) {
     if (strlen(nic) >= sizeof tmp.nic)
-      return bad(out, "GPURUN_NIC", nic, "is longer than 63 characters");
+      return bad(out, GR_PLAN_VAR_NIC, nic, "is longer than 63 characters");
     snprintf(tmp.nic, sizeof tmp.nic, "%s", nic);
   }
   tmp.local_rank = local_rank;

@@ -1,4 +1,4 @@
-/* Internal: per-rank telemetry sampled by the supervising gpurun (runtime/supervise.c).
+/* Internal: per-rank telemetry sampled by the supervising gpurun (monitor/supervise.c).
  *
  * One sample is one CSV line per GPU of the rank (or one line with gpu "-" when it has none):
  *   time,elapsed_s,rank,local_rank,gpu,gpu_util,mem_util,mem_used_mib,mem_total_mib,temp_c,

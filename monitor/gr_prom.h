@@ -10,7 +10,7 @@
  * temperature_celsius, power_watts, energy_joules_total, sm_clock_hertz, throttle_reasons
  * (NVML's bit mask), ecc_uncorrected_volatile_errors, and on shared GPUs rank_utilization_ratio,
  * others_utilization_ratio, rank_memory_used_bytes, others_memory_used_bytes. Per rank: cpu_utilization_ratio,
- * resident_memory_bytes, and from the rank's live file (runtime/gr_live_file.h):
+ * resident_memory_bytes, and from the rank's live file (base/gr_live_file.h):
  * collective_seconds_total, collective_calls_total, collective_wait_seconds (inside the current
  * call, 0 between calls). gpurun_sample_time_seconds says when the sample was taken. */
 #ifndef GR_PROM_H

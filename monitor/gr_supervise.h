@@ -1,15 +1,15 @@
 /* Internal: gpurun's supervising mode (--monitor, --time-limit). Instead of exec'ing the program,
  * gpurun forks it, forwards signals, samples telemetry until it exits, and enforces the time limit.
- * Implemented in runtime/supervise.c; called by launcher/main.c.
+ * Implemented in monitor/supervise.c; called by launcher/main.c.
  *
  * Files and environment (the contract between gpurun, the runtime and gpurun-report):
  * - Samples go to <monitor_dir>/<job>/<node>.<local_rank>.csv, whole rows only (a failed append
- *   is rolled back, warned once, and sampling stops), columns in runtime/gr_telemetry.h. The job
+ *   is rolled back, warned once, and sampling stops), columns in monitor/gr_telemetry.h. The job
  *   directory and the file are opened through gr_safefile.h: a private directory of this user
  *   (0700, 0750 with GPURUN_MONITOR_GROUP=1), no symlink followed, unsafe job ids refused.
  *   job: o->job_id, else $GPURUN_JOB_ID, $SLURM_JOB_ID,
  *   $FLUX_JOB_ID, $OMPI_MCA_ess_base_jobid, $PMIX_NAMESPACE, $PBS_JOBID, $LSB_JOBID
- *   (gr__monitor_job_from_env, runtime/gr_jobdir.h), else a timestamp (YYYYmmdd-HHMM). Bytes
+ *   (gr__monitor_job_from_env, base/gr_jobdir.h), else a timestamp (YYYYmmdd-HHMM). Bytes
  *   outside [A-Za-z0-9._+@-] become '_'; an id starting with '.' is refused.
  * - When monitoring, the supervisor exports to the program GPURUN_MONITOR_DIR (the root) and
  *   GPURUN_JOB_ID (the job segment actually used). gr_finalize then writes the runtime's counters to
