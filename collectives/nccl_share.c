@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 #include <limits.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,7 @@ typedef struct xcall {
   gr_status st;
   uint64_t no;          /* turn number; 0: not a collective through the leaders */
   int in_root_group;    /* broadcast/reduce: my group holds the root */
+  int pinned;           /* the host buffers came from cudaMallocHost */
   void *hs, *hwork, *hres, *hall; /* host: send copy, leader's work, result, allgather result */
   void *d, *d2;         /* leader's device buffers */
   MPI_Request r_in, r_out;
@@ -66,6 +68,9 @@ typedef struct {
 _Static_assert(sizeof(share_call) <= GR__BE_CALL_BYTES, "share_call must fit gr__call.be_area");
 
 static xcall **slot(gr__call *k) { return &((share_call *)(void *)k->be_area)->x; }
+
+static void sweep_parked(void);
+static void park(xcall *x);
 
 /* ---- reduction ops on host copies (gpurun's kernels: wrapping integers, fp16/bf16) -------- */
 
@@ -404,6 +409,7 @@ gr_status gr__nccl_share_destroy(gr_comm *c, gr__nccl_share *s, double deadline)
     s->nc = NULL;
   }
   share_free(s);
+  sweep_parked();
   return st;
 }
 
@@ -430,9 +436,9 @@ static void *hal(const gr__nccl_share *s, size_t n) {
   return p;
 }
 
-static void hfree(const gr__nccl_share *s, void *p) {
+static void hfree(int pinned, void *p) {
   if (!p) return;
-  if (s->pinned) cudaFreeHost(p);
+  if (pinned) cudaFreeHost(p);
   else free(p);
 }
 
@@ -631,11 +637,11 @@ static gr_status leader_finish(gr__nccl_share *s, xcall *x) {
   return GR_OK;
 }
 
-static void xfree_bufs(const gr__nccl_share *s, xcall *x) {
-  if (x->hres != x->hwork && x->hres != x->hs) hfree(s, x->hres);
-  if (x->hwork != x->hs) hfree(s, x->hwork);
-  hfree(s, x->hs);
-  hfree(s, x->hall);
+static void xfree_bufs(xcall *x) {
+  if (x->hres != x->hwork && x->hres != x->hs) hfree(x->pinned, x->hres);
+  if (x->hwork != x->hs) hfree(x->pinned, x->hwork);
+  hfree(x->pinned, x->hs);
+  hfree(x->pinned, x->hall);
   if (x->d) cudaFree(x->d);
   if (x->d2) cudaFree(x->d2);
   x->hs = x->hwork = x->hres = x->hall = x->d = x->d2 = NULL;
@@ -706,7 +712,7 @@ static gr_status advance(gr__nccl_share *s, xcall *x) {
       cudaError_t q = cudaStreamQuery(st);
       if (q == cudaErrorNotReady) return GR_OK;
       if (q != cudaSuccess) return cuda_fail(c, q, "cudaStreamQuery");
-      xfree_bufs(s, x);
+      xfree_bufs(x);
       x->phase = P_DONE;
       break;
     }
@@ -726,6 +732,7 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
   xcall *x = calloc(1, sizeof *x);
   if (!x) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory on rank %d", c->rank);
   x->k = k;
+  x->pinned = s->pinned;
   x->r_in = x->r_out = MPI_REQUEST_NULL;
   x->in_root_group = (k->kind == GR__BROADCAST || k->kind == GR__REDUCE) &&
                      s->group_of[k->root] == s->group_of[c->rank];
@@ -748,9 +755,13 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
   if (st != GR_OK) {
     if (st == GR_ERR_NOMEM && !c->err[0])
       gr__comm_err(c, st, "out of memory staging a call on rank %d", c->rank);
-    /* Requests already posted keep their buffers: leak them rather than free under MPI. */
-    if (x->r_in == MPI_REQUEST_NULL && x->r_out == MPI_REQUEST_NULL) xfree_bufs(s, x);
-    free(x);
+    /* Requests already posted keep their buffers until they complete. */
+    if (x->r_in == MPI_REQUEST_NULL && x->r_out == MPI_REQUEST_NULL) {
+      xfree_bufs(x);
+      free(x);
+    } else {
+      park(x);
+    }
     return st;
   }
   *slot(k) = x;
@@ -786,13 +797,47 @@ gr_status gr__nccl_share_test(gr__nccl_share *s, gr__call *k, int *done) {
   return GR_OK;
 }
 
+/* Calls given up (timeout, abort) whose buffers MPI or a stream may still write into: an MPI
+ * collective request cannot be cancelled, and a copy or an NCCL call may be on the stream. They
+ * are parked here (process-wide, reachable) and freed by a later sweep once their requests have
+ * completed and no copy of theirs can be in flight; those that never complete stay until exit. */
+static xcall *parked;
+static pthread_mutex_t parked_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void sweep_parked(void) {
+  if (gr__mpi_gone()) return;
+  pthread_mutex_lock(&parked_lock);
+  for (xcall **p = &parked; *p;) {
+    xcall *x = *p;
+    int f_in = 0, f_out = 0;
+    gr__mpi_test(&x->r_in, &f_in);
+    gr__mpi_test(&x->r_out, &f_out);
+    if (f_in && f_out && x->phase != P_NCCL_WAIT && x->phase != P_COPY) {
+      *p = x->next;
+      xfree_bufs(x);
+      free(x);
+    } else {
+      p = &x->next;
+    }
+  }
+  pthread_mutex_unlock(&parked_lock);
+}
+
+static void park(xcall *x) {
+  x->k = NULL;
+  pthread_mutex_lock(&parked_lock);
+  x->next = parked;
+  parked = x;
+  pthread_mutex_unlock(&parked_lock);
+  sweep_parked();
+}
+
 void gr__nccl_share_forget(gr__nccl_share *s, gr__call *k) {
   xcall *x = *slot(k);
   if (!x) return;
   unlink_call(s, x);
-  /* MPI or the stream may still write into the buffers: they are left to leak. */
-  free(x);
   *slot(k) = NULL;
+  park(x);
 }
 
 gr_status gr__nccl_share_synchronize(gr__nccl_share *s, gr_comm *c, gr_stream stream, double deadline) {
