@@ -788,7 +788,13 @@ gr_status gr__nccl_share_test(gr__nccl_share *s, gr__call *k, int *done) {
     if (x->phase != P_DONE && x->st == GR_OK) x->st = advance(s, x);
     if (x == me) break;
   }
-  if (me->st != GR_OK) return me->st;
+  if (me->st != GR_OK) { /* the front end drops a failed call without forget: it leaves now */
+    gr_status st = me->st;
+    unlink_call(s, me);
+    *slot(k) = NULL;
+    park(me);
+    return st;
+  }
   if (me->phase != P_DONE) return GR_OK;
   unlink_call(s, me);
   free(me);
