@@ -503,7 +503,10 @@ static gr_status mpi_test(gr__call *k, int *done) {
     gr_status st = gr__shm_call_test(b->shm, k, &m->shm_op, done);
     if (!m->shm_op) m->flags &= ~GR__MPI_SHM;
     if (st == GR_ERR_MISMATCH) { /* the ranks disagreed: nothing was received; release as forget */
-      if (m->flags & GR__MPI_PRIVATE_COPY) free(m->tmp), m->tmp = NULL, m->flags &= ~GR__MPI_PRIVATE_COPY;
+      if (m->flags & GR__MPI_PRIVATE_COPY) {
+        free(m->tmp), m->tmp = NULL;
+        m->flags &= ~GR__MPI_PRIVATE_COPY;
+      }
       stage_out(k);
       return st;
     }
@@ -533,6 +536,21 @@ static gr_status mpi_test(gr__call *k, int *done) {
   return complete(k);
 }
 
+/* Our own allreduces are point to point, hence cancellable: once the receives are cancelled, the
+ * waits return locally and nothing writes into the buffers any more. Returns 1 (released). */
+static int cancel_p2p(gr__mpi_ar *a) {
+  for (int i = 0; i < a->nreqs; i++) {
+    if (a->reqs[i] == MPI_REQUEST_NULL) continue;
+    if (a->recvs & (1ull << i)) {
+      MPI_Cancel(&a->reqs[i]);
+      MPI_Wait(&a->reqs[i], MPI_STATUS_IGNORE);
+    } else { /* Open MPI cannot cancel a send: let it go (it reads, never writes) */
+      MPI_Request_free(&a->reqs[i]);
+    }
+  }
+  return 1;
+}
+
 static void mpi_forget(gr__call *k) {
   gr__mpi_call *m = gr__mpi_call_of(k);
   mpi_be *b = k->comm->be;
@@ -544,28 +562,20 @@ static void mpi_forget(gr__call *k) {
     return;
   }
   if (m->flags & GR__MPI_OWN) {
-    /* Our own allreduce is point to point, hence cancellable: once cancelled, the waits return
-     * locally and nothing writes into the buffers any more. */
     gr__mpi_ar *a = m->ar;
-    for (int i = 0; i < a->nreqs; i++) {
-      if (a->reqs[i] == MPI_REQUEST_NULL) continue;
-      if (a->recvs & (1ull << i)) {
-        MPI_Cancel(&a->reqs[i]);
-        MPI_Wait(&a->reqs[i], MPI_STATUS_IGNORE);
-      } else { /* Open MPI cannot cancel a send: let it go (it reads, never writes) */
-        MPI_Request_free(&a->reqs[i]);
-      }
-    }
+    int released = a->algo->forget ? a->algo->forget(a) : cancel_p2p(a);
     live_remove(b, a);
-    free(a); /* its receive buffer is only ever received into, and those receives are cancelled */
     m->ar = NULL;
     m->flags &= ~GR__MPI_OWN;
-    if (m->flags & GR__MPI_PRIVATE_COPY) free(m->tmp), m->tmp = NULL;
-    stage_out(k); /* frees the staging buffers (the copy back is harmless) */
-    return;
+    if (released) {
+      free(a); /* its receive buffer is only received into: those receives are cancelled */
+      if (m->flags & GR__MPI_PRIVATE_COPY) free(m->tmp), m->tmp = NULL;
+      stage_out(k); /* frees the staging buffers (the copy back is harmless) */
+      return;
+    }
   }
-  /* A collective request cannot be cancelled and may still write into the buffers: they are
-   * left alone (and leaked). */
+  /* A collective request (or an own algorithm that could not stop) may still write into the
+   * buffers: they are left alone (and leaked). */
   m->tmp = m->tmp2 = NULL;
 }
 

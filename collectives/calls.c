@@ -316,7 +316,8 @@ static gr_status settle(const loop_style *y, gr__call *k, gr_status st, double t
   if (timeout) return timed_out(y->fn, k, y->timeout_what);
   if (y->name_backend)
     return gr__fail(st, y->fn, "%s #%llu on communicator %s (%s backend): %s",
-                    gr__kind_name(k->kind), (unsigned long long)k->seq, c->id, c->ops->name, c->err);
+                    gr__kind_name(k->kind), (unsigned long long)k->seq, c->id, c->ops->name,
+                    c->err);
   return gr__fail(st, y->fn, "%s #%llu on communicator %s: %s", gr__kind_name(k->kind),
                   (unsigned long long)k->seq, c->id, c->err);
 }

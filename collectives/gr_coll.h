@@ -1,7 +1,7 @@
 /* Internal: the communicator, one call's descriptor, and the table of functions each backend
- * fills (backend_mpi.c, backend_nccl.c). The front end (coll.c) owns argument checks, the check
- * mode, the timeout, groups, the flight recorder and the counters; a backend only starts and
- * progresses work. */
+ * fills (backend_mpi.c, backend_nccl.c). The front end (coll.c, calls.c) owns argument checks, the
+ * check mode, the timeout, groups, the flight recorder and the counters; a backend only starts and
+ * progresses work. docs/architecture.md ("Collectives") describes the contract. */
 #ifndef GR_COLL_H
 #define GR_COLL_H
 
@@ -52,7 +52,7 @@ typedef struct gr__call {
   gr_status fe_bad; /* a grouped call this rank refused, queued in check mode so peers learn it */
   int fe_request;   /* a gr_i... request: the user may wait for it before older ones */
   unsigned fe_flags; /* gr__fe_flag */
-  /* The backend's, opaque to the front end (backend_mpi.c: mpi_call in gr_mpi_be.h;
+  /* The backend's, opaque to the front end (backend_mpi.c: gr__mpi_call in gr_mpi_be.h;
    * backend_nccl.c: nccl_call). */
   _Alignas(16) unsigned char be_area[GR__BE_CALL_BYTES];
 } gr__call;

@@ -46,7 +46,9 @@ typedef struct {
 
 _Static_assert(sizeof(gr__mpi_call) <= GR__BE_CALL_BYTES, "gr__mpi_call must fit gr__call.be_area");
 
-static inline gr__mpi_call *gr__mpi_call_of(gr__call *k) { return (gr__mpi_call *)(void *)k->be_area; }
+static inline gr__mpi_call *gr__mpi_call_of(gr__call *k) {
+  return (gr__mpi_call *)(void *)k->be_area;
+}
 
 #define GR__MPI_AR_REQS 64      /* requests one own allreduce has in flight at most */
 #define GR__MPI_RING_MAX_SEGS 32 /* a receive and a send each in reqs */
@@ -82,6 +84,10 @@ struct gr__mpi_algo {
   gr_status (*start)(gr__mpi_ar *a, const void *s, void *r);
   /* Progress; *done once the result is in a->buf (then phase = GR__MPI_AR_DONE). */
   gr_status (*test)(gr__mpi_ar *a, int *done);
+  /* Optional: stop a call that will never complete (timeout, abort); return 1 when nothing writes
+   * into a or the buffers any more (a is then freed), 0 to leave a allocated. NULL: the receives
+   * in reqs (those in recvs) are cancelled and the sends let go, then a is freed. */
+  int (*forget)(gr__mpi_ar *a);
 };
 
 extern const gr__mpi_algo gr__mpi_allreduce_rd;   /* mpi_allreduce_rd.c */

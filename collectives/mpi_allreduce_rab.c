@@ -100,4 +100,5 @@ static gr_status rab_test(gr__mpi_ar *a, int *done) {
   }
 }
 
-const gr__mpi_algo gr__mpi_allreduce_rab = {"Rabenseifner", rab_in_bytes, rab_start, rab_test};
+const gr__mpi_algo gr__mpi_allreduce_rab = {
+    .name = "Rabenseifner", .in_bytes = rab_in_bytes, .start = rab_start, .test = rab_test};

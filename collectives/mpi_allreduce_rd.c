@@ -112,4 +112,5 @@ static gr_status rd_test(gr__mpi_ar *a, int *done) {
   }
 }
 
-const gr__mpi_algo gr__mpi_allreduce_rd = {"recursive doubling", rd_in_bytes, rd_start, rd_test};
+const gr__mpi_algo gr__mpi_allreduce_rd = {
+    .name = "recursive doubling", .in_bytes = rd_in_bytes, .start = rd_start, .test = rd_test};

@@ -160,4 +160,5 @@ static gr_status ring_test(gr__mpi_ar *a, int *done) {
   }
 }
 
-const gr__mpi_algo gr__mpi_allreduce_ring = {"pipelined ring", ring_in_bytes, ring_start, ring_test};
+const gr__mpi_algo gr__mpi_allreduce_ring = {
+    .name = "pipelined ring", .in_bytes = ring_in_bytes, .start = ring_start, .test = ring_test};

@@ -178,7 +178,8 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
 
 /* ---- the MPI backend's calls on the segment ------------------------------------------------ */
 
-gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv, gr__shm_op **op) {
+gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv,
+                            gr__shm_op **op) {
   gr__shm_op call = {.kind = (int)k->kind, .send = send, .recv = recv, .count = k->count,
                      .dtype = k->dtype, .op = k->op, .root = k->root};
   if (k->kind == GR__BARRIER) call.count = 0;

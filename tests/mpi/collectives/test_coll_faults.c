@@ -1,7 +1,8 @@
 /* Failure behaviour of the collectives, one mode per run:
  *   timeout DIR   the last rank never joins an allreduce: the others get GR_ERR_TIMEOUT naming the
  *                 call, within timeout + margin, the communicator is aborted afterwards, the flight
- *                 recorder is in DIR, and every process exits cleanly
+ *                 recorder is in DIR, and every process exits cleanly; the same through a request
+ *                 and through a group of two (the sentence says "grouped")
  *   mismatch      GPURUN_CHECK-style fingerprints: rank 0 calls broadcast(count=12) while the others
  *                 call allreduce(count=10): GR_ERR_MISMATCH with the sentence on every rank; one
  *                 rank's bad argument fails the call on every rank; the communicator still works
@@ -67,7 +68,7 @@ static int file_has(const char *path, const char *needle) {
 
 static void mode_timeout(const char *dir) {
   const double T = 1.0, MARGIN = 10.0; /* a bound on a hang, not a performance threshold */
-  gr_comm *c = make(T, 0), *c2 = make(T, 0);
+  gr_comm *c = make(T, 0), *c2 = make(T, 0), *c3 = make(T, 0);
   float x[10] = {1}, y[10];
   if (rank != size - 1) {
     double t0 = now();
@@ -92,7 +93,19 @@ static void mode_timeout(const char *dir) {
     if (now() - t0 > T + MARGIN) FAIL("gr_wait timed out after %.2f s", now() - t0);
     EXPECT_MSG("allreduce #1 (count=5000, dtype=float64)");
     if (q) FAIL("request left set after a timeout");
+    /* the same in a group of two: the first call's sentence, "grouped" */
+    float y2[10];
+    EXPECT_ST(gr_group_start(), GR_OK);
+    EXPECT_ST(gr_allreduce(x, y, 10, GR_FLOAT32, GR_SUM, c3, NULL), GR_OK);
+    EXPECT_ST(gr_allreduce(x, y2, 10, GR_FLOAT32, GR_SUM, c3, NULL), GR_OK);
+    t0 = now();
+    EXPECT_ST(gr_group_end(), GR_ERR_TIMEOUT);
+    if (now() - t0 > T + MARGIN) FAIL("gr_group_end timed out after %.2f s", now() - t0);
+    EXPECT_MSG("grouped allreduce #1 (count=10, dtype=float32) on communicator");
+    EXPECT_MSG("aborted");
+    EXPECT_ST(gr_barrier(c3), GR_ERR_ABORTED);
   }
+  EXPECT_ST(gr_comm_destroy(c3), GR_OK);
   EXPECT_ST(gr_comm_destroy(c2), GR_OK);
   EXPECT_ST(gr_comm_destroy(c), GR_OK);
 }

@@ -1,6 +1,7 @@
 /* The MPI backend's own large allreduce at a power-of-two number of ranks (4, 8: Rabenseifner,
- * reduce-scatter by recursive halving then allgather by recursive doubling; backend_mpi.c) with SUM
- * and PROD above its 32 KiB recursive-doubling limit, against answers computed here.
+ * reduce-scatter by recursive halving then allgather by recursive doubling;
+ * collectives/mpi_allreduce_rab.c) with SUM and PROD above its 32 KiB recursive-doubling limit,
+ * against answers computed here.
  *
  * The backend runs its own algorithms only when the communicator has a timeout, so the test is
  * registered with GPURUN_TIMEOUT set and refuses to run without it (the communicator takes its
