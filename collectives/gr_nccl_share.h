@@ -26,6 +26,7 @@ void gr__nccl_share_abort(gr__nccl_share *s);
 gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done);
 gr_status gr__nccl_share_test(gr__nccl_share *s, gr__call *k, int *done);
 void gr__nccl_share_forget(gr__nccl_share *s, gr__call *k);
-gr_status gr__nccl_share_synchronize(gr__nccl_share *s, gr_comm *c, gr_stream stream, double deadline);
+gr_status gr__nccl_share_synchronize(gr__nccl_share *s, gr_comm *c, gr_stream stream,
+                                     double deadline);
 
 #endif

@@ -32,15 +32,15 @@
 enum { BUS_LEN = 32, KEY_LEN = 288, P2P_TAG = 0x5e7 };
 
 struct gr__nccl_share {
-  MPI_Comm in, out;      /* this GPU's ranks, in comm rank order (rank 0 = the leader) */
-  int grank, gsize, gmax; /* rank in and size of my group; the largest group */
-  int nleaders, lrank;   /* leaders; my index among them (-1 for a member) */
+  MPI_Comm in, out;         /* this GPU's ranks, in comm rank order (rank 0 = the leader) */
+  int grank, gsize, gmax;   /* rank in and size of my group; the largest group */
+  int nleaders, lrank;      /* leaders; my index among them (-1 for a member) */
   int *group_of, *grank_of; /* per comm rank: leader index of its group, rank within it */
-  int *members;          /* comm ranks of my group, in group order */
-  ncclComm_t nc;         /* leaders only, and only with more than one leader */
-  int pinned;            /* nc was set up: host staging buffers are pinned (see hal) */
-  void *one;             /* a device int for the leaders' barrier */
-  MPI_Datatype el[4];    /* 1, 2, 4, 8 bytes */
+  int *members;             /* comm ranks of my group, in group order */
+  ncclComm_t nc;            /* leaders only, and only with more than one leader */
+  int pinned;               /* nc was set up: host staging buffers are pinned (see hal) */
+  void *one;                /* a device int for the leaders' barrier */
+  MPI_Datatype el[4];       /* 1, 2, 4, 8 bytes */
   MPI_Op ops[GR__NDTYPES][4];
   uint64_t posted, nccl_turn, out_turn; /* call numbers: posted, through NCCL, "out" posted */
   struct xcall *head, *tail;            /* calls in flight, in post order */
@@ -52,11 +52,11 @@ typedef struct xcall {
   gr__call *k;
   int phase;
   gr_status st;
-  uint64_t no;          /* turn number; 0: not a collective through the leaders */
-  int in_root_group;    /* broadcast/reduce: my group holds the root */
-  int pinned;           /* the host buffers came from cudaMallocHost */
+  uint64_t no;                    /* turn number; 0: not a collective through the leaders */
+  int in_root_group;              /* broadcast/reduce: my group holds the root */
+  int pinned;                     /* the host buffers came from cudaMallocHost */
   void *hs, *hwork, *hres, *hall; /* host: send copy, leader's work, result, allgather result */
-  void *d, *d2;         /* leader's device buffers */
+  void *d, *d2;                   /* leader's device buffers */
   MPI_Request r_in, r_out;
   struct xcall *next;
 } xcall;
@@ -74,16 +74,29 @@ static void park(xcall *x);
 
 /* ---- reduction ops on host copies (gpurun's kernels: wrapping integers, fp16/bf16) -------- */
 
+/* One line per macro call: the calls define functions (no semicolons), which clang-format 14
+ * does not lay out stably. */
+/* clang-format off */
 #define RF(t, o)                                                             \
   static void rf_##t##_##o(void *in, void *io, int *len, MPI_Datatype *d) { \
     (void)d;                                                                 \
     gr__reduce_host((gr_dtype)(t), (gr_op)(o), io, in, (size_t)*len);        \
   }
 #define RF4(t) RF(t, 0) RF(t, 1) RF(t, 2) RF(t, 3)
-RF4(0) RF4(1) RF4(2) RF4(3) RF4(4) RF4(5) RF4(6) RF4(7) RF4(8) RF4(9)
+RF4(0)
+RF4(1)
+RF4(2)
+RF4(3)
+RF4(4)
+RF4(5)
+RF4(6)
+RF4(7)
+RF4(8)
+RF4(9)
 #define RT(t) {rf_##t##_0, rf_##t##_1, rf_##t##_2, rf_##t##_3}
 static MPI_User_function *const rfuncs[GR__NDTYPES][4] = {RT(0), RT(1), RT(2), RT(3), RT(4),
                                                           RT(5), RT(6), RT(7), RT(8), RT(9)};
+/* clang-format on */
 
 /* AVG reduces as SUM; the leader divides once at the end. */
 static int op_index(gr_op op) { return op == GR_AVG ? (int)GR_SUM : (int)op; }
@@ -100,18 +113,22 @@ static MPI_Datatype el(gr__nccl_share *s, gr_dtype t) {
 }
 
 static ncclDataType_t nccl_type(gr_dtype t) {
-  static const ncclDataType_t m[GR__NDTYPES] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32,
-                                                ncclInt64, ncclUint64, ncclFloat16, ncclBfloat16,
+  static const ncclDataType_t m[GR__NDTYPES] = {ncclInt8,    ncclUint8,  ncclInt32,   ncclUint32,
+                                                ncclInt64,   ncclUint64, ncclFloat16, ncclBfloat16,
                                                 ncclFloat32, ncclFloat64};
   return m[t];
 }
 
 static ncclRedOp_t nccl_op(gr_op op) {
   switch (op) {
-  case GR_PROD: return ncclProd;
-  case GR_MIN: return ncclMin;
-  case GR_MAX: return ncclMax;
-  default: return ncclSum; /* AVG: summed here, divided once by the leader */
+  case GR_PROD:
+    return ncclProd;
+  case GR_MIN:
+    return ncclMin;
+  case GR_MAX:
+    return ncclMax;
+  default:
+    return ncclSum; /* AVG: summed here, divided once by the leader */
   }
 }
 
@@ -119,9 +136,11 @@ static ncclRedOp_t nccl_op(gr_op op) {
 
 static gr_status nccl_fail(gr_comm *c, ncclComm_t nc, ncclResult_t rc, const char *what) {
   const char *detail = ncclGetLastError(nc);
-  return gr__comm_err(c, GR_ERR_NCCL, "%s failed on rank %d (GPU shared with other ranks: NCCL "
-                      "among one leader per GPU): %s%s%s", what, c->rank, ncclGetErrorString(rc),
-                      detail && *detail ? ": " : "", detail ? detail : "");
+  return gr__comm_err(c, GR_ERR_NCCL,
+                      "%s failed on rank %d (GPU shared with other ranks: NCCL "
+                      "among one leader per GPU): %s%s%s",
+                      what, c->rank, ncclGetErrorString(rc), detail && *detail ? ": " : "",
+                      detail ? detail : "");
 }
 
 static gr_status cuda_fail(gr_comm *c, cudaError_t e, const char *what) {
@@ -144,8 +163,8 @@ static gr_status nccl_wait(gr_comm *c, ncclComm_t nc, double deadline, const cha
     if (a == ncclSuccess) return GR_OK;
     if (a != ncclInProgress) return nccl_fail(c, nc, a, what);
     if (gr__past(deadline))
-      return gr__comm_err(c, GR_ERR_TIMEOUT, "%s did not finish before the deadline on rank %d", what,
-                          c->rank);
+      return gr__comm_err(c, GR_ERR_TIMEOUT, "%s did not finish before the deadline on rank %d",
+                          what, c->rank);
   }
 }
 
@@ -155,8 +174,8 @@ static gr_status stream_wait(gr_comm *c, cudaStream_t st, double deadline) {
     if (e == cudaSuccess) return GR_OK;
     if (e != cudaErrorNotReady) return cuda_fail(c, e, "cudaStreamQuery");
     if (gr__past(deadline))
-      return gr__comm_err(c, GR_ERR_TIMEOUT, "the stream did not drain before the deadline on rank %d",
-                          c->rank);
+      return gr__comm_err(c, GR_ERR_TIMEOUT,
+                          "the stream did not drain before the deadline on rank %d", c->rank);
   }
 }
 
@@ -171,7 +190,8 @@ static void gpu_key(gr_comm *c, char *key, char *bus) {
   int dev = 0, nl = 0;
   char name[MPI_MAX_PROCESSOR_NAME];
   MPI_Get_processor_name(name, &nl);
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(bus, BUS_LEN, dev) != cudaSuccess) {
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetPCIBusId(bus, BUS_LEN, dev) != cudaSuccess) {
     cudaGetLastError();
     snprintf(bus, BUS_LEN, "?rank%d", c->rank);
   }
@@ -217,7 +237,8 @@ static void log_grouping(gr_comm *c, const gr__nccl_share *s, const char *keys) 
   for (int r = 0; r < c->size && at < sizeof line - 40; r++) {
     if (s->grank_of[r] != 0) continue; /* r leads its group */
     int n = 0;
-    for (int q = r; q < c->size; q++) n += s->group_of[q] == s->group_of[r];
+    for (int q = r; q < c->size; q++)
+      n += s->group_of[q] == s->group_of[r];
     if (n < 2) continue;
     at += (size_t)snprintf(line + at, sizeof line - at, "%sranks ", at ? "; " : "");
     int first = 1;
@@ -232,7 +253,8 @@ static void log_grouping(gr_comm *c, const gr__nccl_share *s, const char *keys) 
   }
   if (at >= sizeof line - 40) snprintf(line + sizeof line - 40, 40, "...");
   GR_INFO("collectives on %s: %s; NCCL runs among %d leader(s), 1 leader per GPU (the others "
-          "reduce into their leader through host memory)", c->id, line, s->nleaders);
+          "reduce into their leader through host memory)",
+          c->id, line, s->nleaders);
 }
 
 static gr_status leaders_init(gr_comm *c, gr__nccl_share *s, double deadline) {
@@ -255,10 +277,12 @@ static gr_status leaders_init(gr_comm *c, gr__nccl_share *s, double deadline) {
     }
     MPI_Request req;
     rc = MPI_Ibcast(&boot, (int)sizeof boot, MPI_BYTE, 0, lc, &req);
-    st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline) : mpi_fail(c, rc, "MPI_Ibcast (NCCL id)");
+    st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline)
+                           : mpi_fail(c, rc, "MPI_Ibcast (NCCL id)");
     if (st == GR_OK && !boot.ok)
-      st = s->lrank == 0 ? nccl_fail(c, NULL, nr, "ncclGetUniqueId")
-                         : gr__comm_err(c, GR_ERR_NCCL, "the first leader could not get an NCCL unique id");
+      st = s->lrank == 0
+               ? nccl_fail(c, NULL, nr, "ncclGetUniqueId")
+               : gr__comm_err(c, GR_ERR_NCCL, "the first leader could not get an NCCL unique id");
     if (st == GR_OK) {
       ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
       cfg.blocking = 0;
@@ -301,10 +325,13 @@ static gr_status share_build(gr_comm *c, gr__nccl_share *s, const char *keys, do
       }
     leader_of[r] = l;
     s->grank_of[r] = count[l]++;
-    if (l == r) s->group_of[r] = s->nleaders++;
-    else s->group_of[r] = s->group_of[l];
+    if (l == r)
+      s->group_of[r] = s->nleaders++;
+    else
+      s->group_of[r] = s->group_of[l];
   }
-  for (int r = 0; r < P; r++) s->gmax = count[r] > s->gmax ? count[r] : s->gmax;
+  for (int r = 0; r < P; r++)
+    s->gmax = count[r] > s->gmax ? count[r] : s->gmax;
   s->grank = s->grank_of[me];
   s->gsize = count[leader_of[me]];
   s->lrank = s->grank == 0 ? s->group_of[me] : -1;
@@ -346,7 +373,8 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
   int flags[2] = {ok ? 0 : 1, off}, all[2];
   MPI_Request req;
   int rc = MPI_Iallreduce(flags, all, 2, MPI_INT, MPI_MAX, c->mpi, &req);
-  gr_status st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline) : mpi_fail(c, rc, "MPI_Iallreduce");
+  gr_status st =
+      rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline) : mpi_fail(c, rc, "MPI_Iallreduce");
   if (st == GR_OK && all[0])
     st = gr__comm_err(c, GR_ERR_NOMEM, "a rank ran out of memory grouping ranks by GPU");
   if (st != GR_OK || all[1]) { /* GPURUN_NCCL_SHARE=0 on some rank: plain NCCL over all ranks */
@@ -354,7 +382,8 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
     return st;
   }
   rc = MPI_Iallgather(mine, KEY_LEN, MPI_CHAR, keys, KEY_LEN, MPI_CHAR, c->mpi, &req);
-  st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline) : mpi_fail(c, rc, "MPI_Iallgather (GPU ids)");
+  st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline)
+                         : mpi_fail(c, rc, "MPI_Iallgather (GPU ids)");
   if (st != GR_OK) {
     free(keys);
     return st;
@@ -370,9 +399,11 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
   gr__nccl_share *s = calloc(1, sizeof *s);
   if (s) {
     s->in = s->out = MPI_COMM_NULL;
-    for (int i = 0; i < 4; i++) s->el[i] = MPI_DATATYPE_NULL;
+    for (int i = 0; i < 4; i++)
+      s->el[i] = MPI_DATATYPE_NULL;
     for (int t = 0; t < GR__NDTYPES; t++)
-      for (int o = 0; o < 4; o++) s->ops[t][o] = MPI_OP_NULL;
+      for (int o = 0; o < 4; o++)
+        s->ops[t][o] = MPI_OP_NULL;
     st = share_build(c, s, keys, deadline);
   } else {
     st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory grouping ranks by GPU on rank %d", c->rank);
@@ -380,11 +411,14 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
   /* Every rank learns whether every rank got there; the first failing rank is named. */
   int bad = st != GR_OK ? c->rank : -1, anybad = -1;
   rc = MPI_Iallreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, c->mpi, &req);
-  gr_status st2 = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline) : mpi_fail(c, rc, "MPI_Iallreduce");
+  gr_status st2 =
+      rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline) : mpi_fail(c, rc, "MPI_Iallreduce");
   if (st == GR_OK && st2 != GR_OK) st = st2;
   if (st == GR_OK && anybad >= 0)
-    st = gr__comm_err(c, GR_ERR_NCCL, "rank %d could not set up NCCL among one leader per GPU (see "
-                      "its error)", anybad);
+    st = gr__comm_err(c, GR_ERR_NCCL,
+                      "rank %d could not set up NCCL among one leader per GPU (see "
+                      "its error)",
+                      anybad);
   if (st == GR_OK && c->rank == 0) log_grouping(c, s, keys);
   free(keys);
   if (st != GR_OK) {
@@ -402,10 +436,14 @@ gr_status gr__nccl_share_destroy(gr_comm *c, gr__nccl_share *s, double deadline)
   gr_status st = GR_OK;
   if (s->nc) {
     ncclResult_t rc = ncclCommFinalize(s->nc);
-    if (rc != ncclSuccess && rc != ncclInProgress) st = nccl_fail(c, s->nc, rc, "ncclCommFinalize");
-    else st = nccl_wait(c, s->nc, deadline, "ncclCommFinalize");
-    if (st == GR_OK) ncclCommDestroy(s->nc);
-    else ncclCommAbort(s->nc);
+    if (rc != ncclSuccess && rc != ncclInProgress)
+      st = nccl_fail(c, s->nc, rc, "ncclCommFinalize");
+    else
+      st = nccl_wait(c, s->nc, deadline, "ncclCommFinalize");
+    if (st == GR_OK)
+      ncclCommDestroy(s->nc);
+    else
+      ncclCommAbort(s->nc);
     s->nc = NULL;
   }
   share_free(s);
@@ -438,8 +476,10 @@ static void *hal(const gr__nccl_share *s, size_t n) {
 
 static void hfree(int pinned, void *p) {
   if (!p) return;
-  if (pinned) cudaFreeHost(p);
-  else free(p);
+  if (pinned)
+    cudaFreeHost(p);
+  else
+    free(p);
 }
 
 /* Host copy of a caller's buffer (device or host), on the call's stream, waited for. */
@@ -450,9 +490,7 @@ static gr_status stage(gr_comm *c, void *dst, const void *src, size_t n, cudaStr
   return stream_wait(c, st, gr__deadline(c->timeout_s));
 }
 
-static int is_collective(gr__kind k) {
-  return k != GR__ALLTOALL && k != GR__SEND && k != GR__RECV;
-}
+static int is_collective(gr__kind k) { return k != GR__ALLTOALL && k != GR__SEND && k != GR__RECV; }
 
 static gr_status post_in(gr__nccl_share *s, xcall *x) {
   gr__call *k = x->k;
@@ -499,7 +537,8 @@ static gr_status post_in(gr__nccl_share *s, xcall *x) {
     what = "MPI_Irecv (host copy)";
     rc = MPI_Irecv(x->hres, cnt, t, k->root, P2P_TAG, c->mpi, &x->r_in);
     break;
-  default: break;
+  default:
+    break;
   }
   return rc == MPI_SUCCESS ? GR_OK : mpi_fail(c, rc, what);
 }
@@ -529,8 +568,11 @@ static gr_status post_out(gr__nccl_share *s, xcall *x) {
     rc = lead ? MPI_Iscatter(x->hres, cnt, t, MPI_IN_PLACE, cnt, t, 0, s->out, &x->r_out)
               : MPI_Iscatter(NULL, cnt, t, x->hres, cnt, t, 0, s->out, &x->r_out);
     break;
-  case GR__BARRIER: rc = MPI_Ibarrier(s->out, &x->r_out); break;
-  default: break;
+  case GR__BARRIER:
+    rc = MPI_Ibarrier(s->out, &x->r_out);
+    break;
+  default:
+    break;
   }
   return rc == MPI_SUCCESS ? GR_OK : mpi_fail(c, rc, "posting the leader-to-members step");
 }
@@ -538,7 +580,8 @@ static gr_status post_out(gr__nccl_share *s, xcall *x) {
 static gr_status device_copy(gr_comm *c, void **d, size_t bytes, const void *src, cudaStream_t st) {
   cudaError_t e = cudaMalloc(d, bytes ? bytes : 1);
   if (e != cudaSuccess) return cuda_fail(c, e, "cudaMalloc (leader's staging)");
-  if (src && bytes && (e = cudaMemcpyAsync(*d, src, bytes, cudaMemcpyHostToDevice, st)) != cudaSuccess)
+  if (src && bytes &&
+      (e = cudaMemcpyAsync(*d, src, bytes, cudaMemcpyHostToDevice, st)) != cudaSuccess)
     return cuda_fail(c, e, "cudaMemcpyAsync (leader's staging in)");
   return GR_OK;
 }
@@ -590,11 +633,13 @@ static gr_status start_nccl(gr__nccl_share *s, xcall *x) {
     rc = ncclAllReduce(s->one, s->one, 1, ncclInt32, ncclSum, s->nc, st);
     back = NULL;
     break;
-  default: return GR_OK;
+  default:
+    return GR_OK;
   }
   if (rc != ncclSuccess && rc != ncclInProgress) return nccl_fail(c, s->nc, rc, what);
   if (back && back_bytes) {
-    cudaError_t e = cudaMemcpyAsync(back, x->d2 ? x->d2 : x->d, back_bytes, cudaMemcpyDeviceToHost, st);
+    cudaError_t e =
+        cudaMemcpyAsync(back, x->d2 ? x->d2 : x->d, back_bytes, cudaMemcpyDeviceToHost, st);
     if (e != cudaSuccess) return cuda_fail(c, e, "cudaMemcpyAsync (leader's staging out)");
   }
   return GR_OK;
@@ -615,14 +660,17 @@ static gr_status leader_finish(gr__nccl_share *s, xcall *x) {
     if (x->in_root_group && avg) gr__avg_divide(k->dtype, x->hwork, n, c->size);
     x->hres = x->hwork;
     break;
-  case GR__BROADCAST: x->hres = x->hwork; break;
+  case GR__BROADCAST:
+    x->hres = x->hwork;
+    break;
   case GR__ALLGATHER: {
     /* With one leader the gather is the result; otherwise hall holds, per leader, gmax blocks. */
     const char *src = s->nleaders > 1 ? x->hall : x->hwork;
     if (!(x->hres = hal(s, n * es * P))) return GR_ERR_NOMEM;
     for (size_t r = 0; r < P; r++)
       memcpy((char *)x->hres + r * n * es,
-             src + ((size_t)s->group_of[r] * (size_t)s->gmax + (size_t)s->grank_of[r]) * n * es, n * es);
+             src + ((size_t)s->group_of[r] * (size_t)s->gmax + (size_t)s->grank_of[r]) * n * es,
+             n * es);
     break;
   }
   case GR__REDUCE_SCATTER:
@@ -630,9 +678,11 @@ static gr_status leader_finish(gr__nccl_share *s, xcall *x) {
     if (avg) gr__avg_divide(k->dtype, x->hwork, n * P, c->size);
     if (!(x->hres = hal(s, n * es * (size_t)s->gsize))) return GR_ERR_NOMEM;
     for (int j = 0; j < s->gsize; j++)
-      memcpy((char *)x->hres + (size_t)j * n * es, (char *)x->hwork + (size_t)s->members[j] * n * es, n * es);
+      memcpy((char *)x->hres + (size_t)j * n * es,
+             (char *)x->hwork + (size_t)s->members[j] * n * es, n * es);
     break;
-  default: break;
+  default:
+    break;
   }
   return GR_OK;
 }
@@ -680,7 +730,8 @@ static gr_status advance(gr__nccl_share *s, xcall *x) {
       if (s->nc) {
         ncclResult_t a = ncclSuccess, rc = ncclCommGetAsyncError(s->nc, &a);
         if (rc != ncclSuccess) return nccl_fail(c, s->nc, rc, "ncclCommGetAsyncError");
-        if (a != ncclSuccess && a != ncclInProgress) return nccl_fail(c, s->nc, a, gr__kind_name(k->kind));
+        if (a != ncclSuccess && a != ncclInProgress)
+          return nccl_fail(c, s->nc, a, gr__kind_name(k->kind));
         cudaError_t q = cudaStreamQuery(st);
         if (q == cudaErrorNotReady) return GR_OK;
         if (q != cudaSuccess) return cuda_fail(c, q, "cudaStreamQuery");
@@ -716,7 +767,8 @@ static gr_status advance(gr__nccl_share *s, xcall *x) {
       x->phase = P_DONE;
       break;
     }
-    default: return GR_OK;
+    default:
+      return GR_OK;
     }
   }
 }
@@ -726,9 +778,11 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
   size_t n = k->count, P = (size_t)c->size;
   *done = 0;
   if (n > (size_t)INT_MAX / P)
-    return gr__comm_err(c, GR_ERR_UNSUPPORTED, "count %zu x %zu ranks is too large for ranks that "
+    return gr__comm_err(c, GR_ERR_UNSUPPORTED,
+                        "count %zu x %zu ranks is too large for ranks that "
                         "share a GPU on rank %d (they go through MPI on host copies: at most %d "
-                        "elements per call)", n, P, c->rank, INT_MAX);
+                        "elements per call)",
+                        n, P, c->rank, INT_MAX);
   xcall *x = calloc(1, sizeof *x);
   if (!x) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory on rank %d", c->rank);
   x->k = k;
@@ -742,9 +796,12 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
   gr_status st = GR_OK;
   if (sb) { /* the root of a broadcast stages straight into the buffer its group broadcasts */
     void *dst = hal(s, sb);
-    if (!dst) st = GR_ERR_NOMEM;
-    else if (k->kind == GR__BROADCAST) x->hwork = dst;
-    else x->hs = dst;
+    if (!dst)
+      st = GR_ERR_NOMEM;
+    else if (k->kind == GR__BROADCAST)
+      x->hwork = dst;
+    else
+      x->hs = dst;
     if (st == GR_OK) st = stage(c, dst, k->send, sb, (cudaStream_t)k->stream);
   }
   if (st == GR_OK) st = post_in(s, x);
@@ -765,15 +822,18 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
     return st;
   }
   *slot(k) = x;
-  if (s->tail) s->tail->next = x;
-  else s->head = x;
+  if (s->tail)
+    s->tail->next = x;
+  else
+    s->head = x;
   s->tail = x;
   return GR_OK;
 }
 
 static void unlink_call(gr__nccl_share *s, xcall *x) {
   xcall **p = &s->head, *prev = NULL;
-  while (*p && *p != x) prev = *p, p = &(*p)->next;
+  while (*p && *p != x)
+    prev = *p, p = &(*p)->next;
   if (!*p) return;
   *p = x->next;
   if (s->tail == x) s->tail = prev;
@@ -846,7 +906,8 @@ void gr__nccl_share_forget(gr__nccl_share *s, gr__call *k) {
   park(x);
 }
 
-gr_status gr__nccl_share_synchronize(gr__nccl_share *s, gr_comm *c, gr_stream stream, double deadline) {
+gr_status gr__nccl_share_synchronize(gr__nccl_share *s, gr_comm *c, gr_stream stream,
+                                     double deadline) {
   if (s->nc) {
     ncclResult_t a = ncclSuccess, rc = ncclCommGetAsyncError(s->nc, &a);
     if (rc != ncclSuccess) return nccl_fail(c, s->nc, rc, "ncclCommGetAsyncError");

@@ -18,24 +18,27 @@
 extern const gr__coll_ops gr__coll_ops_nccl_double;
 
 static int wrank, wsize, failures;
-#define FAIL(...)                                                     \
-  do {                                                                \
-    failures++;                                                       \
-    fprintf(stderr, "[rank %d] FAIL line %d: ", wrank, __LINE__);     \
-    fprintf(stderr, __VA_ARGS__);                                     \
-    fputc('\n', stderr);                                              \
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    failures++;                                                                                    \
+    fprintf(stderr, "[rank %d] FAIL line %d: ", wrank, __LINE__);                                  \
+    fprintf(stderr, __VA_ARGS__);                                                                  \
+    fputc('\n', stderr);                                                                           \
   } while (0)
 
 /* World rank r's bus id as a number (hex digits of the id up to any "/mig" suffix). */
 static unsigned long bus_of(int r) {
   const char *env = getenv("GRDBL_GPUS");
   int n = 1;
-  for (const char *p = env; *p; p++) n += *p == ',';
+  for (const char *p = env; *p; p++)
+    n += *p == ',';
   const char *p = env;
-  for (int i = 0; i < r % n; i++) p = strchr(p, ',') + 1;
+  for (int i = 0; i < r % n; i++)
+    p = strchr(p, ',') + 1;
   unsigned long v = 0;
   for (; *p && *p != ',' && *p != '/'; p++)
-    if (*p != ':' && *p != '.') v = v * 16 + (unsigned long)(*p <= '9' ? *p - '0' : (*p | 32) - 'a' + 10);
+    if (*p != ':' && *p != '.')
+      v = v * 16 + (unsigned long)(*p <= '9' ? *p - '0' : (*p | 32) - 'a' + 10);
   return v;
 }
 
@@ -43,8 +46,8 @@ static unsigned long bus_of(int r) {
 static int expected(const int *world, int n, int me, char *out, size_t len) {
   for (int i = 0; i < n; i++)
     if (i != me && bus_of(world[i]) == bus_of(world[me])) {
-      snprintf(out, len, "Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx", me, i,
-               bus_of(world[me]));
+      snprintf(out, len, "Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx", me,
+               i, bus_of(world[me]));
       return 1;
     }
   return 0;
@@ -74,10 +77,12 @@ static void init_over(MPI_Comm sub, const int *world, int blocking, const char *
   char want[256];
   int dup = expected(world, n, r, want, sizeof want);
   if (!dup) {
-    if (rc != ncclSuccess) FAIL("%s: rank %d has a GPU of its own but got %s", what, r, ncclGetErrorString(rc));
+    if (rc != ncclSuccess)
+      FAIL("%s: rank %d has a GPU of its own but got %s", what, r, ncclGetErrorString(rc));
   } else {
     const char *got = ncclGetLastError(blocking ? NULL : nc);
-    if (rc != ncclInvalidUsage) FAIL("%s: rank %d: %s, want invalid usage", what, r, ncclGetErrorString(rc));
+    if (rc != ncclInvalidUsage)
+      FAIL("%s: rank %d: %s, want invalid usage", what, r, ncclGetErrorString(rc));
     if (strcmp(got, want) != 0) FAIL("%s: rank %d: message '%s', want '%s'", what, r, got, want);
   }
   if (nc) ncclCommAbort(nc);
@@ -92,7 +97,8 @@ int main(int argc, char **argv) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   int *world = malloc(sizeof(int) * (size_t)wsize);
-  for (int i = 0; i < wsize; i++) world[i] = i;
+  for (int i = 0; i < wsize; i++)
+    world[i] = i;
   init_over(MPI_COMM_WORLD, world, 1, "world, blocking");
   init_over(MPI_COMM_WORLD, world, 0, "world, non-blocking");
   /* A subset in reverse order (the double's point-to-point bootstrap): ranks >= 1. */
@@ -100,7 +106,8 @@ int main(int argc, char **argv) {
     MPI_Comm sub;
     MPI_Comm_split(MPI_COMM_WORLD, wrank >= 1 ? 0 : MPI_UNDEFINED, -wrank, &sub);
     if (sub != MPI_COMM_NULL) {
-      for (int i = 0; i < wsize - 1; i++) world[i] = wsize - 1 - i;
+      for (int i = 0; i < wsize - 1; i++)
+        world[i] = wsize - 1 - i;
       init_over(sub, world, 0, "subset, non-blocking");
       MPI_Comm_free(&sub);
     }
@@ -113,10 +120,12 @@ int main(int argc, char **argv) {
   setenv("GPURUN_NCCL_SHARE", "0", 1);
   gr_status st = gr__comm_create_ops(MPI_COMM_WORLD, &cfg, &gr__coll_ops_nccl_double, &c);
   char want[256];
-  for (int i = 0; i < wsize; i++) world[i] = i;
+  for (int i = 0; i < wsize; i++)
+    world[i] = i;
   if (expected(world, wsize, wrank, want, sizeof want)) {
     if (st != GR_ERR_NCCL || !strstr(gr_last_error(), want))
-      FAIL("grouping off: %s (%s), want GR_ERR_NCCL naming '%s'", gr_status_name(st), gr_last_error(), want);
+      FAIL("grouping off: %s (%s), want GR_ERR_NCCL naming '%s'", gr_status_name(st),
+           gr_last_error(), want);
   }
   if (c) gr_comm_destroy(c);
   c = NULL;
@@ -134,7 +143,8 @@ int main(int argc, char **argv) {
   free(world);
   int total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (wrank == 0) printf("nccl double duplicate-GPU refusal at %d ranks: %d failures\n", wsize, total);
+  if (wrank == 0)
+    printf("nccl double duplicate-GPU refusal at %d ranks: %d failures\n", wsize, total);
   MPI_Finalize();
   return total ? 1 : 0;
 }

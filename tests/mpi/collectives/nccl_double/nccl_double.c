@@ -92,10 +92,12 @@ static cudaError_t my_bus_id(char *out, size_t len) {
     snprintf(id, sizeof id, "0000:%02x:00.0", (wrank + 1) & 0xff);
   } else {
     int n = 1;
-    for (const char *p = env; *p; p++) n += *p == ',';
+    for (const char *p = env; *p; p++)
+      n += *p == ',';
     int want = wrank % n;
     const char *p = env;
-    for (int i = 0; i < want; i++) p = strchr(p, ',') + 1;
+    for (int i = 0; i < want; i++)
+      p = strchr(p, ',') + 1;
     size_t l = strcspn(p, ",/");
     if (l == 0 || l >= sizeof id || strspn(p, "0123456789abcdefABCDEF:.") < l)
       return last_cuda = cudaErrorInvalidValue;
@@ -117,8 +119,10 @@ static long bus_id_number(const char *id) {
   long v = 0;
   for (const char *p = id; *p; p++) {
     if (*p == ':' || *p == '.') continue;
-    int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
-          : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10 : -1;
+    int d = *p >= '0' && *p <= '9'   ? *p - '0'
+            : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+            : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10
+                                     : -1;
     if (d < 0) break;
     v = v * 16 + d;
   }
@@ -249,7 +253,8 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
 
 static uint64_t id_hash(const ncclUniqueId *id) {
   uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) h = (h ^ (unsigned char)id->internal[i]) * 1099511628211ull;
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
+    h = (h ^ (unsigned char)id->internal[i]) * 1099511628211ull;
   return h;
 }
 
@@ -267,22 +272,26 @@ static ncclResult_t bootstrap_subset(int nranks, const ncclUniqueId *id, int ran
   if (rank == 0) {
     if (root != wrank) {
       free(world);
-      return set_err(NULL, ncclInvalidUsage, "%s", "the double needs rank 0 to be the process that "
+      return set_err(NULL, ncclInvalidUsage, "%s",
+                     "the double needs rank 0 to be the process that "
                      "made the unique id");
     }
-    for (int i = 0; i < nranks; i++) world[i] = -1;
+    for (int i = 0; i < nranks; i++)
+      world[i] = -1;
     world[0] = wrank;
     for (int i = 1; i < nranks; i++) {
       long long m[3];
       MPI_Recv(m, 3, MPI_LONG_LONG, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       if (m[1] <= 0 || m[1] >= nranks || world[m[1]] >= 0 || (uint64_t)m[2] != h) {
         free(world);
-        return set_err(NULL, ncclInvalidUsage, "%s", "bad bootstrap message (ranks passed "
+        return set_err(NULL, ncclInvalidUsage, "%s",
+                       "bad bootstrap message (ranks passed "
                        "different unique ids or counts)");
       }
       world[m[1]] = (int)m[0];
     }
-    for (int i = 1; i < nranks; i++) MPI_Send(world, nranks, MPI_INT, world[i], tag, MPI_COMM_WORLD);
+    for (int i = 1; i < nranks; i++)
+      MPI_Send(world, nranks, MPI_INT, world[i], tag, MPI_COMM_WORLD);
   } else {
     long long m[3] = {wrank, rank, (long long)h};
     MPI_Send(m, 3, MPI_LONG_LONG, root, tag, MPI_COMM_WORLD);
@@ -306,7 +315,8 @@ static ncclResult_t duplicate_gpu(MPI_Comm m, int rank, char *why, size_t len) {
   char name[MPI_MAX_PROCESSOR_NAME], bus[64];
   int nl = 0, size;
   MPI_Get_processor_name(name, &nl);
-  for (int i = 0; i < nl; i++) me.host = me.host * 131 + (unsigned char)name[i];
+  for (int i = 0; i < nl; i++)
+    me.host = me.host * 131 + (unsigned char)name[i];
   if (my_bus_id(bus, sizeof bus) != cudaSuccess) {
     snprintf(why, len, "GRDBL_GPUS has a bad entry for this rank");
     return ncclUnhandledCudaError;
@@ -319,8 +329,8 @@ static ncclResult_t duplicate_gpu(MPI_Comm m, int rank, char *why, size_t len) {
   ncclResult_t r = ncclSuccess;
   for (int i = 0; i < size && r == ncclSuccess; i++)
     if (i != rank && all[i].host == me.host && all[i].bus == me.bus) {
-      snprintf(why, len, "Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx", rank,
-               i, me.bus);
+      snprintf(why, len, "Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx",
+               rank, i, me.bus);
       r = ncclInvalidUsage;
     }
   free(all);
