@@ -12,6 +12,7 @@
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_log.h"
+#include "gr_nccl_share.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -27,6 +28,7 @@
 typedef struct {
   ncclComm_t nc;
   void *one; /* a device int for the barrier */
+  gr__nccl_share *share; /* ranks share a GPU: NCCL among one leader per GPU (nccl_share.c) */
 } nccl_be;
 
 /* A call's state, kept in the call record's be_area (gr_coll.h). */
@@ -89,6 +91,20 @@ static void be_free(gr_comm *c) {
 }
 
 static gr_status nccl_create(gr_comm *c, double deadline) {
+  /* NCCL refuses two ranks on one GPU: then NCCL runs among one leader per GPU instead. */
+  gr__nccl_share *share = NULL;
+  GR_CHECK(gr__nccl_share_setup(c, deadline, &share));
+  if (share) {
+    nccl_be *b = calloc(1, sizeof *b);
+    if (!b) {
+      gr__nccl_share_abort(share);
+      gr__nccl_share_destroy(c, share, deadline);
+      return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
+    }
+    b->share = share;
+    c->be = b;
+    return GR_OK;
+  }
   /* Rank 0's unique id, with its verdict, so that a failure there does not hang the others. */
   struct {
     int ok;
@@ -126,6 +142,14 @@ static gr_status nccl_create(gr_comm *c, double deadline) {
 }
 
 static gr_status nccl_split(gr_comm *parent, gr_comm *child, int color, int key, double deadline) {
+  /* The leaders' communicator cannot be split into the child's groups: set the child up anew. */
+  if (B(parent)->share) {
+    (void)color, (void)key;
+    if (!child) return GR_OK;
+    gr_status st = nccl_create(child, deadline);
+    if (st != GR_OK) snprintf(parent->err, sizeof parent->err, "%s", child->err);
+    return st;
+  }
   ncclConfig_t cfg;
   nccl_config(&cfg);
   ncclComm_t nc = NULL;
@@ -147,6 +171,10 @@ static gr_status nccl_destroy(gr_comm *c, double deadline) {
   nccl_be *b = B(c);
   if (!b) return GR_OK;
   gr_status st = GR_OK;
+  if (b->share) {
+    st = gr__nccl_share_destroy(c, b->share, deadline);
+    b->share = NULL;
+  }
   if (b->nc) {
     ncclResult_t rc = ncclCommFinalize(b->nc);
     if (rc != ncclSuccess && rc != ncclInProgress)
@@ -165,6 +193,7 @@ static gr_status nccl_destroy(gr_comm *c, double deadline) {
 
 static void nccl_abort(gr_comm *c) {
   nccl_be *b = B(c);
+  if (b && b->share) gr__nccl_share_abort(b->share);
   if (b && b->nc) {
     ncclCommAbort(b->nc);
     b->nc = NULL;
@@ -179,8 +208,9 @@ static gr_status nccl_group_begin(void) {
 static gr_status nccl_group_finish(gr_comm *any, double deadline) {
   ncclResult_t rc = ncclGroupEnd();
   if (rc == ncclSuccess) return GR_OK;
-  if (rc != ncclInProgress) return nccl_err(any, B(any)->nc, rc, "ncclGroupEnd");
-  return nccl_wait(any, B(any)->nc, deadline, "ncclGroupEnd");
+  ncclComm_t nc = B(any)->nc; /* NULL with a share: its NCCL calls never run inside a group */
+  if (rc != ncclInProgress) return nccl_err(any, nc, rc, "ncclGroupEnd");
+  return nc ? nccl_wait(any, nc, deadline, "ncclGroupEnd") : GR_OK;
 }
 
 static ncclDataType_t nccl_type(gr_dtype t) {
@@ -256,6 +286,7 @@ static void release(gr__call *k) {
 
 static gr_status nccl_post(gr__call *k, int *done) {
   gr_comm *c = k->comm;
+  if (B(c)->share) return gr__nccl_share_post(B(c)->share, k, done);
   ncclComm_t nc = B(c)->nc;
   cudaStream_t s = (cudaStream_t)k->stream;
   const void *sp = k->send;
@@ -337,6 +368,7 @@ static gr_status nccl_post(gr__call *k, int *done) {
 
 static gr_status nccl_test(gr__call *k, int *done) {
   gr_comm *c = k->comm;
+  if (B(c)->share) return gr__nccl_share_test(B(c)->share, k, done);
   ncclComm_t nc = B(c)->nc;
   ncclResult_t a = ncclSuccess;
   ncclResult_t rc = ncclCommGetAsyncError(nc, &a);
@@ -363,11 +395,16 @@ static gr_status nccl_test(gr__call *k, int *done) {
 }
 
 static void nccl_forget(gr__call *k) {
+  if (B(k->comm)->share) {
+    gr__nccl_share_forget(B(k->comm)->share, k);
+    return;
+  }
   /* The stream may still use the staging buffers until the abort has torn the work down. */
   NC(k)->tmp = NC(k)->tmp2 = NULL;
 }
 
 static gr_status nccl_synchronize(gr_comm *c, gr_stream stream, double deadline) {
+  if (B(c)->share) return gr__nccl_share_synchronize(B(c)->share, c, stream, deadline);
   ncclComm_t nc = B(c)->nc;
   for (;;) {
     cudaError_t e = cudaStreamQuery((cudaStream_t)stream);

@@ -13,8 +13,16 @@
  * ncclCommGetAsyncError; an NCCL operation becomes MPI non-blocking requests when it reaches the
  * head of its stream. Non-blocking communicators report ncclInProgress for a couple of polls after
  * init/split, and while finalizing until their work has drained.
- * Limits: ncclCommInitRankConfig bootstraps only over all of MPI_COMM_WORLD (use ncclCommSplit
- * for subsets); a group's operations go to the first operation's stream. */
+ * Devices: each process sees one fake GPU (device 0). GRDBL_GPUS="B0,B1,..." gives world rank r
+ * the GPU with PCI bus id B(r mod count), e.g. "0000:1b:00.0,0000:1b:00.0" puts two ranks on one
+ * GPU (--ranks-per-gpu 2, MPS); "0000:1b:00.0/mig1" is a MIG instance of that GPU, which reports
+ * its parent's bus id as real CUDA does. Unset: every rank has a GPU of its own. Like NCCL 2.28,
+ * ncclCommInitRankConfig refuses two ranks on one GPU of one host with ncclInvalidUsage "Duplicate
+ * GPU detected : rank X and rank Y both on CUDA device <busId as hex>" (init.cc, initTransportsRank).
+ * Bootstrap: over all of MPI_COMM_WORLD when the communicator is the world in world order, else
+ * point to point on MPI_COMM_WORLD through the process that made the unique id (it must take part,
+ * as rank 0), then MPI_Comm_create_group over the members.
+ * Limits: a group's operations go to the first operation's stream. */
 #include "nccl.h"
 
 #include <mpi.h>
@@ -68,6 +76,57 @@ static cudaError_t do_free(void *p, int pinned) {
       return cudaSuccess;
     }
   return last_cuda = cudaErrorInvalidValue;
+}
+
+/* ---- devices ------------------------------------------------------------------------------ */
+
+/* This rank's entry of GRDBL_GPUS, or a bus id of its own ("0000:<world rank + 1>:00.0"). A MIG
+ * suffix ("/migN") is dropped: the instance reports its parent GPU's bus id. Hostile input (too
+ * long, characters outside a bus id) is refused. */
+static cudaError_t my_bus_id(char *out, size_t len) {
+  int wrank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+  const char *env = getenv("GRDBL_GPUS");
+  char id[64];
+  if (!env || !*env) {
+    snprintf(id, sizeof id, "0000:%02x:00.0", (wrank + 1) & 0xff);
+  } else {
+    int n = 1;
+    for (const char *p = env; *p; p++)
+      n += *p == ',';
+    int want = wrank % n;
+    const char *p = env;
+    for (int i = 0; i < want; i++)
+      p = strchr(p, ',') + 1;
+    size_t l = strcspn(p, ",/");
+    if (l == 0 || l >= sizeof id || strspn(p, "0123456789abcdefABCDEF:.") < l)
+      return last_cuda = cudaErrorInvalidValue;
+    memcpy(id, p, l);
+    id[l] = 0;
+  }
+  if (strlen(id) >= len) return last_cuda = cudaErrorInvalidValue;
+  snprintf(out, len, "%s", id);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *bus_id, int len, int device) {
+  if (!bus_id || len <= 0 || device != 0) return last_cuda = cudaErrorInvalidValue;
+  return my_bus_id(bus_id, (size_t)len);
+}
+
+/* NCCL's busIdToInt64: the hex digits of the bus id, as one number. */
+static long bus_id_number(const char *id) {
+  long v = 0;
+  for (const char *p = id; *p; p++) {
+    if (*p == ':' || *p == '.') continue;
+    int d = *p >= '0' && *p <= '9'   ? *p - '0'
+            : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+            : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10
+                                     : -1;
+    if (d < 0) break;
+    v = v * 16 + d;
+  }
+  return v;
 }
 
 cudaError_t cudaGetDeviceCount(int *n) {
@@ -186,7 +245,96 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
     id->internal[i] = (char)(seed >> 56);
   }
+  int wrank = 0; /* the bootstrap root, as NCCL's id holds rank 0's address */
+  MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+  memcpy(id->internal, &wrank, sizeof wrank);
   return ncclSuccess;
+}
+
+static uint64_t id_hash(const ncclUniqueId *id) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
+    h = (h ^ (unsigned char)id->internal[i]) * 1099511628211ull;
+  return h;
+}
+
+/* The members of a communicator over a subset of the world: each sends (world rank, rank, id hash)
+ * to the id's maker, which answers with the world ranks in rank order. NULL comm on failure. */
+static ncclResult_t bootstrap_subset(int nranks, const ncclUniqueId *id, int rank, MPI_Comm *out) {
+  *out = MPI_COMM_NULL;
+  int root, wrank;
+  memcpy(&root, id->internal, sizeof root);
+  MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+  uint64_t h = id_hash(id);
+  int tag = 20000 + (int)(h % 10000u);
+  int *world = malloc(sizeof *world * (size_t)nranks);
+  if (!world) return set_err(NULL, ncclSystemError, "%s", "out of memory");
+  if (rank == 0) {
+    if (root != wrank) {
+      free(world);
+      return set_err(NULL, ncclInvalidUsage, "%s",
+                     "the double needs rank 0 to be the process that "
+                     "made the unique id");
+    }
+    for (int i = 0; i < nranks; i++)
+      world[i] = -1;
+    world[0] = wrank;
+    for (int i = 1; i < nranks; i++) {
+      long long m[3];
+      MPI_Recv(m, 3, MPI_LONG_LONG, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      if (m[1] <= 0 || m[1] >= nranks || world[m[1]] >= 0 || (uint64_t)m[2] != h) {
+        free(world);
+        return set_err(NULL, ncclInvalidUsage, "%s",
+                       "bad bootstrap message (ranks passed "
+                       "different unique ids or counts)");
+      }
+      world[m[1]] = (int)m[0];
+    }
+    for (int i = 1; i < nranks; i++)
+      MPI_Send(world, nranks, MPI_INT, world[i], tag, MPI_COMM_WORLD);
+  } else {
+    long long m[3] = {wrank, rank, (long long)h};
+    MPI_Send(m, 3, MPI_LONG_LONG, root, tag, MPI_COMM_WORLD);
+    MPI_Recv(world, nranks, MPI_INT, root, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+  MPI_Group wg, g;
+  MPI_Comm_group(MPI_COMM_WORLD, &wg);
+  MPI_Group_incl(wg, nranks, world, &g);
+  MPI_Comm_create_group(MPI_COMM_WORLD, g, tag, out);
+  MPI_Group_free(&g);
+  MPI_Group_free(&wg);
+  free(world);
+  return ncclSuccess;
+}
+
+/* NCCL's check after its first bootstrap allgather: no two ranks on one GPU of one host. */
+static ncclResult_t duplicate_gpu(MPI_Comm m, int rank, char *why, size_t len) {
+  struct {
+    long host, bus;
+  } me = {0, 0}, *all;
+  char name[MPI_MAX_PROCESSOR_NAME], bus[64];
+  int nl = 0, size;
+  MPI_Get_processor_name(name, &nl);
+  for (int i = 0; i < nl; i++)
+    me.host = me.host * 131 + (unsigned char)name[i];
+  if (my_bus_id(bus, sizeof bus) != cudaSuccess) {
+    snprintf(why, len, "GRDBL_GPUS has a bad entry for this rank");
+    return ncclUnhandledCudaError;
+  }
+  me.bus = bus_id_number(bus);
+  MPI_Comm_size(m, &size);
+  all = malloc(sizeof *all * (size_t)size);
+  if (!all) return ncclSystemError;
+  MPI_Allgather(&me, 2, MPI_LONG, all, 2, MPI_LONG, m);
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < size && r == ncclSuccess; i++)
+    if (i != rank && all[i].host == me.host && all[i].bus == me.bus) {
+      snprintf(why, len, "Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx",
+               rank, i, me.bus);
+      r = ncclInvalidUsage;
+    }
+  free(all);
+  return r;
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
@@ -201,19 +349,39 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
   int wsize, wrank;
   MPI_Comm_size(MPI_COMM_WORLD, &wsize);
   MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
-  if (nranks != wsize || rank != wrank)
-    return set_err(NULL, ncclInvalidUsage, "%s", "the double bootstraps only over all of "
-                   "MPI_COMM_WORLD in world order; use ncclCommSplit for subsets");
-  /* All ranks must hold the same id: that is what our MPI_Bcast bootstrap has to deliver. */
-  uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) h = (h ^ (unsigned char)id.internal[i]) * 1099511628211ull;
-  uint64_t lo, hi;
-  MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  if (lo != hi) return set_err(NULL, ncclInvalidUsage, "%s", "ranks passed different unique ids");
-  MPI_Comm dup;
-  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  if (nranks < 1 || rank < 0 || rank >= nranks || nranks > wsize)
+    return set_err(NULL, ncclInvalidArgument, "%s", "nranks or rank out of range");
+  MPI_Comm dup = MPI_COMM_NULL;
+  if (nranks == wsize && rank == wrank) {
+    /* All ranks must hold the same id: that is what our MPI_Bcast bootstrap has to deliver. */
+    uint64_t h = id_hash(&id);
+    uint64_t lo, hi;
+    MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (lo != hi) return set_err(NULL, ncclInvalidUsage, "%s", "ranks passed different unique ids");
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  } else {
+    ncclResult_t r = bootstrap_subset(nranks, &id, rank, &dup);
+    if (r != ncclSuccess) return r;
+  }
+  char why[256];
+  ncclResult_t dup_gpu = duplicate_gpu(dup, rank, why, sizeof why);
   ncclComm_t c = comm_new(dup);
+  if (dup_gpu != ncclSuccess) {
+    snprintf(c->err, sizeof c->err, "%s", why);
+    snprintf(global_err, sizeof global_err, "%s", why);
+    if (cfg && cfg->blocking == 0) { /* non-blocking: the error comes from ncclCommGetAsyncError */
+      c->async = dup_gpu;
+      c->polls_in_progress = 1;
+      *out = c;
+      return ncclInProgress;
+    }
+    for (int i = 0; i < 4; i++)
+      MPI_Op_free(&c->half_ops[i]), MPI_Op_free(&c->bf16_ops[i]), MPI_Op_free(&c->native_ops[i]);
+    MPI_Comm_free(&c->mpi);
+    free(c);
+    return dup_gpu;
+  }
   *out = c;
   if (cfg && cfg->blocking == 0) {
     c->polls_in_progress = 2;

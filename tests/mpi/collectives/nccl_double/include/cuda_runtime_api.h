@@ -50,6 +50,7 @@ struct cudaPointerAttributes {
 #define cudaStreamQuery grdbl_cudaStreamQuery
 #define cudaPointerGetAttributes grdbl_cudaPointerGetAttributes
 #define cudaGetErrorString grdbl_cudaGetErrorString
+#define cudaDeviceGetPCIBusId grdbl_cudaDeviceGetPCIBusId
 #define cudaGetLastError grdbl_cudaGetLastError
 
 cudaError_t cudaGetDeviceCount(int *n);
@@ -69,5 +70,8 @@ cudaError_t cudaStreamQuery(cudaStream_t s);
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p);
 const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetLastError(void);
+/* The fake device's PCI bus id, from GRDBL_GPUS (see nccl_double.c): what real CUDA reports for
+ * the device, and for a MIG instance the bus id of its parent GPU. */
+cudaError_t cudaDeviceGetPCIBusId(char *bus_id, int len, int device);
 
 #endif

@@ -1,0 +1,917 @@
+/* Ranks that share a GPU on the NCCL backend (see gr_nccl_share.h for the model).
+ *
+ * A call goes through up to four stages, each a non-blocking step that test() advances:
+ *   in:   the members' data to their leader over MPI on host copies (reduce, gather, barrier; for
+ *         a broadcast, the root's data to its whole group)
+ *   nccl: the leaders' NCCL call on device copies of what they gathered (skipped with one leader)
+ *   out:  the leader's result to its members over MPI (broadcast, scatter, barrier)
+ *   copy: the result into the caller's buffer, on the call's stream.
+ * Members post their "in" and "out" steps when the call is posted. Leaders start the NCCL step and
+ * post the "out" step strictly in call order (the turn counters), so that NCCL sees the same order
+ * on every leader and each group's MPI communicators see the same order of collectives on every
+ * member, whatever order the calls complete in. "in" and "out" run on two communicators, because a
+ * member posts both at once while its leader posts "out" only after NCCL.
+ * All-to-all, send and receive do not go through the leaders: they run over MPI on host copies.
+ * Host staging costs two copies per member and call; CUDA IPC between the ranks of one GPU would
+ * avoid them and is not done (yet). */
+#include "gr_nccl_share.h"
+
+#include "gr_dtype.h"
+#include "gr_error.h"
+#include "gr_log.h"
+
+#include <cuda_runtime_api.h>
+#include <limits.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { BUS_LEN = 32, KEY_LEN = 288, P2P_TAG = 0x5e7 };
+
+struct gr__nccl_share {
+  MPI_Comm in, out;         /* this GPU's ranks, in comm rank order (rank 0 = the leader) */
+  int grank, gsize, gmax;   /* rank in and size of my group; the largest group */
+  int nleaders, lrank;      /* leaders; my index among them (-1 for a member) */
+  int *group_of, *grank_of; /* per comm rank: leader index of its group, rank within it */
+  int *members;             /* comm ranks of my group, in group order */
+  ncclComm_t nc;            /* leaders only, and only with more than one leader */
+  int pinned;               /* nc was set up: host staging buffers are pinned (see hal) */
+  void *one;                /* a device int for the leaders' barrier */
+  MPI_Datatype el[4];       /* 1, 2, 4, 8 bytes */
+  MPI_Op ops[GR__NDTYPES][4];
+  uint64_t posted, nccl_turn, out_turn; /* call numbers: posted, through NCCL, "out" posted */
+  struct xcall *head, *tail;            /* calls in flight, in post order */
+};
+
+enum { P_IN, P_NCCL, P_NCCL_WAIT, P_OUT, P_OUT_WAIT, P_COPY, P_DONE };
+
+typedef struct xcall {
+  gr__call *k;
+  int phase;
+  gr_status st;
+  uint64_t no;                    /* turn number; 0: not a collective through the leaders */
+  int in_root_group;              /* broadcast/reduce: my group holds the root */
+  int pinned;                     /* the host buffers came from cudaMallocHost */
+  void *hs, *hwork, *hres, *hall; /* host: send copy, leader's work, result, allgather result */
+  void *d, *d2;                   /* leader's device buffers */
+  MPI_Request r_in, r_out;
+  struct xcall *next;
+} xcall;
+
+/* A call's state in the call record's be_area (gr_coll.h): its xcall, which the call list holds. */
+typedef struct {
+  xcall *x;
+} share_call;
+_Static_assert(sizeof(share_call) <= GR__BE_CALL_BYTES, "share_call must fit gr__call.be_area");
+
+static xcall **slot(gr__call *k) { return &((share_call *)(void *)k->be_area)->x; }
+
+static void sweep_parked(void);
+static void park(xcall *x);
+
+/* ---- reduction ops on host copies (gpurun's kernels: wrapping integers, fp16/bf16) -------- */
+
+/* One line per macro call: the calls define functions (no semicolons), which clang-format 14
+ * does not lay out stably. */
+/* clang-format off */
+#define RF(t, o)                                                             \
+  static void rf_##t##_##o(void *in, void *io, int *len, MPI_Datatype *d) { \
+    (void)d;                                                                 \
+    gr__reduce_host((gr_dtype)(t), (gr_op)(o), io, in, (size_t)*len);        \
+  }
+#define RF4(t) RF(t, 0) RF(t, 1) RF(t, 2) RF(t, 3)
+RF4(0)
+RF4(1)
+RF4(2)
+RF4(3)
+RF4(4)
+RF4(5)
+RF4(6)
+RF4(7)
+RF4(8)
+RF4(9)
+#define RT(t) {rf_##t##_0, rf_##t##_1, rf_##t##_2, rf_##t##_3}
+static MPI_User_function *const rfuncs[GR__NDTYPES][4] = {RT(0), RT(1), RT(2), RT(3), RT(4),
+                                                          RT(5), RT(6), RT(7), RT(8), RT(9)};
+/* clang-format on */
+
+/* AVG reduces as SUM; the leader divides once at the end. */
+static int op_index(gr_op op) { return op == GR_AVG ? (int)GR_SUM : (int)op; }
+
+static MPI_Op mpi_op(gr__nccl_share *s, gr_dtype t, gr_op op) {
+  int o = op_index(op);
+  if (s->ops[t][o] == MPI_OP_NULL) MPI_Op_create(rfuncs[t][o], 1, &s->ops[t][o]);
+  return s->ops[t][o];
+}
+
+static MPI_Datatype el(gr__nccl_share *s, gr_dtype t) {
+  size_t es = gr__dtype_size(t);
+  return s->el[es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 3];
+}
+
+static ncclDataType_t nccl_type(gr_dtype t) {
+  static const ncclDataType_t m[GR__NDTYPES] = {ncclInt8,    ncclUint8,  ncclInt32,   ncclUint32,
+                                                ncclInt64,   ncclUint64, ncclFloat16, ncclBfloat16,
+                                                ncclFloat32, ncclFloat64};
+  return m[t];
+}
+
+static ncclRedOp_t nccl_op(gr_op op) {
+  switch (op) {
+  case GR_PROD:
+    return ncclProd;
+  case GR_MIN:
+    return ncclMin;
+  case GR_MAX:
+    return ncclMax;
+  default:
+    return ncclSum; /* AVG: summed here, divided once by the leader */
+  }
+}
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+static gr_status nccl_fail(gr_comm *c, ncclComm_t nc, ncclResult_t rc, const char *what) {
+  const char *detail = ncclGetLastError(nc);
+  return gr__comm_err(c, GR_ERR_NCCL,
+                      "%s failed on rank %d (GPU shared with other ranks: NCCL "
+                      "among one leader per GPU): %s%s%s",
+                      what, c->rank, ncclGetErrorString(rc), detail && *detail ? ": " : "",
+                      detail ? detail : "");
+}
+
+static gr_status cuda_fail(gr_comm *c, cudaError_t e, const char *what) {
+  return gr__comm_err(c, GR_ERR_CUDA, "%s failed on rank %d: %s (%d)", what, c->rank,
+                      cudaGetErrorString(e), (int)e);
+}
+
+static gr_status mpi_fail(gr_comm *c, int rc, const char *what) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", rc);
+  return gr__comm_err(c, GR_ERR_MPI, "%s failed on rank %d: %s", what, c->rank, s);
+}
+
+static gr_status nccl_wait(gr_comm *c, ncclComm_t nc, double deadline, const char *what) {
+  for (;;) {
+    ncclResult_t a = ncclInProgress;
+    ncclResult_t rc = ncclCommGetAsyncError(nc, &a);
+    if (rc != ncclSuccess) return nccl_fail(c, nc, rc, "ncclCommGetAsyncError");
+    if (a == ncclSuccess) return GR_OK;
+    if (a != ncclInProgress) return nccl_fail(c, nc, a, what);
+    if (gr__past(deadline))
+      return gr__comm_err(c, GR_ERR_TIMEOUT, "%s did not finish before the deadline on rank %d",
+                          what, c->rank);
+  }
+}
+
+static gr_status stream_wait(gr_comm *c, cudaStream_t st, double deadline) {
+  for (;;) {
+    cudaError_t e = cudaStreamQuery(st);
+    if (e == cudaSuccess) return GR_OK;
+    if (e != cudaErrorNotReady) return cuda_fail(c, e, "cudaStreamQuery");
+    if (gr__past(deadline))
+      return gr__comm_err(c, GR_ERR_TIMEOUT,
+                          "the stream did not drain before the deadline on rank %d", c->rank);
+  }
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+/* "host|boot id", then the PCI bus id: which physical GPU this rank drives. A MIG instance and an
+ * MPS client report the bus id of the GPU itself, so they group with the other ranks on it. A
+ * rank whose bus id cannot be read gets a key of its own (no grouping; NCCL says what is wrong). */
+static void gpu_key(gr_comm *c, char *key, char *bus) {
+  memset(key, 0, KEY_LEN);
+  memset(bus, 0, BUS_LEN); /* the whole key is compared: no stale bytes after the id */
+  int dev = 0, nl = 0;
+  char name[MPI_MAX_PROCESSOR_NAME];
+  MPI_Get_processor_name(name, &nl);
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetPCIBusId(bus, BUS_LEN, dev) != cudaSuccess) {
+    cudaGetLastError();
+    snprintf(bus, BUS_LEN, "?rank%d", c->rank);
+  }
+  bus[BUS_LEN - 1] = 0;
+  for (char *p = bus; *p; p++)
+    if (*p >= 'A' && *p <= 'F') *p = (char)(*p - 'A' + 'a');
+  /* Host names repeat across containers and clusters: the boot id (what NCCL's host hash also
+   * folds in) tells machines apart. */
+  char boot[40] = "";
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(boot, sizeof boot, f)) boot[0] = 0;
+    boot[strcspn(boot, "\n")] = 0;
+    fclose(f);
+  }
+  snprintf(key, KEY_LEN - BUS_LEN, "%.*s|%s", KEY_LEN - BUS_LEN - 48, name, boot);
+  memcpy(key + KEY_LEN - BUS_LEN, bus, strlen(bus));
+}
+
+static void share_free(gr__nccl_share *s) {
+  if (!s) return;
+  int gone = gr__mpi_gone();
+  if (!gone) {
+    if (s->in != MPI_COMM_NULL) MPI_Comm_free(&s->in);
+    if (s->out != MPI_COMM_NULL) MPI_Comm_free(&s->out);
+    for (int i = 0; i < 4; i++)
+      if (s->el[i] != MPI_DATATYPE_NULL) MPI_Type_free(&s->el[i]);
+    for (int t = 0; t < GR__NDTYPES; t++)
+      for (int o = 0; o < 4; o++)
+        if (s->ops[t][o] != MPI_OP_NULL) MPI_Op_free(&s->ops[t][o]);
+  }
+  if (s->one) cudaFree(s->one);
+  free(s->group_of);
+  free(s->grank_of);
+  free(s->members);
+  free(s);
+}
+
+/* The one line that says the grouping: "ranks 0,1 share GPU 0000:1b:00.0; ...". */
+static void log_grouping(gr_comm *c, const gr__nccl_share *s, const char *keys) {
+  char line[480];
+  size_t at = 0;
+  for (int r = 0; r < c->size && at < sizeof line - 40; r++) {
+    if (s->grank_of[r] != 0) continue; /* r leads its group */
+    int n = 0;
+    for (int q = r; q < c->size; q++)
+      n += s->group_of[q] == s->group_of[r];
+    if (n < 2) continue;
+    at += (size_t)snprintf(line + at, sizeof line - at, "%sranks ", at ? "; " : "");
+    int first = 1;
+    for (int q = r; q < c->size && at < sizeof line - 40; q++)
+      if (s->group_of[q] == s->group_of[r]) {
+        at += (size_t)snprintf(line + at, sizeof line - at, "%s%d", first ? "" : ",", q);
+        first = 0;
+      }
+    if (at < sizeof line)
+      at += (size_t)snprintf(line + at, sizeof line - at, " share GPU %s",
+                             keys + (size_t)r * KEY_LEN + KEY_LEN - BUS_LEN);
+  }
+  if (at >= sizeof line - 40) snprintf(line + sizeof line - 40, 40, "...");
+  GR_INFO("collectives on %s: %s; NCCL runs among %d leader(s), 1 leader per GPU (the others "
+          "reduce into their leader through host memory)",
+          c->id, line, s->nleaders);
+}
+
+static gr_status leaders_init(gr_comm *c, gr__nccl_share *s, double deadline) {
+  MPI_Comm lc = MPI_COMM_NULL;
+  int rc = MPI_Comm_split(c->mpi, s->grank == 0 ? 0 : MPI_UNDEFINED, c->rank, &lc);
+  if (rc != MPI_SUCCESS) return mpi_fail(c, rc, "MPI_Comm_split (leaders)");
+  if (lc == MPI_COMM_NULL) return GR_OK;
+  MPI_Comm_set_errhandler(lc, MPI_ERRORS_RETURN);
+  gr_status st = GR_OK;
+  if (s->nleaders > 1) {
+    struct {
+      int ok;
+      ncclUniqueId id;
+    } boot;
+    memset(&boot, 0, sizeof boot);
+    ncclResult_t nr = ncclSuccess;
+    if (s->lrank == 0) {
+      nr = ncclGetUniqueId(&boot.id);
+      boot.ok = nr == ncclSuccess;
+    }
+    MPI_Request req;
+    rc = MPI_Ibcast(&boot, (int)sizeof boot, MPI_BYTE, 0, lc, &req);
+    st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline)
+                           : mpi_fail(c, rc, "MPI_Ibcast (NCCL id)");
+    if (st == GR_OK && !boot.ok)
+      st = s->lrank == 0
+               ? nccl_fail(c, NULL, nr, "ncclGetUniqueId")
+               : gr__comm_err(c, GR_ERR_NCCL, "the first leader could not get an NCCL unique id");
+    if (st == GR_OK) {
+      ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+      cfg.blocking = 0;
+      nr = ncclCommInitRankConfig(&s->nc, s->nleaders, boot.id, s->lrank, &cfg);
+      if (nr != ncclSuccess && nr != ncclInProgress)
+        st = nccl_fail(c, NULL, nr, "ncclCommInitRankConfig (leaders)");
+      else
+        st = nccl_wait(c, s->nc, deadline, "ncclCommInitRankConfig (leaders)");
+      if (st != GR_OK && s->nc) {
+        ncclCommAbort(s->nc);
+        s->nc = NULL;
+      }
+    }
+    if (st == GR_OK) {
+      cudaError_t e = cudaMalloc(&s->one, sizeof(int));
+      if (e != cudaSuccess) st = cuda_fail(c, e, "cudaMalloc");
+    }
+    s->pinned = st == GR_OK;
+  }
+  MPI_Comm_free(&lc);
+  return st;
+}
+
+static gr_status share_build(gr_comm *c, gr__nccl_share *s, const char *keys, double deadline) {
+  int P = c->size, me = c->rank;
+  s->group_of = malloc(sizeof(int) * (size_t)P);
+  s->grank_of = calloc((size_t)P, sizeof(int));
+  int *count = calloc((size_t)P, sizeof(int)), *leader_of = malloc(sizeof(int) * (size_t)P);
+  gr_status st = GR_OK;
+  if (!s->group_of || !s->grank_of || !count || !leader_of) {
+    st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory grouping ranks by GPU on rank %d", me);
+    goto out;
+  }
+  for (int r = 0; r < P; r++) { /* the group's leader: the lowest rank with the same key */
+    int l = r;
+    for (int q = 0; q < r; q++)
+      if (memcmp(keys + (size_t)q * KEY_LEN, keys + (size_t)r * KEY_LEN, KEY_LEN) == 0) {
+        l = q;
+        break;
+      }
+    leader_of[r] = l;
+    s->grank_of[r] = count[l]++;
+    if (l == r)
+      s->group_of[r] = s->nleaders++;
+    else
+      s->group_of[r] = s->group_of[l];
+  }
+  for (int r = 0; r < P; r++)
+    s->gmax = count[r] > s->gmax ? count[r] : s->gmax;
+  s->grank = s->grank_of[me];
+  s->gsize = count[leader_of[me]];
+  s->lrank = s->grank == 0 ? s->group_of[me] : -1;
+  s->members = malloc(sizeof(int) * (size_t)s->gsize);
+  if (!s->members) {
+    st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory grouping ranks by GPU on rank %d", me);
+    goto out;
+  }
+  for (int r = 0, j = 0; r < P; r++)
+    if (s->group_of[r] == s->group_of[me]) s->members[j++] = r;
+  int rc = MPI_Comm_split(c->mpi, s->group_of[me], me, &s->in);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(s->in, &s->out);
+  if (rc != MPI_SUCCESS) {
+    st = mpi_fail(c, rc, "MPI_Comm_split (ranks of one GPU)");
+    goto out;
+  }
+  MPI_Comm_set_errhandler(s->in, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(s->out, MPI_ERRORS_RETURN);
+  for (int i = 0; i < 4; i++) {
+    MPI_Type_contiguous(1 << i, MPI_BYTE, &s->el[i]);
+    MPI_Type_commit(&s->el[i]);
+  }
+  st = leaders_init(c, s, deadline);
+out:
+  free(count);
+  free(leader_of);
+  return st;
+}
+
+gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out) {
+  *out = NULL;
+  const char *env = getenv("GPURUN_NCCL_SHARE");
+  int off = env && strcmp(env, "0") == 0;
+  size_t P = (size_t)c->size;
+  char bus[BUS_LEN], *keys = malloc(P * KEY_LEN), mine[KEY_LEN];
+  int ok = keys != NULL;
+  gpu_key(c, mine, bus);
+  /* Agree first on whether every rank could take part (memory) and on the switch. */
+  int flags[2] = {ok ? 0 : 1, off}, all[2];
+  MPI_Request req;
+  int rc = MPI_Iallreduce(flags, all, 2, MPI_INT, MPI_MAX, c->mpi, &req);
+  gr_status st =
+      rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline) : mpi_fail(c, rc, "MPI_Iallreduce");
+  if (st == GR_OK && all[0])
+    st = gr__comm_err(c, GR_ERR_NOMEM, "a rank ran out of memory grouping ranks by GPU");
+  if (st != GR_OK || all[1]) { /* GPURUN_NCCL_SHARE=0 on some rank: plain NCCL over all ranks */
+    free(keys);
+    return st;
+  }
+  rc = MPI_Iallgather(mine, KEY_LEN, MPI_CHAR, keys, KEY_LEN, MPI_CHAR, c->mpi, &req);
+  st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline)
+                         : mpi_fail(c, rc, "MPI_Iallgather (GPU ids)");
+  if (st != GR_OK) {
+    free(keys);
+    return st;
+  }
+  int shared = 0;
+  for (size_t r = 0; r < P && !shared; r++)
+    for (size_t q = r + 1; q < P && !shared; q++)
+      shared = memcmp(keys + r * KEY_LEN, keys + q * KEY_LEN, KEY_LEN) == 0;
+  if (!shared) {
+    free(keys);
+    return GR_OK;
+  }
+  gr__nccl_share *s = calloc(1, sizeof *s);
+  if (s) {
+    s->in = s->out = MPI_COMM_NULL;
+    for (int i = 0; i < 4; i++)
+      s->el[i] = MPI_DATATYPE_NULL;
+    for (int t = 0; t < GR__NDTYPES; t++)
+      for (int o = 0; o < 4; o++)
+        s->ops[t][o] = MPI_OP_NULL;
+    st = share_build(c, s, keys, deadline);
+  } else {
+    st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory grouping ranks by GPU on rank %d", c->rank);
+  }
+  /* Every rank learns whether every rank got there; the first failing rank is named. */
+  int bad = st != GR_OK ? c->rank : -1, anybad = -1;
+  rc = MPI_Iallreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, c->mpi, &req);
+  gr_status st2 =
+      rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline) : mpi_fail(c, rc, "MPI_Iallreduce");
+  if (st == GR_OK && st2 != GR_OK) st = st2;
+  if (st == GR_OK && anybad >= 0)
+    st = gr__comm_err(c, GR_ERR_NCCL,
+                      "rank %d could not set up NCCL among one leader per GPU (see "
+                      "its error)",
+                      anybad);
+  if (st == GR_OK && c->rank == 0) log_grouping(c, s, keys);
+  free(keys);
+  if (st != GR_OK) {
+    if (s && s->nc) ncclCommAbort(s->nc);
+    if (s) s->nc = NULL;
+    share_free(s);
+    return st;
+  }
+  *out = s;
+  return GR_OK;
+}
+
+gr_status gr__nccl_share_destroy(gr_comm *c, gr__nccl_share *s, double deadline) {
+  if (!s) return GR_OK;
+  gr_status st = GR_OK;
+  if (s->nc) {
+    ncclResult_t rc = ncclCommFinalize(s->nc);
+    if (rc != ncclSuccess && rc != ncclInProgress)
+      st = nccl_fail(c, s->nc, rc, "ncclCommFinalize");
+    else
+      st = nccl_wait(c, s->nc, deadline, "ncclCommFinalize");
+    if (st == GR_OK)
+      ncclCommDestroy(s->nc);
+    else
+      ncclCommAbort(s->nc);
+    s->nc = NULL;
+  }
+  share_free(s);
+  sweep_parked();
+  return st;
+}
+
+void gr__nccl_share_abort(gr__nccl_share *s) {
+  if (s && s->nc) {
+    ncclCommAbort(s->nc);
+    s->nc = NULL;
+  }
+}
+
+/* ---- calls -------------------------------------------------------------------------------- */
+
+/* Host staging buffers. A leader with NCCL puts NCCL work on the callers' streams, and a copy
+ * between pageable memory and the device waits for the stream inside cudaMemcpyAsync, where no
+ * deadline reaches: its buffers are pinned, so every copy is asynchronous and every wait is a poll
+ * the deadline bounds. Other ranks' streams carry none of our NCCL work: plain memory. */
+static void *hal(const gr__nccl_share *s, size_t n) {
+  void *p = NULL;
+  if (!s->pinned) return malloc(n ? n : 1);
+  if (cudaMallocHost(&p, n ? n : 1) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  return p;
+}
+
+static void hfree(int pinned, void *p) {
+  if (!p) return;
+  if (pinned)
+    cudaFreeHost(p);
+  else
+    free(p);
+}
+
+/* Host copy of a caller's buffer (device or host), on the call's stream, waited for. */
+static gr_status stage(gr_comm *c, void *dst, const void *src, size_t n, cudaStream_t st) {
+  if (!n) return GR_OK;
+  cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, st);
+  if (e != cudaSuccess) return cuda_fail(c, e, "cudaMemcpyAsync (staging to host)");
+  return stream_wait(c, st, gr__deadline(c->timeout_s));
+}
+
+static int is_collective(gr__kind k) { return k != GR__ALLTOALL && k != GR__SEND && k != GR__RECV; }
+
+static gr_status post_in(gr__nccl_share *s, xcall *x) {
+  gr__call *k = x->k;
+  gr_comm *c = k->comm;
+  size_t n = k->count, es = gr__dtype_size(k->dtype), P = (size_t)c->size;
+  MPI_Datatype t = el(s, k->dtype);
+  int lead = s->grank == 0, rc = MPI_SUCCESS, cnt = (int)n;
+  const char *what = "";
+  switch (k->kind) {
+  case GR__ALLREDUCE:
+  case GR__REDUCE:
+  case GR__REDUCE_SCATTER:
+    if (k->kind == GR__REDUCE_SCATTER) cnt = (int)(n * P);
+    if (lead && !(x->hwork = hal(s, (size_t)cnt * es))) return GR_ERR_NOMEM;
+    what = "MPI_Ireduce (into the GPU's leader)";
+    rc = MPI_Ireduce(x->hs, x->hwork, cnt, t, mpi_op(s, k->dtype, k->op), 0, s->in, &x->r_in);
+    break;
+  case GR__BROADCAST:
+    if (!x->hwork && !(x->hwork = hal(s, n * es))) return GR_ERR_NOMEM;
+    if (!x->in_root_group) break;
+    what = "MPI_Ibcast (from the root to its GPU's ranks)";
+    rc = MPI_Ibcast(x->hwork, cnt, t, s->grank_of[k->root], s->in, &x->r_in);
+    break;
+  case GR__ALLGATHER:
+    if (lead && !(x->hwork = hal(s, (size_t)s->gmax * n * es))) return GR_ERR_NOMEM;
+    what = "MPI_Igather (into the GPU's leader)";
+    rc = MPI_Igather(x->hs, cnt, t, x->hwork, cnt, t, 0, s->in, &x->r_in);
+    break;
+  case GR__BARRIER:
+    what = "MPI_Ibarrier (the GPU's ranks)";
+    rc = MPI_Ibarrier(s->in, &x->r_in);
+    break;
+  case GR__ALLTOALL:
+    if (!(x->hres = hal(s, n * es * P))) return GR_ERR_NOMEM;
+    what = "MPI_Ialltoall (host copies)";
+    rc = MPI_Ialltoall(x->hs, cnt, t, x->hres, cnt, t, c->mpi, &x->r_in);
+    break;
+  case GR__SEND:
+    what = "MPI_Isend (host copy)";
+    rc = MPI_Isend(x->hs, cnt, t, k->root, P2P_TAG, c->mpi, &x->r_in);
+    break;
+  case GR__RECV:
+    if (!(x->hres = hal(s, n * es))) return GR_ERR_NOMEM;
+    what = "MPI_Irecv (host copy)";
+    rc = MPI_Irecv(x->hres, cnt, t, k->root, P2P_TAG, c->mpi, &x->r_in);
+    break;
+  default:
+    break;
+  }
+  return rc == MPI_SUCCESS ? GR_OK : mpi_fail(c, rc, what);
+}
+
+/* The "out" step: the leader sends, a member receives; the same collective on both sides. */
+static gr_status post_out(gr__nccl_share *s, xcall *x) {
+  gr__call *k = x->k;
+  gr_comm *c = k->comm;
+  size_t n = k->count, es = gr__dtype_size(k->dtype), P = (size_t)c->size;
+  MPI_Datatype t = el(s, k->dtype);
+  int lead = s->grank == 0, rc = MPI_SUCCESS, cnt = (int)n;
+  switch (k->kind) {
+  case GR__ALLREDUCE:
+  case GR__REDUCE:
+  case GR__BROADCAST:
+    if (k->kind == GR__REDUCE && !x->in_root_group) break;
+    if (k->kind == GR__BROADCAST && x->in_root_group) break;
+    if (!lead && !(x->hres = hal(s, n * es))) return GR_ERR_NOMEM;
+    rc = MPI_Ibcast(lead ? x->hwork : x->hres, cnt, t, 0, s->out, &x->r_out);
+    break;
+  case GR__ALLGATHER:
+    if (!lead && !(x->hres = hal(s, n * es * P))) return GR_ERR_NOMEM;
+    rc = MPI_Ibcast(x->hres, (int)(n * P), t, 0, s->out, &x->r_out);
+    break;
+  case GR__REDUCE_SCATTER:
+    if (!lead && !(x->hres = hal(s, n * es))) return GR_ERR_NOMEM;
+    rc = lead ? MPI_Iscatter(x->hres, cnt, t, MPI_IN_PLACE, cnt, t, 0, s->out, &x->r_out)
+              : MPI_Iscatter(NULL, cnt, t, x->hres, cnt, t, 0, s->out, &x->r_out);
+    break;
+  case GR__BARRIER:
+    rc = MPI_Ibarrier(s->out, &x->r_out);
+    break;
+  default:
+    break;
+  }
+  return rc == MPI_SUCCESS ? GR_OK : mpi_fail(c, rc, "posting the leader-to-members step");
+}
+
+static gr_status device_copy(gr_comm *c, void **d, size_t bytes, const void *src, cudaStream_t st) {
+  cudaError_t e = cudaMalloc(d, bytes ? bytes : 1);
+  if (e != cudaSuccess) return cuda_fail(c, e, "cudaMalloc (leader's staging)");
+  if (src && bytes &&
+      (e = cudaMemcpyAsync(*d, src, bytes, cudaMemcpyHostToDevice, st)) != cudaSuccess)
+    return cuda_fail(c, e, "cudaMemcpyAsync (leader's staging in)");
+  return GR_OK;
+}
+
+/* The leaders' NCCL call on device copies of what they gathered, and the copy back to the host. */
+static gr_status start_nccl(gr__nccl_share *s, xcall *x) {
+  gr__call *k = x->k;
+  gr_comm *c = k->comm;
+  cudaStream_t st = (cudaStream_t)k->stream;
+  size_t n = k->count, es = gr__dtype_size(k->dtype), P = (size_t)c->size, bytes = n * es;
+  ncclDataType_t dt = nccl_type(k->dtype);
+  ncclResult_t rc = ncclSuccess;
+  const char *what = "";
+  void *back = x->hwork;
+  size_t back_bytes = bytes;
+  int rl = k->root >= 0 ? s->group_of[k->root] : 0;
+  switch (k->kind) {
+  case GR__ALLREDUCE:
+  case GR__REDUCE_SCATTER:
+    if (k->kind == GR__REDUCE_SCATTER) bytes = back_bytes = n * es * P;
+    GR_CHECK(device_copy(c, &x->d, bytes, x->hwork, st));
+    what = "ncclAllReduce (leaders)";
+    rc = ncclAllReduce(x->d, x->d, bytes / es, dt, nccl_op(k->op), s->nc, st);
+    break;
+  case GR__REDUCE:
+    GR_CHECK(device_copy(c, &x->d, bytes, x->hwork, st));
+    what = "ncclReduce (leaders)";
+    rc = ncclReduce(x->d, x->d, n, dt, nccl_op(k->op), rl, s->nc, st);
+    if (!x->in_root_group) back = NULL;
+    break;
+  case GR__BROADCAST:
+    GR_CHECK(device_copy(c, &x->d, bytes, x->in_root_group ? x->hwork : NULL, st));
+    what = "ncclBroadcast (leaders)";
+    rc = ncclBroadcast(x->d, x->d, n, dt, rl, s->nc, st);
+    break;
+  case GR__ALLGATHER: {
+    size_t blk = (size_t)s->gmax * bytes;
+    GR_CHECK(device_copy(c, &x->d, blk, x->hwork, st));
+    GR_CHECK(device_copy(c, &x->d2, blk * (size_t)s->nleaders, NULL, st));
+    if (!(x->hall = hal(s, blk * (size_t)s->nleaders))) return GR_ERR_NOMEM;
+    what = "ncclAllGather (leaders)";
+    rc = ncclAllGather(x->d, x->d2, (size_t)s->gmax * n, dt, s->nc, st);
+    back = x->hall;
+    back_bytes = blk * (size_t)s->nleaders;
+    break;
+  }
+  case GR__BARRIER:
+    what = "ncclAllReduce (leaders' barrier)";
+    rc = ncclAllReduce(s->one, s->one, 1, ncclInt32, ncclSum, s->nc, st);
+    back = NULL;
+    break;
+  default:
+    return GR_OK;
+  }
+  if (rc != ncclSuccess && rc != ncclInProgress) return nccl_fail(c, s->nc, rc, what);
+  if (back && back_bytes) {
+    cudaError_t e =
+        cudaMemcpyAsync(back, x->d2 ? x->d2 : x->d, back_bytes, cudaMemcpyDeviceToHost, st);
+    if (e != cudaSuccess) return cuda_fail(c, e, "cudaMemcpyAsync (leader's staging out)");
+  }
+  return GR_OK;
+}
+
+/* The leader's host-side work between NCCL and "out": AVG's division, the allgather's order. */
+static gr_status leader_finish(gr__nccl_share *s, xcall *x) {
+  gr__call *k = x->k;
+  gr_comm *c = k->comm;
+  size_t n = k->count, es = gr__dtype_size(k->dtype), P = (size_t)c->size;
+  int avg = k->op == GR_AVG;
+  switch (k->kind) {
+  case GR__ALLREDUCE:
+    if (avg) gr__avg_divide(k->dtype, x->hwork, n, c->size);
+    x->hres = x->hwork;
+    break;
+  case GR__REDUCE:
+    if (x->in_root_group && avg) gr__avg_divide(k->dtype, x->hwork, n, c->size);
+    x->hres = x->hwork;
+    break;
+  case GR__BROADCAST:
+    x->hres = x->hwork;
+    break;
+  case GR__ALLGATHER: {
+    /* With one leader the gather is the result; otherwise hall holds, per leader, gmax blocks. */
+    const char *src = s->nleaders > 1 ? x->hall : x->hwork;
+    if (!(x->hres = hal(s, n * es * P))) return GR_ERR_NOMEM;
+    for (size_t r = 0; r < P; r++)
+      memcpy((char *)x->hres + r * n * es,
+             src + ((size_t)s->group_of[r] * (size_t)s->gmax + (size_t)s->grank_of[r]) * n * es,
+             n * es);
+    break;
+  }
+  case GR__REDUCE_SCATTER:
+    /* the blocks of this group's ranks, in group order, for the scatter (mine first) */
+    if (avg) gr__avg_divide(k->dtype, x->hwork, n * P, c->size);
+    if (!(x->hres = hal(s, n * es * (size_t)s->gsize))) return GR_ERR_NOMEM;
+    for (int j = 0; j < s->gsize; j++)
+      memcpy((char *)x->hres + (size_t)j * n * es,
+             (char *)x->hwork + (size_t)s->members[j] * n * es, n * es);
+    break;
+  default:
+    break;
+  }
+  return GR_OK;
+}
+
+static void xfree_bufs(xcall *x) {
+  if (x->hres != x->hwork && x->hres != x->hs) hfree(x->pinned, x->hres);
+  if (x->hwork != x->hs) hfree(x->pinned, x->hwork);
+  hfree(x->pinned, x->hs);
+  hfree(x->pinned, x->hall);
+  if (x->d) cudaFree(x->d);
+  if (x->d2) cudaFree(x->d2);
+  x->hs = x->hwork = x->hres = x->hall = x->d = x->d2 = NULL;
+}
+
+static int mpi_done(gr_comm *c, MPI_Request *r, gr_status *st, const char *what) {
+  int flag = 0, rc = gr__mpi_test(r, &flag);
+  if (rc != MPI_SUCCESS) {
+    *st = mpi_fail(c, rc, what);
+    return 1;
+  }
+  return flag;
+}
+
+/* Move one call as far as it goes without waiting. */
+static gr_status advance(gr__nccl_share *s, xcall *x) {
+  gr__call *k = x->k;
+  gr_comm *c = k->comm;
+  cudaStream_t st = (cudaStream_t)k->stream;
+  gr_status e = GR_OK;
+  int lead = s->grank == 0;
+  for (;;) {
+    switch (x->phase) {
+    case P_IN:
+      if (!mpi_done(c, &x->r_in, &e, "the ranks-to-leader step")) return GR_OK;
+      if (e != GR_OK) return e;
+      x->phase = x->no && lead ? P_NCCL : P_OUT_WAIT;
+      break;
+    case P_NCCL:
+      if (x->no != s->nccl_turn + 1) return GR_OK; /* NCCL sees every leader's calls in one order */
+      if (s->nc) GR_CHECK(start_nccl(s, x));
+      s->nccl_turn++;
+      x->phase = P_NCCL_WAIT;
+      break;
+    case P_NCCL_WAIT:
+      if (s->nc) {
+        ncclResult_t a = ncclSuccess, rc = ncclCommGetAsyncError(s->nc, &a);
+        if (rc != ncclSuccess) return nccl_fail(c, s->nc, rc, "ncclCommGetAsyncError");
+        if (a != ncclSuccess && a != ncclInProgress)
+          return nccl_fail(c, s->nc, a, gr__kind_name(k->kind));
+        cudaError_t q = cudaStreamQuery(st);
+        if (q == cudaErrorNotReady) return GR_OK;
+        if (q != cudaSuccess) return cuda_fail(c, q, "cudaStreamQuery");
+      }
+      GR_CHECK(leader_finish(s, x));
+      x->phase = P_OUT;
+      break;
+    case P_OUT:
+      if (x->no != s->out_turn + 1) return GR_OK; /* the members posted "out" in call order */
+      GR_CHECK(post_out(s, x));
+      s->out_turn++;
+      x->phase = P_OUT_WAIT;
+      break;
+    case P_OUT_WAIT: {
+      if (!mpi_done(c, &x->r_out, &e, "the leader-to-ranks step")) return GR_OK;
+      if (e != GR_OK) return e;
+      size_t sb, rb;
+      gr__call_sides(k, &sb, &rb);
+      const void *src = x->hres;
+      if (k->kind == GR__BROADCAST && x->in_root_group) src = x->hwork;
+      if (rb) {
+        cudaError_t q = cudaMemcpyAsync(k->recv, src, rb, cudaMemcpyDefault, st);
+        if (q != cudaSuccess) return cuda_fail(c, q, "cudaMemcpyAsync (result to the caller)");
+      }
+      x->phase = P_COPY;
+      break;
+    }
+    case P_COPY: {
+      cudaError_t q = cudaStreamQuery(st);
+      if (q == cudaErrorNotReady) return GR_OK;
+      if (q != cudaSuccess) return cuda_fail(c, q, "cudaStreamQuery");
+      xfree_bufs(x);
+      x->phase = P_DONE;
+      break;
+    }
+    default:
+      return GR_OK;
+    }
+  }
+}
+
+gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
+  gr_comm *c = k->comm;
+  size_t n = k->count, P = (size_t)c->size;
+  *done = 0;
+  if (n > (size_t)INT_MAX / P)
+    return gr__comm_err(c, GR_ERR_UNSUPPORTED,
+                        "count %zu x %zu ranks is too large for ranks that "
+                        "share a GPU on rank %d (they go through MPI on host copies: at most %d "
+                        "elements per call)",
+                        n, P, c->rank, INT_MAX);
+  xcall *x = calloc(1, sizeof *x);
+  if (!x) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory on rank %d", c->rank);
+  x->k = k;
+  x->pinned = s->pinned;
+  x->r_in = x->r_out = MPI_REQUEST_NULL;
+  x->in_root_group = (k->kind == GR__BROADCAST || k->kind == GR__REDUCE) &&
+                     s->group_of[k->root] == s->group_of[c->rank];
+  if (is_collective(k->kind)) x->no = ++s->posted;
+  size_t sb, rb;
+  gr__call_sides(k, &sb, &rb);
+  gr_status st = GR_OK;
+  if (sb) { /* the root of a broadcast stages straight into the buffer its group broadcasts */
+    void *dst = hal(s, sb);
+    if (!dst)
+      st = GR_ERR_NOMEM;
+    else if (k->kind == GR__BROADCAST)
+      x->hwork = dst;
+    else
+      x->hs = dst;
+    if (st == GR_OK) st = stage(c, dst, k->send, sb, (cudaStream_t)k->stream);
+  }
+  if (st == GR_OK) st = post_in(s, x);
+  if (st == GR_OK && x->no && s->grank != 0) { /* a member: its "out" step now (see the top) */
+    st = post_out(s, x);
+    x->phase = P_IN;
+  }
+  if (st != GR_OK) {
+    if (st == GR_ERR_NOMEM && !c->err[0])
+      gr__comm_err(c, st, "out of memory staging a call on rank %d", c->rank);
+    /* Requests already posted keep their buffers until they complete. */
+    if (x->r_in == MPI_REQUEST_NULL && x->r_out == MPI_REQUEST_NULL) {
+      xfree_bufs(x);
+      free(x);
+    } else {
+      park(x);
+    }
+    return st;
+  }
+  *slot(k) = x;
+  if (s->tail)
+    s->tail->next = x;
+  else
+    s->head = x;
+  s->tail = x;
+  return GR_OK;
+}
+
+static void unlink_call(gr__nccl_share *s, xcall *x) {
+  xcall **p = &s->head, *prev = NULL;
+  while (*p && *p != x)
+    prev = *p, p = &(*p)->next;
+  if (!*p) return;
+  *p = x->next;
+  if (s->tail == x) s->tail = prev;
+}
+
+gr_status gr__nccl_share_test(gr__nccl_share *s, gr__call *k, int *done) {
+  xcall *me = *slot(k);
+  *done = 0;
+  if (!me) return gr__comm_err(k->comm, GR_ERR_INTERNAL, "a shared-GPU call without its state");
+  /* Older calls first: this call may wait for their turn on the leader. */
+  for (xcall *x = s->head; x; x = x->next) {
+    if (x->phase != P_DONE && x->st == GR_OK) x->st = advance(s, x);
+    if (x == me) break;
+  }
+  if (me->st != GR_OK) { /* the front end drops a failed call without forget: it leaves now */
+    gr_status st = me->st;
+    unlink_call(s, me);
+    *slot(k) = NULL;
+    park(me);
+    return st;
+  }
+  if (me->phase != P_DONE) return GR_OK;
+  unlink_call(s, me);
+  free(me);
+  *slot(k) = NULL;
+  *done = 1;
+  return GR_OK;
+}
+
+/* Calls given up (timeout, abort) whose buffers MPI or a stream may still write into: an MPI
+ * collective request cannot be cancelled, and a copy or an NCCL call may be on the stream. They
+ * are parked here (process-wide, reachable) and freed by a later sweep once their requests have
+ * completed and no copy of theirs can be in flight; those that never complete stay until exit. */
+static xcall *parked;
+static pthread_mutex_t parked_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void sweep_parked(void) {
+  if (gr__mpi_gone()) return;
+  pthread_mutex_lock(&parked_lock);
+  for (xcall **p = &parked; *p;) {
+    xcall *x = *p;
+    int f_in = 0, f_out = 0;
+    gr__mpi_test(&x->r_in, &f_in);
+    gr__mpi_test(&x->r_out, &f_out);
+    if (f_in && f_out && x->phase != P_NCCL_WAIT && x->phase != P_COPY) {
+      *p = x->next;
+      xfree_bufs(x);
+      free(x);
+    } else {
+      p = &x->next;
+    }
+  }
+  pthread_mutex_unlock(&parked_lock);
+}
+
+static void park(xcall *x) {
+  x->k = NULL;
+  pthread_mutex_lock(&parked_lock);
+  x->next = parked;
+  parked = x;
+  pthread_mutex_unlock(&parked_lock);
+  sweep_parked();
+}
+
+void gr__nccl_share_forget(gr__nccl_share *s, gr__call *k) {
+  xcall *x = *slot(k);
+  if (!x) return;
+  unlink_call(s, x);
+  *slot(k) = NULL;
+  park(x);
+}
+
+gr_status gr__nccl_share_synchronize(gr__nccl_share *s, gr_comm *c, gr_stream stream,
+                                     double deadline) {
+  if (s->nc) {
+    ncclResult_t a = ncclSuccess, rc = ncclCommGetAsyncError(s->nc, &a);
+    if (rc != ncclSuccess) return nccl_fail(c, s->nc, rc, "ncclCommGetAsyncError");
+    if (a != ncclSuccess && a != ncclInProgress) return nccl_fail(c, s->nc, a, "enqueued work");
+  }
+  return stream_wait(c, (cudaStream_t)stream, deadline);
+}
