@@ -1,12 +1,17 @@
-# The layers of libgpurun as CMake targets (issue 15, first step; docs/architecture.md, "Layers").
+# The layers of libgpurun as CMake targets, one folder each (issue 15; docs/architecture.md, "Layers").
 #
-#   gpurun_base     OBJECT  status/errors, logging, version, job directory, safe file writing,
-#                           escaping, boolean environment variables, the live-state file parser.
-#                           No MPI, no CUDA, no hwloc: its sources do not even see mpi.h.
-#   gpurun_monitor  OBJECT  the --monitor supervisor, its telemetry, Prometheus output and GPU
-#                           health, on gpurun_base (+ hwloc, dl).
-#   gpurun_obj      OBJECT  everything that needs MPI or CUDA: collectives, pool, dpool, gr_init...
-#   gpurun_shared / gpurun_static: libgpurun = the objects of all three (it still has everything).
+#   gpurun_base     OBJECT  base/: status/errors, logging, version, job directory, safe file writing,
+#                           escaping, boolean environment variables, the live-state file parser, the
+#                           plan contract (gr_plan.h) and its reader. No MPI, no CUDA: its sources
+#                           do not even see mpi.h.
+#   gpurun_monitor  OBJECT  monitor/: the --monitor supervisor, its telemetry, Prometheus output and
+#                           GPU health, on gpurun_base (+ hwloc, dl).
+#   gpurun_tasks    OBJECT  tasks/: the work-stealing pool and the distributed pool, on gpurun_base.
+#   gpurun_coll     OBJECT  collectives/: the gr_comm front end and its backends, the device count
+#                           and the job id all ranks agree on, on gpurun_base.
+#   gpurun_runtime  OBJECT  runtime/: gr_init/finalize, counters, the placement receipt, streams, on
+#                           gpurun_coll and gpurun_tasks.
+#   gpurun_shared / gpurun_static: libgpurun = the objects of all five.
 #   gpurun_launcher STATIC  launcher/ on gpurun_monitor + gpurun_base; gpurun links it.
 #   gpurun_report_lib STATIC launcher/report/ on gpurun_base; gpurun-report links it.
 #   gpurun_top_lib  STATIC  launcher/top/ on gpurun_base; gpurun-top links it.
@@ -14,47 +19,64 @@
 # gpurun, gpurun-report and gpurun-top therefore link neither libmpi nor libcudart/libnccl
 # (tests/unit/launcher: launcher_no_mpi_link checks the binaries with readelf).
 #
-# Include directories: a layer's consumers see only that layer's headers. The headers still live in
-# runtime/ (files are not moved in this step), so each layer publishes symbolic links to its own
-# headers under ${PROJECT_BINARY_DIR}/layers/<layer>/, and that folder is the layer's public include
-# directory. A launcher source that includes "gr_pool.h" or <mpi.h> does not compile.
-# (A file inside runtime/ still finds its neighbours through "..." includes; moving the files into
-# one folder per layer closes that, in a later step.)
+# Include directories: a layer's folder is on the include path of that layer and of the layers that
+# link it, never of a layer below or beside it, so an upward (or sideways) #include "gr_*.h" does
+# not compile (tests/unit/launcher: launcher_layers builds one probe per forbidden direction).
 
-# gr_layer_headers(TARGET DIR HEADERS...): publish runtime/HEADERS as TARGET's interface.
-function(gr_layer_headers target)
-  set(dir ${PROJECT_BINARY_DIR}/layers/${target})
-  file(MAKE_DIRECTORY ${dir})
-  foreach(h ${ARGN})
-    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/runtime/${h} ${dir}/${h} SYMBOLIC)
-  endforeach()
-  target_include_directories(${target} INTERFACE ${dir})
-endfunction()
-
-# Compile settings every layer that ends up in libgpurun shares with gpurun_obj, so that the same
-# symbols are exported (GR_API) and the objects can go into the shared library.
-function(gr_layer_object target)
+# gr_layer_object(TARGET DIR): an OBJECT library for the layer in folder DIR, with the compile
+# settings every layer of libgpurun shares (same exported symbols, GR_API; PIC for the shared
+# library). DIR is the layer's include directory, seen by the layer and by whoever links it.
+function(gr_layer_object target dir)
   add_library(${target} OBJECT)
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON
                         C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden)
   target_compile_definitions(${target} PRIVATE GPURUN_BUILDING_LIBRARY)
   target_include_directories(${target}
     PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
-           $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>)
+           $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>
+           $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/${dir}>)
   gpurun_warnings(${target})
 endfunction()
 
+# Libraries only some objects need: CUDA's runtime and NCCL (device.c, init.c, stream.c,
+# backend_mpi.c's staging, backend_nccl.c).
+set(GPURUN_PRIVATE_LIBS m ${CMAKE_DL_LIBS})
+if(GPURUN_HAVE_CUDA)
+  list(APPEND GPURUN_PRIVATE_LIBS CUDA::cudart)
+endif()
+if(GPURUN_HAVE_NCCL)
+  list(APPEND GPURUN_PRIVATE_LIBS NCCL::nccl)
+endif()
+
 # ---- base: no MPI, no CUDA -------------------------------------------------
-gr_layer_object(gpurun_base)
-target_include_directories(gpurun_base PRIVATE ${PROJECT_BINARY_DIR}/runtime) # gr_config.h
-gr_layer_headers(gpurun_base gr_error.h gr_log.h gr_jobdir.h gr_safefile.h gr_escape.h gr_env_bool.h
-                 gr_live_file.h)
-# (sources: runtime/CMakeLists.txt, "base" lines)
+gr_layer_object(gpurun_base base)
+# gr_config.h (generated from base/config.h.in), seen by every layer
+target_include_directories(gpurun_base PUBLIC $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/base>)
+# The plan reader checks the cpuset with hwloc's parser: the base sees hwloc's headers, and a
+# program that calls gr__plan_parse links hwloc (gpurun and libgpurun do; gpurun-report and
+# gpurun-top do not call it, so they need no hwloc).
+target_include_directories(gpurun_base PRIVATE
+  $<TARGET_PROPERTY:PkgConfig::HWLOC,INTERFACE_INCLUDE_DIRECTORIES>)
 
 # ---- monitor: the supervisor gpurun runs (--monitor, --time-limit) ---------
-gr_layer_object(gpurun_monitor)
-gr_layer_headers(gpurun_monitor gr_supervise.h gr_telemetry.h gr_prom.h gr_health.h)
+gr_layer_object(gpurun_monitor monitor)
 # Linking one OBJECT library to another passes on usage requirements only: a target that needs both
 # sets of objects links both (as gpurun_launcher does).
 target_link_libraries(gpurun_monitor PUBLIC gpurun_base PkgConfig::HWLOC m ${CMAKE_DL_LIBS})
-# (sources: runtime/CMakeLists.txt, "supervision and telemetry" line)
+
+# ---- tasks: the pool and the distributed pool ------------------------------
+gr_layer_object(gpurun_tasks tasks)
+target_link_libraries(gpurun_tasks PUBLIC gpurun_base MPI::MPI_C PkgConfig::HWLOC Threads::Threads
+                      m ${CMAKE_DL_LIBS})
+
+# ---- collectives: gr_comm and its backends ---------------------------------
+gr_layer_object(gpurun_coll collectives)
+target_link_libraries(gpurun_coll PUBLIC gpurun_base MPI::MPI_C Threads::Threads
+                      PRIVATE ${GPURUN_PRIVATE_LIBS})
+
+# ---- runtime: gr_init on collectives and tasks -----------------------------
+gr_layer_object(gpurun_runtime runtime)
+target_link_libraries(gpurun_runtime PUBLIC gpurun_coll gpurun_tasks PkgConfig::HWLOC
+                      PRIVATE ${GPURUN_PRIVATE_LIBS})
+
+# (sources: the CMakeLists.txt of each folder)

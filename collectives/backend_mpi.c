@@ -5,15 +5,18 @@
  * MPI ops (float arithmetic, one rounding per step); AVG is a SUM followed by one division.
  *
  * This file is the backend's dispatch and staging: the table gr__coll_ops_mpi, the MPI_I... call
- * of each kind, device-buffer staging, the hand-over to the shared-memory path (gr__shm_*), and for
+ * of each kind, device-buffer staging, the hand-over to the shared-memory path (gr__shm_*) and to
+ * the hierarchical path across nodes (gr__hier_*, hier.c), and for
  * allreduce the choice among gpurun's own algorithms (choose_allreduce, one file each:
  * mpi_allreduce_rd.c, mpi_allreduce_ring.c, mpi_allreduce_rab.c) with the tags and the list of
  * those in flight that they share. gr_mpi_be.h holds the state they share. */
 #include "gr_mpi_be.h"
 
+#include "gr_algo_count.h"
 #include "gr_config.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_mpi_error.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -137,7 +140,8 @@ static gr_status mpi_create(gr_comm *c, double deadline) {
   if (gr__mpi_tag_slots_cap > 0 && gr__mpi_tag_slots_cap < b->tag_slots)
     b->tag_slots = gr__mpi_tag_slots_cap;
   c->be = b;
-  return gr__shm_comm_attach(c, &b->shm);
+  GR_CHECK(gr__shm_comm_attach(c, &b->shm));
+  return gr__hier_attach(c, &b->hier);
 }
 
 static gr_status mpi_split(gr_comm *parent, gr_comm *child, int color, int key, double deadline) {
@@ -155,6 +159,7 @@ static gr_status mpi_destroy(gr_comm *c, double deadline) {
     MPI_Op_free(&b->own_ops[i]);
   }
   gr__shm_free(b->shm);
+  gr__hier_free(b->hier);
   free(b);
   c->be = NULL;
   return GR_OK;
@@ -174,9 +179,7 @@ int gr__mpi_pof2(int p) {
 
 gr_status gr__mpi_rc_fail(gr__call *k, int rc, const char *what) {
   char s[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, s, &len);
-  return gr__comm_err(k->comm, GR_ERR_MPI, "%s failed: %s", what, s);
+  return gr__comm_err(k->comm, GR_ERR_MPI, "%s failed: %s", what, gr__mpi_strerror(rc, s));
 }
 
 /* ---- staging of device buffers ----------------------------------------------------------- */
@@ -392,9 +395,16 @@ static gr_status mpi_post(gr__call *k, int *done) {
   void *r = k->recv;
   GR_CHECK(stage_in(k, &s, &r));
   if (gr__shm_takes(b->shm, k->kind)) {
+    if (k->kind == GR__ALLREDUCE) gr__algo_note(GR__ALGO_SHM);
     gr_status st = gr__shm_call_post(b->shm, k, s, r, &m->shm_op);
     if (st != GR_OK) stage_out(k);
     else m->flags |= GR__MPI_SHM;
+    return st;
+  }
+  if (gr__hier_takes(b->hier, k)) {
+    gr_status st = gr__hier_call_post(b->hier, k, s, r, &m->hier_op);
+    if (st != GR_OK) stage_out(k);
+    else m->flags |= GR__MPI_HIER;
     return st;
   }
   MPI_Datatype dt = gr__mpi_type(k->dtype);
@@ -406,6 +416,10 @@ static gr_status mpi_post(gr__call *k, int *done) {
   switch (k->kind) {
   case GR__ALLREDUCE: {
     const gr__mpi_algo *algo = choose_allreduce(k);
+    gr__algo_note(!algo                            ? GR__ALGO_MPI_LIB
+                  : algo == &gr__mpi_allreduce_rab ? GR__ALGO_RABENSEIFNER
+                  : algo == &gr__mpi_allreduce_ring ? GR__ALGO_RING
+                                                    : GR__ALGO_RD);
     if (algo) {
       gr_status st = own_start(k, algo, s, r);
       if (st != GR_OK) {
@@ -513,6 +527,15 @@ static gr_status mpi_test(gr__call *k, int *done) {
     if (st != GR_OK) return st;
     return *done ? complete(k) : GR_OK;
   }
+  if (m->flags & GR__MPI_HIER) {
+    gr_status st = gr__hier_call_test(b->hier, k, &m->hier_op, done);
+    if (!m->hier_op) m->flags &= ~GR__MPI_HIER;
+    if (st != GR_OK) { /* the call's state is released */
+      stage_out(k);
+      return st;
+    }
+    return *done ? complete(k) : GR_OK;
+  }
   if (m->flags & GR__MPI_OWN) {
     gr__mpi_ar *a = m->ar;
     if (k->fe_request) progress_oldest(b, a); /* a group tests all its calls anyway */
@@ -558,6 +581,12 @@ static void mpi_forget(gr__call *k) {
     gr__shm_call_forget(b->shm, k, &m->shm_op);
     m->flags &= ~GR__MPI_SHM;
     if (m->flags & GR__MPI_PRIVATE_COPY) free(m->tmp), m->tmp = NULL;
+    stage_out(k);
+    return;
+  }
+  if (m->flags & GR__MPI_HIER) { /* the leaders' requests are cancelled or forgotten inside */
+    gr__hier_call_forget(b->hier, k, &m->hier_op);
+    m->flags &= ~GR__MPI_HIER;
     stage_out(k);
     return;
   }

@@ -6,6 +6,7 @@
 #define GR_MPI_BE_H
 
 #include "gr_coll.h"
+#include "gr_hier.h"
 #include "gr_shm.h"
 
 #include <stddef.h>
@@ -24,6 +25,7 @@ typedef struct {
   int ring_tags;                   /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
   gr__mpi_ar *live_head, *live_tail; /* own allreduces in flight, oldest first */
   gr__shm *shm;                    /* node-local shared-memory path (shm_coll.c), or NULL */
+  gr__hier *hier;                  /* hierarchical path across nodes (hier.c), or NULL */
 } gr__mpi_be;
 
 /* What runs a call and what it holds, in gr__mpi_call.flags. */
@@ -32,6 +34,7 @@ typedef enum {
   GR__MPI_STAGED = 1u << 1,       /* tmp / tmp2 are pinned host copies of device buffers */
   GR__MPI_OWN = 1u << 2,          /* ar: one of gpurun's own allreduces runs the call */
   GR__MPI_SHM = 1u << 3,          /* shm_op: the shared-memory path runs the call */
+  GR__MPI_HIER = 1u << 4,         /* hier_op: the hierarchical path runs the call (gr_hier.h) */
 } gr__mpi_call_flag;
 
 /* A call's state, kept in the call record's be_area (no allocation for it). */
@@ -42,6 +45,7 @@ typedef struct {
   size_t bytes;        /* bytes of tmp2 */
   gr__mpi_ar *ar;      /* GR__MPI_OWN */
   gr__shm_op *shm_op;  /* GR__MPI_SHM */
+  gr__hier_call *hier_op; /* GR__MPI_HIER */
 } gr__mpi_call;
 
 _Static_assert(sizeof(gr__mpi_call) <= GR__BE_CALL_BYTES, "gr__mpi_call must fit gr__call.be_area");

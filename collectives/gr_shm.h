@@ -80,6 +80,9 @@ int gr__shm_valid(const void *base, size_t bytes, int size, uint64_t nonce);
  * gr__shm_own_mapping is called. */
 gr__shm *gr__shm_new(void *base, size_t bytes, int rank, int size);
 void gr__shm_own_mapping(gr__shm *s);
+/* Sentences (mismatch, timeout) name rank q as names[q] (a node's ranks in the communicator that
+ * spans nodes, gr_hier.h); names must outlive s. Default: q. */
+void gr__shm_name_ranks(gr__shm *s, const int *names);
 void gr__shm_free(gr__shm *s);
 
 /* Single copy: whether this rank can read rank (rank+1)'s memory with process_vm_readv (call once

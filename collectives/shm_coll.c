@@ -16,6 +16,7 @@
  * - barrier: raise; wait until all raised. */
 #include "gr_shm.h"
 
+#include "gr_clock.h"
 #include "gr_dtype.h"
 
 #include <errno.h>
@@ -95,6 +96,7 @@ struct gr__shm {
   uint64_t moves;   /* raises and copies done: progress, for the idle clock */
   uint64_t idle_t0; /* when the current fruitless wait began (ns), 0 = not waiting */
   char why[320];    /* the last failed call's sentence (gr__shm_why) */
+  const int *names; /* the ranks' numbers in sentences (gr__shm_name_ranks), NULL = own */
   gr__shm_op *head, *tail, *spare, *all;
 };
 
@@ -167,6 +169,8 @@ gr__shm *gr__shm_new(void *base, size_t bytes, int rank, int size) {
 }
 
 void gr__shm_own_mapping(gr__shm *s) { s->owns = 1; }
+void gr__shm_name_ranks(gr__shm *s, const int *names) { s->names = names; }
+static int name_of(const gr__shm *s, int q) { return s->names ? s->names[q] : q; }
 
 void gr__shm_free(gr__shm *s) {
   if (!s) return;
@@ -311,8 +315,8 @@ static int agrees(gr__shm *s, gr__shm_op *op, int q) {
   char a[96], b[96];
   describe_text(a, sizeof a, d0, d1);
   describe_text(b, sizeof b, mine[0], mine[1]);
-  int n = snprintf(op->why, sizeof op->why, "rank %d called %s while rank %d called %s", q, a,
-                   s->rank, b);
+  int n = snprintf(op->why, sizeof op->why, "rank %d called %s while rank %d called %s",
+                   name_of(s, q), a, name_of(s, s->rank), b);
   if ((d1 >> 40) != (mine[1] >> 40) && n > 0 && (size_t)n < sizeof op->why)
     snprintf(op->why + n, sizeof op->why - (size_t)n, " (at shared-memory rounds %llu and %llu)",
              (unsigned long long)(d1 >> 40), (unsigned long long)(mine[1] >> 40));
@@ -751,12 +755,6 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
   *done = 0;
   if (s->broken) return GR_ERR_ABORTED;
@@ -785,7 +783,7 @@ gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
     }
     cpu_relax();
   }
-  uint64_t t = now_ns();
+  uint64_t t = gr__mono_ns();
   if (s->moves != moves || !s->idle_t0) {
     s->idle_t0 = t;
   } else if (t - s->idle_t0 > SLEEP_AFTER_NS) {
@@ -812,7 +810,8 @@ void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
     int behind = (s->wait_rank < 0 || q == s->wait_rank) &&
                  atomic_load_explicit(flag(s, q), memory_order_acquire) < s->wait_for;
     if (!gone && !behind) continue;
-    n += snprintf(why + n, len - (size_t)n, "%s rank %d (process %d%s)", named ? "," : "", q,
+    n += snprintf(why + n, len - (size_t)n, "%s rank %d (process %d%s)", named ? "," : "",
+                  name_of(s, q),
                   (int)pid, gone ? " no longer exists" : " still running");
     named++;
   }

@@ -19,12 +19,15 @@
 #include <unistd.h>
 
 /* GPURUN_COLL_ALGO: "auto" (default) or "shm" use the segment where the ranks share a node;
- * "mpi" keeps the MPI algorithms (for measurement). Any rank's "mpi" turns it off for all. */
+ * "mpi" keeps the MPI algorithms (for measurement). Any rank's "mpi" turns it off for all. "hier"
+ * and "flat" choose for communicators that span nodes (gr_hier.h) and keep the segment here. */
 static int want_shm(void) {
   const char *a = getenv("GPURUN_COLL_ALGO");
-  if (!a || !*a || strcmp(a, "auto") == 0 || strcmp(a, "shm") == 0) return 1;
+  if (!a || !*a || strcmp(a, "auto") == 0 || strcmp(a, "shm") == 0 || strcmp(a, "hier") == 0 ||
+      strcmp(a, "flat") == 0)
+    return 1;
   if (strcmp(a, "mpi") == 0) return 0;
-  GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_COLL_ALGO=%.40s is not auto, shm or mpi; using auto", a);
+  GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_COLL_ALGO=%.40s is not auto, shm, hier, flat or mpi; using auto", a);
   return 1;
 }
 

@@ -1,4 +1,4 @@
-/* The environment one rank's program gets: the plan contract (GPURUN_*, read back by runtime/plan.c;
+/* The environment one rank's program gets: the plan contract (GPURUN_*, read back by base/plan.c;
  * docs/architecture.md, "Contracts") and the conventional variables CUDA, ROCm, OpenMP and
  * UCX read. Pure: builds a list, sets nothing. */
 #include "gr_launcher.h"
@@ -105,13 +105,13 @@ gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr_
   if (threads < 1) threads = 1;
 
 #define ADD(...) GR_CHECK_GOTO(add(e, __VA_ARGS__), st, out)
-  ADD("GPURUN_PLAN_VERSION", "%s", GR_PLAN_VERSION);
-  ADD("GPURUN_LOCAL_RANK", "%d", rank);
-  ADD("GPURUN_LOCAL_SIZE", "%d", p->local_size);
-  ADD("GPURUN_GPUS", "%s", gpus.s ? gpus.s : "");
-  ADD("GPURUN_CPUS", "%s", cpus ? cpus : "");
-  ADD("GPURUN_NUMA", "%s", numa.s ? numa.s : "");
-  ADD("GPURUN_NIC", "%s", rp->nic >= 0 ? n->nics[rp->nic].name : "");
+  ADD(GR_PLAN_VAR_VERSION, "%s", GR_PLAN_VERSION);
+  ADD(GR_PLAN_VAR_LOCAL_RANK, "%d", rank);
+  ADD(GR_PLAN_VAR_LOCAL_SIZE, "%d", p->local_size);
+  ADD(GR_PLAN_VAR_GPUS, "%s", gpus.s ? gpus.s : "");
+  ADD(GR_PLAN_VAR_CPUS, "%s", cpus ? cpus : "");
+  ADD(GR_PLAN_VAR_NUMA, "%s", numa.s ? numa.s : "");
+  ADD(GR_PLAN_VAR_NIC, "%s", rp->nic >= 0 ? n->nics[rp->nic].name : "");
   {
     /* the GPUs in the form the scheduler named them (visible.c) */
     const char *gvar = NULL;

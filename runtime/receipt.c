@@ -116,8 +116,8 @@ int gr__receipt_check(gr_rank_info_t *r, char *const *envp) {
   }
   const char *bound = gr__env_lookup(envp, "GPURUN_BOUND");
   if (!bound) return 0; /* a plan not from a gpurun that records what it applied */
-  if (has_word(bound, "cpu")) check_cpus(r, gr__env_lookup(envp, "GPURUN_CPUS"));
-  if (has_word(bound, "mem")) check_mem(r, gr__env_lookup(envp, "GPURUN_NUMA"));
+  if (has_word(bound, "cpu")) check_cpus(r, gr__env_lookup(envp, GR_PLAN_VAR_CPUS));
+  if (has_word(bound, "mem")) check_mem(r, gr__env_lookup(envp, GR_PLAN_VAR_NUMA));
   check_nic(r, envp);
 #if GPURUN_HAVE_CUDA
   check_gpu(r);

@@ -8,7 +8,9 @@
  * reduce_scatter|alltoall|sendrecv, -d float|double|half|bfloat16|int32|int8|..., -r sum|prod|min|max|avg,
  * --root N, --backend auto|mpi|nccl, --timeout S (0: the MPI backend may block inside MPI, as raw
  * MPI does; > 0: non-blocking requests and a test loop, which the timeout needs), --compare,
- * --json FILE.
+ * --json FILE, --vs ALGO (compare with gr_* on a second communicator created with
+ * GPURUN_COLL_ALGO=ALGO instead of raw MPI, e.g. hierarchical vs flat: the columns after max(us)
+ * then hold that communicator's figures).
  * Timing: rounds alternate gpurun and raw MPI (order flipped every round) so that a noisy, shared
  * machine hits both alike; each round's time per iteration is the slowest rank's; the table shows
  * the median round, and OSU-style avg/min/max over ranks for that round; with --compare also the
@@ -41,6 +43,7 @@ typedef struct {
   gr_backend backend;
   double timeout;
   const char *json;
+  const char *vs; /* --vs ALGO: the comparison is gr_* with GPURUN_COLL_ALGO=ALGO */
 } opts;
 
 static int rank, P;
@@ -67,7 +70,7 @@ static void usage(void) {
   if (rank == 0)
     fprintf(stderr, "usage: gpurun-bench-coll [-b min] [-e max] [-f factor] [-n iters] [-w warmup] "
                     "[-R rounds] [-c 0|1] [-o op] [-d dtype] [-r redop] [--root N] "
-                    "[--backend auto|mpi|nccl] [--timeout S] [--compare] [--json FILE]\n");
+                    "[--backend auto|mpi|nccl] [--timeout S] [--compare] [--json FILE] [--vs ALGO]\n");
   MPI_Finalize();
   exit(2);
 }
@@ -77,7 +80,7 @@ static void parse(int argc, char **argv, opts *o) {
                                        "half", "bfloat16", "float", "double"};
   static const char *const rnames[] = {"sum", "prod", "min", "max", "avg"};
   *o = (opts){8, 8 << 20, 4, 50, 10, 5, 1, 0, 0, B_ALLREDUCE, GR_FLOAT32, GR_SUM,
-              GR_BACKEND_AUTO, -1, NULL};
+              GR_BACKEND_AUTO, -1, NULL, NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED() do { if (!v) usage(); i++; } while (0)
@@ -103,6 +106,7 @@ static void parse(int argc, char **argv, opts *o) {
     } else if (!strcmp(a, "--timeout")) { NEED(); o->timeout = atof(v); }
     else if (!strcmp(a, "--compare")) o->compare = 1;
     else if (!strcmp(a, "--json")) { NEED(); o->json = v; }
+    else if (!strcmp(a, "--vs")) { NEED(); o->vs = v; o->compare = 1; }
     else usage();
   }
   if (o->factor <= 1) o->factor = 2;
@@ -268,8 +272,11 @@ static int cmp_d(const void *a, const void *b) {
 
 typedef struct { double t, tmin, tavg; } timing; /* seconds per iteration: max/min/avg over ranks */
 
-/* which: 0 = gpurun, 1 = raw MPI. */
+static gr_comm *vs_comm; /* --vs: the second communicator */
+
+/* which: 0 = gpurun, 1 = raw MPI (or gpurun on vs_comm). */
 static double run_iters(const opts *o, int which, gr_comm *c, MPI_Comm m, const void *s, void *r, size_t n, int iters) {
+  if (which == 1 && vs_comm) which = 0, c = vs_comm;
   MPI_Barrier(m);
   double t0 = MPI_Wtime();
   for (int i = 0; i < iters; i++) {
@@ -303,6 +310,18 @@ int main(int argc, char **argv) {
   }
   MPI_Comm raw;
   MPI_Comm_dup(MPI_COMM_WORLD, &raw);
+  if (o.vs) { /* GPURUN_COLL_ALGO is read at creation: the second communicator gets ALGO */
+    const char *was = getenv("GPURUN_COLL_ALGO");
+    char *keep = was ? strdup(was) : NULL;
+    setenv("GPURUN_COLL_ALGO", o.vs, 1);
+    if (gr_comm_create(MPI_COMM_WORLD, &cfg, &vs_comm) != GR_OK) {
+      fprintf(stderr, "rank %d: %s\n", rank, gr_last_error());
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (keep) setenv("GPURUN_COLL_ALGO", keep, 1);
+    else unsetenv("GPURUN_COLL_ALGO");
+    free(keep);
+  }
   size_t es = gr__dtype_size(o.dt);
   size_t maxn = count_for(&o, o.maxb) + 1, sn, rn;
   sizes(&o, maxn, &sn, &rn);
@@ -335,10 +354,20 @@ int main(int argc, char **argv) {
     printf("# gpurun-bench-coll: %s, %d ranks, backend %s, timeout %g s, %d rounds x %d iterations, median round\n",
            bop_names[o.op], P, gr_comm_backend(c) == GR_BACKEND_NCCL ? "nccl" : "mpi", cfg.timeout_s,
            o.rounds, o.iters);
+    if (o.vs) {
+      const char *algo = getenv("GPURUN_COLL_ALGO");
+      printf("# GPURUN_COLL_ALGO=%.16s (time, in:time, avg/min/max) vs GPURUN_COLL_ALGO=%.16s, rounds alternating\n",
+             algo && *algo ? algo : "auto", o.vs);
+    }
     printf("#%11s %12s %8s %6s %5s %10s %8s %8s %6s %10s %8s %8s %6s %9s %9s %9s",
            "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong",
            "in:time", "algbw", "busbw", "#wrong", "avg(us)", "min(us)", "max(us)");
-    if (o.compare) printf(" %10s %7s %9s %9s %9s %7s", "mpi(us)", "ratio", "diff(us)", "best(us)", "mpibest", "ratio");
+    if (o.vs) {
+      char t[24], b[24];
+      snprintf(t, sizeof t, "%.6s(us)", o.vs);
+      snprintf(b, sizeof b, "%.6sbest", o.vs);
+      printf(" %10s %7s %9s %9s %9s %7s", t, "ratio", "diff(us)", "best(us)", b, "ratio");
+    } else if (o.compare) printf(" %10s %7s %9s %9s %9s %7s", "mpi(us)", "ratio", "diff(us)", "best(us)", "mpibest", "ratio");
     printf("\n");
   }
   int first = 1;
@@ -447,6 +476,7 @@ int main(int argc, char **argv) {
     free(s), free(r), free(s2);
   MPI_Comm_free(&raw);
   gr_comm_destroy(c);
+  gr_comm_destroy(vs_comm);
   MPI_Finalize();
   return 0;
 }

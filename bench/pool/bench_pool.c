@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 /* gr-asym: gpurun with the deques' opt-in asymmetric barrier (GPURUN_POOL_FENCE=asym) instead of
- * the default seq_cst fence pair (Le et al.); see runtime/gr_deque.h. */
+ * the default seq_cst fence pair (Le et al.); see tasks/gr_deque.h. */
 enum { P_SERIAL = 0, P_GPURUN, P_GRASYM, P_TBB, P_GOMP, P_OMP, P_COUNT };
 static const char *const peer_label[P_COUNT] = {"serial", "gpurun", "gr-asym", "oneTBB",
                                                 "libgomp", "libomp"};

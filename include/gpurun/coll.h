@@ -71,6 +71,13 @@
  *   allgather(count=4, dtype=int32)"; the receive buffers are left as they are or partly written
  *   (never beyond their own call's size), and the communicator stays usable (every rank drops the
  *   call at the same point, see collectives/gr_shm.h). The in-place form is not compared.
+ * - Hierarchical path (MPI backend, a communicator spanning several nodes with two or more ranks on
+ *   some node; GPURUN_COLL_ALGO=flat or mpi turns it off, see collectives/gr_hier.h): allreduces
+ *   from 64 KiB and broadcasts from 256 KiB (GPURUN_COLL_ALGO=hier: every size, and the barrier)
+ *   go node step (shared memory) -> leaders -> node broadcast. Its node
+ *   steps compare descriptors like the shared-memory path; a call that fails there (or in the
+ *   leaders' step) other than by a timeout leaves the path unusable: later allreduces, broadcasts
+ *   and barriers on the communicator return GR_ERR_ABORTED on that rank.
  * - No MPI error of gpurun's reaches a fatal error handler: every communicator the library creates
  *   returns errors, and a failed non-blocking MPI collective (a count mismatch without check mode)
  *   is completed while MPI_COMM_WORLD's handler returns errors too, since Open MPI 4.1 reports

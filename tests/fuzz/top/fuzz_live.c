@@ -1,4 +1,4 @@
-/* libFuzzer target: the live-state parser (runtime/live_file.c) on arbitrary bytes. Every string it
+/* libFuzzer target: the live-state parser (base/live_file.c) on arbitrary bytes. Every string it
  * returns must be terminated and hold only [A-Za-z0-9._:-?]: they are printed on terminals. */
 #include "gr_live_file.h"
 

@@ -69,7 +69,7 @@ check(r.returncode == 7, "program's exit status passed through")
 r = run(["sh", "-c", 'test "$PPID" = "$GPURUN_TEST_PPID"'], {"GPURUN_TEST_PPID": str(os.getpid())})
 check(r.returncode == 0, "gpurun execs: the program's parent is gpurun's parent")
 
-# --time-limit and --monitor hand the program to the supervisor (runtime/supervise.c)
+# --time-limit and --monitor hand the program to the supervisor (monitor/supervise.c)
 r = run(["--time-limit", "1", "--", "sleep", "30"], timeout=25)
 check(r.returncode == 124 and "time limit" in r.stderr, "--time-limit 1 ends sleep 30 with 124 (%d)" % r.returncode)
 with tempfile.TemporaryDirectory() as mdir:

@@ -1,5 +1,5 @@
 /* The plan contract end to end: what gpurun exports for a rank is read back by the runtime's own
- * parser (runtime/plan.c, gr__plan_parse) on every recorded topology, at local sizes 1 and GPUs,
+ * parser (base/plan.c, gr__plan_parse) on every recorded topology, at local sizes 1 and GPUs,
  * and the runtime must see the same GPUs, cpuset, NUMA node and NIC. */
 #include "gr_launcher.h"
 #include "gr_plan.h"
@@ -26,7 +26,7 @@ static void check_rank(const gr__node *n, const gr__plan *p, int r, int smt) {
     assert_true(asprintf(&envp[i], "%s=%s", e.name[i], e.value[i]) > 0);
   }
   envp[e.n] = NULL;
-  gr_rank_info_t info;
+  gr_plan info;
   memset(&info, 0, sizeof info);
   gr_status st = gr__plan_parse(envp, &info);
   if (st != GR_OK)
@@ -52,16 +52,16 @@ static void check_rank(const gr__node *n, const gr__plan *p, int r, int smt) {
 static void test_runtime_reads_plan(void **state) {
   (void)state;
   for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
-    char path[2048], err[256];
+    char path[2048];
     snprintf(path, sizeof path, "%s/%s", GR_TOPO_DIR, files[f]);
     gr__node n;
-    assert_int_equal(gr__node_load(&n, path, err, sizeof err), GR_OK);
+    assert_int_equal(gr__node_load(&n, path), GR_OK);
     int sizes[] = {1, n.ngpus};
     for (int s = 0; s < 2; s++)
       for (int smt = 0; smt < 2; smt++) {
         gr__plan p;
         gr__plan_opts po = {.smt = smt};
-        assert_int_equal(gr__plan_compute(&n, sizes[s], &po, &p, err, sizeof err), GR_OK);
+        assert_int_equal(gr__plan_compute(&n, sizes[s], &po, &p), GR_OK);
         print_message("  %s N=%d%s\n", files[f], sizes[s], smt ? " smt" : "");
         for (int r = 0; r < sizes[s]; r++)
           check_rank(&n, &p, r, smt);

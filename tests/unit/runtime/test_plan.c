@@ -1,4 +1,4 @@
-/* gr__plan_parse: the launcher's plan variables into gr_rank_info_t, good and bad. */
+/* gr__plan_parse: the launcher's plan variables into a gr_plan, good and bad. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -9,12 +9,9 @@
 
 #include "gr_plan.h"
 
-static gr_rank_info_t fresh(void) {
-  gr_rank_info_t r;
+static gr_plan fresh(void) {
+  gr_plan r;
   memset(&r, 0x5a, sizeof r);
-  r.rank = 7;
-  r.size = 8;
-  strcpy(r.node, "keep");
   return r;
 }
 
@@ -30,7 +27,7 @@ static void test_full_plan(void **state) {
                  "GPURUN_NIC=mlx5_2",
                  "GPURUN_LOCAL_RANKX=9",
                  NULL};
-  gr_rank_info_t r = fresh();
+  gr_plan r = fresh();
   assert_int_equal(gr__plan_parse(env, &r), GR_OK);
   assert_int_equal(r.from_plan, 1);
   assert_int_equal(r.local_rank, 2);
@@ -41,10 +38,6 @@ static void test_full_plan(void **state) {
   assert_string_equal(r.cpus, "14-27,70-83");
   assert_int_equal(r.numa, 1);
   assert_string_equal(r.nic, "mlx5_2");
-  /* Not the plan's business. */
-  assert_int_equal(r.rank, 7);
-  assert_int_equal(r.size, 8);
-  assert_string_equal(r.node, "keep");
 }
 
 static void test_cpu_only_plan(void **state) {
@@ -52,7 +45,7 @@ static void test_cpu_only_plan(void **state) {
   char *env[] = {
       "GPURUN_PLAN_VERSION=1.2", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1", "GPURUN_GPUS=",
       "GPURUN_CPUS=0",           "GPURUN_NUMA=",        "GPURUN_NIC=",         NULL};
-  gr_rank_info_t r = fresh();
+  gr_plan r = fresh();
   assert_int_equal(gr__plan_parse(env, &r), GR_OK);
   assert_int_equal(r.from_plan, 1);
   assert_int_equal(r.ngpus, 0);
@@ -64,7 +57,7 @@ static void test_cpu_only_plan(void **state) {
 static void test_no_plan(void **state) {
   (void)state;
   char *env[] = {"GPURUN_LOCAL_RANK=3", "HOME=/root", NULL};
-  gr_rank_info_t r = fresh();
+  gr_plan r = fresh();
   assert_int_equal(gr__plan_parse(env, &r), GR_OK);
   assert_int_equal(r.from_plan, 0);
   assert_int_equal(r.local_rank, -1);
@@ -76,7 +69,7 @@ static void test_no_plan(void **state) {
 }
 
 static void expect_bad(char **env, const char *needle) {
-  gr_rank_info_t r = fresh();
+  gr_plan r = fresh();
   gr_clear_error();
   assert_int_equal(gr__plan_parse(env, &r), GR_ERR_INVALID);
   assert_int_equal(r.from_plan, 0);

@@ -1,4 +1,4 @@
-/* The Prometheus text of one sample (runtime/prom.c): label values escaped as the exposition
+/* The Prometheus text of one sample (monitor/prom.c): label values escaped as the exposition
  * format wants (backslash, double quote, newline), control bytes dropped, a missing reading gives
  * no series rather than a made-up value, and the file is replaced whole (never through a link). */
 #include <stdarg.h>

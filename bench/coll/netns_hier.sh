@@ -1,0 +1,21 @@
+#!/bin/bash
+# Hierarchical vs flat collectives on three "hosts" (network namespaces on a bridge, TCP between
+# them: tests/multinode/lib/netns.sh), 2 ranks per host, interleaved in one run: every round
+# times GPURUN_COLL_ALGO=hier on one communicator and GPURUN_COLL_ALGO=flat on another, order
+# flipped each round (gpurun-bench-coll --vs flat). Needs root and iproute2; everything it creates
+# is removed on exit.
+#   bench/coll/netns_hier.sh [build-dir] [gpurun-bench-coll options...]
+# default options: -o allreduce -b 1K -e 16M -f 4 -R 7 -n 10 -w 2 --timeout 60
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-$here/../../build}
+[ $# -gt 0 ] && shift
+bench=$(cd "$build" && pwd)/bench/coll/gpurun-bench-coll
+[ -x "$bench" ] || { echo "netns_hier.sh: $bench not found (build first)" >&2; exit 2; }
+[ $# -gt 0 ] || set -- -o allreduce -b 1K -e 16M -f 4 -R 7 -n 10 -w 2 --timeout 60
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$here/../../tests/multinode/lib/netns.sh"
+netns_start 3 >&2
+export GPURUN_COLL_ALGO=hier
+NETNS_TIMEOUT=${NETNS_TIMEOUT:-900} netns_mpirun --host n0:2,n1:2,n2:2 -np 6 --mca pml ob1 \
+  --mca btl tcp,vader,self -x GPURUN_COLL_ALGO "$bench" "$@" --vs flat

@@ -1,0 +1,579 @@
+/* Hierarchical collectives across nodes (see gr_hier.h for the contract).
+ *
+ * A call is cut into segments of HIER_SEG_BYTES. On each rank each segment passes through up to
+ * three stages: A, a node-local step on the node's shared-memory segment; L, the inter-node step on
+ * the leaders' communicator (leaders only); C, a node-local broadcast (barrier) from the leader.
+ * Which stages a rank has depends on the call's kind, its node's size and, for a broadcast, whether
+ * the root is on its node and is its leader: the same on every rank of a node.
+ *
+ * Ordering. The shared-memory protocol runs a node's calls in the order they were posted, which
+ * must be the same on every rank of the node; MPI (and NCCL) need the leaders' calls in the same
+ * order on every leader. So a call's node steps are posted in a fixed sequence,
+ *   A0, A1, C0, A2, C1, ..., A(S-1), C(S-2), C(S-1)   (a window of HIER_WINDOW segments),
+ * the leader posting C(j) only once L(j) finished, and L(j) once A(j) finished; a non-leader posts
+ * each as soon as the one before it is posted (its C(j) waits inside the protocol for the leader).
+ * Calls in flight together (groups, requests) post in the order they were started: a call posts
+ * node steps (leader steps) only once every older call has posted all of its own. Every test
+ * progresses all calls in flight on the communicator, oldest first, so waiting for a newer call
+ * first cannot stall an older one. */
+#include "gr_hier.h"
+
+#include "gr_dtype.h"
+#include "gr_error.h"
+#include "gr_log.h"
+#include "gr_shm.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Segment size. The node step of segment j+1 overlaps the leaders' exchange of segment j; below
+ * one segment a call goes whole. Measured on 3 netns hosts x 2 ranks on 2 shared cores (allreduce,
+ * 1-16 MiB, interleaved with the flat ring, load average 30-90, bench/README.md): 256 KiB
+ * segments took 0.78-2.28x the flat time, 1 MiB 0.47-1.27x, 4 MiB 0.44-1.05x, whole calls
+ * 0.31-0.89x. There the cores, not the
+ * link, are the bottleneck, and every extra step waits for a peer to be scheduled; on a real
+ * network the overlap pays, so calls above 16 MiB are still pipelined. */
+#define HIER_SEG_BYTES (16u << 20)
+
+size_t gr__hier_seg_bytes;
+#define HIER_WINDOW 2
+#define HOST_LEN 64
+
+enum { ALGO_MPI, ALGO_FLAT, ALGO_AUTO, ALGO_HIER };
+static const char *const algo_names[] = {"mpi", "flat", "auto", "hier"};
+
+typedef struct gr__hier_call hier_call;
+
+struct gr__hier {
+  int mode;           /* agreed ALGO_AUTO or ALGO_HIER */
+  int rank, size;     /* in the parent communicator */
+  int lrank, lsize;   /* in this rank's node */
+  int nnodes, node;   /* nodes, this rank's node (= its leader's rank among the leaders) */
+  int *node_of;       /* [size] node of every rank */
+  int *local_of;      /* [size] rank within its node of every rank */
+  int *leader_of;     /* [nnodes] the parent rank of each node's leader */
+  int *node_ranks;    /* [lsize] parent ranks of this node, by local rank (shm sentences) */
+  char (*host)[HOST_LEN]; /* [nnodes] each node's host name (sanitised), for sentences */
+  gr__shm *shm;       /* this node's segment (NULL when alone on the node) */
+  gr_comm *lead;      /* the leaders' communicator (leaders only) */
+  char id[48];
+  int broken;         /* an earlier call failed: the sequences may be out of step */
+  char why[GR__ERRLEN];
+  hier_call *head, *tail; /* calls in flight, oldest first */
+};
+
+/* One call. Node steps are coded j * 2 + (C ? 1 : 0) in seq. */
+struct gr__hier_call {
+  gr__hier *h;
+  gr__kind kind;
+  gr_dtype dtype;
+  gr_op op;           /* AVG is reduced as SUM */
+  size_t es, count, seg;
+  const char *src;    /* the input of the first stage (allreduce) */
+  char *buf;          /* the result, in place */
+  int nseg;
+  int has_a, has_l, has_c, a_kind, a_root, lroot;
+  int *seq, nseq, tpost, tdone;
+  gr__shm_op **nops;  /* [nseq] */
+  unsigned char *adone, *ldone; /* [nseg] */
+  gr__call *lc;       /* [nseg] the leader steps */
+  int lposted, ldone_lo;
+  gr_status st;       /* a failure seen while progressing (another call's test may find it) */
+  char why[GR__ERRLEN];
+  int finished;
+  hier_call *prev, *next;
+};
+
+/* The rank's own setting; shm_comm.c warns about values it does not know. */
+static int algo_mode(void) {
+  const char *a = getenv("GPURUN_COLL_ALGO");
+  if (!a || !*a) return ALGO_AUTO;
+  for (int i = 0; i < 4; i++)
+    if (strcmp(a, algo_names[i]) == 0) return i;
+  return ALGO_AUTO; /* "shm" and anything unknown */
+}
+
+static void host_name(char *out) {
+  char raw[MPI_MAX_PROCESSOR_NAME + 1] = "";
+  int len = 0;
+  if (MPI_Get_processor_name(raw, &len) != MPI_SUCCESS || len < 0) len = 0;
+  raw[len < MPI_MAX_PROCESSOR_NAME ? len : MPI_MAX_PROCESSOR_NAME] = '\0';
+  /* it ends up in sentences on terminals and in logs: letters, digits, '.', '-', '_' only */
+  size_t i = 0;
+  for (; raw[i] && i < HOST_LEN - 1; i++) {
+    char ch = raw[i];
+    int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+             ch == '.' || ch == '-' || ch == '_';
+    out[i] = ok ? ch : '?';
+  }
+  out[i] = '\0';
+  if (!i) snprintf(out, HOST_LEN, "?");
+}
+
+/* MIN over c->mpi of n ints in place, bounded by the communicator's timeout; 0 on failure. */
+static int agree_min(gr_comm *c, int *x, int n) {
+  MPI_Request req;
+  if (MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_INT, MPI_MIN, c->mpi, &req) != MPI_SUCCESS) return 0;
+  return gr__mpi_wait(c, &req, gr__deadline(c->timeout_s)) == GR_OK;
+}
+
+static void lead_free(gr_comm *l) {
+  if (!l) return;
+  if (l->be) l->ops->destroy(l, gr__deadline(l->timeout_s));
+  if (l->mpi != MPI_COMM_NULL && !gr__mpi_gone()) MPI_Comm_free(&l->mpi);
+  l->magic = 0;
+  free(l);
+}
+
+void gr__hier_free(gr__hier *h) {
+  if (!h) return;
+  while (h->head) { /* calls never collected (the program ended without waiting): memory only */
+    hier_call *hc = h->head;
+    h->head = hc->next;
+    free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc);
+  }
+  lead_free(h->lead);
+  gr__shm_free(h->shm);
+  free(h->node_of), free(h->local_of), free(h->leader_of), free(h->node_ranks), free(h->host);
+  free(h);
+}
+
+/* The leaders' communicator on the parent's backend table: the inter-node step runs what that
+ * backend runs (its create sees ranks on distinct nodes: no segment, no hierarchy of its own). */
+static gr_status lead_new(gr_comm *c, MPI_Comm lm, gr_comm **out) {
+  gr_comm *l = calloc(1, sizeof *l);
+  if (!l) return GR_ERR_NOMEM;
+  l->magic = GR__COMM_MAGIC;
+  l->mpi = lm;
+  l->check_mpi = MPI_COMM_NULL;
+  MPI_Comm_set_errhandler(lm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(lm, &l->rank);
+  MPI_Comm_size(lm, &l->size);
+  l->world_rank = c->world_rank;
+  l->ops = c->ops;
+  l->timeout_s = c->timeout_s;
+  snprintf(l->id, sizeof l->id, "%.20s.leaders", c->id);
+  gr_status st = l->ops->create(l, gr__deadline(c->timeout_s));
+  if (st != GR_OK) {
+    lead_free(l);
+    return st;
+  }
+  *out = l;
+  return GR_OK;
+}
+
+gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
+  *out = NULL;
+  if (c->size < 3 || !c->ops) return GR_OK; /* two nodes and a pair on one need three ranks */
+  int P = c->size;
+  MPI_Comm node = MPI_COMM_NULL;
+  int lrank = 0, lsize = 1, leader = c->rank;
+  int split_ok = MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node) ==
+                     MPI_SUCCESS && node != MPI_COMM_NULL;
+  if (split_ok) {
+    MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(node, &lrank);
+    MPI_Comm_size(node, &lsize);
+    split_ok = MPI_Allreduce(&c->rank, &leader, 1, MPI_INT, MPI_MIN, node) == MPI_SUCCESS;
+  }
+  gr__hier *h = calloc(1, sizeof *h);
+  int *tab = malloc(sizeof(int) * 2 * (size_t)P);
+  char(*hosts)[HOST_LEN] = malloc((size_t)P * HOST_LEN);
+  int mode = algo_mode();
+  /* [0] every rank ready, [1] the lowest setting, [2] minus the highest */
+  int x[3] = {split_ok && h && tab && hosts, mode, -mode};
+  if (!agree_min(c, x, 3)) goto none;
+  if (x[1] != -x[2])
+    GR_LOG_ONCE(GR_LOG_WARN, "collectives: GPURUN_COLL_ALGO differs between the ranks of "
+                "communicator %s (from %s to %s); all use %s", c->id, algo_names[x[1] & 3],
+                algo_names[-x[2] & 3], algo_names[x[1] & 3]);
+  if (!x[0] || x[1] < ALGO_AUTO) goto none;
+  int mine[2] = {lrank, leader};
+  char myhost[HOST_LEN];
+  host_name(myhost);
+  MPI_Request req[2];
+  if (MPI_Iallgather(mine, 2, MPI_INT, tab, 2, MPI_INT, c->mpi, &req[0]) != MPI_SUCCESS ||
+      gr__mpi_wait(c, &req[0], gr__deadline(c->timeout_s)) != GR_OK ||
+      MPI_Iallgather(myhost, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, c->mpi, &req[1]) !=
+          MPI_SUCCESS ||
+      gr__mpi_wait(c, &req[1], gr__deadline(c->timeout_s)) != GR_OK)
+    goto none; /* an MPI failure here is every rank's (collective): all run flat */
+  /* Nodes are numbered by their leaders' ranks, which is also the leaders' order in their
+   * communicator (split with key = rank). Everything below is computed from the gathered table,
+   * the same on every rank. */
+  int nnodes = 0, maxl = 0, *node_idx = calloc((size_t)P, sizeof(int));
+  h->node_of = malloc(sizeof(int) * (size_t)P);
+  h->local_of = malloc(sizeof(int) * (size_t)P);
+  h->leader_of = malloc(sizeof(int) * (size_t)P);
+  h->node_ranks = malloc(sizeof(int) * (size_t)lsize);
+  h->host = malloc((size_t)P * HOST_LEN);
+  int mem_ok = node_idx && h->node_of && h->local_of && h->leader_of && h->node_ranks && h->host;
+  for (int r = 0; mem_ok && r < P; r++) {
+    int lr = tab[2 * r], ld = tab[2 * r + 1];
+    if (lr < 0 || ld < 0 || ld >= P || (lr == 0) != (ld == r)) mem_ok = 0; /* not a partition */
+    else if (lr == 0) {
+      node_idx[r] = nnodes;
+      h->leader_of[nnodes] = r;
+      hosts[r][HOST_LEN - 1] = '\0';
+      memcpy(h->host[nnodes], hosts[r], HOST_LEN);
+      nnodes++;
+    }
+    if (lr + 1 > maxl) maxl = lr + 1;
+  }
+  for (int r = 0; mem_ok && r < P; r++) {
+    h->node_of[r] = node_idx[tab[2 * r + 1]];
+    h->local_of[r] = tab[2 * r];
+    if (h->node_of[r] == node_idx[leader] && tab[2 * r] < lsize) h->node_ranks[tab[2 * r]] = r;
+  }
+  free(node_idx);
+  /* a rank out of memory here stops all of them at the next agreement */
+  int y[1] = {mem_ok};
+  if (!agree_min(c, y, 1) || !y[0]) goto none;
+  if (nnodes < 2 || maxl < 2) {
+    GR_DEBUG("collectives: communicator %s: no hierarchy (%d node(s), at most %d rank(s) on one)",
+             c->id, nnodes, maxl);
+    goto none;
+  }
+  h->mode = x[1];
+  h->rank = c->rank, h->size = P, h->lrank = lrank, h->lsize = lsize, h->nnodes = nnodes;
+  h->node = h->node_of[c->rank];
+  snprintf(h->id, sizeof h->id, "%.40s", c->id);
+  /* this node's segment: the shared-memory path's own attach, on a communicator of the node */
+  int seg_ok = 1;
+  if (lsize > 1) {
+    gr_comm nc;
+    memset(&nc, 0, sizeof nc);
+    nc.magic = GR__COMM_MAGIC;
+    nc.mpi = node;
+    nc.check_mpi = MPI_COMM_NULL;
+    nc.rank = lrank, nc.size = lsize, nc.world_rank = c->world_rank;
+    nc.timeout_s = c->timeout_s;
+    snprintf(nc.id, sizeof nc.id, "%.20s.node", c->id);
+    gr__shm_comm_attach(&nc, &h->shm);
+    seg_ok = h->shm != NULL;
+    if (h->shm) gr__shm_name_ranks(h->shm, h->node_ranks);
+  }
+  MPI_Comm lm = MPI_COMM_NULL;
+  int lead_ok = MPI_Comm_split(c->mpi, lrank == 0 ? 0 : MPI_UNDEFINED, c->rank, &lm) == MPI_SUCCESS;
+  if (lead_ok && lm != MPI_COMM_NULL) {
+    gr_status st = lead_new(c, lm, &h->lead);
+    if (st != GR_OK) {
+      GR_DEBUG("collectives: communicator %s: the leaders' communicator failed: %s", c->id,
+               gr_status_name(st));
+      lead_ok = 0;
+    }
+  }
+  int z[2] = {seg_ok, lead_ok};
+  if (!agree_min(c, z, 2) || !z[0] || !z[1]) {
+    GR_DEBUG("collectives: communicator %s: no hierarchy (%s)", c->id,
+             !z[0] ? "a node could not make its shared-memory segment" : "no leaders' communicator");
+    goto none;
+  }
+  if (node != MPI_COMM_NULL) MPI_Comm_free(&node); /* the segment carries the node's traffic */
+  free(tab), free(hosts);
+  GR_DEBUG("collectives: communicator %s: hierarchical (%d nodes, this node %s has %d rank(s), "
+           "leader rank %d; GPURUN_COLL_ALGO=%s)", c->id, nnodes, h->host[h->node], lsize,
+           h->leader_of[h->node], algo_names[h->mode]);
+  *out = h;
+  return GR_OK;
+none:
+  if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+  free(tab), free(hosts);
+  gr__hier_free(h);
+  return GR_OK;
+}
+
+/* ---- calls ------------------------------------------------------------------------------- */
+
+/* What "auto" hands to the hierarchy, from the interleaved runs in bench/README.md (3 netns hosts x
+ * 2 ranks, 2 shared cores): allreduce from 64 KiB (below, three stages in a row lost to the flat
+ * recursive doubling: best rounds 1.2-1.8x the flat time at 1-16 KiB), broadcast from 256 KiB
+ * (mixed, 0.66-1.10x, above; slower below). The barrier is hierarchical only when asked for
+ * (GPURUN_COLL_ALGO=hier): not measured to gain here. */
+#define HIER_AUTO_ALLREDUCE_MIN (64u << 10)
+#define HIER_AUTO_BROADCAST_MIN (256u << 10)
+
+int gr__hier_takes(const gr__hier *h, const gr__call *k) {
+  if (!h) return 0;
+  size_t bytes = k->kind == GR__BARRIER ? 0 : k->count * gr__dtype_size(k->dtype);
+  switch (k->kind) {
+  case GR__ALLREDUCE: return h->mode == ALGO_HIER || bytes >= HIER_AUTO_ALLREDUCE_MIN;
+  case GR__BROADCAST: return h->mode == ALGO_HIER || bytes >= HIER_AUTO_BROADCAST_MIN;
+  case GR__BARRIER: return h->mode == ALGO_HIER;
+  default: return 0;
+  }
+}
+
+static void call_release(hier_call *hc) {
+  gr__hier *h = hc->h;
+  if (hc->prev) hc->prev->next = hc->next;
+  else if (h->head == hc) h->head = hc->next;
+  if (hc->next) hc->next->prev = hc->prev;
+  else if (h->tail == hc) h->tail = hc->prev;
+  free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc);
+}
+
+/* Stop everything of hc that is in flight (the path is unusable afterwards). */
+static void call_abandon(hier_call *hc) {
+  gr__hier *h = hc->h;
+  if (h->shm && hc->tdone < hc->tpost) gr__shm_forget(h->shm, hc->nops[hc->tdone], NULL, 0);
+  for (int j = hc->ldone_lo; j < hc->lposted; j++)
+    if (!hc->ldone[j]) h->lead->ops->forget(&hc->lc[j]);
+  hc->lposted = hc->ldone_lo; /* nothing left to forget */
+  hc->tpost = hc->tdone;
+}
+
+/* base + off bytes; NULL stays NULL (a count-0 call's buffers may be NULL: no arithmetic on it) */
+static char *at(const char *base, size_t off) { return base ? (char *)(uintptr_t)base + off : NULL; }
+
+static void seg_range(const hier_call *hc, int j, size_t *off, size_t *len) {
+  *off = (size_t)j * hc->seg;
+  *len = hc->count - *off < hc->seg ? hc->count - *off : hc->seg;
+}
+
+static const char *leaders_text(const gr__hier *h, char *b, size_t len) {
+  int n = 0;
+  b[0] = '\0';
+  for (int i = 0; i < h->nnodes && n >= 0 && (size_t)n < len; i++)
+    n += snprintf(b + n, len - (size_t)n, "%srank %d on %s", i ? ", " : "", h->leader_of[i], h->host[i]);
+  return b;
+}
+
+/* Record hc's failure in stage (a phrase) with detail, and stop the path. */
+static gr_status fail(hier_call *hc, gr_status st, const char *stage, const char *detail, int j) {
+  hc->st = st;
+  snprintf(hc->why, sizeof hc->why, "hierarchical %s, segment %d of %d: %s: %.380s",
+           gr__kind_name(hc->kind), j, hc->nseg, stage, detail);
+  gr__hier *h = hc->h;
+  h->broken = 1;
+  snprintf(h->why, sizeof h->why, "%s", hc->why);
+  call_abandon(hc);
+  return st;
+}
+
+static gr_status post_lead(hier_call *hc) {
+  gr__hier *h = hc->h;
+  int j = hc->lposted;
+  size_t off, len;
+  seg_range(hc, j, &off, &len);
+  gr__call *l = &hc->lc[j];
+  memset(l, 0, sizeof *l);
+  l->kind = hc->kind;
+  l->send = at(hc->kind == GR__ALLREDUCE && !hc->has_a ? hc->src : hc->buf, off * hc->es);
+  l->recv = at(hc->buf, off * hc->es);
+  l->count = hc->kind == GR__BARRIER ? 0 : len;
+  l->dtype = hc->dtype;
+  l->op = hc->op;
+  l->root = hc->kind == GR__BROADCAST ? hc->lroot : -1;
+  l->comm = h->lead;
+  l->seq = (uint64_t)j;
+  l->flight_slot = -1; /* and be_area zero, as a backend's post expects */
+  int done = 0;
+  h->lead->err[0] = '\0';
+  gr_status st = h->lead->ops->post(l, &done);
+  if (st != GR_OK) {
+    hc->ldone[j] = 1; /* nothing in flight to forget */
+    hc->lposted++;
+    return fail(hc, st, "the inter-node step failed",
+                h->lead->err, j);
+  }
+  hc->lposted++;
+  if (done) hc->ldone[j] = 1;
+  return GR_OK;
+}
+
+static int node_allowed(const hier_call *hc, int code) {
+  return !(code & 1) || hc->h->lrank != 0 || hc->ldone[code / 2];
+}
+
+static gr_status post_node(hier_call *hc) {
+  gr__hier *h = hc->h;
+  int code = hc->seq[hc->tpost], j = code / 2;
+  size_t off, len;
+  seg_range(hc, j, &off, &len);
+  gr__shm_op call = {.kind = GR__BARRIER, .dtype = hc->dtype, .op = hc->op, .root = -1};
+  if (hc->kind != GR__BARRIER) {
+    call.kind = code & 1 ? GR__BROADCAST : hc->a_kind;
+    call.count = len;
+    call.recv = at(hc->buf, off * hc->es);
+    call.send = hc->kind == GR__ALLREDUCE && !(code & 1) ? at(hc->src, off * hc->es) : call.recv;
+    call.root = code & 1 ? 0 : hc->a_root;
+  }
+  gr_status st = gr__shm_post(h->shm, &hc->nops[hc->tpost], &call);
+  if (st != GR_OK)
+    return fail(hc, st, "the node step could not start",
+                st == GR_ERR_NOMEM ? "out of memory" : "segment unusable", j);
+  hc->tpost++;
+  return GR_OK;
+}
+
+/* Whether every call older than hc has posted all of its node (leader) steps. */
+static int older_posted(const hier_call *hc, int leaders) {
+  for (const hier_call *o = hc->prev; o; o = o->prev)
+    if (leaders ? o->has_l && o->lposted < o->nseg : o->tpost < o->nseq) return 0;
+  return 1;
+}
+
+/* Progress hc as far as it goes now; *moved when anything happened. */
+static gr_status progress(hier_call *hc, int *moved) {
+  gr__hier *h = hc->h;
+  if (hc->st != GR_OK || hc->finished) return hc->st;
+  if (hc->has_l) {
+    while (hc->lposted < hc->nseg && (!hc->has_a || hc->adone[hc->lposted]) && older_posted(hc, 1)) {
+      GR_CHECK(post_lead(hc));
+      *moved = 1;
+    }
+    for (int j = hc->ldone_lo; j < hc->lposted; j++) {
+      if (hc->ldone[j]) continue;
+      int done = 0;
+      h->lead->err[0] = '\0';
+      gr_status st = h->lead->ops->test(&hc->lc[j], &done);
+      if (st != GR_OK) {
+        hc->ldone[j] = 1; /* a failed call is released by the backend */
+        return fail(hc, st, "the inter-node step failed",
+                    h->lead->err, j);
+      }
+      if (done) hc->ldone[j] = 1, *moved = 1;
+    }
+    while (hc->ldone_lo < hc->lposted && hc->ldone[hc->ldone_lo]) hc->ldone_lo++;
+  }
+  while (hc->tpost < hc->nseq && node_allowed(hc, hc->seq[hc->tpost]) && older_posted(hc, 0)) {
+    GR_CHECK(post_node(hc));
+    *moved = 1;
+  }
+  if (hc->tdone < hc->tpost) {
+    int done = 0, code = hc->seq[hc->tdone];
+    gr_status st = gr__shm_test(h->shm, hc->nops[hc->tdone], &done);
+    if (st != GR_OK) {
+      if (done) hc->tdone++; /* a mismatch releases the op */
+      char d[400];
+      snprintf(d, sizeof d, "%s", st == GR_ERR_MISMATCH ? gr__shm_why(h->shm) :
+               st == GR_ERR_SYSTEM ? "a single-copy read from a peer failed" : "segment unusable");
+      return fail(hc, st, "the node step failed", d, code / 2);
+    }
+    if (done) {
+      if (!(code & 1)) hc->adone[code / 2] = 1;
+      hc->tdone++;
+      *moved = 1;
+    }
+  }
+  if (hc->tdone == hc->nseq && (!hc->has_l || hc->ldone_lo == hc->nseg)) hc->finished = 1;
+  return GR_OK;
+}
+
+gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *recv,
+                             hier_call **op) {
+  gr_comm *c = k->comm;
+  if (h->broken)
+    return gr__comm_err(c, GR_ERR_ABORTED, "hierarchical path unusable after an earlier failure "
+                        "(%s); destroy the communicator", h->why);
+  hier_call *hc = calloc(1, sizeof *hc);
+  if (!hc) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
+  hc->h = h;
+  hc->kind = k->kind;
+  hc->dtype = k->dtype;
+  hc->op = k->op == GR_AVG ? GR_SUM : k->op;
+  hc->es = k->kind == GR__BARRIER ? 1 : gr__dtype_size(k->dtype);
+  hc->count = k->kind == GR__BARRIER ? 0 : k->count;
+  hc->seg = (gr__hier_seg_bytes ? gr__hier_seg_bytes : HIER_SEG_BYTES) / hc->es;
+  if (!hc->seg) hc->seg = 1;
+  hc->nseg = hc->count ? (int)((hc->count + hc->seg - 1) / hc->seg) : 1;
+  hc->src = send;
+  hc->buf = recv;
+  int multi = h->lsize > 1;
+  hc->has_l = h->lrank == 0;
+  hc->a_kind = k->kind;
+  hc->a_root = -1;
+  if (k->kind == GR__BROADCAST) {
+    int rn = h->node_of[k->root], rl = h->local_of[k->root];
+    hc->lroot = rn;
+    if (rn == h->node && rl != 0) {
+      hc->has_a = 1; /* the root is not its node's leader: it broadcasts to its node first */
+      hc->a_root = rl;
+    } else {
+      hc->has_c = multi;
+    }
+    if (k->root == h->rank && send != recv && hc->count) memcpy(recv, send, hc->count * hc->es);
+  } else {
+    hc->has_a = hc->has_c = multi;
+  }
+  int W = HIER_WINDOW, n = 0;
+  hc->seq = malloc(sizeof(int) * 2 * (size_t)hc->nseg);
+  hc->nops = calloc(2 * (size_t)hc->nseg, sizeof *hc->nops);
+  hc->adone = calloc((size_t)hc->nseg, 1);
+  hc->ldone = calloc((size_t)hc->nseg, 1);
+  hc->lc = hc->has_l ? calloc((size_t)hc->nseg, sizeof *hc->lc) : NULL;
+  if (!hc->seq || !hc->nops || !hc->adone || !hc->ldone || (hc->has_l && !hc->lc)) {
+    free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc);
+    return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
+  }
+  for (int j = 0; j < hc->nseg + W - 1; j++) {
+    if (hc->has_a && j < hc->nseg) hc->seq[n++] = 2 * j;
+    int cj = j - (W - 1);
+    if (hc->has_c && cj >= 0 && cj < hc->nseg) hc->seq[n++] = 2 * cj + 1;
+  }
+  hc->nseq = n;
+  hc->prev = h->tail;
+  if (h->tail) h->tail->next = hc;
+  else h->head = hc;
+  h->tail = hc;
+  int moved = 0;
+  gr_status st = progress(hc, &moved);
+  if (st != GR_OK) {
+    gr__comm_err(c, st, "%s", hc->why);
+    call_release(hc);
+    return st;
+  }
+  *op = hc;
+  return GR_OK;
+}
+
+gr_status gr__hier_call_test(gr__hier *h, gr__call *k, hier_call **op, int *done) {
+  hier_call *hc = *op;
+  *done = 0;
+  /* every call in flight, oldest first, until nothing moves */
+  for (int moved = 1; moved && hc->st == GR_OK && !hc->finished;) {
+    moved = 0;
+    for (hier_call *o = h->head; o; o = o->next) progress(o, &moved);
+  }
+  if (hc->st == GR_OK && !hc->finished && h->broken) /* another call failed */
+    fail(hc, GR_ERR_ABORTED, "abandoned after another call failed", h->why,
+         hc->ldone_lo);
+  if (hc->st == GR_OK && !hc->finished) return GR_OK;
+  gr_status st = hc->st;
+  if (st != GR_OK) gr__comm_err(k->comm, st, "%s", hc->why);
+  *op = NULL;
+  call_release(hc);
+  *done = st == GR_OK;
+  return st;
+}
+
+void gr__hier_call_forget(gr__hier *h, gr__call *k, hier_call **op) {
+  hier_call *hc = *op;
+  char b[GR__ERRLEN] = "", lt[256];
+  int n = snprintf(b, sizeof b, "hierarchical %s over %d nodes in %d segment(s):",
+                   gr__kind_name(hc->kind), h->nnodes, hc->nseg);
+  if (h->shm && hc->tdone < hc->tpost) {
+    char w[320] = "";
+    gr__shm_forget(h->shm, hc->nops[hc->tdone], w, sizeof w);
+    n += snprintf(b + n, sizeof b - (size_t)n, " node step (segment %d) on %s: %s;",
+                  hc->seq[hc->tdone] / 2, h->host[h->node], w);
+  } else if (h->shm) {
+    gr__shm_forget(h->shm, NULL, NULL, 0);
+  }
+  if (hc->has_l && hc->ldone_lo < hc->lposted && n >= 0 && (size_t)n < sizeof b)
+    n += snprintf(b + n, sizeof b - (size_t)n, " inter-node step (segment %d) among the node "
+                  "leaders (%s) not complete: a leader, or a rank of its node, did not take part;",
+                  hc->ldone_lo, leaders_text(h, lt, sizeof lt));
+  if (n > 0 && (size_t)n < sizeof b && b[n - 1] == ';') b[n - 1] = '\0';
+  snprintf(k->comm->err, sizeof k->comm->err, "%s", b);
+  h->broken = 1;
+  snprintf(h->why, sizeof h->why, "a call timed out");
+  hc->tdone = hc->tpost; /* the segment is marked broken: nothing of it is waited for */
+  call_abandon(hc);
+  *op = NULL;
+  call_release(hc);
+}

@@ -1,0 +1,87 @@
+#!/bin/bash
+# Hierarchical collectives across three network-namespace hosts (tests/multinode/lib/netns.sh),
+# over Open MPI's TCP BTL between hosts:
+#   1. 3 hosts x 2 ranks, default GPURUN_COLL_ALGO (auto), with a timeout: test_coll_hier exact;
+#      the world communicator must have taken the hierarchical path on all 6 ranks, the split by
+#      node (all ranks on one node) and the split by local rank (one rank per node) must not.
+#   2. 3 + 1 + 2 ranks (one rank alone on n1), GPURUN_COLL_ALGO=hier, no timeout: the same.
+#   3. 3 hosts x 2 ranks, GPURUN_COLL_ALGO=flat: exact (the world only, small sizes: the flat
+#      algorithms have tests of their own), and no communicator hierarchical.
+#   4. 3 hosts x 2 ranks, rank 3 (not a leader) SIGKILLed inside a stream of allreduces (mpirun
+#      --enable-recovery keeps the others): all five survivors return GR_ERR_TIMEOUT, the one on
+#      its node naming it as gone.
+#   multinode_hier.sh MPIRUN TEST_COLL_HIER
+set -u
+MPIRUN=$1 EXE=$2
+. "$(dirname "$0")/../lib/netns.sh"
+fail() { echo "FAIL: $*"; exit 1; }
+command -v "$MPIRUN" >/dev/null 2>&1 || { echo "SKIP: no $MPIRUN"; exit 77; }
+netns_start 3
+D=$NETNS_DIR
+export GPURUN_LOG=debug GPURUN_MONITOR_DIR=$D/monitor
+MCA=(--mca pml ob1 --mca btl tcp,vader,self -x GPURUN_LOG -x GPURUN_MONITOR_DIR -x HIER_TEST_DIR)
+
+# run NAME HOSTS NP [mpirun args...] -- [program args...]
+run() {
+  local name=$1 hosts=$2 np=$3
+  shift 3
+  local margs=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do margs+=("$1"); shift; done
+  shift
+  export HIER_TEST_DIR=$D/$name
+  mkdir -p "$HIER_TEST_DIR"
+  local t0; t0=$(date +%s.%N)
+  NETNS_TIMEOUT=${RUN_TIMEOUT:-100} netns_mpirun --host "$hosts" -np "$np" "${MCA[@]}" "${margs[@]}" \
+    "$EXE" "$@" >"$D/$name.out" 2>&1
+  RC=$?
+  grep -v '\] debug: ' "$D/$name.out" | head -n 40
+  echo "($name: exit $RC after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s)"
+}
+# count NAME PATTERN: lines of NAME's output matching PATTERN
+count() { grep -c -- "$2" "$D/$1.out"; }
+
+check_exact() {
+  local name=$1 np=$2 want_hier=$3 want_shm=${4:-$2}
+  [ "$RC" = 0 ] || fail "$name: exit $RC"
+  grep -q "hier exact at $np ranks.*, 0 failures" "$D/$name.out" || fail "$name: no clean summary"
+  local h; h=$(count "$name" 'communicator world: hierarchical (3 nodes')
+  [ "$h" = "$want_hier" ] || fail "$name: $h rank(s) said the world communicator is hierarchical, expected $want_hier"
+  # the splits by node (split-1) and by local rank (split-2): never hierarchical
+  h=$(count "$name" 'communicator split-[12]: hierarchical')
+  [ "$h" = 0 ] || fail "$name: $h split communicator(s) on one node or one rank per node took the hierarchical path"
+  if [ "$want_hier" != 0 ]; then
+    h=$(count "$name" 'communicator split-1: shared-memory path')
+    [ "$h" = "$want_shm" ] || fail "$name: $h ranks (expected $want_shm) had the shared-memory path on their node's communicator"
+  fi
+}
+
+run auto_3x2 n0:2,n1:2,n2:2 6 -- exact
+check_exact auto_3x2 6 6
+h=$(count auto_3x2 'communicator split-2: no hierarchy (3 node(s), at most 1 rank(s) on one)')
+[ "$h" = 6 ] || fail "auto_3x2: $h of 6 ranks said the one-rank-per-node split has no hierarchy"
+
+run hier_3_1_2 n0:3,n1:1,n2:2 6 -x GPURUN_COLL_ALGO=hier -- exact --no-timeout
+check_exact hier_3_1_2 6 6 5
+grep -q 'communicator world: hierarchical (3 nodes, this node n1 has 1 rank' "$D/hier_3_1_2.out" ||
+  fail "hier_3_1_2: rank 3 is not alone on n1"
+
+run flat_3x2 n0:2,n1:2,n2:2 6 -x GPURUN_COLL_ALGO=flat -- exact --quick
+check_exact flat_3x2 6 0
+
+# The survivors leave without MPI_Finalize (which can wait for the dead rank for ever), but mpirun
+# in recovery mode may linger: once all five have reported (or 60 s), it is stopped.
+RUN_TIMEOUT=60 run kill_3x2 n0:2,n1:2,n2:2 6 --enable-recovery -- kill 3 &
+run_pid=$!
+for _ in $(seq 600); do
+  [ "$(grep -c 'SURVIVOR' "$D/kill_3x2.out" 2>/dev/null)" = 5 ] && break
+  kill -0 $run_pid 2>/dev/null || break
+  sleep 0.1
+done
+for _ in $(seq 30); do kill -0 $run_pid 2>/dev/null || break; sleep 0.1; done
+pkill -TERM -P $run_pid 2>/dev/null # the timeout wrapper around mpirun, if still there
+wait $run_pid
+ok=$(count kill_3x2 'SURVIVOR OK')
+[ "$ok" = 5 ] || fail "kill_3x2: $ok of 5 survivors ended with GR_ERR_TIMEOUT as expected"
+grep 'on the victim.s node): SURVIVOR OK' "$D/kill_3x2.out" | grep -q 'rank 3 (process [0-9]* no longer exists' ||
+  fail "kill_3x2: the victim's node-mate did not name it as gone"
+echo "PASS: hierarchical collectives exact at 3x2 and 3+1+2 ranks, flat when asked, a killed rank named"

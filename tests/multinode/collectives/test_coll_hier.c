@@ -1,0 +1,332 @@
+/* Hierarchical collectives (collectives/hier.c) across network-namespace hosts, exact by
+ * construction (tests/mpi/collectives/exact_values.h: every reduction exact in every type, whatever
+ * the order, which the hierarchy changes). multinode_hier.sh runs it under mpirun on several hosts
+ * and checks, from GPURUN_LOG=debug, which communicators took the hierarchical path.
+ *   test_coll_hier exact [--no-timeout] [--quick]   every dtype and op, in and out of place, odd
+ *       counts and several segments; broadcast from every root; barrier; groups and requests in
+ *       flight; then split communicators that end up on one node or with one rank per node (no
+ *       hierarchy). --quick: the world only, without the multi-segment sizes
+ *   test_coll_hier kill VICTIM            VICTIM SIGKILLs itself inside a stream of large
+ *       allreduces; every survivor must return GR_ERR_TIMEOUT within the timeout plus a margin
+ *       (those on the victim's node naming it as gone), then destroy the communicator. Prints
+ *       "SURVIVOR OK" or "SURVIVOR FAIL" per survivor. */
+#include <gpurun/coll.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exact_values.h"
+
+/* collectives/gr_hier.h's test hook: 64 KiB segments, so that a few hundred KiB reach the
+ * pipeline (the default, 16 MiB, would need calls too large for a test under ASan) */
+extern size_t gr__hier_seg_bytes;
+
+static int world_rank, failures, checks;
+
+#define FAIL(...)                                                                \
+  do {                                                                           \
+    if (failures++ < 20) {                                                       \
+      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                                              \
+      fputc('\n', stderr);                                                       \
+    }                                                                            \
+  } while (0)
+#define CHECK_OK(call, what)                                                           \
+  do {                                                                                 \
+    gr_status st_ = (call);                                                            \
+    if (st_ != GR_OK) FAIL("%s: %s (%s)", what, gr_status_name(st_), gr_last_error()); \
+  } while (0)
+
+static const char *dn(gr_dtype t) {
+  static const char *n[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                            "float16", "bfloat16", "float32", "float64"};
+  return n[t];
+}
+
+static void *xalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "out of memory\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  return p;
+}
+
+static void fill(gr_dtype t, gr_op op, void *b, size_t n, int r) {
+  for (size_t i = 0; i < n; i++) ev_set(t, b, i, ev_input(t, op, r, i));
+}
+static void fill_const(gr_dtype t, void *b, size_t n, double v) {
+  for (size_t i = 0; i < n; i++) ev_set(t, b, i, v);
+}
+#define EXPECT_ALL(what, t, buf, n, expr)                                             \
+  do {                                                                                \
+    for (size_t i = 0; i < (n); i++) {                                                \
+      double got_ = ev_get(t, buf, i), want_ = (expr);                                \
+      checks++;                                                                       \
+      if (!(got_ == want_)) {                                                         \
+        FAIL("%s: element %zu is %g, expected %g", what, i, got_, want_);             \
+        break;                                                                        \
+      }                                                                               \
+    }                                                                                 \
+  } while (0)
+
+/* Elements in s segments of the hierarchical path, plus an odd remainder. */
+#define SEG_BYTES (64u << 10)
+static size_t segs(gr_dtype t, double s) { return (size_t)(s * SEG_BYTES) / ev_size(t) + 3; }
+
+static void t_allreduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  char what[160];
+  snprintf(what, sizeof what, "allreduce %s op %d n=%zu %s on %d ranks", dn(t), (int)op, n,
+           inplace ? "in place" : "out of place", P);
+  void *s = xalloc(n * ev_size(t)), *d = inplace ? s : xalloc(n * ev_size(t));
+  fill(t, op, s, n, r);
+  if (!inplace) fill_const(t, d, n, 99);
+  CHECK_OK(gr_allreduce(s, d, n, t, op, c, NULL), what);
+  EXPECT_ALL(what, t, d, n, ev_reduced(t, op, P, i));
+  if (!inplace) {
+    EXPECT_ALL(what, t, s, n, ev_input(t, op, r, i)); /* the input is left alone */
+    free(d);
+  }
+  free(s);
+}
+
+static void t_broadcast(gr_comm *c, gr_dtype t, size_t n, int inplace, int root) {
+  int r = gr_comm_rank(c);
+  char what[160];
+  snprintf(what, sizeof what, "broadcast %s n=%zu root %d %s", dn(t), n, root,
+           inplace ? "in place" : "out of place");
+  void *s = xalloc(n * ev_size(t)), *d = inplace ? s : xalloc(n * ev_size(t));
+  if (r == root) fill(t, GR_SUM, s, n, root + 1);
+  else fill_const(t, s, n, 99);
+  if (!inplace) fill_const(t, d, n, 99);
+  CHECK_OK(gr_broadcast(r == root ? s : NULL, d, n, t, root, c, NULL), what);
+  EXPECT_ALL(what, t, d, n, ev_input(t, GR_SUM, root + 1, i));
+  if (!inplace) free(d);
+  free(s);
+}
+
+/* Exact without timing: the last rank creates a file just before it enters the barrier; no rank
+ * may leave the barrier before the file exists. */
+static void t_barrier(gr_comm *c, const char *dir, const char *name, int round) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  char path[512];
+  snprintf(path, sizeof path, "%s/barrier.%s.%d", dir, name, round);
+  if (r == P - 1) {
+    usleep(20000); /* let the others be in the barrier first */
+    FILE *f = fopen(path, "w");
+    if (f) fclose(f);
+    else FAIL("cannot create %s", path);
+  }
+  CHECK_OK(gr_barrier(c), "barrier");
+  if (access(path, F_OK) != 0) FAIL("rank %d left barrier %d before rank %d entered it", r, round, P - 1);
+}
+
+/* Several calls in flight: a group, and requests completed newest first. */
+static void t_in_flight(gr_comm *c, int big) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c), r1 = P > 1 ? 1 : 0;
+  size_t nb = big ? segs(GR_FLOAT32, 2.2) : 4099, ns = 1023;
+  float *a = xalloc(nb * 4), *b = xalloc(ns * 4);
+  uint16_t *e = xalloc(ns * 2);
+  double *d = xalloc(ns * 8);
+  fill(GR_FLOAT32, GR_SUM, a, nb, r);
+  fill(GR_FLOAT32, GR_MAX, b, ns, r);
+  fill(GR_FLOAT64, GR_PROD, d, ns, r);
+  if (r == P - 1) fill(GR_BFLOAT16, GR_SUM, e, ns, 7); else fill_const(GR_BFLOAT16, e, ns, 99);
+  CHECK_OK(gr_group_start(), "group");
+  CHECK_OK(gr_allreduce(a, a, nb, GR_FLOAT32, GR_SUM, c, NULL), "group allreduce");
+  CHECK_OK(gr_allreduce(b, b, ns, GR_FLOAT32, GR_MAX, c, NULL), "group allreduce");
+  CHECK_OK(gr_broadcast(e, e, ns, GR_BFLOAT16, P - 1, c, NULL), "group broadcast");
+  CHECK_OK(gr_allreduce(d, d, ns, GR_FLOAT64, GR_PROD, c, NULL), "group allreduce");
+  CHECK_OK(gr_group_end(), "group end");
+  EXPECT_ALL("group allreduce f32 sum", GR_FLOAT32, a, nb, ev_reduced(GR_FLOAT32, GR_SUM, P, i));
+  EXPECT_ALL("group allreduce f32 max", GR_FLOAT32, b, ns, ev_reduced(GR_FLOAT32, GR_MAX, P, i));
+  EXPECT_ALL("group allreduce f64 prod", GR_FLOAT64, d, ns, ev_reduced(GR_FLOAT64, GR_PROD, P, i));
+  EXPECT_ALL("group broadcast bf16", GR_BFLOAT16, e, ns, ev_input(GR_BFLOAT16, GR_SUM, 7, i));
+  fill(GR_FLOAT32, GR_SUM, a, nb, r);
+  fill(GR_FLOAT32, GR_MIN, b, ns, r);
+  if (r == r1) fill(GR_BFLOAT16, GR_SUM, e, ns, 5); else fill_const(GR_BFLOAT16, e, ns, 99);
+  gr_request *ra = NULL, *rb = NULL, *re = NULL;
+  CHECK_OK(gr_iallreduce(a, a, nb, GR_FLOAT32, GR_SUM, c, NULL, &ra), "iallreduce");
+  CHECK_OK(gr_ibroadcast(e, e, ns, GR_BFLOAT16, r1, c, NULL, &re), "ibroadcast");
+  CHECK_OK(gr_iallreduce(b, b, ns, GR_FLOAT32, GR_MIN, c, NULL, &rb), "iallreduce");
+  CHECK_OK(gr_wait(&rb), "wait"); /* newest first */
+  CHECK_OK(gr_wait(&re), "wait");
+  CHECK_OK(gr_wait(&ra), "wait");
+  EXPECT_ALL("iallreduce f32 sum", GR_FLOAT32, a, nb, ev_reduced(GR_FLOAT32, GR_SUM, P, i));
+  EXPECT_ALL("iallreduce f32 min", GR_FLOAT32, b, ns, ev_reduced(GR_FLOAT32, GR_MIN, P, i));
+  EXPECT_ALL("ibroadcast bf16", GR_BFLOAT16, e, ns, ev_input(GR_BFLOAT16, GR_SUM, 5, i));
+  free(a), free(b), free(d), free(e);
+}
+
+static void suite(gr_comm *c, const char *dir, const char *name, int full) {
+  int P = gr_comm_size(c);
+  static const size_t small[] = {0, 1, 7, 1023};
+  /* every dtype x op, out of place and in place, each at two of the small sizes in turn (all four
+   * sizes and both forms meet every dtype over the ops) */
+  for (int t = GR_INT8; t <= GR_FLOAT64; t++)
+    for (int op = GR_SUM; op <= GR_AVG; op++) {
+      if (op == GR_AVG && !ev_is_float((gr_dtype)t)) continue;
+      t_allreduce(c, (gr_dtype)t, (gr_op)op, small[(t + op) % 4], 0);
+      t_allreduce(c, (gr_dtype)t, (gr_op)op, small[(t + op + 2) % 4], 1);
+      if (full) t_allreduce(c, (gr_dtype)t, (gr_op)op, small[(t + op + 1) % 4], op & 1);
+    }
+  /* several segments, pipelined, in each type family (the world only: the splits take the
+   * paths that other tests cover at these sizes) */
+  if (full) {
+    t_allreduce(c, GR_FLOAT16, GR_SUM, segs(GR_FLOAT16, 2.5), 1);
+    t_allreduce(c, GR_BFLOAT16, GR_MAX, segs(GR_BFLOAT16, 2.5), 0);
+    t_allreduce(c, GR_FLOAT32, GR_AVG, segs(GR_FLOAT32, 5.5), 0);
+    t_allreduce(c, GR_INT8, GR_PROD, segs(GR_INT8, 1.5), 1);
+    t_allreduce(c, GR_UINT64, GR_MIN, segs(GR_UINT64, 2.0), 0);
+    t_allreduce(c, GR_FLOAT64, GR_SUM, segs(GR_FLOAT64, 1.2), 1);
+  }
+  for (int root = 0; root < P; root++) {
+    t_broadcast(c, (gr_dtype)(root % 10), 7, root & 1, root);
+    t_broadcast(c, GR_FLOAT16, 1023, !(root & 1), root);
+    if (full) t_broadcast(c, GR_INT32, 0, 0, root);
+  }
+  if (full) {
+    t_broadcast(c, GR_UINT8, segs(GR_UINT8, 2.5), 0, P - 1);
+    t_broadcast(c, GR_FLOAT64, segs(GR_FLOAT64, 1.5), 1, 0);
+  }
+  for (int i = 0; i < 3; i++) t_barrier(c, dir, name, i);
+  t_in_flight(c, full);
+}
+
+static int run_exact(int blocking, int quick, const char *dir) {
+  gr_comm_config cfg;
+  gr_comm_config_init(&cfg);
+  cfg.backend = GR_BACKEND_MPI;
+  cfg.timeout_s = blocking ? 0 : 60;
+  gr_comm *world = NULL, *node = NULL, *spread = NULL;
+  CHECK_OK(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
+  if (!world) MPI_Abort(MPI_COMM_WORLD, 1);
+  suite(world, dir, "world", !quick);
+  if (quick) goto done;
+  /* the node of each rank, from MPI: one communicator per node (no hierarchy: the shared-memory
+   * path) and one per local rank (one rank per node: no hierarchy either) */
+  MPI_Comm nm;
+  int lrank, leader;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &nm);
+  MPI_Comm_rank(nm, &lrank);
+  MPI_Allreduce(&world_rank, &leader, 1, MPI_INT, MPI_MIN, nm);
+  MPI_Comm_free(&nm);
+  CHECK_OK(gr_comm_split(world, leader, world_rank, &node), "split by node");
+  CHECK_OK(gr_comm_split(world, lrank, -world_rank, &spread), "split by local rank");
+  char name[32];
+  snprintf(name, sizeof name, "node%d", leader);
+  if (node) suite(node, dir, name, 0);
+  snprintf(name, sizeof name, "spread%d", lrank);
+  if (spread) suite(spread, dir, name, 0);
+  CHECK_OK(gr_comm_destroy(spread), "destroy");
+  CHECK_OK(gr_comm_destroy(node), "destroy");
+done:
+  CHECK_OK(gr_comm_destroy(world), "destroy");
+  int total = 0, nchecks = 0, P;
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(&checks, &nchecks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (world_rank == 0)
+    printf("hier exact at %d ranks%s: %d element checks, %d failures\n", P,
+           blocking ? " (no timeout)" : "", nchecks, total);
+  return total ? 1 : 0;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int run_kill(int victim) {
+  int size;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  gr_comm_config cfg;
+  gr_comm_config_init(&cfg);
+  cfg.backend = GR_BACKEND_MPI;
+  cfg.timeout_s = 3;
+  cfg.check = 0;
+  gr_comm *c = NULL;
+  if (gr_comm_create(MPI_COMM_WORLD, &cfg, &c) != GR_OK) {
+    fprintf(stderr, "rank %d: gr_comm_create: %s\n", world_rank, gr_last_error());
+    return 1;
+  }
+  /* the victim's node-mates will see it gone; the others only that their step did not complete */
+  MPI_Comm nm;
+  int same_node = 0;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &nm) == MPI_SUCCESS) {
+    MPI_Group g, wg;
+    MPI_Comm_group(nm, &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    int in = victim, out = MPI_UNDEFINED;
+    MPI_Group_translate_ranks(wg, 1, &in, g, &out);
+    same_node = out != MPI_UNDEFINED;
+    MPI_Group_free(&g), MPI_Group_free(&wg);
+    MPI_Comm_free(&nm);
+  }
+  size_t n = 1u << 20; /* 4 MiB of float: four segments */
+  float *x = xalloc(n * sizeof *x);
+  for (int it = 0; it < 2; it++) { /* the path works, and every rank is inside it */
+    for (size_t i = 0; i < n; i++) x[i] = (float)world_rank;
+    if (gr_allreduce(x, x, n, GR_FLOAT32, GR_SUM, c, NULL) != GR_OK ||
+        x[n - 1] != (float)(size * (size - 1) / 2)) {
+      fprintf(stderr, "rank %d: warm-up allreduce failed: %s\n", world_rank, gr_last_error());
+      return 1;
+    }
+  }
+  if (world_rank == victim) { /* dies 30 ms into the loop, inside a call */
+    timer_t tm;
+    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGKILL};
+    struct itimerspec at = {.it_value = {0, 30 * 1000 * 1000}};
+    if (timer_create(CLOCK_MONOTONIC, &ev, &tm) != 0 || timer_settime(tm, 0, &at, NULL) != 0)
+      raise(SIGKILL);
+  }
+  double t0 = now();
+  gr_status st = GR_OK;
+  for (int it = 0; it < 100000 && st == GR_OK; it++) {
+    t0 = now();
+    st = gr_allreduce(x, x, n, GR_FLOAT32, GR_SUM, c, NULL);
+  }
+  double dt = now() - t0;
+  const char *e = gr_last_error();
+  char want[64];
+  snprintf(want, sizeof want, "rank %d (process ", victim);
+  int ok = st == GR_ERR_TIMEOUT && dt < cfg.timeout_s + 15 && strstr(e, "gr_allreduce") &&
+           strstr(e, "hierarchical allreduce") &&
+           (!same_node || (strstr(e, want) && strstr(e, "no longer exists")));
+  fprintf(stderr, "rank %d (%s the victim's node): SURVIVOR %s after %.1f s: %s\n", world_rank,
+          same_node ? "on" : "not on", ok ? "OK" : "FAIL", dt, e);
+  if (gr_allreduce(x, x, 1, GR_FLOAT32, GR_SUM, c, NULL) != GR_ERR_ABORTED) ok = 0;
+  if (gr_comm_destroy(c) != GR_OK) ok = 0;
+  free(x);
+  /* MPI_Finalize with a dead peer can wait for ever (Open MPI's recovery mode): leave without */
+  fflush(stdout), fflush(stderr);
+  _exit(ok ? 0 : 1);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  gr__hier_seg_bytes = SEG_BYTES;
+  int rc = 2;
+  if (argc >= 2 && strcmp(argv[1], "exact") == 0) {
+    const char *dir = getenv("HIER_TEST_DIR");
+    int blocking = 0, quick = 0;
+    for (int i = 2; i < argc; i++) {
+      blocking |= strcmp(argv[i], "--no-timeout") == 0;
+      quick |= strcmp(argv[i], "--quick") == 0;
+    }
+    rc = run_exact(blocking, quick, dir ? dir : "/tmp");
+  } else if (argc >= 3 && strcmp(argv[1], "kill") == 0) {
+    rc = run_kill(atoi(argv[2]));
+  } else if (world_rank == 0) {
+    fprintf(stderr, "usage: test_coll_hier exact [--no-timeout] | kill VICTIM\n");
+  }
+  MPI_Finalize();
+  return rc;
+}
