@@ -43,9 +43,11 @@ typedef struct {
   MPI_Request req;     /* the MPI_I... request (neither OWN nor SHM) */
   void *tmp, *tmp2;    /* staging (send side, receive side) or a private copy (tmp) */
   size_t bytes;        /* bytes of tmp2 */
-  gr__mpi_ar *ar;      /* GR__MPI_OWN */
-  gr__shm_op *shm_op;  /* GR__MPI_SHM */
-  gr__hier_call *hier_op; /* GR__MPI_HIER */
+  union { /* one path runs a call: the handle of the one its flag names */
+    gr__mpi_ar *ar;         /* GR__MPI_OWN */
+    gr__shm_op *shm_op;     /* GR__MPI_SHM */
+    gr__hier_call *hier_op; /* GR__MPI_HIER */
+  };
 } gr__mpi_call;
 
 _Static_assert(sizeof(gr__mpi_call) <= GR__BE_CALL_BYTES, "gr__mpi_call must fit gr__call.be_area");
