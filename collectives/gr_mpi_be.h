@@ -17,15 +17,15 @@ typedef struct gr__mpi_algo gr__mpi_algo;
 
 /* The communicator's state (c->be), from create to destroy. */
 typedef struct {
-  MPI_Op half_ops[4], bf16_ops[4]; /* SUM, PROD, MIN, MAX */
-  MPI_Op own_ops[4];               /* gpurun's kernels for the native types MPI's ops get wrong */
-  uint64_t rd_calls;               /* own allreduces so far: the same count on every rank */
-  uint64_t tag_slots;              /* call n uses slot n % tag_slots ... */
-  int tags_per_slot;               /* ... and its tags TAG_BASE + slot * tags_per_slot + j */
-  int ring_tags;                   /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
+  MPI_Op half_ops[4], bf16_ops[4];   /* SUM, PROD, MIN, MAX */
+  MPI_Op own_ops[4];                 /* gpurun's kernels for the native types MPI's ops get wrong */
+  uint64_t rd_calls;                 /* own allreduces so far: the same count on every rank */
+  uint64_t tag_slots;                /* call n uses slot n % tag_slots ... */
+  int tags_per_slot;                 /* ... and its tags TAG_BASE + slot * tags_per_slot + j */
+  int ring_tags;                     /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
   gr__mpi_ar *live_head, *live_tail; /* own allreduces in flight, oldest first */
-  gr__shm *shm;                    /* node-local shared-memory path (shm_coll.c), or NULL */
-  gr__hier *hier;                  /* hierarchical path across nodes (hier.c), or NULL */
+  gr__shm *shm;                      /* node-local shared-memory path (shm_coll.c), or NULL */
+  gr__hier *hier;                    /* hierarchical path across nodes (hier.c), or NULL */
 } gr__mpi_be;
 
 /* What runs a call and what it holds, in gr__mpi_call.flags. */
@@ -43,14 +43,16 @@ typedef enum {
 
 /* A call's state, kept in the call record's be_area (no allocation for it). */
 typedef struct {
-  unsigned flags;      /* gr__mpi_call_flag */
-  int gate_status;     /* GR__MPI_GATE_ERR */
-  MPI_Request req;     /* the MPI_I... request (neither OWN nor SHM) */
-  void *tmp, *tmp2;    /* staging (send side, receive side) or a private copy (tmp) */
-  size_t bytes;        /* bytes of tmp2 */
-  gr__mpi_ar *ar;      /* GR__MPI_OWN */
-  gr__shm_op *shm_op;  /* GR__MPI_SHM */
-  gr__hier_call *hier_op; /* GR__MPI_HIER */
+  unsigned flags;           /* gr__mpi_call_flag */
+  int gate_status;          /* GR__MPI_GATE_ERR */
+  MPI_Request req;          /* the MPI_I... request (no path flag set) */
+  void *tmp, *tmp2;         /* staging (send side, receive side) or a private copy (tmp) */
+  size_t bytes;             /* bytes of tmp2 */
+  union {                   /* one path runs a call: the handle of the one its flag names */
+    gr__mpi_ar *ar;         /* GR__MPI_OWN */
+    gr__shm_op *shm_op;     /* GR__MPI_SHM */
+    gr__hier_call *hier_op; /* GR__MPI_HIER */
+  };
 } gr__mpi_call;
 
 _Static_assert(sizeof(gr__mpi_call) <= GR__BE_CALL_BYTES, "gr__mpi_call must fit gr__call.be_area");
@@ -59,9 +61,9 @@ static inline gr__mpi_call *gr__mpi_call_of(gr__call *k) {
   return (gr__mpi_call *)(void *)k->be_area;
 }
 
-#define GR__MPI_AR_REQS 64      /* requests one own allreduce has in flight at most */
+#define GR__MPI_AR_REQS 64       /* requests one own allreduce has in flight at most */
 #define GR__MPI_RING_MAX_SEGS 32 /* a receive and a send each in reqs */
-#define GR__MPI_AR_DONE (-1)    /* gr__mpi_ar.phase once the result is in buf */
+#define GR__MPI_AR_DONE (-1)     /* gr__mpi_ar.phase once the result is in buf */
 
 /* One of gpurun's own allreduces (point to point, tags of its own) from start to completion: one
  * allocation per call, the receive buffer at its end. backend_mpi.c allocates it, gives it its
@@ -69,19 +71,19 @@ static inline gr__mpi_call *gr__mpi_call_of(gr__call *k) {
 struct gr__mpi_ar {
   gr__call *k;
   const gr__mpi_algo *algo;
-  int phase;                  /* the algorithm's step; GR__MPI_AR_DONE when finished */
-  int mask;                   /* the algorithm's: partner mask (rd, rab), segments (ring) */
-  int tag;                    /* its first tag (the ring uses tag + segment) */
+  int phase; /* the algorithm's step; GR__MPI_AR_DONE when finished */
+  int mask;  /* the algorithm's: partner mask (rd, rab), segments (ring) */
+  int tag;   /* its first tag (the ring uses tag + segment) */
   int nreqs;
   MPI_Request reqs[GR__MPI_AR_REQS];
-  uint64_t recvs;             /* which of reqs are receives (cancelled by forget) */
-  void *buf;                  /* the result buffer */
-  void *in;                   /* the receive buffer (data below) */
-  const void *src;            /* the input (== buf when in place) */
+  uint64_t recvs;                 /* which of reqs are receives (cancelled by forget) */
+  void *buf;                      /* the result buffer */
+  void *in;                       /* the receive buffer (data below) */
+  const void *src;                /* the input (== buf when in place) */
   int seg[GR__MPI_RING_MAX_SEGS]; /* ring: segment j at step seg[j] / 2, low bit = reduced */
-  uint64_t callno;            /* its number among own allreduces, which picks its tags */
-  gr__mpi_ar *prev, *next;    /* its place in the list of those in flight */
-  int live;                   /* on that list */
+  uint64_t callno;                /* its number among own allreduces, which picks its tags */
+  gr__mpi_ar *prev, *next;        /* its place in the list of those in flight */
+  int live;                       /* on that list */
   max_align_t data[];
 };
 

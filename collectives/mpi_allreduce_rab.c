@@ -20,8 +20,10 @@ static void rab_window(const gr__call *k, int stop, size_t *lo, size_t *hi) {
   *hi = k->count;
   for (int m = P / 2; m >= stop && m >= 1; m /= 2) {
     size_t mid = *lo + (*hi - *lo) / 2;
-    if (r & m) *lo = mid;
-    else *hi = mid;
+    if (r & m)
+      *lo = mid;
+    else
+      *hi = mid;
   }
 }
 
@@ -87,8 +89,10 @@ static gr_status rab_test(gr__mpi_ar *a, int *done) {
       rab_window(k, a->mask, &lo, &hi);
       gr__reduce_host(k->dtype, k->op, (char *)a->buf + lo * gr__dtype_size(k->dtype), a->in,
                       hi - lo);
-      if (a->mask > 1) a->mask /= 2;
-      else a->phase = RAB_AG; /* the gather starts with mask 1 */
+      if (a->mask > 1)
+        a->mask /= 2;
+      else
+        a->phase = RAB_AG; /* the gather starts with mask 1 */
     } else if (a->mask * 2 < k->comm->size) {
       a->mask *= 2;
     } else {

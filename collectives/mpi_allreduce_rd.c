@@ -39,8 +39,12 @@ static gr_status rd_post_step(gr__mpi_ar *a) {
   a->nreqs = 0;
   a->recvs = 0;
   switch (a->phase) {
-  case RD_FOLD_SEND: rc = rd_chunks(a, 1, a->buf, r + 1); break;
-  case RD_FOLD_RECV: rc = rd_chunks(a, 0, a->in, r - 1); break;
+  case RD_FOLD_SEND:
+    rc = rd_chunks(a, 1, a->buf, r + 1);
+    break;
+  case RD_FOLD_RECV:
+    rc = rd_chunks(a, 0, a->in, r - 1);
+    break;
   case RD_LOOP: {
     int nr = r < 2 * rem ? r / 2 : r - rem, pn = nr ^ a->mask;
     int partner = pn < rem ? pn * 2 + 1 : pn + rem;
@@ -48,9 +52,14 @@ static gr_status rd_post_step(gr__mpi_ar *a) {
     if (rc == MPI_SUCCESS) rc = rd_chunks(a, 1, a->buf, partner);
     break;
   }
-  case RD_UNFOLD_SEND: rc = rd_chunks(a, 1, a->buf, r - 1); break;
-  case RD_UNFOLD_RECV: rc = rd_chunks(a, 0, a->buf, r + 1); break;
-  default: break;
+  case RD_UNFOLD_SEND:
+    rc = rd_chunks(a, 1, a->buf, r - 1);
+    break;
+  case RD_UNFOLD_RECV:
+    rc = rd_chunks(a, 0, a->buf, r + 1);
+    break;
+  default:
+    break;
   }
   return gr__mpi_rc(a->k, rc, "MPI_Isend/MPI_Irecv (allreduce)");
 }
@@ -60,7 +69,8 @@ static int rd_next(gr__mpi_ar *a) {
   gr_comm *c = a->k->comm;
   int P = c->size, r = c->rank, pof2 = gr__mpi_pof2(P), rem = P - pof2;
   switch (a->phase) {
-  case RD_FOLD_SEND: return RD_UNFOLD_RECV; /* idle until the result comes back */
+  case RD_FOLD_SEND:
+    return RD_UNFOLD_RECV; /* idle until the result comes back */
   case RD_FOLD_RECV:
   case 0:
     a->mask = 1;
@@ -69,7 +79,8 @@ static int rd_next(gr__mpi_ar *a) {
     a->mask <<= 1;
     if (a->mask < pof2) return RD_LOOP;
     return r < 2 * rem ? RD_UNFOLD_SEND : GR__MPI_AR_DONE;
-  default: return GR__MPI_AR_DONE;
+  default:
+    return GR__MPI_AR_DONE;
   }
 }
 
