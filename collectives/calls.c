@@ -258,9 +258,14 @@ static gr_status exchange_fingerprint(const char *fn, gr__call *k, gr_status bad
 
 /* ---- execution ---------------------------------------------------------------------------- */
 
+/* The caller's count (without the in-band refusal element run_inband adds). */
+static size_t shown_count(const gr__call *k) {
+  return k->count - ((k->fe_flags & GR__FE_INBAND) ? 1 : 0);
+}
+
 static size_t call_bytes(const gr__call *k) {
   if (k->kind == GR__BARRIER) return 0;
-  size_t b = k->count * gr__dtype_size(k->dtype);
+  size_t b = shown_count(k) * gr__dtype_size(k->dtype);
   return k->kind == GR__ALLTOALL || k->kind == GR__REDUCE_SCATTER ? b * (size_t)k->comm->size : b;
 }
 
@@ -269,7 +274,7 @@ static void begin(gr__call *k) {
   k->seq = ++c->seq;
   k->t_start = gr__wall_now();
   int peer = k->kind == GR__SEND || k->kind == GR__RECV;
-  k->flight_slot = gr__flight_begin(c->flight, k->seq, (int)k->kind, k->count,
+  k->flight_slot = gr__flight_begin(c->flight, k->seq, (int)k->kind, shown_count(k),
                                     k->kind == GR__BARRIER ? -1 : (int)k->dtype,
                                     peer ? -1 : k->root, peer ? k->root : -1, k->t_start);
 }
@@ -299,7 +304,7 @@ static gr_status timed_out(const char *fn, gr__call *k, const char *what) {
   return gr__fail(GR_ERR_TIMEOUT, fn, "%s%s%s #%llu (count=%zu, dtype=%s) on communicator %s "
                   "(rank %d of %d, %s backend) did not complete within %g s%s%s%s; the communicator is "
                   "now aborted (flight recorder: %s)", what, what[0] ? " " : "",
-                  gr__kind_name(k->kind), (unsigned long long)k->seq, k->count,
+                  gr__kind_name(k->kind), (unsigned long long)k->seq, shown_count(k),
                   k->kind == GR__BARRIER ? "none" : gr__dtype_name(k->dtype), c->id, c->rank,
                   c->size, c->ops->name, c->timeout_s, c->err[0] ? " (" : "", c->err, c->err[0] ? ")" : "", path);
 }
@@ -503,6 +508,7 @@ static gr_status run_inband(const char *fn, gr__call *k, int arg) {
   gr__call j = *k;
   j.send = j.recv = p;
   j.count = k->count + 1;
+  j.fe_flags |= GR__FE_INBAND;
   j.fe_refused = GR__ARG_NONE;
   gr_status st = run_one(fn, &j, 1);
   if (st == GR_OK) {
@@ -753,12 +759,15 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
     return gr__fail(GR_ERR_STATE, fn, "non-blocking calls cannot be part of a group");
   gr_comm *c = k->comm;
   gr_status bad = validate(fn, k);
-  /* Requests agree first off the shared-memory path (their data completes later, in gr_test). */
-  int route = refusal_route(k) == ROUTE_AGREE ? ROUTE_VERDICT : refusal_route(k);
+  /* A request's start never waits for the other ranks: a non-blocking collective is local (MPI's
+   * rule, and programs that post, then exchange point-to-point, then wait rely on it). So only the
+   * call's own exchange carries a refusal (the shared-memory descriptor, ROUTE_CALL); off it a
+   * request one rank refuses fails on that rank alone and the others' end at the communicator's
+   * timeout, unless check mode (whose fingerprint exchange makes the start collective) is on. */
+  int route = refusal_route(k) == ROUTE_CALL ? ROUTE_CALL : ROUTE_NONE;
   if (bad != GR_OK) return c->check ? exchange_fingerprint(fn, k, bad) : join_refused(fn, k, bad, route);
   gr__flight_poll();
   if (c->check) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
-  else if (route == ROUTE_VERDICT) GR_CHECK(agree_call(fn, k, GR__ARG_NONE));
   gr_request *q = malloc(sizeof *q);
   if (!q) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
   q->k = *k;

@@ -33,6 +33,8 @@ typedef struct gr__coll_ops gr__coll_ops;
 /* Flags the front end (calls.c) keeps on a call; a backend never reads or writes them. */
 typedef enum {
   GR__FE_DONE_IN_POST = 1u << 0, /* a gr_i... request finished inside post(): nothing to test */
+  GR__FE_INBAND = 1u << 1,       /* count includes the in-band refusal element (calls.c): the
+                                  * caller's count, shown in sentences and records, is one less */
 } gr__fe_flag;
 
 /* Bytes of per-call state a backend may keep inside the call record itself (see be_area). */

@@ -53,9 +53,11 @@
  *   argument, e.g. "rank 3 of communicator world rejected its own recv (NULL) in allreduce
  *   (count=4)"; nothing is received and the communicator stays usable (the refusing rank's next
  *   call gets that call's data). This holds with and without check mode and a timeout, for
- *   blocking, non-blocking (the others' request fails at its start or its wait), grouped calls
- *   (gr_group_end fails on every rank, nothing posted) and gr_allreduce_multi (while the refusing
- *   rank has the counts). The cost (docs/architecture.md, Collectives): none on the shared-memory
+ *   blocking calls, grouped calls (gr_group_end fails on every rank, nothing posted) and
+ *   gr_allreduce_multi (while the refusing rank has the counts). Non-blocking calls are covered
+ *   on the shared-memory path and in check mode only (the others' request fails at its wait): a
+ *   request's start never waits for other ranks, so on the MPI algorithms a request one rank
+ *   refuses fails there alone and the others' requests end at the timeout. The cost (docs/architecture.md, Collectives): none on the shared-memory
  *   path (the refusal rides in the call's descriptor) and for allreduces up to 64 KiB on the MPI
  *   algorithms (one more element carries it in band); elsewhere on the MPI backend, and once per
  *   group, the ranks first agree on a 4-byte verdict. Not covered without check mode: the NCCL
