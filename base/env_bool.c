@@ -11,11 +11,14 @@
 #include <strings.h>
 
 int gr__parse_bool(const char *s) {
-  static const char *const on[] = {"1", "yes", "true", "on"}, *const off[] = {"0", "no", "false", "off"};
+  static const char *const on[] = {"1", "yes", "true", "on"}, *const off[] = {"0", "no", "false",
+                                                                              "off"};
   if (!s) return -1;
-  while (isspace((unsigned char)*s)) s++;
+  while (isspace((unsigned char)*s))
+    s++;
   size_t n = strlen(s);
-  while (n > 0 && isspace((unsigned char)s[n - 1])) n--;
+  while (n > 0 && isspace((unsigned char)s[n - 1]))
+    n--;
   for (int i = 0; i < 4; i++) {
     if (strlen(on[i]) == n && strncasecmp(s, on[i], n) == 0) return 1;
     if (strlen(off[i]) == n && strncasecmp(s, off[i], n) == 0) return 0;
@@ -31,7 +34,8 @@ int gr__env_bool(const char *name, int def) {
   /* The value may be anything: show at most 32 bytes of it, printable ones only. */
   char shown[33];
   size_t i = 0;
-  for (; v[i] && i < sizeof shown - 1; i++) shown[i] = isprint((unsigned char)v[i]) ? v[i] : '?';
+  for (; v[i] && i < sizeof shown - 1; i++)
+    shown[i] = isprint((unsigned char)v[i]) ? v[i] : '?';
   shown[i] = '\0';
   /* Warn once per variable: the variables are read at every gr_comm_create. */
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

@@ -68,12 +68,23 @@ void gr__esc_xml(FILE *f, const char *str) {
       continue;
     }
     switch (cp) {
-    case '&': fputs("&amp;", f); break;
-    case '<': fputs("&lt;", f); break;
-    case '>': fputs("&gt;", f); break;
-    case '"': fputs("&quot;", f); break;
-    case '\'': fputs("&apos;", f); break;
-    default: fwrite(s, 1, (size_t)n, f);
+    case '&':
+      fputs("&amp;", f);
+      break;
+    case '<':
+      fputs("&lt;", f);
+      break;
+    case '>':
+      fputs("&gt;", f);
+      break;
+    case '"':
+      fputs("&quot;", f);
+      break;
+    case '\'':
+      fputs("&apos;", f);
+      break;
+    default:
+      fwrite(s, 1, (size_t)n, f);
     }
     s += n;
   }

@@ -22,17 +22,17 @@ int gr__process_rank(void);
 void gr__set_process_rank(int rank);
 
 /* Propagate a failure that already recorded its sentence. */
-#define GR_CHECK(call)                 \
-  do {                                 \
-    gr_status gr_rc_ = (call);         \
-    if (gr_rc_ != GR_OK) return gr_rc_; \
+#define GR_CHECK(call)                                                                             \
+  do {                                                                                             \
+    gr_status gr_rc_ = (call);                                                                     \
+    if (gr_rc_ != GR_OK) return gr_rc_;                                                            \
   } while (0)
 
 /* Propagate to a cleanup label: GR_CHECK_GOTO(step(), rc, fail); */
-#define GR_CHECK_GOTO(call, rc, label) \
-  do {                                 \
-    (rc) = (call);                     \
-    if ((rc) != GR_OK) goto label;     \
+#define GR_CHECK_GOTO(call, rc, label)                                                             \
+  do {                                                                                             \
+    (rc) = (call);                                                                                 \
+    if ((rc) != GR_OK) goto label;                                                                 \
   } while (0)
 
 #endif

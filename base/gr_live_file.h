@@ -29,8 +29,8 @@ typedef struct {
 } gr__live_comm;
 
 typedef struct {
-  int rank, size;    /* -1 when absent */
-  long pid;          /* 0 when absent */
+  int rank, size; /* -1 when absent */
+  long pid;       /* 0 when absent */
   char host[64], state[12];
   double time, interval, cpu_pct; /* cpu_pct -1 when absent */
   long long rss_kib;              /* -1 when absent */

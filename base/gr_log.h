@@ -17,9 +17,9 @@ void gr__log_reset(void);
 void gr__log(gr_log_level level, const char *fmt, ...) GR_PRINTF(2, 3);
 
 #define GR_LOG_ENABLED(level) (gr__log_level() >= (level))
-#define GR_LOG(level, ...)                             \
-  do {                                                 \
-    if (GR_LOG_ENABLED(level)) gr__log(level, __VA_ARGS__); \
+#define GR_LOG(level, ...)                                                                         \
+  do {                                                                                             \
+    if (GR_LOG_ENABLED(level)) gr__log(level, __VA_ARGS__);                                        \
   } while (0)
 #define GR_ERROR(...) GR_LOG(GR_LOG_ERROR, __VA_ARGS__)
 #define GR_WARN(...) GR_LOG(GR_LOG_WARN, __VA_ARGS__)
@@ -27,11 +27,11 @@ void gr__log(gr_log_level level, const char *fmt, ...) GR_PRINTF(2, 3);
 #define GR_DEBUG(...) GR_LOG(GR_LOG_DEBUG, __VA_ARGS__)
 
 /* Log a message at most once per process from this call site. */
-#define GR_LOG_ONCE(level, ...)                                        \
-  do {                                                                 \
-    static int gr_once_;                                               \
-    if (GR_LOG_ENABLED(level) && !__atomic_exchange_n(&gr_once_, 1, __ATOMIC_RELAXED)) \
-      gr__log(level, __VA_ARGS__);                                     \
+#define GR_LOG_ONCE(level, ...)                                                                    \
+  do {                                                                                             \
+    static int gr_once_;                                                                           \
+    if (GR_LOG_ENABLED(level) && !__atomic_exchange_n(&gr_once_, 1, __ATOMIC_RELAXED))             \
+      gr__log(level, __VA_ARGS__);                                                                 \
   } while (0)
 
 #endif

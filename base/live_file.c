@@ -24,10 +24,12 @@ void gr__live_clean(char *dst, size_t cap, const char *src, size_t srclen) {
 static int tokens(const char *p, const char *end, const char **tok, size_t *tlen, int max) {
   int n = 0;
   while (p < end) {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) p++;
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
+      p++;
     if (p >= end) break;
     const char *s = p;
-    while (p < end && *p != ' ' && *p != '\t' && *p != '\r') p++;
+    while (p < end && *p != ' ' && *p != '\t' && *p != '\r')
+      p++;
     if (n == max) return max + 1; /* too many: the line is not ours */
     tok[n] = s;
     tlen[n++] = (size_t)(p - s);
@@ -91,8 +93,7 @@ int gr__live_parse(const char *text, size_t len, gr__live *out) {
   out->cpu_pct = -1;
   out->rss_kib = -1;
   size_t ml = strlen(GR_LIVE_MAGIC);
-  if (len < ml || memcmp(text, GR_LIVE_MAGIC, ml) != 0 || (len > ml && text[ml] != '\n'))
-    return -1;
+  if (len < ml || memcmp(text, GR_LIVE_MAGIC, ml) != 0 || (len > ml && text[ml] != '\n')) return -1;
   const char *p = text, *end = text + len;
   while (p < end) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -118,8 +119,7 @@ int gr__live_parse(const char *text, size_t len, gr__live *out) {
       out->time = d;
     else if (is(tok[0], tl[0], "interval") && n == 2 && !num(tok[1], tl[1], &d) && d >= 0)
       out->interval = d;
-    else if (is(tok[0], tl[0], "cpu_pct") && n == 2 && !num(tok[1], tl[1], &d) && d >= 0 &&
-             d < 1e6)
+    else if (is(tok[0], tl[0], "cpu_pct") && n == 2 && !num(tok[1], tl[1], &d) && d >= 0 && d < 1e6)
       out->cpu_pct = d;
     else if (is(tok[0], tl[0], "rss_kib") && n == 2 &&
              !integer(tok[1], tl[1], 0, (long long)1 << 50, &v))

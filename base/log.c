@@ -36,7 +36,8 @@ gr_log_level gr__log_level(void) {
       bad = 1;
   }
   __atomic_store_n(&level_cache, lvl, __ATOMIC_RELAXED);
-  if (bad) gr__log(GR_LOG_WARN, "GPURUN_LOG=%s is not one of error, warn, info, debug; using warn", env);
+  if (bad)
+    gr__log(GR_LOG_WARN, "GPURUN_LOG=%s is not one of error, warn, info, debug; using warn", env);
   return (gr_log_level)lvl;
 }
 

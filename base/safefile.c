@@ -143,8 +143,10 @@ int gr__file_replace(int dirfd, const char *name, const void *buf, size_t len, c
   struct stat st;
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
     return fail(EEXIST, why, why_len, "%s exists and is not a regular file (%s); not replacing it",
-                name, S_ISLNK(st.st_mode) ? "a symlink" : S_ISDIR(st.st_mode) ? "a directory"
-                                                                          : "a special file");
+                name,
+                S_ISLNK(st.st_mode)   ? "a symlink"
+                : S_ISDIR(st.st_mode) ? "a directory"
+                                      : "a special file");
   static unsigned counter;
   char tmp[NAME_MAX + 64];
   int fd = -1;

@@ -17,8 +17,8 @@ static int process_rank = -2; /* -2: not looked up yet */
 
 GR_API const char *gr_strerror(gr_status st) {
   switch (st) {
-#define GR_STATUS_TEXT_(name, value, text) \
-  case name:                               \
+#define GR_STATUS_TEXT_(name, value, text)                                                         \
+  case name:                                                                                       \
     return text;
     GR_STATUS_MAP(GR_STATUS_TEXT_)
 #undef GR_STATUS_TEXT_
@@ -29,8 +29,8 @@ GR_API const char *gr_strerror(gr_status st) {
 
 GR_API const char *gr_status_name(gr_status st) {
   switch (st) {
-#define GR_STATUS_NAME_(name, value, text) \
-  case name:                               \
+#define GR_STATUS_NAME_(name, value, text)                                                         \
+  case name:                                                                                       \
     return #name;
     GR_STATUS_MAP(GR_STATUS_NAME_)
 #undef GR_STATUS_NAME_

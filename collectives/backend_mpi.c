@@ -47,10 +47,10 @@ uint64_t gr__mpi_tag_slots_cap;
 #define TAG_BASE 0x4000
 #define RING_MAX_SEGS GR__MPI_RING_MAX_SEGS
 
-#define GR_HALF_OP_(name, dt, op)                                                    \
-  static void name(void *in, void *inout, int *len, MPI_Datatype *t) {               \
-    (void)t;                                                                         \
-    gr__reduce_host(dt, op, inout, in, (size_t)*len);                                \
+#define GR_HALF_OP_(name, dt, op)                                                                  \
+  static void name(void *in, void *inout, int *len, MPI_Datatype *t) {                             \
+    (void)t;                                                                                       \
+    gr__reduce_host(dt, op, inout, in, (size_t)*len);                                              \
   }
 GR_HALF_OP_(h_sum, GR_FLOAT16, GR_SUM)
 GR_HALF_OP_(h_prod, GR_FLOAT16, GR_PROD)
@@ -75,9 +75,9 @@ static gr_dtype native_dtype(MPI_Datatype t) {
   if (t == MPI_FLOAT) return GR_FLOAT32;
   return GR_FLOAT64; /* only the types gr__mpi_type() hands out reach these ops */
 }
-#define GR_OWN_OP_(name, op)                                                      \
-  static void name(void *in, void *inout, int *len, MPI_Datatype *t) {            \
-    gr__reduce_host(native_dtype(*t), op, inout, in, (size_t)*len);               \
+#define GR_OWN_OP_(name, op)                                                                       \
+  static void name(void *in, void *inout, int *len, MPI_Datatype *t) {                             \
+    gr__reduce_host(native_dtype(*t), op, inout, in, (size_t)*len);                                \
   }
 GR_OWN_OP_(own_sum, GR_SUM)
 GR_OWN_OP_(own_prod, GR_PROD)
@@ -95,15 +95,24 @@ static int builtin_ok(gr_dtype t, gr_op op) {
 
 MPI_Datatype gr__mpi_type(gr_dtype t) {
   switch (t) {
-  case GR_INT8: return MPI_INT8_T;
-  case GR_UINT8: return MPI_UINT8_T;
-  case GR_INT32: return MPI_INT32_T;
-  case GR_UINT32: return MPI_UINT32_T;
-  case GR_INT64: return MPI_INT64_T;
-  case GR_UINT64: return MPI_UINT64_T;
-  case GR_FLOAT32: return MPI_FLOAT;
-  case GR_FLOAT64: return MPI_DOUBLE;
-  default: return MPI_UINT16_T; /* fp16, bf16: only our own ops touch the bits */
+  case GR_INT8:
+    return MPI_INT8_T;
+  case GR_UINT8:
+    return MPI_UINT8_T;
+  case GR_INT32:
+    return MPI_INT32_T;
+  case GR_UINT32:
+    return MPI_UINT32_T;
+  case GR_INT64:
+    return MPI_INT64_T;
+  case GR_UINT64:
+    return MPI_UINT64_T;
+  case GR_FLOAT32:
+    return MPI_FLOAT;
+  case GR_FLOAT64:
+    return MPI_DOUBLE;
+  default:
+    return MPI_UINT16_T; /* fp16, bf16: only our own ops touch the bits */
   }
 }
 
@@ -113,10 +122,14 @@ static MPI_Op mpi_op(const mpi_be *b, gr_dtype t, gr_op op) {
   if (t == GR_BFLOAT16) return b->bf16_ops[i];
   if (!builtin_ok(t, (gr_op)i)) return b->own_ops[i];
   switch (i) {
-  case GR_PROD: return MPI_PROD;
-  case GR_MIN: return MPI_MIN;
-  case GR_MAX: return MPI_MAX;
-  default: return MPI_SUM;
+  case GR_PROD:
+    return MPI_PROD;
+  case GR_MIN:
+    return MPI_MIN;
+  case GR_MAX:
+    return MPI_MAX;
+  default:
+    return MPI_SUM;
   }
 }
 
@@ -173,7 +186,8 @@ static void mpi_abort(gr_comm *c) {
 
 int gr__mpi_pof2(int p) {
   int q = 1;
-  while (q * 2 <= p) q *= 2;
+  while (q * 2 <= p)
+    q *= 2;
   return q;
 }
 
@@ -206,8 +220,8 @@ static gr_status stage_in(gr__call *k, const void **s, void **r) {
   gr__call_sides(k, &sb, &rb);
   int dr = rb && on_device(*r);
   /* in place (or the send side inside recv): the input starts in the receive buffer */
-  int inside = dr && sb && (uintptr_t)*s >= (uintptr_t)*r &&
-               (uintptr_t)*s + sb <= (uintptr_t)*r + rb;
+  int inside =
+      dr && sb && (uintptr_t)*s >= (uintptr_t)*r && (uintptr_t)*s + sb <= (uintptr_t)*r + rb;
   int ds = sb && !inside && on_device(*s);
   if (!dr && !ds) return GR_OK;
   m->flags |= GR__MPI_STAGED;
@@ -283,16 +297,18 @@ static gr_status private_copy(gr__call *k, const void **s, size_t bytes) {
   return GR_OK;
 }
 
-
-
 /* ---- gpurun's own allreduces: tags, the list in flight, the choice of algorithm -------------- */
 
 static void live_remove(mpi_be *b, gr__mpi_ar *a) {
   if (!a->live) return;
-  if (a->prev) a->prev->next = a->next;
-  else b->live_head = a->next;
-  if (a->next) a->next->prev = a->prev;
-  else b->live_tail = a->prev;
+  if (a->prev)
+    a->prev->next = a->next;
+  else
+    b->live_head = a->next;
+  if (a->next)
+    a->next->prev = a->prev;
+  else
+    b->live_tail = a->prev;
   a->prev = a->next = NULL;
   a->live = 0;
 }
@@ -320,12 +336,14 @@ static gr_status take_slot(gr__mpi_ar *a) {
     for (unsigned spin = 0; !done; spin++) {
       gr_status st = ar_test(old, &done);
       if (st != GR_OK)
-        return gr__comm_err(c, st, "allreduce #%llu needs the tags of allreduce #%llu, %llu calls "
+        return gr__comm_err(c, st,
+                            "allreduce #%llu needs the tags of allreduce #%llu, %llu calls "
                             "earlier and still in flight, which failed: %s",
                             (unsigned long long)k->seq, (unsigned long long)old->k->seq,
                             (unsigned long long)b->tag_slots, c->err);
       if (!done && (spin & 15) == 15 && gr__past(deadline))
-        return gr__comm_err(c, GR_ERR_TIMEOUT, "allreduce #%llu needs the tags of allreduce #%llu, "
+        return gr__comm_err(c, GR_ERR_TIMEOUT,
+                            "allreduce #%llu needs the tags of allreduce #%llu, "
                             "which is still in flight (%llu own allreduces in flight on one "
                             "communicator) and did not complete in time",
                             (unsigned long long)k->seq, (unsigned long long)old->k->seq,
@@ -337,8 +355,10 @@ static gr_status take_slot(gr__mpi_ar *a) {
   a->tag = TAG_BASE + (int)(n % b->tag_slots) * b->tags_per_slot;
   a->prev = b->live_tail;
   a->next = NULL;
-  if (b->live_tail) b->live_tail->next = a;
-  else b->live_head = a;
+  if (b->live_tail)
+    b->live_tail->next = a;
+  else
+    b->live_head = a;
   b->live_tail = a;
   a->live = 1;
   return GR_OK;
@@ -476,8 +496,10 @@ static gr_status mpi_post(gr__call *k, int *done) {
     return st;
   }
   if (k->count > INT_MAX)
-    return gr__comm_err(c, GR_ERR_UNSUPPORTED, "count %zu exceeds the MPI backend's limit of "
-                        "INT_MAX elements per call; split the call", k->count);
+    return gr__comm_err(c, GR_ERR_UNSUPPORTED,
+                        "count %zu exceeds the MPI backend's limit of "
+                        "INT_MAX elements per call; split the call",
+                        k->count);
   /* reduce, alltoall: the ranks agree on the segment first; gate_start posts them again */
   if (gr__shm_gates(b->shm, k->kind, k->count, k->dtype) && !(m->flags & GR__MPI_GATED))
     return gate_post(b, k);
@@ -487,14 +509,18 @@ static gr_status mpi_post(gr__call *k, int *done) {
   if (gr__shm_takes(b->shm, k->kind, k->count, k->dtype)) {
     if (k->kind == GR__ALLREDUCE) gr__algo_note(GR__ALGO_SHM);
     gr_status st = gr__shm_call_post(b->shm, k, s, r, &m->shm_op);
-    if (st != GR_OK) stage_out(k);
-    else m->flags |= GR__MPI_SHM;
+    if (st != GR_OK)
+      stage_out(k);
+    else
+      m->flags |= GR__MPI_SHM;
     return st;
   }
   if (gr__hier_takes(b->hier, k)) {
     gr_status st = gr__hier_call_post(b->hier, k, s, r, &m->hier_op);
-    if (st != GR_OK) stage_out(k);
-    else m->flags |= GR__MPI_HIER;
+    if (st != GR_OK)
+      stage_out(k);
+    else
+      m->flags |= GR__MPI_HIER;
     return st;
   }
   MPI_Datatype dt = gr__mpi_type(k->dtype);
@@ -506,8 +532,8 @@ static gr_status mpi_post(gr__call *k, int *done) {
   switch (k->kind) {
   case GR__ALLREDUCE: {
     const gr__mpi_algo *algo = choose_allreduce(k);
-    gr__algo_note(!algo                            ? GR__ALGO_MPI_LIB
-                  : algo == &gr__mpi_allreduce_rab ? GR__ALGO_RABENSEIFNER
+    gr__algo_note(!algo                             ? GR__ALGO_MPI_LIB
+                  : algo == &gr__mpi_allreduce_rab  ? GR__ALGO_RABENSEIFNER
                   : algo == &gr__mpi_allreduce_ring ? GR__ALGO_RING
                                                     : GR__ALGO_RD);
     if (algo) {
@@ -522,7 +548,8 @@ static gr_status mpi_post(gr__call *k, int *done) {
     }
     const void *in = s == r ? MPI_IN_PLACE : s;
     what = "MPI_Iallreduce";
-    rc = blk ? MPI_Allreduce(in, r, n, dt, op, c->mpi) : MPI_Iallreduce(in, r, n, dt, op, c->mpi, q);
+    rc =
+        blk ? MPI_Allreduce(in, r, n, dt, op, c->mpi) : MPI_Iallreduce(in, r, n, dt, op, c->mpi, q);
     break;
   }
   case GR__BROADCAST:
@@ -554,7 +581,8 @@ static gr_status mpi_post(gr__call *k, int *done) {
   case GR__ALLTOALL:
     if (s == r && n) GR_CHECK(private_copy(k, &s, k->count * es * P));
     what = "MPI_Ialltoall";
-    rc = blk ? MPI_Alltoall(s, n, dt, r, n, dt, c->mpi) : MPI_Ialltoall(s, n, dt, r, n, dt, c->mpi, q);
+    rc = blk ? MPI_Alltoall(s, n, dt, r, n, dt, c->mpi)
+             : MPI_Ialltoall(s, n, dt, r, n, dt, c->mpi, q);
     break;
   case GR__SEND:
     what = "MPI_Isend";
@@ -610,7 +638,8 @@ static gr_status mpi_test(gr__call *k, int *done) {
   if (m->flags & GR__MPI_SHM) {
     gr_status st = gr__shm_call_test(b->shm, k, &m->shm_op, done);
     if (!m->shm_op) m->flags &= ~GR__MPI_SHM;
-    if (st == GR_ERR_MISMATCH || st == GR_ERR_INVALID) { /* disagreed or refused: nothing received */
+    if (st == GR_ERR_MISMATCH ||
+        st == GR_ERR_INVALID) { /* disagreed or refused: nothing received */
       if (m->flags & GR__MPI_PRIVATE_COPY) {
         free(m->tmp), m->tmp = NULL;
         m->flags &= ~GR__MPI_PRIVATE_COPY;

@@ -27,7 +27,7 @@
 
 typedef struct {
   ncclComm_t nc;
-  void *one; /* a device int for the barrier */
+  void *one;             /* a device int for the barrier */
   gr__nccl_share *share; /* ranks share a GPU: NCCL among one leader per GPU (nccl_share.c) */
 } nccl_be;
 
@@ -153,15 +153,18 @@ static gr_status nccl_split(gr_comm *parent, gr_comm *child, int color, int key,
   ncclConfig_t cfg;
   nccl_config(&cfg);
   ncclComm_t nc = NULL;
-  ncclResult_t rc = ncclCommSplit(B(parent)->nc, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &nc, &cfg);
+  ncclResult_t rc =
+      ncclCommSplit(B(parent)->nc, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &nc, &cfg);
   if (rc != ncclSuccess && rc != ncclInProgress)
     return nccl_err(parent, B(parent)->nc, rc, "ncclCommSplit");
   gr_status st = nccl_wait(parent, B(parent)->nc, deadline, "ncclCommSplit");
   if (st == GR_OK && nc) st = nccl_wait(parent, nc, deadline, "ncclCommSplit (new communicator)");
   if (st == GR_OK && child) {
     st = be_alloc(child);
-    if (st == GR_OK) B(child)->nc = nc, nc = NULL;
-    else snprintf(parent->err, sizeof parent->err, "%s", child->err);
+    if (st == GR_OK)
+      B(child)->nc = nc, nc = NULL;
+    else
+      snprintf(parent->err, sizeof parent->err, "%s", child->err);
   }
   if (nc) ncclCommAbort(nc);
   return st;
@@ -214,19 +217,24 @@ static gr_status nccl_group_finish(gr_comm *any, double deadline) {
 }
 
 static ncclDataType_t nccl_type(gr_dtype t) {
-  static const ncclDataType_t m[GR__NDTYPES] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32,
-                                                ncclInt64, ncclUint64, ncclFloat16, ncclBfloat16,
+  static const ncclDataType_t m[GR__NDTYPES] = {ncclInt8,    ncclUint8,  ncclInt32,   ncclUint32,
+                                                ncclInt64,   ncclUint64, ncclFloat16, ncclBfloat16,
                                                 ncclFloat32, ncclFloat64};
   return m[t];
 }
 
 static ncclRedOp_t nccl_op(gr_op op) {
   switch (op) {
-  case GR_PROD: return ncclProd;
-  case GR_MIN: return ncclMin;
-  case GR_MAX: return ncclMax;
-  case GR_AVG: return ncclAvg;
-  default: return ncclSum;
+  case GR_PROD:
+    return ncclProd;
+  case GR_MIN:
+    return ncclMin;
+  case GR_MAX:
+    return ncclMax;
+  case GR_AVG:
+    return ncclAvg;
+  default:
+    return ncclSum;
   }
 }
 
@@ -250,14 +258,15 @@ static gr_status stage_in(gr__call *k, cudaStream_t s, const void **sp, void **r
   size_t sb, rb;
   gr__call_sides(k, &sb, &rb);
   int hr = rb && !on_device(*rp);
-  int inside = hr && sb && (uintptr_t)*sp >= (uintptr_t)*rp &&
-               (uintptr_t)*sp + sb <= (uintptr_t)*rp + rb;
+  int inside =
+      hr && sb && (uintptr_t)*sp >= (uintptr_t)*rp && (uintptr_t)*sp + sb <= (uintptr_t)*rp + rb;
   int hs = sb && !inside && !on_device(*sp);
   if (!hr && !hs) return GR_OK;
   cudaError_t e;
   NC(k)->flags |= STAGED | WAIT_STREAM;
   if (hr) {
-    if ((e = cudaMalloc(&NC(k)->tmp2, rb)) != cudaSuccess) return cuda_err(c, e, "cudaMalloc (staging)");
+    if ((e = cudaMalloc(&NC(k)->tmp2, rb)) != cudaSuccess)
+      return cuda_err(c, e, "cudaMalloc (staging)");
     NC(k)->bytes = rb;
     NC(k)->flags |= NEED_D2H;
     if (inside) {
@@ -268,7 +277,8 @@ static gr_status stage_in(gr__call *k, cudaStream_t s, const void **sp, void **r
     *rp = NC(k)->tmp2;
   }
   if (hs) {
-    if ((e = cudaMalloc(&NC(k)->tmp, sb)) != cudaSuccess) return cuda_err(c, e, "cudaMalloc (staging)");
+    if ((e = cudaMalloc(&NC(k)->tmp, sb)) != cudaSuccess)
+      return cuda_err(c, e, "cudaMalloc (staging)");
     if ((e = cudaMemcpyAsync(NC(k)->tmp, *sp, sb, cudaMemcpyHostToDevice, s)) != cudaSuccess)
       return cuda_err(c, e, "cudaMemcpyAsync (staging in)");
     *sp = NC(k)->tmp;
@@ -325,7 +335,8 @@ static gr_status nccl_post(gr__call *k, int *done) {
     what = "ncclSend/ncclRecv (all-to-all)";
     if (sp == rp && n) { /* grouped send/recv cannot work in place: send from a copy */
       cudaError_t e = cudaMalloc(&NC(k)->tmp, n * es * P);
-      if (e == cudaSuccess) e = cudaMemcpyAsync(NC(k)->tmp, rp, n * es * P, cudaMemcpyDeviceToDevice, s);
+      if (e == cudaSuccess)
+        e = cudaMemcpyAsync(NC(k)->tmp, rp, n * es * P, cudaMemcpyDeviceToDevice, s);
       if (e != cudaSuccess) {
         release(k);
         return cuda_err(c, e, "cudaMalloc/cudaMemcpyAsync (all-to-all in place)");

@@ -58,11 +58,15 @@ static gr_status validate(const char *fn, gr__call *k) {
     REFUSE(GR__ARG_ROOT, "%s %d is out of range [0, %d) of communicator %s",
            rooted ? "root" : "peer", k->root, P, c->id);
   if (p2p && k->root == c->rank && grp.depth == 0)
-    REFUSE(GR__ARG_ROOT, "peer %d is this rank: a %s to itself outside "
-           "gr_group_start/gr_group_end would wait forever", k->root, gr__kind_name(k->kind));
+    REFUSE(GR__ARG_ROOT,
+           "peer %d is this rank: a %s to itself outside "
+           "gr_group_start/gr_group_end would wait forever",
+           k->root, gr__kind_name(k->kind));
   /* Whole buffers must be addressable: count * size (* ranks) must fit. */
-  size_t mult = (k->kind == GR__ALLGATHER || k->kind == GR__REDUCE_SCATTER ||
-                 k->kind == GR__ALLTOALL) ? (size_t)P : 1;
+  size_t mult =
+      (k->kind == GR__ALLGATHER || k->kind == GR__REDUCE_SCATTER || k->kind == GR__ALLTOALL)
+          ? (size_t)P
+          : 1;
   if (k->count > (size_t)PTRDIFF_MAX / es / mult)
     REFUSE(GR__ARG_COUNT, "count %zu of %s%s overflows the address space", k->count,
            gr__dtype_name(k->dtype), mult > 1 ? " times the communicator size" : "");
@@ -71,14 +75,16 @@ static gr_status validate(const char *fn, gr__call *k) {
   int is_root = rooted && k->root == c->rank;
   switch (k->kind) {
   case GR__BROADCAST:
-    if (is_root && !k->send) REFUSE(GR__ARG_SEND, "send is NULL on root %d with count %zu", k->root, k->count);
+    if (is_root && !k->send)
+      REFUSE(GR__ARG_SEND, "send is NULL on root %d with count %zu", k->root, k->count);
     if (!k->recv) REFUSE(GR__ARG_RECV, "recv is NULL with count %zu", k->count);
     if (is_root && k->send != k->recv && overlaps(k->send, n, k->recv, n))
       REFUSE(GR__ARG_OVERLAP, "send and recv overlap without being equal (in place)");
     break;
   case GR__REDUCE:
     if (!k->send) REFUSE(GR__ARG_SEND, "send is NULL with count %zu", k->count);
-    if (is_root && !k->recv) REFUSE(GR__ARG_RECV, "recv is NULL on root %d with count %zu", k->root, k->count);
+    if (is_root && !k->recv)
+      REFUSE(GR__ARG_RECV, "recv is NULL on root %d with count %zu", k->root, k->count);
     if (is_root && k->send != k->recv && overlaps(k->send, n, k->recv, n))
       REFUSE(GR__ARG_OVERLAP, "send and recv overlap without being equal (in place)");
     break;
@@ -95,13 +101,15 @@ static gr_status validate(const char *fn, gr__call *k) {
       if (k->send != k->recv && overlaps(k->send, big, k->recv, big))
         REFUSE(GR__ARG_OVERLAP, "send and recv overlap without being equal (in place)");
     } else if (k->kind == GR__ALLGATHER) {
-      if (k->send != (const char *)k->recv + (size_t)c->rank * n && overlaps(k->send, n, k->recv, big))
+      if (k->send != (const char *)k->recv + (size_t)c->rank * n &&
+          overlaps(k->send, n, k->recv, big))
         REFUSE(GR__ARG_OVERLAP, "send overlaps recv; in place means send == recv + "
-               "rank * sendcount elements");
+                                "rank * sendcount elements");
     } else if (k->kind == GR__REDUCE_SCATTER) {
-      if (k->recv != (const char *)k->send + (size_t)c->rank * n && overlaps(k->send, big, k->recv, n))
+      if (k->recv != (const char *)k->send + (size_t)c->rank * n &&
+          overlaps(k->send, big, k->recv, n))
         REFUSE(GR__ARG_OVERLAP, "recv overlaps send; in place means recv == send + "
-               "rank * recvcount elements");
+                                "rank * recvcount elements");
     }
   }
   return GR_OK;
@@ -125,27 +133,37 @@ static int32_t inplace_form(const gr__call *k) {
   size_t n = k->count * gr__dtype_size(k->dtype);
   switch (k->kind) {
   case GR__ALLREDUCE:
-  case GR__ALLTOALL: return k->count > 0 && k->send == k->recv;
+  case GR__ALLTOALL:
+    return k->count > 0 && k->send == k->recv;
   case GR__ALLGATHER:
     return k->count > 0 && k->recv && k->send == (const char *)k->recv + (size_t)c->rank * n;
   case GR__REDUCE_SCATTER:
     return k->count > 0 && k->send && k->recv == (const char *)k->send + (size_t)c->rank * n;
-  default: return -1;
+  default:
+    return -1;
   }
 }
 
 static fingerprint fingerprint_of(const gr__call *k, gr_status bad) {
   int reduces = k->kind == GR__ALLREDUCE || k->kind == GR__REDUCE || k->kind == GR__REDUCE_SCATTER;
   int rooted = k->kind == GR__BROADCAST || k->kind == GR__REDUCE;
-  fingerprint f = {0, k->count, 0, (int32_t)k->kind, k->kind == GR__BARRIER ? -1 : (int32_t)k->dtype,
-                   reduces ? (int32_t)k->op : -1, rooted ? k->root : -1,
+  fingerprint f = {0,
+                   k->count,
+                   0,
+                   (int32_t)k->kind,
+                   k->kind == GR__BARRIER ? -1 : (int32_t)k->dtype,
+                   reduces ? (int32_t)k->op : -1,
+                   rooted ? k->root : -1,
                    bad == GR_OK ? inplace_form(k) : -1,
-                   bad == GR_OK ? 0 : k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS};
+                   bad == GR_OK    ? 0
+                   : k->fe_refused ? k->fe_refused
+                                   : GR__ARG_BUFFERS};
   return f;
 }
 
 static uint64_t fnv(uint64_t h, uint64_t x) {
-  for (int i = 0; i < 8; i++) h = (h ^ ((x >> (8 * i)) & 0xff)) * 1099511628211ull;
+  for (int i = 0; i < 8; i++)
+    h = (h ^ ((x >> (8 * i)) & 0xff)) * 1099511628211ull;
   return h;
 }
 
@@ -157,8 +175,9 @@ static void describe(char *s, size_t len, const fingerprint *f, const fingerprin
              (unsigned long long)f->count, (unsigned long long)f->hash);
     return;
   }
-  int n = snprintf(s, len, "%s(count=%llu", f->kind >= 0 && f->kind < GR__NKINDS ?
-                   gr__kind_name((gr__kind)f->kind) : "?", (unsigned long long)f->count);
+  int n = snprintf(s, len, "%s(count=%llu",
+                   f->kind >= 0 && f->kind < GR__NKINDS ? gr__kind_name((gr__kind)f->kind) : "?",
+                   (unsigned long long)f->count);
   int same_kind = f->kind == ref->kind;
   if (same_kind && f->dtype != ref->dtype && f->dtype >= 0 && n >= 0 && (size_t)n < len)
     n += snprintf(s + n, len - (size_t)n, ", dtype=%s", gr__dtype_name((gr_dtype)f->dtype));
@@ -208,10 +227,13 @@ static gr_status exchange_verdict(const char *fn, gr_comm *c, exchange *x, gr_st
   if (out == GR_OK) {
     for (int r = 0; r < c->size; r++)
       if (all[r].bad) {
-        out = gr__fail(GR_ERR_INVALID, fn, "rank %d of communicator %s rejected its own arguments "
-                       "to %s call #%llu (%s); no rank sent anything", r, c->id,
-                       all[r].kind == KIND_GROUP ? "a grouped" : gr__kind_name((gr__kind)all[r].kind),
-                       (unsigned long long)all[r].seq, gr__arg_name(all[r].bad));
+        out =
+            gr__fail(GR_ERR_INVALID, fn,
+                     "rank %d of communicator %s rejected its own arguments "
+                     "to %s call #%llu (%s); no rank sent anything",
+                     r, c->id,
+                     all[r].kind == KIND_GROUP ? "a grouped" : gr__kind_name((gr__kind)all[r].kind),
+                     (unsigned long long)all[r].seq, gr__arg_name(all[r].bad));
         break;
       }
   }
@@ -222,12 +244,16 @@ static gr_status exchange_verdict(const char *fn, gr_comm *c, exchange *x, gr_st
         describe(a, sizeof a, &all[r], &all[0]);
         describe(b, sizeof b, &all[0], &all[r]);
         if (all[r].seq == all[0].seq)
-          out = gr__fail(GR_ERR_MISMATCH, fn, "rank %d called %s as call #%llu while rank 0 called "
-                         "%s (communicator %s)", r, a, (unsigned long long)all[r].seq, b, c->id);
+          out = gr__fail(GR_ERR_MISMATCH, fn,
+                         "rank %d called %s as call #%llu while rank 0 called "
+                         "%s (communicator %s)",
+                         r, a, (unsigned long long)all[r].seq, b, c->id);
         else
-          out = gr__fail(GR_ERR_MISMATCH, fn, "rank %d called %s as call #%llu while rank 0 called "
-                         "%s as call #%llu (communicator %s)", r, a, (unsigned long long)all[r].seq,
-                         b, (unsigned long long)all[0].seq, c->id);
+          out = gr__fail(GR_ERR_MISMATCH, fn,
+                         "rank %d called %s as call #%llu while rank 0 called "
+                         "%s as call #%llu (communicator %s)",
+                         r, a, (unsigned long long)all[r].seq, b, (unsigned long long)all[0].seq,
+                         c->id);
         break;
       }
   }
@@ -299,14 +325,17 @@ static void end(gr__call *k, gr__flight_state fs, double t0) { end_share(k, fs, 
 static gr_status timed_out(const char *fn, gr__call *k, const char *what) {
   gr_comm *c = k->comm;
   char path[1024] = "";
-  if (gr__flight_dump("timeout", path, sizeof path) != 0) snprintf(path, sizeof path, "not written");
+  if (gr__flight_dump("timeout", path, sizeof path) != 0)
+    snprintf(path, sizeof path, "not written");
   gr__comm_abort_internal(c);
-  return gr__fail(GR_ERR_TIMEOUT, fn, "%s%s%s #%llu (count=%zu, dtype=%s) on communicator %s "
-                  "(rank %d of %d, %s backend) did not complete within %g s%s%s%s; the communicator is "
-                  "now aborted (flight recorder: %s)", what, what[0] ? " " : "",
-                  gr__kind_name(k->kind), (unsigned long long)k->seq, shown_count(k),
-                  k->kind == GR__BARRIER ? "none" : gr__dtype_name(k->dtype), c->id, c->rank,
-                  c->size, c->ops->name, c->timeout_s, c->err[0] ? " (" : "", c->err, c->err[0] ? ")" : "", path);
+  return gr__fail(
+      GR_ERR_TIMEOUT, fn,
+      "%s%s%s #%llu (count=%zu, dtype=%s) on communicator %s "
+      "(rank %d of %d, %s backend) did not complete within %g s%s%s%s; the communicator is "
+      "now aborted (flight recorder: %s)",
+      what, what[0] ? " " : "", gr__kind_name(k->kind), (unsigned long long)k->seq, shown_count(k),
+      k->kind == GR__BARRIER ? "none" : gr__dtype_name(k->dtype), c->id, c->rank, c->size,
+      c->ops->name, c->timeout_s, c->err[0] ? " (" : "", c->err, c->err[0] ? ")" : "", path);
 }
 
 /* ---- the one progress loop ------------------------------------------------------------ */
@@ -314,10 +343,10 @@ static gr_status timed_out(const char *fn, gr__call *k, const char *what) {
 /* How a path words its outcomes (the sentences each path has always given). */
 typedef struct {
   const char *fn;
-  const char *timeout_what;  /* "" (a call, a request) or "grouped" */
-  int name_backend;          /* failure sentences name the backend (single calls and requests) */
-  int backend_timeout;       /* a backend's own GR_ERR_TIMEOUT is this call's timeout (blocking) */
-  int once;                  /* one sweep, deadline checked every time (gr_test) */
+  const char *timeout_what; /* "" (a call, a request) or "grouped" */
+  int name_backend;         /* failure sentences name the backend (single calls and requests) */
+  int backend_timeout;      /* a backend's own GR_ERR_TIMEOUT is this call's timeout (blocking) */
+  int once;                 /* one sweep, deadline checked every time (gr_test) */
 } loop_style;
 
 /* A call's outcome st (from post or test): its flight record and counters, and (say) the sentence;
@@ -347,7 +376,8 @@ static gr_status settle(const loop_style *y, gr__call *k, gr_status st, double t
 static gr_status progress(const loop_style *y, gr__call *k, size_t n, int *done, double t0,
                           double deadline, double share, gr_status first) {
   size_t left = 0;
-  for (size_t i = 0; i < n; i++) left += !done[i];
+  for (size_t i = 0; i < n; i++)
+    left += !done[i];
   for (unsigned spin = 0; left > 0; spin++) {
     for (size_t i = 0; i < n; i++) {
       if (done[i]) continue;
@@ -383,7 +413,8 @@ static gr_status run_one(const char *fn, gr__call *k, int checked) {
   gr_comm *c = k->comm;
   gr__flight_poll();
   if (!checked && is_collective(k->kind)) {
-    if (c->check) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
+    if (c->check)
+      GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
     else if (refusal_route(k) == ROUTE_AGREE) {
       if (inband(k)) return run_inband(fn, k, GR__ARG_NONE);
       GR_CHECK(agree_call(fn, k, GR__ARG_NONE));
@@ -436,9 +467,10 @@ static int verdict_word(const gr_comm *c, int arg) {
 }
 
 static gr_status verdict_fail(const char *fn, const gr_comm *c, int all, const char *what) {
-  return gr__fail(GR_ERR_INVALID, fn, "rank %d of communicator %s rejected its own %s in %s; no "
-                  "rank sent anything", 0xfffff - ((all >> 8) & 0xfffff), c->id,
-                  gr__arg_name(all & 0xff), what);
+  return gr__fail(GR_ERR_INVALID, fn,
+                  "rank %d of communicator %s rejected its own %s in %s; no "
+                  "rank sent anything",
+                  0xfffff - ((all >> 8) & 0xfffff), c->id, gr__arg_name(all & 0xff), what);
 }
 
 /* ROUTE_AGREE for one call; arg is this rank's refusal (GR__ARG_NONE: none). */
@@ -458,7 +490,8 @@ static gr_status agree_call(const char *fn, gr__call *k, int arg) {
   }
   int all = v[1];
   free(v);
-  if (st != GR_OK) return gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
+  if (st != GR_OK)
+    return gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
   if (!all) return GR_OK;
   char what[96];
   snprintf(what, sizeof what, "%s(count=%zu)", gr__kind_name(k->kind), k->count);
@@ -482,17 +515,20 @@ static void inband_flag(gr_dtype t, gr_op op, int refused, unsigned char *out) {
   size_t es = gr__dtype_size(t);
   memset(out, 0, es);
   if ((op == GR_PROD || op == GR_MIN) == !!refused) return; /* 0 */
-  uint16_t h = t == GR_FLOAT16 ? 0x3c00 : 0x3f80; /* 1.0 in fp16, bf16 */
+  uint16_t h = t == GR_FLOAT16 ? 0x3c00 : 0x3f80;           /* 1.0 in fp16, bf16 */
   uint32_t i32 = 1;
   uint64_t i64 = 1;
   float f = 1.0f;
   double d = 1.0;
   const void *one = t == GR_FLOAT16 || t == GR_BFLOAT16 ? (const void *)&h
-                    : t == GR_FLOAT32 ? (const void *)&f
-                    : t == GR_FLOAT64 ? (const void *)&d
-                    : es == 8 ? (const void *)&i64 : (const void *)&i32;
-  if (es == 1) out[0] = 1;
-  else memcpy(out, one, es);
+                    : t == GR_FLOAT32                   ? (const void *)&f
+                    : t == GR_FLOAT64                   ? (const void *)&d
+                    : es == 8                           ? (const void *)&i64
+                                                        : (const void *)&i32;
+  if (es == 1)
+    out[0] = 1;
+  else
+    memcpy(out, one, es);
 }
 
 /* k with count + 1 elements; arg is this rank's refusal (its buffers are then not touched). */
@@ -502,8 +538,10 @@ static gr_status run_inband(const char *fn, gr__call *k, int arg) {
   /* with a timeout MPI may still write the buffer after this returns: then it is not the stack */
   unsigned char *p = n + es <= sizeof small && k->comm->timeout_s <= 0 ? small : malloc(n + es);
   if (!p) return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", n + es);
-  if (arg) memset(p, 0, n);
-  else if (n) memcpy(p, k->send, n);
+  if (arg)
+    memset(p, 0, n);
+  else if (n)
+    memcpy(p, k->send, n);
   inband_flag(k->dtype, k->op, arg, p + n);
   gr__call j = *k;
   j.send = j.recv = p;
@@ -571,7 +609,7 @@ static gr_status submit(const char *fn, gr__call *k) {
   return run_one(fn, k, 0);
 }
 
-#define CALL_INIT(kind_, comm_) \
+#define CALL_INIT(kind_, comm_)                                                                    \
   { .kind = (kind_), .comm = (comm_), .root = -1, .flight_slot = -1 }
 
 GR_API gr_status gr_allreduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
@@ -639,9 +677,9 @@ GR_API gr_status gr_barrier(gr_comm *comm) {
   return submit("gr_barrier", &k);
 }
 
-GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, const size_t *counts,
-                                    size_t nbufs, gr_dtype dtype, gr_op op, gr_comm *comm,
-                                    gr_stream stream) {
+GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
+                                    const size_t *counts, size_t nbufs, gr_dtype dtype, gr_op op,
+                                    gr_comm *comm, gr_stream stream) {
   static const char fn[] = "gr_allreduce_multi";
   GR_CHECK(gr__check_alive(fn, comm));
   gr_status bad = GR_OK;
@@ -666,8 +704,10 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, 
   }
   size_t es = gr__dtype_size(dtype);
   if (bad == GR_OK && es && total > (size_t)PTRDIFF_MAX / es) { /* the packed total too */
-    bad = gr__fail(GR_ERR_INVALID, fn, "the counts add up to %zu elements of %s, which overflows "
-                   "the address space", total, gr__dtype_name(dtype));
+    bad = gr__fail(GR_ERR_INVALID, fn,
+                   "the counts add up to %zu elements of %s, which overflows "
+                   "the address space",
+                   total, gr__dtype_name(dtype));
     arg = GR__ARG_COUNT;
   }
   /* A refusing rank joins the exchange (coll.h, Errors) with the call's total count, which it
@@ -675,7 +715,8 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, 
   int joinable = bad == GR_OK || (counts && arg != GR__ARG_COUNT);
   if (bad != GR_OK && joinable) {
     total = 0;
-    for (size_t i = 0; i < nbufs; i++) total += counts[i] <= SIZE_MAX - total ? counts[i] : 0;
+    for (size_t i = 0; i < nbufs; i++)
+      total += counts[i] <= SIZE_MAX - total ? counts[i] : 0;
   }
   gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
   k.count = total, k.dtype = dtype, k.op = op, k.stream = stream;
@@ -690,7 +731,8 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, 
     exchange x;
     gr_status st = exchange_post(fn, comm, &x, f);
     if (st != GR_OK) return bad != GR_OK ? bad : st;
-    st = x.rc == MPI_SUCCESS ? gr__mpi_wait(comm, &x.req, gr__deadline(comm->timeout_s)) : GR_ERR_MPI;
+    st = x.rc == MPI_SUCCESS ? gr__mpi_wait(comm, &x.req, gr__deadline(comm->timeout_s))
+                             : GR_ERR_MPI;
     if (st == GR_ERR_TIMEOUT) {
       k.seq = comm->seq + 1;
       comm->err[0] = '\0';
@@ -765,7 +807,8 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
    * request one rank refuses fails on that rank alone and the others' end at the communicator's
    * timeout, unless check mode (whose fingerprint exchange makes the start collective) is on. */
   int route = refusal_route(k) == ROUTE_CALL ? ROUTE_CALL : ROUTE_NONE;
-  if (bad != GR_OK) return c->check ? exchange_fingerprint(fn, k, bad) : join_refused(fn, k, bad, route);
+  if (bad != GR_OK)
+    return c->check ? exchange_fingerprint(fn, k, bad) : join_refused(fn, k, bad, route);
   gr__flight_poll();
   if (c->check) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
   gr_request *q = malloc(sizeof *q);
@@ -825,7 +868,8 @@ GR_API gr_status gr_wait(gr_request **req) {
   if (!req || !*req) return gr__fail(GR_ERR_INVALID, "gr_wait", "req or *req is NULL");
   int done = 0;
   gr_status st;
-  do st = gr_test(req, &done);
+  do
+    st = gr_test(req, &done);
   while (!done && st == GR_OK);
   return st;
 }
@@ -879,11 +923,14 @@ static gr_status check_group(const char *fn, gr__call *q, size_t n) {
     if (q[i].comm->aborted) return gr__check_alive(fn, q[i].comm);
     if (!q[i].comm->check || !is_collective(q[i].kind)) continue;
     size_t j = 0;
-    while (j < nc && comms[j] != q[i].comm) j++;
+    while (j < nc && comms[j] != q[i].comm)
+      j++;
     if (j == nc) {
       if (nc == sizeof comms / sizeof comms[0])
-        return gr__fail(GR_ERR_UNSUPPORTED, fn, "check mode handles groups over at most %zu "
-                        "communicators", nc);
+        return gr__fail(GR_ERR_UNSUPPORTED, fn,
+                        "check mode handles groups over at most %zu "
+                        "communicators",
+                        nc);
       comms[nc++] = q[i].comm;
     }
   }
@@ -911,7 +958,8 @@ static gr_status check_group(const char *fn, gr__call *q, size_t n) {
                    (uint64_t)(uint32_t)g.inplace);
     }
     if (mine[j] != GR_OK) f.hash = 0;
-    if (c->timeout_s > 0 && (deadline == 0 || t0 + c->timeout_s < deadline)) deadline = t0 + c->timeout_s;
+    if (c->timeout_s > 0 && (deadline == 0 || t0 + c->timeout_s < deadline))
+      deadline = t0 + c->timeout_s;
     first = exchange_post(fn, c, &x[j], f);
     if (first != GR_OK) break;
     posted++;
@@ -942,7 +990,8 @@ static gr_status check_group(const char *fn, gr__call *q, size_t n) {
     if (st != GR_OK) drop_calls_on(q, n, c, st);
     if (first == GR_OK) first = st;
   }
-  for (size_t j = posted; j < nc; j++) drop_calls_on(q, n, comms[j], first);
+  for (size_t j = posted; j < nc; j++)
+    drop_calls_on(q, n, comms[j], first);
   return first;
 }
 
@@ -955,7 +1004,8 @@ static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
   for (size_t i = 0; i < n; i++) {
     if (!is_collective(q[i].kind) || refusal_route(&q[i]) == ROUTE_NONE) continue;
     size_t j = 0;
-    while (j < nc && comms[j] != q[i].comm) j++;
+    while (j < nc && comms[j] != q[i].comm)
+      j++;
     if (j == nc) {
       if (nc == sizeof comms / sizeof comms[0])
         return gr__fail(GR_ERR_UNSUPPORTED, fn, "groups span at most %zu communicators", nc);
@@ -971,9 +1021,11 @@ static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
     gr_comm *c = comms[j];
     int arg = GR__ARG_NONE;
     for (size_t i = 0; i < n && !arg; i++)
-      if (q[i].comm == c && q[i].fe_bad != GR_OK) arg = q[i].fe_refused ? q[i].fe_refused : GR__ARG_BUFFERS;
+      if (q[i].comm == c && q[i].fe_bad != GR_OK)
+        arg = q[i].fe_refused ? q[i].fe_refused : GR__ARG_BUFFERS;
     v[j] = verdict_word(c, arg);
-    if (c->timeout_s > 0 && (deadline == 0 || t0 + c->timeout_s < deadline)) deadline = t0 + c->timeout_s;
+    if (c->timeout_s > 0 && (deadline == 0 || t0 + c->timeout_s < deadline))
+      deadline = t0 + c->timeout_s;
     req[j] = MPI_REQUEST_NULL;
     if (MPI_Iallreduce(&v[j], &v[nc + j], 1, MPI_INT, MPI_MAX, c->mpi, &req[j]) != MPI_SUCCESS)
       v[nc + j] = -1;
@@ -1066,7 +1118,8 @@ GR_API gr_status gr_group_end(void) {
   if (grp.depth == 0) return gr__fail(GR_ERR_STATE, fn, "no gr_group_start on this thread");
   if (--grp.depth > 0) return GR_OK;
   /* The queue is handed over: from here the calls are run (or failed) before this returns. */
-  for (size_t i = 0; i < grp.n; i++) __atomic_sub_fetch(&grp.q[i].comm->pending, 1, __ATOMIC_ACQ_REL);
+  for (size_t i = 0; i < grp.n; i++)
+    __atomic_sub_fetch(&grp.q[i].comm->pending, 1, __ATOMIC_ACQ_REL);
   gr_status st = grp.n ? run_group(fn) : GR_OK;
   free(grp.q);
   grp.q = NULL;
@@ -1082,11 +1135,14 @@ GR_API gr_status gr_comm_synchronize(gr_comm *comm, gr_stream stream) {
   gr_status st = comm->ops->synchronize(comm, stream, gr__deadline(comm->timeout_s));
   if (st == GR_ERR_TIMEOUT) {
     char path[1024] = "";
-    if (gr__flight_dump("timeout", path, sizeof path) != 0) snprintf(path, sizeof path, "not written");
+    if (gr__flight_dump("timeout", path, sizeof path) != 0)
+      snprintf(path, sizeof path, "not written");
     gr__comm_abort_internal(comm);
-    return gr__fail(st, fn, "work enqueued on communicator %s (rank %d of %d, %s backend) after call "
+    return gr__fail(st, fn,
+                    "work enqueued on communicator %s (rank %d of %d, %s backend) after call "
                     "#%llu did not finish within %g s; the communicator is now aborted (flight "
-                    "recorder: %s)", comm->id, comm->rank, comm->size, comm->ops->name,
+                    "recorder: %s)",
+                    comm->id, comm->rank, comm->size, comm->ops->name,
                     (unsigned long long)comm->seq, comm->timeout_s, path);
   }
   if (st != GR_OK) return gr__fail(st, fn, "%s backend: %s", comm->ops->name, comm->err);

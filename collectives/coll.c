@@ -23,16 +23,21 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const kind_names[GR__NKINDS] = {
-    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", GR_FL_OP_SEND, GR_FL_OP_RECV,
-    "barrier"};
+static const char *const kind_names[GR__NKINDS] = {"allreduce",   "broadcast",      "reduce",
+                                                   "allgather",   "reduce_scatter", "alltoall",
+                                                   GR_FL_OP_SEND, GR_FL_OP_RECV,    "barrier"};
 
 const char *gr__kind_name(gr__kind k) { return (unsigned)k < GR__NKINDS ? kind_names[k] : "?"; }
 
 const char *gr__arg_name(int a) {
   static const char *const names[GR__NARGS] = {
-      "no argument", "dtype (not a gr_dtype)", "op (not a gr_op, or AVG on an integer type)",
-      "root (out of range)", "count (overflows the address space)", "send (NULL)", "recv (NULL)",
+      "no argument",
+      "dtype (not a gr_dtype)",
+      "op (not a gr_op, or AVG on an integer type)",
+      "root (out of range)",
+      "count (overflows the address space)",
+      "send (NULL)",
+      "recv (NULL)",
       "send and recv (they overlap without being the in-place form)",
       "send, recv or counts (NULL arrays)"};
   return a >= 0 && a < GR__NARGS ? names[a] : "?";
@@ -49,15 +54,36 @@ void gr__call_sides(const gr__call *k, size_t *sb, size_t *rb) {
   int root = k->root == k->comm->rank;
   *sb = *rb = 0;
   switch (k->kind) {
-  case GR__ALLREDUCE: *sb = *rb = n; break;
-  case GR__BROADCAST: *sb = root ? n : 0; *rb = n; break;
-  case GR__REDUCE: *sb = n; *rb = root ? n : 0; break;
-  case GR__ALLGATHER: *sb = n; *rb = n * P; break;
-  case GR__REDUCE_SCATTER: *sb = n * P; *rb = n; break;
-  case GR__ALLTOALL: *sb = *rb = n * P; break;
-  case GR__SEND: *sb = n; break;
-  case GR__RECV: *rb = n; break;
-  default: break;
+  case GR__ALLREDUCE:
+    *sb = *rb = n;
+    break;
+  case GR__BROADCAST:
+    *sb = root ? n : 0;
+    *rb = n;
+    break;
+  case GR__REDUCE:
+    *sb = n;
+    *rb = root ? n : 0;
+    break;
+  case GR__ALLGATHER:
+    *sb = n;
+    *rb = n * P;
+    break;
+  case GR__REDUCE_SCATTER:
+    *sb = n * P;
+    *rb = n;
+    break;
+  case GR__ALLTOALL:
+    *sb = *rb = n * P;
+    break;
+  case GR__SEND:
+    *sb = n;
+    break;
+  case GR__RECV:
+    *rb = n;
+    break;
+  default:
+    break;
   }
 }
 
@@ -107,7 +133,8 @@ gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline) {
     if (rc != MPI_SUCCESS) return mpi_err(c, rc, "MPI_Test");
     if (flag) return GR_OK;
     if ((spin & 15) == 0) {
-      if (gr__past(deadline)) return gr__comm_err(c, GR_ERR_TIMEOUT, "MPI request did not complete");
+      if (gr__past(deadline))
+        return gr__comm_err(c, GR_ERR_TIMEOUT, "MPI request did not complete");
       gr__flight_poll();
     }
   }
@@ -177,12 +204,22 @@ static void comm_basics(gr_comm *c) {
  * every call) and the backend. Each rank contributes its view and its local verdict on its own
  * arguments; one MPI_Allreduce (MAX over x and -x, giving max and min) tells every rank the same
  * thing, so all succeed or all fail. */
-enum { AG_BAD, AG_BAD_RANK, AG_TIMEOUT_ON, AG_TIMEOUT_OFF, AG_CHECK_ON, AG_CHECK_OFF, AG_GPU_NONE,
-       AG_NCCL_RANK, AG_MPI_RANK, AG_N };
+enum {
+  AG_BAD,
+  AG_BAD_RANK,
+  AG_TIMEOUT_ON,
+  AG_TIMEOUT_OFF,
+  AG_CHECK_ON,
+  AG_CHECK_OFF,
+  AG_GPU_NONE,
+  AG_NCCL_RANK,
+  AG_MPI_RANK,
+  AG_N
+};
 
 typedef struct {
-  gr_status bad;     /* this rank's own verdict on its arguments (its sentence is recorded) */
-  gr_backend want;   /* what this rank asked for: AUTO, NCCL or MPI */
+  gr_status bad;   /* this rank's own verdict on its arguments (its sentence is recorded) */
+  gr_backend want; /* what this rank asked for: AUTO, NCCL or MPI */
   const gr__coll_ops *fixed; /* a given backend table (the NCCL test double), else NULL */
   int has_gpu;
 } create_view;
@@ -202,39 +239,52 @@ static gr_status agree(gr_comm *c, const char *fn, const create_view *v, gr_back
   int rc = MPI_Iallreduce(x, all, AG_N, MPI_INT, MPI_MAX, c->mpi, &req);
   gr_status st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s))
                                    : mpi_err(c, rc, "MPI_Iallreduce");
-  if (st != GR_OK) return v->bad != GR_OK ? v->bad : gr__fail(st, fn, "agreeing on the "
-                                                               "configuration: %s", c->err);
+  if (st != GR_OK)
+    return v->bad != GR_OK ? v->bad
+                           : gr__fail(st, fn,
+                                      "agreeing on the "
+                                      "configuration: %s",
+                                      c->err);
   if (v->bad != GR_OK) return v->bad; /* this rank's own sentence stands */
   if (all[AG_BAD] != GR_OK)
-    return gr__fail((gr_status)all[AG_BAD], fn, "rank %d refused its own arguments (see its "
-                    "error); no rank created the communicator", all[AG_BAD_RANK]);
+    return gr__fail((gr_status)all[AG_BAD], fn,
+                    "rank %d refused its own arguments (see its "
+                    "error); no rank created the communicator",
+                    all[AG_BAD_RANK]);
   if (all[AG_TIMEOUT_ON] >= 0 && all[AG_TIMEOUT_OFF] >= 0)
-    return gr__fail(GR_ERR_MISMATCH, fn, "the timeout (cfg->timeout_s, GPURUN_TIMEOUT) is set on "
+    return gr__fail(GR_ERR_MISMATCH, fn,
+                    "the timeout (cfg->timeout_s, GPURUN_TIMEOUT) is set on "
                     "rank %d but not on rank %d; it decides the algorithms, so every rank of the "
-                    "communicator must set one or none", all[AG_TIMEOUT_ON], all[AG_TIMEOUT_OFF]);
+                    "communicator must set one or none",
+                    all[AG_TIMEOUT_ON], all[AG_TIMEOUT_OFF]);
   if (all[AG_CHECK_ON] >= 0 && all[AG_CHECK_OFF] >= 0)
-    return gr__fail(GR_ERR_MISMATCH, fn, "check mode (cfg->check, GPURUN_CHECK) is on on rank %d "
+    return gr__fail(GR_ERR_MISMATCH, fn,
+                    "check mode (cfg->check, GPURUN_CHECK) is on on rank %d "
                     "but off on rank %d; every rank of the communicator must use the same",
                     all[AG_CHECK_ON], all[AG_CHECK_OFF]);
   /* The backend each rank would use, now that every rank knows whether all have a GPU. */
   gr_backend b = v->want;
-  if (v->fixed) b = v->fixed->kind;
-  else if (b == GR_BACKEND_AUTO) b = GPURUN_HAVE_NCCL && all[AG_GPU_NONE] < 0 ? GR_BACKEND_NCCL
-                                                                              : GR_BACKEND_MPI;
+  if (v->fixed)
+    b = v->fixed->kind;
+  else if (b == GR_BACKEND_AUTO)
+    b = GPURUN_HAVE_NCCL && all[AG_GPU_NONE] < 0 ? GR_BACKEND_NCCL : GR_BACKEND_MPI;
   int y[2] = {b == GR_BACKEND_NCCL ? me : -1, b == GR_BACKEND_NCCL ? -1 : me}, ball[2];
   rc = MPI_Iallreduce(y, ball, 2, MPI_INT, MPI_MAX, c->mpi, &req);
   st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s))
                          : mpi_err(c, rc, "MPI_Iallreduce");
   if (st != GR_OK) return gr__fail(st, fn, "agreeing on the backend: %s", c->err);
   if (ball[0] >= 0 && ball[1] >= 0)
-    return gr__fail(GR_ERR_MISMATCH, fn, "rank %d would use the NCCL backend and rank %d the MPI "
+    return gr__fail(GR_ERR_MISMATCH, fn,
+                    "rank %d would use the NCCL backend and rank %d the MPI "
                     "backend (cfg->backend differs, or a rank has no GPU); every rank of the "
-                    "communicator must use the same", ball[0], ball[1]);
+                    "communicator must use the same",
+                    ball[0], ball[1]);
   if (v->want == GR_BACKEND_AUTO && !v->fixed) {
     if (b == GR_BACKEND_MPI)
-      GR_LOG_ONCE(GR_LOG_INFO, "collectives: MPI backend (%s)", GPURUN_HAVE_NCCL ?
-                  (v->has_gpu ? "another rank has no usable GPU" : "no usable GPU") :
-                  "built without NCCL");
+      GR_LOG_ONCE(GR_LOG_INFO, "collectives: MPI backend (%s)",
+                  GPURUN_HAVE_NCCL
+                      ? (v->has_gpu ? "another rank has no usable GPU" : "no usable GPU")
+                      : "built without NCCL");
     else
       GR_LOG_ONCE(GR_LOG_INFO, "collectives: NCCL backend (every rank has a GPU)");
   }
@@ -264,7 +314,8 @@ static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v,
   gr_comm *c;
   gr_comm_config safe = {GR_BACKEND_AUTO, 0, 0};
   if (comm_alloc(v->bad == GR_OK ? cfg : &safe, &c) != GR_OK)
-    return gr__fail(GR_ERR_NOMEM, fn, "out of memory"); /* cannot join: the peers' timeout ends it */
+    return gr__fail(GR_ERR_NOMEM, fn,
+                    "out of memory"); /* cannot join: the peers' timeout ends it */
   if (v->bad != GR_OK) c->check = cfg->check != 0, c->timeout_s = 0;
   int cmp = MPI_UNEQUAL;
   MPI_Comm_compare(mpi, MPI_COMM_WORLD, &cmp);
@@ -283,7 +334,9 @@ static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v,
   comm_basics(c);
   gr_backend b = GR_BACKEND_MPI;
   gr_status st = agree(c, fn, v, &b);
-  const gr__coll_ops *ops = v->fixed ? v->fixed : b == GR_BACKEND_NCCL ? NCCL_OPS_ : &gr__coll_ops_mpi;
+  const gr__coll_ops *ops = v->fixed               ? v->fixed
+                            : b == GR_BACKEND_NCCL ? NCCL_OPS_
+                                                   : &gr__coll_ops_mpi;
   if (st == GR_OK && !ops) st = gr__fail(GR_ERR_INTERNAL, fn, "no NCCL backend in this build");
   if (st == GR_OK) {
     c->ops = ops;
@@ -325,8 +378,10 @@ gr_status gr__comm_create_ops(MPI_Comm mpi, const gr_comm_config *cfg, const gr_
   *out = NULL;
   create_view v = {GR_OK, GR_BACKEND_AUTO, ops, 1};
   if (!(cfg->timeout_s >= 0) || !isfinite(cfg->timeout_s))
-    v.bad = gr__fail(GR_ERR_INVALID, fn, "cfg->timeout_s %g must be a finite number >= 0 (0 = "
-                     "none)", cfg->timeout_s);
+    v.bad = gr__fail(GR_ERR_INVALID, fn,
+                     "cfg->timeout_s %g must be a finite number >= 0 (0 = "
+                     "none)",
+                     cfg->timeout_s);
   return create(mpi, cfg, &v, out);
 }
 
@@ -340,7 +395,8 @@ GR_API gr_status gr_comm_create(MPI_Comm mpi, const gr_comm_config *cfg, gr_comm
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
   if (!inited || finalized)
-    return gr__fail(GR_ERR_STATE, fn, "MPI is %s", finalized ? "already finalized" : "not initialized");
+    return gr__fail(GR_ERR_STATE, fn, "MPI is %s",
+                    finalized ? "already finalized" : "not initialized");
   if (mpi == MPI_COMM_NULL) return gr__fail(GR_ERR_INVALID, fn, "mpi is MPI_COMM_NULL");
   gr_comm_config def;
   gr_comm_config_init(&def);
@@ -357,15 +413,18 @@ GR_API gr_status gr_comm_create(MPI_Comm mpi, const gr_comm_config *cfg, gr_comm
 gr_status gr__check_comm(const char *fn, const gr_comm *c) {
   if (!c) return gr__fail(GR_ERR_INVALID, fn, "comm is NULL");
   if (c->magic != GR__COMM_MAGIC)
-    return gr__fail(GR_ERR_INVALID, fn, "comm %p is not a live communicator (destroyed?)", (void *)c);
+    return gr__fail(GR_ERR_INVALID, fn, "comm %p is not a live communicator (destroyed?)",
+                    (void *)c);
   return GR_OK;
 }
 
 gr_status gr__check_alive(const char *fn, const gr_comm *c) {
   GR_CHECK(gr__check_comm(fn, c));
   if (c->aborted)
-    return gr__fail(GR_ERR_ABORTED, fn, "communicator %s was aborted (after a timeout or "
-                    "gr_comm_abort); destroy it", c->id);
+    return gr__fail(GR_ERR_ABORTED, fn,
+                    "communicator %s was aborted (after a timeout or "
+                    "gr_comm_abort); destroy it",
+                    c->id);
   return GR_OK;
 }
 
@@ -416,18 +475,22 @@ GR_API gr_status gr_comm_destroy(gr_comm *c) {
   GR_CHECK(gr__check_comm(fn, c));
   long pending = __atomic_load_n(&c->pending, __ATOMIC_ACQUIRE);
   if (pending > 0)
-    return gr__fail(GR_ERR_STATE, fn, "communicator %s has %ld request(s) or grouped call(s) "
+    return gr__fail(GR_ERR_STATE, fn,
+                    "communicator %s has %ld request(s) or grouped call(s) "
                     "outstanding; complete them (gr_wait, gr_group_end) before destroying it; "
-                    "nothing was destroyed", c->id, pending);
+                    "nothing was destroyed",
+                    c->id, pending);
   if (gr__mpi_gone()) {
     /* The program called MPI_Finalize first: release our memory, touch no MPI object. */
     char id[sizeof c->id];
     snprintf(id, sizeof id, "%s", c->id);
     c->ops->destroy(c, gr__deadline(c->timeout_s)); /* the backends skip their MPI calls */
     comm_free(c);
-    return gr__fail(GR_ERR_STATE, fn, "MPI was finalized before communicator %s was destroyed; "
+    return gr__fail(GR_ERR_STATE, fn,
+                    "MPI was finalized before communicator %s was destroyed; "
                     "its memory is released but its MPI objects cannot be (destroy communicators "
-                    "before MPI_Finalize)", id);
+                    "before MPI_Finalize)",
+                    id);
   }
   gr_status st = c->ops->destroy(c, gr__deadline(c->timeout_s));
   if (st != GR_OK) st = gr__fail(st, fn, "%s backend: %s", c->ops->name, c->err);
@@ -458,4 +521,3 @@ gr_status gr__coll_stats_get(const gr_comm *c, gr_coll_stats *out) {
   *out = c->stats;
   return GR_OK;
 }
-

@@ -14,7 +14,8 @@ int gr__cuda_device_count(char *why, size_t why_len) {
   int n = 0; /* cudaGetDeviceCount leaves it untouched on failure */
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    if (why_len) snprintf(why, why_len, "cudaGetDeviceCount: %s (%d)", cudaGetErrorString(e), (int)e);
+    if (why_len)
+      snprintf(why, why_len, "cudaGetDeviceCount: %s (%d)", cudaGetErrorString(e), (int)e);
     return 0;
   }
   if (n == 0 && why_len) snprintf(why, why_len, "cudaGetDeviceCount: no device");

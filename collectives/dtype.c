@@ -5,8 +5,8 @@
 #include <string.h>
 
 static const size_t sizes[GR__NDTYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-static const char *const dnames[GR__NDTYPES] = {"int8",    "uint8",    "int32",   "uint32",
-                                                "int64",   "uint64",   "float16", "bfloat16",
+static const char *const dnames[GR__NDTYPES] = {"int8",    "uint8",  "int32",   "uint32",
+                                                "int64",   "uint64", "float16", "bfloat16",
                                                 "float32", "float64"};
 static const char *const onames[GR__NOPS] = {"sum", "prod", "min", "max", "avg"};
 
@@ -17,7 +17,8 @@ const char *gr__dtype_name(gr_dtype t) { return gr__dtype_valid((int)t) ? dnames
 const char *gr__op_name(gr_op op) { return gr__op_valid((int)op) ? onames[op] : "?"; }
 int gr__dtype_is_float(gr_dtype t) { return t >= GR_FLOAT16 && t <= GR_FLOAT64; }
 int gr__op_defined(gr_dtype t, gr_op op) {
-  return gr__dtype_valid((int)t) && gr__op_valid((int)op) && (op != GR_AVG || gr__dtype_is_float(t));
+  return gr__dtype_valid((int)t) && gr__op_valid((int)op) &&
+         (op != GR_AVG || gr__dtype_is_float(t));
 }
 
 static uint32_t f2u(float f) {
@@ -85,30 +86,30 @@ uint16_t gr__f32_to_bf16(float f) {
  * expression per element in the same order, so the result has the same bits either way: vector
  * add/mul/compare are the scalar IEEE / two's-complement operations lane by lane. */
 #define GR_LANES_ 16
-#define GR_EW_(NAME, T, EXPR)                                                       \
-  static void NAME##_apart(T *restrict o, const T *restrict x, size_t n) {          \
-    size_t i = 0;                                                                   \
-    for (; i + GR_LANES_ <= n; i += GR_LANES_)                                      \
-      for (size_t j = 0; j < GR_LANES_; j++) {                                      \
-        T a = o[i + j], b = x[i + j];                                               \
-        o[i + j] = (EXPR);                                                          \
-      }                                                                             \
-    for (; i < n; i++) {                                                            \
-      T a = o[i], b = x[i];                                                         \
-      o[i] = (EXPR);                                                                \
-    }                                                                               \
-  }                                                                                 \
-  static void NAME(void *inout, const void *in, size_t n) {                         \
-    T *o = inout;                                                                   \
-    const T *x = in;                                                                \
-    if (apart(o, x, n * sizeof(T))) {                                               \
-      NAME##_apart(o, x, n);                                                        \
-      return;                                                                       \
-    }                                                                               \
-    for (size_t i = 0; i < n; i++) {                                                \
-      T a = o[i], b = x[i];                                                         \
-      o[i] = (EXPR);                                                                \
-    }                                                                               \
+#define GR_EW_(NAME, T, EXPR)                                                                      \
+  static void NAME##_apart(T *restrict o, const T *restrict x, size_t n) {                         \
+    size_t i = 0;                                                                                  \
+    for (; i + GR_LANES_ <= n; i += GR_LANES_)                                                     \
+      for (size_t j = 0; j < GR_LANES_; j++) {                                                     \
+        T a = o[i + j], b = x[i + j];                                                              \
+        o[i + j] = (EXPR);                                                                         \
+      }                                                                                            \
+    for (; i < n; i++) {                                                                           \
+      T a = o[i], b = x[i];                                                                        \
+      o[i] = (EXPR);                                                                               \
+    }                                                                                              \
+  }                                                                                                \
+  static void NAME(void *inout, const void *in, size_t n) {                                        \
+    T *o = inout;                                                                                  \
+    const T *x = in;                                                                               \
+    if (apart(o, x, n * sizeof(T))) {                                                              \
+      NAME##_apart(o, x, n);                                                                       \
+      return;                                                                                      \
+    }                                                                                              \
+    for (size_t i = 0; i < n; i++) {                                                               \
+      T a = o[i], b = x[i];                                                                        \
+      o[i] = (EXPR);                                                                               \
+    }                                                                                              \
   }
 
 static int apart(const void *a, const void *b, size_t bytes) {
@@ -116,10 +117,10 @@ static int apart(const void *a, const void *b, size_t bytes) {
   return x + bytes <= y || y + bytes <= x;
 }
 
-#define GR_INT_FNS_(S, T, U)                                                        \
-  GR_EW_(sum_##S, T, (T)(U)((U)a + (U)b))                                           \
-  GR_EW_(prod_##S, T, (T)(U)((U)a * (U)b))                                          \
-  GR_EW_(min_##S, T, b < a ? b : a)                                                 \
+#define GR_INT_FNS_(S, T, U)                                                                       \
+  GR_EW_(sum_##S, T, (T)(U)((U)a + (U)b))                                                          \
+  GR_EW_(prod_##S, T, (T)(U)((U)a * (U)b))                                                         \
+  GR_EW_(min_##S, T, b < a ? b : a)                                                                \
   GR_EW_(max_##S, T, b > a ? b : a)
 
 /* unsigned int: 8-bit operands promote to int, whose product cannot overflow; 32 and 64 bits
@@ -161,10 +162,10 @@ static double max_d(double a, double b) {
   return b > a ? b : a;
 }
 
-#define GR_FLOAT_FNS_(S, T, MIN, MAX)                                               \
-  GR_EW_(sum_##S, T, a + b)                                                         \
-  GR_EW_(prod_##S, T, a * b)                                                        \
-  GR_EW_(min_##S, T, MIN(a, b))                                                     \
+#define GR_FLOAT_FNS_(S, T, MIN, MAX)                                                              \
+  GR_EW_(sum_##S, T, a + b)                                                                        \
+  GR_EW_(prod_##S, T, a *b)                                                                        \
+  GR_EW_(min_##S, T, MIN(a, b))                                                                    \
   GR_EW_(max_##S, T, MAX(a, b))
 
 GR_FLOAT_FNS_(f32, float, min_f, max_f)
@@ -172,7 +173,8 @@ GR_FLOAT_FNS_(f64, double, min_d, max_d)
 
 typedef void (*ew_fn)(void *, const void *, size_t);
 /* by op (SUM, PROD, MIN, MAX, AVG = SUM) */
-#define GR_FNS_ROW_(S) {sum_##S, prod_##S, min_##S, max_##S, sum_##S}
+#define GR_FNS_ROW_(S)                                                                             \
+  { sum_##S, prod_##S, min_##S, max_##S, sum_##S }
 
 static float apply_f(gr_op op, float a, float b) {
   switch (op) {
@@ -198,9 +200,9 @@ void gr__reduce_host(gr_dtype t, gr_op op, void *inout, const void *in, size_t n
   case GR_FLOAT32:
   case GR_FLOAT64: {
     static const ew_fn fns[][GR__NOPS] = {
-        [GR_INT8] = GR_FNS_ROW_(i8),   [GR_UINT8] = GR_FNS_ROW_(u8),
-        [GR_INT32] = GR_FNS_ROW_(i32), [GR_UINT32] = GR_FNS_ROW_(u32),
-        [GR_INT64] = GR_FNS_ROW_(i64), [GR_UINT64] = GR_FNS_ROW_(u64),
+        [GR_INT8] = GR_FNS_ROW_(i8),     [GR_UINT8] = GR_FNS_ROW_(u8),
+        [GR_INT32] = GR_FNS_ROW_(i32),   [GR_UINT32] = GR_FNS_ROW_(u32),
+        [GR_INT64] = GR_FNS_ROW_(i64),   [GR_UINT64] = GR_FNS_ROW_(u64),
         [GR_FLOAT32] = GR_FNS_ROW_(f32), [GR_FLOAT64] = GR_FNS_ROW_(f64)};
     if (gr__op_valid((int)op)) fns[t][op](inout, in, n);
     break;
@@ -226,22 +228,26 @@ void gr__avg_divide(gr_dtype t, void *buf, size_t n, int nranks) {
   switch (t) {
   case GR_FLOAT32: {
     float *b = buf;
-    for (size_t i = 0; i < n; i++) b[i] /= (float)nranks;
+    for (size_t i = 0; i < n; i++)
+      b[i] /= (float)nranks;
     break;
   }
   case GR_FLOAT64: {
     double *b = buf;
-    for (size_t i = 0; i < n; i++) b[i] /= (double)nranks;
+    for (size_t i = 0; i < n; i++)
+      b[i] /= (double)nranks;
     break;
   }
   case GR_FLOAT16: {
     uint16_t *b = buf;
-    for (size_t i = 0; i < n; i++) b[i] = gr__f32_to_f16(gr__f16_to_f32(b[i]) / (float)nranks);
+    for (size_t i = 0; i < n; i++)
+      b[i] = gr__f32_to_f16(gr__f16_to_f32(b[i]) / (float)nranks);
     break;
   }
   case GR_BFLOAT16: {
     uint16_t *b = buf;
-    for (size_t i = 0; i < n; i++) b[i] = gr__f32_to_bf16(gr__bf16_to_f32(b[i]) / (float)nranks);
+    for (size_t i = 0; i < n; i++)
+      b[i] = gr__f32_to_bf16(gr__bf16_to_f32(b[i]) / (float)nranks);
     break;
   }
   default:

@@ -106,7 +106,8 @@ gr__flight *gr__flight_new(const char *id, int rank, int size, const char *backe
   f->backend = backend;
   pthread_mutex_lock(&lock);
   gr__flight **tail = &head; /* append: the dump lists communicators in creation order */
-  while (*tail) tail = &(*tail)->next;
+  while (*tail)
+    tail = &(*tail)->next;
   *tail = f;
   pthread_mutex_unlock(&lock);
   return f;
@@ -154,7 +155,8 @@ void gr__flight_poll(void) {
   if (!sig_pending) return;
   sig_pending = 0;
   char path[1024];
-  if (gr__flight_dump(GR_FL_REASON_SIGNAL, path, sizeof path) == 0) GR_INFO("flight recorder written to %s", path);
+  if (gr__flight_dump(GR_FL_REASON_SIGNAL, path, sizeof path) == 0)
+    GR_INFO("flight recorder written to %s", path);
 }
 
 uint64_t gr__flight_generation(void) { return __atomic_load_n(&generation, __ATOMIC_RELAXED); }
@@ -222,11 +224,13 @@ static int dump_text(FILE *o, const char *reason) {
     uint64_t first = f->n > GR__FLIGHT_N ? f->n - GR__FLIGHT_N : 0;
     for (uint64_t i = first; i < f->n; i++) {
       const rec *r = &f->ring[i % GR__FLIGHT_N];
-      fprintf(o, "%s\n  {" KEY(GR_FL_SEQ) "%llu, ", i == first ? "" : ",", (unsigned long long)r->seq);
-      fprintf(o, KEY(GR_FL_OP) "\"%s\", " KEY(GR_FL_COUNT) "%zu, " KEY(GR_FL_DTYPE) "\"%s\", "
-                 KEY(GR_FL_ROOT) "%d, " KEY(GR_FL_PEER) "%d, " KEY(GR_FL_START),
-              gr__kind_name((gr__kind)r->kind),
-              r->count, r->dtype >= 0 ? gr__dtype_name((gr_dtype)r->dtype) : "none", r->root, r->peer);
+      fprintf(o, "%s\n  {" KEY(GR_FL_SEQ) "%llu, ", i == first ? "" : ",",
+              (unsigned long long)r->seq);
+      fprintf(o,
+              KEY(GR_FL_OP) "\"%s\", " KEY(GR_FL_COUNT) "%zu, " KEY(GR_FL_DTYPE) "\"%s\", " KEY(
+                  GR_FL_ROOT) "%d, " KEY(GR_FL_PEER) "%d, " KEY(GR_FL_START),
+              gr__kind_name((gr__kind)r->kind), r->count,
+              r->dtype >= 0 ? gr__dtype_name((gr_dtype)r->dtype) : "none", r->root, r->peer);
       put_double(o, r->start);
       fputs(", " KEY(GR_FL_END), o);
       put_double(o, r->state == GR__FL_RUNNING ? 0.0 : r->end);

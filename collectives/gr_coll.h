@@ -13,8 +13,16 @@
 #include "gr_coll_stats.h"
 
 typedef enum {
-  GR__ALLREDUCE, GR__BROADCAST, GR__REDUCE, GR__ALLGATHER, GR__REDUCE_SCATTER, GR__ALLTOALL,
-  GR__SEND, GR__RECV, GR__BARRIER, GR__NKINDS
+  GR__ALLREDUCE,
+  GR__BROADCAST,
+  GR__REDUCE,
+  GR__ALLGATHER,
+  GR__REDUCE_SCATTER,
+  GR__ALLTOALL,
+  GR__SEND,
+  GR__RECV,
+  GR__BARRIER,
+  GR__NKINDS
 } gr__kind;
 
 const char *gr__kind_name(gr__kind k);
@@ -22,8 +30,16 @@ const char *gr__kind_name(gr__kind k);
 /* Which of its own arguments a rank refused (validate in calls.c): carried to the other ranks so
  * that they can name it (coll.h, Errors). Fits in 4 bits (the shared-memory descriptor). */
 typedef enum {
-  GR__ARG_NONE, GR__ARG_DTYPE, GR__ARG_OP, GR__ARG_ROOT, GR__ARG_COUNT, GR__ARG_SEND, GR__ARG_RECV,
-  GR__ARG_OVERLAP, GR__ARG_BUFFERS, GR__NARGS
+  GR__ARG_NONE,
+  GR__ARG_DTYPE,
+  GR__ARG_OP,
+  GR__ARG_ROOT,
+  GR__ARG_COUNT,
+  GR__ARG_SEND,
+  GR__ARG_RECV,
+  GR__ARG_OVERLAP,
+  GR__ARG_BUFFERS,
+  GR__NARGS
 } gr__arg;
 const char *gr__arg_name(int a);
 
@@ -56,14 +72,14 @@ typedef struct gr__call {
   int root; /* root (broadcast, reduce) or peer (send, recv); -1 otherwise */
   gr_stream stream;
   gr_comm *comm;
-  uint64_t seq;     /* the communicator's call number (every call) */
-  double t_start;   /* seconds since the epoch */
-  int flight_slot;  /* index in the flight ring, -1 none */
-  int blocking_ok;  /* the backend may complete inside post() (no timeout to honour) */
-  int fe_refused;   /* gr__arg this rank refused: the call joins the exchange without data (the
+  uint64_t seq;      /* the communicator's call number (every call) */
+  double t_start;    /* seconds since the epoch */
+  int flight_slot;   /* index in the flight ring, -1 none */
+  int blocking_ok;   /* the backend may complete inside post() (no timeout to honour) */
+  int fe_refused;    /* gr__arg this rank refused: the call joins the exchange without data (the
                      * backend posts no buffer; only where carries_refusal says so) */
-  gr_status fe_bad; /* a grouped call this rank refused, queued in check mode so peers learn it */
-  int fe_request;   /* a gr_i... request: the user may wait for it before older ones */
+  gr_status fe_bad;  /* a grouped call this rank refused, queued in check mode so peers learn it */
+  int fe_request;    /* a gr_i... request: the user may wait for it before older ones */
   unsigned fe_flags; /* gr__fe_flag */
   /* The backend's, opaque to the front end (backend_mpi.c: gr__mpi_call in gr_mpi_be.h;
    * backend_nccl.c: nccl_call). */
@@ -117,16 +133,16 @@ struct gr_comm {
   MPI_Comm check_mpi; /* another duplicate for check-mode fingerprints (MPI_COMM_NULL when off) */
   int rank, size, world_rank;
   const gr__coll_ops *ops;
-  void *be;           /* backend state */
+  void *be; /* backend state */
   double timeout_s;
   int check;
   int aborted;
-  int gpu_buffers;    /* CUDA devices present: buffers may be device pointers (MPI staging) */
-  uint64_t seq;       /* every call */
-  uint64_t coll_seq;  /* collective calls only: the "call #N" that all ranks agree on */
+  int gpu_buffers;   /* CUDA devices present: buffers may be device pointers (MPI staging) */
+  uint64_t seq;      /* every call */
+  uint64_t coll_seq; /* collective calls only: the "call #N" that all ranks agree on */
   int nsplits;
-  long pending;       /* requests and grouped calls not yet completed (atomic): destroy refuses */
-  char id[32];        /* "world", "split-N", "comm-N" */
+  long pending;         /* requests and grouped calls not yet completed (atomic): destroy refuses */
+  char id[32];          /* "world", "split-N", "comm-N" */
   char err[GR__ERRLEN]; /* a backend's detail for the front end's sentence */
   gr__flight *flight;
   gr_coll_stats stats;

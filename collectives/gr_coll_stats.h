@@ -7,7 +7,8 @@
 #include <gpurun/status.h>
 #include <stdint.h>
 
-#define GR_COLL_STATS_NOPS 9 /* allreduce broadcast reduce allgather reduce_scatter alltoall send recv barrier */
+#define GR_COLL_STATS_NOPS                                                                         \
+  9 /* allreduce broadcast reduce allgather reduce_scatter alltoall send recv barrier */
 
 typedef struct gr_comm gr_comm;
 

@@ -49,9 +49,9 @@ typedef struct {
   uint64_t seq, calls; /* the latest call's number; calls made on it so far (0: none yet) */
   const char *op;      /* static name; NULL when no call yet */
   size_t count;
-  double start, end;   /* seconds since the epoch; end 0 while running */
+  double start, end; /* seconds since the epoch; end 0 while running */
   gr__flight_state state;
-  double busy_s;       /* seconds inside finished calls */
+  double busy_s; /* seconds inside finished calls */
 } gr__flight_now;
 /* Copies up to max communicators' latest calls into out (creation order); returns how many. */
 int gr__flight_latest(gr__flight_now *out, int max);

@@ -72,15 +72,15 @@ typedef struct gr__shm_op {
   int refused; /* 0, or the argument (gr__arg) this rank refused: it joins the first round with no
                 * data, so that every rank fails the call (GR_ERR_INVALID, naming it) */
   /* protocol state */
-  int state;   /* 0 queued, 1 running, 2 done */
-  int step;    /* within the round */
-  int mode;    /* allreduce: small (one round of whole copies) or large (sliced rounds) */
-  int sub;     /* allgather: peers copied so far in this round */
-  int peer;    /* single-copy allreduce: the next peer whose slice of chunk 'gathered' is copied */
+  int state; /* 0 queued, 1 running, 2 done */
+  int step;  /* within the round */
+  int mode;  /* allreduce: small (one round of whole copies) or large (sliced rounds) */
+  int sub;   /* allgather: peers copied so far in this round */
+  int peer;  /* single-copy allreduce: the next peer whose slice of chunk 'gathered' is copied */
   size_t reduced, gathered; /* single-copy allreduce: chunks reduced here, chunks copied back */
-  size_t pos;  /* first element of the current round (per block) */
-  size_t len;  /* elements in the current round (per block) */
-  int failed;  /* the ranks disagreed on the call (why holds the sentence) */
+  size_t pos;               /* first element of the current round (per block) */
+  size_t len;               /* elements in the current round (per block) */
+  int failed;               /* the ranks disagreed on the call (why holds the sentence) */
   char why[320];
   struct gr__shm_op *next;
 } gr__shm_op;

@@ -29,18 +29,18 @@
 #include <unistd.h>
 
 static struct {
-  int on;              /* set once by setup */
-  pthread_mutex_t mu;  /* everything below; held by the publisher except while it sleeps */
+  int on;             /* set once by setup */
+  pthread_mutex_t mu; /* everything below; held by the publisher except while it sleeps */
   pthread_cond_t cv;
   pthread_t thread;
   int stop, warned;
   pid_t owner;
   int64_t period_ns;
-  uint64_t gen;        /* flight generation last written */
+  uint64_t gen; /* flight generation last written */
   int rank, size;
   char host[64];
   int dirfd;           /* the job directory (gr__jobdir_open) */
-  char path[PATH_MAX];  /* for messages */
+  char path[PATH_MAX]; /* for messages */
   char name[32], tmp[64];
   double prev_cpu_s, prev_wall_s;
   double cpu_pct;
@@ -91,21 +91,22 @@ static int write_state(const char *state) {
   }
 
   char buf[4096];
-  int len = snprintf(buf, sizeof buf,
-                     GR_LIVE_MAGIC "\nrank %d\nsize %d\nhost %s\npid %d\nstate %s\ntime %.3f\n"
-                                   "interval %.3f\n",
-                     L.rank, L.size, L.host, (int)getpid(), state, wall,
-                     (double)L.period_ns * 1e-9);
-  if (L.cpu_pct >= 0) len += snprintf(buf + len, sizeof buf - (size_t)len, "cpu_pct %.1f\n", L.cpu_pct);
+  int len =
+      snprintf(buf, sizeof buf,
+               GR_LIVE_MAGIC "\nrank %d\nsize %d\nhost %s\npid %d\nstate %s\ntime %.3f\n"
+                             "interval %.3f\n",
+               L.rank, L.size, L.host, (int)getpid(), state, wall, (double)L.period_ns * 1e-9);
+  if (L.cpu_pct >= 0)
+    len += snprintf(buf + len, sizeof buf - (size_t)len, "cpu_pct %.1f\n", L.cpu_pct);
   long long rss = rss_kib();
   if (rss >= 0) len += snprintf(buf + len, sizeof buf - (size_t)len, "rss_kib %lld\n", rss);
   for (int i = 0; i < n && len < (int)sizeof buf - 200; i++) {
     const gr__flight_now *c = &now[i];
-    len += snprintf(buf + len, sizeof buf - (size_t)len,
-                    "comm %s %d %d %s %llu %s %zu %s %.6f %.6f %llu %.6f\n", c->id, c->rank,
-                    c->size, c->backend, (unsigned long long)c->seq, c->op ? c->op : "-", c->count,
-                    state_names[c->state], c->start, c->end, (unsigned long long)c->calls,
-                    c->busy_s);
+    len +=
+        snprintf(buf + len, sizeof buf - (size_t)len,
+                 "comm %s %d %d %s %llu %s %zu %s %.6f %.6f %llu %.6f\n", c->id, c->rank, c->size,
+                 c->backend, (unsigned long long)c->seq, c->op ? c->op : "-", c->count,
+                 state_names[c->state], c->start, c->end, (unsigned long long)c->calls, c->busy_s);
   }
   /* A stale temp file of a killed predecessor with our pid is replaced; O_EXCL|O_NOFOLLOW make
    * sure a link planted under that name is never followed. */

@@ -101,18 +101,18 @@ struct gr__shm {
   int wait_rank; /* the wait in progress: counter value, rank (-1 = all) */
   int lag;       /* a rank that had not reached wait_for at the last look */
   int broken;
-  int spins;        /* polls per gr__shm_test */
-  uint64_t spin_ns; /* fruitless waiting before yielding */
-  int cma;          /* single copy through process_vm_readv (all ranks agreed) */
-  size_t pair_max;  /* two ranks: allreduces up to this many bytes take the small mode */
-  int cma_errno;    /* a failed read (not a vanished peer): the call fails */
+  int spins;          /* polls per gr__shm_test */
+  uint64_t spin_ns;   /* fruitless waiting before yielding */
+  int cma;            /* single copy through process_vm_readv (all ranks agreed) */
+  size_t pair_max;    /* two ranks: allreduces up to this many bytes take the small mode */
+  int cma_errno;      /* a failed read (not a vanished peer): the call fails */
   unsigned char *tmp; /* (size - 1) * CMA_TMP_BYTES */
-  uint64_t moves;   /* raises and copies done: progress, for the idle clock */
-  uint64_t idle_t0; /* when the current fruitless wait began (ns), 0 = not waiting */
-  char why[320];    /* the last failed call's sentence (gr__shm_why) */
-  const int *names; /* the ranks' numbers in sentences (gr__shm_name_ranks), NULL = own */
+  uint64_t moves;     /* raises and copies done: progress, for the idle clock */
+  uint64_t idle_t0;   /* when the current fruitless wait began (ns), 0 = not waiting */
+  char why[320];      /* the last failed call's sentence (gr__shm_why) */
+  const int *names;   /* the ranks' numbers in sentences (gr__shm_name_ranks), NULL = own */
   gr__shm_op *head, *tail, *spare, *all;
-  void **deferred;  /* gr__shm_defer's FIFO: [dfirst, dend) of dcap */
+  void **deferred; /* gr__shm_defer's FIFO: [dfirst, dend) of dcap */
   size_t dfirst, dend, dcap;
 };
 
@@ -146,7 +146,8 @@ static uint32_t *futex_word(_Atomic uint64_t *f) {
   return (uint32_t *)(void *)f + (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__);
 }
 static unsigned char *slot(const gr__shm *s, int q) {
-  return s->base + data_off(s->size) + ((size_t)q * 2 + (size_t)((s->rounds - 1) & 1)) * GR__SHM_SLOT;
+  return s->base + data_off(s->size) +
+         ((size_t)q * 2 + (size_t)((s->rounds - 1) & 1)) * GR__SHM_SLOT;
 }
 
 void gr__shm_format(void *base, int size, uint64_t nonce) {
@@ -255,7 +256,9 @@ int gr__shm_defer(gr__shm *s, void *item) {
   return 1;
 }
 
-void *gr__shm_deferred(const gr__shm *s) { return s->dfirst < s->dend ? s->deferred[s->dfirst] : NULL; }
+void *gr__shm_deferred(const gr__shm *s) {
+  return s->dfirst < s->dend ? s->deferred[s->dfirst] : NULL;
+}
 
 void gr__shm_undefer(gr__shm *s, void *item) {
   for (size_t i = s->dfirst; i < s->dend; i++) {
@@ -289,8 +292,10 @@ gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
   op->failed = 0;
   op->why[0] = '\0';
   op->next = NULL;
-  if (s->tail) s->tail->next = op;
-  else s->head = op;
+  if (s->tail)
+    s->tail->next = op;
+  else
+    s->head = op;
   s->tail = op;
   *out = op;
   return GR_OK;
@@ -351,14 +356,15 @@ static _Atomic uint64_t *desc(const gr__shm *s, int q) {
 /* The fields that decide the byte layout and the arithmetic, those a kind ignores zeroed, and the
  * round number (which agrees whenever the earlier calls did). */
 static void describe(const gr__shm *s, const gr__shm_op *op, uint64_t d[2]) {
-  int reduces = op->kind == GR__ALLREDUCE || op->kind == GR__REDUCE_SCATTER || op->kind == GR__REDUCE;
+  int reduces =
+      op->kind == GR__ALLREDUCE || op->kind == GR__REDUCE_SCATTER || op->kind == GR__REDUCE;
   int rooted = op->kind == GR__BROADCAST || op->kind == GR__REDUCE;
   int data = op->kind != GR__BARRIER;
   d[0] = data ? (uint64_t)op->count : 0;
   d[1] = (uint64_t)(op->kind & 0xff) | (uint64_t)(data ? op->dtype & 0xff : 0) << 8 |
          (uint64_t)(reduces ? op->op & 0xff : 0) << 16 |
-         (uint64_t)(rooted ? op->root & 0xfff : 0) << 24 |
-         (uint64_t)(op->refused & 0xf) << 36 | (s->rounds & 0xffffff) << 40;
+         (uint64_t)(rooted ? op->root & 0xfff : 0) << 24 | (uint64_t)(op->refused & 0xf) << 36 |
+         (s->rounds & 0xffffff) << 40;
 }
 
 /* Written before the round's first raise (whose release publishes it), in the first round only. */
@@ -440,7 +446,8 @@ static int cma_read(gr__shm *s, int q, void *dst, uint64_t src, size_t n) {
   pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
   size_t done = 0;
   while (done < n) {
-    struct iovec l = {(char *)dst + done, n - done}, r = {(void *)(uintptr_t)(src + done), n - done};
+    struct iovec l = {(char *)dst + done, n - done},
+                 r = {(void *)(uintptr_t)(src + done), n - done};
     ssize_t k = process_vm_readv(pid, &l, 1, &r, 1, 0);
     if (k < 0 && errno == EINTR) continue;
     /* gone (ESRCH), or dying: a process whose memory is being torn down fails with EFAULT. A
@@ -544,7 +551,8 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
       for (; op->sub < P; op->sub++) {
         int q = (r + op->sub) % P; /* op->sub 0 is me: nothing to read */
         unsigned char *into = s->tmp + (size_t)(op->sub ? op->sub - 1 : 0) * CMA_TMP_BYTES;
-        if (op->sub && n && (rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, n * es)) != 1)
+        if (op->sub && n &&
+            (rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, n * es)) != 1)
           return rc;
       }
       for (int i = 0; i < P; i++) { /* rank order, as every path reduces */
@@ -636,7 +644,8 @@ static int cma_allgather(gr__shm *s, gr__shm_op *op) {
       int q = (r + op->sub) % P;
       if (!reached(s, s->first, q)) return 0;
       if (!agrees(s, op, q)) return -2;
-      if ((rc = cma_read(s, q, recv + (size_t)q * blk, peer_addr(s, q, CTL_SEND), blk)) != 1) return rc;
+      if ((rc = cma_read(s, q, recv + (size_t)q * blk, peer_addr(s, q, CTL_SEND), blk)) != 1)
+        return rc;
       s->moves++;
     }
     raise_flag(s);
@@ -677,17 +686,20 @@ static void begin_round(gr__shm *s) {
   s->rounds++;
 }
 
-
 /* Elements per round, per block. */
 static size_t round_elems(const gr__shm *s, const gr__shm_op *op) {
   size_t es = gr__dtype_size(op->dtype);
   if (op->mode == MODE_CMA) return op->count;
   switch (op->kind) {
-  case GR__REDUCE_SCATTER: return GR__SHM_SLOT / (size_t)s->size / es;
-  case GR__ALLREDUCE: return GR__SHM_SLOT / es; /* small: one round unless two ranks (pair_max) */
+  case GR__REDUCE_SCATTER:
+    return GR__SHM_SLOT / (size_t)s->size / es;
+  case GR__ALLREDUCE:
+    return GR__SHM_SLOT / es; /* small: one round unless two ranks (pair_max) */
   case GR__REDUCE:
-  case GR__ALLTOALL: return op->count; /* small_here: one round */
-  default: return GR__SHM_SLOT / es;
+  case GR__ALLTOALL:
+    return op->count; /* small_here: one round */
+  default:
+    return GR__SHM_SLOT / es;
   }
 }
 
@@ -707,7 +719,8 @@ static int allreduce_step(gr__shm *s, gr__shm_op *op) {
     }
     if (!reached(s, s->first, -1)) return 0;
     if (!all_agree(s, op)) return -2;
-    for (int q = 0; q < P; q++) in[q] = q == r ? (const void *)(send + at) : slot(s, q);
+    for (int q = 0; q < P; q++)
+      in[q] = q == r ? (const void *)(send + at) : slot(s, q);
     gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, op->len);
     return 1;
   }
@@ -798,7 +811,8 @@ static int broadcast_step(gr__shm *s, gr__shm_op *op) {
       memcpy(slot(s, op->root), (const char *)op->send + at, op->len * es);
       announce(s, op);
       raise_flag(s);
-      if (op->send != op->recv) memcpy((char *)op->recv + at, (const char *)op->send + at, op->len * es);
+      if (op->send != op->recv)
+        memcpy((char *)op->recv + at, (const char *)op->send + at, op->len * es);
       op->step = 2;
     }
     /* the first round: the root, too, waits for every descriptor, so that all ranks agree */
@@ -851,7 +865,8 @@ static int reduce_step(gr__shm *s, gr__shm_op *op) {
   if (!reached(s, s->first, -1)) return 0;
   if (!all_agree(s, op)) return -2;
   if (r != op->root) return 1;
-  for (int q = 0; q < P; q++) in[q] = q == r ? op->send : (const void *)slot(s, q);
+  for (int q = 0; q < P; q++)
+    in[q] = q == r ? op->send : (const void *)slot(s, q);
   gr__shm_reduce(op->dtype, op->op, in, P, op->recv, NULL, op->count);
   return 1;
 }
@@ -899,7 +914,8 @@ static int advance(gr__shm *s, gr__shm_op *op) {
         op->state = 1;
         op->pos = 0;
         size_t es = gr__dtype_size(op->dtype);
-        if (op->kind == GR__BARRIER || op->refused || agreement_only(s, op)) /* no data moves here */
+        if (op->kind == GR__BARRIER || op->refused ||
+            agreement_only(s, op)) /* no data moves here */
           op->mode = 0;
         else if (op->kind == GR__REDUCE || op->kind == GR__ALLTOALL)
           op->mode = MODE_SMALL;
@@ -908,8 +924,8 @@ static int advance(gr__shm *s, gr__shm_op *op) {
         else if (s->cma && op->count * es >= CMA_MIN && op->count >= (size_t)s->size)
           op->mode = MODE_CMA;
         else if (op->kind == GR__ALLREDUCE)
-          op->mode = op->count * es <= SMALL_MAX || op->count < (size_t)s->size ? MODE_SMALL
-                                                                                 : MODE_LARGE;
+          op->mode =
+              op->count * es <= SMALL_MAX || op->count < (size_t)s->size ? MODE_SMALL : MODE_LARGE;
         if (op->kind == GR__BARRIER || op->refused || agreement_only(s, op)) {
           begin_round(s);
           op->step = 1;
@@ -925,23 +941,47 @@ static int advance(gr__shm *s, gr__shm_op *op) {
       op->step = 1;
     }
     int fin;
-    if (op->refused) fin = refused_step(s, op);
+    if (op->refused)
+      fin = refused_step(s, op);
     else if (op->mode == MODE_CMA) {
       switch (op->kind) {
-      case GR__ALLREDUCE: fin = cma_allreduce(s, op); break;
-      case GR__REDUCE_SCATTER: fin = cma_reduce_scatter(s, op); break;
-      case GR__ALLGATHER: fin = cma_allgather(s, op); break;
-      default: fin = cma_broadcast(s, op); break;
+      case GR__ALLREDUCE:
+        fin = cma_allreduce(s, op);
+        break;
+      case GR__REDUCE_SCATTER:
+        fin = cma_reduce_scatter(s, op);
+        break;
+      case GR__ALLGATHER:
+        fin = cma_allgather(s, op);
+        break;
+      default:
+        fin = cma_broadcast(s, op);
+        break;
       }
-    } else switch (op->kind) {
-    case GR__ALLREDUCE: fin = allreduce_step(s, op); break;
-    case GR__REDUCE_SCATTER: fin = reduce_scatter_step(s, op); break;
-    case GR__ALLGATHER: fin = allgather_step(s, op); break;
-    case GR__BROADCAST: fin = broadcast_step(s, op); break;
-    case GR__REDUCE: fin = op->mode ? reduce_step(s, op) : barrier_step(s, op); break;
-    case GR__ALLTOALL: fin = op->mode ? alltoall_step(s, op) : barrier_step(s, op); break;
-    default: fin = barrier_step(s, op); break;
-    }
+    } else
+      switch (op->kind) {
+      case GR__ALLREDUCE:
+        fin = allreduce_step(s, op);
+        break;
+      case GR__REDUCE_SCATTER:
+        fin = reduce_scatter_step(s, op);
+        break;
+      case GR__ALLGATHER:
+        fin = allgather_step(s, op);
+        break;
+      case GR__BROADCAST:
+        fin = broadcast_step(s, op);
+        break;
+      case GR__REDUCE:
+        fin = op->mode ? reduce_step(s, op) : barrier_step(s, op);
+        break;
+      case GR__ALLTOALL:
+        fin = op->mode ? alltoall_step(s, op) : barrier_step(s, op);
+        break;
+      default:
+        fin = barrier_step(s, op);
+        break;
+      }
     if (fin != 1) return fin;
     op->step = 0;
     s->moves++;
@@ -1001,7 +1041,8 @@ void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
   (void)op;
   s->broken = 1;
   if (!why || !len) return;
-  int n = snprintf(why, len, "shared-memory round %llu: waiting for", (unsigned long long)s->rounds);
+  int n =
+      snprintf(why, len, "shared-memory round %llu: waiting for", (unsigned long long)s->rounds);
   int named = 0;
   for (int q = 0; q < s->size && n >= 0 && (size_t)n < len; q++) {
     /* the ranks this one waits for, and any whose process has vanished (a survivor that timed
@@ -1012,9 +1053,9 @@ void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
                  atomic_load_explicit(flag(s, q), memory_order_acquire) < s->wait_for;
     if (!gone && !behind) continue;
     n += snprintf(why + n, len - (size_t)n, "%s rank %d (process %d%s)", named ? "," : "",
-                  name_of(s, q),
-                  (int)pid, gone ? " no longer exists" : " still running");
+                  name_of(s, q), (int)pid, gone ? " no longer exists" : " still running");
     named++;
   }
-  if (!named && n >= 0 && (size_t)n < len) snprintf(why + n, len - (size_t)n, " no rank (all arrived)");
+  if (!named && n >= 0 && (size_t)n < len)
+    snprintf(why + n, len - (size_t)n, " no rank (all arrived)");
 }

@@ -27,7 +27,8 @@ static int want_shm(void) {
       strcmp(a, "flat") == 0)
     return 1;
   if (strcmp(a, "mpi") == 0) return 0;
-  GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_COLL_ALGO=%.40s is not auto, shm, hier, flat or mpi; using auto", a);
+  GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_COLL_ALGO=%.40s is not auto, shm, hier, flat or mpi; using auto",
+              a);
   return 1;
 }
 
@@ -80,8 +81,9 @@ static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip) {
       base = NULL;
     }
     if (!base)
-      GR_DEBUG("collectives: shared-memory segment: rank %d cannot open /proc/%" PRId64 "/fd/%" PRId64
-               ": %s", c->rank, info.pid, info.fd, strerror(errno));
+      GR_DEBUG("collectives: shared-memory segment: rank %d cannot open /proc/%" PRId64
+               "/fd/%" PRId64 ": %s",
+               c->rank, info.pid, info.fd, strerror(errno));
   }
   int ok = all_ok(c, base != NULL);
   if (fd >= 0) close(fd); /* the mappings keep the memory */
@@ -102,8 +104,10 @@ static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce) {
     if (fd >= 0) {
       if (ftruncate(fd, (off_t)bytes) == 0) base = gr__shm_map(fd, bytes);
       close(fd);
-      if (base) gr__shm_format(base, c->size, nonce);
-      else shm_unlink(info.name);
+      if (base)
+        gr__shm_format(base, c->size, nonce);
+      else
+        shm_unlink(info.name);
     }
     if (base) info.pid = getpid();
   }
@@ -183,14 +187,22 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
 
 gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv,
                             gr__shm_op **op) {
-  gr__shm_op call = {.kind = (int)k->kind, .send = send, .recv = recv, .count = k->count,
-                     .dtype = k->dtype, .op = k->op, .root = k->root, .refused = k->fe_refused};
+  gr__shm_op call = {.kind = (int)k->kind,
+                     .send = send,
+                     .recv = recv,
+                     .count = k->count,
+                     .dtype = k->dtype,
+                     .op = k->op,
+                     .root = k->root,
+                     .refused = k->fe_refused};
   if (k->kind == GR__BARRIER) call.count = 0;
   *op = NULL;
   gr_status st = gr__shm_post(s, op, &call);
   if (st != GR_OK)
-    return gr__comm_err(k->comm, st, st == GR_ERR_NOMEM ? "out of memory" : "shared-memory path "
-                        "unusable after an earlier timeout");
+    return gr__comm_err(k->comm, st,
+                        st == GR_ERR_NOMEM ? "out of memory"
+                                           : "shared-memory path "
+                                             "unusable after an earlier timeout");
   return GR_OK;
 }
 
@@ -203,7 +215,8 @@ gr_status gr__shm_call_test(gr__shm *s, gr__call *k, gr__shm_op **op, int *done)
   if (st == GR_ERR_SYSTEM)
     return gr__comm_err(k->comm, st, "process_vm_readv from a peer rank failed: %s",
                         strerror(gr__shm_cma_errno(s)));
-  if (st != GR_OK) return gr__comm_err(k->comm, st, "shared-memory path unusable after an earlier timeout");
+  if (st != GR_OK)
+    return gr__comm_err(k->comm, st, "shared-memory path unusable after an earlier timeout");
   if (*done) *op = NULL;
   return GR_OK;
 }

@@ -18,7 +18,8 @@ void gr__shm_reduce(gr_dtype t, gr_op op, const void *const *in, int n, void *ou
   for (size_t at = 0; at < count; at += per) {
     size_t m = count - at < per ? count - at : per, off = at * es;
     memcpy(tmp, (const char *)in[0] + off, m * es);
-    for (int i = 1; i < n; i++) gr__reduce_host(t, op, tmp, (const char *)in[i] + off, m);
+    for (int i = 1; i < n; i++)
+      gr__reduce_host(t, op, tmp, (const char *)in[i] + off, m);
     memcpy((char *)out + off, tmp, m * es);
     if (out2) memcpy((char *)out2 + off, tmp, m * es);
   }

@@ -23,7 +23,8 @@ gr_status gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound) {
                         HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) != 0) {
     return gr__fail_msg(GR_ERR_SYSTEM, "memory binding failed: %s", strerror(errno));
   }
-  if (hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE) > 1 && !hwloc_bitmap_iszero(rp->nodeset))
+  if (hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE) > 1 &&
+      !hwloc_bitmap_iszero(rp->nodeset))
     *bound |= GR__BOUND_MEM;
   return GR_OK;
 }

@@ -47,9 +47,9 @@ typedef struct {
   int local_rank, local_size;       /* -1: from the launcher's environment */
   char topology[1024];              /* "" live */
   char config[1024];
-  char prometheus[1024];            /* "" off; else node-exporter textfile directory (--monitor) */
-  int gpu_health;                   /* GR__HEALTH_OFF|WARN|AVOID (default WARN) */
-  int prog; /* argv index of the program; argc when none */
+  char prometheus[1024]; /* "" off; else node-exporter textfile directory (--monitor) */
+  int gpu_health;        /* GR__HEALTH_OFF|WARN|AVOID (default WARN) */
+  int prog;              /* argv index of the program; argc when none */
   int prog_python; /* the program is a Python interpreter or torchrun (torchenv.c: rank 0's host
                       not found is then an error; for other programs MASTER_* are left unset) */
   char master_addr[1024]; /* torch.distributed MASTER_ADDR; "" derive (torchenv.c) */
@@ -167,13 +167,13 @@ void gr__visible_free(gr__visible *v);
 typedef struct {
   int local_rank;
   int ngpus;
-  int *gpu;                   /* ngpus indexes into node->gpus (in gr__plan's gpu_store) */
-  int sharers;                /* ranks sharing this rank's GPU(s), 1 = exclusive */
-  int share_index;            /* this rank's position among them */
-  hwloc_bitmap_t cpuset;      /* PUs */
-  hwloc_bitmap_t nodeset;     /* NUMA nodes */
-  int nic;                    /* index into node->nics, -1 none: the rank's own (GPURUN_NIC) */
-  int nnics;                  /* NICs for the rank's traffic: nics[0] == nic, then one nearest */
+  int *gpu;                    /* ngpus indexes into node->gpus (in gr__plan's gpu_store) */
+  int sharers;                 /* ranks sharing this rank's GPU(s), 1 = exclusive */
+  int share_index;             /* this rank's position among them */
+  hwloc_bitmap_t cpuset;       /* PUs */
+  hwloc_bitmap_t nodeset;      /* NUMA nodes */
+  int nic;                     /* index into node->nics, -1 none: the rank's own (GPURUN_NIC) */
+  int nnics;                   /* NICs for the rank's traffic: nics[0] == nic, then one nearest */
   int nics[GR__MAX_RANK_NICS]; /* to each of its GPUs in another NIC domain */
 } gr__rank_plan;
 
@@ -284,12 +284,12 @@ gr_status gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound);
 
 /* ---- torch.distributed env:// contract (torchenv.c) --------------------------------------- */
 typedef struct {
-  const char *source;          /* launcher the global rank came from; "none" */
-  int rank, size;              /* RANK, WORLD_SIZE */
-  int local_rank, local_size;  /* LOCAL_RANK, LOCAL_WORLD_SIZE (as gr__whoami) */
-  int group_rank;              /* GROUP_RANK (node index); -1 unknown: not exported */
-  int nnodes;                  /* -1 unknown */
-  char master_addr[256];       /* "" when MASTER_ADDR is already set */
+  const char *source;         /* launcher the global rank came from; "none" */
+  int rank, size;             /* RANK, WORLD_SIZE */
+  int local_rank, local_size; /* LOCAL_RANK, LOCAL_WORLD_SIZE (as gr__whoami) */
+  int group_rank;             /* GROUP_RANK (node index); -1 unknown: not exported */
+  int nnodes;                 /* -1 unknown */
+  char master_addr[256];      /* "" when MASTER_ADDR is already set */
   int master_port;
 } gr__torch_env_t;
 /* Derives the contract; GR_ERR_INVALID naming the variable that does not parse; GR_ERR_NOT_FOUND

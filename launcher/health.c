@@ -79,9 +79,10 @@ gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,
     return GR_OK;
   }
   /* Without NVML here there is none for local rank 0 either: nothing to share or wait for. */
-  ssize_t len = local_rank != 0 && !gr__nvml_loadable()
-                    ? produce(n, text, cap)
-                    : gr__snapshot_share("health", n, local_rank, local_size, produce, n, text, cap);
+  ssize_t len =
+      local_rank != 0 && !gr__nvml_loadable()
+          ? produce(n, text, cap)
+          : gr__snapshot_share("health", n, local_rank, local_size, produce, n, text, cap);
   if (len < 0 || parse(text, h, n->ngpus) != 0) memset(h, 0, (size_t)n->ngpus * sizeof *h);
   free(text);
   char keep[4096] = "";
@@ -90,7 +91,8 @@ gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,
   gr_status rc = GR_OK;
   for (int g = 0; g < n->ngpus; g++) {
     if (!h[g].unhealthy) {
-      if (klen + 8 < sizeof keep) klen += (size_t)snprintf(keep + klen, sizeof keep - klen, "%s%d", klen ? "," : "", g);
+      if (klen + 8 < sizeof keep)
+        klen += (size_t)snprintf(keep + klen, sizeof keep - klen, "%s%d", klen ? "," : "", g);
       healthy++;
       continue;
     }
@@ -98,7 +100,8 @@ gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,
     snprintf(line, sizeof line, "GPU %d %s %s: %s", n->gpus[g].index, n->gpus[g].pci,
              mode == GR__HEALTH_AVOID ? "avoided" : "is unhealthy", h[g].why);
     if (local_rank == 0) fprintf(stderr, "gpurun: warning: %s\n", line);
-    if (notes && notes->nwarn < GR__MAX_WARN) snprintf(notes->warn[notes->nwarn++], sizeof notes->warn[0], "%.199s", line);
+    if (notes && notes->nwarn < GR__MAX_WARN)
+      snprintf(notes->warn[notes->nwarn++], sizeof notes->warn[0], "%.199s", line);
   }
   if (mode == GR__HEALTH_AVOID && healthy < n->ngpus) {
     if (!healthy) {

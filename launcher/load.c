@@ -14,7 +14,8 @@
 static ssize_t produce(void *ctx, char *buf, size_t cap) {
   const gr__node *n = ctx;
   const char **pci = calloc((size_t)n->ngpus, sizeof *pci);
-  double *mem = calloc((size_t)n->ngpus, sizeof *mem), *util = calloc((size_t)n->ngpus, sizeof *util);
+  double *mem = calloc((size_t)n->ngpus, sizeof *mem),
+         *util = calloc((size_t)n->ngpus, sizeof *util);
   ssize_t rc = -1;
   if (pci && mem && util) {
     for (int g = 0; g < n->ngpus; g++)
@@ -50,8 +51,10 @@ void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__pla
                       gr__plan *notes) {
   if (n->ngpus <= 1) return;
   int want = local_size;
-  if (po->gpus_per_rank > 0) want = local_size * po->gpus_per_rank;
-  else if (po->ranks_per_gpu > 0) want = (local_size + po->ranks_per_gpu - 1) / po->ranks_per_gpu;
+  if (po->gpus_per_rank > 0)
+    want = local_size * po->gpus_per_rank;
+  else if (po->ranks_per_gpu > 0)
+    want = (local_size + po->ranks_per_gpu - 1) / po->ranks_per_gpu;
   if (want >= n->ngpus) return; /* every GPU is needed anyway */
   size_t cap = (size_t)n->ngpus * 48 + 1;
   char *text = malloc(cap);
@@ -90,12 +93,15 @@ void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__pla
   for (int g = 0; chosen && g < n->ngpus; g++) /* PCI order, so that closest keeps affinity */
     if (chosen[g]) {
       kl += (size_t)snprintf(keep + kl, sizeof keep - kl, "%s%d", kl ? "," : "", g);
-      if (nl < sizeof note) nl += (size_t)snprintf(note + nl, sizeof note - nl, " %d", n->gpus[g].index);
+      if (nl < sizeof note)
+        nl += (size_t)snprintf(note + nl, sizeof note - nl, " %d", n->gpus[g].index);
     }
   if (nl < sizeof note)
-    snprintf(note + nl, sizeof note - nl, " of %d (least memory in use, then utilisation)", n->ngpus);
+    snprintf(note + nl, sizeof note - nl, " of %d (least memory in use, then utilisation)",
+             n->ngpus);
   if (chosen) gr__node_restrict(n, keep, NULL, 0);
-  if (notes && notes->nwarn < GR__MAX_WARN) snprintf(notes->warn[notes->nwarn++], sizeof notes->warn[0], "%s", note);
+  if (notes && notes->nwarn < GR__MAX_WARN)
+    snprintf(notes->warn[notes->nwarn++], sizeof notes->warn[0], "%s", note);
   free(chosen);
   free(l);
 }

@@ -135,11 +135,13 @@ int main(int argc, char **argv) {
     if (vis.note[0]) fprintf(stderr, "gpurun: rank %d: %s\n", me.local_rank, vis.note);
     if (mask_note[0]) fprintf(stderr, "gpurun: rank %d: %s\n", me.local_rank, mask_note);
     if (me.inherited)
-      fprintf(stderr,
-              "gpurun: rank %d: GPURUN_LOCAL_RANK/SIZE were set by another gpurun (GPURUN_PLAN_PID): "
-              "%s\n", me.local_rank,
-              strcmp(me.source, "GPURUN") == 0 ? "no launcher of this level says more, used them"
-                                               : "ignored, the launcher's own variables win");
+      fprintf(
+          stderr,
+          "gpurun: rank %d: GPURUN_LOCAL_RANK/SIZE were set by another gpurun (GPURUN_PLAN_PID): "
+          "%s\n",
+          me.local_rank,
+          strcmp(me.source, "GPURUN") == 0 ? "no launcher of this level says more, used them"
+                                           : "ignored, the launcher's own variables win");
 #if GPURUN_HAVE_CUDA
     /* -v only: asking CUDA starts the driver, which costs the startup of every rank otherwise */
     if (!node.foreign && me.local_rank == 0) {
@@ -188,9 +190,10 @@ int main(int argc, char **argv) {
   snprintf(pid, sizeof pid, "%d", (int)getpid());
   setenv("GPURUN_PLAN_PID", pid, 1);
   /* what was really applied, for gr_init's placement receipt */
-  setenv("GPURUN_BOUND", bound == (GR__BOUND_CPU | GR__BOUND_MEM) ? "cpu,mem"
-                         : bound == GR__BOUND_CPU                 ? "cpu"
-                                                                  : "",
+  setenv("GPURUN_BOUND",
+         bound == (GR__BOUND_CPU | GR__BOUND_MEM) ? "cpu,mem"
+         : bound == GR__BOUND_CPU                 ? "cpu"
+                                                  : "",
          1);
 
   /* the rank's priority: CPU niceness here, inherited by the program; the level for the

@@ -231,7 +231,8 @@ static gr_status build_sets(ctx *c, const gr__plan_opts *po) {
       rp->gpu[i] = c->set_gpus[set * c->k + i];
   }
   /* sharers: ranks of the same set (counted per set, so planning stays linear in ranks) */
-  int *per_set = calloc((size_t)c->nsets + 1, sizeof(int)), *seen = calloc((size_t)c->nsets + 1, sizeof(int));
+  int *per_set = calloc((size_t)c->nsets + 1, sizeof(int)),
+      *seen = calloc((size_t)c->nsets + 1, sizeof(int));
   if (!per_set || !seen) {
     free(per_set), free(seen);
     return GR_ERR_NOMEM;
@@ -590,8 +591,7 @@ gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opt
     if (po->gpus_per_rank > 0 || po->ranks_per_gpu > 0)
       warn(p, "--gpus-per-rank/--ranks-per-gpu ignored: the scheduler gave each task its GPUs");
     GR_CHECK_GOTO(assign_fixed(&c, po->vis), st, out);
-  }
-  else if (c.G > 0)
+  } else if (c.G > 0)
     GR_CHECK_GOTO(build_sets(&c, po), st, out);
   else if (po->gpus_per_rank > 0) {
     st = gr__fail_msg(GR_ERR_INVALID, "--gpus-per-rank %d is larger than the 0 GPUs here",

@@ -63,8 +63,8 @@ static ssize_t read_text(const char *path, time_t not_before, char *buf, size_t 
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return -1;
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-      (st.st_mode & 022) || st.st_mtime < not_before || st.st_size >= (off_t)cap) {
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) ||
+      st.st_mtime < not_before || st.st_size >= (off_t)cap) {
     close(fd);
     return -1;
   }
@@ -93,7 +93,9 @@ ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, 
     if (len >= 0) return len;
     usleep(50000);
   }
-  fprintf(stderr, "gpurun: warning: local rank %d: no %s snapshot from local rank 0 (%s); "
-                  "judging alone\n", local_rank, kind, path);
+  fprintf(stderr,
+          "gpurun: warning: local rank %d: no %s snapshot from local rank 0 (%s); "
+          "judging alone\n",
+          local_rank, kind, path);
   return produce(ctx, buf, cap);
 }

@@ -292,8 +292,8 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
     n->gpu_var[0] = 0;
     memset(keep, 0, (size_t)G);
     restrict_to(n, keep, newpos);
-    note(v, "%s=%.60s kept as it is: hwloc does not list its MIG instance, placing cores only",
-         var, val);
+    note(v, "%s=%.60s kept as it is: hwloc does not list its MIG instance, placing cores only", var,
+         val);
     goto out;
   }
   if (ne == 0) {
@@ -353,8 +353,8 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
       relative = 1;
       for (int i = 0; i < ne; i++)
         if (isdigit((unsigned char)ent[i].tok[0])) ent[i].pos = pool[ent[i].pos];
-      note(v, "%s ordinals read as positions in %s=%.60s (Slurm ConstrainDevices)%s; ", var,
-           svar, sval, all_in ? ", assumed: they also fit as node-wide indexes" : "");
+      note(v, "%s ordinals read as positions in %s=%.60s (Slurm ConstrainDevices)%s; ", var, svar,
+           sval, all_in ? ", assumed: they also fit as node-wide indexes" : "");
     }
   }
   for (int i = 0; i < ne; i++) {
@@ -402,8 +402,10 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
         gpu_uuid(&n->gpus[g], n->gpus[g].token, sizeof n->gpus[g].token);
     }
   if (whole_pool) {
-    note(v, "%s=%.60s: this task sees %s%d GPU%s; assumed every local task sees them, planning "
-         "the node's tasks over them", var, val, sval ? "the step's " : "", ne, ne == 1 ? "" : "s");
+    note(v,
+         "%s=%.60s: this task sees %s%d GPU%s; assumed every local task sees them, planning "
+         "the node's tasks over them",
+         var, val, sval ? "the step's " : "", ne, ne == 1 ? "" : "s");
     goto out;
   }
   /* this task holds a part of the pool: fixed holdings */
@@ -456,8 +458,8 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
   note(v,
        "%s=%.60s (local task %d of %d) holds %d of %s%d GPU%s; assumed the other local tasks "
        "hold %d each, %s",
-       var, val, local_rank, local_size, k, sval && !per_task ? "the step's " : "the node's ", npool,
-       npool == 1 ? "" : "s", k,
+       var, val, local_rank, local_size, k, sval && !per_task ? "the step's " : "the node's ",
+       npool, npool == 1 ? "" : "s", k,
        block ? "in local-rank order (Slurm --gpus-per-task)" : "from the rest, in order");
 out:
   free(pool), free(newpos), free(keep), free(ent);

@@ -9,7 +9,7 @@
 #define GR_HEALTH_WHY 200
 
 typedef struct {
-  int known;              /* NVML answered for this GPU */
+  int known; /* NVML answered for this GPU */
   int unhealthy;
   char why[GR_HEALTH_WHY]; /* "3 volatile uncorrected ECC errors, 1 retired page pending" */
 } gr__gpu_health;

@@ -28,14 +28,16 @@ typedef struct {
   double monitor_interval_s; /* > 0: sample every interval; 0: no sampling */
   double time_limit_s;       /* > 0: SIGTERM past it, SIGKILL after kill_grace_s more; 0: none */
   double kill_grace_s;       /* default 10 */
-  const char *monitor_dir;   /* root of the CSV files; NULL: $GPURUN_MONITOR_DIR or ./gpurun-monitor */
-  const char *job_id;        /* NULL: from Slurm / Open MPI ids, else a timestamp */
-  const char *node_name;     /* NULL: the host name */
+  const char
+      *monitor_dir;      /* root of the CSV files; NULL: $GPURUN_MONITOR_DIR or ./gpurun-monitor */
+  const char *job_id;    /* NULL: from Slurm / Open MPI ids, else a timestamp */
+  const char *node_name; /* NULL: the host name */
   int local_rank;
-  int rank;                  /* world rank when known, else -1 */
-  const char *gpus_pci;      /* comma-separated PCI bus ids of this rank's GPUs ("" none) */
-  const char *cpus;          /* the rank's cpuset, hwloc list syntax */
-  const char *prometheus_dir; /* with sampling: the latest sample as DIR/gpurun_<job>_<node>_<local_rank>.prom (gr_prom.h) */
+  int rank;             /* world rank when known, else -1 */
+  const char *gpus_pci; /* comma-separated PCI bus ids of this rank's GPUs ("" none) */
+  const char *cpus;     /* the rank's cpuset, hwloc list syntax */
+  const char *
+      prometheus_dir; /* with sampling: the latest sample as DIR/gpurun_<job>_<node>_<local_rank>.prom (gr_prom.h) */
 } gr_supervise_opts;
 
 void gr__supervise_opts_init(gr_supervise_opts *o);

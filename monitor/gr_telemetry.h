@@ -35,7 +35,7 @@ typedef struct {
   char pci[32];
   int index; /* NVML's device index (nvmlDeviceGetIndex), else the position in the rank's list */
   int has_util, has_mem, has_temp, has_power, has_clock, has_throttle, has_ecc, has_energy;
-  unsigned int util, mem_util; /* percent */
+  unsigned int util, mem_util;            /* percent */
   unsigned long long mem_used, mem_total; /* bytes */
   unsigned int temp_c, sm_mhz;
   double power_w;
@@ -43,8 +43,8 @@ typedef struct {
   unsigned long long throttle, ecc_uncorrected;
   /* Per-process attribution: this rank's process tree vs everyone else on the GPU. */
   int has_share_util, has_share_mem;
-  double rank_sm, others_sm;                  /* percent of the GPU's SMs */
-  unsigned long long rank_mem, others_mem;    /* bytes */
+  double rank_sm, others_sm;               /* percent of the GPU's SMs */
+  unsigned long long rank_mem, others_mem; /* bytes */
 } gr__gpu_sample;
 
 /* One sample of one rank. */

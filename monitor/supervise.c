@@ -181,8 +181,8 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
                     o->monitor_interval_s, o->time_limit_s, o->kill_grace_s);
   if (o->monitor_interval_s > 0 && o->monitor_interval_s < GR_MONITOR_MIN_INTERVAL_S)
     return gr__fail(GR_ERR_INVALID, call,
-                    "supervise: monitor interval %g s is below the floor of %g s", o->monitor_interval_s,
-                    GR_MONITOR_MIN_INTERVAL_S);
+                    "supervise: monitor interval %g s is below the floor of %g s",
+                    o->monitor_interval_s, GR_MONITOR_MIN_INTERVAL_S);
   *exit_code = 1;
 
   int csv = -1;

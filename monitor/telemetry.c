@@ -52,7 +52,7 @@ typedef struct {
   nvml_ret (*pci_info)(nvml_dev, void *);
   nvml_ret (*energy)(nvml_dev, unsigned long long *); /* mJ since the driver loaded (Volta+) */
   nvml_ret (*index)(nvml_dev, unsigned int *);
-  nvml_ret (*procs)(nvml_dev, unsigned int *, void *);                     /* compute processes */
+  nvml_ret (*procs)(nvml_dev, unsigned int *, void *); /* compute processes */
   nvml_ret (*proc_util)(nvml_dev, void *, unsigned int *, unsigned long long); /* per-process % */
   nvml_ret (*mig_mode)(nvml_dev, unsigned int *, unsigned int *);
   nvml_ret (*mig_count)(nvml_dev, unsigned int *);
@@ -84,8 +84,8 @@ struct gr__telemetry {
   int mig_parent[GR_TELEMETRY_MAX_GPUS];  /* row of the parent GPU of a MIG device, -1 none */
   double last_unix;                       /* time of the previous sample (integration) */
   unsigned long long putil_seen[GR_TELEMETRY_MAX_GPUS]; /* NVML timestamp of the last sample read */
-  int ncpus;           /* size of mask/prev/cur */
-  unsigned char *mask; /* the rank's cores */
+  int ncpus;                                            /* size of mask/prev/cur */
+  unsigned char *mask;                                  /* the rank's cores */
   gr__cpu_times *prev, *cur;
   int have_prev;
   pid_t pid;

@@ -18,8 +18,8 @@ static void jstr(FILE *f, const char *s) { gr__esc_json(f, s); }
 static void key(FILE *f, const char *sep, const char *k) { fprintf(f, "%s\"%s\": ", sep, k); }
 
 void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, const char *priority,
-                       double wall_s,
-                       const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads) {
+                       double wall_s, const gr_coll_stats *coll, const gr__pool_stats *pool,
+                       int pool_threads) {
   key(f, "{", GR_CTR_RANK);
   fprintf(f, "%d", info->rank);
   key(f, ", ", GR_CTR_SIZE);
@@ -82,9 +82,8 @@ void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, con
 }
 
 int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *job,
-                       const char *priority, double wall_s,
-                       const gr_coll_stats *coll, const gr__pool_stats *pool, int pool_threads,
-                       char *why, size_t why_len) {
+                       const char *priority, double wall_s, const gr_coll_stats *coll,
+                       const gr__pool_stats *pool, int pool_threads, char *why, size_t why_len) {
   char node[256], name[320];
   snprintf(node, sizeof node, "%s", info->node);
   gr__safe_name_fix(node);

@@ -110,8 +110,7 @@ static void select_device(gr_rank_info_t *r) {
    * device 0); device 0 when no plan or no match. */
   int dev = 0;
   unsigned pd, pb, pdev, pf;
-  if (r->from_plan && r->ngpus > 0 &&
-      sscanf(r->gpus[0], "%x:%x:%x.%x", &pd, &pb, &pdev, &pf) == 4)
+  if (r->from_plan && r->ngpus > 0 && sscanf(r->gpus[0], "%x:%x:%x.%x", &pd, &pb, &pdev, &pf) == 4)
     for (int d = 0; d < n; d++) {
       char bus[32];
       unsigned cd, cb, cdev, cf;
@@ -230,8 +229,7 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
       if (gr__receipt_check(&info, environ) > 0) {
         if (verify && strcmp(verify, "strict") == 0) {
           snprintf(receipt_fail, sizeof receipt_fail,
-                   "placement differs from gpurun's plan (GPURUN_VERIFY=strict): %s",
-                   info.receipt);
+                   "placement differs from gpurun's plan (GPURUN_VERIFY=strict): %s", info.receipt);
           st = GR_ERR_MISMATCH;
           goto fail;
         }
@@ -323,7 +321,8 @@ GR_API gr_status gr_finalize(void) {
   }
   pthread_mutex_unlock(&lock);
   if (mpi_gone)
-    return gr__fail(GR_ERR_STATE, fn, "the program called MPI_Finalize before gr_finalize: gpurun "
+    return gr__fail(GR_ERR_STATE, fn,
+                    "the program called MPI_Finalize before gr_finalize: gpurun "
                     "released its pool and memory but not its MPI communicators (call gr_finalize "
                     "before MPI_Finalize)");
   if (st != GR_OK) {

@@ -66,7 +66,8 @@ static void check_mem(gr_rank_info_t *r, const char *planned) {
   hwloc_bitmap_t want = hwloc_bitmap_alloc(), got = hwloc_bitmap_alloc();
   if (want && got && hwloc_bitmap_list_sscanf(want, planned) == 0) {
     for (unsigned i = 0; i < sizeof mask * 8; i++)
-      if (mask[i / (8 * sizeof mask[0])] >> (i % (8 * sizeof mask[0])) & 1UL) hwloc_bitmap_set(got, i);
+      if (mask[i / (8 * sizeof mask[0])] >> (i % (8 * sizeof mask[0])) & 1UL)
+        hwloc_bitmap_set(got, i);
     if (mode == 0 /* MPOL_DEFAULT */ || !hwloc_bitmap_isequal(want, got)) {
       char g[128] = "default";
       if (mode != 0) hwloc_bitmap_list_snprintf(g, sizeof g, got);

@@ -44,8 +44,8 @@ GR_API gr_status gr_stream_create(gr_stream *out) {
     return gr__fail(GR_ERR_STATE, fn, "gpurun is not initialised (call gr_init first)");
   char why[160] = "";
   if (gr__cuda_device_count(why, sizeof why) <= 0)
-    return gr__fail(GR_ERR_UNSUPPORTED, fn,
-                    "no CUDA device (%s): stream priorities need a GPU", why);
+    return gr__fail(GR_ERR_UNSUPPORTED, fn, "no CUDA device (%s): stream priorities need a GPU",
+                    why);
   int least = 0, greatest = 0;
   cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
   if (e != cudaSuccess)
@@ -68,7 +68,8 @@ GR_API gr_status gr_stream_create(gr_stream *out) {
 
 GR_API gr_status gr_stream_destroy(gr_stream s) {
   static const char fn[] = "gr_stream_destroy";
-  if (!s) return gr__fail(GR_ERR_INVALID, fn, "stream is NULL (the default stream is not destroyed)");
+  if (!s)
+    return gr__fail(GR_ERR_INVALID, fn, "stream is NULL (the default stream is not destroyed)");
 #if GPURUN_HAVE_CUDA
   cudaError_t e = cudaStreamDestroy((cudaStream_t)s);
   if (e != cudaSuccess)

@@ -35,7 +35,8 @@ static gr__deque_array *array_new(int64_t capacity) {
   if (!a) return NULL;
   a->mask = capacity - 1;
   a->retired = NULL;
-  for (int64_t i = 0; i < capacity; i++) atomic_init(&a->slot[i], NULL);
+  for (int64_t i = 0; i < capacity; i++)
+    atomic_init(&a->slot[i], NULL);
   return a;
 }
 

@@ -40,7 +40,8 @@ int gr__dp_queue_push(gr_dpool *dp, gr__dtask *t) {
     size_t ncap = dp->cap ? 2 * dp->cap : 256;
     gr__dtask **nr = malloc(ncap * sizeof *nr);
     if (!nr) return -1;
-    for (size_t i = 0; i < dp->count; i++) nr[i] = dp->ring[(dp->head + i) & (dp->cap - 1)];
+    for (size_t i = 0; i < dp->count; i++)
+      nr[i] = dp->ring[(dp->head + i) & (dp->cap - 1)];
     free(dp->ring);
     dp->ring = nr;
     dp->cap = ncap;
@@ -99,8 +100,10 @@ void gr_dpool_config_init(gr_dpool_config *cfg) {
     if (*end == '\0' && errno == 0 && isfinite(v) && v >= 0 && v <= 1e9)
       cfg->timeout_s = v;
     else
-      GR_LOG_ONCE(GR_LOG_WARN, "gr_dpool_config_init: GPURUN_TIMEOUT='%.40s' is not a number of "
-                  "seconds in [0, 1e9]; no timeout", t);
+      GR_LOG_ONCE(GR_LOG_WARN,
+                  "gr_dpool_config_init: GPURUN_TIMEOUT='%.40s' is not a number of "
+                  "seconds in [0, 1e9]; no timeout",
+                  t);
   }
 }
 
@@ -175,8 +178,10 @@ gr_status gr_dpool_create(MPI_Comm comm, gr_pool *local, const gr_dpool_config *
       /* The duplication stays pending in MPI and writes dp->comm when it completes: dp is
        * abandoned (kept, never freed). */
       gr__dp_abandon(dp);
-      return gr__fail(GR_ERR_TIMEOUT, call, "not every rank of comm entered gr_dpool_create "
-                      "within %g s (timeout_s / GPURUN_TIMEOUT)", cfg->timeout_s);
+      return gr__fail(GR_ERR_TIMEOUT, call,
+                      "not every rank of comm entered gr_dpool_create "
+                      "within %g s (timeout_s / GPURUN_TIMEOUT)",
+                      cfg->timeout_s);
     }
     slp = slp ? (slp < 1000 ? 2 * slp : slp) : 1;
     sleep_us(slp);
@@ -208,7 +213,8 @@ gr_status gr_dpool_register(gr_dpool *dp, gr_dtask_fn fn, int *id) {
   if (!id) return gr__fail(GR_ERR_INVALID, call, "id is NULL");
   if (dp->running) return gr__fail(GR_ERR_STATE, call, "called during gr_dpool_run");
   if (dp->runs > 0)
-    return gr__fail(GR_ERR_STATE, call, "called after the first gr_dpool_run (registrations are "
+    return gr__fail(GR_ERR_STATE, call,
+                    "called after the first gr_dpool_run (registrations are "
                     "checked across ranks there and fixed from then on)");
   if (dp->nfns >= GR_DPOOL_MAX_FNS)
     return gr__fail(GR_ERR_INVALID, call, "more than %d task functions", GR_DPOOL_MAX_FNS);
@@ -418,7 +424,8 @@ static void worker_loop(void *arg) {
     if (__atomic_load_n(&dp->stop_workers, __ATOMIC_ACQUIRE)) break;
     gr__dtask *t = take(dp);
     if (t) {
-      while (t) t = run_and_next(dp, t, !__atomic_load_n(&dp->stop_workers, __ATOMIC_ACQUIRE));
+      while (t)
+        t = run_and_next(dp, t, !__atomic_load_n(&dp->stop_workers, __ATOMIC_ACQUIRE));
       slp = 0;
       continue;
     }
@@ -476,7 +483,8 @@ static gr_status run_pool(gr_dpool *dp) {
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 1099511628211ull;
   return h;
 }
 
@@ -531,8 +539,10 @@ static gr_status agree_registrations(gr_dpool *dp) {
     if (rc != MPI_SUCCESS) {
       gr__dp_arrivals_abandon(&arr);
       free(all);
-      return gr__fail(GR_ERR_MPI, call, "MPI_Test on the registration check failed (MPI error "
-                      "%d)", rc);
+      return gr__fail(GR_ERR_MPI, call,
+                      "MPI_Test on the registration check failed (MPI error "
+                      "%d)",
+                      rc);
     }
     if (done) break;
     if (gr__mono_now() > deadline) {
@@ -543,11 +553,14 @@ static gr_status agree_registrations(gr_dpool *dp) {
       int n = gr__dp_arrivals_missing(&arr, who, sizeof who);
       gr__dp_arrivals_abandon(&arr);
       if (n)
-        return gr__fail(GR_ERR_TIMEOUT, call, "rank%s %s did not enter the first run within %g s "
-                        "(timeout_s / GPURUN_TIMEOUT; the registration check)", n > 1 ? "s" : "",
-                        who, dp->cfg.timeout_s);
-      return gr__fail(GR_ERR_TIMEOUT, call, "not every rank entered the first run within %g s "
-                      "(timeout_s / GPURUN_TIMEOUT; the registration check)", dp->cfg.timeout_s);
+        return gr__fail(GR_ERR_TIMEOUT, call,
+                        "rank%s %s did not enter the first run within %g s "
+                        "(timeout_s / GPURUN_TIMEOUT; the registration check)",
+                        n > 1 ? "s" : "", who, dp->cfg.timeout_s);
+      return gr__fail(GR_ERR_TIMEOUT, call,
+                      "not every rank entered the first run within %g s "
+                      "(timeout_s / GPURUN_TIMEOUT; the registration check)",
+                      dp->cfg.timeout_s);
     }
     slp = slp ? (slp < 1000 ? 2 * slp : slp) : 1;
     sleep_us(slp);
@@ -559,10 +572,11 @@ static gr_status agree_registrations(gr_dpool *dp) {
   }
   for (int r = 0; r < dp->size; r++) {
     if (all[2 * r] == all[0] && all[2 * r + 1] == all[1]) continue;
-    st = gr__fail(GR_ERR_MISMATCH, call, "task functions are registered differently on the "
+    st = gr__fail(GR_ERR_MISMATCH, call,
+                  "task functions are registered differently on the "
                   "ranks: rank %d has %lld (identity %016llx), rank 0 has %lld (identity "
-                  "%016llx); register the same functions in the same order on every rank", r,
-                  (long long)all[2 * r], (unsigned long long)all[2 * r + 1], (long long)all[0],
+                  "%016llx); register the same functions in the same order on every rank",
+                  r, (long long)all[2 * r], (unsigned long long)all[2 * r + 1], (long long)all[0],
                   (unsigned long long)all[1]);
     break;
   }
@@ -580,7 +594,8 @@ gr_status gr_dpool_run(gr_dpool *dp) {
   if (level < MPI_THREAD_SERIALIZED && !is_main)
     return gr__fail(GR_ERR_STATE, call,
                     "called from a thread other than MPI's main thread, with MPI at thread level "
-                    "%d (< MPI_THREAD_SERIALIZED)", level);
+                    "%d (< MPI_THREAD_SERIALIZED)",
+                    level);
   if (dp->broken)
     return gr__fail(GR_ERR_STATE, call, "a previous run failed; the dpool can only be destroyed");
   if (!dp->agreed) {
@@ -599,8 +614,10 @@ gr_status gr_dpool_run(gr_dpool *dp) {
   if (dp->size > 1) st = gr__dp_arrivals_post(dp, &dp->bar_arr, GR__DP_TAG_ARRIVE + dp->tag_off);
   if (st == GR_OK) st = dp->local ? run_pool(dp) : run_inline(dp);
   if (st == GR_OK) st = gr__dp_drain(dp);
-  if (st == GR_OK) st = gr__dp_arrivals_finish(&dp->bar_arr);
-  else gr__dp_arrivals_abandon(&dp->bar_arr);
+  if (st == GR_OK)
+    st = gr__dp_arrivals_finish(&dp->bar_arr);
+  else
+    gr__dp_arrivals_abandon(&dp->bar_arr);
   /* A run that failed before its drain completed leaves messages behind: no further runs. Out of
    * memory in a task is reported after a clean drain: the dpool stays usable. */
   if (st != GR_OK) dp->broken = 1;
@@ -610,19 +627,23 @@ gr_status gr_dpool_run(gr_dpool *dp) {
   dp->running = 0;
   if (st == GR_ERR_TIMEOUT) {
     if (dp->silent < 0 && dp->missing[0])
-      return gr__fail(st, call, "rank%s %s did not reach the run's final barrier within %g s "
+      return gr__fail(st, call,
+                      "rank%s %s did not reach the run's final barrier within %g s "
                       "(timeout_s / GPURUN_TIMEOUT): stopped after termination",
                       strchr(dp->missing, ',') || strstr(dp->missing, "more") ? "s" : "",
                       dp->missing, dp->cfg.timeout_s);
     if (dp->silent < 0)
-      return gr__fail(st, call, "the run's final barrier did not complete within %g s "
+      return gr__fail(st, call,
+                      "the run's final barrier did not complete within %g s "
                       "(timeout_s / GPURUN_TIMEOUT): a rank stopped after termination",
                       dp->cfg.timeout_s);
     if (dp->silent_reporter == dp->rank)
       return gr__fail(st, call, "rank %d did not answer within %g s (timeout_s / GPURUN_TIMEOUT)",
                       dp->silent, dp->cfg.timeout_s);
-    return gr__fail(st, call, "rank %d did not answer within %g s (timeout_s / GPURUN_TIMEOUT; "
-                    "noticed by rank %d)", dp->silent, dp->cfg.timeout_s, dp->silent_reporter);
+    return gr__fail(st, call,
+                    "rank %d did not answer within %g s (timeout_s / GPURUN_TIMEOUT; "
+                    "noticed by rank %d)",
+                    dp->silent, dp->cfg.timeout_s, dp->silent_reporter);
   }
   if (st != GR_OK) return gr__fail(st, call, "communication failed: %s", gr_strerror(st));
   return GR_OK;
@@ -642,7 +663,8 @@ gr_status gr_dpool_stats(const gr_dpool *dp, struct gr_dpool_stats *out) {
 }
 
 gr_status gr_dpool_stats_reset(gr_dpool *dp) {
-  if (!valid(dp)) return gr__fail(GR_ERR_INVALID, "gr_dpool_stats_reset", "dp is NULL or not a dpool");
+  if (!valid(dp))
+    return gr__fail(GR_ERR_INVALID, "gr_dpool_stats_reset", "dp is NULL or not a dpool");
   pthread_mutex_lock(&dp->mu);
   memset(&dp->st, 0, sizeof dp->st);
   dp->tasks_run = dp->tasks_pushed = 0;
@@ -659,7 +681,8 @@ gr_status gr_dpool_destroy(gr_dpool *dp) {
   if (!valid(dp)) return gr__fail(GR_ERR_INVALID, call, "dp is not a dpool");
   if (dp->running) return gr__fail(GR_ERR_STATE, call, "called during gr_dpool_run");
   gr__dtask *t;
-  while ((t = gr__dp_queue_pop_old(dp)) != NULL) free(t);
+  while ((t = gr__dp_queue_pop_old(dp)) != NULL)
+    free(t);
   while (dp->outbox) {
     gr__dp_out *o = dp->outbox;
     dp->outbox = o->next;

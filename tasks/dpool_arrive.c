@@ -22,9 +22,11 @@ gr_status gr__dp_arrivals_post(gr_dpool *dp, gr__dp_arrivals *a, int tag) {
   a->size = dp->size;
   a->rq = malloc(2 * (size_t)dp->size * sizeof *a->rq);
   if (!a->rq) return GR_ERR_NOMEM;
-  for (int r = 0; r < 2 * dp->size; r++) a->rq[r] = MPI_REQUEST_NULL;
+  for (int r = 0; r < 2 * dp->size; r++)
+    a->rq[r] = MPI_REQUEST_NULL;
   for (int r = 0; r < dp->size; r++)
-    if (r != dp->rank && MPI_Irecv(&nothing, 0, MPI_BYTE, r, tag, dp->comm, &a->rq[r]) != MPI_SUCCESS) {
+    if (r != dp->rank &&
+        MPI_Irecv(&nothing, 0, MPI_BYTE, r, tag, dp->comm, &a->rq[r]) != MPI_SUCCESS) {
       gr__dp_arrivals_abandon(a);
       return GR_ERR_MPI;
     }

@@ -242,7 +242,8 @@ static gr_status test_sends(gr_dpool *dp) {
 /* Pack the given tasks (freed) into one WORK message. */
 static gr_status send_tasks(gr_dpool *dp, int dest, int kind, gr__dtask **ts, int n) {
   size_t len = sizeof(gr__dp_work_hdr);
-  for (int i = 0; i < n; i++) len += 8 + ts[i]->len;
+  for (int i = 0; i < n; i++)
+    len += 8 + ts[i]->len;
   unsigned char *buf = malloc(len);
   if (!buf) {
     GR_ERROR("dpool: no memory for a %zu-byte work message", len);
@@ -350,80 +351,81 @@ static gr_status recv_tasks(gr_dpool *dp, const unsigned char *buf, size_t len, 
 bad:
   pthread_mutex_unlock(&dp->mu);
   GR_ERROR("dpool: malformed work message (%zu bytes, %d tasks; function ids registered "
-           "differently on the ranks?)", len, n);
+           "differently on the ranks?)",
+           len, n);
   return GR_ERR_INTERNAL;
 }
 
 static gr_status handle(gr_dpool *dp, int src, int tag, unsigned char *buf, size_t len) {
   switch (tag) {
-    case GR__DP_TAG_REQ: {
-      int32_t kind = GR__DP_REQ_RANDOM;
-      if (len >= 4) memcpy(&kind, buf, 4);
-      if (kind == GR__DP_REQ_LIFELINE) {
-        int k = life_index(dp, src);
-        if (k >= 0 && !dp->terminated) dp->waiting[k] = 1;
-        return GR_OK;
-      }
-      if (dp->terminated || !dp->cfg.steal) return send_tasks(dp, src, GR__DP_WORK_STEAL, NULL, 0);
-      return give_half(dp, src, GR__DP_WORK_STEAL, 2, NULL);
+  case GR__DP_TAG_REQ: {
+    int32_t kind = GR__DP_REQ_RANDOM;
+    if (len >= 4) memcpy(&kind, buf, 4);
+    if (kind == GR__DP_REQ_LIFELINE) {
+      int k = life_index(dp, src);
+      if (k >= 0 && !dp->terminated) dp->waiting[k] = 1;
+      return GR_OK;
     }
-    case GR__DP_TAG_WORK: {
-      gr__dp_work_hdr h;
-      if (len < sizeof h) return GR_ERR_INTERNAL;
-      memcpy(&h, buf, sizeof h);
-      if (h.ntasks > 0) {
-        if (dp->terminated) {
-          GR_ERROR("dpool: %d tasks from rank %d arrived after termination", h.ntasks, src);
-          return GR_ERR_INTERNAL;
-        }
-        dp->counter--;
-        dp->black = 1;
-        GR_CHECK(recv_tasks(dp, buf, len, h.ntasks));
+    if (dp->terminated || !dp->cfg.steal) return send_tasks(dp, src, GR__DP_WORK_STEAL, NULL, 0);
+    return give_half(dp, src, GR__DP_WORK_STEAL, 2, NULL);
+  }
+  case GR__DP_TAG_WORK: {
+    gr__dp_work_hdr h;
+    if (len < sizeof h) return GR_ERR_INTERNAL;
+    memcpy(&h, buf, sizeof h);
+    if (h.ntasks > 0) {
+      if (dp->terminated) {
+        GR_ERROR("dpool: %d tasks from rank %d arrived after termination", h.ntasks, src);
+        return GR_ERR_INTERNAL;
       }
-      if (h.kind == GR__DP_WORK_STEAL) {
-        dp->req_outstanding = 0;
-        if (h.ntasks > 0) {
-          dp->st.steals_won++;
-          dp->fails = 0;
-          dp->random_delay = 1e-6 * dp->cfg.poll_interval_us;
-        } else if (!dp->terminated) {
-          if (++dp->fails >= dp->cfg.random_steals) {
-            GR_CHECK(arm_lifelines(dp));
-            dp->next_random = gr__mono_now() + dp->random_delay;
-            double cap = 1e-6 * 16 * (dp->cfg.backoff_max_us ? dp->cfg.backoff_max_us : 1);
-            dp->random_delay = dp->random_delay * 2 > cap ? cap : dp->random_delay * 2;
-          }
-        }
-      } else if (h.kind == GR__DP_WORK_GIFT) {
-        int k = life_index(dp, src);
-        if (k >= 0) dp->armed[k] = 0;
-        dp->st.lifeline_steals++;
+      dp->counter--;
+      dp->black = 1;
+      GR_CHECK(recv_tasks(dp, buf, len, h.ntasks));
+    }
+    if (h.kind == GR__DP_WORK_STEAL) {
+      dp->req_outstanding = 0;
+      if (h.ntasks > 0) {
+        dp->st.steals_won++;
         dp->fails = 0;
         dp->random_delay = 1e-6 * dp->cfg.poll_interval_us;
+      } else if (!dp->terminated) {
+        if (++dp->fails >= dp->cfg.random_steals) {
+          GR_CHECK(arm_lifelines(dp));
+          dp->next_random = gr__mono_now() + dp->random_delay;
+          double cap = 1e-6 * 16 * (dp->cfg.backoff_max_us ? dp->cfg.backoff_max_us : 1);
+          dp->random_delay = dp->random_delay * 2 > cap ? cap : dp->random_delay * 2;
+        }
       }
-      return GR_OK;
+    } else if (h.kind == GR__DP_WORK_GIFT) {
+      int k = life_index(dp, src);
+      if (k >= 0) dp->armed[k] = 0;
+      dp->st.lifeline_steals++;
+      dp->fails = 0;
+      dp->random_delay = 1e-6 * dp->cfg.poll_interval_us;
     }
-    case GR__DP_TAG_TOKEN:
-      if (len != sizeof dp->token) return GR_ERR_INTERNAL;
-      memcpy(&dp->token, buf, sizeof dp->token);
-      dp->have_token = 1;
-      if (dp->rank == 0) dp->token_back = 1;
-      return GR_OK;
-    case GR__DP_TAG_TERM:
-      dp->terminated = 1;
-      return GR_OK;
-    case GR__DP_TAG_BEAT:
-      return GR_OK;
-    case GR__DP_TAG_ABORT: {
-      int32_t r = -1;
-      if (len == sizeof r) memcpy(&r, buf, sizeof r);
-      if (r < 0 || r >= dp->size) r = -1;
-      GR_ERROR("dpool: rank %d reports that rank %d did not answer in time", src, (int)r);
-      return fail_silent(dp, r, src);
-    }
-    default:
-      GR_ERROR("dpool: unexpected tag %d from rank %d", tag, src);
-      return GR_ERR_INTERNAL;
+    return GR_OK;
+  }
+  case GR__DP_TAG_TOKEN:
+    if (len != sizeof dp->token) return GR_ERR_INTERNAL;
+    memcpy(&dp->token, buf, sizeof dp->token);
+    dp->have_token = 1;
+    if (dp->rank == 0) dp->token_back = 1;
+    return GR_OK;
+  case GR__DP_TAG_TERM:
+    dp->terminated = 1;
+    return GR_OK;
+  case GR__DP_TAG_BEAT:
+    return GR_OK;
+  case GR__DP_TAG_ABORT: {
+    int32_t r = -1;
+    if (len == sizeof r) memcpy(&r, buf, sizeof r);
+    if (r < 0 || r >= dp->size) r = -1;
+    GR_ERROR("dpool: rank %d reports that rank %d did not answer in time", src, (int)r);
+    return fail_silent(dp, r, src);
+  }
+  default:
+    GR_ERROR("dpool: unexpected tag %d from rank %d", tag, src);
+    return GR_ERR_INTERNAL;
   }
 }
 
@@ -459,8 +461,8 @@ static gr_status receive_all(gr_dpool *dp, int *got, int tag) {
     /* Before its final barrier a rank can only see this run's messages (no rank is past it). */
     int base = s.MPI_TAG - dp->tag_off;
     if (base < GR__DP_TAG_REQ || base > GR__DP_TAG_LAST) {
-      GR_ERROR("dpool: message with tag %d from rank %d belongs to another run (run %u)",
-               s.MPI_TAG, s.MPI_SOURCE, dp->runs);
+      GR_ERROR("dpool: message with tag %d from rank %d belongs to another run (run %u)", s.MPI_TAG,
+               s.MPI_SOURCE, dp->runs);
       return GR_ERR_INTERNAL;
     }
     GR_CHECK(handle(dp, s.MPI_SOURCE, base, dp->rbuf, (size_t)count));
@@ -478,7 +480,8 @@ static int passive(gr_dpool *dp) {
 
 static gr_status send_term(gr_dpool *dp) {
   dp->terminated = 1;
-  for (int r = 1; r < dp->size; r++) GR_CHECK(post(dp, r, GR__DP_TAG_TERM, NULL, 0));
+  for (int r = 1; r < dp->size; r++)
+    GR_CHECK(post(dp, r, GR__DP_TAG_TERM, NULL, 0));
   return GR_OK;
 }
 
@@ -561,7 +564,8 @@ gr_status gr__dp_drain(gr_dpool *dp) {
     nap_us(slp);
   }
   if (gr__dp_test_stop_before_barrier == dp->rank) raise(SIGSTOP);
-  GR_CHECK(gr__dp_arrivals_send(dp, &dp->bar_arr)); /* so that a timeout below names who is missing */
+  GR_CHECK(
+      gr__dp_arrivals_send(dp, &dp->bar_arr)); /* so that a timeout below names who is missing */
   MPI_Request bar;
   double bar_deadline = gr__dp_deadline(dp);
   int rc = MPI_Ibarrier(dp->comm, &bar);
@@ -597,6 +601,7 @@ gr_status gr__dp_drain(gr_dpool *dp) {
     nap_us(slp);
   }
   /* Refusals sent during the barrier were matched before their requesters entered it. */
-  while (dp->nsends > 0) GR_CHECK(test_sends(dp));
+  while (dp->nsends > 0)
+    GR_CHECK(test_sends(dp));
   return GR_OK;
 }

@@ -32,8 +32,8 @@ enum {
   GR__DP_TAG_BEAT = 5,  /* no payload: heartbeat to the ring successor (timeout set) */
   GR__DP_TAG_ABORT = 6, /* int32: the rank that did not answer in time; the run fails */
   GR__DP_TAG_LAST = 6,
-  GR__DP_TAG_RUN = 8,   /* tag offset of odd runs */
-  GR__DP_TAG_ARRIVE = 7, /* + parity: no payload, this rank reached the run's final barrier */
+  GR__DP_TAG_RUN = 8,        /* tag offset of odd runs */
+  GR__DP_TAG_ARRIVE = 7,     /* + parity: no payload, this rank reached the run's final barrier */
   GR__DP_TAG_ARRIVE_REG = 16 /* no payload: this rank reached the registration check */
 };
 enum { GR__DP_REQ_RANDOM = 0, GR__DP_REQ_LIFELINE = 1 };
@@ -88,13 +88,13 @@ struct gr_dpool {
   int64_t busy;       /* tasks being executed */
   uint64_t tasks_run; /* also under mu */
   uint64_t tasks_pushed;
-  int stop_workers;   /* tells the local pool's worker loops to return */
-  int oom;            /* a task's pushes were lost for want of memory: the run fails */
+  int stop_workers; /* tells the local pool's worker loops to return */
+  int oom;          /* a task's pushes were lost for want of memory: the run fails */
 
   /* ---- progress thread only ---- */
   int running;
-  unsigned runs;      /* runs begun (its parity goes into the tags) */
-  int tag_off;        /* GR__DP_TAG_RUN * (runs & 1) for the current run */
+  unsigned runs; /* runs begun (its parity goes into the tags) */
+  int tag_off;   /* GR__DP_TAG_RUN * (runs & 1) for the current run */
   int terminated;
   gr__dp_send *sends;
   int nsends, capsends;
@@ -107,29 +107,29 @@ struct gr_dpool {
   double next_random; /* earliest time of the next random request once lifelines are armed */
   double random_delay;
   unsigned rng;
-  int nlife;          /* hypercube neighbours */
-  int *life;          /* their ranks */
-  uint8_t *armed;     /* [nlife]: I asked neighbour k and it has not answered yet */
-  uint8_t *waiting;   /* [nlife]: neighbour k asked me and I have not given it work yet */
+  int nlife;        /* hypercube neighbours */
+  int *life;        /* their ranks */
+  uint8_t *armed;   /* [nlife]: I asked neighbour k and it has not answered yet */
+  uint8_t *waiting; /* [nlife]: neighbour k asked me and I have not given it work yet */
 
   /* Safra */
-  int64_t counter;    /* work messages sent - received, this run */
+  int64_t counter; /* work messages sent - received, this run */
   int black;
   int have_token;
-  int token_back;     /* rank 0: the token has come round (a fresh probe is not yet out) */
+  int token_back; /* rank 0: the token has come round (a fresh probe is not yet out) */
   gr__dp_token token;
 
   /* deadlines (timeout_s > 0; progress thread only) */
-  double next_beat;   /* time of the next heartbeat to the ring successor */
-  double req_deadline;/* the outstanding random request must be answered by then */
+  double next_beat;    /* time of the next heartbeat to the ring successor */
+  double req_deadline; /* the outstanding random request must be answered by then */
   int req_victim;
-  int silent;         /* the rank that did not answer in time, -1 = none / unknown */
-  int silent_reporter;/* the rank that noticed it */
-  int broken;         /* a run failed: no more runs */
-  int agreed;         /* the registrations were checked (first run) */
+  int silent;              /* the rank that did not answer in time, -1 = none / unknown */
+  int silent_reporter;     /* the rank that noticed it */
+  int broken;              /* a run failed: no more runs */
+  int agreed;              /* the registrations were checked (first run) */
   gr__dp_arrivals bar_arr; /* this run's final barrier (posted when the run begins) */
-  char missing[160];  /* the ranks a timed-out step waited for ("2, 5") */
-  int coll_pending;   /* a timed-out collective is still pending on comm: never free comm (MPI
+  char missing[160];       /* the ranks a timed-out step waited for ("2, 5") */
+  int coll_pending;        /* a timed-out collective is still pending on comm: never free comm (MPI
                        * would progress it on a freed communicator once the late rank comes) */
 
   struct gr_dpool_stats st;

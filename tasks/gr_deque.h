@@ -49,13 +49,13 @@
 #define GR__CACHE_LINE 64
 
 typedef struct gr__deque_array {
-  int64_t mask; /* capacity - 1; capacity is a power of two */
+  int64_t mask;                    /* capacity - 1; capacity is a power of two */
   struct gr__deque_array *retired; /* the arrays this one replaced (owner only) */
   _Atomic(void *) slot[];
 } gr__deque_array;
 
 typedef struct gr__deque {
-  alignas(GR__CACHE_LINE) _Atomic int64_t top; /* thieves CAS this */
+  alignas(GR__CACHE_LINE) _Atomic int64_t top;    /* thieves CAS this */
   alignas(GR__CACHE_LINE) _Atomic int64_t bottom; /* owner writes this */
   _Atomic(gr__deque_array *) array;
   int asym; /* constant after init: see "Asymmetric mode" */
@@ -99,7 +99,8 @@ static inline void *gr__deque_pop(gr__deque *d) {
   int64_t t;
   if (d->asym) {
     atomic_store_explicit(&d->bottom, b, memory_order_release);
-    atomic_signal_fence(memory_order_seq_cst); /* the compiler keeps the order; thieves membarrier */
+    atomic_signal_fence(
+        memory_order_seq_cst); /* the compiler keeps the order; thieves membarrier */
     t = atomic_load_explicit(&d->top, memory_order_acquire);
   } else {
     atomic_store_explicit(&d->bottom, b, memory_order_seq_cst);

@@ -10,13 +10,13 @@
  * they wait. Each is monotonic; read together they are a snapshot taken over a short interval,
  * not an instant. */
 typedef struct {
-  uint64_t spawned;      /* tasks spawned into this pool (workers, waiting threads, external) */
-  uint64_t run;          /* tasks finished (run, or skipped because their group was cancelled);
+  uint64_t spawned;  /* tasks spawned into this pool (workers, waiting threads, external) */
+  uint64_t run;      /* tasks finished (run, or skipped because their group was cancelled);
                           * after gr_taskgroup_wait(g) returns, includes every task of g */
-  uint64_t steals;       /* successful steals from another slot's deque */
-  uint64_t injected;     /* tasks spawned by a thread outside the pool (through the locked queue) */
-  uint64_t sleeps;       /* times a worker or waiter went to sleep on the futex */
-  uint64_t idle_ns;      /* time spent asleep on the futex, all threads together */
+  uint64_t steals;   /* successful steals from another slot's deque */
+  uint64_t injected; /* tasks spawned by a thread outside the pool (through the locked queue) */
+  uint64_t sleeps;   /* times a worker or waiter went to sleep on the futex */
+  uint64_t idle_ns;  /* time spent asleep on the futex, all threads together */
 } gr__pool_stats;
 
 void gr__pool_get_stats(gr_pool *p, gr__pool_stats *out);

@@ -19,10 +19,10 @@
 #define GR__GROUP_MAGIC 0x67725447u
 #define GR__TASK_HEAP UINT32_MAX
 #define GR__CHUNK_TASKS 64
-#define GR__SPIN_ROUNDS 128  /* steal attempts with a pause between, before yielding */
-#define GR__YIELD_ROUNDS 32  /* steal attempts with sched_yield between, before sleeping */
+#define GR__SPIN_ROUNDS 128 /* steal attempts with a pause between, before yielding */
+#define GR__YIELD_ROUNDS 32 /* steal attempts with sched_yield between, before sleeping */
 #define GR__STACK_RESERVE_MIN ((size_t)128 << 10) /* see the stack guard in pool.c */
-#define GR__SLEEP_MS 50      /* futex timeout: a safety net; wake-ups that matter are not missed */
+#define GR__SLEEP_MS 50 /* futex timeout: a safety net; wake-ups that matter are not missed */
 
 #if defined(__GNUC__)
 #define GR__LIKELY(x) __builtin_expect(!!(x), 1)
@@ -75,7 +75,7 @@ struct gr_pool {
   int nworkers;
   int priorities;
   int nstarted;
-  int asym; /* deques in asymmetric-barrier mode (gr_deque.h) */
+  int asym;        /* deques in asymmetric-barrier mode (gr_deque.h) */
   gr__slot *slots; /* nworkers + GR__EXT_SLOTS */
   struct gr_pool *reg_next;
   size_t stack_size; /* of each worker */

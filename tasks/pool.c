@@ -97,7 +97,8 @@ static GR__NOINLINE gr_status stack_exhausted(const char *call, uintptr_t sp) {
     snprintf(who, sizeof who, "the waiting thread (not a worker)");
   return gr__fail(GR_ERR_NOMEM, call,
                   "tasks nested too deeply: %s has %zu KiB of its %zu KiB stack left, below the "
-                  "%zu KiB reserve (%s)", who, left >> 10, size >> 10, reserve >> 10,
+                  "%zu KiB reserve (%s)",
+                  who, left >> 10, size >> 10, reserve >> 10,
                   tl_worker_id >= 0 ? "raise gr_pool_config.stack_size"
                                     : "its stack is its own: wait from a task, or give it more");
 }
@@ -158,8 +159,7 @@ void gr__pool_wake_all(gr_pool *p) { wake_all(p); }
 static inline void notify_work(gr_pool *p, int was_empty) {
   int sleepers = was_empty ? atomic_fetch_add_explicit(&p->nsleeping, 0, memory_order_seq_cst)
                            : atomic_load_explicit(&p->nsleeping, memory_order_relaxed);
-  if (GR__UNLIKELY(sleepers > 0) &&
-      !atomic_load_explicit(&p->waking, memory_order_relaxed) &&
+  if (GR__UNLIKELY(sleepers > 0) && !atomic_load_explicit(&p->waking, memory_order_relaxed) &&
       !atomic_exchange_explicit(&p->waking, 1, memory_order_relaxed))
     wake_one(p);
 }
@@ -279,8 +279,7 @@ static int work_visible(gr_pool *p) {
   if (atomic_load_explicit(&p->ninject, memory_order_seq_cst) > 0) return 1;
   int n = nvictims(p);
   for (int i = 0; i < n; i++)
-    if (gr__deque_nonempty(&p->slots[i].dq[0]) || gr__deque_nonempty(&p->slots[i].dq[1]))
-      return 1;
+    if (gr__deque_nonempty(&p->slots[i].dq[0]) || gr__deque_nonempty(&p->slots[i].dq[1])) return 1;
   return 0;
 }
 
@@ -343,8 +342,8 @@ static int idle_sleep(gr_pool *p, gr__slot *s, gr_taskgroup *g) {
   if (!g) {
     int zero = 0;
     sentinel = atomic_load_explicit(&p->sentinel, memory_order_relaxed) == 0 &&
-               atomic_compare_exchange_strong_explicit(&p->sentinel, &zero, 1,
-                                                       memory_order_relaxed, memory_order_relaxed);
+               atomic_compare_exchange_strong_explicit(&p->sentinel, &zero, 1, memory_order_relaxed,
+                                                       memory_order_relaxed);
     timed = sentinel;
   }
   int woken = 1;
@@ -458,8 +457,16 @@ static gr_status spawn_external(gr_pool *p, gr_taskgroup *g, int prio, uint8_t k
   if (p->priorities < 2) prio = GR_PRIO_NORMAL;
   gr__task *t = aligned_alloc(GR__CACHE_LINE, sizeof *t);
   if (!t) return gr__fail(GR_ERR_NOMEM, call, "out of memory for a task descriptor");
-  *t = (gr__task){.fn = fn, .arg = arg, .group = g, .next = NULL, .lo = lo, .hi = hi,
-                  .owner = GR__TASK_HEAP, .prio = (uint8_t)prio, .kind = kind, .local = 0};
+  *t = (gr__task){.fn = fn,
+                  .arg = arg,
+                  .group = g,
+                  .next = NULL,
+                  .lo = lo,
+                  .hi = hi,
+                  .owner = GR__TASK_HEAP,
+                  .prio = (uint8_t)prio,
+                  .kind = kind,
+                  .local = 0};
   __atomic_add_fetch(&g->pending, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&p->inject_lock);
   if (p->inj_tail[prio])
@@ -537,8 +544,10 @@ GR_API gr_status gr_spawn_prio(gr_taskgroup *g, int priority, void (*fn)(void *)
   if (GR__UNLIKELY(st != GR_OK)) return st;
   if (GR__UNLIKELY(fn == NULL)) return gr__fail(GR_ERR_INVALID, "gr_spawn", "fn is NULL");
   if (GR__UNLIKELY(priority != GR_PRIO_NORMAL && priority != GR_PRIO_HIGH))
-    return gr__fail(GR_ERR_INVALID, "gr_spawn", "priority %d is not GR_PRIO_NORMAL (0) or "
-                    "GR_PRIO_HIGH (1)", priority);
+    return gr__fail(GR_ERR_INVALID, "gr_spawn",
+                    "priority %d is not GR_PRIO_NORMAL (0) or "
+                    "GR_PRIO_HIGH (1)",
+                    priority);
   gr_pool *p = g->pool;
   /* A worker's own pool is alive; read p->priorities only there (spawn_external checks first). */
   gr__slot *s = tl_slot;
@@ -675,12 +684,10 @@ GR_API gr_status gr_parallel_for(gr_pool *p, size_t begin, size_t end, size_t gr
   pfor_ctx c = {body, arg, grain};
   gr_taskgroup g;
   gr_taskgroup_init(&g, p);
-  gr_status st = spawn_common(p, &g, GR_PRIO_NORMAL, KIND_RANGE, NULL, &c, begin, end,
-                              "gr_parallel_for");
+  gr_status st =
+      spawn_common(p, &g, GR_PRIO_NORMAL, KIND_RANGE, NULL, &c, begin, end, "gr_parallel_for");
   if (st != GR_OK) return st;
   return gr_taskgroup_wait(&g);
 }
 
 GR_API int gr_worker_id(void) { return tl_worker_id; }
-
-

@@ -112,7 +112,8 @@ typedef struct {
 } cpu_layout;
 
 static void layout_free(cpu_layout *l) {
-  for (int i = 0; i < l->ncores; i++) hwloc_bitmap_free(l->core_sets[i]);
+  for (int i = 0; i < l->ncores; i++)
+    hwloc_bitmap_free(l->core_sets[i]);
   free(l->core_sets);
   if (l->topo) hwloc_topology_destroy(l->topo);
   memset(l, 0, sizeof *l);
@@ -142,8 +143,10 @@ static int layout_load(cpu_layout *l) {
     if (ps && hwloc_bitmap_list_sscanf(ps, plan) == 0 && hwloc_bitmap_intersects(ps, allowed))
       hwloc_bitmap_and(allowed, allowed, ps);
     else
-      GR_LOG_ONCE(GR_LOG_WARN, "gr_pool_create: ignoring GPURUN_CPUS='%s' (not a cpu list, or "
-                  "disjoint from this thread's binding)", plan);
+      GR_LOG_ONCE(GR_LOG_WARN,
+                  "gr_pool_create: ignoring GPURUN_CPUS='%s' (not a cpu list, or "
+                  "disjoint from this thread's binding)",
+                  plan);
     hwloc_bitmap_free(ps);
   }
   int total = hwloc_get_nbobjs_by_type(l->topo, HWLOC_OBJ_CORE);
@@ -193,7 +196,8 @@ static void pool_free(gr_pool *p) {
 static void stop_workers(gr_pool *p) {
   atomic_store_explicit(&p->stop, 1, memory_order_seq_cst);
   gr__pool_wake_all(p);
-  for (int i = 0; i < p->nstarted; i++) pthread_join(p->slots[i].thread, NULL);
+  for (int i = 0; i < p->nstarted; i++)
+    pthread_join(p->slots[i].thread, NULL);
   p->nstarted = 0;
 }
 
@@ -262,7 +266,7 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
   int asym = fence && strcmp(fence, "asym") == 0 && gr__deque_asym_available();
   if (fence && strcmp(fence, "asym") == 0 && !asym)
     GR_LOG_ONCE(GR_LOG_WARN, "gr_pool_create: GPURUN_POOL_FENCE=asym but membarrier's private "
-                "expedited command is unavailable; using the fence pair");
+                             "expedited command is unavailable; using the fence pair");
   p->asym = asym;
   uint64_t seed = gr__mono_ns() ^ (uint64_t)(uintptr_t)p;
   for (int i = 0; i < nslots; i++) {
@@ -348,4 +352,3 @@ GR_API gr_status gr_pool_destroy(gr_pool *p) {
   pool_free(p);
   return GR_OK;
 }
-

@@ -30,8 +30,8 @@
 #endif
 
 typedef enum { B_ALLREDUCE, B_BCAST, B_REDUCE, B_ALLGATHER, B_REDSCAT, B_ALLTOALL, B_SENDRECV } bop;
-static const char *const bop_names[] = {"allreduce", "broadcast", "reduce", "allgather",
-                                        "reduce_scatter", "alltoall", "sendrecv"};
+static const char *const bop_names[] = {"allreduce",      "broadcast", "reduce",  "allgather",
+                                        "reduce_scatter", "alltoall",  "sendrecv"};
 
 typedef struct {
   size_t minb, maxb;
@@ -52,10 +52,20 @@ static size_t parse_size(const char *s) {
   char *end;
   double v = strtod(s, &end);
   switch (*end) {
-  case 'K': case 'k': v *= 1024; break;
-  case 'M': case 'm': v *= 1024 * 1024; break;
-  case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-  default: break;
+  case 'K':
+  case 'k':
+    v *= 1024;
+    break;
+  case 'M':
+  case 'm':
+    v *= 1024 * 1024;
+    break;
+  case 'G':
+  case 'g':
+    v *= 1024.0 * 1024 * 1024;
+    break;
+  default:
+    break;
   }
   return (size_t)v;
 }
@@ -68,46 +78,90 @@ static int lookup(const char *s, const char *const *names, int n) {
 
 static void usage(void) {
   if (rank == 0)
-    fprintf(stderr, "usage: gpurun-bench-coll [-b min] [-e max] [-f factor] [-n iters] [-w warmup] "
-                    "[-R rounds] [-c 0|1] [-o op] [-d dtype] [-r redop] [--root N] "
-                    "[--backend auto|mpi|nccl] [--timeout S] [--compare] [--json FILE] [--vs ALGO]\n");
+    fprintf(stderr,
+            "usage: gpurun-bench-coll [-b min] [-e max] [-f factor] [-n iters] [-w warmup] "
+            "[-R rounds] [-c 0|1] [-o op] [-d dtype] [-r redop] [--root N] "
+            "[--backend auto|mpi|nccl] [--timeout S] [--compare] [--json FILE] [--vs ALGO]\n");
   MPI_Finalize();
   exit(2);
 }
 
 static void parse(int argc, char **argv, opts *o) {
-  static const char *const dnames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                       "half", "bfloat16", "float", "double"};
+  static const char *const dnames[] = {"int8",   "uint8", "int32",    "uint32", "int64",
+                                       "uint64", "half",  "bfloat16", "float",  "double"};
   static const char *const rnames[] = {"sum", "prod", "min", "max", "avg"};
-  *o = (opts){8, 8 << 20, 4, 50, 10, 5, 1, 0, 0, B_ALLREDUCE, GR_FLOAT32, GR_SUM,
-              GR_BACKEND_AUTO, -1, NULL, NULL};
+  *o = (opts){8,      8 << 20,         4,  50,   10,  5, 1, 0, 0, B_ALLREDUCE, GR_FLOAT32,
+              GR_SUM, GR_BACKEND_AUTO, -1, NULL, NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED() do { if (!v) usage(); i++; } while (0)
-    if (!strcmp(a, "-b")) { NEED(); o->minb = parse_size(v); }
-    else if (!strcmp(a, "-e")) { NEED(); o->maxb = parse_size(v); }
-    else if (!strcmp(a, "-f")) { NEED(); o->factor = atof(v); }
-    else if (!strcmp(a, "-n")) { NEED(); o->iters = atoi(v); }
-    else if (!strcmp(a, "-w")) { NEED(); o->warmup = atoi(v); }
-    else if (!strcmp(a, "-R")) { NEED(); o->rounds = atoi(v); }
-    else if (!strcmp(a, "-c")) { NEED(); o->check = atoi(v); }
-    else if (!strcmp(a, "--root")) { NEED(); o->root = atoi(v); }
-    else if (!strcmp(a, "-o")) { NEED(); int k = lookup(v, bop_names, 7); if (k < 0) usage(); o->op = (bop)k; }
-    else if (!strcmp(a, "-d")) {
+#define NEED()                                                                                     \
+  do {                                                                                             \
+    if (!v) usage();                                                                               \
+    i++;                                                                                           \
+  } while (0)
+    if (!strcmp(a, "-b")) {
+      NEED();
+      o->minb = parse_size(v);
+    } else if (!strcmp(a, "-e")) {
+      NEED();
+      o->maxb = parse_size(v);
+    } else if (!strcmp(a, "-f")) {
+      NEED();
+      o->factor = atof(v);
+    } else if (!strcmp(a, "-n")) {
+      NEED();
+      o->iters = atoi(v);
+    } else if (!strcmp(a, "-w")) {
+      NEED();
+      o->warmup = atoi(v);
+    } else if (!strcmp(a, "-R")) {
+      NEED();
+      o->rounds = atoi(v);
+    } else if (!strcmp(a, "-c")) {
+      NEED();
+      o->check = atoi(v);
+    } else if (!strcmp(a, "--root")) {
+      NEED();
+      o->root = atoi(v);
+    } else if (!strcmp(a, "-o")) {
+      NEED();
+      int k = lookup(v, bop_names, 7);
+      if (k < 0) usage();
+      o->op = (bop)k;
+    } else if (!strcmp(a, "-d")) {
       NEED();
       int k = lookup(v, dnames, 10);
-      if (k < 0) k = lookup(v, (const char *const[]){"i8", "u8", "i32", "u32", "i64", "u64", "float16", "bf16", "float32", "float64"}, 10);
+      if (k < 0)
+        k = lookup(v,
+                   (const char *const[]){"i8", "u8", "i32", "u32", "i64", "u64", "float16", "bf16",
+                                         "float32", "float64"},
+                   10);
       if (k < 0) usage();
       o->dt = (gr_dtype)k;
-    } else if (!strcmp(a, "-r")) { NEED(); int k = lookup(v, rnames, 5); if (k < 0) usage(); o->redop = (gr_op)k; }
-    else if (!strcmp(a, "--backend")) {
+    } else if (!strcmp(a, "-r")) {
       NEED();
-      o->backend = !strcmp(v, "mpi") ? GR_BACKEND_MPI : !strcmp(v, "nccl") ? GR_BACKEND_NCCL : GR_BACKEND_AUTO;
-    } else if (!strcmp(a, "--timeout")) { NEED(); o->timeout = atof(v); }
-    else if (!strcmp(a, "--compare")) o->compare = 1;
-    else if (!strcmp(a, "--json")) { NEED(); o->json = v; }
-    else if (!strcmp(a, "--vs")) { NEED(); o->vs = v; o->compare = 1; }
-    else usage();
+      int k = lookup(v, rnames, 5);
+      if (k < 0) usage();
+      o->redop = (gr_op)k;
+    } else if (!strcmp(a, "--backend")) {
+      NEED();
+      o->backend = !strcmp(v, "mpi")    ? GR_BACKEND_MPI
+                   : !strcmp(v, "nccl") ? GR_BACKEND_NCCL
+                                        : GR_BACKEND_AUTO;
+    } else if (!strcmp(a, "--timeout")) {
+      NEED();
+      o->timeout = atof(v);
+    } else if (!strcmp(a, "--compare"))
+      o->compare = 1;
+    else if (!strcmp(a, "--json")) {
+      NEED();
+      o->json = v;
+    } else if (!strcmp(a, "--vs")) {
+      NEED();
+      o->vs = v;
+      o->compare = 1;
+    } else
+      usage();
   }
   if (o->factor <= 1) o->factor = 2;
   if (o->iters < 1) o->iters = 1;
@@ -117,8 +171,10 @@ static void parse(int argc, char **argv, opts *o) {
 
 static MPI_Datatype mpi_type(gr_dtype t) {
   static MPI_Datatype m[10];
-  m[0] = MPI_INT8_T, m[1] = MPI_UINT8_T, m[2] = MPI_INT32_T, m[3] = MPI_UINT32_T, m[4] = MPI_INT64_T;
-  m[5] = MPI_UINT64_T, m[6] = MPI_UINT16_T, m[7] = MPI_UINT16_T, m[8] = MPI_FLOAT, m[9] = MPI_DOUBLE;
+  m[0] = MPI_INT8_T, m[1] = MPI_UINT8_T, m[2] = MPI_INT32_T, m[3] = MPI_UINT32_T,
+  m[4] = MPI_INT64_T;
+  m[5] = MPI_UINT64_T, m[6] = MPI_UINT16_T, m[7] = MPI_UINT16_T, m[8] = MPI_FLOAT,
+  m[9] = MPI_DOUBLE;
   return m[t];
 }
 static MPI_Op mpi_op(gr_op op) {
@@ -128,10 +184,19 @@ static MPI_Op mpi_op(gr_op op) {
 /* Buffer sizes in elements for count (per-rank count as the gr_ call takes it). */
 static void sizes(const opts *o, size_t count, size_t *sn, size_t *rn) {
   switch (o->op) {
-  case B_ALLGATHER: *sn = count; *rn = count * (size_t)P; break;
-  case B_REDSCAT: *sn = count * (size_t)P; *rn = count; break;
-  case B_ALLTOALL: *sn = *rn = count * (size_t)P; break;
-  default: *sn = *rn = count;
+  case B_ALLGATHER:
+    *sn = count;
+    *rn = count * (size_t)P;
+    break;
+  case B_REDSCAT:
+    *sn = count * (size_t)P;
+    *rn = count;
+    break;
+  case B_ALLTOALL:
+    *sn = *rn = count * (size_t)P;
+    break;
+  default:
+    *sn = *rn = count;
   }
 }
 
@@ -139,18 +204,25 @@ static void sizes(const opts *o, size_t count, size_t *sn, size_t *rn) {
  * for allgather/reduce_scatter, i.e. count * nranks * elsize). */
 static size_t count_for(const opts *o, size_t bytes) {
   size_t es = gr__dtype_size(o->dt);
-  if (o->op == B_ALLGATHER || o->op == B_REDSCAT || o->op == B_ALLTOALL) return bytes / es / (size_t)P;
+  if (o->op == B_ALLGATHER || o->op == B_REDSCAT || o->op == B_ALLTOALL)
+    return bytes / es / (size_t)P;
   return bytes / es;
 }
 
 static gr_status run_gr(const opts *o, gr_comm *c, const void *s, void *r, size_t n) {
   switch (o->op) {
-  case B_ALLREDUCE: return gr_allreduce(s, r, n, o->dt, o->redop, c, NULL);
-  case B_BCAST: return gr_broadcast(s, r, n, o->dt, o->root, c, NULL);
-  case B_REDUCE: return gr_reduce(s, r, n, o->dt, o->redop, o->root, c, NULL);
-  case B_ALLGATHER: return gr_allgather(s, r, n, o->dt, c, NULL);
-  case B_REDSCAT: return gr_reduce_scatter(s, r, n, o->dt, o->redop, c, NULL);
-  case B_ALLTOALL: return gr_alltoall(s, r, n, o->dt, c, NULL);
+  case B_ALLREDUCE:
+    return gr_allreduce(s, r, n, o->dt, o->redop, c, NULL);
+  case B_BCAST:
+    return gr_broadcast(s, r, n, o->dt, o->root, c, NULL);
+  case B_REDUCE:
+    return gr_reduce(s, r, n, o->dt, o->redop, o->root, c, NULL);
+  case B_ALLGATHER:
+    return gr_allgather(s, r, n, o->dt, c, NULL);
+  case B_REDSCAT:
+    return gr_reduce_scatter(s, r, n, o->dt, o->redop, c, NULL);
+  case B_ALLTOALL:
+    return gr_alltoall(s, r, n, o->dt, c, NULL);
   case B_SENDRECV: {
     gr_status st = gr_group_start();
     gr_send(s, n, o->dt, (rank + 1) % P, c, NULL);
@@ -165,23 +237,30 @@ static int run_mpi(const opts *o, MPI_Comm m, const void *s, void *r, size_t n) 
   MPI_Datatype t = mpi_type(o->dt);
   int k = (int)n;
   switch (o->op) {
-  case B_ALLREDUCE: return MPI_Allreduce(s, r, k, t, mpi_op(o->redop), m);
+  case B_ALLREDUCE:
+    return MPI_Allreduce(s, r, k, t, mpi_op(o->redop), m);
   case B_BCAST:
     if (rank == o->root && s != r) memcpy(r, s, n * gr__dtype_size(o->dt));
     return MPI_Bcast(r, k, t, o->root, m);
-  case B_REDUCE: return MPI_Reduce(s, r, k, t, mpi_op(o->redop), o->root, m);
-  case B_ALLGATHER: return MPI_Allgather(s, k, t, r, k, t, m);
-  case B_REDSCAT: return MPI_Reduce_scatter_block(s, r, k, t, mpi_op(o->redop), m);
-  case B_ALLTOALL: return MPI_Alltoall(s, k, t, r, k, t, m);
+  case B_REDUCE:
+    return MPI_Reduce(s, r, k, t, mpi_op(o->redop), o->root, m);
+  case B_ALLGATHER:
+    return MPI_Allgather(s, k, t, r, k, t, m);
+  case B_REDSCAT:
+    return MPI_Reduce_scatter_block(s, r, k, t, mpi_op(o->redop), m);
+  case B_ALLTOALL:
+    return MPI_Alltoall(s, k, t, r, k, t, m);
   case B_SENDRECV:
-    return MPI_Sendrecv(s, k, t, (rank + 1) % P, 0, r, k, t, (rank + P - 1) % P, 0, m, MPI_STATUS_IGNORE);
+    return MPI_Sendrecv(s, k, t, (rank + 1) % P, 0, r, k, t, (rank + P - 1) % P, 0, m,
+                        MPI_STATUS_IGNORE);
   }
   return MPI_ERR_OTHER;
 }
 
 static double bus_factor(bop op) {
   if (op == B_ALLREDUCE) return P > 1 ? 2.0 * (P - 1) / P : 0;
-  if (op == B_ALLGATHER || op == B_REDSCAT || op == B_ALLTOALL) return P > 1 ? (double)(P - 1) / P : 0;
+  if (op == B_ALLGATHER || op == B_REDSCAT || op == B_ALLTOALL)
+    return P > 1 ? (double)(P - 1) / P : 0;
   return 1;
 }
 
@@ -191,28 +270,54 @@ static void fill(gr_dtype t, void *b, size_t n, int r) {
   for (size_t i = 0; i < n; i++) {
     double v = input(i, r);
     switch (t) {
-    case GR_FLOAT16: ((uint16_t *)b)[i] = gr__f32_to_f16((float)v); break;
-    case GR_BFLOAT16: ((uint16_t *)b)[i] = gr__f32_to_bf16((float)v); break;
-    case GR_FLOAT32: ((float *)b)[i] = (float)v; break;
-    case GR_FLOAT64: ((double *)b)[i] = v; break;
-    case GR_INT8: case GR_UINT8: ((uint8_t *)b)[i] = (uint8_t)v; break;
-    case GR_INT32: case GR_UINT32: ((uint32_t *)b)[i] = (uint32_t)v; break;
-    default: ((uint64_t *)b)[i] = (uint64_t)v; break;
+    case GR_FLOAT16:
+      ((uint16_t *)b)[i] = gr__f32_to_f16((float)v);
+      break;
+    case GR_BFLOAT16:
+      ((uint16_t *)b)[i] = gr__f32_to_bf16((float)v);
+      break;
+    case GR_FLOAT32:
+      ((float *)b)[i] = (float)v;
+      break;
+    case GR_FLOAT64:
+      ((double *)b)[i] = v;
+      break;
+    case GR_INT8:
+    case GR_UINT8:
+      ((uint8_t *)b)[i] = (uint8_t)v;
+      break;
+    case GR_INT32:
+    case GR_UINT32:
+      ((uint32_t *)b)[i] = (uint32_t)v;
+      break;
+    default:
+      ((uint64_t *)b)[i] = (uint64_t)v;
+      break;
     }
   }
 }
 static double get(gr_dtype t, const void *b, size_t i) {
   switch (t) {
-  case GR_FLOAT16: return gr__f16_to_f32(((const uint16_t *)b)[i]);
-  case GR_BFLOAT16: return gr__bf16_to_f32(((const uint16_t *)b)[i]);
-  case GR_FLOAT32: return ((const float *)b)[i];
-  case GR_FLOAT64: return ((const double *)b)[i];
-  case GR_INT8: return ((const int8_t *)b)[i];
-  case GR_UINT8: return ((const uint8_t *)b)[i];
-  case GR_INT32: return ((const int32_t *)b)[i];
-  case GR_UINT32: return ((const uint32_t *)b)[i];
-  case GR_INT64: return (double)((const int64_t *)b)[i];
-  default: return (double)((const uint64_t *)b)[i];
+  case GR_FLOAT16:
+    return gr__f16_to_f32(((const uint16_t *)b)[i]);
+  case GR_BFLOAT16:
+    return gr__bf16_to_f32(((const uint16_t *)b)[i]);
+  case GR_FLOAT32:
+    return ((const float *)b)[i];
+  case GR_FLOAT64:
+    return ((const double *)b)[i];
+  case GR_INT8:
+    return ((const int8_t *)b)[i];
+  case GR_UINT8:
+    return ((const uint8_t *)b)[i];
+  case GR_INT32:
+    return ((const int32_t *)b)[i];
+  case GR_UINT32:
+    return ((const uint32_t *)b)[i];
+  case GR_INT64:
+    return (double)((const int64_t *)b)[i];
+  default:
+    return (double)((const uint64_t *)b)[i];
   }
 }
 static double reduced(const opts *o, size_t i) {
@@ -220,10 +325,17 @@ static double reduced(const opts *o, size_t i) {
   for (int r = 1; r < P; r++) {
     double v = input(i, r);
     switch (o->redop) {
-    case GR_PROD: acc *= v; break;
-    case GR_MIN: acc = v < acc ? v : acc; break;
-    case GR_MAX: acc = v > acc ? v : acc; break;
-    default: acc += v;
+    case GR_PROD:
+      acc *= v;
+      break;
+    case GR_MIN:
+      acc = v < acc ? v : acc;
+      break;
+    case GR_MAX:
+      acc = v > acc ? v : acc;
+      break;
+    default:
+      acc += v;
     }
   }
   return o->redop == GR_AVG ? acc / P : acc;
@@ -239,9 +351,14 @@ static long check_once(const opts *o, gr_comm *c, void *s, void *r, size_t n, in
   const void *src = s;
   void *dst = r;
   if (inplace) {
-    if (o->op == B_ALLGATHER) { dst = s; src = (char *)s + (size_t)rank * n * es; fill(o->dt, (void *)src, n, rank); }
-    else if (o->op == B_REDSCAT) { dst = (char *)s + (size_t)rank * n * es; }
-    else if (o->op != B_SENDRECV) dst = s;
+    if (o->op == B_ALLGATHER) {
+      dst = s;
+      src = (char *)s + (size_t)rank * n * es;
+      fill(o->dt, (void *)src, n, rank);
+    } else if (o->op == B_REDSCAT) {
+      dst = (char *)s + (size_t)rank * n * es;
+    } else if (o->op != B_SENDRECV)
+      dst = s;
   }
   if (run_gr(o, c, src, dst, n) != GR_OK) return (long)rn;
   gr_comm_synchronize(c, NULL);
@@ -250,16 +367,34 @@ static long check_once(const opts *o, gr_comm *c, void *s, void *r, size_t n, in
   for (size_t i = 0; i < rn; i++) {
     double want;
     switch (o->op) {
-    case B_ALLREDUCE: want = reduced(o, i); break;
-    case B_BCAST: want = input(i, o->root); break;
-    case B_REDUCE: if (!is_root) continue; want = reduced(o, i); break;
-    case B_ALLGATHER: want = input(i % (n ? n : 1), (int)(i / (n ? n : 1))); break;
-    case B_REDSCAT: want = reduced(o, (size_t)rank * n + i); break;
-    case B_ALLTOALL: want = input((size_t)rank * n + i % (n ? n : 1), (int)(i / (n ? n : 1))); break;
-    default: want = input(i, (rank + P - 1) % P); break;
+    case B_ALLREDUCE:
+      want = reduced(o, i);
+      break;
+    case B_BCAST:
+      want = input(i, o->root);
+      break;
+    case B_REDUCE:
+      if (!is_root) continue;
+      want = reduced(o, i);
+      break;
+    case B_ALLGATHER:
+      want = input(i % (n ? n : 1), (int)(i / (n ? n : 1)));
+      break;
+    case B_REDSCAT:
+      want = reduced(o, (size_t)rank * n + i);
+      break;
+    case B_ALLTOALL:
+      want = input((size_t)rank * n + i % (n ? n : 1), (int)(i / (n ? n : 1)));
+      break;
+    default:
+      want = input(i, (rank + P - 1) % P);
+      break;
     }
     double got = get(o->dt, dst, i);
-    double tol = (o->redop == GR_AVG && o->op != B_BCAST && o->op != B_ALLGATHER && o->op != B_ALLTOALL) ? 1e-2 * (want < 0 ? -want : want) + 1e-2 : 0;
+    double tol =
+        (o->redop == GR_AVG && o->op != B_BCAST && o->op != B_ALLGATHER && o->op != B_ALLTOALL)
+            ? 1e-2 * (want < 0 ? -want : want) + 1e-2
+            : 0;
     if (got - want > tol || want - got > tol) wrong++;
   }
   return wrong;
@@ -270,12 +405,15 @@ static int cmp_d(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-typedef struct { double t, tmin, tavg; } timing; /* seconds per iteration: max/min/avg over ranks */
+typedef struct {
+  double t, tmin, tavg;
+} timing; /* seconds per iteration: max/min/avg over ranks */
 
 static gr_comm *vs_comm; /* --vs: the second communicator */
 
 /* which: 0 = gpurun, 1 = raw MPI (or gpurun on vs_comm). */
-static double run_iters(const opts *o, int which, gr_comm *c, MPI_Comm m, const void *s, void *r, size_t n, int iters) {
+static double run_iters(const opts *o, int which, gr_comm *c, MPI_Comm m, const void *s, void *r,
+                        size_t n, int iters) {
   if (which == 1 && vs_comm) which = 0, c = vs_comm;
   MPI_Barrier(m);
   double t0 = MPI_Wtime();
@@ -318,8 +456,10 @@ int main(int argc, char **argv) {
       fprintf(stderr, "rank %d: %s\n", rank, gr_last_error());
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    if (keep) setenv("GPURUN_COLL_ALGO", keep, 1);
-    else unsetenv("GPURUN_COLL_ALGO");
+    if (keep)
+      setenv("GPURUN_COLL_ALGO", keep, 1);
+    else
+      unsetenv("GPURUN_COLL_ALGO");
     free(keep);
   }
   size_t es = gr__dtype_size(o.dt);
@@ -346,28 +486,35 @@ int main(int argc, char **argv) {
   FILE *js = NULL;
   if (o.json && rank == 0) {
     js = fopen(o.json, "w");
-    if (js) fprintf(js, "{\"op\": \"%s\", \"ranks\": %d, \"backend\": \"%s\", \"dtype\": \"%s\", \"timeout_s\": %g, \"results\": [",
-                    bop_names[o.op], P, gr_comm_backend(c) == GR_BACKEND_NCCL ? "nccl" : "mpi",
-                    gr__dtype_name(o.dt), cfg.timeout_s);
+    if (js)
+      fprintf(js,
+              "{\"op\": \"%s\", \"ranks\": %d, \"backend\": \"%s\", \"dtype\": \"%s\", "
+              "\"timeout_s\": %g, \"results\": [",
+              bop_names[o.op], P, gr_comm_backend(c) == GR_BACKEND_NCCL ? "nccl" : "mpi",
+              gr__dtype_name(o.dt), cfg.timeout_s);
   }
   if (rank == 0) {
-    printf("# gpurun-bench-coll: %s, %d ranks, backend %s, timeout %g s, %d rounds x %d iterations, median round\n",
-           bop_names[o.op], P, gr_comm_backend(c) == GR_BACKEND_NCCL ? "nccl" : "mpi", cfg.timeout_s,
-           o.rounds, o.iters);
+    printf("# gpurun-bench-coll: %s, %d ranks, backend %s, timeout %g s, %d rounds x %d "
+           "iterations, median round\n",
+           bop_names[o.op], P, gr_comm_backend(c) == GR_BACKEND_NCCL ? "nccl" : "mpi",
+           cfg.timeout_s, o.rounds, o.iters);
     if (o.vs) {
       const char *algo = getenv("GPURUN_COLL_ALGO");
-      printf("# GPURUN_COLL_ALGO=%.16s (time, in:time, avg/min/max) vs GPURUN_COLL_ALGO=%.16s, rounds alternating\n",
+      printf("# GPURUN_COLL_ALGO=%.16s (time, in:time, avg/min/max) vs GPURUN_COLL_ALGO=%.16s, "
+             "rounds alternating\n",
              algo && *algo ? algo : "auto", o.vs);
     }
-    printf("#%11s %12s %8s %6s %5s %10s %8s %8s %6s %10s %8s %8s %6s %9s %9s %9s",
-           "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong",
-           "in:time", "algbw", "busbw", "#wrong", "avg(us)", "min(us)", "max(us)");
+    printf("#%11s %12s %8s %6s %5s %10s %8s %8s %6s %10s %8s %8s %6s %9s %9s %9s", "size", "count",
+           "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong", "in:time", "algbw",
+           "busbw", "#wrong", "avg(us)", "min(us)", "max(us)");
     if (o.vs) {
       char t[24], b[24];
       snprintf(t, sizeof t, "%.6s(us)", o.vs);
       snprintf(b, sizeof b, "%.6sbest", o.vs);
       printf(" %10s %7s %9s %9s %9s %7s", t, "ratio", "diff(us)", "best(us)", b, "ratio");
-    } else if (o.compare) printf(" %10s %7s %9s %9s %9s %7s", "mpi(us)", "ratio", "diff(us)", "best(us)", "mpibest", "ratio");
+    } else if (o.compare)
+      printf(" %10s %7s %9s %9s %9s %7s", "mpi(us)", "ratio", "diff(us)", "best(us)", "mpibest",
+             "ratio");
     printf("\n");
   }
   int first = 1;
@@ -376,7 +523,9 @@ int main(int argc, char **argv) {
     if (next <= bytes) next = bytes + 1;
     if (bytes < o.maxb && next > o.maxb) next = o.maxb;
     size_t n = count_for(&o, bytes);
-    size_t msg = (o.op == B_ALLGATHER || o.op == B_REDSCAT || o.op == B_ALLTOALL) ? n * es * (size_t)P : n * es;
+    size_t msg = (o.op == B_ALLGATHER || o.op == B_REDSCAT || o.op == B_ALLTOALL)
+                     ? n * es * (size_t)P
+                     : n * es;
     int iters = o.iters;
     if (msg >= (1u << 20)) iters = iters / 5 > 2 ? iters / 5 : 2; /* keep big sizes short */
     for (int w = 0; w < o.warmup; w++) {
@@ -384,8 +533,10 @@ int main(int argc, char **argv) {
       if (o.compare) run_mpi(&o, raw, s, r, n);
     }
     gr_comm_synchronize(c, NULL);
-    double *tg = malloc(sizeof(double) * (size_t)o.rounds), *tm = malloc(sizeof(double) * (size_t)o.rounds);
-    double *tgmin = malloc(sizeof(double) * (size_t)o.rounds), *tgavg = malloc(sizeof(double) * (size_t)o.rounds);
+    double *tg = malloc(sizeof(double) * (size_t)o.rounds),
+           *tm = malloc(sizeof(double) * (size_t)o.rounds);
+    double *tgmin = malloc(sizeof(double) * (size_t)o.rounds),
+           *tgavg = malloc(sizeof(double) * (size_t)o.rounds);
     double tin = 0;
     for (int k = 0; k < o.rounds; k++) {
       for (int pass = 0; pass < 2; pass++) {
@@ -395,18 +546,23 @@ int main(int argc, char **argv) {
         MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         MPI_Allreduce(&t, &tmin, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
         MPI_Allreduce(&t, &tsum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        if (which == 0) tg[k] = tmax, tgmin[k] = tmin, tgavg[k] = tsum / P;
-        else tm[k] = tmax;
+        if (which == 0)
+          tg[k] = tmax, tgmin[k] = tmin, tgavg[k] = tsum / P;
+        else
+          tm[k] = tmax;
       }
     }
     /* in place: one round of the same length */
     {
       void *ip = s2;
       memcpy(s2, s, sn * es);
-      void *dst = o.op == B_ALLGATHER ? ip : o.op == B_REDSCAT ? (char *)ip + (size_t)rank * n * es : ip;
+      void *dst = o.op == B_ALLGATHER ? ip
+                  : o.op == B_REDSCAT ? (char *)ip + (size_t)rank * n * es
+                                      : ip;
       const void *src = o.op == B_ALLGATHER ? (char *)ip + (size_t)rank * n * es : ip;
       if (o.op == B_SENDRECV) dst = r;
-      for (int w = 0; w < o.warmup; w++) run_gr(&o, c, src, dst, n);
+      for (int w = 0; w < o.warmup; w++)
+        run_gr(&o, c, src, dst, n);
       double t = run_iters(&o, 0, c, raw, src, dst, n, iters);
       MPI_Allreduce(&t, &tin, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     }
@@ -417,7 +573,10 @@ int main(int argc, char **argv) {
     qsort(sorted, (size_t)o.rounds, sizeof(double), cmp_d);
     double med = sorted[o.rounds / 2], medmin = 0;
     for (int k = 0; k < o.rounds; k++)
-      if (tg[k] == med) { medmin = tgmin[k]; break; }
+      if (tg[k] == med) {
+        medmin = tgmin[k];
+        break;
+      }
     double mmed = 0, gbest = sorted[0], mbest = 0;
     if (o.compare) {
       memcpy(sorted, tm, sizeof(double) * (size_t)o.rounds);
@@ -432,15 +591,22 @@ int main(int argc, char **argv) {
       fill(o.dt, s, sn, rank);
     }
     MPI_Allreduce(wrong, wsum, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    double algbw = med > 0 ? (double)msg / med / 1e9 : 0, inalg = tin > 0 ? (double)msg / tin / 1e9 : 0;
+    double algbw = med > 0 ? (double)msg / med / 1e9 : 0,
+           inalg = tin > 0 ? (double)msg / tin / 1e9 : 0;
     if (rank == 0) {
       char root[8];
       snprintf(root, sizeof root, "%d", (o.op == B_BCAST || o.op == B_REDUCE) ? o.root : -1);
-      const char *red = (o.op == B_ALLREDUCE || o.op == B_REDUCE || o.op == B_REDSCAT) ? gr__op_name(o.redop) : "none";
+      const char *red = (o.op == B_ALLREDUCE || o.op == B_REDUCE || o.op == B_REDSCAT)
+                            ? gr__op_name(o.redop)
+                            : "none";
       double medavg = 0;
       for (int k = 0; k < o.rounds; k++)
-        if (tg[k] == med) { medavg = tgavg[k]; break; }
-      printf("%12zu %12zu %8s %6s %5s %10.2f %8.3f %8.3f %6ld %10.2f %8.3f %8.3f %6ld %9.2f %9.2f %9.2f",
+        if (tg[k] == med) {
+          medavg = tgavg[k];
+          break;
+        }
+      printf("%12zu %12zu %8s %6s %5s %10.2f %8.3f %8.3f %6ld %10.2f %8.3f %8.3f %6ld %9.2f %9.2f "
+             "%9.2f",
              msg, n, gr__dtype_name(o.dt), red, root, med * 1e6, algbw, algbw * bus_factor(o.op),
              o.check ? wsum[0] : -1L, tin * 1e6, inalg, inalg * bus_factor(o.op),
              o.check ? wsum[1] : -1L, medavg * 1e6, medmin * 1e6, med * 1e6);
@@ -450,13 +616,19 @@ int main(int argc, char **argv) {
       printf("\n");
       fflush(stdout);
       if (js) {
-        fprintf(js, "%s\n {\"size\": %zu, \"count\": %zu, \"time_us\": %.3f, \"min_us\": %.3f, \"avg_us\": %.3f, "
-                    "\"algbw\": %.4f, \"busbw\": %.4f, \"inplace_time_us\": %.3f, \"wrong\": %ld, \"inplace_wrong\": %ld",
+        fprintf(js,
+                "%s\n {\"size\": %zu, \"count\": %zu, \"time_us\": %.3f, \"min_us\": %.3f, "
+                "\"avg_us\": %.3f, "
+                "\"algbw\": %.4f, \"busbw\": %.4f, \"inplace_time_us\": %.3f, \"wrong\": %ld, "
+                "\"inplace_wrong\": %ld",
                 first ? "" : ",", msg, n, med * 1e6, medmin * 1e6, medavg * 1e6, algbw,
-                algbw * bus_factor(o.op), tin * 1e6, o.check ? wsum[0] : -1L, o.check ? wsum[1] : -1L);
+                algbw * bus_factor(o.op), tin * 1e6, o.check ? wsum[0] : -1L,
+                o.check ? wsum[1] : -1L);
         if (o.compare)
-          fprintf(js, ", \"mpi_time_us\": %.3f, \"ratio\": %.4f, \"best_us\": %.3f, \"mpi_best_us\": %.3f",
-                  mmed * 1e6, mmed > 0 ? med / mmed : 0, gbest * 1e6, mbest * 1e6);
+          fprintf(
+              js,
+              ", \"mpi_time_us\": %.3f, \"ratio\": %.4f, \"best_us\": %.3f, \"mpi_best_us\": %.3f",
+              mmed * 1e6, mmed > 0 ? med / mmed : 0, gbest * 1e6, mbest * 1e6);
         fputs("}", js);
       }
     }

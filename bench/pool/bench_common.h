@@ -144,9 +144,8 @@ static inline double cpu_s(void) {
  * for `reps` timed runs after one untimed warm-up (pool/arena/team created before any timer). */
 typedef long (*bench_run_fn)(int bench, void *ctx);
 
-static inline int bench_main(const char *peer, int argc, char **argv,
-                             void *(*setup)(int threads), bench_run_fn run,
-                             void (*teardown)(void *ctx)) {
+static inline int bench_main(const char *peer, int argc, char **argv, void *(*setup)(int threads),
+                             bench_run_fn run, void (*teardown)(void *ctx)) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s BENCH THREADS [REPS]   (BENCH: fib30 fib40c20 nqueens12 uts-t1)\n",
             argv[0]);
@@ -168,8 +167,8 @@ static inline int bench_main(const char *peer, int argc, char **argv,
     double t1 = now_s(), c1 = cpu_s();
     int ok = v == bench_expected[b];
     ok_all &= ok;
-    printf("RESULT %s %s %d %.6f %.6f %ld %s\n", peer, bench_names[b], threads, t1 - t0, c1 - c0,
-           v, ok ? "ok" : "WRONG");
+    printf("RESULT %s %s %d %.6f %.6f %ld %s\n", peer, bench_names[b], threads, t1 - t0, c1 - c0, v,
+           ok ? "ok" : "WRONG");
     fflush(stdout);
   }
   teardown(ctx);

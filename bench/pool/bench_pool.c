@@ -14,12 +14,15 @@
 /* gr-asym: gpurun with the deques' opt-in asymmetric barrier (GPURUN_POOL_FENCE=asym) instead of
  * the default seq_cst fence pair (Le et al.); see tasks/gr_deque.h. */
 enum { P_SERIAL = 0, P_GPURUN, P_GRASYM, P_TBB, P_GOMP, P_OMP, P_COUNT };
-static const char *const peer_label[P_COUNT] = {"serial", "gpurun", "gr-asym", "oneTBB",
-                                                "libgomp", "libomp"};
+static const char *const peer_label[P_COUNT] = {"serial", "gpurun",  "gr-asym",
+                                                "oneTBB", "libgomp", "libomp"};
 static const char *const peer_env[P_COUNT] = {"", "", "GPURUN_POOL_FENCE=asym ", "", "", ""};
-static const char *const peer_exe[P_COUNT] = {"bench_pool_gpurun --serial", "bench_pool_gpurun",
-                                              "bench_pool_gpurun", "bench_pool_tbb",
-                                              "bench_pool_gomp", "bench_pool_libomp"};
+static const char *const peer_exe[P_COUNT] = {"bench_pool_gpurun --serial",
+                                              "bench_pool_gpurun",
+                                              "bench_pool_gpurun",
+                                              "bench_pool_tbb",
+                                              "bench_pool_gomp",
+                                              "bench_pool_libomp"};
 #define MAX_ROUNDS 32
 #define MAX_THREADS_LIST 8
 
@@ -32,7 +35,8 @@ static int cmp_double(const void *a, const void *b) {
 
 static double best(const double *v, int n) {
   double m = n ? v[0] : 0;
-  for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
+  for (int i = 1; i < n; i++)
+    m = v[i] < m ? v[i] : m;
   return m;
 }
 
@@ -65,8 +69,8 @@ static int run_peer(int p, int b, int threads, double *wall, double *cpu) {
     char name[64], bn[64], status[16];
     int t;
     long v;
-    if (sscanf(line, "RESULT %63s %63s %d %lf %lf %ld %15s", name, bn, &t, wall, cpu, &v,
-               status) == 7) {
+    if (sscanf(line, "RESULT %63s %63s %d %lf %lf %ld %15s", name, bn, &t, wall, cpu, &v, status) ==
+        7) {
       got = 1;
       ok = strcmp(status, "ok") == 0;
       if (!ok)

@@ -33,9 +33,7 @@ static void sleep_s(double s) {
   }
 }
 
-static void body(size_t lo, size_t hi, void *arg) {
-  (void)lo, (void)hi, (void)arg;
-}
+static void body(size_t lo, size_t hi, void *arg) { (void)lo, (void)hi, (void)arg; }
 
 int main(int argc, char **argv) {
   double secs = 2;

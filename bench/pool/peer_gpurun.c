@@ -56,10 +56,12 @@ static void nq_task(void *a) {
   if (k > 0) {
     gr_taskgroup g;
     gr_taskgroup_init(&g, P);
-    for (int i = 0; i < k - 1; i++) gr_spawn(&g, nq_task, &kids[i]);
+    for (int i = 0; i < k - 1; i++)
+      gr_spawn(&g, nq_task, &kids[i]);
     nq_task(&kids[k - 1]);
     gr_taskgroup_wait(&g);
-    for (int i = 0; i < k; i++) s += kids[i].r;
+    for (int i = 0; i < k; i++)
+      s += kids[i].r;
   }
   q->r = s;
 }
@@ -81,10 +83,12 @@ static void uts_task(void *a) {
     }
     gr_taskgroup g;
     gr_taskgroup_init(&g, P);
-    for (int i = 0; i < k - 1; i++) gr_spawn(&g, uts_task, &kids[i]);
+    for (int i = 0; i < k - 1; i++)
+      gr_spawn(&g, uts_task, &kids[i]);
     uts_task(&kids[k - 1]);
     gr_taskgroup_wait(&g);
-    for (int i = 0; i < k; i++) s += kids[i].r;
+    for (int i = 0; i < k; i++)
+      s += kids[i].r;
   }
   u->r = s;
 }
@@ -155,8 +159,10 @@ static void teardown(void *ctx) {
   if (getenv("BENCH_POOL_STATS")) {
     gr__pool_stats st;
     gr__pool_get_stats(ctx, &st);
-    fprintf(stderr, "gpurun stats: spawned %llu run %llu steals %llu injected %llu sleeps %llu "
-            "idle %.3f s\n", (unsigned long long)st.spawned, (unsigned long long)st.run,
+    fprintf(stderr,
+            "gpurun stats: spawned %llu run %llu steals %llu injected %llu sleeps %llu "
+            "idle %.3f s\n",
+            (unsigned long long)st.spawned, (unsigned long long)st.run,
             (unsigned long long)st.steals, (unsigned long long)st.injected,
             (unsigned long long)st.sleeps, 1e-9 * (double)st.idle_ns);
   }

@@ -40,7 +40,8 @@ static long nq_task(int row, const signed char *board) {
   r[k - 1] = nq_task(row + 1, kids[k - 1]);
 #pragma omp taskwait
   long s = 0;
-  for (int i = 0; i < k; i++) s += r[i];
+  for (int i = 0; i < k; i++)
+    s += r[i];
   return s;
 }
 
@@ -49,7 +50,8 @@ static long uts_task(const uts_node *n) {
   if (k == 0) return 1;
   uts_node kids[UTS_MAX_CHILDREN];
   long r[UTS_MAX_CHILDREN];
-  for (int i = 0; i < k; i++) uts_child(n, i, &kids[i]);
+  for (int i = 0; i < k; i++)
+    uts_child(n, i, &kids[i]);
   for (int i = 0; i < k - 1; i++) {
 #pragma omp task shared(kids, r) firstprivate(i)
     r[i] = uts_task(&kids[i]);
@@ -57,7 +59,8 @@ static long uts_task(const uts_node *n) {
   r[k - 1] = uts_task(&kids[k - 1]);
 #pragma omp taskwait
   long s = 1;
-  for (int i = 0; i < k; i++) s += r[i];
+  for (int i = 0; i < k; i++)
+    s += r[i];
   return s;
 }
 

@@ -31,11 +31,13 @@ static long nq_task(int row, const signed char *board) {
     }
   if (k == 0) return 0;
   tbb::task_group g;
-  for (int i = 0; i < k - 1; i++) g.run([&kids, &r, i, row] { r[i] = nq_task(row + 1, kids[i]); });
+  for (int i = 0; i < k - 1; i++)
+    g.run([&kids, &r, i, row] { r[i] = nq_task(row + 1, kids[i]); });
   r[k - 1] = nq_task(row + 1, kids[k - 1]);
   g.wait();
   long s = 0;
-  for (int i = 0; i < k; i++) s += r[i];
+  for (int i = 0; i < k; i++)
+    s += r[i];
   return s;
 }
 
@@ -44,13 +46,16 @@ static long uts_task(const uts_node *n) {
   if (k == 0) return 1;
   uts_node kids[UTS_MAX_CHILDREN];
   long r[UTS_MAX_CHILDREN];
-  for (int i = 0; i < k; i++) uts_child(n, i, &kids[i]);
+  for (int i = 0; i < k; i++)
+    uts_child(n, i, &kids[i]);
   tbb::task_group g;
-  for (int i = 0; i < k - 1; i++) g.run([&kids, &r, i] { r[i] = uts_task(&kids[i]); });
+  for (int i = 0; i < k - 1; i++)
+    g.run([&kids, &r, i] { r[i] = uts_task(&kids[i]); });
   r[k - 1] = uts_task(&kids[k - 1]);
   g.wait();
   long s = 1;
-  for (int i = 0; i < k; i++) s += r[i];
+  for (int i = 0; i < k; i++)
+    s += r[i];
   return s;
 }
 
@@ -61,8 +66,8 @@ struct tbb_ctx {
 
 static void *setup(int threads) {
   auto *c = new tbb_ctx;
-  c->gc.reset(new tbb::global_control(tbb::global_control::max_allowed_parallelism,
-                                      (size_t)threads));
+  c->gc.reset(
+      new tbb::global_control(tbb::global_control::max_allowed_parallelism, (size_t)threads));
   c->arena.reset(new tbb::task_arena(threads));
   c->arena->initialize();
   return c;

@@ -28,8 +28,8 @@ int main(int argc, char **argv) {
   int ngpu = gr__cuda_device_count(why, sizeof why);
   char line[1024];
   snprintf(line, sizeof line, "rank %d/%d on %s: cpuset %s, backend %s%s%s%s", rank, size, host,
-           cpus ? cpus : "?", ngpu > 0 ? "nccl" : "mpi", ngpu > 0 ? "" : " (no GPU: ",
-           ngpu > 0 ? "" : why, ngpu > 0 ? "" : ")");
+           cpus ? cpus : "?", ngpu > 0 ? "nccl" : "mpi",
+           ngpu > 0 ? "" : " (no GPU: ", ngpu > 0 ? "" : why, ngpu > 0 ? "" : ")");
   /* Print in rank order so the output reads as a table. */
   for (int r = 0; r < size; r++) {
     if (r == rank) {

@@ -19,7 +19,6 @@
 #include <string.h>
 #include <sys/resource.h>
 
-
 typedef struct {
   uts_params p;
   int visit_id;
@@ -65,12 +64,14 @@ static int static_split(gr_dpool *dp, uts_ctx *c, int nranks) {
     int k = uts_num_children(&c->p, &cur);
     if (k == 0) c->leaves++;
     if (n + (size_t)k > cap) {
-      while (n + (size_t)k > cap) cap *= 2;
+      while (n + (size_t)k > cap)
+        cap *= 2;
       uts_node *nq = realloc(q, cap * sizeof *q);
       if (!nq) return -1;
       q = nq;
     }
-    for (int i = 0; i < k; i++) uts_child(&c->p, &cur, i, &q[n++]);
+    for (int i = 0; i < k; i++)
+      uts_child(&c->p, &cur, i, &q[n++]);
   }
   for (size_t i = head; i < n; i++)
     if (gr_dpool_push_to(dp, (int)((i - head) % (size_t)nranks), c->visit_id, &q[i], sizeof q[i]) !=
@@ -85,9 +86,10 @@ static void usage(FILE *f) {
           "usage: uts [NAME] [-t type] [-a shape] [-d depth] [-b b0] [-r seed] [-q prob] [-m bf]\n"
           "           [-f shift] [-g gran] [-S] [-P nthreads] [-i poll_us] [-L 0|1] [-v]\n"
           "  NAME: a published tree:");
-  for (const uts_named *t = uts_named_trees; t->name; t++) fprintf(f, " %s", t->name);
+  for (const uts_named *t = uts_named_trees; t->name; t++)
+    fprintf(f, " %s", t->name);
   fprintf(f, "\n  -S static split (no stealing)  -P run tasks on a local pool of N threads\n"
-                  "  -i poll interval in us  -L lifelines on/off  -v per-rank lines\n");
+             "  -i poll interval in us  -L lifelines on/off  -v per-rank lines\n");
 }
 
 static double cpu_seconds(void) {
@@ -208,8 +210,8 @@ int main(int argc, char **argv) {
 
   struct gr_dpool_stats st;
   gr_dpool_stats(dp, &st);
-  uint64_t mine[8] = {c.nodes, c.leaves, st.tasks_run, st.tasks_pushed, st.steals_tried,
-                      st.steals_won, st.lifeline_steals, st.bytes_sent};
+  uint64_t mine[8] = {c.nodes,         c.leaves,      st.tasks_run,       st.tasks_pushed,
+                      st.steals_tried, st.steals_won, st.lifeline_steals, st.bytes_sent};
   uint64_t tot[8];
   MPI_Reduce(mine, tot, 8, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   int depth = 0;

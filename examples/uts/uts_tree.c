@@ -63,18 +63,36 @@ static int parse_dbl(const char *v, double lo, double hi, double *out) {
 int uts_parse_flag(uts_params *p, char flag, const char *val, char *err, int errlen) {
   int rc = -1;
   switch (flag) {
-    case 't': rc = parse_int(val, 0, 3, &p->type); break;
-    case 'a': rc = parse_int(val, 0, 3, &p->shape); break;
-    case 'd': rc = parse_int(val, 1, 1 << 30, &p->gen_mx); break;
-    case 'b': rc = parse_dbl(val, 0.0, 1e9, &p->b0); break;
-    case 'r': rc = parse_int(val, -2147483647, 2147483647, &p->seed); break;
-    case 'q': rc = parse_dbl(val, 0.0, 1.0, &p->q); break;
-    case 'm': rc = parse_int(val, 0, UTS_MAX_CHILDREN, &p->m); break;
-    case 'f': rc = parse_dbl(val, 0.0, 1.0, &p->shift); break;
-    case 'g': rc = parse_int(val, 1, 1000000, &p->gran); break;
-    default:
-      snprintf(err, (size_t)errlen, "unknown tree flag -%c", flag);
-      return -1;
+  case 't':
+    rc = parse_int(val, 0, 3, &p->type);
+    break;
+  case 'a':
+    rc = parse_int(val, 0, 3, &p->shape);
+    break;
+  case 'd':
+    rc = parse_int(val, 1, 1 << 30, &p->gen_mx);
+    break;
+  case 'b':
+    rc = parse_dbl(val, 0.0, 1e9, &p->b0);
+    break;
+  case 'r':
+    rc = parse_int(val, -2147483647, 2147483647, &p->seed);
+    break;
+  case 'q':
+    rc = parse_dbl(val, 0.0, 1.0, &p->q);
+    break;
+  case 'm':
+    rc = parse_int(val, 0, UTS_MAX_CHILDREN, &p->m);
+    break;
+  case 'f':
+    rc = parse_dbl(val, 0.0, 1.0, &p->shift);
+    break;
+  case 'g':
+    rc = parse_int(val, 1, 1000000, &p->gran);
+    break;
+  default:
+    snprintf(err, (size_t)errlen, "unknown tree flag -%c", flag);
+    return -1;
   }
   if (rc != 0) snprintf(err, (size_t)errlen, "bad value '%s' for -%c", val, flag);
   return rc;
@@ -133,23 +151,23 @@ static int children_geo(const uts_params *p, const uts_node *n) {
   int depth = n->height;
   if (depth > 0) {
     switch (p->shape) {
-      case UTS_EXPDEC:
-        b_i = p->b0 * pow((double)depth, -log(p->b0) / log((double)p->gen_mx));
+    case UTS_EXPDEC:
+      b_i = p->b0 * pow((double)depth, -log(p->b0) / log((double)p->gen_mx));
+      break;
+    case UTS_CYCLIC:
+      if (depth > 5 * p->gen_mx) {
+        b_i = 0.0;
         break;
-      case UTS_CYCLIC:
-        if (depth > 5 * p->gen_mx) {
-          b_i = 0.0;
-          break;
-        }
-        b_i = pow(p->b0, sin(2.0 * 3.141592653589793 * (double)depth / (double)p->gen_mx));
-        break;
-      case UTS_FIXED:
-        b_i = depth < p->gen_mx ? p->b0 : 0;
-        break;
-      case UTS_LINEAR:
-      default:
-        b_i = p->b0 * (1.0 - (double)depth / (double)p->gen_mx);
-        break;
+      }
+      b_i = pow(p->b0, sin(2.0 * 3.141592653589793 * (double)depth / (double)p->gen_mx));
+      break;
+    case UTS_FIXED:
+      b_i = depth < p->gen_mx ? p->b0 : 0;
+      break;
+    case UTS_LINEAR:
+    default:
+      b_i = p->b0 * (1.0 - (double)depth / (double)p->gen_mx);
+      break;
     }
   }
   double prob = 1.0 / (1.0 + b_i);
@@ -160,18 +178,18 @@ static int children_geo(const uts_params *p, const uts_node *n) {
 int uts_num_children(const uts_params *p, const uts_node *n) {
   int k = 0;
   switch (p->type) {
-    case UTS_BIN:
-      k = n->height == 0 ? (int)floor(p->b0) : children_bin(p, n);
-      break;
-    case UTS_GEO:
-      k = children_geo(p, n);
-      break;
-    case UTS_HYBRID:
-      k = n->height < p->shift * p->gen_mx ? children_geo(p, n) : children_bin(p, n);
-      break;
-    case UTS_BALANCED:
-      k = n->height < p->gen_mx ? (int)p->b0 : 0;
-      break;
+  case UTS_BIN:
+    k = n->height == 0 ? (int)floor(p->b0) : children_bin(p, n);
+    break;
+  case UTS_GEO:
+    k = children_geo(p, n);
+    break;
+  case UTS_HYBRID:
+    k = n->height < p->shift * p->gen_mx ? children_geo(p, n) : children_bin(p, n);
+    break;
+  case UTS_BALANCED:
+    k = n->height < p->gen_mx ? (int)p->b0 : 0;
+    break;
   }
   if (n->height == 0 && p->type == UTS_BIN) {
     int root_bf = (int)ceil(p->b0);
@@ -208,12 +226,14 @@ void uts_count_serial(const uts_params *p, uint64_t *nodes, uint64_t *leaves, in
     int k = uts_num_children(p, &cur);
     if (k == 0) nl++;
     if (n + (size_t)k > cap) {
-      while (n + (size_t)k > cap) cap *= 2;
+      while (n + (size_t)k > cap)
+        cap *= 2;
       uts_node *ns = realloc(stack, cap * sizeof *stack);
       if (!ns) abort();
       stack = ns;
     }
-    for (int i = 0; i < k; i++) uts_child(p, &cur, i, &stack[n++]);
+    for (int i = 0; i < k; i++)
+      uts_child(p, &cur, i, &stack[n++]);
   }
   free(stack);
   *nodes = nn;
@@ -224,18 +244,18 @@ void uts_count_serial(const uts_params *p, uint64_t *nodes, uint64_t *leaves, in
 void uts_describe(const uts_params *p, char *buf, int len) {
   static const char *shapes[] = {"linear dec.", "exp. dec.", "cyclic", "fixed"};
   switch (p->type) {
-    case UTS_BIN:
-      snprintf(buf, (size_t)len, "Binomial b0=%g q=%g m=%d r=%d", p->b0, p->q, p->m, p->seed);
-      break;
-    case UTS_GEO:
-      snprintf(buf, (size_t)len, "Geometric [%s] b0=%g d=%d r=%d", shapes[p->shape], p->b0,
-               p->gen_mx, p->seed);
-      break;
-    case UTS_HYBRID:
-      snprintf(buf, (size_t)len, "Hybrid [%s] b0=%g d=%d q=%g m=%d f=%g r=%d", shapes[p->shape],
-               p->b0, p->gen_mx, p->q, p->m, p->shift, p->seed);
-      break;
-    default:
-      snprintf(buf, (size_t)len, "Balanced b0=%g d=%d", p->b0, p->gen_mx);
+  case UTS_BIN:
+    snprintf(buf, (size_t)len, "Binomial b0=%g q=%g m=%d r=%d", p->b0, p->q, p->m, p->seed);
+    break;
+  case UTS_GEO:
+    snprintf(buf, (size_t)len, "Geometric [%s] b0=%g d=%d r=%d", shapes[p->shape], p->b0, p->gen_mx,
+             p->seed);
+    break;
+  case UTS_HYBRID:
+    snprintf(buf, (size_t)len, "Hybrid [%s] b0=%g d=%d q=%g m=%d f=%g r=%d", shapes[p->shape],
+             p->b0, p->gen_mx, p->q, p->m, p->shift, p->seed);
+    break;
+  default:
+    snprintf(buf, (size_t)len, "Balanced b0=%g d=%d", p->b0, p->gen_mx);
   }
 }

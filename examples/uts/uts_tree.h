@@ -12,15 +12,15 @@ enum { UTS_BIN = 0, UTS_GEO = 1, UTS_HYBRID = 2, UTS_BALANCED = 3 };
 enum { UTS_LINEAR = 0, UTS_EXPDEC = 1, UTS_CYCLIC = 2, UTS_FIXED = 3 };
 
 typedef struct {
-  int type;          /* -t */
-  int shape;         /* -a (geometric trees) */
-  int gen_mx;        /* -d: depth parameter */
-  double b0;         /* -b: root branching factor */
-  int seed;          /* -r: root seed */
-  double q;          /* -q: binomial non-leaf probability */
-  int m;             /* -m: binomial non-leaf branching factor */
-  double shift;      /* -f: hybrid switch depth (fraction of gen_mx) */
-  int gran;          /* -g: SHA-1 evaluations per child (compute granularity) */
+  int type;     /* -t */
+  int shape;    /* -a (geometric trees) */
+  int gen_mx;   /* -d: depth parameter */
+  double b0;    /* -b: root branching factor */
+  int seed;     /* -r: root seed */
+  double q;     /* -q: binomial non-leaf probability */
+  int m;        /* -m: binomial non-leaf branching factor */
+  double shift; /* -f: hybrid switch depth (fraction of gen_mx) */
+  int gran;     /* -g: SHA-1 evaluations per child (compute granularity) */
 } uts_params;
 
 typedef struct {
@@ -30,8 +30,8 @@ typedef struct {
 
 typedef struct {
   const char *name;
-  const char *args;        /* in the benchmark's own flags */
-  uint64_t nodes, leaves;  /* published by the UTS authors (sample_trees.sh) */
+  const char *args;       /* in the benchmark's own flags */
+  uint64_t nodes, leaves; /* published by the UTS authors (sample_trees.sh) */
   int depth;
 } uts_named;
 

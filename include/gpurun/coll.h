@@ -136,8 +136,18 @@
 extern "C" {
 #endif
 
-typedef enum { GR_INT8, GR_UINT8, GR_INT32, GR_UINT32, GR_INT64, GR_UINT64,
-               GR_FLOAT16, GR_BFLOAT16, GR_FLOAT32, GR_FLOAT64 } gr_dtype;
+typedef enum {
+  GR_INT8,
+  GR_UINT8,
+  GR_INT32,
+  GR_UINT32,
+  GR_INT64,
+  GR_UINT64,
+  GR_FLOAT16,
+  GR_BFLOAT16,
+  GR_FLOAT32,
+  GR_FLOAT64
+} gr_dtype;
 typedef enum { GR_SUM, GR_PROD, GR_MIN, GR_MAX, GR_AVG } gr_op;
 typedef enum { GR_BACKEND_AUTO, GR_BACKEND_NCCL, GR_BACKEND_MPI } gr_backend;
 typedef void *gr_stream; /* a cudaStream_t with NCCL; NULL means the default */
@@ -186,9 +196,9 @@ GR_API gr_status gr_allgather(const void *send, void *recv, size_t sendcount, gr
  * counts[i] elements each (send[i] == recv[i] is in place). The MPI backend packs host buffers
  * into one message and makes one reduction; NCCL (and device buffers) run the allreduces as one
  * group, which NCCL fuses. Checks as gr_allreduce, per buffer; counts as one call in check mode. */
-GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv, const size_t *counts,
-                                    size_t nbufs, gr_dtype dtype, gr_op op, gr_comm *comm,
-                                    gr_stream stream);
+GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
+                                    const size_t *counts, size_t nbufs, gr_dtype dtype, gr_op op,
+                                    gr_comm *comm, gr_stream stream);
 /* send holds size * recvcount elements; rank r receives the reduction of block r. */
 GR_API gr_status gr_reduce_scatter(const void *send, void *recv, size_t recvcount, gr_dtype dtype,
                                    gr_op op, gr_comm *comm, gr_stream stream);

@@ -60,17 +60,17 @@ typedef void (*gr_dtask_fn)(gr_dpool *dp, const void *payload, size_t len, void 
 #define GR_DPOOL_MAX_PAYLOAD (1u << 20)   /* bytes per task */
 
 typedef struct {
-  uint32_t size;          /* sizeof(gr_dpool_config); set by gr_dpool_config_init */
-  uint32_t magic;         /* GR_DPOOL_CONFIG_MAGIC; set by gr_dpool_config_init */
-  int steal;              /* 1 (default) = steal; 0 = never steal (a static split, for comparison) */
-  int random_steals;      /* failed random steals in a row before lifelines; default 2, >= 1 */
-  int lifelines;          /* 1 (default) = use the hypercube lifeline graph; 0 = random only */
-  int poll_interval_us;   /* target time between MPI polls while busy; default 50, 1..100000 */
-  int backoff_max_us;     /* longest sleep of an idle rank between polls; default 1000, 0..1000000 */
-  int max_chunk;          /* most tasks in one steal reply; default 1024, >= 1 */
-  unsigned seed;          /* victim selection seed; 0 = derived from the rank */
-  void *ctx;              /* passed to every task */
-  double timeout_s;       /* deadline for a silent rank, seconds; default GPURUN_TIMEOUT (unset,
+  uint32_t size;        /* sizeof(gr_dpool_config); set by gr_dpool_config_init */
+  uint32_t magic;       /* GR_DPOOL_CONFIG_MAGIC; set by gr_dpool_config_init */
+  int steal;            /* 1 (default) = steal; 0 = never steal (a static split, for comparison) */
+  int random_steals;    /* failed random steals in a row before lifelines; default 2, >= 1 */
+  int lifelines;        /* 1 (default) = use the hypercube lifeline graph; 0 = random only */
+  int poll_interval_us; /* target time between MPI polls while busy; default 50, 1..100000 */
+  int backoff_max_us;   /* longest sleep of an idle rank between polls; default 1000, 0..1000000 */
+  int max_chunk;        /* most tasks in one steal reply; default 1024, >= 1 */
+  unsigned seed;        /* victim selection seed; 0 = derived from the rank */
+  void *ctx;            /* passed to every task */
+  double timeout_s;     /* deadline for a silent rank, seconds; default GPURUN_TIMEOUT (unset,
                            * empty or invalid: 0), 0 = none; 0..1e9. See gr_dpool_run. */
 } gr_dpool_config;
 
@@ -78,19 +78,19 @@ typedef struct {
  * not a typedef: the name gr_dpool_stats is also the function that fills it (C keeps tags and
  * ordinary identifiers apart), so write `struct gr_dpool_stats s; gr_dpool_stats(dp, &s);`. */
 struct gr_dpool_stats {
-  uint64_t tasks_run;      /* tasks executed on this rank */
-  uint64_t tasks_pushed;   /* gr_dpool_push + gr_dpool_push_to calls made on this rank */
-  uint64_t tasks_sent;     /* tasks that left this rank (steal replies, lifeline gifts, push_to) */
-  uint64_t tasks_received; /* tasks that arrived at this rank */
-  uint64_t steals_tried;   /* random steal requests sent */
-  uint64_t steals_won;     /* requests answered with at least one task */
-  uint64_t lifeline_steals;/* work received through a lifeline */
-  uint64_t msgs_sent;      /* all messages, control included */
-  uint64_t bytes_sent;     /* bytes of all messages sent */
-  uint64_t polls;          /* MPI progress polls */
-  uint64_t token_rounds;   /* termination probes started (rank 0 only) */
-  double idle_s;           /* seconds inside gr_dpool_run with nothing to run on the polling thread */
-  double run_s;            /* seconds inside gr_dpool_run */
+  uint64_t tasks_run;       /* tasks executed on this rank */
+  uint64_t tasks_pushed;    /* gr_dpool_push + gr_dpool_push_to calls made on this rank */
+  uint64_t tasks_sent;      /* tasks that left this rank (steal replies, lifeline gifts, push_to) */
+  uint64_t tasks_received;  /* tasks that arrived at this rank */
+  uint64_t steals_tried;    /* random steal requests sent */
+  uint64_t steals_won;      /* requests answered with at least one task */
+  uint64_t lifeline_steals; /* work received through a lifeline */
+  uint64_t msgs_sent;       /* all messages, control included */
+  uint64_t bytes_sent;      /* bytes of all messages sent */
+  uint64_t polls;           /* MPI progress polls */
+  uint64_t token_rounds;    /* termination probes started (rank 0 only) */
+  double idle_s; /* seconds inside gr_dpool_run with nothing to run on the polling thread */
+  double run_s;  /* seconds inside gr_dpool_run */
 };
 
 GR_API void gr_dpool_config_init(gr_dpool_config *cfg);

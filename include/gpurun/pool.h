@@ -47,11 +47,11 @@ typedef struct gr_taskgroup {
   gr_pool *pool;         /* private */
   void *owner;           /* private: the worker that initialised the group, or NULL */
   int64_t spawned_local; /* private: spawns by the owner (written by the owner only) */
-  int64_t done_local;    /* private: owner's spawns the owner finished (written by the owner only) */
-  int64_t done_remote;   /* private: owner's spawns other threads finished (atomic) */
-  int64_t pending;       /* private: other threads' spawns not yet finished (atomic) */
-  int cancelled;         /* private (atomic) */
-  uint32_t magic;        /* private */
+  int64_t done_local;  /* private: owner's spawns the owner finished (written by the owner only) */
+  int64_t done_remote; /* private: owner's spawns other threads finished (atomic) */
+  int64_t pending;     /* private: other threads' spawns not yet finished (atomic) */
+  int cancelled;       /* private (atomic) */
+  uint32_t magic;      /* private */
 } gr_taskgroup;
 
 /* Defaults: nthreads 0, pin -1, priorities 2, stack_size 0 (the default size). */

@@ -13,19 +13,19 @@ extern "C" {
 #endif
 
 typedef struct {
-  int rank, size;             /* MPI_COMM_WORLD */
-  int local_rank, local_size; /* on this node */
-  char node[256];             /* host name */
-  int ngpus;                  /* GPUs this rank uses (0: CPU mode) */
+  int rank, size;                  /* MPI_COMM_WORLD */
+  int local_rank, local_size;      /* on this node */
+  char node[256];                  /* host name */
+  int ngpus;                       /* GPUs this rank uses (0: CPU mode) */
   char gpus[GR_MAX_RANK_GPUS][16]; /* their PCI bus ids, "0000:c3:00.0" */
-  char cpus[256];             /* cpuset, hwloc list syntax of OS indexes ("0-13") */
-  int numa;                   /* NUMA node (OS index), -1 unknown */
-  char nic[64];               /* nearest NIC ("mlx5_3"), "" none */
-  gr_backend backend;         /* of gr_world() */
-  int from_plan;              /* 1 when read from gpurun's GPURUN_* plan */
-  int receipt_differs;        /* placement receipt: -1 not checked (no plan), 0 as planned,
+  char cpus[256];                  /* cpuset, hwloc list syntax of OS indexes ("0-13") */
+  int numa;                        /* NUMA node (OS index), -1 unknown */
+  char nic[64];                    /* nearest NIC ("mlx5_3"), "" none */
+  gr_backend backend;              /* of gr_world() */
+  int from_plan;                   /* 1 when read from gpurun's GPURUN_* plan */
+  int receipt_differs;             /* placement receipt: -1 not checked (no plan), 0 as planned,
                                  N: N differences, described in receipt */
-  char receipt[256];          /* "cpus planned 0-13, got 0-55; ..." ("" as planned) */
+  char receipt[256];               /* "cpus planned 0-13, got 0-55; ..." ("" as planned) */
 } gr_rank_info_t;
 
 /* Initialise MPI if the program has not (MPI_THREAD_MULTIPLE when available), read gpurun's plan,

@@ -16,28 +16,28 @@ extern "C" {
 #endif
 
 /* X(name, value, description). Values are stable: new codes are only appended. */
-#define GR_STATUS_MAP(X)                                                                      \
-  X(GR_OK, 0, "success")                                                                      \
-  X(GR_ERR_INVALID, 1, "invalid argument")                                                    \
-  X(GR_ERR_NOMEM, 2, "out of memory")                                                         \
-  X(GR_ERR_SYSTEM, 3, "operating-system call failed")                                        \
-  X(GR_ERR_MPI, 4, "MPI call failed")                                                         \
-  X(GR_ERR_CUDA, 5, "CUDA runtime call failed")                                               \
-  X(GR_ERR_NCCL, 6, "NCCL call failed")                                                       \
-  X(GR_ERR_TIMEOUT, 7, "operation timed out")                                                 \
-  X(GR_ERR_ABORTED, 8, "communicator was aborted")                                            \
-  X(GR_ERR_MISMATCH, 9, "ranks called mismatched collectives")                                \
-  X(GR_ERR_STATE, 10, "call not valid in the current state")                                  \
-  X(GR_ERR_UNSUPPORTED, 11, "not supported by this build or backend")                         \
-  X(GR_ERR_TOPOLOGY, 12, "node topology could not be read")                                   \
-  X(GR_ERR_NOT_FOUND, 13, "not found")                                                        \
+#define GR_STATUS_MAP(X)                                                                           \
+  X(GR_OK, 0, "success")                                                                           \
+  X(GR_ERR_INVALID, 1, "invalid argument")                                                         \
+  X(GR_ERR_NOMEM, 2, "out of memory")                                                              \
+  X(GR_ERR_SYSTEM, 3, "operating-system call failed")                                              \
+  X(GR_ERR_MPI, 4, "MPI call failed")                                                              \
+  X(GR_ERR_CUDA, 5, "CUDA runtime call failed")                                                    \
+  X(GR_ERR_NCCL, 6, "NCCL call failed")                                                            \
+  X(GR_ERR_TIMEOUT, 7, "operation timed out")                                                      \
+  X(GR_ERR_ABORTED, 8, "communicator was aborted")                                                 \
+  X(GR_ERR_MISMATCH, 9, "ranks called mismatched collectives")                                     \
+  X(GR_ERR_STATE, 10, "call not valid in the current state")                                       \
+  X(GR_ERR_UNSUPPORTED, 11, "not supported by this build or backend")                              \
+  X(GR_ERR_TOPOLOGY, 12, "node topology could not be read")                                        \
+  X(GR_ERR_NOT_FOUND, 13, "not found")                                                             \
   X(GR_ERR_INTERNAL, 14, "internal error")
 
 typedef enum {
 #define GR_STATUS_ENUM_(name, value, text) name = value,
   GR_STATUS_MAP(GR_STATUS_ENUM_)
 #undef GR_STATUS_ENUM_
-  GR_STATUS_COUNT_
+      GR_STATUS_COUNT_
 } gr_status;
 
 /* A short description of the code ("invalid argument"); "unknown status" for a value outside the

@@ -22,8 +22,9 @@
 static double finite_in(double v, double lo, double hi, double dflt);
 
 static const char *const metric_cols[M_COUNT] = {
-    GR_CSV_GPU_UTIL, GR_CSV_MEM_USED_MIB, GR_CSV_MEM_TOTAL_MIB, GR_CSV_TEMP_C,       GR_CSV_POWER_W,
-    GR_CSV_SM_CLOCK_MHZ, GR_CSV_CPU_UTIL, GR_CSV_RSS_MIB,       GR_CSV_RANK_SM_UTIL, GR_CSV_OTHERS_SM_UTIL};
+    GR_CSV_GPU_UTIL,     GR_CSV_MEM_USED_MIB,  GR_CSV_MEM_TOTAL_MIB, GR_CSV_TEMP_C,
+    GR_CSV_POWER_W,      GR_CSV_SM_CLOCK_MHZ,  GR_CSV_CPU_UTIL,      GR_CSV_RSS_MIB,
+    GR_CSV_RANK_SM_UTIL, GR_CSV_OTHERS_SM_UTIL};
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -123,8 +124,7 @@ static const double metric_hi[M_COUNT] = {100, 1e9, 1e9, 300, 1e5, 1e6, 100, 1e1
 /* Per-file complaints: the first of each kind with file:line, then a count at the end. */
 enum { P_LONG, P_FIELDS, P_NUMBER, P_GPU, P_SERIES, P_NKINDS };
 static const char *const problem_text[P_NKINDS] = {
-    "line longer than " RPT_MAX_LINE_STR " bytes; skipped",
-    "wrong number of fields; row skipped",
+    "line longer than " RPT_MAX_LINE_STR " bytes; skipped", "wrong number of fields; row skipped",
     "number not finite or out of range; taken as missing",
     "gpu field longer than 31 bytes; row skipped",
     "too many distinct series (GPUs) in one file; row skipped"};
@@ -309,7 +309,8 @@ static gr_status load_counters_at(int dirfd, const char *name, const char *shown
   rpt_counters c;
   memset(&c, 0, sizeof c);
   if (parse_name(base, GR_COUNTERS_SUFFIX, c.node, sizeof c.node, &c.local_rank) != 0) {
-    snprintf(c.node, sizeof c.node, "%s", grj_str(doc, GR_CTR_NODE) ? grj_str(doc, GR_CTR_NODE) : "?");
+    snprintf(c.node, sizeof c.node, "%s",
+             grj_str(doc, GR_CTR_NODE) ? grj_str(doc, GR_CTR_NODE) : "?");
     c.local_rank = (int)finite_in(grj_num(doc, GR_CTR_LOCAL_RANK, -1), -1, 1e7, -1);
   }
   c.rank = (int)finite_in(grj_num(doc, GR_CTR_RANK, -1), -1, 1e7, -1);

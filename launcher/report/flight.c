@@ -144,7 +144,8 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
       ids[nids++] = id;
     }
   }
-  int *waiting = malloc((size_t)nd * sizeof *waiting), *missing = malloc((size_t)nd * sizeof *missing);
+  int *waiting = malloc((size_t)nd * sizeof *waiting),
+      *missing = malloc((size_t)nd * sizeof *missing);
   int *nodump = NULL, nn_cap = 0;
   for (int k = 0; k < nids && waiting && missing; k++) {
     const char *id = ids[k];

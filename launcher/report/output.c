@@ -352,7 +352,8 @@ static void render_svg(FILE *f, const void *vjob, const void *unused) {
   (void)unused;
   const rpt_job *job = vjob;
   int any_gpu = 0;
-  for (int i = 0; i < job->ns; i++) any_gpu |= strcmp(job->s[i].gpu, "-") != 0;
+  for (int i = 0; i < job->ns; i++)
+    any_gpu |= strcmp(job->s[i].gpu, "-") != 0;
   int width = LABEL_W + (any_gpu ? 4 : 2) * (CHART_W + GAP) + 10;
   int row_h = CHART_H + 12;
   int height = 50 + (job->ns ? job->ns : 1) * row_h + 10;

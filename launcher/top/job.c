@@ -84,7 +84,8 @@ static top_rank *rank_slot(top_job *job, int rank) {
   if (rank < 0 || rank > TOP_MAX_RANK) return NULL;
   if (rank >= job->index_cap) {
     int cap = job->index_cap ? job->index_cap : 1024;
-    while (cap <= rank) cap *= 2;
+    while (cap <= rank)
+      cap *= 2;
     int *ni = realloc(job->index, (size_t)cap * sizeof *ni);
     if (!ni) return NULL;
     for (int i = job->index_cap; i < cap; i++)
@@ -150,11 +151,26 @@ static void load_live(top_job *job, const char *path, const char *name, const ch
   job->nlive++;
 }
 
-enum { C_TIME, C_RANK, C_LRANK, C_GPU, C_UTIL, C_MUSED, C_MTOTAL, C_TEMP, C_POWER, C_THR, C_CPU,
-       C_RSS, C_RSM, C_OSM, C_N };
+enum {
+  C_TIME,
+  C_RANK,
+  C_LRANK,
+  C_GPU,
+  C_UTIL,
+  C_MUSED,
+  C_MTOTAL,
+  C_TEMP,
+  C_POWER,
+  C_THR,
+  C_CPU,
+  C_RSS,
+  C_RSM,
+  C_OSM,
+  C_N
+};
 static const char *const col_names[C_N] = {
-    "time",    "rank",     "local_rank", "gpu",     "gpu_util",     "mem_used_mib",  "mem_total_mib",
-    "temp_c",  "power_w",  "throttle",   "cpu_util", "rss_mib",     "rank_sm_util", "others_sm_util"};
+    "time",   "rank",    "local_rank", "gpu",      "gpu_util", "mem_used_mib", "mem_total_mib",
+    "temp_c", "power_w", "throttle",   "cpu_util", "rss_mib",  "rank_sm_util", "others_sm_util"};
 
 static int split(char *line, char **f, int max) {
   int n = 0;
@@ -210,7 +226,8 @@ static void load_csv(top_job *job, const char *path, const char *name) {
   double t0 = -1;
   for (char *p = last_nl; p > tail && nl_count <= TOP_MAX_GPUS;) {
     char *q = p - 1;
-    while (q > tail && *q != '\n') q--;
+    while (q > tail && *q != '\n')
+      q--;
     if (*q != '\n' && off > 0) break; /* partial first line of the tail window */
     char *line = *q == '\n' ? q + 1 : q;
     char copy[1024];
@@ -360,7 +377,8 @@ static void put_ranks(out_buf *o, const top_job *job, const unsigned char *flag)
       continue;
     }
     int j = i;
-    while (j + 1 < job->n && flag[j + 1] && job->r[j + 1].rank == job->r[j].rank + 1) j++;
+    while (j + 1 < job->n && flag[j + 1] && job->r[j + 1].rank == job->r[j].rank + 1)
+      j++;
     if (runs == 6) {
       put(o, ",...");
       return;

@@ -24,15 +24,14 @@ static void on_winch(int sig) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: gpurun-top [--interval S] [--once] [--hang S] [--bench N] [DIR]\n"
-          "  DIR         a job directory, or a monitor directory (its newest job);\n"
-          "              default $GPURUN_MONITOR_DIR, else ./gpurun-monitor\n"
-          "  --interval  seconds between refreshes (default 1)\n"
-          "  --once      print one frame of every rank and exit (for scripts)\n"
-          "  --hang      a collective waited in this long counts as a hang (default 2 s)\n"
-          "  --bench N   load and draw N frames off screen, print the mean refresh time\n"
-          "keys: q quits; up/down, j/k, PgUp/PgDn, space/b, Home/End scroll\n");
+  fprintf(f, "usage: gpurun-top [--interval S] [--once] [--hang S] [--bench N] [DIR]\n"
+             "  DIR         a job directory, or a monitor directory (its newest job);\n"
+             "              default $GPURUN_MONITOR_DIR, else ./gpurun-monitor\n"
+             "  --interval  seconds between refreshes (default 1)\n"
+             "  --once      print one frame of every rank and exit (for scripts)\n"
+             "  --hang      a collective waited in this long counts as a hang (default 2 s)\n"
+             "  --bench N   load and draw N frames off screen, print the mean refresh time\n"
+             "keys: q quits; up/down, j/k, PgUp/PgDn, space/b, Home/End scroll\n");
 }
 
 static int parse_seconds(const char *s, double lo, double *out) {

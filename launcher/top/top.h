@@ -36,12 +36,12 @@ typedef struct {
 
 typedef struct {
   char dir[1024], job[256];
-  double now;      /* wall clock of the load */
-  double hang_s;   /* waits at least this long count as a hang */
-  int n, cap;      /* ranks present (sorted by rank) */
+  double now;    /* wall clock of the load */
+  double hang_s; /* waits at least this long count as a hang */
+  int n, cap;    /* ranks present (sorted by rank) */
   top_rank *r;
   int *index, index_cap; /* rank -> row in r, -1 none */
-  int world;       /* the job's size as the files say (max of size fields, ranks seen) */
+  int world;             /* the job's size as the files say (max of size fields, ranks seen) */
   int nlive;
   char verdict[1024]; /* "" when nobody waits long; else who waits for whom */
 } top_job;

@@ -13,7 +13,7 @@ int top_rows(const top_job *job) {
 }
 
 static const char *short_op(const char *op) {
-  static const char *const map[][2] = {{"allreduce", "allred"},     {"broadcast", "bcast"},
+  static const char *const map[][2] = {{"allreduce", "allred"},      {"broadcast", "bcast"},
                                        {"reduce_scatter", "redsct"}, {"allgather", "allgat"},
                                        {"alltoall", "alltoall"},     {"barrier", "barrier"}};
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -103,7 +103,8 @@ static int wrap_out(FILE *f, const char *s, int width, int max_lines) {
     size_t n = len;
     if (n > (size_t)width) {
       n = (size_t)width;
-      while (n > (size_t)width / 2 && s[n] != ' ') n--;
+      while (n > (size_t)width / 2 && s[n] != ' ')
+        n--;
       if (s[n] != ' ') n = (size_t)width;
     }
     if (used == max_lines - 1 && n < len && n >= 3) /* the last line: say it goes on */
@@ -113,7 +114,8 @@ static int wrap_out(FILE *f, const char *s, int width, int max_lines) {
     used++;
     s += n;
     len -= n;
-    while (len && *s == ' ') s++, len--;
+    while (len && *s == ' ')
+      s++, len--;
   }
   return used;
 }
@@ -160,7 +162,7 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
         /* "0000:17:00.0" -> "17:0": bus and device */
         const char *bus = strchr(G->pci, ':');
         const char *mig = strstr(G->pci, "mig"); /* "<pci>/mig<i>", '/' cleaned to '?' */
-        if (mig) /* a MIG slice under its parent's row */
+        if (mig)                                 /* a MIG slice under its parent's row */
           snprintf(gpu, sizeof gpu, "m%.3s", mig + 3);
         else if (bus && strlen(bus) >= 6)
           snprintf(gpu, sizeof gpu, "%.2s:%c", bus + 1, bus[5]);
@@ -175,7 +177,8 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
           int w = snprintf(mem, sizeof mem, "%.1f/%.0fG", G->mem_used_mib / 1024,
                            G->mem_total_mib / 1024);
           if (w > 7)
-            snprintf(mem, sizeof mem, "%.0f/%.0fG", G->mem_used_mib / 1024, G->mem_total_mib / 1024);
+            snprintf(mem, sizeof mem, "%.0f/%.0fG", G->mem_used_mib / 1024,
+                     G->mem_total_mib / 1024);
         }
         fmt_num(temp, sizeof temp, "C", G->temp_c);
         fmt_num(pow, sizeof pow, "W", G->power_w);
@@ -183,8 +186,8 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
       } else {
         snprintf(util, sizeof util, "-");
       }
-      snprintf(line, sizeof line, ROW_FMT, t->blocker ? '!' : ' ', rank, g == 0 ? t->host : "",
-               gpu, util, mem, temp, pow, thr, cpu, rss, what, secs);
+      snprintf(line, sizeof line, ROW_FMT, t->blocker ? '!' : ' ', rank, g == 0 ? t->host : "", gpu,
+               util, mem, temp, pow, thr, cpu, rss, what, secs);
       line_out(f, line, width);
       drawn++;
     }

@@ -16,36 +16,46 @@
 
 static int rank, size;
 
-#define DIE(...)                                                  \
-  do {                                                            \
-    fprintf(stderr, "nccl_side_by_side: rank %d: ", rank);        \
-    fprintf(stderr, __VA_ARGS__);                                 \
-    fputc('\n', stderr);                                          \
-    MPI_Abort(MPI_COMM_WORLD, 1);                                 \
+#define DIE(...)                                                                                   \
+  do {                                                                                             \
+    fprintf(stderr, "nccl_side_by_side: rank %d: ", rank);                                         \
+    fprintf(stderr, __VA_ARGS__);                                                                  \
+    fputc('\n', stderr);                                                                           \
+    MPI_Abort(MPI_COMM_WORLD, 1);                                                                  \
   } while (0)
-#define CUDA(x)                                                                          \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) DIE("%s failed: %s", #x, cudaGetErrorString(e_));            \
+#define CUDA(x)                                                                                    \
+  do {                                                                                             \
+    cudaError_t e_ = (x);                                                                          \
+    if (e_ != cudaSuccess) DIE("%s failed: %s", #x, cudaGetErrorString(e_));                       \
   } while (0)
-#define NCCL(x)                                                                          \
-  do {                                                                                   \
-    ncclResult_t r_ = (x);                                                               \
-    if (r_ != ncclSuccess) DIE("%s failed: %s", #x, ncclGetErrorString(r_));            \
+#define NCCL(x)                                                                                    \
+  do {                                                                                             \
+    ncclResult_t r_ = (x);                                                                         \
+    if (r_ != ncclSuccess) DIE("%s failed: %s", #x, ncclGetErrorString(r_));                       \
   } while (0)
-#define GR(x)                                                                            \
-  do {                                                                                   \
-    if ((x) != GR_OK) DIE("%s failed: %s", #x, gr_last_error());                         \
+#define GR(x)                                                                                      \
+  do {                                                                                             \
+    if ((x) != GR_OK) DIE("%s failed: %s", #x, gr_last_error());                                   \
   } while (0)
 
 static size_t parse_bytes(const char *s) {
   char *end;
   double v = strtod(s, &end);
   switch (*end) {
-  case 'K': case 'k': v *= 1024; break;
-  case 'M': case 'm': v *= 1048576; break;
-  case 'G': case 'g': v *= 1073741824; break;
-  default: break;
+  case 'K':
+  case 'k':
+    v *= 1024;
+    break;
+  case 'M':
+  case 'm':
+    v *= 1048576;
+    break;
+  case 'G':
+  case 'g':
+    v *= 1073741824;
+    break;
+  default:
+    break;
   }
   return v < 4 ? 4 : (size_t)v;
 }
@@ -96,13 +106,20 @@ int main(int argc, char **argv) {
   int iters = 20, warmup = 5, rounds = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     const char *a = argv[i], *v = argv[i + 1];
-    if (!strcmp(a, "-b")) minb = parse_bytes(v);
-    else if (!strcmp(a, "-e")) maxb = parse_bytes(v);
-    else if (!strcmp(a, "-f")) factor = atof(v);
-    else if (!strcmp(a, "-n")) iters = atoi(v);
-    else if (!strcmp(a, "-w")) warmup = atoi(v);
-    else if (!strcmp(a, "-R")) rounds = atoi(v);
-    else DIE("unknown option %s", a);
+    if (!strcmp(a, "-b"))
+      minb = parse_bytes(v);
+    else if (!strcmp(a, "-e"))
+      maxb = parse_bytes(v);
+    else if (!strcmp(a, "-f"))
+      factor = atof(v);
+    else if (!strcmp(a, "-n"))
+      iters = atoi(v);
+    else if (!strcmp(a, "-w"))
+      warmup = atoi(v);
+    else if (!strcmp(a, "-R"))
+      rounds = atoi(v);
+    else
+      DIE("unknown option %s", a);
   }
   if (factor < 1.5 || iters < 1 || warmup < 0 || rounds < 1 || rounds > 99 || maxb < minb)
     DIE("bad options (-f >= 1.5, -n >= 1, -w >= 0, 1 <= -R <= 99, -e >= -b)");
@@ -112,7 +129,8 @@ int main(int argc, char **argv) {
   int ok = ndev >= size, all_ok = 0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!all_ok) {
-    if (rank == 0) printf("skipped: %d rank(s), %d GPU(s): raw NCCL needs one GPU per rank\n", size, ndev);
+    if (rank == 0)
+      printf("skipped: %d rank(s), %d GPU(s): raw NCCL needs one GPU per rank\n", size, ndev);
     MPI_Finalize();
     return 77;
   }
@@ -136,7 +154,8 @@ int main(int argc, char **argv) {
   if (!host) DIE("out of memory for %zu bytes", maxb);
   CUDA(cudaMalloc((void **)&s, maxn * sizeof(float)));
   CUDA(cudaMalloc((void **)&r, maxn * sizeof(float)));
-  for (size_t i = 0; i < maxn; i++) host[i] = (float)(i % 13) + (float)rank;
+  for (size_t i = 0; i < maxn; i++)
+    host[i] = (float)(i % 13) + (float)rank;
   CUDA(cudaMemcpy(s, host, maxn * sizeof(float), cudaMemcpyHostToDevice));
 
   int ver = 0;
@@ -153,7 +172,8 @@ int main(int argc, char **argv) {
   double bus = 2.0 * (size - 1) / size; /* nccl-tests' allreduce factor: 0 at one rank */
   for (size_t bytes = minb; bytes <= maxb; bytes = (size_t)((double)bytes * factor)) {
     size_t n = bytes / sizeof(float);
-    for (int w = 0; w < 2; w++) timed(w, gc, nc, st, s, r, n, warmup > 0 ? warmup : 1);
+    for (int w = 0; w < 2; w++)
+      timed(w, gc, nc, st, s, r, n, warmup > 0 ? warmup : 1);
     double tg[99], tn[99], ratio[99];
     for (int k = 0; k < rounds; k++) {
       int first = k % 2;
@@ -176,7 +196,8 @@ int main(int argc, char **argv) {
     double mg = tg[rounds / 2], mn = tn[rounds / 2];
     double bytes_d = (double)(n * sizeof(float));
     if (rank == 0)
-      printf("  %10zu %12zu %5s %5s | %10.2f %8.2f %8.2f %6lld | %10.2f %8.2f %8.2f %6lld | %7.3f %6.3f-%-6.3f\n",
+      printf("  %10zu %12zu %5s %5s | %10.2f %8.2f %8.2f %6lld | %10.2f %8.2f %8.2f %6lld | %7.3f "
+             "%6.3f-%-6.3f\n",
              n * sizeof(float), n, "float", "sum", mg * 1e6, bytes_d / mg / 1e9,
              bytes_d / mg / 1e9 * bus, wg, mn * 1e6, bytes_d / mn / 1e9, bytes_d / mn / 1e9 * bus,
              wn, ratio[rounds / 2], ratio[0], ratio[rounds - 1]);

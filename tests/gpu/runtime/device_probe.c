@@ -111,7 +111,9 @@ static int placement(int argc, char **argv) {
     if (*plan && *bus) rc = same ? 0 : 1;
     printf("rank=%d plan_gpu=%s GPURUN_GPUS=%s cuda_device=%d cuda_pci=%s verdict=%s\n", rank,
            *plan ? plan : "-", env ? env : "(unset)", dev, *bus ? bus : "-",
-           rc == 0 ? "MATCH" : rc == 1 ? "MISMATCH" : "NOTHING-TO-COMPARE");
+           rc == 0   ? "MATCH"
+           : rc == 1 ? "MISMATCH"
+                     : "NOTHING-TO-COMPARE");
   }
   /* Every rank's verdict decides: the worst one wins (1 > 77 > 0). */
   int worst = rc == 1 ? 2 : rc == 77 ? 1 : 0, all = 0;

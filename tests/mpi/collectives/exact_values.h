@@ -41,30 +41,60 @@ static inline double ev_dec16(uint16_t h, int bias, int mbits) {
 
 static inline void ev_set(gr_dtype t, void *buf, size_t i, double v) {
   switch (t) {
-  case GR_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-  case GR_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-  case GR_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-  case GR_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-  case GR_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-  case GR_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-  case GR_FLOAT16: ((uint16_t *)buf)[i] = ev_enc16(v, 15, 10); break;
-  case GR_BFLOAT16: ((uint16_t *)buf)[i] = ev_enc16(v, 127, 7); break;
-  case GR_FLOAT32: ((float *)buf)[i] = (float)v; break;
-  case GR_FLOAT64: ((double *)buf)[i] = v; break;
+  case GR_INT8:
+    ((int8_t *)buf)[i] = (int8_t)v;
+    break;
+  case GR_UINT8:
+    ((uint8_t *)buf)[i] = (uint8_t)v;
+    break;
+  case GR_INT32:
+    ((int32_t *)buf)[i] = (int32_t)v;
+    break;
+  case GR_UINT32:
+    ((uint32_t *)buf)[i] = (uint32_t)v;
+    break;
+  case GR_INT64:
+    ((int64_t *)buf)[i] = (int64_t)v;
+    break;
+  case GR_UINT64:
+    ((uint64_t *)buf)[i] = (uint64_t)v;
+    break;
+  case GR_FLOAT16:
+    ((uint16_t *)buf)[i] = ev_enc16(v, 15, 10);
+    break;
+  case GR_BFLOAT16:
+    ((uint16_t *)buf)[i] = ev_enc16(v, 127, 7);
+    break;
+  case GR_FLOAT32:
+    ((float *)buf)[i] = (float)v;
+    break;
+  case GR_FLOAT64:
+    ((double *)buf)[i] = v;
+    break;
   }
 }
 static inline double ev_get(gr_dtype t, const void *buf, size_t i) {
   switch (t) {
-  case GR_INT8: return ((const int8_t *)buf)[i];
-  case GR_UINT8: return ((const uint8_t *)buf)[i];
-  case GR_INT32: return ((const int32_t *)buf)[i];
-  case GR_UINT32: return ((const uint32_t *)buf)[i];
-  case GR_INT64: return (double)((const int64_t *)buf)[i];
-  case GR_UINT64: return (double)((const uint64_t *)buf)[i];
-  case GR_FLOAT16: return ev_dec16(((const uint16_t *)buf)[i], 15, 10);
-  case GR_BFLOAT16: return ev_dec16(((const uint16_t *)buf)[i], 127, 7);
-  case GR_FLOAT32: return ((const float *)buf)[i];
-  case GR_FLOAT64: return ((const double *)buf)[i];
+  case GR_INT8:
+    return ((const int8_t *)buf)[i];
+  case GR_UINT8:
+    return ((const uint8_t *)buf)[i];
+  case GR_INT32:
+    return ((const int32_t *)buf)[i];
+  case GR_UINT32:
+    return ((const uint32_t *)buf)[i];
+  case GR_INT64:
+    return (double)((const int64_t *)buf)[i];
+  case GR_UINT64:
+    return (double)((const uint64_t *)buf)[i];
+  case GR_FLOAT16:
+    return ev_dec16(((const uint16_t *)buf)[i], 15, 10);
+  case GR_BFLOAT16:
+    return ev_dec16(((const uint16_t *)buf)[i], 127, 7);
+  case GR_FLOAT32:
+    return ((const float *)buf)[i];
+  case GR_FLOAT64:
+    return ((const double *)buf)[i];
   }
   return NAN;
 }
@@ -102,17 +132,22 @@ static inline double ev_input(gr_dtype t, gr_op op, int r, size_t i) {
 
 static inline double ev_combine(gr_op op, double a, double b) {
   switch (op) {
-  case GR_PROD: return a * b;
-  case GR_MIN: return b < a ? b : a;
-  case GR_MAX: return b > a ? b : a;
-  default: return a + b;
+  case GR_PROD:
+    return a * b;
+  case GR_MIN:
+    return b < a ? b : a;
+  case GR_MAX:
+    return b > a ? b : a;
+  default:
+    return a + b;
   }
 }
 
 /* The expected reduction of element i over ranks 0..P-1 (inputs ev_input(t, op, r, i)). */
 static inline double ev_reduced(gr_dtype t, gr_op op, int P, size_t i) {
   double acc = ev_input(t, op, 0, i);
-  for (int r = 1; r < P; r++) acc = ev_combine(op, acc, ev_input(t, op, r, i));
+  for (int r = 1; r < P; r++)
+    acc = ev_combine(op, acc, ev_input(t, op, r, i));
   if (op == GR_AVG) acc = ev_round(t, acc / P);
   return acc;
 }

@@ -89,7 +89,8 @@ static void mode_create(void) {
     gr_comm_config_init(&cfg);
     cfg.backend = GR_BACKEND_MPI;
     cfg.timeout_s = opt_timeout ? 60 : 0;
-    if (cfg.check != (rank == 0)) FAIL("GPURUN_CHECK=%s gave check %d", getenv("GPURUN_CHECK"), cfg.check);
+    if (cfg.check != (rank == 0))
+      FAIL("GPURUN_CHECK=%s gave check %d", getenv("GPURUN_CHECK"), cfg.check);
     EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, &cfg, &c), GR_ERR_MISMATCH);
     /* every spelling, and a rejected one keeps the default (off) */
     const char *off[] = {"0", "no", "false", "off", "NO", " Off ", "bogus", "2", "yes please"};
@@ -110,7 +111,8 @@ static void mode_create(void) {
   cfg = base_cfg();
   if (rank == size - 1) cfg.timeout_s = -3;
   EXPECT_ST(gr_comm_create(MPI_COMM_WORLD, &cfg, &c), GR_ERR_INVALID);
-  if (rank == size - 1) EXPECT_MSG("timeout_s");
+  if (rank == size - 1)
+    EXPECT_MSG("timeout_s");
   else {
     char want[64];
     snprintf(want, sizeof want, "rank %d refused its own arguments", size - 1);
@@ -150,7 +152,8 @@ static void mode_create(void) {
 static void mode_check(void) {
   gr_comm *c = make(1);
   int32_t a[64], b[64 * 8];
-  for (int i = 0; i < 64; i++) a[i] = i;
+  for (int i = 0; i < 64; i++)
+    a[i] = i;
   if (size > 1) {
     /* one rank refuses a grouped call (NULL send): gr_group_end fails on every rank */
     EXPECT_ST(gr_group_start(), GR_OK);
@@ -158,14 +161,17 @@ static void mode_check(void) {
     EXPECT_ST(gr_allreduce(rank == 1 ? NULL : a, b, 4, GR_INT32, GR_SUM, c, NULL),
               rank == 1 ? GR_ERR_INVALID : GR_OK);
     EXPECT_ST(gr_group_end(), GR_ERR_INVALID);
-    if (rank != 1) EXPECT_MSG("rank 1 of communicator world rejected its own arguments to a grouped call");
+    if (rank != 1)
+      EXPECT_MSG("rank 1 of communicator world rejected its own arguments to a grouped call");
     for (int i = 0; i < 4; i++)
       if (a[i] != i) FAIL("a refused group changed the buffer: a[%d] = %d", i, a[i]);
     still_works(c, "a refused group");
     /* different groups: a broadcast on rank 0, an allreduce elsewhere */
     EXPECT_ST(gr_group_start(), GR_OK);
-    if (rank == 0) EXPECT_ST(gr_broadcast(a, a, 4, GR_INT32, 0, c, NULL), GR_OK);
-    else EXPECT_ST(gr_allreduce(a, a, 4, GR_INT32, GR_SUM, c, NULL), GR_OK);
+    if (rank == 0)
+      EXPECT_ST(gr_broadcast(a, a, 4, GR_INT32, 0, c, NULL), GR_OK);
+    else
+      EXPECT_ST(gr_allreduce(a, a, 4, GR_INT32, GR_SUM, c, NULL), GR_OK);
     EXPECT_ST(gr_group_end(), GR_ERR_MISMATCH);
     EXPECT_MSG("a group of 1 collective(s)");
     /* the same calls, one more on the last rank */
@@ -190,12 +196,16 @@ static void mode_check(void) {
               GR_ERR_MISMATCH);
     still_works(c, "refused allreduce_multi");
     /* a root out of range on one rank: everyone fails, and the next broadcast is right */
-    for (int i = 0; i < 4; i++) a[i] = rank == 0 ? 100 + i : -1;
-    EXPECT_ST(gr_broadcast(a, a, 4, GR_INT32, rank == size - 1 ? size : 0, c, NULL), GR_ERR_INVALID);
-    for (int i = 0; i < 4; i++) a[i] = rank == 0 ? 200 + i : -1;
+    for (int i = 0; i < 4; i++)
+      a[i] = rank == 0 ? 100 + i : -1;
+    EXPECT_ST(gr_broadcast(a, a, 4, GR_INT32, rank == size - 1 ? size : 0, c, NULL),
+              GR_ERR_INVALID);
+    for (int i = 0; i < 4; i++)
+      a[i] = rank == 0 ? 200 + i : -1;
     EXPECT_ST(gr_broadcast(a, a, 4, GR_INT32, 0, c, NULL), GR_OK);
     for (int i = 0; i < 4; i++)
-      if (a[i] != 200 + i) FAIL("broadcast after a refused one: a[%d] = %d, expected %d", i, a[i], 200 + i);
+      if (a[i] != 200 + i)
+        FAIL("broadcast after a refused one: a[%d] = %d, expected %d", i, a[i], 200 + i);
     /* gr_allgather(v, v, n): in place on rank 0, overlapping elsewhere: refused everywhere */
     EXPECT_ST(gr_allgather(b, b, 4, GR_INT32, c, NULL), GR_ERR_INVALID);
     /* in place on some ranks only (both valid locally): a mismatch */
@@ -220,14 +230,16 @@ static void mode_check(void) {
 static void mode_lifetime(void) {
   gr_comm *c = make(opt_check);
   int32_t a[16], b[16];
-  for (int i = 0; i < 16; i++) a[i] = rank + i;
+  for (int i = 0; i < 16; i++)
+    a[i] = rank + i;
   gr_request *q = NULL;
   EXPECT_ST(gr_iallreduce(a, b, 16, GR_INT32, GR_SUM, c, NULL, &q), GR_OK);
   EXPECT_ST(gr_comm_destroy(c), GR_ERR_STATE);
   EXPECT_MSG("outstanding");
   EXPECT_ST(gr_wait(&q), GR_OK);
   for (int i = 0; i < 16; i++)
-    if (b[i] != size * (size - 1) / 2 + size * i) FAIL("iallreduce after a refused destroy: b[%d] = %d", i, b[i]);
+    if (b[i] != size * (size - 1) / 2 + size * i)
+      FAIL("iallreduce after a refused destroy: b[%d] = %d", i, b[i]);
   /* a grouped call queued */
   EXPECT_ST(gr_group_start(), GR_OK);
   EXPECT_ST(gr_allreduce(a, a, 16, GR_INT32, GR_SUM, c, NULL), GR_OK);
@@ -262,15 +274,19 @@ static void mode_finalize(void) {
 static void many_grouped(gr_comm *c, int n) {
   int32_t *v = malloc(sizeof *v * 2 * (size_t)n);
   if (!v) MPI_Abort(MPI_COMM_WORLD, 2);
-  for (int i = 0; i < n; i++) v[2 * i] = rank * i, v[2 * i + 1] = rank * i + 1;
+  for (int i = 0; i < n; i++)
+    v[2 * i] = rank * i, v[2 * i + 1] = rank * i + 1;
   EXPECT_ST(gr_group_start(), GR_OK);
-  for (int i = 0; i < n; i++) EXPECT_ST(gr_allreduce(v + 2 * i, v + 2 * i, 2, GR_INT32, GR_SUM, c, NULL), GR_OK);
+  for (int i = 0; i < n; i++)
+    EXPECT_ST(gr_allreduce(v + 2 * i, v + 2 * i, 2, GR_INT32, GR_SUM, c, NULL), GR_OK);
   EXPECT_ST(gr_group_end(), GR_OK);
   int bad = 0;
   for (int i = 0; i < n && bad < 5; i++) {
     int32_t w0 = (int32_t)((uint32_t)(size * (size - 1) / 2) * (uint32_t)i), w1 = w0 + size;
-    if (v[2 * i] != w0 || v[2 * i + 1] != w1)
-    { FAIL("group of %d: call %d gave %d %d, expected %d %d", n, i, v[2 * i], v[2 * i + 1], w0, w1); bad++; }
+    if (v[2 * i] != w0 || v[2 * i + 1] != w1) {
+      FAIL("group of %d: call %d gave %d %d, expected %d %d", n, i, v[2 * i], v[2 * i + 1], w0, w1);
+      bad++;
+    }
   }
   free(v);
 }
@@ -281,9 +297,12 @@ static void many_requests(gr_comm *c, int n) {
   gr_request **q = calloc((size_t)n, sizeof *q);
   if (!v || !q) MPI_Abort(MPI_COMM_WORLD, 2);
   for (int i = 0; i < n; i++)
-    for (int j = 0; j < 3; j++) v[3 * i + j] = (int64_t)rank * i + j;
-  for (int i = 0; i < n; i++) EXPECT_ST(gr_iallreduce(v + 3 * i, v + 3 * i, 3, GR_INT64, GR_SUM, c, NULL, &q[i]), GR_OK);
-  for (int i = n - 1; i >= 0; i--) EXPECT_ST(gr_wait(&q[i]), GR_OK);
+    for (int j = 0; j < 3; j++)
+      v[3 * i + j] = (int64_t)rank * i + j;
+  for (int i = 0; i < n; i++)
+    EXPECT_ST(gr_iallreduce(v + 3 * i, v + 3 * i, 3, GR_INT64, GR_SUM, c, NULL, &q[i]), GR_OK);
+  for (int i = n - 1; i >= 0; i--)
+    EXPECT_ST(gr_wait(&q[i]), GR_OK);
   int bad = 0;
   for (int i = 0; i < n && bad < 5; i++)
     for (int j = 0; j < 3; j++) {
@@ -315,14 +334,23 @@ static void mode_tags(void) {
   gr_request *q[K];
   if (!big) MPI_Abort(MPI_COMM_WORLD, 2);
   for (int k = 0; k < K; k++)
-    for (int i = 0; i < N; i++) big[k * N + i] = (float)((rank + k + i) % 5);
-  for (int k = 0; k < K; k++) EXPECT_ST(gr_iallreduce(big + k * N, big + k * N, N, GR_FLOAT32, GR_SUM, c, NULL, &q[k]), GR_OK);
-  for (int k = K - 1; k >= 0; k--) EXPECT_ST(gr_wait(&q[k]), GR_OK);
+    for (int i = 0; i < N; i++)
+      big[k * N + i] = (float)((rank + k + i) % 5);
+  for (int k = 0; k < K; k++)
+    EXPECT_ST(gr_iallreduce(big + k * N, big + k * N, N, GR_FLOAT32, GR_SUM, c, NULL, &q[k]),
+              GR_OK);
+  for (int k = K - 1; k >= 0; k--)
+    EXPECT_ST(gr_wait(&q[k]), GR_OK);
   for (int k = 0, bad = 0; k < K; k++)
     for (int i = 0; i < N && bad < 5; i++) {
       float want = 0;
-      for (int r = 0; r < size; r++) want += (float)((r + k + i) % 5);
-      if (big[k * N + i] != want) { FAIL("large call %d element %d: %g, expected %g", k, i, (double)big[k * N + i], (double)want); bad++; }
+      for (int r = 0; r < size; r++)
+        want += (float)((r + k + i) % 5);
+      if (big[k * N + i] != want) {
+        FAIL("large call %d element %d: %g, expected %g", k, i, (double)big[k * N + i],
+             (double)want);
+        bad++;
+      }
     }
   free(big);
   still_works(c, "reused tag slots");
@@ -348,13 +376,17 @@ static void mismatch_verdict(const char *what, gr_status st, gr_comm *c) {
   MPI_Allreduce(&mism, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
   MPI_Allreduce(&mism, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
   if (rank == 0 && size > 1 && st != GR_ERR_MPI && st != GR_ERR_TIMEOUT && !mism)
-    FAIL("%s with a count mismatch returned %s on rank 0 (%s)", what, gr_status_name(st), gr_last_error());
-  if (any && !all) FAIL("%s with a count mismatch: GR_ERR_MISMATCH on some ranks only; here %s (%s)", what,
-                        gr_status_name(st), gr_last_error());
+    FAIL("%s with a count mismatch returned %s on rank 0 (%s)", what, gr_status_name(st),
+         gr_last_error());
+  if (any && !all)
+    FAIL("%s with a count mismatch: GR_ERR_MISMATCH on some ranks only; here %s (%s)", what,
+         gr_status_name(st), gr_last_error());
   if (mism) {
     const char *e = gr_last_error();
-    if (!strstr(e, "rank 0 called") && !strstr(e, "rank 1 called")) FAIL("%s: sentence names no rank: %s", what, e);
-    if (!strstr(e, "count=4") || !strstr(e, "count=8")) FAIL("%s: sentence lacks the two counts: %s", what, e);
+    if (!strstr(e, "rank 0 called") && !strstr(e, "rank 1 called"))
+      FAIL("%s: sentence names no rank: %s", what, e);
+    if (!strstr(e, "count=4") || !strstr(e, "count=8"))
+      FAIL("%s: sentence lacks the two counts: %s", what, e);
     still_works(c, what);
   }
 }
@@ -384,20 +416,28 @@ int main(int argc, char **argv) {
     opt_timeout |= strcmp(argv[i], "--timeout") == 0;
     opt_check |= strcmp(argv[i], "--check") == 0;
   }
-  if (strcmp(mode, "create") == 0) mode_create();
-  else if (strcmp(mode, "check") == 0) mode_check();
-  else if (strcmp(mode, "lifetime") == 0) mode_lifetime();
-  else if (strcmp(mode, "finalize") == 0) mode_finalize();
-  else if (strcmp(mode, "tags") == 0) mode_tags();
-  else if (strcmp(mode, "errors") == 0) mode_errors();
+  if (strcmp(mode, "create") == 0)
+    mode_create();
+  else if (strcmp(mode, "check") == 0)
+    mode_check();
+  else if (strcmp(mode, "lifetime") == 0)
+    mode_lifetime();
+  else if (strcmp(mode, "finalize") == 0)
+    mode_finalize();
+  else if (strcmp(mode, "tags") == 0)
+    mode_tags();
+  else if (strcmp(mode, "errors") == 0)
+    mode_errors();
   else {
-    fprintf(stderr, "usage: test_coll_agree create|check|lifetime|finalize|tags|errors [--timeout] [--check]\n");
+    fprintf(stderr, "usage: test_coll_agree create|check|lifetime|finalize|tags|errors [--timeout] "
+                    "[--check]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   int total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) printf("%s%s%s: %d failures\n", mode, opt_timeout ? " --timeout" : "",
-                        opt_check ? " --check" : "", total);
+  if (rank == 0)
+    printf("%s%s%s: %d failures\n", mode, opt_timeout ? " --timeout" : "",
+           opt_check ? " --check" : "", total);
   MPI_Finalize();
   return total ? 1 : 0;
 }

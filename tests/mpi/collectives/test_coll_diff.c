@@ -32,20 +32,20 @@ extern const gr__coll_ops gr__coll_ops_nccl_double;
 
 static int rank, size, failures, checks;
 
-#define FAIL(...)                                                                \
-  do {                                                                           \
-    if (failures++ < 20) {                                                       \
-      fprintf(stderr, "[rank %d] FAIL: ", rank);                                 \
-      fprintf(stderr, __VA_ARGS__);                                              \
-      fputc('\n', stderr);                                                       \
-    }                                                                            \
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    if (failures++ < 20) {                                                                         \
+      fprintf(stderr, "[rank %d] FAIL: ", rank);                                                   \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+    }                                                                                              \
   } while (0)
 
 /* ---- the independent model ---------------------------------------------------------------- */
 
 static const size_t esize[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-static const char *const dname[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                    "float16", "bfloat16", "float32", "float64"};
+static const char *const dname[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                                    "uint64", "float16", "bfloat16", "float32", "float64"};
 static const char *const oname[] = {"sum", "prod", "min", "max", "avg"};
 static int is_float(int t) { return t >= GR_FLOAT16; }
 
@@ -59,10 +59,14 @@ static uint64_t splitmix(uint64_t *s) {
 /* Largest finite value and the 16-bit formats' parameters. */
 static double max_finite(int t) {
   switch (t) {
-  case GR_FLOAT16: return 65504.0;
-  case GR_BFLOAT16: return ldexp(255.0, 120); /* (2 - 2^-7) * 2^127 */
-  case GR_FLOAT32: return ldexp(16777215.0, 104);
-  default: return ldexp(9007199254740991.0, 971);
+  case GR_FLOAT16:
+    return 65504.0;
+  case GR_BFLOAT16:
+    return ldexp(255.0, 120); /* (2 - 2^-7) * 2^127 */
+  case GR_FLOAT32:
+    return ldexp(16777215.0, 104);
+  default:
+    return ldexp(9007199254740991.0, 971);
   }
 }
 
@@ -80,10 +84,14 @@ static double round_to(double x, int mbits, int emin, double maxf) {
 }
 static double round_type(int t, double x) {
   switch (t) {
-  case GR_FLOAT16: return round_to(x, 10, -14, max_finite(t));
-  case GR_BFLOAT16: return round_to(x, 7, -126, max_finite(t));
-  case GR_FLOAT32: return round_to(x, 23, -126, max_finite(t));
-  default: return x;
+  case GR_FLOAT16:
+    return round_to(x, 10, -14, max_finite(t));
+  case GR_BFLOAT16:
+    return round_to(x, 7, -126, max_finite(t));
+  case GR_FLOAT32:
+    return round_to(x, 23, -126, max_finite(t));
+  default:
+    return x;
   }
 }
 
@@ -97,7 +105,8 @@ static uint16_t enc16(double x, int ebits, int mbits) {
   int e;
   double f = frexp(fabs(x), &e);
   e -= 1;
-  if (e < 1 - bias) return (uint16_t)(sign | (uint16_t)ldexp(fabs(x), bias - 1 + mbits)); /* subnormal */
+  if (e < 1 - bias)
+    return (uint16_t)(sign | (uint16_t)ldexp(fabs(x), bias - 1 + mbits)); /* subnormal */
   return (uint16_t)(sign | ((e + bias) << mbits) | (uint16_t)((f * 2 - 1) * (1 << mbits)));
 }
 static double dec16(uint16_t h, int ebits, int mbits) {
@@ -111,20 +120,39 @@ static double dec16(uint16_t h, int ebits, int mbits) {
 
 static void put(int t, void *buf, size_t i, double f, uint64_t u) {
   switch (t) {
-  case GR_INT8: case GR_UINT8: ((uint8_t *)buf)[i] = (uint8_t)u; break;
-  case GR_INT32: case GR_UINT32: ((uint32_t *)buf)[i] = (uint32_t)u; break;
-  case GR_INT64: case GR_UINT64: ((uint64_t *)buf)[i] = u; break;
-  case GR_FLOAT16: ((uint16_t *)buf)[i] = enc16(f, 5, 10); break;
-  case GR_BFLOAT16: ((uint16_t *)buf)[i] = enc16(f, 8, 7); break;
+  case GR_INT8:
+  case GR_UINT8:
+    ((uint8_t *)buf)[i] = (uint8_t)u;
+    break;
+  case GR_INT32:
+  case GR_UINT32:
+    ((uint32_t *)buf)[i] = (uint32_t)u;
+    break;
+  case GR_INT64:
+  case GR_UINT64:
+    ((uint64_t *)buf)[i] = u;
+    break;
+  case GR_FLOAT16:
+    ((uint16_t *)buf)[i] = enc16(f, 5, 10);
+    break;
+  case GR_BFLOAT16:
+    ((uint16_t *)buf)[i] = enc16(f, 8, 7);
+    break;
   case GR_FLOAT32: {
     float x = (float)f;
-    if (isnan(f)) { uint32_t q = 0x7fc00000u; memcpy(&x, &q, 4); }
+    if (isnan(f)) {
+      uint32_t q = 0x7fc00000u;
+      memcpy(&x, &q, 4);
+    }
     ((float *)buf)[i] = x;
     break;
   }
   default: {
     double x = f;
-    if (isnan(f)) { uint64_t q = 0x7ff8000000000000ull; memcpy(&x, &q, 8); }
+    if (isnan(f)) {
+      uint64_t q = 0x7ff8000000000000ull;
+      memcpy(&x, &q, 8);
+    }
     ((double *)buf)[i] = x;
     break;
   }
@@ -132,10 +160,14 @@ static void put(int t, void *buf, size_t i, double f, uint64_t u) {
 }
 static double getf(int t, const void *buf, size_t i) {
   switch (t) {
-  case GR_FLOAT16: return dec16(((const uint16_t *)buf)[i], 5, 10);
-  case GR_BFLOAT16: return dec16(((const uint16_t *)buf)[i], 8, 7);
-  case GR_FLOAT32: return ((const float *)buf)[i];
-  default: return ((const double *)buf)[i];
+  case GR_FLOAT16:
+    return dec16(((const uint16_t *)buf)[i], 5, 10);
+  case GR_BFLOAT16:
+    return dec16(((const uint16_t *)buf)[i], 8, 7);
+  case GR_FLOAT32:
+    return ((const float *)buf)[i];
+  default:
+    return ((const double *)buf)[i];
   }
 }
 
@@ -155,9 +187,12 @@ static void value(const callspec *c, size_t i, int r, double *f, uint64_t *u) {
   *u = 0;
   *f = 0;
   if (!is_float(c->t)) {
-    if (cls < 25) *u = x; /* full width: SUM and PROD overflow and wrap */
-    else if (c->op == GR_PROD) *u = (uint64_t)(int64_t)((int)(x % 5) - 2);
-    else *u = (uint64_t)(int64_t)((int)(x % 9) - 4);
+    if (cls < 25)
+      *u = x; /* full width: SUM and PROD overflow and wrap */
+    else if (c->op == GR_PROD)
+      *u = (uint64_t)(int64_t)((int)(x % 5) - 2);
+    else
+      *u = (uint64_t)(int64_t)((int)(x % 9) - 4);
     if (c->t == GR_UINT8 || c->t == GR_UINT32 || c->t == GR_UINT64) *u = cls < 25 ? x : x % 9;
     return;
   }
@@ -165,8 +200,10 @@ static void value(const callspec *c, size_t i, int r, double *f, uint64_t *u) {
     *f = (sgn & 1 ? -1 : 1) * max_finite(c->t);
   } else if (cls < 30) { /* specials on some ranks */
     static const double sp[] = {NAN, INFINITY, -INFINITY, -0.0, 0.0};
-    if (x % 3 == 0) *f = sp[(x >> 8) % 5];
-    else *f = c->op == GR_PROD ? ((x >> 8) % 2 ? -1.0 : 1.0) : (double)((int)((x >> 8) % 9) - 4);
+    if (x % 3 == 0)
+      *f = sp[(x >> 8) % 5];
+    else
+      *f = c->op == GR_PROD ? ((x >> 8) % 2 ? -1.0 : 1.0) : (double)((int)((x >> 8) % 9) - 4);
   } else if (c->op == GR_PROD) { /* +-1, +-2: every product exact */
     static const double pv[] = {1, -1, 2, -2, 1, -1, 0.5};
     *f = pv[(x >> 8) % 7];
@@ -188,13 +225,25 @@ static int expected(const callspec *c, size_t i, void *exp) {
       u &= w;
       /* MIN/MAX compare as the type: sign-extend signed values */
       int64_t sv = sgn && w != ~0ull && (u >> (esize[t] * 8 - 1)) ? (int64_t)(u | ~w) : (int64_t)u;
-      int64_t sa = sgn && w != ~0ull && (acc >> (esize[t] * 8 - 1)) ? (int64_t)(acc | ~w) : (int64_t)acc;
-      if (r == 0) { acc = u; continue; }
+      int64_t sa =
+          sgn && w != ~0ull && (acc >> (esize[t] * 8 - 1)) ? (int64_t)(acc | ~w) : (int64_t)acc;
+      if (r == 0) {
+        acc = u;
+        continue;
+      }
       switch (op) {
-      case GR_SUM: acc = (acc + u) & w; break;
-      case GR_PROD: acc = (acc * u) & w; break;
-      case GR_MIN: acc = sgn ? (sv < sa ? u : acc) : (u < acc ? u : acc); break;
-      default: acc = sgn ? (sv > sa ? u : acc) : (u > acc ? u : acc); break;
+      case GR_SUM:
+        acc = (acc + u) & w;
+        break;
+      case GR_PROD:
+        acc = (acc * u) & w;
+        break;
+      case GR_MIN:
+        acc = sgn ? (sv < sa ? u : acc) : (u < acc ? u : acc);
+        break;
+      default:
+        acc = sgn ? (sv > sa ? u : acc) : (u > acc ? u : acc);
+        break;
       }
     }
     put(t, exp, 0, 0, acc);
@@ -207,19 +256,32 @@ static int expected(const callspec *c, size_t i, void *exp) {
     uint64_t u;
     value(c, i, r, &f, &u);
     nan |= isnan(f);
-    if (r == 0) { acc = f; continue; }
+    if (r == 0) {
+      acc = f;
+      continue;
+    }
     switch (op) {
-    case GR_SUM: acc = acc + f; break;
-    case GR_PROD: acc = acc * f; break;
-    case GR_MIN: acc = f < acc || (f == acc && signbit(f)) ? f : acc; break;
-    default: acc = f > acc || (f == acc && !signbit(f)) ? f : acc; break;
+    case GR_SUM:
+      acc = acc + f;
+      break;
+    case GR_PROD:
+      acc = acc * f;
+      break;
+    case GR_MIN:
+      acc = f < acc || (f == acc && signbit(f)) ? f : acc;
+      break;
+    default:
+      acc = f > acc || (f == acc && !signbit(f)) ? f : acc;
+      break;
     }
   }
   /* every input is exact and every partial result is too (or overflows the same way) */
   acc = round_type(t, acc);
   if (c->op == GR_AVG) {
-    if (t == GR_FLOAT64) acc = acc / size;
-    else acc = round_type(t, (double)((float)acc / (float)size)); /* divided in float */
+    if (t == GR_FLOAT64)
+      acc = acc / size;
+    else
+      acc = round_type(t, (double)((float)acc / (float)size)); /* divided in float */
   }
   if (nan || isnan(acc)) {
     put(t, exp, 0, NAN, 0);
@@ -286,11 +348,13 @@ static gr_comm *make(double timeout, int check) {
 }
 
 static void ok(gr_status st, const char *path, const char *what) {
-  if (st != GR_OK) FAIL("%s %s: %s returned %s (%s)", LABEL, path, what, gr_status_name(st), gr_last_error());
+  if (st != GR_OK)
+    FAIL("%s %s: %s returned %s (%s)", LABEL, path, what, gr_status_name(st), gr_last_error());
 }
 
 /* Run one call of kind k on a path; the library call goes through `run`. */
-static gr_status call_allreduce(int path, gr_comm *c, const void *s, void *d, size_t n, int t, int op) {
+static gr_status call_allreduce(int path, gr_comm *c, const void *s, void *d, size_t n, int t,
+                                int op) {
   if (path == PATH_REQUEST) {
     gr_request *q = NULL;
     gr_status st = gr_iallreduce(s, d, n, (gr_dtype)t, (gr_op)op, c, NULL, &q);
@@ -323,7 +387,8 @@ static void run(int path, gr_comm *c, const callspec *cs, uint64_t *rng) {
     if (d != s) free(d);
     free(s);
   } else if (kind == 1) { /* reduce */
-    snprintf(what, sizeof what, "reduce n=%zu root=%d %s", n, root, inplace ? "in place" : "out of place");
+    snprintf(what, sizeof what, "reduce n=%zu root=%d %s", n, root,
+             inplace ? "in place" : "out of place");
     void *s = malloc(n * es), *d = inplace && rank == root ? s : malloc(n * es);
     fill(cs, s, n, 0);
     gr_status st;
@@ -339,9 +404,11 @@ static void run(int path, gr_comm *c, const callspec *cs, uint64_t *rng) {
     if (rank == root) compare(pn, what, cs, d, n, 0);
     if (d != s) free(d);
     free(s);
-  } else if (kind == 2) { /* reduce_scatter: block r of rank r's result is elements [r n, r n + n) */
+  } else if (kind ==
+             2) { /* reduce_scatter: block r of rank r's result is elements [r n, r n + n) */
     if (n > 5000) n /= P;
-    snprintf(what, sizeof what, "reduce_scatter n=%zu %s", n, inplace ? "in place" : "out of place");
+    snprintf(what, sizeof what, "reduce_scatter n=%zu %s", n,
+             inplace ? "in place" : "out of place");
     void *s = malloc(n * es * P), *d = inplace ? (char *)s + (size_t)rank * n * es : malloc(n * es);
     fill(cs, s, n * P, 0);
     gr_status st;
@@ -368,7 +435,8 @@ static void run(int path, gr_comm *c, const callspec *cs, uint64_t *rng) {
       fill(cs, s[b], cn[b], off);
       off += cn[b];
     }
-    ok(gr_allreduce_multi((const void *const *)s, d, cn, 3, (gr_dtype)t, (gr_op)op, c, NULL), pn, what);
+    ok(gr_allreduce_multi((const void *const *)s, d, cn, 3, (gr_dtype)t, (gr_op)op, c, NULL), pn,
+       what);
     off = 0;
     for (int b = 0; b < 3; b++) {
       compare(pn, what, cs, d[b], cn[b], off);
@@ -409,7 +477,8 @@ int main(int argc, char **argv) {
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(&checks, &nchecks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0)
-    printf("%s differential, seed %llu, %d calls per path at %d ranks: %d element checks, %d failures\n",
+    printf("%s differential, seed %llu, %d calls per path at %d ranks: %d element checks, %d "
+           "failures\n",
            LABEL, (unsigned long long)seed, ncalls, size, nchecks, total);
   MPI_Finalize();
   return total ? 1 : 0;

@@ -28,24 +28,24 @@ static int world_rank, failures, checks;
 static const size_t small_sizes[] = {0, 1, 7, 1023};
 #define BIG ((size_t)(1u << 20) + 3)
 
-#define FAIL(...)                                                                   \
-  do {                                                                              \
-    if (failures++ < 20) {                                                          \
-      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__);    \
-      fprintf(stderr, __VA_ARGS__);                                                 \
-      fputc('\n', stderr);                                                          \
-    }                                                                               \
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    if (failures++ < 20) {                                                                         \
+      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__);                   \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+    }                                                                                              \
   } while (0)
 
-#define CHECK_OK(call, what)                                                           \
-  do {                                                                                 \
-    gr_status st_ = (call);                                                            \
-    if (st_ != GR_OK) FAIL("%s: %s (%s)", what, gr_status_name(st_), gr_last_error()); \
+#define CHECK_OK(call, what)                                                                       \
+  do {                                                                                             \
+    gr_status st_ = (call);                                                                        \
+    if (st_ != GR_OK) FAIL("%s: %s (%s)", what, gr_status_name(st_), gr_last_error());             \
   } while (0)
 
 static const char *dn(gr_dtype t) {
-  static const char *n[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                            "float16", "bfloat16", "float32", "float64"};
+  static const char *n[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                            "uint64", "float16", "bfloat16", "float32", "float64"};
   return n[t];
 }
 static const char *on(gr_op o) {
@@ -118,10 +118,12 @@ static void *xalloc(size_t bytes) {
 static const double SENTINEL = 99;
 
 static void fill(gr_dtype t, gr_op op, void *buf, size_t n, int r, size_t off) {
-  for (size_t i = 0; i < n; i++) ev_set(t, buf, i, ev_input(t, op, r, off + i));
+  for (size_t i = 0; i < n; i++)
+    ev_set(t, buf, i, ev_input(t, op, r, off + i));
 }
 static void fill_const(gr_dtype t, void *buf, size_t n, double v) {
-  for (size_t i = 0; i < n; i++) ev_set(t, buf, i, v);
+  for (size_t i = 0; i < n; i++)
+    ev_set(t, buf, i, v);
 }
 
 /* Compare; report the first bad element only. */
@@ -130,11 +132,11 @@ static void expect(const char *what, gr_dtype t, const void *buf, size_t i, doub
   checks++;
   if (!(got == want)) FAIL("%s: element %zu is %g, expected %g", what, i, got, want);
 }
-#define EXPECT_ALL(what, t, buf, n, expr)                      \
-  do {                                                         \
-    int bad_ = failures;                                       \
-    for (size_t i = 0; i < (n) && failures == bad_; i++)       \
-      expect(what, t, buf, i, (expr));                         \
+#define EXPECT_ALL(what, t, buf, n, expr)                                                          \
+  do {                                                                                             \
+    int bad_ = failures;                                                                           \
+    for (size_t i = 0; i < (n) && failures == bad_; i++)                                           \
+      expect(what, t, buf, i, (expr));                                                             \
   } while (0)
 
 static int ops_for(gr_dtype t, gr_op *ops) {
@@ -148,7 +150,8 @@ static void t_allreduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace)
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   size_t es = ev_size(t);
   char what[128];
-  snprintf(what, sizeof what, "%s allreduce %s %s n=%zu %s", BACKEND_LABEL, dn(t), on(op), n, inplace ? "in-place" : "out-of-place");
+  snprintf(what, sizeof what, "%s allreduce %s %s n=%zu %s", BACKEND_LABEL, dn(t), on(op), n,
+           inplace ? "in-place" : "out-of-place");
   void *s = xalloc(n * es), *d = inplace ? s : xalloc(n * es);
   fill(t, op, s, n, r, 0);
   if (!inplace) fill_const(t, d, n, SENTINEL);
@@ -164,7 +167,8 @@ static void t_reduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace, in
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   size_t es = ev_size(t);
   char what[128];
-  snprintf(what, sizeof what, "%s reduce %s %s n=%zu root=%d %s", BACKEND_LABEL, dn(t), on(op), n, root, inplace ? "in-place" : "out-of-place");
+  snprintf(what, sizeof what, "%s reduce %s %s n=%zu root=%d %s", BACKEND_LABEL, dn(t), on(op), n,
+           root, inplace ? "in-place" : "out-of-place");
   void *s = xalloc(n * es), *d = (inplace && r == root) ? s : xalloc(n * es);
   fill(t, op, s, n, r, 0);
   if (d != s) fill_const(t, d, n, SENTINEL);
@@ -185,7 +189,8 @@ static void t_broadcast(gr_comm *c, gr_dtype t, size_t n, int inplace, int root)
   int r = gr_comm_rank(c);
   size_t es = ev_size(t);
   char what[128];
-  snprintf(what, sizeof what, "%s broadcast %s n=%zu root=%d %s", BACKEND_LABEL, dn(t), n, root, inplace ? "in-place" : "out-of-place");
+  snprintf(what, sizeof what, "%s broadcast %s n=%zu root=%d %s", BACKEND_LABEL, dn(t), n, root,
+           inplace ? "in-place" : "out-of-place");
   void *s = xalloc(n * es), *d = inplace ? s : xalloc(n * es);
   if (r == root)
     fill(t, GR_SUM, s, n, r, 0);
@@ -203,14 +208,16 @@ static void t_allgather(gr_comm *c, gr_dtype t, size_t n, int inplace) {
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   size_t es = ev_size(t);
   char what[128];
-  snprintf(what, sizeof what, "%s allgather %s n=%zu %s", BACKEND_LABEL, dn(t), n, inplace ? "in-place" : "out-of-place");
+  snprintf(what, sizeof what, "%s allgather %s n=%zu %s", BACKEND_LABEL, dn(t), n,
+           inplace ? "in-place" : "out-of-place");
   void *d = xalloc(n * es * (size_t)P);
   fill_const(t, d, n * (size_t)P, SENTINEL);
   void *s = inplace ? (char *)d + (size_t)r * n * es : xalloc(n * es);
   fill(t, GR_SUM, s, n, r, 0);
   CHECK_OK(gr_allgather(s, d, n, t, c, NULL), what);
   CHECK_OK(gr_comm_synchronize(c, NULL), what);
-  EXPECT_ALL(what, t, d, n * (size_t)P, ev_input(t, GR_SUM, (int)(i / (n ? n : 1)), i % (n ? n : 1)));
+  EXPECT_ALL(what, t, d, n * (size_t)P,
+             ev_input(t, GR_SUM, (int)(i / (n ? n : 1)), i % (n ? n : 1)));
   if (!inplace) {
     EXPECT_ALL(what, t, s, n, ev_input(t, GR_SUM, r, i));
     free(s);
@@ -222,7 +229,8 @@ static void t_reduce_scatter(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inp
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   size_t es = ev_size(t), off = (size_t)r * n;
   char what[128];
-  snprintf(what, sizeof what, "%s reduce_scatter %s %s n=%zu %s", BACKEND_LABEL, dn(t), on(op), n, inplace ? "in-place" : "out-of-place");
+  snprintf(what, sizeof what, "%s reduce_scatter %s %s n=%zu %s", BACKEND_LABEL, dn(t), on(op), n,
+           inplace ? "in-place" : "out-of-place");
   void *s = xalloc(n * es * (size_t)P);
   fill(t, op, s, n * (size_t)P, r, 0);
   void *d = inplace ? (char *)s + off * es : xalloc(n * es);
@@ -241,13 +249,15 @@ static void t_alltoall(gr_comm *c, gr_dtype t, size_t n, int inplace) {
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   size_t es = ev_size(t), N = n * (size_t)P;
   char what[128];
-  snprintf(what, sizeof what, "%s alltoall %s n=%zu %s", BACKEND_LABEL, dn(t), n, inplace ? "in-place" : "out-of-place");
+  snprintf(what, sizeof what, "%s alltoall %s n=%zu %s", BACKEND_LABEL, dn(t), n,
+           inplace ? "in-place" : "out-of-place");
   void *s = xalloc(N * es), *d = inplace ? s : xalloc(N * es);
   fill(t, GR_SUM, s, N, r, 0); /* block p of rank r: ev_input(r, p*n + i) */
   if (!inplace) fill_const(t, d, N, SENTINEL);
   CHECK_OK(gr_alltoall(s, d, n, t, c, NULL), what);
   CHECK_OK(gr_comm_synchronize(c, NULL), what);
-  EXPECT_ALL(what, t, d, N, ev_input(t, GR_SUM, (int)(i / (n ? n : 1)), (size_t)r * n + i % (n ? n : 1)));
+  EXPECT_ALL(what, t, d, N,
+             ev_input(t, GR_SUM, (int)(i / (n ? n : 1)), (size_t)r * n + i % (n ? n : 1)));
   if (!inplace) {
     EXPECT_ALL(what, t, s, N, ev_input(t, GR_SUM, r, i));
     free(d);
@@ -300,7 +310,8 @@ static void t_allreduce_multi(gr_comm *c, gr_dtype t, gr_op op) {
   }
   CHECK_OK(gr_allreduce_multi((const void *const *)s, d, counts, 3, t, op, c, NULL), what);
   CHECK_OK(gr_comm_synchronize(c, NULL), what);
-  for (int b = 0; b < 3; b++) EXPECT_ALL(what, t, d[b], counts[b], ev_reduced(t, op, P, 100 * (size_t)b + i));
+  for (int b = 0; b < 3; b++)
+    EXPECT_ALL(what, t, d[b], counts[b], ev_reduced(t, op, P, 100 * (size_t)b + i));
   for (int b = 0; b < 3; b++) {
     if (b != 1) free(d[b]);
     free(s[b]);
@@ -315,7 +326,10 @@ static void t_grouped(gr_comm *c) {
   fill(GR_INT32, GR_SUM, a, 7, r, 0);
   fill(GR_FLOAT32, GR_MAX, b, 1023, r, 0);
   fill(GR_FLOAT64, GR_PROD, d, 1023, r, 0);
-  if (r == 0) fill(GR_FLOAT16, GR_SUM, e, 5, r, 0); else fill_const(GR_FLOAT16, e, 5, SENTINEL);
+  if (r == 0)
+    fill(GR_FLOAT16, GR_SUM, e, 5, r, 0);
+  else
+    fill_const(GR_FLOAT16, e, 5, SENTINEL);
   CHECK_OK(gr_group_start(), what);
   CHECK_OK(gr_allreduce(a, a, 7, GR_INT32, GR_SUM, c, NULL), what);
   CHECK_OK(gr_allreduce(b, b, 1023, GR_FLOAT32, GR_MAX, c, NULL), what);
@@ -338,7 +352,10 @@ static void t_nonblocking(gr_comm *c) {
   void *a = xalloc(1023 * 4), *b = xalloc(7 * 8), *g = xalloc(7 * (size_t)P), *gs = xalloc(7);
   void *l = xalloc(big * 4), *lo = xalloc(big * 4);
   fill(GR_FLOAT32, GR_SUM, a, 1023, r, 0);
-  if (r == P - 1) fill(GR_INT64, GR_SUM, b, 7, r, 0); else fill_const(GR_INT64, b, 7, SENTINEL);
+  if (r == P - 1)
+    fill(GR_INT64, GR_SUM, b, 7, r, 0);
+  else
+    fill_const(GR_INT64, b, 7, SENTINEL);
   fill(GR_UINT8, GR_SUM, gs, 7, r, 0);
   fill(GR_FLOAT32, GR_MAX, l, big, r, 0);
   gr_request *ra = NULL, *rb = NULL, *rg = NULL, *rl = NULL;
@@ -347,7 +364,8 @@ static void t_nonblocking(gr_comm *c) {
   CHECK_OK(gr_iallgather(gs, g, 7, GR_UINT8, c, NULL, &rg), what);
   CHECK_OK(gr_iallreduce(l, lo, big, GR_FLOAT32, GR_MAX, c, NULL, &rl), what);
   int done = 0;
-  while (!done && rg) CHECK_OK(gr_test(&rg, &done), what);
+  while (!done && rg)
+    CHECK_OK(gr_test(&rg, &done), what);
   if (rg) FAIL("gr_test left the request set after it finished");
   CHECK_OK(gr_wait(&rb), what);
   CHECK_OK(gr_wait(&rl), what);
@@ -428,7 +446,8 @@ int main(int argc, char **argv) {
      * that share a GPU (GPURUN_EXACT_SHARE_GPU=1: the device kit tests the backend's path for it) */
     const char *share = getenv("GPURUN_EXACT_SHARE_GPU");
     if (ndev < 1 || (ndev < nranks && !(share && strcmp(share, "1") == 0))) {
-      if (world_rank == 0) printf("skipped: %d rank(s), %d GPU(s) (%s)\n", nranks, ndev, ndev ? "" : why);
+      if (world_rank == 0)
+        printf("skipped: %d rank(s), %d GPU(s) (%s)\n", nranks, ndev, ndev ? "" : why);
       MPI_Finalize();
       return 77;
     }
@@ -454,12 +473,15 @@ int main(int argc, char **argv) {
     /* odd/even ranks, numbered backwards: comm ranks differ from world ranks */
     CHECK_OK(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
     if (split) {
-      if (gr_comm_size(split) != (P + 1 - world_rank % 2) / 2) FAIL("split size %d", gr_comm_size(split));
+      if (gr_comm_size(split) != (P + 1 - world_rank % 2) / 2)
+        FAIL("split size %d", gr_comm_size(split));
       suite(split, small_sizes + 1, 2);
     }
     /* a split in which the last rank takes no part (color < 0) */
-    CHECK_OK(gr_comm_split(world, world_rank == P - 1 && P > 1 ? -1 : 0, 0, &halves), "split nocolor");
-    if ((halves == NULL) != (world_rank == P - 1 && P > 1)) FAIL("split with no color: comm %p", (void *)halves);
+    CHECK_OK(gr_comm_split(world, world_rank == P - 1 && P > 1 ? -1 : 0, 0, &halves),
+             "split nocolor");
+    if ((halves == NULL) != (world_rank == P - 1 && P > 1))
+      FAIL("split with no color: comm %p", (void *)halves);
     if (halves) t_allreduce(halves, GR_INT32, GR_SUM, 7, 0);
     if (split) t_grouped(split);
     if (split) t_nonblocking(split);

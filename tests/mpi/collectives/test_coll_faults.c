@@ -118,22 +118,26 @@ static void mode_mismatch(void) {
       EXPECT_ST(gr_broadcast(buf, buf, 12, GR_INT32, 0, c, NULL), GR_ERR_MISMATCH);
     else
       EXPECT_ST(gr_allreduce(buf, buf, 10, GR_INT32, GR_SUM, c, NULL), GR_ERR_MISMATCH);
-    EXPECT_MSG("rank 1 called allreduce(count=10) as call #1 while rank 0 called broadcast(count=12)");
+    EXPECT_MSG(
+        "rank 1 called allreduce(count=10) as call #1 while rank 0 called broadcast(count=12)");
     /* dtype differs only */
     EXPECT_ST(gr_allreduce(buf, buf, 4, rank == size - 1 ? GR_UINT32 : GR_INT32, GR_SUM, c, NULL),
               GR_ERR_MISMATCH);
     char want[128];
-    snprintf(want, sizeof want, "rank %d called allreduce(count=4, dtype=uint32) as call #2", size - 1);
+    snprintf(want, sizeof want, "rank %d called allreduce(count=4, dtype=uint32) as call #2",
+             size - 1);
     EXPECT_MSG(want);
     /* one rank's bad argument: everyone fails, nobody hangs */
-    EXPECT_ST(gr_allreduce(rank == 1 ? NULL : buf, buf, 4, GR_INT32, GR_SUM, c, NULL), GR_ERR_INVALID);
+    EXPECT_ST(gr_allreduce(rank == 1 ? NULL : buf, buf, 4, GR_INT32, GR_SUM, c, NULL),
+              GR_ERR_INVALID);
     if (rank == 1)
       EXPECT_MSG("send is NULL");
     else
       EXPECT_MSG("rank 1 of communicator world rejected its own arguments to allreduce call #3");
   }
   /* still usable, and the check passes for matching calls */
-  for (int i = 0; i < 4; i++) buf[i] = rank + 1;
+  for (int i = 0; i < 4; i++)
+    buf[i] = rank + 1;
   EXPECT_ST(gr_allreduce(buf, buf, 4, GR_INT32, GR_SUM, c, NULL), GR_OK);
   if (buf[0] != size * (size + 1) / 2) FAIL("allreduce after mismatch: %d", buf[0]);
   EXPECT_ST(gr_barrier(c), GR_OK);
@@ -143,9 +147,12 @@ static void mode_mismatch(void) {
 static void mode_badargs(void) {
   gr_comm *c = make(30, 0);
   int32_t s[8], r[8], r0[8];
-  for (int i = 0; i < 8; i++) s[i] = i + 1, r[i] = r0[i] = -7;
-#define UNCHANGED() \
-  do { if (memcmp(r, r0, sizeof r) != 0) FAIL("recv buffer changed by a rejected call"); } while (0)
+  for (int i = 0; i < 8; i++)
+    s[i] = i + 1, r[i] = r0[i] = -7;
+#define UNCHANGED()                                                                                \
+  do {                                                                                             \
+    if (memcmp(r, r0, sizeof r) != 0) FAIL("recv buffer changed by a rejected call");              \
+  } while (0)
   EXPECT_ST(gr_allreduce(s, r, 8, GR_INT32, GR_SUM, NULL, NULL), GR_ERR_INVALID);
   EXPECT_MSG("gr_allreduce: comm is NULL");
   EXPECT_ST(gr_allreduce(NULL, r, 8, GR_INT32, GR_SUM, c, NULL), GR_ERR_INVALID);
@@ -243,7 +250,8 @@ static void mode_badargs(void) {
     EXPECT_ST(gr_group_end(), GR_OK);
     double spent = MPI_Wtime() - t0, charged = 0;
     if (gr__coll_stats_get(c, &after) != GR_OK) FAIL("gr__coll_stats_get");
-    for (int i = 0; gr__coll_stats_op_name(i); i++) charged += after.seconds[i] - before.seconds[i];
+    for (int i = 0; gr__coll_stats_op_name(i); i++)
+      charged += after.seconds[i] - before.seconds[i];
     if (charged > spent * 1.001 + 1e-6)
       FAIL("a group of 16 calls was charged %.6f s for %.6f s spent in it", charged, spent);
   }
@@ -277,7 +285,8 @@ static void mode_signal(const char *dir) {
   char path[1024];
   snprintf(path, sizeof path, "%s/flight.%d.json", dir, rank);
   if (!file_has(path, "\"reason\": \"signal\"") ||
-      !file_has(path, "{\"seq\": 1, \"op\": \"allreduce\", \"count\": 1, \"dtype\": \"int32\", \"root\": -1, \"peer\": -1, \"start\": "))
+      !file_has(path, "{\"seq\": 1, \"op\": \"allreduce\", \"count\": 1, \"dtype\": \"int32\", "
+                      "\"root\": -1, \"peer\": -1, \"start\": "))
     FAIL("flight recorder %s missing or incomplete", path);
   if (!file_has(path, "\"state\": \"done\"}")) FAIL("no finished call in %s", path);
   EXPECT_ST(gr_comm_destroy(c), GR_OK);

@@ -27,13 +27,13 @@
 static int world_rank, failures;
 static long checks;
 
-#define FAIL(...)                                                                \
-  do {                                                                           \
-    if (failures++ < 20) {                                                       \
-      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                              \
-      fputc('\n', stderr);                                                       \
-    }                                                                            \
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    if (failures++ < 20) {                                                                         \
+      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__);                   \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+    }                                                                                              \
   } while (0)
 
 /* SUM: (i mod 65521) * (r + 1) + r; at 8 ranks at most 65520 * 36 + 28 < 2^22. */
@@ -52,7 +52,8 @@ static double input(gr_op op, int r, size_t i, int P) {
 
 static double expected(gr_op op, size_t i, int P) {
   double acc = input(op, 0, i, P);
-  for (int r = 1; r < P; r++) acc = op == GR_PROD ? acc * input(op, r, i, P) : acc + input(op, r, i, P);
+  for (int r = 1; r < P; r++)
+    acc = op == GR_PROD ? acc * input(op, r, i, P) : acc + input(op, r, i, P);
   return acc;
 }
 
@@ -60,22 +61,37 @@ static size_t esize(gr_dtype t) { return t == GR_INT64 || t == GR_FLOAT64 ? 8 : 
 
 static void set(gr_dtype t, void *b, size_t i, double v) {
   switch (t) {
-  case GR_INT32: ((int32_t *)b)[i] = (int32_t)v; break;
-  case GR_INT64: ((int64_t *)b)[i] = (int64_t)v; break;
-  case GR_FLOAT32: ((float *)b)[i] = (float)v; break;
-  default: ((double *)b)[i] = v; break;
+  case GR_INT32:
+    ((int32_t *)b)[i] = (int32_t)v;
+    break;
+  case GR_INT64:
+    ((int64_t *)b)[i] = (int64_t)v;
+    break;
+  case GR_FLOAT32:
+    ((float *)b)[i] = (float)v;
+    break;
+  default:
+    ((double *)b)[i] = v;
+    break;
   }
 }
 static double get(gr_dtype t, const void *b, size_t i) {
   switch (t) {
-  case GR_INT32: return ((const int32_t *)b)[i];
-  case GR_INT64: return (double)((const int64_t *)b)[i];
-  case GR_FLOAT32: return ((const float *)b)[i];
-  default: return ((const double *)b)[i];
+  case GR_INT32:
+    return ((const int32_t *)b)[i];
+  case GR_INT64:
+    return (double)((const int64_t *)b)[i];
+  case GR_FLOAT32:
+    return ((const float *)b)[i];
+  default:
+    return ((const double *)b)[i];
   }
 }
 static const char *tname(gr_dtype t) {
-  return t == GR_INT32 ? "int32" : t == GR_INT64 ? "int64" : t == GR_FLOAT32 ? "float32" : "float64";
+  return t == GR_INT32     ? "int32"
+         : t == GR_INT64   ? "int64"
+         : t == GR_FLOAT32 ? "float32"
+                           : "float64";
 }
 
 static void run(gr_comm *c, gr_dtype t, gr_op op, size_t count, int in_place) {
@@ -83,8 +99,10 @@ static void run(gr_comm *c, gr_dtype t, gr_op op, size_t count, int in_place) {
   size_t es = esize(t);
   char what[128];
   snprintf(what, sizeof what, "allreduce %s %s count %zu (%zu bytes) %s", tname(t),
-           op == GR_PROD ? "prod" : "sum", count, count * es, in_place ? "in place" : "out of place");
-  if (count * es <= 32768) FAIL("%s: not above the 32 KiB limit, the test chose a wrong size", what);
+           op == GR_PROD ? "prod" : "sum", count, count * es,
+           in_place ? "in place" : "out of place");
+  if (count * es <= 32768)
+    FAIL("%s: not above the 32 KiB limit, the test chose a wrong size", what);
   void *s = malloc(count * es), *d = malloc(count * es);
   if (!s || !d) {
     fprintf(stderr, "out of memory\n");
@@ -95,7 +113,8 @@ static void run(gr_comm *c, gr_dtype t, gr_op op, size_t count, int in_place) {
     set(t, d, i, -7); /* sentinel: an element never written is caught */
   }
   uint64_t before[GR__ALGO_COUNT];
-  for (int a = 0; a < GR__ALGO_COUNT; a++) before[a] = gr__algo_count((gr__algo)a);
+  for (int a = 0; a < GR__ALGO_COUNT; a++)
+    before[a] = gr__algo_count((gr__algo)a);
   gr_status st = in_place ? gr_allreduce(s, s, count, t, op, c, NULL)
                           : gr_allreduce(s, d, count, t, op, c, NULL);
   for (int a = 0; a < GR__ALGO_COUNT; a++) {
@@ -131,15 +150,17 @@ int main(int argc, char **argv) {
   gr_comm_config_init(&cfg);
   if (!(cfg.timeout_s > 0)) {
     if (world_rank == 0)
-      fprintf(stderr, "test_coll_rabenseifner: GPURUN_TIMEOUT must be set (> 0) so that the MPI "
-                      "backend runs its own allreduce; it is '%s'\n",
+      fprintf(stderr,
+              "test_coll_rabenseifner: GPURUN_TIMEOUT must be set (> 0) so that the MPI "
+              "backend runs its own allreduce; it is '%s'\n",
               getenv("GPURUN_TIMEOUT") ? getenv("GPURUN_TIMEOUT") : "(unset)");
     MPI_Finalize();
     return 1;
   }
   if (P < 4 || (P & (P - 1))) {
     if (world_rank == 0)
-      fprintf(stderr, "test_coll_rabenseifner: needs 4, 8, ... ranks (a power of two), got %d\n", P);
+      fprintf(stderr, "test_coll_rabenseifner: needs 4, 8, ... ranks (a power of two), got %d\n",
+              P);
     MPI_Finalize();
     return 1;
   }
@@ -158,7 +179,8 @@ int main(int argc, char **argv) {
      * 64 KiB+ (the size the recursive-doubling path never takes) */
     size_t counts[] = {per + 1, per + 2 * (size_t)P + 3, 100003};
     for (size_t oi = 0; oi < 2; oi++)
-      for (size_t ci = 0; ci < 3; ci++) run(c, types[ti], ops[oi], counts[ci], (int)(ci % 2));
+      for (size_t ci = 0; ci < 3; ci++)
+        run(c, types[ti], ops[oi], counts[ci], (int)(ci % 2));
   }
   if (gr_comm_destroy(c) != GR_OK) FAIL("gr_comm_destroy: %s", gr_last_error());
   int total = 0;

@@ -22,7 +22,8 @@ static int rank, size, failures, opt_timeout, opt_check;
 
 /* Every rank: GR_ERR_INVALID. The refusing rank keeps its own sentence (own); the others name the
  * refusing rank and the argument (word). */
-static void refused(const char *what, gr_status st, int refuser, const char *own, const char *word) {
+static void refused(const char *what, gr_status st, int refuser, const char *own,
+                    const char *word) {
   const char *e = gr_last_error();
   if (getenv("REFUSE_VERBOSE")) fprintf(stderr, "[%d] %s: %s\n", rank, what, e);
   if (st != GR_ERR_INVALID) {
@@ -44,7 +45,8 @@ static int round_no;
 static void still_works(gr_comm *c, const char *after) {
   round_no++;
   int32_t v[5];
-  for (int i = 0; i < 5; i++) v[i] = (rank + 1) * (i + round_no);
+  for (int i = 0; i < 5; i++)
+    v[i] = (rank + 1) * (i + round_no);
   gr_status st = gr_allreduce(v, v, 5, GR_INT32, GR_SUM, c, NULL);
   int32_t s = size * (size + 1) / 2;
   for (int i = 0; i < 5; i++)
@@ -76,8 +78,10 @@ static void groups_over_communicators(gr_comm *world) {
   int in_first_pair = rank < 2;
   for (int variant = 0; variant < (opt_check ? 2 : 1); variant++) {
     int64_t w[3], r[3], p[4];
-    for (int i = 0; i < 3; i++) w[i] = (rank + 1) * (i + 1), r[i] = (rank + 1) * 10 * (i + 1);
-    for (int i = 0; i < 4; i++) p[i] = rank;
+    for (int i = 0; i < 3; i++)
+      w[i] = (rank + 1) * (i + 1), r[i] = (rank + 1) * 10 * (i + 1);
+    for (int i = 0; i < 4; i++)
+      p[i] = rank;
     size_t pcount = variant == 1 && rank == 1 ? 3 : 4; /* a count mismatch on the first pair */
     const void *psend = variant == 0 && rank == 1 ? NULL : p; /* a refusal there */
     gr_status want_p = variant == 0 && rank == 1 ? GR_ERR_INVALID : GR_OK;
@@ -100,17 +104,20 @@ static void groups_over_communicators(gr_comm *world) {
     for (int i = 0; i < 3; i++)
       if (w[i] != s * (i + 1) || r[i] != 10 * s * (i + 1))
         FAIL("group over three communicators (variant %d): world %lld, reverse %lld, expected "
-             "%lld, %lld", variant, (long long)w[i], (long long)r[i], (long long)(s * (i + 1)),
+             "%lld, %lld",
+             variant, (long long)w[i], (long long)r[i], (long long)(s * (i + 1)),
              (long long)(10 * s * (i + 1)));
     int partner_max = rank % 2 == 0 && rank + 1 < size ? rank + 1 : rank;
     if (!in_first_pair)
       for (int i = 0; i < 4; i++)
-        if (p[i] != partner_max) FAIL("pair allreduce: p[%d] = %lld, expected %d", i, (long long)p[i], partner_max);
+        if (p[i] != partner_max)
+          FAIL("pair allreduce: p[%d] = %lld, expected %d", i, (long long)p[i], partner_max);
   }
   still_works(world, "groups over three communicators");
   int64_t v = 1;
   EXPECT_ST(gr_allreduce(&v, &v, 1, GR_INT64, GR_SUM, pair, NULL), GR_OK);
-  if (v != (rank / 2 * 2 + 1 < size ? 2 : 1)) FAIL("pair allreduce after the groups: %lld", (long long)v);
+  if (v != (rank / 2 * 2 + 1 < size ? 2 : 1))
+    FAIL("pair allreduce after the groups: %lld", (long long)v);
   EXPECT_ST(gr_comm_destroy(pair), GR_OK);
   EXPECT_ST(gr_comm_destroy(rev), GR_OK);
 }
@@ -131,7 +138,8 @@ static void run(void) {
   const int R = size - 1; /* the refusing rank */
   int me = rank == R;
   int32_t *a = calloc((size_t)BIG * size, sizeof *a), *b = calloc((size_t)BIG * size, sizeof *b);
-  for (int i = 0; i < BIG; i++) a[i] = i % 1000;
+  for (int i = 0; i < BIG; i++)
+    a[i] = i % 1000;
   gr_status st;
 
   st = gr_allreduce(a, me ? NULL : b, 4, GR_INT32, GR_SUM, c, NULL);
@@ -147,13 +155,16 @@ static void run(void) {
   still_works(c, "allreduce with overlapping buffers");
 
   /* a root out of range on one rank; then its next, correct broadcast gets the new data */
-  for (int i = 0; i < 4; i++) b[i] = rank == 0 ? 100 + i : -1;
+  for (int i = 0; i < 4; i++)
+    b[i] = rank == 0 ? 100 + i : -1;
   st = gr_broadcast(b, b, 4, GR_INT32, me ? size : 0, c, NULL);
   refused("broadcast with a root out of range", st, R, "out of range", "root");
-  for (int i = 0; i < 4; i++) b[i] = rank == 0 ? 200 + i : -1;
+  for (int i = 0; i < 4; i++)
+    b[i] = rank == 0 ? 200 + i : -1;
   EXPECT_ST(gr_broadcast(b, b, 4, GR_INT32, 0, c, NULL), GR_OK);
   for (int i = 0; i < 4; i++)
-    if (b[i] != 200 + i) FAIL("broadcast after a refused one: b[%d] = %d, expected %d", i, b[i], 200 + i);
+    if (b[i] != 200 + i)
+      FAIL("broadcast after a refused one: b[%d] = %d, expected %d", i, b[i], 200 + i);
   still_works(c, "broadcast with a root out of range");
 
   st = gr_broadcast(a, me ? NULL : b, 16, GR_INT32, 0, c, NULL);
@@ -187,8 +198,10 @@ static void run(void) {
   gr_request *q = NULL;
   if (!opt_check && getenv("GPURUN_COLL_ALGO")) goto after_requests;
   st = gr_iallreduce(a, me ? NULL : b, 4, GR_INT32, GR_SUM, c, NULL, &q);
-  if (st == GR_OK && q) st = gr_wait(&q);
-  else if (q) FAIL("a refused gr_iallreduce left a request");
+  if (st == GR_OK && q)
+    st = gr_wait(&q);
+  else if (q)
+    FAIL("a refused gr_iallreduce left a request");
   refused("gr_iallreduce with a NULL recv", st, R, "recv is NULL", "recv");
   still_works(c, "gr_iallreduce with a NULL recv");
   st = gr_ibroadcast(a, b, 4, GR_INT32, me ? -1 : 0, c, NULL, &q);
@@ -237,8 +250,9 @@ int main(int argc, char **argv) {
   int total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0)
-    printf("refuse%s%s%s: %d failures\n", opt_timeout ? " --timeout" : "", opt_check ? " --check" : "",
-           getenv("GPURUN_COLL_ALGO") ? " (GPURUN_COLL_ALGO set)" : "", total);
+    printf("refuse%s%s%s: %d failures\n", opt_timeout ? " --timeout" : "",
+           opt_check ? " --check" : "", getenv("GPURUN_COLL_ALGO") ? " (GPURUN_COLL_ALGO set)" : "",
+           total);
   MPI_Finalize();
   return total ? 1 : 0;
 }

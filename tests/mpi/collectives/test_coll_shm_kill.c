@@ -37,7 +37,8 @@ int main(int argc, char **argv) {
   float *x = malloc(n * sizeof *x);
   if (!x) return 1;
   for (int it = 0; it < 2; it++) { /* the path works, and every rank is inside the protocol */
-    for (size_t i = 0; i < n; i++) x[i] = (float)rank;
+    for (size_t i = 0; i < n; i++)
+      x[i] = (float)rank;
     if (gr_allreduce(x, x, n, GR_FLOAT32, GR_SUM, c, NULL) != GR_OK ||
         x[n - 1] != (float)(size * (size - 1) / 2)) {
       fprintf(stderr, "rank %d: warm-up allreduce failed: %s\n", rank, gr_last_error());

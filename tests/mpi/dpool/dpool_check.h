@@ -8,13 +8,13 @@
 #include <mpi.h>
 #include <stdio.h>
 
-#define CHECK(cond)                                                                   \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      fprintf(stderr, "rank %d: %s:%d: check failed: %s (last error: %s)\n", g_rank, \
-              __FILE__, __LINE__, #cond, gr_last_error());                            \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                   \
-    }                                                                                 \
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "rank %d: %s:%d: check failed: %s (last error: %s)\n", g_rank, __FILE__,     \
+              __LINE__, #cond, gr_last_error());                                                   \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                                \
+    }                                                                                              \
   } while (0)
 #define CHECK_OK(call) CHECK((call) == GR_OK)
 

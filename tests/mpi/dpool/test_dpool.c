@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 static int g_rank, g_size;
 static gr_pool *g_pool;
 
@@ -67,7 +66,8 @@ static int tree_kids(uint64_t key, int depth) { return depth >= 7 ? 0 : (int)(mi
 static uint64_t tree_count_serial(uint64_t key, int depth) {
   uint64_t n = 1;
   int k = tree_kids(key, depth);
-  for (int i = 0; i < k; i++) n += tree_count_serial(mix(key * 31 + (uint64_t)i + 1), depth + 1);
+  for (int i = 0; i < k; i++)
+    n += tree_count_serial(mix(key * 31 + (uint64_t)i + 1), depth + 1);
   return n;
 }
 
@@ -93,7 +93,8 @@ static void tree_task(gr_dpool *dp, const void *p, size_t len, void *vc) {
 static uint64_t tree_sum_serial(uint64_t key, int depth) {
   uint64_t s = key & 0xffff;
   int k = tree_kids(key, depth);
-  for (int i = 0; i < k; i++) s += tree_sum_serial(mix(key * 31 + (uint64_t)i + 1), depth + 1);
+  for (int i = 0; i < k; i++)
+    s += tree_sum_serial(mix(key * 31 + (uint64_t)i + 1), depth + 1);
   return s;
 }
 
@@ -323,7 +324,9 @@ int main(int argc, char **argv) {
   struct {
     const char *name;
     void (*fn)(void);
-  } tests[] = {{"bad_input", test_bad_input}, {"empty", test_empty}, {"chain", test_chain},
+  } tests[] = {{"bad_input", test_bad_input},
+               {"empty", test_empty},
+               {"chain", test_chain},
                {"late_rank", test_late_rank}};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     tests[i].fn();

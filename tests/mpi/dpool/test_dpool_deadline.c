@@ -156,8 +156,10 @@ static int test_partial(void) {
         CHECK_OK(st);
       } else {
         /* first run: the registration check names who did not come; later: the heartbeats */
-        if (skip_run == 0) expect_timeout_said(st, dt, absent, "enter the first run");
-        else expect_timeout(st, dt, absent);
+        if (skip_run == 0)
+          expect_timeout_said(st, dt, absent, "enter the first run");
+        else
+          expect_timeout(st, dt, absent);
         CHECK(gr_dpool_run(dp) == GR_ERR_STATE);
       }
     }
@@ -240,11 +242,12 @@ static void tree_task(gr_dpool *dp, const void *pl, size_t len, void *ctx) {
   if (len == sizeof depth) memcpy(&depth, pl, sizeof depth);
   long n = __atomic_add_fetch(&g_ran, 1, __ATOMIC_RELAXED);
   if (g_rank == 1 && n == 20000) { /* silent from here until rank 0 resumes it */
-    g_stop_time = now_s();           /* CLOCK_MONOTONIC: one clock for the node's processes */
+    g_stop_time = now_s();         /* CLOCK_MONOTONIC: one clock for the node's processes */
     raise(SIGSTOP);
   }
   double x = 0; /* a little work per task */
-  for (int i = 0; i < 2000; i++) x += i * 0.5;
+  for (int i = 0; i < 2000; i++)
+    x += i * 0.5;
   g_sink += x;
   if (depth >= 40) return; /* 2^41 tasks: endless for this test's purposes */
   int next = depth + 1;
@@ -342,7 +345,8 @@ int main(int argc, char **argv) {
   else if (strcmp(mode, "barrier") == 0)
     rc = test_barrier();
   else {
-    if (g_rank == 0) fprintf(stderr, "usage: test_dpool_deadline mismatch|partial|stop|barrier [--pool W]\n");
+    if (g_rank == 0)
+      fprintf(stderr, "usage: test_dpool_deadline mismatch|partial|stop|barrier [--pool W]\n");
     rc = 2;
   }
   MPI_Finalize();

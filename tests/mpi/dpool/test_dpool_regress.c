@@ -23,7 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
 static int g_rank, g_size;
 static volatile sig_atomic_t g_run = -1;
 static gr_pool *g_pool;
@@ -69,8 +68,8 @@ static int test_runs(int nruns) {
   MPI_Allreduce(&g_ran, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
   CHECK(total == nruns);
   CHECK_OK(gr_dpool_destroy(dp));
-  if (g_rank == 0) printf("runs: %d back-to-back runs on %d ranks, %ld tasks run\n", nruns, g_size,
-                          total);
+  if (g_rank == 0)
+    printf("runs: %d back-to-back runs on %d ranks, %ld tasks run\n", nruns, g_size, total);
   return 0;
 }
 

@@ -62,7 +62,8 @@ static int cuda_devices(void) {
 static int list_len(const char *s) {
   if (!s || !*s) return 0;
   int n = 1;
-  for (; *s; s++) n += *s == ',';
+  for (; *s; s++)
+    n += *s == ',';
   return n;
 }
 

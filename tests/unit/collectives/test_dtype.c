@@ -24,29 +24,40 @@ static uint32_t f_bits(float f) {
 
 static void f16_known(void **state) {
   (void)state;
-  struct { float f; uint16_t h; } c[] = {
-      {0.0f, 0x0000}, {-0.0f, 0x8000}, {1.0f, 0x3c00}, {-2.0f, 0xc000}, {0.5f, 0x3800},
-      {65504.0f, 0x7bff},                 /* largest finite */
-      {65519.0f, 0x7bff},                 /* below the midpoint to 65536 */
-      {65520.0f, 0x7c00},                 /* the midpoint: ties to even = Inf */
-      {1e9f, 0x7c00}, {-1e9f, 0xfc00}, {INFINITY, 0x7c00}, {-INFINITY, 0xfc00},
-      {0x1p-14f, 0x0400},                 /* smallest normal */
-      {0x1p-24f, 0x0001},                 /* smallest subnormal */
-      {0x1p-25f, 0x0000},                 /* tie between 0 and 2^-24: even is 0 */
-      {0x1.000002p-25f, 0x0001},          /* just above the tie */
-      {0x3p-25f, 0x0002},                 /* tie between 1 and 2 units: even is 2 */
-      {0x5p-25f, 0x0002},                 /* tie between 2 and 3 units: even is 2 */
-      {0x3ffp-24f, 0x03ff},               /* largest subnormal */
+  struct {
+    float f;
+    uint16_t h;
+  } c[] = {
+      {0.0f, 0x0000},
+      {-0.0f, 0x8000},
+      {1.0f, 0x3c00},
+      {-2.0f, 0xc000},
+      {0.5f, 0x3800},
+      {65504.0f, 0x7bff}, /* largest finite */
+      {65519.0f, 0x7bff}, /* below the midpoint to 65536 */
+      {65520.0f, 0x7c00}, /* the midpoint: ties to even = Inf */
+      {1e9f, 0x7c00},
+      {-1e9f, 0xfc00},
+      {INFINITY, 0x7c00},
+      {-INFINITY, 0xfc00},
+      {0x1p-14f, 0x0400},        /* smallest normal */
+      {0x1p-24f, 0x0001},        /* smallest subnormal */
+      {0x1p-25f, 0x0000},        /* tie between 0 and 2^-24: even is 0 */
+      {0x1.000002p-25f, 0x0001}, /* just above the tie */
+      {0x3p-25f, 0x0002},        /* tie between 1 and 2 units: even is 2 */
+      {0x5p-25f, 0x0002},        /* tie between 2 and 3 units: even is 2 */
+      {0x3ffp-24f, 0x03ff},      /* largest subnormal */
       {0x1p-26f, 0x0000},
-      {1.0f + 0x1p-11f, 0x3c00},          /* tie: mantissa 0 is even */
-      {1.0f + 0x3p-11f, 0x3c02},          /* tie: rounds up to even 2 */
-      {0x1.002004p+0f, 0x3c01},           /* 1 + 2^-11 + 2^-22: just above the tie */
-      {2049.0f, 0x6800},                  /* 2048 + 1: tie to even 2048 */
-      {2051.0f, 0x6802},                  /* 2048 + 3: tie to even 2052 */
+      {1.0f + 0x1p-11f, 0x3c00}, /* tie: mantissa 0 is even */
+      {1.0f + 0x3p-11f, 0x3c02}, /* tie: rounds up to even 2 */
+      {0x1.002004p+0f, 0x3c01},  /* 1 + 2^-11 + 2^-22: just above the tie */
+      {2049.0f, 0x6800},         /* 2048 + 1: tie to even 2048 */
+      {2051.0f, 0x6802},         /* 2048 + 3: tie to even 2052 */
   };
   for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
     uint16_t h = gr__f32_to_f16(c[i].f);
-    if (h != c[i].h) fail_msg("f32_to_f16(%a) = 0x%04x, expected 0x%04x", (double)c[i].f, h, c[i].h);
+    if (h != c[i].h)
+      fail_msg("f32_to_f16(%a) = 0x%04x, expected 0x%04x", (double)c[i].f, h, c[i].h);
   }
   assert_true(gr__f16_to_f32(0x3c00) == 1.0f);
   assert_true(gr__f16_to_f32(0x0001) == 0x1p-24f);
@@ -77,17 +88,19 @@ static void f16_round_trip_all(void **state) {
 
 static void bf16_known(void **state) {
   (void)state;
-  struct { uint32_t f; uint16_t h; } c[] = {
-      {0x3f800000u, 0x3f80},             /* 1.0 */
-      {0x3f808000u, 0x3f80},             /* 1 + 2^-8: tie, even 0x3f80 */
-      {0x3f818000u, 0x3f82},             /* 1 + 3*2^-8: tie, even 0x3f82 */
-      {0x3f808001u, 0x3f81},             /* just above the tie */
-      {0x7f7fffffu, 0x7f80},             /* FLT_MAX rounds to Inf */
-      {0x7f7f7fffu, 0x7f7f},             /* largest bf16 stays */
-      {0x7f800000u, 0x7f80}, {0xff800000u, 0xff80},
-      {0x00010000u, 0x0001},             /* subnormal */
-      {0x00008000u, 0x0000},             /* tie to even 0 */
-      {0x00018000u, 0x0002},             /* tie to even 2 */
+  struct {
+    uint32_t f;
+    uint16_t h;
+  } c[] = {
+      {0x3f800000u, 0x3f80}, /* 1.0 */
+      {0x3f808000u, 0x3f80}, /* 1 + 2^-8: tie, even 0x3f80 */
+      {0x3f818000u, 0x3f82}, /* 1 + 3*2^-8: tie, even 0x3f82 */
+      {0x3f808001u, 0x3f81}, /* just above the tie */
+      {0x7f7fffffu, 0x7f80}, /* FLT_MAX rounds to Inf */
+      {0x7f7f7fffu, 0x7f7f}, /* largest bf16 stays */
+      {0x7f800000u, 0x7f80}, {0xff800000u, 0xff80}, {0x00010000u, 0x0001}, /* subnormal */
+      {0x00008000u, 0x0000},                                               /* tie to even 0 */
+      {0x00018000u, 0x0002},                                               /* tie to even 2 */
       {0x80000000u, 0x8000},
   };
   for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
@@ -197,8 +210,8 @@ static void host_reduce_nan_zero(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(f16_known), cmocka_unit_test(f16_round_trip_all),
-      cmocka_unit_test(bf16_known), cmocka_unit_test(host_reduce),
+      cmocka_unit_test(f16_known),         cmocka_unit_test(f16_round_trip_all),
+      cmocka_unit_test(bf16_known),        cmocka_unit_test(host_reduce),
       cmocka_unit_test(host_reduce_wraps), cmocka_unit_test(host_reduce_nan_zero)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

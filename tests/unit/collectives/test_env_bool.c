@@ -14,10 +14,14 @@ static void spellings(void **state) {
   (void)state;
   const char *on[] = {"1", "yes", "true", "on", "YES", "True", "ON", " on", "yes \t"};
   const char *off[] = {"0", "no", "false", "off", "NO", "False", "OFF", " 0 "};
-  const char *bad[] = {"", "2", "-1", "y", "n", "enable", "yes please", "0x1", "onoff", "10", "\xff"};
-  for (size_t i = 0; i < sizeof on / sizeof *on; i++) assert_int_equal(gr__parse_bool(on[i]), 1);
-  for (size_t i = 0; i < sizeof off / sizeof *off; i++) assert_int_equal(gr__parse_bool(off[i]), 0);
-  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) assert_int_equal(gr__parse_bool(bad[i]), -1);
+  const char *bad[] = {"",           "2",   "-1",    "y",  "n",   "enable",
+                       "yes please", "0x1", "onoff", "10", "\xff"};
+  for (size_t i = 0; i < sizeof on / sizeof *on; i++)
+    assert_int_equal(gr__parse_bool(on[i]), 1);
+  for (size_t i = 0; i < sizeof off / sizeof *off; i++)
+    assert_int_equal(gr__parse_bool(off[i]), 0);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    assert_int_equal(gr__parse_bool(bad[i]), -1);
   assert_int_equal(gr__parse_bool(NULL), -1);
 }
 
@@ -39,7 +43,8 @@ static void environment(void **state) {
   assert_int_equal(gr__env_bool("GR_TEST_BOOL", 1), 1);
   /* a long hostile value is shown cut, and still rejected */
   char big[4096];
-  for (size_t i = 0; i < sizeof big - 1; i++) big[i] = (char)('A' + i % 26);
+  for (size_t i = 0; i < sizeof big - 1; i++)
+    big[i] = (char)('A' + i % 26);
   big[sizeof big - 1] = '\0';
   setenv("GR_TEST_BOOL2", big, 1);
   assert_int_equal(gr__env_bool("GR_TEST_BOOL2", 0), 0);

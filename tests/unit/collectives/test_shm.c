@@ -70,47 +70,82 @@ static int64_t input(gr_op op, int r, size_t i) {
   return (int64_t)((i * 7 + (size_t)r * 3) % 11) - (op == GR_MIN ? 5 : 0);
 }
 
-
 static void put(gr_dtype t, void *buf, size_t i, int64_t v) {
   switch (t) {
-  case GR_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-  case GR_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-  case GR_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-  case GR_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-  case GR_INT64: ((int64_t *)buf)[i] = v; break;
-  case GR_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-  case GR_FLOAT16: ((uint16_t *)buf)[i] = gr__f32_to_f16((float)v); break;
-  case GR_BFLOAT16: ((uint16_t *)buf)[i] = gr__f32_to_bf16((float)v); break;
-  case GR_FLOAT32: ((float *)buf)[i] = (float)v; break;
-  case GR_FLOAT64: ((double *)buf)[i] = (double)v; break;
+  case GR_INT8:
+    ((int8_t *)buf)[i] = (int8_t)v;
+    break;
+  case GR_UINT8:
+    ((uint8_t *)buf)[i] = (uint8_t)v;
+    break;
+  case GR_INT32:
+    ((int32_t *)buf)[i] = (int32_t)v;
+    break;
+  case GR_UINT32:
+    ((uint32_t *)buf)[i] = (uint32_t)v;
+    break;
+  case GR_INT64:
+    ((int64_t *)buf)[i] = v;
+    break;
+  case GR_UINT64:
+    ((uint64_t *)buf)[i] = (uint64_t)v;
+    break;
+  case GR_FLOAT16:
+    ((uint16_t *)buf)[i] = gr__f32_to_f16((float)v);
+    break;
+  case GR_BFLOAT16:
+    ((uint16_t *)buf)[i] = gr__f32_to_bf16((float)v);
+    break;
+  case GR_FLOAT32:
+    ((float *)buf)[i] = (float)v;
+    break;
+  case GR_FLOAT64:
+    ((double *)buf)[i] = (double)v;
+    break;
   }
 }
 
 /* Element i as a double (integers: their value after the type's own wrap-around). */
 static double get(gr_dtype t, const void *buf, size_t i) {
   switch (t) {
-  case GR_INT8: return ((const int8_t *)buf)[i];
-  case GR_UINT8: return ((const uint8_t *)buf)[i];
-  case GR_INT32: return ((const int32_t *)buf)[i];
-  case GR_UINT32: return ((const uint32_t *)buf)[i];
-  case GR_INT64: return (double)((const int64_t *)buf)[i];
-  case GR_UINT64: return (double)((const uint64_t *)buf)[i];
-  case GR_FLOAT16: return gr__f16_to_f32(((const uint16_t *)buf)[i]);
-  case GR_BFLOAT16: return gr__bf16_to_f32(((const uint16_t *)buf)[i]);
-  case GR_FLOAT32: return ((const float *)buf)[i];
-  default: return ((const double *)buf)[i];
+  case GR_INT8:
+    return ((const int8_t *)buf)[i];
+  case GR_UINT8:
+    return ((const uint8_t *)buf)[i];
+  case GR_INT32:
+    return ((const int32_t *)buf)[i];
+  case GR_UINT32:
+    return ((const uint32_t *)buf)[i];
+  case GR_INT64:
+    return (double)((const int64_t *)buf)[i];
+  case GR_UINT64:
+    return (double)((const uint64_t *)buf)[i];
+  case GR_FLOAT16:
+    return gr__f16_to_f32(((const uint16_t *)buf)[i]);
+  case GR_BFLOAT16:
+    return gr__bf16_to_f32(((const uint16_t *)buf)[i]);
+  case GR_FLOAT32:
+    return ((const float *)buf)[i];
+  default:
+    return ((const double *)buf)[i];
   }
 }
 
 /* The value v takes in type t (unsigned types wrap negative inputs; int8 wraps 128..255). */
 static double as_type(gr_dtype t, int64_t v) {
   switch (t) {
-  case GR_INT8: return (int8_t)(uint8_t)(uint64_t)v;
-  case GR_UINT8: return (uint8_t)(uint64_t)v;
-  case GR_INT32: return (int32_t)(uint32_t)(uint64_t)v;
-  case GR_UINT32: return (uint32_t)(uint64_t)v;
-  case GR_UINT64: return (double)(uint64_t)v;
-  default: return (double)v;
+  case GR_INT8:
+    return (int8_t)(uint8_t)(uint64_t)v;
+  case GR_UINT8:
+    return (uint8_t)(uint64_t)v;
+  case GR_INT32:
+    return (int32_t)(uint32_t)(uint64_t)v;
+  case GR_UINT32:
+    return (uint32_t)(uint64_t)v;
+  case GR_UINT64:
+    return (double)(uint64_t)v;
+  default:
+    return (double)v;
   }
 }
 
@@ -122,26 +157,30 @@ static double expect(gr_dtype t, gr_op op, int P, size_t i) {
   for (int r = 1; r < P; r++) {
     int64_t v = input(op, r, i);
     double tv = as_type(t, v);
-    if (op == GR_PROD) acc = (int64_t)((uint64_t)acc * (uint64_t)v);
-    else if (op == GR_SUM) acc = (int64_t)((uint64_t)acc + (uint64_t)v);
-    else if (op == GR_MIN) m = tv < m ? tv : m;
-    else m = tv > m ? tv : m;
+    if (op == GR_PROD)
+      acc = (int64_t)((uint64_t)acc * (uint64_t)v);
+    else if (op == GR_SUM)
+      acc = (int64_t)((uint64_t)acc + (uint64_t)v);
+    else if (op == GR_MIN)
+      m = tv < m ? tv : m;
+    else
+      m = tv > m ? tv : m;
   }
   return op == GR_MIN || op == GR_MAX ? m : as_type(t, acc);
 }
 
-static const gr_dtype all_types[] = {GR_INT8, GR_UINT8, GR_INT32, GR_UINT32, GR_INT64,
+static const gr_dtype all_types[] = {GR_INT8,   GR_UINT8,   GR_INT32,    GR_UINT32,  GR_INT64,
                                      GR_UINT64, GR_FLOAT16, GR_BFLOAT16, GR_FLOAT32, GR_FLOAT64};
 static const gr_op all_ops[] = {GR_SUM, GR_PROD, GR_MIN, GR_MAX};
 /* odd, tiny, just over the small path (float32), more than one round of every kind */
 static const size_t counts[] = {1, 3, 7, 1000, 2049, 70001};
 
-#define FAIL(...)                                  \
-  do {                                             \
-    fprintf(stderr, "rank %d: ", r);               \
-    fprintf(stderr, __VA_ARGS__);                  \
-    fputc('\n', stderr);                           \
-    return 1;                                      \
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    fprintf(stderr, "rank %d: ", r);                                                               \
+    fprintf(stderr, __VA_ARGS__);                                                                  \
+    fputc('\n', stderr);                                                                           \
+    return 1;                                                                                      \
   } while (0)
 
 static void *xmalloc(size_t n) {
@@ -159,7 +198,8 @@ static int one(gr__shm *s, int r, int P, int kind, gr_dtype t, gr_op op, size_t 
   gr__shm_op call = {.kind = kind, .count = n, .dtype = t, .op = op, .root = root};
   if (kind == GR__ALLREDUCE) {
     char *snd = xmalloc(n * es), *rcv = inplace ? snd : xmalloc(n * es);
-    for (size_t i = 0; i < n; i++) put(t, snd, i, input(op, r, i));
+    for (size_t i = 0; i < n; i++)
+      put(t, snd, i, input(op, r, i));
     if (!inplace) memset(rcv, 0x5a, n * es);
     call.send = snd, call.recv = rcv;
     if (run_op(s, &call, 60, why, sizeof why) != GR_OK) FAIL("allreduce timed out: %s", why);
@@ -171,13 +211,15 @@ static int one(gr__shm *s, int r, int P, int kind, gr_dtype t, gr_op op, size_t 
         bad = 1;
       }
     for (size_t i = 0; i < n && !inplace && !bad; i++)
-      if (get(t, snd, i) != as_type(t, input(op, r, i))) bad = fprintf(stderr, "rank %d: send changed\n", r);
+      if (get(t, snd, i) != as_type(t, input(op, r, i)))
+        bad = fprintf(stderr, "rank %d: send changed\n", r);
     if (!inplace) free(rcv);
     free(snd);
   } else if (kind == GR__REDUCE_SCATTER) {
     /* block b, element i: input(op, r, b * n + i); rank r gets the reduction of block r */
     char *snd = xmalloc(N * es), *rcv = inplace ? snd + (size_t)r * n * es : xmalloc(n * es);
-    for (size_t i = 0; i < N; i++) put(t, snd, i, input(op, r, i));
+    for (size_t i = 0; i < N; i++)
+      put(t, snd, i, input(op, r, i));
     call.send = snd, call.recv = rcv;
     if (run_op(s, &call, 60, why, sizeof why) != GR_OK) FAIL("reduce_scatter timed out: %s", why);
     for (size_t i = 0; i < n && !bad; i++)
@@ -192,7 +234,8 @@ static int one(gr__shm *s, int r, int P, int kind, gr_dtype t, gr_op op, size_t 
   } else if (kind == GR__ALLGATHER) {
     char *rcv = xmalloc(N * es), *snd = inplace ? rcv + (size_t)r * n * es : xmalloc(n * es);
     memset(rcv, 0x5a, N * es);
-    for (size_t i = 0; i < n; i++) put(t, snd, i, input(GR_SUM, r, i));
+    for (size_t i = 0; i < n; i++)
+      put(t, snd, i, input(GR_SUM, r, i));
     call.send = snd, call.recv = rcv;
     if (run_op(s, &call, 60, why, sizeof why) != GR_OK) FAIL("allgather timed out: %s", why);
     for (int q = 0; q < P && !bad; q++)
@@ -208,7 +251,8 @@ static int one(gr__shm *s, int r, int P, int kind, gr_dtype t, gr_op op, size_t 
     char *snd = xmalloc(n * es), *rcv = inplace ? snd : xmalloc(n * es);
     memset(snd, 0x5a, n * es);
     if (r == root)
-      for (size_t i = 0; i < n; i++) put(t, snd, i, input(GR_SUM, root, i));
+      for (size_t i = 0; i < n; i++)
+        put(t, snd, i, input(GR_SUM, root, i));
     if (!inplace) memset(rcv, 0x5a, n * es);
     call.send = r == root ? snd : NULL, call.recv = rcv;
     if (run_op(s, &call, 60, why, sizeof why) != GR_OK) FAIL("broadcast timed out: %s", why);
@@ -222,15 +266,18 @@ static int one(gr__shm *s, int r, int P, int kind, gr_dtype t, gr_op op, size_t 
     free(snd);
   } else if (kind == GR__REDUCE) { /* only the root's recv is written */
     char *snd = xmalloc(n * es), *rcv = inplace && r == root ? snd : xmalloc(n * es);
-    for (size_t i = 0; i < n; i++) put(t, snd, i, input(op, r, i));
+    for (size_t i = 0; i < n; i++)
+      put(t, snd, i, input(op, r, i));
     if (rcv != snd) memset(rcv, 0x5a, n * es);
     call.send = snd, call.recv = rcv;
     if (run_op(s, &call, 60, why, sizeof why) != GR_OK) FAIL("reduce timed out: %s", why);
     for (size_t i = 0; i < n && !bad; i++) {
-      int ok = r == root ? get(t, rcv, i) == expect(t, op, P, i) : ((unsigned char *)rcv)[i * es] == 0x5a;
+      int ok = r == root ? get(t, rcv, i) == expect(t, op, P, i)
+                         : ((unsigned char *)rcv)[i * es] == 0x5a;
       if (!ok) {
-        fprintf(stderr, "rank %d: reduce %s %s n=%zu root %d %s: [%zu] = %g\n", r, gr__dtype_name(t),
-                gr__op_name(op), n, root, inplace ? "in place" : "", i, get(t, rcv, i));
+        fprintf(stderr, "rank %d: reduce %s %s n=%zu root %d %s: [%zu] = %g\n", r,
+                gr__dtype_name(t), gr__op_name(op), n, root, inplace ? "in place" : "", i,
+                get(t, rcv, i));
         bad = 1;
       }
     }
@@ -238,7 +285,8 @@ static int one(gr__shm *s, int r, int P, int kind, gr_dtype t, gr_op op, size_t 
     free(snd);
   } else if (kind == GR__ALLTOALL) { /* block q of rank r's send: input(SUM, r, q * n + i) */
     char *snd = xmalloc(N * es), *rcv = inplace ? snd : xmalloc(N * es);
-    for (size_t i = 0; i < N; i++) put(t, snd, i, input(GR_SUM, r, i));
+    for (size_t i = 0; i < N; i++)
+      put(t, snd, i, input(GR_SUM, r, i));
     if (!inplace) memset(rcv, 0x5a, N * es);
     call.send = snd, call.recv = rcv;
     if (run_op(s, &call, 60, why, sizeof why) != GR_OK) FAIL("alltoall timed out: %s", why);
@@ -268,8 +316,10 @@ static int edges(gr__shm *s, int r, int P) {
     acc[1] += (uint32_t)(INT32_MIN + q);
     acc[2] += 1u << 30;
   }
-  for (int i = 0; i < 3; i++) ea[i] = (int32_t)acc[i];
-  gr__shm_op call = {.kind = GR__ALLREDUCE, .send = a, .recv = a, .count = 3, .dtype = GR_INT32, .op = GR_SUM};
+  for (int i = 0; i < 3; i++)
+    ea[i] = (int32_t)acc[i];
+  gr__shm_op call = {
+      .kind = GR__ALLREDUCE, .send = a, .recv = a, .count = 3, .dtype = GR_INT32, .op = GR_SUM};
   if (run_op(s, &call, 60, why, sizeof why) != GR_OK) FAIL("int32 sum timed out: %s", why);
   if (memcmp(a, ea, sizeof a) != 0) FAIL("int32 sum did not wrap: %d %d %d", a[0], a[1], a[2]);
   for (int op = GR_MIN; op <= GR_MAX; op++) {
@@ -277,9 +327,20 @@ static int edges(gr__shm *s, int r, int P) {
     uint16_t h[4] = {gr__f32_to_f16((float)r), gr__f32_to_f16((float)-r), 0, 0};
     if (r == P - 1) f[0] = NAN, h[0] = 0x7e00; /* the last rank: NaN must still win */
     if (r == 0) f[1] = NAN, h[1] = 0x7e00;     /* the first rank */
-    gr__shm_op cf = {.kind = GR__ALLREDUCE, .send = f, .recv = f, .count = 4, .dtype = GR_FLOAT32, .op = (gr_op)op};
-    gr__shm_op ch = {.kind = GR__ALLREDUCE, .send = h, .recv = h, .count = 4, .dtype = GR_FLOAT16, .op = (gr_op)op};
-    if (run_op(s, &cf, 60, why, sizeof why) != GR_OK || run_op(s, &ch, 60, why, sizeof why) != GR_OK)
+    gr__shm_op cf = {.kind = GR__ALLREDUCE,
+                     .send = f,
+                     .recv = f,
+                     .count = 4,
+                     .dtype = GR_FLOAT32,
+                     .op = (gr_op)op};
+    gr__shm_op ch = {.kind = GR__ALLREDUCE,
+                     .send = h,
+                     .recv = h,
+                     .count = 4,
+                     .dtype = GR_FLOAT16,
+                     .op = (gr_op)op};
+    if (run_op(s, &cf, 60, why, sizeof why) != GR_OK ||
+        run_op(s, &ch, 60, why, sizeof why) != GR_OK)
       FAIL("NaN %s timed out: %s", gr__op_name((gr_op)op), why);
     if (!isnan(f[0]) || !isnan(f[1]) || f[2] != 0)
       FAIL("float32 %s: NaN did not win (%g %g)", gr__op_name((gr_op)op), f[0], f[1]);
@@ -299,7 +360,8 @@ static int battery(gr__shm *s, int r, int P, int quick) {
       if (quick && ti % 3 != 0 && n > 2049) continue;
       for (int inplace = 0; inplace < 2; inplace++) {
         for (size_t oi = 0; oi < 4; oi++) {
-          if (t == GR_FLOAT16 && all_ops[oi] == GR_PROD && n > 2049) continue; /* slow, like n=1000 */
+          if (t == GR_FLOAT16 && all_ops[oi] == GR_PROD && n > 2049)
+            continue; /* slow, like n=1000 */
           bad |= one(s, r, P, GR__ALLREDUCE, t, all_ops[oi], n, inplace, -1);
           bad |= one(s, r, P, GR__REDUCE_SCATTER, t, all_ops[oi], n, inplace, -1);
           /* reduce runs here up to 8 KiB (128 KiB at 2 ranks), alltoall up to 4 KiB per rank;
@@ -334,13 +396,15 @@ static int stress(gr__shm *s, int r, int P, int rounds) {
   for (int i = 0; i < rounds && !bad; i++) {
     seed = seed * 1103515245u + 12345u;
     int kind = (int)((seed >> 16) % 5);
-    static const int kinds[5] = {GR__ALLREDUCE, GR__REDUCE_SCATTER, GR__ALLGATHER, GR__BROADCAST, GR__BARRIER};
+    static const int kinds[5] = {GR__ALLREDUCE, GR__REDUCE_SCATTER, GR__ALLGATHER, GR__BROADCAST,
+                                 GR__BARRIER};
     size_t n = (size_t)((seed >> 8) % 3 == 0 ? (seed >> 4) % 70000 : (seed >> 4) % 300);
     gr_dtype t = all_types[(seed >> 20) % 10];
     mine = mine * 1103515245u + 12345u;
     if ((mine >> 16) % 4 == 0) sched_yield();
     if ((mine >> 16) % 16 == 1) usleep((mine >> 8) % 200);
-    bad = one(s, r, P, kinds[kind], t, GR_SUM, n, (int)(seed >> 28) & 1, (int)((seed >> 12) % (unsigned)P));
+    bad = one(s, r, P, kinds[kind], t, GR_SUM, n, (int)(seed >> 28) & 1,
+              (int)((seed >> 12) % (unsigned)P));
   }
   return bad;
 }
@@ -380,7 +444,8 @@ static int run_processes(int P, body_fn body, void *arg, int victim) {
     int status = 0;
     pid_t w = waitpid(-1, &status, 0);
     int r = 0;
-    while (r < P && kids[r] != w) r++;
+    while (r < P && kids[r] != w)
+      r++;
     if (r == victim && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) continue;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       fprintf(stderr, "rank %d of %d: %s %d\n", r, P, WIFEXITED(status) ? "exit" : "signal",
@@ -428,7 +493,9 @@ static int run_threads(int P, body_fn body, void *arg) {
   return failed;
 }
 
-static int body_battery(gr__shm *s, int r, int P, void *arg) { return battery(s, r, P, arg != NULL); }
+static int body_battery(gr__shm *s, int r, int P, void *arg) {
+  return battery(s, r, P, arg != NULL);
+}
 static int body_stress(gr__shm *s, int r, int P, void *arg) {
   (void)arg;
   return stress(s, r, P, stress_rounds);
@@ -444,28 +511,36 @@ static int body_killed(gr__shm *s, int r, int P, void *arg) {
   float *x = xmalloc(n * sizeof *x);
   char why[256] = "";
   for (int it = 0; it < 3; it++) {
-    for (size_t i = 0; i < n; i++) x[i] = 1;
-    gr__shm_op call = {.kind = GR__ALLREDUCE, .send = x, .recv = x, .count = n, .dtype = GR_FLOAT32, .op = GR_SUM};
-    if (run_op(s, &call, 60, why, sizeof why) != GR_OK || x[n - 1] != (float)P) FAIL("warm-up failed: %s", why);
+    for (size_t i = 0; i < n; i++)
+      x[i] = 1;
+    gr__shm_op call = {
+        .kind = GR__ALLREDUCE, .send = x, .recv = x, .count = n, .dtype = GR_FLOAT32, .op = GR_SUM};
+    if (run_op(s, &call, 60, why, sizeof why) != GR_OK || x[n - 1] != (float)P)
+      FAIL("warm-up failed: %s", why);
   }
-  gr__shm_op call = {.kind = GR__ALLREDUCE, .send = x, .recv = x, .count = n, .dtype = GR_FLOAT32, .op = GR_SUM};
+  gr__shm_op call = {
+      .kind = GR__ALLREDUCE, .send = x, .recv = x, .count = n, .dtype = GR_FLOAT32, .op = GR_SUM};
   if (r == victim) {
     gr__shm_op *op;
     int done = 0;
     if (gr__shm_post(s, &op, &call) != GR_OK) return 1;
     /* 32 rounds: stop once it is inside (a round done or a raise made), long before the end */
-    while (!done && op->pos == 0 && op->step < 2) gr__shm_test(s, op, &done);
+    while (!done && op->pos == 0 && op->step < 2)
+      gr__shm_test(s, op, &done);
     raise(SIGKILL);
   }
   gr_status st = run_op(s, &call, 1.5, why, sizeof why);
   if (st == GR_OK) { /* the victim finished this call before it died: the next one times out */
-    for (size_t i = 0; i < n; i++) x[i] = 1;
+    for (size_t i = 0; i < n; i++)
+      x[i] = 1;
     st = run_op(s, &call, 1.5, why, sizeof why);
   }
   char want[64];
   snprintf(want, sizeof want, "rank %d (process ", victim);
-  if (st != GR_ERR_TIMEOUT) FAIL("expected a timeout, got status %d (errno %d)", (int)st, gr__shm_cma_errno(s));
-  if (!strstr(why, want) || !strstr(why, "no longer exists")) FAIL("the timeout does not name rank %d as gone: %s", victim, why);
+  if (st != GR_ERR_TIMEOUT)
+    FAIL("expected a timeout, got status %d (errno %d)", (int)st, gr__shm_cma_errno(s));
+  if (!strstr(why, want) || !strstr(why, "no longer exists"))
+    FAIL("the timeout does not name rank %d as gone: %s", victim, why);
   if (r == (victim + 1) % P) fprintf(stderr, "rank %d timed out as it should: %s\n", r, why);
   /* the segment is unusable from now on, and says so */
   gr__shm_op *op2;
@@ -493,33 +568,59 @@ typedef struct {
 static const struct {
   mm_side a, b;
 } mm_cases[] = {
-    {{GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "count=4"}, {GR__ALLREDUCE, 8, GR_INT32, GR_SUM, 0, "count=8"}},
-    {{GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "count=4"}, {GR__ALLREDUCE, 70000, GR_INT32, GR_SUM, 0, "count=70000"}},
-    {{GR__ALLREDUCE, 40000, GR_FLOAT32, GR_SUM, 0, "float32"}, {GR__ALLREDUCE, 40000, GR_INT32, GR_SUM, 0, "int32"}},
-    {{GR__ALLREDUCE, 100, GR_FLOAT32, GR_SUM, 0, "op=sum"}, {GR__ALLREDUCE, 100, GR_FLOAT32, GR_MAX, 0, "op=max"}},
-    {{GR__ALLREDUCE, 100, GR_FLOAT32, GR_SUM, 0, "op=sum"}, {GR__ALLREDUCE, 100, GR_FLOAT32, GR_AVG, 0, "op=avg"}},
-    {{GR__REDUCE_SCATTER, 4, GR_INT32, GR_SUM, 0, "count=4"}, {GR__REDUCE_SCATTER, 8, GR_INT32, GR_SUM, 0, "count=8"}},
-    {{GR__REDUCE_SCATTER, 5000, GR_INT32, GR_SUM, 0, "count=5000"}, {GR__REDUCE_SCATTER, 90000, GR_INT32, GR_SUM, 0, "count=90000"}},
-    {{GR__REDUCE_SCATTER, 64, GR_INT64, GR_SUM, 0, "int64"}, {GR__REDUCE_SCATTER, 64, GR_INT32, GR_SUM, 0, "int32"}},
-    {{GR__REDUCE_SCATTER, 64, GR_INT32, GR_SUM, 0, "op=sum"}, {GR__REDUCE_SCATTER, 64, GR_INT32, GR_MIN, 0, "op=min"}},
-    {{GR__ALLGATHER, 4, GR_INT32, GR_SUM, 0, "count=4"}, {GR__ALLGATHER, 8, GR_INT32, GR_SUM, 0, "count=8"}},
-    {{GR__ALLGATHER, 9000, GR_INT32, GR_SUM, 0, "count=9000"}, {GR__ALLGATHER, 80000, GR_INT32, GR_SUM, 0, "count=80000"}},
-    {{GR__ALLGATHER, 33, GR_FLOAT16, GR_SUM, 0, "float16"}, {GR__ALLGATHER, 33, GR_UINT8, GR_SUM, 0, "uint8"}},
-    {{GR__BROADCAST, 16, GR_INT32, GR_SUM, 0, "count=16"}, {GR__BROADCAST, 20, GR_INT32, GR_SUM, 0, "count=20"}},
-    {{GR__BROADCAST, 50000, GR_INT32, GR_SUM, 0, "count=50000"}, {GR__BROADCAST, 50001, GR_INT32, GR_SUM, 0, "count=50001"}},
-    {{GR__BROADCAST, 16, GR_INT32, GR_SUM, 0, "root=0"}, {GR__BROADCAST, 16, GR_INT32, GR_SUM, 1, "root=1"}},
-    {{GR__BROADCAST, 16, GR_INT32, GR_SUM, 1, "root=1"}, {GR__BROADCAST, 16, GR_INT32, GR_SUM, 0, "root=0"}},
-    {{GR__BROADCAST, 16, GR_INT32, GR_SUM, 0, "int32"}, {GR__BROADCAST, 16, GR_FLOAT64, GR_SUM, 0, "float64"}},
-    {{GR__BARRIER, 0, GR_INT32, GR_SUM, 0, "barrier("}, {GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "allreduce("}},
-    {{GR__ALLGATHER, 4, GR_INT32, GR_SUM, 0, "allgather("}, {GR__BROADCAST, 4, GR_INT32, GR_SUM, 0, "broadcast("}},
-    {{GR__REDUCE_SCATTER, 4, GR_INT32, GR_SUM, 0, "reduce_scatter("}, {GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "allreduce("}},
+    {{GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "count=4"},
+     {GR__ALLREDUCE, 8, GR_INT32, GR_SUM, 0, "count=8"}},
+    {{GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "count=4"},
+     {GR__ALLREDUCE, 70000, GR_INT32, GR_SUM, 0, "count=70000"}},
+    {{GR__ALLREDUCE, 40000, GR_FLOAT32, GR_SUM, 0, "float32"},
+     {GR__ALLREDUCE, 40000, GR_INT32, GR_SUM, 0, "int32"}},
+    {{GR__ALLREDUCE, 100, GR_FLOAT32, GR_SUM, 0, "op=sum"},
+     {GR__ALLREDUCE, 100, GR_FLOAT32, GR_MAX, 0, "op=max"}},
+    {{GR__ALLREDUCE, 100, GR_FLOAT32, GR_SUM, 0, "op=sum"},
+     {GR__ALLREDUCE, 100, GR_FLOAT32, GR_AVG, 0, "op=avg"}},
+    {{GR__REDUCE_SCATTER, 4, GR_INT32, GR_SUM, 0, "count=4"},
+     {GR__REDUCE_SCATTER, 8, GR_INT32, GR_SUM, 0, "count=8"}},
+    {{GR__REDUCE_SCATTER, 5000, GR_INT32, GR_SUM, 0, "count=5000"},
+     {GR__REDUCE_SCATTER, 90000, GR_INT32, GR_SUM, 0, "count=90000"}},
+    {{GR__REDUCE_SCATTER, 64, GR_INT64, GR_SUM, 0, "int64"},
+     {GR__REDUCE_SCATTER, 64, GR_INT32, GR_SUM, 0, "int32"}},
+    {{GR__REDUCE_SCATTER, 64, GR_INT32, GR_SUM, 0, "op=sum"},
+     {GR__REDUCE_SCATTER, 64, GR_INT32, GR_MIN, 0, "op=min"}},
+    {{GR__ALLGATHER, 4, GR_INT32, GR_SUM, 0, "count=4"},
+     {GR__ALLGATHER, 8, GR_INT32, GR_SUM, 0, "count=8"}},
+    {{GR__ALLGATHER, 9000, GR_INT32, GR_SUM, 0, "count=9000"},
+     {GR__ALLGATHER, 80000, GR_INT32, GR_SUM, 0, "count=80000"}},
+    {{GR__ALLGATHER, 33, GR_FLOAT16, GR_SUM, 0, "float16"},
+     {GR__ALLGATHER, 33, GR_UINT8, GR_SUM, 0, "uint8"}},
+    {{GR__BROADCAST, 16, GR_INT32, GR_SUM, 0, "count=16"},
+     {GR__BROADCAST, 20, GR_INT32, GR_SUM, 0, "count=20"}},
+    {{GR__BROADCAST, 50000, GR_INT32, GR_SUM, 0, "count=50000"},
+     {GR__BROADCAST, 50001, GR_INT32, GR_SUM, 0, "count=50001"}},
+    {{GR__BROADCAST, 16, GR_INT32, GR_SUM, 0, "root=0"},
+     {GR__BROADCAST, 16, GR_INT32, GR_SUM, 1, "root=1"}},
+    {{GR__BROADCAST, 16, GR_INT32, GR_SUM, 1, "root=1"},
+     {GR__BROADCAST, 16, GR_INT32, GR_SUM, 0, "root=0"}},
+    {{GR__BROADCAST, 16, GR_INT32, GR_SUM, 0, "int32"},
+     {GR__BROADCAST, 16, GR_FLOAT64, GR_SUM, 0, "float64"}},
+    {{GR__BARRIER, 0, GR_INT32, GR_SUM, 0, "barrier("},
+     {GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "allreduce("}},
+    {{GR__ALLGATHER, 4, GR_INT32, GR_SUM, 0, "allgather("},
+     {GR__BROADCAST, 4, GR_INT32, GR_SUM, 0, "broadcast("}},
+    {{GR__REDUCE_SCATTER, 4, GR_INT32, GR_SUM, 0, "reduce_scatter("},
+     {GR__ALLREDUCE, 4, GR_INT32, GR_SUM, 0, "allreduce("}},
     /* kinds that only agree here (their algorithm runs in MPI): against each other and the rest */
-    {{GR__ALLREDUCE, 40000, GR_FLOAT32, GR_SUM, 0, "allreduce("}, {GR__ALLTOALL, 40000, GR_FLOAT32, GR_SUM, 0, "alltoall("}},
-    {{GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "reduce("}, {GR__ALLGATHER, 4, GR_INT32, GR_SUM, 0, "allgather("}},
-    {{GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "root=0"}, {GR__REDUCE, 4, GR_INT32, GR_SUM, 1, "root=1"}},
-    {{GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "op=sum"}, {GR__REDUCE, 4, GR_INT32, GR_MAX, 0, "op=max"}},
-    {{GR__ALLTOALL, 4, GR_INT32, GR_SUM, 0, "alltoall("}, {GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "reduce("}},
-    {{GR__ALLTOALL, 4, GR_INT32, GR_SUM, 0, "count=4"}, {GR__ALLTOALL, 5, GR_INT32, GR_SUM, 0, "count=5"}},
+    {{GR__ALLREDUCE, 40000, GR_FLOAT32, GR_SUM, 0, "allreduce("},
+     {GR__ALLTOALL, 40000, GR_FLOAT32, GR_SUM, 0, "alltoall("}},
+    {{GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "reduce("},
+     {GR__ALLGATHER, 4, GR_INT32, GR_SUM, 0, "allgather("}},
+    {{GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "root=0"},
+     {GR__REDUCE, 4, GR_INT32, GR_SUM, 1, "root=1"}},
+    {{GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "op=sum"},
+     {GR__REDUCE, 4, GR_INT32, GR_MAX, 0, "op=max"}},
+    {{GR__ALLTOALL, 4, GR_INT32, GR_SUM, 0, "alltoall("},
+     {GR__REDUCE, 4, GR_INT32, GR_SUM, 0, "reduce("}},
+    {{GR__ALLTOALL, 4, GR_INT32, GR_SUM, 0, "count=4"},
+     {GR__ALLTOALL, 5, GR_INT32, GR_SUM, 0, "count=5"}},
 };
 
 static int body_mismatch(gr__shm *s, int r, int P, void *arg) {
@@ -535,8 +636,13 @@ static int body_mismatch(gr__shm *s, int r, int P, void *arg) {
     memset(snd, 1, sn * es);
     memset(rcv, 0x5a, rn * es);
     char why[256] = "";
-    gr__shm_op call = {.kind = me->kind, .send = snd, .recv = rcv, .count = me->n, .dtype = me->t,
-                       .op = me->op, .root = me->root};
+    gr__shm_op call = {.kind = me->kind,
+                       .send = snd,
+                       .recv = rcv,
+                       .count = me->n,
+                       .dtype = me->t,
+                       .op = me->op,
+                       .root = me->root};
     gr_status st = run_op(s, &call, 30, why, sizeof why);
     free(snd);
     free(rcv);
@@ -552,10 +658,12 @@ static int body_mismatch(gr__shm *s, int r, int P, void *arg) {
     if (c == 0 && r == 0) fprintf(stderr, "rank 0 of %d: %s\n", P, e);
     /* still usable, counters in step */
     int32_t v[3] = {r + 1, 2 * r, -r}, want = P * (P + 1) / 2;
-    gr__shm_op ok = {.kind = GR__ALLREDUCE, .send = v, .recv = v, .count = 3, .dtype = GR_INT32, .op = GR_SUM};
+    gr__shm_op ok = {
+        .kind = GR__ALLREDUCE, .send = v, .recv = v, .count = 3, .dtype = GR_INT32, .op = GR_SUM};
     st = run_op(s, &ok, 30, why, sizeof why);
     if (st != GR_OK || v[0] != want || v[1] != 2 * (want - P) || v[2] != -(want - P))
-      FAIL("case %zu: allreduce afterwards: status %d, %d %d %d (%s)", c, (int)st, v[0], v[1], v[2], why);
+      FAIL("case %zu: allreduce afterwards: status %d, %d %d %d (%s)", c, (int)st, v[0], v[1], v[2],
+           why);
   }
   return 0;
 }
@@ -563,14 +671,16 @@ static int body_mismatch(gr__shm *s, int r, int P, void *arg) {
 static void mismatch_processes(void **state) {
   (void)state;
   for (use_cma = 1; use_cma >= 0; use_cma--)
-    for (int P = 2; P <= 3; P++) assert_int_equal(run_processes(P, body_mismatch, NULL, -1), 0);
+    for (int P = 2; P <= 3; P++)
+      assert_int_equal(run_processes(P, body_mismatch, NULL, -1), 0);
   use_cma = 1;
 }
 
 static void mismatch_threads(void **state) {
   (void)state;
   for (use_cma = 1; use_cma >= 0; use_cma--)
-    for (int P = 2; P <= 4; P++) assert_int_equal(run_threads(P, body_mismatch, NULL), 0);
+    for (int P = 2; P <= 4; P++)
+      assert_int_equal(run_threads(P, body_mismatch, NULL), 0);
   use_cma = 1;
 }
 
@@ -580,7 +690,8 @@ static void exact_processes(void **state) {
   for (use_cma = 1; use_cma >= 0; use_cma--)
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
       if (use_cma || sizes[i] == 2 || sizes[i] == 3)
-        assert_int_equal(run_processes(sizes[i], body_battery, sizes[i] > 3 ? (void *)1 : NULL, -1), 0);
+        assert_int_equal(run_processes(sizes[i], body_battery, sizes[i] > 3 ? (void *)1 : NULL, -1),
+                         0);
   use_cma = 1;
 }
 
@@ -603,7 +714,8 @@ static void stress_processes(void **state) {
 
 static void stress_threads(void **state) {
   (void)state;
-  for (use_cma = 0; use_cma <= 1; use_cma++) assert_int_equal(run_threads(3, body_stress, NULL), 0);
+  for (use_cma = 0; use_cma <= 1; use_cma++)
+    assert_int_equal(run_threads(3, body_stress, NULL), 0);
   use_cma = 1;
 }
 
@@ -653,14 +765,15 @@ static void bad_segments(void **state) {
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "threads") == 0) {
     if (argc >= 3) stress_rounds = atoi(argv[2]);
-    const struct CMUnitTest t[] = {cmocka_unit_test(exact_threads), cmocka_unit_test(stress_threads),
+    const struct CMUnitTest t[] = {cmocka_unit_test(exact_threads),
+                                   cmocka_unit_test(stress_threads),
                                    cmocka_unit_test(mismatch_threads)};
     return cmocka_run_group_tests(t, NULL, NULL);
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(bad_segments),     cmocka_unit_test(exact_processes),
-      cmocka_unit_test(exact_threads),    cmocka_unit_test(stress_processes),
-      cmocka_unit_test(stress_threads),   cmocka_unit_test(killed_rank),
+      cmocka_unit_test(bad_segments),       cmocka_unit_test(exact_processes),
+      cmocka_unit_test(exact_threads),      cmocka_unit_test(stress_processes),
+      cmocka_unit_test(stress_threads),     cmocka_unit_test(killed_rank),
       cmocka_unit_test(mismatch_processes), cmocka_unit_test(mismatch_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,39 +46,47 @@ static int write_node(void) {
   int total = 2 * CORES, gp = 1;
   char m[256];
   mask(m, sizeof m, 0, total, total);
-  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n"
-             "<topology version=\"2.0\">\n<object type=\"Machine\" os_index=\"0\" cpuset=\"%s\" "
-             "complete_cpuset=\"%s\" allowed_cpuset=\"%s\" nodeset=\"0x3\" complete_nodeset=\"0x3\" "
-             "allowed_nodeset=\"0x3\" gp_index=\"%d\">\n",
+  fprintf(f,
+          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n"
+          "<topology version=\"2.0\">\n<object type=\"Machine\" os_index=\"0\" cpuset=\"%s\" "
+          "complete_cpuset=\"%s\" allowed_cpuset=\"%s\" nodeset=\"0x3\" complete_nodeset=\"0x3\" "
+          "allowed_nodeset=\"0x3\" gp_index=\"%d\">\n",
           m, m, m, gp++);
   for (int p = 0; p < 2; p++) {
     mask(m, sizeof m, p * CORES, (p + 1) * CORES, total);
-    fprintf(f, " <object type=\"Package\" os_index=\"%d\" cpuset=\"%s\" complete_cpuset=\"%s\" "
-               "nodeset=\"0x%x\" complete_nodeset=\"0x%x\" gp_index=\"%d\">\n",
+    fprintf(f,
+            " <object type=\"Package\" os_index=\"%d\" cpuset=\"%s\" complete_cpuset=\"%s\" "
+            "nodeset=\"0x%x\" complete_nodeset=\"0x%x\" gp_index=\"%d\">\n",
             p, m, m, 1 << p, 1 << p, gp++);
-    fprintf(f, "  <object type=\"NUMANode\" os_index=\"%d\" cpuset=\"%s\" complete_cpuset=\"%s\" "
-               "nodeset=\"0x%x\" complete_nodeset=\"0x%x\" gp_index=\"%d\" local_memory=\"1073741824\"/>\n",
+    fprintf(f,
+            "  <object type=\"NUMANode\" os_index=\"%d\" cpuset=\"%s\" complete_cpuset=\"%s\" "
+            "nodeset=\"0x%x\" complete_nodeset=\"0x%x\" gp_index=\"%d\" "
+            "local_memory=\"1073741824\"/>\n",
             p, m, m, 1 << p, 1 << p, gp++);
     for (int c = p * CORES; c < (p + 1) * CORES; c++) {
       mask(m, sizeof m, c, c + 1, total);
-      fprintf(f, "  <object type=\"Core\" os_index=\"%d\" cpuset=\"%s\" complete_cpuset=\"%s\" "
-                 "nodeset=\"0x%x\" complete_nodeset=\"0x%x\" gp_index=\"%d\">\n"
-                 "   <object type=\"PU\" os_index=\"%d\" cpuset=\"%s\" complete_cpuset=\"%s\" "
-                 "nodeset=\"0x%x\" complete_nodeset=\"0x%x\" gp_index=\"%d\"/>\n  </object>\n",
+      fprintf(f,
+              "  <object type=\"Core\" os_index=\"%d\" cpuset=\"%s\" complete_cpuset=\"%s\" "
+              "nodeset=\"0x%x\" complete_nodeset=\"0x%x\" gp_index=\"%d\">\n"
+              "   <object type=\"PU\" os_index=\"%d\" cpuset=\"%s\" complete_cpuset=\"%s\" "
+              "nodeset=\"0x%x\" complete_nodeset=\"0x%x\" gp_index=\"%d\"/>\n  </object>\n",
               c, m, m, 1 << p, 1 << p, gp, c, m, m, 1 << p, 1 << p, gp + 1);
       gp += 2;
     }
-    fprintf(f, "  <object type=\"Bridge\" gp_index=\"%d\" bridge_type=\"0-1\" depth=\"0\" "
-               "bridge_pci=\"0000:[%02x-%02x]\">\n",
+    fprintf(f,
+            "  <object type=\"Bridge\" gp_index=\"%d\" bridge_type=\"0-1\" depth=\"0\" "
+            "bridge_pci=\"0000:[%02x-%02x]\">\n",
             gp++, p * 0x80, p * 0x80 + 0x7f);
     for (int g = 0; g < FUNCS / 2; g++) {
       int bus = p * 0x80 + 0x10 + g;
-      fprintf(f, "   <object type=\"PCIDev\" gp_index=\"%d\" pci_busid=\"0000:%02x:00.0\" "
-                 "pci_type=\"0302 [10de:20b0] [10de:1450] a1\" pci_link_speed=\"0.000000\">\n",
+      fprintf(f,
+              "   <object type=\"PCIDev\" gp_index=\"%d\" pci_busid=\"0000:%02x:00.0\" "
+              "pci_type=\"0302 [10de:20b0] [10de:1450] a1\" pci_link_speed=\"0.000000\">\n",
               gp++, bus);
       for (int s = 0; s < PARTS; s++)
-        fprintf(f, "    <object type=\"OSDev\" gp_index=\"%d\" name=\"nvml%d\" subtype=\"NVML\" "
-                   "osdev_type=\"1\"/>\n",
+        fprintf(f,
+                "    <object type=\"OSDev\" gp_index=\"%d\" name=\"nvml%d\" subtype=\"NVML\" "
+                "osdev_type=\"1\"/>\n",
                 gp++, (p * FUNCS / 2 + g) * PARTS + s);
       fprintf(f, "   </object>\n");
     }

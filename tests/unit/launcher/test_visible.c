@@ -165,7 +165,8 @@ static void test_gpus_per_task(void **state) {
     assert_string_equal(r.node.gpus[rp->gpu[0]].pci, v.pci[rank]);
     assert_int_equal(rp->sharers, 1);
     assert_false(has_mps(&r.env));
-    assert_string_equal(env_of(&r.env, "CUDA_VISIBLE_DEVICES"), cvd + strlen("CUDA_VISIBLE_DEVICES="));
+    assert_string_equal(env_of(&r.env, "CUDA_VISIBLE_DEVICES"),
+                        cvd + strlen("CUDA_VISIBLE_DEVICES="));
     assert_true(hwloc_bitmap_isincluded(rp->cpuset, v.loc[rank]->cpuset));
     assert_false(hwloc_bitmap_intersects(rp->cpuset, all));
     hwloc_bitmap_or(all, all, rp->cpuset);
@@ -204,8 +205,8 @@ static void test_one_gpu_alone(void **state) {
   run_free(&r);
   /* two tasks, one GPU each on different sockets: each gets its socket's cores, none unused */
   for (int rank = 0; rank < 2; rank++) {
-    fake_env e2 = {{rank ? "CUDA_VISIBLE_DEVICES=4" : "CUDA_VISIBLE_DEVICES=0",
-                    "SLURM_STEP_GPUS=0,4"}};
+    fake_env e2 = {
+        {rank ? "CUDA_VISIBLE_DEVICES=4" : "CUDA_VISIBLE_DEVICES=0", "SLURM_STEP_GPUS=0,4"}};
     run(&r, T4, rank, 2, &e2);
     rp = &r.plan.ranks[rank];
     int g = rank ? 4 : 0;
@@ -320,8 +321,8 @@ static void test_uuid(void **state) {
  * does not list is kept as well; entries naming no GPU are errors. */
 static void test_never_widen(void **state) {
   (void)state;
-  const char *cpu_only[] = {"CUDA_VISIBLE_DEVICES=-1", "CUDA_VISIBLE_DEVICES=",
-                            "CUDA_VISIBLE_DEVICES=NoDevFiles",
+  const char *cpu_only[] = {"CUDA_VISIBLE_DEVICES=-1",
+                            "CUDA_VISIBLE_DEVICES=", "CUDA_VISIBLE_DEVICES=NoDevFiles",
                             "CUDA_VISIBLE_DEVICES=MIG-4b5c1c6e-2a5f-5d4c-9d3f-0123456789ab"};
   for (size_t i = 0; i < sizeof cpu_only / sizeof cpu_only[0]; i++) {
     fake_env e = {{cpu_only[i]}};
@@ -448,8 +449,8 @@ static void test_visible_modes(void **state) {
     run_free(&r);
   }
   /* srun --gpus-per-task: the task was given only its own GPU; all/own-first add nothing */
-  fake_env e2 = {{"CUDA_VISIBLE_DEVICES=1", "SLURM_STEP_GPUS=1", "SLURM_GPUS_ON_NODE=4",
-                  "SLURM_LOCALID=1"}};
+  fake_env e2 = {
+      {"CUDA_VISIBLE_DEVICES=1", "SLURM_STEP_GPUS=1", "SLURM_GPUS_ON_NODE=4", "SLURM_LOCALID=1"}};
   for (int m = 0; m < 3; m++) {
     run_t r;
     memset(&r, 0, sizeof r);
@@ -476,11 +477,15 @@ static int teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_gpus_per_task), cmocka_unit_test(test_one_gpu_alone),
-      cmocka_unit_test(test_constrained),   cmocka_unit_test(test_uuid),
-      cmocka_unit_test(test_slurm_per_task), cmocka_unit_test(test_visible_modes),
+      cmocka_unit_test(test_gpus_per_task),
+      cmocka_unit_test(test_one_gpu_alone),
+      cmocka_unit_test(test_constrained),
+      cmocka_unit_test(test_uuid),
+      cmocka_unit_test(test_slurm_per_task),
+      cmocka_unit_test(test_visible_modes),
       cmocka_unit_test(test_mpirun_same_plan),
-      cmocka_unit_test(test_never_widen),   cmocka_unit_test(test_amd),
+      cmocka_unit_test(test_never_widen),
+      cmocka_unit_test(test_amd),
   };
   return cmocka_run_group_tests(tests, NULL, teardown);
 }

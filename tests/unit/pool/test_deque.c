@@ -44,12 +44,14 @@ static void *thief(void *arg) {
 }
 
 static void stress(int asym) {
-  for (int i = 0; i <= NITEMS; i++) atomic_store(&taken[i], 0);
+  for (int i = 0; i <= NITEMS; i++)
+    atomic_store(&taken[i], 0);
   atomic_store(&owner_done, 0);
   atomic_store(&stolen_total, 0);
   assert_int_equal(gr__deque_init(&dq, 1, asym), 0); /* capacity 2: growth happens many times */
   pthread_t th[NTHIEVES];
-  for (int i = 0; i < NTHIEVES; i++) assert_int_equal(pthread_create(&th[i], NULL, thief, NULL), 0);
+  for (int i = 0; i < NTHIEVES; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, thief, NULL), 0);
   uint64_t rng = 88172645463325252ull;
   uintptr_t next = 1;
   long popped = 0;
@@ -73,7 +75,8 @@ static void stress(int asym) {
     popped++;
   }
   atomic_store(&owner_done, 1);
-  for (int i = 0; i < NTHIEVES; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < NTHIEVES; i++)
+    pthread_join(th[i], NULL);
   for (int i = 1; i <= NITEMS; i++)
     if (atomic_load(&taken[i]) != 1) fail_msg("item %d taken %d times", i, atomic_load(&taken[i]));
   assert_int_equal(popped + atomic_load(&stolen_total), NITEMS);
@@ -106,8 +109,10 @@ static void empty_and_single(void **state) {
   assert_ptr_equal(x, (void *)1);
   assert_ptr_equal(gr__deque_pop(&d), (void *)2); /* the owner the newest */
   assert_null(gr__deque_pop(&d));
-  for (uintptr_t i = 1; i <= 1000; i++) assert_true(gr__deque_push(&d, (void *)i) >= 0);
-  for (uintptr_t i = 1000; i >= 1; i--) assert_ptr_equal(gr__deque_pop(&d), (void *)i);
+  for (uintptr_t i = 1; i <= 1000; i++)
+    assert_true(gr__deque_push(&d, (void *)i) >= 0);
+  for (uintptr_t i = 1000; i >= 1; i--)
+    assert_ptr_equal(gr__deque_pop(&d), (void *)i);
   gr__deque_fini(&d);
 }
 

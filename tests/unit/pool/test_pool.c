@@ -73,8 +73,6 @@ static void run_on_worker(gr_pool *p, void (*fn)(void *), void *arg) {
 
 /* ---- fib: a task at every call ----------------------------------------------------------- */
 
-
-
 static void fib_at(int nthreads, int external_helps) {
   fib_pool = make_pool(nthreads);
   for (int n = 0; n <= 22; n += 11) {
@@ -156,7 +154,8 @@ static void tree_sum_known_answers(void **state) {
   node *root = build_tree(nodes, &next, N, &rng);
   assert_int_equal(next, N);
   long ref = 0;
-  for (int i = 0; i < N; i++) ref += nodes[i].value; /* independent of the tree's shape */
+  for (int i = 0; i < N; i++)
+    ref += nodes[i].value; /* independent of the tree's shape */
   int threads[] = {1, 2, 4, 8};
   for (int i = 0; i < 4; i++) {
     tree_pool = make_pool(threads[i]);
@@ -230,7 +229,8 @@ static _Atomic int blockers_running, blockers_release;
 static void blocker_task(void *a) {
   (void)a;
   atomic_fetch_add(&blockers_running, 1);
-  while (!atomic_load(&blockers_release)) sched_yield();
+  while (!atomic_load(&blockers_release))
+    sched_yield();
 }
 
 /* On the only worker: nobody else can start the spawned tasks before the cancel. */
@@ -265,11 +265,14 @@ static void cancellation(void **state) {
   atomic_store(&blockers_release, 0);
   gr_taskgroup busy;
   gr_taskgroup_init(&busy, cancel_pool);
-  for (int i = 0; i < 2; i++) assert_int_equal(gr_spawn(&busy, blocker_task, NULL), GR_OK);
-  while (atomic_load(&blockers_running) < 2) sched_yield(); /* both workers are held */
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(gr_spawn(&busy, blocker_task, NULL), GR_OK);
+  while (atomic_load(&blockers_running) < 2)
+    sched_yield(); /* both workers are held */
   gr_taskgroup g;
   gr_taskgroup_init(&g, cancel_pool);
-  for (int i = 0; i < 5000; i++) assert_int_equal(gr_spawn(&g, count_task, NULL), GR_OK);
+  for (int i = 0; i < 5000; i++)
+    assert_int_equal(gr_spawn(&g, count_task, NULL), GR_OK);
   gr_taskgroup_cancel(&g);
   atomic_store(&blockers_release, 1);
   assert_int_equal(gr_taskgroup_wait(&g), GR_OK);
@@ -283,7 +286,8 @@ static void cancellation(void **state) {
   cancel_pool = make_pool(2);
   atomic_store(&cancel_ran, 0);
   gr_taskgroup_init(&g, cancel_pool);
-  for (int i = 0; i < 5000; i++) assert_int_equal(gr_spawn(&g, count_task, NULL), GR_OK);
+  for (int i = 0; i < 5000; i++)
+    assert_int_equal(gr_spawn(&g, count_task, NULL), GR_OK);
   gr_taskgroup_cancel(&g);
   assert_int_equal(gr_taskgroup_wait(&g), GR_OK);
   int after_wait = atomic_load(&cancel_ran);
@@ -318,7 +322,8 @@ static _Atomic int gate_open, gate_started;
 static void gate_task(void *a) {
   (void)a;
   atomic_store(&gate_started, 1);
-  while (!atomic_load(&gate_open)) sched_yield();
+  while (!atomic_load(&gate_open))
+    sched_yield();
 }
 
 static void priorities(void **state) {
@@ -328,8 +333,10 @@ static void priorities(void **state) {
   atomic_store(&prio_seq, 0);
   run_on_worker(prio_pool, prio_body, NULL);
   assert_int_equal(atomic_load(&prio_seq), 32);
-  for (int i = 0; i < 16; i++) assert_true(prio_order[i] >= 16);
-  for (int i = 16; i < 32; i++) assert_true(prio_order[i] < 16);
+  for (int i = 0; i < 16; i++)
+    assert_true(prio_order[i] >= 16);
+  for (int i = 16; i < 32; i++)
+    assert_true(prio_order[i] < 16);
 
   /* From outside: while the only worker is held by a gate task, queue normal then high tasks;
    * once the gate opens the worker takes the high ones first. This thread does not help. */
@@ -338,7 +345,8 @@ static void priorities(void **state) {
   atomic_store(&gate_started, 0);
   gr_taskgroup_init(&gate_group, prio_pool);
   assert_int_equal(gr_spawn(&gate_group, gate_task, NULL), GR_OK);
-  while (!atomic_load(&gate_started)) sleep_ms(1);
+  while (!atomic_load(&gate_started))
+    sleep_ms(1);
   gr_taskgroup g;
   gr_taskgroup_init(&g, prio_pool);
   for (int i = 0; i < 16; i++)
@@ -346,11 +354,14 @@ static void priorities(void **state) {
   for (int i = 16; i < 32; i++)
     assert_int_equal(gr_spawn_prio(&g, GR_PRIO_HIGH, prio_task, (void *)(intptr_t)i), GR_OK);
   atomic_store(&gate_open, 1);
-  while (atomic_load(&prio_seq) < 32) sleep_ms(1);
+  while (atomic_load(&prio_seq) < 32)
+    sleep_ms(1);
   assert_int_equal(gr_taskgroup_wait(&g), GR_OK);
   assert_int_equal(gr_taskgroup_wait(&gate_group), GR_OK);
-  for (int i = 0; i < 16; i++) assert_int_equal(prio_order[i], 16 + i); /* FIFO within a level */
-  for (int i = 16; i < 32; i++) assert_int_equal(prio_order[i], i - 16);
+  for (int i = 0; i < 16; i++)
+    assert_int_equal(prio_order[i], 16 + i); /* FIFO within a level */
+  for (int i = 16; i < 32; i++)
+    assert_int_equal(prio_order[i], i - 16);
   assert_int_equal(gr_pool_destroy(prio_pool), GR_OK);
 }
 
@@ -365,7 +376,8 @@ typedef struct {
 static void pfor_body(size_t lo, size_t hi, void *a) {
   pfor_arg *pa = a;
   if (lo >= hi || (pa->grain && hi - lo > pa->grain)) atomic_store(&pa->bad_chunk, 1);
-  for (size_t i = lo; i < hi; i++) atomic_fetch_add(&pa->hits[i - pa->base], 1);
+  for (size_t i = lo; i < hi; i++)
+    atomic_fetch_add(&pa->hits[i - pa->base], 1);
 }
 
 static gr_pool *pfor_pool;
@@ -398,7 +410,7 @@ static void parallel_for_covers_once(void **state) {
   (void)state;
   for (int nt = 1; nt <= 4; nt *= 2) {
     pfor_pool = make_pool(nt);
-    pfor_all(NULL);                             /* from outside the pool */
+    pfor_all(NULL);                           /* from outside the pool */
     run_on_worker(pfor_pool, pfor_all, NULL); /* from inside a task */
     assert_int_equal(gr_pool_destroy(pfor_pool), GR_OK);
   }
@@ -421,11 +433,13 @@ static void external_wait_helps(void **state) {
   atomic_store(&gate_started, 0);
   gr_taskgroup_init(&gate_group, p);
   assert_int_equal(gr_spawn(&gate_group, gate_task, NULL), GR_OK);
-  while (!atomic_load(&gate_started)) sleep_ms(1);
+  while (!atomic_load(&gate_started))
+    sleep_ms(1);
   gr_taskgroup g;
   gr_taskgroup_init(&g, p);
   atomic_store(&ext_ran_outside, 0);
-  for (int i = 0; i < 100; i++) assert_int_equal(gr_spawn(&g, note_thread, NULL), GR_OK);
+  for (int i = 0; i < 100; i++)
+    assert_int_equal(gr_spawn(&g, note_thread, NULL), GR_OK);
   assert_int_equal(gr_taskgroup_wait(&g), GR_OK);
   assert_int_equal(atomic_load(&ext_ran_outside), 100);
   atomic_store(&gate_open, 1);
@@ -457,7 +471,8 @@ static void destroy_with_work_in_flight(void **state) {
   fly_pool = make_pool(2);
   atomic_store(&fly_done, 0);
   gr_taskgroup_init(&fly_group, fly_pool);
-  for (int i = 0; i < 200; i++) assert_int_equal(gr_spawn(&fly_group, fly_parent, NULL), GR_OK);
+  for (int i = 0; i < 200; i++)
+    assert_int_equal(gr_spawn(&fly_group, fly_parent, NULL), GR_OK);
   assert_int_equal(gr_pool_destroy(fly_pool), GR_OK);
   assert_int_equal(atomic_load(&fly_done), 200 * 21);
   /* The pool is gone: its group is now invalid to use. */
@@ -494,8 +509,10 @@ static void concurrent_external_threads(void **state) {
   /* More external threads (12) than external slots (8): some help without a slot. */
   fib_pool = make_pool(2);
   pthread_t th[12];
-  for (int i = 0; i < 12; i++) assert_int_equal(pthread_create(&th[i], NULL, ext_thread, NULL), 0);
-  for (int i = 0; i < 12; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 12; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, ext_thread, NULL), 0);
+  for (int i = 0; i < 12; i++)
+    pthread_join(th[i], NULL);
   assert_int_equal(atomic_load(&ext_errors), 0);
   assert_true(gr__pool_quiescent(fib_pool));
   assert_int_equal(gr_pool_destroy(fib_pool), GR_OK);
@@ -527,7 +544,8 @@ static void two_pools(void **state) {
   atomic_store(&cross_ran, 0);
   gr_taskgroup ga;
   gr_taskgroup_init(&ga, pool_a);
-  for (int i = 0; i < 8; i++) assert_int_equal(gr_spawn(&ga, cross_task, NULL), GR_OK);
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(gr_spawn(&ga, cross_task, NULL), GR_OK);
   assert_int_equal(gr_taskgroup_wait(&ga), GR_OK);
   assert_int_equal(atomic_load(&cross_ran), 800);
   assert_int_equal(atomic_load(&cross_bad_state), 0);
@@ -608,7 +626,8 @@ static int cores_in_mask(const cpu_set_t *cs, int *core_of_cpu, int ncpu_max) {
     core_of_cpu[c] = id;
     if (!CPU_ISSET(c, cs)) continue;
     int seen = 0;
-    for (int k = 0; k < n; k++) seen |= ids[k] == id;
+    for (int k = 0; k < n; k++)
+      seen |= ids[k] == id;
     if (!seen && n < 1024) ids[n++] = id;
   }
   return n;

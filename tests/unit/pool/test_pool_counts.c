@@ -33,9 +33,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-
 /* ---- statistics after a wait ------------------------------------------------------------- */
-
 
 /* Spawns below a fib(n) task: each call with n >= 2 spawns fib(n-1) and runs fib(n-2) inline. */
 static uint64_t fib_spawns(int n) {
@@ -103,7 +101,8 @@ static void quiescent_not_while_running(void **state) {
     gr_taskgroup g;
     gr_taskgroup_init(&g, q_pool);
     assert_int_equal(gr_spawn(&g, spawner_task, NULL), GR_OK);
-    while (!atomic_load(&q_live)) sched_yield();
+    while (!atomic_load(&q_live))
+      sched_yield();
     long polls = 0, early = 0, over = 0;
     double t_end = now_s() + 1.0;
     while (polls < 2000000 && now_s() < t_end) {
@@ -153,13 +152,15 @@ static void nw_owner(void *a) {
   atomic_store_explicit(&nw_group, &g, memory_order_release);
   if (gr_taskgroup_wait(&g) != GR_OK) abort();
   /* g lives on this stack: keep it until the other waiter is through. */
-  while (atomic_load_explicit(&nw_group, memory_order_acquire) != NULL) sched_yield();
+  while (atomic_load_explicit(&nw_group, memory_order_acquire) != NULL)
+    sched_yield();
 }
 
 static void *nw_waiter(void *a) {
   (void)a;
   gr_taskgroup *g;
-  while ((g = atomic_load_explicit(&nw_group, memory_order_acquire)) == NULL) sched_yield();
+  while ((g = atomic_load_explicit(&nw_group, memory_order_acquire)) == NULL)
+    sched_yield();
   if (gr_taskgroup_wait(g) != GR_OK) atomic_store(&nw_bad, 1);
   for (int k = 0; k < NW_TASKS; k++)
     if (!atomic_load(&nw_ran[k])) atomic_store(&nw_bad, 1);
@@ -172,7 +173,8 @@ static void non_owner_waits(void **state) {
   nw_pool = make_pool(4);
   double t_end = now_s() + 2.0;
   for (int it = 0; it < 200 && now_s() < t_end; it++) {
-    for (int k = 0; k < NW_TASKS; k++) atomic_store(&nw_ran[k], 0);
+    for (int k = 0; k < NW_TASKS; k++)
+      atomic_store(&nw_ran[k], 0);
     atomic_store(&nw_group, NULL);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, nw_waiter, NULL), 0);

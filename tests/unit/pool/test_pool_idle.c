@@ -51,7 +51,8 @@ static void stamp_task(void *a) {
 static void body(size_t lo, size_t hi, void *a) {
   (void)a;
   long s = 0;
-  for (size_t i = lo; i < hi; i++) s += (long)i;
+  for (size_t i = lo; i < hi; i++)
+    s += (long)i;
   atomic_fetch_add(&work_sum, s);
 }
 
@@ -88,7 +89,8 @@ static void idle_pool_uses_no_cpu(void **state) {
     stamp = 0;
     double t0 = now_ns_d();
     assert_int_equal(gr_spawn(&g, stamp_task, NULL), GR_OK);
-    while (atomic_load(&stamp) == 0) sched_yield(); /* not gr_taskgroup_wait: it would help */
+    while (atomic_load(&stamp) == 0)
+      sched_yield(); /* not gr_taskgroup_wait: it would help */
     assert_int_equal(gr_taskgroup_wait(&g), GR_OK);
     lat[i] = (atomic_load(&stamp) - t0) / 1e3;
   }

@@ -82,7 +82,8 @@ static _Atomic long pfor_sum;
 static void pfor_body(size_t lo, size_t hi, void *a) {
   (void)a;
   long s = 0;
-  for (size_t i = lo; i < hi; i++) s += (long)i;
+  for (size_t i = lo; i < hi; i++)
+    s += (long)i;
   atomic_fetch_add(&pfor_sum, s);
 }
 
@@ -201,7 +202,8 @@ static void run_chain(int nworkers, size_t stack_size, int max) {
   gr_taskgroup g;
   gr_taskgroup_init(&g, p);
   assert_int_equal(gr_spawn(&g, root_task, &root), GR_OK);
-  while (!atomic_load(&root_done)) sleep_ms(5);
+  while (!atomic_load(&root_done))
+    sleep_ms(5);
   assert_int_equal(gr_taskgroup_wait(&g), GR_OK);
   assert_int_equal(gr_pool_destroy(p), GR_OK);
 }

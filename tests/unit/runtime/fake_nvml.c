@@ -266,7 +266,8 @@ int nvmlDeviceGetProcessUtilization(void *d, putil_t *out, unsigned int *count,
     }
     for (unsigned k = 0; k < want; k++) {
       unsigned i = k % (unsigned)n;
-      out[k] = (putil_t){pid[i], 1 + k, pid[i] == 1 ? 25 : (k / (unsigned)n) % 2 ? 70u : 50u, 5, 0, 0};
+      out[k] =
+          (putil_t){pid[i], 1 + k, pid[i] == 1 ? 25 : (k / (unsigned)n) % 2 ? 70u : 50u, 5, 0, 0};
     }
     *count = want;
     return 0;

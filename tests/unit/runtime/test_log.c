@@ -70,7 +70,8 @@ static void bad_level_warns_and_defaults(void **state) {
   gr__set_process_rank(-1);
   with_level("loud");
   const char *out = capture(emit_all_levels);
-  assert_non_null(strstr(out, "GPURUN_LOG=loud is not one of error, warn, info, debug; using warn"));
+  assert_non_null(
+      strstr(out, "GPURUN_LOG=loud is not one of error, warn, info, debug; using warn"));
   assert_null(strstr(out, "i 3"));
   assert_non_null(strstr(out, "w 2"));
 }
@@ -85,7 +86,8 @@ static void parse_levels(void **state) {
 }
 
 static void once_logs_once(void) {
-  for (int i = 0; i < 3; i++) GR_LOG_ONCE(GR_LOG_WARN, "only once");
+  for (int i = 0; i < 3; i++)
+    GR_LOG_ONCE(GR_LOG_WARN, "only once");
 }
 
 static void log_once(void **state) {
@@ -113,9 +115,12 @@ static void long_lines(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(default_level_is_warn), cmocka_unit_test(each_level_filters),
-      cmocka_unit_test(bad_level_warns_and_defaults), cmocka_unit_test(parse_levels),
-      cmocka_unit_test(log_once), cmocka_unit_test(long_lines),
+      cmocka_unit_test(default_level_is_warn),
+      cmocka_unit_test(each_level_filters),
+      cmocka_unit_test(bad_level_warns_and_defaults),
+      cmocka_unit_test(parse_levels),
+      cmocka_unit_test(log_once),
+      cmocka_unit_test(long_lines),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,8 +56,8 @@ static void job_dir(const char *name, char *out, size_t cap) {
 
 /* A CSV row for n0's local rank 0 at time t. */
 static void row(FILE *f, double t, const char *gpu, const char *util, const char *power) {
-  fprintf(f, "%.3f,%.3f,0,0,%s,%s,1,100,1000,50,%s,1000,0x0,0,10,100,,,,\n" /* 20 columns */, t, t - 1000, gpu, util,
-          power);
+  fprintf(f, "%.3f,%.3f,0,0,%s,%s,1,100,1000,50,%s,1000,0x0,0,10,100,,,,\n" /* 20 columns */, t,
+          t - 1000, gpu, util, power);
 }
 
 /* The issue's cases: a 5000-byte line ended reading (11 of 100 samples); inf/nan reached the SVG
@@ -78,7 +78,11 @@ static void test_hostile_csv(void **state) {
       big[5000] = '\0';
       fprintf(f, "%s\n", big);
     }
-    row(f, 1000 + i, gpu, i == 20 ? "inf" : i == 21 ? "nan" : i == 22 ? "1e999" : "50",
+    row(f, 1000 + i, gpu,
+        i == 20   ? "inf"
+        : i == 21 ? "nan"
+        : i == 22 ? "1e999"
+                  : "50",
         i == 23 ? "-inf" : "100");
   }
   fclose(f);
@@ -282,7 +286,8 @@ static void test_priority_levels(void **state) {
   rpt_print_table(&j, m);
   fclose(m);
   assert_non_null(strstr(out, "\npriority high: ranks 3\n"));
-  assert_true(strstr(out, "\npriority low: ranks 0,5\n") || strstr(out, "\npriority low: ranks 5,0\n"));
+  assert_true(strstr(out, "\npriority low: ranks 0,5\n") ||
+              strstr(out, "\npriority low: ranks 5,0\n"));
   assert_null(strstr(out, "normal"));
   assert_null(strchr(out, 0x1b));
   free(out);

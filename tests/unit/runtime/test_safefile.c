@@ -248,13 +248,16 @@ static void test_counters_writer(void **state) {
   close(dfd);
   snprintf(path, sizeof path, "%s/c/n_0_.0.counters.json", root);
   assert_int_equal(symlink(victim, path), 0);
-  assert_int_equal(gr__counters_write(root, &info, "c", NULL, 1.0, NULL, NULL, 0, why, sizeof why), -1);
+  assert_int_equal(gr__counters_write(root, &info, "c", NULL, 1.0, NULL, NULL, 0, why, sizeof why),
+                   -1);
   assert_string_equal(slurp(victim), "precious\n");
   unlink(path);
-  assert_int_equal(gr__counters_write(root, &info, "c", NULL, 1.0, NULL, NULL, 0, why, sizeof why), 0);
+  assert_int_equal(gr__counters_write(root, &info, "c", NULL, 1.0, NULL, NULL, 0, why, sizeof why),
+                   0);
   const char *text = slurp(path);
   assert_non_null(strstr(text, "\"node\": \"n\\\"0\\u001b\""));
-  assert_int_equal(gr__counters_write(root, &info, "..", NULL, 1.0, NULL, NULL, 0, why, sizeof why), -1);
+  assert_int_equal(gr__counters_write(root, &info, "..", NULL, 1.0, NULL, NULL, 0, why, sizeof why),
+                   -1);
 }
 
 /* The flight recorder: no dump through a planted symlink. */

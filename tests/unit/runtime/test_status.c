@@ -39,7 +39,8 @@ static void last_error_names_call_and_rank(void **state) {
   gr_status st = gr__fail(GR_ERR_INVALID, "gr_allreduce", "count %zu of %s overflows size_t",
                           (size_t)10, "GR_FLOAT64");
   assert_int_equal(st, GR_ERR_INVALID);
-  assert_string_equal(gr_last_error(), "rank 3: gr_allreduce: count 10 of GR_FLOAT64 overflows size_t");
+  assert_string_equal(gr_last_error(),
+                      "rank 3: gr_allreduce: count 10 of GR_FLOAT64 overflows size_t");
   gr__set_process_rank(-1);
   gr__fail(GR_ERR_STATE, "gr_finalize", "called before gr_init");
   assert_string_equal(gr_last_error(), "gr_finalize: called before gr_init");
@@ -113,7 +114,8 @@ static void version_is_consistent(void **state) {
   char expect[32];
   snprintf(expect, sizeof expect, "%d.%d.%d", GR_VERSION_MAJOR, GR_VERSION_MINOR, GR_VERSION_PATCH);
   assert_string_equal(gr_version(), expect);
-  assert_int_equal(gr_api_version(), (GR_VERSION_MAJOR << 16) | (GR_VERSION_MINOR << 8) | GR_VERSION_PATCH);
+  assert_int_equal(gr_api_version(),
+                   (GR_VERSION_MAJOR << 16) | (GR_VERSION_MINOR << 8) | GR_VERSION_PATCH);
   assert_non_null(strstr(gr_build_info(), expect));
   assert_non_null(strstr(gr_build_info(), "cuda="));
   /* version.c names the MPI standard from the configure step, without mpi.h (it is in the MPI-free

@@ -238,7 +238,7 @@ int main(void) {
       cmocka_unit_test(test_parse_proc_stat),  cmocka_unit_test(test_cpu_util),
       cmocka_unit_test(test_parse_status_rss), cmocka_unit_test(test_no_nvml),
 #ifdef GR_FAKE_NVML
-      cmocka_unit_test(test_fake_nvml),       cmocka_unit_test(test_fake_nvml_share),
+      cmocka_unit_test(test_fake_nvml),        cmocka_unit_test(test_fake_nvml_share),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

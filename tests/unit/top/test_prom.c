@@ -36,10 +36,12 @@ static void test_format(void **state) {
   const char *want = "gpurun_gpu_utilization_ratio{job=\"a\\\"b\\\\c\\nde\",host=\"h\\\"1\","
                      "rank=\"3\",local_rank=\"1\",gpu=\"2\",pci=\"0000:17:00.0\"} 0.77\n";
   assert_non_null(strstr(buf, want));
-  assert_null(strstr(buf, "temperature_celsius{")); /* no reading, no series */
+  assert_null(strstr(buf, "temperature_celsius{"));      /* no reading, no series */
   assert_null(strstr(buf, "collective_seconds_total{")); /* no live file */
-  assert_non_null(strstr(buf, "gpurun_rank_cpu_utilization_ratio{job=\"a\\\"b\\\\c\\nde\",host=\"h\\\"1\",rank=\"3\",local_rank=\"1\"} 0.5\n"));
-  assert_non_null(strstr(buf, "gpurun_rank_resident_memory_bytes{job=\"a\\\"b\\\\c\\nde\",host=\"h\\\"1\",rank=\"3\",local_rank=\"1\"} 2097152\n"));
+  assert_non_null(strstr(buf, "gpurun_rank_cpu_utilization_ratio{job=\"a\\\"b\\\\c\\nde\",host="
+                              "\"h\\\"1\",rank=\"3\",local_rank=\"1\"} 0.5\n"));
+  assert_non_null(strstr(buf, "gpurun_rank_resident_memory_bytes{job=\"a\\\"b\\\\c\\nde\",host="
+                              "\"h\\\"1\",rank=\"3\",local_rank=\"1\"} 2097152\n"));
   assert_null(strchr(buf, '\033'));
   assert_int_equal(gr__prom_format(&s, "j", "h", NULL, buf, 100), 0); /* too small: nothing */
 }

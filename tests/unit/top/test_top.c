@@ -43,8 +43,8 @@ static void live(int r, int n, const char *state, unsigned seq, double start_ago
            "gpurun-live 1\nrank %d\nsize %d\nhost fakehost\npid 999999\nstate running\n"
            "time %.3f\ninterval 0.25\ncpu_pct 50\nrss_kib 2048\n"
            "comm world %d %d mpi %u allreduce 1 %s %.6f %.6f %u 0.5\n",
-           r, n, t - written_ago, r, n, seq, state, t - start_ago,
-           end_ago >= 0 ? t - end_ago : 0.0, seq);
+           r, n, t - written_ago, r, n, seq, state, t - start_ago, end_ago >= 0 ? t - end_ago : 0.0,
+           seq);
   put_file(name, text);
 }
 
@@ -75,8 +75,8 @@ static void test_parse_hostile(void **state) {
   const char *good = "gpurun-live 1\nrank 7\nsize 8\nhost n\033[2Jx\npid 12\nstate running\n"
                      "comm world 7 8 mpi 5 allreduce 4 running 1.5 0 5 0.25\n"
                      "comm a\nb 1 2\n"
-                     "comm x 0 1 mpi nan allreduce 1 done 1 1 1 1\n"   /* bad seq */
-                     "comm y 0 1 mpi 1 allreduce 1 done inf 1 1 1\n"   /* bad start */
+                     "comm x 0 1 mpi nan allreduce 1 done 1 1 1 1\n"     /* bad seq */
+                     "comm y 0 1 mpi 1 allreduce 1 done inf 1 1 1\n"     /* bad start */
                      "comm z 0 1 mpi 1 allreduce 1 done 1 1 1 1 extra\n" /* 14 tokens */
                      "rss_kib -5\ncpu_pct 1e300\n";
   assert_int_equal(gr__live_parse(good, strlen(good), &lv), 0);
@@ -88,14 +88,17 @@ static void test_parse_hostile(void **state) {
   assert_int_equal(lv.comm[0].seq, 5);
   assert_true(lv.rss_kib < 0);
   assert_true(lv.cpu_pct < 0);
-  const char *bad[] = {"", "gpurun-live 2\nrank 1\n", "gpurun-live 1x\nrank 1\n",
-                       "gpurun-live 1\nsize 3\n", "gpurun-live 1\nrank -1\n",
+  const char *bad[] = {"",
+                       "gpurun-live 2\nrank 1\n",
+                       "gpurun-live 1x\nrank 1\n",
+                       "gpurun-live 1\nsize 3\n",
+                       "gpurun-live 1\nrank -1\n",
                        "gpurun-live 1\nrank 99999999999999999999\n"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     assert_int_equal(gr__live_parse(bad[i], strlen(bad[i]), &lv), -1);
   /* not NUL-terminated: the parser stops at len */
-  char raw[] = {'g', 'p', 'u', 'r', 'u', 'n', '-', 'l', 'i', 'v', 'e', ' ', '1', '\n',
-                'r', 'a', 'n', 'k', ' ', '4', '2'};
+  char raw[] = {'g', 'p', 'u',  'r', 'u', 'n', '-', 'l', 'i', 'v', 'e',
+                ' ', '1', '\n', 'r', 'a', 'n', 'k', ' ', '4', '2'};
   assert_int_equal(gr__live_parse(raw, sizeof raw - 1, &lv), 0);
   assert_int_equal(lv.rank, 4);
 }
@@ -164,7 +167,8 @@ static void test_csv_tail(void **state) {
            "others_sm_util,rank_mem_mib,others_mem_mib\n"
            "100.0,0,0,0,0000:17:00.0,10,1,1024,81920,40,100,1980,0x0,0,10,100,,,,\n"
            "100.0,0,0,0,0000:65:00.0,11,1,1024,81920,41,101,1980,0x0,0,10,100,,,,\n"
-           "101.0,1,0,0,0000:17:00.0,77,33,2048,81920,61,312.5,1980,0x4,2,55.5,321.0,60.0,25.0,1024,512\n"
+           "101.0,1,0,0,0000:17:00.0,77,33,2048,81920,61,312.5,1980,0x4,2,55.5,321.0,60.0,25.0,"
+           "1024,512\n"
            "101.0,1,0,0,0000:65:00.0,78,33,4096,81920,62,313.5,1980,0x40,2,55.5,321.0,,,,\n"
            "102.0,2,0,0,0000:17:00.0,99,99,9");
   top_job job;
@@ -179,7 +183,8 @@ static void test_csv_tail(void **state) {
   assert_true(t->gpu[1].mem_used_mib == 4096 && t->gpu[1].temp_c == 62);
   assert_int_equal(t->gpu[0].throttle, 4);
   assert_int_equal(t->gpu[1].throttle, 0x40);
-  assert_true(t->cpu_pct == 55.5 && t->rss_mib == 321.0); /* the supervisor's, not the live file's */
+  assert_true(t->cpu_pct == 55.5 &&
+              t->rss_mib == 321.0);         /* the supervisor's, not the live file's */
   assert_string_equal(t->host, "fakehost"); /* the live file's; the CSV name's when none */
 
   /* the frame: every line within 80 columns, printable ASCII only */
@@ -188,9 +193,9 @@ static void test_csv_tail(void **state) {
   FILE *m = open_memstream(&buf, &len);
   assert_int_equal(top_render(m, &job, 0, -1, 0, 1.0), 2);
   fclose(m);
-  assert_non_null(strstr(buf, "HWth")); /* hardware thermal slowdown on the second GPU */
+  assert_non_null(strstr(buf, "HWth"));     /* hardware thermal slowdown on the second GPU */
   assert_non_null(strstr(buf, " 60/77% ")); /* shared GPU: the rank's share / the total */
-  assert_non_null(strstr(buf, "    78% "));   /* no per-process rows: the total only */
+  assert_non_null(strstr(buf, "    78% ")); /* no per-process rows: the total only */
   for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
     nl = strchr(line, '\n');
     size_t l = nl ? (size_t)(nl - line) : strlen(line);

@@ -147,7 +147,9 @@ cudaError_t cudaFreeHost(void *p) { return do_free(p, 1); }
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *at, const void *p) {
   if (!at) return cudaErrorInvalidValue;
   alloc *a = find(p);
-  at->type = !a ? cudaMemoryTypeUnregistered : a->pinned ? cudaMemoryTypeHost : cudaMemoryTypeDevice;
+  at->type = !a          ? cudaMemoryTypeUnregistered
+             : a->pinned ? cudaMemoryTypeHost
+                         : cudaMemoryTypeDevice;
   at->device = 0;
   at->devicePointer = a && !a->pinned ? (void *)p : NULL;
   at->hostPointer = a && a->pinned ? (void *)p : NULL;
@@ -156,11 +158,16 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *at, const voi
 
 const char *cudaGetErrorString(cudaError_t e) {
   switch (e) {
-  case cudaSuccess: return "no error (double)";
-  case cudaErrorInvalidValue: return "invalid argument (double)";
-  case cudaErrorMemoryAllocation: return "out of memory (double)";
-  case cudaErrorNotReady: return "device not ready (double)";
-  default: return "unknown error (double)";
+  case cudaSuccess:
+    return "no error (double)";
+  case cudaErrorInvalidValue:
+    return "invalid argument (double)";
+  case cudaErrorMemoryAllocation:
+    return "out of memory (double)";
+  case cudaErrorNotReady:
+    return "device not ready (double)";
+  default:
+    return "unknown error (double)";
   }
 }
 cudaError_t cudaGetLastError(void) {
@@ -196,27 +203,40 @@ static ncclResult_t set_err(ncclComm_t c, ncclResult_t r, const char *fmt, const
   return r;
 }
 
-#define HOP_(name, dt, op)                                                 \
-  static void name(void *in, void *io, int *len, MPI_Datatype *t) {        \
-    (void)t;                                                               \
-    gr__reduce_host(dt, op, io, in, (size_t)*len);                         \
+#define HOP_(name, dt, op)                                                                         \
+  static void name(void *in, void *io, int *len, MPI_Datatype *t) {                                \
+    (void)t;                                                                                       \
+    gr__reduce_host(dt, op, io, in, (size_t)*len);                                                 \
   }
-HOP_(h_sum, GR_FLOAT16, GR_SUM) HOP_(h_prod, GR_FLOAT16, GR_PROD) HOP_(h_min, GR_FLOAT16, GR_MIN)
-HOP_(h_max, GR_FLOAT16, GR_MAX) HOP_(b_sum, GR_BFLOAT16, GR_SUM) HOP_(b_prod, GR_BFLOAT16, GR_PROD)
-HOP_(b_min, GR_BFLOAT16, GR_MIN) HOP_(b_max, GR_BFLOAT16, GR_MAX)
+HOP_(h_sum, GR_FLOAT16, GR_SUM)
+HOP_(h_prod, GR_FLOAT16, GR_PROD)
+HOP_(h_min, GR_FLOAT16, GR_MIN)
+HOP_(h_max, GR_FLOAT16, GR_MAX)
+HOP_(b_sum, GR_BFLOAT16, GR_SUM)
+HOP_(b_prod, GR_BFLOAT16, GR_PROD)
+HOP_(b_min, GR_BFLOAT16, GR_MIN)
+HOP_(b_max, GR_BFLOAT16, GR_MAX)
 
 /* The native types reduce with gpurun's kernels too (wrapping integers, NaN-propagating MIN/MAX):
  * Open MPI's built-in ops saturate 8-bit sums and drop NaNs, which NCCL's kernels do not do. */
 static gr_dtype native(MPI_Datatype t) {
-  return t == MPI_INT8_T ? GR_INT8 : t == MPI_UINT8_T ? GR_UINT8 : t == MPI_INT32_T ? GR_INT32
-       : t == MPI_UINT32_T ? GR_UINT32 : t == MPI_INT64_T ? GR_INT64 : t == MPI_UINT64_T ? GR_UINT64
-       : t == MPI_FLOAT ? GR_FLOAT32 : GR_FLOAT64;
+  return t == MPI_INT8_T     ? GR_INT8
+         : t == MPI_UINT8_T  ? GR_UINT8
+         : t == MPI_INT32_T  ? GR_INT32
+         : t == MPI_UINT32_T ? GR_UINT32
+         : t == MPI_INT64_T  ? GR_INT64
+         : t == MPI_UINT64_T ? GR_UINT64
+         : t == MPI_FLOAT    ? GR_FLOAT32
+                             : GR_FLOAT64;
 }
-#define NOP_(name, op)                                                     \
-  static void name(void *in, void *io, int *len, MPI_Datatype *t) {        \
-    gr__reduce_host(native(*t), op, io, in, (size_t)*len);                 \
+#define NOP_(name, op)                                                                             \
+  static void name(void *in, void *io, int *len, MPI_Datatype *t) {                                \
+    gr__reduce_host(native(*t), op, io, in, (size_t)*len);                                         \
   }
-NOP_(n_sum, GR_SUM) NOP_(n_prod, GR_PROD) NOP_(n_min, GR_MIN) NOP_(n_max, GR_MAX)
+NOP_(n_sum, GR_SUM)
+NOP_(n_prod, GR_PROD)
+NOP_(n_min, GR_MIN)
+NOP_(n_max, GR_MAX)
 
 static ncclComm_t comm_new(MPI_Comm mpi) {
   ncclComm_t c = calloc(1, sizeof *c);
@@ -390,7 +410,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *out, ncclConfig_t *cfg) {
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *out,
+                           ncclConfig_t *cfg) {
   if (!comm || !out) return set_err(comm, ncclInvalidArgument, "%s", "comm or newcomm is NULL");
   MPI_Comm nm;
   MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &nm);
@@ -452,21 +473,30 @@ static size_t esize(ncclDataType_t t) {
   return z[t];
 }
 static gr_dtype grt(ncclDataType_t t) {
-  static const gr_dtype m[] = {GR_INT8, GR_UINT8, GR_INT32, GR_UINT32, GR_INT64,
+  static const gr_dtype m[] = {GR_INT8,   GR_UINT8,   GR_INT32,   GR_UINT32,  GR_INT64,
                                GR_UINT64, GR_FLOAT16, GR_FLOAT32, GR_FLOAT64, GR_BFLOAT16};
   return m[t];
 }
 static MPI_Datatype mtype(ncclDataType_t t) {
   switch (t) {
-  case ncclInt8: return MPI_INT8_T;
-  case ncclUint8: return MPI_UINT8_T;
-  case ncclInt32: return MPI_INT32_T;
-  case ncclUint32: return MPI_UINT32_T;
-  case ncclInt64: return MPI_INT64_T;
-  case ncclUint64: return MPI_UINT64_T;
-  case ncclFloat32: return MPI_FLOAT;
-  case ncclFloat64: return MPI_DOUBLE;
-  default: return MPI_UINT16_T;
+  case ncclInt8:
+    return MPI_INT8_T;
+  case ncclUint8:
+    return MPI_UINT8_T;
+  case ncclInt32:
+    return MPI_INT32_T;
+  case ncclUint32:
+    return MPI_UINT32_T;
+  case ncclInt64:
+    return MPI_INT64_T;
+  case ncclUint64:
+    return MPI_UINT64_T;
+  case ncclFloat32:
+    return MPI_FLOAT;
+  case ncclFloat64:
+    return MPI_DOUBLE;
+  default:
+    return MPI_UINT16_T;
   }
 }
 static MPI_Op mop(ncclComm_t c, ncclDataType_t t, ncclRedOp_t op) {
@@ -492,7 +522,8 @@ static void start(item *it) {
     MPI_Request *q = &it->reqs[i];
     switch (o->kind) {
     case K_ALLREDUCE:
-      MPI_Iallreduce(o->s == o->r ? MPI_IN_PLACE : o->s, o->r, n, dt, mop(c, o->t, o->op), c->mpi, q);
+      MPI_Iallreduce(o->s == o->r ? MPI_IN_PLACE : o->s, o->r, n, dt, mop(c, o->t, o->op), c->mpi,
+                     q);
       break;
     case K_BCAST:
       if (c->rank == o->root && o->s != o->r) memmove(o->r, o->s, bytes);
@@ -516,8 +547,12 @@ static void start(item *it) {
       MPI_Ireduce_scatter_block(s, o->r, n, dt, mop(c, o->t, o->op), c->mpi, q);
       break;
     }
-    case K_SEND: MPI_Isend(o->s, n, dt, o->root, 7, c->mpi, q); break;
-    case K_RECV: MPI_Irecv(o->r, n, dt, o->root, 7, c->mpi, q); break;
+    case K_SEND:
+      MPI_Isend(o->s, n, dt, o->root, 7, c->mpi, q);
+      break;
+    case K_RECV:
+      MPI_Irecv(o->r, n, dt, o->root, 7, c->mpi, q);
+      break;
     }
   }
 }
@@ -572,23 +607,26 @@ cudaError_t cudaStreamCreate(cudaStream_t *s) {
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
   if (!s || s == &default_stream) return cudaErrorInvalidValue;
-  while (!progress(s)) {}
+  while (!progress(s)) {
+  }
   for (struct grdbl_stream *p = &default_stream; p; p = p->next)
     if (p->next == s) p->next = s->next;
   free(s);
   return cudaSuccess;
 }
-cudaError_t cudaStreamQuery(cudaStream_t s) { return progress(S(s)) ? cudaSuccess : cudaErrorNotReady; }
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+  return progress(S(s)) ? cudaSuccess : cudaErrorNotReady;
+}
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  while (!progress(S(s))) {}
+  while (!progress(S(s))) {
+  }
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
                             cudaStream_t s) {
   int dev_dst = find(dst) && !find(dst)->pinned, dev_src = find(src) && !find(src)->pinned;
-  int ok = kind == cudaMemcpyDefault ||
-           (kind == cudaMemcpyHostToDevice && dev_dst && !dev_src) ||
+  int ok = kind == cudaMemcpyDefault || (kind == cudaMemcpyHostToDevice && dev_dst && !dev_src) ||
            (kind == cudaMemcpyDeviceToHost && dev_src && !dev_dst) ||
            (kind == cudaMemcpyDeviceToDevice && dev_src && dev_dst) ||
            (kind == cudaMemcpyHostToHost && !dev_src && !dev_dst);
@@ -625,11 +663,14 @@ static ncclResult_t enqueue(nop o, cudaStream_t st) {
   int needs_s = o.kind != K_RECV && (o.kind != K_BCAST || c->rank == o.root);
   int needs_r = o.kind != K_SEND && (o.kind != K_REDUCE || c->rank == o.root);
   if (bytes && needs_s && (!find(o.s) || find(o.s)->pinned))
-    return set_err(c, ncclInvalidArgument, "sendbuff %s is not device memory", o.kind == K_SEND ? "(send)" : "");
+    return set_err(c, ncclInvalidArgument, "sendbuff %s is not device memory",
+                   o.kind == K_SEND ? "(send)" : "");
   if (bytes && needs_r && (!find(o.r) || find(o.r)->pinned))
-    return set_err(c, ncclInvalidArgument, "recvbuff %s is not device memory", o.kind == K_RECV ? "(recv)" : "");
+    return set_err(c, ncclInvalidArgument, "recvbuff %s is not device memory",
+                   o.kind == K_RECV ? "(recv)" : "");
   if (o.kind == K_BCAST || o.kind == K_REDUCE || o.kind == K_SEND || o.kind == K_RECV)
-    if (o.root < 0 || o.root >= c->size) return set_err(c, ncclInvalidArgument, "%s", "root/peer out of range");
+    if (o.root < 0 || o.root >= c->size)
+      return set_err(c, ncclInvalidArgument, "%s", "root/peer out of range");
   if (group_depth > 0) {
     if (gn == gcap) {
       gcap = gcap ? 2 * gcap : 16;
@@ -653,7 +694,8 @@ ncclResult_t ncclGroupStart(void) {
   return ncclSuccess;
 }
 ncclResult_t ncclGroupEnd(void) {
-  if (group_depth == 0) return set_err(NULL, ncclInvalidUsage, "%s", "ncclGroupEnd without ncclGroupStart");
+  if (group_depth == 0)
+    return set_err(NULL, ncclInvalidUsage, "%s", "ncclGroupEnd without ncclGroupStart");
   if (--group_depth > 0 || gn == 0) return ncclSuccess;
   item *it = calloc(1, sizeof *it);
   it->ops = gops;
@@ -665,7 +707,7 @@ ncclResult_t ncclGroupEnd(void) {
   return ncclSuccess;
 }
 
-#define OP_(k, s_, r_, n_, t_, op_, root_) \
+#define OP_(k, s_, r_, n_, t_, op_, root_)                                                         \
   enqueue((nop){k, s_, r_, n_, t_, op_, root_, comm, NULL}, st)
 ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t st) {
@@ -675,8 +717,8 @@ ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, i
                            ncclComm_t comm, cudaStream_t st) {
   return OP_(K_BCAST, s, r, n, t, ncclSum, root);
 }
-ncclResult_t ncclReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root,
-                        ncclComm_t comm, cudaStream_t st) {
+ncclResult_t ncclReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t st) {
   return OP_(K_REDUCE, s, r, n, t, op, root);
 }
 ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t comm,
@@ -691,7 +733,8 @@ ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclC
                       cudaStream_t st) {
   return OP_(K_SEND, s, NULL, n, t, ncclSum, peer);
 }
-ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st) {
+ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t comm,
+                      cudaStream_t st) {
   return OP_(K_RECV, NULL, r, n, t, ncclSum, peer);
 }
 
@@ -701,7 +744,8 @@ static int busy(ncclComm_t c) {
   int any = 0;
   for (struct grdbl_stream *s = streams; s; s = s->next) {
     progress(s);
-    for (item *it = s->head; it; it = it->next) any |= uses(it, c);
+    for (item *it = s->head; it; it = it->next)
+      any |= uses(it, c);
   }
   return any;
 }
@@ -749,7 +793,8 @@ ncclResult_t ncclCommAbort(ncclComm_t c) {
       item *it = *p;
       if (uses(it, c)) {
         *p = it->next;
-        for (int i = 0; i < it->nops; i++) free(it->ops[i].tmp);
+        for (int i = 0; i < it->nops; i++)
+          free(it->ops[i].tmp);
         item_free(it); /* the request handles are copies: MPI keeps its own */
       } else {
         last = it;
@@ -763,8 +808,12 @@ ncclResult_t ncclCommAbort(ncclComm_t c) {
 }
 
 const char *ncclGetErrorString(ncclResult_t r) {
-  static const char *const s[] = {"no error", "unhandled cuda error", "unhandled system error",
-                                  "internal error", "invalid argument", "invalid usage",
+  static const char *const s[] = {"no error",
+                                  "unhandled cuda error",
+                                  "unhandled system error",
+                                  "internal error",
+                                  "invalid argument",
+                                  "invalid usage",
                                   "remote process exited or there was a network error",
                                   "NCCL operation in progress"};
   return (unsigned)r < ncclNumResults ? s[r] : "unknown result code";

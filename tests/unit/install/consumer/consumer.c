@@ -11,7 +11,8 @@ int main(int argc, char **argv) {
   int ok = gr_api_version() >= GR_API_VERSION && gr_strerror(GR_OK)[0] != '\0';
   int all_ok = 0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-  if (rank == 0) printf("consumer %s: %d ranks, %s\n", all_ok ? "ok" : "FAILED", size, gr_build_info());
+  if (rank == 0)
+    printf("consumer %s: %d ranks, %s\n", all_ok ? "ok" : "FAILED", size, gr_build_info());
   MPI_Finalize();
   return all_ok ? 0 : 1;
 }

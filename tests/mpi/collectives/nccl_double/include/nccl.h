@@ -14,7 +14,7 @@
 #define NCCL_MAJOR 2
 #define NCCL_MINOR 28
 #define NCCL_PATCH 0
-#define NCCL_VERSION(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
+#define NCCL_VERSION(X, Y, Z) ((X)*10000 + (Y)*100 + (Z))
 #define NCCL_UNIQUE_ID_BYTES 128
 #define NCCL_SPLIT_NOCOLOR -1
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
@@ -36,8 +36,16 @@ typedef enum {
 } ncclResult_t;
 typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 } ncclRedOp_t;
 typedef enum {
-  ncclInt8 = 0, ncclUint8 = 1, ncclInt32 = 2, ncclUint32 = 3, ncclInt64 = 4, ncclUint64 = 5,
-  ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8, ncclBfloat16 = 9
+  ncclInt8 = 0,
+  ncclUint8 = 1,
+  ncclInt32 = 2,
+  ncclUint32 = 3,
+  ncclInt64 = 4,
+  ncclUint64 = 5,
+  ncclFloat16 = 6,
+  ncclFloat32 = 7,
+  ncclFloat64 = 8,
+  ncclBfloat16 = 9
 } ncclDataType_t;
 typedef struct {
   size_t size;
@@ -45,8 +53,11 @@ typedef struct {
   unsigned int version;
   int blocking;
 } ncclConfig_t;
-#define NCCL_CONFIG_INITIALIZER \
-  { sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_CONFIG_UNDEF_INT }
+#define NCCL_CONFIG_INITIALIZER                                                                    \
+  {                                                                                                \
+    sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH),            \
+        NCCL_CONFIG_UNDEF_INT                                                                      \
+  }
 
 #define ncclGetVersion grdbl_ncclGetVersion
 #define ncclGetUniqueId grdbl_ncclGetUniqueId
@@ -72,7 +83,8 @@ ncclResult_t ncclGetVersion(int *v);
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
                                     ncclConfig_t *cfg);
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *cfg);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *cfg);
 ncclResult_t ncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
@@ -83,15 +95,16 @@ ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, n
                            ncclComm_t comm, cudaStream_t st);
 ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, int root,
                            ncclComm_t comm, cudaStream_t st);
-ncclResult_t ncclReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root,
-                        ncclComm_t comm, cudaStream_t st);
+ncclResult_t ncclReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t st);
 ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t comm,
                            cudaStream_t st);
 ncclResult_t ncclReduceScatter(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t st);
 ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t comm,
                       cudaStream_t st);
-ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st);
+ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t comm,
+                      cudaStream_t st);
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 
