@@ -8,6 +8,7 @@
 #include "gr_flight.h"
 #include "gr_log.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,21 +202,40 @@ static int refusal_route(const gr__call *k);
 static int inband(const gr__call *k);
 static gr_status run_inband(const char *fn, gr__call *k, int arg);
 
-/* One exchange in flight: this rank's fingerprint and everybody's. */
+/* One exchange in flight: everybody's fingerprints, then this rank's at all[size] (on the heap:
+ * after a timeout MPI may still read or write them, so they are abandoned, not freed). */
 typedef struct {
-  fingerprint mine, stack[16], *all;
+  fingerprint *all;
   MPI_Request req;
   int rc;
 } exchange;
 
+/* Buffers a timed-out MPI request may still use (a collective request cannot be cancelled): kept
+ * reachable for the rest of the process, never freed, so that a late write lands in memory nobody
+ * else owns. Few: a timeout aborts the communicator. */
+static void abandon(void *p) {
+  static struct abandoned {
+    struct abandoned *next;
+    void *p;
+  } * list;
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  struct abandoned *a = malloc(sizeof *a);
+  if (!a) return; /* then it is merely leaked */
+  a->p = p;
+  pthread_mutex_lock(&lock);
+  a->next = list;
+  list = a;
+  pthread_mutex_unlock(&lock);
+}
+
 static gr_status exchange_post(const char *fn, gr_comm *c, exchange *x, fingerprint f) {
   f.seq = ++c->coll_seq;
-  x->mine = f;
-  x->all = c->size <= 16 ? x->stack : malloc(sizeof *x->all * (size_t)c->size);
+  x->all = malloc(sizeof *x->all * ((size_t)c->size + 1));
   x->req = MPI_REQUEST_NULL;
   if (!x->all) return gr__fail(GR_ERR_NOMEM, fn, "out of memory (check mode)");
-  x->rc = MPI_Iallgather(&x->mine, (int)sizeof x->mine, MPI_BYTE, x->all, (int)sizeof x->mine,
-                         MPI_BYTE, c->check_mpi, &x->req);
+  x->all[c->size] = f;
+  x->rc = MPI_Iallgather(&x->all[c->size], (int)sizeof f, MPI_BYTE, x->all, (int)sizeof f, MPI_BYTE,
+                         c->check_mpi, &x->req);
   return GR_OK;
 }
 
@@ -257,7 +277,7 @@ static gr_status exchange_verdict(const char *fn, gr_comm *c, exchange *x, gr_st
         break;
       }
   }
-  if (all != x->stack) free(all);
+  free(all);
   x->all = NULL;
   return out;
 }
@@ -270,13 +290,14 @@ static gr_status exchange_fingerprint(const char *fn, gr__call *k, gr_status bad
   gr_status st = exchange_post(fn, c, &x, fingerprint_of(k, bad));
   if (st != GR_OK) return bad != GR_OK ? bad : st;
   st = x.rc == MPI_SUCCESS ? gr__mpi_wait(c, &x.req, gr__deadline(c->timeout_s)) : GR_ERR_MPI;
-  if (st == GR_ERR_TIMEOUT) { /* MPI may still write x.all: it is left allocated */
+  if (st == GR_ERR_TIMEOUT) { /* MPI may still write x.all */
+    abandon(x.all);
     k->seq = c->seq + 1;
     c->err[0] = '\0'; /* no backend detail belongs in this sentence */
     return timed_out(fn, k, "the check-mode fingerprint exchange before");
   }
   if (st != GR_OK) {
-    if (x.all != x.stack) free(x.all);
+    free(x.all);
     return bad != GR_OK ? bad : gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
   }
   return exchange_verdict(fn, c, &x, bad);
@@ -476,7 +497,7 @@ static gr_status verdict_fail(const char *fn, const gr_comm *c, int all, const c
 /* ROUTE_AGREE for one call; arg is this rank's refusal (GR__ARG_NONE: none). */
 static gr_status agree_call(const char *fn, gr__call *k, int arg) {
   gr_comm *c = k->comm;
-  int *v = malloc(2 * sizeof *v); /* left allocated after a timeout: MPI may still write it */
+  int *v = malloc(2 * sizeof *v); /* abandoned after a timeout: MPI may still write it */
   if (!v) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
   v[0] = verdict_word(c, arg);
   v[1] = 0;
@@ -486,6 +507,7 @@ static gr_status agree_call(const char *fn, gr__call *k, int arg) {
   if (st == GR_ERR_TIMEOUT) {
     k->seq = c->seq + 1;
     c->err[0] = '\0';
+    abandon(v);
     return timed_out(fn, k, "the agreement on the arguments before");
   }
   int all = v[1];
@@ -558,7 +580,12 @@ static gr_status run_inband(const char *fn, gr__call *k, int arg) {
       memcpy(k->recv, p, n);
     }
   }
-  if (p != small && st != GR_ERR_TIMEOUT) free(p);
+  if (p != small) {
+    if (st == GR_ERR_TIMEOUT)
+      abandon(p); /* MPI may still write it */
+    else
+      free(p);
+  }
   return st;
 }
 
@@ -734,12 +761,13 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
     st = x.rc == MPI_SUCCESS ? gr__mpi_wait(comm, &x.req, gr__deadline(comm->timeout_s))
                              : GR_ERR_MPI;
     if (st == GR_ERR_TIMEOUT) {
+      abandon(x.all);
       k.seq = comm->seq + 1;
       comm->err[0] = '\0';
       return timed_out(fn, &k, "the check-mode fingerprint exchange before");
     }
     if (st != GR_OK) {
-      if (x.all != x.stack) free(x.all);
+      free(x.all);
       return bad != GR_OK ? bad : gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
     }
     GR_CHECK(exchange_verdict(fn, comm, &x, bad));
@@ -977,10 +1005,11 @@ static gr_status check_group(const char *fn, gr__call *q, size_t n) {
         }
       drop_calls_on(q, n, c, st);
       if (first == GR_OK) first = st;
-      continue; /* x[j].all stays allocated: MPI may still write it */
+      abandon(x[j].all); /* MPI may still write it */
+      continue;
     }
     if (st != GR_OK) {
-      if (x[j].all != x[j].stack) free(x[j].all);
+      free(x[j].all);
       st = gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
       drop_calls_on(q, n, c, st);
       if (first == GR_OK) first = st;
@@ -1013,7 +1042,7 @@ static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
     }
   }
   if (nc == 0) return GR_OK;
-  int *v = calloc(2 * nc, sizeof *v); /* left allocated after a timeout: MPI may still write it */
+  int *v = calloc(2 * nc, sizeof *v); /* abandoned after a timeout: MPI may still write it */
   MPI_Request req[64];
   if (!v) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
   double deadline = 0, t0 = gr__mono_now();
@@ -1052,7 +1081,10 @@ static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
     if (st != GR_OK) drop_calls_on(q, n, c, st);
     if (first == GR_OK) first = st;
   }
-  if (!timed) free(v);
+  if (timed)
+    abandon(v);
+  else
+    free(v);
   return first;
 }
 
