@@ -5,6 +5,7 @@
  * Every rank learns whether all others succeeded: either all use the segment, or none does. */
 #include "gr_shm.h"
 
+#include "gr_escape.h"
 #include "gr_log.h"
 
 #include <errno.h>
@@ -27,8 +28,9 @@ static int want_shm(void) {
       strcmp(a, "flat") == 0)
     return 1;
   if (strcmp(a, "mpi") == 0) return 0;
-  GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_COLL_ALGO=%.40s is not auto, shm, hier, flat or mpi; using auto",
-              a);
+  char shown[48]; /* the variable is the user's: escaped for the terminal, cut */
+  GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_COLL_ALGO=%s is not auto, shm, hier, flat or mpi; using auto",
+              gr__esc_term_str(shown, sizeof shown, a));
   return 1;
 }
 
