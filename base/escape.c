@@ -2,6 +2,8 @@
 #include "gr_escape.h"
 
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Length of the valid UTF-8 sequence at s (1-4) with its code point in *cp, or 0 when the byte
  * at s does not start one (overlong forms, surrogates and code points past U+10FFFF are invalid). */
@@ -93,4 +95,29 @@ void gr__esc_term(FILE *f, const char *str) {
       fwrite(s, 1, (size_t)n, f);
     s += n;
   }
+}
+
+const char *gr__esc_term_str(char *out, size_t cap, const char *s) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  out[0] = '\0';
+  if (!m) return out;
+  gr__esc_term(m, s);
+  if (fclose(m) != 0 || !buf) {
+    free(buf);
+    return out;
+  }
+  /* the escapes are ASCII: cut before a partial "\\xNN" or a partial UTF-8 sequence */
+  size_t n = len < cap ? len : cap - 1;
+  if (n < len) {
+    while (n > 0 && ((unsigned char)buf[n] & 0xc0) == 0x80)
+      n--;
+    for (size_t k = n >= 3 ? n - 3 : 0; k < n; k++)
+      if (buf[k] == '\\') n = k;
+  }
+  memcpy(out, buf, n);
+  out[n] = '\0';
+  free(buf);
+  return out;
 }

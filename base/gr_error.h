@@ -10,6 +10,12 @@
  * The rank part is left out when the rank is not known yet. */
 gr_status gr__fail(gr_status st, const char *call, const char *fmt, ...) GR_PRINTF(3, 4);
 
+/* Records the formatted sentence as it is, without the rank and call prefix, and returns st: the
+ * programs' convention (gpurun, gpurun-report), whose main() prints "<program>: <sentence>" once.
+ * Control characters in the result become '?', so a sentence quoting user input stays one
+ * printable line. Same thread-local buffer as gr__fail: read it with gr_last_error(). */
+gr_status gr__fail_msg(gr_status st, const char *fmt, ...) GR_PRINTF(2, 3);
+
 /* The MPI world rank of this process: set by the runtime once MPI is up, otherwise read from the
  * launcher's environment (Open MPI, PMIx, PMI, Slurm); -1 when unknown. */
 int gr__process_rank(void);

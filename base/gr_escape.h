@@ -15,5 +15,8 @@
 void gr__esc_json(FILE *f, const char *s);
 void gr__esc_xml(FILE *f, const char *s);
 void gr__esc_term(FILE *f, const char *s);
+/* gr__esc_term into out (cap > 0 bytes, always terminated, cut at a whole escape when it does not
+ * fit): for a sentence recorded with gr__fail_msg that quotes a path or a name. Returns out. */
+const char *gr__esc_term_str(char *out, size_t cap, const char *s);
 
 #endif

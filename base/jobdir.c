@@ -26,3 +26,12 @@ int gr__monitor_job_from_env(char *out, size_t cap) {
   }
   return -1;
 }
+
+void gr__job_from_time(time_t t, int minute_only, char *out, size_t cap) {
+  struct tm tm;
+  if (!cap) return;
+  out[0] = '\0';
+  if (!gmtime_r(&t, &tm) ||
+      strftime(out, cap, minute_only ? "%Y%m%d-%H%M" : "%Y%m%d-%H%M%S", &tm) == 0)
+    snprintf(out, cap, "%lld", (long long)t); /* past year 9999, or cap too small */
+}

@@ -1,6 +1,8 @@
 /* Parser of the live-state file (see gr_live_file.h). Pure: no I/O, no allocation. */
 #include "gr_live_file.h"
 
+#include "gr_parse.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -51,12 +53,7 @@ static int integer(const char *t, size_t len, long long lo, long long hi, long l
   if (len == 0 || len >= sizeof buf) return -1;
   memcpy(buf, t, len);
   buf[len] = '\0';
-  errno = 0;
-  char *e;
-  long long v = strtoll(buf, &e, 10);
-  if (errno || *e || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
+  return gr__parse_ll(buf, lo, hi, out) == GR_OK ? 0 : -1;
 }
 
 static int is(const char *t, size_t len, const char *word) {

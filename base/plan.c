@@ -2,6 +2,7 @@
 #include "gr_plan.h"
 
 #include "gr_error.h"
+#include "gr_parse.h"
 
 #include <errno.h>
 #include <hwloc.h>
@@ -27,16 +28,6 @@ static void no_plan(gr_plan *out) {
   out->nic[0] = '\0';
 }
 
-static int parse_int(const char *s, int *v) {
-  if (!s || !*s) return -1;
-  char *end;
-  errno = 0;
-  long x = strtol(s, &end, 10);
-  if (errno || *end || x < INT_MIN || x > INT_MAX) return -1;
-  *v = (int)x;
-  return 0;
-}
-
 static gr_status bad(gr_plan *out, const char *var, const char *val, const char *what) {
   no_plan(out);
   /* a long value is cut, so that the reason after it survives the message buffer */
@@ -60,9 +51,9 @@ gr_status gr__plan_parse(char *const *envp, gr_plan *out) {
   const char *lr = gr__env_lookup(envp, GR_PLAN_VAR_LOCAL_RANK);
   const char *ls = gr__env_lookup(envp, GR_PLAN_VAR_LOCAL_SIZE);
   int local_rank, local_size;
-  if (parse_int(lr, &local_rank) != 0)
+  if (gr__parse_int(lr, INT_MIN, INT_MAX, &local_rank) != GR_OK)
     return bad(out, GR_PLAN_VAR_LOCAL_RANK, lr ? lr : "(unset)", "is not an integer");
-  if (parse_int(ls, &local_size) != 0 || local_size < 1)
+  if (gr__parse_int(ls, INT_MIN, INT_MAX, &local_size) != GR_OK || local_size < 1)
     return bad(out, GR_PLAN_VAR_LOCAL_SIZE, ls ? ls : "(unset)", "is not a positive integer");
   if (local_rank < 0 || local_rank >= local_size) {
     char msg[160];
@@ -111,7 +102,7 @@ gr_status gr__plan_parse(char *const *envp, gr_plan *out) {
     if (len >= sizeof first) return bad(out, GR_PLAN_VAR_NUMA, numa, "is not a NUMA node list");
     memcpy(first, numa, len);
     first[len] = '\0';
-    if (parse_int(first, &tmp.numa) != 0 || tmp.numa < 0)
+    if (gr__parse_int(first, INT_MIN, INT_MAX, &tmp.numa) != GR_OK || tmp.numa < 0)
       return bad(out, GR_PLAN_VAR_NUMA, numa, "is not a NUMA node list");
   }
   const char *nic = gr__env_lookup(envp, GR_PLAN_VAR_NIC);

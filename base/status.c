@@ -1,6 +1,8 @@
 /* Status codes, their names and descriptions, and the thread-local last-error sentence. */
 #include "gr_error.h"
 
+#include "gr_parse.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,11 +48,8 @@ static int rank_from_env(void) {
                                      "SLURM_PROCID", "FLUX_TASK_RANK"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *v = getenv(vars[i]);
-    if (v && *v) {
-      char *end;
-      long r = strtol(v, &end, 10);
-      if (*end == '\0' && r >= 0 && r < (1L << 30)) return (int)r;
-    }
+    int r;
+    if (gr__parse_int(v, 0, (1 << 30) - 1, &r) == GR_OK) return r;
   }
   return -1;
 }
@@ -75,5 +74,15 @@ gr_status gr__fail(gr_status st, const char *call, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(last_error + n, sizeof last_error - (size_t)n, fmt, ap);
   va_end(ap);
+  return st;
+}
+
+gr_status gr__fail_msg(gr_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  for (char *c = last_error; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
   return st;
 }

@@ -12,9 +12,11 @@
  * those in flight that they share. gr_mpi_be.h holds the state they share. */
 #include "gr_mpi_be.h"
 
+#include "gr_algo_count.h"
 #include "gr_config.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_mpi_error.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -177,9 +179,7 @@ int gr__mpi_pof2(int p) {
 
 gr_status gr__mpi_rc_fail(gr__call *k, int rc, const char *what) {
   char s[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, s, &len);
-  return gr__comm_err(k->comm, GR_ERR_MPI, "%s failed: %s", what, s);
+  return gr__comm_err(k->comm, GR_ERR_MPI, "%s failed: %s", what, gr__mpi_strerror(rc, s));
 }
 
 /* ---- staging of device buffers ----------------------------------------------------------- */
@@ -395,6 +395,7 @@ static gr_status mpi_post(gr__call *k, int *done) {
   void *r = k->recv;
   GR_CHECK(stage_in(k, &s, &r));
   if (gr__shm_takes(b->shm, k->kind)) {
+    if (k->kind == GR__ALLREDUCE) gr__algo_note(GR__ALGO_SHM);
     gr_status st = gr__shm_call_post(b->shm, k, s, r, &m->shm_op);
     if (st != GR_OK) stage_out(k);
     else m->flags |= GR__MPI_SHM;
@@ -415,6 +416,10 @@ static gr_status mpi_post(gr__call *k, int *done) {
   switch (k->kind) {
   case GR__ALLREDUCE: {
     const gr__mpi_algo *algo = choose_allreduce(k);
+    gr__algo_note(!algo                            ? GR__ALGO_MPI_LIB
+                  : algo == &gr__mpi_allreduce_rab ? GR__ALGO_RABENSEIFNER
+                  : algo == &gr__mpi_allreduce_ring ? GR__ALGO_RING
+                                                    : GR__ALGO_RD);
     if (algo) {
       gr_status st = own_start(k, algo, s, r);
       if (st != GR_OK) {

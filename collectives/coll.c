@@ -11,6 +11,7 @@
 #include "gr_dtype.h"
 #include "gr_env_bool.h"
 #include "gr_error.h"
+#include "gr_mpi_error.h"
 #include "gr_flight.h"
 #include "gr_log.h"
 
@@ -23,7 +24,7 @@
 #include <time.h>
 
 static const char *const kind_names[GR__NKINDS] = {
-    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "send", "recv",
+    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", GR_FL_OP_SEND, GR_FL_OP_RECV,
     "barrier"};
 
 const char *gr__kind_name(gr__kind k) { return (unsigned)k < GR__NKINDS ? kind_names[k] : "?"; }
@@ -31,16 +32,6 @@ const char *gr__coll_stats_op_name(int i) {
   return i >= 0 && i < GR_COLL_STATS_NOPS ? kind_names[i] : NULL;
 }
 
-double gr__wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-double gr__mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 double gr__deadline(double timeout_s) { return timeout_s > 0 ? gr__mono_now() + timeout_s : 0.0; }
 int gr__past(double deadline) { return deadline > 0 && gr__mono_now() > deadline; }
 
@@ -71,9 +62,7 @@ gr_status gr__comm_err(gr_comm *c, gr_status st, const char *fmt, ...) {
 
 static gr_status mpi_err(gr_comm *c, int rc, const char *what) {
   char s[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", rc);
-  return gr__comm_err(c, GR_ERR_MPI, "%s failed: %s", what, s);
+  return gr__comm_err(c, GR_ERR_MPI, "%s failed: %s", what, gr__mpi_strerror(rc, s));
 }
 
 int gr__mpi_test(MPI_Request *req, int *flag) {
@@ -271,7 +260,7 @@ static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v,
   int cmp = MPI_UNEQUAL;
   MPI_Comm_compare(mpi, MPI_COMM_WORLD, &cmp);
   if (cmp == MPI_IDENT || cmp == MPI_CONGRUENT)
-    snprintf(c->id, sizeof c->id, "world");
+    snprintf(c->id, sizeof c->id, GR_FL_WORLD);
   else
     snprintf(c->id, sizeof c->id, "comm-%p", (void *)c); /* unique, if not agreed across ranks */
   int rc = MPI_Comm_dup(mpi, &c->mpi);
@@ -390,7 +379,7 @@ GR_API gr_status gr_comm_split(gr_comm *c, int color, int key, gr_comm **out) {
     child->ops = c->ops;
     child->mpi = nm;
     comm_basics(child); /* backend, timeout and check mode are the parent's: agreed already */
-    if (strcmp(c->id, "world") == 0)
+    if (strcmp(c->id, GR_FL_WORLD) == 0)
       snprintf(child->id, sizeof child->id, "split-%d", n);
     else
       snprintf(child->id, sizeof child->id, "%.16s.%d", c->id, n % 100000);
@@ -455,7 +444,7 @@ GR_API gr_backend gr_comm_backend(const gr_comm *c) {
   return c && c->magic == GR__COMM_MAGIC ? c->ops->kind : GR_BACKEND_AUTO;
 }
 
-int gr__coll_stats_get(const gr_comm *c, gr_coll_stats *out) {
+gr_status gr__coll_stats_get(const gr_comm *c, gr_coll_stats *out) {
   if (!c || c->magic != GR__COMM_MAGIC || !out) return GR_ERR_INVALID;
   *out = c->stats;
   return GR_OK;

@@ -58,7 +58,7 @@ static void on_sigusr1(int sig) {
 
 static void dump_at_exit(void) {
   char path[1024];
-  gr__flight_dump("exit", path, sizeof path);
+  gr__flight_dump(GR_FL_REASON_EXIT, path, sizeof path);
   pthread_mutex_lock(&lock);
   while (head) {
     gr__flight *f = head;
@@ -154,7 +154,7 @@ void gr__flight_poll(void) {
   if (!sig_pending) return;
   sig_pending = 0;
   char path[1024];
-  if (gr__flight_dump("signal", path, sizeof path) == 0) GR_INFO("flight recorder written to %s", path);
+  if (gr__flight_dump(GR_FL_REASON_SIGNAL, path, sizeof path) == 0) GR_INFO("flight recorder written to %s", path);
 }
 
 uint64_t gr__flight_generation(void) { return __atomic_load_n(&generation, __ATOMIC_RELAXED); }
@@ -192,8 +192,12 @@ static void put_double(FILE *o, double v) {
     fprintf(o, "%.6f", v);
 }
 
+/* "\"name\": " for a key of the contract (gr_flight_format.h) */
+#define KEY(k) "\"" k "\": "
+
 static int dump_text(FILE *o, const char *reason) {
-  static const char *const states[] = {"running", "done", "failed", "timeout"};
+  static const char *const states[] = {GR_FL_STATE_RUNNING, GR_FL_STATE_DONE, GR_FL_STATE_FAILED,
+                                       GR_FL_STATE_TIMEOUT};
   int wrank = gr__process_rank();
   char node[256] = "";
   gethostname(node, sizeof node - 1);
@@ -202,34 +206,35 @@ static int dump_text(FILE *o, const char *reason) {
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
   if (inited && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &wsize);
-  fprintf(o, "{\"rank\": %d, \"size\": %d, \"node\": ", wrank, wsize);
+  fprintf(o, "{" KEY(GR_FL_RANK) "%d, " KEY(GR_FL_SIZE) "%d, " KEY(GR_FL_NODE), wrank, wsize);
   gr__esc_json(o, node);
-  fputs(", \"reason\": ", o);
+  fputs(", " KEY(GR_FL_REASON), o);
   gr__esc_json(o, reason);
-  fputs(", \"comms\": [", o);
+  fputs(", " KEY(GR_FL_COMMS) "[", o);
   pthread_mutex_lock(&lock);
   for (gr__flight *f = head; f; f = f->next) {
-    fprintf(o, "%s\n {\"id\": ", f == head ? "" : ",");
+    fprintf(o, "%s\n {" KEY(GR_FL_COMM_ID), f == head ? "" : ",");
     gr__esc_json(o, f->id);
-    fprintf(o, ", \"rank\": %d, \"size\": %d, \"backend\": ", f->rank, f->size);
+    fprintf(o, ", " KEY(GR_FL_COMM_RANK) "%d, " KEY(GR_FL_COMM_SIZE) "%d, " KEY(GR_FL_COMM_BACKEND),
+            f->rank, f->size);
     gr__esc_json(o, f->backend);
-    fputs(", \"calls\": [", o);
+    fputs(", " KEY(GR_FL_COMM_CALLS) "[", o);
     uint64_t first = f->n > GR__FLIGHT_N ? f->n - GR__FLIGHT_N : 0;
     for (uint64_t i = first; i < f->n; i++) {
       const rec *r = &f->ring[i % GR__FLIGHT_N];
-      fprintf(o, "%s\n  {\"seq\": %llu, ", i == first ? "" : ",", (unsigned long long)r->seq);
-      fprintf(o, "\"op\": \"%s\", \"count\": %zu, \"dtype\": \"%s\", \"root\": %d, "
-                 "\"peer\": %d, \"start\": ",
+      fprintf(o, "%s\n  {" KEY(GR_FL_SEQ) "%llu, ", i == first ? "" : ",", (unsigned long long)r->seq);
+      fprintf(o, KEY(GR_FL_OP) "\"%s\", " KEY(GR_FL_COUNT) "%zu, " KEY(GR_FL_DTYPE) "\"%s\", "
+                 KEY(GR_FL_ROOT) "%d, " KEY(GR_FL_PEER) "%d, " KEY(GR_FL_START),
               gr__kind_name((gr__kind)r->kind),
               r->count, r->dtype >= 0 ? gr__dtype_name((gr_dtype)r->dtype) : "none", r->root, r->peer);
       put_double(o, r->start);
-      fputs(", \"end\": ", o);
+      fputs(", " KEY(GR_FL_END), o);
       put_double(o, r->state == GR__FL_RUNNING ? 0.0 : r->end);
       if (r->cseq)
-        fprintf(o, ", \"cseq\": %llu", (unsigned long long)r->cseq);
+        fprintf(o, ", " KEY(GR_FL_CSEQ) "%llu", (unsigned long long)r->cseq);
       else
-        fputs(", \"cseq\": null", o);
-      fprintf(o, ", \"state\": \"%s\"}", states[r->state]);
+        fputs(", " KEY(GR_FL_CSEQ) "null", o);
+      fprintf(o, ", " KEY(GR_FL_STATE) "\"%s\"}", states[r->state]);
     }
     fputs("]}", o);
   }
@@ -257,7 +262,7 @@ int gr__flight_dump(const char *reason, char *path, size_t path_len) {
     return -1;
   }
   char name[64], why[512];
-  snprintf(name, sizeof name, "flight.%d.json", wrank);
+  snprintf(name, sizeof name, GR_FLIGHT_PREFIX "%d" GR_FLIGHT_SUFFIX, wrank);
   snprintf(path, path_len, "%s/%s/%s", root, jobname, name);
   int rc = -1;
   int dirfd = gr__jobdir_open(root, jobname, why, sizeof why);

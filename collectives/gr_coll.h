@@ -9,6 +9,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "gr_clock.h" /* gr__wall_now (flight times), gr__mono_now (deadlines) */
 #include "gr_coll_stats.h"
 
 typedef enum {
@@ -111,9 +112,6 @@ struct gr_comm {
   gr_coll_stats stats;
 };
 
-/* Seconds since the epoch (flight times) and a monotonic clock (deadlines). */
-double gr__wall_now(void);
-double gr__mono_now(void);
 /* Deadline from a timeout in seconds (0 = none). */
 double gr__deadline(double timeout_s);
 int gr__past(double deadline);

@@ -4,6 +4,7 @@
 #ifndef GR_COLL_STATS_H
 #define GR_COLL_STATS_H
 
+#include <gpurun/status.h>
 #include <stdint.h>
 
 #define GR_COLL_STATS_NOPS 9 /* allreduce broadcast reduce allgather reduce_scatter alltoall send recv barrier */
@@ -21,7 +22,7 @@ typedef struct {
 
 /* The name of op index i ("allreduce", ...), NULL past the end. */
 const char *gr__coll_stats_op_name(int i);
-/* Copy the communicator's counters; GR_ERR_INVALID (as int) for a NULL or destroyed comm. */
-int gr__coll_stats_get(const gr_comm *c, gr_coll_stats *out);
+/* Copy the communicator's counters; GR_ERR_INVALID for a NULL or destroyed comm. */
+gr_status gr__coll_stats_get(const gr_comm *c, gr_coll_stats *out);
 
 #endif

@@ -1,4 +1,5 @@
-/* Internal: the flight recorder. Each communicator keeps its last GR__FLIGHT_N calls; the records
+/* Internal: the flight recorder (file keys: gr_flight_format.h, docs/formats.md). Each
+ * communicator keeps its last GR__FLIGHT_N calls; the records
  * of every communicator of the process are written as one JSON file,
  *   $GPURUN_MONITOR_DIR/<job>/flight.<world_rank>.json   (directory default ./gpurun-monitor)
  * on a timeout, on SIGUSR1 (only when GPURUN_FLIGHT=1 or GPURUN_LOG=debug installed the handler)
@@ -15,6 +16,8 @@
  * call's wait loop (where a hung rank sits), never in the handler. */
 #ifndef GR_FLIGHT_H
 #define GR_FLIGHT_H
+
+#include "gr_flight_format.h"
 
 #include <mpi.h>
 #include <stddef.h>

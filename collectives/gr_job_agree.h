@@ -8,9 +8,9 @@
 #include <mpi.h>
 #include <stddef.h>
 
-/* The job id all ranks of comm agree on: gr__monitor_job_from_env, else rank 0's UTC time
- * (YYYYmmdd-HHMMSS) broadcast over comm. Collective over comm exactly when no id is set in the
- * environment, which is the same on every rank of a job. */
+/* The job id all ranks of comm agree on: gr__monitor_job_from_env, else rank 0's time
+ * (gr__job_from_time: UTC, YYYYmmdd-HHMMSS) broadcast over comm. Collective over comm exactly when
+ * no id is set in the environment, which is the same on every rank of a job. */
 void gr__job_agree(MPI_Comm comm, char *out, size_t cap);
 
 #endif

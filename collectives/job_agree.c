@@ -8,8 +8,5 @@ void gr__job_agree(MPI_Comm comm, char *out, size_t cap) {
   if (gr__monitor_job_from_env(out, cap) == 0) return;
   long long t = (long long)time(NULL);
   MPI_Bcast(&t, 1, MPI_LONG_LONG, 0, comm);
-  time_t tt = (time_t)t;
-  struct tm tm;
-  gmtime_r(&tt, &tm);
-  strftime(out, cap, "%Y%m%d-%H%M%S", &tm);
+  gr__job_from_time((time_t)t, 0, out, cap);
 }

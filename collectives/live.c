@@ -5,6 +5,7 @@
  * generation counter, under the lock the recorder takes anyway. */
 #include "gr_live.h"
 
+#include "gr_clock.h"
 #include "gr_flight.h"
 #include "gr_error.h"
 #include "gr_jobdir.h"
@@ -50,12 +51,6 @@ static int setup_done;
 
 static const char *const state_names[] = {"running", "done", "failed", "timeout"};
 
-static double wall_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static long long rss_kib(void) {
   char buf[128];
   int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
@@ -81,7 +76,7 @@ static int write_state(const char *state) {
     n = L.nlast;
   }
   struct rusage ru;
-  double wall = wall_s(), cpu = -1;
+  double wall = gr__wall_now(), cpu = -1;
   if (getrusage(RUSAGE_SELF, &ru) == 0)
     cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;

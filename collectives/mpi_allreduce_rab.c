@@ -1,8 +1,9 @@
 /* The MPI backend's Rabenseifner allreduce (power-of-two ranks, 4 and up, above 32 KiB with a
  * timeout; see backend_mpi.c's choose_allreduce): reduce-scatter by recursive halving, then
  * allgather by recursive doubling: the ring's bandwidth in 2 log2(P) steps instead of 2(P-1). At 2
- * ranks it is the ring's schedule; at 4 ranks on this 2-core VM every step waits for a peer to be
- * scheduled, and 64 KiB-1 MiB went from 1.3-1.6x raw MPI (ring) to 1.07-1.19x. Not segmented. */
+ * ranks it is the ring's schedule; with 4 ranks on 2 cores every step waits for a peer to be
+ * scheduled, so fewer steps beat the ring there (measured against raw MPI_Allreduce: bench/README.md,
+ * "coll/", the before/after table; the figures live there only). Not segmented. */
 #include "gr_mpi_be.h"
 
 #include "gr_dtype.h"

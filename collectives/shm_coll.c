@@ -16,6 +16,7 @@
  * - barrier: raise; wait until all raised. */
 #include "gr_shm.h"
 
+#include "gr_clock.h"
 #include "gr_dtype.h"
 
 #include <errno.h>
@@ -754,12 +755,6 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
   *done = 0;
   if (s->broken) return GR_ERR_ABORTED;
@@ -788,7 +783,7 @@ gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
     }
     cpu_relax();
   }
-  uint64_t t = now_ns();
+  uint64_t t = gr__mono_ns();
   if (s->moves != moves || !s->idle_t0) {
     s->idle_t0 = t;
   } else if (t - s->idle_t0 > SLEEP_AFTER_NS) {

@@ -5,17 +5,14 @@
 #include <errno.h>
 #include <string.h>
 
-int gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound, char *err,
-             size_t errlen) {
+gr_status gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound) {
   const gr__rank_plan *rp = &p->ranks[rank];
   *bound = 0;
   if (n->foreign) {
-    snprintf(err, errlen, "topology came from a file, not bound");
-    return -1;
+    return gr__fail_msg(GR_ERR_UNSUPPORTED, "topology came from a file, not bound");
   }
   if (hwloc_set_cpubind(n->topo, rp->cpuset, HWLOC_CPUBIND_PROCESS) != 0) {
-    snprintf(err, errlen, "CPU binding failed: %s", strerror(errno));
-    return -1;
+    return gr__fail_msg(GR_ERR_SYSTEM, "CPU binding failed: %s", strerror(errno));
   }
   *bound |= GR__BOUND_CPU;
   /* Memory: bind where the kernel allows it; a single-node machine gains nothing and some
@@ -24,10 +21,9 @@ int gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound, char *e
       !hwloc_bitmap_iszero(rp->nodeset) &&
       hwloc_set_membind(n->topo, rp->nodeset, HWLOC_MEMBIND_BIND,
                         HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) != 0) {
-    snprintf(err, errlen, "memory binding failed: %s", strerror(errno));
-    return -1;
+    return gr__fail_msg(GR_ERR_SYSTEM, "memory binding failed: %s", strerror(errno));
   }
   if (hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE) > 1 && !hwloc_bitmap_iszero(rp->nodeset))
     *bound |= GR__BOUND_MEM;
-  return 0;
+  return GR_OK;
 }

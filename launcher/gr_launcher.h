@@ -61,23 +61,22 @@ typedef struct {
 
 enum { GR__VISIBLE_OWN = 0, GR__VISIBLE_OWN_FIRST, GR__VISIBLE_ALL };
 
-/* Every launcher error: formats the one-line message into err (when errlen > 0) and returns st.
- * Messages quote user input, so control characters become '?' to keep them one printable line. */
-gr_status gr__launcher_error(char *err, size_t errlen, gr_status st, const char *fmt, ...)
-    GR_PRINTF(4, 5);
+/* Errors: every launcher call that can fail returns a gr_status and records one sentence with
+ * gr__fail_msg (gr_error.h: the library's thread-local buffer, read with gr_last_error()); main()
+ * prints "gpurun: <sentence>" once and picks the exit code. Sentences quote user input, so control
+ * characters become '?' (gr__fail_msg) to keep them one printable line. */
 
-/* fopen for reading that refuses what is not a regular file (FIFO, directory, device) with a
- * one-line message "WHAT PATH: ..." in err; NULL then. */
-FILE *gr__open_regular(const char *path, char *err, size_t errlen, const char *what);
+/* fopen for reading that refuses what is not a regular file (FIFO, directory, device), recording
+ * "WHAT PATH: ..."; NULL then. */
+FILE *gr__open_regular(const char *path, const char *what);
 
 void gr__options_init(gr__options *o);
 /* Applies, in increasing precedence: the config file (--config or GPURUN_CONFIG), GPURUN_*
- * variables, then argv. On a usage error returns GR_ERR_INVALID with a one-line reason in err. */
+ * variables, then argv. On a usage error returns GR_ERR_INVALID with the reason recorded. */
 gr_status gr__options_parse(gr__options *o, int argc, char *const argv[], gr__getenv_fn get,
-                            void *ctx, char *err, size_t errlen);
+                            void *ctx);
 /* The config grammar ("key = value", '#' comments) on a buffer; used by parse and the fuzzer. */
-gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, const char *origin,
-                                  char *err, size_t errlen);
+gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, const char *origin);
 /* "4G", "512M", "1024" (bytes), "1.5G". 0 on success. */
 int gr__parse_size(const char *s, unsigned long long *out);
 void gr__options_usage(FILE *f);
@@ -90,10 +89,9 @@ typedef struct {
                          they rank below every real launcher's variables */
 } gr__whoami_t;
 
-/* Fills w from the first launcher whose variables are present. GR_ERR_INVALID (err says which
- * variable) when a present variable does not parse, or the rank is not below the size. */
-gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__whoami_t *w, char *err,
-                     size_t errlen);
+/* Fills w from the first launcher whose variables are present. GR_ERR_INVALID (the sentence says
+ * which variable) when a present variable does not parse, or the rank is not below the size. */
+gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__whoami_t *w);
 /* Slurm's compressed per-node task counts, "2(x3),1": the count of node `nodeid`; -1 if malformed.
  */
 int gr__slurm_tasks_on_node(const char *spec, int nodeid);
@@ -133,9 +131,9 @@ typedef struct {
 } gr__node;
 
 /* xml: a file, or NULL/"" for the live machine. */
-gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen);
+gr_status gr__node_load(gr__node *n, const char *xml);
 /* Keep only the GPUs a launcher restricted us to (CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES, as
- * ordinals in PCI order). Ignored (with a note in err, return 0) for UUID forms. */
+ * ordinals in PCI order). Ignored (with a note in note, return 0) for UUID forms. */
 int gr__node_restrict(gr__node *n, const char *visible, char *note, size_t notelen);
 /* Narrows the node to the PUs of mask (an inherited taskset / cpuset); 1 when it changed, 0 when
  * the mask holds all allowed PUs, none of them, or is empty. */
@@ -158,7 +156,7 @@ typedef struct {
  * every local task holds. GR_ERR_INVALID with a one-line reason for an entry that names no GPU
  * of this node (the caller exits 2). */
 gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__getenv_fn get,
-                            void *ctx, gr__visible *v, char *err, size_t errlen);
+                            void *ctx, gr__visible *v);
 void gr__visible_free(gr__visible *v);
 
 /* ---- the plan --------------------------------------------------------------------------- */
@@ -197,8 +195,7 @@ typedef struct {
 } gr__plan_opts;
 
 /* Deterministic: the same node and options give the same plan on every local rank. */
-gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opts *po, gr__plan *p,
-                           char *err, size_t errlen);
+gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opts *po, gr__plan *p);
 void gr__plan_free(gr__plan *p);
 
 /* ---- node-local snapshots (snapshot.c) --------------------------------------------------- */
@@ -222,10 +219,9 @@ enum { GR__HEALTH_WARN = 0, GR__HEALTH_OFF, GR__HEALTH_AVOID };
 const char *gr__health_mode_name(int mode);
 /* Judges the node's GPUs (NVML, shared by local rank 0 through a snapshot file) before planning:
  * warn: local rank 0 prints one line per unhealthy GPU; avoid: also removes them from n. Each
- * unhealthy GPU becomes a line in notes->warn (the plan's warnings, also in the JSON). Returns 0,
- * or 2 with the reasons in err when avoid leaves no GPU. */
-int gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__plan *notes,
-                    char *err, size_t errlen);
+ * unhealthy GPU becomes a line in notes->warn (the plan's warnings, also in the JSON). GR_OK, or
+ * GR_ERR_INVALID with the reasons recorded when avoid leaves no GPU (the caller exits 2). */
+gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__plan *notes);
 
 /* ---- priority (priority.c) ------------------------------------------------------------- */
 enum { GR__PRIO_NORMAL = 0, GR__PRIO_LOW, GR__PRIO_HIGH };
@@ -234,9 +230,9 @@ const char *gr__priority_name(int level);
 #define GR__PRIO_LOW_NICE 10
 #define GR__PRIO_HIGH_NICE (-5)
 /* Applies the level's CPU niceness to this process (the program inherits it through exec or the
- * supervisor's fork). 0, or -1 with a one-line reason in why (raising priority needs CAP_SYS_NICE
- * or RLIMIT_NICE): the caller warns and runs the program anyway. */
-int gr__priority_apply(int level, char *why, size_t whylen);
+ * supervisor's fork). GR_OK, or GR_ERR_SYSTEM with the reason recorded (raising priority needs
+ * CAP_SYS_NICE or RLIMIT_NICE): the caller warns and runs the program anyway. */
+gr_status gr__priority_apply(int level);
 
 /* ---- output ----------------------------------------------------------------------------- */
 #define GR__MAX_ENV 32
@@ -279,11 +275,12 @@ void gr__envlist_keep_user_omp(gr__envlist *e, const gr__options *o, gr__getenv_
                                char *kept, size_t keptlen);
 
 /* ---- apply (side effects) --------------------------------------------------------------- */
-/* Binds CPU and memory; returns 0, or -1 with a reason in err (the caller warns and goes on).
+/* Binds CPU and memory; GR_OK, or a failure with the reason recorded (the caller warns and goes
+ * on): GR_ERR_UNSUPPORTED for a topology from a file, GR_ERR_SYSTEM when hwloc refuses.
  * *bound says what was applied (GR__BOUND_CPU | GR__BOUND_MEM), exported as GPURUN_BOUND for the
  * runtime's placement receipt. */
 enum { GR__BOUND_CPU = 1, GR__BOUND_MEM = 2 };
-int gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound, char *err, size_t errlen);
+gr_status gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound);
 
 /* ---- torch.distributed env:// contract (torchenv.c) --------------------------------------- */
 typedef struct {
@@ -299,13 +296,13 @@ typedef struct {
  * with a one-line reason naming --master-addr when rank 0's host cannot be found (everything but
  * master_addr and master_port is filled in then). */
 gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ctx,
-                               gr__torch_env_t *t, char *err, size_t errlen);
+                               gr__torch_env_t *t);
 /* Appends the contract's variables that are not already set to e (nothing for a row other than
  * this process's own local rank). Rank 0's host not found: an error for a Python program
  * (o->prog_python), else the contract without MASTER_ADDR/MASTER_PORT: a C program on a
  * multi-node job must not fail over a variable only torch.distributed reads. */
 gr_status gr__torch_env(const gr__options *o, gr__getenv_fn get, void *ctx, int local_rank,
-                        gr__envlist *e, char *err, size_t errlen);
+                        gr__envlist *e);
 /* The same on the real environment; a failure is recorded for gr_last_error(). env.c calls it. */
 gr_status gr__torch_env_add(const gr__options *o, int local_rank, gr__envlist *e);
 /* Slurm hostlists ("gpu[01-03,07],login1"): the number of hosts, or -1 when malformed; the

@@ -68,16 +68,15 @@ static int gr__nvml_loadable(void) {
   return dl != NULL;
 }
 
-int gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__plan *notes,
-                    char *err, size_t errlen) {
-  if (mode == GR__HEALTH_OFF || n->ngpus == 0) return 0;
+gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__plan *notes) {
+  if (mode == GR__HEALTH_OFF || n->ngpus == 0) return GR_OK;
   gr__gpu_health *h = calloc((size_t)n->ngpus, sizeof *h);
   size_t cap = (size_t)n->ngpus * (GR_HEALTH_WHY + 8) + 1;
   char *text = malloc(cap);
   if (!h || !text) {
     free(h);
     free(text);
-    return 0;
+    return GR_OK;
   }
   /* Without NVML here there is none for local rank 0 either: nothing to share or wait for. */
   ssize_t len = local_rank != 0 && !gr__nvml_loadable()
@@ -87,7 +86,8 @@ int gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__p
   free(text);
   char keep[4096] = "";
   size_t klen = 0;
-  int healthy = 0, rc = 0;
+  int healthy = 0;
+  gr_status rc = GR_OK;
   for (int g = 0; g < n->ngpus; g++) {
     if (!h[g].unhealthy) {
       if (klen + 8 < sizeof keep) klen += (size_t)snprintf(keep + klen, sizeof keep - klen, "%s%d", klen ? "," : "", g);
@@ -102,11 +102,12 @@ int gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__p
   }
   if (mode == GR__HEALTH_AVOID && healthy < n->ngpus) {
     if (!healthy) {
-      size_t el = (size_t)snprintf(err, errlen, "--gpu-health avoid: no healthy GPU left:");
-      for (int g = 0; g < n->ngpus && el < errlen; g++)
-        el += (size_t)snprintf(err + el, errlen - el, "%s GPU %d %s: %s", g ? ";" : "",
-                                n->gpus[g].index, n->gpus[g].pci, h[g].why);
-      rc = 2;
+      char err[1024];
+      size_t el = (size_t)snprintf(err, sizeof err, "--gpu-health avoid: no healthy GPU left:");
+      for (int g = 0; g < n->ngpus && el < sizeof err; g++)
+        el += (size_t)snprintf(err + el, sizeof err - el, "%s GPU %d %s: %s", g ? ";" : "",
+                               n->gpus[g].index, n->gpus[g].pci, h[g].why);
+      rc = gr__fail_msg(GR_ERR_INVALID, "%s", err);
     } else {
       gr__node_restrict(n, keep, NULL, 0);
     }

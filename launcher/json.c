@@ -1,21 +1,10 @@
 /* Showing the plan: the -v line, the --dry-run text/JSON and the --topo table. */
 #include "gr_launcher.h"
 
+#include "gr_escape.h" /* gr__esc_json: the one JSON string escaper */
+
 #include <stdlib.h>
 #include <string.h>
-
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p < 0x20)
-      fprintf(f, "\\u%04x", *p);
-    else
-      fputc(*p, f);
-  }
-  fputc('"', f);
-}
 
 void gr__print_rank_line(FILE *f, const gr__node *n, const gr__plan *p, int rank, const char *host,
                          const gr__options *o) {
@@ -64,10 +53,10 @@ void gr__print_rank_line(FILE *f, const gr__node *n, const gr__plan *p, int rank
 void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, int last,
                     const gr__options *o, const char *host) {
   fprintf(f, "{\n  \"plan_version\": %s,\n  \"node\": ", GR_PLAN_VERSION);
-  json_str(f, host ? host : "");
+  gr__esc_json(f, host ? host : "");
   fprintf(f, ",\n  \"topology\": ");
   if (o && o->topology[0])
-    json_str(f, o->topology);
+    gr__esc_json(f, o->topology);
   else
     fputs("\"live\"", f);
   fprintf(f,
@@ -76,7 +65,7 @@ void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, in
           p->local_size, gr__policy_name(p->policy), p->smt ? "true" : "false", n->ngpus,
           p->ncores_total);
   if (n->link)
-    json_str(f, n->link_name);
+    gr__esc_json(f, n->link_name);
   else
     fputs("null", f);
   fputs(",\n  \"ranks\": [", f);
@@ -86,14 +75,14 @@ void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, in
     for (int i = 0; i < rp->ngpus; i++) {
       const gr__gpu *g = &n->gpus[rp->gpu[i]];
       fprintf(f, "%s{\"index\": %d, \"pci\": ", i ? ", " : "", g->index);
-      json_str(f, g->pci);
+      gr__esc_json(f, g->pci);
       fputs(", \"name\": ", f);
-      json_str(f, g->name);
+      gr__esc_json(f, g->name);
       fputc('}', f);
     }
     char *cpus = gr__bitmap_list(rp->cpuset);
     fputs("], \"cpus\": ", f);
-    json_str(f, cpus ? cpus : "");
+    gr__esc_json(f, cpus ? cpus : "");
     free(cpus);
     fputs(", \"numa\": [", f);
     unsigned idx;
@@ -105,7 +94,7 @@ void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, in
     hwloc_bitmap_foreach_end();
     fputs("], \"nic\": ", f);
     if (rp->nic >= 0)
-      json_str(f, n->nics[rp->nic].name);
+      gr__esc_json(f, n->nics[rp->nic].name);
     else
       fputs("null", f);
     fprintf(f, ", \"gpu_sharers\": %d,\n     \"env\": {", rp->sharers);
@@ -113,9 +102,9 @@ void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, in
     if (gr__plan_env(n, p, r, o, &e) == GR_OK) {
       for (int i = 0; i < e.n; i++) {
         fputs(i ? ", " : "", f);
-        json_str(f, e.name[i]);
+        gr__esc_json(f, e.name[i]);
         fputs(": ", f);
-        json_str(f, e.value[i]);
+        gr__esc_json(f, e.value[i]);
       }
       gr__envlist_free(&e);
     }
@@ -124,7 +113,7 @@ void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, in
   fputs("\n  ],\n  \"warnings\": [", f);
   for (int i = 0; i < p->nwarn; i++) {
     fputs(i ? ", " : "", f);
-    json_str(f, p->warn[i]);
+    gr__esc_json(f, p->warn[i]);
   }
   fputs("]\n}\n", f);
 }

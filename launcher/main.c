@@ -17,17 +17,16 @@
 #include "gr_log.h"
 #include "gr_supervise.h"
 
-static int usage_error(const char *msg) {
-  fprintf(stderr, "gpurun: %s\n", msg);
+/* The one place a launcher error is printed: the sentence the failing call recorded. */
+static int usage_error(void) {
+  fprintf(stderr, "gpurun: %s\n", gr_last_error());
   return 2;
 }
 
 int main(int argc, char **argv) {
-  char err[512];
   gr__options o;
   gr__options_init(&o);
-  if (gr__options_parse(&o, argc, argv, gr__real_getenv, NULL, err, sizeof err) != GR_OK)
-    return usage_error(err);
+  if (gr__options_parse(&o, argc, argv, gr__real_getenv, NULL) != GR_OK) return usage_error();
   if (o.help) {
     gr__options_usage(stdout);
     return 0;
@@ -37,20 +36,19 @@ int main(int argc, char **argv) {
     return 0;
   }
   gr__whoami_t me;
-  if (gr__whoami(&o, gr__real_getenv, NULL, &me, err, sizeof err) != GR_OK) return usage_error(err);
+  if (gr__whoami(&o, gr__real_getenv, NULL, &me) != GR_OK) return usage_error();
 
   char host[256] = "";
   if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
   gr__node node;
-  if (gr__node_load(&node, o.topology, err, sizeof err) != GR_OK) return usage_error(err);
+  if (gr__node_load(&node, o.topology) != GR_OK) return usage_error();
   /* the GPUs a scheduler already gave this task (a recorded topology is another machine's) */
   gr__visible vis;
   memset(&vis, 0, sizeof vis);
-  if (!node.foreign &&
-      gr__visible_apply(&node, me.local_rank, me.local_size, gr__real_getenv, NULL, &vis, err,
-                        sizeof err) != GR_OK) {
+  if (!node.foreign && gr__visible_apply(&node, me.local_rank, me.local_size, gr__real_getenv, NULL,
+                                         &vis) != GR_OK) {
     gr__node_free(&node);
-    return usage_error(err);
+    return usage_error();
   }
   /* An inherited CPU mask (taskset, a cpuset hwloc did not already apply) bounds the plan,
    * unless it is the MPI launcher's own per-rank binding, which the plan replaces. */
@@ -78,19 +76,18 @@ int main(int argc, char **argv) {
                       .smt = o.smt,
                       .vis = &vis};
   gr__plan health_notes = {.nwarn = 0};
-  if (gr__health_gate(&node, o.gpu_health, me.local_rank, me.local_size, &health_notes, err,
-                      sizeof err) != 0) {
+  if (gr__health_gate(&node, o.gpu_health, me.local_rank, me.local_size, &health_notes) != GR_OK) {
     gr__node_free(&node);
-    return usage_error(err);
+    return usage_error();
   }
   if (o.policy == GR__POLICY_LEAST_LOADED)
     gr__least_loaded(&node, me.local_rank, me.local_size, &po, &health_notes);
   gr__plan plan;
-  gr_status pst = gr__plan_compute(&node, me.local_size, &po, &plan, err, sizeof err);
+  gr_status pst = gr__plan_compute(&node, me.local_size, &po, &plan);
   gr__visible_free(&vis);
   if (pst != GR_OK) {
     gr__node_free(&node);
-    return usage_error(err);
+    return usage_error();
   }
   /* the health verdicts travel with the plan's warnings (text and JSON), after its own */
   int health_lines = 0;
@@ -160,11 +157,10 @@ int main(int argc, char **argv) {
   }
   int bound = 0;
   if (o.policy != GR__POLICY_NONE) {
-    char why[300];
     /* a foreign topology is the same story on every rank: rank 0 tells it; real failures each */
-    if (gr__bind(&node, &plan, me.local_rank, &bound, why, sizeof why) != 0 &&
+    if (gr__bind(&node, &plan, me.local_rank, &bound) != GR_OK &&
         (!node.foreign || me.local_rank == 0))
-      fprintf(stderr, "gpurun: notice: %s%s%s\n", why, node.foreign ? ": " : "",
+      fprintf(stderr, "gpurun: notice: %s%s%s\n", gr_last_error(), node.foreign ? ": " : "",
               node.foreign ? o.topology : "");
   }
   gr__envlist e;
@@ -200,11 +196,8 @@ int main(int argc, char **argv) {
   /* the rank's priority: CPU niceness here, inherited by the program; the level for the
    * runtime's gr_stream (GPURUN_PRIORITY, read at gr_init). A refusal is a warning: the job runs. */
   setenv("GPURUN_PRIORITY", gr__priority_name(o.priority), 1);
-  {
-    char why[300];
-    if (gr__priority_apply(o.priority, why, sizeof why) != 0)
-      fprintf(stderr, "gpurun: warning: rank %d: %s\n", me.local_rank, why);
-  }
+  if (gr__priority_apply(o.priority) != GR_OK)
+    fprintf(stderr, "gpurun: warning: rank %d: %s\n", me.local_rank, gr_last_error());
 
   char **prog = &argv[o.prog];
   if (o.prometheus[0] && !o.monitor) o.monitor = 1; /* metrics need the sampling supervisor */

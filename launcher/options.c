@@ -1,6 +1,8 @@
 /* gpurun's options: one table gives each option its long name, GPURUN_* variable and config key,
  * so that the three sources cannot drift apart. Precedence: config < environment < argv. */
 #include "gr_launcher.h"
+
+#include "gr_parse.h"
 #include "gr_supervise.h"
 
 #include <ctype.h>
@@ -148,16 +150,6 @@ int gr__parse_size(const char *s, unsigned long long *out) {
   return 0;
 }
 
-static int parse_int(const char *s, int *out) {
-  if (!s || !*s) return -1;
-  errno = 0;
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || end == s || v < INT_MIN || v > INT_MAX) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 static int parse_seconds(const char *s, double *out) {
   if (!s || !*s) return -1;
   errno = 0;
@@ -181,90 +173,91 @@ static int parse_bool(const char *s, int *out) {
 
 /* Stores value (may be NULL for a flag given bare) into the option. `origin` names the source
  * for messages ("--policy", "GPURUN_POLICY", "gpurun.conf:3: policy"). */
-static gr_status apply(gr__options *o, const opt_def *d, const char *value, const char *origin,
-                       char *err, size_t errlen) {
+static gr_status apply(gr__options *o, const opt_def *d, const char *value, const char *origin) {
   char *base = (char *)o;
   switch (d->type) {
   case T_FLAG: {
     int b = 1;
     if (value && parse_bool(value, &b))
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected yes or no, got '%s'", origin, value);
+      return gr__fail_msg(GR_ERR_INVALID, "%s: expected yes or no, got '%s'", origin, value);
     *(int *)(base + d->off) = b;
     return GR_OK;
   }
   case T_INT: {
     int v;
-    if (!value) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s needs a value", origin);
-    if (parse_int(value, &v) || v < d->min || v > 1000000)
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected an integer >= %d, got '%s'", origin, d->min, value);
+    if (!value) return gr__fail_msg(GR_ERR_INVALID, "%s needs a value", origin);
+    if (gr__parse_int(value, d->min, 1000000, &v) != GR_OK)
+      return gr__fail_msg(GR_ERR_INVALID, "%s: expected an integer >= %d, got '%s'", origin, d->min,
+                          value);
     *(int *)(base + d->off) = v;
     return GR_OK;
   }
   case T_STR: {
-    if (!value || !*value) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s needs a value", origin);
+    if (!value || !*value) return gr__fail_msg(GR_ERR_INVALID, "%s needs a value", origin);
     size_t cap = sizeof o->topology;
-    if (strlen(value) >= cap) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: value too long", origin);
+    if (strlen(value) >= cap) return gr__fail_msg(GR_ERR_INVALID, "%s: value too long", origin);
     memcpy(base + d->off, value, strlen(value) + 1);
     return GR_OK;
   }
   case T_POLICY: {
-    if (!value) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s needs a value", origin);
+    if (!value) return gr__fail_msg(GR_ERR_INVALID, "%s needs a value", origin);
     for (int p = GR__POLICY_CLOSEST; p <= GR__POLICY_LEAST_LOADED; p++)
       if (strcmp(value, gr__policy_name((gr__policy)p)) == 0)
         return o->policy = (gr__policy)p, GR_OK;
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: unknown policy '%s' (closest, spread, compact, none, least-loaded)", origin,
-                value);
+    return gr__fail_msg(GR_ERR_INVALID,
+                        "%s: unknown policy '%s' (closest, spread, compact, none, least-loaded)",
+                        origin, value);
   }
   case T_FORMAT: {
-    if (!value) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s needs a value", origin);
+    if (!value) return gr__fail_msg(GR_ERR_INVALID, "%s needs a value", origin);
     if (strcmp(value, "json") == 0)
       o->json = 1;
     else if (strcmp(value, "text") == 0)
       o->json = 0;
     else
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: unknown format '%s' (text, json)", origin, value);
+      return gr__fail_msg(GR_ERR_INVALID, "%s: unknown format '%s' (text, json)", origin, value);
     return GR_OK;
   }
   case T_SIZE: {
     unsigned long long v;
     if (!value || gr__parse_size(value, &v) || v == 0)
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected a size like 8G or 512M, got '%s'", origin,
-                  value ? value : "");
+      return gr__fail_msg(GR_ERR_INVALID, "%s: expected a size like 8G or 512M, got '%s'", origin,
+                          value ? value : "");
     o->gpu_mem_limit = v;
     return GR_OK;
   }
   case T_SECONDS: {
     double v;
     if (!value || parse_seconds(value, &v))
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected seconds, got '%s'", origin, value ? value : "");
+      return gr__fail_msg(GR_ERR_INVALID, "%s: expected seconds, got '%s'", origin,
+                          value ? value : "");
     o->time_limit = v;
     return GR_OK;
   }
   case T_OMP: {
     if (value && strcmp(value, "keep") == 0) return o->omp_set = 0, GR_OK;
     if (value && strcmp(value, "set") == 0) return o->omp_set = 1, GR_OK;
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected keep or set, got '%s'",
-                              origin, value ? value : "");
+    return gr__fail_msg(GR_ERR_INVALID, "%s: expected keep or set, got '%s'", origin,
+                        value ? value : "");
   }
   case T_VISIBLE: {
     static const char *const modes[] = {"own", "own-first", "all"};
     for (int m = 0; m < 3; m++)
       if (value && strcmp(value, modes[m]) == 0) return o->visible = m, GR_OK;
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                              "%s: expected own, own-first or all, got '%s'", origin,
-                              value ? value : "");
+    return gr__fail_msg(GR_ERR_INVALID, "%s: expected own, own-first or all, got '%s'", origin,
+                        value ? value : "");
   }
   case T_HEALTH: {
     for (int m = GR__HEALTH_WARN; m <= GR__HEALTH_AVOID; m++)
       if (value && strcmp(value, gr__health_mode_name(m)) == 0) return o->gpu_health = m, GR_OK;
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected off, warn or avoid, got '%s'",
-                              origin, value ? value : "");
+    return gr__fail_msg(GR_ERR_INVALID, "%s: expected off, warn or avoid, got '%s'", origin,
+                        value ? value : "");
   }
   case T_PRIORITY: {
     for (int l = GR__PRIO_NORMAL; l <= GR__PRIO_HIGH; l++)
       if (value && strcmp(value, gr__priority_name(l)) == 0) return o->priority = l, GR_OK;
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected low, normal or high, got '%s'",
-                              origin, value ? value : "");
+    return gr__fail_msg(GR_ERR_INVALID, "%s: expected low, normal or high, got '%s'", origin,
+                        value ? value : "");
   }
   case T_MONITOR: {
     /* GPURUN_MONITOR=0/no turns it off; =1/yes on at the default interval; =2.5 on at 2.5 s. */
@@ -273,17 +266,17 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
     if (!value || !*value) return o->monitor = 1, GR_OK;
     if (parse_bool(value, &b) == 0 && strcmp(value, "1") != 0) return o->monitor = b, GR_OK;
     if (parse_seconds(value, &v) || v <= 0)
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: expected an interval in seconds > 0, got '%s'", origin, value);
+      return gr__fail_msg(GR_ERR_INVALID, "%s: expected an interval in seconds > 0, got '%s'",
+                          origin, value);
     if (v < GR_MONITOR_MIN_INTERVAL_S)
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                                "%s: interval %s s is below the floor of %g s", origin, value,
-                                GR_MONITOR_MIN_INTERVAL_S);
+      return gr__fail_msg(GR_ERR_INVALID, "%s: interval %s s is below the floor of %g s", origin,
+                          value, GR_MONITOR_MIN_INTERVAL_S);
     o->monitor = 1;
     o->monitor_interval = v;
     return GR_OK;
   }
   }
-  return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s: internal error", origin);
+  return gr__fail_msg(GR_ERR_INVALID, "%s: internal error", origin);
 }
 
 static const opt_def *find_long(const char *name, size_t len) {
@@ -292,8 +285,8 @@ static const opt_def *find_long(const char *name, size_t len) {
   return NULL;
 }
 
-gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, const char *origin,
-                                  char *err, size_t errlen) {
+gr_status gr__options_config_text(gr__options *o, const char *text, size_t len,
+                                  const char *origin) {
   size_t pos = 0;
   int lineno = 0;
   char line[2048];
@@ -303,11 +296,13 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
       end++;
     lineno++;
     size_t l = end - pos;
-    if (l >= sizeof line) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s:%d: line too long", origin, lineno);
+    if (l >= sizeof line)
+      return gr__fail_msg(GR_ERR_INVALID, "%s:%d: line too long", origin, lineno);
     memcpy(line, text + pos, l);
     line[l] = 0;
     pos = end + 1;
-    if (memchr(line, 0, l)) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s:%d: NUL byte in line", origin, lineno);
+    if (memchr(line, 0, l))
+      return gr__fail_msg(GR_ERR_INVALID, "%s:%d: NUL byte in line", origin, lineno);
     char *hash = strchr(line, '#');
     if (hash) *hash = 0;
     char *s = line;
@@ -319,7 +314,8 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
     if (!*s) continue;
     char *eq = strchr(s, '=');
     if (!eq)
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s:%d: expected 'key = value', got '%.60s'", origin, lineno, s);
+      return gr__fail_msg(GR_ERR_INVALID, "%s:%d: expected 'key = value', got '%.60s'", origin,
+                          lineno, s);
     char *k_end = eq;
     while (k_end > s && isspace((unsigned char)k_end[-1]))
       k_end--;
@@ -329,17 +325,17 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, 
     const opt_def *d = find_long(s, (size_t)(k_end - s));
     if (!d || !d->env || strcmp(d->name, "config") == 0) {
       *k_end = 0;
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s:%d: unknown key '%.60s'", origin, lineno, s);
+      return gr__fail_msg(GR_ERR_INVALID, "%s:%d: unknown key '%.60s'", origin, lineno, s);
     }
     char where[128];
     snprintf(where, sizeof where, "%.60s:%d: %s", origin, lineno, d->name);
-    GR_CHECK(apply(o, d, v, where, err, errlen));
+    GR_CHECK(apply(o, d, v, where));
   }
   return GR_OK;
 }
 
-static gr_status load_config(gr__options *o, const char *path, char *err, size_t errlen) {
-  FILE *f = gr__open_regular(path, err, errlen, "--config");
+static gr_status load_config(gr__options *o, const char *path) {
+  FILE *f = gr__open_regular(path, "--config");
   if (!f) return GR_ERR_INVALID;
   char *buf = NULL;
   size_t len = 0, cap = 0;
@@ -348,14 +344,14 @@ static gr_status load_config(gr__options *o, const char *path, char *err, size_t
       if (cap >= (1u << 20)) {
         free(buf);
         fclose(f);
-        return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--config %s: larger than 1 MiB", path);
+        return gr__fail_msg(GR_ERR_INVALID, "--config %s: larger than 1 MiB", path);
       }
       cap = cap ? 2 * cap : 4096;
       char *nb = realloc(buf, cap);
       if (!nb) {
         free(buf);
         fclose(f);
-        return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--config %s: out of memory", path);
+        return gr__fail_msg(GR_ERR_INVALID, "--config %s: out of memory", path);
       }
       buf = nb;
     }
@@ -366,14 +362,13 @@ static gr_status load_config(gr__options *o, const char *path, char *err, size_t
   fclose(f);
   char origin[1024];
   snprintf(origin, sizeof origin, "%s", path);
-  gr_status st = gr__options_config_text(o, buf ? buf : "", len, origin, err, errlen);
+  gr_status st = gr__options_config_text(o, buf ? buf : "", len, origin);
   free(buf);
   return st;
 }
 
 /* Walks argv; for each option calls apply() when `do_apply`, else only finds --config. */
-static gr_status walk_argv(gr__options *o, int argc, char *const argv[], int do_apply, char *err,
-                           size_t errlen) {
+static gr_status walk_argv(gr__options *o, int argc, char *const argv[], int do_apply) {
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -389,26 +384,26 @@ static gr_status walk_argv(gr__options *o, int argc, char *const argv[], int do_
     if (a[1] == '-') {
       const char *name = a + 2, *eq = strchr(name, '=');
       d = find_long(name, eq ? (size_t)(eq - name) : strlen(name));
-      if (!d) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "unknown option '%.60s' (see gpurun --help)", a);
+      if (!d) return gr__fail_msg(GR_ERR_INVALID, "unknown option '%.60s' (see gpurun --help)", a);
       if (eq) value = eq + 1, inline_value = 1;
       snprintf(origin, sizeof origin, "--%s", d->name);
     } else {
       for (size_t k = 0; k < NOPTS; k++)
         if (opts[k].short_name && opts[k].short_name == a[1] && a[2] == 0) d = &opts[k];
-      if (!d) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "unknown option '%.60s' (see gpurun --help)", a);
+      if (!d) return gr__fail_msg(GR_ERR_INVALID, "unknown option '%.60s' (see gpurun --help)", a);
       snprintf(origin, sizeof origin, "-%c", d->short_name);
     }
     if (d->type == T_FLAG || d->type == T_MONITOR) {
       /* a flag's value only inline: --smt=no */
     } else if (!inline_value) {
-      if (i + 1 >= argc) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s needs a value", origin);
+      if (i + 1 >= argc) return gr__fail_msg(GR_ERR_INVALID, "%s needs a value", origin);
       value = argv[++i];
     }
     if (do_apply) {
       if (d->type == T_MONITOR && !inline_value) value = NULL;
-      GR_CHECK(apply(o, d, value, origin, err, errlen));
+      GR_CHECK(apply(o, d, value, origin));
     } else if (strcmp(d->name, "config") == 0) {
-      GR_CHECK(apply(o, d, value, origin, err, errlen));
+      GR_CHECK(apply(o, d, value, origin));
     }
   }
   o->prog = i;
@@ -421,38 +416,39 @@ static gr_status walk_argv(gr__options *o, int argc, char *const argv[], int do_
 }
 
 gr_status gr__options_parse(gr__options *o, int argc, char *const argv[], gr__getenv_fn get,
-                            void *ctx, char *err, size_t errlen) {
-  if (err && errlen) err[0] = 0;
+                            void *ctx) {
   /* 1. where is the config file: argv wins over GPURUN_CONFIG */
   const char *cfg = get(ctx, "GPURUN_CONFIG");
-  if (cfg && *cfg) GR_CHECK(apply(o, find_long("config", 6), cfg, "GPURUN_CONFIG", err, errlen));
-  GR_CHECK(walk_argv(o, argc, argv, 0, err, errlen));
-  if (o->config[0]) GR_CHECK(load_config(o, o->config, err, errlen));
+  if (cfg && *cfg) GR_CHECK(apply(o, find_long("config", 6), cfg, "GPURUN_CONFIG"));
+  GR_CHECK(walk_argv(o, argc, argv, 0));
+  if (o->config[0]) GR_CHECK(load_config(o, o->config));
   /* 2. environment */
   for (size_t k = 0; k < NOPTS; k++) {
     if (!opts[k].env || strcmp(opts[k].name, "config") == 0) continue;
     const char *v = get(ctx, opts[k].env);
-    if (v) GR_CHECK(apply(o, &opts[k], v, opts[k].env, err, errlen));
+    if (v) GR_CHECK(apply(o, &opts[k], v, opts[k].env));
   }
   /* 3. command line */
-  GR_CHECK(walk_argv(o, argc, argv, 1, err, errlen));
+  GR_CHECK(walk_argv(o, argc, argv, 1));
 
   /* conflicts */
   if (o->help || o->version) return GR_OK;
   if ((o->local_rank < 0) != (o->local_size < 0))
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--local-rank and --local-size go together");
+    return gr__fail_msg(GR_ERR_INVALID, "--local-rank and --local-size go together");
   if (o->local_rank >= 0 && o->local_rank >= o->local_size)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--local-rank %d is not below --local-size %d", o->local_rank,
-                o->local_size);
+    return gr__fail_msg(GR_ERR_INVALID, "--local-rank %d is not below --local-size %d",
+                        o->local_rank, o->local_size);
   if (o->gpus_per_rank > 1 && o->ranks_per_gpu > 1)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--gpus-per-rank %d and --ranks-per-gpu %d conflict: choose one",
-                o->gpus_per_rank, o->ranks_per_gpu);
+    return gr__fail_msg(GR_ERR_INVALID,
+                        "--gpus-per-rank %d and --ranks-per-gpu %d conflict: choose one",
+                        o->gpus_per_rank, o->ranks_per_gpu);
   if (o->all && !o->dry_run && !o->topo_view)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--all needs --dry-run or --topo");
+    return gr__fail_msg(GR_ERR_INVALID, "--all needs --dry-run or --topo");
   if (o->dry_run && o->topo_view)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--dry-run and --topo conflict: choose one");
+    return gr__fail_msg(GR_ERR_INVALID, "--dry-run and --topo conflict: choose one");
   if (!o->dry_run && !o->topo_view && o->prog >= argc)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "no program to run (usage: gpurun [OPTIONS] [--] PROGRAM [ARGS...])");
+    return gr__fail_msg(GR_ERR_INVALID,
+                        "no program to run (usage: gpurun [OPTIONS] [--] PROGRAM [ARGS...])");
   return GR_OK;
 }
 

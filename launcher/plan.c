@@ -141,19 +141,20 @@ static int cmp_int(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static gr_status build_sets(ctx *c, const gr__plan_opts *po, char *err, size_t errlen) {
+static gr_status build_sets(ctx *c, const gr__plan_opts *po) {
   int N = c->N, G = c->G;
   if (po->gpus_per_rank > 0) {
     if (po->gpus_per_rank > G)
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--gpus-per-rank %d is larger than the %d GPU%s here",
-                   po->gpus_per_rank, G, G == 1 ? "" : "s");
+      return gr__fail_msg(GR_ERR_INVALID, "--gpus-per-rank %d is larger than the %d GPU%s here",
+                          po->gpus_per_rank, G, G == 1 ? "" : "s");
     c->k = po->gpus_per_rank;
     c->nsets = G / c->k;
   } else if (po->ranks_per_gpu > 0) {
     int need = (N + po->ranks_per_gpu - 1) / po->ranks_per_gpu;
     if (need > G)
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--ranks-per-gpu %d with %d local ranks needs %d GPUs, %d here",
-                   po->ranks_per_gpu, N, need, G);
+      return gr__fail_msg(GR_ERR_INVALID,
+                          "--ranks-per-gpu %d with %d local ranks needs %d GPUs, %d here",
+                          po->ranks_per_gpu, N, need, G);
     c->k = 1;
     c->nsets = need;
   } else if (N >= G) {
@@ -165,9 +166,8 @@ static gr_status build_sets(ctx *c, const gr__plan_opts *po, char *err, size_t e
   }
   if (c->k > GR__MAX_RANK_GPUS) {
     if (po->gpus_per_rank > 0)
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                                "--gpus-per-rank %d is more than a rank may use (%d)",
-                                po->gpus_per_rank, GR__MAX_RANK_GPUS);
+      return gr__fail_msg(GR_ERR_INVALID, "--gpus-per-rank %d is more than a rank may use (%d)",
+                          po->gpus_per_rank, GR__MAX_RANK_GPUS);
     warn(c->p, "%d GPUs per rank capped at %d", c->k, GR__MAX_RANK_GPUS);
     c->k = GR__MAX_RANK_GPUS;
     c->nsets = N < G / c->k ? N : G / c->k;
@@ -248,11 +248,10 @@ static gr_status build_sets(ctx *c, const gr__plan_opts *po, char *err, size_t e
 
 /* The scheduler fixed every task's GPUs (visible.c): take them; sharers are the tasks holding the
  * same GPU (a task holding a GPU alone is exclusive). */
-static gr_status assign_fixed(ctx *c, const gr__visible *v, char *err, size_t errlen) {
+static gr_status assign_fixed(ctx *c, const gr__visible *v) {
   int N = c->N, G = c->G, k = v->k;
   if (v->local_size != N || k < 1 || k > GR__MAX_RANK_GPUS)
-    return gr__launcher_error(err, errlen, GR_ERR_INTERNAL, "GPU holdings for %d tasks, not %d",
-                              v->local_size, N);
+    return gr__fail_msg(GR_ERR_INTERNAL, "GPU holdings for %d tasks, not %d", v->local_size, N);
   int *holders = calloc((size_t)G + 1, sizeof(int)), *seen = calloc((size_t)G + 1, sizeof(int));
   c->p->gpu_store = calloc((size_t)N * (size_t)k + 1, sizeof(int));
   if (!holders || !seen || !c->p->gpu_store) {
@@ -268,8 +267,7 @@ static gr_status assign_fixed(ctx *c, const gr__visible *v, char *err, size_t er
       if (g < 0) continue;
       if (g >= G) {
         free(holders), free(seen);
-        return gr__launcher_error(err, errlen, GR_ERR_INTERNAL, "GPU %d of task %d is not here",
-                                  g, r);
+        return gr__fail_msg(GR_ERR_INTERNAL, "GPU %d of task %d is not here", g, r);
       }
       rp->gpu[rp->ngpus++] = g;
       holders[g]++;
@@ -539,11 +537,13 @@ static gr_status place_nics(ctx *c) {
 }
 
 /* ---- entry ------------------------------------------------------------------------------ */
-gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opts *po, gr__plan *p,
-                           char *err, size_t errlen) {
+gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opts *po,
+                           gr__plan *p) {
   memset(p, 0, sizeof *p);
-  if (local_size < 1) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "local size %d is not positive", local_size);
-  if (local_size > 1 << 20) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "local size %d is too large", local_size);
+  if (local_size < 1)
+    return gr__fail_msg(GR_ERR_INVALID, "local size %d is not positive", local_size);
+  if (local_size > 1 << 20)
+    return gr__fail_msg(GR_ERR_INVALID, "local size %d is too large", local_size);
   p->local_size = local_size;
   p->policy = po->policy;
   p->smt = po->smt;
@@ -573,7 +573,7 @@ gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opt
     c.C = hwloc_get_nbobjs_inside_cpuset_by_type(n->topo, n->allowed, ct);
   }
   if (c.C <= 0) {
-    st = gr__launcher_error(err, errlen, GR_ERR_INVALID, "the topology has no allowed cores");
+    st = gr__fail_msg(GR_ERR_INVALID, "the topology has no allowed cores");
     goto out;
   }
   p->ncores_total = c.C;
@@ -589,12 +589,13 @@ gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opt
   if (c.G > 0 && po->vis && po->vis->fixed) {
     if (po->gpus_per_rank > 0 || po->ranks_per_gpu > 0)
       warn(p, "--gpus-per-rank/--ranks-per-gpu ignored: the scheduler gave each task its GPUs");
-    GR_CHECK_GOTO(assign_fixed(&c, po->vis, err, errlen), st, out);
+    GR_CHECK_GOTO(assign_fixed(&c, po->vis), st, out);
   }
   else if (c.G > 0)
-    GR_CHECK_GOTO(build_sets(&c, po, err, errlen), st, out);
+    GR_CHECK_GOTO(build_sets(&c, po), st, out);
   else if (po->gpus_per_rank > 0) {
-    st = gr__launcher_error(err, errlen, GR_ERR_INVALID, "--gpus-per-rank %d is larger than the 0 GPUs here", po->gpus_per_rank);
+    st = gr__fail_msg(GR_ERR_INVALID, "--gpus-per-rank %d is larger than the 0 GPUs here",
+                      po->gpus_per_rank);
     goto out;
   } else
     for (int r = 0; r < local_size; r++)
@@ -604,8 +605,7 @@ gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opt
     hwloc_cpuset_to_nodeset(n->topo, p->ranks[r].cpuset, p->ranks[r].nodeset);
   GR_CHECK_GOTO(place_nics(&c), st, out);
 out:
-  if (st == GR_ERR_NOMEM && err && errlen && !err[0])
-    snprintf(err, errlen, "out of memory while planning");
+  if (st == GR_ERR_NOMEM) gr__fail_msg(st, "out of memory while planning"); /* none says more */
   for (int d = 0; d < c.ndom; d++) {
     hwloc_bitmap_free(c.dom[d].cpuset);
     free(c.dom[d].cores);

@@ -10,25 +10,23 @@
 #include <string.h>
 #include <sys/resource.h>
 
-int gr__priority_apply(int level, char *why, size_t whylen) {
-  if (level != GR__PRIO_LOW && level != GR__PRIO_HIGH) return 0; /* normal: leave it as it is */
+gr_status gr__priority_apply(int level) {
+  if (level != GR__PRIO_LOW && level != GR__PRIO_HIGH) return GR_OK; /* normal: leave it as it is */
   errno = 0;
   int now = getpriority(PRIO_PROCESS, 0); /* -1 is a valid niceness: errno tells */
   if (now == -1 && errno) {
-    snprintf(why, whylen, "--priority %s: getpriority: %s", gr__priority_name(level),
-             strerror(errno));
-    return -1;
+    return gr__fail_msg(GR_ERR_SYSTEM, "--priority %s: getpriority: %s", gr__priority_name(level),
+                        strerror(errno));
   }
   int want = level == GR__PRIO_LOW ? (now > GR__PRIO_LOW_NICE ? now : GR__PRIO_LOW_NICE)
                                    : (now < GR__PRIO_HIGH_NICE ? now : GR__PRIO_HIGH_NICE);
-  if (want == now) return 0;
+  if (want == now) return GR_OK;
   if (setpriority(PRIO_PROCESS, 0, want) != 0) {
     int e = errno;
-    snprintf(why, whylen,
-             "--priority %s: setpriority(nice %d) refused: %s (raising priority needs "
-             "CAP_SYS_NICE or a high enough RLIMIT_NICE); running at nice %d",
-             gr__priority_name(level), want, strerror(e), now);
-    return -1;
+    return gr__fail_msg(GR_ERR_SYSTEM,
+                        "--priority %s: setpriority(nice %d) refused: %s (raising priority needs "
+                        "CAP_SYS_NICE or a high enough RLIMIT_NICE); running at nice %d",
+                        gr__priority_name(level), want, strerror(e), now);
   }
-  return 0;
+  return GR_OK;
 }

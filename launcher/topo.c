@@ -92,15 +92,15 @@ static void fill_gpu(gr__gpu *g, hwloc_obj_t pci, hwloc_obj_t os, int partition)
   snprintf(g->name, sizeof g->name, "%s", model ? model : "GPU");
 }
 
-static gr_status find_gpus(gr__node *n, char *err, size_t errlen) {
+static gr_status find_gpus(gr__node *n) {
   int cap = 16;
   n->gpus = calloc((size_t)cap, sizeof *n->gpus);
-  if (!n->gpus) return gr__launcher_error(err, errlen, GR_ERR_NOMEM, "out of memory");
+  if (!n->gpus) return gr__fail_msg(GR_ERR_NOMEM, "out of memory");
 #define PUSH(pci, os, part)                                                                        \
   do {                                                                                             \
     if (n->ngpus == cap) {                                                                         \
       gr__gpu *ng = realloc(n->gpus, (size_t)cap * 2 * sizeof *ng);                                \
-      if (!ng) return gr__launcher_error(err, errlen, GR_ERR_NOMEM, "out of memory");                            \
+      if (!ng) return gr__fail_msg(GR_ERR_NOMEM, "out of memory");                                 \
       n->gpus = ng;                                                                                \
       cap *= 2;                                                                                    \
     }                                                                                              \
@@ -157,10 +157,10 @@ static int is_hsn_name(const char *s) {
   return s && (strncmp(s, "hsi", 3) == 0 || strncmp(s, "cxi", 3) == 0 || strncmp(s, "ib", 2) == 0);
 }
 
-static gr_status find_nics(gr__node *n, char *err, size_t errlen) {
+static gr_status find_nics(gr__node *n) {
   int cap = 8;
   n->nics = calloc((size_t)cap, sizeof *n->nics);
-  if (!n->nics) return gr__launcher_error(err, errlen, GR_ERR_NOMEM, "out of memory");
+  if (!n->nics) return gr__fail_msg(GR_ERR_NOMEM, "out of memory");
   for (hwloc_obj_t o = hwloc_get_next_osdev(n->topo, NULL); o;
        o = hwloc_get_next_osdev(n->topo, o)) {
     int fabric = o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
@@ -178,7 +178,7 @@ static gr_status find_nics(gr__node *n, char *err, size_t errlen) {
     }
     if (n->nnics == cap) {
       gr__nic *nn = realloc(n->nics, (size_t)cap * 2 * sizeof *nn);
-      if (!nn) return gr__launcher_error(err, errlen, GR_ERR_NOMEM, "out of memory");
+      if (!nn) return gr__fail_msg(GR_ERR_NOMEM, "out of memory");
       n->nics = nn;
       cap *= 2;
     }
@@ -261,15 +261,15 @@ static void compute_links(gr__node *n) {
   }
 }
 
-gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen) {
+gr_status gr__node_load(gr__node *n, const char *xml) {
   memset(n, 0, sizeof *n);
   if (hwloc_topology_init(&n->topo) != 0)
-    return gr__launcher_error(err, errlen, GR_ERR_SYSTEM, "hwloc_topology_init failed");
+    return gr__fail_msg(GR_ERR_SYSTEM, "hwloc_topology_init failed");
   gr_status st = GR_OK;
   char *xmlbuf = NULL;
   if (xml && *xml) {
     /* read here, not by hwloc: a FIFO, a directory or a device is refused, not waited on */
-    FILE *f = gr__open_regular(xml, err, errlen, "topology");
+    FILE *f = gr__open_regular(xml, "topology");
     if (!f) {
       st = GR_ERR_TOPOLOGY;
       goto bad;
@@ -287,15 +287,16 @@ gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen) 
     }
     fclose(f);
     if (!buf) {
-      st = gr__launcher_error(err, errlen, GR_ERR_TOPOLOGY, "topology %s: larger than 256 MiB or "
-                              "out of memory", xml);
+      st = gr__fail_msg(GR_ERR_TOPOLOGY,
+                        "topology %s: larger than 256 MiB or "
+                        "out of memory",
+                        xml);
       goto bad;
     }
     buf[len] = 0;
     xmlbuf = buf; /* freed after the load */
     if (len > INT_MAX - 1 || hwloc_topology_set_xmlbuffer(n->topo, buf, (int)len + 1) != 0) {
-      st =
-          gr__launcher_error(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s", xml, strerror(errno));
+      st = gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s does not load: %s", xml, strerror(errno));
       goto bad;
     }
     n->foreign = 1;
@@ -313,20 +314,20 @@ gr_status gr__node_load(gr__node *n, const char *xml, char *err, size_t errlen) 
     hwloc_topology_set_type_filter(n->topo, HWLOC_OBJ_L2ICACHE, HWLOC_TYPE_FILTER_KEEP_NONE);
   }
   if (hwloc_topology_load(n->topo) != 0) {
-    st = gr__launcher_error(err, errlen, GR_ERR_TOPOLOGY, "topology %s does not load: %s",
-              xml && *xml ? xml : "(live)", strerror(errno));
+    st = gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s does not load: %s",
+                      xml && *xml ? xml : "(live)", strerror(errno));
     goto bad;
   }
   n->allowed = hwloc_topology_get_allowed_cpuset(n->topo);
   if (hwloc_bitmap_iszero(n->allowed)) {
-    st = gr__launcher_error(err, errlen, GR_ERR_TOPOLOGY, "topology %s has no allowed PUs",
-              xml && *xml ? xml : "(live)");
+    st = gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s has no allowed PUs",
+                      xml && *xml ? xml : "(live)");
     goto bad;
   }
   free(xmlbuf);
   xmlbuf = NULL;
-  GR_CHECK_GOTO(find_gpus(n, err, errlen), st, bad);
-  GR_CHECK_GOTO(find_nics(n, err, errlen), st, bad);
+  GR_CHECK_GOTO(find_gpus(n), st, bad);
+  GR_CHECK_GOTO(find_nics(n), st, bad);
   compute_links(n);
   return GR_OK;
 bad:

@@ -4,6 +4,8 @@
  * Pure apart from reading the environment through a getter: tests pass fake environments. */
 #include "gr_launcher.h"
 
+#include "gr_parse.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -176,16 +178,6 @@ int gr__hostlist_nth(const char *list, long idx, char *out, size_t outlen) {
 
 /* ---- the contract --------------------------------------------------------------------------- */
 
-static int to_int(const char *s, int *out) {
-  if (!s || !*s) return -1;
-  errno = 0;
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || v < 0 || v > INT_MAX) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 /* 10000 + FNV-1a(job id) mod 20000: below Linux's ephemeral range (32768+), the same on every rank
  * of a job, and different for jobs (or steps) that share a node. */
 int gr__torch_port(const char *job) {
@@ -226,12 +218,12 @@ typedef struct {
 } launcher_vars;
 
 gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ctx,
-                               gr__torch_env_t *t, char *err, size_t errlen) {
+                               gr__torch_env_t *t) {
   memset(t, 0, sizeof *t);
   t->group_rank = -1;
   t->nnodes = -1;
   gr__whoami_t w;
-  GR_CHECK(gr__whoami(o, get, ctx, &w, err, errlen));
+  GR_CHECK(gr__whoami(o, get, ctx, &w));
   t->local_rank = w.local_rank;
   t->local_size = w.local_size;
   /* Open MPI before Slurm (mpirun inside a batch step inherits SLURM_PROCID=0), Slurm before
@@ -258,16 +250,16 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
     t->source = l->name;
     const char *size_var = l->size;
     const char *r = get(ctx, l->rank), *s = get(ctx, size_var);
-    if (to_int(r, &t->rank))
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.40s is not a rank", l->rank, r);
+    if (gr__parse_int(r, 0, INT_MAX, &t->rank))
+      return gr__fail_msg(GR_ERR_INVALID, "%s=%.40s is not a rank", l->rank, r);
     if (!s && strcmp(l->name, "Slurm") == 0) s = get(ctx, size_var = "SLURM_NPROCS");
-    if (!s || to_int(s, &t->size) || t->size < 1)
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                                "%s is set but %s=%.40s is not a size (needed for WORLD_SIZE)",
-                                l->rank, size_var, s ? s : "(unset)");
+    if (!s || gr__parse_int(s, 0, INT_MAX, &t->size) || t->size < 1)
+      return gr__fail_msg(GR_ERR_INVALID,
+                          "%s is set but %s=%.40s is not a size (needed for WORLD_SIZE)", l->rank,
+                          size_var, s ? s : "(unset)");
     if (t->rank >= t->size)
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%d is not below %s=%d", l->rank,
-                                t->rank, size_var, t->size);
+      return gr__fail_msg(GR_ERR_INVALID, "%s=%d is not below %s=%d", l->rank, t->rank, size_var,
+                          t->size);
     const char *j = get(ctx, l->job);
     if (!j && strcmp(l->name, "Open MPI") == 0) j = get(ctx, "PMIX_NAMESPACE");
     if (j) snprintf(job, sizeof job, "%.100s", j);
@@ -292,8 +284,8 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
     }
     if (strcmp(l->name, "PALS") == 0) nid = get(ctx, "PALS_NODEID");
     if (strcmp(l->name, "Flux") == 0) nn = get(ctx, "FLUX_JOB_NNODES");
-    if (nn && (to_int(nn, &t->nnodes) || t->nnodes < 1)) t->nnodes = -1;
-    if (nid && to_int(nid, &t->group_rank)) t->group_rank = -1;
+    if (nn && (gr__parse_int(nn, 0, INT_MAX, &t->nnodes) || t->nnodes < 1)) t->nnodes = -1;
+    if (nid && gr__parse_int(nid, 0, INT_MAX, &t->group_rank)) t->group_rank = -1;
   }
   if (t->size == t->local_size) t->nnodes = 1; /* every rank is on this node */
   if (t->nnodes == 1) t->group_rank = 0;
@@ -308,8 +300,8 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
   const char *given = o && o->master_addr[0] ? o->master_addr : NULL;
   if (given) {
     if (!valid_addr(given))
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                                "--master-addr '%.60s' is not a host name or address", given);
+      return gr__fail_msg(GR_ERR_INVALID, "--master-addr '%.60s' is not a host name or address",
+                          given);
     snprintf(t->master_addr, sizeof t->master_addr, "%s", given);
   } else if (get(ctx, "MASTER_ADDR")) {
     t->master_addr[0] = 0; /* the user's; nothing to derive */
@@ -321,8 +313,8 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
     if (!list)
       why = "Slurm set no SLURM_STEP_NODELIST or SLURM_JOB_NODELIST";
     else if (gr__hostlist_nth(list, 0, t->master_addr, sizeof t->master_addr))
-      return gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                                "%s=%.80s is not a Slurm hostlist (give --master-addr)", var, list);
+      return gr__fail_msg(GR_ERR_INVALID, "%s=%.80s is not a Slurm hostlist (give --master-addr)",
+                          var, list);
   } else if (t->nnodes == 1) {
     snprintf(t->master_addr, sizeof t->master_addr, "127.0.0.1");
   } else if (l && strcmp(l->name, "Open MPI") == 0) {
@@ -340,29 +332,28 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
                    : job[0]                ? gr__torch_port(job)
                                            : 29500; /* torch's default */
   if (t->master_port > 65535)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "--master-port %d is not below 65536",
-                              t->master_port);
+    return gr__fail_msg(GR_ERR_INVALID, "--master-port %d is not below 65536", t->master_port);
   if (why) {
     t->master_addr[0] = '\0';
-    return gr__launcher_error(err, errlen, GR_ERR_NOT_FOUND,
-                              "cannot find MASTER_ADDR for torch.distributed: %s (%s): give "
-                              "--master-addr HOST or set MASTER_ADDR",
-                              why, t->source);
+    return gr__fail_msg(GR_ERR_NOT_FOUND,
+                        "cannot find MASTER_ADDR for torch.distributed: %s (%s): give "
+                        "--master-addr HOST or set MASTER_ADDR",
+                        why, t->source);
   }
   return GR_OK;
 }
 
 gr_status gr__torch_env(const gr__options *o, gr__getenv_fn get, void *ctx, int local_rank,
-                        gr__envlist *e, char *err, size_t errlen) {
+                        gr__envlist *e) {
   /* --dry-run/--topo --all print the node's plan, the same on every rank: this process's own
    * contract has no place there */
   if (o && o->all) return GR_OK;
   gr__torch_env_t t;
-  gr_status st = gr__torch_env_derive(o, get, ctx, &t, err, errlen);
+  gr_status st = gr__torch_env_derive(o, get, ctx, &t);
   int no_master = 0;
   if (st == GR_ERR_NOT_FOUND && !(o && o->prog_python)) {
     no_master = 1; /* not a Python program: export the rest, no MASTER_* */
-    if (errlen) err[0] = '\0';
+    gr_clear_error();
   } else if (st != GR_OK) {
     return st;
   }
@@ -385,14 +376,13 @@ gr_status gr__torch_env(const gr__options *o, gr__getenv_fn get, void *ctx, int 
   snprintf(v[6], sizeof v[6], "%d", t.master_port);
   for (int i = 0; i < 7; i++) {
     if (!val[i] || get(ctx, name[i])) continue; /* already set: the user's value stays */
-    if (e->n >= GR__MAX_ENV)
-      return gr__launcher_error(err, errlen, GR_ERR_INTERNAL, "too many variables to export");
+    if (e->n >= GR__MAX_ENV) return gr__fail_msg(GR_ERR_INTERNAL, "too many variables to export");
     e->name[e->n] = strdup(name[i]);
     e->value[e->n] = strdup(val[i]);
     if (!e->name[e->n] || !e->value[e->n]) {
       free(e->name[e->n]);
       free(e->value[e->n]);
-      return gr__launcher_error(err, errlen, GR_ERR_NOMEM, "out of memory");
+      return gr__fail_msg(GR_ERR_NOMEM, "out of memory");
     }
     e->n++;
   }
@@ -400,7 +390,10 @@ gr_status gr__torch_env(const gr__options *o, gr__getenv_fn get, void *ctx, int 
 }
 
 gr_status gr__torch_env_add(const gr__options *o, int local_rank, gr__envlist *e) {
-  char err[400] = "";
-  gr_status st = gr__torch_env(o, gr__real_getenv, NULL, local_rank, e, err, sizeof err);
-  return st == GR_OK ? GR_OK : gr__fail(st, "gpurun", "%s", err);
+  gr_status st = gr__torch_env(o, gr__real_getenv, NULL, local_rank, e);
+  if (st == GR_OK) return GR_OK;
+  /* the library's form ("rank R: gpurun: ..."), which main() prints as it is */
+  char sentence[1024];
+  snprintf(sentence, sizeof sentence, "%s", gr_last_error());
+  return gr__fail(st, "gpurun", "%s", sentence);
 }

@@ -29,6 +29,8 @@
  * nothing can be checked: the variable is kept and the plan is CPU-only. */
 #include "gr_launcher.h"
 
+#include "gr_parse.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -99,8 +101,7 @@ static int cmp_int(const void *a, const void *b) {
 }
 
 /* "0,1,4-5" -> node positions (sorted, distinct); -1 with a message when malformed. */
-static int parse_slurm_list(const char *var, const char *s, int ngpus, int *out, char *err,
-                            size_t errlen) {
+static int parse_slurm_list(const char *var, const char *s, int ngpus, int *out) {
   int m = 0;
   const char *p = s;
   while (*p) {
@@ -116,9 +117,9 @@ static int parse_slurm_list(const char *var, const char *s, int ngpus, int *out,
     }
     for (long i = a; i <= b; i++) {
       if (i >= ngpus) {
-        gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                           "%s=%.60s names GPU %ld, this node has %d (indexes in PCI bus order)",
-                           var, s, i, ngpus);
+        gr__fail_msg(GR_ERR_INVALID,
+                     "%s=%.60s names GPU %ld, this node has %d (indexes in PCI bus order)", var, s,
+                     i, ngpus);
         return -1;
       }
       int dup = 0;
@@ -136,8 +137,7 @@ static int parse_slurm_list(const char *var, const char *s, int ngpus, int *out,
   qsort(out, (size_t)m, sizeof *out, cmp_int);
   return m;
 bad:
-  gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.60s is not a list of GPU indexes", var,
-                     s);
+  gr__fail_msg(GR_ERR_INVALID, "%s=%.60s is not a list of GPU indexes", var, s);
   return -1;
 }
 
@@ -155,7 +155,7 @@ typedef struct {
 } entry;
 
 gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__getenv_fn get,
-                            void *ctx, gr__visible *v, char *err, size_t errlen) {
+                            void *ctx, gr__visible *v) {
   memset(v, 0, sizeof *v);
   v->local_size = local_size;
   int G = n->ngpus;
@@ -188,7 +188,7 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
   for (int g = 0; g < G; g++)
     pool[g] = g;
   if (sval) {
-    npool = parse_slurm_list(svar, sval, G, pool, err, errlen);
+    npool = parse_slurm_list(svar, sval, G, pool);
     if (npool < 0) {
       st = GR_ERR_INVALID;
       goto out;
@@ -200,10 +200,10 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
    * ConstrainDevices) only how to name them; the other tasks hold the node's other GPUs. */
   int per_task = 0;
   {
-    const char *on = get(ctx, "SLURM_GPUS_ON_NODE");
-    char *end;
-    long gon = on ? strtol(on, &end, 10) : 0;
-    if (sval && on && *on && !*end && gon > npool && val) per_task = 1;
+    int gon;
+    if (sval && val && gr__parse_int(get(ctx, "SLURM_GPUS_ON_NODE"), 0, INT_MAX, &gon) == GR_OK &&
+        gon > npool)
+      per_task = 1;
   }
   if (!val) { /* Slurm's list alone: the pool, planned freely */
     for (int i = 0; i < npool; i++)
@@ -232,8 +232,8 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
     while (b > a && isspace((unsigned char)b[-1]))
       b--;
     if (a == b || (size_t)(b - a) >= sizeof ent[0].tok) {
-      st = gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.60s has an %s entry", var, val,
-                              a == b ? "empty" : "over-long");
+      st = gr__fail_msg(GR_ERR_INVALID, "%s=%.60s has an %s entry", var, val,
+                        a == b ? "empty" : "over-long");
       goto out;
     }
     entry *e = &ent[ne];
@@ -245,9 +245,8 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
     if (*end == 0 && !errno) {
       if (o < 0) break; /* CUDA: an invalid ordinal hides itself and every later entry */
       if (o >= G) {
-        st = gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                                "%s=%.60s: GPU %ld does not exist on this node (%d GPUs)", var,
-                                val, o, G);
+        st = gr__fail_msg(GR_ERR_INVALID, "%s=%.60s: GPU %ld does not exist on this node (%d GPUs)",
+                          var, val, o, G);
         goto out;
       }
       e->pos = (int)o;
@@ -256,9 +255,8 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
       int parent = 0;
       e->pos = find_uuid(n, e->tok, &parent);
       if (e->pos == -2) {
-        st = gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                                "%s=%.60s: %s matches several GPUs of this node", var, val,
-                                e->tok);
+        st = gr__fail_msg(GR_ERR_INVALID, "%s=%.60s: %s matches several GPUs of this node", var,
+                          val, e->tok);
         goto out;
       }
       if (e->pos < 0 && strncasecmp(e->tok, "MIG-", 4) == 0) {
@@ -267,16 +265,16 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
         continue;
       }
       if (e->pos < 0) {
-        st = gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                                "%s=%.60s: %s names no GPU of this node", var, val, e->tok);
+        st = gr__fail_msg(GR_ERR_INVALID, "%s=%.60s: %s names no GPU of this node", var, val,
+                          e->tok);
         goto out;
       }
       if (parent) note(v, "%s is taken as its parent GPU; ", e->tok);
       uuids++;
     } else {
-      st = gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                              "%s=%.60s: '%s' is neither a GPU ordinal nor a GPU-/MIG- UUID", var,
-                              val, e->tok);
+      st = gr__fail_msg(GR_ERR_INVALID,
+                        "%s=%.60s: '%s' is neither a GPU ordinal nor a GPU-/MIG- UUID", var, val,
+                        e->tok);
       goto out;
     }
     ne++;
@@ -284,8 +282,7 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
     if (*p == ',') {
       p++;
       if (!*p) {
-        st = gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.60s has an empty entry", var,
-                                val);
+        st = gr__fail_msg(GR_ERR_INVALID, "%s=%.60s has an empty entry", var, val);
         goto out;
       }
     }
@@ -308,9 +305,8 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
   }
   if (per_task) {
     if (uuids || ne != npool) {
-      st = gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                              "%s=%.60s does not name the %d GPU%s of %s=%.60s", var, val, npool,
-                              npool == 1 ? "" : "s", svar, sval);
+      st = gr__fail_msg(GR_ERR_INVALID, "%s=%.60s does not name the %d GPU%s of %s=%.60s", var, val,
+                        npool, npool == 1 ? "" : "s", svar, sval);
       goto out;
     }
     /* the i-th smallest ordinal names the i-th GPU of the list */
@@ -347,10 +343,10 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
       if (ent[i].pos < npool) differ |= pool[ent[i].pos] != ent[i].pos;
     }
     if (!all_in && !all_below) {
-      st = gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                              "%s=%.60s names GPUs outside %s=%.60s, as node-wide indexes and as "
-                              "positions in it",
-                              var, val, svar, sval);
+      st = gr__fail_msg(GR_ERR_INVALID,
+                        "%s=%.60s names GPUs outside %s=%.60s, as node-wide indexes and as "
+                        "positions in it",
+                        var, val, svar, sval);
       goto out;
     }
     if (all_below && (!all_in || differ)) {
@@ -366,21 +362,19 @@ gr_status gr__visible_apply(gr__node *n, int local_rank, int local_size, gr__get
     for (int j = 0; j < npool; j++)
       in |= pool[j] == ent[i].pos;
     if (!in) {
-      st = gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.60s: %s is not among %s=%.60s",
-                              var, val, ent[i].tok, svar, sval);
+      st = gr__fail_msg(GR_ERR_INVALID, "%s=%.60s: %s is not among %s=%.60s", var, val, ent[i].tok,
+                        svar, sval);
       goto out;
     }
     for (int j = 0; j < i; j++)
       if (ent[j].pos == ent[i].pos) {
-        st = gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.60s names GPU %d twice", var,
-                                val, ent[i].pos);
+        st = gr__fail_msg(GR_ERR_INVALID, "%s=%.60s names GPU %d twice", var, val, ent[i].pos);
         goto out;
       }
   }
   if (ne > GR__MAX_RANK_GPUS) {
-    st = gr__launcher_error(err, errlen, GR_ERR_INVALID,
-                            "%s=%.60s names %d GPUs, more than a rank may use (%d)", var, val, ne,
-                            GR__MAX_RANK_GPUS);
+    st = gr__fail_msg(GR_ERR_INVALID, "%s=%.60s names %d GPUs, more than a rank may use (%d)", var,
+                      val, ne, GR__MAX_RANK_GPUS);
     goto out;
   }
   int whole_pool = ne == npool;

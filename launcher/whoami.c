@@ -2,22 +2,14 @@
  * variable is present wins; a present variable that does not parse is an error, never a guess. */
 #include "gr_launcher.h"
 
+#include "gr_parse.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int to_int(const char *s, int *out) {
-  if (!s || !*s) return -1;
-  errno = 0;
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || v < 0 || v > INT_MAX) return -1;
-  *out = (int)v;
-  return 0;
-}
 
 /* "2(x3),1" = 2,2,2,1. Returns the count for nodeid, -1 if malformed or out of range. */
 int gr__slurm_tasks_on_node(const char *spec, int nodeid) {
@@ -65,59 +57,64 @@ static const simple_launcher later[] = {
 };
 
 static gr_status from_pair(const simple_launcher *l, gr__getenv_fn get, void *ctx, gr__whoami_t *w,
-                           int *found, char *err, size_t errlen) {
+                           int *found) {
   const char *r = get(ctx, l->rank_var);
   *found = 0;
   if (!r) return GR_OK;
   *found = 1;
   const char *s = get(ctx, l->size_var);
-  if (to_int(r, &w->local_rank)) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.40s is not a rank", l->rank_var, r);
-  if (!s) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s is set but %s is not", l->rank_var, l->size_var);
-  if (to_int(s, &w->local_size) || w->local_size < 1)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.40s is not a size", l->size_var, s);
+  if (gr__parse_int(r, 0, INT_MAX, &w->local_rank))
+    return gr__fail_msg(GR_ERR_INVALID, "%s=%.40s is not a rank", l->rank_var, r);
+  if (!s) return gr__fail_msg(GR_ERR_INVALID, "%s is set but %s is not", l->rank_var, l->size_var);
+  if (gr__parse_int(s, 0, INT_MAX, &w->local_size) || w->local_size < 1)
+    return gr__fail_msg(GR_ERR_INVALID, "%s=%.40s is not a size", l->size_var, s);
   w->source = l->source;
   return GR_OK;
 }
 
-static gr_status from_slurm(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *found, char *err,
-                            size_t errlen) {
+static gr_status from_slurm(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *found) {
   const char *r = get(ctx, "SLURM_LOCALID");
   *found = 0;
   if (!r) return GR_OK;
   *found = 1;
-  if (to_int(r, &w->local_rank)) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "SLURM_LOCALID=%.40s is not a rank", r);
+  if (gr__parse_int(r, 0, INT_MAX, &w->local_rank))
+    return gr__fail_msg(GR_ERR_INVALID, "SLURM_LOCALID=%.40s is not a rank", r);
   const char *var = "SLURM_STEP_TASKS_PER_NODE";
   const char *spec = get(ctx, var);
   if (!spec) spec = get(ctx, var = "SLURM_TASKS_PER_NODE");
-  if (!spec) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "SLURM_LOCALID is set but SLURM_STEP_TASKS_PER_NODE is not");
+  if (!spec)
+    return gr__fail_msg(GR_ERR_INVALID,
+                        "SLURM_LOCALID is set but SLURM_STEP_TASKS_PER_NODE is not");
   int nodeid = 0;
   const char *nid = get(ctx, "SLURM_NODEID");
-  if (nid && to_int(nid, &nodeid))
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "SLURM_NODEID=%.40s is not a node index", nid);
+  if (nid && gr__parse_int(nid, 0, INT_MAX, &nodeid))
+    return gr__fail_msg(GR_ERR_INVALID, "SLURM_NODEID=%.40s is not a node index", nid);
   int n = gr__slurm_tasks_on_node(spec, nodeid);
-  if (n < 1) return gr__launcher_error(err, errlen, GR_ERR_INVALID, "%s=%.60s has no task count for node %d", var, spec, nodeid);
+  if (n < 1)
+    return gr__fail_msg(GR_ERR_INVALID, "%s=%.60s has no task count for node %d", var, spec,
+                        nodeid);
   w->local_size = n;
   w->source = "Slurm";
   return GR_OK;
 }
 
-static gr_status from_flux(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *found, char *err,
-                           size_t errlen) {
+static gr_status from_flux(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *found) {
   const char *r = get(ctx, "FLUX_TASK_LOCAL_ID");
   *found = 0;
   if (!r) return GR_OK;
   *found = 1;
-  if (to_int(r, &w->local_rank))
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "FLUX_TASK_LOCAL_ID=%.40s is not a rank", r);
+  if (gr__parse_int(r, 0, INT_MAX, &w->local_rank))
+    return gr__fail_msg(GR_ERR_INVALID, "FLUX_TASK_LOCAL_ID=%.40s is not a rank", r);
   /* Flux exports no per-node count; the job's size over its node count is exact for the usual
    * even layouts, and rounded up otherwise (only the last node can then have fewer). */
   int size = 0, nnodes = 1;
   const char *js = get(ctx, "FLUX_JOB_SIZE"), *nn = get(ctx, "FLUX_JOB_NNODES");
-  if (!js || to_int(js, &size) || size < 1)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "FLUX_TASK_LOCAL_ID is set but FLUX_JOB_SIZE=%.40s is not a size",
-                js ? js : "(unset)");
-  if (nn && (to_int(nn, &nnodes) || nnodes < 1))
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "FLUX_JOB_NNODES=%.40s is not a node count", nn);
+  if (!js || gr__parse_int(js, 0, INT_MAX, &size) || size < 1)
+    return gr__fail_msg(GR_ERR_INVALID,
+                        "FLUX_TASK_LOCAL_ID is set but FLUX_JOB_SIZE=%.40s is not a size",
+                        js ? js : "(unset)");
+  if (nn && (gr__parse_int(nn, 0, INT_MAX, &nnodes) || nnodes < 1))
+    return gr__fail_msg(GR_ERR_INVALID, "FLUX_JOB_NNODES=%.40s is not a node count", nn);
   w->local_size = (size + nnodes - 1) / nnodes;
   w->source = "Flux";
   return GR_OK;
@@ -130,11 +127,10 @@ static gr_status from_flux(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *f
 static int inherited_gpurun(gr__getenv_fn get, void *ctx) {
   const char *m = get(ctx, "GPURUN_PLAN_PID");
   int pid;
-  return m && (to_int(m, &pid) != 0 || pid != (int)getpid());
+  return m && (gr__parse_int(m, 0, INT_MAX, &pid) != GR_OK || pid != (int)getpid());
 }
 
-gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__whoami_t *w, char *err,
-                     size_t errlen) {
+gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__whoami_t *w) {
   int found = 0;
   w->local_rank = 0;
   w->local_size = 1;
@@ -147,20 +143,20 @@ gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__who
     found = 1;
   }
   for (size_t i = w->inherited ? 1 : 0; !found && i < sizeof simple / sizeof simple[0]; i++)
-    GR_CHECK(from_pair(&simple[i], get, ctx, w, &found, err, errlen));
-  if (!found) GR_CHECK(from_slurm(get, ctx, w, &found, err, errlen));
+    GR_CHECK(from_pair(&simple[i], get, ctx, w, &found));
+  if (!found) GR_CHECK(from_slurm(get, ctx, w, &found));
   for (size_t i = 0; !found && i < sizeof later / sizeof later[0]; i++)
-    GR_CHECK(from_pair(&later[i], get, ctx, w, &found, err, errlen));
-  if (!found) GR_CHECK(from_flux(get, ctx, w, &found, err, errlen));
+    GR_CHECK(from_pair(&later[i], get, ctx, w, &found));
+  if (!found) GR_CHECK(from_flux(get, ctx, w, &found));
   /* an outer gpurun's variables, when no launcher of this level says anything */
-  if (!found && w->inherited) GR_CHECK(from_pair(&simple[0], get, ctx, w, &found, err, errlen));
+  if (!found && w->inherited) GR_CHECK(from_pair(&simple[0], get, ctx, w, &found));
   if (!found) {
     w->local_rank = 0;
     w->local_size = 1;
     w->source = "none";
   }
   if (w->local_rank >= w->local_size)
-    return gr__launcher_error(err, errlen, GR_ERR_INVALID, "local rank %d is not below the local size %d (from %s)",
-                w->local_rank, w->local_size, w->source);
+    return gr__fail_msg(GR_ERR_INVALID, "local rank %d is not below the local size %d (from %s)",
+                        w->local_rank, w->local_size, w->source);
   return GR_OK;
 }

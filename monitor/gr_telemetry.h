@@ -1,4 +1,5 @@
-/* Internal: per-rank telemetry sampled by the supervising gpurun (monitor/supervise.c).
+/* Internal: per-rank telemetry sampled by the supervising gpurun (monitor/supervise.c). The CSV's
+ * columns are a contract with gpurun-report: base/gr_monitor_csv.h, docs/formats.md.
  *
  * One sample is one CSV line per GPU of the rank (or one line with gpu "-" when it has none):
  *   time,elapsed_s,rank,local_rank,gpu,gpu_util,mem_util,mem_used_mib,mem_total_mib,temp_c,
@@ -20,10 +21,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define GR_TELEMETRY_CSV_HEADER                                                                    \
-  "time,elapsed_s,rank,local_rank,gpu,gpu_util,mem_util,mem_used_mib,mem_total_mib,temp_c,"        \
-  "power_w,sm_clock_mhz,throttle,ecc_uncorrected,cpu_util,rss_mib,rank_sm_util,others_sm_util,"    \
-  "rank_mem_mib,others_mem_mib\n"
+#include "gr_monitor_csv.h"
+
+/* The CSV's first line: the contract's (gr_monitor_csv.h), which gpurun-report reads by name. */
+#define GR_TELEMETRY_CSV_HEADER GR_MONITOR_CSV_HEADER
 
 typedef struct gr__telemetry gr__telemetry;
 

@@ -3,6 +3,7 @@
  * program except for the samples themselves. */
 #include "gr_supervise.h"
 
+#include "gr_clock.h"
 #include "gr_jobdir.h"
 #include "gr_error.h"
 #include "gr_live_file.h"
@@ -35,12 +36,6 @@ void gr__supervise_opts_init(gr_supervise_opts *o) {
   o->rank = -1;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The job id every rank of one job agrees on without talking to each other. Bytes outside the
  * safe alphabet become '_'; an id that is still unsafe ("..", ".x") is refused when the directory
  * is opened. */
@@ -50,11 +45,9 @@ static void job_id(const gr_supervise_opts *o, char *out, size_t cap) {
     for (char *p = out; *p; p++)
       if (!gr__safe_char((unsigned char)*p)) *p = '_';
   } else if (gr__monitor_job_from_env(out, cap) != 0) {
-    /* No launcher ids: a timestamp (minute resolution, so ranks started together usually agree). */
-    time_t t = time(NULL);
-    struct tm tm;
-    localtime_r(&t, &tm);
-    strftime(out, cap, "%Y%m%d-%H%M", &tm);
+    /* No launcher ids: a timestamp (UTC, minute resolution, so ranks started together usually
+     * agree; gr_jobdir.h). */
+    gr__job_from_time(time(NULL), 1, out, cap);
   }
 }
 
@@ -82,7 +75,7 @@ static int open_csv(const gr_supervise_opts *o, char *path, size_t cap, char *jo
     return -1;
   }
   char name[300];
-  snprintf(name, sizeof name, "%.250s.%d.csv", node, o->local_rank);
+  snprintf(name, sizeof name, "%.250s.%d" GR_MONITOR_CSV_SUFFIX, node, o->local_rank);
   snprintf(path, cap, "%s/%s/%s", root, job, name);
   int fd = gr__file_append_open(dirfd, name, GR_TELEMETRY_CSV_HEADER, why, sizeof why);
   close(dirfd);
@@ -306,14 +299,14 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
     csv = -1;
   }
 
-  const double t0 = now_s();
+  const double t0 = gr__mono_now();
   double next_sample = t0;
   const double term_at = o->time_limit_s > 0 ? t0 + o->time_limit_s : INFINITY;
   double kill_at = INFINITY;
   int term_sent = 0, kill_sent = 0, exited = 0;
 
   while (!exited) {
-    double now = now_s();
+    double now = gr__mono_now();
     if (tel && now >= next_sample) {
       if (write_sample(csv, tel, now - t0, &prom) != 0) {
         GR_WARN("--monitor: cannot append to %s: %s; sampling stops here (the file ends on the "
@@ -348,7 +341,7 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
     if (term_sent && !kill_sent && kill_at < wake) wake = kill_at;
     struct timespec ts, *tsp = NULL;
     if (isfinite(wake)) {
-      double d = wake - now_s();
+      double d = wake - gr__mono_now();
       if (d < 0) d = 0;
       ts.tv_sec = (time_t)d;
       ts.tv_nsec = (long)((d - (double)ts.tv_sec) * 1e9);

@@ -1,4 +1,5 @@
-/* Internal: the runtime's per-rank counters, written at gr_finalize beside the monitor CSV as
+/* Internal: the runtime's per-rank counters (keys: gr_counters_format.h, docs/formats.md), written
+ * at gr_finalize beside the monitor CSV as
  *   <GPURUN_MONITOR_DIR>/<job>/<node>.<local_rank>.counters.json
  * and read by gpurun-report:
  *   {"rank", "size", "local_rank", "node", "job", "wall_s", "receipt",
@@ -14,6 +15,7 @@
 #include <stdio.h>
 
 #include "gr_coll_stats.h"
+#include "gr_counters_format.h"
 #include "gr_pool.h"
 
 /* Writes the JSON document; priority, coll and pool may be NULL (left out). */

@@ -2,11 +2,13 @@
  * the counters file at the end. The one piece of process-wide state of the runtime lives here. */
 #include <gpurun/runtime.h>
 
+#include "gr_clock.h"
 #include "gr_config.h"
 #include "gr_counters.h"
 #include "gr_job_agree.h"
 #include "gr_device.h"
 #include "gr_error.h"
+#include "gr_mpi_error.h"
 #include "gr_log.h"
 #include "gr_plan.h"
 #include "gr_pool.h"
@@ -38,12 +40,6 @@ static gr_rank_info_t info;
 static double t_init;
 static char job[128];
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static const char *thread_level_name(int level) {
   switch (level) {
   case MPI_THREAD_SINGLE:
@@ -61,9 +57,7 @@ static const char *thread_level_name(int level) {
 
 static gr_status mpi_fail(int rc, const char *what) {
   char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
-  return gr__fail(GR_ERR_MPI, "gr_init", "%s: %s", what, msg);
+  return gr__fail(GR_ERR_MPI, "gr_init", "%s: %s", what, gr__mpi_strerror(rc, msg));
 }
 
 /* Without a plan: local rank and size from the ranks that share this node's memory. */
@@ -258,7 +252,7 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
   pc.nthreads = 0;
   GR_CHECK_GOTO(gr_pool_create(&pc, &pool), st, fail);
 
-  t_init = now_s();
+  t_init = gr__mono_now();
   __atomic_store_n(&state, ST_UP, __ATOMIC_RELEASE);
   GR_INFO("rank %d of %d, local %d of %d on %s, %d GPU(s), cpus '%s', pool of %d, backend %s",
           info.rank, info.size, info.local_rank, info.local_size, info.node, info.ngpus, info.cpus,
@@ -290,7 +284,7 @@ static void write_counters(void) {
   gr__pool_stats ps;
   if (pool) gr__pool_get_stats(pool, &ps);
   char why[512] = "";
-  if (gr__counters_write(dir, &info, job, gr__priority_level_name(), now_s() - t_init,
+  if (gr__counters_write(dir, &info, job, gr__priority_level_name(), gr__mono_now() - t_init,
                          have_coll ? &cs : NULL, pool ? &ps : NULL,
                          pool ? gr_pool_nthreads(pool) : 0, why, sizeof why) != 0)
     GR_WARN("monitor: counters not written: %s", why);

@@ -17,12 +17,6 @@
 #define GR_DPOOL_MAGIC 0x44504f4cu /* "DPOL" */
 #define GR_DPOOL_MAX_FNS 4096
 
-double gr__dp_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void sleep_us(int us) {
   if (us <= 0) return;
   struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000L};
@@ -173,11 +167,11 @@ gr_status gr_dpool_create(MPI_Comm comm, gr_pool *local, const gr_dpool_config *
    * the others here for ever. */
   MPI_Request dup_req;
   int rc = MPI_Comm_idup(comm, &dp->comm, &dup_req);
-  double deadline = cfg->timeout_s > 0 ? gr__dp_now() + cfg->timeout_s : 1e300;
+  double deadline = cfg->timeout_s > 0 ? gr__mono_now() + cfg->timeout_s : 1e300;
   for (int done = 0, slp = 0; rc == MPI_SUCCESS && !done;) {
     rc = MPI_Test(&dup_req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS || done) break;
-    if (gr__dp_now() > deadline) {
+    if (gr__mono_now() > deadline) {
       /* The duplication stays pending in MPI and writes dp->comm when it completes: dp is
        * abandoned (kept, never freed). */
       gr__dp_abandon(dp);
@@ -373,10 +367,10 @@ static gr_status run_inline(gr_dpool *dp) {
   const double target = 1e-6 * dp->cfg.poll_interval_us;
   long batch = 1;
   double est = target; /* seconds per task */
-  double last_poll = gr__dp_now();
+  double last_poll = gr__mono_now();
   int slp = 0;
   for (;;) {
-    double iter_start = gr__dp_now();
+    double iter_start = gr__mono_now();
     long k = 0;
     gr__dtask *t = take(dp);
     while (t) {
@@ -385,7 +379,7 @@ static gr_status run_inline(gr_dpool *dp) {
     }
     int got = 0;
     GR_CHECK(gr__dp_progress(dp, &got));
-    double now = gr__dp_now();
+    double now = gr__mono_now();
     if (k > 0) {
       double per = (now - last_poll) / (double)k;
       est = per < est ? per : (per < 1.1 * est ? per : 1.1 * est);
@@ -397,7 +391,7 @@ static gr_status run_inline(gr_dpool *dp) {
     if (k < batch && queued(dp) == 0) { /* idle */
       slp = next_sleep(dp, slp, got);
       sleep_us(slp);
-      if (k == 0) dp->st.idle_s += gr__dp_now() - iter_start;
+      if (k == 0) dp->st.idle_s += gr__mono_now() - iter_start;
     } else {
       slp = 0;
     }
@@ -459,11 +453,11 @@ static gr_status run_pool(gr_dpool *dp) {
     pthread_mutex_lock(&dp->mu);
     idle = dp->count == 0 && dp->busy == 0;
     pthread_mutex_unlock(&dp->mu);
-    double t0 = gr__dp_now();
+    double t0 = gr__mono_now();
     if (idle) {
       slp = next_sleep(dp, slp, got);
       sleep_us(slp);
-      dp->st.idle_s += gr__dp_now() - t0;
+      dp->st.idle_s += gr__mono_now() - t0;
     } else {
       /* busy workers: poll every poll_interval, stretched up to 8x while nothing arrives */
       int lo = dp->cfg.poll_interval_us;
@@ -534,7 +528,7 @@ static gr_status agree_registrations(gr_dpool *dp) {
                       "%d)", rc);
     }
     if (done) break;
-    if (gr__dp_now() > deadline) {
+    if (gr__mono_now() > deadline) {
       /* The collective stays pending in MPI and may still write into `all`. */
       gr__dp_abandon(all);
       return gr__fail(GR_ERR_TIMEOUT, call, "not every rank entered the first run within %g s "
@@ -580,7 +574,7 @@ gr_status gr_dpool_run(gr_dpool *dp) {
     dp->agreed = 1;
   }
   dp->running = 1;
-  double t0 = gr__dp_now();
+  double t0 = gr__mono_now();
   gr__dp_run_begin(dp);
   gr_status st;
   st = dp->local ? run_pool(dp) : run_inline(dp);
@@ -590,7 +584,7 @@ gr_status gr_dpool_run(gr_dpool *dp) {
   if (st != GR_OK) dp->broken = 1;
   if (st == GR_OK && dp->oom) st = GR_ERR_NOMEM;
   dp->oom = 0;
-  dp->st.run_s += gr__dp_now() - t0;
+  dp->st.run_s += gr__mono_now() - t0;
   dp->running = 0;
   if (st == GR_ERR_TIMEOUT) {
     if (dp->silent < 0)

@@ -113,7 +113,7 @@ void gr__dp_abandon(void *buf) {
 }
 
 double gr__dp_deadline(const gr_dpool *dp) {
-  return dp->cfg.timeout_s > 0 ? gr__dp_now() + dp->cfg.timeout_s : 1e300;
+  return dp->cfg.timeout_s > 0 ? gr__mono_now() + dp->cfg.timeout_s : 1e300;
 }
 
 /* Another rank (or this one) found `rank` silent: fail the run. */
@@ -227,7 +227,7 @@ static gr_status test_sends(gr_dpool *dp) {
     }
   }
   if (dp->cfg.timeout_s > 0) {
-    double now = gr__dp_now();
+    double now = gr__mono_now();
     for (i = 0; i < dp->nsends; i++)
       if (now > dp->sends[i].deadline) return notice_silent(dp, dp->sends[i].dest);
     if (dp->req_outstanding && now > dp->req_deadline) return notice_silent(dp, dp->req_victim);
@@ -385,7 +385,7 @@ static gr_status handle(gr_dpool *dp, int src, int tag, unsigned char *buf, size
         } else if (!dp->terminated) {
           if (++dp->fails >= dp->cfg.random_steals) {
             GR_CHECK(arm_lifelines(dp));
-            dp->next_random = gr__dp_now() + dp->random_delay;
+            dp->next_random = gr__mono_now() + dp->random_delay;
             double cap = 1e-6 * 16 * (dp->cfg.backoff_max_us ? dp->cfg.backoff_max_us : 1);
             dp->random_delay = dp->random_delay * 2 > cap ? cap : dp->random_delay * 2;
           }
@@ -520,7 +520,7 @@ gr_status gr__dp_progress(gr_dpool *dp, int *got_msg) {
     pthread_mutex_lock(&dp->mu);
     size_t n = dp->count;
     pthread_mutex_unlock(&dp->mu);
-    if (n == 0 && (dp->fails < dp->cfg.random_steals || gr__dp_now() >= dp->next_random)) {
+    if (n == 0 && (dp->fails < dp->cfg.random_steals || gr__mono_now() >= dp->next_random)) {
       int victim = (int)(next_rand(dp) % (unsigned)(dp->size - 1));
       if (victim >= dp->rank) victim++;
       int32_t *m = malloc(sizeof *m);
@@ -534,7 +534,7 @@ gr_status gr__dp_progress(gr_dpool *dp, int *got_msg) {
     }
   }
   if (dp->cfg.timeout_s > 0 && dp->size > 1 && !dp->terminated) {
-    double now = gr__dp_now();
+    double now = gr__mono_now();
     if (now >= dp->next_beat) {
       GR_CHECK(post(dp, (dp->rank + 1) % dp->size, GR__DP_TAG_BEAT, NULL, 0));
       dp->next_beat = now + dp->cfg.timeout_s / 4;
@@ -571,7 +571,7 @@ gr_status gr__dp_drain(gr_dpool *dp) {
       return GR_ERR_MPI;
     }
     if (done) break;
-    if (gr__dp_now() > bar_deadline) {
+    if (gr__mono_now() > bar_deadline) {
       /* The barrier stays pending in MPI (a collective request cannot be freed or cancelled):
        * the dpool is broken from here and only gr_dpool_destroy is left. */
       GR_ERROR("dpool: the final barrier did not complete within %g s", dp->cfg.timeout_s);

@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "gr_clock.h"
+
 /* A task: id + payload, in one allocation so that it moves between queue, messages and workers
  * without copies of its header. */
 typedef struct gr__dtask {
@@ -121,8 +123,7 @@ struct gr_dpool {
   struct gr_dpool_stats st;
 };
 
-/* clock, seconds */
-double gr__dp_now(void);
+/* clock, seconds: gr__mono_now (gr_clock.h) */
 
 /* dpool.c: the queue (caller holds mu unless noted) */
 int gr__dp_queue_push(gr_dpool *dp, gr__dtask *t);

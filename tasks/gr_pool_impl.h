@@ -3,6 +3,7 @@
 #ifndef GR_POOL_IMPL_H
 #define GR_POOL_IMPL_H
 
+#include "gr_clock.h"
 #include "gr_deque.h"
 #include "gr_pool.h"
 
@@ -103,11 +104,5 @@ extern _Thread_local gr__slot *gr__tl_slot;
 void *gr__pool_worker_main(void *slot);
 /* Whether p is a live pool (created and not destroyed). Takes a lock: cold paths only. */
 int gr__pool_registry_has(const gr_pool *p);
-
-static inline uint64_t gr__now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 #endif

@@ -351,10 +351,10 @@ static int idle_sleep(gr_pool *p, gr__slot *s, gr_taskgroup *g) {
   if (!atomic_load_explicit(&p->stop, memory_order_seq_cst) && !work_visible(p) &&
       !(g && group_done(g))) {
     struct timespec ts = {0, GR__SLEEP_MS * 1000000L};
-    uint64_t t0 = gr__now_ns();
+    uint64_t t0 = gr__mono_ns();
     long r = syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, e, timed ? &ts : NULL, NULL, 0);
     woken = !(r != 0 && errno == ETIMEDOUT);
-    uint64_t dt = gr__now_ns() - t0;
+    uint64_t dt = gr__mono_ns() - t0;
     if (s) {
       counter_bump(&s->nsleeps, 1);
       counter_bump(&s->idle_ns, dt);

@@ -264,7 +264,7 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
     GR_LOG_ONCE(GR_LOG_WARN, "gr_pool_create: GPURUN_POOL_FENCE=asym but membarrier's private "
                 "expedited command is unavailable; using the fence pair");
   p->asym = asym;
-  uint64_t seed = gr__now_ns() ^ (uint64_t)(uintptr_t)p;
+  uint64_t seed = gr__mono_ns() ^ (uint64_t)(uintptr_t)p;
   for (int i = 0; i < nslots; i++) {
     gr__slot *s = &p->slots[i];
     s->pool = p;

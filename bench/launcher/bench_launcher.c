@@ -154,11 +154,11 @@ static void quality_table(const char *dir) {
       free(ents[e]);
       continue;
     }
-    char path[2048], err[256];
+    char path[2048];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     gr__node node;
-    if (gr__node_load(&node, path, err, sizeof err) != GR_OK) {
-      printf("  %-34s %s\n", name, err);
+    if (gr__node_load(&node, path) != GR_OK) {
+      printf("  %-34s %s\n", name, gr_last_error());
       free(ents[e]);
       continue;
     }
@@ -180,7 +180,7 @@ static void quality_table(const char *dir) {
       if (N < 1 || N > C) continue;
       gr__plan_opts po = {0};
       gr__plan p;
-      if (gr__plan_compute(&node, N, &po, &p, err, sizeof err) != GR_OK) continue;
+      if (gr__plan_compute(&node, N, &po, &p) != GR_OK) continue;
       quality qg = {0}, qn = {0};
       hwloc_bitmap_t naive = hwloc_bitmap_alloc();
       for (int r = 0; r < N; r++) {

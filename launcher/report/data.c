@@ -3,12 +3,17 @@
 
 #include "json.h"
 
+#include "gr_counters_format.h"
+#include "gr_error.h"
 #include "gr_escape.h"
+#include "gr_monitor_csv.h"
+#include "gr_parse.h"
 #include "gr_safefile.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -16,10 +21,9 @@
 
 static double finite_in(double v, double lo, double hi, double dflt);
 
-static const char *const metric_cols[M_COUNT] = {"gpu_util", "mem_used_mib", "mem_total_mib",
-                                                 "temp_c",   "power_w",      "sm_clock_mhz",
-                                                 "cpu_util", "rss_mib",      "rank_sm_util",
-                                                 "others_sm_util"};
+static const char *const metric_cols[M_COUNT] = {
+    GR_CSV_GPU_UTIL, GR_CSV_MEM_USED_MIB, GR_CSV_MEM_TOTAL_MIB, GR_CSV_TEMP_C,       GR_CSV_POWER_W,
+    GR_CSV_SM_CLOCK_MHZ, GR_CSV_CPU_UTIL, GR_CSV_RSS_MIB,       GR_CSV_RANK_SM_UTIL, GR_CSV_OTHERS_SM_UTIL};
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -36,14 +40,13 @@ static int parse_name(const char *base, const char *suffix, char *node, size_t c
   tmp[len] = '\0';
   char *dot = strrchr(tmp, '.');
   if (!dot || dot == tmp) return -1;
-  char *end;
-  long lr = strtol(dot + 1, &end, 10);
-  if (*end || end == dot + 1) return -1;
+  int lr;
+  if (gr__parse_int(dot + 1, 0, INT_MAX, &lr) != GR_OK) return -1;
   *dot = '\0';
   size_t nl = (size_t)(dot - tmp);
   if (nl >= cap) return -1;
   memcpy(node, tmp, nl + 1);
-  *local_rank = (int)lr;
+  *local_rank = lr;
   return 0;
 }
 
@@ -157,16 +160,17 @@ static int read_line(FILE *f, char **buf, size_t *cap, size_t *len) {
   return 1;
 }
 
-static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
+/* GR_OK (a file that cannot be used is skipped with a warning), or GR_ERR_NOMEM recorded. */
+static gr_status load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
   char node[128];
   int local_rank;
-  if (parse_name(base, ".csv", node, sizeof node, &local_rank) != 0) {
+  if (parse_name(base, GR_MONITOR_CSV_SUFFIX, node, sizeof node, &local_rank) != 0) {
     fputs("gpurun-report: ", stderr);
     gr__esc_term(stderr, shown);
-    fputs(": not named <node>.<local_rank>.csv; skipped\n", stderr);
-    return 0;
+    fputs(": not named <node>.<local_rank>" GR_MONITOR_CSV_SUFFIX "; skipped\n", stderr);
+    return GR_OK;
   }
   char why[512];
   int fd = gr__file_open_read(dirfd, name, why, sizeof why);
@@ -178,7 +182,7 @@ static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *
     fputs(": ", stderr);
     gr__esc_term(stderr, why);
     fputs("; skipped\n", stderr);
-    return 0;
+    return GR_OK;
   }
   problems pr = {shown, {0}};
   char *line = NULL;
@@ -190,26 +194,26 @@ static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *
   if (!read_line(f, &line, &cap, &len)) {
     free(line);
     fclose(f);
-    return 0; /* empty file: a rank that never sampled */
+    return GR_OK; /* empty file: a rank that never sampled */
   }
   if (len == (size_t)-1) {
     problem(&pr, P_LONG, 1);
     free(line);
     fclose(f);
-    return 0;
+    return GR_OK;
   }
   line[strcspn(line, "\r\n")] = '\0';
   int nh = split(line, fields, 64);
   for (int i = 0; i < nh; i++) {
-    if (!strcmp(fields[i], "time"))
+    if (!strcmp(fields[i], GR_CSV_TIME))
       col_time = i;
-    else if (!strcmp(fields[i], "rank"))
+    else if (!strcmp(fields[i], GR_CSV_RANK))
       col_rank = i;
-    else if (!strcmp(fields[i], "gpu"))
+    else if (!strcmp(fields[i], GR_CSV_GPU))
       col_gpu = i;
-    else if (!strcmp(fields[i], "throttle"))
+    else if (!strcmp(fields[i], GR_CSV_THROTTLE))
       col_thr = i;
-    else if (!strcmp(fields[i], "ecc_uncorrected"))
+    else if (!strcmp(fields[i], GR_CSV_ECC_UNCORRECTED))
       col_ecc = i;
     for (int k = 0; k < M_COUNT; k++)
       if (!strcmp(fields[i], metric_cols[k])) col_m[k] = i;
@@ -222,7 +226,8 @@ static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *
     fclose(f);
     return 0;
   }
-  int file_series = 0, rc = 0;
+  int file_series = 0;
+  gr_status rc = GR_OK;
   for (long lineno = 2; read_line(f, &line, &cap, &len); lineno++) {
     if (len == (size_t)-1) {
       problem(&pr, P_LONG, lineno);
@@ -269,7 +274,9 @@ static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *
     if (!s) s = series_for(job, node, local_rank, rank, gpu);
     if (job->ns > before) file_series++;
     if (!s || push(s, t, m) != 0) {
-      rc = -1;
+      char esc[512];
+      rc = gr__fail_msg(GR_ERR_NOMEM, "out of memory loading %s",
+                        gr__esc_term_str(esc, sizeof esc, shown));
       break;
     }
     if (col_thr >= 0 && *fields[col_thr]) s->throttle_any |= strtoull(fields[col_thr], NULL, 0);
@@ -281,9 +288,11 @@ static int load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *
   return rc;
 }
 
-int rpt_load_csv(const char *path, rpt_job *job) { return load_csv_at(AT_FDCWD, path, path, job); }
+gr_status rpt_load_csv(const char *path, rpt_job *job) {
+  return load_csv_at(AT_FDCWD, path, path, job);
+}
 
-static int load_counters_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
+static gr_status load_counters_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
   size_t at = 0;
@@ -295,54 +304,58 @@ static int load_counters_at(int dirfd, const char *name, const char *shown, rpt_
     fputs(": ", stderr);
     gr__esc_term(stderr, why);
     fputs("; skipped\n", stderr);
-    return 0;
+    return GR_OK;
   }
   rpt_counters c;
   memset(&c, 0, sizeof c);
-  if (parse_name(base, ".counters.json", c.node, sizeof c.node, &c.local_rank) != 0) {
-    snprintf(c.node, sizeof c.node, "%s", grj_str(doc, "node") ? grj_str(doc, "node") : "?");
-    c.local_rank = (int)finite_in(grj_num(doc, "local_rank", -1), -1, 1e7, -1);
+  if (parse_name(base, GR_COUNTERS_SUFFIX, c.node, sizeof c.node, &c.local_rank) != 0) {
+    snprintf(c.node, sizeof c.node, "%s", grj_str(doc, GR_CTR_NODE) ? grj_str(doc, GR_CTR_NODE) : "?");
+    c.local_rank = (int)finite_in(grj_num(doc, GR_CTR_LOCAL_RANK, -1), -1, 1e7, -1);
   }
-  c.rank = (int)finite_in(grj_num(doc, "rank", -1), -1, 1e7, -1);
-  const grj *coll = grj_get(doc, "collectives");
+  c.rank = (int)finite_in(grj_num(doc, GR_CTR_RANK, -1), -1, 1e7, -1);
+  const grj *coll = grj_get(doc, GR_CTR_COLLECTIVES);
   if (coll && coll->type == GRJ_OBJ) {
     c.have_coll = 1;
     for (const grj *op = coll->child; op; op = op->next) {
-      c.coll_calls += finite_in(grj_num(op, "calls", 0), 0, 1e15, 0);
-      c.coll_bytes += finite_in(grj_num(op, "bytes", 0), 0, 1e20, 0);
-      double t = finite_in(grj_num(op, "time_s", 0), 0, 1e9, 0);
+      c.coll_calls += finite_in(grj_num(op, GR_CTR_OP_CALLS, 0), 0, 1e15, 0);
+      c.coll_bytes += finite_in(grj_num(op, GR_CTR_OP_BYTES, 0), 0, 1e20, 0);
+      double t = finite_in(grj_num(op, GR_CTR_OP_TIME_S, 0), 0, 1e9, 0);
       c.coll_time_s += t;
       /* The runtime counts wall time inside a call, waiting for peers included; a separate
        * wait figure is used when a writer provides one. */
-      c.coll_wait_s += finite_in(grj_num(op, "wait_s", t), 0, 1e9, t);
+      c.coll_wait_s += finite_in(grj_num(op, GR_CTR_OP_WAIT_S, t), 0, 1e9, t);
     }
   }
   /* the placement receipt: another job's file, so only printable characters are kept */
-  const char *receipt = grj_str(doc, "receipt");
+  const char *receipt = grj_str(doc, GR_CTR_RECEIPT);
   if (receipt) {
     snprintf(c.receipt, sizeof c.receipt, "%s", receipt);
     for (char *p = c.receipt; *p; p++)
       if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
   }
   /* the rank's priority: one of the three levels, anything else is not recorded */
-  const char *prio = grj_str(doc, "priority");
+  const char *prio = grj_str(doc, GR_CTR_PRIORITY);
   if (prio && (!strcmp(prio, "low") || !strcmp(prio, "normal") || !strcmp(prio, "high")))
     snprintf(c.priority, sizeof c.priority, "%s", prio);
-  const grj *pool = grj_get(doc, "pool");
+  const grj *pool = grj_get(doc, GR_CTR_POOL);
   if (pool && pool->type == GRJ_OBJ) {
     c.have_pool = 1;
-    c.pool_steals = finite_in(grj_num(pool, "steals", 0), 0, 1e18, 0);
-    c.pool_idle_s = finite_in(grj_num(pool, "idle_s", 0), 0, 1e12, 0);
+    c.pool_steals = finite_in(grj_num(pool, GR_CTR_POOL_STEALS, 0), 0, 1e18, 0);
+    c.pool_idle_s = finite_in(grj_num(pool, GR_CTR_POOL_IDLE_S, 0), 0, 1e12, 0);
   }
   grj_free(doc);
   rpt_counters *nc = realloc(job->c, (size_t)(job->nc + 1) * sizeof *nc);
-  if (!nc) return -1;
+  if (!nc) {
+    char esc[512];
+    return gr__fail_msg(GR_ERR_NOMEM, "out of memory loading %s",
+                        gr__esc_term_str(esc, sizeof esc, shown));
+  }
   job->c = nc;
   job->c[job->nc++] = c;
-  return 0;
+  return GR_OK;
 }
 
-int rpt_load_counters(const char *path, rpt_job *job) {
+gr_status rpt_load_counters(const char *path, rpt_job *job) {
   return load_counters_at(AT_FDCWD, path, path, job);
 }
 
@@ -360,38 +373,42 @@ static int cmp_series(const void *a, const void *b) {
   return strcmp(x->gpu, y->gpu);
 }
 
-int rpt_load(const char *dir, rpt_job *job) {
+gr_status rpt_load(const char *dir, rpt_job *job) {
   memset(job, 0, sizeof *job);
   job->slowest = -1;
   job->slowest_rank = -1;
   struct dirent **ents;
   int n = scandir(dir, &ents, NULL, alphasort);
-  if (n < 0) {
-    fprintf(stderr, "gpurun-report: cannot read directory %s\n", dir);
-    return -1;
-  }
+  char esc[512];
+  if (n < 0)
+    return gr__fail_msg(GR_ERR_SYSTEM, "cannot read directory %s",
+                        gr__esc_term_str(esc, sizeof esc, dir));
   int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int rc = dirfd < 0 ? -1 : 0;
-  if (dirfd < 0) fprintf(stderr, "gpurun-report: cannot open directory %s\n", dir);
+  gr_status rc = GR_OK;
+  if (dirfd < 0)
+    rc = gr__fail_msg(GR_ERR_SYSTEM, "cannot open directory %s",
+                      gr__esc_term_str(esc, sizeof esc, dir));
   for (int i = 0; i < n; i++) {
     const char *name = ents[i]->d_name;
     char shown[4096];
     snprintf(shown, sizeof shown, "%s/%s", dir, name);
-    if (rc == 0 && name[0] != '.' && ends_with(name, ".csv"))
+    if (rc == GR_OK && name[0] != '.' && ends_with(name, GR_MONITOR_CSV_SUFFIX))
       rc = load_csv_at(dirfd, name, shown, job);
-    else if (rc == 0 && name[0] != '.' && ends_with(name, ".counters.json"))
+    else if (rc == GR_OK && name[0] != '.' && ends_with(name, GR_COUNTERS_SUFFIX))
       rc = load_counters_at(dirfd, name, shown, job);
     free(ents[i]);
   }
   free(ents);
   if (dirfd >= 0) close(dirfd);
   /* A rank that wrote counters but no samples (run without the supervisor) still gets a row. */
-  for (int i = 0; rc == 0 && i < job->nc; i++) {
+  for (int i = 0; rc == GR_OK && i < job->nc; i++) {
     const rpt_counters *c = &job->c[i];
     int found = 0;
     for (int k = 0; k < job->ns && !found; k++)
       found = job->s[k].local_rank == c->local_rank && !strcmp(job->s[k].node, c->node);
-    if (!found && !series_for(job, c->node, c->local_rank, c->rank, "-")) rc = -1;
+    if (!found && !series_for(job, c->node, c->local_rank, c->rank, "-"))
+      rc = gr__fail_msg(GR_ERR_NOMEM, "out of memory loading %s",
+                        gr__esc_term_str(esc, sizeof esc, dir));
   }
   if (job->ns > 1) qsort(job->s, (size_t)job->ns, sizeof *job->s, cmp_series);
   return rc;

@@ -5,7 +5,9 @@
 
 #include "json.h"
 
+#include "gr_error.h"
 #include "gr_escape.h"
+#include "gr_flight_format.h"
 #include "gr_safefile.h"
 
 #include <dirent.h>
@@ -47,34 +49,34 @@ static const char *str_or(const grj *v, const char *key, const char *dflt) {
 }
 
 static const grj *comm_of(const dump *d, const char *id) {
-  const grj *comms = grj_get(d->doc, "comms");
+  const grj *comms = grj_get(d->doc, GR_FL_COMMS);
   if (!comms || comms->type != GRJ_ARR) return NULL;
   for (const grj *c = comms->child; c; c = c->next) {
-    const char *cid = grj_str(c, "id");
+    const char *cid = grj_str(c, GR_FL_COMM_ID);
     if (cid && !strcmp(cid, id)) return c;
   }
   return NULL;
 }
 
 static int is_p2p(const grj *call) {
-  const char *op = grj_str(call, "op");
-  return op && (!strcmp(op, "send") || !strcmp(op, "recv"));
+  const char *op = grj_str(call, GR_FL_OP);
+  return op && (!strcmp(op, GR_FL_OP_SEND) || !strcmp(op, GR_FL_OP_RECV));
 }
 
 /* A collective's position on its communicator, the same on every member: cseq; dumps from before
  * cseq existed only have seq (right when the communicator carries no send/recv). -1 for p2p. */
 static double coll_key(const grj *call) {
   if (is_p2p(call)) return -1;
-  const grj *k = grj_get(call, "cseq");
+  const grj *k = grj_get(call, GR_FL_CSEQ);
   if (k && k->type == GRJ_NUM) return k->num;
-  return grj_num(call, "seq", -1);
+  return grj_num(call, GR_FL_SEQ, -1);
 }
 
 static int in_call(const grj *call) {
-  const char *st = grj_str(call, "state");
+  const char *st = grj_str(call, GR_FL_STATE);
   /* "timeout": the recorder marks the call it gave up on before dumping; it is still the call
    * this rank waited in. */
-  return st && (!strcmp(st, "running") || !strcmp(st, "timeout"));
+  return st && (!strcmp(st, GR_FL_STATE_RUNNING) || !strcmp(st, GR_FL_STATE_TIMEOUT));
 }
 
 /* Highest collective key of any call, and of one in progress; the call in progress itself. */
@@ -82,7 +84,7 @@ static void scan(const grj *comm, double *max_any, double *max_running, const gr
   *max_any = -1;
   *max_running = -1;
   *running = NULL;
-  const grj *calls = grj_get(comm, "calls");
+  const grj *calls = grj_get(comm, GR_FL_COMM_CALLS);
   if (!calls || calls->type != GRJ_ARR) return;
   for (const grj *c = calls->child; c; c = c->next) {
     double key = coll_key(c);
@@ -96,7 +98,7 @@ static void scan(const grj *comm, double *max_any, double *max_running, const gr
 }
 
 static const grj *call_with_key(const grj *comm, double key) {
-  const grj *calls = grj_get(comm, "calls");
+  const grj *calls = grj_get(comm, GR_FL_COMM_CALLS);
   for (const grj *c = calls && calls->type == GRJ_ARR ? calls->child : NULL; c; c = c->next)
     if (coll_key(c) == key) return c;
   return NULL;
@@ -129,9 +131,9 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
   const char **ids = NULL;
   int nids = 0, findings = 0;
   for (int i = 0; i < nd; i++) {
-    const grj *comms = grj_get(d[i].doc, "comms");
+    const grj *comms = grj_get(d[i].doc, GR_FL_COMMS);
     for (const grj *c = comms && comms->type == GRJ_ARR ? comms->child : NULL; c; c = c->next) {
-      const char *id = grj_str(c, "id");
+      const char *id = grj_str(c, GR_FL_COMM_ID);
       int seen = 0;
       for (int k = 0; id && k < nids && !seen; k++)
         seen = !strcmp(ids[k], id);
@@ -154,9 +156,9 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
       const grj *c = comm_of(&d[i], id);
       if (!c) continue;
       members++;
-      double sz = grj_num(c, "size", comm_size);
+      double sz = grj_num(c, GR_FL_COMM_SIZE, comm_size);
       if (sz >= 0 && sz <= MAX_RANK) comm_size = (int)sz;
-      backend = str_or(c, "backend", backend);
+      backend = str_or(c, GR_FL_COMM_BACKEND, backend);
       double any, run;
       const grj *rcall;
       scan(c, &any, &run, &rcall);
@@ -190,7 +192,7 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
     qsort(missing, (size_t)nm, sizeof *missing, cmp_int);
     /* World members that left no dump: died, or were never asked to dump. */
     int nn = 0;
-    if (!strcmp(id, "world") && comm_size > 0) {
+    if (!strcmp(id, GR_FL_WORLD) && comm_size > 0) {
       for (int r = 0; r < comm_size; r++) {
         if (dump_of_rank(d, nd, r) >= 0) continue;
         if (nn == nn_cap) {
@@ -201,9 +203,9 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
         nodump[nn++] = r;
       }
     }
-    const char *op = str_or(stuck_call, "op", "?");
-    const char *dtype = str_or(stuck_call, "dtype", "?");
-    double count = grj_num(stuck_call, "count", -1);
+    const char *op = str_or(stuck_call, GR_FL_OP, "?");
+    const char *dtype = str_or(stuck_call, GR_FL_DTYPE, "?");
+    double count = grj_num(stuck_call, GR_FL_COUNT, -1);
     fputs("rank(s) ", out);
     ranks_str(out, waiting, nw);
     fputs(" wait in ", out);
@@ -223,9 +225,9 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
       const grj *last = c ? call_with_key(c, any) : NULL;
       if (last) {
         fprintf(out, " (rank %d's last collective: ", missing[0]);
-        gr__esc_term(out, str_or(last, "op", "?"));
+        gr__esc_term(out, str_or(last, GR_FL_OP, "?"));
         fprintf(out, " #%.0f, ", any);
-        gr__esc_term(out, str_or(last, "state", "?"));
+        gr__esc_term(out, str_or(last, GR_FL_STATE, "?"));
         fputc(')', out);
       } else {
         fprintf(out, " (rank %d made no collective call on it)", missing[0]);
@@ -235,7 +237,7 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
       fputs("; no dump from rank(s) ", out);
       ranks_str(out, nodump, nn);
       fputs(" (dead, or never reached the dump)", out);
-    } else if (strcmp(id, "world") && comm_size > members) {
+    } else if (strcmp(id, GR_FL_WORLD) && comm_size > members) {
       fprintf(out, "; %d of its %d member(s) left no dump", comm_size - members, comm_size);
     }
     fputc('\n', out);
@@ -286,10 +288,10 @@ typedef struct {
 /* The world rank of rank peer of communicator id, -1 when no dump says. */
 static int world_rank_of(const dump *d, int nd, const char *id, double peer) {
   if (!(peer >= 0 && peer <= MAX_RANK)) return -1;
-  if (!strcmp(id, "world")) return (int)peer;
+  if (!strcmp(id, GR_FL_WORLD)) return (int)peer;
   for (int i = 0; i < nd; i++) {
     const grj *c = comm_of(&d[i], id);
-    if (c && grj_num(c, "rank", -1) == peer) return d[i].rank;
+    if (c && grj_num(c, GR_FL_COMM_RANK, -1) == peer) return d[i].rank;
   }
   return -1;
 }
@@ -305,22 +307,22 @@ static void add_target(wnode *w, int r) {
 static void wait_of(const dump *d, int nd, int i, wnode *w) {
   memset(w, 0, sizeof *w);
   w->end = -1;
-  const grj *comms = grj_get(d[i].doc, "comms");
+  const grj *comms = grj_get(d[i].doc, GR_FL_COMMS);
   double best = -1;
   for (const grj *c = comms && comms->type == GRJ_ARR ? comms->child : NULL; c; c = c->next) {
-    const grj *calls = grj_get(c, "calls");
+    const grj *calls = grj_get(c, GR_FL_COMM_CALLS);
     for (const grj *k = calls && calls->type == GRJ_ARR ? calls->child : NULL; k; k = k->next) {
-      double start = grj_num(k, "start", 0);
-      if (in_call(k) && grj_str(c, "id") && start >= best) {
+      double start = grj_num(k, GR_FL_START, 0);
+      if (in_call(k) && grj_str(c, GR_FL_COMM_ID) && start >= best) {
         best = start;
         w->call = k;
-        w->comm = grj_str(c, "id");
+        w->comm = grj_str(c, GR_FL_COMM_ID);
       }
     }
   }
   if (!w->call) return;
   if (is_p2p(w->call)) {
-    add_target(w, world_rank_of(d, nd, w->comm, grj_num(w->call, "peer", -1)));
+    add_target(w, world_rank_of(d, nd, w->comm, grj_num(w->call, GR_FL_PEER, -1)));
     return;
   }
   double key = coll_key(w->call);
@@ -329,7 +331,7 @@ static void wait_of(const dump *d, int nd, int i, wnode *w) {
     const grj *c = comm_of(&d[j], w->comm);
     if (!c) continue;
     members++;
-    double sz = grj_num(c, "size", 0);
+    double sz = grj_num(c, GR_FL_COMM_SIZE, 0);
     if (sz >= 0 && sz <= MAX_RANK) size = (int)sz;
     double any, run;
     const grj *rc;
@@ -337,7 +339,7 @@ static void wait_of(const dump *d, int nd, int i, wnode *w) {
     if (any < key) add_target(w, d[j].rank);
   }
   if (w->nt) return;
-  if (!strcmp(w->comm, "world")) {
+  if (!strcmp(w->comm, GR_FL_WORLD)) {
     for (int r = 0; r < size; r++)
       if (dump_of_rank(d, nd, r) < 0) add_target(w, r);
   } else if (size > members) {
@@ -361,10 +363,10 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
   for (int i = 0; i < nd; i++) {
     if (!w[i].call) continue;
     fprintf(out, "    rank %d waits in ", d[i].rank);
-    gr__esc_term(out, str_or(w[i].call, "op", "?"));
+    gr__esc_term(out, str_or(w[i].call, GR_FL_OP, "?"));
     fputs(" on ", out);
     gr__esc_term(out, w[i].comm);
-    fprintf(out, " (seq %.0f) for ", grj_num(w[i].call, "seq", -1));
+    fprintf(out, " (seq %.0f) for ", grj_num(w[i].call, GR_FL_SEQ, -1));
     if (!w[i].nt) fputs("no one it can name", out);
     for (int t = 0; t < w[i].nt; t++) {
       if (w[i].targets[t] >= 0)
@@ -454,10 +456,10 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
   for (int i = 0; i < nd; i++) {
     if (!w[i].call) continue;
     fprintf(js, "%s{\"rank\": %d, \"op\": ", first ? "" : ", ", d[i].rank);
-    gr__esc_json(js, str_or(w[i].call, "op", "?"));
+    gr__esc_json(js, str_or(w[i].call, GR_FL_OP, "?"));
     fputs(", \"comm\": ", js);
     gr__esc_json(js, w[i].comm);
-    fprintf(js, ", \"seq\": %.0f, \"waits_for\": ", grj_num(w[i].call, "seq", -1));
+    fprintf(js, ", \"seq\": %.0f, \"waits_for\": ", grj_num(w[i].call, GR_FL_SEQ, -1));
     ranks_json(js, w[i].targets, w[i].nt);
     fputc('}', js);
     first = 0;
@@ -482,48 +484,51 @@ out:
 
 /* ---- loading ---- */
 
-int rpt_flight(const char *dir, FILE *out, char **json, char **wait_json) {
+gr_status rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, int *ndumps) {
   *json = NULL;
   if (wait_json) *wait_json = NULL;
+  *ndumps = 0;
   struct dirent **ents;
   int n = scandir(dir, &ents, NULL, alphasort);
-  if (n < 0) return 0;
+  if (n < 0) return GR_OK; /* rpt_load said why already */
   int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   dump *d = NULL;
-  int nd = 0, rc = dirfd < 0 ? -1 : 0;
+  int nd = 0;
+  char esc_dir[512], esc_name[512], esc_why[512];
+  gr_status rc = GR_OK;
+  if (dirfd < 0)
+    rc = gr__fail_msg(GR_ERR_SYSTEM, "cannot open directory %s",
+                      gr__esc_term_str(esc_dir, sizeof esc_dir, dir));
   for (int i = 0; i < n; i++) {
     const char *name = ents[i]->d_name;
     size_t len = strlen(name);
-    if (rc == 0 && !strncmp(name, "flight.", 7) && len > 12 && !strcmp(name + len - 5, ".json")) {
+    if (rc == GR_OK && !strncmp(name, GR_FLIGHT_PREFIX, sizeof GR_FLIGHT_PREFIX - 1) && len > 12 &&
+        !strcmp(name + len - (sizeof GR_FLIGHT_SUFFIX - 1), GR_FLIGHT_SUFFIX)) {
       size_t at = 0;
       char why[512];
       grj *doc = grj_parse_file_at(dirfd, name, RPT_MAX_FLIGHT_FILE, &at, why, sizeof why);
-      double rank = doc ? grj_num(doc, "rank", -1) : -1;
+      double rank = doc ? grj_num(doc, GR_FL_RANK, -1) : -1;
       if (!doc || !(rank >= 0 && rank <= MAX_RANK)) {
-        fputs("gpurun-report: ", stderr);
-        gr__esc_term(stderr, dir);
-        fputc('/', stderr);
-        gr__esc_term(stderr, name);
-        fputs(": ", stderr);
-        gr__esc_term(stderr, doc ? "no valid \"rank\"" : why);
-        fputc('\n', stderr);
+        rc = gr__fail_msg(
+            GR_ERR_INVALID, "%s/%s: %s", gr__esc_term_str(esc_dir, sizeof esc_dir, dir),
+            gr__esc_term_str(esc_name, sizeof esc_name, name),
+            gr__esc_term_str(esc_why, sizeof esc_why, doc ? "no valid \"rank\"" : why));
         grj_free(doc);
-        rc = -1;
       } else {
         dump *nd2 = realloc(d, (size_t)(nd + 1) * sizeof *d);
         if (!nd2) {
           grj_free(doc);
-          rc = -1;
+          rc = gr__fail_msg(GR_ERR_NOMEM, "out of memory reading the flight dumps");
         } else {
           d = nd2;
           dump *x = &d[nd++];
           memset(x, 0, sizeof *x);
           x->doc = doc;
           x->rank = (int)rank;
-          double sz = grj_num(doc, "size", 0);
+          double sz = grj_num(doc, GR_FL_SIZE, 0);
           x->size = sz >= 0 && sz <= MAX_RANK ? (int)sz : 0;
-          x->node = str_or(doc, "node", "?");
-          x->reason = str_or(doc, "reason", "?");
+          x->node = str_or(doc, GR_FL_NODE, "?");
+          x->reason = str_or(doc, GR_FL_REASON, "?");
         }
       }
     }
@@ -531,11 +536,11 @@ int rpt_flight(const char *dir, FILE *out, char **json, char **wait_json) {
   }
   free(ents);
   if (dirfd >= 0) close(dirfd);
-  if (rc != 0 || nd == 0) {
+  if (rc != GR_OK || nd == 0) {
     for (int i = 0; i < nd; i++)
       grj_free(d[i].doc);
     free(d);
-    return rc != 0 ? -1 : 0;
+    return rc;
   }
   qsort(d, (size_t)nd, sizeof *d, cmp_dump);
   /* Two dumps claiming one rank: keep the first, say so. */
@@ -580,5 +585,6 @@ int rpt_flight(const char *dir, FILE *out, char **json, char **wait_json) {
   for (int i = 0; i < nd; i++)
     grj_free(d[i].doc);
   free(d);
-  return nd;
+  *ndumps = nd;
+  return GR_OK;
 }

@@ -3,7 +3,11 @@
  */
 #include "report.h"
 
+#include "gr_counters_format.h"
+#include "gr_error.h"
 #include "gr_escape.h"
+#include "gr_flight_format.h"
+#include "gr_monitor_csv.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -28,24 +32,34 @@ static int has_job_files(const char *dir) {
   int found = 0;
   for (struct dirent *e; !found && (e = readdir(d));) {
     size_t n = strlen(e->d_name);
-    found = (n > 4 && !strcmp(e->d_name + n - 4, ".csv")) || !strncmp(e->d_name, "flight.", 7) ||
-            (n > 14 && !strcmp(e->d_name + n - 14, ".counters.json"));
+    size_t ncsv = sizeof GR_MONITOR_CSV_SUFFIX - 1, nctr = sizeof GR_COUNTERS_SUFFIX - 1;
+    found = (n > ncsv && !strcmp(e->d_name + n - ncsv, GR_MONITOR_CSV_SUFFIX)) ||
+            !strncmp(e->d_name, GR_FLIGHT_PREFIX, sizeof GR_FLIGHT_PREFIX - 1) ||
+            (n > nctr && !strcmp(e->d_name + n - nctr, GR_COUNTERS_SUFFIX));
   }
   closedir(d);
   return found;
 }
 
-/* DIR may be the monitor root: accept it when it holds exactly one job. */
-static int resolve(const char *dir, char *out, size_t cap) {
+/* The one place an error is printed: the sentence the failing call recorded (report.h). */
+static int fail(int code) {
+  fprintf(stderr, "gpurun-report: %s\n", gr_last_error());
+  return code;
+}
+
+/* DIR may be the monitor root: accept it when it holds exactly one job. Several jobs: their list
+ * goes to stderr here (it is the answer, not one sentence) and GR_ERR_INVALID is returned with
+ * nothing recorded. */
+static gr_status resolve(const char *dir, char *out, size_t cap) {
+  char esc[512];
   if (has_job_files(dir)) {
     snprintf(out, cap, "%s", dir);
-    return 0;
+    return GR_OK;
   }
   DIR *d = opendir(dir);
-  if (!d) {
-    fprintf(stderr, "gpurun-report: cannot open directory %s\n", dir);
-    return -1;
-  }
+  if (!d)
+    return gr__fail_msg(GR_ERR_SYSTEM, "cannot open directory %s",
+                        gr__esc_term_str(esc, sizeof esc, dir));
   int jobs = 0;
   for (struct dirent *e; (e = readdir(d));) {
     if (e->d_name[0] == '.') continue;
@@ -69,10 +83,12 @@ static int resolve(const char *dir, char *out, size_t cap) {
     }
   }
   closedir(d);
-  if (jobs == 1) return 0;
+  if (jobs == 1) return GR_OK;
   if (jobs == 0)
-    fprintf(stderr, "gpurun-report: no monitor files (*.csv, flight.*.json) in %s\n", dir);
-  return -1;
+    return gr__fail_msg(GR_ERR_NOT_FOUND, "no monitor files (*.csv, flight.*.json) in %s",
+                        gr__esc_term_str(esc, sizeof esc, dir));
+  gr_clear_error();
+  return GR_ERR_INVALID;
 }
 
 int main(int argc, char **argv) {
@@ -97,12 +113,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   char job_dir[4096];
-  if (resolve(dir, job_dir, sizeof job_dir) != 0) return 1;
+  if (resolve(dir, job_dir, sizeof job_dir) != GR_OK) return gr_last_error()[0] ? fail(1) : 1;
 
   rpt_job job;
-  if (rpt_load(job_dir, &job) != 0) {
+  if (rpt_load(job_dir, &job) != GR_OK) {
     rpt_free(&job);
-    return 1;
+    return fail(1);
   }
   rpt_summarize(&job);
   printf("gpurun-report: ");
@@ -110,7 +126,9 @@ int main(int argc, char **argv) {
   putchar('\n');
   rpt_print_table(&job, stdout);
   char *flight = NULL, *wait = NULL;
-  int nf = rpt_flight(job_dir, stdout, &flight, &wait);
+  int nf = 0;
+  gr_status fst = rpt_flight(job_dir, stdout, &flight, &wait, &nf);
+  if (fst != GR_OK) fail(1);
 
   /* The default outputs go into the job directory only when it is this user's and no one else
    * can write it (an operator reading a user's job must not write where the user controls). */
@@ -125,8 +143,9 @@ int main(int argc, char **argv) {
     svg_path = sp;
   }
   int rc = 0;
-  if (rpt_write_json(&job, json_path, flight, wait, check_dir && json_path == jp) != 0) rc = 1;
-  if (rpt_write_svg(&job, svg_path, check_dir && svg_path == sp) != 0) rc = 1;
+  if (rpt_write_json(&job, json_path, flight, wait, check_dir && json_path == jp) != GR_OK)
+    rc = fail(1);
+  if (rpt_write_svg(&job, svg_path, check_dir && svg_path == sp) != GR_OK) rc = fail(1);
   if (rc == 0) {
     printf("\nwrote ");
     gr__esc_term(stdout, json_path);
@@ -139,9 +158,8 @@ int main(int argc, char **argv) {
   rpt_free(&job);
   /* The table is output too: a full disk or a closed pipe on stdout is a failure. */
   if (fflush(stdout) != 0 || ferror(stdout)) {
-    fprintf(stderr, "gpurun-report: cannot write the summary to standard output: %s\n",
-            strerror(errno));
-    return 1;
+    gr__fail_msg(GR_ERR_SYSTEM, "cannot write the summary to standard output: %s", strerror(errno));
+    return fail(1);
   }
-  return nf < 0 ? 1 : rc;
+  return fst != GR_OK ? 1 : rc;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gr_error.h"
 #include "gr_escape.h"
 #include "gr_safefile.h"
 
@@ -133,18 +134,18 @@ static void jstr(FILE *f, const char *key, const char *v, int comma) {
  * file's directory: a symlink or special file in its place is refused, never followed). With
  * check_dir, the directory must also be this user's and not writable by others (a job directory
  * of someone else is not written into). */
-static int save(const char *path, int check_dir, void (*fn)(FILE *, const void *, const void *),
-                const void *a, const void *b) {
-  char *buf = NULL;
+static gr_status save(const char *path, int check_dir,
+                      void (*fn)(FILE *, const void *, const void *), const void *a,
+                      const void *b) {
+  char *buf = NULL, esc[512], esc_why[512];
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
-  if (!m) return -1;
+  if (!m) return gr__fail_msg(GR_ERR_NOMEM, "out of memory rendering %s", path);
   fn(m, a, b);
   int bad = ferror(m);
   if (fclose(m) != 0 || bad) {
     free(buf);
-    fprintf(stderr, "gpurun-report: out of memory rendering %s\n", path);
-    return -1;
+    return gr__fail_msg(GR_ERR_NOMEM, "out of memory rendering %s", path);
   }
   char d[4096], n[4096], why[512] = "";
   snprintf(d, sizeof d, "%s", path);
@@ -158,14 +159,11 @@ static int save(const char *path, int check_dir, void (*fn)(FILE *, const void *
     rc = gr__file_replace(dirfd, name, buf, len, why, sizeof why);
   if (dirfd >= 0) close(dirfd);
   free(buf);
-  if (rc != 0) {
-    fputs("gpurun-report: cannot write ", stderr);
-    gr__esc_term(stderr, path);
-    fputs(": ", stderr);
-    gr__esc_term(stderr, why);
-    fputc('\n', stderr);
-  }
-  return rc;
+  if (rc != 0)
+    return gr__fail_msg(GR_ERR_SYSTEM, "cannot write %s: %s",
+                        gr__esc_term_str(esc, sizeof esc, path),
+                        gr__esc_term_str(esc_why, sizeof esc_why, why));
+  return GR_OK;
 }
 
 typedef struct {
@@ -224,8 +222,8 @@ static void render_json(FILE *f, const void *vjob, const void *vflight) {
           fp->wait ? fp->wait : "null");
 }
 
-int rpt_write_json(const rpt_job *job, const char *path, const char *flight_json,
-                   const char *wait_json, int check_dir) {
+gr_status rpt_write_json(const rpt_job *job, const char *path, const char *flight_json,
+                         const char *wait_json, int check_dir) {
   flight_parts fp = {flight_json, wait_json};
   return save(path, check_dir, render_json, job, &fp);
 }
@@ -392,6 +390,6 @@ static void render_svg(FILE *f, const void *vjob, const void *unused) {
   fputs("</svg>\n", f);
 }
 
-int rpt_write_svg(const rpt_job *job, const char *path, int check_dir) {
+gr_status rpt_write_svg(const rpt_job *job, const char *path, int check_dir) {
   return save(path, check_dir, render_svg, job, NULL);
 }

@@ -3,6 +3,7 @@
 #ifndef GR_REPORT_H
 #define GR_REPORT_H
 
+#include <gpurun/status.h>
 #include <stdio.h>
 
 /* Input bounds. A CSV line over RPT_MAX_LINE bytes is skipped with file:line; each CSV file may
@@ -71,11 +72,17 @@ typedef struct {
   const char *slowest_why;
 } rpt_job;
 
-/* Loads every *.csv and *.counters.json in dir. Returns 0, or -1 with a message on stderr. */
-int rpt_load(const char *dir, rpt_job *job);
-/* Loads one CSV file (exposed for tests). */
-int rpt_load_csv(const char *path, rpt_job *job);
-int rpt_load_counters(const char *path, rpt_job *job);
+/* Errors: a call that fails returns a gr_status and records one sentence with gr__fail_msg
+ * (gr_error.h, the library's thread-local buffer; names and paths in it escaped for the
+ * terminal); main() prints "gpurun-report: <sentence>" once. A file that is skipped (bad name,
+ * unreadable, not JSON) or a bad line is a warning printed where it is found, not an error. */
+
+/* Loads every *.csv and *.counters.json in dir: GR_OK, GR_ERR_SYSTEM when dir cannot be read,
+ * GR_ERR_NOMEM. */
+gr_status rpt_load(const char *dir, rpt_job *job);
+/* Loads one CSV file (exposed for tests); GR_OK or GR_ERR_NOMEM. */
+gr_status rpt_load_csv(const char *path, rpt_job *job);
+gr_status rpt_load_counters(const char *path, rpt_job *job);
 /* The counters of the rank a series belongs to, NULL when it wrote none. */
 const rpt_counters *rpt_counters_for(const rpt_job *job, const rpt_series *s);
 /* Whether two series belong to the same rank. */
@@ -89,10 +96,11 @@ double rpt_integrate(const double *t, const double *y, int n);
 void rpt_print_table(const rpt_job *job, FILE *out);
 /* Written whole or not at all (a temporary file renamed into place; a symlink or special file at
  * path is refused). check_dir: also refuse a directory that is not this user's or that others can
- * write (the default outputs inside a job directory). 0, or -1 with the reason on stderr. */
-int rpt_write_json(const rpt_job *job, const char *path, const char *flight_json,
-                   const char *wait_json, int check_dir);
-int rpt_write_svg(const rpt_job *job, const char *path, int check_dir);
+ * write (the default outputs inside a job directory). GR_OK; GR_ERR_SYSTEM ("cannot write PATH:
+ * reason") or GR_ERR_NOMEM with the sentence recorded. */
+gr_status rpt_write_json(const rpt_job *job, const char *path, const char *flight_json,
+                         const char *wait_json, int check_dir);
+gr_status rpt_write_svg(const rpt_job *job, const char *path, int check_dir);
 
 /* Reads flight.<rank>.json in dir; writes a human summary to out, a JSON array (malloc'd) of
  * per-communicator findings to *json (NULL when there are no dumps) and, when wait_json is not
@@ -100,7 +108,9 @@ int rpt_write_svg(const rpt_job *job, const char *path, int check_dir);
  * "waits_for": [world ranks, -1 unnamed]}], "ends": [{"rank", "why", "dump"}]} or null when no
  * rank waits. Each waiting rank's chain is followed (point-to-point peer, or the members that have
  * not entered the collective) to its end: a rank that left no dump, one in no call, or a cycle.
- * Returns the number of dumps read, -1 on a dump that does not parse. */
-int rpt_flight(const char *dir, FILE *out, char **json, char **wait_json);
+ * The number of dumps read goes to *ndumps. GR_OK; GR_ERR_INVALID for a dump that does not parse
+ * or names no valid rank, GR_ERR_SYSTEM when dir cannot be opened, GR_ERR_NOMEM (sentence recorded,
+ * nothing written to out). */
+gr_status rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, int *ndumps);
 
 #endif

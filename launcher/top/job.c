@@ -7,17 +7,12 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static double wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -140,9 +135,8 @@ static void load_live(top_job *job, const char *path, const char *name, const ch
   gr__live lv;
   if (n <= 0 || gr__live_parse(buf, (size_t)n, &lv) != 0) return;
   /* live.<rank>: a file that claims another rank than its name is not that rank's */
-  char *end;
-  long named = strtol(name + 5, &end, 10);
-  if (*end || named != lv.rank) return;
+  long long named;
+  if (gr__parse_ll(name + 5, 0, LLONG_MAX, &named) != GR_OK || named != lv.rank) return;
   top_rank *t = rank_slot(job, lv.rank);
   if (!t) return;
   t->live = lv;
@@ -286,7 +280,7 @@ int top_load(top_job *job) {
   job->nlive = 0;
   job->world = 0;
   job->verdict[0] = '\0';
-  job->now = wall_now();
+  job->now = gr__wall_now();
   char myhost[256] = "", clean[64];
   gethostname(myhost, sizeof myhost - 1);
   gr__live_clean(clean, sizeof clean, myhost, strlen(myhost));

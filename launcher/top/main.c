@@ -35,12 +35,6 @@ static void usage(FILE *f) {
           "keys: q quits; up/down, j/k, PgUp/PgDn, space/b, Home/End scroll\n");
 }
 
-static double mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int parse_seconds(const char *s, double lo, double *out) {
   char *e;
   errno = 0;
@@ -121,7 +115,7 @@ static int run_terminal(top_job *job, double interval) {
       rows = ws.ws_row;
       cols = ws.ws_col;
     }
-    double now = mono();
+    double now = gr__mono_now();
     if (now >= next) {
       top_load(job);
       next = now + interval;
@@ -147,7 +141,7 @@ static int run_terminal(top_job *job, double interval) {
     fflush(stdout);
     free(frame);
     frame = NULL;
-    double wait = next - mono();
+    double wait = next - gr__mono_now();
     struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
     int pr = poll(&p, 1, wait > 0 ? (int)(wait * 1000) + 1 : 0);
     if (pr > 0) {
@@ -185,9 +179,8 @@ int main(int argc, char **argv) {
       }
       i++;
     } else if (!strcmp(a, "--bench")) {
-      char *e;
-      long n = v ? strtol(v, &e, 10) : 0;
-      if (!v || *e || n < 1 || n > 100000) {
+      int n;
+      if (gr__parse_int(v, 1, 100000, &n) != GR_OK) {
         fprintf(stderr, "gpurun-top: --bench needs a frame count in [1, 100000]\n");
         return 2;
       }
@@ -217,11 +210,11 @@ int main(int argc, char **argv) {
     FILE *null = fopen("/dev/null", "w");
     double best = INFINITY, sum = 0;
     for (int i = 0; i < bench && null; i++) {
-      double t0 = mono();
+      double t0 = gr__mono_now();
       top_load(&job);
       top_render(null, &job, 0, -1, 0, interval);
       fflush(null);
-      double dt = mono() - t0;
+      double dt = gr__mono_now() - t0;
       sum += dt;
       if (dt < best) best = dt;
     }

@@ -4,7 +4,9 @@
 #ifndef GR_TOP_H
 #define GR_TOP_H
 
+#include "gr_clock.h"
 #include "gr_live_file.h"
+#include "gr_parse.h"
 
 #include <stdio.h>
 

@@ -53,10 +53,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   gr__options o;
   gr__options_init(&o);
   gr__torch_env_t t;
-  char err[512] = "";
-  if (gr__torch_env_derive(&o, fake_get, env, &t, err, sizeof err) == GR_OK)
+  gr_clear_error();
+  if (gr__torch_env_derive(&o, fake_get, env, &t) == GR_OK)
     check_host(t.master_addr);
-  else if (!err[0] || strchr(err, '\n'))
+  else if (!gr_last_error()[0] || strchr(gr_last_error(), '\n'))
     abort();
   free(list);
   return 0;

@@ -41,17 +41,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   env[nenv] = NULL;
 
   gr__options o;
-  char err[512];
   gr__options_init(&o);
-  (void)gr__options_config_text(&o, cfg, cfg_len, "fuzz.conf", err, sizeof err);
+  (void)gr__options_config_text(&o, cfg, cfg_len, "fuzz.conf");
   gr__options_init(&o);
-  if (gr__options_parse(&o, argc, argv, fake_get, env, err, sizeof err) == GR_OK) {
+  gr_clear_error();
+  if (gr__options_parse(&o, argc, argv, fake_get, env) == GR_OK) {
     if (o.prog > argc) abort();
     gr__whoami_t w;
-    if (gr__whoami(&o, fake_get, env, &w, err, sizeof err) == GR_OK &&
+    if (gr__whoami(&o, fake_get, env, &w) == GR_OK &&
         (w.local_rank < 0 || w.local_rank >= w.local_size))
       abort(); /* the invariant every caller relies on */
-  } else if (!err[0] || strchr(err, '\n')) {
+  } else if (!gr_last_error()[0] || strchr(gr_last_error(), '\n')) {
     abort(); /* every rejection says why, on one line */
   }
   for (int id = 0; id < 4; id++) {

@@ -29,9 +29,8 @@ static void load_once(void) {
   if (loaded) return;
   static const char *const files[2] = {GR_TOPO_DIR "/mpibind-aws-g4dn-metal-8xT4.xml",
                                        GR_TOPO_DIR "/flux-tuolumne-4xMI300A-SPX.xml"};
-  char err[256];
   for (int i = 0; i < 2; i++) {
-    if (gr__node_load(&nodes[i], files[i], err, sizeof err) != GR_OK) abort();
+    if (gr__node_load(&nodes[i], files[i]) != GR_OK) abort();
     orig_n[i] = nodes[i].ngpus;
     orig[i] = malloc((size_t)orig_n[i] * sizeof *orig[i]);
     memcpy(orig[i], nodes[i].gpus, (size_t)orig_n[i] * sizeof *orig[i]);
@@ -66,16 +65,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     p = nl ? nl + 1 : NULL;
   }
   gr__visible v;
-  char err[256] = "";
-  if (gr__visible_apply(n, rank, N, fake_get, &e, &v, err, sizeof err) != GR_OK) {
-    if (strchr(err, '\n') || !err[0]) abort();
+  gr_clear_error();
+  if (gr__visible_apply(n, rank, N, fake_get, &e, &v) != GR_OK) {
+    if (strchr(gr_last_error(), '\n') || !gr_last_error()[0]) abort();
     free(buf);
     return 0;
   }
   if (n->ngpus > orig_n[amd]) abort();
   gr__plan pl;
   gr__plan_opts po = {.vis = &v};
-  if (gr__plan_compute(n, N, &po, &pl, err, sizeof err) == GR_OK) {
+  if (gr__plan_compute(n, N, &po, &pl) == GR_OK) {
     for (int r = 0; r < N; r++) {
       for (int i = 0; i < pl.ranks[r].ngpus; i++)
         if (pl.ranks[r].gpu[i] < 0 || pl.ranks[r].gpu[i] >= n->ngpus) abort();

@@ -38,7 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FILE *null = fopen("/dev/null", "w");
   if (!null) return 0;
   char *json = NULL, *wait = NULL;
-  if (rpt_flight(dir, null, &json, &wait) > 0) {
+  int nd = 0;
+  if (rpt_flight(dir, null, &json, &wait, &nd) == GR_OK && nd > 0) {
     grj *v = json ? grj_parse(json, NULL) : NULL;
     if (json && !v) abort();
     grj_free(v);

@@ -28,14 +28,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fwrite(data, 1, size, f);
   fclose(f);
   rpt_job job;
-  if (rpt_load(dir, &job) == 0) {
+  if (rpt_load(dir, &job) == GR_OK) {
     rpt_summarize(&job);
     FILE *null = fopen("/dev/null", "w");
     if (null) {
       rpt_print_table(&job, null);
       fclose(null);
     }
-    if (rpt_write_json(&job, js, NULL, NULL, 0) == 0) {
+    if (rpt_write_json(&job, js, NULL, NULL, 0) == GR_OK) {
       size_t at;
       grj *v = grj_parse_file(js, &at);
       if (!v) abort(); /* the report's own JSON must always parse */

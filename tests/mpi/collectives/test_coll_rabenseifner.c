@@ -3,15 +3,21 @@
  * collectives/mpi_allreduce_rab.c) with SUM and PROD above its 32 KiB recursive-doubling limit,
  * against answers computed here.
  *
- * The backend runs its own algorithms only when the communicator has a timeout, so the test is
- * registered with GPURUN_TIMEOUT set and refuses to run without it (the communicator takes its
- * timeout from gr_comm_config_init, i.e. from GPURUN_TIMEOUT, as an application's would).
+ * The backend runs its own algorithms only when the communicator has a timeout, and only when the
+ * node-local shared-memory path does not take the call (all ranks of this test share a node), so
+ * the test is registered with GPURUN_TIMEOUT set and GPURUN_COLL_ALGO=mpi, and refuses to run
+ * without the timeout (the communicator takes it from gr_comm_config_init, i.e. from
+ * GPURUN_TIMEOUT, as an application's would). Every call must be counted under Rabenseifner and
+ * under nothing else (gr_algo_count.h): a correct answer from another algorithm is a failure.
  *
  * Inputs differ per element (not periodic over a few elements as exact_values.h's are), so that a
  * window sent to the wrong partner, or reduced at the wrong offset, gives a wrong element; every
  * value and every partial result is an integer below 2^24, exact in float32 and in every order.
  * Usage: test_coll_rabenseifner (under mpirun -np 4 or 8) */
 #include <gpurun/coll.h>
+
+#include "gr_algo_count.h"
+
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -88,8 +94,17 @@ static void run(gr_comm *c, gr_dtype t, gr_op op, size_t count, int in_place) {
     set(t, s, i, input(op, r, i, P));
     set(t, d, i, -7); /* sentinel: an element never written is caught */
   }
+  uint64_t before[GR__ALGO_COUNT];
+  for (int a = 0; a < GR__ALGO_COUNT; a++) before[a] = gr__algo_count((gr__algo)a);
   gr_status st = in_place ? gr_allreduce(s, s, count, t, op, c, NULL)
                           : gr_allreduce(s, d, count, t, op, c, NULL);
+  for (int a = 0; a < GR__ALGO_COUNT; a++) {
+    uint64_t ran = gr__algo_count((gr__algo)a) - before[a];
+    uint64_t want = a == GR__ALGO_RABENSEIFNER ? 1 : 0;
+    if (ran != want)
+      FAIL("%s: algorithm %s ran %llu times, expected %llu (the call must be Rabenseifner's)", what,
+           gr__algo_name((gr__algo)a), (unsigned long long)ran, (unsigned long long)want);
+  }
   if (st != GR_OK) {
     FAIL("%s: %s (%s)", what, gr_status_name(st), gr_last_error());
   } else {

@@ -52,16 +52,16 @@ static void check_rank(const gr__node *n, const gr__plan *p, int r, int smt) {
 static void test_runtime_reads_plan(void **state) {
   (void)state;
   for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
-    char path[2048], err[256];
+    char path[2048];
     snprintf(path, sizeof path, "%s/%s", GR_TOPO_DIR, files[f]);
     gr__node n;
-    assert_int_equal(gr__node_load(&n, path, err, sizeof err), GR_OK);
+    assert_int_equal(gr__node_load(&n, path), GR_OK);
     int sizes[] = {1, n.ngpus};
     for (int s = 0; s < 2; s++)
       for (int smt = 0; smt < 2; smt++) {
         gr__plan p;
         gr__plan_opts po = {.smt = smt};
-        assert_int_equal(gr__plan_compute(&n, sizes[s], &po, &p, err, sizeof err), GR_OK);
+        assert_int_equal(gr__plan_compute(&n, sizes[s], &po, &p), GR_OK);
         print_message("  %s N=%d%s\n", files[f], sizes[s], smt ? " smt" : "");
         for (int r = 0; r < sizes[s]; r++)
           check_rank(&n, &p, r, smt);

@@ -110,12 +110,11 @@ static void test_128_gpus_one_rank(void **state) {
   (void)state;
   assert_true(GR__MAX_RANK_GPUS >= 16 * 7);
   gr__node n;
-  char err[256] = "";
-  assert_int_equal(gr__node_load(&n, xml_path, err, sizeof err), GR_OK);
+  assert_int_equal(gr__node_load(&n, xml_path), GR_OK);
   assert_int_equal(n.ngpus, FUNCS * PARTS);
   gr__plan p;
   gr__plan_opts po = {0};
-  assert_int_equal(gr__plan_compute(&n, 1, &po, &p, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(&n, 1, &po, &p), GR_OK);
   assert_int_equal(p.ranks[0].ngpus, 128);
   gr__envlist e;
   assert_int_equal(gr__plan_env(&n, &p, 0, NULL, &e), GR_OK);
@@ -142,11 +141,11 @@ static void test_128_gpus_one_rank(void **state) {
   gr__plan_free(&p);
   /* --gpus-per-rank 90 fits; more than the node has is refused */
   po.gpus_per_rank = 90;
-  assert_int_equal(gr__plan_compute(&n, 1, &po, &p, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(&n, 1, &po, &p), GR_OK);
   assert_int_equal(p.ranks[0].ngpus, 90);
   gr__plan_free(&p);
   po.gpus_per_rank = 129;
-  assert_int_equal(gr__plan_compute(&n, 1, &po, &p, err, sizeof err), GR_ERR_INVALID);
+  assert_int_equal(gr__plan_compute(&n, 1, &po, &p), GR_ERR_INVALID);
   gr__node_free(&n);
 }
 
@@ -154,8 +153,7 @@ static void test_128_gpus_one_rank(void **state) {
 static void test_visible_all_128(void **state) {
   (void)state;
   gr__node n;
-  char err[256] = "";
-  assert_int_equal(gr__node_load(&n, xml_path, err, sizeof err), GR_OK);
+  assert_int_equal(gr__node_load(&n, xml_path), GR_OK);
   gr__visible v;
   memset(&v, 0, sizeof v);
   /* "0,1,...,127" as a scheduler would give one task of two */
@@ -163,11 +161,11 @@ static void test_visible_all_128(void **state) {
   for (int g = 0; g < 128; g++)
     w += sprintf(w, "%s%d", g ? "," : "", g);
   assert_int_equal(setenv("CUDA_VISIBLE_DEVICES", list, 1), 0);
-  assert_int_equal(gr__visible_apply(&n, 1, 2, gr__real_getenv, NULL, &v, err, sizeof err), GR_OK);
+  assert_int_equal(gr__visible_apply(&n, 1, 2, gr__real_getenv, NULL, &v), GR_OK);
   unsetenv("CUDA_VISIBLE_DEVICES");
   gr__plan p;
   gr__plan_opts po = {.vis = &v};
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_OK);
   assert_int_equal(p.ranks[1].ngpus, 64);
   gr__plan_free(&p);
   gr__visible_free(&v);
@@ -179,13 +177,12 @@ static void test_visible_all_128(void **state) {
 static void test_huge_local_size(void **state) {
   (void)state;
   gr__node n;
-  char err[256] = "";
-  assert_int_equal(gr__node_load(&n, xml_path, err, sizeof err), GR_OK);
+  assert_int_equal(gr__node_load(&n, xml_path), GR_OK);
   gr__plan p;
   gr__plan_opts po = {0};
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  assert_int_equal(gr__plan_compute(&n, 100000, &po, &p, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(&n, 100000, &po, &p), GR_OK);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   print_message("  planning 100000 local ranks: %.3f s\n",
                 (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
@@ -207,7 +204,7 @@ static void test_huge_local_size(void **state) {
   assert_string_equal(env_of(&e, "GPURUN_LOCAL_RANK"), "99999");
   gr__envlist_free(&e);
   gr__plan_free(&p);
-  assert_int_equal(gr__plan_compute(&n, (1 << 20) + 1, &po, &p, err, sizeof err), GR_ERR_INVALID);
+  assert_int_equal(gr__plan_compute(&n, (1 << 20) + 1, &po, &p), GR_ERR_INVALID);
   gr__node_free(&n);
 }
 
@@ -223,15 +220,13 @@ static void test_not_regular(void **state) {
   const char *paths[] = {fifo, "/tmp", "/dev/null"};
   for (int i = 0; i < 3; i++) {
     gr__node n;
-    char err[256] = "";
-    assert_int_equal(gr__node_load(&n, paths[i], err, sizeof err), GR_ERR_TOPOLOGY);
-    assert_non_null(strstr(err, "not a regular file"));
+    assert_int_equal(gr__node_load(&n, paths[i]), GR_ERR_TOPOLOGY);
+    assert_non_null(strstr(gr_last_error(), "not a regular file"));
     gr__options o;
     gr__options_init(&o);
     char *argv[] = {"gpurun", "--config", (char *)paths[i], "true", NULL};
-    assert_int_equal(gr__options_parse(&o, 4, argv, gr__real_getenv, NULL, err, sizeof err),
-                     GR_ERR_INVALID);
-    assert_non_null(strstr(err, "not a regular file"));
+    assert_int_equal(gr__options_parse(&o, 4, argv, gr__real_getenv, NULL), GR_ERR_INVALID);
+    assert_non_null(strstr(gr_last_error(), "not a regular file"));
   }
   unlink(fifo);
 }

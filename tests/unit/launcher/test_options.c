@@ -21,41 +21,39 @@ static const char *fake_get(void *ctx, const char *name) {
   return NULL;
 }
 
-static gr_status parse(gr__options *o, const char *const *env, char *err, ...) {
+static gr_status parse(gr__options *o, const char *const *env, ...) {
   char *argv[32] = {"gpurun"};
   int argc = 1;
   va_list ap;
-  va_start(ap, err);
+  va_start(ap, env);
   for (char *a; (a = va_arg(ap, char *));)
     argv[argc++] = a;
   va_end(ap);
   gr__options_init(o);
-  return gr__options_parse(o, argc, argv, fake_get, (void *)env, err, 256);
+  return gr__options_parse(o, argc, argv, fake_get, (void *)env);
 }
 
 static void test_argv(void **state) {
   (void)state;
   gr__options o;
-  char err[256];
-  assert_int_equal(parse(&o, NULL, err, "-v", "--policy", "spread", "--gpus-per-rank=2", "--smt",
-                         "--", "./prog", "-v", NULL),
+  assert_int_equal(parse(&o, NULL, "-v", "--policy", "spread", "--gpus-per-rank=2", "--smt", "--",
+                         "./prog", "-v", NULL),
                    GR_OK);
   assert_int_equal(o.verbose, 1);
   assert_int_equal(o.policy, GR__POLICY_SPREAD);
   assert_int_equal(o.gpus_per_rank, 2);
   assert_int_equal(o.smt, 1);
   assert_int_equal(o.prog, 7); /* the program's own -v is not ours */
-  assert_int_equal(parse(&o, NULL, err, "./prog", "--policy", "x", NULL), GR_OK);
+  assert_int_equal(parse(&o, NULL, "./prog", "--policy", "x", NULL), GR_OK);
   assert_int_equal(o.prog, 1);
   assert_int_equal(o.policy, GR__POLICY_CLOSEST);
-  assert_int_equal(parse(&o, NULL, err, "--dry-run", "--format", "json", "--all", NULL), GR_OK);
+  assert_int_equal(parse(&o, NULL, "--dry-run", "--format", "json", "--all", NULL), GR_OK);
   assert_int_equal(o.json, 1);
-  assert_int_equal(parse(&o, NULL, err, "--monitor", "--time-limit", "30", "prog", NULL), GR_OK);
+  assert_int_equal(parse(&o, NULL, "--monitor", "--time-limit", "30", "prog", NULL), GR_OK);
   assert_int_equal(o.monitor, 1);
   assert_true(o.monitor_interval == 1.0);
   assert_true(o.time_limit == 30.0);
-  assert_int_equal(parse(&o, NULL, err, "--monitor=0.5", "--gpu-mem-limit", "4G", "prog", NULL),
-                   GR_OK);
+  assert_int_equal(parse(&o, NULL, "--monitor=0.5", "--gpu-mem-limit", "4G", "prog", NULL), GR_OK);
   assert_true(o.monitor_interval == 0.5);
   assert_int_equal(o.gpu_mem_limit, 4ull << 30);
 }
@@ -63,7 +61,6 @@ static void test_argv(void **state) {
 static void test_errors(void **state) {
   (void)state;
   gr__options o;
-  char err[256];
   struct {
     const char *a, *b, *c;
     const char *want;
@@ -82,15 +79,16 @@ static void test_errors(void **state) {
       {"--format", "xml", "prog", "unknown format 'xml'"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    assert_int_equal(parse(&o, NULL, err, bad[i].a, bad[i].b, bad[i].c, NULL), GR_ERR_INVALID);
-    if (!strstr(err, bad[i].want)) fail_msg("case %zu: '%s' lacks '%s'", i, err, bad[i].want);
-    assert_null(strchr(err, '\n'));
+    assert_int_equal(parse(&o, NULL, bad[i].a, bad[i].b, bad[i].c, NULL), GR_ERR_INVALID);
+    if (!strstr(gr_last_error(), bad[i].want))
+      fail_msg("case %zu: '%s' lacks '%s'", i, gr_last_error(), bad[i].want);
+    assert_null(strchr(gr_last_error(), '\n'));
   }
-  assert_int_equal(parse(&o, NULL, err, "--local-rank", "4", "--local-size", "4", "p", NULL),
+  assert_int_equal(parse(&o, NULL, "--local-rank", "4", "--local-size", "4", "p", NULL),
                    GR_ERR_INVALID);
-  assert_int_equal(parse(&o, NULL, err, "--gpus-per-rank", "2", "--ranks-per-gpu", "2", "p", NULL),
+  assert_int_equal(parse(&o, NULL, "--gpus-per-rank", "2", "--ranks-per-gpu", "2", "p", NULL),
                    GR_ERR_INVALID);
-  assert_non_null(strstr(err, "conflict"));
+  assert_non_null(strstr(gr_last_error(), "conflict"));
 }
 
 static void test_env_and_config(void **state) {
@@ -108,8 +106,7 @@ static void test_env_and_config(void **state) {
   /* config < environment < argv */
   const char *env[] = {cfg, "GPURUN_GPUS_PER_RANK=3", "GPURUN_MONITOR=2", NULL};
   gr__options o;
-  char err[256];
-  assert_int_equal(parse(&o, env, err, "--smt=no", "prog", NULL), GR_OK);
+  assert_int_equal(parse(&o, env, "--smt=no", "prog", NULL), GR_OK);
   assert_int_equal(o.policy, GR__POLICY_COMPACT);
   assert_int_equal(o.gpus_per_rank, 3);
   assert_int_equal(o.smt, 0);
@@ -118,24 +115,21 @@ static void test_env_and_config(void **state) {
   assert_true(o.monitor_interval == 2.0);
   /* GPURUN_MONITOR=no turns it off */
   const char *env2[] = {"GPURUN_MONITOR=no", "GPURUN_POLICY=none", NULL};
-  assert_int_equal(parse(&o, env2, err, "prog", NULL), GR_OK);
+  assert_int_equal(parse(&o, env2, "prog", NULL), GR_OK);
   assert_int_equal(o.monitor, 0);
   assert_int_equal(o.policy, GR__POLICY_NONE);
   /* bad values name their source */
   const char *env3[] = {"GPURUN_POLICY=fast", NULL};
-  assert_int_equal(parse(&o, env3, err, "prog", NULL), GR_ERR_INVALID);
-  assert_non_null(strstr(err, "GPURUN_POLICY"));
+  assert_int_equal(parse(&o, env3, "prog", NULL), GR_ERR_INVALID);
+  assert_non_null(strstr(gr_last_error(), "GPURUN_POLICY"));
   gr__options_init(&o);
-  assert_int_equal(gr__options_config_text(&o, "policy = spread\nfrobnicate = 1\n", 31, "x.conf",
-                                           err, sizeof err),
+  assert_int_equal(gr__options_config_text(&o, "policy = spread\nfrobnicate = 1\n", 31, "x.conf"),
                    GR_ERR_INVALID);
-  assert_non_null(strstr(err, "x.conf:2: unknown key 'frobnicate'"));
-  assert_int_equal(gr__options_config_text(&o, "just words\n", 11, "x.conf", err, sizeof err),
-                   GR_ERR_INVALID);
-  assert_non_null(strstr(err, "x.conf:1"));
-  assert_int_equal(parse(&o, NULL, err, "--config", "/nonexistent.conf", "prog", NULL),
-                   GR_ERR_INVALID);
-  assert_non_null(strstr(err, "/nonexistent.conf"));
+  assert_non_null(strstr(gr_last_error(), "x.conf:2: unknown key 'frobnicate'"));
+  assert_int_equal(gr__options_config_text(&o, "just words\n", 11, "x.conf"), GR_ERR_INVALID);
+  assert_non_null(strstr(gr_last_error(), "x.conf:1"));
+  assert_int_equal(parse(&o, NULL, "--config", "/nonexistent.conf", "prog", NULL), GR_ERR_INVALID);
+  assert_non_null(strstr(gr_last_error(), "/nonexistent.conf"));
   unlink(path);
   unsigned long long v;
   assert_int_equal(gr__parse_size("512M", &v), 0);
@@ -153,40 +147,38 @@ static void test_env_and_config(void **state) {
 static void test_priority(void **state) {
   (void)state;
   gr__options o;
-  char err[256];
-  assert_int_equal(parse(&o, NULL, err, "prog", NULL), GR_OK);
+  assert_int_equal(parse(&o, NULL, "prog", NULL), GR_OK);
   assert_int_equal(o.priority, GR__PRIO_NORMAL);
-  assert_int_equal(parse(&o, NULL, err, "--priority", "low", "prog", NULL), GR_OK);
+  assert_int_equal(parse(&o, NULL, "--priority", "low", "prog", NULL), GR_OK);
   assert_int_equal(o.priority, GR__PRIO_LOW);
   assert_string_equal(gr__priority_name(o.priority), "low");
-  assert_int_equal(parse(&o, NULL, err, "--priority=high", "prog", NULL), GR_OK);
+  assert_int_equal(parse(&o, NULL, "--priority=high", "prog", NULL), GR_OK);
   assert_int_equal(o.priority, GR__PRIO_HIGH);
   assert_string_equal(gr__priority_name(o.priority), "high");
   const char *env[] = {"GPURUN_PRIORITY=high", NULL};
-  assert_int_equal(parse(&o, env, err, "prog", NULL), GR_OK);
+  assert_int_equal(parse(&o, env, "prog", NULL), GR_OK);
   assert_int_equal(o.priority, GR__PRIO_HIGH);
   /* argv over the environment */
-  assert_int_equal(parse(&o, env, err, "--priority", "normal", "prog", NULL), GR_OK);
+  assert_int_equal(parse(&o, env, "--priority", "normal", "prog", NULL), GR_OK);
   assert_int_equal(o.priority, GR__PRIO_NORMAL);
   assert_string_equal(gr__priority_name(o.priority), "normal");
   gr__options_init(&o);
-  assert_int_equal(gr__options_config_text(&o, "priority = low\n", 15, "x.conf", err, sizeof err),
-                   GR_OK);
+  assert_int_equal(gr__options_config_text(&o, "priority = low\n", 15, "x.conf"), GR_OK);
   assert_int_equal(o.priority, GR__PRIO_LOW);
   /* bad values: rejected with their source, case matters, no value */
-  assert_int_equal(parse(&o, NULL, err, "--priority", "urgent", "prog", NULL), GR_ERR_INVALID);
-  assert_non_null(strstr(err, "--priority: expected low, normal or high, got 'urgent'"));
+  assert_int_equal(parse(&o, NULL, "--priority", "urgent", "prog", NULL), GR_ERR_INVALID);
+  assert_non_null(
+      strstr(gr_last_error(), "--priority: expected low, normal or high, got 'urgent'"));
   const char *env2[] = {"GPURUN_PRIORITY=HIGH", NULL};
-  assert_int_equal(parse(&o, env2, err, "prog", NULL), GR_ERR_INVALID);
-  assert_non_null(strstr(err, "GPURUN_PRIORITY"));
+  assert_int_equal(parse(&o, env2, "prog", NULL), GR_ERR_INVALID);
+  assert_non_null(strstr(gr_last_error(), "GPURUN_PRIORITY"));
   const char *env3[] = {"GPURUN_PRIORITY=", NULL};
-  assert_int_equal(parse(&o, env3, err, "prog", NULL), GR_ERR_INVALID);
-  assert_int_equal(parse(&o, NULL, err, "--priority", NULL), GR_ERR_INVALID);
-  assert_non_null(strstr(err, "--priority needs a value"));
+  assert_int_equal(parse(&o, env3, "prog", NULL), GR_ERR_INVALID);
+  assert_int_equal(parse(&o, NULL, "--priority", NULL), GR_ERR_INVALID);
+  assert_non_null(strstr(gr_last_error(), "--priority needs a value"));
   gr__options_init(&o);
-  assert_int_equal(gr__options_config_text(&o, "priority = -5\n", 14, "x.conf", err, sizeof err),
-                   GR_ERR_INVALID);
-  assert_non_null(strstr(err, "x.conf:1: priority"));
+  assert_int_equal(gr__options_config_text(&o, "priority = -5\n", 14, "x.conf"), GR_ERR_INVALID);
+  assert_non_null(strstr(gr_last_error(), "x.conf:1: priority"));
 }
 
 static void test_slurm_counts(void **state) {
@@ -208,11 +200,11 @@ static void who(const char *const *env, gr_status want_st, int rank, int size, c
   gr__options o;
   gr__options_init(&o);
   gr__whoami_t w;
-  char err[256] = "";
-  gr_status st = gr__whoami(&o, fake_get, (void *)env, &w, err, sizeof err);
-  if (st != want_st) fail_msg("status %d, want %d (%s)", st, want_st, err);
+  gr_clear_error();
+  gr_status st = gr__whoami(&o, fake_get, (void *)env, &w);
+  if (st != want_st) fail_msg("status %d, want %d (%s)", st, want_st, gr_last_error());
   if (st != GR_OK) {
-    assert_true(strlen(err) > 0);
+    assert_true(strlen(gr_last_error()) > 0);
     return;
   }
   assert_int_equal(w.local_rank, rank);
@@ -262,9 +254,8 @@ static void test_whoami(void **state) {
   o.local_rank = 2;
   o.local_size = 3;
   gr__whoami_t w;
-  char err[128];
   const char *env[] = {"OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_LOCAL_SIZE=1", NULL};
-  assert_int_equal(gr__whoami(&o, fake_get, (void *)env, &w, err, sizeof err), GR_OK);
+  assert_int_equal(gr__whoami(&o, fake_get, (void *)env, &w), GR_OK);
   assert_int_equal(w.local_rank, 2);
   assert_string_equal(w.source, "options");
 }

@@ -168,10 +168,9 @@ static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__p
                       int smt) {
   gr__plan_opts po = {.policy = pol, .smt = smt};
   gr__plan p, p2;
-  char err[256];
   print_message("  %s N=%d policy=%s%s\n", tc->file, N, gr__policy_name(pol), smt ? " smt" : "");
-  assert_int_equal(gr__plan_compute(node, N, &po, &p, err, sizeof err), GR_OK);
-  assert_int_equal(gr__plan_compute(node, N, &po, &p2, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(node, N, &po, &p), GR_OK);
+  assert_int_equal(gr__plan_compute(node, N, &po, &p2), GR_OK);
   hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(v->t);
   int C = hwloc_get_nbobjs_inside_cpuset_by_type(v->t, allowed, HWLOC_OBJ_CORE);
   int G = v->ngpus;
@@ -396,8 +395,7 @@ static void test_every_topology(void **state) {
     view_load(&v, path);
     assert_int_equal(v.ngpus, tc->ngpus);
     gr__node node;
-    char err[256];
-    assert_int_equal(gr__node_load(&node, path, err, sizeof err), GR_OK);
+    assert_int_equal(gr__node_load(&node, path), GR_OK);
     assert_true(node.foreign);
     /* discovery: the same GPUs in PCI bus order, the expected NICs */
     assert_int_equal(node.ngpus, tc->ngpus);
@@ -432,9 +430,9 @@ static void test_every_topology(void **state) {
 
 /* ---- explicit counts and options -------------------------------------------------------- */
 static void load(gr__node *n, const char *file) {
-  char path[2048], err[256];
+  char path[2048];
   snprintf(path, sizeof path, "%s/%s", topo_dir, file);
-  assert_int_equal(gr__node_load(n, path, err, sizeof err), GR_OK);
+  assert_int_equal(gr__node_load(n, path), GR_OK);
 }
 
 static void test_gpus_per_rank(void **state) {
@@ -442,9 +440,8 @@ static void test_gpus_per_rank(void **state) {
   gr__node n;
   load(&n, "mpibind-aws-g4dn-metal-8xT4.xml");
   gr__plan p;
-  char err[256] = "";
   gr__plan_opts po = {.gpus_per_rank = 4};
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_OK);
   /* 4 T4s per socket: each rank takes one socket's four */
   assert_int_equal(p.ranks[0].ngpus, 4);
   for (int i = 0; i < 4; i++)
@@ -453,12 +450,12 @@ static void test_gpus_per_rank(void **state) {
     assert_int_equal(n.gpus[p.ranks[1].gpu[i]].index, 4 + i);
   gr__plan_free(&p);
   po.gpus_per_rank = 9;
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p, err, sizeof err), GR_ERR_INVALID);
-  assert_non_null(strstr(err, "--gpus-per-rank 9"));
+  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_ERR_INVALID);
+  assert_non_null(strstr(gr_last_error(), "--gpus-per-rank 9"));
   /* ranks per GPU: 8 ranks, 4 per GPU -> 2 GPUs, one per socket, MPS at 25% */
   po.gpus_per_rank = 0;
   po.ranks_per_gpu = 4;
-  assert_int_equal(gr__plan_compute(&n, 8, &po, &p, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(&n, 8, &po, &p), GR_OK);
   assert_int_equal(n.gpus[p.ranks[0].gpu[0]].index, 0);
   assert_int_equal(n.gpus[p.ranks[7].gpu[0]].index, 4);
   assert_int_equal(p.ranks[0].sharers, 4);
@@ -478,7 +475,7 @@ static void test_gpus_per_rank(void **state) {
   gr__envlist_free(&e);
   gr__plan_free(&p);
   po.ranks_per_gpu = 1;
-  assert_int_equal(gr__plan_compute(&n, 9, &po, &p, err, sizeof err), GR_ERR_INVALID);
+  assert_int_equal(gr__plan_compute(&n, 9, &po, &p), GR_ERR_INVALID);
   gr__node_free(&n);
 }
 
@@ -492,9 +489,8 @@ static void test_restrict_visible(void **state) {
   assert_int_equal(n.gpus[0].index, 1); /* the node-wide ordinal stays */
   assert_int_equal(n.gpus[1].index, 5);
   gr__plan p;
-  char err[256];
   gr__plan_opts po = {0};
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_OK);
   gr__envlist e;
   assert_int_equal(gr__plan_env(&n, &p, 1, NULL, &e), GR_OK);
   assert_string_equal(env_of(&e, "CUDA_VISIBLE_DEVICES"), "5");
@@ -511,16 +507,15 @@ static void test_restrict_visible(void **state) {
 static void test_bad_xml(void **state) {
   (void)state;
   gr__node n;
-  char err[256];
-  assert_int_equal(gr__node_load(&n, "/nonexistent/topo.xml", err, sizeof err), GR_ERR_TOPOLOGY);
-  assert_non_null(strstr(err, "/nonexistent/topo.xml"));
+  assert_int_equal(gr__node_load(&n, "/nonexistent/topo.xml"), GR_ERR_TOPOLOGY);
+  assert_non_null(strstr(gr_last_error(), "/nonexistent/topo.xml"));
   char path[] = "/tmp/gpurun-bad-XXXXXX";
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   assert_int_equal(write(fd, "<topology><object", 17), 17);
   close(fd);
-  assert_int_equal(gr__node_load(&n, path, err, sizeof err), GR_ERR_TOPOLOGY);
-  assert_non_null(strstr(err, "does not load"));
+  assert_int_equal(gr__node_load(&n, path), GR_ERR_TOPOLOGY);
+  assert_non_null(strstr(gr_last_error(), "does not load"));
   unlink(path);
 }
 
@@ -533,9 +528,8 @@ static void test_no_gpu_and_policies(void **state) {
   assert_int_equal(gr__node_restrict(&n, "", note, sizeof note), 0);
   assert_int_equal(n.ngpus, 0);
   gr__plan p;
-  char err[256];
   gr__plan_opts po = {0};
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_OK);
   assert_int_equal(p.ranks[0].ngpus, 0);
   assert_int_equal(hwloc_bitmap_weight(p.ranks[0].cpuset) + hwloc_bitmap_weight(p.ranks[1].cpuset),
                    36);
@@ -548,18 +542,18 @@ static void test_no_gpu_and_policies(void **state) {
   gr__node_free(&n);
   /* Pascal: both GPUs on socket 0. closest leaves socket 1 idle; spread uses every core */
   load(&n, "mpibind-pascal-2xP100.xml");
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_OK);
   assert_int_equal(hwloc_bitmap_weight(p.ranks[0].cpuset) + hwloc_bitmap_weight(p.ranks[1].cpuset),
                    18);
   gr__plan_free(&p);
   po.policy = GR__POLICY_SPREAD;
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_OK);
   assert_int_equal(hwloc_bitmap_weight(p.ranks[0].cpuset) + hwloc_bitmap_weight(p.ranks[1].cpuset),
                    36);
   gr__plan_free(&p);
   /* 20 ranks on 18 cores next to the GPUs: two borrow socket 1's cores, with a warning */
   po.policy = GR__POLICY_CLOSEST;
-  assert_int_equal(gr__plan_compute(&n, 20, &po, &p, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(&n, 20, &po, &p), GR_OK);
   assert_true(p.nwarn >= 1);
   gr__plan_free(&p);
   gr__node_free(&n);
@@ -570,8 +564,7 @@ static void test_no_gpu_and_policies(void **state) {
 static void test_partitioned(void **state) {
   (void)state;
   gr__node n;
-  char err[256];
-  assert_int_equal(gr__node_load(&n, GR_DATA_DIR "/partitioned-rsmi.xml", err, sizeof err), GR_OK);
+  assert_int_equal(gr__node_load(&n, GR_DATA_DIR "/partitioned-rsmi.xml"), GR_OK);
   assert_int_equal(n.ngpus, 6);
   const char *want[] = {"0000:02:00.0", "0000:02:00.0", "0000:02:00.0",
                         "0001:02:00.0", "0002:02:00.0", "0003:02:00.0"};
@@ -582,7 +575,7 @@ static void test_partitioned(void **state) {
   assert_int_equal(n.gpus[2].partition, 2);
   gr__plan p;
   gr__plan_opts po = {0};
-  assert_int_equal(gr__plan_compute(&n, 6, &po, &p, err, sizeof err), GR_OK);
+  assert_int_equal(gr__plan_compute(&n, 6, &po, &p), GR_OK);
   for (int r = 0; r < 6; r++) {
     assert_int_equal(p.ranks[r].ngpus, 1);
     assert_int_equal(n.gpus[p.ranks[r].gpu[0]].index, r);

@@ -20,14 +20,12 @@ static const char *fake_get(void *ctx, const char *name) {
   return NULL;
 }
 
-static char err[512];
-
 static gr_status derive(const char *const *env, const char *addr, gr__torch_env_t *t) {
   gr__options o;
   gr__options_init(&o);
   if (addr) snprintf(o.master_addr, sizeof o.master_addr, "%s", addr);
-  err[0] = 0;
-  return gr__torch_env_derive(&o, fake_get, (void *)env, t, err, sizeof err);
+  gr_clear_error();
+  return gr__torch_env_derive(&o, fake_get, (void *)env, t);
 }
 
 static const char *val(const gr__envlist *e, const char *name) {
@@ -142,8 +140,8 @@ static void test_openmpi(void **state) {
                            "OMPI_MCA_orte_local_daemon_uri=1178075136.1;tcp://198.18.0.2:4000",
                            NULL};
   assert_int_equal(derive(r0_away, NULL, &t), GR_ERR_NOT_FOUND);
-  assert_non_null(strstr(err, "--master-addr"));
-  assert_null(strchr(err, '\n'));
+  assert_non_null(strstr(gr_last_error(), "--master-addr"));
+  assert_null(strchr(gr_last_error(), '\n'));
   assert_int_equal(derive(r0_away, "n0", &t), GR_OK);
   assert_string_equal(t.master_addr, "n0");
   const char *r0_home[] = {"OMPI_COMM_WORLD_RANK=0",
@@ -162,7 +160,7 @@ static void test_openmpi(void **state) {
   const char *nohnp[] = {"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=6",
                          "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=2", NULL};
   assert_int_equal(derive(nohnp, NULL, &t), GR_ERR_NOT_FOUND);
-  assert_non_null(strstr(err, "--master-addr"));
+  assert_non_null(strstr(gr_last_error(), "--master-addr"));
   /* a hostile hnp URI is not taken */
   const char *evil[] = {"OMPI_COMM_WORLD_RANK=3",
                         "OMPI_COMM_WORLD_SIZE=6",
@@ -180,12 +178,12 @@ static void test_openmpi(void **state) {
   /* unparsable or inconsistent */
   const char *bad[] = {"OMPI_COMM_WORLD_RANK=abc", "OMPI_COMM_WORLD_SIZE=2", NULL};
   assert_int_equal(derive(bad, NULL, &t), GR_ERR_INVALID);
-  assert_non_null(strstr(err, "OMPI_COMM_WORLD_RANK"));
+  assert_non_null(strstr(gr_last_error(), "OMPI_COMM_WORLD_RANK"));
   const char *big[] = {"OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_SIZE=2", NULL};
   assert_int_equal(derive(big, NULL, &t), GR_ERR_INVALID);
   const char *nosize[] = {"OMPI_COMM_WORLD_RANK=0", NULL};
   assert_int_equal(derive(nosize, NULL, &t), GR_ERR_INVALID);
-  assert_non_null(strstr(err, "OMPI_COMM_WORLD_SIZE"));
+  assert_non_null(strstr(gr_last_error(), "OMPI_COMM_WORLD_SIZE"));
 }
 
 static void test_slurm(void **state) {
@@ -244,8 +242,8 @@ static void test_slurm(void **state) {
                        "SLURM_JOB_NODELIST=gpu[01-",
                        NULL};
   assert_int_equal(derive(bad, NULL, &t), GR_ERR_INVALID);
-  assert_non_null(strstr(err, "SLURM_JOB_NODELIST"));
-  assert_non_null(strstr(err, "--master-addr"));
+  assert_non_null(strstr(gr_last_error(), "SLURM_JOB_NODELIST"));
+  assert_non_null(strstr(gr_last_error(), "--master-addr"));
 }
 
 static void test_hydra_pals_flux(void **state) {
@@ -262,8 +260,8 @@ static void test_hydra_pals_flux(void **state) {
   const char *hydra2[] = {"PMI_RANK=3", "PMI_SIZE=4", "MPI_LOCALRANKID=1", "MPI_LOCALNRANKS=2",
                           NULL};
   assert_int_equal(derive(hydra2, NULL, &t), GR_ERR_NOT_FOUND);
-  assert_non_null(strstr(err, "--master-addr"));
-  assert_non_null(strstr(err, "MPICH/Hydra"));
+  assert_non_null(strstr(gr_last_error(), "--master-addr"));
+  assert_non_null(strstr(gr_last_error(), "MPICH/Hydra"));
   assert_int_equal(derive(hydra2, "10.1.2.3", &t), GR_OK);
   assert_int_equal(t.group_rank, -1); /* Hydra tells no node count: layout unknown */
 
@@ -310,7 +308,7 @@ static void test_export(void **state) {
                        "RANK=7",
                        "MASTER_PORT=1234",
                        NULL};
-  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e, err, sizeof err), GR_OK);
+  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e), GR_OK);
   assert_null(val(&e, "RANK"));
   assert_null(val(&e, "MASTER_PORT"));
   assert_string_equal(val(&e, "WORLD_SIZE"), "2");
@@ -321,27 +319,25 @@ static void test_export(void **state) {
   assert_int_equal(e.n, 5);
   gr__envlist_free(&e);
   /* another rank's row: nothing; --all (the node-wide plan, identical on every rank): nothing */
-  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 0, &e, err, sizeof err), GR_OK);
+  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 0, &e), GR_OK);
   assert_int_equal(e.n, 0);
   o.all = 1;
-  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e, err, sizeof err), GR_OK);
+  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e), GR_OK);
   assert_int_equal(e.n, 0);
   o.all = 0;
   /* options: a port out of range, an address with shell characters */
   o.master_port = 70000;
-  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e, err, sizeof err),
-                   GR_ERR_INVALID);
-  assert_non_null(strstr(err, "--master-port"));
+  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e), GR_ERR_INVALID);
+  assert_non_null(strstr(gr_last_error(), "--master-port"));
   o.master_port = 0;
   snprintf(o.master_addr, sizeof o.master_addr, "h;reboot");
-  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e, err, sizeof err),
-                   GR_ERR_INVALID);
-  assert_non_null(strstr(err, "--master-addr"));
+  assert_int_equal(gr__torch_env(&o, fake_get, (void *)env, 1, &e), GR_ERR_INVALID);
+  assert_non_null(strstr(gr_last_error(), "--master-addr"));
   assert_int_equal(e.n, 0);
   /* the options reach gr__options */
   char *argv[] = {"gpurun", "--master-addr", "n0", "--master-port=1234", "prog", NULL};
   gr__options_init(&o);
-  assert_int_equal(gr__options_parse(&o, 5, argv, fake_get, (void *)env, err, sizeof err), GR_OK);
+  assert_int_equal(gr__options_parse(&o, 5, argv, fake_get, (void *)env), GR_OK);
   assert_string_equal(o.master_addr, "n0");
   assert_int_equal(o.master_port, 1234);
   assert_int_equal(o.prog_python, 0);
@@ -362,13 +358,13 @@ static void test_missing_master(void **state) {
     gr__options o;
     gr__options_init(&o);
     char *argv[] = {"gpurun", (char *)cases[i].prog, NULL};
-    assert_int_equal(gr__options_parse(&o, 2, argv, fake_get, (void *)env, err, sizeof err), GR_OK);
+    assert_int_equal(gr__options_parse(&o, 2, argv, fake_get, (void *)env), GR_OK);
     assert_int_equal(o.prog_python, cases[i].python);
     gr__envlist e = {0};
-    gr_status st = gr__torch_env(&o, fake_get, (void *)env, 1, &e, err, sizeof err);
+    gr_status st = gr__torch_env(&o, fake_get, (void *)env, 1, &e);
     if (cases[i].python) {
       assert_int_equal(st, GR_ERR_NOT_FOUND);
-      assert_non_null(strstr(err, "--master-addr"));
+      assert_non_null(strstr(gr_last_error(), "--master-addr"));
       assert_int_equal(e.n, 0);
     } else {
       assert_int_equal(st, GR_OK);

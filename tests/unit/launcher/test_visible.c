@@ -80,9 +80,9 @@ static void node_get(gr__node *out, const char *file) {
     i++;
   assert_true(i < 4);
   if (!cache[i].file) {
-    char path[2048], err[256];
+    char path[2048];
     snprintf(path, sizeof path, "%s/%s", GR_TOPO_DIR, file);
-    assert_int_equal(gr__node_load(&cache[i].node, path, err, sizeof err), GR_OK);
+    assert_int_equal(gr__node_load(&cache[i].node, path), GR_OK);
     cache[i].file = file;
   }
   *out = cache[i].node;
@@ -105,7 +105,7 @@ typedef struct {
   gr__node node;
   gr__plan plan;
   gr__envlist env;
-  char err[256];
+  char err[1024]; /* the sentence of the failing step */
   gr_status st;
 } run_t;
 
@@ -113,10 +113,13 @@ static void run(run_t *r, const char *file, int rank, int size, fake_env *env) {
   memset(r, 0, sizeof *r);
   node_get(&r->node, file);
   gr__visible vis;
-  r->st = gr__visible_apply(&r->node, rank, size, fake_get, env, &vis, r->err, sizeof r->err);
-  if (r->st != GR_OK) return;
+  r->st = gr__visible_apply(&r->node, rank, size, fake_get, env, &vis);
+  if (r->st != GR_OK) {
+    snprintf(r->err, sizeof r->err, "%s", gr_last_error());
+    return;
+  }
   gr__plan_opts po = {.vis = &vis};
-  r->st = gr__plan_compute(&r->node, size, &po, &r->plan, r->err, sizeof r->err);
+  r->st = gr__plan_compute(&r->node, size, &po, &r->plan);
   gr__visible_free(&vis);
   assert_int_equal(r->st, GR_OK);
   assert_int_equal(gr__plan_env(&r->node, &r->plan, rank, NULL, &r->env), GR_OK);
@@ -417,14 +420,12 @@ static void test_visible_modes(void **state) {
   (void)state;
   gr__options o;
   gr__options_init(&o);
-  char err[256];
   const char *cfg = "visible-devices = own-first\n";
-  assert_int_equal(gr__options_config_text(&o, cfg, strlen(cfg), "t.conf", err, sizeof err), GR_OK);
+  assert_int_equal(gr__options_config_text(&o, cfg, strlen(cfg), "t.conf"), GR_OK);
   assert_int_equal(o.visible, GR__VISIBLE_OWN_FIRST);
   const char *bad = "visible-devices = some\n";
-  assert_int_equal(gr__options_config_text(&o, bad, strlen(bad), "t.conf", err, sizeof err),
-                   GR_ERR_INVALID);
-  assert_non_null(strstr(err, "own, own-first or all"));
+  assert_int_equal(gr__options_config_text(&o, bad, strlen(bad), "t.conf"), GR_ERR_INVALID);
+  assert_non_null(strstr(gr_last_error(), "own, own-first or all"));
   /* mpirun, every rank sees "3,1,2" (ordinals): rank 1 of 3 holds GPU 2 */
   fake_env e = {{"CUDA_VISIBLE_DEVICES=3,1,2"}};
   const char *want[] = {"2", "2,1,3", "1,2,3"};
@@ -433,9 +434,9 @@ static void test_visible_modes(void **state) {
     memset(&r, 0, sizeof r);
     node_get(&r.node, T4);
     gr__visible vis;
-    assert_int_equal(gr__visible_apply(&r.node, 1, 3, fake_get, &e, &vis, err, sizeof err), GR_OK);
+    assert_int_equal(gr__visible_apply(&r.node, 1, 3, fake_get, &e, &vis), GR_OK);
     gr__plan_opts po = {.vis = &vis};
-    assert_int_equal(gr__plan_compute(&r.node, 3, &po, &r.plan, err, sizeof err), GR_OK);
+    assert_int_equal(gr__plan_compute(&r.node, 3, &po, &r.plan), GR_OK);
     gr__visible_free(&vis);
     o.visible = m;
     o.gpu_mem_limit = 1ull << 30;
@@ -454,9 +455,9 @@ static void test_visible_modes(void **state) {
     memset(&r, 0, sizeof r);
     node_get(&r.node, T4);
     gr__visible vis;
-    assert_int_equal(gr__visible_apply(&r.node, 1, 4, fake_get, &e2, &vis, err, sizeof err), GR_OK);
+    assert_int_equal(gr__visible_apply(&r.node, 1, 4, fake_get, &e2, &vis), GR_OK);
     gr__plan_opts po = {.vis = &vis};
-    assert_int_equal(gr__plan_compute(&r.node, 4, &po, &r.plan, err, sizeof err), GR_OK);
+    assert_int_equal(gr__plan_compute(&r.node, 4, &po, &r.plan), GR_OK);
     gr__visible_free(&vis);
     o.visible = m;
     o.gpu_mem_limit = 0;

@@ -35,7 +35,7 @@ static void test_integrate(void **state) {
 static void test_gpu_job(void **state) {
   (void)state;
   rpt_job j;
-  assert_int_equal(rpt_load(FIX "/gpu_job", &j), 0);
+  assert_int_equal(rpt_load(FIX "/gpu_job", &j), GR_OK);
   rpt_summarize(&j);
   assert_int_equal(j.ns, 2);
   const rpt_series *a = find(&j, 0, "0000:17:00.0"), *b = find(&j, 1, "0000:65:00.0");
@@ -77,7 +77,7 @@ static void test_gpu_job(void **state) {
 static void test_cpu_job(void **state) {
   (void)state;
   rpt_job j;
-  assert_int_equal(rpt_load(FIX "/cpu_job", &j), 0);
+  assert_int_equal(rpt_load(FIX "/cpu_job", &j), GR_OK);
   rpt_summarize(&j);
   assert_int_equal(j.ns, 2);
   const rpt_series *a = find(&j, 0, "-"), *b = find(&j, 1, "-");
@@ -97,7 +97,7 @@ static void test_cpu_job(void **state) {
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   close(fd);
-  assert_int_equal(rpt_write_json(&j, path, NULL, NULL, 0), 0);
+  assert_int_equal(rpt_write_json(&j, path, NULL, NULL, 0), GR_OK);
   grj *doc = grj_parse_file(path, NULL);
   assert_non_null(doc);
   const grj *series = grj_get(doc, "series");
@@ -127,7 +127,11 @@ static void test_flight(void **state) {
   (void)state;
   char *json = NULL;
   FILE *out = tmpfile();
-  assert_int_equal(rpt_flight(FIX "/hang_job", out, &json, NULL), 4);
+  {
+    int nd = -1;
+    assert_int_equal(rpt_flight(FIX "/hang_job", out, &json, NULL, &nd), GR_OK);
+    assert_int_equal(nd, 4);
+  }
   assert_non_null(json);
   grj *doc = grj_parse(json, NULL);
   assert_non_null(doc);
@@ -165,7 +169,11 @@ static void test_flight(void **state) {
   assert_non_null(strstr(text, "NEVER ENTERED by rank(s) 3"));
   assert_non_null(strstr(text, "no dump from rank(s) 4"));
   /* No dumps: nothing to say. */
-  assert_int_equal(rpt_flight(FIX "/gpu_job", stdout, &json, NULL), 0);
+  {
+    int nd = -1;
+    assert_int_equal(rpt_flight(FIX "/gpu_job", stdout, &json, NULL, &nd), GR_OK);
+    assert_int_equal(nd, 0);
+  }
   assert_null(json);
 }
 
@@ -175,7 +183,11 @@ static void test_flight_timeout_state(void **state) {
   (void)state;
   char *json = NULL;
   FILE *out = tmpfile();
-  assert_int_equal(rpt_flight(FIX "/timeout_job", out, &json, NULL), 2);
+  {
+    int nd = -1;
+    assert_int_equal(rpt_flight(FIX "/timeout_job", out, &json, NULL, &nd), GR_OK);
+    assert_int_equal(nd, 2);
+  }
   fclose(out);
   grj *doc = grj_parse(json, NULL);
   assert_non_null(doc);
@@ -234,7 +246,7 @@ static void test_supervisor_csv_round_trip(void **state) {
   char job[300];
   snprintf(job, sizeof job, "%s/rt", dir);
   rpt_job j;
-  assert_int_equal(rpt_load(job, &j), 0);
+  assert_int_equal(rpt_load(job, &j), GR_OK);
   rpt_summarize(&j);
   assert_int_equal(j.ns, 1);
   assert_string_equal(j.s[0].node, "n9");

@@ -83,7 +83,7 @@ static void test_hostile_csv(void **state) {
   }
   fclose(f);
   rpt_job j;
-  assert_int_equal(rpt_load(jd, &j), 0);
+  assert_int_equal(rpt_load(jd, &j), GR_OK);
   rpt_summarize(&j);
   assert_int_equal(j.ns, 1);
   assert_int_equal(j.s[0].n, 100); /* every sample, the long line skipped */
@@ -107,8 +107,8 @@ static void test_hostile_csv(void **state) {
   char svg[256], js[256];
   snprintf(svg, sizeof svg, "%s/r.svg", dir);
   snprintf(js, sizeof js, "%s/r.json", dir);
-  assert_int_equal(rpt_write_svg(&j, svg, 0), 0);
-  assert_int_equal(rpt_write_json(&j, js, NULL, NULL, 0), 0);
+  assert_int_equal(rpt_write_svg(&j, svg, 0), GR_OK);
+  assert_int_equal(rpt_write_json(&j, js, NULL, NULL, 0), GR_OK);
   char *s = slurp(svg, NULL);
   assert_null(strstr(s, "<script"));
   assert_non_null(strstr(s, "&lt;script&gt;x&lt;/script&gt;&amp;B"));
@@ -144,7 +144,7 @@ static void test_many_series_bounded(void **state) {
   }
   fclose(f);
   rpt_job j;
-  assert_int_equal(rpt_load(jd, &j), 0);
+  assert_int_equal(rpt_load(jd, &j), GR_OK);
   assert_int_equal(j.ns, RPT_MAX_SERIES_PER_FILE);
   rpt_free(&j);
 }
@@ -163,12 +163,12 @@ static void test_svg_envelope(void **state) {
     row(f, 1000 + i * 0.05, "0000:17:00.0", i == 123457 ? "99" : "10", "100");
   fclose(f);
   rpt_job j;
-  assert_int_equal(rpt_load(jd, &j), 0);
+  assert_int_equal(rpt_load(jd, &j), GR_OK);
   rpt_summarize(&j);
   assert_int_equal(j.s[0].n, n);
   char svg[256];
   snprintf(svg, sizeof svg, "%s/big.svg", dir);
-  assert_int_equal(rpt_write_svg(&j, svg, 0), 0);
+  assert_int_equal(rpt_write_svg(&j, svg, 0), GR_OK);
   size_t len;
   char *s = slurp(svg, &len);
   /* 4 GPU charts x at most 2 x RPT_SVG_BUCKETS points of ~12 bytes, plus the frame. */
@@ -204,7 +204,7 @@ static void test_refuses_special_files(void **state) {
   snprintf(path, sizeof path, "%s/n0.2.csv", jd);
   assert_int_equal(mkfifo(path, 0600), 0);
   rpt_job j;
-  assert_int_equal(rpt_load(jd, &j), 0); /* no hang on the FIFOs, nothing read via the link */
+  assert_int_equal(rpt_load(jd, &j), GR_OK); /* no hang on the FIFOs, nothing read via the link */
   assert_int_equal(j.ns, 0);
   rpt_free(&j);
 
@@ -213,14 +213,16 @@ static void test_refuses_special_files(void **state) {
   snprintf(path, sizeof path, "%s/flight.0.json", fj);
   assert_int_equal(symlink("/dev/zero", path), 0);
   char *json = NULL;
-  assert_int_equal(rpt_flight(fj, stdout, &json, NULL), -1);
+  int nd = -1;
+  assert_int_equal(rpt_flight(fj, stdout, &json, NULL, &nd), GR_ERR_INVALID);
+  assert_non_null(strstr(gr_last_error(), "flight.0.json: "));
   assert_null(json);
   /* A regular file over the cap is refused too, without reading it all. */
   unlink(path);
   int fd = open(path, O_WRONLY | O_CREAT, 0600);
   assert_int_equal(ftruncate(fd, (off_t)RPT_MAX_FLIGHT_FILE + 1), 0);
   close(fd);
-  assert_int_equal(rpt_flight(fj, stdout, &json, NULL), -1);
+  assert_int_equal(rpt_flight(fj, stdout, &json, NULL, &nd), GR_ERR_INVALID);
 }
 
 static void test_json_bounds(void **state) {
@@ -273,7 +275,7 @@ static void test_priority_levels(void **state) {
     fclose(f);
   }
   rpt_job j;
-  assert_int_equal(rpt_load(jd, &j), 0);
+  assert_int_equal(rpt_load(jd, &j), GR_OK);
   char *out = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&out, &len);
@@ -300,9 +302,10 @@ static void test_outputs_not_through_symlinks(void **state) {
   snprintf(path, sizeof path, "%s/report.svg", jd);
   assert_int_equal(symlink(victim, path), 0);
   rpt_job j;
-  assert_int_equal(rpt_load(FIX "/cpu_job", &j), 0);
+  assert_int_equal(rpt_load(FIX "/cpu_job", &j), GR_OK);
   rpt_summarize(&j);
-  assert_int_equal(rpt_write_svg(&j, path, 1), -1);
+  assert_int_equal(rpt_write_svg(&j, path, 1), GR_ERR_SYSTEM);
+  assert_non_null(strstr(gr_last_error(), "cannot write "));
   char *v = slurp(victim, NULL);
   assert_string_equal(v, "precious\n");
   free(v);
@@ -311,7 +314,7 @@ static void test_outputs_not_through_symlinks(void **state) {
   f = fopen(path, "w");
   fputs("{\"old\": 1}\n", f);
   fclose(f);
-  assert_int_equal(rpt_write_json(&j, path, NULL, NULL, 1), 0);
+  assert_int_equal(rpt_write_json(&j, path, NULL, NULL, 1), GR_OK);
   char *js = slurp(path, NULL);
   grj *doc = grj_parse(js, NULL);
   assert_non_null(doc);
@@ -326,10 +329,12 @@ static void test_outputs_not_through_symlinks(void **state) {
   pclose(p);
   assert_int_equal(ntmp, 0);
   /* A device is not a report file. */
-  assert_int_equal(rpt_write_json(&j, "/dev/full", NULL, NULL, 0), -1);
+  assert_int_equal(rpt_write_json(&j, "/dev/full", NULL, NULL, 0), GR_ERR_SYSTEM);
+  assert_non_null(strstr(gr_last_error(), "cannot write "));
   /* A job directory others can write is not written into by default. */
   assert_int_equal(chmod(jd, 0777), 0);
-  assert_int_equal(rpt_write_json(&j, path, NULL, NULL, 1), -1);
+  assert_int_equal(rpt_write_json(&j, path, NULL, NULL, 1), GR_ERR_SYSTEM);
+  assert_non_null(strstr(gr_last_error(), "cannot write "));
   assert_int_equal(chmod(jd, 0700), 0);
   rpt_free(&j);
 }
@@ -348,7 +353,11 @@ static void test_wait_for_p2p_chain(void **state) {
   char tpath[256];
   snprintf(tpath, sizeof tpath, "%s/p2p.txt", dir);
   FILE *out = fopen(tpath, "w");
-  assert_int_equal(rpt_flight(FIX "/p2p_chain_job", out, &json, &wait), 2);
+  {
+    int nd = -1;
+    assert_int_equal(rpt_flight(FIX "/p2p_chain_job", out, &json, &wait, &nd), GR_OK);
+    assert_int_equal(nd, 2);
+  }
   fclose(out);
   char *text = slurp(tpath, NULL);
   printf("%s", text);
@@ -377,7 +386,11 @@ static void test_wait_for_mixed_chain(void **state) {
   char tpath[256];
   snprintf(tpath, sizeof tpath, "%s/mixed.txt", dir);
   FILE *out = fopen(tpath, "w");
-  assert_int_equal(rpt_flight(FIX "/mixed_chain_job", out, &json, &wait), 3);
+  {
+    int nd = -1;
+    assert_int_equal(rpt_flight(FIX "/mixed_chain_job", out, &json, &wait, &nd), GR_OK);
+    assert_int_equal(nd, 3);
+  }
   fclose(out);
   char *text = slurp(tpath, NULL);
   printf("%s", text);
@@ -413,7 +426,11 @@ static void test_wait_for_cycle(void **state) {
   char tpath[256];
   snprintf(tpath, sizeof tpath, "%s/cycle.txt", dir);
   FILE *out = fopen(tpath, "w");
-  assert_int_equal(rpt_flight(jd, out, &json, &wait), 2);
+  {
+    int nd = -1;
+    assert_int_equal(rpt_flight(jd, out, &json, &wait, &nd), GR_OK);
+    assert_int_equal(nd, 2);
+  }
   fclose(out);
   char *text = slurp(tpath, NULL);
   assert_non_null(strstr(text, "chain: 0 -> 1 -> 0: rank 0 is in a wait-for cycle"));

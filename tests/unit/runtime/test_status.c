@@ -93,6 +93,21 @@ static void rank_comes_from_launcher_env(void **state) {
   gr__set_process_rank(-1);
 }
 
+/* The programs' form (gpurun, gpurun-report): the sentence as given, no rank or call prefix even
+ * when the rank is known, control characters as '?' so that it stays one printable line. */
+static void fail_msg_records_the_sentence_as_given(void **state) {
+  (void)state;
+  gr__set_process_rank(3);
+  gr_clear_error();
+  assert_int_equal(gr__fail_msg(GR_ERR_INVALID, "--policy: unknown policy '%s'", "x\x1b[2Jy\n"),
+                   GR_ERR_INVALID);
+  assert_string_equal(gr_last_error(), "--policy: unknown policy 'x?[2Jy?'");
+  assert_int_equal(gr__fail(GR_ERR_MPI, "gr_init", "boom"), GR_ERR_MPI);
+  assert_string_equal(gr_last_error(),
+                      "rank 3: gr_init: boom"); /* the library's form is unchanged */
+  gr__set_process_rank(-1);
+}
+
 static void version_is_consistent(void **state) {
   (void)state;
   char expect[32];
@@ -114,6 +129,7 @@ int main(void) {
       cmocka_unit_test(long_messages_are_truncated_not_overflowed),
       cmocka_unit_test(last_error_is_thread_local),
       cmocka_unit_test(rank_comes_from_launcher_env),
+      cmocka_unit_test(fail_msg_records_the_sentence_as_given),
       cmocka_unit_test(version_is_consistent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
