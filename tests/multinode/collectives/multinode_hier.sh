@@ -49,6 +49,11 @@ check_exact() {
   local name=$1 np=$2 want_hier=$3 want_shm=${4:-$2}
   [ "$RC" = 0 ] || fail "$name: exit $RC"
   grep -q "hier exact at $np ranks.*, 0 failures" "$D/$name.out" || fail "$name: no clean summary"
+  # allreduces that took the hierarchical path (over all ranks): some exactly when it exists
+  local n; n=$(sed -n 's/.* failures, \([0-9]*\) hierarchical allreduces$/\1/p' "$D/$name.out")
+  [ -n "$n" ] || fail "$name: no count of hierarchical allreduces"
+  if [ "$want_hier" = 0 ]; then [ "$n" = 0 ] || fail "$name: $n allreduces took the hierarchical path";
+  else [ "$n" -gt 0 ] || fail "$name: no allreduce took the hierarchical path"; fi
   local h; h=$(count "$name" 'communicator world: hierarchical (3 nodes')
   [ "$h" = "$want_hier" ] || fail "$name: $h rank(s) said the world communicator is hierarchical, expected $want_hier"
   # the splits by node (split-1) and by local rank (split-2): never hierarchical
@@ -78,7 +83,8 @@ if [ "$MODE" != sanitized ]; then
   WRAP='[ "$OMPI_COMM_WORLD_RANK" = 3 ] && export GPURUN_COLL_ALGO=flat; exec "$0" "$@"' \
     run mixed_3x2 n0:2,n1:2,n2:2 6 -x GPURUN_COLL_ALGO=hier -- exact --quick
   [ "$RC" = 0 ] || fail "mixed_3x2: exit $RC"
-  grep -q "hier exact at 6 ranks.*, 0 failures" "$D/mixed_3x2.out" || fail "mixed_3x2: no clean summary"
+  grep -q "hier exact at 6 ranks.*, 0 failures, 0 hierarchical allreduces" "$D/mixed_3x2.out" ||
+    fail "mixed_3x2: no clean summary with 0 hierarchical allreduces"
   [ "$(count mixed_3x2 'communicator world: hierarchical')" = 0 ] ||
     fail "mixed_3x2: a rank took the hierarchical path although rank 3 asked for flat"
   grep -q 'GPURUN_COLL_ALGO differs between the ranks of communicator world (from flat to hier); all use flat' \

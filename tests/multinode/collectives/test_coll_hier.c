@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "exact_values.h"
+#include "gr_algo_count.h"
 
 /* collectives/gr_hier.h's test hook: 64 KiB segments, so that a few hundred KiB reach the
  * pipeline (the default, 16 MiB, would need calls too large for a test under ASan) */
@@ -231,9 +232,12 @@ done:
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(&checks, &nchecks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  /* how many allreduces took the hierarchical path, over all ranks (the script checks it) */
+  unsigned long long nh = gr__algo_count(GR__ALGO_HIER), hsum = 0;
+  MPI_Allreduce(&nh, &hsum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   if (world_rank == 0)
-    printf("hier exact at %d ranks%s: %d element checks, %d failures\n", P,
-           blocking ? " (no timeout)" : "", nchecks, total);
+    printf("hier exact at %d ranks%s: %d element checks, %d failures, %llu hierarchical "
+           "allreduces\n", P, blocking ? " (no timeout)" : "", nchecks, total, hsum);
   return total ? 1 : 0;
 }
 
