@@ -48,19 +48,19 @@ static const char *const algo_names[] = {"mpi", "flat", "auto", "hier"};
 typedef struct gr__hier_call hier_call;
 
 struct gr__hier {
-  int mode;           /* agreed ALGO_AUTO or ALGO_HIER */
-  int rank, size;     /* in the parent communicator */
-  int lrank, lsize;   /* in this rank's node */
-  int nnodes, node;   /* nodes, this rank's node (= its leader's rank among the leaders) */
-  int *node_of;       /* [size] node of every rank */
-  int *local_of;      /* [size] rank within its node of every rank */
-  int *leader_of;     /* [nnodes] the parent rank of each node's leader */
-  int *node_ranks;    /* [lsize] parent ranks of this node, by local rank (shm sentences) */
+  int mode;               /* agreed ALGO_AUTO or ALGO_HIER */
+  int rank, size;         /* in the parent communicator */
+  int lrank, lsize;       /* in this rank's node */
+  int nnodes, node;       /* nodes, this rank's node (= its leader's rank among the leaders) */
+  int *node_of;           /* [size] node of every rank */
+  int *local_of;          /* [size] rank within its node of every rank */
+  int *leader_of;         /* [nnodes] the parent rank of each node's leader */
+  int *node_ranks;        /* [lsize] parent ranks of this node, by local rank (shm sentences) */
   char (*host)[HOST_LEN]; /* [nnodes] each node's host name (sanitised), for sentences */
-  gr__shm *shm;       /* this node's segment (NULL when alone on the node) */
-  gr_comm *lead;      /* the leaders' communicator (leaders only) */
+  gr__shm *shm;           /* this node's segment (NULL when alone on the node) */
+  gr_comm *lead;          /* the leaders' communicator (leaders only) */
   char id[48];
-  int broken;         /* an earlier call failed: the sequences may be out of step */
+  int broken; /* an earlier call failed: the sequences may be out of step */
   char why[GR__ERRLEN];
   hier_call *head, *tail; /* calls in flight, oldest first */
 };
@@ -70,18 +70,18 @@ struct gr__hier_call {
   gr__hier *h;
   gr__kind kind;
   gr_dtype dtype;
-  gr_op op;           /* AVG is reduced as SUM */
+  gr_op op; /* AVG is reduced as SUM */
   size_t es, count, seg;
-  const char *src;    /* the input of the first stage (allreduce) */
-  char *buf;          /* the result, in place */
+  const char *src; /* the input of the first stage (allreduce) */
+  char *buf;       /* the result, in place */
   int nseg;
   int has_a, has_l, has_c, a_kind, a_root, lroot;
   int *seq, nseq, tpost, tdone;
-  gr__shm_op **nops;  /* [nseq] */
+  gr__shm_op **nops;            /* [nseq] */
   unsigned char *adone, *ldone; /* [nseg] */
-  gr__call *lc;       /* [nseg] the leader steps */
+  gr__call *lc;                 /* [nseg] the leader steps */
   int lposted, ldone_lo;
-  gr_status st;       /* a failure seen while progressing (another call's test may find it) */
+  gr_status st; /* a failure seen while progressing (another call's test may find it) */
   char why[GR__ERRLEN];
   int finished;
   hier_call *prev, *next;
@@ -172,7 +172,8 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   MPI_Comm node = MPI_COMM_NULL;
   int lrank = 0, lsize = 1, leader = c->rank;
   int split_ok = MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node) ==
-                     MPI_SUCCESS && node != MPI_COMM_NULL;
+                     MPI_SUCCESS &&
+                 node != MPI_COMM_NULL;
   if (split_ok) {
     MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
     MPI_Comm_rank(node, &lrank);
@@ -187,9 +188,10 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   int x[3] = {split_ok && h && tab && hosts, mode, -mode};
   if (!agree_min(c, x, 3)) goto none;
   if (x[1] != -x[2])
-    GR_LOG_ONCE(GR_LOG_WARN, "collectives: GPURUN_COLL_ALGO differs between the ranks of "
-                "communicator %s (from %s to %s); all use %s", c->id, algo_names[x[1] & 3],
-                algo_names[-x[2] & 3], algo_names[x[1] & 3]);
+    GR_LOG_ONCE(GR_LOG_WARN,
+                "collectives: GPURUN_COLL_ALGO differs between the ranks of "
+                "communicator %s (from %s to %s); all use %s",
+                c->id, algo_names[x[1] & 3], algo_names[-x[2] & 3], algo_names[x[1] & 3]);
   if (!x[0] || x[1] < ALGO_AUTO) goto none;
   int mine[2] = {lrank, leader};
   char myhost[HOST_LEN];
@@ -213,7 +215,8 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   int mem_ok = node_idx && h->node_of && h->local_of && h->leader_of && h->node_ranks && h->host;
   for (int r = 0; mem_ok && r < P; r++) {
     int lr = tab[2 * r], ld = tab[2 * r + 1];
-    if (lr < 0 || ld < 0 || ld >= P || (lr == 0) != (ld == r)) mem_ok = 0; /* not a partition */
+    if (lr < 0 || ld < 0 || ld >= P || (lr == 0) != (ld == r))
+      mem_ok = 0; /* not a partition */
     else if (lr == 0) {
       node_idx[r] = nnodes;
       h->leader_of[nnodes] = r;
@@ -269,14 +272,15 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   int z[2] = {seg_ok, lead_ok};
   if (!agree_min(c, z, 2) || !z[0] || !z[1]) {
     GR_DEBUG("collectives: communicator %s: no hierarchy (%s)", c->id,
-             !z[0] ? "a node could not make its shared-memory segment" : "no leaders' communicator");
+             !z[0] ? "a node could not make its shared-memory segment"
+                   : "no leaders' communicator");
     goto none;
   }
   if (node != MPI_COMM_NULL) MPI_Comm_free(&node); /* the segment carries the node's traffic */
   free(tab), free(hosts);
   GR_DEBUG("collectives: communicator %s: hierarchical (%d nodes, this node %s has %d rank(s), "
-           "leader rank %d; GPURUN_COLL_ALGO=%s)", c->id, nnodes, h->host[h->node], lsize,
-           h->leader_of[h->node], algo_names[h->mode]);
+           "leader rank %d; GPURUN_COLL_ALGO=%s)",
+           c->id, nnodes, h->host[h->node], lsize, h->leader_of[h->node], algo_names[h->mode]);
   *out = h;
   return GR_OK;
 none:
@@ -300,19 +304,27 @@ int gr__hier_takes(const gr__hier *h, const gr__call *k) {
   if (!h) return 0;
   size_t bytes = k->kind == GR__BARRIER ? 0 : k->count * gr__dtype_size(k->dtype);
   switch (k->kind) {
-  case GR__ALLREDUCE: return h->mode == ALGO_HIER || bytes >= HIER_AUTO_ALLREDUCE_MIN;
-  case GR__BROADCAST: return h->mode == ALGO_HIER || bytes >= HIER_AUTO_BROADCAST_MIN;
-  case GR__BARRIER: return h->mode == ALGO_HIER;
-  default: return 0;
+  case GR__ALLREDUCE:
+    return h->mode == ALGO_HIER || bytes >= HIER_AUTO_ALLREDUCE_MIN;
+  case GR__BROADCAST:
+    return h->mode == ALGO_HIER || bytes >= HIER_AUTO_BROADCAST_MIN;
+  case GR__BARRIER:
+    return h->mode == ALGO_HIER;
+  default:
+    return 0;
   }
 }
 
 static void call_release(hier_call *hc) {
   gr__hier *h = hc->h;
-  if (hc->prev) hc->prev->next = hc->next;
-  else if (h->head == hc) h->head = hc->next;
-  if (hc->next) hc->next->prev = hc->prev;
-  else if (h->tail == hc) h->tail = hc->prev;
+  if (hc->prev)
+    hc->prev->next = hc->next;
+  else if (h->head == hc)
+    h->head = hc->next;
+  if (hc->next)
+    hc->next->prev = hc->prev;
+  else if (h->tail == hc)
+    h->tail = hc->prev;
   free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc);
 }
 
@@ -327,7 +339,9 @@ static void call_abandon(hier_call *hc) {
 }
 
 /* base + off bytes; NULL stays NULL (a count-0 call's buffers may be NULL: no arithmetic on it) */
-static char *at(const char *base, size_t off) { return base ? (char *)(uintptr_t)base + off : NULL; }
+static char *at(const char *base, size_t off) {
+  return base ? (char *)(uintptr_t)base + off : NULL;
+}
 
 static void seg_range(const hier_call *hc, int j, size_t *off, size_t *len) {
   *off = (size_t)j * hc->seg;
@@ -338,7 +352,8 @@ static const char *leaders_text(const gr__hier *h, char *b, size_t len) {
   int n = 0;
   b[0] = '\0';
   for (int i = 0; i < h->nnodes && n >= 0 && (size_t)n < len; i++)
-    n += snprintf(b + n, len - (size_t)n, "%srank %d on %s", i ? ", " : "", h->leader_of[i], h->host[i]);
+    n += snprintf(b + n, len - (size_t)n, "%srank %d on %s", i ? ", " : "", h->leader_of[i],
+                  h->host[i]);
   return b;
 }
 
@@ -377,8 +392,7 @@ static gr_status post_lead(hier_call *hc) {
   if (st != GR_OK) {
     hc->ldone[j] = 1; /* nothing in flight to forget */
     hc->lposted++;
-    return fail(hc, st, "the inter-node step failed",
-                h->lead->err, j);
+    return fail(hc, st, "the inter-node step failed", h->lead->err, j);
   }
   hc->lposted++;
   if (done) hc->ldone[j] = 1;
@@ -422,7 +436,8 @@ static gr_status progress(hier_call *hc, int *moved) {
   gr__hier *h = hc->h;
   if (hc->st != GR_OK || hc->finished) return hc->st;
   if (hc->has_l) {
-    while (hc->lposted < hc->nseg && (!hc->has_a || hc->adone[hc->lposted]) && older_posted(hc, 1)) {
+    while (hc->lposted < hc->nseg && (!hc->has_a || hc->adone[hc->lposted]) &&
+           older_posted(hc, 1)) {
       GR_CHECK(post_lead(hc));
       *moved = 1;
     }
@@ -433,12 +448,12 @@ static gr_status progress(hier_call *hc, int *moved) {
       gr_status st = h->lead->ops->test(&hc->lc[j], &done);
       if (st != GR_OK) {
         hc->ldone[j] = 1; /* a failed call is released by the backend */
-        return fail(hc, st, "the inter-node step failed",
-                    h->lead->err, j);
+        return fail(hc, st, "the inter-node step failed", h->lead->err, j);
       }
       if (done) hc->ldone[j] = 1, *moved = 1;
     }
-    while (hc->ldone_lo < hc->lposted && hc->ldone[hc->ldone_lo]) hc->ldone_lo++;
+    while (hc->ldone_lo < hc->lposted && hc->ldone[hc->ldone_lo])
+      hc->ldone_lo++;
   }
   while (hc->tpost < hc->nseq && node_allowed(hc, hc->seq[hc->tpost]) && older_posted(hc, 0)) {
     GR_CHECK(post_node(hc));
@@ -450,8 +465,10 @@ static gr_status progress(hier_call *hc, int *moved) {
     if (st != GR_OK) {
       if (done) hc->tdone++; /* a mismatch releases the op */
       char d[400];
-      snprintf(d, sizeof d, "%s", st == GR_ERR_MISMATCH ? gr__shm_why(h->shm) :
-               st == GR_ERR_SYSTEM ? "a single-copy read from a peer failed" : "segment unusable");
+      snprintf(d, sizeof d, "%s",
+               st == GR_ERR_MISMATCH ? gr__shm_why(h->shm)
+               : st == GR_ERR_SYSTEM ? "a single-copy read from a peer failed"
+                                     : "segment unusable");
       return fail(hc, st, "the node step failed", d, code / 2);
     }
     if (done) {
@@ -468,8 +485,10 @@ gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *r
                              hier_call **op) {
   gr_comm *c = k->comm;
   if (h->broken)
-    return gr__comm_err(c, GR_ERR_ABORTED, "hierarchical path unusable after an earlier failure "
-                        "(%s); destroy the communicator", h->why);
+    return gr__comm_err(c, GR_ERR_ABORTED,
+                        "hierarchical path unusable after an earlier failure "
+                        "(%s); destroy the communicator",
+                        h->why);
   hier_call *hc = calloc(1, sizeof *hc);
   if (!hc) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
   hc->h = h;
@@ -517,8 +536,10 @@ gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *r
   }
   hc->nseq = n;
   hc->prev = h->tail;
-  if (h->tail) h->tail->next = hc;
-  else h->head = hc;
+  if (h->tail)
+    h->tail->next = hc;
+  else
+    h->head = hc;
   h->tail = hc;
   int moved = 0;
   gr_status st = progress(hc, &moved);
@@ -537,11 +558,11 @@ gr_status gr__hier_call_test(gr__hier *h, gr__call *k, hier_call **op, int *done
   /* every call in flight, oldest first, until nothing moves */
   for (int moved = 1; moved && hc->st == GR_OK && !hc->finished;) {
     moved = 0;
-    for (hier_call *o = h->head; o; o = o->next) progress(o, &moved);
+    for (hier_call *o = h->head; o; o = o->next)
+      progress(o, &moved);
   }
   if (hc->st == GR_OK && !hc->finished && h->broken) /* another call failed */
-    fail(hc, GR_ERR_ABORTED, "abandoned after another call failed", h->why,
-         hc->ldone_lo);
+    fail(hc, GR_ERR_ABORTED, "abandoned after another call failed", h->why, hc->ldone_lo);
   if (hc->st == GR_OK && !hc->finished) return GR_OK;
   gr_status st = hc->st;
   if (st != GR_OK) gr__comm_err(k->comm, st, "%s", hc->why);
@@ -554,8 +575,9 @@ gr_status gr__hier_call_test(gr__hier *h, gr__call *k, hier_call **op, int *done
 void gr__hier_call_forget(gr__hier *h, gr__call *k, hier_call **op) {
   hier_call *hc = *op;
   char b[GR__ERRLEN] = "", lt[256];
-  int n = snprintf(b, sizeof b, "hierarchical %s over %d nodes in %d segment(s):",
-                   gr__kind_name(hc->kind), h->nnodes, hc->nseg);
+  int n = snprintf(b, sizeof b,
+                   "hierarchical %s over %d nodes in %d segment(s):", gr__kind_name(hc->kind),
+                   h->nnodes, hc->nseg);
   if (h->shm && hc->tdone < hc->tpost) {
     char w[320] = "";
     gr__shm_forget(h->shm, hc->nops[hc->tdone], w, sizeof w);
@@ -565,7 +587,8 @@ void gr__hier_call_forget(gr__hier *h, gr__call *k, hier_call **op) {
     gr__shm_forget(h->shm, NULL, NULL, 0);
   }
   if (hc->has_l && hc->ldone_lo < hc->lposted && n >= 0 && (size_t)n < sizeof b)
-    n += snprintf(b + n, sizeof b - (size_t)n, " inter-node step (segment %d) among the node "
+    n += snprintf(b + n, sizeof b - (size_t)n,
+                  " inter-node step (segment %d) among the node "
                   "leaders (%s) not complete: a leader, or a rank of its node, did not take part;",
                   hc->ldone_lo, leaders_text(h, lt, sizeof lt));
   if (n > 0 && (size_t)n < sizeof b && b[n - 1] == ';') b[n - 1] = '\0';

@@ -28,23 +28,23 @@ extern size_t gr__hier_seg_bytes;
 
 static int world_rank, failures, checks;
 
-#define FAIL(...)                                                                \
-  do {                                                                           \
-    if (failures++ < 20) {                                                       \
-      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                              \
-      fputc('\n', stderr);                                                       \
-    }                                                                            \
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    if (failures++ < 20) {                                                                         \
+      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__);                   \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+    }                                                                                              \
   } while (0)
-#define CHECK_OK(call, what)                                                           \
-  do {                                                                                 \
-    gr_status st_ = (call);                                                            \
-    if (st_ != GR_OK) FAIL("%s: %s (%s)", what, gr_status_name(st_), gr_last_error()); \
+#define CHECK_OK(call, what)                                                                       \
+  do {                                                                                             \
+    gr_status st_ = (call);                                                                        \
+    if (st_ != GR_OK) FAIL("%s: %s (%s)", what, gr_status_name(st_), gr_last_error());             \
   } while (0)
 
 static const char *dn(gr_dtype t) {
-  static const char *n[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                            "float16", "bfloat16", "float32", "float64"};
+  static const char *n[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                            "uint64", "float16", "bfloat16", "float32", "float64"};
   return n[t];
 }
 
@@ -58,21 +58,23 @@ static void *xalloc(size_t bytes) {
 }
 
 static void fill(gr_dtype t, gr_op op, void *b, size_t n, int r) {
-  for (size_t i = 0; i < n; i++) ev_set(t, b, i, ev_input(t, op, r, i));
+  for (size_t i = 0; i < n; i++)
+    ev_set(t, b, i, ev_input(t, op, r, i));
 }
 static void fill_const(gr_dtype t, void *b, size_t n, double v) {
-  for (size_t i = 0; i < n; i++) ev_set(t, b, i, v);
+  for (size_t i = 0; i < n; i++)
+    ev_set(t, b, i, v);
 }
-#define EXPECT_ALL(what, t, buf, n, expr)                                             \
-  do {                                                                                \
-    for (size_t i = 0; i < (n); i++) {                                                \
-      double got_ = ev_get(t, buf, i), want_ = (expr);                                \
-      checks++;                                                                       \
-      if (!(got_ == want_)) {                                                         \
-        FAIL("%s: element %zu is %g, expected %g", what, i, got_, want_);             \
-        break;                                                                        \
-      }                                                                               \
-    }                                                                                 \
+#define EXPECT_ALL(what, t, buf, n, expr)                                                          \
+  do {                                                                                             \
+    for (size_t i = 0; i < (n); i++) {                                                             \
+      double got_ = ev_get(t, buf, i), want_ = (expr);                                             \
+      checks++;                                                                                    \
+      if (!(got_ == want_)) {                                                                      \
+        FAIL("%s: element %zu is %g, expected %g", what, i, got_, want_);                          \
+        break;                                                                                     \
+      }                                                                                            \
+    }                                                                                              \
   } while (0)
 
 /* Elements in s segments of the hierarchical path, plus an odd remainder. */
@@ -102,8 +104,10 @@ static void t_broadcast(gr_comm *c, gr_dtype t, size_t n, int inplace, int root)
   snprintf(what, sizeof what, "broadcast %s n=%zu root %d %s", dn(t), n, root,
            inplace ? "in place" : "out of place");
   void *s = xalloc(n * ev_size(t)), *d = inplace ? s : xalloc(n * ev_size(t));
-  if (r == root) fill(t, GR_SUM, s, n, root + 1);
-  else fill_const(t, s, n, 99);
+  if (r == root)
+    fill(t, GR_SUM, s, n, root + 1);
+  else
+    fill_const(t, s, n, 99);
   if (!inplace) fill_const(t, d, n, 99);
   CHECK_OK(gr_broadcast(r == root ? s : NULL, d, n, t, root, c, NULL), what);
   EXPECT_ALL(what, t, d, n, ev_input(t, GR_SUM, root + 1, i));
@@ -120,11 +124,14 @@ static void t_barrier(gr_comm *c, const char *dir, const char *name, int round) 
   if (r == P - 1) {
     usleep(20000); /* let the others be in the barrier first */
     FILE *f = fopen(path, "w");
-    if (f) fclose(f);
-    else FAIL("cannot create %s", path);
+    if (f)
+      fclose(f);
+    else
+      FAIL("cannot create %s", path);
   }
   CHECK_OK(gr_barrier(c), "barrier");
-  if (access(path, F_OK) != 0) FAIL("rank %d left barrier %d before rank %d entered it", r, round, P - 1);
+  if (access(path, F_OK) != 0)
+    FAIL("rank %d left barrier %d before rank %d entered it", r, round, P - 1);
 }
 
 /* Several calls in flight: a group, and requests completed newest first. */
@@ -137,7 +144,10 @@ static void t_in_flight(gr_comm *c, int big) {
   fill(GR_FLOAT32, GR_SUM, a, nb, r);
   fill(GR_FLOAT32, GR_MAX, b, ns, r);
   fill(GR_FLOAT64, GR_PROD, d, ns, r);
-  if (r == P - 1) fill(GR_BFLOAT16, GR_SUM, e, ns, 7); else fill_const(GR_BFLOAT16, e, ns, 99);
+  if (r == P - 1)
+    fill(GR_BFLOAT16, GR_SUM, e, ns, 7);
+  else
+    fill_const(GR_BFLOAT16, e, ns, 99);
   CHECK_OK(gr_group_start(), "group");
   CHECK_OK(gr_allreduce(a, a, nb, GR_FLOAT32, GR_SUM, c, NULL), "group allreduce");
   CHECK_OK(gr_allreduce(b, b, ns, GR_FLOAT32, GR_MAX, c, NULL), "group allreduce");
@@ -150,7 +160,10 @@ static void t_in_flight(gr_comm *c, int big) {
   EXPECT_ALL("group broadcast bf16", GR_BFLOAT16, e, ns, ev_input(GR_BFLOAT16, GR_SUM, 7, i));
   fill(GR_FLOAT32, GR_SUM, a, nb, r);
   fill(GR_FLOAT32, GR_MIN, b, ns, r);
-  if (r == r1) fill(GR_BFLOAT16, GR_SUM, e, ns, 5); else fill_const(GR_BFLOAT16, e, ns, 99);
+  if (r == r1)
+    fill(GR_BFLOAT16, GR_SUM, e, ns, 5);
+  else
+    fill_const(GR_BFLOAT16, e, ns, 99);
   gr_request *ra = NULL, *rb = NULL, *re = NULL;
   CHECK_OK(gr_iallreduce(a, a, nb, GR_FLOAT32, GR_SUM, c, NULL, &ra), "iallreduce");
   CHECK_OK(gr_ibroadcast(e, e, ns, GR_BFLOAT16, r1, c, NULL, &re), "ibroadcast");
@@ -195,7 +208,8 @@ static void suite(gr_comm *c, const char *dir, const char *name, int full) {
     t_broadcast(c, GR_UINT8, segs(GR_UINT8, 2.5), 0, P - 1);
     t_broadcast(c, GR_FLOAT64, segs(GR_FLOAT64, 1.5), 1, 0);
   }
-  for (int i = 0; i < 3; i++) t_barrier(c, dir, name, i);
+  for (int i = 0; i < 3; i++)
+    t_barrier(c, dir, name, i);
   t_in_flight(c, full);
 }
 
@@ -237,7 +251,8 @@ done:
   MPI_Allreduce(&nh, &hsum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   if (world_rank == 0)
     printf("hier exact at %d ranks%s: %d element checks, %d failures, %llu hierarchical "
-           "allreduces\n", P, blocking ? " (no timeout)" : "", nchecks, total, hsum);
+           "allreduces\n",
+           P, blocking ? " (no timeout)" : "", nchecks, total, hsum);
   return total ? 1 : 0;
 }
 
@@ -263,7 +278,8 @@ static int run_kill(int victim) {
   /* the victim's node-mates will see it gone; the others only that their step did not complete */
   MPI_Comm nm;
   int same_node = 0;
-  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &nm) == MPI_SUCCESS) {
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &nm) ==
+      MPI_SUCCESS) {
     MPI_Group g, wg;
     MPI_Comm_group(nm, &g);
     MPI_Comm_group(MPI_COMM_WORLD, &wg);
@@ -279,7 +295,8 @@ static int run_kill(int victim) {
   size_t n = 1u << 20;
   float *x = xalloc(n * sizeof *x);
   for (int it = 0; it < 2; it++) { /* the path works, and every rank is inside it */
-    for (size_t i = 0; i < n; i++) x[i] = (float)world_rank;
+    for (size_t i = 0; i < n; i++)
+      x[i] = (float)world_rank;
     if (gr_allreduce(x, x, n, GR_FLOAT32, GR_SUM, c, NULL) != GR_OK ||
         x[n - 1] != (float)(size * (size - 1) / 2)) {
       fprintf(stderr, "rank %d: warm-up allreduce failed: %s\n", world_rank, gr_last_error());
