@@ -516,6 +516,7 @@ static gr_status mpi_post(gr__call *k, int *done) {
     return st;
   }
   if (gr__hier_takes(b->hier, k)) {
+    if (k->kind == GR__ALLREDUCE) gr__algo_note(GR__ALGO_HIER);
     gr_status st = gr__hier_call_post(b->hier, k, s, r, &m->hier_op);
     if (st != GR_OK)
       stage_out(k);
