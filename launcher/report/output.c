@@ -261,6 +261,15 @@ static double nice_max(double v) {
   return 10 * p;
 }
 
+/* The bucket of a sample taken at t: clamped while still a double, because another job's CSV can
+ * hold times far outside the job's span (converting such a quotient to int is undefined). */
+static int svg_bucket(double t, double t0, double span) {
+  double b = (t - t0) / span * RPT_SVG_BUCKETS;
+  if (!(b >= 0)) return 0;
+  if (b >= RPT_SVG_BUCKETS - 1) return RPT_SVG_BUCKETS - 1;
+  return (int)b;
+}
+
 static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_def *d, double x0,
                   double y0) {
   const double *v = s->m[d->metric];
@@ -302,15 +311,11 @@ static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_
    * lost. A bucket without samples ends the line. */
   int open = 0, drawn = 0;
   for (int i = 0; i < s->n;) {
-    int b = (int)((s->t[i] - job->t0) / span * RPT_SVG_BUCKETS);
-    if (b < 0) b = 0;
-    if (b >= RPT_SVG_BUCKETS) b = RPT_SVG_BUCKETS - 1;
+    int b = svg_bucket(s->t[i], job->t0, span);
     double lo = 0, hi = 0, t_lo = 0, t_hi = 0;
     int any = 0, gap = 0, j = i;
     for (; j < s->n; j++) {
-      int bj = (int)((s->t[j] - job->t0) / span * RPT_SVG_BUCKETS);
-      if (bj < 0) bj = 0;
-      if (bj >= RPT_SVG_BUCKETS) bj = RPT_SVG_BUCKETS - 1;
+      int bj = svg_bucket(s->t[j], job->t0, span);
       if (bj != b) break;
       if (isnan(v[j])) {
         gap = 1;
