@@ -610,6 +610,8 @@ static gr_status join_refused(const char *fn, gr__call *k, gr_status bad, int ro
 /* Validate, then run now or queue for gr_group_end. */
 static gr_status submit(const char *fn, gr__call *k) {
   GR_CHECK(gr__check_alive(fn, k->comm));
+  if (grp.depth == 0 && is_collective(k->kind) && k->comm->defer_head)
+    GR_CHECK(gr__requests_drain(fn, k->comm)); /* after the requests' data calls, everywhere */
   gr_status bad = validate(fn, k);
   if (grp.depth > 0) {
     /* A refused call stays in the queue, marked, so that gr_group_end fails on every rank (check
@@ -709,6 +711,7 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
                                     gr_comm *comm, gr_stream stream) {
   static const char fn[] = "gr_allreduce_multi";
   GR_CHECK(gr__check_alive(fn, comm));
+  if (grp.depth == 0 && comm->defer_head) GR_CHECK(gr__requests_drain(fn, comm));
   gr_status bad = GR_OK;
   int arg = GR__ARG_NONE;
   size_t total = 0;
@@ -815,11 +818,190 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
 
 /* ---- non-blocking requests -------------------------------------------------------------- */
 
+/* A request's start never waits for the other ranks: a non-blocking collective is local (MPI's
+ * rule, and programs that post, then exchange point to point, then wait rely on it). How a refusal
+ * reaches the others (coll.h, Errors):
+ * - the shared-memory descriptor (ROUTE_CALL) and check mode (whose fingerprint exchange makes the
+ *   start collective) as for blocking calls: the refusing rank's start returns GR_ERR_INVALID at
+ *   once, the others' requests fail at their start (check mode) or their wait;
+ * - the MPI algorithms (ROUTE_AGREE): the start posts the 4-byte verdict, MPI_Iallreduce (MAX) on
+ *   c->req_mpi, and returns a request on every rank, the refusing rank's included; every rank's
+ *   wait returns GR_ERR_INVALID naming the lowest refusing rank and argument. The verdicts have a
+ *   communicator of their own because they are posted at the starts while the data calls are
+ *   posted later, from inside other calls: each kind keeps one order on every rank that way. The
+ *   data call, either
+ *     deferred  (all but small allreduces) is posted once the verdict is in and clear, and not at
+ *               all otherwise: one more 4-byte round before the data, paid inside the wait;
+ *     beside    (allreduces that inband() takes: up to 64 KiB on host buffers) is posted at once on
+ *               a copy (pack), beside the verdict, a refusing rank contributing zeros; the result is
+ *               copied to recv once the verdict is in and clear: no extra round on the way.
+ * Data calls are posted in start order on every rank: c's FIFO (defer_head) holds the requests not
+ * yet posted, only its head may post, and a request started while it is not empty queues behind it
+ * whatever its route. Every blocking call, group, gr_allreduce_multi and gr_comm_split on c drains
+ * it first (gr__requests_drain), so that they follow the requests' data calls on every rank. The
+ * request's deadline, from its start, covers the verdict. */
+enum { REQ_QUEUED, REQ_POSTED };
+
 struct gr_request {
   gr__call k; /* the backend keeps state in here: a request never moves once started */
   const char *fn;
   double t0, deadline;
+  struct gr_request *next; /* in c's FIFO while REQ_QUEUED */
+  int state;
+  gr_status bad;       /* this rank's own refusal (GR_ERR_INVALID), its sentence in own */
+  int verdict;         /* a verdict was posted: v[1] is everyone's once vdone */
+  int vdone;           /* v[1] is in (-1: the MPI call failed) */
+  int *v;              /* v[0] this rank's word, v[1] the MAX: heap, abandoned if never in */
+  MPI_Request vreq;    /* the verdict's MPI_Iallreduce */
+  unsigned char *pack; /* beside: the data call's buffer; NULL otherwise */
+  void *user_recv;     /* beside: where the result goes */
+  int data_done;       /* the data call finished, failed to post, or is never posted */
+  gr_status data_st;
+  char own[GR__ERRLEN];      /* this rank's own refusal, after "rank R: fn: " */
+  char post_err[GR__ERRLEN]; /* the backend's detail of a failed post, for the wait's sentence */
 };
+
+static void defer_push(gr_comm *c, gr_request *q) {
+  q->next = NULL;
+  if (c->defer_tail)
+    c->defer_tail->next = q;
+  else
+    c->defer_head = q;
+  c->defer_tail = q;
+}
+
+static void defer_unlink(gr_comm *c, gr_request *q) {
+  gr_request *prev = NULL, *p = c->defer_head;
+  while (p && p != q)
+    prev = p, p = p->next;
+  if (!p) return;
+  if (prev)
+    prev->next = q->next;
+  else
+    c->defer_head = q->next;
+  if (c->defer_tail == q) c->defer_tail = prev;
+  q->next = NULL;
+}
+
+/* 1 once q needs no verdict or its verdict is in. Never blocks. */
+static int verdict_in(gr_request *q) {
+  if (!q->verdict || q->vdone) return 1;
+  int flag = 0;
+  if (gr__mpi_test(&q->vreq, &flag) != MPI_SUCCESS) q->v[1] = -1, flag = 1;
+  q->vdone = flag;
+  return flag;
+}
+
+static void post_data(gr_request *q) {
+  gr__call *k = &q->k;
+  gr_comm *c = k->comm;
+  q->state = REQ_POSTED;
+  if (q->verdict && !q->pack && q->v[1] != 0) { /* refused somewhere: nobody posts it */
+    q->data_done = 1;
+    return;
+  }
+  k->blocking_ok = 0;
+  c->err[0] = '\0';
+  int done = 0;
+  gr_status st = c->ops->post(k, &done);
+  if (st != GR_OK) snprintf(q->post_err, sizeof q->post_err, "%s", c->err);
+  q->data_done = done || st != GR_OK;
+  q->data_st = st;
+}
+
+/* Post the data calls of c's FIFO, oldest first, up to the first whose verdict is not in (a
+ * deferred one; a beside one or one without a verdict posts at once). Never blocks. */
+static void defer_advance(gr_comm *c) {
+  gr_request *q;
+  while ((q = c->defer_head)) {
+    if (!q->pack && !verdict_in(q)) return;
+    c->defer_head = q->next;
+    if (!c->defer_head) c->defer_tail = NULL;
+    q->next = NULL;
+    post_data(q);
+  }
+}
+
+gr_status gr__requests_drain(const char *fn, gr_comm *c) {
+  for (unsigned spin = 0; c->defer_head; spin++) {
+    defer_advance(c);
+    gr_request *q = c->defer_head;
+    if (!q) break;
+    if (c->aborted) return gr__check_alive(fn, c);
+    if ((spin & 15) == 15) {
+      if (q->deadline > 0 && gr__mono_now() > q->deadline) {
+        c->err[0] = '\0'; /* q's own wait then returns GR_ERR_ABORTED */
+        return timed_out(fn, &q->k, "the agreement on the arguments of the pending request");
+      }
+      gr__flight_poll();
+    }
+  }
+  return GR_OK;
+}
+
+/* Release q; buffers MPI may still write (a verdict not in, a data call not finished) are
+ * abandoned rather than freed. */
+static void request_free(gr_request *q) {
+  if (q->v) {
+    if (q->verdict && !q->vdone)
+      abandon(q->v);
+    else
+      free(q->v);
+  }
+  if (q->pack) {
+    if (q->state == REQ_POSTED && !q->data_done)
+      abandon(q->pack);
+    else
+      free(q->pack);
+  }
+  free(q);
+}
+
+/* Data call and verdict are in: the outcome. A refusal anywhere (all ranks see the same verdict)
+ * ends the request as a refused blocking call ends: GR_ERR_INVALID, not counted, recv untouched. */
+static gr_status request_outcome(gr_request *q) {
+  gr__call *k = &q->k;
+  gr_comm *c = k->comm;
+  int all = q->verdict ? q->v[1] : 0;
+  if (all != 0) {
+    gr_status st;
+    if (all < 0)
+      st = gr__fail(GR_ERR_MPI, q->fn, "the agreement on the arguments: MPI_Iallreduce failed");
+    else if (q->bad != GR_OK)
+      st = gr__fail(q->bad, q->fn, "%s", q->own);
+    else {
+      char what[96];
+      snprintf(what, sizeof what, "%s(count=%zu)", gr__kind_name(k->kind), k->count);
+      st = verdict_fail(q->fn, c, all, what);
+    }
+    if (all > 0) k->fe_refused = all & 0xff; /* not a call anyone made: no counters */
+    end(k, GR__FL_FAILED, q->t0);
+    return st;
+  }
+  const loop_style y = {q->fn, "", 1, 0, 1};
+  if (q->data_st != GR_OK) {
+    snprintf(c->err, sizeof c->err, "%s", q->post_err);
+    return settle(&y, k, q->data_st, q->t0, 1.0, 1);
+  }
+  if (q->pack && k->count) memcpy(q->user_recv, q->pack, k->count * gr__dtype_size(k->dtype));
+  return settle(&y, k, GR_OK, q->t0, 1.0, 1);
+}
+
+static gr_status request_timeout(gr_request *q) {
+  gr__call *k = &q->k;
+  gr_comm *c = k->comm;
+  const char *what = "";
+  if (q->state == REQ_QUEUED) {
+    defer_unlink(c, q);
+    what = "the agreement on the arguments before";
+  } else if (!q->data_done) {
+    c->ops->forget(k);
+  } else {
+    what = "the agreement on the arguments of";
+  }
+  end(k, GR__FL_TIMEOUT, q->t0);
+  return timed_out(q->fn, k, what);
+}
 
 static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
   if (!out) return gr__fail(GR_ERR_INVALID, fn, "req is NULL");
@@ -829,36 +1011,78 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
     return gr__fail(GR_ERR_STATE, fn, "non-blocking calls cannot be part of a group");
   gr_comm *c = k->comm;
   gr_status bad = validate(fn, k);
-  /* A request's start never waits for the other ranks: a non-blocking collective is local (MPI's
-   * rule, and programs that post, then exchange point-to-point, then wait rely on it). So only the
-   * call's own exchange carries a refusal (the shared-memory descriptor, ROUTE_CALL); off it a
-   * request one rank refuses fails on that rank alone and the others' end at the communicator's
-   * timeout, unless check mode (whose fingerprint exchange makes the start collective) is on. */
-  int route = refusal_route(k) == ROUTE_CALL ? ROUTE_CALL : ROUTE_NONE;
-  if (bad != GR_OK)
-    return c->check ? exchange_fingerprint(fn, k, bad) : join_refused(fn, k, bad, route);
-  gr__flight_poll();
-  if (c->check) GR_CHECK(exchange_fingerprint(fn, k, GR_OK));
-  gr_request *q = malloc(sizeof *q);
+  int route = refusal_route(k);
+  int agree = route == ROUTE_AGREE && c->req_mpi != MPI_COMM_NULL;
+  if (bad != GR_OK && !agree) {
+    if (c->check) return exchange_fingerprint(fn, k, bad);
+    if (route != ROUTE_CALL) return bad;
+    char own[GR__ERRLEN];
+    own_sentence(own, sizeof own, fn);
+    GR_CHECK(gr__requests_drain(fn, c)); /* the refusing rank's descriptor-only call is blocking */
+    gr__fail(bad, fn, "%s", own);
+    return join_refused(fn, k, bad, ROUTE_CALL);
+  }
+  gr_request *q = calloc(1, sizeof *q);
   if (!q) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
+  if (bad != GR_OK) own_sentence(q->own, sizeof q->own, fn);
+  gr__flight_poll();
+  if (c->check) {
+    gr_status st = exchange_fingerprint(fn, k, GR_OK);
+    if (st != GR_OK) {
+      free(q);
+      return st;
+    }
+  }
   q->k = *k;
   q->fn = fn;
+  q->bad = bad;
+  q->vreq = MPI_REQUEST_NULL;
+  q->state = REQ_QUEUED;
+  int arg = bad == GR_OK ? GR__ARG_NONE : k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS;
   k = &q->k;
   k->fe_request = 1;
+  k->fe_refused = GR__ARG_NONE; /* the backend posts this call with its data (or a copy) */
+  if (agree) {
+    size_t n = inband(k) ? k->count * gr__dtype_size(k->dtype) : 0;
+    q->v = malloc(2 * sizeof *q->v);
+    q->pack = inband(k) ? malloc(n ? n : 1) : NULL;
+    if (!q->v || (inband(k) && !q->pack)) {
+      free(q->v), free(q->pack), free(q);
+      return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
+    }
+    q->v[0] = verdict_word(c, arg);
+    q->v[1] = 0;
+    if (MPI_Iallreduce(&q->v[0], &q->v[1], 1, MPI_INT, MPI_MAX, c->req_mpi, &q->vreq) !=
+        MPI_SUCCESS) {
+      free(q->v), free(q->pack), free(q);
+      return gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
+    }
+    q->verdict = 1;
+    if (q->pack) {
+      if (bad != GR_OK)
+        memset(q->pack, 0, n);
+      else if (n)
+        memcpy(q->pack, k->send, n);
+      q->user_recv = k->recv;
+      k->send = k->recv = q->pack;
+    }
+  }
   begin(k);
   q->t0 = gr__mono_now();
   q->deadline = c->timeout_s > 0 ? q->t0 + c->timeout_s : 0.0;
-  k->blocking_ok = 0;
-  c->err[0] = '\0';
-  int done = 0;
-  gr_status st = c->ops->post(k, &done);
-  if (st != GR_OK) {
-    const loop_style y = {fn, "", 1, 0, 1};
-    st = settle(&y, k, st, q->t0, 1.0, 1);
-    free(q);
-    return st;
+  if (c->defer_head) defer_advance(c);
+  if (c->defer_head || (q->verdict && !q->pack)) {
+    defer_push(c, q);
+  } else {
+    post_data(q);
+    if (!q->verdict && q->data_st != GR_OK) { /* nothing else in flight: fail the start */
+      const loop_style y = {fn, "", 1, 0, 1};
+      snprintf(c->err, sizeof c->err, "%s", q->post_err);
+      gr_status st = settle(&y, k, q->data_st, q->t0, 1.0, 1);
+      request_free(q);
+      return st;
+    }
   }
-  if (done) k->fe_flags |= GR__FE_DONE_IN_POST;
   __atomic_add_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
   *out = q;
   return GR_OK;
@@ -872,22 +1096,37 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
   gr_comm *c = k->comm;
   *done = 0;
   gr_status st = GR_OK;
-  if (k->fe_flags & GR__FE_DONE_IN_POST) {
-    end(k, GR__FL_DONE, q->t0);
-  } else if (c->aborted) {
-    c->ops->forget(k);
+  if (c->aborted) {
+    if (q->state == REQ_QUEUED)
+      defer_unlink(c, q);
+    else if (!q->data_done)
+      c->ops->forget(k);
     end(k, GR__FL_FAILED, q->t0);
     st = gr__fail(GR_ERR_ABORTED, q->fn, "communicator %s was aborted before %s #%llu finished",
                   c->id, gr__kind_name(k->kind), (unsigned long long)k->seq);
   } else {
-    const loop_style y = {q->fn, "", 1, 0, 1};
-    int fin = 0;
-    st = progress(&y, k, 1, &fin, q->t0, q->deadline, 1.0, GR_OK);
-    if (!fin) return GR_OK; /* still running */
+    if (c->defer_head) defer_advance(c);
+    if (q->state == REQ_POSTED && !q->data_done) {
+      int d = 0;
+      c->err[0] = '\0';
+      gr_status s = c->ops->test(k, &d);
+      if (s != GR_OK) snprintf(q->post_err, sizeof q->post_err, "%s", c->err);
+      q->data_done = d || s != GR_OK;
+      q->data_st = s;
+    }
+    int vin = verdict_in(q);
+    if (q->state == REQ_POSTED && q->data_done && vin) {
+      st = request_outcome(q);
+    } else if (q->deadline > 0 && gr__mono_now() > q->deadline) {
+      st = request_timeout(q);
+    } else {
+      gr__flight_poll();
+      return GR_OK; /* still running */
+    }
   }
   *done = 1;
   __atomic_sub_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
-  free(q);
+  request_free(q);
   *req = NULL;
   return st;
 }
@@ -1091,6 +1330,14 @@ static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
 static gr_status run_group(const char *fn) {
   size_t n = grp.n;
   gr__call *q = grp.q;
+  /* The requests waiting to post on the group's communicators go first, on every rank. */
+  gr_status drained = GR_OK;
+  for (size_t i = 0; i < n; i++)
+    if (is_collective(q[i].kind) && q[i].comm->defer_head && !q[i].comm->aborted) {
+      gr_status st = gr__requests_drain(fn, q[i].comm);
+      if (st != GR_OK) drop_calls_on(q, n, q[i].comm, st);
+      if (drained == GR_OK) drained = st;
+    }
   /* Check mode first, for every communicator, before anything is posted; elsewhere the verdicts. */
   gr_status verdict = check_group(fn, q, n), agreed = agree_group(fn, q, n); /* both, always */
   if (verdict == GR_OK) verdict = agreed;
@@ -1101,6 +1348,7 @@ static gr_status run_group(const char *fn) {
   for (size_t i = 0; i < n; i++)
     if (q[i].fe_bad == GR_OK) q[kept++] = q[i];
   n = kept;
+  if (verdict == GR_OK) verdict = drained;
   if (n == 0) return verdict;
   gr_status first = GR_OK;
   double t0 = gr__mono_now(), deadline = 0, share = 1.0 / (double)n;

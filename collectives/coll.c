@@ -170,7 +170,7 @@ static gr_status comm_alloc(const gr_comm_config *cfg, gr_comm **out) {
   gr_comm *c = calloc(1, sizeof *c);
   if (!c) return GR_ERR_NOMEM;
   c->magic = GR__COMM_MAGIC;
-  c->mpi = c->check_mpi = MPI_COMM_NULL;
+  c->mpi = c->check_mpi = c->req_mpi = MPI_COMM_NULL;
   c->timeout_s = cfg->timeout_s;
   c->check = cfg->check;
   char why[160];
@@ -183,6 +183,7 @@ static void comm_free(gr_comm *c) {
   if (c->flight) gr__flight_release(c->flight);
   int gone = gr__mpi_gone(); /* after MPI_Finalize only memory can be released */
   if (c->check_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->check_mpi);
+  if (c->req_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->req_mpi);
   if (c->mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->mpi);
   c->magic = 0;
   free(c);
@@ -292,11 +293,16 @@ static gr_status agree(gr_comm *c, const char *fn, const create_view *v, gr_back
   return GR_OK;
 }
 
-/* After the agreement: the check-mode duplicate, the flight recorder. */
+/* After the agreement: the check-mode duplicate or the requests' verdict duplicate (calls.c; the
+ * same choice on every rank: check mode, size and backend are agreed), the flight recorder. */
 static gr_status comm_finish(gr_comm *c, const char *fn) {
-  if (c->check) {
-    int rc = MPI_Comm_dup(c->mpi, &c->check_mpi);
+  MPI_Comm *dup = c->check                                                ? &c->check_mpi
+                  : c->size > 1 && (c->ops->caps & GR__CAP_JOIN_REFUSALS) ? &c->req_mpi
+                                                                          : NULL;
+  if (dup) {
+    int rc = MPI_Comm_dup(c->mpi, dup);
     if (rc != MPI_SUCCESS) return gr__fail(mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
+    MPI_Comm_set_errhandler(*dup, MPI_ERRORS_RETURN);
   }
   gr__flight_setup(c->mpi);
   c->flight = gr__flight_new(c->id, c->world_rank, c->size, c->ops->name);
@@ -433,6 +439,7 @@ GR_API gr_status gr_comm_split(gr_comm *c, int color, int key, gr_comm **out) {
   if (!out) return gr__fail(GR_ERR_INVALID, fn, "out is NULL");
   *out = NULL;
   GR_CHECK(gr__check_alive(fn, c));
+  GR_CHECK(gr__requests_drain(fn, c)); /* MPI_Comm_split is a collective on c->mpi */
   MPI_Comm nm = MPI_COMM_NULL;
   int rc = MPI_Comm_split(c->mpi, color < 0 ? MPI_UNDEFINED : color, key, &nm);
   if (rc != MPI_SUCCESS) return gr__fail(mpi_err(c, rc, "MPI_Comm_split"), fn, "%s", c->err);

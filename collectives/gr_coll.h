@@ -48,8 +48,7 @@ typedef struct gr__coll_ops gr__coll_ops;
 
 /* Flags the front end (calls.c) keeps on a call; a backend never reads or writes them. */
 typedef enum {
-  GR__FE_DONE_IN_POST = 1u << 0, /* a gr_i... request finished inside post(): nothing to test */
-  GR__FE_INBAND = 1u << 1,       /* count includes the in-band refusal element (calls.c): the
+  GR__FE_INBAND = 1u << 1, /* count includes the in-band refusal element (calls.c): the
                                   * caller's count, shown in sentences and records, is one less */
 } gr__fe_flag;
 
@@ -131,6 +130,9 @@ struct gr_comm {
   uint32_t magic;
   MPI_Comm mpi;       /* private duplicate: the MPI backend's traffic, the NCCL bootstrap */
   MPI_Comm check_mpi; /* another duplicate for check-mode fingerprints (MPI_COMM_NULL when off) */
+  MPI_Comm req_mpi;   /* a third for the verdicts of non-blocking requests (calls.c, "non-blocking
+                       * requests"), posted at their start; MPI_COMM_NULL in check mode, at one rank
+                       * and on backends without GR__CAP_JOIN_REFUSALS */
   int rank, size, world_rank;
   const gr__coll_ops *ops;
   void *be; /* backend state */
@@ -141,7 +143,10 @@ struct gr_comm {
   uint64_t seq;      /* every call */
   uint64_t coll_seq; /* collective calls only: the "call #N" that all ranks agree on */
   int nsplits;
-  long pending;         /* requests and grouped calls not yet completed (atomic): destroy refuses */
+  long pending; /* requests and grouped calls not yet completed (atomic): destroy refuses */
+  /* Requests whose data call waits for their verdict, oldest first (calls.c): only the head may
+   * post, so that every rank posts the communicator's collectives in one order. */
+  struct gr_request *defer_head, *defer_tail;
   char id[32];          /* "world", "split-N", "comm-N" */
   char err[GR__ERRLEN]; /* a backend's detail for the front end's sentence */
   gr__flight *flight;
@@ -171,6 +176,12 @@ extern const gr__coll_ops gr__coll_ops_nccl; /* only when built with NCCL */
 
 /* Whether MPI_Finalize has been called: then only memory may be released, no MPI object. */
 int gr__mpi_gone(void);
+
+/* Post the data calls of the requests on c that wait for their verdict (calls.c), waiting for the
+ * verdicts: every call that posts a collective on c->mpi does this first, so that all ranks post
+ * them in one order. GR_OK at once when none waits; GR_ERR_TIMEOUT (c aborted) past the oldest's
+ * deadline. fn names the caller in that sentence. */
+gr_status gr__requests_drain(const char *fn, gr_comm *c);
 
 /* Mark aborted and abort the backend (idempotent). */
 void gr__comm_abort_internal(gr_comm *c);
