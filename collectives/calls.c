@@ -367,7 +367,6 @@ typedef struct {
   const char *timeout_what; /* "" (a call, a request) or "grouped" */
   int name_backend;         /* failure sentences name the backend (single calls and requests) */
   int backend_timeout;      /* a backend's own GR_ERR_TIMEOUT is this call's timeout (blocking) */
-  int once;                 /* one sweep, deadline checked every time (gr_test) */
 } loop_style;
 
 /* A call's outcome st (from post or test): its flight record and counters, and (say) the sentence;
@@ -387,13 +386,14 @@ static gr_status settle(const loop_style *y, gr__call *k, gr_status st, double t
                   (unsigned long long)k->seq, c->id, c->err);
 }
 
-/* Test the posted calls k[0..n) whose done[i] is 0 until all are settled, or (y->once) sweep once.
+/* Test the posted calls k[0..n) whose done[i] is 0 until all are settled (blocking calls and
+ * groups; a request's gr_test sweeps its own call and verdict, with settle() for the outcome).
  * first: a failure the caller met already (while posting), whose sentence stands.
- * Every 16th sweep (every sweep when once) checks the deadline (0 = none) and, before it, serves
- * the flight recorder's signal. Past the deadline every unsettled call is forgotten, recorded as
- * timed out and its communicator aborted; the first one's sentence is returned. Otherwise the first
- * failure's sentence (the others are still waited for: the peers wait for them too). done[i] = 1
- * once call i is settled; with once, a call still running keeps done[i] = 0. */
+ * Every 16th sweep checks the deadline (0 = none) and, before it, serves the flight recorder's
+ * signal. Past the deadline every unsettled call is forgotten, recorded as timed out and its
+ * communicator aborted; the first one's sentence is returned. Otherwise the first failure's
+ * sentence (the others are still waited for: the peers wait for them too). done[i] = 1 once call i
+ * is settled. */
 static gr_status progress(const loop_style *y, gr__call *k, size_t n, int *done, double t0,
                           double deadline, double share, gr_status first) {
   size_t left = 0;
@@ -410,7 +410,7 @@ static gr_status progress(const loop_style *y, gr__call *k, size_t n, int *done,
         if (first == GR_OK) first = st;
       }
     }
-    if (left > 0 && (y->once || (spin & 15) == 15)) {
+    if (left > 0 && (spin & 15) == 15) {
       if (deadline > 0 && gr__mono_now() > deadline) {
         gr_status st = GR_OK;
         for (size_t i = 0; i < n; i++) {
@@ -425,7 +425,6 @@ static gr_status progress(const loop_style *y, gr__call *k, size_t n, int *done,
       }
       gr__flight_poll();
     }
-    if (y->once) break;
   }
   return first;
 }
@@ -446,7 +445,7 @@ static gr_status run_one(const char *fn, gr__call *k, int checked) {
   k->blocking_ok = c->timeout_s <= 0;
   int done = 0;
   c->err[0] = '\0';
-  const loop_style y = {fn, "", 1, 1, 0};
+  const loop_style y = {fn, "", 1, 1};
   gr_status st = c->ops->post(k, &done);
   if (st != GR_OK || done) return settle(&y, k, st, t0, 1.0, 1);
   return progress(&y, k, 1, &done, t0, deadline, 1.0, GR_OK);
@@ -978,7 +977,7 @@ static gr_status request_outcome(gr_request *q) {
     end(k, GR__FL_FAILED, q->t0);
     return st;
   }
-  const loop_style y = {q->fn, "", 1, 0, 1};
+  const loop_style y = {q->fn, "", 1, 0};
   if (q->data_st != GR_OK) {
     snprintf(c->err, sizeof c->err, "%s", q->post_err);
     return settle(&y, k, q->data_st, q->t0, 1.0, 1);
@@ -1076,7 +1075,7 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
   } else {
     post_data(q);
     if (!q->verdict && q->data_st != GR_OK) { /* nothing else in flight: fail the start */
-      const loop_style y = {fn, "", 1, 0, 1};
+      const loop_style y = {fn, "", 1, 0};
       snprintf(c->err, sizeof c->err, "%s", q->post_err);
       gr_status st = settle(&y, k, q->data_st, q->t0, 1.0, 1);
       request_free(q);
@@ -1359,7 +1358,7 @@ static gr_status run_group(const char *fn) {
   /* Post in order, each backend's run bracketed by its group hooks (NCCL's ncclGroupStart/End). */
   int *done = calloc(n, sizeof *done);
   if (!done) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
-  const loop_style y = {fn, "grouped", 0, 0, 0};
+  const loop_style y = {fn, "grouped", 0, 0};
   size_t posted = 0;
   const gr__coll_ops *open = NULL;
   for (size_t i = 0; i < n && first == GR_OK; i++) {
