@@ -823,17 +823,22 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
  * - the shared-memory descriptor (ROUTE_CALL) and check mode (whose fingerprint exchange makes the
  *   start collective) as for blocking calls: the refusing rank's start returns GR_ERR_INVALID at
  *   once, the others' requests fail at their start (check mode) or their wait;
- * - the MPI algorithms (ROUTE_AGREE): the start posts the 4-byte verdict, MPI_Iallreduce (MAX) on
- *   c->req_mpi, and returns a request on every rank, the refusing rank's included; every rank's
- *   wait returns GR_ERR_INVALID naming the lowest refusing rank and argument. The verdicts have a
- *   communicator of their own because they are posted at the starts while the data calls are
- *   posted later, from inside other calls: each kind keeps one order on every rank that way. The
- *   data call, either
- *     deferred  (all but small allreduces) is posted once the verdict is in and clear, and not at
- *               all otherwise: one more 4-byte round before the data, paid inside the wait;
- *     beside    (allreduces that inband() takes: up to 64 KiB on host buffers) is posted at once on
- *               a copy (pack), beside the verdict, a refusing rank contributing zeros; the result is
- *               copied to recv once the verdict is in and clear: no extra round on the way.
+ * - the MPI algorithms (ROUTE_AGREE): the start returns a request on every rank, the refusing
+ *   rank's included, and every rank's wait returns GR_ERR_INVALID naming the lowest refusing rank
+ *   and argument. Two forms, chosen from what every rank knows alike:
+ *     in band   (allreduces that inband() takes: up to 64 KiB on host buffers) as run_inband: the
+ *               data call runs at once on a copy (pack) with one more element, the refusal flag
+ *               (a refusing rank contributes zeros and the flag); the result is copied to recv
+ *               when the flag is clear. No extra round. After a refusal every rank sends its
+ *               verdict word to every other point to point over c->req_mpi, tagged with the
+ *               request's in-band number (no collective: the ranks get there in the order they
+ *               wait, which may differ), and the MAX names the lowest refusing rank;
+ *     deferred  (everything else) the start posts the 4-byte verdict, MPI_Iallreduce (MAX) on
+ *               c->req_mpi, and the data call is posted once the verdict is in and clear, not at
+ *               all otherwise: one more 4-byte round before the data, paid inside the wait. The
+ *               verdicts have a communicator of their own because they are posted at the starts
+ *               while the data calls are posted later, from inside other calls: each keeps one
+ *               order on every rank that way.
  * Data calls are posted in start order on every rank: c's FIFO (defer_head) holds the requests not
  * yet posted, only its head may post, and a request started while it is not empty queues behind it
  * whatever its route. Every blocking call, group, gr_allreduce_multi and gr_comm_split on c drains
@@ -848,13 +853,20 @@ struct gr_request {
   struct gr_request *next; /* in c's FIFO while REQ_QUEUED */
   int state;
   gr_status bad;       /* this rank's own refusal (GR_ERR_INVALID), its sentence in own */
-  int verdict;         /* a verdict was posted: v[1] is everyone's once vdone */
+  int arg;             /* this rank's refusal (gr__arg), GR__ARG_NONE */
+  int verdict;         /* deferred: a verdict was posted; v[1] is everyone's once vdone */
   int vdone;           /* v[1] is in (-1: the MPI call failed) */
   int *v;              /* v[0] this rank's word, v[1] the MAX: heap, abandoned if never in */
   MPI_Request vreq;    /* the verdict's MPI_Iallreduce */
-  unsigned char *pack; /* beside: the data call's buffer; NULL otherwise */
-  void *user_recv;     /* beside: where the result goes */
-  int data_done;       /* the data call finished, failed to post, or is never posted */
+  unsigned char *pack; /* in band: the data call's buffer (count + 1 elements); NULL otherwise */
+  void *user_recv;     /* in band: where the result goes */
+  uint64_t no;         /* in band: the communicator's in-band request number (the naming tag) */
+  int naming;          /* in band, a rank refused: the words are being exchanged (names_in) */
+  int names_err;       /* that exchange failed (out of memory, MPI) */
+  int *names;          /* every rank's verdict word by rank; names[size] is this rank's sent one */
+  MPI_Request *name_reqs;
+  int nname_reqs;
+  int data_done; /* the data call finished, failed to post, or is never posted */
   gr_status data_st;
   char own[GR__ERRLEN];      /* this rank's own refusal, after "rank R: fn: " */
   char post_err[GR__ERRLEN]; /* the backend's detail of a failed post, for the wait's sentence */
@@ -882,12 +894,63 @@ static void defer_unlink(gr_comm *c, gr_request *q) {
   q->next = NULL;
 }
 
-/* 1 once q needs no verdict or its verdict is in. Never blocks. */
+/* 1 once q needs no verdict or its verdict is in. Never blocks. (Plain MPI_Test: one MPI_INT on
+ * every rank cannot fail the way gr__mpi_test guards against.) */
 static int verdict_in(gr_request *q) {
   if (!q->verdict || q->vdone) return 1;
   int flag = 0;
-  if (gr__mpi_test(&q->vreq, &flag) != MPI_SUCCESS) q->v[1] = -1, flag = 1;
+  if (MPI_Test(&q->vreq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) q->v[1] = -1, flag = 1;
   q->vdone = flag;
+  return flag;
+}
+
+/* In band: whether the flag element says nobody refused. */
+static int inband_clear(const gr_request *q) {
+  const gr__call *k = &q->k;
+  size_t es = gr__dtype_size(k->dtype);
+  _Alignas(16) unsigned char ok[16];
+  inband_flag(k->dtype, k->op, 0, ok);
+  return memcmp(q->pack + shown_count(k) * es, ok, es) == 0;
+}
+
+/* In band, after a refusal: this rank's word to every other rank, theirs from every other. */
+static void names_start(gr_request *q) {
+  gr_comm *c = q->k.comm;
+  int P = c->size, n = 0;
+  q->naming = 1;
+  q->names = malloc(sizeof *q->names * ((size_t)P + 1));
+  q->name_reqs = malloc(sizeof *q->name_reqs * 2 * (size_t)P);
+  if (!q->names || !q->name_reqs) {
+    q->names_err = 1;
+    return;
+  }
+  int *ub = NULL, has = 0;
+  MPI_Comm_get_attr(c->req_mpi, MPI_TAG_UB, &ub, &has);
+  int tag = (int)(q->no % (uint64_t)(has && ub && *ub > 0 ? *ub : 32767));
+  q->names[P] = verdict_word(c, q->arg);
+  for (int r = 0; r < P; r++) {
+    q->names[r] = r == c->rank ? q->names[P] : 0;
+    if (r == c->rank) continue;
+    if (MPI_Irecv(&q->names[r], 1, MPI_INT, r, tag, c->req_mpi, &q->name_reqs[n]) == MPI_SUCCESS)
+      n++;
+    else
+      q->names_err = 1;
+    if (MPI_Isend(&q->names[P], 1, MPI_INT, r, tag, c->req_mpi, &q->name_reqs[n]) == MPI_SUCCESS)
+      n++;
+    else
+      q->names_err = 1;
+  }
+  q->nname_reqs = n;
+}
+
+/* 1 once the words are in (or the exchange failed). Never blocks. */
+static int names_in(gr_request *q) {
+  if (!q->naming) names_start(q);
+  if (!q->names || !q->name_reqs) return 1;
+  int flag = 0;
+  if (MPI_Testall(q->nname_reqs, q->name_reqs, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+    q->names_err = flag = 1;
+  if (flag) q->nname_reqs = 0;
   return flag;
 }
 
@@ -895,7 +958,7 @@ static void post_data(gr_request *q) {
   gr__call *k = &q->k;
   gr_comm *c = k->comm;
   q->state = REQ_POSTED;
-  if (q->verdict && !q->pack && q->v[1] != 0) { /* refused somewhere: nobody posts it */
+  if (q->verdict && q->v[1] != 0) { /* refused somewhere: nobody posts it */
     q->data_done = 1;
     return;
   }
@@ -909,11 +972,11 @@ static void post_data(gr_request *q) {
 }
 
 /* Post the data calls of c's FIFO, oldest first, up to the first whose verdict is not in (a
- * deferred one; a beside one or one without a verdict posts at once). Never blocks. */
+ * deferred one; the others post at once). Never blocks. */
 static void defer_advance(gr_comm *c) {
   gr_request *q;
   while ((q = c->defer_head)) {
-    if (!q->pack && !verdict_in(q)) return;
+    if (!verdict_in(q)) return;
     c->defer_head = q->next;
     if (!c->defer_head) c->defer_tail = NULL;
     q->next = NULL;
@@ -953,6 +1016,13 @@ static void request_free(gr_request *q) {
     else
       free(q->pack);
   }
+  if (q->names) {
+    if (q->nname_reqs)
+      abandon(q->names); /* its receives may still complete */
+    else
+      free(q->names);
+  }
+  free(q->name_reqs);
   free(q);
 }
 
@@ -962,6 +1032,15 @@ static gr_status request_outcome(gr_request *q) {
   gr__call *k = &q->k;
   gr_comm *c = k->comm;
   int all = q->verdict ? q->v[1] : 0;
+  if (q->naming) {
+    for (int r = 0; r < c->size && !q->names_err; r++)
+      all = q->names[r] > all ? q->names[r] : all;
+    if (q->names_err) all = -1;
+  }
+  if (q->naming && all == 0) {
+    end(k, GR__FL_FAILED, q->t0);
+    return gr__fail(GR_ERR_INTERNAL, q->fn, "a refusal was signalled but not agreed");
+  }
   if (all != 0) {
     gr_status st;
     if (all < 0)
@@ -970,7 +1049,7 @@ static gr_status request_outcome(gr_request *q) {
       st = gr__fail(q->bad, q->fn, "%s", q->own);
     else {
       char what[96];
-      snprintf(what, sizeof what, "%s(count=%zu)", gr__kind_name(k->kind), k->count);
+      snprintf(what, sizeof what, "%s(count=%zu)", gr__kind_name(k->kind), shown_count(k));
       st = verdict_fail(q->fn, c, all, what);
     }
     if (all > 0) k->fe_refused = all & 0xff; /* not a call anyone made: no counters */
@@ -982,7 +1061,8 @@ static gr_status request_outcome(gr_request *q) {
     snprintf(c->err, sizeof c->err, "%s", q->post_err);
     return settle(&y, k, q->data_st, q->t0, 1.0, 1);
   }
-  if (q->pack && k->count) memcpy(q->user_recv, q->pack, k->count * gr__dtype_size(k->dtype));
+  if (q->pack && shown_count(k))
+    memcpy(q->user_recv, q->pack, shown_count(k) * gr__dtype_size(k->dtype));
   return settle(&y, k, GR_OK, q->t0, 1.0, 1);
 }
 
@@ -1041,40 +1121,48 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
   k = &q->k;
   k->fe_request = 1;
   k->fe_refused = GR__ARG_NONE; /* the backend posts this call with its data (or a copy) */
-  if (agree) {
-    size_t n = inband(k) ? k->count * gr__dtype_size(k->dtype) : 0;
+  q->arg = arg;
+  if (agree && inband(k)) {
+    size_t es = gr__dtype_size(k->dtype), n = k->count * es;
+    q->pack = malloc(n + es);
+    if (!q->pack) {
+      free(q);
+      return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", n + es);
+    }
+    if (bad != GR_OK)
+      memset(q->pack, 0, n);
+    else if (n)
+      memcpy(q->pack, k->send, n);
+    inband_flag(k->dtype, k->op, bad != GR_OK, q->pack + n);
+    q->user_recv = k->recv;
+    k->send = k->recv = q->pack;
+    k->count++;
+    k->fe_flags |= GR__FE_INBAND;
+    q->no = c->req_inband++;
+  } else if (agree) {
     q->v = malloc(2 * sizeof *q->v);
-    q->pack = inband(k) ? malloc(n ? n : 1) : NULL;
-    if (!q->v || (inband(k) && !q->pack)) {
-      free(q->v), free(q->pack), free(q);
+    if (!q->v) {
+      free(q);
       return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
     }
     q->v[0] = verdict_word(c, arg);
     q->v[1] = 0;
     if (MPI_Iallreduce(&q->v[0], &q->v[1], 1, MPI_INT, MPI_MAX, c->req_mpi, &q->vreq) !=
         MPI_SUCCESS) {
-      free(q->v), free(q->pack), free(q);
+      free(q->v), free(q);
       return gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
     }
     q->verdict = 1;
-    if (q->pack) {
-      if (bad != GR_OK)
-        memset(q->pack, 0, n);
-      else if (n)
-        memcpy(q->pack, k->send, n);
-      q->user_recv = k->recv;
-      k->send = k->recv = q->pack;
-    }
   }
   begin(k);
   q->t0 = gr__mono_now();
   q->deadline = c->timeout_s > 0 ? q->t0 + c->timeout_s : 0.0;
   if (c->defer_head) defer_advance(c);
-  if (c->defer_head || (q->verdict && !q->pack)) {
+  if (c->defer_head || q->verdict) {
     defer_push(c, q);
   } else {
     post_data(q);
-    if (!q->verdict && q->data_st != GR_OK) { /* nothing else in flight: fail the start */
+    if (q->data_st != GR_OK) { /* nothing else in flight: fail the start */
       const loop_style y = {fn, "", 1, 0};
       snprintf(c->err, sizeof c->err, "%s", q->post_err);
       gr_status st = settle(&y, k, q->data_st, q->t0, 1.0, 1);
@@ -1113,8 +1201,10 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
       q->data_done = d || s != GR_OK;
       q->data_st = s;
     }
-    int vin = verdict_in(q);
-    if (q->state == REQ_POSTED && q->data_done && vin) {
+    int ready = q->state == REQ_POSTED && q->data_done && verdict_in(q);
+    if (ready && q->pack && q->data_st == GR_OK && !inband_clear(q))
+      ready = names_in(q); /* a rank refused: which? */
+    if (ready) {
       st = request_outcome(q);
     } else if (q->deadline > 0 && gr__mono_now() > q->deadline) {
       st = request_timeout(q);

@@ -147,6 +147,7 @@ struct gr_comm {
   /* Requests whose data call waits for their verdict, oldest first (calls.c): only the head may
    * post, so that every rank posts the communicator's collectives in one order. */
   struct gr_request *defer_head, *defer_tail;
+  uint64_t req_inband;  /* in-band requests started (calls.c): the same number on every rank */
   char id[32];          /* "world", "split-N", "comm-N" */
   char err[GR__ERRLEN]; /* a backend's detail for the front end's sentence */
   gr__flight *flight;
