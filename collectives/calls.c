@@ -859,11 +859,12 @@ struct gr_request {
   int *v;              /* v[0] this rank's word, v[1] the MAX: heap, abandoned if never in */
   MPI_Request vreq;    /* the verdict's MPI_Iallreduce */
   unsigned char *pack; /* in band: the data call's buffer (count + 1 elements); NULL otherwise */
-  void *user_recv;     /* in band: where the result goes */
-  uint64_t no;         /* in band: the communicator's in-band request number (the naming tag) */
-  int naming;          /* in band, a rank refused: the words are being exchanged (names_in) */
-  int names_err;       /* that exchange failed (out of memory, MPI) */
-  int *names;          /* every rank's verdict word by rank; names[size] is this rank's sent one */
+  _Alignas(16) unsigned char small[64]; /* pack when it fits: no allocation for small calls */
+  void *user_recv;                      /* in band: where the result goes */
+  uint64_t no;   /* in band: the communicator's in-band request number (the naming tag) */
+  int naming;    /* in band, a rank refused: the words are being exchanged (names_in) */
+  int names_err; /* that exchange failed (out of memory, MPI) */
+  int *names;    /* every rank's verdict word by rank; names[size] is this rank's sent one */
   MPI_Request *name_reqs;
   int nname_reqs;
   int data_done; /* the data call finished, failed to post, or is never posted */
@@ -1010,11 +1011,14 @@ static void request_free(gr_request *q) {
     else
       free(q->v);
   }
+  int keep = 0; /* q itself holds the pack MPI may still write */
   if (q->pack) {
-    if (q->state == REQ_POSTED && !q->data_done)
-      abandon(q->pack);
+    if (q->state != REQ_POSTED || q->data_done)
+      free(q->pack == q->small ? NULL : q->pack);
+    else if (q->pack == q->small)
+      keep = 1;
     else
-      free(q->pack);
+      abandon(q->pack);
   }
   if (q->names) {
     if (q->nname_reqs)
@@ -1023,7 +1027,10 @@ static void request_free(gr_request *q) {
       free(q->names);
   }
   free(q->name_reqs);
-  free(q);
+  if (keep)
+    abandon(q);
+  else
+    free(q);
 }
 
 /* Data call and verdict are in: the outcome. A refusal anywhere (all ranks see the same verdict)
@@ -1124,7 +1131,7 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
   q->arg = arg;
   if (agree && inband(k)) {
     size_t es = gr__dtype_size(k->dtype), n = k->count * es;
-    q->pack = malloc(n + es);
+    q->pack = n + es <= sizeof q->small ? q->small : malloc(n + es);
     if (!q->pack) {
       free(q);
       return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", n + es);
