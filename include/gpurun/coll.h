@@ -59,11 +59,12 @@
  *   rank's included, returns GR_OK and a request whose gr_wait/gr_test returns GR_ERR_INVALID
  *   naming the lowest refusing rank; on the shared-memory path and in check mode the refusing
  *   rank's start returns GR_ERR_INVALID at once (no request) and the others' requests fail at
- *   their start (check mode) or their wait. The cost (docs/architecture.md, Collectives): none on
- *   the shared-memory path (the refusal rides in the call's descriptor) and for allreduces up to
- *   64 KiB on the MPI algorithms (one more element carries it in band; a request's 4-byte verdict
- *   travels beside its data); elsewhere on the MPI backend, and once per group, the ranks first
- *   agree on a 4-byte verdict (a request: inside its wait, its start posts the verdict only). Not covered without check mode: the NCCL
+ *   their start (check mode) or their wait. Requests cost as blocking calls, except that a
+ *   request's verdict round is posted at its start and waited for inside its wait. The cost
+ *   (docs/architecture.md, Collectives): none on the shared-memory
+ *   path (the refusal rides in the call's descriptor) and for allreduces up to 64 KiB on the MPI
+ *   algorithms (one more element carries it in band); elsewhere on the MPI backend, and once per
+ *   group, the ranks first agree on a 4-byte verdict. Not covered without check mode: the NCCL
  *   backend (the refusing rank returns, the others wait until their timeout, as with NCCL itself),
  *   point-to-point calls, and arguments that differ between ranks (count, dtype, op: a
  *   disagreement, detected by check mode and on the shared-memory path, below). Use check mode
