@@ -327,6 +327,75 @@ static void start_is_local(gr_comm *c, int32_t *a, int32_t *b) {
   still_works(c, "requests started around point to point");
 }
 
+/* Many requests at once (in band, deferred, broadcasts, allgathers), some refused by one rank or
+ * another (the same pseudo-random plan on every rank), each rank waiting in its own random order:
+ * every request ends as planned, with the refuser named, and the data of the others is exact. */
+#define NSTRESS 40
+static uint32_t lcg(uint32_t *x) { return *x = *x * 1664525u + 1013904223u; }
+static void stress(gr_comm *c) {
+  uint32_t plan = 12345;
+  int kind[NSTRESS], refuser[NSTRESS];
+  size_t count[NSTRESS];
+  int32_t *buf[NSTRESS];
+  gr_request *q[NSTRESS] = {0};
+  gr_status st0[NSTRESS];
+  for (int i = 0; i < NSTRESS; i++) {
+    kind[i] = (int)(lcg(&plan) >> 8) % 3;
+    count[i] = (lcg(&plan) >> 8) % 2 ? 1 + (lcg(&plan) >> 8) % 64 : 20000 + (lcg(&plan) >> 8) % 7;
+    refuser[i] = (lcg(&plan) >> 8) % 4 == 0 ? (int)((lcg(&plan) >> 8) % (uint32_t)size) : -1;
+    buf[i] = malloc(sizeof(int32_t) * count[i] * 2 * (size_t)size);
+    int32_t *in = buf[i], *out = buf[i] + count[i] * (size_t)size;
+    for (size_t j = 0; j < count[i]; j++)
+      in[j] = (int32_t)(rank + 1) * (int32_t)(i + 1 + (int)j);
+    for (size_t j = 0; j < count[i] * (size_t)size; j++)
+      out[j] = SENTINEL;
+    int me = rank == refuser[i];
+    if (kind[i] == 0)
+      st0[i] = gr_iallreduce(in, me ? NULL : out, count[i], GR_INT32, GR_SUM, c, NULL, &q[i]);
+    else if (kind[i] == 1)
+      st0[i] = gr_ibroadcast(in, me ? NULL : out, count[i], GR_INT32, i % size, c, NULL, &q[i]);
+    else
+      st0[i] = gr_iallgather(me ? NULL : in, out, count[i], GR_INT32, c, NULL, &q[i]);
+  }
+  uint32_t mine = 777u + (uint32_t)rank;
+  int order[NSTRESS];
+  for (int i = 0; i < NSTRESS; i++)
+    order[i] = i;
+  for (int i = NSTRESS - 1; i > 0; i--) {
+    int j = (int)((lcg(&mine) >> 8) % (uint32_t)(i + 1)), t = order[i];
+    order[i] = order[j], order[j] = t;
+  }
+  for (int n = 0; n < NSTRESS; n++) {
+    int i = order[n];
+    gr_status st = outcome(st0[i], &q[i]);
+    int32_t *out = buf[i] + count[i] * (size_t)size;
+    char what[64];
+    snprintf(what, sizeof what, "stress request %d (kind %d, count %zu)", i, kind[i], count[i]);
+    if (refuser[i] >= 0) {
+      refused(what, st, refuser[i], "is NULL", kind[i] == 2 ? "send" : "recv");
+      if (rank != refuser[i]) untouched(what, out, count[i] * (kind[i] == 2 ? (size_t)size : 1));
+      continue;
+    }
+    if (st != GR_OK) {
+      FAIL("%s: %s (%s)", what, gr_status_name(st), gr_last_error());
+      continue;
+    }
+    for (size_t j = 0; j < count[i] * (kind[i] == 2 ? (size_t)size : 1); j++) {
+      int32_t want = kind[i] == 0   ? (int32_t)(size * (size + 1) / 2) * (int32_t)(i + 1 + (int)j)
+                     : kind[i] == 1 ? (int32_t)(i % size + 1) * (int32_t)(i + 1 + (int)j)
+                                    : (int32_t)((int)(j / count[i]) + 1) *
+                                          (int32_t)(i + 1 + (int)(j % count[i]));
+      if (out[j] != want) {
+        FAIL("%s: out[%zu] = %d, expected %d", what, j, out[j], want);
+        break;
+      }
+    }
+  }
+  for (int i = 0; i < NSTRESS; i++)
+    free(buf[i]);
+  still_works(c, "forty requests at once");
+}
+
 /* The timeout covers the verdict: R never starts; the others' deferred broadcast and beside
  * allreduce end with GR_ERR_TIMEOUT naming the call. */
 static void timeout_covers_verdict(void) {
@@ -369,6 +438,7 @@ int main(int argc, char **argv) {
     outstanding(c, a, b);
     blocking_while_pending(c, a, b);
     start_is_local(c, a, b);
+    stress(c);
     if (gr__algo_count(GR__ALGO_SHM) != shm0)
       FAIL("the shared-memory path ran: run with GPURUN_COLL_ALGO=mpi");
     EXPECT_ST(gr_comm_destroy(c), GR_OK);
