@@ -293,19 +293,36 @@ static gr_status agree(gr_comm *c, const char *fn, const create_view *v, gr_back
   return GR_OK;
 }
 
-/* After the agreement: the check-mode duplicate or the requests' verdict duplicate (calls.c; the
- * same choice on every rank: check mode, size and backend are agreed), the flight recorder. */
+/* After the agreement: the check-mode duplicate, the flight recorder. */
 static gr_status comm_finish(gr_comm *c, const char *fn) {
-  MPI_Comm *dup = c->check                                                ? &c->check_mpi
-                  : c->size > 1 && (c->ops->caps & GR__CAP_JOIN_REFUSALS) ? &c->req_mpi
-                                                                          : NULL;
-  if (dup) {
-    int rc = MPI_Comm_dup(c->mpi, dup);
+  if (c->check) {
+    int rc = MPI_Comm_dup(c->mpi, &c->check_mpi);
     if (rc != MPI_SUCCESS) return gr__fail(mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
-    MPI_Comm_set_errhandler(*dup, MPI_ERRORS_RETURN);
   }
   gr__flight_setup(c->mpi);
   c->flight = gr__flight_new(c->id, c->world_rank, c->size, c->ops->name);
+  return GR_OK;
+}
+
+/* After the backend's create: the duplicate for the verdicts of requests (calls.c, "non-blocking
+ * requests"), only where some collective kind agrees on a verdict (ROUTE_AGREE: no check mode,
+ * two ranks or more, a backend that joins refusals but does not carry them in the call itself,
+ * such as the MPI algorithms off the shared-memory path). The same choice on every rank: check
+ * mode, size, backend and carries_refusal are agreed. */
+static gr_status req_dup(gr_comm *c, const char *fn) {
+  const gr__coll_ops *o = c->ops;
+  if (c->check || c->size < 2 || !(o->caps & GR__CAP_JOIN_REFUSALS)) return GR_OK;
+  int agrees = 0;
+  for (int kind = 0; kind < GR__NKINDS && !agrees; kind++)
+    agrees = kind != GR__SEND && kind != GR__RECV && kind != GR__BARRIER &&
+             !(o->carries_refusal && o->carries_refusal(c, (gr__kind)kind));
+  if (!agrees) return GR_OK;
+  int rc = MPI_Comm_dup(c->mpi, &c->req_mpi);
+  if (rc != MPI_SUCCESS) {
+    c->req_mpi = MPI_COMM_NULL;
+    return gr__fail(mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
+  }
+  MPI_Comm_set_errhandler(c->req_mpi, MPI_ERRORS_RETURN);
   return GR_OK;
 }
 
@@ -351,6 +368,7 @@ static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v,
   if (st == GR_OK) {
     st = ops->create(c, gr__deadline(c->timeout_s));
     if (st != GR_OK) st = gr__fail(st, fn, "%s backend: %s", ops->name, c->err);
+    if (st == GR_OK && (st = req_dup(c, fn)) != GR_OK) ops->destroy(c, gr__deadline(c->timeout_s));
   }
   if (st != GR_OK) {
     comm_free(c);
@@ -469,6 +487,11 @@ GR_API gr_status gr_comm_split(gr_comm *c, int color, int key, gr_comm **out) {
   gr_status st = c->ops->split(c, child, color, key, gr__deadline(c->timeout_s));
   if (st != GR_OK) {
     st = gr__fail(st, fn, "%s backend: %s", c->ops->name, c->err);
+  } else if (child) {
+    st = req_dup(child, fn);
+    if (st != GR_OK) c->ops->destroy(child, gr__deadline(c->timeout_s));
+  }
+  if (st != GR_OK) {
     if (child) comm_free(child);
     return st;
   }
