@@ -48,6 +48,14 @@ while screen "$sess" && grep -q 'WAITING FOR' "$tmp/screen"; do
   sleep 0.1
 done
 
+# Stop rank 2 only once every rank is in its loop (each live file shows an allreduce): stopped
+# inside gr_comm_create, the others would wait in the creation, which the view does not show.
+in_loop() { awk '$1 == "comm" && $7 == "allreduce" { ok = 1 } END { exit !ok }' "$jobdir/live.$1"; }
+i=0
+until in_loop 0 && in_loop 1 && in_loop 2 && in_loop 3; do
+  i=$((i + 1)); [ $i -lt 300 ] || fail "the ranks never reached their allreduce loop"
+  sleep 0.1
+done
 pid=$(awk '$1 == "pid" { print $2 }' "$jobdir/live.2")
 [ -n "$pid" ] && kill -0 "$pid" || fail "no pid in live.2"
 kill -STOP "$pid" && stopped=$pid
