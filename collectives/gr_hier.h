@@ -58,6 +58,8 @@ typedef struct gr__hier_call gr__hier_call;
 /* Test hook: when > 0, the segment size in bytes of calls posted afterwards (the same on every
  * rank), so that tests reach the pipeline with small calls. */
 extern size_t gr__hier_seg_bytes;
+/* Test hook: calls of each kind (gr__kind) this process started on the hierarchical path. */
+extern _Atomic unsigned long gr__hier_calls[GR__NKINDS];
 gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *recv,
                              gr__hier_call **op);
 gr_status gr__hier_call_test(gr__hier *h, gr__call *k, gr__hier_call **op, int *done);
