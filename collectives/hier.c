@@ -56,6 +56,8 @@ struct gr__hier {
   int nnodes, node;       /* nodes, this rank's node (= its leader's rank among the leaders) */
   int maxl;               /* ranks on the largest node: the block of a node in allgather and
                            * reduce-scatter (smaller nodes' blocks are padded to it) */
+  int ident;              /* every node has maxl ranks, numbered node by node: node blocks are
+                           * already in parent-rank order */
   int *node_of;           /* [size] node of every rank */
   int *local_of;          /* [size] rank within its node of every rank */
   int *leader_of;         /* [nnodes] the parent rank of each node's leader */
@@ -80,6 +82,7 @@ struct gr__hier_call {
   char *buf;       /* the result, in place (allreduce, broadcast, reduce) */
   char *out;       /* the caller's receive buffer (allgather, reduce-scatter: copied out) */
   char *tmp;       /* owned scratch: reduce off the root; allgather, reduce-scatter: see below */
+  char *blk;       /* allgather, reduce-scatter: the node blocks (blocks()), in tmp or out */
   char *rs_out;    /* reduce-scatter: the leaders' result blocks, in tmp */
   int nseg;
   int has_a, has_l, has_c, a_kind, a_root, lroot;
@@ -252,6 +255,9 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   h->rank = c->rank, h->size = P, h->lrank = lrank, h->lsize = lsize, h->nnodes = nnodes;
   h->node = h->node_of[c->rank];
   h->maxl = maxl;
+  h->ident = 1;
+  for (int r = 0; r < P; r++)
+    if (h->node_of[r] * maxl + h->local_of[r] != r) h->ident = 0;
   snprintf(h->id, sizeof h->id, "%.40s", c->id);
   /* this node's segment: the shared-memory path's own attach, on a communicator of the node */
   int seg_ok = 1;
@@ -395,7 +401,7 @@ static gr_status fail(hier_call *hc, gr_status st, const char *stage, const char
 static char *blocks(const hier_call *hc, size_t off, size_t len, int node, int l) {
   const gr__hier *h = hc->h;
   size_t B = (size_t)h->maxl;
-  return at(hc->tmp, (off * (size_t)h->nnodes * B + ((size_t)node * B + (size_t)l) * len) * hc->es);
+  return at(hc->blk, (off * (size_t)h->nnodes * B + ((size_t)node * B + (size_t)l) * len) * hc->es);
 }
 
 /* Segment j's result is complete in tmp: put it where the caller wants it, in parent-rank order. */
@@ -404,7 +410,7 @@ static void seg_finish(hier_call *hc, int j) {
   size_t off, len;
   seg_range(hc, j, &off, &len);
   if (!len) return;
-  if (hc->kind == GR__ALLGATHER) {
+  if (hc->kind == GR__ALLGATHER && hc->blk != hc->out) {
     for (int r = 0; r < h->size; r++)
       memcpy(hc->out + ((size_t)r * hc->count + off) * hc->es,
              blocks(hc, off, len, h->node_of[r], h->local_of[r]), len * hc->es);
@@ -618,7 +624,10 @@ gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *r
   } else if (k->kind == GR__ALLGATHER || k->kind == GR__REDUCE_SCATTER) {
     /* tmp: the node blocks (blocks()); reduce-scatter adds the leaders' result, maxl blocks */
     size_t tb = NB * bytes + (k->kind == GR__REDUCE_SCATTER ? (size_t)h->maxl * bytes : 0);
-    if (tb) hc->tmp = calloc(1, tb); /* zero: a smaller node's padding is sent, never used */
+    if (k->kind == GR__ALLGATHER && h->ident && hc->nseg == 1)
+      hc->blk = recv; /* already in rank order, in one piece: the blocks are the result */
+    else if (tb)
+      hc->blk = hc->tmp = calloc(1, tb); /* zero: a smaller node's padding is sent, never used */
     hc->has_a = hc->has_c = multi;
     if (k->kind == GR__REDUCE_SCATTER) hc->a_kind = GR__ALLREDUCE;
   }
@@ -632,10 +641,8 @@ gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *r
                (const char *)send + ((size_t)r * hc->count + off) * hc->es, len * hc->es);
     }
   }
-  if (bytes &&
-      (k->kind == GR__ALLGATHER || k->kind == GR__REDUCE_SCATTER ||
-       (k->kind == GR__REDUCE && k->root != h->rank)) &&
-      !hc->tmp) {
+  int scratch = k->kind == GR__REDUCE_SCATTER || (k->kind == GR__REDUCE && k->root != h->rank);
+  if (bytes && (k->kind == GR__ALLGATHER ? !hc->blk : scratch && !hc->tmp)) {
     free(hc);
     return gr__comm_err(c, GR_ERR_NOMEM, "out of memory (%zu bytes of scratch)", bytes);
   }

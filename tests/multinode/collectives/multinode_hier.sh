@@ -3,7 +3,9 @@
 # over Open MPI's TCP BTL between hosts:
 #   1. 3 hosts x 2 ranks, default GPURUN_COLL_ALGO (auto), with a timeout: test_coll_hier exact;
 #      the world communicator must have taken the hierarchical path on all 6 ranks, the split by
-#      node (all ranks on one node) and the split by local rank (one rank per node) must not.
+#      node (all ranks on one node) and the split by local rank (one rank per node) must not;
+#      a copy of the world split with GPURUN_COLL_ALGO=hier (split-3) runs reduce, allgather and
+#      reduce-scatter hierarchically (ranks numbered node by node: allgather lands in place).
 #   2. 3 + 1 + 2 ranks (one rank alone on n1), mapped round robin over the hosts (--map-by node:
 #      n0 has ranks 0, 3, 5, n1 rank 1, n2 ranks 2, 4, so no node's ranks are contiguous and the
 #      node blocks of allgather and reduce-scatter are padded), GPURUN_COLL_ALGO=hier, no timeout:
@@ -71,6 +73,10 @@ check_exact() {
 
 run auto_3x2 n0:2,n1:2,n2:2 6 -- exact
 check_exact auto_3x2 6 6
+grep -q 'hierarchical calls of the other kinds: reduce [1-9][0-9]*, allgather [1-9][0-9]*, reduce_scatter [1-9][0-9]*$' \
+  "$D/auto_3x2.out" || fail "auto_3x2: reduce, allgather or reduce-scatter did not take the hierarchical path"
+[ "$(count auto_3x2 'communicator split-3: hierarchical (3 nodes.*GPURUN_COLL_ALGO=hier)')" = 6 ] ||
+  fail "auto_3x2: the copy split with GPURUN_COLL_ALGO=hier is not hierarchical on all 6 ranks"
 h=$(count auto_3x2 'communicator split-2: no hierarchy (3 node(s), at most 1 rank(s) on one)')
 [ "$h" = 6 ] || fail "auto_3x2: $h of 6 ranks said the one-rank-per-node split has no hierarchy"
 

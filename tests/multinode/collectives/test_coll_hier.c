@@ -312,6 +312,19 @@ static void suite(gr_comm *c, const char *dir, const char *name, int full) {
   t_in_flight(c, full);
 }
 
+/* Reduce, allgather and reduce-scatter on a communicator forced onto the hierarchical path: in
+ * the auto run, where the ranks are numbered node by node (allgather's blocks then land in place). */
+static void kinds(gr_comm *c) {
+  int P = gr_comm_size(c);
+  t_allgather(c, GR_FLOAT32, 1023, 0);
+  t_allgather(c, GR_BFLOAT16, 7, 1);
+  t_allgather(c, GR_FLOAT16, segs(GR_FLOAT16, 2.5) / (size_t)P | 1, 1);
+  t_reduce_scatter(c, GR_INT32, GR_SUM, 1023, 1);
+  t_reduce_scatter(c, GR_FLOAT64, GR_MIN, segs(GR_FLOAT64, 1.5) / (size_t)P | 1, 0);
+  for (int root = 0; root < P; root++)
+    t_reduce(c, GR_FLOAT16, GR_SUM, 1023, root & 1, root);
+}
+
 static int run_exact(int blocking, int quick, const char *dir) {
   gr_comm_config cfg;
   gr_comm_config_init(&cfg);
@@ -339,6 +352,14 @@ static int run_exact(int blocking, int quick, const char *dir) {
   if (spread) suite(spread, dir, name, 0);
   CHECK_OK(gr_comm_destroy(spread), "destroy");
   CHECK_OK(gr_comm_destroy(node), "destroy");
+  if (!getenv("GPURUN_COLL_ALGO")) { /* a copy of the world (split-3), every rank alike */
+    gr_comm *forced = NULL;
+    setenv("GPURUN_COLL_ALGO", "hier", 1);
+    CHECK_OK(gr_comm_split(world, 0, world_rank, &forced), "split (hier)");
+    unsetenv("GPURUN_COLL_ALGO");
+    if (forced) kinds(forced);
+    CHECK_OK(gr_comm_destroy(forced), "destroy");
+  }
 done:
   CHECK_OK(gr_comm_destroy(world), "destroy");
   int total = 0, nchecks = 0, P;
