@@ -8,12 +8,27 @@
  * inter-node step runs whatever algorithm that backend runs for the parent (the MPI backend's own
  * recursive doubling, ring or Rabenseifner with a timeout; NCCL where a backend with NCCL hooks in).
  *
- * A call goes through three stages per segment: a node-local step on the segment (allreduce: the
- * node's reduction; broadcast: from the root to its node when the root is not its node's leader;
- * barrier: a node barrier), the inter-node step among the leaders (allreduce, broadcast from the
- * root's node, barrier), and a node-local broadcast (barrier) from the leader. Large calls go in
- * segments that move through the stages independently, so the node step of segment j+1 runs
- * while the leaders exchange segment j.
+ * A call goes through three stages per segment: a node-local step on the segment, the inter-node
+ * step among the leaders, and a node-local broadcast (barrier) from the leader:
+ *   allreduce       node allreduce; leaders' allreduce; node broadcast
+ *   broadcast       from the root to its node when the root is not its leader; leaders'
+ *                   broadcast from the root's node; node broadcast (not on the root's node then)
+ *   barrier         node barrier; leaders' barrier; node barrier
+ *   reduce          node allreduce (the protocol's reduce to one rank stops at small sizes);
+ *                   leaders' reduce to the root's node; node broadcast on the root's node only,
+ *                   when the root is not its leader. Ranks but the root work in scratch.
+ *   allgather       node allgather into the node's block; leaders' allgather of the node blocks
+ *                   (each padded to the largest node's size); node broadcast of all blocks; each
+ *                   rank copies them into parent-rank order (a node's ranks need not be
+ *                   contiguous in the parent). Where they are, with every node the same size and
+ *                   one segment, the blocks are built in the receive buffer itself.
+ *   reduce-scatter  each rank permutes its input into node blocks (as allgather's); node
+ *                   allreduce of all of them; leaders' reduce-scatter of the node blocks; node
+ *                   broadcast of the node's block, of which each rank keeps its own part (the
+ *                   protocol has no scatter: a broadcast of lsize parts in shared memory).
+ * Large calls go in segments (allgather, reduce-scatter: of all ranks' data) that move through
+ * the stages independently, so the node step of segment j+1 runs while the leaders exchange
+ * segment j.
  *
  * Which calls take it. GPURUN_COLL_ALGO: "flat" keeps the flat algorithms on communicators that
  * span nodes (a single-node communicator still takes the shared-memory path); "hier" takes the

@@ -84,6 +84,7 @@ struct gr__hier_call {
   char *tmp;       /* owned scratch: reduce off the root; allgather, reduce-scatter: see below */
   char *blk;       /* allgather, reduce-scatter: the node blocks (blocks()), in tmp or out */
   char *rs_out;    /* reduce-scatter: the leaders' result blocks, in tmp */
+  int rs_direct;   /* reduce-scatter: the node step reads the input as it is (no permuted copy) */
   int nseg;
   int has_a, has_l, has_c, a_kind, a_root, lroot;
   int *seq, nseq, tpost, tdone;
@@ -510,7 +511,8 @@ static gr_status post_node(hier_call *hc) {
       call.recv = blocks(hc, off, len, h->node, 0);
     } else if (hc->kind == GR__REDUCE_SCATTER) { /* the node's sum of the permuted inputs */
       call.count = NB * len;
-      call.send = call.recv = blocks(hc, off, len, 0, 0);
+      call.recv = blocks(hc, off, len, 0, 0);
+      call.send = hc->rs_direct ? hc->src : call.recv;
     }
   }
   gr_status st = gr__shm_post(h->shm, &hc->nops[hc->tpost], &call);
@@ -624,17 +626,20 @@ gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *r
   } else if (k->kind == GR__ALLGATHER || k->kind == GR__REDUCE_SCATTER) {
     /* tmp: the node blocks (blocks()); reduce-scatter adds the leaders' result, maxl blocks */
     size_t tb = NB * bytes + (k->kind == GR__REDUCE_SCATTER ? (size_t)h->maxl * bytes : 0);
-    if (k->kind == GR__ALLGATHER && h->ident && hc->nseg == 1)
-      hc->blk = recv; /* already in rank order, in one piece: the blocks are the result */
-    else if (tb)
-      hc->blk = hc->tmp = calloc(1, tb); /* zero: a smaller node's padding is sent, never used */
+    /* ranks in node order, every node alike, one segment: the blocks are in rank order already */
+    int direct = h->ident && hc->nseg == 1;
+    if (k->kind == GR__ALLGATHER && direct)
+      hc->blk = recv; /* built in place: they are the result */
+    else if (tb)      /* zero: a smaller node's padding is sent, never used */
+      hc->blk = hc->tmp = direct ? malloc(tb) : calloc(1, tb);
+    hc->rs_direct = k->kind == GR__REDUCE_SCATTER && direct; /* the input is the blocks */
     hc->has_a = hc->has_c = multi;
     if (k->kind == GR__REDUCE_SCATTER) hc->a_kind = GR__ALLREDUCE;
   }
   if (k->kind == GR__REDUCE_SCATTER && hc->tmp) {
     /* this rank's input, block of rank r to node_of[r]'s block, slot local_of[r], per segment */
     hc->rs_out = hc->tmp + NB * bytes;
-    for (size_t off = 0; off < hc->count; off += hc->seg) {
+    for (size_t off = 0; off < hc->count && !hc->rs_direct; off += hc->seg) {
       size_t len = hc->count - off < hc->seg ? hc->count - off : hc->seg;
       for (int r = 0; r < h->size; r++)
         memcpy(blocks(hc, off, len, h->node_of[r], h->local_of[r]),
