@@ -32,10 +32,12 @@
  *
  * Which calls take it. GPURUN_COLL_ALGO: "flat" keeps the flat algorithms on communicators that
  * span nodes (a single-node communicator still takes the shared-memory path); "hier" takes the
- * hierarchical path for allreduce, broadcast and barrier at every size; "auto" (default, "shm" is
- * the same) for allreduces from 64 KiB and broadcasts from 256 KiB, where it measured faster (see
- * HIER_AUTO_* in hier.c); "mpi" turns both the shared-memory and the hierarchical path off. Ranks whose settings differ use the most
- * conservative one among them (mpi < flat < auto < hier), said once at GPURUN_LOG=warn. Whether
+ * hierarchical path for allreduce, broadcast, barrier, reduce, allgather and reduce-scatter at
+ * every size; "auto" (default, "shm" is the same) for allreduces from 64 KiB, broadcasts from
+ * 256 KiB and allgathers from 1 MiB of all ranks' data, where it measured faster (see
+ * HIER_AUTO_* in hier.c; reduce and reduce-scatter did not gain reliably and stay flat); "mpi"
+ * turns both the shared-memory and the hierarchical path off. Ranks whose settings differ use the
+ * most conservative one among them (mpi < flat < auto < hier), said once at GPURUN_LOG=warn. Whether
  * the path exists is decided at creation from data every rank holds after one allgather (the node
  * of every rank, whether every node with two or more ranks got its segment), so it is the same on
  * every rank; whether a call takes it depends only on the call's kind and size.

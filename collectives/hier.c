@@ -311,13 +311,14 @@ none:
 /* What "auto" hands to the hierarchy, from the interleaved runs in bench/README.md (3 netns hosts x
  * 2 ranks, 2 shared cores): allreduce from 64 KiB (below, three stages in a row lost to the flat
  * recursive doubling: best rounds 1.2-1.8x the flat time at 1-16 KiB), broadcast from 256 KiB
- * (mixed, 0.66-1.10x, above; slower below). The barrier is hierarchical only when asked for
- * (GPURUN_COLL_ALGO=hier): not measured to gain here. */
+ * (mixed, 0.66-1.10x, above; slower below), allgather from 1 MiB of all ranks' data (median
+ * rounds 0.53-1.27x, 8 of 12 at most 0.9x, from 1 MiB; 0.95-1.26x at 256 KiB). The barrier,
+ * reduce and reduce-scatter are hierarchical only when asked for (GPURUN_COLL_ALGO=hier): the
+ * barrier not measured; reduce 0.79-2.95x, reduce-scatter 0.66-1.68x flat from 1 MiB, no size
+ * where they gained reliably (their node step reduces every byte on every rank of the node). */
 #define HIER_AUTO_ALLREDUCE_MIN (64u << 10)
 #define HIER_AUTO_BROADCAST_MIN (256u << 10)
-#define HIER_AUTO_REDUCE_MIN (1u << 20)
-#define HIER_AUTO_ALLGATHER_MIN (1u << 20)      /* all ranks' data: size x sendcount */
-#define HIER_AUTO_REDUCE_SCATTER_MIN (1u << 20) /* all ranks' data: size x recvcount */
+#define HIER_AUTO_ALLGATHER_MIN (1u << 20) /* all ranks' data: size x sendcount */
 
 int gr__hier_takes(const gr__hier *h, const gr__call *k) {
   if (!h) return 0;
@@ -327,12 +328,10 @@ int gr__hier_takes(const gr__hier *h, const gr__call *k) {
     return h->mode == ALGO_HIER || bytes >= HIER_AUTO_ALLREDUCE_MIN;
   case GR__BROADCAST:
     return h->mode == ALGO_HIER || bytes >= HIER_AUTO_BROADCAST_MIN;
-  case GR__REDUCE:
-    return h->mode == ALGO_HIER || bytes >= HIER_AUTO_REDUCE_MIN;
   case GR__ALLGATHER:
     return h->mode == ALGO_HIER || bytes * (size_t)h->size >= HIER_AUTO_ALLGATHER_MIN;
+  case GR__REDUCE:
   case GR__REDUCE_SCATTER:
-    return h->mode == ALGO_HIER || bytes * (size_t)h->size >= HIER_AUTO_REDUCE_SCATTER_MIN;
   case GR__BARRIER:
     return h->mode == ALGO_HIER;
   default:
