@@ -15,9 +15,10 @@
 #   4. 3 hosts x 2 ranks, GPURUN_COLL_ALGO=hier everywhere but flat on rank 3: every rank must
 #      take the same path (the lowest setting, flat: no hierarchy anywhere), and say why.
 #   5. 3 hosts x 2 ranks, GPURUN_COLL_ALGO=hier, rank 3 (not a leader) SIGKILLed inside a stream
-#      of allreduces, reduce-scatters, allgathers and reduces (mpirun --enable-recovery keeps the
-#      others): all five survivors return GR_ERR_TIMEOUT from the call it died in, naming the
-#      hierarchical kind, the one on its node naming it as gone.
+#      of reduces, allgathers, reduce-scatters and allreduces, reduce first (mpirun
+#      --enable-recovery keeps the others): all five survivors return GR_ERR_TIMEOUT from the call
+#      they were in, naming the hierarchical kind, the one on its node naming it as gone.
+#   6. the same with rank 4 (n2's leader) killed, allgather first.
 #   multinode_hier.sh MPIRUN TEST_COLL_HIER [full|sanitized]
 # sanitized (the ASan/UBSan build): 3 and 4 are left out (they check the choice of path, which the
 # release build covers, and each mpirun start costs ~15 s under the sanitizers on this machine).
@@ -109,18 +110,26 @@ fi
 
 # The survivors leave without MPI_Finalize (which can wait for the dead rank for ever), but mpirun
 # in recovery mode may linger: once all five have reported (or 60 s), it is stopped.
-RUN_TIMEOUT=60 run kill_3x2 n0:2,n1:2,n2:2 6 --enable-recovery -x GPURUN_COLL_ALGO=hier -- kill 3 &
-run_pid=$!
-for _ in $(seq 600); do
-  [ "$(grep -c 'SURVIVOR' "$D/kill_3x2.out" 2>/dev/null)" = 5 ] && break
-  kill -0 $run_pid 2>/dev/null || break
-  sleep 0.1
-done
-for _ in $(seq 30); do kill -0 $run_pid 2>/dev/null || break; sleep 0.1; done
-pkill -TERM -P $run_pid 2>/dev/null # the timeout wrapper around mpirun, if still there
-wait $run_pid
-ok=$(count kill_3x2 'SURVIVOR OK')
-[ "$ok" = 5 ] || fail "kill_3x2: $ok of 5 survivors ended with GR_ERR_TIMEOUT as expected"
-grep 'on the victim.s node): SURVIVOR OK' "$D/kill_3x2.out" | grep -q 'rank 3 (process [0-9]* no longer exists' ||
-  fail "kill_3x2: the victim's node-mate did not name it as gone"
-echo "PASS ($MODE): hierarchical collectives exact at 3x2 and 3+1+2 ranks, a killed rank named$([ "$MODE" = sanitized ] || echo ", flat when asked, the lowest setting when ranks differ")"
+# kill_case NAME VICTIM FIRST
+kill_case() {
+  local name=$1 victim=$2
+  RUN_TIMEOUT=60 run "$name" n0:2,n1:2,n2:2 6 --enable-recovery -x GPURUN_COLL_ALGO=hier -- kill "$victim" "$3" &
+  local run_pid=$!
+  for _ in $(seq 600); do
+    [ "$(grep -c 'SURVIVOR' "$D/$name.out" 2>/dev/null)" = 5 ] && break
+    kill -0 $run_pid 2>/dev/null || break
+    sleep 0.1
+  done
+  for _ in $(seq 30); do kill -0 $run_pid 2>/dev/null || break; sleep 0.1; done
+  pkill -TERM -P $run_pid 2>/dev/null # the timeout wrapper around mpirun, if still there
+  wait $run_pid
+  local ok; ok=$(count "$name" 'SURVIVOR OK')
+  [ "$ok" = 5 ] || fail "$name: $ok of 5 survivors ended with GR_ERR_TIMEOUT as expected"
+  grep 'on the victim.s node): SURVIVOR OK' "$D/$name.out" | grep -q "rank $victim (process [0-9]* no longer exists" ||
+    fail "$name: the victim's node-mate did not name it as gone"
+}
+kill_case kill_3x2 3 0
+kill_case kill_leader_3x2 4 1
+grep -q 'SURVIVOR OK.*hierarchical allgather' "$D/kill_leader_3x2.out" ||
+  fail "kill_leader_3x2: no survivor failed inside the hierarchical allgather"
+echo "PASS ($MODE): hierarchical collectives exact at 3x2 and 3+1+2 ranks, a killed rank and a killed leader named$([ "$MODE" = sanitized ] || echo ", flat when asked, the lowest setting when ranks differ")"

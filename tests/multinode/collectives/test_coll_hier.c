@@ -7,8 +7,9 @@
  *       segments; broadcast and reduce from every root; barrier; groups and requests in flight;
  *       then split communicators that end up on one node or with one rank per node (no
  *       hierarchy). --quick: the world only, without the multi-segment sizes
- *   test_coll_hier kill VICTIM            VICTIM SIGKILLs itself inside a stream of large
- *       reduces, allgathers, reduce-scatters and allreduces; every survivor must return
+ *   test_coll_hier kill VICTIM [FIRST]    VICTIM SIGKILLs itself inside a stream of large
+ *       reduces, allgathers, reduce-scatters and allreduces in turn, starting with the FIRST of
+ *       them (0-3, default 0: reduce); every survivor must return
  *       GR_ERR_TIMEOUT from the call it was in, within the timeout plus a margin (those on the
  *       victim's node naming it as gone), then destroy the communicator. Prints
  *       "SURVIVOR OK" or "SURVIVOR FAIL" per survivor. */
@@ -391,7 +392,7 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int run_kill(int victim) {
+static int run_kill(int victim, int first) {
   int size;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   gr_comm_config cfg;
@@ -442,9 +443,9 @@ static int run_kill(int victim) {
     if (timer_create(CLOCK_MONOTONIC, &ev, &tm) != 0 || timer_settime(tm, 0, &at, NULL) != 0)
       raise(SIGKILL);
   }
-  /* the calls cycle through the kinds, 4 MiB of all ranks' data each, reduce first (the victim
-   * dies inside the first call or so, whichever it is; the reduce's root is rank 1, not a leader
-   * at 3 x 2) */
+  /* the calls cycle through the kinds, 4 MiB of all ranks' data each, names[first] first (the
+   * victim dies inside the first call or so, whichever it is; the reduce's root is rank 1, not a
+   * leader at 3 x 2) */
   static const char *const names[] = {"reduce", "allgather", "reduce_scatter", "allreduce"};
   float *y = xalloc(n * sizeof *y);
   size_t per = n / (size_t)size;
@@ -453,7 +454,7 @@ static int run_kill(int victim) {
   int kind = 0;
   for (int it = 0; it < 100000 && st == GR_OK; it++) {
     t0 = now();
-    kind = it % 4;
+    kind = (it + first) % 4;
     if (kind == 0) st = gr_reduce(x, y, n, GR_FLOAT32, GR_SUM, 1, c, NULL);
     if (kind == 1) st = gr_allgather(y, x, per, GR_FLOAT32, c, NULL);
     if (kind == 2) st = gr_reduce_scatter(x, y, per, GR_FLOAT32, GR_SUM, c, NULL);
@@ -494,9 +495,9 @@ int main(int argc, char **argv) {
     }
     rc = run_exact(blocking, quick, dir ? dir : "/tmp");
   } else if (argc >= 3 && strcmp(argv[1], "kill") == 0) {
-    rc = run_kill(atoi(argv[2]));
+    rc = run_kill(atoi(argv[2]), argc >= 4 ? atoi(argv[3]) & 3 : 0);
   } else if (world_rank == 0) {
-    fprintf(stderr, "usage: test_coll_hier exact [--no-timeout] | kill VICTIM\n");
+    fprintf(stderr, "usage: test_coll_hier exact [--no-timeout] | kill VICTIM [FIRST]\n");
   }
   MPI_Finalize();
   return rc;
