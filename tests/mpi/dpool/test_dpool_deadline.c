@@ -6,7 +6,7 @@
  *   test_dpool_deadline partial    timeout 2 s; the last rank skips a run (the first, then, with a
  *                                  fresh dpool, the second): the others return GR_ERR_TIMEOUT, the
  *                                  absent rank named both times; then it skips
- *                                  gr_dpool_create: the others' create times out.
+ *                                  gr_dpool_create: the others' create times out, naming it.
  *   test_dpool_deadline barrier   timeout 2 s; the last rank stops just before a run's final
  *                                  barrier (after termination): the others time out naming it.
  *   test_dpool_deadline stop [--pool W]
@@ -180,6 +180,13 @@ static int test_partial(void) {
     CHECK(dp == NULL);
     CHECK(strstr(gr_last_error(), "gr_dpool_create") != NULL);
     expect_timeout(st, dt, -1);
+    /* ... naming the rank that never came, and only it (before: "not every rank of comm entered
+     * gr_dpool_create", nobody named) */
+    char want[64];
+    snprintf(want, sizeof want, "rank(s) %d of comm did not enter gr_dpool_create", absent);
+    if (!strstr(gr_last_error(), want))
+      fprintf(stderr, "rank %d: expected \"%s\" in \"%s\"\n", g_rank, want, gr_last_error());
+    CHECK(strstr(gr_last_error(), want) != NULL);
   }
   alarm(0);
   MPI_Barrier(MPI_COMM_WORLD);
