@@ -21,6 +21,7 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -561,6 +562,19 @@ static gr_status nccl_test(gr__call *k, int *done) {
   return test_enqueued(k, done);
 }
 
+/* A verdict whose call was given up (timeout, abort) while MPI may still write v->all (a
+ * collective request cannot be cancelled): kept reachable for the rest of the process, never
+ * freed. Few: a timeout aborts the communicator. */
+static void abandon_verdict(verdict *v) {
+  static verdict *abandoned;
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  v->k = NULL;
+  pthread_mutex_lock(&lock);
+  v->next = abandoned;
+  abandoned = v;
+  pthread_mutex_unlock(&lock);
+}
+
 static void nccl_forget(gr__call *k) {
   verdict *v = *VS(k);
   if (v) {
@@ -576,7 +590,7 @@ static void nccl_forget(gr__call *k) {
     if (v->state != V_WAIT) {
       free(v);
     } else {
-      v->k = NULL; /* MPI may still write v->all: v is left (the communicator is aborted) */
+      abandon_verdict(v);
       return;
     }
   }

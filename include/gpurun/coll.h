@@ -221,8 +221,12 @@ GR_API gr_status gr_barrier(gr_comm *comm);
  * counts from the start. Several requests may be outstanding on one communicator; every rank must
  * start the same collectives in the same order. Not allowed inside a group (GR_ERR_STATE). On the
  * NCCL backend a request finishes when the work is enqueued, as the blocking calls do; the work
- * reaches the stream once every rank has started the call (the refusal verdict, Errors above), so
- * order other work on the stream after gr_wait, not after the start. */
+ * reaches the stream once every rank has started the call (the refusal verdict, Errors above):
+ * at the gr_test/gr_wait that finds the verdict in, or at the communicator's next call, whichever
+ * comes first. So order other work on the stream after gr_wait, not after the start, and with a
+ * request outstanding on one communicator, wait for it before calling on another communicator
+ * that shares its stream where ranks could test it at different points (NCCL wants the same
+ * order of communicators on every rank). */
 typedef struct gr_request gr_request;
 GR_API gr_status gr_iallreduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
                                gr_comm *comm, gr_stream stream, gr_request **req);
