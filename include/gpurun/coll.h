@@ -64,10 +64,10 @@
  *   a 4-byte verdict. On the NCCL backend every collective but the barrier sends a 4-byte verdict
  *   over MPI and reaches NCCL once it is in (one host round trip per call, never a wait for the
  *   stream): a request's NCCL work is therefore enqueued by the gr_test/gr_wait that finds its
- *   verdict in, and calls reach NCCL in the order they were made. Not covered without check mode:
- *   point-to-point calls, and arguments that differ between ranks (count, dtype, op: a
- *   disagreement, detected by check mode and on the shared-memory path, below). Use check mode
- *   while developing.
+ *   verdict in, and a communicator's calls reach NCCL in the order they were made. Not covered
+ *   without check mode: point-to-point calls, and arguments that differ between ranks (count,
+ *   dtype, op: a disagreement, detected by check mode and on the shared-memory path, below). Use
+ *   check mode while developing.
  * - Check mode (cfg.check, default from GPURUN_CHECK, off unless set): before each collective the
  *   ranks exchange a fingerprint (call number, kind, op, dtype, count, root, in-place form, local
  *   verdict) over MPI; a difference returns GR_ERR_MISMATCH on every rank, e.g. "rank 3 called

@@ -132,9 +132,12 @@ GR_API gr_status gr_dpool_push_to(gr_dpool *dp, int rank, int id, const void *pa
  * it while the create can still succeed (the program's own MPI_ANY_TAG receives could take it);
  * a rank whose timeout has run out sends every other an empty notice (tag: comm's MPI_TAG_UB), a
  * rank waiting in gr_dpool_create that receives one gives up too and answers, and after a grace of
- * half the timeout (0.25 to 5 s) those not heard from are named. After any failure the dpool is
- * broken: further runs return
- * GR_ERR_STATE; gr_dpool_destroy still frees it (locally: it does not wait for the silent rank).
+ * half the timeout (0.25 to 5 s) those not heard from are named (a notice sent to a rank that
+ * never came stays on comm, where that rank's own receives may meet it: the job has failed by
+ * then). The timed-out create leaves its MPI_Comm_idup of comm pending, so comm (and, with Open
+ * MPI, the creation of further communicators) is best left alone after it. After any failure the
+ * dpool is broken: further runs return GR_ERR_STATE; gr_dpool_destroy still frees it (locally: it
+ * does not wait for the silent rank).
  * Without a timeout a rank that stops or never enters the run makes the others wait for ever
  * (as MPI collectives do). */
 GR_API gr_status gr_dpool_run(gr_dpool *dp);
