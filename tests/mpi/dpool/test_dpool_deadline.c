@@ -119,9 +119,12 @@ static gr_dpool *make(void) {
   return dp;
 }
 
-static void expect_timeout_said(gr_status st, double dt, int named, const char *said) {
+/* dt at least min_share of the timeout: all of it where this rank's own clock decides, less where
+ * another rank's notice may end the wait first (it started earlier by the ranks' skew). */
+static void expect_timeout_in(gr_status st, double dt, double min_share, int named,
+                              const char *said) {
   CHECK(st == GR_ERR_TIMEOUT);
-  CHECK(dt >= T * 0.99);
+  CHECK(dt >= T * min_share);
   CHECK(dt < 10 * T + 20);
   if (named >= 0) {
     char want[96];
@@ -131,6 +134,10 @@ static void expect_timeout_said(gr_status st, double dt, int named, const char *
   }
   printf("rank %d: after %.2f s: %s\n", g_rank, dt, gr_last_error());
   fflush(stdout);
+}
+
+static void expect_timeout_said(gr_status st, double dt, int named, const char *said) {
+  expect_timeout_in(st, dt, 0.99, named, said);
 }
 
 static void expect_timeout(gr_status st, double dt, int named) {
@@ -181,7 +188,8 @@ static int test_partial(void) {
     double dt = now_s() - t0;
     CHECK(dp == NULL);
     CHECK(strstr(gr_last_error(), "gr_dpool_create") != NULL);
-    expect_timeout(st, dt, -1);
+    /* the first rank whose timeout runs out tells the others, who may have started later */
+    expect_timeout_in(st, dt, 0.5, -1, "");
     /* ... naming the rank that never came, and only it (before: "not every rank of comm entered
      * gr_dpool_create", nobody named) */
     char want[64];
@@ -203,7 +211,7 @@ static int test_partial(void) {
     gr_dpool *dp = NULL;
     double t0 = now_s();
     gr_status st = gr_dpool_create(rev, NULL, &cfg, &dp);
-    expect_timeout(st, now_s() - t0, -1);
+    expect_timeout_in(st, now_s() - t0, 0.5, -1, ""); /* as above: a notice may come first */
     char want[96];
     snprintf(want, sizeof want, "rank(s) 0 (world rank %d) of comm did not enter", absent);
     if (!strstr(gr_last_error(), want))
