@@ -2,6 +2,7 @@
 #include "gr_log.h"
 
 #include "gr_error.h"
+#include "gr_escape.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,16 +46,20 @@ void gr__log_reset(void) { __atomic_store_n(&level_cache, -1, __ATOMIC_RELAXED);
 
 void gr__log(gr_log_level level, const char *fmt, ...) {
   static const char *const tags[] = {"error", "warn", "info", "debug"};
-  char line[2048];
+  char msg[2048], line[2048];
   int rank = gr__process_rank();
   int n = rank >= 0 ? snprintf(line, sizeof line, "gpurun[%d] %s: ", rank, tags[level])
                     : snprintf(line, sizeof line, "gpurun %s: ", tags[level]);
   va_list ap;
   va_start(ap, fmt);
-  int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+  int m = vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-  if (len > sizeof line - 2) len = sizeof line - 2;
+  if (m < 0) msg[0] = '\0';
+  /* Messages quote what gpurun did not write (environment variables, paths, host names, another
+   * job's files): every control character and invalid UTF-8 byte is shown as \xNN here, once for
+   * all callers, so no message can move the cursor or recolour the operator's terminal. */
+  gr__esc_term_str(line + n, sizeof line - (size_t)n - 1, msg);
+  size_t len = strlen(line);
   line[len++] = '\n';
   /* One write: lines from concurrent ranks/threads stay whole. */
   ssize_t w = write(STDERR_FILENO, line, len);

@@ -458,12 +458,13 @@ static gr_status run_one(const char *fn, gr__call *k, int checked) {
  * left inside the call. How the refusal travels, decided from what every rank knows alike (kind,
  * communicator):
  *   ROUTE_CALL   the call's own first exchange carries it (the shared-memory descriptor, where
- *                every rank checks every peer's before touching data): the refusing rank posts
- *                the call without data; no cost to anyone else;
+ *                every rank checks every peer's before touching data; on NCCL the verdict the
+ *                backend posts with every call and waits for before it enqueues): the refusing
+ *                rank posts the call without data; nothing else is needed in front of it;
  *   ROUTE_AGREE  every rank first agrees on a verdict (one 4-byte MPI_Iallreduce, MAX, bounded by
  *                the timeout): the MPI algorithms, and groups;
  *   ROUTE_NONE   nothing is exchanged: check mode (its fingerprint exchange does it), one rank,
- *                point-to-point and the barrier (nothing to refuse), the NCCL backend. */
+ *                point-to-point and the barrier (nothing to refuse). */
 static int refusal_route(const gr__call *k) {
   const gr_comm *c = k->comm;
   if (c->check || c->size < 2 || !is_collective(k->kind) || k->kind == GR__BARRIER ||

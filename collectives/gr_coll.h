@@ -92,8 +92,9 @@ typedef enum {
    * a group itself and takes device buffers, which a host memcpy cannot pack). */
   GR__CAP_PACK_MULTI = 1u << 0,
   /* A call one rank refuses still joins the exchange (coll.h, Errors): the front end agrees on a
-   * verdict over c->mpi first, or carries it in the call where carries_refusal says so. Without
-   * it (NCCL), only check mode does. */
+   * verdict over c->mpi first, or carries it in the call where carries_refusal says so (the
+   * shared-memory path; NCCL, whose post sends a verdict before it enqueues). Without it, only
+   * check mode does. */
   GR__CAP_JOIN_REFUSALS = 1u << 1,
 } gr__coll_cap;
 

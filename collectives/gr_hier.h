@@ -8,19 +8,36 @@
  * inter-node step runs whatever algorithm that backend runs for the parent (the MPI backend's own
  * recursive doubling, ring or Rabenseifner with a timeout; NCCL where a backend with NCCL hooks in).
  *
- * A call goes through three stages per segment: a node-local step on the segment (allreduce: the
- * node's reduction; broadcast: from the root to its node when the root is not its node's leader;
- * barrier: a node barrier), the inter-node step among the leaders (allreduce, broadcast from the
- * root's node, barrier), and a node-local broadcast (barrier) from the leader. Large calls go in
- * segments that move through the stages independently, so the node step of segment j+1 runs
- * while the leaders exchange segment j.
+ * A call goes through three stages per segment: a node-local step on the segment, the inter-node
+ * step among the leaders, and a node-local broadcast (barrier) from the leader:
+ *   allreduce       node allreduce; leaders' allreduce; node broadcast
+ *   broadcast       from the root to its node when the root is not its leader; leaders'
+ *                   broadcast from the root's node; node broadcast (not on the root's node then)
+ *   barrier         node barrier; leaders' barrier; node barrier
+ *   reduce          node allreduce (the protocol's reduce to one rank stops at small sizes);
+ *                   leaders' reduce to the root's node; node broadcast on the root's node only,
+ *                   when the root is not its leader. Ranks but the root work in scratch.
+ *   allgather       node allgather into the node's block; leaders' allgather of the node blocks
+ *                   (each padded to the largest node's size); node broadcast of all blocks; each
+ *                   rank copies them into parent-rank order (a node's ranks need not be
+ *                   contiguous in the parent). Where they are, with every node the same size and
+ *                   one segment, the blocks are built in the receive buffer itself.
+ *   reduce-scatter  each rank permutes its input into node blocks (as allgather's); node
+ *                   allreduce of all of them; leaders' reduce-scatter of the node blocks; node
+ *                   broadcast of the node's block, of which each rank keeps its own part (the
+ *                   protocol has no scatter: a broadcast of lsize parts in shared memory).
+ * Large calls go in segments (allgather, reduce-scatter: of all ranks' data) that move through
+ * the stages independently, so the node step of segment j+1 runs while the leaders exchange
+ * segment j.
  *
  * Which calls take it. GPURUN_COLL_ALGO: "flat" keeps the flat algorithms on communicators that
  * span nodes (a single-node communicator still takes the shared-memory path); "hier" takes the
- * hierarchical path for allreduce, broadcast and barrier at every size; "auto" (default, "shm" is
- * the same) for allreduces from 64 KiB and broadcasts from 256 KiB, where it measured faster (see
- * HIER_AUTO_* in hier.c); "mpi" turns both the shared-memory and the hierarchical path off. Ranks whose settings differ use the most
- * conservative one among them (mpi < flat < auto < hier), said once at GPURUN_LOG=warn. Whether
+ * hierarchical path for allreduce, broadcast, barrier, reduce, allgather and reduce-scatter at
+ * every size; "auto" (default, "shm" is the same) for allreduces from 64 KiB, broadcasts from
+ * 256 KiB and allgathers from 1 MiB of all ranks' data, where it measured faster (see
+ * HIER_AUTO_* in hier.c; reduce and reduce-scatter did not gain reliably and stay flat); "mpi"
+ * turns both the shared-memory and the hierarchical path off. Ranks whose settings differ use the
+ * most conservative one among them (mpi < flat < auto < hier), said once at GPURUN_LOG=warn. Whether
  * the path exists is decided at creation from data every rank holds after one allgather (the node
  * of every rank, whether every node with two or more ranks got its segment), so it is the same on
  * every rank; whether a call takes it depends only on the call's kind and size.
@@ -58,6 +75,8 @@ typedef struct gr__hier_call gr__hier_call;
 /* Test hook: when > 0, the segment size in bytes of calls posted afterwards (the same on every
  * rank), so that tests reach the pipeline with small calls. */
 extern size_t gr__hier_seg_bytes;
+/* Test hook: calls of each kind (gr__kind) this process started on the hierarchical path. */
+extern _Atomic unsigned long gr__hier_calls[GR__NKINDS];
 gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *recv,
                              gr__hier_call **op);
 gr_status gr__hier_call_test(gr__hier *h, gr__call *k, gr__hier_call **op, int *done);

@@ -14,6 +14,10 @@
 
 typedef struct gr__nccl_share gr__nccl_share;
 
+/* The bytes at the start of a call's be_area that nccl_share.c may use; backend_nccl.c keeps the
+ * call's refusal verdict after them. */
+#define GR__NCCL_SHARE_AREA 48
+
 /* Collective over c->mpi. *out = NULL when every rank has a GPU of its own (the caller goes on with
  * one NCCL communicator over all ranks); otherwise the groups, the leaders' NCCL communicator and
  * the log line naming the grouping. GPURUN_NCCL_SHARE=0 turns the grouping off (then NCCL itself

@@ -24,6 +24,7 @@
 #include "gr_shm.h"
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #define HIER_SEG_BYTES (16u << 20)
 
 size_t gr__hier_seg_bytes;
+_Atomic unsigned long gr__hier_calls[GR__NKINDS];
 #define HIER_WINDOW 2
 #define HOST_LEN 64
 
@@ -52,6 +54,10 @@ struct gr__hier {
   int rank, size;         /* in the parent communicator */
   int lrank, lsize;       /* in this rank's node */
   int nnodes, node;       /* nodes, this rank's node (= its leader's rank among the leaders) */
+  int maxl;               /* ranks on the largest node: the block of a node in allgather and
+                           * reduce-scatter (smaller nodes' blocks are padded to it) */
+  int ident;              /* every node has maxl ranks, numbered node by node: node blocks are
+                           * already in parent-rank order */
   int *node_of;           /* [size] node of every rank */
   int *local_of;          /* [size] rank within its node of every rank */
   int *leader_of;         /* [nnodes] the parent rank of each node's leader */
@@ -72,8 +78,13 @@ struct gr__hier_call {
   gr_dtype dtype;
   gr_op op; /* AVG is reduced as SUM */
   size_t es, count, seg;
-  const char *src; /* the input of the first stage (allreduce) */
-  char *buf;       /* the result, in place */
+  const char *src; /* the input of the first stage (allreduce, reduce, allgather) */
+  char *buf;       /* the result, in place (allreduce, broadcast, reduce) */
+  char *out;       /* the caller's receive buffer (allgather, reduce-scatter: copied out) */
+  char *tmp;       /* owned scratch: reduce off the root; allgather, reduce-scatter: see below */
+  char *blk;       /* allgather, reduce-scatter: the node blocks (blocks()), in tmp or out */
+  char *rs_out;    /* reduce-scatter: the leaders' result blocks, in tmp */
+  int rs_direct;   /* reduce-scatter: the node step reads the input as it is (no permuted copy) */
   int nseg;
   int has_a, has_l, has_c, a_kind, a_root, lroot;
   int *seq, nseq, tpost, tdone;
@@ -133,7 +144,8 @@ void gr__hier_free(gr__hier *h) {
   while (h->head) { /* calls never collected (the program ended without waiting): memory only */
     hier_call *hc = h->head;
     h->head = hc->next;
-    free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc);
+    free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc->tmp);
+    free(hc);
   }
   lead_free(h->lead);
   gr__shm_free(h->shm);
@@ -243,6 +255,10 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   h->mode = x[1];
   h->rank = c->rank, h->size = P, h->lrank = lrank, h->lsize = lsize, h->nnodes = nnodes;
   h->node = h->node_of[c->rank];
+  h->maxl = maxl;
+  h->ident = 1;
+  for (int r = 0; r < P; r++)
+    if (h->node_of[r] * maxl + h->local_of[r] != r) h->ident = 0;
   snprintf(h->id, sizeof h->id, "%.40s", c->id);
   /* this node's segment: the shared-memory path's own attach, on a communicator of the node */
   int seg_ok = 1;
@@ -295,10 +311,14 @@ none:
 /* What "auto" hands to the hierarchy, from the interleaved runs in bench/README.md (3 netns hosts x
  * 2 ranks, 2 shared cores): allreduce from 64 KiB (below, three stages in a row lost to the flat
  * recursive doubling: best rounds 1.2-1.8x the flat time at 1-16 KiB), broadcast from 256 KiB
- * (mixed, 0.66-1.10x, above; slower below). The barrier is hierarchical only when asked for
- * (GPURUN_COLL_ALGO=hier): not measured to gain here. */
+ * (mixed, 0.66-1.10x, above; slower below), allgather from 1 MiB of all ranks' data (median
+ * rounds 0.53-1.27x, 8 of 12 at most 0.9x, from 1 MiB; 0.95-1.26x at 256 KiB). The barrier,
+ * reduce and reduce-scatter are hierarchical only when asked for (GPURUN_COLL_ALGO=hier): the
+ * barrier not measured; reduce 0.79-2.95x, reduce-scatter 0.66-1.68x flat from 1 MiB, no size
+ * where they gained reliably (their node step reduces every byte on every rank of the node). */
 #define HIER_AUTO_ALLREDUCE_MIN (64u << 10)
 #define HIER_AUTO_BROADCAST_MIN (256u << 10)
+#define HIER_AUTO_ALLGATHER_MIN (1u << 20) /* all ranks' data: size x sendcount */
 
 int gr__hier_takes(const gr__hier *h, const gr__call *k) {
   if (!h) return 0;
@@ -308,6 +328,10 @@ int gr__hier_takes(const gr__hier *h, const gr__call *k) {
     return h->mode == ALGO_HIER || bytes >= HIER_AUTO_ALLREDUCE_MIN;
   case GR__BROADCAST:
     return h->mode == ALGO_HIER || bytes >= HIER_AUTO_BROADCAST_MIN;
+  case GR__ALLGATHER:
+    return h->mode == ALGO_HIER || bytes * (size_t)h->size >= HIER_AUTO_ALLGATHER_MIN;
+  case GR__REDUCE:
+  case GR__REDUCE_SCATTER:
   case GR__BARRIER:
     return h->mode == ALGO_HIER;
   default:
@@ -325,7 +349,8 @@ static void call_release(hier_call *hc) {
     hc->next->prev = hc->prev;
   else if (h->tail == hc)
     h->tail = hc->prev;
-  free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc);
+  free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc->tmp);
+  free(hc);
 }
 
 /* Stop everything of hc that is in flight (the path is unusable afterwards). */
@@ -369,6 +394,38 @@ static gr_status fail(hier_call *hc, gr_status st, const char *stage, const char
   return st;
 }
 
+/* Allgather, reduce-scatter: segment [off, off + len) of every rank's block lives in tmp as
+ * nnodes node blocks of maxl * len elements, rank l of node i at (i * maxl + l) * len: the node
+ * order the leaders' communicator has, whatever the ranks' order in the parent (a node's ranks
+ * need not be contiguous there). Segments follow each other in tmp. */
+static char *blocks(const hier_call *hc, size_t off, size_t len, int node, int l) {
+  const gr__hier *h = hc->h;
+  size_t B = (size_t)h->maxl;
+  return at(hc->blk, (off * (size_t)h->nnodes * B + ((size_t)node * B + (size_t)l) * len) * hc->es);
+}
+
+/* Segment j's result is complete in tmp: put it where the caller wants it, in parent-rank order. */
+static void seg_finish(hier_call *hc, int j) {
+  const gr__hier *h = hc->h;
+  size_t off, len;
+  seg_range(hc, j, &off, &len);
+  if (!len) return;
+  if (hc->kind == GR__ALLGATHER && hc->blk != hc->out) {
+    for (int r = 0; r < h->size; r++)
+      memcpy(hc->out + ((size_t)r * hc->count + off) * hc->es,
+             blocks(hc, off, len, h->node_of[r], h->local_of[r]), len * hc->es);
+  } else if (hc->kind == GR__REDUCE_SCATTER) {
+    memcpy(hc->out + off * hc->es,
+           hc->rs_out + (off * (size_t)h->maxl + (size_t)h->lrank * len) * hc->es, len * hc->es);
+  }
+}
+
+/* The leaders' step of segment j finished; on a rank without a node broadcast, so did j. */
+static void lead_done(hier_call *hc, int j) {
+  hc->ldone[j] = 1;
+  if (!hc->has_c) seg_finish(hc, j);
+}
+
 static gr_status post_lead(hier_call *hc) {
   gr__hier *h = hc->h;
   int j = hc->lposted;
@@ -377,12 +434,30 @@ static gr_status post_lead(hier_call *hc) {
   gr__call *l = &hc->lc[j];
   memset(l, 0, sizeof *l);
   l->kind = hc->kind;
-  l->send = at(hc->kind == GR__ALLREDUCE && !hc->has_a ? hc->src : hc->buf, off * hc->es);
-  l->recv = at(hc->buf, off * hc->es);
-  l->count = hc->kind == GR__BARRIER ? 0 : len;
+  size_t B = (size_t)h->maxl;
+  switch (hc->kind) {
+  case GR__ALLGATHER:      /* the node blocks, in place (this leader's block is its node's) */
+    if (!hc->has_a && len) /* alone on its node: its own input is the node's block */
+      memcpy(blocks(hc, off, len, h->node, 0), at(hc->src, off * hc->es), len * hc->es);
+    l->send = blocks(hc, off, len, h->node, 0);
+    l->recv = blocks(hc, off, len, 0, 0);
+    l->count = B * len;
+    break;
+  case GR__REDUCE_SCATTER: /* the node sums of every node block; this node's block comes back */
+    l->send = blocks(hc, off, len, 0, 0);
+    l->recv = at(hc->rs_out, off * B * hc->es);
+    l->count = B * len;
+    break;
+  default: /* allreduce, reduce (the node's sum, or its own input alone), broadcast, barrier */
+    l->send =
+        at((hc->kind == GR__ALLREDUCE || hc->kind == GR__REDUCE) && !hc->has_a ? hc->src : hc->buf,
+           off * hc->es);
+    l->recv = at(hc->buf, off * hc->es);
+    l->count = hc->kind == GR__BARRIER ? 0 : len;
+  }
   l->dtype = hc->dtype;
   l->op = hc->op;
-  l->root = hc->kind == GR__BROADCAST ? hc->lroot : -1;
+  l->root = hc->kind == GR__BROADCAST || hc->kind == GR__REDUCE ? hc->lroot : -1;
   l->comm = h->lead;
   l->seq = (uint64_t)j;
   l->flight_slot = -1; /* and be_area zero, as a backend's post expects */
@@ -395,7 +470,7 @@ static gr_status post_lead(hier_call *hc) {
     return fail(hc, st, "the inter-node step failed", h->lead->err, j);
   }
   hc->lposted++;
-  if (done) hc->ldone[j] = 1;
+  if (done) lead_done(hc, j);
   return GR_OK;
 }
 
@@ -409,12 +484,35 @@ static gr_status post_node(hier_call *hc) {
   size_t off, len;
   seg_range(hc, j, &off, &len);
   gr__shm_op call = {.kind = GR__BARRIER, .dtype = hc->dtype, .op = hc->op, .root = -1};
-  if (hc->kind != GR__BARRIER) {
-    call.kind = code & 1 ? GR__BROADCAST : hc->a_kind;
+  size_t NB = (size_t)h->nnodes * (size_t)h->maxl;
+  if (hc->kind != GR__BARRIER && (code & 1)) { /* C: the leader's result to its node */
+    call.kind = GR__BROADCAST;
+    call.root = 0;
     call.count = len;
     call.recv = at(hc->buf, off * hc->es);
-    call.send = hc->kind == GR__ALLREDUCE && !(code & 1) ? at(hc->src, off * hc->es) : call.recv;
-    call.root = code & 1 ? 0 : hc->a_root;
+    if (hc->kind == GR__ALLGATHER) { /* every node's block: each rank picks the order itself */
+      call.count = NB * len;
+      call.recv = blocks(hc, off, len, 0, 0);
+    } else if (hc->kind == GR__REDUCE_SCATTER) { /* this node's block: each rank takes its part */
+      call.count = (size_t)h->maxl * len;
+      call.recv = at(hc->rs_out, off * (size_t)h->maxl * hc->es);
+    }
+    call.send = call.recv;
+  } else if (hc->kind != GR__BARRIER) { /* A: the node's step */
+    call.kind = hc->a_kind;
+    call.root = hc->a_root;
+    call.count = len;
+    call.send = at(hc->src, off * hc->es);
+    call.recv = at(hc->buf, off * hc->es);
+    if (hc->kind == GR__BROADCAST) {
+      call.send = call.recv;
+    } else if (hc->kind == GR__ALLGATHER) { /* the node's ranks' inputs, in local order */
+      call.recv = blocks(hc, off, len, h->node, 0);
+    } else if (hc->kind == GR__REDUCE_SCATTER) { /* the node's sum of the permuted inputs */
+      call.count = NB * len;
+      call.recv = blocks(hc, off, len, 0, 0);
+      call.send = hc->rs_direct ? hc->src : call.recv;
+    }
   }
   gr_status st = gr__shm_post(h->shm, &hc->nops[hc->tpost], &call);
   if (st != GR_OK)
@@ -450,7 +548,7 @@ static gr_status progress(hier_call *hc, int *moved) {
         hc->ldone[j] = 1; /* a failed call is released by the backend */
         return fail(hc, st, "the inter-node step failed", h->lead->err, j);
       }
-      if (done) hc->ldone[j] = 1, *moved = 1;
+      if (done) lead_done(hc, j), *moved = 1;
     }
     while (hc->ldone_lo < hc->lposted && hc->ldone[hc->ldone_lo])
       hc->ldone_lo++;
@@ -472,7 +570,10 @@ static gr_status progress(hier_call *hc, int *moved) {
       return fail(hc, st, "the node step failed", d, code / 2);
     }
     if (done) {
-      if (!(code & 1)) hc->adone[code / 2] = 1;
+      if (!(code & 1))
+        hc->adone[code / 2] = 1;
+      else
+        seg_finish(hc, code / 2);
       hc->tdone++;
       *moved = 1;
     }
@@ -497,15 +598,58 @@ gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *r
   hc->op = k->op == GR_AVG ? GR_SUM : k->op;
   hc->es = k->kind == GR__BARRIER ? 1 : gr__dtype_size(k->dtype);
   hc->count = k->kind == GR__BARRIER ? 0 : k->count;
-  hc->seg = (gr__hier_seg_bytes ? gr__hier_seg_bytes : HIER_SEG_BYTES) / hc->es;
+  /* allgather, reduce-scatter: a segment is sized by what the leaders exchange, every node block */
+  size_t NB = (size_t)h->nnodes * (size_t)h->maxl, per = hc->es;
+  if (k->kind == GR__ALLGATHER || k->kind == GR__REDUCE_SCATTER) per *= NB;
+  hc->seg = (gr__hier_seg_bytes ? gr__hier_seg_bytes : HIER_SEG_BYTES) / per;
   if (!hc->seg) hc->seg = 1;
   hc->nseg = hc->count ? (int)((hc->count + hc->seg - 1) / hc->seg) : 1;
   hc->src = send;
   hc->buf = recv;
+  hc->out = recv;
   int multi = h->lsize > 1;
   hc->has_l = h->lrank == 0;
   hc->a_kind = k->kind;
   hc->a_root = -1;
+  size_t bytes = hc->count * hc->es;
+  if (k->kind == GR__REDUCE) {
+    /* node allreduce (every rank of the node gets its sum; the protocol has no reduce to one
+     * rank at this size), leaders' reduce to the root's node, and a node broadcast from that
+     * leader when the root is not it. Ranks but the root work in scratch. */
+    hc->lroot = h->node_of[k->root];
+    hc->a_kind = GR__ALLREDUCE;
+    hc->has_a = multi;
+    hc->has_c = multi && hc->lroot == h->node && h->local_of[k->root] != 0;
+    if (k->root != h->rank && bytes) hc->tmp = malloc(bytes);
+    if (k->root != h->rank) hc->buf = hc->tmp;
+  } else if (k->kind == GR__ALLGATHER || k->kind == GR__REDUCE_SCATTER) {
+    /* tmp: the node blocks (blocks()); reduce-scatter adds the leaders' result, maxl blocks */
+    size_t tb = NB * bytes + (k->kind == GR__REDUCE_SCATTER ? (size_t)h->maxl * bytes : 0);
+    /* ranks in node order, every node alike, one segment: the blocks are in rank order already */
+    int direct = h->ident && hc->nseg == 1;
+    if (k->kind == GR__ALLGATHER && direct)
+      hc->blk = recv; /* built in place: they are the result */
+    else if (tb)      /* zero: a smaller node's padding is sent, never used */
+      hc->blk = hc->tmp = direct ? malloc(tb) : calloc(1, tb);
+    hc->rs_direct = k->kind == GR__REDUCE_SCATTER && direct; /* the input is the blocks */
+    hc->has_a = hc->has_c = multi;
+    if (k->kind == GR__REDUCE_SCATTER) hc->a_kind = GR__ALLREDUCE;
+  }
+  if (k->kind == GR__REDUCE_SCATTER && hc->tmp) {
+    /* this rank's input, block of rank r to node_of[r]'s block, slot local_of[r], per segment */
+    hc->rs_out = hc->tmp + NB * bytes;
+    for (size_t off = 0; off < hc->count && !hc->rs_direct; off += hc->seg) {
+      size_t len = hc->count - off < hc->seg ? hc->count - off : hc->seg;
+      for (int r = 0; r < h->size; r++)
+        memcpy(blocks(hc, off, len, h->node_of[r], h->local_of[r]),
+               (const char *)send + ((size_t)r * hc->count + off) * hc->es, len * hc->es);
+    }
+  }
+  int scratch = k->kind == GR__REDUCE_SCATTER || (k->kind == GR__REDUCE && k->root != h->rank);
+  if (bytes && (k->kind == GR__ALLGATHER ? !hc->blk : scratch && !hc->tmp)) {
+    free(hc);
+    return gr__comm_err(c, GR_ERR_NOMEM, "out of memory (%zu bytes of scratch)", bytes);
+  }
   if (k->kind == GR__BROADCAST) {
     int rn = h->node_of[k->root], rl = h->local_of[k->root];
     hc->lroot = rn;
@@ -516,7 +660,7 @@ gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *r
       hc->has_c = multi;
     }
     if (k->root == h->rank && send != recv && hc->count) memcpy(recv, send, hc->count * hc->es);
-  } else {
+  } else if (k->kind == GR__ALLREDUCE || k->kind == GR__BARRIER) {
     hc->has_a = hc->has_c = multi;
   }
   int W = HIER_WINDOW, n = 0;
@@ -526,7 +670,8 @@ gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *r
   hc->ldone = calloc((size_t)hc->nseg, 1);
   hc->lc = hc->has_l ? calloc((size_t)hc->nseg, sizeof *hc->lc) : NULL;
   if (!hc->seq || !hc->nops || !hc->adone || !hc->ldone || (hc->has_l && !hc->lc)) {
-    free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc);
+    free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc->tmp);
+    free(hc);
     return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
   }
   for (int j = 0; j < hc->nseg + W - 1; j++) {
@@ -549,6 +694,7 @@ gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *r
     return st;
   }
   *op = hc;
+  atomic_fetch_add_explicit(&gr__hier_calls[hc->kind], 1, memory_order_relaxed);
   return GR_OK;
 }
 

@@ -65,7 +65,8 @@ typedef struct xcall {
 typedef struct {
   xcall *x;
 } share_call;
-_Static_assert(sizeof(share_call) <= GR__BE_CALL_BYTES, "share_call must fit gr__call.be_area");
+_Static_assert(sizeof(share_call) <= GR__NCCL_SHARE_AREA,
+               "share_call must fit its part of be_area");
 
 static xcall **slot(gr__call *k) { return &((share_call *)(void *)k->be_area)->x; }
 

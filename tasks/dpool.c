@@ -167,24 +167,23 @@ gr_status gr_dpool_create(MPI_Comm comm, gr_pool *local, const gr_dpool_config *
     return gr__fail(GR_ERR_SYSTEM, call, "pthread_mutex_init failed");
   }
   /* Non-blocking, so that with a timeout a rank that never calls gr_dpool_create cannot hold
-   * the others here for ever. */
+   * the others here for ever; the wait names the ranks that did not come (dpool_create_wait.c). */
   MPI_Request dup_req;
   int rc = MPI_Comm_idup(comm, &dp->comm, &dup_req);
-  double deadline = cfg->timeout_s > 0 ? gr__mono_now() + cfg->timeout_s : 1e300;
-  for (int done = 0, slp = 0; rc == MPI_SUCCESS && !done;) {
-    rc = MPI_Test(&dup_req, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS || done) break;
-    if (gr__mono_now() > deadline) {
+  if (rc == MPI_SUCCESS) {
+    char why[512];
+    gr_status st = gr__dp_create_wait(comm, &dup_req, cfg->timeout_s, why, sizeof why);
+    if (st == GR_ERR_TIMEOUT) {
       /* The duplication stays pending in MPI and writes dp->comm when it completes: dp is
        * abandoned (kept, never freed). */
       gr__dp_abandon(dp);
-      return gr__fail(GR_ERR_TIMEOUT, call,
-                      "not every rank of comm entered gr_dpool_create "
-                      "within %g s (timeout_s / GPURUN_TIMEOUT)",
-                      cfg->timeout_s);
+      return gr__fail(GR_ERR_TIMEOUT, call, "%s", why);
     }
-    slp = slp ? (slp < 1000 ? 2 * slp : slp) : 1;
-    sleep_us(slp);
+    if (st == GR_ERR_NOMEM) {
+      gr__dp_abandon(dp);
+      return gr__fail(GR_ERR_NOMEM, call, "out of memory waiting for the other ranks");
+    }
+    if (st != GR_OK) rc = MPI_ERR_OTHER;
   }
   if (rc != MPI_SUCCESS) {
     pthread_mutex_destroy(&dp->mu);

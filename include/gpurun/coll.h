@@ -57,18 +57,20 @@
  *   gr_allreduce_multi (while the refusing rank has the counts), and for requests; a request's
  *   start never waits for other ranks. On the MPI algorithms every rank's start, the refusing
  *   rank's included, returns GR_OK and a request whose gr_wait/gr_test returns GR_ERR_INVALID
- *   naming the lowest refusing rank; on the shared-memory path and in check mode the refusing
- *   rank's start returns GR_ERR_INVALID at once (no request) and the others' requests fail at
- *   their start (check mode) or their wait. Requests cost as blocking calls, except that a
- *   request's verdict round is posted at its start and waited for inside its wait. The cost
- *   (docs/architecture.md, Collectives): none on the shared-memory
- *   path (the refusal rides in the call's descriptor) and for allreduces up to 64 KiB on the MPI
- *   algorithms (one more element carries it in band); elsewhere on the MPI backend, and once per
- *   group, the ranks first agree on a 4-byte verdict. Not covered without check mode: the NCCL
- *   backend (the refusing rank returns, the others wait until their timeout, as with NCCL itself),
- *   point-to-point calls, and arguments that differ between ranks (count, dtype, op: a
- *   disagreement, detected by check mode and on the shared-memory path, below). Use check mode
- *   while developing.
+ *   naming the lowest refusing rank; on the shared-memory path, on the NCCL backend and in check
+ *   mode the refusing rank's start returns GR_ERR_INVALID (no request) once the others have
+ *   started the call, and the others' requests fail at their start (check mode) or their wait.
+ *   The cost (docs/architecture.md, Collectives): none on the shared-memory path (the refusal
+ *   rides in the call's descriptor) and for allreduces up to 64 KiB on the MPI algorithms (one
+ *   more element carries it in band, requests too); elsewhere on the MPI backend, and once per
+ *   group, the ranks first agree on a 4-byte verdict (a request posts it at its start and its
+ *   data call waits for it inside gr_test/gr_wait). On the NCCL backend every collective but the
+ *   barrier sends a 4-byte verdict over MPI and reaches NCCL once it is in (one host round trip
+ *   per call, never a wait for the stream): a request's NCCL work is therefore enqueued by the
+ *   gr_test/gr_wait that finds its verdict in, and a communicator's calls reach NCCL in the order
+ *   they were made. Not covered without check mode: point-to-point calls, and arguments that
+ *   differ between ranks (count, dtype, op: a disagreement, detected by check mode and on the
+ *   shared-memory path, below). Use check mode while developing.
  * - Check mode (cfg.check, default from GPURUN_CHECK, off unless set): before each collective the
  *   ranks exchange a fingerprint (call number, kind, op, dtype, count, root, in-place form, local
  *   verdict) over MPI; a difference returns GR_ERR_MISMATCH on every rank, e.g. "rank 3 called
@@ -221,7 +223,13 @@ GR_API gr_status gr_barrier(gr_comm *comm);
  * (which free it and set *req to NULL once it has finished, successfully or not). The timeout
  * counts from the start. Several requests may be outstanding on one communicator; every rank must
  * start the same collectives in the same order. Not allowed inside a group (GR_ERR_STATE). On the
- * NCCL backend a request finishes when the work is enqueued, as the blocking calls do. */
+ * NCCL backend a request finishes when the work is enqueued, as the blocking calls do; the work
+ * reaches the stream once every rank has started the call (the refusal verdict, Errors above):
+ * at the gr_test/gr_wait that finds the verdict in, or at the communicator's next call, whichever
+ * comes first. So order other work on the stream after gr_wait, not after the start, and with a
+ * request outstanding on one communicator, wait for it before calling on another communicator
+ * that shares its stream where ranks could test it at different points (NCCL wants the same
+ * order of communicators on every rank). */
 typedef struct gr_request gr_request;
 GR_API gr_status gr_iallreduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
                                gr_comm *comm, gr_stream stream, gr_request **req);

@@ -98,7 +98,7 @@ GR_API void gr_dpool_config_init(gr_dpool_config *cfg);
 /* Collective over comm (which is duplicated). local may be NULL: tasks then run on the thread that
  * calls gr_dpool_run. cfg may be NULL for the defaults. Needs MPI initialised with at least
  * MPI_THREAD_FUNNELED. With cfg->timeout_s > 0, GR_ERR_TIMEOUT when not every rank of comm calls
- * it within the timeout. */
+ * it within the timeout, naming those that did not (see gr_dpool_run, Deadline). */
 GR_API gr_status gr_dpool_create(MPI_Comm comm, gr_pool *local, const gr_dpool_config *cfg,
                                  gr_dpool **out);
 /* Register a task function; every rank must register the same functions in the same order, before
@@ -126,10 +126,18 @@ GR_API gr_status gr_dpool_push_to(gr_dpool *dp, int rank, int id, const void *pa
  * poll. The first run's registration check and each run's final barrier are bounded by the
  * timeout too, and name the ranks that never reached them ("rank 2 did not enter the first run",
  * "rank 2 did not reach the run's final barrier"): each rank sends every other an empty message
- * on arrival, 2 (P - 1) per rank and step. gr_dpool_create's timeout names nobody: the only
- * channel there is the caller's communicator, on which gpurun sends no point-to-point message
- * (the program's own MPI_ANY_TAG receives could take it). After any failure the dpool is broken: further runs return
- * GR_ERR_STATE; gr_dpool_destroy still frees it (locally: it does not wait for the silent rank).
+ * on arrival, 2 (P - 1) per rank and step. gr_dpool_create's timeout names the ranks that did not
+ * enter it ("rank(s) 2 of comm did not enter gr_dpool_create within T s"; world ranks too when comm
+ * is not the world): the only channel there is the caller's communicator, so nothing is sent on
+ * it while the create can still succeed (the program's own MPI_ANY_TAG receives could take it);
+ * a rank whose timeout has run out sends every other an empty notice (tag: comm's MPI_TAG_UB), a
+ * rank waiting in gr_dpool_create that receives one gives up too and answers, and after a grace of
+ * half the timeout (0.25 to 5 s) those not heard from are named (a notice sent to a rank that
+ * never came stays on comm, where that rank's own receives may meet it: the job has failed by
+ * then). The timed-out create leaves its MPI_Comm_idup of comm pending, so comm (and, with Open
+ * MPI, the creation of further communicators) is best left alone after it. After any failure the
+ * dpool is broken: further runs return GR_ERR_STATE; gr_dpool_destroy still frees it (locally: it
+ * does not wait for the silent rank).
  * Without a timeout a rank that stops or never enters the run makes the others wait for ever
  * (as MPI collectives do). */
 GR_API gr_status gr_dpool_run(gr_dpool *dp);

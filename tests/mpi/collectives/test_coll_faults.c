@@ -209,16 +209,12 @@ static void mode_badargs(void) {
   EXPECT_ST(gr_allreduce(NULL, NULL, 0, GR_INT32, GR_SUM, c, NULL), GR_OK);
   UNCHANGED();
   /* A grouped call with bad arguments is refused and stays queued, marked: gr_group_end fails on
-   * every rank (a rank that refused alone would otherwise leave the others in the group); on the
-   * NCCL backend only in check mode (coll.h, Errors): there the group still runs. */
+   * every rank (a rank that refused alone would otherwise leave the others in the group), on
+   * both backends. */
   EXPECT_ST(gr_group_start(), GR_OK);
   EXPECT_ST(gr_allreduce(s, r, 8, GR_INT32, GR_AVG, c, NULL), GR_ERR_INVALID);
   EXPECT_ST(gr_barrier(c), GR_ERR_STATE);
-#ifdef FAULTS_NCCL_DOUBLE
-  EXPECT_ST(gr_group_end(), GR_OK);
-#else
   EXPECT_ST(gr_group_end(), size > 1 ? GR_ERR_INVALID : GR_OK);
-#endif
   UNCHANGED();
   /* Nothing reached the network: a correct call now pairs up with the peers' correct call. */
   EXPECT_ST(gr_allreduce(s, r, 8, GR_INT32, GR_SUM, c, NULL), GR_OK);

@@ -3,15 +3,22 @@
 # over Open MPI's TCP BTL between hosts:
 #   1. 3 hosts x 2 ranks, default GPURUN_COLL_ALGO (auto), with a timeout: test_coll_hier exact;
 #      the world communicator must have taken the hierarchical path on all 6 ranks, the split by
-#      node (all ranks on one node) and the split by local rank (one rank per node) must not.
-#   2. 3 + 1 + 2 ranks (one rank alone on n1), GPURUN_COLL_ALGO=hier, no timeout: the same.
+#      node (all ranks on one node) and the split by local rank (one rank per node) must not;
+#      a copy of the world split with GPURUN_COLL_ALGO=hier (split-3) runs reduce, allgather and
+#      reduce-scatter hierarchically (ranks numbered node by node: allgather lands in place).
+#   2. 3 + 1 + 2 ranks (one rank alone on n1), mapped round robin over the hosts (--map-by node:
+#      n0 has ranks 0, 3, 5, n1 rank 1, n2 ranks 2, 4, so no node's ranks are contiguous and the
+#      node blocks of allgather and reduce-scatter are padded), GPURUN_COLL_ALGO=hier, no timeout:
+#      the same, and reduce, allgather and reduce-scatter must have taken the hierarchical path.
 #   3. 3 hosts x 2 ranks, GPURUN_COLL_ALGO=flat: exact (the world only, small sizes: the flat
 #      algorithms have tests of their own), and no communicator hierarchical.
 #   4. 3 hosts x 2 ranks, GPURUN_COLL_ALGO=hier everywhere but flat on rank 3: every rank must
 #      take the same path (the lowest setting, flat: no hierarchy anywhere), and say why.
-#   5. 3 hosts x 2 ranks, rank 3 (not a leader) SIGKILLed inside a stream of allreduces (mpirun
-#      --enable-recovery keeps the others): all five survivors return GR_ERR_TIMEOUT, the one on
-#      its node naming it as gone.
+#   5. 3 hosts x 2 ranks, GPURUN_COLL_ALGO=hier, rank 3 (not a leader) SIGKILLed inside a stream
+#      of reduces, allgathers, reduce-scatters and allreduces, reduce first (mpirun
+#      --enable-recovery keeps the others): all five survivors return GR_ERR_TIMEOUT from the call
+#      they were in, naming the hierarchical kind, the one on its node naming it as gone.
+#   6. the same with rank 4 (n2's leader) killed, allgather first.
 #   multinode_hier.sh MPIRUN TEST_COLL_HIER [full|sanitized]
 # sanitized (the ASan/UBSan build): 3 and 4 are left out (they check the choice of path, which the
 # release build covers, and each mpirun start costs ~15 s under the sanitizers on this machine).
@@ -67,17 +74,27 @@ check_exact() {
 
 run auto_3x2 n0:2,n1:2,n2:2 6 -- exact
 check_exact auto_3x2 6 6
+grep -q 'hierarchical calls of the other kinds: reduce [1-9][0-9]*, allgather [1-9][0-9]*, reduce_scatter [1-9][0-9]*$' \
+  "$D/auto_3x2.out" || fail "auto_3x2: reduce, allgather or reduce-scatter did not take the hierarchical path"
+[ "$(count auto_3x2 'communicator split-3: hierarchical (3 nodes.*GPURUN_COLL_ALGO=hier)')" = 6 ] ||
+  fail "auto_3x2: the copy split with GPURUN_COLL_ALGO=hier is not hierarchical on all 6 ranks"
 h=$(count auto_3x2 'communicator split-2: no hierarchy (3 node(s), at most 1 rank(s) on one)')
 [ "$h" = 6 ] || fail "auto_3x2: $h of 6 ranks said the one-rank-per-node split has no hierarchy"
 
-run hier_3_1_2 n0:3,n1:1,n2:2 6 -x GPURUN_COLL_ALGO=hier -- exact --no-timeout
+run hier_3_1_2 n0:3,n1:1,n2:2 6 --map-by node -x GPURUN_COLL_ALGO=hier -- exact --no-timeout
 check_exact hier_3_1_2 6 6 5
-grep -q 'communicator world: hierarchical (3 nodes, this node n1 has 1 rank' "$D/hier_3_1_2.out" ||
-  fail "hier_3_1_2: rank 3 is not alone on n1"
+grep -q 'communicator world: hierarchical (3 nodes, this node n1 has 1 rank(s), leader rank 1;' \
+  "$D/hier_3_1_2.out" || fail "hier_3_1_2: rank 1 is not alone on n1"
+[ "$(count hier_3_1_2 'this node n2 has 2 rank(s), leader rank 2;')" = 2 ] ||
+  fail "hier_3_1_2: n2's ranks are not 2 and 4 (the layout is not interleaved)"
+grep -q 'hierarchical calls of the other kinds: reduce [1-9][0-9]*, allgather [1-9][0-9]*, reduce_scatter [1-9][0-9]*$' \
+  "$D/hier_3_1_2.out" || fail "hier_3_1_2: reduce, allgather or reduce-scatter did not take the hierarchical path"
 
 if [ "$MODE" != sanitized ]; then
   run flat_3x2 n0:2,n1:2,n2:2 6 -x GPURUN_COLL_ALGO=flat -- exact --quick
   check_exact flat_3x2 6 0
+  grep -q 'hierarchical calls of the other kinds: reduce 0, allgather 0, reduce_scatter 0$' \
+    "$D/flat_3x2.out" || fail "flat_3x2: a reduce, allgather or reduce-scatter took the hierarchical path"
 
   # ranks that disagree on GPURUN_COLL_ALGO: all take the lowest (flat), none hangs
   WRAP='[ "$OMPI_COMM_WORLD_RANK" = 3 ] && export GPURUN_COLL_ALGO=flat; exec "$0" "$@"' \
@@ -93,18 +110,26 @@ fi
 
 # The survivors leave without MPI_Finalize (which can wait for the dead rank for ever), but mpirun
 # in recovery mode may linger: once all five have reported (or 60 s), it is stopped.
-RUN_TIMEOUT=60 run kill_3x2 n0:2,n1:2,n2:2 6 --enable-recovery -- kill 3 &
-run_pid=$!
-for _ in $(seq 600); do
-  [ "$(grep -c 'SURVIVOR' "$D/kill_3x2.out" 2>/dev/null)" = 5 ] && break
-  kill -0 $run_pid 2>/dev/null || break
-  sleep 0.1
-done
-for _ in $(seq 30); do kill -0 $run_pid 2>/dev/null || break; sleep 0.1; done
-pkill -TERM -P $run_pid 2>/dev/null # the timeout wrapper around mpirun, if still there
-wait $run_pid
-ok=$(count kill_3x2 'SURVIVOR OK')
-[ "$ok" = 5 ] || fail "kill_3x2: $ok of 5 survivors ended with GR_ERR_TIMEOUT as expected"
-grep 'on the victim.s node): SURVIVOR OK' "$D/kill_3x2.out" | grep -q 'rank 3 (process [0-9]* no longer exists' ||
-  fail "kill_3x2: the victim's node-mate did not name it as gone"
-echo "PASS ($MODE): hierarchical collectives exact at 3x2 and 3+1+2 ranks, a killed rank named$([ "$MODE" = sanitized ] || echo ", flat when asked, the lowest setting when ranks differ")"
+# kill_case NAME VICTIM FIRST
+kill_case() {
+  local name=$1 victim=$2
+  RUN_TIMEOUT=60 run "$name" n0:2,n1:2,n2:2 6 --enable-recovery -x GPURUN_COLL_ALGO=hier -- kill "$victim" "$3" &
+  local run_pid=$!
+  for _ in $(seq 600); do
+    [ "$(grep -c 'SURVIVOR' "$D/$name.out" 2>/dev/null)" = 5 ] && break
+    kill -0 $run_pid 2>/dev/null || break
+    sleep 0.1
+  done
+  for _ in $(seq 30); do kill -0 $run_pid 2>/dev/null || break; sleep 0.1; done
+  pkill -TERM -P $run_pid 2>/dev/null # the timeout wrapper around mpirun, if still there
+  wait $run_pid
+  local ok; ok=$(count "$name" 'SURVIVOR OK')
+  [ "$ok" = 5 ] || fail "$name: $ok of 5 survivors ended with GR_ERR_TIMEOUT as expected"
+  grep 'on the victim.s node): SURVIVOR OK' "$D/$name.out" | grep -q "rank $victim (process [0-9]* no longer exists" ||
+    fail "$name: the victim's node-mate did not name it as gone"
+}
+kill_case kill_3x2 3 0
+kill_case kill_leader_3x2 4 1
+grep -q 'SURVIVOR OK.*hierarchical allgather' "$D/kill_leader_3x2.out" ||
+  fail "kill_leader_3x2: no survivor failed inside the hierarchical allgather"
+echo "PASS ($MODE): hierarchical collectives exact at 3x2 and 3+1+2 ranks, a killed rank and a killed leader named$([ "$MODE" = sanitized ] || echo ", flat when asked, the lowest setting when ranks differ")"

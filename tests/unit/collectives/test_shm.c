@@ -30,6 +30,7 @@
 
 #include <cmocka.h>
 
+#include "../../mpi/collectives/exact_values.h"
 #include "gr_dtype.h"
 #include "gr_shm.h"
 
@@ -70,67 +71,6 @@ static int64_t input(gr_op op, int r, size_t i) {
   return (int64_t)((i * 7 + (size_t)r * 3) % 11) - (op == GR_MIN ? 5 : 0);
 }
 
-static void put(gr_dtype t, void *buf, size_t i, int64_t v) {
-  switch (t) {
-  case GR_INT8:
-    ((int8_t *)buf)[i] = (int8_t)v;
-    break;
-  case GR_UINT8:
-    ((uint8_t *)buf)[i] = (uint8_t)v;
-    break;
-  case GR_INT32:
-    ((int32_t *)buf)[i] = (int32_t)v;
-    break;
-  case GR_UINT32:
-    ((uint32_t *)buf)[i] = (uint32_t)v;
-    break;
-  case GR_INT64:
-    ((int64_t *)buf)[i] = v;
-    break;
-  case GR_UINT64:
-    ((uint64_t *)buf)[i] = (uint64_t)v;
-    break;
-  case GR_FLOAT16:
-    ((uint16_t *)buf)[i] = gr__f32_to_f16((float)v);
-    break;
-  case GR_BFLOAT16:
-    ((uint16_t *)buf)[i] = gr__f32_to_bf16((float)v);
-    break;
-  case GR_FLOAT32:
-    ((float *)buf)[i] = (float)v;
-    break;
-  case GR_FLOAT64:
-    ((double *)buf)[i] = (double)v;
-    break;
-  }
-}
-
-/* Element i as a double (integers: their value after the type's own wrap-around). */
-static double get(gr_dtype t, const void *buf, size_t i) {
-  switch (t) {
-  case GR_INT8:
-    return ((const int8_t *)buf)[i];
-  case GR_UINT8:
-    return ((const uint8_t *)buf)[i];
-  case GR_INT32:
-    return ((const int32_t *)buf)[i];
-  case GR_UINT32:
-    return ((const uint32_t *)buf)[i];
-  case GR_INT64:
-    return (double)((const int64_t *)buf)[i];
-  case GR_UINT64:
-    return (double)((const uint64_t *)buf)[i];
-  case GR_FLOAT16:
-    return gr__f16_to_f32(((const uint16_t *)buf)[i]);
-  case GR_BFLOAT16:
-    return gr__bf16_to_f32(((const uint16_t *)buf)[i]);
-  case GR_FLOAT32:
-    return ((const float *)buf)[i];
-  default:
-    return ((const double *)buf)[i];
-  }
-}
-
 /* The value v takes in type t (unsigned types wrap negative inputs; int8 wraps 128..255). */
 static double as_type(gr_dtype t, int64_t v) {
   switch (t) {
@@ -148,6 +88,20 @@ static double as_type(gr_dtype t, int64_t v) {
     return (double)v;
   }
 }
+
+/* Elements are written and read with the test-side codecs of the MPI tests (exact_values.h),
+ * written independently of the library's conversions (collectives/dtype.c). Integers are stored
+ * as the low bytes of their two's complement (x86 is little-endian), which wraps them into the
+ * type as a cast would, without converting a negative or huge double to an unsigned type. */
+static void put(gr_dtype t, void *buf, size_t i, int64_t v) {
+  if (ev_is_float(t)) {
+    ev_set(t, buf, i, (double)v);
+    return;
+  }
+  uint64_t u = (uint64_t)v;
+  memcpy((char *)buf + i * ev_size(t), &u, ev_size(t));
+}
+static double get(gr_dtype t, const void *buf, size_t i) { return ev_get(t, buf, i); }
 
 /* The reduction over P ranks of element i: in 64-bit integers, wrapped once at the end (the same
  * as wrapping at every step, for SUM and PROD); MIN/MAX compare the values as the type holds them. */

@@ -76,6 +76,19 @@ static void bad_level_warns_and_defaults(void **state) {
   assert_non_null(strstr(out, "w 2"));
 }
 
+/* A hostile value quoted in a message (here GPURUN_LOG itself) reaches the terminal escaped. */
+static void control_characters_are_escaped(void **state) {
+  (void)state;
+  gr__set_process_rank(-1);
+  with_level("\x1b]0;pwned\x07\x1b[2J\nfake line");
+  const char *out = capture(emit_all_levels);
+  assert_null(strchr(out, '\x1b'));
+  assert_null(strchr(out, '\x07'));
+  assert_non_null(strstr(out, "GPURUN_LOG=\\x1b]0;pwned\\x07\\x1b[2J\\x0afake line is not one"));
+  /* one line per message: the newline in the value did not start a line of its own */
+  assert_null(strstr(out, "\nfake line"));
+}
+
 static void parse_levels(void **state) {
   (void)state;
   assert_int_equal(gr__log_parse_level("warning"), GR_LOG_WARN);
@@ -118,6 +131,7 @@ int main(void) {
       cmocka_unit_test(default_level_is_warn),
       cmocka_unit_test(each_level_filters),
       cmocka_unit_test(bad_level_warns_and_defaults),
+      cmocka_unit_test(control_characters_are_escaped),
       cmocka_unit_test(parse_levels),
       cmocka_unit_test(log_once),
       cmocka_unit_test(long_lines),

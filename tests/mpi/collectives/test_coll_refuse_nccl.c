@@ -1,0 +1,281 @@
+/* Issue 18 on the NCCL backend (over the NCCL test double): a call that one rank refuses locally
+ * fails on every rank with GR_ERR_INVALID naming that rank and the argument, nobody is left inside
+ * it, and the next, correct call works with fresh data. Blocking calls, requests (whose start
+ * stays local: the others' start does not wait for the refusing rank), groups and
+ * gr_allreduce_multi, on device buffers of the double and on host buffers (staged).
+ *
+ * Before the NCCL backend had a refusal route, the others waited inside the call (forever without
+ * a timeout; with one, GR_ERR_TIMEOUT and an aborted communicator), so a hang (ctest's TIMEOUT) or
+ * a timeout here is the failure.
+ *
+ * Options: --timeout (a 20 s timeout), --check (check mode, which carries the refusal in its
+ * fingerprints instead). GRDBL_GPUS makes ranks share a GPU (nccl_share.c). */
+#include <gpurun/coll.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gr_coll.h"
+#include "nccl_double/include/cuda_runtime_api.h"
+
+extern const gr__coll_ops gr__coll_ops_nccl_double;
+
+static int rank, size, failures, opt_timeout, opt_check;
+
+#include "expect.h"
+
+/* Every rank: GR_ERR_INVALID. The refusing rank keeps its own sentence (own); the others name the
+ * refusing rank and the argument (word). */
+static void refused(const char *what, gr_status st, int refuser, const char *own,
+                    const char *word) {
+  const char *e = gr_last_error();
+  if (getenv("REFUSE_VERBOSE")) fprintf(stderr, "[%d] %s: %s\n", rank, what, e);
+  if (st != GR_ERR_INVALID) {
+    FAIL("%s: %s, expected GR_ERR_INVALID (%s)", what, gr_status_name(st), e);
+    return;
+  }
+  if (rank == refuser) {
+    if (!strstr(e, own)) FAIL("%s: the refusing rank's sentence \"%s\" lacks \"%s\"", what, e, own);
+    return;
+  }
+  char who[32];
+  snprintf(who, sizeof who, "rank %d ", refuser);
+  if (!strstr(e, who) || !strstr(e, "rejected its own") || !strstr(e, word))
+    FAIL("%s: \"%s\" does not name %s(rejected its own ...) and \"%s\"", what, e, who, word);
+}
+
+static void *dev_alloc(size_t bytes) {
+  void *p = NULL;
+  if (cudaMalloc(&p, bytes) != cudaSuccess || !p) {
+    fprintf(stderr, "[rank %d] cudaMalloc of the double failed\n", rank);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  return p;
+}
+
+/* The communicator still works, with fresh data on every rank (device buffers: the double's
+ * device memory is host-readable once the stream is synchronised). */
+static int round_no;
+static void still_works(gr_comm *c, const char *after) {
+  round_no++;
+  int32_t *v = dev_alloc(5 * sizeof *v), *b = dev_alloc(3 * sizeof *b);
+  for (int i = 0; i < 5; i++)
+    v[i] = (rank + 1) * (i + round_no);
+  gr_status st = gr_allreduce(v, v, 5, GR_INT32, GR_SUM, c, NULL);
+  if (st == GR_OK) st = gr_comm_synchronize(c, NULL);
+  int32_t s = size * (size + 1) / 2;
+  for (int i = 0; i < 5; i++)
+    if (st != GR_OK || v[i] != s * (i + round_no)) {
+      FAIL("allreduce after %s: %s, v[%d] = %d, expected %d (%s)", after, gr_status_name(st), i,
+           v[i], s * (i + round_no), gr_last_error());
+      break;
+    }
+  /* a broadcast from the last rank: the others' next call sees its new data */
+  for (int i = 0; i < 3; i++)
+    b[i] = rank == size - 1 ? (7 + i) * round_no : -1;
+  st = gr_broadcast(b, b, 3, GR_INT32, size - 1, c, NULL);
+  if (st == GR_OK) st = gr_comm_synchronize(c, NULL);
+  if (st != GR_OK || b[0] != 7 * round_no || b[1] != 8 * round_no || b[2] != 9 * round_no)
+    FAIL("broadcast after %s: %s, %d %d %d (%s)", after, gr_status_name(st), b[0], b[1], b[2],
+         gr_last_error());
+  cudaFree(v);
+  cudaFree(b);
+}
+
+/* A request's start is local: ranks other than R start theirs, then send R a message, which R
+ * receives before it starts its own (refused) request. Had a start waited for the other ranks
+ * (a verdict round before it), this would deadlock. */
+static void request_start_is_local(gr_comm *c, int32_t *a, int32_t *b, int R) {
+  gr_request *q = NULL;
+  gr_status st;
+  int token = 42;
+  if (rank != R) {
+    st = gr_iallreduce(a, b, 4, GR_INT32, GR_SUM, c, NULL, &q);
+    if (st != GR_OK) FAIL("gr_iallreduce start: %s (%s)", gr_status_name(st), gr_last_error());
+    MPI_Send(&token, 1, MPI_INT, R, 7, MPI_COMM_WORLD);
+    if (q) st = gr_wait(&q);
+  } else {
+    for (int r = 0; r < size; r++)
+      if (r != R) MPI_Recv(&token, 1, MPI_INT, r, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    st = gr_iallreduce(a, NULL, 4, GR_INT32, GR_SUM, c, NULL, &q);
+    if (q) FAIL("a refused gr_iallreduce left a request");
+  }
+  refused("gr_iallreduce (start, message, wait) with a NULL recv", st, R, "recv is NULL", "recv");
+}
+
+/* Requests reach NCCL in start order whichever the program tests first: rank 0 tests the first
+ * before a blocking call, the others not at all until after it; then they wait newest first. */
+static void requests_in_order(gr_comm *c) {
+  int32_t *x = dev_alloc(4 * sizeof *x), *y = dev_alloc(4 * sizeof *y),
+          *z = dev_alloc(2 * sizeof *z);
+  for (int i = 0; i < 4; i++)
+    x[i] = rank + i, y[i] = rank == 0 ? 50 + i : -1;
+  z[0] = 1, z[1] = rank;
+  gr_request *q1 = NULL, *q2 = NULL;
+  EXPECT_ST(gr_iallreduce(x, x, 4, GR_INT32, GR_MAX, c, NULL, &q1), GR_OK);
+  EXPECT_ST(gr_ibroadcast(y, y, 4, GR_INT32, 0, c, NULL, &q2), GR_OK);
+  if (rank == 0 && q1) {
+    int done = 0;
+    for (int i = 0; i < 1000 && !done && q1; i++)
+      EXPECT_ST(gr_test(&q1, &done), GR_OK);
+  }
+  EXPECT_ST(gr_allreduce(z, z, 2, GR_INT32, GR_SUM, c, NULL), GR_OK);
+  if (q2) EXPECT_ST(gr_wait(&q2), GR_OK);
+  if (q1) EXPECT_ST(gr_wait(&q1), GR_OK);
+  EXPECT_ST(gr_comm_synchronize(c, NULL), GR_OK);
+  for (int i = 0; i < 4; i++)
+    if (x[i] != size - 1 + i || y[i] != 50 + i)
+      FAIL("requests in order: x[%d] = %d (expected %d), y[%d] = %d (expected %d)", i, x[i],
+           size - 1 + i, i, y[i], 50 + i);
+  if (z[0] != size || z[1] != size * (size - 1) / 2)
+    FAIL("requests in order: the blocking allreduce gave %d %d", z[0], z[1]);
+  cudaFree(x);
+  cudaFree(y);
+  cudaFree(z);
+}
+
+#define N 64
+
+static void run(void) {
+  gr_comm_config cfg;
+  gr_comm_config_init(&cfg);
+  cfg.timeout_s = opt_timeout ? 20 : 0;
+  cfg.check = opt_check;
+  gr_comm *c = NULL;
+  if (gr__comm_create_ops(MPI_COMM_WORLD, &cfg, &gr__coll_ops_nccl_double, &c) != GR_OK) {
+    fprintf(stderr, "[rank %d] create: %s\n", rank, gr_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  const int R = size - 1; /* the refusing rank */
+  int me = rank == R;
+  /* device buffers (the NCCL backend's own kind) and host buffers (staged) */
+  int32_t *a = dev_alloc((size_t)N * size * sizeof *a),
+          *b = dev_alloc((size_t)N * size * sizeof *b);
+  int32_t *ha = calloc((size_t)N * size, sizeof *ha), *hb = calloc((size_t)N * size, sizeof *hb);
+  for (int i = 0; i < N; i++)
+    a[i] = ha[i] = i % 1000;
+  gr_status st;
+
+  st = gr_allreduce(a, me ? NULL : b, 4, GR_INT32, GR_SUM, c, NULL);
+  refused("allreduce with a NULL recv", st, R, "recv is NULL", "recv");
+  still_works(c, "allreduce with a NULL recv");
+
+  st = gr_allreduce(me ? NULL : ha, hb, N, GR_FLOAT32, GR_SUM, c, NULL);
+  refused("allreduce (host buffers) with a NULL send", st, R, "send is NULL", "send");
+  still_works(c, "allreduce (host buffers) with a NULL send");
+
+  st = gr_allreduce(a, me ? a + 1 : b, 8, GR_FLOAT32, GR_MAX, c, NULL);
+  refused("allreduce with overlapping buffers", st, R, "overlap", "overlap");
+  still_works(c, "allreduce with overlapping buffers");
+
+  /* a root out of range on one rank; then its next, correct broadcast gets the new data */
+  for (int i = 0; i < 4; i++)
+    b[i] = rank == 0 ? 100 + i : -1;
+  st = gr_broadcast(b, b, 4, GR_INT32, me ? size : 0, c, NULL);
+  refused("broadcast with a root out of range", st, R, "out of range", "root");
+  for (int i = 0; i < 4; i++)
+    b[i] = rank == 0 ? 200 + i : -1;
+  EXPECT_ST(gr_broadcast(b, b, 4, GR_INT32, 0, c, NULL), GR_OK);
+  EXPECT_ST(gr_comm_synchronize(c, NULL), GR_OK);
+  for (int i = 0; i < 4; i++)
+    if (b[i] != 200 + i)
+      FAIL("broadcast after a refused one: b[%d] = %d, expected %d", i, b[i], 200 + i);
+  still_works(c, "broadcast with a root out of range");
+
+  /* reduce with a root out of range on one rank only (negative there) */
+  st = gr_reduce(a, b, 6, GR_INT64, GR_SUM, me ? -1 : 0, c, NULL);
+  refused("reduce with a root out of range", st, R, "out of range", "root");
+  still_works(c, "reduce with a root out of range");
+
+  st = gr_reduce(me ? NULL : a, b, 6, GR_INT64, GR_SUM, 0, c, NULL);
+  refused("reduce with a NULL send", st, R, "send is NULL", "send");
+  still_works(c, "reduce with a NULL send");
+
+  /* gr_allgather(v, v, n): in place on rank 0, overlapping elsewhere (refused by ranks 1..) */
+  st = gr_allgather(b, b, 4, GR_INT32, c, NULL);
+  refused("allgather(v, v, n)", st, rank == 0 ? 1 : rank, "overlaps recv", "overlap");
+  still_works(c, "allgather(v, v, n)");
+  st = gr_allgather(hb, hb, 4, GR_INT32, c, NULL);
+  refused("allgather(v, v, n) on host buffers", st, rank == 0 ? 1 : rank, "overlaps recv",
+          "overlap");
+  still_works(c, "allgather(v, v, n) on host buffers");
+
+  st = gr_reduce_scatter(a, me ? NULL : b, 5, GR_INT32, GR_MIN, c, NULL);
+  refused("reduce_scatter with a NULL recv", st, R, "recv is NULL", "recv");
+  still_works(c, "reduce_scatter with a NULL recv");
+
+  st = gr_alltoall(me ? NULL : a, b, 2, GR_INT32, c, NULL);
+  refused("alltoall with a NULL send", st, R, "send is NULL", "send");
+  still_works(c, "alltoall with a NULL send");
+
+  /* requests: the refusing rank has no request; the others' fails at the wait */
+  gr_request *q = NULL;
+  st = gr_iallreduce(a, me ? NULL : b, 4, GR_INT32, GR_SUM, c, NULL, &q);
+  if (st == GR_OK && q)
+    st = gr_wait(&q);
+  else if (q)
+    FAIL("a refused gr_iallreduce left a request");
+  refused("gr_iallreduce with a NULL recv", st, R, "recv is NULL", "recv");
+  still_works(c, "gr_iallreduce with a NULL recv");
+  st = gr_ibroadcast(a, b, 4, GR_INT32, me ? -1 : 0, c, NULL, &q);
+  if (st == GR_OK && q) st = gr_wait(&q);
+  refused("gr_ibroadcast with a root out of range", st, R, "out of range", "root");
+  still_works(c, "gr_ibroadcast with a root out of range");
+  st = gr_iallgather(b, b, 4, GR_INT32, c, NULL, &q);
+  if (st == GR_OK && q) st = gr_wait(&q);
+  refused("gr_iallgather(v, v, n)", st, rank == 0 ? 1 : rank, "overlaps recv", "overlap");
+  still_works(c, "gr_iallgather(v, v, n)");
+  if (!opt_check) { /* check mode's fingerprint exchange makes a start collective */
+    request_start_is_local(c, a, b, R);
+    still_works(c, "a request started before a message");
+  }
+  requests_in_order(c);
+
+  /* a group: the refusing rank's second call */
+  EXPECT_ST(gr_group_start(), GR_OK);
+  EXPECT_ST(gr_allreduce(a, b, 4, GR_INT32, GR_SUM, c, NULL), GR_OK);
+  EXPECT_ST(gr_allreduce(me ? NULL : a, b + 4, 4, GR_INT32, GR_SUM, c, NULL),
+            me ? GR_ERR_INVALID : GR_OK);
+  st = gr_group_end();
+  refused("a group with a refused call", st, R, "", "send");
+  still_works(c, "a group with a refused call");
+
+  /* gr_allreduce_multi with a NULL buffer on one rank */
+  const void *s2[2] = {a, a + 8};
+  void *r2[2] = {b, me ? NULL : b + 8};
+  size_t n2[2] = {8, 8};
+  st = gr_allreduce_multi(s2, r2, n2, 2, GR_INT32, GR_SUM, c, NULL);
+  refused("gr_allreduce_multi with a NULL buffer", st, R, "recv is NULL", "recv");
+  still_works(c, "gr_allreduce_multi with a NULL buffer");
+
+  /* every rank refuses alike: the same status everywhere, and nothing hangs */
+  EXPECT_ST(gr_allreduce(a, b, 4, GR_INT32, GR_AVG, c, NULL), GR_ERR_INVALID);
+  EXPECT_ST(gr_broadcast(a, b, 4, GR_INT32, -3, c, NULL), GR_ERR_INVALID);
+  still_works(c, "refusals on every rank");
+
+  EXPECT_ST(gr_comm_destroy(c), GR_OK);
+  cudaFree(a);
+  cudaFree(b);
+  free(ha);
+  free(hb);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  for (int i = 1; i < argc; i++) {
+    opt_timeout |= strcmp(argv[i], "--timeout") == 0;
+    opt_check |= strcmp(argv[i], "--check") == 0;
+  }
+  if (size > 1) run();
+  int total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0)
+    printf("refuse nccl-double%s%s%s: %d failures\n", opt_timeout ? " --timeout" : "",
+           opt_check ? " --check" : "", getenv("GRDBL_GPUS") ? " (GRDBL_GPUS set)" : "", total);
+  MPI_Finalize();
+  return total ? 1 : 0;
+}
