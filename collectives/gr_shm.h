@@ -76,11 +76,11 @@ typedef struct gr__shm_op {
   int step;  /* within the round */
   int mode;  /* allreduce: small (one round of whole copies) or large (sliced rounds) */
   int sub;   /* allgather: peers copied so far in this round */
-  int peer;  /* single-copy allreduce: the next peer whose slice of chunk 'gathered' is copied */
-  size_t reduced, gathered; /* single-copy allreduce: chunks reduced here, chunks copied back */
-  size_t pos;               /* first element of the current round (per block) */
-  size_t len;               /* elements in the current round (per block) */
-  int failed;               /* the ranks disagreed on the call (why holds the sentence) */
+  int peer; /* single-copy allreduce: 0 = chunk 'reduced' not reduced yet, else the next peer written */
+  size_t reduced; /* single-copy allreduce: chunks reduced and written out */
+  size_t pos;     /* first element of the current round (per block) */
+  size_t len;     /* elements in the current round (per block) */
+  int failed;     /* the ranks disagreed on the call (why holds the sentence) */
   char why[320];
   struct gr__shm_op *next;
 } gr__shm_op;
