@@ -639,30 +639,49 @@ static int cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {
   return reached(s, s->first + 1, -1);
 }
 
+/* Allgather: publish, raise; copy my block into my recv (in pieces of CMA_PIECE bytes); once every
+ * rank published, write each piece into every peer's recv (process_vm_writev) right after copying
+ * it locally, while it is still in my cache: my send is read from memory once, where a peer's read
+ * of it would be a second pass (and from another core's cache or memory). Raise, and wait for
+ * every rank's raise: my recv is complete, and nobody touches my buffers any more. */
+#define CMA_PIECE (256 * 1024)
 static int cma_allgather(gr__shm *s, gr__shm_op *op) {
   int P = s->size, r = s->rank, rc;
-  size_t blk = op->count * gr__dtype_size(op->dtype);
+  size_t blk = op->count * gr__dtype_size(op->dtype), mine = (size_t)r * blk;
+  const char *send = op->send;
   char *recv = op->recv;
   if (op->step == 1) {
     if (!reached(s, s->ready, -1)) return 0;
-    publish(s, op->send, recv);
+    publish(s, send, recv);
     announce(s, op);
     raise_flag(s);
-    if (op->send != recv + (size_t)r * blk) memcpy(recv + (size_t)r * blk, op->send, blk);
     op->step = 2;
-    op->sub = 1;
+    op->sub = 0;  /* pieces written to every peer */
+    op->peer = 0; /* 0: the piece not copied locally yet, else the next peer written */
   }
-  if (op->step == 2) {
-    for (; op->sub < P; op->sub++) { /* each peer's block as soon as it is there */
-      int q = (r + op->sub) % P;
-      if (!reached(s, s->first, q)) return 0;
-      if (!agrees(s, op, q)) return -2;
-      if ((rc = cma_read(s, q, recv + (size_t)q * blk, peer_addr(s, q, CTL_SEND), blk)) != 1)
-        return rc;
-      s->moves++;
+  if (op->step == 2) { /* every peer published: check the call before touching its memory */
+    if (!reached(s, s->first, -1)) return 0;
+    if (!all_agree(s, op)) return -2;
+    op->step = 3;
+  }
+  if (op->step == 3) {
+    for (size_t at = (size_t)op->sub * CMA_PIECE; at < blk; at += CMA_PIECE, op->sub++) {
+      size_t m = blk - at < CMA_PIECE ? blk - at : CMA_PIECE;
+      if (!op->peer) {
+        if (send != recv + mine) memcpy(recv + mine + at, send + at, m);
+        op->peer = 1;
+      }
+      for (; op->peer < P;
+           op->peer++) { /* start after me, so that the ranks write different peers */
+        int q = (r + op->peer) % P;
+        if ((rc = cma_write(s, q, peer_addr(s, q, CTL_RECV) + mine + at, send + at, m)) != 1)
+          return rc;
+        s->moves++;
+      }
+      op->peer = 0;
     }
     raise_flag(s);
-    op->step = 3;
+    op->step = 4;
   }
   return reached(s, s->first + 1, -1);
 }
