@@ -588,8 +588,8 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
         if (n) gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, n);
         op->peer = 1;
       }
-      for (; op->peer < P;
-           op->peer++) { /* start after me, so that the ranks write different peers */
+      /* start after me, so that the ranks write different peers */
+      for (; op->peer < P; op->peer++) {
         int q = (r + op->peer) % P;
         if (n && (rc = cma_write(s, q, peer_addr(s, q, CTL_RECV) + at, recv + at, n * es)) != 1)
           return rc;
@@ -671,8 +671,8 @@ static int cma_allgather(gr__shm *s, gr__shm_op *op) {
         if (send != recv + mine) memcpy(recv + mine + at, send + at, m);
         op->peer = 1;
       }
-      for (; op->peer < P;
-           op->peer++) { /* start after me, so that the ranks write different peers */
+      /* start after me, so that the ranks write different peers */
+      for (; op->peer < P; op->peer++) {
         int q = (r + op->peer) % P;
         if ((rc = cma_write(s, q, peer_addr(s, q, CTL_RECV) + mine + at, send + at, m)) != 1)
           return rc;
