@@ -76,11 +76,11 @@ typedef struct gr__shm_op {
   int step;  /* within the round */
   int mode;  /* allreduce: small (one round of whole copies) or large (sliced rounds) */
   int sub;   /* allgather: peers copied so far in this round */
-  int peer;  /* single-copy allreduce: the next peer whose slice of chunk 'gathered' is copied */
-  size_t reduced, gathered; /* single-copy allreduce: chunks reduced here, chunks copied back */
-  size_t pos;               /* first element of the current round (per block) */
-  size_t len;               /* elements in the current round (per block) */
-  int failed;               /* the ranks disagreed on the call (why holds the sentence) */
+  int peer; /* single-copy allreduce: 0 = chunk 'reduced' not reduced yet, else the next peer written */
+  size_t reduced; /* single-copy allreduce: chunks reduced and written out */
+  size_t pos;     /* first element of the current round (per block) */
+  size_t len;     /* elements in the current round (per block) */
+  int failed;     /* the ranks disagreed on the call (why holds the sentence) */
   char why[320];
   struct gr__shm_op *next;
 } gr__shm_op;
@@ -102,7 +102,9 @@ void gr__shm_free(gr__shm *s);
 
 /* Single copy: whether this rank can read rank (rank+1)'s memory with process_vm_readv (call once
  * every rank has made its gr__shm_new), and switching it on (only where every rank could; 0 when
- * out of memory). GR_ERR_SYSTEM from gr__shm_test: a read failed with gr__shm_cma_errno. */
+ * out of memory). The kernel grants process_vm_writev on the same check (ptrace attach), which
+ * the allreduce and allgather use to write their results into the peers' buffers.
+ * GR_ERR_SYSTEM from gr__shm_test: a read or write failed with gr__shm_cma_errno. */
 int gr__shm_cma_probe(gr__shm *s);
 int gr__shm_set_cma(gr__shm *s, int on);
 int gr__shm_cma_errno(const gr__shm *s);

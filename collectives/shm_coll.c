@@ -288,7 +288,7 @@ gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
   op->mode = 0;
   op->sub = 0;
   op->peer = 0;
-  op->reduced = op->gathered = 0;
+  op->reduced = 0;
   op->failed = 0;
   op->why[0] = '\0';
   op->next = NULL;
@@ -510,17 +510,43 @@ static void cma_chunk(const gr__shm *s, const gr__shm_op *op, size_t c, size_t *
   *len = op->count - *lo < ce ? op->count - *lo : ce;
 }
 
+/* Write n bytes from src into rank q's memory at address dst: as cma_read, the other way. */
+static int cma_write(gr__shm *s, int q, uint64_t dst, const void *src, size_t n) {
+  pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
+  size_t done = 0;
+  while (done < n) {
+    struct iovec l = {(char *)(uintptr_t)src + done, n - done},
+                 r = {(void *)(uintptr_t)(dst + done), n - done};
+    ssize_t k = process_vm_writev(pid, &l, 1, &r, 1, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == ESRCH || errno == EFAULT || peer_gone(pid))) {
+      s->wait_rank = s->lag = q;
+      s->wait_for = UINT64_MAX;
+      return 0;
+    }
+    if (k <= 0) {
+      s->cma_errno = k < 0 ? errno : EFAULT;
+      return -1;
+    }
+    done += (size_t)k;
+  }
+  return 1;
+}
+
 /* The steps return 1 done, 0 waiting, -1 failed. A step resumes where a wait stopped it (op->sub:
  * the peer or block it got to), so nothing is read or reduced twice.
  *
- * Allreduce, pipelined in chunks: raise once the addresses are published (counter = first); then
- * for each chunk c, reduce my slice of it from the peers' send buffers (one process_vm_readv per
- * peer) into my recv and raise (first + 1 + c); between those, copy the peers' slices of every
- * chunk they have raised for straight out of their recv buffers. A rank never waits while it has
- * a chunk of its own to reduce, so a descheduled peer costs the others only the wait at the end.
- * Finally raise (first + 1 + chunks) and wait for every rank's: nobody reads my buffers any more.
- * In place is safe: peer q reads my send only in its own slice of a chunk before it raises for
- * that chunk, and I write my recv there only after seeing that raise. */
+ * Allreduce, in chunks: raise once the addresses are published (counter = first) and wait for
+ * every rank's; then for each chunk, read my slice of it from every peer's send buffer (one
+ * process_vm_readv per peer, into a tmp block that stays in L2), reduce it with mine into my recv,
+ * and write the result straight into every peer's recv (one process_vm_writev per peer, from the
+ * block just written, still in cache). Nothing else orders the chunks: a rank never waits for a
+ * peer between the first raise and the last, so a descheduled peer costs the others only the wait
+ * at the end. Finally raise (first + 1) and wait for every rank's: nobody touches my buffers any
+ * more. The bytes are those of the peers reading the reduced slices back (one crossing per
+ * direction); what goes is the per-chunk synchronisation and its polling, and the result crosses
+ * while it is hot in the writer's cache. Safe in place: slice q of my send is read by rank q only,
+ * before rank q writes its result there; I write only my own slice of my recv. */
 static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
   int P = s->size, r = s->rank, rc;
   size_t es = gr__dtype_size(op->dtype), off, n, lo, len, nch = cma_chunks(s, op);
@@ -534,61 +560,48 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
     raise_flag(s);
     op->step = 2;
     op->sub = 0;
-    op->reduced = op->gathered = 0;
-    op->peer = 1;
+    op->reduced = 0;
+    op->peer = 0;
   }
   if (op->step == 2) { /* every peer published: check the call before touching its data */
     if (!reached(s, s->first, -1)) return 0;
     if (!all_agree(s, op)) return -2;
     op->step = 3;
   }
-  while (op->step == 3) {
-    int moved = 0;
-    if (op->reduced < nch) { /* my slice of the next chunk, its peers' blocks read at op->sub */
+  if (op->step == 3) {
+    for (; op->reduced < nch; op->reduced++) {
       cma_chunk(s, op, op->reduced, &lo, &len);
       slice(len, P, r, &off, &n);
       size_t at = (lo + off) * es;
-      for (; op->sub < P; op->sub++) {
-        int q = (r + op->sub) % P; /* op->sub 0 is me: nothing to read */
-        unsigned char *into = s->tmp + (size_t)(op->sub ? op->sub - 1 : 0) * CMA_TMP_BYTES;
-        if (op->sub && n &&
-            (rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, n * es)) != 1)
-          return rc;
+      if (!op->peer) { /* read and reduce, unless a write to a vanished peer stopped us after */
+        for (; op->sub < P; op->sub++) {
+          int q = (r + op->sub) % P; /* op->sub 0 is me: nothing to read */
+          unsigned char *into = s->tmp + (size_t)(op->sub ? op->sub - 1 : 0) * CMA_TMP_BYTES;
+          if (op->sub && n &&
+              (rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, n * es)) != 1)
+            return rc;
+        }
+        for (int i = 0; i < P; i++) { /* rank order, as every path reduces */
+          int t = (i - r + P) % P;
+          in[i] = t == 0 ? (const void *)(send + at) : s->tmp + (size_t)(t - 1) * CMA_TMP_BYTES;
+        }
+        if (n) gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, n);
+        op->peer = 1;
       }
-      for (int i = 0; i < P; i++) { /* rank order, as every path reduces */
-        int t = (i - r + P) % P;
-        in[i] = t == 0 ? (const void *)(send + at) : s->tmp + (size_t)(t - 1) * CMA_TMP_BYTES;
-      }
-      if (n) gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, n);
-      op->sub = 0;
-      op->reduced++;
-      raise_flag(s);
-      moved = 1;
-    }
-    while (op->gathered < op->reduced) { /* the peers' slices of the chunks they finished */
-      cma_chunk(s, op, op->gathered, &lo, &len);
+      /* start after me, so that the ranks write different peers */
       for (; op->peer < P; op->peer++) {
-        int q = (r + op->peer) % P; /* start after me, so that the ranks read different peers */
-        if (!reached(s, s->first + 1 + op->gathered, q)) break;
-        slice(len, P, q, &off, &n);
-        size_t at = (lo + off) * es;
-        if (n && (rc = cma_read(s, q, recv + at, peer_addr(s, q, CTL_RECV) + at, n * es)) != 1)
+        int q = (r + op->peer) % P;
+        if (n && (rc = cma_write(s, q, peer_addr(s, q, CTL_RECV) + at, recv + at, n * es)) != 1)
           return rc;
-        s->moves++;
-        moved = 1;
       }
-      if (op->peer < P) break;
-      op->peer = 1;
-      op->gathered++;
+      s->moves++;
+      op->sub = 0;
+      op->peer = 0;
     }
-    if (op->gathered == nch) {
-      raise_flag(s);
-      op->step = 4;
-    } else if (!moved) {
-      return 0;
-    }
+    raise_flag(s);
+    op->step = 4;
   }
-  return reached(s, s->first + 1 + nch, -1); /* nobody reads my buffers any more */
+  return reached(s, s->first + 1, -1); /* nobody touches my buffers any more */
 }
 
 static int cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {
@@ -626,30 +639,49 @@ static int cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {
   return reached(s, s->first + 1, -1);
 }
 
+/* Allgather: publish, raise; copy my block into my recv (in pieces of CMA_PIECE bytes); once every
+ * rank published, write each piece into every peer's recv (process_vm_writev) right after copying
+ * it locally, while it is still in my cache: my send is read from memory once, where a peer's read
+ * of it would be a second pass (and from another core's cache or memory). Raise, and wait for
+ * every rank's raise: my recv is complete, and nobody touches my buffers any more. */
+#define CMA_PIECE (256 * 1024)
 static int cma_allgather(gr__shm *s, gr__shm_op *op) {
   int P = s->size, r = s->rank, rc;
-  size_t blk = op->count * gr__dtype_size(op->dtype);
+  size_t blk = op->count * gr__dtype_size(op->dtype), mine = (size_t)r * blk;
+  const char *send = op->send;
   char *recv = op->recv;
   if (op->step == 1) {
     if (!reached(s, s->ready, -1)) return 0;
-    publish(s, op->send, recv);
+    publish(s, send, recv);
     announce(s, op);
     raise_flag(s);
-    if (op->send != recv + (size_t)r * blk) memcpy(recv + (size_t)r * blk, op->send, blk);
     op->step = 2;
-    op->sub = 1;
+    op->sub = 0;  /* pieces written to every peer */
+    op->peer = 0; /* 0: the piece not copied locally yet, else the next peer written */
   }
-  if (op->step == 2) {
-    for (; op->sub < P; op->sub++) { /* each peer's block as soon as it is there */
-      int q = (r + op->sub) % P;
-      if (!reached(s, s->first, q)) return 0;
-      if (!agrees(s, op, q)) return -2;
-      if ((rc = cma_read(s, q, recv + (size_t)q * blk, peer_addr(s, q, CTL_SEND), blk)) != 1)
-        return rc;
-      s->moves++;
+  if (op->step == 2) { /* every peer published: check the call before touching its memory */
+    if (!reached(s, s->first, -1)) return 0;
+    if (!all_agree(s, op)) return -2;
+    op->step = 3;
+  }
+  if (op->step == 3) {
+    for (size_t at = (size_t)op->sub * CMA_PIECE; at < blk; at += CMA_PIECE, op->sub++) {
+      size_t m = blk - at < CMA_PIECE ? blk - at : CMA_PIECE;
+      if (!op->peer) {
+        if (send != recv + mine) memcpy(recv + mine + at, send + at, m);
+        op->peer = 1;
+      }
+      /* start after me, so that the ranks write different peers */
+      for (; op->peer < P; op->peer++) {
+        int q = (r + op->peer) % P;
+        if ((rc = cma_write(s, q, peer_addr(s, q, CTL_RECV) + mine + at, send + at, m)) != 1)
+          return rc;
+        s->moves++;
+      }
+      op->peer = 0;
     }
     raise_flag(s);
-    op->step = 3;
+    op->step = 4;
   }
   return reached(s, s->first + 1, -1);
 }

@@ -215,8 +215,10 @@ gr_status gr__shm_call_test(gr__shm *s, gr__call *k, gr__shm_op **op, int *done)
     return gr__comm_err(k->comm, st, "%s", gr__shm_why(s));
   }
   if (st == GR_ERR_SYSTEM)
-    return gr__comm_err(k->comm, st, "process_vm_readv from a peer rank failed: %s",
-                        strerror(gr__shm_cma_errno(s)));
+    return gr__comm_err(
+        k->comm, st,
+        "a single-copy read or write (process_vm_readv/writev) with a peer rank failed: %s",
+        strerror(gr__shm_cma_errno(s)));
   if (st != GR_OK)
     return gr__comm_err(k->comm, st, "shared-memory path unusable after an earlier timeout");
   if (*done) *op = NULL;
