@@ -22,6 +22,7 @@
 static int rank, size, failures;
 
 #include "expect.h"
+#include "expect_refused.h"
 
 #define SMALL 4      /* int32: the allreduce carried beside its verdict (up to 64 KiB) */
 #define BIG 70000    /* int32: 280 KB, the deferred form (the data call waits for the verdict) */
@@ -40,26 +41,6 @@ static gr_status outcome(gr_status st_start, gr_request **q) {
   gr_status st = gr_wait(q);
   if (*q) FAIL("gr_wait left the request set");
   return st;
-}
-
-/* Every rank: GR_ERR_INVALID. The refusing rank keeps its own sentence (own); the others name the
- * refusing rank and the argument (word). */
-static void refused(const char *what, gr_status st, int refuser, const char *own,
-                    const char *word) {
-  const char *e = gr_last_error();
-  if (getenv("REFUSE_VERBOSE")) fprintf(stderr, "[%d] %s: %s\n", rank, what, e);
-  if (st != GR_ERR_INVALID) {
-    FAIL("%s: %s, expected GR_ERR_INVALID (%s)", what, gr_status_name(st), e);
-    return;
-  }
-  if (rank == refuser) {
-    if (!strstr(e, own)) FAIL("%s: the refusing rank's sentence \"%s\" lacks \"%s\"", what, e, own);
-    return;
-  }
-  char who[32];
-  snprintf(who, sizeof who, "rank %d ", refuser);
-  if (!strstr(e, who) || !strstr(e, "rejected its own") || !strstr(e, word))
-    FAIL("%s: \"%s\" does not name %s(rejected its own ...) and \"%s\"", what, e, who, word);
 }
 
 static void untouched(const char *what, const int32_t *b, size_t n) {
