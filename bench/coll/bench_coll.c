@@ -10,7 +10,9 @@
  * MPI does; > 0: non-blocking requests and a test loop, which the timeout needs), --compare,
  * --json FILE, --vs ALGO (compare with gr_* on a second communicator created with
  * GPURUN_COLL_ALGO=ALGO instead of raw MPI, e.g. hierarchical vs flat: the columns after max(us)
- * then hold that communicator's figures).
+ * then hold that communicator's figures), --nonblocking (each call a request started and waited
+ * at once, gr_iallreduce/gr_ibroadcast/gr_iallgather + gr_wait, raw MPI_Iallreduce/MPI_Ibcast/
+ * MPI_Iallgather + MPI_Wait: the cost of a request's start, refusal route included).
  * Timing: rounds alternate gpurun and raw MPI (order flipped every round) so that a noisy, shared
  * machine hits both alike; each round's time per iteration is the slowest rank's; the table shows
  * the median round, and OSU-style avg/min/max over ranks for that round; with --compare also the
@@ -43,7 +45,8 @@ typedef struct {
   gr_backend backend;
   double timeout;
   const char *json;
-  const char *vs; /* --vs ALGO: the comparison is gr_* with GPURUN_COLL_ALGO=ALGO */
+  const char *vs;  /* --vs ALGO: the comparison is gr_* with GPURUN_COLL_ALGO=ALGO */
+  int nonblocking; /* --nonblocking: gr_i* + gr_wait against MPI_I* + MPI_Wait */
 } opts;
 
 static int rank, P;
@@ -78,10 +81,10 @@ static int lookup(const char *s, const char *const *names, int n) {
 
 static void usage(void) {
   if (rank == 0)
-    fprintf(stderr,
-            "usage: gpurun-bench-coll [-b min] [-e max] [-f factor] [-n iters] [-w warmup] "
-            "[-R rounds] [-c 0|1] [-o op] [-d dtype] [-r redop] [--root N] "
-            "[--backend auto|mpi|nccl] [--timeout S] [--compare] [--json FILE] [--vs ALGO]\n");
+    fprintf(stderr, "usage: gpurun-bench-coll [-b min] [-e max] [-f factor] [-n iters] [-w warmup] "
+                    "[-R rounds] [-c 0|1] [-o op] [-d dtype] [-r redop] [--root N] "
+                    "[--backend auto|mpi|nccl] [--timeout S] [--compare] [--json FILE] [--vs ALGO] "
+                    "[--nonblocking]\n");
   MPI_Finalize();
   exit(2);
 }
@@ -90,8 +93,8 @@ static void parse(int argc, char **argv, opts *o) {
   static const char *const dnames[] = {"int8",   "uint8", "int32",    "uint32", "int64",
                                        "uint64", "half",  "bfloat16", "float",  "double"};
   static const char *const rnames[] = {"sum", "prod", "min", "max", "avg"};
-  *o = (opts){8,      8 << 20,         4,  50,   10,  5, 1, 0, 0, B_ALLREDUCE, GR_FLOAT32,
-              GR_SUM, GR_BACKEND_AUTO, -1, NULL, NULL};
+  *o = (opts){8,      8 << 20,         4,  50,   10,   5, 1, 0, 0, B_ALLREDUCE, GR_FLOAT32,
+              GR_SUM, GR_BACKEND_AUTO, -1, NULL, NULL, 0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED()                                                                                     \
@@ -153,6 +156,8 @@ static void parse(int argc, char **argv, opts *o) {
       o->timeout = atof(v);
     } else if (!strcmp(a, "--compare"))
       o->compare = 1;
+    else if (!strcmp(a, "--nonblocking"))
+      o->nonblocking = 1;
     else if (!strcmp(a, "--json")) {
       NEED();
       o->json = v;
@@ -167,6 +172,13 @@ static void parse(int argc, char **argv, opts *o) {
   if (o->iters < 1) o->iters = 1;
   if (o->rounds < 1) o->rounds = 1;
   if (o->root < 0 || o->root >= P) o->root = 0;
+  if (o->nonblocking && o->op != B_ALLREDUCE && o->op != B_BCAST && o->op != B_ALLGATHER) {
+    if (rank == 0)
+      fprintf(stderr, "gpurun-bench-coll: --nonblocking: coll.h has requests for allreduce, "
+                      "broadcast and allgather only\n");
+    MPI_Finalize();
+    exit(2);
+  }
 }
 
 static MPI_Datatype mpi_type(gr_dtype t) {
@@ -209,7 +221,32 @@ static size_t count_for(const opts *o, size_t bytes) {
   return bytes / es;
 }
 
+/* --nonblocking: the request started and waited at once. */
+static gr_status run_gr_request(const opts *o, gr_comm *c, const void *s, void *r, size_t n) {
+  gr_request *q = NULL;
+  gr_status st = o->op == B_ALLREDUCE ? gr_iallreduce(s, r, n, o->dt, o->redop, c, NULL, &q)
+                 : o->op == B_BCAST   ? gr_ibroadcast(s, r, n, o->dt, o->root, c, NULL, &q)
+                                      : gr_iallgather(s, r, n, o->dt, c, NULL, &q);
+  return st == GR_OK && q ? gr_wait(&q) : st;
+}
+
+static int run_mpi_request(const opts *o, MPI_Comm m, const void *s, void *r, size_t n) {
+  MPI_Datatype t = mpi_type(o->dt);
+  int k = (int)n, rc;
+  MPI_Request q = MPI_REQUEST_NULL;
+  if (o->op == B_ALLREDUCE) {
+    rc = MPI_Iallreduce(s, r, k, t, mpi_op(o->redop), m, &q);
+  } else if (o->op == B_BCAST) {
+    if (rank == o->root && s != r) memcpy(r, s, n * gr__dtype_size(o->dt));
+    rc = MPI_Ibcast(r, k, t, o->root, m, &q);
+  } else {
+    rc = MPI_Iallgather(s, k, t, r, k, t, m, &q);
+  }
+  return rc == MPI_SUCCESS ? MPI_Wait(&q, MPI_STATUS_IGNORE) : rc;
+}
+
 static gr_status run_gr(const opts *o, gr_comm *c, const void *s, void *r, size_t n) {
+  if (o->nonblocking) return run_gr_request(o, c, s, r, n);
   switch (o->op) {
   case B_ALLREDUCE:
     return gr_allreduce(s, r, n, o->dt, o->redop, c, NULL);
@@ -234,6 +271,7 @@ static gr_status run_gr(const opts *o, gr_comm *c, const void *s, void *r, size_
 }
 
 static int run_mpi(const opts *o, MPI_Comm m, const void *s, void *r, size_t n) {
+  if (o->nonblocking) return run_mpi_request(o, m, s, r, n);
   MPI_Datatype t = mpi_type(o->dt);
   int k = (int)n;
   switch (o->op) {
@@ -494,10 +532,11 @@ int main(int argc, char **argv) {
               gr__dtype_name(o.dt), cfg.timeout_s);
   }
   if (rank == 0) {
-    printf("# gpurun-bench-coll: %s, %d ranks, backend %s, timeout %g s, %d rounds x %d "
+    printf("# gpurun-bench-coll: %s%s, %d ranks, backend %s, timeout %g s, %d rounds x %d "
            "iterations, median round\n",
-           bop_names[o.op], P, gr_comm_backend(c) == GR_BACKEND_NCCL ? "nccl" : "mpi",
-           cfg.timeout_s, o.rounds, o.iters);
+           bop_names[o.op], o.nonblocking ? " (non-blocking: start + wait)" : "", P,
+           gr_comm_backend(c) == GR_BACKEND_NCCL ? "nccl" : "mpi", cfg.timeout_s, o.rounds,
+           o.iters);
     if (o.vs) {
       const char *algo = getenv("GPURUN_COLL_ALGO");
       printf("# GPURUN_COLL_ALGO=%.16s (time, in:time, avg/min/max) vs GPURUN_COLL_ALGO=%.16s, "
