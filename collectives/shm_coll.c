@@ -440,15 +440,17 @@ static int peer_gone(pid_t pid) {
   return e && e[1] == ' ' && (e[2] == 'Z' || e[2] == 'X');
 }
 
-/* Read n bytes at address src of rank q into dst. 1 done; 0 the peer's process is gone (wait: the
- * deadline will name it); -1 another failure (cma_errno). */
-static int cma_read(gr__shm *s, int q, void *dst, uint64_t src, size_t n) {
+/* Copy n bytes between local and the address remote in rank q's memory: read (write = 0) or
+ * write. 1 done; 0 the peer's process is gone (wait: the deadline will name it); -1 another
+ * failure (cma_errno). */
+static int cma_copy(gr__shm *s, int q, void *local, uint64_t remote, size_t n, int write) {
   pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
   size_t done = 0;
   while (done < n) {
-    struct iovec l = {(char *)dst + done, n - done},
-                 r = {(void *)(uintptr_t)(src + done), n - done};
-    ssize_t k = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    struct iovec l = {(char *)local + done, n - done},
+                 r = {(void *)(uintptr_t)(remote + done), n - done};
+    ssize_t k =
+        write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
     if (k < 0 && errno == EINTR) continue;
     /* gone (ESRCH), or dying: a process whose memory is being torn down fails with EFAULT. A
      * live peer's bad buffer would have failed in its own hands first. Either way: wait, and let
@@ -465,6 +467,12 @@ static int cma_read(gr__shm *s, int q, void *dst, uint64_t src, size_t n) {
     done += (size_t)k;
   }
   return 1;
+}
+static int cma_read(gr__shm *s, int q, void *dst, uint64_t src, size_t n) {
+  return cma_copy(s, q, dst, src, n, 0);
+}
+static int cma_write(gr__shm *s, int q, uint64_t dst, const void *src, size_t n) {
+  return cma_copy(s, q, (void *)(uintptr_t)src, dst, n, 1);
 }
 
 int gr__shm_cma_errno(const gr__shm *s) { return s->cma_errno; }
@@ -508,29 +516,6 @@ static void cma_chunk(const gr__shm *s, const gr__shm_op *op, size_t c, size_t *
   size_t ce = cma_chunk_elems(s, gr__dtype_size(op->dtype));
   *lo = c * ce;
   *len = op->count - *lo < ce ? op->count - *lo : ce;
-}
-
-/* Write n bytes from src into rank q's memory at address dst: as cma_read, the other way. */
-static int cma_write(gr__shm *s, int q, uint64_t dst, const void *src, size_t n) {
-  pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
-  size_t done = 0;
-  while (done < n) {
-    struct iovec l = {(char *)(uintptr_t)src + done, n - done},
-                 r = {(void *)(uintptr_t)(dst + done), n - done};
-    ssize_t k = process_vm_writev(pid, &l, 1, &r, 1, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0 && (errno == ESRCH || errno == EFAULT || peer_gone(pid))) {
-      s->wait_rank = s->lag = q;
-      s->wait_for = UINT64_MAX;
-      return 0;
-    }
-    if (k <= 0) {
-      s->cma_errno = k < 0 ? errno : EFAULT;
-      return -1;
-    }
-    done += (size_t)k;
-  }
-  return 1;
 }
 
 /* The steps return 1 done, 0 waiting, -1 failed. A step resumes where a wait stopped it (op->sub:
