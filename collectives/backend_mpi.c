@@ -184,6 +184,14 @@ static void mpi_abort(gr_comm *c) {
   (void)c;
 }
 
+static int mpi_gone(const gr_comm *c, char *buf, size_t len) {
+  const gr__mpi_be *b = c->be;
+  if (len) buf[0] = '\0';
+  if (!b) return 0;
+  if (b->shm) return gr__shm_gone(b->shm, buf, len);
+  return b->hier ? gr__hier_gone(b->hier, buf, len) : 0;
+}
+
 int gr__mpi_pof2(int p) {
   int q = 1;
   while (q * 2 <= p)
@@ -754,4 +762,5 @@ const gr__coll_ops gr__coll_ops_mpi = {
     .forget = mpi_forget,
     .synchronize = mpi_synchronize,
     .carries_refusal = mpi_carries_refusal,
+    .gone = mpi_gone,
 };

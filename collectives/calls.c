@@ -348,6 +348,9 @@ static gr_status timed_out(const char *fn, gr__call *k, const char *what) {
   char path[1024] = "";
   if (gr__flight_dump("timeout", path, sizeof path) != 0)
     snprintf(path, sizeof path, "not written");
+  char gone[GR__ERRLEN - 32];
+  if (!c->err[0] && c->ops->gone && c->ops->gone(c, gone, sizeof gone) > 0)
+    snprintf(c->err, sizeof c->err, "on this node %s", gone);
   gr__comm_abort_internal(c);
   return gr__fail(
       GR_ERR_TIMEOUT, fn,

@@ -122,6 +122,11 @@ struct gr__coll_ops {
    * (k->fe_refused, posted without buffers) to every rank by itself, before any rank touches data
    * (the MPI backend's shared-memory descriptor). The same answer on every rank of c. */
   int (*carries_refusal)(const gr_comm *c, gr__kind kind);
+  /* Optional: the ranks of c this rank can see have vanished (node-mates, through a shared
+   * segment), as one phrase "rank R (process P no longer exists), ..." in buf; the number named.
+   * A timeout whose backend gave no detail (an agreement, an MPI step) names them: a rank killed
+   * between two calls leaves its node-mates waiting somewhere it cannot be seen otherwise. */
+  int (*gone)(const gr_comm *c, char *buf, size_t len);
 };
 
 #define GR__COMM_MAGIC 0x6772636fu /* "grco" */

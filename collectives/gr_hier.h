@@ -77,6 +77,13 @@ typedef struct gr__hier_call gr__hier_call;
 extern size_t gr__hier_seg_bytes;
 /* Test hook: calls of each kind (gr__kind) this process started on the hierarchical path. */
 extern _Atomic unsigned long gr__hier_calls[GR__NKINDS];
+/* Test hook: when set, called as this rank is about to post a step of a hierarchical call (leader
+ * = 1 for the inter-node step, 0 for a node step; segment = its segment), so that a test can kill
+ * a rank inside the data phase rather than at a time that may fall before the call. */
+extern void (*gr__hier_step_hook)(int leader, int segment);
+/* Node-mates whose process no longer exists, as "rank R (process P no longer exists)" joined
+ * with ", " (parent ranks); the number named (0: none, or no segment). */
+int gr__hier_gone(const gr__hier *h, char *buf, size_t len);
 gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *recv,
                              gr__hier_call **op);
 gr_status gr__hier_call_test(gr__hier *h, gr__call *k, gr__hier_call **op, int *done);

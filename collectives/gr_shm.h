@@ -134,6 +134,10 @@ gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call);
  * then gives the sentence, until the next call. */
 gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done);
 const char *gr__shm_why(const gr__shm *s);
+/* The ranks of this segment (other than this one) whose process no longer exists, as
+ * "rank R (process P no longer exists)" joined with ", "; the number named. For a timeout outside
+ * the segment's own waits (an MPI step), where a vanished node-mate is the likeliest cause. */
+int gr__shm_gone(const gr__shm *s, char *buf, size_t len);
 /* Give up (timeout): the segment is unusable afterwards. Writes one sentence naming the ranks this
  * rank was waiting for (and whether their process still exists) into why. */
 void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len);

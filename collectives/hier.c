@@ -41,6 +41,7 @@
 
 size_t gr__hier_seg_bytes;
 _Atomic unsigned long gr__hier_calls[GR__NKINDS];
+void (*gr__hier_step_hook)(int leader, int segment);
 #define HIER_WINDOW 2
 #define HOST_LEN 64
 
@@ -431,6 +432,7 @@ static gr_status post_lead(hier_call *hc) {
   int j = hc->lposted;
   size_t off, len;
   seg_range(hc, j, &off, &len);
+  if (gr__hier_step_hook) gr__hier_step_hook(1, j);
   gr__call *l = &hc->lc[j];
   memset(l, 0, sizeof *l);
   l->kind = hc->kind;
@@ -483,6 +485,7 @@ static gr_status post_node(hier_call *hc) {
   int code = hc->seq[hc->tpost], j = code / 2;
   size_t off, len;
   seg_range(hc, j, &off, &len);
+  if (gr__hier_step_hook) gr__hier_step_hook(0, j);
   gr__shm_op call = {.kind = GR__BARRIER, .dtype = hc->dtype, .op = hc->op, .root = -1};
   size_t NB = (size_t)h->nnodes * (size_t)h->maxl;
   if (hc->kind != GR__BARRIER && (code & 1)) { /* C: the leader's result to its node */
@@ -716,6 +719,11 @@ gr_status gr__hier_call_test(gr__hier *h, gr__call *k, hier_call **op, int *done
   call_release(hc);
   *done = st == GR_OK;
   return st;
+}
+
+int gr__hier_gone(const gr__hier *h, char *buf, size_t len) {
+  if (len) buf[0] = '\0';
+  return h->shm ? gr__shm_gone(h->shm, buf, len) : 0;
 }
 
 void gr__hier_call_forget(gr__hier *h, gr__call *k, hier_call **op) {

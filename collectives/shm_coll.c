@@ -1054,6 +1054,19 @@ gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
 
 const char *gr__shm_why(const gr__shm *s) { return s->why; }
 
+int gr__shm_gone(const gr__shm *s, char *buf, size_t len) {
+  int named = 0, n = 0;
+  if (len) buf[0] = '\0';
+  for (int q = 0; q < s->size && n >= 0 && (size_t)n < len; q++) {
+    pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
+    if (q == s->rank || !peer_gone(pid)) continue;
+    n += snprintf(buf + n, len - (size_t)n, "%srank %d (process %d no longer exists)",
+                  named ? ", " : "", name_of(s, q), (int)pid);
+    named++;
+  }
+  return named;
+}
+
 void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
   (void)op;
   s->broken = 1;

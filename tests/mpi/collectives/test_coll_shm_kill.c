@@ -3,7 +3,9 @@
  * within the timeout plus a margin, with a sentence naming the killed rank as gone, and then
  * destroy the communicator and exit cleanly. The script around it checks that /dev/shm holds no
  * segment afterwards (with GPURUN_SHM_SEGMENT=posix too, the named fallback).
- *   test_coll_shm_kill VICTIM */
+ *   test_coll_shm_kill VICTIM [recv]
+ * recv: the victim dies between calls instead, and the survivors then wait in gr_recv from it (an
+ * MPI step, not the segment's): their timeout must still name it as gone on their node. */
 #include <gpurun/coll.h>
 #include <mpi.h>
 #include <signal.h>
@@ -21,6 +23,7 @@ static double now(void) {
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int rank, size, victim = argc > 1 ? atoi(argv[1]) : 1;
+  int recv_mode = argc > 2 && strcmp(argv[2], "recv") == 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   gr_comm_config cfg;
@@ -48,6 +51,7 @@ int main(int argc, char **argv) {
   /* The victim arms a timer that SIGKILLs it 20 ms into the loop of 16 MiB allreduces, each of
    * which takes milliseconds: it dies inside one (the survivors' result is the same if it died
    * between two). Everyone loops until a call fails; no call may succeed for ever. */
+  if (rank == victim && recv_mode) raise(SIGKILL);
   if (rank == victim) {
     timer_t tm;
     struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGKILL};
@@ -61,14 +65,15 @@ int main(int argc, char **argv) {
   gr_status st = GR_OK;
   for (int it = 0; it < 100000 && st == GR_OK; it++) {
     t0 = now();
-    st = gr_allreduce(x, x, n, GR_FLOAT32, GR_SUM, c, NULL);
+    st = recv_mode ? gr_recv(x, 1, GR_FLOAT32, victim, c, NULL)
+                   : gr_allreduce(x, x, n, GR_FLOAT32, GR_SUM, c, NULL);
   }
   double dt = now() - t0;
   const char *e = gr_last_error();
   char want[64];
   snprintf(want, sizeof want, "rank %d (process ", victim);
   int ok = st == GR_ERR_TIMEOUT && dt < cfg.timeout_s + 10 && strstr(e, want) &&
-           strstr(e, "no longer exists") && strstr(e, "gr_allreduce");
+           strstr(e, "no longer exists") && strstr(e, recv_mode ? "gr_recv" : "gr_allreduce");
   fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, ok ? "SURVIVOR OK" : "FAIL", dt, e);
   if (gr_allreduce(x, x, 1, GR_FLOAT32, GR_SUM, c, NULL) != GR_ERR_ABORTED) ok = 0;
   if (gr_comm_destroy(c) != GR_OK) ok = 0;
