@@ -1093,14 +1093,11 @@ static gr_status request_timeout(gr_request *q) {
   return timed_out(q->fn, k, what);
 }
 
-static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
-  if (!out) return gr__fail(GR_ERR_INVALID, fn, "req is NULL");
-  *out = NULL;
-  GR_CHECK(gr__check_alive(fn, k->comm));
-  if (grp.depth > 0)
-    return gr__fail(GR_ERR_STATE, fn, "non-blocking calls cannot be part of a group");
+/* Start k as a request in *out; unret (GR_OK, or why this rank cannot hand out a request, its
+ * sentence recorded and k->fe_refused set) makes it a refusal whatever validate says. */
+static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr_status unret) {
   gr_comm *c = k->comm;
-  gr_status bad = validate(fn, k);
+  gr_status bad = unret != GR_OK ? unret : validate(fn, k);
   int route = refusal_route(k);
   int agree = route == ROUTE_AGREE && c->req_mpi != MPI_COMM_NULL;
   if (bad != GR_OK && !agree) {
@@ -1184,6 +1181,29 @@ static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
   __atomic_add_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
   *out = q;
   return GR_OK;
+}
+
+/* A rank that cannot hand out a request (req NULL, or the call inside a group) is a refusing rank
+ * like any other: the others started theirs and wait for its part, so it starts one of its own as
+ * a refusal and waits for it here, then returns its own error (the others' waits name it). */
+static gr_status start_request(const char *fn, gr__call *k, gr_request **out) {
+  if (out) *out = NULL;
+  GR_CHECK(gr__check_alive(fn, k->comm));
+  gr_status unret = GR_OK;
+  if (!out) {
+    unret = gr__fail(GR_ERR_INVALID, fn, "req is NULL");
+    k->fe_refused = GR__ARG_REQ;
+  } else if (grp.depth > 0) {
+    unret = gr__fail(GR_ERR_STATE, fn, "non-blocking calls cannot be part of a group");
+    k->fe_refused = GR__ARG_GROUPED;
+  }
+  gr_request *q = NULL;
+  gr_status st = begin_request(fn, k, &q, unret);
+  if (unret == GR_OK) {
+    *out = q;
+    return st;
+  }
+  return st == GR_OK && q ? gr_wait(&q) : st;
 }
 
 GR_API gr_status gr_test(gr_request **req, int *done) {

@@ -39,7 +39,9 @@ const char *gr__arg_name(int a) {
       "send (NULL)",
       "recv (NULL)",
       "send and recv (they overlap without being the in-place form)",
-      "send, recv or counts (NULL arrays)"};
+      "send, recv or counts (NULL arrays)",
+      "req (NULL)",
+      "call (a non-blocking call inside a group)"};
   return a >= 0 && a < GR__NARGS ? names[a] : "?";
 }
 const char *gr__coll_stats_op_name(int i) {

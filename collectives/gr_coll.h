@@ -39,6 +39,8 @@ typedef enum {
   GR__ARG_RECV,
   GR__ARG_OVERLAP,
   GR__ARG_BUFFERS,
+  GR__ARG_REQ,     /* a non-blocking call with req NULL: no request to hand out */
+  GR__ARG_GROUPED, /* a non-blocking call inside a group */
   GR__NARGS
 } gr__arg;
 const char *gr__arg_name(int a);

@@ -222,7 +222,11 @@ GR_API gr_status gr_barrier(gr_comm *comm);
 /* Non-blocking forms: start the call and return a request; complete it with gr_test or gr_wait
  * (which free it and set *req to NULL once it has finished, successfully or not). The timeout
  * counts from the start. Several requests may be outstanding on one communicator; every rank must
- * start the same collectives in the same order. Not allowed inside a group (GR_ERR_STATE). On the
+ * start the same collectives in the same order. Not allowed inside a group (GR_ERR_STATE). A start
+ * that cannot hand out a request (req NULL: GR_ERR_INVALID; inside a group: GR_ERR_STATE) is a
+ * refusal like a NULL buffer (Errors above): that rank takes part as the refusing rank and returns
+ * its error once the exchange is done, the others' requests fail naming it ("rejected its own req
+ * (NULL)"); only out of memory for the request itself leaves the others to their timeout. On the
  * NCCL backend a request finishes when the work is enqueued, as the blocking calls do; the work
  * reaches the stream once every rank has started the call (the refusal verdict, Errors above):
  * at the gr_test/gr_wait that finds the verdict in, or at the communicator's next call, whichever

@@ -7,6 +7,9 @@
  * waited until the timeout (GR_ERR_TIMEOUT, the communicator aborted) or forever without one, so
  * a hang (ctest's timeout) or GR_ERR_TIMEOUT here is the failure.
  *
+ * test_coll_reqrefuse --unreturnable runs only the requests a rank cannot hand out (req NULL, inside
+ * a group), which must fail on every rank on any path (shared memory, check mode) too.
+ *
  * The API has gr_iallreduce, gr_ibroadcast and gr_iallgather (no ireduce, ireduce_scatter or
  * ialltoall). Each case is refused by the last rank R unless it says otherwise. */
 #include <gpurun/coll.h>
@@ -152,6 +155,46 @@ static void each_kind(gr_comm *c, int32_t *a, int32_t *b) {
   st = outcome(gr_iallreduce(a, b, SMALL, GR_INT32, GR_AVG, c, NULL, &q), &q);
   if (st != GR_ERR_INVALID) FAIL("gr_iallreduce(AVG, int32) on every rank: %s", gr_status_name(st));
   still_works(c, "a request every rank refuses");
+}
+
+/* A rank that cannot hand out a request (req NULL, or the call inside a group) still takes part
+ * as a refusing rank: its start returns its own error once the others know, and their requests
+ * fail naming it. Before, its start returned at once and the others waited for its part until the
+ * timeout, or for ever without one. */
+static void unreturnable(gr_comm *c, int32_t *a, int32_t *b) {
+  const int R = size - 1, me = rank == R;
+  gr_request *q = NULL;
+  gr_status st;
+  for (int large = 0; large < 2; large++) { /* in band, then deferred */
+    size_t n = large ? BIG : SMALL;
+    const char *what =
+        large ? "large gr_iallreduce with req NULL" : "small gr_iallreduce with req NULL";
+    fill(b, n, SENTINEL);
+    st = outcome(gr_iallreduce(a, b, n, GR_INT32, GR_SUM, c, NULL, me ? NULL : &q), &q);
+    refused(what, st, R, "req is NULL", "req (NULL)");
+    untouched(what, b, n);
+  }
+  int32_t bc[4];
+  fill(bc, 4, rank == 0 ? 5 : SENTINEL);
+  st = outcome(gr_ibroadcast(bc, bc, 4, GR_INT32, 0, c, NULL, me ? NULL : &q), &q);
+  refused("gr_ibroadcast with req NULL", st, R, "req is NULL", "req (NULL)");
+  if (rank != 0) untouched("gr_ibroadcast with req NULL", bc, 4);
+  still_works(c, "requests with req NULL");
+
+  /* R alone starts it inside a group */
+  fill(b, SMALL, SENTINEL);
+  if (me) EXPECT_ST(gr_group_start(), GR_OK);
+  st = outcome(gr_iallreduce(a, b, SMALL, GR_INT32, GR_SUM, c, NULL, &q), &q);
+  if (me) {
+    if (st != GR_ERR_STATE || !strstr(gr_last_error(), "cannot be part of a group"))
+      FAIL("gr_iallreduce inside a group: %s (%s), expected GR_ERR_STATE", gr_status_name(st),
+           gr_last_error());
+    EXPECT_ST(gr_group_end(), GR_OK);
+  } else {
+    refused("gr_iallreduce inside a group on one rank", st, R, "", "inside a group");
+  }
+  untouched("gr_iallreduce inside a group on one rank", b, SMALL);
+  still_works(c, "a request started inside a group on one rank");
 }
 
 /* Five requests outstanding, the refused one (large, R's NULL recv) in the middle, waited in an
@@ -402,6 +445,7 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int only_unreturnable = argc > 1 && strcmp(argv[1], "--unreturnable") == 0;
   if (size > 1) {
     gr_comm_config cfg;
     gr_comm_config_init(&cfg); /* GPURUN_TIMEOUT, if set */
@@ -415,17 +459,22 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < BIG; i++)
       a[i] = in_of(rank, i);
     uint64_t shm0 = gr__algo_count(GR__ALGO_SHM);
-    each_kind(c, a, b);
-    outstanding(c, a, b);
-    blocking_while_pending(c, a, b);
-    start_is_local(c, a, b);
-    stress(c);
-    if (gr__algo_count(GR__ALGO_SHM) != shm0)
-      FAIL("the shared-memory path ran: run with GPURUN_COLL_ALGO=mpi");
+    if (only_unreturnable) {
+      unreturnable(c, a, b);
+    } else {
+      each_kind(c, a, b);
+      unreturnable(c, a, b);
+      outstanding(c, a, b);
+      blocking_while_pending(c, a, b);
+      start_is_local(c, a, b);
+      stress(c);
+      if (gr__algo_count(GR__ALGO_SHM) != shm0)
+        FAIL("the shared-memory path ran: run with GPURUN_COLL_ALGO=mpi");
+    }
     EXPECT_ST(gr_comm_destroy(c), GR_OK);
     free(a);
     free(b);
-    timeout_covers_verdict();
+    if (!only_unreturnable) timeout_covers_verdict();
   }
   int total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
