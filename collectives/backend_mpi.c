@@ -637,6 +637,10 @@ static void progress_oldest(mpi_be *b, gr__mpi_ar *a) {
   }
 }
 
+static void mpi_progress(gr_comm *c) {
+  if (c->be) progress_oldest(c->be, NULL);
+}
+
 static gr_status mpi_test(gr__call *k, int *done) {
   gr__mpi_call *m = gr__mpi_call_of(k);
   mpi_be *b = k->comm->be;
@@ -762,5 +766,6 @@ const gr__coll_ops gr__coll_ops_mpi = {
     .forget = mpi_forget,
     .synchronize = mpi_synchronize,
     .carries_refusal = mpi_carries_refusal,
+    .progress = mpi_progress,
     .gone = mpi_gone,
 };

@@ -306,24 +306,26 @@ static gr_status exchange_fingerprint(const char *fn, gr__call *k, gr_status bad
 /* ---- execution ---------------------------------------------------------------------------- */
 
 /* The caller's count (without the in-band refusal element run_inband adds). */
-static size_t shown_count(const gr__call *k) {
-  return k->count - ((k->fe_flags & GR__FE_INBAND) ? 1 : 0);
-}
+/* The call as the user made it (what records, counters and sentences show). */
+static const gr__call *shown(const gr__call *k) { return k->fe_shown ? k->fe_shown : k; }
+static size_t shown_count(const gr__call *k) { return shown(k)->count; }
 
 static size_t call_bytes(const gr__call *k) {
-  if (k->kind == GR__BARRIER) return 0;
-  size_t b = shown_count(k) * gr__dtype_size(k->dtype);
-  return k->kind == GR__ALLTOALL || k->kind == GR__REDUCE_SCATTER ? b * (size_t)k->comm->size : b;
+  const gr__call *u = shown(k);
+  if (u->kind == GR__BARRIER) return 0;
+  size_t b = u->count * gr__dtype_size(u->dtype);
+  return u->kind == GR__ALLTOALL || u->kind == GR__REDUCE_SCATTER ? b * (size_t)u->comm->size : b;
 }
 
 static void begin(gr__call *k) {
   gr_comm *c = k->comm;
+  const gr__call *u = shown(k);
   k->seq = ++c->seq;
   k->t_start = gr__wall_now();
-  int peer = k->kind == GR__SEND || k->kind == GR__RECV;
-  k->flight_slot = gr__flight_begin(c->flight, k->seq, (int)k->kind, shown_count(k),
-                                    k->kind == GR__BARRIER ? -1 : (int)k->dtype,
-                                    peer ? -1 : k->root, peer ? k->root : -1, k->t_start);
+  int peer = u->kind == GR__SEND || u->kind == GR__RECV;
+  k->flight_slot = gr__flight_begin(c->flight, k->seq, (int)u->kind, u->count,
+                                    u->kind == GR__BARRIER ? -1 : (int)u->dtype,
+                                    peer ? -1 : u->root, peer ? u->root : -1, k->t_start);
 }
 
 /* share: the part of the elapsed time charged to this call in the counters. A call of a group of
@@ -334,9 +336,10 @@ static void end_share(gr__call *k, gr__flight_state fs, double t0, double share)
   double t1 = gr__mono_now();
   gr__flight_end(c->flight, k->flight_slot, k->seq, fs, k->t_start + (t1 - t0));
   if (k->fe_refused) return; /* this rank's refusal joining the exchange: not a call it made */
-  c->stats.calls[k->kind]++;
-  c->stats.bytes[k->kind] += call_bytes(k);
-  c->stats.seconds[k->kind] += (t1 - t0) * share;
+  gr__kind kind = shown(k)->kind;
+  c->stats.calls[kind]++;
+  c->stats.bytes[kind] += call_bytes(k);
+  c->stats.seconds[kind] += (t1 - t0) * share;
   if (fs == GR__FL_FAILED) c->stats.failures++;
   if (fs == GR__FL_TIMEOUT) c->stats.timeouts++;
 }
@@ -357,9 +360,10 @@ static gr_status timed_out(const char *fn, gr__call *k, const char *what) {
       "%s%s%s #%llu (count=%zu, dtype=%s) on communicator %s "
       "(rank %d of %d, %s backend) did not complete within %g s%s%s%s; the communicator is "
       "now aborted (flight recorder: %s)",
-      what, what[0] ? " " : "", gr__kind_name(k->kind), (unsigned long long)k->seq, shown_count(k),
-      k->kind == GR__BARRIER ? "none" : gr__dtype_name(k->dtype), c->id, c->rank, c->size,
-      c->ops->name, c->timeout_s, c->err[0] ? " (" : "", c->err, c->err[0] ? ")" : "", path);
+      what, what[0] ? " " : "", gr__kind_name(shown(k)->kind), (unsigned long long)k->seq,
+      shown_count(k), shown(k)->kind == GR__BARRIER ? "none" : gr__dtype_name(shown(k)->dtype),
+      c->id, c->rank, c->size, c->ops->name, c->timeout_s, c->err[0] ? " (" : "", c->err,
+      c->err[0] ? ")" : "", path);
 }
 
 /* ---- the one progress loop ------------------------------------------------------------ */
@@ -383,9 +387,9 @@ static gr_status settle(const loop_style *y, gr__call *k, gr_status st, double t
   if (timeout) return timed_out(y->fn, k, y->timeout_what);
   if (y->name_backend)
     return gr__fail(st, y->fn, "%s #%llu on communicator %s (%s backend): %s",
-                    gr__kind_name(k->kind), (unsigned long long)k->seq, c->id, c->ops->name,
+                    gr__kind_name(shown(k)->kind), (unsigned long long)k->seq, c->id, c->ops->name,
                     c->err);
-  return gr__fail(st, y->fn, "%s #%llu on communicator %s: %s", gr__kind_name(k->kind),
+  return gr__fail(st, y->fn, "%s #%llu on communicator %s: %s", gr__kind_name(shown(k)->kind),
                   (unsigned long long)k->seq, c->id, c->err);
 }
 
@@ -527,12 +531,20 @@ static gr_status agree_call(const char *fn, gr__call *k, int arg) {
  * element of the call's dtype carries whether a rank refused, as a value the op keeps apart from
  * the others' (SUM, AVG, MAX: 0 and 1; PROD, MIN: 1 and 0), so that the others learn it with the
  * data and only a refusal costs a second round (agree_call, which names the rank and argument).
+ * Broadcasts of up to BCAST_INBAND_MAX bytes take it too, as an allreduce (MAX) of their bytes as
+ * uint8 to which every rank but the root contributes zeros: exact for any data (MAX(x, 0) = x for
+ * unsigned bytes), with the flag as one more byte. A broadcast cannot carry a refusal from the
+ * other ranks to the root; an allreduce of a few KiB costs less than a verdict round followed by
+ * the broadcast (bench/README.md, "Refusals").
  * The same choice on every rank: kind, count, dtype, op and the communicator decide it. 8-bit SUM
  * could wrap 256 refusals back to 0, so it needs fewer than 256 ranks. */
 #define INBAND_MAX 65536
+#define BCAST_INBAND_MAX 16384
 static int inband(const gr__call *k) {
   size_t es = gr__dtype_size(k->dtype);
-  return k->kind == GR__ALLREDUCE && !k->comm->gpu_buffers && gr__op_defined(k->dtype, k->op) &&
+  if (k->comm->gpu_buffers) return 0;
+  if (k->kind == GR__BROADCAST) return k->count < BCAST_INBAND_MAX / es;
+  return k->kind == GR__ALLREDUCE && gr__op_defined(k->dtype, k->op) &&
          k->count < INBAND_MAX / es && !(es == 1 && k->op == GR_SUM && k->comm->size > 255);
 }
 
@@ -556,27 +568,54 @@ static void inband_flag(gr_dtype t, gr_op op, int refused, unsigned char *out) {
     memcpy(out, one, es);
 }
 
-/* k with count + 1 elements; arg is this rank's refusal (its buffers are then not touched). */
-static gr_status run_inband(const char *fn, gr__call *k, int arg) {
+/* Bytes of the in-band form of k (inband(k)): the data and the flag element. */
+static size_t inband_bytes(const gr__call *k) {
   size_t es = gr__dtype_size(k->dtype), n = k->count * es;
-  _Alignas(16) unsigned char small[256], ok[16];
-  /* with a timeout MPI may still write the buffer after this returns: then it is not the stack */
-  unsigned char *p = n + es <= sizeof small && k->comm->timeout_s <= 0 ? small : malloc(n + es);
-  if (!p) return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", n + es);
-  if (arg)
-    memset(p, 0, n);
-  else if (n)
+  return k->kind == GR__BROADCAST ? n + 1 : n + es;
+}
+
+/* j = the in-band form of the user's call k on the buffer p (inband_bytes(k)): this rank's data,
+ * or zeros where it has none to give (a broadcast's non-root) or refused (arg), then the flag. */
+static void inband_pack(const gr__call *k, int arg, unsigned char *p, gr__call *j) {
+  size_t n = k->count * gr__dtype_size(k->dtype);
+  int bcast = k->kind == GR__BROADCAST;
+  if (!arg && n && (!bcast || k->root == k->comm->rank))
     memcpy(p, k->send, n);
-  inband_flag(k->dtype, k->op, arg, p + n);
-  gr__call j = *k;
-  j.send = j.recv = p;
-  j.count = k->count + 1;
-  j.fe_flags |= GR__FE_INBAND;
-  j.fe_refused = GR__ARG_NONE;
+  else
+    memset(p, 0, n);
+  *j = *k;
+  j->send = j->recv = p;
+  j->count = k->count + 1;
+  if (bcast) {
+    j->kind = GR__ALLREDUCE, j->dtype = GR_UINT8, j->op = GR_MAX, j->root = -1;
+    j->count = n + 1;
+  }
+  inband_flag(j->dtype, j->op, arg, p + n);
+  j->fe_flags |= GR__FE_INBAND;
+  j->fe_refused = GR__ARG_NONE;
+  j->fe_shown = k;
+}
+
+/* Whether the flag of the in-band call j (done) says nobody refused. */
+static int inband_clear(const gr__call *j) {
+  size_t es = gr__dtype_size(j->dtype);
+  _Alignas(16) unsigned char ok[16];
+  inband_flag(j->dtype, j->op, 0, ok);
+  return memcmp((const unsigned char *)j->recv + (j->count - 1) * es, ok, es) == 0;
+}
+
+/* k in its in-band form; arg is this rank's refusal (its buffers are then not touched). */
+static gr_status run_inband(const char *fn, gr__call *k, int arg) {
+  size_t n = k->count * gr__dtype_size(k->dtype), bytes = inband_bytes(k);
+  _Alignas(16) unsigned char small[256];
+  /* with a timeout MPI may still write the buffer after this returns: then it is not the stack */
+  unsigned char *p = bytes <= sizeof small && k->comm->timeout_s <= 0 ? small : malloc(bytes);
+  if (!p) return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", bytes);
+  gr__call j;
+  inband_pack(k, arg, p, &j);
   gr_status st = run_one(fn, &j, 1);
   if (st == GR_OK) {
-    inband_flag(k->dtype, k->op, 0, ok);
-    if (memcmp(p + n, ok, es) != 0) { /* somebody refused: all learn who in one more round */
+    if (!inband_clear(&j)) { /* somebody refused: all learn who in one more round */
       st = agree_call(fn, k, arg);
       if (st == GR_OK) st = gr__fail(GR_ERR_INTERNAL, fn, "a refusal was signalled but not agreed");
     } else if (n) {
@@ -851,7 +890,8 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
 enum { REQ_QUEUED, REQ_POSTED };
 
 struct gr_request {
-  gr__call k; /* the backend keeps state in here: a request never moves once started */
+  gr__call k;    /* the backend keeps state in here: a request never moves once started */
+  gr__call user; /* in band: the call as the user made it (k is its in-band form) */
   const char *fn;
   double t0, deadline;
   struct gr_request *next; /* in c's FIFO while REQ_QUEUED */
@@ -862,9 +902,8 @@ struct gr_request {
   int vdone;           /* v[1] is in (-1: the MPI call failed) */
   int *v;              /* v[0] this rank's word, v[1] the MAX: heap, abandoned if never in */
   MPI_Request vreq;    /* the verdict's MPI_Iallreduce */
-  unsigned char *pack; /* in band: the data call's buffer (count + 1 elements); NULL otherwise */
+  unsigned char *pack; /* in band: the data call's buffer (inband_bytes); NULL otherwise */
   _Alignas(16) unsigned char small[64]; /* pack when it fits: no allocation for small calls */
-  void *user_recv;                      /* in band: where the result goes */
   uint64_t no;   /* in band: the communicator's in-band request number (the naming tag) */
   int naming;    /* in band, a rank refused: the words are being exchanged (names_in) */
   int names_err; /* that exchange failed (out of memory, MPI) */
@@ -907,15 +946,6 @@ static int verdict_in(gr_request *q) {
   if (MPI_Test(&q->vreq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) q->v[1] = -1, flag = 1;
   q->vdone = flag;
   return flag;
-}
-
-/* In band: whether the flag element says nobody refused. */
-static int inband_clear(const gr_request *q) {
-  const gr__call *k = &q->k;
-  size_t es = gr__dtype_size(k->dtype);
-  _Alignas(16) unsigned char ok[16];
-  inband_flag(k->dtype, k->op, 0, ok);
-  return memcmp(q->pack + shown_count(k) * es, ok, es) == 0;
 }
 
 /* In band, after a refusal: this rank's word to every other rank, theirs from every other. */
@@ -1060,7 +1090,7 @@ static gr_status request_outcome(gr_request *q) {
       st = gr__fail(q->bad, q->fn, "%s", q->own);
     else {
       char what[96];
-      snprintf(what, sizeof what, "%s(count=%zu)", gr__kind_name(k->kind), shown_count(k));
+      snprintf(what, sizeof what, "%s(count=%zu)", gr__kind_name(shown(k)->kind), shown_count(k));
       st = verdict_fail(q->fn, c, all, what);
     }
     if (all > 0) k->fe_refused = all & 0xff; /* not a call anyone made: no counters */
@@ -1072,8 +1102,8 @@ static gr_status request_outcome(gr_request *q) {
     snprintf(c->err, sizeof c->err, "%s", q->post_err);
     return settle(&y, k, q->data_st, q->t0, 1.0, 1);
   }
-  if (q->pack && shown_count(k))
-    memcpy(q->user_recv, q->pack, shown_count(k) * gr__dtype_size(k->dtype));
+  if (q->pack && q->user.count)
+    memcpy(q->user.recv, q->pack, q->user.count * gr__dtype_size(q->user.dtype));
   return settle(&y, k, GR_OK, q->t0, 1.0, 1);
 }
 
@@ -1126,28 +1156,22 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   q->vreq = MPI_REQUEST_NULL;
   q->state = REQ_QUEUED;
   int arg = bad == GR_OK ? GR__ARG_NONE : k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS;
+  q->arg = arg;
+  if (agree && inband(k)) {
+    size_t bytes = inband_bytes(k);
+    q->pack = bytes <= sizeof q->small ? q->small : malloc(bytes);
+    if (!q->pack) {
+      free(q);
+      return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", bytes);
+    }
+    q->user = *k;
+    inband_pack(&q->user, arg, q->pack, &q->k);
+    q->no = c->req_inband++;
+  }
   k = &q->k;
   k->fe_request = 1;
   k->fe_refused = GR__ARG_NONE; /* the backend posts this call with its data (or a copy) */
-  q->arg = arg;
-  if (agree && inband(k)) {
-    size_t es = gr__dtype_size(k->dtype), n = k->count * es;
-    q->pack = n + es <= sizeof q->small ? q->small : malloc(n + es);
-    if (!q->pack) {
-      free(q);
-      return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", n + es);
-    }
-    if (bad != GR_OK)
-      memset(q->pack, 0, n);
-    else if (n)
-      memcpy(q->pack, k->send, n);
-    inband_flag(k->dtype, k->op, bad != GR_OK, q->pack + n);
-    q->user_recv = k->recv;
-    k->send = k->recv = q->pack;
-    k->count++;
-    k->fe_flags |= GR__FE_INBAND;
-    q->no = c->req_inband++;
-  } else if (agree) {
+  if (agree && !q->pack) {
     q->v = malloc(2 * sizeof *q->v);
     if (!q->v) {
       free(q);
@@ -1221,7 +1245,7 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
       c->ops->forget(k);
     end(k, GR__FL_FAILED, q->t0);
     st = gr__fail(GR_ERR_ABORTED, q->fn, "communicator %s was aborted before %s #%llu finished",
-                  c->id, gr__kind_name(k->kind), (unsigned long long)k->seq);
+                  c->id, gr__kind_name(shown(k)->kind), (unsigned long long)k->seq);
   } else {
     if (c->defer_head) defer_advance(c);
     if (q->state == REQ_POSTED && !q->data_done) {
@@ -1233,8 +1257,12 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
       q->data_st = s;
     }
     int ready = q->state == REQ_POSTED && q->data_done && verdict_in(q);
-    if (ready && q->pack && q->data_st == GR_OK && !inband_clear(q))
+    if (ready && q->pack && q->data_st == GR_OK && !inband_clear(&q->k))
       ready = names_in(q); /* a rank refused: which? */
+    /* Waiting for others' words (or a verdict) here, this rank must still move the calls that
+     * only their owner's tests move: another rank may wait inside one of them before it gets to
+     * this request (gpurun's own allreduces; a small broadcast travels as one). */
+    if (!ready && (q->state != REQ_POSTED || q->data_done) && c->ops->progress) c->ops->progress(c);
     if (ready) {
       st = request_outcome(q);
     } else if (q->deadline > 0 && gr__mono_now() > q->deadline) {

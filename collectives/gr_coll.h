@@ -50,8 +50,8 @@ typedef struct gr__coll_ops gr__coll_ops;
 
 /* Flags the front end (calls.c) keeps on a call; a backend never reads or writes them. */
 typedef enum {
-  GR__FE_INBAND = 1u << 1, /* count includes the in-band refusal element (calls.c): the
-                                  * caller's count, shown in sentences and records, is one less */
+  GR__FE_INBAND = 1u << 1, /* the in-band form of a call (calls.c): one more element carries
+                                  * the refusal flag; fe_shown is the call the user made */
 } gr__fe_flag;
 
 /* Bytes of per-call state a backend may keep inside the call record itself (see be_area). */
@@ -82,6 +82,10 @@ typedef struct gr__call {
   gr_status fe_bad;  /* a grouped call this rank refused, queued in check mode so peers learn it */
   int fe_request;    /* a gr_i... request: the user may wait for it before older ones */
   unsigned fe_flags; /* gr__fe_flag */
+  /* The call as the user made it where the front end runs another in its place (the in-band
+   * forms: count + 1, a broadcast as an allreduce of bytes): records, counters and sentences
+   * show that one. NULL: this call is the user's. */
+  const struct gr__call *fe_shown;
   /* The backend's, opaque to the front end (backend_mpi.c: gr__mpi_call in gr_mpi_be.h;
    * backend_nccl.c: nccl_call). */
   _Alignas(16) unsigned char be_area[GR__BE_CALL_BYTES];
@@ -124,6 +128,10 @@ struct gr__coll_ops {
    * (k->fe_refused, posted without buffers) to every rank by itself, before any rank touches data
    * (the MPI backend's shared-memory descriptor). The same answer on every rank of c. */
   int (*carries_refusal)(const gr_comm *c, gr__kind kind);
+  /* Optional: move the calls in flight on c that progress only when tested (the MPI backend's own
+   * allreduces), for a rank that waits for something else on c (a request's verdict or the
+   * naming of its refusal) while another rank may wait inside one of them. Never blocks. */
+  void (*progress)(gr_comm *c);
   /* Optional: the ranks of c this rank can see have vanished (node-mates, through a shared
    * segment), as one phrase "rank R (process P no longer exists), ..." in buf; the number named.
    * A timeout whose backend gave no detail (an agreement, an MPI step) names them: a rank killed

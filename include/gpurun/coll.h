@@ -61,16 +61,17 @@
  *   mode the refusing rank's start returns GR_ERR_INVALID (no request) once the others have
  *   started the call, and the others' requests fail at their start (check mode) or their wait.
  *   The cost (docs/architecture.md, Collectives): none on the shared-memory path (the refusal
- *   rides in the call's descriptor) and for allreduces up to 64 KiB on the MPI algorithms (one
- *   more element carries it in band, requests too); elsewhere on the MPI backend, and once per
- *   group, the ranks first agree on a 4-byte verdict (a request posts it at its start and its
- *   data call waits for it inside gr_test/gr_wait). On the NCCL backend every collective but the
- *   barrier sends a 4-byte verdict over MPI and reaches NCCL once it is in (one host round trip
- *   per call, never a wait for the stream): a request's NCCL work is therefore enqueued by the
- *   gr_test/gr_wait that finds its verdict in, and a communicator's calls reach NCCL in the order
- *   they were made. Not covered without check mode: point-to-point calls, and arguments that
- *   differ between ranks (count, dtype, op: a disagreement, detected by check mode and on the
- *   shared-memory path, below). Use check mode while developing.
+ *   rides in the call's descriptor), for allreduces up to 64 KiB on the MPI algorithms (one more
+ *   element carries it in band, requests too) and for broadcasts below 16 KiB there (they run as
+ *   an allreduce of their bytes that carries it the same way); elsewhere on the MPI backend,
+ *   and once per group, the ranks first agree on a 4-byte verdict (a request posts it at its
+ *   start and its data call waits for it inside gr_test/gr_wait). On the NCCL backend every
+ *   collective but the barrier sends a 4-byte verdict over MPI and reaches NCCL once it is in
+ *   (one host round trip per call, never a wait for the stream): a request's NCCL work is
+ *   therefore enqueued by the gr_test/gr_wait that finds its verdict in, and a communicator's
+ *   calls reach NCCL in the order they were made. Not covered without check mode: point-to-point
+ *   calls, and arguments that differ between ranks (count, dtype, op: a disagreement, detected
+ *   by check mode and on the shared-memory path, below). Use check mode while developing.
  * - Check mode (cfg.check, default from GPURUN_CHECK, off unless set): before each collective the
  *   ranks exchange a fingerprint (call number, kind, op, dtype, count, root, in-place form, local
  *   verdict) over MPI; a difference returns GR_ERR_MISMATCH on every rank, e.g. "rank 3 called
