@@ -305,7 +305,6 @@ static gr_status exchange_fingerprint(const char *fn, gr__call *k, gr_status bad
 
 /* ---- execution ---------------------------------------------------------------------------- */
 
-/* The caller's count (without the in-band refusal element run_inband adds). */
 /* The call as the user made it (what records, counters and sentences show). */
 static const gr__call *shown(const gr__call *k) { return k->fe_shown ? k->fe_shown : k; }
 static size_t shown_count(const gr__call *k) { return shown(k)->count; }

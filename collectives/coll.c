@@ -134,6 +134,9 @@ gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline) {
     int rc = gr__mpi_test(req, &flag);
     if (rc != MPI_SUCCESS) return mpi_err(c, rc, "MPI_Test");
     if (flag) return GR_OK;
+    /* Waiting here (a fingerprint, a verdict), this rank still moves its requests' calls that
+     * progress only when tested: a peer may wait inside one before it gets to this exchange. */
+    if (c->ops && c->ops->progress) c->ops->progress(c);
     if ((spin & 15) == 0) {
       if (gr__past(deadline))
         return gr__comm_err(c, GR_ERR_TIMEOUT, "MPI request did not complete");
