@@ -17,6 +17,7 @@
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_log.h"
+#include "gr_nccl_map.h"
 #include "gr_nccl_share.h"
 
 #include <cuda_runtime_api.h>
@@ -235,28 +236,6 @@ static gr_status nccl_group_finish(gr_comm *any, double deadline) {
   return nc ? nccl_wait(any, nc, deadline, "ncclGroupEnd") : GR_OK;
 }
 
-static ncclDataType_t nccl_type(gr_dtype t) {
-  static const ncclDataType_t m[GR__NDTYPES] = {ncclInt8,    ncclUint8,  ncclInt32,   ncclUint32,
-                                                ncclInt64,   ncclUint64, ncclFloat16, ncclBfloat16,
-                                                ncclFloat32, ncclFloat64};
-  return m[t];
-}
-
-static ncclRedOp_t nccl_op(gr_op op) {
-  switch (op) {
-  case GR_PROD:
-    return ncclProd;
-  case GR_MIN:
-    return ncclMin;
-  case GR_MAX:
-    return ncclMax;
-  case GR_AVG:
-    return ncclAvg;
-  default:
-    return ncclSum;
-  }
-}
-
 /* ---- staging of host buffers -------------------------------------------------------------- */
 
 static int on_device(const void *p) {
@@ -326,14 +305,15 @@ static gr_status enqueue(gr__call *k, int *done) {
     release(k);
     return st;
   }
-  ncclDataType_t dt = nccl_type(k->dtype);
+  ncclDataType_t dt = gr__nccl_type(k->dtype);
+  ncclRedOp_t op = gr__nccl_op(k->op, ncclAvg); /* NCCL averages over all the ranks */
   size_t n = k->count, es = gr__dtype_size(k->dtype), P = (size_t)c->size;
   ncclResult_t rc = ncclSuccess;
   const char *what = "";
   switch (k->kind) {
   case GR__ALLREDUCE:
     what = "ncclAllReduce";
-    rc = ncclAllReduce(sp, rp, n, dt, nccl_op(k->op), nc, s);
+    rc = ncclAllReduce(sp, rp, n, dt, op, nc, s);
     break;
   case GR__BROADCAST:
     what = "ncclBroadcast";
@@ -341,7 +321,7 @@ static gr_status enqueue(gr__call *k, int *done) {
     break;
   case GR__REDUCE:
     what = "ncclReduce";
-    rc = ncclReduce(sp, rp, n, dt, nccl_op(k->op), k->root, nc, s);
+    rc = ncclReduce(sp, rp, n, dt, op, k->root, nc, s);
     break;
   case GR__ALLGATHER:
     what = "ncclAllGather";
@@ -349,7 +329,7 @@ static gr_status enqueue(gr__call *k, int *done) {
     break;
   case GR__REDUCE_SCATTER:
     what = "ncclReduceScatter";
-    rc = ncclReduceScatter(sp, rp, n, dt, nccl_op(k->op), nc, s);
+    rc = ncclReduceScatter(sp, rp, n, dt, op, nc, s);
     break;
   case GR__ALLTOALL: {
     what = "ncclSend/ncclRecv (all-to-all)";

@@ -19,6 +19,7 @@
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_log.h"
+#include "gr_nccl_map.h"
 
 #include <cuda_runtime_api.h>
 #include <limits.h>
@@ -111,26 +112,6 @@ static MPI_Op mpi_op(gr__nccl_share *s, gr_dtype t, gr_op op) {
 static MPI_Datatype el(gr__nccl_share *s, gr_dtype t) {
   size_t es = gr__dtype_size(t);
   return s->el[es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 3];
-}
-
-static ncclDataType_t nccl_type(gr_dtype t) {
-  static const ncclDataType_t m[GR__NDTYPES] = {ncclInt8,    ncclUint8,  ncclInt32,   ncclUint32,
-                                                ncclInt64,   ncclUint64, ncclFloat16, ncclBfloat16,
-                                                ncclFloat32, ncclFloat64};
-  return m[t];
-}
-
-static ncclRedOp_t nccl_op(gr_op op) {
-  switch (op) {
-  case GR_PROD:
-    return ncclProd;
-  case GR_MIN:
-    return ncclMin;
-  case GR_MAX:
-    return ncclMax;
-  default:
-    return ncclSum; /* AVG: summed here, divided once by the leader */
-  }
 }
 
 /* ---- errors ------------------------------------------------------------------------------- */
@@ -593,7 +574,8 @@ static gr_status start_nccl(gr__nccl_share *s, xcall *x) {
   gr_comm *c = k->comm;
   cudaStream_t st = (cudaStream_t)k->stream;
   size_t n = k->count, es = gr__dtype_size(k->dtype), P = (size_t)c->size, bytes = n * es;
-  ncclDataType_t dt = nccl_type(k->dtype);
+  ncclDataType_t dt = gr__nccl_type(k->dtype);
+  ncclRedOp_t op = gr__nccl_op(k->op, ncclSum); /* AVG: summed here, divided once by the leader */
   ncclResult_t rc = ncclSuccess;
   const char *what = "";
   void *back = x->hwork;
@@ -605,12 +587,12 @@ static gr_status start_nccl(gr__nccl_share *s, xcall *x) {
     if (k->kind == GR__REDUCE_SCATTER) bytes = back_bytes = n * es * P;
     GR_CHECK(device_copy(c, &x->d, bytes, x->hwork, st));
     what = "ncclAllReduce (leaders)";
-    rc = ncclAllReduce(x->d, x->d, bytes / es, dt, nccl_op(k->op), s->nc, st);
+    rc = ncclAllReduce(x->d, x->d, bytes / es, dt, op, s->nc, st);
     break;
   case GR__REDUCE:
     GR_CHECK(device_copy(c, &x->d, bytes, x->hwork, st));
     what = "ncclReduce (leaders)";
-    rc = ncclReduce(x->d, x->d, n, dt, nccl_op(k->op), rl, s->nc, st);
+    rc = ncclReduce(x->d, x->d, n, dt, op, rl, s->nc, st);
     if (!x->in_root_group) back = NULL;
     break;
   case GR__BROADCAST:

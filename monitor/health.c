@@ -27,34 +27,59 @@ static void add(gr__gpu_health *h, const char *fmt, ...) {
   h->unhealthy = 1;
 }
 
+/* NVML loaded and initialised, with the entry points both readers need; each reader looks up its
+ * own others with SYM (a missing one: that reading is skipped). */
+typedef struct {
+  void *dl;
+  nvml_ret (*shutdown)(void), (*by_pci)(const char *, nvml_dev *);
+} nvml_lib;
+
+/* v = the entry point called name in l (NULL if NVML has none) */
+#define SYM(l, v, name) *(void **)&(v) = dlsym((l)->dl, name)
+
+/* 0, or -1 when NVML cannot be loaded or initialised (nothing is left open then). */
+static int nvml_open(nvml_lib *l) {
+  l->dl = dlopen(gr__nvml_library_name(), RTLD_NOW | RTLD_LOCAL);
+  if (!l->dl) return -1;
+  nvml_ret (*init)(void);
+  SYM(l, init, "nvmlInit_v2");
+  SYM(l, l->shutdown, "nvmlShutdown");
+  SYM(l, l->by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
+  if (!init || !l->shutdown || !l->by_pci || init() != 0) {
+    dlclose(l->dl);
+    return -1;
+  }
+  return 0;
+}
+
+/* The GPU with this PCI bus id; 0 when there is none (an empty id, or NVML does not know it). */
+static int nvml_device(const nvml_lib *l, const char *pci, nvml_dev *d) {
+  return pci && pci[0] && l->by_pci(pci, d) == 0;
+}
+
+static void nvml_close(nvml_lib *l) {
+  l->shutdown();
+  dlclose(l->dl);
+}
+
 int gr__gpu_health_read(const char *const *pci, int n, gr__gpu_health *out) {
   memset(out, 0, (size_t)n * sizeof *out);
-  void *dl = dlopen(gr__nvml_library_name(), RTLD_NOW | RTLD_LOCAL);
-  if (!dl) return -1;
-  nvml_ret (*init)(void), (*shutdown)(void), (*by_pci)(const char *, nvml_dev *);
+  nvml_lib lib, *l = &lib;
+  if (nvml_open(l) != 0) return -1;
   nvml_ret (*ecc)(nvml_dev, int, int, unsigned long long *);
   nvml_ret (*pending)(nvml_dev, int *);
   nvml_ret (*remap)(nvml_dev, unsigned *, unsigned *, unsigned *, unsigned *);
   nvml_ret (*throttle)(nvml_dev, unsigned long long *);
   nvml_ret (*temp)(nvml_dev, int, unsigned *), (*threshold)(nvml_dev, int, unsigned *);
-#define SYM(v, name) *(void **)&v = dlsym(dl, name)
-  SYM(init, "nvmlInit_v2");
-  SYM(shutdown, "nvmlShutdown");
-  SYM(by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
-  SYM(ecc, "nvmlDeviceGetTotalEccErrors");
-  SYM(pending, "nvmlDeviceGetRetiredPagesPendingStatus");
-  SYM(remap, "nvmlDeviceGetRemappedRows");
-  SYM(throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
-  SYM(temp, "nvmlDeviceGetTemperature");
-  SYM(threshold, "nvmlDeviceGetTemperatureThreshold");
-#undef SYM
-  if (!init || !shutdown || !by_pci || init() != 0) {
-    dlclose(dl);
-    return -1;
-  }
+  SYM(l, ecc, "nvmlDeviceGetTotalEccErrors");
+  SYM(l, pending, "nvmlDeviceGetRetiredPagesPendingStatus");
+  SYM(l, remap, "nvmlDeviceGetRemappedRows");
+  SYM(l, throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  SYM(l, temp, "nvmlDeviceGetTemperature");
+  SYM(l, threshold, "nvmlDeviceGetTemperatureThreshold");
   for (int i = 0; i < n; i++) {
     nvml_dev d;
-    if (!pci[i] || !pci[i][0] || by_pci(pci[i], &d) != 0) continue;
+    if (!nvml_device(l, pci[i], &d)) continue;
     gr__gpu_health *h = &out[i];
     h->known = 1;
     unsigned long long count;
@@ -81,32 +106,21 @@ int gr__gpu_health_read(const char *const *pci, int n, gr__gpu_health *out) {
         t >= slow)
       add(h, "%u C at or above its slowdown threshold %u C", t, slow);
   }
-  shutdown();
-  dlclose(dl);
+  nvml_close(l);
   return 0;
 }
 
 int gr__gpu_load_read(const char *const *pci, int n, double *mem_used_mib, double *util) {
   for (int i = 0; i < n; i++)
     mem_used_mib[i] = util[i] = -1;
-  void *dl = dlopen(gr__nvml_library_name(), RTLD_NOW | RTLD_LOCAL);
-  if (!dl) return -1;
-  nvml_ret (*init)(void), (*shutdown)(void), (*by_pci)(const char *, nvml_dev *);
+  nvml_lib lib, *l = &lib;
+  if (nvml_open(l) != 0) return -1;
   nvml_ret (*memory)(nvml_dev, void *), (*utilization)(nvml_dev, void *);
-#define SYM(v, name) *(void **)&v = dlsym(dl, name)
-  SYM(init, "nvmlInit_v2");
-  SYM(shutdown, "nvmlShutdown");
-  SYM(by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
-  SYM(memory, "nvmlDeviceGetMemoryInfo");
-  SYM(utilization, "nvmlDeviceGetUtilizationRates");
-#undef SYM
-  if (!init || !shutdown || !by_pci || init() != 0) {
-    dlclose(dl);
-    return -1;
-  }
+  SYM(l, memory, "nvmlDeviceGetMemoryInfo");
+  SYM(l, utilization, "nvmlDeviceGetUtilizationRates");
   for (int i = 0; i < n; i++) {
     nvml_dev d;
-    if (!pci[i] || !pci[i][0] || by_pci(pci[i], &d) != 0) continue;
+    if (!nvml_device(l, pci[i], &d)) continue;
     struct {
       unsigned long long total, free, used;
     } m;
@@ -116,7 +130,8 @@ int gr__gpu_load_read(const char *const *pci, int n, double *mem_used_mib, doubl
     if (memory && memory(d, &m) == 0) mem_used_mib[i] = (double)m.used / 1048576.0;
     if (utilization && utilization(d, &u) == 0) util[i] = u.gpu;
   }
-  shutdown();
-  dlclose(dl);
+  nvml_close(l);
   return 0;
 }
+
+#undef SYM

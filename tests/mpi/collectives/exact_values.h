@@ -14,6 +14,15 @@ static inline size_t ev_size(gr_dtype t) {
   static const size_t s[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
   return s[t];
 }
+static inline const char *ev_dtype_name(gr_dtype t) {
+  static const char *n[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                            "uint64", "float16", "bfloat16", "float32", "float64"};
+  return n[t];
+}
+static inline const char *ev_op_name(gr_op o) {
+  static const char *n[] = {"sum", "prod", "min", "max", "avg"};
+  return n[o];
+}
 static inline int ev_is_float(gr_dtype t) { return t >= GR_FLOAT16; }
 static inline int ev_is_unsigned(gr_dtype t) {
   return t == GR_UINT8 || t == GR_UINT32 || t == GR_UINT64;

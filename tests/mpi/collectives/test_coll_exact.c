@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exact_check.h"
 #include "exact_values.h"
 
 #ifdef EXACT_NCCL_DOUBLE
@@ -28,91 +29,36 @@ static int world_rank, failures, checks;
 static const size_t small_sizes[] = {0, 1, 7, 1023};
 #define BIG ((size_t)(1u << 20) + 3)
 
-#define FAIL(...)                                                                                  \
-  do {                                                                                             \
-    if (failures++ < 20) {                                                                         \
-      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__);                   \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
-
-#define CHECK_OK(call, what)                                                                       \
-  do {                                                                                             \
-    gr_status st_ = (call);                                                                        \
-    if (st_ != GR_OK) FAIL("%s: %s (%s)", what, gr_status_name(st_), gr_last_error());             \
-  } while (0)
-
-static const char *dn(gr_dtype t) {
-  static const char *n[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
-                            "uint64", "float16", "bfloat16", "float32", "float64"};
-  return n[t];
-}
-static const char *on(gr_op o) {
-  static const char *n[] = {"sum", "prod", "min", "max", "avg"};
-  return n[o];
-}
-
+#if defined(EXACT_NCCL_DOUBLE) || defined(EXACT_REAL_NCCL)
 #ifdef EXACT_NCCL_DOUBLE
 /* Every other buffer is "device" memory of the double (host-readable there), so that the NCCL
  * backend's direct path, its staging of host buffers and mixed calls all run. */
 #include "nccl_double/include/cuda_runtime_api.h"
-static unsigned nalloc;
-static void *xalloc(size_t bytes) {
-  void *p = NULL;
-  if (nalloc++ % 2 == 0) {
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) p = NULL;
-  } else {
-    p = malloc(bytes ? bytes : 1);
-  }
-  if (!p) {
-    fprintf(stderr, "out of memory\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  return p;
-}
-static void xfree(void *p) {
-  struct cudaPointerAttributes a;
-  if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeDevice)
-    cudaFree(p);
-  else
-    free(p);
-}
-#define free xfree
-#elif defined(EXACT_REAL_NCCL)
+#define DEV_ALLOC(p, bytes) cudaMalloc(p, bytes)
+#define DEV_TYPE cudaMemoryTypeDevice
+#else
 /* Every other buffer is CUDA managed memory (device memory to NCCL, readable here), the others
  * plain host memory that the backend stages. */
+#define DEV_ALLOC(p, bytes) cudaMallocManaged(p, bytes, cudaMemAttachGlobal)
+#define DEV_TYPE cudaMemoryTypeManaged
+#endif
 static unsigned nalloc;
 static void *xalloc(size_t bytes) {
+  if (nalloc++ % 2 != 0) return ec_alloc(bytes);
   void *p = NULL;
-  if (nalloc++ % 2 == 0) {
-    if (cudaMallocManaged(&p, bytes ? bytes : 1, cudaMemAttachGlobal) != cudaSuccess) p = NULL;
-  } else {
-    p = malloc(bytes ? bytes : 1);
-  }
-  if (!p) {
-    fprintf(stderr, "out of memory\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  return p;
+  if (DEV_ALLOC(&p, bytes ? bytes : 1) != cudaSuccess) p = NULL;
+  return ec_must(p);
 }
 static void xfree(void *p) {
   struct cudaPointerAttributes a;
-  if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeManaged)
+  if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == DEV_TYPE)
     cudaFree(p);
   else
     free(p);
 }
 #define free xfree
 #else
-static void *xalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) {
-    fprintf(stderr, "out of memory\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  return p;
-}
+static void *xalloc(size_t bytes) { return ec_alloc(bytes); }
 #endif
 
 static const double SENTINEL = 99;
@@ -150,8 +96,8 @@ static void t_allreduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace)
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   size_t es = ev_size(t);
   char what[128];
-  snprintf(what, sizeof what, "%s allreduce %s %s n=%zu %s", BACKEND_LABEL, dn(t), on(op), n,
-           inplace ? "in-place" : "out-of-place");
+  snprintf(what, sizeof what, "%s allreduce %s %s n=%zu %s", BACKEND_LABEL, ev_dtype_name(t),
+           ev_op_name(op), n, inplace ? "in-place" : "out-of-place");
   void *s = xalloc(n * es), *d = inplace ? s : xalloc(n * es);
   fill(t, op, s, n, r, 0);
   if (!inplace) fill_const(t, d, n, SENTINEL);
@@ -167,8 +113,8 @@ static void t_reduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace, in
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   size_t es = ev_size(t);
   char what[128];
-  snprintf(what, sizeof what, "%s reduce %s %s n=%zu root=%d %s", BACKEND_LABEL, dn(t), on(op), n,
-           root, inplace ? "in-place" : "out-of-place");
+  snprintf(what, sizeof what, "%s reduce %s %s n=%zu root=%d %s", BACKEND_LABEL, ev_dtype_name(t),
+           ev_op_name(op), n, root, inplace ? "in-place" : "out-of-place");
   void *s = xalloc(n * es), *d = (inplace && r == root) ? s : xalloc(n * es);
   fill(t, op, s, n, r, 0);
   if (d != s) fill_const(t, d, n, SENTINEL);
@@ -189,8 +135,8 @@ static void t_broadcast(gr_comm *c, gr_dtype t, size_t n, int inplace, int root)
   int r = gr_comm_rank(c);
   size_t es = ev_size(t);
   char what[128];
-  snprintf(what, sizeof what, "%s broadcast %s n=%zu root=%d %s", BACKEND_LABEL, dn(t), n, root,
-           inplace ? "in-place" : "out-of-place");
+  snprintf(what, sizeof what, "%s broadcast %s n=%zu root=%d %s", BACKEND_LABEL, ev_dtype_name(t),
+           n, root, inplace ? "in-place" : "out-of-place");
   void *s = xalloc(n * es), *d = inplace ? s : xalloc(n * es);
   if (r == root)
     fill(t, GR_SUM, s, n, r, 0);
@@ -208,7 +154,7 @@ static void t_allgather(gr_comm *c, gr_dtype t, size_t n, int inplace) {
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   size_t es = ev_size(t);
   char what[128];
-  snprintf(what, sizeof what, "%s allgather %s n=%zu %s", BACKEND_LABEL, dn(t), n,
+  snprintf(what, sizeof what, "%s allgather %s n=%zu %s", BACKEND_LABEL, ev_dtype_name(t), n,
            inplace ? "in-place" : "out-of-place");
   void *d = xalloc(n * es * (size_t)P);
   fill_const(t, d, n * (size_t)P, SENTINEL);
@@ -229,8 +175,8 @@ static void t_reduce_scatter(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inp
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   size_t es = ev_size(t), off = (size_t)r * n;
   char what[128];
-  snprintf(what, sizeof what, "%s reduce_scatter %s %s n=%zu %s", BACKEND_LABEL, dn(t), on(op), n,
-           inplace ? "in-place" : "out-of-place");
+  snprintf(what, sizeof what, "%s reduce_scatter %s %s n=%zu %s", BACKEND_LABEL, ev_dtype_name(t),
+           ev_op_name(op), n, inplace ? "in-place" : "out-of-place");
   void *s = xalloc(n * es * (size_t)P);
   fill(t, op, s, n * (size_t)P, r, 0);
   void *d = inplace ? (char *)s + off * es : xalloc(n * es);
@@ -249,7 +195,7 @@ static void t_alltoall(gr_comm *c, gr_dtype t, size_t n, int inplace) {
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   size_t es = ev_size(t), N = n * (size_t)P;
   char what[128];
-  snprintf(what, sizeof what, "%s alltoall %s n=%zu %s", BACKEND_LABEL, dn(t), n,
+  snprintf(what, sizeof what, "%s alltoall %s n=%zu %s", BACKEND_LABEL, ev_dtype_name(t), n,
            inplace ? "in-place" : "out-of-place");
   void *s = xalloc(N * es), *d = inplace ? s : xalloc(N * es);
   fill(t, GR_SUM, s, N, r, 0); /* block p of rank r: ev_input(r, p*n + i) */
@@ -271,7 +217,7 @@ static void t_sendrecv(gr_comm *c, gr_dtype t, size_t n) {
   int next = (r + 1) % P, prev = (r + P - 1) % P;
   size_t es = ev_size(t);
   char what[128];
-  snprintf(what, sizeof what, "%s send/recv %s n=%zu", BACKEND_LABEL, dn(t), n);
+  snprintf(what, sizeof what, "%s send/recv %s n=%zu", BACKEND_LABEL, ev_dtype_name(t), n);
   void *s = xalloc(n * es), *d = xalloc(n * es);
   fill(t, GR_SUM, s, n, r, 0);
   fill_const(t, d, n, SENTINEL);
@@ -300,7 +246,8 @@ static void t_allreduce_multi(gr_comm *c, gr_dtype t, gr_op op) {
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   size_t es = ev_size(t), counts[3] = {0, 7, 1023};
   char what[128];
-  snprintf(what, sizeof what, "%s allreduce_multi %s %s", BACKEND_LABEL, dn(t), on(op));
+  snprintf(what, sizeof what, "%s allreduce_multi %s %s", BACKEND_LABEL, ev_dtype_name(t),
+           ev_op_name(op));
   void *s[3], *d[3];
   for (int b = 0; b < 3; b++) {
     s[b] = xalloc(counts[b] * es);

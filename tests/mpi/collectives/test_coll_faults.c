@@ -21,9 +21,12 @@
 
 #include "gr_coll_stats.h"
 #include "gr_device.h"
+#include "world_comm.h"
 #ifdef FAULTS_NCCL_DOUBLE
-#include "gr_coll.h"
 extern const gr__coll_ops gr__coll_ops_nccl_double;
+#define BACKEND_OPS (&gr__coll_ops_nccl_double)
+#else
+#define BACKEND_OPS NULL /* the MPI backend */
 #endif
 
 static int rank, size, failures;
@@ -36,23 +39,10 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The test's communicator (world_comm.h); without one the job stops. */
 static gr_comm *make(double timeout, int check) {
-  gr_comm_config cfg;
-  gr_comm_config_init(&cfg);
-  cfg.timeout_s = timeout;
-  cfg.check = check;
-  gr_comm *c = NULL;
-  gr_status st;
-#ifdef FAULTS_NCCL_DOUBLE
-  st = gr__comm_create_ops(MPI_COMM_WORLD, &cfg, &gr__coll_ops_nccl_double, &c);
-#else
-  cfg.backend = GR_BACKEND_MPI;
-  st = gr_comm_create(MPI_COMM_WORLD, &cfg, &c);
-#endif
-  if (st != GR_OK) {
-    fprintf(stderr, "[rank %d] gr_comm_create: %s\n", rank, gr_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  gr_comm *c = world_comm(BACKEND_OPS, timeout, check);
+  if (!c) MPI_Abort(MPI_COMM_WORLD, 1);
   return c;
 }
 

@@ -10,12 +10,15 @@
  * GPURUN_TIMEOUT, as an application's would). Every call must be counted under Rabenseifner and
  * under nothing else (gr_algo_count.h): a correct answer from another algorithm is a failure.
  *
- * Inputs differ per element (not periodic over a few elements as exact_values.h's are), so that a
- * window sent to the wrong partner, or reduced at the wrong offset, gives a wrong element; every
- * value and every partial result is an integer below 2^24, exact in float32 and in every order.
+ * Inputs differ per element (not periodic over a few elements as exact_values.h's are; only its
+ * element codecs are used here), so that a window sent to the wrong partner, or reduced at the
+ * wrong offset, gives a wrong element; every value and every partial result is an integer below
+ * 2^24, exact in float32 and in every order.
  * Usage: test_coll_rabenseifner (under mpirun -np 4 or 8) */
 #include <gpurun/coll.h>
 
+#include "exact_check.h"
+#include "exact_values.h"
 #include "gr_algo_count.h"
 
 #include <mpi.h>
@@ -26,15 +29,6 @@
 
 static int world_rank, failures;
 static long checks;
-
-#define FAIL(...)                                                                                  \
-  do {                                                                                             \
-    if (failures++ < 20) {                                                                         \
-      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__);                   \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
 
 /* SUM: (i mod 65521) * (r + 1) + r; at 8 ranks at most 65520 * 36 + 28 < 2^22. */
 static double sum_input(int r, size_t i) { return (double)(i % 65521) * (r + 1) + r; }
@@ -57,60 +51,18 @@ static double expected(gr_op op, size_t i, int P) {
   return acc;
 }
 
-static size_t esize(gr_dtype t) { return t == GR_INT64 || t == GR_FLOAT64 ? 8 : 4; }
-
-static void set(gr_dtype t, void *b, size_t i, double v) {
-  switch (t) {
-  case GR_INT32:
-    ((int32_t *)b)[i] = (int32_t)v;
-    break;
-  case GR_INT64:
-    ((int64_t *)b)[i] = (int64_t)v;
-    break;
-  case GR_FLOAT32:
-    ((float *)b)[i] = (float)v;
-    break;
-  default:
-    ((double *)b)[i] = v;
-    break;
-  }
-}
-static double get(gr_dtype t, const void *b, size_t i) {
-  switch (t) {
-  case GR_INT32:
-    return ((const int32_t *)b)[i];
-  case GR_INT64:
-    return (double)((const int64_t *)b)[i];
-  case GR_FLOAT32:
-    return ((const float *)b)[i];
-  default:
-    return ((const double *)b)[i];
-  }
-}
-static const char *tname(gr_dtype t) {
-  return t == GR_INT32     ? "int32"
-         : t == GR_INT64   ? "int64"
-         : t == GR_FLOAT32 ? "float32"
-                           : "float64";
-}
-
 static void run(gr_comm *c, gr_dtype t, gr_op op, size_t count, int in_place) {
   int P = gr_comm_size(c), r = gr_comm_rank(c);
-  size_t es = esize(t);
+  size_t es = ev_size(t);
   char what[128];
-  snprintf(what, sizeof what, "allreduce %s %s count %zu (%zu bytes) %s", tname(t),
-           op == GR_PROD ? "prod" : "sum", count, count * es,
-           in_place ? "in place" : "out of place");
+  snprintf(what, sizeof what, "allreduce %s %s count %zu (%zu bytes) %s", ev_dtype_name(t),
+           ev_op_name(op), count, count * es, in_place ? "in place" : "out of place");
   if (count * es <= 32768)
     FAIL("%s: not above the 32 KiB limit, the test chose a wrong size", what);
-  void *s = malloc(count * es), *d = malloc(count * es);
-  if (!s || !d) {
-    fprintf(stderr, "out of memory\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  void *s = ec_alloc(count * es), *d = ec_alloc(count * es);
   for (size_t i = 0; i < count; i++) {
-    set(t, s, i, input(op, r, i, P));
-    set(t, d, i, -7); /* sentinel: an element never written is caught */
+    ev_set(t, s, i, input(op, r, i, P));
+    ev_set(t, d, i, -7); /* sentinel: an element never written is caught */
   }
   uint64_t before[GR__ALGO_COUNT];
   for (int a = 0; a < GR__ALGO_COUNT; a++)
@@ -129,7 +81,7 @@ static void run(gr_comm *c, gr_dtype t, gr_op op, size_t count, int in_place) {
   } else {
     const void *out = in_place ? s : d;
     for (size_t i = 0; i < count; i++) {
-      double want = expected(op, i, P), got = get(t, out, i);
+      double want = expected(op, i, P), got = ev_get(t, out, i);
       checks++;
       if (got != want) {
         FAIL("%s: element %zu is %g, expected %g", what, i, got, want);
@@ -174,7 +126,7 @@ int main(int argc, char **argv) {
   static const gr_dtype types[] = {GR_INT32, GR_INT64, GR_FLOAT32, GR_FLOAT64};
   static const gr_op ops[] = {GR_SUM, GR_PROD};
   for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-    size_t per = 32768 / esize(types[ti]);
+    size_t per = 32768 / ev_size(types[ti]);
     /* just above the limit; odd and not a multiple of P (uneven windows); several windows of
      * 64 KiB+ (the size the recursive-doubling path never takes) */
     size_t counts[] = {per + 1, per + 2 * (size_t)P + 3, 100003};

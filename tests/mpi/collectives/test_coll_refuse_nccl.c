@@ -26,6 +26,8 @@ static int rank, size, failures, opt_timeout, opt_check;
 
 #include "expect.h"
 #include "expect_refused.h"
+#include "refuse_cases.h"
+#include "world_comm.h"
 
 static void *dev_alloc(size_t bytes) {
   void *p = NULL;
@@ -42,25 +44,14 @@ static int round_no;
 static void still_works(gr_comm *c, const char *after) {
   round_no++;
   int32_t *v = dev_alloc(5 * sizeof *v), *b = dev_alloc(3 * sizeof *b);
-  for (int i = 0; i < 5; i++)
-    v[i] = (rank + 1) * (i + round_no);
+  fresh_inputs(v, 5, b, round_no);
   gr_status st = gr_allreduce(v, v, 5, GR_INT32, GR_SUM, c, NULL);
   if (st == GR_OK) st = gr_comm_synchronize(c, NULL);
-  int32_t s = size * (size + 1) / 2;
-  for (int i = 0; i < 5; i++)
-    if (st != GR_OK || v[i] != s * (i + round_no)) {
-      FAIL("allreduce after %s: %s, v[%d] = %d, expected %d (%s)", after, gr_status_name(st), i,
-           v[i], s * (i + round_no), gr_last_error());
-      break;
-    }
+  expect_fresh_sum("allreduce", after, st, v, 5, round_no);
   /* a broadcast from the last rank: the others' next call sees its new data */
-  for (int i = 0; i < 3; i++)
-    b[i] = rank == size - 1 ? (7 + i) * round_no : -1;
   st = gr_broadcast(b, b, 3, GR_INT32, size - 1, c, NULL);
   if (st == GR_OK) st = gr_comm_synchronize(c, NULL);
-  if (st != GR_OK || b[0] != 7 * round_no || b[1] != 8 * round_no || b[2] != 9 * round_no)
-    FAIL("broadcast after %s: %s, %d %d %d (%s)", after, gr_status_name(st), b[0], b[1], b[2],
-         gr_last_error());
+  expect_fresh_broadcast(after, st, b, round_no);
   cudaFree(v);
   cudaFree(b);
 }
@@ -120,15 +111,8 @@ static void requests_in_order(gr_comm *c) {
 #define N 64
 
 static void run(void) {
-  gr_comm_config cfg;
-  gr_comm_config_init(&cfg);
-  cfg.timeout_s = opt_timeout ? 20 : 0;
-  cfg.check = opt_check;
-  gr_comm *c = NULL;
-  if (gr__comm_create_ops(MPI_COMM_WORLD, &cfg, &gr__coll_ops_nccl_double, &c) != GR_OK) {
-    fprintf(stderr, "[rank %d] create: %s\n", rank, gr_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  gr_comm *c = world_comm(&gr__coll_ops_nccl_double, opt_timeout ? 20 : 0, opt_check);
+  if (!c) MPI_Abort(MPI_COMM_WORLD, 1);
   const int R = size - 1; /* the refusing rank */
   int me = rank == R;
   /* device buffers (the NCCL backend's own kind) and host buffers (staged) */
@@ -139,71 +123,27 @@ static void run(void) {
     a[i] = ha[i] = i % 1000;
   gr_status st;
 
-  st = gr_allreduce(a, me ? NULL : b, 4, GR_INT32, GR_SUM, c, NULL);
-  refused("allreduce with a NULL recv", st, R, "recv is NULL", "recv");
-  still_works(c, "allreduce with a NULL recv");
+  refuse_null_recv(c, a, b);
 
   st = gr_allreduce(me ? NULL : ha, hb, N, GR_FLOAT32, GR_SUM, c, NULL);
   refused("allreduce (host buffers) with a NULL send", st, R, "send is NULL", "send");
   still_works(c, "allreduce (host buffers) with a NULL send");
 
-  st = gr_allreduce(a, me ? a + 1 : b, 8, GR_FLOAT32, GR_MAX, c, NULL);
-  refused("allreduce with overlapping buffers", st, R, "overlap", "overlap");
-  still_works(c, "allreduce with overlapping buffers");
-
-  /* a root out of range on one rank; then its next, correct broadcast gets the new data */
-  for (int i = 0; i < 4; i++)
-    b[i] = rank == 0 ? 100 + i : -1;
-  st = gr_broadcast(b, b, 4, GR_INT32, me ? size : 0, c, NULL);
-  refused("broadcast with a root out of range", st, R, "out of range", "root");
-  for (int i = 0; i < 4; i++)
-    b[i] = rank == 0 ? 200 + i : -1;
-  EXPECT_ST(gr_broadcast(b, b, 4, GR_INT32, 0, c, NULL), GR_OK);
-  EXPECT_ST(gr_comm_synchronize(c, NULL), GR_OK);
-  for (int i = 0; i < 4; i++)
-    if (b[i] != 200 + i)
-      FAIL("broadcast after a refused one: b[%d] = %d, expected %d", i, b[i], 200 + i);
-  still_works(c, "broadcast with a root out of range");
+  refuse_overlap_and_root(c, a, b);
 
   /* reduce with a root out of range on one rank only (negative there) */
   st = gr_reduce(a, b, 6, GR_INT64, GR_SUM, me ? -1 : 0, c, NULL);
   refused("reduce with a root out of range", st, R, "out of range", "root");
   still_works(c, "reduce with a root out of range");
 
-  st = gr_reduce(me ? NULL : a, b, 6, GR_INT64, GR_SUM, 0, c, NULL);
-  refused("reduce with a NULL send", st, R, "send is NULL", "send");
-  still_works(c, "reduce with a NULL send");
-
-  /* gr_allgather(v, v, n): in place on rank 0, overlapping elsewhere (refused by ranks 1..) */
-  st = gr_allgather(b, b, 4, GR_INT32, c, NULL);
-  refused("allgather(v, v, n)", st, rank == 0 ? 1 : rank, "overlaps recv", "overlap");
-  still_works(c, "allgather(v, v, n)");
+  refuse_reduce_and_allgather(c, a, b);
   st = gr_allgather(hb, hb, 4, GR_INT32, c, NULL);
   refused("allgather(v, v, n) on host buffers", st, rank == 0 ? 1 : rank, "overlaps recv",
           "overlap");
   still_works(c, "allgather(v, v, n) on host buffers");
 
-  st = gr_reduce_scatter(a, me ? NULL : b, 5, GR_INT32, GR_MIN, c, NULL);
-  refused("reduce_scatter with a NULL recv", st, R, "recv is NULL", "recv");
-  still_works(c, "reduce_scatter with a NULL recv");
-
-  st = gr_alltoall(me ? NULL : a, b, 2, GR_INT32, c, NULL);
-  refused("alltoall with a NULL send", st, R, "send is NULL", "send");
-  still_works(c, "alltoall with a NULL send");
-
-  /* requests: the refusing rank has no request; the others' fails at the wait */
+  refuse_scatter_alltoall_requests(c, a, b);
   gr_request *q = NULL;
-  st = gr_iallreduce(a, me ? NULL : b, 4, GR_INT32, GR_SUM, c, NULL, &q);
-  if (st == GR_OK && q)
-    st = gr_wait(&q);
-  else if (q)
-    FAIL("a refused gr_iallreduce left a request");
-  refused("gr_iallreduce with a NULL recv", st, R, "recv is NULL", "recv");
-  still_works(c, "gr_iallreduce with a NULL recv");
-  st = gr_ibroadcast(a, b, 4, GR_INT32, me ? -1 : 0, c, NULL, &q);
-  if (st == GR_OK && q) st = gr_wait(&q);
-  refused("gr_ibroadcast with a root out of range", st, R, "out of range", "root");
-  still_works(c, "gr_ibroadcast with a root out of range");
   st = gr_iallgather(b, b, 4, GR_INT32, c, NULL, &q);
   if (st == GR_OK && q) st = gr_wait(&q);
   refused("gr_iallgather(v, v, n)", st, rank == 0 ? 1 : rank, "overlaps recv", "overlap");
@@ -214,27 +154,7 @@ static void run(void) {
   }
   requests_in_order(c);
 
-  /* a group: the refusing rank's second call */
-  EXPECT_ST(gr_group_start(), GR_OK);
-  EXPECT_ST(gr_allreduce(a, b, 4, GR_INT32, GR_SUM, c, NULL), GR_OK);
-  EXPECT_ST(gr_allreduce(me ? NULL : a, b + 4, 4, GR_INT32, GR_SUM, c, NULL),
-            me ? GR_ERR_INVALID : GR_OK);
-  st = gr_group_end();
-  refused("a group with a refused call", st, R, "", "send");
-  still_works(c, "a group with a refused call");
-
-  /* gr_allreduce_multi with a NULL buffer on one rank */
-  const void *s2[2] = {a, a + 8};
-  void *r2[2] = {b, me ? NULL : b + 8};
-  size_t n2[2] = {8, 8};
-  st = gr_allreduce_multi(s2, r2, n2, 2, GR_INT32, GR_SUM, c, NULL);
-  refused("gr_allreduce_multi with a NULL buffer", st, R, "recv is NULL", "recv");
-  still_works(c, "gr_allreduce_multi with a NULL buffer");
-
-  /* every rank refuses alike: the same status everywhere, and nothing hangs */
-  EXPECT_ST(gr_allreduce(a, b, 4, GR_INT32, GR_AVG, c, NULL), GR_ERR_INVALID);
-  EXPECT_ST(gr_broadcast(a, b, 4, GR_INT32, -3, c, NULL), GR_ERR_INVALID);
-  still_works(c, "refusals on every rank");
+  refuse_group_multi_everyone(c, a, b);
 
   EXPECT_ST(gr_comm_destroy(c), GR_OK);
   cudaFree(a);
@@ -244,19 +164,5 @@ static void run(void) {
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  for (int i = 1; i < argc; i++) {
-    opt_timeout |= strcmp(argv[i], "--timeout") == 0;
-    opt_check |= strcmp(argv[i], "--check") == 0;
-  }
-  if (size > 1) run();
-  int total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0)
-    printf("refuse nccl-double%s%s%s: %d failures\n", opt_timeout ? " --timeout" : "",
-           opt_check ? " --check" : "", getenv("GRDBL_GPUS") ? " (GRDBL_GPUS set)" : "", total);
-  MPI_Finalize();
-  return total ? 1 : 0;
+  return refuse_main(argc, argv, run, "refuse nccl-double", "GRDBL_GPUS");
 }

@@ -63,24 +63,13 @@ static void fill(int32_t *b, size_t n, int32_t v) {
 static int round_no;
 static void still_works(gr_comm *c, const char *after) {
   round_no++;
-  int32_t v[SMALL], w[SMALL];
-  for (int i = 0; i < SMALL; i++)
-    v[i] = (rank + 1) * (i + round_no);
+  int32_t v[SMALL], w[SMALL], b[3];
+  fresh_inputs(v, SMALL, b, round_no);
   gr_request *q = NULL;
   gr_status st = outcome(gr_iallreduce(v, w, SMALL, GR_INT32, GR_SUM, c, NULL, &q), &q);
-  int32_t s = size * (size + 1) / 2;
-  for (int i = 0; i < SMALL; i++)
-    if (st != GR_OK || w[i] != s * (i + round_no)) {
-      FAIL("gr_iallreduce after %s: %s, w[%d] = %d, expected %d (%s)", after, gr_status_name(st), i,
-           w[i], s * (i + round_no), gr_last_error());
-      break;
-    }
-  int32_t b[3] = {-1, -1, -1};
-  if (rank == size - 1) b[0] = 7 * round_no, b[1] = 8 * round_no, b[2] = 9 * round_no;
+  expect_fresh_sum("gr_iallreduce", after, st, w, SMALL, round_no);
   st = gr_broadcast(b, b, 3, GR_INT32, size - 1, c, NULL);
-  if (st != GR_OK || b[0] != 7 * round_no || b[1] != 8 * round_no || b[2] != 9 * round_no)
-    FAIL("broadcast after %s: %s, %d %d %d (%s)", after, gr_status_name(st), b[0], b[1], b[2],
-         gr_last_error());
+  expect_fresh_broadcast(after, st, b, round_no);
 }
 
 /* Sum over ranks of (r + 1) * (i % 1000 + 1): what the allreduces of in() give at element i. */

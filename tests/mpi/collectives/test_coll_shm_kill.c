@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "world_comm.h"
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -26,16 +28,9 @@ int main(int argc, char **argv) {
   int recv_mode = argc > 2 && strcmp(argv[2], "recv") == 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  gr_comm_config cfg;
-  gr_comm_config_init(&cfg);
-  cfg.backend = GR_BACKEND_MPI;
-  cfg.timeout_s = 3;
-  cfg.check = 0;
-  gr_comm *c = NULL;
-  if (gr_comm_create(MPI_COMM_WORLD, &cfg, &c) != GR_OK) {
-    fprintf(stderr, "rank %d: gr_comm_create: %s\n", rank, gr_last_error());
-    return 1;
-  }
+  const double timeout_s = 3;
+  gr_comm *c = world_comm(NULL, timeout_s, 0); /* the MPI backend */
+  if (!c) return 1;
   size_t n = 4u << 20; /* 16 MiB of float: many rounds (or a long single-copy call) */
   float *x = malloc(n * sizeof *x);
   if (!x) return 1;
@@ -72,7 +67,7 @@ int main(int argc, char **argv) {
   const char *e = gr_last_error();
   char want[64];
   snprintf(want, sizeof want, "rank %d (process ", victim);
-  int ok = st == GR_ERR_TIMEOUT && dt < cfg.timeout_s + 10 && strstr(e, want) &&
+  int ok = st == GR_ERR_TIMEOUT && dt < timeout_s + 10 && strstr(e, want) &&
            strstr(e, "no longer exists") && strstr(e, recv_mode ? "gr_recv" : "gr_allreduce");
   fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, ok ? "SURVIVOR OK" : "FAIL", dt, e);
   if (gr_allreduce(x, x, 1, GR_FLOAT32, GR_SUM, c, NULL) != GR_ERR_ABORTED) ok = 0;

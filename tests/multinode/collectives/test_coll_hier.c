@@ -23,43 +23,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exact_check.h"
 #include "exact_values.h"
 #include "gr_algo_count.h"
 #include "gr_hier.h" /* test hooks: gr__hier_seg_bytes (64 KiB segments, so that a few hundred KiB
                       * reach the pipeline; the default, 16 MiB, would need calls too large for a
                       * test under ASan), gr__hier_calls (the calls that took the path) and
                       * gr__hier_step_hook (the victim's death inside a call) */
+#include "world_comm.h"
 
 static int world_rank, failures, checks;
-
-#define FAIL(...)                                                                                  \
-  do {                                                                                             \
-    if (failures++ < 20) {                                                                         \
-      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__);                   \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
-#define CHECK_OK(call, what)                                                                       \
-  do {                                                                                             \
-    gr_status st_ = (call);                                                                        \
-    if (st_ != GR_OK) FAIL("%s: %s (%s)", what, gr_status_name(st_), gr_last_error());             \
-  } while (0)
-
-static const char *dn(gr_dtype t) {
-  static const char *n[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
-                            "uint64", "float16", "bfloat16", "float32", "float64"};
-  return n[t];
-}
-
-static void *xalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) {
-    fprintf(stderr, "out of memory\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  return p;
-}
 
 static void fill(gr_dtype t, gr_op op, void *b, size_t n, int r) {
   for (size_t i = 0; i < n; i++)
@@ -88,9 +61,9 @@ static size_t segs(gr_dtype t, double s) { return (size_t)(s * SEG_BYTES) / ev_s
 static void t_allreduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace) {
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   char what[160];
-  snprintf(what, sizeof what, "allreduce %s op %d n=%zu %s on %d ranks", dn(t), (int)op, n,
-           inplace ? "in place" : "out of place", P);
-  void *s = xalloc(n * ev_size(t)), *d = inplace ? s : xalloc(n * ev_size(t));
+  snprintf(what, sizeof what, "allreduce %s op %d n=%zu %s on %d ranks", ev_dtype_name(t), (int)op,
+           n, inplace ? "in place" : "out of place", P);
+  void *s = ec_alloc(n * ev_size(t)), *d = inplace ? s : ec_alloc(n * ev_size(t));
   fill(t, op, s, n, r);
   if (!inplace) fill_const(t, d, n, 99);
   CHECK_OK(gr_allreduce(s, d, n, t, op, c, NULL), what);
@@ -106,9 +79,9 @@ static void t_allreduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace)
 static void t_reduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace, int root) {
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   char what[160];
-  snprintf(what, sizeof what, "reduce %s op %d n=%zu root %d %s on %d ranks", dn(t), (int)op, n,
-           root, inplace ? "in place" : "out of place", P);
-  void *s = xalloc(n * ev_size(t)), *d = inplace && r == root ? s : xalloc(n * ev_size(t));
+  snprintf(what, sizeof what, "reduce %s op %d n=%zu root %d %s on %d ranks", ev_dtype_name(t),
+           (int)op, n, root, inplace ? "in place" : "out of place", P);
+  void *s = ec_alloc(n * ev_size(t)), *d = inplace && r == root ? s : ec_alloc(n * ev_size(t));
   fill(t, op, s, n, r);
   if (d != s) fill_const(t, d, n, 99);
   CHECK_OK(gr_reduce(s, d, n, t, op, root, c, NULL), what);
@@ -127,10 +100,10 @@ static void t_reduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace, in
 static void t_allgather(gr_comm *c, gr_dtype t, size_t n, int inplace) {
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   char what[160];
-  snprintf(what, sizeof what, "allgather %s n=%zu %s on %d ranks", dn(t), n,
+  snprintf(what, sizeof what, "allgather %s n=%zu %s on %d ranks", ev_dtype_name(t), n,
            inplace ? "in place" : "out of place", P);
   size_t es = ev_size(t);
-  char *d = xalloc((size_t)P * n * es), *s = inplace ? d + (size_t)r * n * es : xalloc(n * es);
+  char *d = ec_alloc((size_t)P * n * es), *s = inplace ? d + (size_t)r * n * es : ec_alloc(n * es);
   fill_const(t, d, (size_t)P * n, 99);
   fill(t, GR_SUM, s, n, r);
   CHECK_OK(gr_allgather(s, d, n, t, c, NULL), what);
@@ -145,10 +118,10 @@ static void t_allgather(gr_comm *c, gr_dtype t, size_t n, int inplace) {
 static void t_reduce_scatter(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace) {
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   char what[160];
-  snprintf(what, sizeof what, "reduce_scatter %s op %d n=%zu %s on %d ranks", dn(t), (int)op, n,
-           inplace ? "in place" : "out of place", P);
+  snprintf(what, sizeof what, "reduce_scatter %s op %d n=%zu %s on %d ranks", ev_dtype_name(t),
+           (int)op, n, inplace ? "in place" : "out of place", P);
   size_t es = ev_size(t);
-  char *s = xalloc((size_t)P * n * es), *d = inplace ? s + (size_t)r * n * es : xalloc(n * es);
+  char *s = ec_alloc((size_t)P * n * es), *d = inplace ? s + (size_t)r * n * es : ec_alloc(n * es);
   fill(t, op, s, (size_t)P * n, r);
   if (!inplace) fill_const(t, d, n, 99);
   CHECK_OK(gr_reduce_scatter(s, d, n, t, op, c, NULL), what);
@@ -163,9 +136,9 @@ static void t_reduce_scatter(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inp
 static void t_broadcast(gr_comm *c, gr_dtype t, size_t n, int inplace, int root) {
   int r = gr_comm_rank(c);
   char what[160];
-  snprintf(what, sizeof what, "broadcast %s n=%zu root %d %s", dn(t), n, root,
+  snprintf(what, sizeof what, "broadcast %s n=%zu root %d %s", ev_dtype_name(t), n, root,
            inplace ? "in place" : "out of place");
-  void *s = xalloc(n * ev_size(t)), *d = inplace ? s : xalloc(n * ev_size(t));
+  void *s = ec_alloc(n * ev_size(t)), *d = inplace ? s : ec_alloc(n * ev_size(t));
   if (r == root)
     fill(t, GR_SUM, s, n, root + 1);
   else
@@ -200,12 +173,12 @@ static void t_barrier(gr_comm *c, const char *dir, const char *name, int round) 
 static void t_in_flight(gr_comm *c, int big) {
   int r = gr_comm_rank(c), P = gr_comm_size(c), r1 = P > 1 ? 1 : 0;
   size_t nb = big ? segs(GR_FLOAT32, 2.2) : 4099, ns = 1023;
-  float *a = xalloc(nb * 4), *b = xalloc(ns * 4);
-  uint16_t *e = xalloc(ns * 2);
-  double *d = xalloc(ns * 8);
+  float *a = ec_alloc(nb * 4), *b = ec_alloc(ns * 4);
+  uint16_t *e = ec_alloc(ns * 2);
+  double *d = ec_alloc(ns * 8);
   size_t ng = big ? segs(GR_INT32, 1.5) / (size_t)P : 333;
-  int32_t *gs = xalloc(ng * 4), *gd = xalloc((size_t)P * ng * 4);
-  float *b2 = xalloc(ns * 4), *rs = xalloc((size_t)P * ns * 4), *rd = xalloc(ns * 4);
+  int32_t *gs = ec_alloc(ng * 4), *gd = ec_alloc((size_t)P * ng * 4);
+  float *b2 = ec_alloc(ns * 4), *rs = ec_alloc((size_t)P * ns * 4), *rd = ec_alloc(ns * 4);
   fill(GR_INT32, GR_SUM, gs, ng, r);
   fill(GR_FLOAT32, GR_SUM, b2, ns, r);
   fill(GR_FLOAT32, GR_MAX, rs, (size_t)P * ns, r);
@@ -402,16 +375,9 @@ static void die_now(int leader, int segment) {
 static int run_kill(int victim, int first) {
   int size;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  gr_comm_config cfg;
-  gr_comm_config_init(&cfg);
-  cfg.backend = GR_BACKEND_MPI;
-  cfg.timeout_s = 3;
-  cfg.check = 0;
-  gr_comm *c = NULL;
-  if (gr_comm_create(MPI_COMM_WORLD, &cfg, &c) != GR_OK) {
-    fprintf(stderr, "rank %d: gr_comm_create: %s\n", world_rank, gr_last_error());
-    return 1;
-  }
+  const double timeout_s = 3;
+  gr_comm *c = world_comm(NULL, timeout_s, 0); /* the MPI backend */
+  if (!c) return 1;
   /* the victim's node-mates will see it gone; the others only that their step did not complete */
   MPI_Comm nm;
   int same_node = 0;
@@ -430,7 +396,7 @@ static int run_kill(int victim, int first) {
    * ASan on the loaded 2-core machine: every segment waits for peers to be scheduled) */
   gr__hier_seg_bytes = 1u << 20;
   size_t n = 1u << 20;
-  float *x = xalloc(n * sizeof *x);
+  float *x = ec_alloc(n * sizeof *x);
   for (int it = 0; it < 2; it++) { /* the path works, and every rank is inside it */
     for (size_t i = 0; i < n; i++)
       x[i] = (float)world_rank;
@@ -452,7 +418,7 @@ static int run_kill(int victim, int first) {
    * victim dies inside the first call; the reduce's root is rank 1, not a
    * leader at 3 x 2) */
   static const char *const names[] = {"reduce", "allgather", "reduce_scatter", "allreduce"};
-  float *y = xalloc(n * sizeof *y);
+  float *y = ec_alloc(n * sizeof *y);
   size_t per = n / (size_t)size;
   double t0 = now();
   gr_status st = GR_OK;
@@ -474,7 +440,7 @@ static int run_kill(int victim, int first) {
   /* a rank whose part of a call needs no one outside its node (a reduce's non-root on another
    * node) may finish it and time out in the front end's agreement before the next call; one on
    * the victim's node names it as gone there too */
-  int ok = st == GR_ERR_TIMEOUT && dt < cfg.timeout_s + 15 && strstr(e, fn) &&
+  int ok = st == GR_ERR_TIMEOUT && dt < timeout_s + 15 && strstr(e, fn) &&
            (strstr(e, hk) || strstr(e, "the agreement on the arguments before")) &&
            (!same_node || (strstr(e, want) && strstr(e, "no longer exists")));
   fprintf(stderr, "rank %d (%s the victim's node): SURVIVOR %s after %.1f s: %s\n", world_rank,
