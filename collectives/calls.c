@@ -541,7 +541,7 @@ static gr_status agree_call(const char *fn, gr__call *k, int arg) {
 #define BCAST_INBAND_MAX 16384
 static int inband(const gr__call *k) {
   size_t es = gr__dtype_size(k->dtype);
-  if (k->comm->gpu_buffers) return 0;
+  if (k->comm->gpu_buffers || !es) return 0; /* es 0: not a gr_dtype (a refusal) */
   if (k->kind == GR__BROADCAST) return k->count < BCAST_INBAND_MAX / es;
   return k->kind == GR__ALLREDUCE && gr__op_defined(k->dtype, k->op) &&
          k->count < INBAND_MAX / es && !(es == 1 && k->op == GR_SUM && k->comm->size > 255);

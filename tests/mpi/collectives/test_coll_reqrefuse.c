@@ -143,6 +143,11 @@ static void each_kind(gr_comm *c, int32_t *a, int32_t *b) {
   /* every rank refuses alike (AVG on an integer): every rank GR_ERR_INVALID, nobody waits */
   st = outcome(gr_iallreduce(a, b, SMALL, GR_INT32, GR_AVG, c, NULL, &q), &q);
   if (st != GR_ERR_INVALID) FAIL("gr_iallreduce(AVG, int32) on every rank: %s", gr_status_name(st));
+  /* ... and a dtype that is none (a broadcast decides its in-band form from the dtype's size,
+   * which is 0 here: it divided by it) */
+  st = outcome(gr_ibroadcast(a, b, SMALL, (gr_dtype)99, 0, c, NULL, &q), &q);
+  if (st != GR_ERR_INVALID) FAIL("gr_ibroadcast(dtype 99) on every rank: %s", gr_status_name(st));
+  EXPECT_ST(gr_broadcast(a, b, SMALL, (gr_dtype)99, 0, c, NULL), GR_ERR_INVALID);
   still_works(c, "a request every rank refuses");
 }
 
