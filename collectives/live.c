@@ -46,7 +46,15 @@ static struct {
   double cpu_pct;
   gr__flight_now last[GR_LIVE_MAX_COMMS]; /* the last communicators written (kept for exit) */
   int nlast;
+  struct {
+    const char *call, *step; /* static; call NULL: the slot is free */
+    char over[32];
+    int rank, size;
+    double start;
+  } creating[GR_LIVE_MAX_CREATING];
+  int creating_changed; /* since the last write: publish at the next interval */
 } L = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static _Thread_local int my_creating = -1; /* the calling thread's slot in L.creating */
 static int setup_done;
 
 static const char *const state_names[] = {"running", "done", "failed", "timeout"};
@@ -108,6 +116,12 @@ static int write_state(const char *state) {
                  c->backend, (unsigned long long)c->seq, c->op ? c->op : "-", c->count,
                  state_names[c->state], c->start, c->end, (unsigned long long)c->calls, c->busy_s);
   }
+  for (int i = 0; i < GR_LIVE_MAX_CREATING && len < (int)sizeof buf - 200; i++)
+    if (L.creating[i].call)
+      len += snprintf(buf + len, sizeof buf - (size_t)len, "creating %s %s %s %d %d %.6f\n",
+                      L.creating[i].call, L.creating[i].step, L.creating[i].over,
+                      L.creating[i].rank, L.creating[i].size, L.creating[i].start);
+  L.creating_changed = 0;
   /* A stale temp file of a killed predecessor with our pid is replaced; O_EXCL|O_NOFOLLOW make
    * sure a link planted under that name is never followed. */
   unlinkat(L.dirfd, L.tmp, 0);
@@ -125,6 +139,41 @@ static int write_state(const char *state) {
   return 0;
 }
 
+void gr__live_create_begin(const char *call, const char *step, const char *over, int rank,
+                           int size) {
+  pthread_mutex_lock(&L.mu);
+  my_creating = -1;
+  for (int i = 0; i < GR_LIVE_MAX_CREATING && my_creating < 0; i++)
+    if (!L.creating[i].call) {
+      L.creating[i].call = call;
+      L.creating[i].step = step;
+      gr__live_clean(L.creating[i].over, sizeof L.creating[i].over, over, strlen(over));
+      L.creating[i].rank = rank;
+      L.creating[i].size = size;
+      L.creating[i].start = gr__wall_now();
+      L.creating_changed = 1;
+      my_creating = i;
+    }
+  pthread_mutex_unlock(&L.mu);
+}
+
+void gr__live_create_step(const char *step) {
+  if (my_creating < 0) return;
+  pthread_mutex_lock(&L.mu);
+  L.creating[my_creating].step = step;
+  L.creating_changed = 1;
+  pthread_mutex_unlock(&L.mu);
+}
+
+void gr__live_create_end(void) {
+  if (my_creating < 0) return;
+  pthread_mutex_lock(&L.mu);
+  L.creating[my_creating].call = NULL;
+  L.creating_changed = 1;
+  pthread_mutex_unlock(&L.mu);
+  my_creating = -1;
+}
+
 int gr__live_publish(const char *state) {
   if (!__atomic_load_n(&L.on, __ATOMIC_ACQUIRE)) return -1;
   pthread_mutex_lock(&L.mu);
@@ -134,8 +183,8 @@ int gr__live_publish(const char *state) {
   return rc;
 }
 
-/* The publisher: wakes every interval, writes when a call began or ended since the last write,
- * or once a second regardless (CPU and RSS of a rank that waits or computes). A rank blocked
+/* The publisher: wakes every interval, writes when a call began or ended or a communicator
+ * creation began, changed step or ended since the last write, or once a second regardless (CPU and RSS of a rank that waits or computes). A rank blocked
  * inside MPI or NCCL keeps publishing this way; a stopped process does not, which gpurun-top
  * reads as silence. */
 static void *publisher(void *arg) {
@@ -152,7 +201,7 @@ static void *publisher(void *arg) {
     if (L.stop) break;
     since_refresh += (double)L.period_ns * 1e-9;
     uint64_t gen = gr__flight_generation();
-    if (gen == L.gen && since_refresh < 1.0) continue;
+    if (gen == L.gen && !L.creating_changed && since_refresh < 1.0) continue;
     L.gen = gen;
     since_refresh = 0;
     if (write_state("running") != 0 && !L.warned) {
