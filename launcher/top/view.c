@@ -71,8 +71,9 @@ static void fmt_coll(const top_job *job, const top_rank *t, char *what, size_t w
   for (int i = 0; i < t->live.ncreating; i++)
     if (!cr || t->live.creating[i].start < cr->start) cr = &t->live.creating[i];
   if (cr) {
-    const char *call = cr->call;
-    if (!strncmp(call, "gr_comm_", 8)) call += 8;
+    const char *call = !strcmp(cr->call, GR_LIVE_CALL_CREATE)  ? "create"
+                       : !strcmp(cr->call, GR_LIVE_CALL_SPLIT) ? "split"
+                                                               : cr->call;
     snprintf(what, wcap, "%s:%s", call, cr->step);
     snprintf(secs, scap, "%.1f", job->now - cr->start);
     return;
