@@ -7,6 +7,9 @@
 #  2. gr_comm_split of the world, rank 1 first: the test stops rank 1 (SIGSTOP) once its live
 #     file says it is inside gr_comm_split, then lets ranks 0 and 2 in; the view must name rank 1
 #     as STOPPED inside gr_comm_split.
+#  3. gr_init's own creation of the world communicator (the first of all), rank 0 late into
+#     gr_init: ranks 1-2 must already publish that they wait in gr_comm_create, and the view
+#     must name rank 0, which has published nothing yet.
 # Each time the job must then finish well and leave no creation in the live files.
 # usage: test_top_create.sh MPIRUN GPURUN CREATE_WAIT GPURUN_TOP
 set -u
@@ -97,4 +100,14 @@ grep -qE '^! +1 ' "$tmp/once" || fail "rank 1's row is not marked"
 kill -CONT "$pid"
 stopped=
 end_job split
+
+# 3. rank 0 late into gr_init: the live state starts before the first creation waits
+start_job init init 0 late
+wait_for "ranks 1 and 2 never showed gr_comm_create in their live files (inside gr_init)" \
+  sh -c "$(command -v awk) '\$1 == \"creating\" && \$2 == \"gr_comm_create\" { n++ } END { exit n != 2 }' '$jobdir/live.1' '$jobdir/live.2' 2>/dev/null"
+[ -f "$jobdir/live.0" ] && fail "rank 0 published before the test let it into gr_init"
+wait_for "the view never named rank 0 as the rank ranks 1-2 wait for in gr_init's gr_comm_create" \
+  view_says 'WAITING FOR rank 0: ranks 1-2 in gr_comm_create \(dup\) on world for [0-9.]+ s; rank 0 never published its state'
+cat "$tmp/once"
+end_job init
 echo PASS
