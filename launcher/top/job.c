@@ -513,6 +513,16 @@ static void creation_verdict(top_job *job, const gr__live_creating *key, unsigne
       put_creating(&o, job, cr, sw != NULL);
     else
       put(&o, "%s has not entered %s on %s", sw ? "," : "", key->call, key->over);
+    /* what it does instead: a collective it waits in (a program that calls in another order, or
+     * a rank already past the creation and waiting for the others on the new communicator) */
+    const gr__live_comm *run = NULL;
+    for (int k = 0; t->have_live && !cr && k < t->live.ncomms; k++) {
+      const gr__live_comm *lc = &t->live.comm[k];
+      if (!strcmp(lc->state, "running") && lc->start > 0 && (!run || lc->start < run->start))
+        run = lc;
+    }
+    if (run)
+      put(&o, " (in %s #%llu on %s for %.1f s)", run->op, run->seq, run->id, job->now - run->start);
     if (t->have_live && t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
   }
 }

@@ -260,6 +260,17 @@ static void test_creation_members(void **state) {
   for (int i = 0; i < 4; i++)
     assert_int_equal(job.r[i].blocker, i == 2);
   top_free(&job);
+  /* a blocker inside a collective instead: said */
+  char text[512];
+  snprintf(text, sizeof text,
+           "gpurun-live 1\nrank 2\nsize 4\nstate running\ntime %.3f\n"
+           "comm split-1 1 2 mpi 4 barrier 0 running %.3f 0 4 0.1\n",
+           now_s(), now_s() - 3);
+  put_file("live.2", text);
+  load(&job, 2.0);
+  assert_non_null(strstr(job.verdict, "rank 2 has not entered gr_comm_split on split-1 (in barrier "
+                                      "#4 on split-1 for 3.0 s)"));
+  top_free(&job);
 
   live_creating(0, 4, "gr_comm_create", "agree", "mpi", 0, 2, 5, "");
   live_creating(2, 4, "gr_comm_create", "agree", "mpi", 1, 2, 5, "");
