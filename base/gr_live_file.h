@@ -16,10 +16,28 @@
 #ifndef GR_LIVE_FILE_H
 #define GR_LIVE_FILE_H
 
+#include "gr_flight_format.h"
+
 #include <stddef.h>
 
 #define GR_LIVE_MAX_COMMS 16
+#define GR_LIVE_MAX_CREATING 4
 #define GR_LIVE_MAGIC "gpurun-live 1"
+
+/* "creating" lines: the calls and the steps of a communicator creation (docs/formats.md). */
+#define GR_LIVE_CALL_CREATE "gr_comm_create"
+#define GR_LIVE_CALL_SPLIT "gr_comm_split"
+#define GR_LIVE_OVER_WORLD GR_FL_WORLD /* the world communicator's id */
+#define GR_LIVE_OVER_MPI "mpi"
+#define GR_LIVE_STEP_DUP "dup"       /* MPI_Comm_dup of the given communicator */
+#define GR_LIVE_STEP_SPLIT "split"   /* MPI_Comm_split of the parent */
+#define GR_LIVE_STEP_AGREE "agree"   /* agreement of the settings (timeout, check, backend) */
+#define GR_LIVE_STEP_SETUP "setup"   /* check-mode duplicate, job id, flight recorder */
+#define GR_LIVE_STEP_INIT "init"     /* the backend's set-up, before a finer step says more */
+#define GR_LIVE_STEP_SHM "shm"       /* the node's shared-memory segment */
+#define GR_LIVE_STEP_HIER "hier"     /* the node-leader hierarchy */
+#define GR_LIVE_STEP_NCCL "nccl"     /* NCCL bootstrap and init (or split) */
+#define GR_LIVE_STEP_REQDUP "reqdup" /* the duplicate for request verdicts */
 
 typedef struct {
   char id[32], backend[8], op[20], state[12];
@@ -29,6 +47,12 @@ typedef struct {
 } gr__live_comm;
 
 typedef struct {
+  char call[16], step[12], over[32];
+  int rank, size;
+  double start;
+} gr__live_creating;
+
+typedef struct {
   int rank, size; /* -1 when absent */
   long pid;       /* 0 when absent */
   char host[64], state[12];
@@ -36,6 +60,8 @@ typedef struct {
   long long rss_kib;              /* -1 when absent */
   int ncomms;
   gr__live_comm comm[GR_LIVE_MAX_COMMS];
+  int ncreating;
+  gr__live_creating creating[GR_LIVE_MAX_CREATING];
 } gr__live;
 
 /* Parses len bytes of text (need not be NUL-terminated). 0 on success, -1 when it is not a

@@ -87,6 +87,22 @@ static int parse_comm(const char **tok, const size_t *tl, int n, gr__live_comm *
   return 0;
 }
 
+static int parse_creating(const char **tok, const size_t *tl, int n, gr__live_creating *c) {
+  if (n != 7) return -1;
+  long long rank, size;
+  double start;
+  if (integer(tok[4], tl[4], 0, 1 << 30, &rank) || integer(tok[5], tl[5], 1, 1 << 30, &size) ||
+      rank >= size || num(tok[6], tl[6], &start) || !(start > 0))
+    return -1;
+  gr__live_clean(c->call, sizeof c->call, tok[1], tl[1]);
+  gr__live_clean(c->step, sizeof c->step, tok[2], tl[2]);
+  gr__live_clean(c->over, sizeof c->over, tok[3], tl[3]);
+  c->rank = (int)rank;
+  c->size = (int)size;
+  c->start = start;
+  return 0;
+}
+
 int gr__live_parse(const char *text, size_t len, gr__live *out) {
   memset(out, 0, sizeof *out);
   out->rank = out->size = -1;
@@ -127,6 +143,9 @@ int gr__live_parse(const char *text, size_t len, gr__live *out) {
     else if (is(tok[0], tl[0], "comm") && out->ncomms < GR_LIVE_MAX_COMMS &&
              parse_comm(tok, tl, n, &out->comm[out->ncomms]) == 0)
       out->ncomms++;
+    else if (is(tok[0], tl[0], "creating") && out->ncreating < GR_LIVE_MAX_CREATING &&
+             parse_creating(tok, tl, n, &out->creating[out->ncreating]) == 0)
+      out->ncreating++;
   }
   return out->rank >= 0 ? 0 : -1;
 }

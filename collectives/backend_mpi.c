@@ -16,6 +16,7 @@
 #include "gr_config.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_live.h"
 #include "gr_mpi_error.h"
 
 #include <limits.h>
@@ -153,7 +154,9 @@ static gr_status mpi_create(gr_comm *c, double deadline) {
   if (gr__mpi_tag_slots_cap > 0 && gr__mpi_tag_slots_cap < b->tag_slots)
     b->tag_slots = gr__mpi_tag_slots_cap;
   c->be = b;
+  gr__live_create_step(GR_LIVE_STEP_SHM); /* gpurun-top: where a creation waits */
   GR_CHECK(gr__shm_comm_attach(c, &b->shm));
+  gr__live_create_step(GR_LIVE_STEP_HIER);
   return gr__hier_attach(c, &b->hier);
 }
 

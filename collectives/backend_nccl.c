@@ -16,6 +16,7 @@
 
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_live.h"
 #include "gr_log.h"
 #include "gr_nccl_map.h"
 #include "gr_nccl_share.h"
@@ -107,6 +108,7 @@ static void be_free(gr_comm *c) {
 static gr_status nccl_create(gr_comm *c, double deadline) {
   /* NCCL refuses two ranks on one GPU: then NCCL runs among one leader per GPU instead. */
   gr__nccl_share *share = NULL;
+  gr__live_create_step(GR_LIVE_STEP_NCCL); /* gpurun-top: where a creation waits */
   GR_CHECK(gr__nccl_share_setup(c, deadline, &share));
   if (share) {
     nccl_be *b = calloc(1, sizeof *b);
@@ -164,6 +166,7 @@ static gr_status nccl_split(gr_comm *parent, gr_comm *child, int color, int key,
     if (st != GR_OK) snprintf(parent->err, sizeof parent->err, "%s", child->err);
     return st;
   }
+  gr__live_create_step(GR_LIVE_STEP_NCCL);
   ncclConfig_t cfg;
   nccl_config(&cfg);
   ncclComm_t nc = NULL;

@@ -13,6 +13,7 @@
 #include "gr_error.h"
 #include "gr_mpi_error.h"
 #include "gr_flight.h"
+#include "gr_live.h"
 #include "gr_log.h"
 
 #include <math.h>
@@ -300,6 +301,7 @@ static gr_status agree(gr_comm *c, const char *fn, const create_view *v, gr_back
 
 /* After the agreement: the check-mode duplicate, the flight recorder. */
 static gr_status comm_finish(gr_comm *c, const char *fn) {
+  gr__live_create_step(GR_LIVE_STEP_SETUP);
   if (c->check) {
     int rc = MPI_Comm_dup(c->mpi, &c->check_mpi);
     if (rc != MPI_SUCCESS) return gr__fail(mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
@@ -322,6 +324,7 @@ static gr_status req_dup(gr_comm *c, const char *fn) {
     agrees = kind != GR__SEND && kind != GR__RECV && kind != GR__BARRIER &&
              !(o->carries_refusal && o->carries_refusal(c, (gr__kind)kind));
   if (!agrees) return GR_OK;
+  gr__live_create_step(GR_LIVE_STEP_REQDUP);
   int rc = MPI_Comm_dup(c->mpi, &c->req_mpi);
   if (rc != MPI_SUCCESS) {
     c->req_mpi = MPI_COMM_NULL;
@@ -337,7 +340,9 @@ static gr_status req_dup(gr_comm *c, const char *fn) {
 #define NCCL_OPS_ NULL
 #endif
 
-static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v, gr_comm **out) {
+/* The creation's steps; create() below shows the rank inside them in the live state. */
+static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg, create_view *v,
+                              gr_comm **out) {
   static const char fn[] = "gr_comm_create";
   gr_comm *c;
   gr_comm_config safe = {GR_BACKEND_AUTO, 0, 0};
@@ -345,9 +350,7 @@ static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v,
     return gr__fail(GR_ERR_NOMEM, fn,
                     "out of memory"); /* cannot join: the peers' timeout ends it */
   if (v->bad != GR_OK) c->check = cfg->check != 0, c->timeout_s = 0;
-  int cmp = MPI_UNEQUAL;
-  MPI_Comm_compare(mpi, MPI_COMM_WORLD, &cmp);
-  if (cmp == MPI_IDENT || cmp == MPI_CONGRUENT)
+  if (world)
     snprintf(c->id, sizeof c->id, GR_FL_WORLD);
   else
     snprintf(c->id, sizeof c->id, "comm-%p", (void *)c); /* unique, if not agreed across ranks */
@@ -361,6 +364,7 @@ static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v,
   }
   comm_basics(c);
   gr_backend b = GR_BACKEND_MPI;
+  gr__live_create_step(GR_LIVE_STEP_AGREE);
   gr_status st = agree(c, fn, v, &b);
   const gr__coll_ops *ops = v->fixed               ? v->fixed
                             : b == GR_BACKEND_NCCL ? NCCL_OPS_
@@ -371,6 +375,7 @@ static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v,
     st = comm_finish(c, fn);
   }
   if (st == GR_OK) {
+    gr__live_create_step(GR_LIVE_STEP_INIT); /* the backend may say more */
     st = ops->create(c, gr__deadline(c->timeout_s));
     if (st != GR_OK) st = gr__fail(st, fn, "%s backend: %s", ops->name, c->err);
     if (st == GR_OK && (st = req_dup(c, fn)) != GR_OK) ops->destroy(c, gr__deadline(c->timeout_s));
@@ -383,6 +388,23 @@ static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v,
            c->size, ops->name, c->timeout_s, c->check);
   *out = c;
   return GR_OK;
+}
+
+/* Collective over mpi from its first step (the duplicate) on: a rank waits here for the others,
+ * so the live state says so (gpurun-top names the ranks that have not come) until it returns. The
+ * live state is started first where the job id needs no talk (always under gr_init). */
+static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v, gr_comm **out) {
+  int cmp = MPI_UNEQUAL, rank = 0, size = 1;
+  MPI_Comm_compare(mpi, MPI_COMM_WORLD, &cmp);
+  MPI_Comm_rank(mpi, &rank);
+  MPI_Comm_size(mpi, &size);
+  int world = cmp == MPI_IDENT || cmp == MPI_CONGRUENT;
+  gr__flight_setup_local();
+  gr__live_create_begin(GR_LIVE_CALL_CREATE, GR_LIVE_STEP_DUP,
+                        world ? GR_LIVE_OVER_WORLD : GR_LIVE_OVER_MPI, rank, size);
+  gr_status st = create_steps(mpi, world, cfg, v, out);
+  gr__live_create_end();
+  return st;
 }
 
 /* The local checks a rank can fail on its own; the rank then still joins the agreement, so that
@@ -457,12 +479,8 @@ gr_status gr__check_alive(const char *fn, const gr_comm *c) {
   return GR_OK;
 }
 
-GR_API gr_status gr_comm_split(gr_comm *c, int color, int key, gr_comm **out) {
-  static const char fn[] = "gr_comm_split";
-  if (!out) return gr__fail(GR_ERR_INVALID, fn, "out is NULL");
-  *out = NULL;
-  GR_CHECK(gr__check_alive(fn, c));
-  GR_CHECK(gr__requests_drain(fn, c)); /* MPI_Comm_split is a collective on c->mpi */
+/* gr_comm_split's steps after the local checks; the caller shows the rank inside them. */
+static gr_status split_steps(const char *fn, gr_comm *c, int color, int key, gr_comm **out) {
   MPI_Comm nm = MPI_COMM_NULL;
   int rc = MPI_Comm_split(c->mpi, color < 0 ? MPI_UNDEFINED : color, key, &nm);
   if (rc != MPI_SUCCESS) return gr__fail(mpi_err(c, rc, "MPI_Comm_split"), fn, "%s", c->err);
@@ -489,6 +507,7 @@ GR_API gr_status gr_comm_split(gr_comm *c, int color, int key, gr_comm **out) {
   }
   /* The backend split is collective over the parent (NCCL's is), so ranks without a color call it
    * too, with child NULL. */
+  gr__live_create_step(GR_LIVE_STEP_INIT);
   gr_status st = c->ops->split(c, child, color, key, gr__deadline(c->timeout_s));
   if (st != GR_OK) {
     st = gr__fail(st, fn, "%s backend: %s", c->ops->name, c->err);
@@ -502,6 +521,19 @@ GR_API gr_status gr_comm_split(gr_comm *c, int color, int key, gr_comm **out) {
   }
   *out = child;
   return GR_OK;
+}
+
+GR_API gr_status gr_comm_split(gr_comm *c, int color, int key, gr_comm **out) {
+  static const char fn[] = "gr_comm_split";
+  if (!out) return gr__fail(GR_ERR_INVALID, fn, "out is NULL");
+  *out = NULL;
+  GR_CHECK(gr__check_alive(fn, c));
+  GR_CHECK(gr__requests_drain(fn, c)); /* MPI_Comm_split is a collective on c->mpi */
+  /* Collective over c from here on: shown in the live state like gr_comm_create. */
+  gr__live_create_begin(GR_LIVE_CALL_SPLIT, GR_LIVE_STEP_SPLIT, c->id, c->rank, c->size);
+  gr_status st = split_steps(fn, c, color, key, out);
+  gr__live_create_end();
+  return st;
 }
 
 GR_API gr_status gr_comm_destroy(gr_comm *c) {

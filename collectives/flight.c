@@ -70,14 +70,11 @@ static void dump_at_exit(void) {
 
 static int env_on(const char *name) { return gr__env_bool(name, 0); }
 
-void gr__flight_setup(MPI_Comm mpi) {
-  /* Collective the first time: every rank of the first communicator takes the same branch. */
-  if (__atomic_load_n(&setup_done, __ATOMIC_ACQUIRE)) return;
-  char buf[128] = "";
-  gr__job_agree(mpi, buf, sizeof buf);
+/* The setup once the job id is known (both entries below). */
+static void setup_with(const char *id) {
   pthread_mutex_lock(&lock);
   if (!setup_done) {
-    snprintf(job, sizeof job, "%s", buf);
+    snprintf(job, sizeof job, "%s", id);
     int debug = GR_LOG_ENABLED(GR_LOG_DEBUG);
     if (debug || env_on("GPURUN_FLIGHT")) {
       struct sigaction sa;
@@ -95,6 +92,20 @@ void gr__flight_setup(MPI_Comm mpi) {
   }
   pthread_mutex_unlock(&lock);
   gr__live_setup(job);
+}
+
+void gr__flight_setup(MPI_Comm mpi) {
+  /* Collective the first time: every rank of the first communicator takes the same branch. */
+  if (__atomic_load_n(&setup_done, __ATOMIC_ACQUIRE)) return;
+  char buf[128] = "";
+  gr__job_agree(mpi, buf, sizeof buf);
+  setup_with(buf);
+}
+
+void gr__flight_setup_local(void) {
+  if (__atomic_load_n(&setup_done, __ATOMIC_ACQUIRE)) return;
+  char buf[128] = "";
+  if (gr__monitor_job_from_env(buf, sizeof buf) == 0) setup_with(buf);
 }
 
 gr__flight *gr__flight_new(const char *id, int rank, int size, const char *backend) {

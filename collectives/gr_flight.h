@@ -32,6 +32,10 @@ typedef struct gr__flight gr__flight;
  * agree on the job directory name over mpi (collective over mpi: rank 0's timestamp is used when
  * no job id is in the environment). */
 void gr__flight_setup(MPI_Comm mpi);
+/* The same without talking, when the environment names the job (gr__monitor_job_from_env: always
+ * under gpurun or gr_init); else nothing, and gr__flight_setup does it later. Called before a
+ * communicator's creation starts to wait, so that the live state shows a rank waiting in it. */
+void gr__flight_setup_local(void);
 
 gr__flight *gr__flight_new(const char *id, int rank, int size, const char *backend);
 /* Unregister and free, or keep it for the exit dump when that is on. */

@@ -6,10 +6,23 @@
 #ifndef GR_LIVE_H
 #define GR_LIVE_H
 
+#include "gr_live_file.h" /* GR_LIVE_CALL_*, GR_LIVE_STEP_* */
+
 /* Once, from gr__flight_setup with the agreed job id: decide on/off, make the job directory,
  * publish the first state, start the publisher thread, and at exit stop it and publish the last
  * state ("exited"). */
 void gr__live_setup(const char *job);
+/* A communicator creation (gr_comm_create, gr_comm_split) in progress on the calling thread,
+ * published as a "creating" line (base/gr_live_file.h) from begin until end, so that gpurun-top
+ * sees a rank that waits in one. call and step are static strings (GR_LIVE_CALL_*,
+ * GR_LIVE_STEP_*); over is copied. Recorded whether or not the live state is on yet (it may come
+ * on during the creation); a mutex per change, and creation is rare. At most
+ * GR_LIVE_MAX_CREATING at a time (threads); more are not shown. step outside a creation is a
+ * no-op, so that a backend may call it from any set-up. */
+void gr__live_create_begin(const char *call, const char *step, const char *over, int rank,
+                           int size);
+void gr__live_create_step(const char *step);
+void gr__live_create_end(void);
 /* Publish now regardless of the interval (state "running" or "exited"). 0 when written. */
 int gr__live_publish(const char *state);
 

@@ -1,8 +1,9 @@
 /* The rank's live state (see gr_live.h): a snapshot of the flight recorder's latest call per
- * communicator plus CPU time and RSS, written to a temp file and renamed over live.<rank> so that a
- * reader never sees half a file. A thread of its own publishes, so that a rank blocked inside
- * MPI or NCCL still shows the call it waits in; collective calls only bump the flight recorder's
- * generation counter, under the lock the recorder takes anyway. */
+ * communicator, the communicator creations in progress, CPU time and RSS, written to a temp file
+ * and renamed over live.<rank> so that a reader never sees half a file. A thread of its own
+ * publishes, so that a rank blocked inside MPI or NCCL still shows the call or creation it waits
+ * in; collective calls only bump the flight recorder's generation counter, under the lock the
+ * recorder takes anyway. */
 #include "gr_live.h"
 
 #include "gr_clock.h"
@@ -47,6 +48,21 @@ static struct {
   gr__flight_now last[GR_LIVE_MAX_COMMS]; /* the last communicators written (kept for exit) */
   int nlast;
 } L = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Communicator creations in progress, under a mutex of their own: a creating thread never waits
+ * for the publisher's file I/O (L.mu is held across it). */
+typedef struct {
+  const char *call, *step; /* static; call NULL: the slot is free */
+  char over[32];
+  int rank, size;
+  double start;
+} creating_slot;
+static struct {
+  pthread_mutex_t mu;
+  creating_slot slot[GR_LIVE_MAX_CREATING];
+  int changed; /* since the last write: publish at the next interval */
+} C = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static _Thread_local int my_creating = -1; /* the calling thread's slot in C.slot */
 static int setup_done;
 
 static const char *const state_names[] = {"running", "done", "failed", "timeout"};
@@ -108,6 +124,15 @@ static int write_state(const char *state) {
                  c->backend, (unsigned long long)c->seq, c->op ? c->op : "-", c->count,
                  state_names[c->state], c->start, c->end, (unsigned long long)c->calls, c->busy_s);
   }
+  creating_slot cr[GR_LIVE_MAX_CREATING];
+  pthread_mutex_lock(&C.mu);
+  memcpy(cr, C.slot, sizeof cr);
+  C.changed = 0;
+  pthread_mutex_unlock(&C.mu);
+  for (int i = 0; i < GR_LIVE_MAX_CREATING && len < (int)sizeof buf - 200; i++)
+    if (cr[i].call)
+      len += snprintf(buf + len, sizeof buf - (size_t)len, "creating %s %s %s %d %d %.6f\n",
+                      cr[i].call, cr[i].step, cr[i].over, cr[i].rank, cr[i].size, cr[i].start);
   /* A stale temp file of a killed predecessor with our pid is replaced; O_EXCL|O_NOFOLLOW make
    * sure a link planted under that name is never followed. */
   unlinkat(L.dirfd, L.tmp, 0);
@@ -125,6 +150,43 @@ static int write_state(const char *state) {
   return 0;
 }
 
+void gr__live_create_begin(const char *call, const char *step, const char *over, int rank,
+                           int size) {
+  double now = gr__wall_now();
+  pthread_mutex_lock(&C.mu);
+  my_creating = -1;
+  for (int i = 0; i < GR_LIVE_MAX_CREATING && my_creating < 0; i++)
+    if (!C.slot[i].call) {
+      creating_slot *c = &C.slot[i];
+      c->call = call;
+      c->step = step;
+      gr__live_clean(c->over, sizeof c->over, over, strlen(over)); /* one token, printable */
+      c->rank = rank;
+      c->size = size;
+      c->start = now;
+      C.changed = 1;
+      my_creating = i;
+    }
+  pthread_mutex_unlock(&C.mu);
+}
+
+void gr__live_create_step(const char *step) {
+  if (my_creating < 0) return;
+  pthread_mutex_lock(&C.mu);
+  C.slot[my_creating].step = step;
+  C.changed = 1;
+  pthread_mutex_unlock(&C.mu);
+}
+
+void gr__live_create_end(void) {
+  if (my_creating < 0) return;
+  pthread_mutex_lock(&C.mu);
+  C.slot[my_creating].call = NULL;
+  C.changed = 1;
+  pthread_mutex_unlock(&C.mu);
+  my_creating = -1;
+}
+
 int gr__live_publish(const char *state) {
   if (!__atomic_load_n(&L.on, __ATOMIC_ACQUIRE)) return -1;
   pthread_mutex_lock(&L.mu);
@@ -134,10 +196,10 @@ int gr__live_publish(const char *state) {
   return rc;
 }
 
-/* The publisher: wakes every interval, writes when a call began or ended since the last write,
- * or once a second regardless (CPU and RSS of a rank that waits or computes). A rank blocked
- * inside MPI or NCCL keeps publishing this way; a stopped process does not, which gpurun-top
- * reads as silence. */
+/* The publisher: wakes every interval, writes when a call began or ended or a communicator
+ * creation began, changed step or ended since the last write, or once a second regardless (CPU
+ * and RSS of a rank that waits or computes). A rank blocked inside MPI or NCCL keeps publishing
+ * this way; a stopped process does not, which gpurun-top reads as silence. */
 static void *publisher(void *arg) {
   (void)arg;
   pthread_mutex_lock(&L.mu);
@@ -152,7 +214,10 @@ static void *publisher(void *arg) {
     if (L.stop) break;
     since_refresh += (double)L.period_ns * 1e-9;
     uint64_t gen = gr__flight_generation();
-    if (gen == L.gen && since_refresh < 1.0) continue;
+    pthread_mutex_lock(&C.mu);
+    int changed = C.changed;
+    pthread_mutex_unlock(&C.mu);
+    if (gen == L.gen && !changed && since_refresh < 1.0) continue;
     L.gen = gen;
     since_refresh = 0;
     if (write_state("running") != 0 && !L.warned) {

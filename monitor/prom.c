@@ -106,7 +106,8 @@ static const family rank_families[] = {
     {"gpurun_rank_collective_calls_total", "counter",
      "gpurun collective and point-to-point calls made."},
     {"gpurun_rank_collective_wait_seconds", "gauge",
-     "Seconds inside the collective call the rank is in now (0 between calls)."},
+     "Seconds inside the collective call or communicator creation the rank is in now (0 between "
+     "calls)."},
     {"gpurun_sample_time_seconds", "gauge", "Unix time of this sample."},
 };
 enum { R_CPU, R_RSS, R_CSEC, R_CALLS, R_WAIT, R_TIME, R_N };
@@ -191,6 +192,9 @@ size_t gr__prom_format(const gr__sample *s, const char *job, const char *host, c
       if (!strcmp(c->state, "running") && c->start > 0 && s->unix_s - c->start > wait)
         wait = s->unix_s - c->start;
     }
+  /* a rank hung in gr_comm_create or gr_comm_split is as stuck as one in a collective */
+  for (int i = 0; live && i < live->ncreating; i++)
+    if (s->unix_s - live->creating[i].start > wait) wait = s->unix_s - live->creating[i].start;
   for (int f = 0; f < R_N; f++) {
     double v = NAN;
     switch (f) {

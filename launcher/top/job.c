@@ -406,6 +406,127 @@ static const char *state_word(char s) {
   }
 }
 
+/* The communicator creation the rank is inside (the longest when several threads create), or
+ * NULL. */
+static const gr__live_creating *creating_of(const top_rank *t) {
+  if (!t->have_live || exited(t)) return NULL;
+  const gr__live_creating *best = NULL;
+  for (int i = 0; i < t->live.ncreating; i++)
+    if (!best || t->live.creating[i].start < best->start) best = &t->live.creating[i];
+  return best;
+}
+
+static int same_creation(const gr__live_creating *a, const gr__live_creating *b) {
+  return !strcmp(a->call, b->call) && !strcmp(a->over, b->over) && a->size == b->size;
+}
+
+/* "; rank R (pid P) is STOPPED, in gr_comm_split (split) on world for 4.0 s" etc.: what a
+ * blocker does, for either verdict. */
+static void put_creating(out_buf *o, const top_job *job, const gr__live_creating *cr, int comma) {
+  put(o, "%s in %s (%s) on %s for %.1f s", comma ? "," : "", cr->call, cr->step, cr->over,
+      job->now - cr->start);
+}
+
+/* A communicator creation (gr_comm_create, gr_comm_split) waited in for longest: the ranks of the
+ * communicator it is collective over that are not inside it are the blockers. The members are
+ * known for the world (every rank below its size) and for a split of a communicator the ranks
+ * list; a creation over another MPI communicator only names its silent or stopped ranks. */
+static void creation_verdict(top_job *job, const gr__live_creating *key, unsigned char *wait,
+                             unsigned char *block) {
+  int world = !strcmp(key->over, GR_LIVE_OVER_WORLD);
+  int nwait = 0, nblock = 0;
+  double longest = 0;
+  const char *steps[3] = {NULL, NULL, NULL};
+  int nsteps = 0, more_steps = 0;
+  for (int i = 0; i < job->n; i++) {
+    const top_rank *t = &job->r[i];
+    const gr__live_creating *mine = NULL;
+    for (int k = 0; t->have_live && !exited(t) && k < t->live.ncreating && !mine; k++)
+      if (same_creation(&t->live.creating[k], key)) mine = &t->live.creating[k];
+    if (mine) {
+      wait[i] = 1;
+      nwait++;
+      continue;
+    }
+    int member = world ? t->rank < key->size : comm_in(t, key->over, key->size) != NULL;
+    if (member && !exited(t)) {
+      block[i] = 1;
+      nblock++;
+    }
+  }
+  if (!nblock) /* everyone is inside: a rank that stopped publishing is the suspect */
+    for (int i = 0; i < job->n; i++) {
+      const top_rank *t = &job->r[i];
+      double silent = t->live.interval > 0 ? 4 * t->live.interval + 2 : 3;
+      if (wait[i] && (state_word(t->proc_state) || t->age_s > silent)) {
+        block[i] = 1;
+        wait[i] = 0;
+        nblock++;
+        nwait--;
+      }
+    }
+  for (int i = 0; i < job->n; i++) /* the longest wait and the steps of those still waiting */
+    for (int k = 0; wait[i] && k < job->r[i].live.ncreating; k++) {
+      const gr__live_creating *mine = &job->r[i].live.creating[k];
+      if (!same_creation(mine, key)) continue;
+      if (job->now - mine->start > longest) longest = job->now - mine->start;
+      int seen = 0;
+      for (int j = 0; j < nsteps; j++)
+        seen |= !strcmp(steps[j], mine->step);
+      if (!seen && nsteps < 3)
+        steps[nsteps++] = mine->step;
+      else if (!seen)
+        more_steps = 1;
+      break;
+    }
+  char step[48] = "";
+  out_buf so = {step, sizeof step, 0};
+  for (int k = 0; k < nsteps; k++)
+    put(&so, "%s%s", k ? "/" : "", steps[k]);
+  if (more_steps) put(&so, "/...");
+  out_buf o = {job->verdict, sizeof job->verdict, 0};
+  if (!nblock) {
+    put(&o, "%d rank%s in %s (%s) on %s for %.1f s (no rank behind: slow, or all waiting)", nwait,
+        nwait == 1 ? "" : "s", key->call, step, key->over, longest);
+    return;
+  }
+  put(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
+  put_ranks(&o, job, block);
+  if (nwait) { /* else the ones inside stopped: each says how long below */
+    put(&o, ": rank%s ", nwait == 1 ? "" : "s");
+    put_ranks(&o, job, wait);
+    put(&o, " in %s (%s) on %s for %.1f s", key->call, step, key->over, longest);
+  }
+  int said = 0;
+  for (int i = 0; i < job->n; i++) {
+    if (!block[i]) continue;
+    top_rank *t = &job->r[i];
+    t->blocker = 1;
+    if (said++ >= 3) continue;
+    put(&o, "; rank %d", t->rank);
+    const char *sw = state_word(t->proc_state);
+    if (sw) put(&o, " (pid %ld) is %s", t->live.pid, sw);
+    const gr__live_creating *cr = creating_of(t);
+    if (!t->have_live)
+      put(&o, " never published its state");
+    else if (cr)
+      put_creating(&o, job, cr, sw != NULL);
+    else
+      put(&o, "%s has not entered %s on %s", sw ? "," : "", key->call, key->over);
+    /* what it does instead: a collective it waits in (a program that calls in another order, or
+     * a rank already past the creation and waiting for the others on the new communicator) */
+    const gr__live_comm *run = NULL;
+    for (int k = 0; t->have_live && !cr && k < t->live.ncomms; k++) {
+      const gr__live_comm *lc = &t->live.comm[k];
+      if (!strcmp(lc->state, "running") && lc->start > 0 && (!run || lc->start < run->start))
+        run = lc;
+    }
+    if (run)
+      put(&o, " (in %s #%llu on %s for %.1f s)", run->op, run->seq, run->id, job->now - run->start);
+    if (t->have_live && t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
+  }
+}
+
 void top_analyse(top_job *job) {
   job->verdict[0] = '\0';
   for (int i = 0; i < job->n; i++)
@@ -441,6 +562,18 @@ void top_analyse(top_job *job) {
         best_op = lc->op;
       }
     }
+  }
+  /* A communicator creation waited in longer than any collective call is the hang to name. */
+  const gr__live_creating *cbest = NULL;
+  for (int i = 0; i < job->n; i++) {
+    const gr__live_creating *cr = creating_of(&job->r[i]);
+    if (cr && (!cbest || cr->start < cbest->start)) cbest = cr;
+  }
+  if (cbest && job->now - cbest->start >= job->hang_s && job->now - cbest->start >= best_wait) {
+    creation_verdict(job, cbest, wait, block);
+    free(wait);
+    free(block);
+    return;
   }
   if (!best_id || best_wait < job->hang_s) {
     free(wait);
@@ -501,8 +634,11 @@ void top_analyse(top_job *job) {
       put(&o, "; rank %d", t->rank);
       const char *sw = state_word(t->proc_state);
       if (sw) put(&o, " (pid %ld) is %s", t->live.pid, sw);
+      const gr__live_creating *cr = creating_of(t);
       if (!t->have_live)
         put(&o, " never published its state");
+      else if (cr) /* it creates a communicator while the others call */
+        put_creating(&o, job, cr, sw != NULL);
       else if (!lc)
         put(&o, " has not called on %s yet", best_id);
       else if (!strcmp(lc->state, "running"))

@@ -29,7 +29,8 @@ static void usage(FILE *f) {
              "              default $GPURUN_MONITOR_DIR, else ./gpurun-monitor\n"
              "  --interval  seconds between refreshes (default 1)\n"
              "  --once      print one frame of every rank and exit (for scripts)\n"
-             "  --hang      a collective waited in this long counts as a hang (default 2 s)\n"
+             "  --hang      a collective or communicator creation waited in this long\n"
+             "              counts as a hang (default 2 s)\n"
              "  --bench N   load and draw N frames off screen, print the mean refresh time\n"
              "keys: q quits; up/down, j/k, PgUp/PgDn, space/b, Home/End scroll\n");
 }

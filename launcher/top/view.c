@@ -66,6 +66,18 @@ static void fmt_coll(const top_job *job, const top_rank *t, char *what, size_t w
     snprintf(what, wcap, "(exited)");
     return;
   }
+  /* Inside a communicator creation: "create:agree", "split:nccl" (the calls' short names). */
+  const gr__live_creating *cr = NULL;
+  for (int i = 0; i < t->live.ncreating; i++)
+    if (!cr || t->live.creating[i].start < cr->start) cr = &t->live.creating[i];
+  if (cr) {
+    const char *call = !strcmp(cr->call, GR_LIVE_CALL_CREATE)  ? "create"
+                       : !strcmp(cr->call, GR_LIVE_CALL_SPLIT) ? "split"
+                                                               : cr->call;
+    snprintf(what, wcap, "%s:%s", call, cr->step);
+    snprintf(secs, scap, "%.1f", job->now - cr->start);
+    return;
+  }
   const gr__live_comm *best = NULL;
   for (int i = 0; i < t->live.ncomms; i++) {
     const gr__live_comm *c = &t->live.comm[i];

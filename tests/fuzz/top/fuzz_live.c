@@ -29,5 +29,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_clean(lv.comm[i].backend, sizeof lv.comm[i].backend);
     check_clean(lv.comm[i].state, sizeof lv.comm[i].state);
   }
+  if (lv.ncreating < 0 || lv.ncreating > GR_LIVE_MAX_CREATING) abort();
+  for (int i = 0; i < lv.ncreating; i++) {
+    check_clean(lv.creating[i].call, sizeof lv.creating[i].call);
+    check_clean(lv.creating[i].step, sizeof lv.creating[i].step);
+    check_clean(lv.creating[i].over, sizeof lv.creating[i].over);
+    if (lv.creating[i].rank < 0 || lv.creating[i].rank >= lv.creating[i].size) abort();
+  }
   return 0;
 }

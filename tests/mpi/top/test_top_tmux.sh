@@ -49,7 +49,7 @@ while screen "$sess" && grep -q 'WAITING FOR' "$tmp/screen"; do
 done
 
 # Stop rank 2 only once every rank is in its loop (each live file shows an allreduce): stopped
-# inside gr_comm_create, the others would wait in the creation, which the view does not show.
+# inside gr_comm_create, the others would wait in the creation (test_top_create covers that).
 in_loop() { awk '$1 == "comm" && $7 == "allreduce" { ok = 1 } END { exit !ok }' "$jobdir/live.$1"; }
 i=0
 until in_loop 0 && in_loop 1 && in_loop 2 && in_loop 3; do

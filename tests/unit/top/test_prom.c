@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gr_live_file.h"
 #include "gr_prom.h"
 
 static void test_format(void **state) {
@@ -46,6 +47,30 @@ static void test_format(void **state) {
   assert_int_equal(gr__prom_format(&s, "j", "h", NULL, buf, 100), 0); /* too small: nothing */
 }
 
+/* The wait gauge: the longest of the running collective and the communicator creation. */
+static void test_wait(void **state) {
+  (void)state;
+  gr__sample s;
+  memset(&s, 0, sizeof s);
+  s.unix_s = 1000.5;
+  s.cpu_util = s.rss_kib = -1;
+  const char *text = "gpurun-live 1\nrank 0\n"
+                     "comm world 0 2 mpi 4 allreduce 1 running 998.5 0 4 0.1\n"
+                     "creating gr_comm_split split world 0 2 990.5\n";
+  gr__live lv;
+  assert_int_equal(gr__live_parse(text, strlen(text), &lv), 0);
+  char buf[16384];
+  size_t n = gr__prom_format(&s, "j", "h", &lv, buf, sizeof buf);
+  assert_true(n > 0);
+  buf[n] = '\0';
+  assert_non_null(strstr(buf, "gpurun_rank_collective_wait_seconds{job=\"j\",host=\"h\",rank=\"0\","
+                              "local_rank=\"0\"} 10\n"));
+  lv.ncreating = 0; /* without the creation: the collective's 2 s */
+  n = gr__prom_format(&s, "j", "h", &lv, buf, sizeof buf);
+  buf[n] = '\0';
+  assert_non_null(strstr(buf, "local_rank=\"0\"} 2\n"));
+}
+
 static void test_write(void **state) {
   (void)state;
   char dir[] = "/tmp/gr_test_prom.XXXXXX";
@@ -73,6 +98,7 @@ static void test_write(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_format), cmocka_unit_test(test_write)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_format), cmocka_unit_test(test_wait),
+                                     cmocka_unit_test(test_write)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,6 +48,20 @@ static void live(int r, int n, const char *state, unsigned seq, double start_ago
   put_file(name, text);
 }
 
+/* A live file of rank r (of n) inside a communicator creation for start_ago seconds, with the
+ * given comm lines (may be ""). */
+static void live_creating(int r, int n, const char *call, const char *step, const char *over,
+                          int orank, int osize, double start_ago, const char *comms) {
+  char name[32], text[1024];
+  double t = now_s();
+  snprintf(name, sizeof name, "live.%d", r);
+  snprintf(text, sizeof text,
+           "gpurun-live 1\nrank %d\nsize %d\nhost fakehost\npid 999999\nstate running\n"
+           "time %.3f\ninterval 0.25\n%screating %s %s %s %d %d %.6f\n",
+           r, n, t - 0.1, comms, call, step, over, orank, osize, t - start_ago);
+  put_file(name, text);
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/gr_test_top.XXXXXX");
@@ -156,6 +170,129 @@ static void test_missing_rank(void **state) {
   top_free(&job);
 }
 
+/* The "creating" lines: bounded and cleaned like the rest; a bad one is skipped. */
+static void test_parse_creating(void **state) {
+  (void)state;
+  gr__live lv;
+  const char *text = "gpurun-live 1\nrank 1\n"
+                     "creating gr_comm_create dup world 1 3 1700000000.5\n"
+                     "creating gr_comm_split sp\033[2J world 1 3 1700000001\n"
+                     "creating gr_comm_split split world 3 3 1700000001\n" /* rank >= size */
+                     "creating gr_comm_split split world 1 0 1700000001\n" /* size 0 */
+                     "creating gr_comm_split split world 1 3 nan\n"
+                     "creating gr_comm_split split world 1 3 0\n"
+                     "creating gr_comm_split split world 1 3\n" /* 6 tokens */
+                     "creating a b c 0 1 1 extra\n"             /* 8 tokens */
+                     "creating a b c 0 1 1\ncreating a b c 0 1 1\ncreating a b c 0 1 1\n";
+  assert_int_equal(gr__live_parse(text, strlen(text), &lv), 0);
+  assert_int_equal(lv.ncreating, GR_LIVE_MAX_CREATING); /* the last one is over the bound */
+  assert_string_equal(lv.creating[0].call, "gr_comm_create");
+  assert_string_equal(lv.creating[0].step, "dup");
+  assert_string_equal(lv.creating[0].over, "world");
+  assert_int_equal(lv.creating[0].rank, 1);
+  assert_int_equal(lv.creating[0].size, 3);
+  assert_true(lv.creating[0].start == 1700000000.5);
+  assert_string_equal(lv.creating[1].step, "sp??2J"); /* no escape sequence survives */
+  assert_string_equal(lv.creating[2].call, "a");
+}
+
+/* Ranks 0-1 wait in gr_comm_create over the world for 5 s; rank 2 computes after allreduce #1. */
+static void test_creation_names_rank_behind(void **state) {
+  (void)state;
+  live_creating(0, 3, "gr_comm_create", "dup", "world", 0, 3, 5, "");
+  live_creating(1, 3, "gr_comm_create", "agree", "world", 1, 3, 4, "");
+  live(2, 3, "done", 1, 6, 5.5, 0.1);
+  top_job job;
+  load(&job, 2.0);
+  assert_non_null(strstr(job.verdict,
+                         "WAITING FOR rank 2: ranks 0-1 in gr_comm_create (dup/agree) on world "
+                         "for 5.0 s; rank 2 has not entered gr_comm_create on world"));
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(job.r[i].blocker, i == 2);
+  /* the frame says where each rank is */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  top_render(m, &job, 0, -1, 0, 1.0);
+  fclose(m);
+  assert_non_null(strstr(buf, " create:dup "));
+  assert_non_null(strstr(buf, " create:agree "));
+  free(buf);
+  top_free(&job);
+  /* below the threshold: nobody is named */
+  load(&job, 10.0);
+  assert_string_equal(job.verdict, "");
+  top_free(&job);
+
+  /* A rank that never published: named (a creation over the world includes every rank). */
+  char path[300];
+  snprintf(path, sizeof path, "%s/live.2", dir);
+  assert_int_equal(unlink(path), 0);
+  load(&job, 2.0);
+  assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: "));
+  assert_non_null(strstr(job.verdict, "rank 2 never published its state"));
+  top_free(&job);
+
+  /* All inside, rank 1 silent for 60 s: the suspect. */
+  live_creating(2, 3, "gr_comm_create", "dup", "world", 2, 3, 3, "");
+  put_file("live.1", "gpurun-live 1\nrank 1\nsize 3\nstate running\ntime 1\ninterval 0.25\n"
+                     "creating gr_comm_create agree world 1 3 1\n");
+  load(&job, 2.0);
+  assert_non_null(strstr(job.verdict, "WAITING FOR rank 1: ranks 0,2 in gr_comm_create (dup)"));
+  assert_non_null(strstr(job.verdict, "rank 1 in gr_comm_create (agree) on world for"));
+  top_free(&job);
+}
+
+/* A split of a sub-communicator names only its members; a creation over another MPI communicator
+ * names nobody (its members are unknown); a collective hang names a rank that creates. */
+static void test_creation_members(void **state) {
+  (void)state;
+  const char *sub = "comm split-1 0 2 mpi 3 allreduce 1 done 1 2 3 0.1\n";
+  live_creating(0, 4, "gr_comm_split", "split", "split-1", 0, 2, 5, sub);
+  live(1, 4, "done", 3, 9, 8, 0.1);
+  put_file("live.2", "gpurun-live 1\nrank 2\nsize 4\nstate running\ntime 1e12\n"
+                     "comm split-1 1 2 mpi 3 allreduce 1 done 1 2 3 0.1\n");
+  live(3, 4, "done", 3, 9, 8, 0.1);
+  top_job job;
+  load(&job, 2.0);
+  assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: rank 0 in gr_comm_split (split) on "
+                                      "split-1 for 5.0 s; rank 2 has not entered gr_comm_split"));
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(job.r[i].blocker, i == 2);
+  top_free(&job);
+  /* a blocker inside a collective instead: said */
+  char text[512];
+  snprintf(text, sizeof text,
+           "gpurun-live 1\nrank 2\nsize 4\nstate running\ntime %.3f\n"
+           "comm split-1 1 2 mpi 4 barrier 0 running %.3f 0 4 0.1\n",
+           now_s(), now_s() - 3);
+  put_file("live.2", text);
+  load(&job, 2.0);
+  assert_non_null(strstr(job.verdict, "rank 2 has not entered gr_comm_split on split-1 (in barrier "
+                                      "#4 on split-1 for 3.0 s)"));
+  top_free(&job);
+
+  live_creating(0, 4, "gr_comm_create", "agree", "mpi", 0, 2, 5, "");
+  live_creating(2, 4, "gr_comm_create", "agree", "mpi", 1, 2, 5, "");
+  load(&job, 2.0);
+  assert_non_null(strstr(job.verdict, "2 ranks in gr_comm_create (agree) on mpi for 5.0 s (no rank "
+                                      "behind"));
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(job.r[i].blocker, 0);
+  top_free(&job);
+
+  /* ranks 0, 1, 3 in allreduce #4 on world for 8 s, rank 2 inside a creation since 3 s */
+  live(0, 4, "running", 4, 8, -1, 0.1);
+  live(1, 4, "running", 4, 8, -1, 0.1);
+  live_creating(2, 4, "gr_comm_create", "dup", "mpi", 0, 2, 3,
+                "comm world 2 4 mpi 3 allreduce 1 done 9 8.5 3 0.1\n");
+  live(3, 4, "running", 4, 8, -1, 0.1);
+  load(&job, 2.0);
+  assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: ranks 0-1,3 in allreduce #4 on world"));
+  assert_non_null(strstr(job.verdict, "rank 2 in gr_comm_create (dup) on mpi for 3.0 s"));
+  top_free(&job);
+}
+
 /* The supervisor's CSV: the last complete sample's lines (one per GPU) win; a torn last line is
  * ignored; columns are found by the header's names. */
 static void test_csv_tail(void **state) {
@@ -228,6 +365,9 @@ int main(void) {
       cmocka_unit_test(test_parse_hostile),
       cmocka_unit_test_setup_teardown(test_names_rank_behind, setup, teardown),
       cmocka_unit_test_setup_teardown(test_missing_rank, setup, teardown),
+      cmocka_unit_test(test_parse_creating),
+      cmocka_unit_test_setup_teardown(test_creation_names_rank_behind, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_creation_members, setup, teardown),
       cmocka_unit_test_setup_teardown(test_csv_tail, setup, teardown),
       cmocka_unit_test_setup_teardown(test_find_job, setup, teardown),
   };
