@@ -406,6 +406,22 @@ static const char *state_word(char s) {
   }
 }
 
+/* Everyone waiting is inside the call: the waiting ranks that stopped publishing (stopped, gone,
+ * or silent for long) become the ones blocking it. */
+static void suspect_silent(const top_job *job, unsigned char *wait, unsigned char *block,
+                           int *nwait, int *nblock) {
+  for (int i = 0; i < job->n; i++) {
+    const top_rank *t = &job->r[i];
+    double silent = t->live.interval > 0 ? 4 * t->live.interval + 2 : 3;
+    if (wait[i] && (state_word(t->proc_state) || t->age_s > silent)) {
+      block[i] = 1;
+      wait[i] = 0;
+      (*nblock)++;
+      (*nwait)--;
+    }
+  }
+}
+
 /* The communicator creation the rank is inside (the longest when several threads create), or
  * NULL. */
 static const gr__live_creating *creating_of(const top_rank *t) {
@@ -455,16 +471,7 @@ static void creation_verdict(top_job *job, const gr__live_creating *key, unsigne
     }
   }
   if (!nblock) /* everyone is inside: a rank that stopped publishing is the suspect */
-    for (int i = 0; i < job->n; i++) {
-      const top_rank *t = &job->r[i];
-      double silent = t->live.interval > 0 ? 4 * t->live.interval + 2 : 3;
-      if (wait[i] && (state_word(t->proc_state) || t->age_s > silent)) {
-        block[i] = 1;
-        wait[i] = 0;
-        nblock++;
-        nwait--;
-      }
-    }
+    suspect_silent(job, wait, block, &nwait, &nblock);
   for (int i = 0; i < job->n; i++) /* the longest wait and the steps of those still waiting */
     for (int k = 0; wait[i] && k < job->r[i].live.ncreating; k++) {
       const gr__live_creating *mine = &job->r[i].live.creating[k];
@@ -604,17 +611,7 @@ void top_analyse(top_job *job) {
   }
   /* Everyone is inside: a rank that stopped publishing (stopped, gone, or silent for long) is
    * the suspect. */
-  if (!nblock)
-    for (int i = 0; i < job->n; i++) {
-      const top_rank *t = &job->r[i];
-      double silent = t->live.interval > 0 ? 4 * t->live.interval + 2 : 3;
-      if (wait[i] && (state_word(t->proc_state) || t->age_s > silent)) {
-        block[i] = 1;
-        wait[i] = 0;
-        nblock++;
-        nwait--;
-      }
-    }
+  if (!nblock) suspect_silent(job, wait, block, &nwait, &nblock);
   out_buf o = {job->verdict, sizeof job->verdict, 0};
   if (!nblock) {
     put(&o, "%d rank%s in %s #%llu on %s for %.1f s (no rank behind: slow, or all waiting)", nwait,
