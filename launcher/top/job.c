@@ -406,6 +406,14 @@ static const char *state_word(char s) {
   }
 }
 
+/* "; rank R" and, where the process is stopped or gone, " (pid P) is STOPPED": 1 when said. */
+static int put_rank_state(out_buf *o, const top_rank *t) {
+  put(o, "; rank %d", t->rank);
+  const char *sw = state_word(t->proc_state);
+  if (sw) put(o, " (pid %ld) is %s", t->live.pid, sw);
+  return sw != NULL;
+}
+
 /* Everyone waiting is inside the call: the waiting ranks that stopped publishing (stopped, gone,
  * or silent for long) become the ones blocking it. */
 static void suspect_silent(const top_job *job, unsigned char *wait, unsigned char *block,
@@ -510,14 +518,12 @@ static void creation_verdict(top_job *job, const gr__live_creating *key, unsigne
     top_rank *t = &job->r[i];
     t->blocker = 1;
     if (said++ >= 3) continue;
-    put(&o, "; rank %d", t->rank);
-    const char *sw = state_word(t->proc_state);
-    if (sw) put(&o, " (pid %ld) is %s", t->live.pid, sw);
+    int sw = put_rank_state(&o, t);
     const gr__live_creating *cr = creating_of(t);
     if (!t->have_live)
       put(&o, " never published its state");
     else if (cr)
-      put_creating(&o, job, cr, sw != NULL);
+      put_creating(&o, job, cr, sw);
     else
       put(&o, "%s has not entered %s on %s", sw ? "," : "", key->call, key->over);
     /* what it does instead: a collective it waits in (a program that calls in another order, or
@@ -628,14 +634,12 @@ void top_analyse(top_job *job) {
       top_rank *t = &job->r[i];
       t->blocker = 1;
       const gr__live_comm *lc = comm_in(t, best_id, best_size);
-      put(&o, "; rank %d", t->rank);
-      const char *sw = state_word(t->proc_state);
-      if (sw) put(&o, " (pid %ld) is %s", t->live.pid, sw);
+      int sw = put_rank_state(&o, t);
       const gr__live_creating *cr = creating_of(t);
       if (!t->have_live)
         put(&o, " never published its state");
       else if (cr) /* it creates a communicator while the others call */
-        put_creating(&o, job, cr, sw != NULL);
+        put_creating(&o, job, cr, sw);
       else if (!lc)
         put(&o, " has not called on %s yet", best_id);
       else if (!strcmp(lc->state, "running"))
