@@ -4,7 +4,10 @@
  * One segment per communicator, mapped by every rank (shm_seg.c makes it: a memfd the others open
  * through /proc/<pid>/fd, so that nothing is ever named in /dev/shm and the memory goes away with
  * the last process, however it ends). The segment holds one progress counter per rank (its own
- * cache lines) and, per rank, two data buffers of GR__SHM_SLOT bytes used in alternation.
+ * cache lines) and, per rank, two data buffers of GR__SHM_SLOT bytes used in alternation. A round
+ * that writes at most 8 bytes per rank (a scalar allreduce) uses two small places in the counter's
+ * own cache line instead, under the same rule as the buffers, so that its data arrives with the
+ * counter in one cache-line transfer.
  *
  * The protocol (shm_coll.c) runs in rounds; a call is one or more rounds of at most GR__SHM_SLOT
  * bytes per rank. In every round each rank raises its counter one or two times, the same number on
