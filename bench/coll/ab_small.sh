@@ -7,6 +7,10 @@
 #   bench/coll/ab_small.sh OLD_BENCH NEW_BENCH LINE_BENCH OUT [REPEATS] [OPS]
 # OPS default "allreduce allgather broadcast reduce_scatter"; sizes 8 and 32 B, 9 rounds x 5000.
 set -eu
+if [ $# -lt 4 ]; then
+  echo "usage: bench/coll/ab_small.sh OLD_BENCH NEW_BENCH LINE_BENCH OUT [REPEATS] [OPS]" >&2
+  exit 2
+fi
 old=$1 new=$2 line=$3 out=$4
 reps=${5:-12}
 ops=${6:-allreduce allgather broadcast reduce_scatter}

@@ -177,8 +177,7 @@ int main(int argc, char **argv) {
       char what[64];
       snprintf(what, sizeof what, "stream %zu MiB in %zu KiB chunks", totals[ti] >> 20,
                chunks[ci] >> 10);
-      qsort(v, (size_t)rounds, sizeof *v, cmp_double);
-      printf("%-34s %10.2f %10.2f %10.2f  GB/s\n", what, v[rounds / 2], v[0], v[rounds - 1]);
+      report(what, v, rounds, 1.0, "GB/s");
     }
   return 0;
 }
