@@ -215,7 +215,8 @@ ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, 
 /* ---- least-loaded GPUs (load.c) ------------------------------------------------------------ */
 /* --policy least-loaded: keeps in n the GPUs the job needs that other tenants use least (NVML
  * memory in use, then utilisation; local rank 0's readings for every local rank) and notes which
- * in notes->warn. Without NVML nothing changes. */
+ * in notes->warn. Without NVML, or when local rank 0's readings cannot be shared, nothing changes
+ * (closest over every GPU) and the latter is noted. */
 void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__plan_opts *po,
                       gr__plan *notes);
 
