@@ -182,10 +182,12 @@ ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, 
   snprintf(dirname, sizeof dirname, "gpurun-%u", (unsigned)geteuid());
   int dirfd = gr__jobdir_open(root, dirname, why, sizeof why);
   if (dirfd < 0) {
+    /* EPERM: another user's, or writable by others; ELOOP/ENOTDIR: a symlink or a file there. */
+    int taken = errno == EPERM || errno == ELOOP || errno == ENOTDIR;
     if (local_rank == 0)
-      warn("cannot share the %s snapshot between the local ranks: %s (remove it, or set TMPDIR "
-           "to a directory of your own); %s",
-           kind, why, unshared ? unshared : "each local rank judges alone");
+      warn("cannot share the %s snapshot between the local ranks: %s%s; %s", kind, why,
+           taken ? " (remove it, or set TMPDIR to a directory of your own)" : "",
+           unshared ? unshared : "each local rank judges alone");
     free(head);
     return unshared ? -1 : produce(ctx, buf, cap);
   }
