@@ -201,16 +201,22 @@ void gr__plan_free(gr__plan *p);
 /* ---- node-local snapshots (snapshot.c) --------------------------------------------------- */
 /* Writes the snapshot text into buf (at most cap bytes); returns its length or -1. */
 typedef ssize_t (*gr__snapshot_fn)(void *ctx, char *buf, size_t cap);
-/* The same text on every local rank of a job: local rank 0 produces and publishes it, the others
- * read it (see snapshot.c for where and when it is trusted); without a job id, or alone on the
- * node, each produces its own. Returns the length in buf, or -1. */
+/* The same text on every local rank of one launch: local rank 0 produces and publishes it, the
+ * others read it (snapshot.c says where, and when a file is trusted: same launch, same GPUs, this
+ * user's own directory). Alone on the node, or without a launch id in the environment, each
+ * produces its own (a local rank other than 0 says so). When the directory cannot be used (another
+ * user took its name), every local rank finds that at once: local rank 0 says so, and each follows
+ * unshared, the caller's rule without readings (returns -1; unshared is its words for the
+ * warning), or produces its own when unshared is NULL. Returns the length in buf, or -1. */
 ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, int local_size,
-                           gr__snapshot_fn produce, void *ctx, char *buf, size_t cap);
+                           const char *unshared, gr__snapshot_fn produce, void *ctx, char *buf,
+                           size_t cap);
 
 /* ---- least-loaded GPUs (load.c) ------------------------------------------------------------ */
 /* --policy least-loaded: keeps in n the GPUs the job needs that other tenants use least (NVML
  * memory in use, then utilisation; local rank 0's readings for every local rank) and notes which
- * in notes->warn. Without NVML nothing changes. */
+ * in notes->warn. Without NVML, or when local rank 0's readings cannot be shared, nothing changes
+ * (closest over every GPU) and the latter is noted. */
 void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__plan_opts *po,
                       gr__plan *notes);
 

@@ -1,7 +1,10 @@
 /* The launch-time GPU health gate (--gpu-health off|warn|avoid). All local ranks must judge the
  * same readings, or two ranks could plan around different GPUs: local rank 0 reads NVML and
  * publishes its verdicts through gr__snapshot_share (snapshot.c); the others read them. The
- * snapshot stays in $TMPDIR (a few hundred bytes per job step); without NVML nobody waits. */
+ * snapshot stays in $TMPDIR/gpurun-<uid> (a few hundred bytes per launch, removed after ten
+ * minutes); without NVML nobody waits. When it cannot be shared each rank judges alone: health is
+ * a state (errors counted, a slowdown active), not a load: separate readings agree unless a GPU
+ * changes state in between. */
 #include "gr_launcher.h"
 
 #include "gr_health.h"
@@ -82,7 +85,7 @@ gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,
   ssize_t len =
       local_rank != 0 && !gr__nvml_loadable()
           ? produce(n, text, cap)
-          : gr__snapshot_share("health", n, local_rank, local_size, produce, n, text, cap);
+          : gr__snapshot_share("health", n, local_rank, local_size, NULL, produce, n, text, cap);
   if (len < 0 || parse(text, h, n->ngpus) != 0) memset(h, 0, (size_t)n->ngpus * sizeof *h);
   free(text);
   char keep[4096] = "";

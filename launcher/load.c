@@ -1,7 +1,7 @@
 /* --policy least-loaded: on a node shared without a scheduler, take the GPUs other tenants use
  * least (device memory in use, then utilisation, from NVML), then plan over them as --policy
  * closest does (the cores, memory and NIC next to each GPU). All local ranks pick from local rank
- * 0's readings (gr__snapshot_share). */
+ * 0's readings (gr__snapshot_share); when those cannot be shared, all plan by closest. */
 #include "gr_launcher.h"
 
 #include "gr_health.h"
@@ -64,7 +64,11 @@ void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__pla
     free(l);
     return;
   }
-  ssize_t len = gr__snapshot_share("load", n, local_rank, local_size, produce, n, text, cap);
+  /* Loads change from one reading to the next, so ranks that cannot share one reading must not
+   * each take their own: all of them then plan by closest over every GPU, which needs none. */
+  ssize_t len = gr__snapshot_share("load", n, local_rank, local_size,
+                                   "--policy least-loaded plans by closest over every GPU", produce,
+                                   n, text, cap);
   const char *p = len > 0 ? text : "";
   int known = 0;
   for (int g = 0; g < n->ngpus; g++) {
@@ -80,7 +84,11 @@ void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__pla
     p = nl ? nl + 1 : p + strlen(p);
   }
   free(text);
-  if (!known) { /* no NVML: nothing to choose by; closest over every GPU */
+  if (len < 0 && notes && notes->nwarn < GR__MAX_WARN)
+    snprintf(notes->warn[notes->nwarn++], sizeof notes->warn[0],
+             "least-loaded: no load snapshot shared with the other local ranks; closest over "
+             "every GPU");
+  if (!known) { /* no NVML or no shared readings: nothing to choose by; closest over every GPU */
     free(l);
     return;
   }

@@ -1,14 +1,28 @@
-/* Node-local snapshots that make all local ranks of a job decide from the same readings (the GPU
- * health gate, least-loaded placement): local rank 0 produces the text and publishes it with
- * temp + rename; the others wait for it and read it. Named after the user, the kind, the job id
- * (and Slurm step) and the node's GPUs, in $TMPDIR (else /tmp); trusted only when it is a regular
- * file of this user, not writable by others, and under a minute old. */
+/* Node-local snapshots that make all local ranks of one launch decide from the same readings (the
+ * GPU health gate, least-loaded placement): local rank 0 produces the text and publishes it; the
+ * others wait for it and read it.
+ *
+ * Keyed to one launch: the identity is what the launcher sets for one mpirun/srun (the PMIx
+ * namespace, Open MPI's job id and its HNP's URI, Slurm's job id with the step id, Flux's job id,
+ * PALS's application id), never the allocation alone, so two launches in one Slurm allocation
+ * never read each other's. The identity and the node's GPUs name the file and are written inside
+ * it; a reader takes a file only when they match its own exactly, and when it is under a minute
+ * old.
+ *
+ * Kept in a directory only this user can write: $TMPDIR (else /tmp) / gpurun-<uid>, created 0700
+ * and used only when it is a real directory of this user that nobody else can write (opened with
+ * base/safefile.c's gr__jobdir_open: O_DIRECTORY|O_NOFOLLOW, then fstat). When another user took
+ * that name every local rank finds the same thing at once, says so (local rank 0) and follows
+ * the caller's rule for an unshared snapshot; nobody waits for a file that cannot come. */
 #include "gr_launcher.h"
 
-#include "gr_jobdir.h"
+#include "gr_escape.h"
+#include "gr_safefile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,86 +30,195 @@
 #include <time.h>
 #include <unistd.h>
 
-static unsigned long hash(const char *s) {
-  unsigned long h = 5381;
+/* Variables that identify the launch, in the order they are written into the identity. launch:
+ * the variable names one launch (one mpirun, one job step); the others only narrow it down
+ * (SLURM_JOB_ID is the whole allocation; the HNP's URI carries mpirun's port, which tells apart
+ * two mpiruns whose 16-bit job family collides). SLURM_STEP_ID counts only beside SLURM_JOB_ID. */
+static const struct {
+  const char *var;
+  int launch;
+} id_vars[] = {
+    {"PMIX_NAMESPACE", 1},
+    {"OMPI_MCA_ess_base_jobid", 1},
+    {"OMPI_MCA_orte_ess_jobid", 1},
+    {"OMPI_MCA_orte_hnp_uri", 0},
+    {"SLURM_JOB_ID", 0},
+    {"SLURM_STEP_ID", 1},
+    {"FLUX_JOB_ID", 1},
+    {"PALS_APID", 1},
+};
+
+#define ID_VALUE_MAX 256
+#define ID_MAX 2048
+
+/* "VAR=value VAR=value ..." of the variables set; 0 when one of them names a launch, else -1.
+ * Values are cut at ID_VALUE_MAX bytes and bytes outside printable ASCII become '?', the same on
+ * every rank, so the identity stays one line. */
+static int launch_identity(char *out, size_t cap) {
+  size_t len = 0;
+  int launch = 0, have_job = getenv("SLURM_JOB_ID") && *getenv("SLURM_JOB_ID");
+  out[0] = '\0';
+  for (size_t i = 0; i < sizeof id_vars / sizeof id_vars[0]; i++) {
+    const char *v = getenv(id_vars[i].var);
+    if (!v || !*v) continue;
+    if (!strcmp(id_vars[i].var, "SLURM_STEP_ID") && !have_job) continue;
+    int w = snprintf(out + len, cap - len, "%s%s=", len ? " " : "", id_vars[i].var);
+    if (w < 0 || (size_t)w >= cap - len) return -1;
+    len += (size_t)w;
+    for (size_t k = 0; v[k] && k < ID_VALUE_MAX && len + 1 < cap; k++)
+      out[len++] = v[k] > ' ' && v[k] < 127 ? v[k] : '?';
+    out[len] = '\0';
+    launch |= id_vars[i].launch;
+  }
+  return launch ? 0 : -1;
+}
+
+/* One "gpurun: warning: ..." line; paths and names in it come from the environment, so the
+ * sentence is escaped for the terminal. */
+static void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warn(const char *fmt, ...) {
+  char line[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  fputs("gpurun: warning: ", stderr);
+  gr__esc_term(stderr, line);
+  fputc('\n', stderr);
+}
+
+/* 64-bit FNV-1a. */
+static unsigned long long fnv(const char *s, unsigned long long h) {
   for (; *s; s++)
-    h = h * 33 + (unsigned char)*s;
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
 }
 
-static int snapshot_path(const gr__node *n, const char *kind, char *path, size_t cap) {
-  char job[128];
-  if (gr__monitor_job_from_env(job, sizeof job) != 0) return -1;
-  const char *step = getenv("SLURM_STEP_ID");
-  char gpus[2048] = "";
-  size_t len = 0;
-  for (int g = 0; g < n->ngpus && len + 24 < sizeof gpus; g++)
-    len += (size_t)snprintf(gpus + len, sizeof gpus - len, "%s,", n->gpus[g].pci);
-  const char *tmp = getenv("TMPDIR");
-  if (!tmp || tmp[0] != '/') tmp = "/tmp";
-  for (char *p = job; *p; p++) /* one path segment of safe characters */
-    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-          *p == '-' || *p == '.'))
-      *p = '_';
-  return (size_t)snprintf(path, cap, "%s/gpurun-%s-%u-%s-%s-%lx", tmp, kind, (unsigned)geteuid(),
-                          job, step ? step : "", hash(gpus)) < cap
-             ? 0
-             : -1;
+/* The first lines of every snapshot: what, for which launch, over which GPUs. */
+static int header(const gr__node *n, const char *kind, const char *id, char *out, size_t cap) {
+  size_t len = (size_t)snprintf(out, cap, "gpurun-snapshot 1 %s\nlaunch %s\ngpus", kind, id);
+  for (int g = 0; g < n->ngpus && len < cap; g++)
+    len += (size_t)snprintf(out + len, cap - len, " %s", n->gpus[g].pci);
+  if (len < cap) len += (size_t)snprintf(out + len, cap - len, "\n");
+  return len < cap ? 0 : -1;
 }
 
-static int write_text(const char *path, const char *text, size_t len) {
-  char tmp[1200];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  unlink(tmp);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return -1;
-  ssize_t w = write(fd, text, len);
-  int bad = w != (ssize_t)len;
-  if (close(fd) != 0) bad = 1;
-  if (bad || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return -1;
+/* Snapshots older than this are removed by the next local rank 0 that publishes one. */
+#define SNAPSHOT_KEEP_S 600
+
+static void remove_old(int dirfd, time_t now) {
+  int fd = dup(dirfd);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!d) {
+    if (fd >= 0) close(fd);
+    return;
   }
-  return 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    struct stat st;
+    if ((strncmp(e->d_name, "health-", 7) && strncmp(e->d_name, "load-", 5)) ||
+        fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_mtime >= now - SNAPSHOT_KEEP_S)
+      continue;
+    unlinkat(dirfd, e->d_name, 0);
+  }
+  closedir(d);
 }
 
-static ssize_t read_text(const char *path, time_t not_before, char *buf, size_t cap) {
-  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+/* The snapshot's text after the header, when dirfd/name is a regular file of this user that
+ * others cannot write, at most a minute old, of at most cap - 1 bytes of text after exactly this
+ * header. Its length, or -1. */
+static ssize_t read_text(int dirfd, const char *name, const char *head, char *buf, size_t cap) {
+  int fd = gr__file_open_read(dirfd, name, NULL, 0);
   if (fd < 0) return -1;
+  size_t hl = strlen(head), max = hl + cap;
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) ||
-      st.st_mtime < not_before || st.st_size >= (off_t)cap) {
-    close(fd);
-    return -1;
+  char *all = NULL;
+  ssize_t got = -1;
+  if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 022) &&
+      st.st_mtime >= time(NULL) - 60 && (size_t)st.st_size < max && (all = malloc(max))) {
+    size_t n = 0;
+    for (ssize_t r; n < max && (r = read(fd, all + n, max - n)) != 0;) {
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        n = max;
+        break;
+      }
+      n += (size_t)r;
+    }
+    if (n < max && n >= hl && !memcmp(all, head, hl)) {
+      memcpy(buf, all + hl, n - hl);
+      buf[n - hl] = '\0';
+      got = (ssize_t)(n - hl);
+    }
   }
-  ssize_t n = read(fd, buf, cap - 1);
+  free(all);
   close(fd);
-  if (n < 0) return -1;
-  buf[n] = '\0';
-  return n;
+  return got;
 }
 
 ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, int local_size,
-                           gr__snapshot_fn produce, void *ctx, char *buf, size_t cap) {
-  char path[1024];
-  int shared = local_size > 1 && snapshot_path(n, kind, path, sizeof path) == 0;
-  if (!shared || local_rank == 0) {
-    ssize_t len = produce(ctx, buf, cap);
-    if (shared && len >= 0 && write_text(path, buf, (size_t)len) != 0)
-      fprintf(stderr, "gpurun: warning: cannot write the %s snapshot %s: %s\n", kind, path,
-              strerror(errno));
-    return len;
+                           const char *unshared, gr__snapshot_fn produce, void *ctx, char *buf,
+                           size_t cap) {
+  if (local_size <= 1) return produce(ctx, buf, cap);
+  char id[ID_MAX];
+  if (launch_identity(id, sizeof id) != 0) {
+    /* Nothing tells this launch from another: no file could be trusted, so none is used. */
+    if (local_rank != 0)
+      warn("local rank %d: no launch id (PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid, SLURM_JOB_ID "
+           "with SLURM_STEP_ID, FLUX_JOB_ID, PALS_APID) to find local rank 0's %s snapshot by; "
+           "judging alone",
+           local_rank, kind);
+    return produce(ctx, buf, cap);
   }
-  /* Local rank 0 starts at about the same time; past 10 s judge alone and say so. */
-  time_t not_before = time(NULL) - 60;
-  for (int i = 0; i < 200; i++) {
-    ssize_t len = read_text(path, not_before, buf, cap);
-    if (len >= 0) return len;
-    usleep(50000);
+  size_t hcap = strlen(id) + (size_t)n->ngpus * 24 + 96;
+  char *head = malloc(hcap);
+  if (!head || header(n, kind, id, head, hcap) != 0) {
+    free(head);
+    return unshared ? -1 : produce(ctx, buf, cap);
   }
-  fprintf(stderr,
-          "gpurun: warning: local rank %d: no %s snapshot from local rank 0 (%s); "
-          "judging alone\n",
-          local_rank, kind, path);
-  return produce(ctx, buf, cap);
+  const char *root = getenv("TMPDIR");
+  if (!root || root[0] != '/') root = "/tmp";
+  char dirname[64], why[1024];
+  snprintf(dirname, sizeof dirname, "gpurun-%u", (unsigned)geteuid());
+  int dirfd = gr__jobdir_open(root, dirname, why, sizeof why);
+  if (dirfd < 0) {
+    /* EPERM: another user's, or writable by others; ELOOP/ENOTDIR: a symlink or a file there. */
+    int taken = errno == EPERM || errno == ELOOP || errno == ENOTDIR;
+    if (local_rank == 0)
+      warn("cannot share the %s snapshot between the local ranks: %s%s; %s", kind, why,
+           taken ? " (remove it, or set TMPDIR to a directory of your own)" : "",
+           unshared ? unshared : "each local rank judges alone");
+    free(head);
+    return unshared ? -1 : produce(ctx, buf, cap);
+  }
+  char name[64];
+  snprintf(name, sizeof name, "%s-%016llx", kind, fnv(head, 14695981039346656037ull));
+  ssize_t len = -1;
+  if (local_rank == 0) {
+    len = produce(ctx, buf, cap);
+    size_t hl = strlen(head);
+    char *all = len >= 0 ? malloc(hl + (size_t)len) : NULL;
+    if (all) {
+      memcpy(all, head, hl);
+      memcpy(all + hl, buf, (size_t)len);
+      if (gr__file_replace(dirfd, name, all, hl + (size_t)len, why, sizeof why) != 0)
+        warn("cannot write the %s snapshot in %s/%s: %s", kind, root, dirname, why);
+      free(all);
+      remove_old(dirfd, time(NULL));
+    }
+  } else {
+    /* Local rank 0 starts at about the same time; past 10 s judge alone and say so. */
+    for (int i = 0; i < 200 && len < 0; i++) {
+      len = read_text(dirfd, name, head, buf, cap);
+      if (len < 0) usleep(50000);
+    }
+    if (len < 0) {
+      warn("local rank %d: no %s snapshot from local rank 0 (%s/%s/%s); judging alone", local_rank,
+           kind, root, dirname, name);
+      len = produce(ctx, buf, cap);
+    }
+  }
+  close(dirfd);
+  free(head);
+  return len;
 }

@@ -11,7 +11,8 @@ tmp=$(mktemp -d /tmp/gr_health.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 export GPURUN_NVML_LIBRARY="$fake" GR_FAKE_NVML=node4 TMPDIR="$tmp"
-unset GPURUN_JOB_ID SLURM_JOB_ID OMPI_MCA_ess_base_jobid PMIX_NAMESPACE
+unset GPURUN_JOB_ID SLURM_JOB_ID SLURM_STEP_ID OMPI_MCA_ess_base_jobid OMPI_MCA_orte_ess_jobid \
+  OMPI_MCA_orte_hnp_uri PMIX_NAMESPACE FLUX_JOB_ID PALS_APID
 run() { "$gpurun" --topology "$topo" --local-rank 0 --local-size 2 --dry-run --all "$@"; }
 
 # warn (the default): one line per unhealthy GPU, the plan unchanged.
@@ -68,13 +69,18 @@ for f in sys.argv[1:]:
     assert r["gpu_sharers"] == 2, (f, r["gpu_sharers"])
     assert any("GPU 0 0004:04:00.0 avoided: hardware thermal slowdown active" in w for w in d["warnings"]), d["warnings"]
 PY
-ls "$tmp"/gpurun-health-* > /dev/null || fail "no snapshot written"
+ls "$tmp/gpurun-$(id -u)"/health-* > /dev/null || fail "no snapshot written"
 
 # A snapshot others can write is not trusted: local rank 1 waits, then judges alone and says so.
-snap=$(ls "$tmp"/gpurun-health-*)
-printf '0 \n0 \n0 \n0 \n' > "$snap"
+# The planted verdicts (all healthy) sit under the launch's own header, in the launch's own file.
+PMIX_NAMESPACE=plantjob "$gpurun" --topology "$topo" --local-rank 0 --local-size 2 --dry-run \
+  --gpu-health avoid > /dev/null 2>&1 || fail "planted: rank 0 exit $?"
+snap=$(ls -t "$tmp/gpurun-$(id -u)"/health-* | head -1)
+grep -q '^launch PMIX_NAMESPACE=plantjob$' "$snap" || fail "planted: no snapshot of launch plantjob"
+{ head -n 3 "$snap"; printf '0 \n0 \n0 \n0 \n'; } > "$tmp/planted"
+cat "$tmp/planted" > "$snap"
 chmod 666 "$snap"
-GPURUN_JOB_ID=healthjob "$gpurun" --topology "$topo" --local-rank 1 --local-size 2 --dry-run --format json \
+PMIX_NAMESPACE=plantjob "$gpurun" --topology "$topo" --local-rank 1 --local-size 2 --dry-run --format json \
   --gpu-health avoid > "$tmp/alone.json" 2> "$tmp/alone.err" || fail "planted: exit $?"
 cat "$tmp/alone.err"
 grep -q 'no health snapshot from local rank 0' "$tmp/alone.err" || fail "planted snapshot was trusted"
