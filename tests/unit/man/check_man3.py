@@ -193,15 +193,16 @@ for p in real:
             fail("%s lists %s in NAME but man/man3/%s.3 is missing" % (p, n, n))
 # References lead somewhere.
 for p in real:
-    for ref in set(re.findall(r"\b([a-z][a-z0-9_]*)\s?\(3\)", text[p])):
+    for ref in set(re.findall(r"\b((?:gr|gpurun)[a-z0-9_]*)\s?\(3\)", text[p])):
         if ref + ".3" not in source:
             fail("%s refers to %s(3), which has no page" % (p, ref))
 for h, raw in raw_comments.items():
-    for ref in set(re.findall(r"\b([a-z][a-z0-9_]*)\(3\)", raw)):
+    for ref in set(re.findall(r"\b((?:gr|gpurun)[a-z0-9_]*)\(3\)", raw)):
         if ref + ".3" not in source:
             fail("%s refers to %s(3), which has no page" % (h, ref))
 
 # SYNOPSIS: declarations come from the included headers; each function shows its prototype.
+ndecls = 0
 for p in real:
     syn = "\n".join(section(text[p], ("SYNOPSIS",)))
     syn = strip_comments(syn)
@@ -236,7 +237,8 @@ for p in real:
             cur = ""
     if cur.strip():
         fail("%s: SYNOPSIS has text that is not a declaration: '%s'" % (p, cur.strip()))
-    shown = {norm(d) for d in decls}
+    shown = {norm(d).rstrip(";") for d in decls}
+    ndecls += len(decls)
     for d in decls:
         if norm(d) not in ref:
             fail("%s: SYNOPSIS declaration '%s' is not in %s" % (p, norm(d), ", ".join(incs)))
@@ -249,6 +251,7 @@ for p in real:
                 fail("%s: SYNOPSIS does not show %s's prototype '%s'" % (p, n, prototypes[n]))
 
 # EXAMPLE: compiles against the headers.
+nexamples = 0
 with tempfile.TemporaryDirectory() as tmp:
     for p in real:
         ex = section(text[p], ("EXAMPLE", "EXAMPLES"))
@@ -265,12 +268,14 @@ with tempfile.TemporaryDirectory() as tmp:
         for d in INCS:
             cmd += ["-I", d]
         r = subprocess.run(cmd + [src], capture_output=True, text=True)
+        nexamples += 1
         if r.returncode != 0:
             fail("%s: EXAMPLE does not compile:\n%s" % (p, r.stderr.strip()))
 
 for e in errors:
     print("check_man3: " + e)
-print("check_man3: %d pages (%d with text), %d functions, %d types, %d macros, %d enumerators; "
-      "%d problem(s)" % (len(pages), len(real), len(functions), len(types), len(macros),
-                         len(enumerators), len(errors)))
+print("check_man3: %d pages (%d with text), %d functions, %d types, %d macros, %d enumerators, "
+      "%d SYNOPSIS declarations, %d examples compiled; %d problem(s)"
+      % (len(pages), len(real), len(functions), len(types), len(macros), len(enumerators), ndecls,
+         nexamples, len(errors)))
 sys.exit(1 if errors else 0)
