@@ -105,7 +105,7 @@ for h in headers:
     reference[h] = norm(headers[h]) + "\n" + norm(expanded(h))
 
 # ---- the pages -----------------------------------------------------------------------------
-pages = sorted(f for f in os.listdir(MAN3) if f.endswith(".3"))
+pages = sorted(f for f in os.listdir(MAN3) if f.endswith(".3")) if os.path.isdir(MAN3) else []
 source = {}
 for p in pages:
     with open(os.path.join(MAN3, p), encoding="utf-8") as fh:
