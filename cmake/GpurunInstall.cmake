@@ -32,3 +32,8 @@ if(GPURUN_HAVE_NCCL)
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/gpurun.pc.in ${PROJECT_BINARY_DIR}/gpurun.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/gpurun.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# Section-3 pages of the C API (man/man3/: one page per function family, a '.so' link page for
+# every other public name), under share/man/man3.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/man/man3 DESTINATION ${CMAKE_INSTALL_MANDIR}
+        FILES_MATCHING PATTERN "*.3")

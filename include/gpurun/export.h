@@ -1,4 +1,5 @@
-/* GR_API marks the symbols libgpurun exports; everything else is hidden. */
+/* GR_API marks the symbols libgpurun exports; everything else is hidden. GR_PRINTF marks printf-like
+ * functions. See gpurun(3). */
 #ifndef GPURUN_EXPORT_H
 #define GPURUN_EXPORT_H
 

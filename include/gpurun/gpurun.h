@@ -1,4 +1,5 @@
-/* gpurun: the umbrella header. Include this, or only the part you use (pool.h alone needs no MPI). */
+/* gpurun: the umbrella header. Include this, or only the part you use (pool.h alone needs no MPI).
+ * See gpurun(3). */
 #ifndef GPURUN_GPURUN_H
 #define GPURUN_GPURUN_H
 

@@ -1,5 +1,5 @@
 /* gpurun runtime: init/finalize over the plan gpurun exported, the world communicator, the
- * rank's place on its node. */
+ * rank's place on its node. See gr_init(3), gr_rank_info(3) and gr_stream_create(3). */
 #ifndef GPURUN_RUNTIME_H
 #define GPURUN_RUNTIME_H
 
@@ -12,6 +12,7 @@
 extern "C" {
 #endif
 
+/* What gr_init found out about this rank; see gr_rank_info(3). */
 typedef struct {
   int rank, size;                  /* MPI_COMM_WORLD */
   int local_rank, local_size;      /* on this node */
@@ -28,26 +29,26 @@ typedef struct {
   char receipt[256];               /* "cpus planned 0-13, got 0-55; ..." ("" as planned) */
 } gr_rank_info_t;
 
-/* Initialise MPI if the program has not (MPI_THREAD_MULTIPLE when available), read gpurun's plan,
- * select the device, create the world communicator and the default task pool. argc/argv may be
- * NULL. A second call returns GR_ERR_STATE. */
+/* Initialise MPI if needed, read gpurun's plan, create the world communicator and the default
+ * pool. See gr_init(3). */
 GR_API gr_status gr_init(int *argc, char ***argv);
-/* Destroy what gr_init created; finalizes MPI only when gr_init initialised it. */
+/* Destroy what gr_init created; finalizes MPI only when gr_init initialised it. See
+ * gr_finalize(3). */
 GR_API gr_status gr_finalize(void);
+/* 1 between gr_init and gr_finalize. See gr_initialized(3). */
 GR_API int gr_initialized(void);
-/* The world communicator and the default pool (NULL before gr_init / after gr_finalize). */
+/* The world communicator and the default pool (NULL outside gr_init..gr_finalize). See
+ * gr_world(3). */
 GR_API gr_comm *gr_world(void);
 GR_API gr_pool *gr_default_pool(void);
+/* Copy this rank's gr_rank_info_t. See gr_rank_info(3). */
 GR_API gr_status gr_rank_info(gr_rank_info_t *out);
-/* sizeof(gr_rank_info_t) as this library was built: bindings that mirror the struct (python/)
- * compare it with their own before they let the library write into theirs. */
+/* sizeof(gr_rank_info_t) as this library was built, for bindings that mirror the struct. See
+ * gr_rank_info_sizeof(3). */
 GR_API size_t gr_rank_info_sizeof(void);
 
-/* A CUDA stream on the current device at this rank's priority (gpurun --priority, read from
- * GPURUN_PRIORITY at gr_init): high takes the device's greatest stream priority, low its least,
- * normal the default. Use it for the rank's collectives and kernels; destroy it with
- * gr_stream_destroy before gr_finalize. GR_ERR_UNSUPPORTED without CUDA in the build or without
- * a device, GR_ERR_STATE before gr_init. */
+/* A CUDA stream on the current device at this rank's priority (gpurun --priority); destroy it
+ * before gr_finalize. See gr_stream_create(3). */
 GR_API gr_status gr_stream_create(gr_stream *out);
 GR_API gr_status gr_stream_destroy(gr_stream s);
 

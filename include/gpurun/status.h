@@ -1,11 +1,6 @@
-/* gpurun status codes and error reporting.
- *
- * Every public call returns a gr_status; GR_OK is 0. On failure the call also records a sentence in
- * a thread-local buffer, read with gr_last_error(): it names the call, the offending argument with
- * its value and the valid range, and the MPI rank, e.g.
- *   "rank 3: gr_allreduce: count 10 of GR_FLOAT64 overflows size_t"
- * A successful call does not clear the buffer; gr_clear_error() does.
- * This header needs no MPI, CUDA or hwloc headers. */
+/* gpurun status codes and error reporting: every public call returns a gr_status (GR_OK is 0)
+ * and on failure records a sentence for gr_last_error(). See gr_status(3). This header needs no
+ * MPI, CUDA or hwloc headers. */
 #ifndef GPURUN_STATUS_H
 #define GPURUN_STATUS_H
 
@@ -15,7 +10,8 @@
 extern "C" {
 #endif
 
-/* X(name, value, description). Values are stable: new codes are only appended. */
+/* X(name, value, description). Values are stable: new codes are only appended. See
+ * GR_STATUS_MAP(3). */
 #define GR_STATUS_MAP(X)                                                                           \
   X(GR_OK, 0, "success")                                                                           \
   X(GR_ERR_INVALID, 1, "invalid argument")                                                         \
@@ -40,18 +36,17 @@ typedef enum {
       GR_STATUS_COUNT_
 } gr_status;
 
-/* A short description of the code ("invalid argument"); "unknown status" for a value outside the
- * enum. Never NULL; the string is static. */
+/* A short static description of the code ("invalid argument"). See gr_strerror(3). */
 GR_API const char *gr_strerror(gr_status st);
 
-/* The code's name ("GR_ERR_INVALID"); "GR_UNKNOWN" outside the enum. */
+/* The code's name ("GR_ERR_INVALID"). See gr_status_name(3). */
 GR_API const char *gr_status_name(gr_status st);
 
-/* The sentence the last failing gpurun call on this thread recorded; "" when none. The pointer stays
- * valid until this thread's next failing gpurun call or gr_clear_error(). */
+/* The sentence the last failing gpurun call on this thread recorded; "" when none. See
+ * gr_last_error(3). */
 GR_API const char *gr_last_error(void);
 
-/* Forget this thread's last error. */
+/* Forget this thread's last error. See gr_clear_error(3). */
 GR_API void gr_clear_error(void);
 
 #ifdef __cplusplus
