@@ -80,7 +80,8 @@ int gr__prom_format(const gr__sample *s, const char *job, const char *host, cons
  * 0, or -1 with errno. */
 int gr__prom_write(const char *dir, const char *name, const char *text, size_t len);
 
-/* Removes dir's gpurun_*.prom files whose owner no longer runs on this host. A file is removed
+/* Removes dir's gpurun_*.prom files (and .gpurun_*.prom.tmp.<pid>, gr__prom_write's temp files)
+ * whose owner no longer runs on this host. A file is removed
  * only when it is a regular file (no link followed or removed) owned by this effective uid, its
  * owner line names self's host, and either its boot id and pid namespace are self's and its pid is
  * gone, a zombie or reused (another start time), or its boot id differs and it was last written

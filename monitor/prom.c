@@ -511,10 +511,20 @@ static int owner_gone(const gr__prom_owner *o, const gr__prom_owner *self, time_
   return start != o->start; /* the pid now belongs to another process */
 }
 
-/* Whether name is gpurun_<something>.prom. */
+/* Whether name is gpurun_<something>.prom, or a writer's temp file of one,
+ * .gpurun_<something>.prom.tmp.<pid> (left behind by a writer killed between open and rename;
+ * it starts with the owner line too). */
 static int sweep_name(const char *name) {
   size_t n = strlen(name);
-  return n > 12 && !strncmp(name, "gpurun_", 7) && !strcmp(name + n - 5, ".prom");
+  if (n > 12 && !strncmp(name, "gpurun_", 7) && !strcmp(name + n - 5, ".prom")) return 1;
+  if (strncmp(name, ".gpurun_", 8) != 0) return 0;
+  const char *tmp = strstr(name, ".prom.tmp.");
+  if (!tmp || tmp - name < 9) return 0;
+  const char *d = tmp + 10;
+  if (!*d) return 0;
+  for (; *d; d++)
+    if (*d < '0' || *d > '9') return 0;
+  return 1;
 }
 
 int gr__prom_sweep(const char *dir, const gr__prom_owner *self) {

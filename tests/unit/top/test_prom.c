@@ -291,9 +291,13 @@ static void test_sweep(void **state) {
   snprintf(path, sizeof path, "%s/gpurun_huge_h_0.prom", dir);
   assert_int_equal(truncate(path, 64 << 20), 0);
   want_removed++;
-  owned_file(dir, "other.prom", &o);           /* not gpurun's name */
-  owned_file(dir, "gpurun_x.txt", &o);         /* not gpurun's name */
-  owned_file(dir, ".gpurun_x.prom.tmp.1", &o); /* a writer's temp file */
+  owned_file(dir, "other.prom", &o);                /* not gpurun's name */
+  owned_file(dir, "gpurun_x.txt", &o);              /* not gpurun's name */
+  owned_file(dir, ".gpurun_x_h_0.prom.tmp.12", &o); /* a killed writer's temp file */
+  want_removed++;
+  owned_file(dir, ".gpurun_me_h_0.prom.tmp.13", &me); /* a live writer's */
+  owned_file(dir, ".gpurun_x_h_0.prom.tmp.1x", &o);   /* not a writer's name */
+  owned_file(dir, ".gpurun_.prom.tmp.1", &o);         /* not a writer's name */
   put_file(dir, "gpurun_garbage_h_0.prom", "\x01\x02 gpurun-owner\n");
   put_file(dir, "gpurun_noowner_h_0.prom", "gpurun_up{job=\"x\"} 1\n");
   /* a link to a dead owner's file outside the names: neither removed nor followed */
@@ -322,6 +326,7 @@ static void test_sweep(void **state) {
   assert_false(exists(dir, "gpurun_parent_reused_h_0.prom"));
   assert_false(exists(dir, "gpurun_rebooted_h_0.prom"));
   assert_false(exists(dir, "gpurun_huge_h_0.prom"));
+  assert_false(exists(dir, ".gpurun_x_h_0.prom.tmp.12"));
   const char *kept[] = {"gpurun_parent_h_0.prom",
                         "gpurun_me_h_0.prom",
                         "gpurun_otherhost_h_0.prom",
@@ -329,7 +334,9 @@ static void test_sweep(void **state) {
                         "gpurun_namesake_h_0.prom",
                         "other.prom",
                         "gpurun_x.txt",
-                        ".gpurun_x.prom.tmp.1",
+                        ".gpurun_me_h_0.prom.tmp.13",
+                        ".gpurun_x_h_0.prom.tmp.1x",
+                        ".gpurun_.prom.tmp.1",
                         "gpurun_garbage_h_0.prom",
                         "gpurun_noowner_h_0.prom",
                         "victim",
