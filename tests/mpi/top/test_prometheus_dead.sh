@@ -1,6 +1,7 @@
 #!/bin/sh
 # A supervisor killed with SIGKILL cannot remove its .prom file: the next gpurun job on the
-# directory does, at its first sample, so the real node exporter stops serving the dead job. What
+# directory does, at its first sample, so the real node exporter stops serving the dead job; and a
+# job already running there does at its next sample. What
 # the sweep must leave alone stays: a file planted by another user (nobody) and a symlink, both
 # copies of the dead job's text. gpurun_up and gpurun_sample_time_seconds are served and parse, and
 # the dead job's sample time falls behind the clock while its file is still there (what the alert
@@ -11,9 +12,9 @@ gpurun=$1 fake=$2 topo=$3
 exporter=$(command -v prometheus-node-exporter) || { echo "prometheus-node-exporter not installed"; exit 77; }
 id nobody > /dev/null 2>&1 || { echo "no user nobody"; exit 77; }
 tmp=$(mktemp -d /tmp/gr_promdead.XXXXXX)
-exp_pid= a_pid= b_pid=
+exp_pid= a_pid= b_pid= c_pid= d_pid=
 cleanup() {
-  for p in $b_pid $a_pid; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  for p in $d_pid $c_pid $b_pid $a_pid; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
   [ -n "$exp_pid" ] && { kill "$exp_pid" 2>/dev/null; wait "$exp_pid" 2>/dev/null; }
   rm -rf "$tmp"
 }
@@ -98,4 +99,29 @@ b_pid=
 [ $rc -eq 0 ] || { cat "$tmp/b.out"; fail "job B exited $rc"; }
 set -- "$tmp"/prom/gpurun_jobB_*.prom
 [ -e "$1" ] && fail "job B's file outlived it"
+
+# Job C samples on while job D is killed: C's next sample removes D's file.
+GPURUN_MONITOR_DIR="$tmp/monC" GPURUN_JOB_ID=jobC \
+  "$gpurun" --monitor=0.2 --prometheus "$tmp/prom" sleep 100 > "$tmp/c.out" 2>&1 &
+c_pid=$!
+GPURUN_MONITOR_DIR="$tmp/monD" GPURUN_JOB_ID=jobD \
+  "$gpurun" --monitor=0.2 --prometheus "$tmp/prom" sleep 100 > "$tmp/d.out" 2>&1 &
+d_pid=$!
+i=0
+until scrape && served jobC && served jobD; do
+  i=$((i + 1)); [ $i -lt 300 ] || { cat "$tmp/c.out" "$tmp/d.out"; fail "jobs C and D not served after 30 s"; }
+  sleep 0.1
+done
+kill -9 "$d_pid"
+wait "$d_pid" 2>/dev/null
+d_pid=
+killed=$(date +%s.%N)
+i=0
+until scrape && awk -v t="$(value gpurun_sample_time_seconds jobC)" -v k="$killed" 'BEGIN { exit !(t > k) }'; do
+  i=$((i + 1)); [ $i -lt 300 ] || { cat "$tmp/c.out"; fail "no sample of job C after job D's kill in 30 s"; }
+  sleep 0.1
+done
+served jobD && fail "job D (killed) is still served after the next sample of job C, which was running"
+served jobN && served jobL || fail "the planted files went away"
+grep -q '^node_textfile_scrape_error 0' "$tmp/metrics" || fail "node exporter could not parse the files"
 echo PASS
