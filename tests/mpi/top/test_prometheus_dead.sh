@@ -10,7 +10,7 @@
 set -u
 gpurun=$1 fake=$2 topo=$3
 exporter=$(command -v prometheus-node-exporter) || { echo "prometheus-node-exporter not installed"; exit 77; }
-id nobody > /dev/null 2>&1 || { echo "no user nobody"; exit 77; }
+[ "$(id -u)" != 0 ] || id nobody > /dev/null 2>&1 || { echo "no user nobody"; exit 77; }
 tmp=$(mktemp -d /tmp/gr_promdead.XXXXXX)
 exp_pid= a_pid= b_pid= c_pid= d_pid=
 cleanup() {
@@ -61,13 +61,20 @@ awk -v t="$t" -v now="$(date +%s.%N)" 'BEGIN { exit !(t > 0 && now - t > 0.6) }'
 
 # What the sweep must not touch: nobody's copy (another user's file, same dead owner line) and a
 # link to a copy outside the directory; their job labels differ so that the exporter serves them.
-sed 's/job="jobA"/job="jobN"/' "$afile" > "$tmp/nobody.src"
-su nobody -s /bin/sh -c "cat > '$tmp/prom/gpurun_jobN_x_0.prom'" < "$tmp/nobody.src" ||
-  fail "su nobody could not plant its file"
+# (Only root can act as nobody here; otherwise the case is left out and said so.)
+nobody_planted() { return 0; }
+if [ "$(id -u)" = 0 ]; then
+  sed 's/job="jobA"/job="jobN"/' "$afile" > "$tmp/nobody.src"
+  su nobody -s /bin/sh -c "cat > '$tmp/prom/gpurun_jobN_x_0.prom'" < "$tmp/nobody.src" ||
+    fail "su nobody could not plant its file"
+  nobody_planted() { served jobN; }
+else
+  echo "not root: the case of another user's file is left out"
+fi
 sed 's/job="jobA"/job="jobL"/' "$afile" > "$tmp/outside.prom"
 cp "$tmp/outside.prom" "$tmp/outside.orig"
 ln -s "$tmp/outside.prom" "$tmp/prom/gpurun_jobL_x_0.prom"
-scrape && served jobN && served jobL || fail "the planted files are not served"
+scrape && nobody_planted && served jobL || fail "the planted files are not served"
 
 # Job B on the same directory (this machine's cores): once its first sample is served, job A's
 # series are not.
@@ -88,8 +95,10 @@ grep -q '^# TYPE gpurun_up gauge' "$tmp/metrics" || fail "gpurun_up is not a gau
 t=$(value gpurun_sample_time_seconds jobB)
 awk -v t="$t" -v now="$(date +%s.%N)" 'BEGIN { exit !(t > now - 30 && t <= now + 1) }' ||
   fail "job B's sample time '$t' is not now"
-served jobN || fail "nobody's file was removed"
-[ "$(stat -c %U "$tmp/prom/gpurun_jobN_x_0.prom")" = nobody ] || fail "nobody's file changed hands"
+nobody_planted || fail "nobody's file was removed"
+if [ "$(id -u)" = 0 ]; then
+  [ "$(stat -c %U "$tmp/prom/gpurun_jobN_x_0.prom")" = nobody ] || fail "nobody's file changed hands"
+fi
 [ -L "$tmp/prom/gpurun_jobL_x_0.prom" ] || fail "the symlink was removed"
 cmp -s "$tmp/outside.prom" "$tmp/outside.orig" || fail "the symlink's target was changed"
 served jobL || fail "the symlink is no longer served"
@@ -122,6 +131,6 @@ until scrape && awk -v t="$(value gpurun_sample_time_seconds jobC)" -v k="$kille
   sleep 0.1
 done
 served jobD && fail "job D (killed) is still served after the next sample of job C, which was running"
-served jobN && served jobL || fail "the planted files went away"
+nobody_planted && served jobL || fail "the planted files went away"
 grep -q '^node_textfile_scrape_error 0' "$tmp/metrics" || fail "node exporter could not parse the files"
 echo PASS
