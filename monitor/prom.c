@@ -2,51 +2,95 @@
 #include "gr_prom.h"
 
 #include "gr_error.h"
+#include "gr_safefile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
-  char *buf;
-  size_t cap, len;
-  int overflow;
+  gr__prom_text *t;
+  int failed;
 } out;
+
+/* Room for n more bytes and a terminator; 0, or -1 (failed set) when memory runs out. */
+static int reserve(out *o, size_t n) {
+  if (o->failed) return -1;
+  gr__prom_text *t = o->t;
+  if (n < t->cap - t->len) return 0;
+  size_t cap = t->cap ? t->cap : 4096;
+  while (n >= cap - t->len) {
+    if (cap > SIZE_MAX / 2) {
+      o->failed = 1;
+      return -1;
+    }
+    cap *= 2;
+  }
+  char *b = realloc(t->buf, cap);
+  if (!b) {
+    o->failed = 1;
+    return -1;
+  }
+  t->buf = b;
+  t->cap = cap;
+  return 0;
+}
 
 static void put(out *o, const char *fmt, ...) GR_PRINTF(2, 3);
 static void put(out *o, const char *fmt, ...) {
-  if (o->overflow) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-  va_end(ap);
-  if (n < 0 || (size_t)n >= o->cap - o->len)
-    o->overflow = 1;
-  else
-    o->len += (size_t)n;
+  if (reserve(o, 256) != 0) return;
+  for (;;) {
+    gr__prom_text *t = o->t;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      o->failed = 1;
+      return;
+    }
+    if ((size_t)n < t->cap - t->len) {
+      t->len += (size_t)n;
+      return;
+    }
+    if (reserve(o, (size_t)n) != 0) return;
+  }
 }
 
 /* A label value: backslash, double quote and newline escaped, other control bytes dropped. */
-static void escape(char *dst, size_t cap, const char *src) {
-  size_t n = 0;
-  for (; src && *src && n + 3 < cap; src++) {
-    unsigned char c = (unsigned char)*src;
+static void put_escaped(out *o, const char *src) {
+  size_t n = src ? strlen(src) : 0;
+  if (reserve(o, 2 * n) != 0) return;
+  gr__prom_text *t = o->t;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)src[i];
     if (c == '\\' || c == '"') {
-      dst[n++] = '\\';
-      dst[n++] = (char)c;
+      t->buf[t->len++] = '\\';
+      t->buf[t->len++] = (char)c;
     } else if (c == '\n') {
-      dst[n++] = '\\';
-      dst[n++] = 'n';
+      t->buf[t->len++] = '\\';
+      t->buf[t->len++] = 'n';
     } else if (c >= 32 && c != 127) {
-      dst[n++] = (char)c;
+      t->buf[t->len++] = (char)c;
     }
   }
-  dst[n] = '\0';
+  t->buf[t->len] = '\0';
+}
+
+void gr__prom_text_free(gr__prom_text *t) {
+  free(t->buf);
+  t->buf = NULL;
+  t->len = t->cap = 0;
 }
 
 typedef struct {
@@ -108,30 +152,46 @@ static const family rank_families[] = {
     {"gpurun_rank_collective_wait_seconds", "gauge",
      "Seconds inside the collective call or communicator creation the rank is in now (0 between "
      "calls)."},
-    {"gpurun_sample_time_seconds", "gauge", "Unix time of this sample."},
+    {"gpurun_up", "gauge",
+     "1 while the supervisor that writes this series runs: the series goes away with it."},
+    {"gpurun_sample_time_seconds", "gauge",
+     "Unix time of this sample: a value falling behind time() is a writer that stopped."},
 };
-enum { R_CPU, R_RSS, R_CSEC, R_CALLS, R_WAIT, R_TIME, R_N };
+enum { R_CPU, R_RSS, R_CSEC, R_CALLS, R_WAIT, R_UP, R_TIME, R_N };
 
 static void header(out *o, const family *f) {
   put(o, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, f->type);
 }
 
-size_t gr__prom_format(const gr__sample *s, const char *job, const char *host, const gr__live *live,
-                       char *buf, size_t cap) {
-  out o = {buf, cap, 0, 0};
-  char ej[256], eh[256], rank[16] = "";
-  escape(ej, sizeof ej, job);
-  escape(eh, sizeof eh, host);
-  if (s->rank >= 0) snprintf(rank, sizeof rank, "%d", s->rank);
-  char base[700];
-  snprintf(base, sizeof base, "job=\"%s\",host=\"%s\",rank=\"%s\",local_rank=\"%d\"", ej, eh, rank,
-           s->local_rank);
+int gr__prom_format(const gr__sample *s, const char *job, const char *host, const gr__live *live,
+                    const gr__prom_owner *owner, gr__prom_text *t) {
+  /* The labels every series carries, escaped once per sample. */
+  gr__prom_text labels = {0};
+  out lo = {&labels, 0};
+  put(&lo, "job=\"");
+  put_escaped(&lo, job);
+  put(&lo, "\",host=\"");
+  put_escaped(&lo, host);
+  put(&lo, "\",rank=\"");
+  if (s->rank >= 0) put(&lo, "%d", s->rank);
+  put(&lo, "\",local_rank=\"%d\"", s->local_rank);
+  if (lo.failed) {
+    gr__prom_text_free(&labels);
+    errno = ENOMEM;
+    return -1;
+  }
+  const char *base = labels.buf;
+  t->len = 0;
+  out o = {t, 0};
+  if (owner) {
+    char line[GR_PROM_OWNER_MAX];
+    size_t n = gr__prom_owner_line(owner, line, sizeof line);
+    if (n) put(&o, "%s", line);
+  }
   for (int f = 0; f < F_N && s->ngpus; f++) {
     header(&o, &gpu_families[f]);
     for (int g = 0; g < s->ngpus; g++) {
       const gr__gpu_sample *G = &s->gpu[g];
-      char pci[64];
-      escape(pci, sizeof pci, G->pci);
       double v = NAN;
       switch (f) {
       case F_UTIL:
@@ -180,7 +240,9 @@ size_t gr__prom_format(const gr__sample *s, const char *job, const char *host, c
         break;
       }
       if (isnan(v)) continue; /* NVML could not say: no series rather than a made-up value */
-      put(&o, "%s{%s,gpu=\"%d\",pci=\"%s\"} %.15g\n", gpu_families[f].name, base, G->index, pci, v);
+      put(&o, "%s{%s,gpu=\"%d\",pci=\"", gpu_families[f].name, base, G->index);
+      put_escaped(&o, G->pci);
+      put(&o, "\"} %.15g\n", v);
     }
   }
   double csec = 0, calls = 0, wait = 0;
@@ -213,6 +275,9 @@ size_t gr__prom_format(const gr__sample *s, const char *job, const char *host, c
     case R_WAIT:
       if (live) v = wait;
       break;
+    case R_UP:
+      v = 1;
+      break;
     case R_TIME:
       v = s->unix_s;
       break;
@@ -223,7 +288,13 @@ size_t gr__prom_format(const gr__sample *s, const char *job, const char *host, c
     header(&o, &rank_families[f]);
     put(&o, "%s{%s} %.15g\n", rank_families[f].name, base, v);
   }
-  return o.overflow ? 0 : o.len;
+  gr__prom_text_free(&labels);
+  if (o.failed) {
+    t->len = 0;
+    errno = ENOMEM;
+    return -1;
+  }
+  return 0;
 }
 
 int gr__prom_write(const char *dir, const char *name, const char *text, size_t len) {
@@ -253,4 +324,252 @@ int gr__prom_write(const char *dir, const char *name, const char *text, size_t l
     return -1;
   }
   return 0;
+}
+
+/* Reads a small /proc file whole into buf (terminated). Its length, or -1 with errno. */
+static ssize_t read_small(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t n = 0;
+  while (n + 1 < cap) {
+    ssize_t r = read(fd, buf + n, cap - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      int e = errno;
+      close(fd);
+      errno = e;
+      return -1;
+    }
+    if (r == 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = '\0';
+  return (ssize_t)n;
+}
+
+int gr__prom_proc_start(long pid, unsigned long long *start) {
+  char path[64], buf[1024];
+  if (pid <= 0) {
+    errno = ESRCH;
+    return -1;
+  }
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  if (read_small(path, buf, sizeof buf) < 0) {
+    if (errno == ENOENT) errno = ESRCH;
+    return -1;
+  }
+  /* "pid (comm) state ppid ...": comm may hold spaces and parentheses, so the fields start after
+   * the last ')'; the state is field 3 and the start time field 22. */
+  char *p = strrchr(buf, ')');
+  if (!p || p[1] != ' ') {
+    errno = EINVAL;
+    return -1;
+  }
+  p += 2;
+  if (*p == 'Z' || *p == 'X') { /* dead, only not reaped yet */
+    errno = ESRCH;
+    return -1;
+  }
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (!p) {
+      errno = EINVAL;
+      return -1;
+    }
+    p++;
+  }
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(p, &end, 10);
+  if (errno || end == p || (*end != ' ' && *end != '\n' && *end != '\0')) {
+    errno = EINVAL;
+    return -1;
+  }
+  *start = v;
+  return 0;
+}
+
+/* The boot id without its newline, "" unknown; only hex digits and dashes are kept. */
+static void boot_id(char *dst, size_t cap) {
+  char buf[64];
+  dst[0] = '\0';
+  if (read_small("/proc/sys/kernel/random/boot_id", buf, sizeof buf) <= 0) return;
+  size_t n = 0;
+  for (const char *p = buf; *p && *p != '\n' && n + 1 < cap; p++) {
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || *p == '-')) {
+      n = 0;
+      break;
+    }
+    dst[n++] = *p;
+  }
+  dst[n] = '\0';
+}
+
+/* The pid namespace's inode, 0 unknown. */
+static unsigned long long pid_ns(void) {
+  struct stat st;
+  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
+  return (unsigned long long)st.st_ino;
+}
+
+/* When this boot began (/proc/stat btime, Unix seconds), -1 unknown. */
+static long long boot_time(void) {
+  char buf[16384];
+  if (read_small("/proc/stat", buf, sizeof buf) <= 0) return -1;
+  const char *p = strstr(buf, "\nbtime ");
+  if (!p) return -1;
+  char *end;
+  errno = 0;
+  long long v = strtoll(p + 7, &end, 10);
+  if (errno || end == p + 7 || v <= 0) return -1;
+  return v;
+}
+
+int gr__prom_owner_self(gr__prom_owner *o) {
+  memset(o, 0, sizeof *o);
+  if (gethostname(o->host, sizeof o->host - 1) != 0 || !o->host[0])
+    snprintf(o->host, sizeof o->host, "localhost");
+  gr__safe_name_fix(o->host);
+  boot_id(o->boot, sizeof o->boot);
+  o->pidns = pid_ns();
+  o->pid = (long)getpid();
+  if (gr__prom_proc_start(o->pid, &o->start) != 0) return -1;
+  return 0;
+}
+
+size_t gr__prom_owner_line(const gr__prom_owner *o, char *buf, size_t cap) {
+  int n = snprintf(buf, cap, GR_PROM_OWNER_TAG "%d host=%s boot=%s pidns=%llu pid=%ld start=%llu\n",
+                   GR_PROM_OWNER_VERSION, o->host, o->boot, o->pidns, o->pid, o->start);
+  return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
+}
+
+/* "key=" at *p, then the value up to the next space or the end: copied into dst (cap bytes). */
+static int owner_field(const char **p, const char *end, const char *key, char *dst, size_t cap) {
+  size_t kl = strlen(key);
+  if ((size_t)(end - *p) < kl || memcmp(*p, key, kl) != 0) return -1;
+  const char *v = *p + kl, *e = v;
+  while (e < end && *e != ' ')
+    e++;
+  if ((size_t)(e - v) >= cap) return -1;
+  memcpy(dst, v, (size_t)(e - v));
+  dst[e - v] = '\0';
+  *p = e < end ? e + 1 : e;
+  return 0;
+}
+
+static int owner_number(const char *s, unsigned long long *v) {
+  if (!*s || *s < '0' || *s > '9') return -1;
+  char *end;
+  errno = 0;
+  *v = strtoull(s, &end, 10);
+  return errno || *end ? -1 : 0;
+}
+
+int gr__prom_owner_parse(const char *text, size_t len, gr__prom_owner *o) {
+  memset(o, 0, sizeof *o);
+  const size_t tl = sizeof GR_PROM_OWNER_TAG - 1;
+  const char *nl = memchr(text, '\n', len < GR_PROM_OWNER_MAX ? len : GR_PROM_OWNER_MAX);
+  if (!nl || (size_t)(nl - text) < tl || memcmp(text, GR_PROM_OWNER_TAG, tl) != 0) return -1;
+  const char *p = text + tl, *end = nl;
+  char version[8], pidns[24], pid[24], start[24];
+  unsigned long long ver, ns, pd, st;
+  const char *sp = memchr(p, ' ', (size_t)(end - p));
+  if (!sp || (size_t)(sp - p) >= sizeof version) return -1;
+  memcpy(version, p, (size_t)(sp - p));
+  version[sp - p] = '\0';
+  p = sp + 1;
+  if (owner_number(version, &ver) != 0 || ver != GR_PROM_OWNER_VERSION) return -1;
+  if (owner_field(&p, end, "host=", o->host, sizeof o->host) != 0 ||
+      owner_field(&p, end, "boot=", o->boot, sizeof o->boot) != 0 ||
+      owner_field(&p, end, "pidns=", pidns, sizeof pidns) != 0 ||
+      owner_field(&p, end, "pid=", pid, sizeof pid) != 0 ||
+      owner_field(&p, end, "start=", start, sizeof start) != 0 || p != end)
+    return -1;
+  if (!o->host[0] || owner_number(pidns, &ns) != 0 || owner_number(pid, &pd) != 0 ||
+      owner_number(start, &st) != 0 || pd == 0 || pd > INT_MAX)
+    return -1;
+  for (const char *h = o->host; *h; h++)
+    if (!gr__safe_char((unsigned char)*h)) return -1;
+  o->pidns = ns;
+  o->pid = (long)pd;
+  o->start = st;
+  return 0;
+}
+
+/* Whether a sweep may remove a file of owner o that was last written at mtime. */
+static int owner_gone(const gr__prom_owner *o, const gr__prom_owner *self, time_t mtime,
+                      long long btime) {
+  if (strcmp(o->host, self->host) != 0) return 0; /* another host's: it sweeps its own */
+  if (!o->boot[0] || !self->boot[0]) return 0;
+  if (strcmp(o->boot, self->boot) != 0) /* before a reboot, or a namesake host sharing dir */
+    return btime > 0 && (long long)mtime < btime;
+  if (!o->pidns || o->pidns != self->pidns) return 0; /* pids we cannot see */
+  if (o->pid == self->pid) return o->start != self->start;
+  unsigned long long start;
+  if (gr__prom_proc_start(o->pid, &start) != 0) return errno == ESRCH;
+  return start != o->start; /* the pid now belongs to another process */
+}
+
+/* Whether name is gpurun_<something>.prom, or a writer's temp file of one,
+ * .gpurun_<something>.prom.tmp.<pid> (left behind by a writer killed between open and rename;
+ * it starts with the owner line too). */
+static int sweep_name(const char *name) {
+  size_t n = strlen(name);
+  if (n > 12 && !strncmp(name, "gpurun_", 7) && !strcmp(name + n - 5, ".prom")) return 1;
+  if (strncmp(name, ".gpurun_", 8) != 0) return 0;
+  const char *tmp = strstr(name, ".prom.tmp.");
+  if (!tmp || tmp - name < 9) return 0;
+  const char *d = tmp + 10;
+  if (!*d) return 0;
+  for (; *d; d++)
+    if (*d < '0' || *d > '9') return 0;
+  return 1;
+}
+
+int gr__prom_sweep(const char *dir, const gr__prom_owner *self) {
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return -1;
+  DIR *d = fdopendir(dfd);
+  if (!d) {
+    int e = errno;
+    close(dfd);
+    errno = e;
+    return -1;
+  }
+  const uid_t me = geteuid();
+  long long btime = -2;
+  int removed = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (!sweep_name(de->d_name)) continue;
+    /* lstat first: a link, a device or a FIFO is never opened */
+    struct stat ls, fs;
+    if (fstatat(dfd, de->d_name, &ls, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(ls.st_mode) ||
+        ls.st_uid != me)
+      continue;
+    int fd = openat(dfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char head[GR_PROM_OWNER_MAX];
+    ssize_t n = -1;
+    if (fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_uid == me && fs.st_dev == ls.st_dev &&
+        fs.st_ino == ls.st_ino) {
+      do
+        n = read(fd, head, sizeof head);
+      while (n < 0 && errno == EINTR);
+    }
+    close(fd);
+    gr__prom_owner o;
+    if (n <= 0 || gr__prom_owner_parse(head, (size_t)n, &o) != 0) continue;
+    if (btime == -2) btime = boot_time();
+    if (!owner_gone(&o, self, fs.st_mtime, btime)) continue;
+    /* Still the file that was read: a live writer may have renamed a new one over it since. */
+    struct stat now;
+    if (fstatat(dfd, de->d_name, &now, AT_SYMLINK_NOFOLLOW) != 0 || now.st_dev != fs.st_dev ||
+        now.st_ino != fs.st_ino)
+      continue;
+    if (unlinkat(dfd, de->d_name, 0) == 0) removed++;
+  }
+  closedir(d);
+  return removed;
 }

@@ -95,7 +95,9 @@ static int open_csv(const gr_supervise_opts *o, char *path, size_t cap, char *jo
 typedef struct {
   const char *dir;
   char name[300], job[128], node[256], live[PATH_MAX];
-  int warned;
+  int warned, have_self;
+  gr__prom_owner self; /* the owner line, and what the sweep compares with */
+  gr__prom_text text;  /* reused from sample to sample */
 } prom_out;
 
 /* Keeps a label-safe file name segment. */
@@ -119,13 +121,19 @@ static void write_prom(prom_out *p, const gr__sample *smp) {
       if (n > 0 && gr__live_parse(buf, (size_t)n, &lv) == 0 && lv.rank == smp->rank) live = &lv;
     }
   }
-  char text[32768];
-  size_t len = gr__prom_format(smp, p->job, p->node, live, text, sizeof text);
-  if (len && gr__prom_write(p->dir, p->name, text, len) == 0) return;
+  /* First the files of supervisors that died without removing theirs (SIGKILL), then ours. */
+  if (p->have_self) {
+    int removed = gr__prom_sweep(p->dir, &p->self);
+    if (removed > 0)
+      GR_INFO("--prometheus: removed %d file%s of supervisors gone from this host in %s", removed,
+              removed == 1 ? "" : "s", p->dir);
+  }
+  if (gr__prom_format(smp, p->job, p->node, live, p->have_self ? &p->self : NULL, &p->text) == 0 &&
+      gr__prom_write(p->dir, p->name, p->text.buf, p->text.len) == 0)
+    return;
   if (!p->warned) {
     p->warned = 1;
-    GR_WARN("--prometheus: cannot write %s/%s: %s", p->dir, p->name,
-            len ? strerror(errno) : "sample too large");
+    GR_WARN("--prometheus: cannot write %s/%s: %s", p->dir, p->name, strerror(errno));
   }
 }
 
@@ -205,6 +213,10 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
     if (o->rank >= 0 && slash)
       snprintf(prom.live, sizeof prom.live, "%.*s/live.%d", (int)(slash - csv_path), csv_path,
                o->rank);
+    prom.have_self = gr__prom_owner_self(&prom.self) == 0;
+    if (!prom.have_self)
+      GR_WARN("--prometheus: /proc does not say who this supervisor is: its file carries no "
+              "owner line, and no later job can remove it if the supervisor is killed");
   }
 
   sigset_t set, old;
@@ -377,6 +389,7 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
     if ((size_t)snprintf(path, sizeof path, "%s/%s", prom.dir, prom.name) < sizeof path)
       unlink(path);
   }
+  gr__prom_text_free(&prom.text);
   close(sfd);
   take_back_tty(fg_tty);
   /* Signals still pending were meant for the program, which has gone: drop them rather than let

@@ -2,6 +2,7 @@
 # gpurun --monitor --prometheus end to end: a 2-rank job on a recorded 4-GPU node with the fake
 # NVML (GR_FAKE_NVML=node4, known readings), Debian's prometheus-node-exporter started for real on
 # localhost with its textfile collector on the --prometheus directory, /metrics scraped with curl.
+# Every file says who wrote it (the owner line) and serves gpurun_up and the sample time.
 # The job id holds a quote and a backslash: the job directory and the job label use its safe form
 # (gr_safefile.h: ev_il_job); label escaping itself is test_prom's.
 # Every metric the Grafana dashboard (configs/grafana) queries must be served.
@@ -71,6 +72,16 @@ awk -v v="$rss" 'BEGIN { exit !(v > 1e6) }' || fail "RSS of rank 0 is '$rss'"
 cs=$(value gpurun_rank_collective_seconds_total "$l1,rank=\"1\"}")
 awk -v v="$cs" 'BEGIN { exit !(v > 0) }' || fail "collective seconds of rank 1 are '$cs'"
 grep -q '^# TYPE gpurun_gpu_energy_joules_total counter' "$tmp/metrics" || fail "energy is not a counter"
+want "gpurun_up{$l0,rank=\"0\"} 1"
+want "gpurun_up{$l1,rank=\"1\"} 1"
+st=$(value gpurun_sample_time_seconds "$l1,rank=\"1\"}")
+awk -v t="$st" -v now="$(date +%s.%N)" 'BEGIN { exit !(t > now - 30 && t <= now + 1) }' ||
+  fail "the sample time of rank 1 is '$st', not now"
+# Each file starts with its writer's owner line (gr_prom.h), a comment to the exporter.
+for f in "$tmp"/prom/gpurun_*.prom; do
+  head -n 1 "$f" | grep -Eq "^# gpurun-owner 1 host=$(hostname) boot=[0-9a-f-]+ pidns=[0-9]+ pid=[0-9]+ start=[0-9]+\$" ||
+    fail "$f does not start with an owner line: $(head -n 1 "$f")"
+done
 
 cp "$tmp/metrics" "$tmp/metrics.job"
 

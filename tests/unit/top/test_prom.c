@@ -6,10 +6,14 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gr_live_file.h"
@@ -30,10 +34,9 @@ static void test_format(void **state) {
   s.gpu[0].has_util = 1;
   s.gpu[0].util = 77;
   s.gpu[0].has_temp = 0; /* NVML could not say */
-  char buf[16384];
-  size_t n = gr__prom_format(&s, "a\"b\\c\nd\033e", "h\"1", NULL, buf, sizeof buf);
-  assert_true(n > 0);
-  buf[n] = '\0';
+  gr__prom_text t = {0};
+  assert_int_equal(gr__prom_format(&s, "a\"b\\c\nd\033e", "h\"1", NULL, NULL, &t), 0);
+  const char *buf = t.buf;
   const char *want = "gpurun_gpu_utilization_ratio{job=\"a\\\"b\\\\c\\nde\",host=\"h\\\"1\","
                      "rank=\"3\",local_rank=\"1\",gpu=\"2\",pci=\"0000:17:00.0\"} 0.77\n";
   assert_non_null(strstr(buf, want));
@@ -44,7 +47,312 @@ static void test_format(void **state) {
   assert_non_null(strstr(buf, "gpurun_rank_resident_memory_bytes{job=\"a\\\"b\\\\c\\nde\",host="
                               "\"h\\\"1\",rank=\"3\",local_rank=\"1\"} 2097152\n"));
   assert_null(strchr(buf, '\033'));
-  assert_int_equal(gr__prom_format(&s, "j", "h", NULL, buf, 100), 0); /* too small: nothing */
+  assert_non_null(strstr(buf, "\ngpurun_up{job=\"a\\\"b\\\\c\\nde\",host=\"h\\\"1\",rank=\"3\","
+                              "local_rank=\"1\"} 1\n"));
+  assert_non_null(strstr(buf, "\ngpurun_sample_time_seconds{job=\"a\\\"b\\\\c\\nde\",host="
+                              "\"h\\\"1\",rank=\"3\",local_rank=\"1\"} 1000.5\n"));
+  assert_int_equal(strncmp(buf, "# HELP ", 7), 0); /* no owner given: no owner line */
+  gr__prom_text_free(&t);
+}
+
+/* The most a rank can have: 16 GPUs with every reading, a 255-character host name and the longest
+ * job id. The text is whole (every series of every GPU, and the rank's series after them), far
+ * beyond the 32 KiB a fixed buffer would have held. */
+static void test_big(void **state) {
+  (void)state;
+  gr__sample s;
+  memset(&s, 0, sizeof s);
+  s.unix_s = 1700000000.25;
+  s.rank = 1023;
+  s.local_rank = 15;
+  s.cpu_util = 12.5;
+  s.rss_kib = 1 << 20;
+  s.ngpus = GR_TELEMETRY_MAX_GPUS;
+  for (int g = 0; g < s.ngpus; g++) {
+    gr__gpu_sample *G = &s.gpu[g];
+    snprintf(G->pci, sizeof G->pci, "0000:%02x:00.0", 0x10 + g);
+    G->index = g;
+    G->has_util = G->has_mem = G->has_temp = G->has_power = G->has_clock = G->has_throttle =
+        G->has_ecc = G->has_energy = G->has_share_util = G->has_share_mem = 1;
+    G->util = 90;
+    G->mem_util = 40;
+    G->mem_used = 81ull << 30;
+    G->mem_total = 96ull << 30;
+    G->temp_c = 70;
+    G->sm_mhz = 1980;
+    G->power_w = 699.5;
+    G->energy_j = 123456789.125;
+    G->throttle = 0x24;
+    G->ecc_uncorrected = 0;
+    G->rank_sm = 60;
+    G->others_sm = 30;
+    G->rank_mem = 1ull << 30;
+    G->others_mem = 2ull << 30;
+  }
+  char host[256], job[128];
+  for (int i = 0; i < 255; i++)
+    host[i] = (char)('a' + i % 26);
+  host[254] = 'Z'; /* the last byte must survive */
+  host[255] = '\0';
+  memset(job, 'j', 127);
+  job[127] = '\0';
+  gr__prom_owner me;
+  assert_int_equal(gr__prom_owner_self(&me), 0);
+  gr__prom_text t = {0};
+  assert_int_equal(gr__prom_format(&s, job, host, NULL, &me, &t), 0);
+  assert_true(t.len > 32768);
+  assert_int_equal(strlen(t.buf), t.len);
+  assert_int_equal(t.buf[t.len - 1], '\n');
+  char label[300];
+  snprintf(label, sizeof label, "host=\"%s\",", host);
+  int series = 0, lines = 0, last_gpu15 = 0;
+  for (char *line = t.buf; *line;) {
+    char *nl = strchr(line, '\n');
+    assert_non_null(nl);
+    *nl = '\0';
+    lines++;
+    if (line[0] != '#') {
+      series++;
+      assert_non_null(strstr(line, label));
+      assert_non_null(strstr(line, "rank=\"1023\",local_rank=\"15\""));
+      if (strstr(line, "gpu=\"15\",pci=\"0000:1f:00.0\"}")) last_gpu15++;
+    }
+    *nl = '\n';
+    line = nl + 1;
+  }
+  /* 14 families for each of 16 GPUs; cpu, rss, up and time for the rank (no live file) */
+  assert_int_equal(series, 14 * 16 + 4);
+  assert_int_equal(last_gpu15, 14);
+  assert_int_equal(lines, series + 2 * (14 + 4) + 1); /* HELP and TYPE per family, owner line */
+  const char *tail = "gpurun_sample_time_seconds{";
+  assert_non_null(strstr(t.buf, tail));
+  assert_non_null(strstr(t.buf, "} 1700000000.25\n"));
+  /* and the file holds it whole */
+  char dir[] = "/tmp/gr_test_prom.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  assert_int_equal(gr__prom_write(dir, "gpurun_big.prom", t.buf, t.len), 0);
+  char path[300];
+  snprintf(path, sizeof path, "%s/gpurun_big.prom", dir);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal((size_t)st.st_size, t.len);
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(rmdir(dir), 0);
+  gr__prom_text_free(&t);
+}
+
+/* The owner line: written first, read back, and anything malformed refused. */
+static void test_owner(void **state) {
+  (void)state;
+  gr__prom_owner me, got;
+  assert_int_equal(gr__prom_owner_self(&me), 0);
+  assert_int_equal(me.pid, (long)getpid());
+  unsigned long long start;
+  assert_int_equal(gr__prom_proc_start(getpid(), &start), 0);
+  assert_true(start == me.start);
+  assert_true(me.boot[0] != '\0' && me.pidns != 0);
+  char line[GR_PROM_OWNER_MAX];
+  size_t n = gr__prom_owner_line(&me, line, sizeof line);
+  assert_true(n > 0);
+  assert_int_equal(strncmp(line, "# gpurun-owner 1 host=", 22), 0);
+  assert_int_equal(gr__prom_owner_parse(line, n, &got), 0);
+  assert_string_equal(got.host, me.host);
+  assert_string_equal(got.boot, me.boot);
+  assert_true(got.pidns == me.pidns && got.pid == me.pid && got.start == me.start);
+  const char *bad[] = {
+      "",
+      "garbage\n",
+      "# gpurun-owner 2 host=h boot=b pidns=1 pid=2 start=3\n",
+      "# gpurun-owner 1 host=h boot=b pidns=1 pid=2 start=3",       /* no newline */
+      "# gpurun-owner 1 host=h boot=b pidns=1 pid=2 start=3 x=1\n", /* trailing field */
+      "# gpurun-owner 1 host=h boot=b pidns=1 pid=0 start=3\n",
+      "# gpurun-owner 1 host=h boot=b pidns=1 pid=-2 start=3\n",
+      "# gpurun-owner 1 host=h boot=b pidns=1 pid=99999999999 start=3\n",
+      "# gpurun-owner 1 host=h boot=b pidns=1 pid=2 start=3x\n",
+      "# gpurun-owner 1 host=h\"x boot=b pidns=1 pid=2 start=3\n",
+      "# gpurun-owner 1 host= boot=b pidns=1 pid=2 start=3\n",
+      "# gpurun-owner 1 boot=b host=h pidns=1 pid=2 start=3\n",
+      "# gpurun-owner 1 host=h boot=b pidns=1 pid=2 start=99999999999999999999999\n",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    assert_int_equal(gr__prom_owner_parse(bad[i], strlen(bad[i]), &got), -1);
+  /* a first line longer than the sweep reads is no owner line */
+  char longl[GR_PROM_OWNER_MAX + 64];
+  int k = snprintf(longl, sizeof longl, "# gpurun-owner 1 host=");
+  memset(longl + k, 'h', sizeof longl - (size_t)k);
+  snprintf(longl + GR_PROM_OWNER_MAX, 64, " boot=b pidns=1 pid=2 start=3\n");
+  assert_int_equal(gr__prom_owner_parse(longl, strlen(longl), &got), -1);
+  /* the start time of a process that is gone, and of a zombie */
+  pid_t c = fork();
+  assert_true(c >= 0);
+  if (c == 0) _exit(0);
+  struct timespec ts = {0, 100000000};
+  for (int i = 0; i < 50; i++) { /* until it is a zombie */
+    if (gr__prom_proc_start(c, &start) != 0) break;
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(gr__prom_proc_start(c, &start), -1);
+  assert_int_equal(errno, ESRCH);
+  assert_int_equal(waitpid(c, NULL, 0), c);
+  assert_int_equal(gr__prom_proc_start(c, &start), -1);
+  assert_int_equal(errno, ESRCH);
+}
+
+static void put_file(const char *dir, const char *name, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static int exists(const char *dir, const char *name) {
+  char path[512];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return lstat(path, &st) == 0;
+}
+
+/* A file of owner o with one series after the owner line. */
+static void owned_file(const char *dir, const char *name, const gr__prom_owner *o) {
+  char text[GR_PROM_OWNER_MAX + 64];
+  size_t n = gr__prom_owner_line(o, text, sizeof text);
+  assert_true(n > 0);
+  snprintf(text + n, sizeof text - n, "gpurun_up{job=\"x\"} 1\n");
+  put_file(dir, name, text);
+}
+
+/* The sweep removes the files of owners gone from this host and nothing else: not a live
+ * owner's, not another host's or pid namespace's, not another user's, not garbage, never through
+ * or of a link. */
+static void test_sweep(void **state) {
+  (void)state;
+  char dir[] = "/tmp/gr_test_prom.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  gr__prom_owner me, o;
+  assert_int_equal(gr__prom_owner_self(&me), 0);
+
+  /* a process that has ended and been reaped, and one that has ended and not been */
+  pid_t dead = fork();
+  assert_true(dead >= 0);
+  if (dead == 0) _exit(0);
+  assert_int_equal(waitpid(dead, NULL, 0), dead);
+  pid_t zombie = fork();
+  assert_true(zombie >= 0);
+  if (zombie == 0) _exit(0);
+  unsigned long long zstart = 0;
+  struct timespec ts = {0, 100000000};
+  for (int i = 0; i < 50 && gr__prom_proc_start(zombie, &zstart) == 0; i++)
+    nanosleep(&ts, NULL);
+
+  int want_removed = 0;
+  o = me;
+  o.pid = dead;
+  owned_file(dir, "gpurun_dead_h_0.prom", &o);
+  want_removed++;
+  o.pid = zombie;
+  owned_file(dir, "gpurun_zombie_h_0.prom", &o);
+  want_removed++;
+  o = me;
+  o.start = me.start + 1; /* our pid, another start: the pid was reused */
+  owned_file(dir, "gpurun_reused_h_0.prom", &o);
+  want_removed++;
+  o = me;
+  o.pid = getppid();
+  assert_int_equal(gr__prom_proc_start(o.pid, &o.start), 0);
+  owned_file(dir, "gpurun_parent_h_0.prom", &o); /* alive */
+  o.start += 7;
+  owned_file(dir, "gpurun_parent_reused_h_0.prom", &o);
+  want_removed++;
+  owned_file(dir, "gpurun_me_h_0.prom", &me); /* alive */
+  o = me;
+  o.pid = dead;
+  snprintf(o.host, sizeof o.host, "elsewhere");
+  owned_file(dir, "gpurun_otherhost_h_0.prom", &o); /* another host's: its own to sweep */
+  o = me;
+  o.pid = dead;
+  o.pidns = me.pidns + 1;
+  owned_file(dir, "gpurun_otherns_h_0.prom", &o); /* pids of another namespace */
+  o = me;
+  o.pid = dead;
+  snprintf(o.boot, sizeof o.boot, "00000000-0000-0000-0000-000000000000");
+  owned_file(dir, "gpurun_rebooted_h_0.prom", &o); /* written before this boot */
+  char path[512];
+  snprintf(path, sizeof path, "%s/gpurun_rebooted_h_0.prom", dir);
+  struct timespec old[2] = {{1000, 0}, {1000, 0}};
+  assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
+  want_removed++;
+  owned_file(dir, "gpurun_namesake_h_0.prom", &o); /* same name, other boot, written now */
+  /* an owner line, then 64 MiB (sparse): only the head is read */
+  o = me;
+  o.pid = dead;
+  owned_file(dir, "gpurun_huge_h_0.prom", &o);
+  snprintf(path, sizeof path, "%s/gpurun_huge_h_0.prom", dir);
+  assert_int_equal(truncate(path, 64 << 20), 0);
+  want_removed++;
+  owned_file(dir, "other.prom", &o);                /* not gpurun's name */
+  owned_file(dir, "gpurun_x.txt", &o);              /* not gpurun's name */
+  owned_file(dir, ".gpurun_x_h_0.prom.tmp.12", &o); /* a killed writer's temp file */
+  want_removed++;
+  owned_file(dir, ".gpurun_me_h_0.prom.tmp.13", &me); /* a live writer's */
+  owned_file(dir, ".gpurun_x_h_0.prom.tmp.1x", &o);   /* not a writer's name */
+  owned_file(dir, ".gpurun_.prom.tmp.1", &o);         /* not a writer's name */
+  put_file(dir, "gpurun_garbage_h_0.prom", "\x01\x02 gpurun-owner\n");
+  put_file(dir, "gpurun_noowner_h_0.prom", "gpurun_up{job=\"x\"} 1\n");
+  /* a link to a dead owner's file outside the names: neither removed nor followed */
+  owned_file(dir, "victim", &o);
+  char target[512];
+  snprintf(target, sizeof target, "%s/victim", dir);
+  snprintf(path, sizeof path, "%s/gpurun_link_h_0.prom", dir);
+  assert_int_equal(symlink(target, path), 0);
+  snprintf(path, sizeof path, "%s/gpurun_dir_h_0.prom", dir);
+  assert_int_equal(mkdir(path, 0700), 0);
+  snprintf(path, sizeof path, "%s/gpurun_fifo_h_0.prom", dir);
+  assert_int_equal(mkfifo(path, 0600), 0); /* opening it would block */
+  /* another user's file (root can make one): never ours to remove */
+  int chowned = 0;
+  if (geteuid() == 0) {
+    owned_file(dir, "gpurun_nobody_h_0.prom", &o);
+    snprintf(path, sizeof path, "%s/gpurun_nobody_h_0.prom", dir);
+    assert_int_equal(chown(path, 65534, 65534), 0);
+    chowned = 1;
+  }
+
+  assert_int_equal(gr__prom_sweep(dir, &me), want_removed);
+  assert_false(exists(dir, "gpurun_dead_h_0.prom"));
+  assert_false(exists(dir, "gpurun_zombie_h_0.prom"));
+  assert_false(exists(dir, "gpurun_reused_h_0.prom"));
+  assert_false(exists(dir, "gpurun_parent_reused_h_0.prom"));
+  assert_false(exists(dir, "gpurun_rebooted_h_0.prom"));
+  assert_false(exists(dir, "gpurun_huge_h_0.prom"));
+  assert_false(exists(dir, ".gpurun_x_h_0.prom.tmp.12"));
+  const char *kept[] = {"gpurun_parent_h_0.prom",
+                        "gpurun_me_h_0.prom",
+                        "gpurun_otherhost_h_0.prom",
+                        "gpurun_otherns_h_0.prom",
+                        "gpurun_namesake_h_0.prom",
+                        "other.prom",
+                        "gpurun_x.txt",
+                        ".gpurun_me_h_0.prom.tmp.13",
+                        ".gpurun_x_h_0.prom.tmp.1x",
+                        ".gpurun_.prom.tmp.1",
+                        "gpurun_garbage_h_0.prom",
+                        "gpurun_noowner_h_0.prom",
+                        "victim",
+                        "gpurun_link_h_0.prom",
+                        "gpurun_dir_h_0.prom",
+                        "gpurun_fifo_h_0.prom"};
+  for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+    if (!exists(dir, kept[i])) fail_msg("the sweep removed %s", kept[i]);
+  if (chowned) assert_true(exists(dir, "gpurun_nobody_h_0.prom"));
+  assert_int_equal(gr__prom_sweep(dir, &me), 0); /* nothing left to remove */
+  assert_int_equal(waitpid(zombie, NULL, 0), zombie);
+  assert_int_equal(gr__prom_sweep("/nonexistent/gr_test_prom", &me), -1);
+
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
 }
 
 /* The wait gauge: the longest of the running collective and the communicator creation. */
@@ -59,16 +367,15 @@ static void test_wait(void **state) {
                      "creating gr_comm_split split world 0 2 990.5\n";
   gr__live lv;
   assert_int_equal(gr__live_parse(text, strlen(text), &lv), 0);
-  char buf[16384];
-  size_t n = gr__prom_format(&s, "j", "h", &lv, buf, sizeof buf);
-  assert_true(n > 0);
-  buf[n] = '\0';
-  assert_non_null(strstr(buf, "gpurun_rank_collective_wait_seconds{job=\"j\",host=\"h\",rank=\"0\","
-                              "local_rank=\"0\"} 10\n"));
+  gr__prom_text t = {0};
+  assert_int_equal(gr__prom_format(&s, "j", "h", &lv, NULL, &t), 0);
+  assert_non_null(strstr(t.buf,
+                         "gpurun_rank_collective_wait_seconds{job=\"j\",host=\"h\",rank=\"0\","
+                         "local_rank=\"0\"} 10\n"));
   lv.ncreating = 0; /* without the creation: the collective's 2 s */
-  n = gr__prom_format(&s, "j", "h", &lv, buf, sizeof buf);
-  buf[n] = '\0';
-  assert_non_null(strstr(buf, "local_rank=\"0\"} 2\n"));
+  assert_int_equal(gr__prom_format(&s, "j", "h", &lv, NULL, &t), 0);
+  assert_non_null(strstr(t.buf, "local_rank=\"0\"} 2\n"));
+  gr__prom_text_free(&t);
 }
 
 static void test_write(void **state) {
@@ -98,7 +405,8 @@ static void test_write(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_format), cmocka_unit_test(test_wait),
-                                     cmocka_unit_test(test_write)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_format), cmocka_unit_test(test_big),
+                                     cmocka_unit_test(test_owner),  cmocka_unit_test(test_sweep),
+                                     cmocka_unit_test(test_wait),   cmocka_unit_test(test_write)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
