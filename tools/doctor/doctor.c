@@ -865,7 +865,7 @@ static void check_plan(gr__dr_report *r, const gr__node *n, int ranks) {
   gr__plan p;
   memset(&p, 0, sizeof p);
   if (gr__plan_compute(n, ranks, &po, &p) != GR_OK) {
-    gr__dr_add(r, "plan", GR__DR_FAIL, "see gpurun --dry-run -v for the same plan",
+    gr__dr_add(r, "plan", GR__DR_FAIL, "gpurun --dry-run --all gives the same sentence",
                "no plan for %d ranks: %s", ranks, gr_last_error());
     return;
   }
@@ -888,15 +888,17 @@ static void check_plan(gr__dr_report *r, const gr__node *n, int ranks) {
     char *cpus = gr__bitmap_list(rp->cpuset), *numa = gr__bitmap_list(rp->nodeset), cpu_text[64];
     short_list(cpu_text, sizeof cpu_text, cpus ? cpus : "?");
     snprintf(name, sizeof name, "rank %d", i % 100000);
-    gr__dr_add(r, name, GR__DR_OK, NULL, "GPU %s%s, %d %s %s (NUMA %s), NIC %s",
-               gpus[0] ? gpus : "none", rp->sharers > 1 && rp->ngpus ? " (shared)" : "",
-               hwloc_bitmap_weight(rp->cpuset), p.smt ? "PUs" : "cores", cpu_text,
-               numa ? numa : "?", rp->nic >= 0 ? n->nics[rp->nic].name : "none");
+    int ncpu = hwloc_bitmap_weight(rp->cpuset);
+    gr__dr_add(r, name, GR__DR_OK, NULL, "GPU %s%s, %d %s%s %s (NUMA %s), NIC %s",
+               gpus[0] ? gpus : "none", rp->sharers > 1 && rp->ngpus ? " (shared)" : "", ncpu,
+               p.smt ? "PU" : "core", ncpu == 1 ? "" : "s", cpu_text, numa ? numa : "?",
+               rp->nic >= 0 ? n->nics[rp->nic].name : "none");
     free(cpus), free(numa);
   }
   if (shown < p.local_size)
-    gr__dr_add(r, "plan", GR__DR_OK, NULL, "ranks %d-%d not shown (gpurun --dry-run -a lists all)",
-               shown, p.local_size - 1);
+    gr__dr_add(r, "plan", GR__DR_OK, NULL,
+               "ranks %d-%d not shown (gpurun --dry-run --all lists every rank)", shown,
+               p.local_size - 1);
   gr__plan_free(&p);
 }
 
