@@ -860,11 +860,37 @@ static void short_list(char *out, size_t cap, const char *list) {
   snprintf(out, cap, "%.*s,...%s", (int)head, list, tail ? tail : "");
 }
 
-static void check_plan(gr__dr_report *r, const gr__node *n, int ranks) {
-  gr__plan_opts po = {GR__POLICY_CLOSEST, 0, 0, 0, NULL};
+/* The plan as gpurun makes it for local rank 0 of `ranks`: live, within the GPUs the scheduler's
+ * variables give (visible.c) and an inherited CPU mask that is not an MPI launcher's binding, as
+ * launcher/main.c does; the health gate is left out (the gpu lines judge the same readings). */
+static void check_plan(gr__dr_report *r, gr__node *n, int ranks, int live) {
+  gr__visible vis;
+  memset(&vis, 0, sizeof vis);
+  if (live) {
+    if (gr__visible_apply(n, 0, ranks, gr__real_getenv, NULL, &vis) != GR_OK) {
+      gr__dr_add(r, "plan", GR__DR_FAIL, "gpurun refuses the same (exit 2): fix the variable", "%s",
+                 gr_last_error());
+      return;
+    }
+    if (vis.note[0]) gr__dr_add(r, "visible", GR__DR_OK, NULL, "%s", vis.note);
+    hwloc_bitmap_t cur = hwloc_bitmap_alloc();
+    const char *bound_by = gr__launcher_bound(gr__real_getenv, NULL);
+    if (cur && hwloc_get_cpubind(n->topo, cur, HWLOC_CPUBIND_PROCESS) == 0 &&
+        !hwloc_bitmap_iszero(cur) && !hwloc_bitmap_isincluded(n->allowed, cur) && !bound_by &&
+        gr__node_bound(n, cur)) {
+      char *l = gr__bitmap_list(cur);
+      gr__dr_add(r, "plan", GR__DR_OK, NULL, "planning within the inherited CPU mask %s",
+                 l ? l : "?");
+      free(l);
+    }
+    hwloc_bitmap_free(cur);
+  }
+  gr__plan_opts po = {GR__POLICY_CLOSEST, 0, 0, 0, &vis};
   gr__plan p;
   memset(&p, 0, sizeof p);
-  if (gr__plan_compute(n, ranks, &po, &p) != GR_OK) {
+  gr_status pst = gr__plan_compute(n, ranks, &po, &p);
+  gr__visible_free(&vis);
+  if (pst != GR_OK) {
     gr__dr_add(r, "plan", GR__DR_FAIL, "gpurun --dry-run --all gives the same sentence",
                "no plan for %d ranks: %s", ranks, gr_last_error());
     return;
@@ -950,7 +976,7 @@ gr_status gr__doctor_run(const gr__dr_opts *o, gr__dr_report *r) {
     for (int i = 0; i < 3; i++)
       gr__dr_add(r, shell_checks[i], GR__DR_SKIP, NULL, LIVE_ONLY);
   }
-  check_plan(r, &n, r->ranks);
+  check_plan(r, &n, r->ranks, live);
   free(mpi.out);
   gr__node_free(&n);
   return r->nomem ? GR_ERR_NOMEM : GR_OK;

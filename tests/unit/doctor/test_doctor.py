@@ -82,6 +82,20 @@ r = run(SLOW_OK)
 check(text_verdicts(r.stdout) == [(x["verdict"], x["check"][:9]) for x in c],
       "text and JSON give the same checks and verdicts in the same order")
 
+# a narrower shell: the binding warns and the plan stays within the mask, as gpurun's does
+if len(aff) > 1:
+    one = aff[-1]
+    e = dict(CLEAN)
+    r = subprocess.run([doctor, "--format", "json"], capture_output=True, text=True, env=e,
+                       timeout=30, preexec_fn=lambda: os.sched_setaffinity(0, {one}))
+    c = checks_of(r.stdout)
+    check(by_name(c, "binding")[0]["verdict"] == "warn" and
+          by_name(c, "binding")[0]["found"].endswith("CPUs: %d" % one),
+          "a shell bound to CPU %d: the binding warns (%s)" % (one, by_name(c, "binding")))
+    check("1 core %d " % one in by_name(c, "rank 0")[0]["found"] and
+          any("inherited CPU mask %d" % one in x["found"] for x in by_name(c, "plan")),
+          "a shell bound to CPU %d: the plan stays within it (%s)" % (one, by_name(c, "rank 0")))
+
 # ---- the fake NVML: ECC fail, throttling warn, MIG ---------------------------------------------
 fake = {"GPURUN_NVML_LIBRARY": fake_nvml, "GR_FAKE_NVML": "node4",
         "LD_LIBRARY_PATH": fake_cuda_dir + ":" + os.environ.get("LD_LIBRARY_PATH", "")}
