@@ -405,7 +405,7 @@ static void check_nics(gr__dr_report *r, const gr__node *n) {
 }
 
 /* Link states: InfiniBand ports (/sys/class/infiniband) and the network interfaces. */
-static void check_links(gr__dr_report *r) {
+static void check_links(gr__dr_report *r, const gr__node *n) {
   char ports[GR__DR_FOUND] = "", down[240] = "";
   int nports = 0, ndown = 0;
   DIR *d = opendir("/sys/class/infiniband");
@@ -458,6 +458,27 @@ static void check_links(gr__dr_report *r) {
   gr__dr_add(r, "net", nup ? GR__DR_OK : GR__DR_WARN,
              nup ? NULL : "no interface is up: jobs across nodes cannot connect",
              "%d of %d interfaces up%s%s", nup, nnet, nup ? ": " : "", nets);
+  /* the high-speed NICs hwloc names as network interfaces (Slingshot hsi*, EFA, ib*) */
+  char hsn[GR__DR_FOUND] = "", hsn_down[200] = "";
+  int nhsn = 0, nhsn_down = 0;
+  for (int i = 0; i < n->nnics; i++) {
+    const gr__nic *c = &n->nics[i];
+    if (!c->osdev || c->osdev->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK ||
+        strchr(c->name, '/') || c->name[0] == '.')
+      continue;
+    char path[160], state[32];
+    snprintf(path, sizeof path, "/sys/class/net/%.64s/operstate", c->name);
+    if (read_small(path, state, sizeof state) < 0) snprintf(state, sizeof state, "unknown");
+    nhsn++;
+    app(hsn, sizeof hsn, "%s%s %s", hsn[0] ? ", " : "", c->name, state);
+    if (strcmp(state, "up") != 0)
+      app(hsn_down, sizeof hsn_down, "%s%s", nhsn_down++ ? "," : "", c->name);
+  }
+  if (nhsn)
+    gr__dr_add(r, "hsn", nhsn_down ? GR__DR_FAIL : GR__DR_OK,
+               nhsn_down ? "bring the link up (ip link; the fabric manager) or drain the node"
+                         : NULL,
+               "%s", hsn);
 }
 
 /* ---- GPUs through CUDA, NCCL and NVML ----------------------------------------------------- */
@@ -964,7 +985,7 @@ gr_status gr__doctor_run(const gr__dr_opts *o, gr__dr_report *r) {
   check_peer(r, &n);
   check_nics(r, &n);
   if (live)
-    check_links(r);
+    check_links(r, &n);
   else
     gr__dr_add(r, "links", GR__DR_SKIP, NULL, LIVE_ONLY);
   if (live) {

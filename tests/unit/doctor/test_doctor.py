@@ -73,6 +73,10 @@ for name in ("topology", "binding", "cgroup", "mpi", "net", "plan", "rank 0"):
     check(len(by_name(c, name)) == 1, "live: a %s line" % name)
 check(by_name(c, "mpi")[0]["verdict"] == "ok" and "Open MPI" in by_name(c, "mpi")[0]["found"],
       "live: ompi_info read (%s)" % by_name(c, "mpi"))
+cg = open("/proc/self/cgroup").read().splitlines()
+v1 = [l for l in cg if not l.startswith("0::")]
+check(by_name(c, "cgroup")[0]["found"].startswith("cgroup v%d " % (1 if v1 else 2)),
+      "live: the cgroup version of /proc/self/cgroup (%s)" % by_name(c, "cgroup"))
 check("of %d CPUs" % os.cpu_count() in by_name(c, "binding")[0]["found"],
       "live: binding counts this machine's %d CPUs" % os.cpu_count())
 aff = sorted(os.sched_getaffinity(0))
