@@ -96,12 +96,16 @@ static void say_unreadable(char *out, size_t cap, const char *dir, int err) {
     snprintf(out, cap, "cannot read job directory %s: %s", shown, strerror(err));
 }
 
-/* The frame in place of the table while the directory cannot be read, cut to width columns:
- * what happened first (a long path is cut, the news is not), then the path. */
+/* The frame in place of the table while the directory cannot be read (err: its errno), or shows
+ * no rank (err 0: every live.<rank> and .csv file removed), cut to width columns: what happened
+ * first (a long path is cut, the news is not), then the path. */
 static void render_unreadable(FILE *f, const char *dir, int err, int width) {
   char head[200], shown[600];
   if (err == ENOENT)
     snprintf(head, sizeof head, "gpurun-top  the job directory is gone: its files were removed");
+  else if (err == 0)
+    snprintf(head, sizeof head,
+             "gpurun-top  no rank left: the job's files were removed or do not parse");
   else
     snprintf(head, sizeof head, "gpurun-top  cannot read the job directory: %s", strerror(err));
   gr__esc_term_str(shown, sizeof shown, dir);
@@ -153,7 +157,8 @@ static int run_terminal(top_job *job, double interval) {
     if (first < 0) first = 0;
     FILE *m = open_memstream(&frame, &frame_len);
     if (!m) break;
-    if (load_err)
+    /* the directory held rank files when it was chosen: none now means they were removed */
+    if (load_err || job->n == 0)
       render_unreadable(m, job->dir, load_err, cols > 1 ? cols - 1 : 1);
     else
       top_render(m, job, first, body, cols > 1 ? cols - 1 : 1, interval);

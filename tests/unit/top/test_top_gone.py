@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""gpurun-top on a terminal (a pty) whose job directory is removed while it watches: the frame
-must say the directory is gone instead of drawing an empty job; q still quits. --once on the
+"""gpurun-top on a terminal (a pty) whose job's files, then job directory, are removed while it
+watches: the frame must say so instead of drawing an empty job; q still quits. --once on the
 removed directory: exit 1 with one sentence naming it.
 usage: test_top_gone.py GPURUN_TOP"""
 import fcntl, os, select, shutil, struct, subprocess, sys, tempfile, termios, time
@@ -49,6 +49,9 @@ def read_until(needle, timeout):
 
 try:
     check(read_until(b"1 rank (", 10), "the first frame shows the job's rank")
+    os.unlink(os.path.join(job, "live.0"))
+    check(read_until(b"no rank left: the job's files were removed", 10),
+          "after the rank's file is removed, the frame says no rank is left")
     shutil.rmtree(job)
     check(read_until(b"the job directory is gone", 10),
           "after the directory is removed, the frame says it is gone")
