@@ -97,6 +97,7 @@ gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__who
 int gr__slurm_tasks_on_node(const char *spec, int nodeid);
 
 /* ---- the node --------------------------------------------------------------------------- */
+#define GR__MAX_SKIPPED 4
 typedef struct {
   int index;    /* ordinal in PCI bus order among the node's GPUs (CUDA_DEVICE_ORDER=PCI_BUS_ID) */
   char pci[20]; /* "0000:34:00.0" ("" when hwloc shows no PCI device) */
@@ -128,6 +129,9 @@ typedef struct {
   hwloc_bitmap_t allowed_own; /* allowed narrowed by an inherited CPU mask, or NULL */
   char gpu_var[32]; /* the variable the scheduler named GPUs in; "" none (export by vendor) */
   int pinned;       /* each task holds exactly the GPUs it was given: show it no others */
+  /* PCI functions that look like GPUs and are not (a BMC's display): one sentence each for -v */
+  char skipped[GR__MAX_SKIPPED][160];
+  int nskipped, nskipped_more;
 } gr__node;
 
 /* xml: a file, or NULL/"" for the live machine. */
@@ -143,6 +147,8 @@ void gr__node_keep(gr__node *n, const char *keep);
 void gr__node_free(gr__node *n);
 /* Classification helpers, shared with the tests' independent checks only by name. */
 int gr__is_gpu_pcidev(hwloc_obj_t pci);
+/* The model of a known server-management (BMC) display chip of a GPU vendor, NULL otherwise. */
+const char *gr__bmc_display_name(hwloc_obj_t pci);
 
 /* ---- the scheduler's GPUs (visible.c) ---------------------------------------------------- */
 typedef struct {

@@ -42,6 +42,13 @@ int main(int argc, char **argv) {
   if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
   gr__node node;
   if (gr__node_load(&node, o.topology) != GR_OK) return usage_error();
+  if (o.verbose && me.local_rank == 0) {
+    for (int i = 0; i < node.nskipped; i++)
+      fprintf(stderr, "gpurun: %s\n", node.skipped[i]);
+    if (node.nskipped_more)
+      fprintf(stderr, "gpurun: ignoring %d more server-management display%s\n", node.nskipped_more,
+              node.nskipped_more == 1 ? "" : "s");
+  }
   /* the GPUs a scheduler already gave this task (a recorded topology is another machine's) */
   gr__visible vis;
   memset(&vis, 0, sizeof vis);

@@ -33,6 +33,42 @@ int gr__is_gpu_pcidev(hwloc_obj_t pci) {
   return (v == 0x10de || v == 0x1002) && ((cls >> 8) == 0x03 || cls == 0x1200);
 }
 
+/* Display chips of a GPU vendor that servers solder on the board for the BMC's remote console.
+ * They are VGA functions (class 0x0300) like a workstation GPU, so only their ids tell them
+ * apart: no compute runtime drives them, and hwloc shows at most a DRM card under them. The
+ * other common BMC displays (ASPEED 1a03, Matrox G200e 102b) are not of a GPU vendor and are
+ * never counted in the first place. */
+static const struct {
+  unsigned vendor, device;
+  const char *name;
+} bmc_displays[] = {
+    {0x1002, 0x515e, "ATI ES1000"},
+    {0x1002, 0x5969, "ATI ES1000"},
+    {0x1002, 0x4752, "ATI Rage XL"},
+};
+
+const char *gr__bmc_display_name(hwloc_obj_t pci) {
+  if (!pci || pci->type != HWLOC_OBJ_PCI_DEVICE) return NULL;
+  for (size_t i = 0; i < sizeof bmc_displays / sizeof bmc_displays[0]; i++)
+    if (pci->attr->pcidev.vendor_id == bmc_displays[i].vendor &&
+        pci->attr->pcidev.device_id == bmc_displays[i].device)
+      return bmc_displays[i].name;
+  return NULL;
+}
+
+/* Records why a GPU-looking PCI function is not one, for gpurun -v. */
+static void note_skipped(gr__node *n, hwloc_obj_t pci, const char *name) {
+  if (n->nskipped >= GR__MAX_SKIPPED) {
+    n->nskipped_more++;
+    return;
+  }
+  char *out = n->skipped[n->nskipped++];
+  snprintf(out, sizeof n->skipped[0],
+           "ignoring PCI %04x:%02x:%02x.%x (%s %04x:%04x): a server-management display, not a GPU",
+           pci->attr->pcidev.domain, pci->attr->pcidev.bus, pci->attr->pcidev.dev,
+           pci->attr->pcidev.func, name, pci->attr->pcidev.vendor_id, pci->attr->pcidev.device_id);
+}
+
 static hwloc_obj_t pci_ancestor(hwloc_obj_t o) {
   for (; o; o = o->parent)
     if (o->type == HWLOC_OBJ_PCI_DEVICE) return o;
@@ -118,7 +154,14 @@ static gr_status find_gpus(gr__node *n) {
       count[p]++;
       any = 1;
     }
+    /* A compute OS device (the vendor runtime's own) makes the function a GPU; without one the
+     * PCI ids decide, and a known server-management display is not a GPU. */
     if (!any && !gr__is_gpu_pcidev(pci)) continue;
+    const char *bmc = any ? NULL : gr__bmc_display_name(pci);
+    if (bmc) {
+      note_skipped(n, pci, bmc);
+      continue;
+    }
     int parts = 1, pp = -1;
     for (int p = 0; p < NPREFIX; p++)
       if (count[p] > parts) parts = count[p], pp = p;
@@ -261,42 +304,102 @@ static void compute_links(gr__node *n) {
   }
 }
 
+/* Reads a topology file whole (at most 256 MiB) into a NUL-terminated buffer; NULL with the
+ * failure recorded. Read here, not by hwloc: a FIFO, a directory or a device is refused, not
+ * waited on. */
+static char *read_topology(const char *path, size_t *lenp) {
+  FILE *f = gr__open_regular(path, "topology");
+  if (!f) return NULL;
+  size_t len = 0, cap = 1 << 16, got;
+  char *buf = malloc(cap);
+  while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+    len += got;
+    if (len + 1 == cap) {
+      char *nb = cap < ((size_t)256 << 20) ? realloc(buf, cap * 2) : NULL;
+      if (!nb) free(buf);
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  fclose(f);
+  if (!buf) {
+    gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s: larger than 256 MiB or out of memory", path);
+    return NULL;
+  }
+  buf[len] = 0;
+  *lenp = len;
+  return buf;
+}
+
+/* Why hwloc refused an XML buffer, when the text shows it: empty, not XML, no <topology>
+ * element, or a format version newer than this hwloc reads (hwloc 3 writes <topology
+ * version="3.0">, hwloc 2 "2.0", hwloc 1 no version). NULL when nothing shows. */
+static const char *xml_problem(const char *buf, size_t len, char *why, size_t cap) {
+  const char *p = buf, *end = buf + len;
+  if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) p += 3; /* UTF-8 byte order mark */
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+    p++;
+  static const char *const want = "expected an hwloc XML export (lstopo --of xml FILE writes one)";
+  if (len == 0) return snprintf(why, cap, "is empty: %s", want), why;
+  if (p == end) return snprintf(why, cap, "holds only white space: %s", want), why;
+  if (*p != '<' || memchr(buf, 0, len)) return snprintf(why, cap, "is not XML: %s", want), why;
+  const char *t = p;
+  while ((t = strstr(t, "<topology")) != NULL) {
+    char c = t[9];
+    if (c == '>' || c == '/' || c == ' ' || c == '\t' || c == '\n' || c == '\r') break;
+    t += 9;
+  }
+  if (!t) return snprintf(why, cap, "is XML without a <topology> element: %s", want), why;
+  const char *close = strchr(t, '>');
+  const char *v = strstr(t, "version=");
+  if (v && close && v < close && (v[8] == '"' || v[8] == '\'')) {
+    char ver[16];
+    size_t k = 0;
+    for (const char *q = v + 9;
+         q < close && k + 1 < sizeof ver && ((*q >= '0' && *q <= '9') || *q == '.'); q++)
+      ver[k++] = *q;
+    ver[k] = 0;
+    long major = k ? strtol(ver, NULL, 10) : 0;
+    if (major > (long)(HWLOC_API_VERSION >> 16)) {
+      snprintf(why, cap,
+               "is hwloc XML format version %s, which hwloc %s (the one this gpurun is built "
+               "with) cannot read: export it again for hwloc %ld.x (hwloc 3: lstopo --of v2xml "
+               "FILE; hwloc 2: lstopo --of xml FILE)",
+               ver, HWLOC_VERSION, (long)(HWLOC_API_VERSION >> 16));
+      return why;
+    }
+  }
+  return NULL;
+}
+
+/* The sentence for an XML topology hwloc refused; what names the file ("x.xml",
+ * "HWLOC_XMLFILE=x.xml"). */
+static gr_status xml_refused(const char *what, const char *buf, size_t len, int err) {
+  char why[320];
+  if (xml_problem(buf, len, why, sizeof why))
+    return gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s %s", what, why);
+  return gr__fail_msg(GR_ERR_TOPOLOGY,
+                      "topology %s does not load: hwloc %s refuses it (%s): is it a whole hwloc "
+                      "XML export (lstopo --of xml FILE)?",
+                      what, HWLOC_VERSION, strerror(err));
+}
+
 gr_status gr__node_load(gr__node *n, const char *xml) {
   memset(n, 0, sizeof *n);
   if (hwloc_topology_init(&n->topo) != 0)
     return gr__fail_msg(GR_ERR_SYSTEM, "hwloc_topology_init failed");
   gr_status st = GR_OK;
   char *xmlbuf = NULL;
+  size_t xmllen = 0;
   if (xml && *xml) {
-    /* read here, not by hwloc: a FIFO, a directory or a device is refused, not waited on */
-    FILE *f = gr__open_regular(xml, "topology");
-    if (!f) {
+    xmlbuf = read_topology(xml, &xmllen); /* freed after the load */
+    if (!xmlbuf) {
       st = GR_ERR_TOPOLOGY;
       goto bad;
     }
-    size_t len = 0, cap = 1 << 16, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-      len += got;
-      if (len + 1 == cap) {
-        char *nb = cap < ((size_t)256 << 20) ? realloc(buf, cap * 2) : NULL;
-        if (!nb) free(buf);
-        buf = nb;
-        cap *= 2;
-      }
-    }
-    fclose(f);
-    if (!buf) {
-      st = gr__fail_msg(GR_ERR_TOPOLOGY,
-                        "topology %s: larger than 256 MiB or "
-                        "out of memory",
-                        xml);
-      goto bad;
-    }
-    buf[len] = 0;
-    xmlbuf = buf; /* freed after the load */
-    if (len > INT_MAX - 1 || hwloc_topology_set_xmlbuffer(n->topo, buf, (int)len + 1) != 0) {
-      st = gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s does not load: %s", xml, strerror(errno));
+    if (xmllen > INT_MAX - 1 ||
+        hwloc_topology_set_xmlbuffer(n->topo, xmlbuf, (int)xmllen + 1) != 0) {
+      st = xml_refused(xml, xmlbuf, xmllen, errno);
       goto bad;
     }
     n->foreign = 1;
@@ -314,8 +417,21 @@ gr_status gr__node_load(gr__node *n, const char *xml) {
     hwloc_topology_set_type_filter(n->topo, HWLOC_OBJ_L2ICACHE, HWLOC_TYPE_FILTER_KEEP_NONE);
   }
   if (hwloc_topology_load(n->topo) != 0) {
-    st = gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s does not load: %s",
-                      xml && *xml ? xml : "(live)", strerror(errno));
+    int err = errno;
+    /* hwloc reads HWLOC_XMLFILE itself in place of the live machine */
+    const char *env = xml && *xml ? NULL : getenv("HWLOC_XMLFILE");
+    if (xmlbuf) {
+      st = xml_refused(xml, xmlbuf, xmllen, err);
+    } else if (env && *env) {
+      char what[PATH_MAX + 16];
+      snprintf(what, sizeof what, "HWLOC_XMLFILE=%s", env);
+      size_t elen = 0;
+      char *ebuf = read_topology(env, &elen);
+      st = ebuf ? xml_refused(what, ebuf, elen, err) : GR_ERR_TOPOLOGY;
+      free(ebuf);
+    } else {
+      st = gr__fail_msg(GR_ERR_TOPOLOGY, "topology (live) does not load: %s", strerror(err));
+    }
     goto bad;
   }
   n->allowed = hwloc_topology_get_allowed_cpuset(n->topo);

@@ -2,6 +2,8 @@
  * talks to the ranks, so it can watch a job that hangs. */
 #include "top.h"
 
+#include "gr_escape.h"
+
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -84,6 +86,34 @@ static int read_key(int *quit) {
   return 0;
 }
 
+/* The sentence for a job directory that can no longer be read (removed while watched: ENOENT). */
+static void say_unreadable(char *out, size_t cap, const char *dir, int err) {
+  char shown[600];
+  gr__esc_term_str(shown, sizeof shown, dir);
+  if (err == ENOENT)
+    snprintf(out, cap, "job directory %s is gone: its files were removed", shown);
+  else
+    snprintf(out, cap, "cannot read job directory %s: %s", shown, strerror(err));
+}
+
+/* The frame in place of the table while the directory cannot be read (err: its errno), or shows
+ * no rank (err 0: every live.<rank> and .csv file removed), cut to width columns: what happened
+ * first (a long path is cut, the news is not), then the path. */
+static void render_unreadable(FILE *f, const char *dir, int err, int width) {
+  char head[200], shown[600];
+  if (err == ENOENT)
+    snprintf(head, sizeof head, "gpurun-top  the job directory is gone: its files were removed");
+  else if (err == 0)
+    snprintf(head, sizeof head,
+             "gpurun-top  no rank left: the job's files were removed or do not parse");
+  else
+    snprintf(head, sizeof head, "gpurun-top  cannot read the job directory: %s", strerror(err));
+  gr__esc_term_str(shown, sizeof shown, dir);
+  const char *lines[] = {head, shown, "still looking every interval; q quits"};
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+    fprintf(f, "%.*s\n", width, lines[i]);
+}
+
 static int run_terminal(top_job *job, double interval) {
   struct termios saved, raw;
   if (tcgetattr(STDIN_FILENO, &saved) != 0) {
@@ -104,7 +134,7 @@ static int run_terminal(top_job *job, double interval) {
   sa.sa_handler = on_winch;
   sigaction(SIGWINCH, &sa, NULL);
   fputs("\033[?1049h\033[?25l", stdout); /* alternate screen, hide the cursor */
-  int first = 0, quit = 0;
+  int first = 0, quit = 0, load_err = 0;
   double next = 0;
   char *frame = NULL;
   size_t frame_len = 0;
@@ -117,7 +147,7 @@ static int run_terminal(top_job *job, double interval) {
     }
     double now = gr__mono_now();
     if (now >= next) {
-      top_load(job);
+      load_err = top_load(job) != 0 ? (errno ? errno : EIO) : 0;
       next = now + interval;
     }
     int body = rows - 6; /* header, verdict (up to 3 lines), titles, scroll line */
@@ -127,7 +157,11 @@ static int run_terminal(top_job *job, double interval) {
     if (first < 0) first = 0;
     FILE *m = open_memstream(&frame, &frame_len);
     if (!m) break;
-    top_render(m, job, first, body, cols > 1 ? cols - 1 : 1, interval);
+    /* the directory held rank files when it was chosen: none now means they were removed */
+    if (load_err || job->n == 0)
+      render_unreadable(m, job->dir, load_err, cols > 1 ? cols - 1 : 1);
+    else
+      top_render(m, job, first, body, cols > 1 ? cols - 1 : 1, interval);
     fclose(m);
     /* One write per frame: home, each line cleared to its end, the rest of the screen cleared. */
     fputs("\033[H", stdout);
@@ -223,7 +257,9 @@ int main(int argc, char **argv) {
            job.n, top_rows(&job), 1e3 * sum / bench, 1e3 * best, bench);
   } else if (once || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
     if (top_load(&job) != 0) {
-      fprintf(stderr, "gpurun-top: cannot read %s: %s\n", job.dir, strerror(errno));
+      char why[700];
+      say_unreadable(why, sizeof why, job.dir, errno ? errno : EIO);
+      fprintf(stderr, "gpurun-top: %s\n", why);
       rc = 1;
     } else {
       top_render(stdout, &job, 0, -1, 0, interval);

@@ -2,6 +2,7 @@
  * drawn was cleaned when loaded (gr__live_clean), so a file cannot send escape sequences. */
 #include "top.h"
 
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -34,23 +35,87 @@ static const char *throttle_word(long long r) {
   return "-";
 }
 
-/* v rounded, with a unit suffix; "-" when unknown (< 0). */
-static void fmt_num(char *b, size_t cap, const char *unit, double v) {
-  if (v < 0)
-    snprintf(b, cap, "-");
-  else
-    snprintf(b, cap, "%.0f%s", v, unit);
+/* A value too large for its width columns: ">9...9" of the largest suffix (and unit) that fits,
+ * which is a true lower bound of it. */
+static void fmt_saturated(char *b, size_t cap, int width, char suffix, const char *unit) {
+  int digits = width - 2 - (int)strlen(unit);
+  if (digits < 1) unit = "", digits = width - 2;
+  if (digits < 1) digits = 1;
+  size_t k = 0;
+  if (cap < 4) {
+    if (cap) b[0] = '\0';
+    return;
+  }
+  b[k++] = '>';
+  for (int i = 0; i < digits && k + 2 < cap; i++)
+    b[k++] = '9';
+  b[k++] = suffix;
+  snprintf(b + k, cap - k, "%s", unit);
 }
 
-static void fmt_size_mib(char *b, size_t cap, double mib) {
-  if (mib < 0)
+/* v rounded in at most width columns: "%.0f" and the unit, else scaled by 1000 (k M G T P E;
+ * the unit left out where only the suffix fits: 123k in POW), never rounded to 0, else
+ * saturated; "-" when unknown (< 0, NaN). */
+static void fmt_num(char *b, size_t cap, int width, const char *unit, double v) {
+  static const char sfx[] = "kMGTPE";
+  if (!(v >= 0)) {
     snprintf(b, cap, "-");
-  else if (mib < 1000)
+    return;
+  }
+  if (isfinite(v)) {
+    if (snprintf(b, cap, "%.0f%s", v, unit) <= width) return;
+    double x = v;
+    for (int k = 0; k < 6; k++) {
+      x /= 1000;
+      if (x < 0.5) break;
+      if (snprintf(b, cap, "%.0f%c%s", x, sfx[k], unit) <= width) return;
+      if (snprintf(b, cap, "%.0f%c", x, sfx[k]) <= width) return;
+    }
+  }
+  fmt_saturated(b, cap, width, 'E', unit);
+}
+
+/* MiB in at most width (>= 4) columns: 512M, 1.5G, 64G, 2T ... (1024-based), else saturated. */
+static void fmt_size_mib(char *b, size_t cap, int width, double mib) {
+  static const char unit[] = "GTPE";
+  if (!(mib >= 0)) {
+    snprintf(b, cap, "-");
+    return;
+  }
+  if (mib < 1000) {
     snprintf(b, cap, "%.0fM", mib);
-  else if (mib < 1024 * 9.95)
+    return;
+  }
+  if (mib < 1024 * 9.95) {
     snprintf(b, cap, "%.1fG", mib / 1024);
-  else
-    snprintf(b, cap, "%.0fG", mib / 1024);
+    return;
+  }
+  double x = mib;
+  for (int k = 0; k < 4 && isfinite(x); k++) {
+    x /= 1024;
+    if (snprintf(b, cap, "%.0f%c", x, unit[k]) <= width) return;
+  }
+  fmt_saturated(b, cap, width, 'E', "");
+}
+
+/* Seconds in at most 5 columns: 12.3, 12345, then minutes, hours, days, else saturated; a
+ * negative time (another host's clock ahead) within 10 s as it is, "-" beyond. */
+static void fmt_secs(char *b, size_t cap, double v) {
+  if (v > -10 && v < 999.95) {
+    snprintf(b, cap, "%.1f", v);
+    return;
+  }
+  if (!(v >= 0)) {
+    snprintf(b, cap, "-");
+    return;
+  }
+  static const struct {
+    double div;
+    const char *unit;
+  } u[] = {{1, ""}, {60, "m"}, {3600, "h"}, {86400, "d"}};
+  for (size_t k = 0; k < sizeof u / sizeof u[0] && isfinite(v); k++)
+    if (snprintf(b, cap, "%.0f%s", v / u[k].div, u[k].unit) <= 5) return;
+  snprintf(b, cap, ">999d");
 }
 
 /* The rank's current collective: the running call on any communicator, else the latest one. */
@@ -75,7 +140,7 @@ static void fmt_coll(const top_job *job, const top_rank *t, char *what, size_t w
                        : !strcmp(cr->call, GR_LIVE_CALL_SPLIT) ? "split"
                                                                : cr->call;
     snprintf(what, wcap, "%s:%s", call, cr->step);
-    snprintf(secs, scap, "%.1f", job->now - cr->start);
+    fmt_secs(secs, scap, job->now - cr->start);
     return;
   }
   const gr__live_comm *best = NULL;
@@ -92,14 +157,15 @@ static void fmt_coll(const top_job *job, const top_rank *t, char *what, size_t w
   snprintf(what, wcap, "%s#%llu%s%.7s", short_op(best->op), best->seq,
            strcmp(best->id, "world") ? " " : "", strcmp(best->id, "world") ? best->id : "");
   if (!strcmp(best->state, "running"))
-    snprintf(secs, scap, "%.1f", job->now - best->start);
+    fmt_secs(secs, scap, job->now - best->start);
   else /* not inside a call: the last one and how it ended */
     snprintf(secs, scap, "%s", best->state);
 }
 
-/* Column layout, 79 characters. IN s: seconds inside the current call, or how the last one
- * ended (done, failed, timeout) when the rank is between calls. */
-#define ROW_FMT "%c%4s %-6.6s %-4.4s %7s %7.7s %4s %4s %-4.4s %4s %4s %-13.13s %5.5s"
+/* Column layout, 79 characters; every field is formatted to its width (a value too large shows
+ * saturated), a rank number longer than 4 digits takes its room from HOST. IN s: seconds inside
+ * the current call, or how the last one ended (done, failed, timeout) between calls. */
+#define ROW_FMT "%c%4.10s %-*.*s %-4.4s %7.7s %7.7s %4.4s %4.4s %-4.4s %4.4s %4.4s %-13.13s %5.5s"
 
 static void line_out(FILE *f, const char *s, int width) {
   int n = (int)strlen(s);
@@ -144,15 +210,19 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
   gr__live_clean(job_name, sizeof job_name, slash && slash[1] ? slash + 1 : job->dir,
                  strlen(slash && slash[1] ? slash + 1 : job->dir));
   int total = top_rows(job);
-  snprintf(line, sizeof line, "gpurun-top  job %s  %d rank%s (%d live)  %s  every %gs%s", job_name,
-           job->world, job->world == 1 ? "" : "s", job->nlive, clock, interval,
-           max_rows >= 0 ? "  q quits" : "");
+  /* the job name gives way so that the header fits 79 columns */
+  char tail[200];
+  int tl = snprintf(tail, sizeof tail, "  %d rank%s (%d live)  %s  every %gs%s", job->world,
+                    job->world == 1 ? "" : "s", job->nlive, clock, interval,
+                    max_rows >= 0 ? "  q quits" : "");
+  int room = 79 - (int)strlen("gpurun-top  job ") - tl;
+  snprintf(line, sizeof line, "gpurun-top  job %.*s%s", room > 1 ? room : 1, job_name, tail);
   line_out(f, line, width);
   /* The verdict is the point of the view: wrapped, not cut (3 lines at most). */
   wrap_out(f, job->verdict[0] ? job->verdict : "no collective waits longer than the hang threshold",
            width > 0 && width < 79 ? width : 79, 3);
-  snprintf(line, sizeof line, ROW_FMT, ' ', "RANK", "HOST", "GPU", "UTIL", "MEM", "TEMP", "POW",
-           "THR", "CPU%", "RSS", "COLLECTIVE", "IN s");
+  snprintf(line, sizeof line, ROW_FMT, ' ', "RANK", 6, 6, "HOST", "GPU", "UTIL", "MEM", "TEMP",
+           "POW", "THR", "CPU%", "RSS", "COLLECTIVE", "IN s");
   line_out(f, line, width);
   int row = 0, drawn = 0;
   for (int i = 0; i < job->n; i++) {
@@ -165,8 +235,8 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
       const char *thr = "";
       if (g == 0) {
         snprintf(rank, sizeof rank, "%d", t->rank);
-        fmt_num(cpu, sizeof cpu, "", t->cpu_pct);
-        fmt_size_mib(rss, sizeof rss, t->rss_mib);
+        fmt_num(cpu, sizeof cpu, 4, "", t->cpu_pct);
+        fmt_size_mib(rss, sizeof rss, 4, t->rss_mib);
         fmt_coll(job, t, what, sizeof what, secs, sizeof secs);
       }
       if (t->ngpus) {
@@ -180,26 +250,36 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
           snprintf(gpu, sizeof gpu, "%.2s:%c", bus + 1, bus[5]);
         else
           snprintf(gpu, sizeof gpu, "%.4s", G->pci);
-        fmt_num(util, sizeof util, "%", G->util);
-        /* a shared GPU: this rank's SM share / the GPU's total */
-        if (G->rank_sm >= 0 && G->util >= 0)
-          snprintf(util, sizeof util, "%.0f/%.0f%%", G->rank_sm, G->util);
+        fmt_num(util, sizeof util, 7, "%", G->util);
+        /* a shared GPU: this rank's SM share / the GPU's total, when both fit */
+        if (G->rank_sm >= 0 && G->util >= 0 &&
+            snprintf(util, sizeof util, "%.0f/%.0f%%", G->rank_sm, G->util) > 7)
+          fmt_num(util, sizeof util, 7, "%", G->util);
         if (G->mem_used_mib >= 0 && G->mem_total_mib > 0) {
-          /* one decimal while it fits the 7 columns: 1.5/32G */
+          /* one decimal while it fits the 7 columns: 1.5/32G; else sizes with their units */
           int w = snprintf(mem, sizeof mem, "%.1f/%.0fG", G->mem_used_mib / 1024,
                            G->mem_total_mib / 1024);
           if (w > 7)
-            snprintf(mem, sizeof mem, "%.0f/%.0fG", G->mem_used_mib / 1024,
-                     G->mem_total_mib / 1024);
+            w = snprintf(mem, sizeof mem, "%.0f/%.0fG", G->mem_used_mib / 1024,
+                         G->mem_total_mib / 1024);
+          if (w > 7) {
+            char used[12], tot[12];
+            fmt_size_mib(used, sizeof used, 4, G->mem_used_mib);
+            fmt_size_mib(tot, sizeof tot, 4, G->mem_total_mib);
+            if (snprintf(mem, sizeof mem, "%s/%s", used, tot) > 7)
+              snprintf(mem, sizeof mem, "%s", used);
+          }
         }
-        fmt_num(temp, sizeof temp, "C", G->temp_c);
-        fmt_num(pow, sizeof pow, "W", G->power_w);
+        fmt_num(temp, sizeof temp, 4, "C", G->temp_c);
+        fmt_num(pow, sizeof pow, 4, "W", G->power_w);
         thr = throttle_word(G->throttle);
       } else {
         snprintf(util, sizeof util, "-");
       }
-      snprintf(line, sizeof line, ROW_FMT, t->blocker ? '!' : ' ', rank, g == 0 ? t->host : "", gpu,
-               util, mem, temp, pow, thr, cpu, rss, what, secs);
+      int hostw = 6 - ((int)strlen(rank) > 4 ? (int)strlen(rank) - 4 : 0);
+      if (hostw < 0) hostw = 0;
+      snprintf(line, sizeof line, ROW_FMT, t->blocker ? '!' : ' ', rank, hostw, hostw,
+               g == 0 ? t->host : "", gpu, util, mem, temp, pow, thr, cpu, rss, what, secs);
       line_out(f, line, width);
       drawn++;
     }

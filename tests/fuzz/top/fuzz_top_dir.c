@@ -1,6 +1,7 @@
 /* libFuzzer target: gpurun-top's loader and frame on a job directory whose files are the input
  * (hostile CSV tails, live files): input = CSV bytes, NUL, live-file bytes. Each run writes the two
- * files into one scratch directory, loads, analyses and draws; ASan/UBSan watch. */
+ * files into one scratch directory, loads, analyses and draws; ASan/UBSan watch, and a frame
+ * line wider than 79 columns aborts. */
 #include "top.h"
 
 #include <stdint.h>
@@ -33,8 +34,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   snprintf(job.dir, sizeof job.dir, "%s", dir);
   job.hang_s = 0;
   if (top_load(&job) != 0) abort();
+  /* the man page's promise: every line of a frame fits 80 columns (79 used), uncut too */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  if (!m) abort();
+  top_render(m, &job, 0, -1, 0, 1.0);
+  fclose(m);
+  for (const char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+    nl = strchr(line, '\n');
+    if ((nl ? (size_t)(nl - line) : strlen(line)) > 79) abort();
+  }
+  free(buf);
   FILE *null = fopen("/dev/null", "w");
-  top_render(null, &job, 0, -1, 0, 1.0);
   top_render(null, &job, 1, 3, 40, 1.0);
   fclose(null);
   return 0;

@@ -43,6 +43,16 @@ with tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False) as f:
     f.write("<?xml version='1.0'?><topology><object type='Machine'")
 bad_xml = f.name
 usage_error(["--topology", bad_xml, "true"], "does not load")
+# an hwloc 3 export (from hwloc's own tests) and files that are no export: one line saying why
+usage_error(["--topology", os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                                        "hwloc3-cxlmem-dax.v3.xml"), "true"],
+            "is hwloc XML format version 3.0, which hwloc ")
+for text, needle in [("", "is empty"), ("not xml at all\n", "is not XML"),
+                     ("<?xml version='1.0'?><svg/>", "without a <topology> element")]:
+    with tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False) as f:
+        f.write(text)
+    usage_error(["--topology", f.name, "true"], needle)
+    os.unlink(f.name)
 usage_error(["--topology", dgx2, "--gpus-per-rank", "17", "true"], "--gpus-per-rank 17 is larger than the 16 GPUs")
 usage_error(["--topology", aws, "--local-rank", "0", "--local-size", "9", "--ranks-per-gpu", "1", "true"], "needs 9 GPUs, 8 here")
 usage_error(["--gpus-per-rank", "2", "--ranks-per-gpu", "2", "true"], "conflict")

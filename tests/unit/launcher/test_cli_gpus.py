@@ -100,5 +100,28 @@ for v, env_extra in [("0,,1", {}), ("garbage", {}), ("8", {}), ("GPU-0123abcd", 
     check(r.returncode == 2 and len(lines) == 1 and r.stdout == "" and ("CUDA_VISIBLE_DEVICES=" in lines[0] or "SLURM_STEP_GPUS=" in lines[0]),
           "CUDA_VISIBLE_DEVICES=%r %s: exit 2, one line (got %d: %r)" % (v, env_extra, r.returncode, r.stderr.strip()))
 
+# a node's BMC display chip (an ATI ES1000, a VGA function of a GPU vendor) is no GPU: -v says so
+# once, and the program is told of the real GPUs only, under their CUDA ordinals
+for xml, gpus, visible in [("hwloc-24em64t-3xM2070-es1000.xml", "0000:06:00.0,0000:11:00.0,0000:14:00.0", "0,1,2"),
+                           ("hwloc-96em64t-x3950m2-es1000.xml", "", None)]:
+    r, env = run({"HWLOC_XMLFILE": os.path.join(topo_dir, xml)}, ["-v", "--policy", "none", "env"])
+    said = [l for l in r.stderr.splitlines() if "server-management display, not a GPU" in l]
+    check(r.returncode == 0 and len(said) == 1 and said[0].startswith("gpurun: ignoring PCI 0000:01:0")
+          and "(ATI ES1000 1002:515e)" in said[0], "%s: -v names the ES1000 once (got %r)" % (xml, r.stderr))
+    check(env.get("GPURUN_GPUS") == gpus and env.get("CUDA_VISIBLE_DEVICES") == visible
+          and "ROCR_VISIBLE_DEVICES" not in env and "HIP_VISIBLE_DEVICES" not in env,
+          "%s: GPUs %r, CUDA_VISIBLE_DEVICES %r, no ROCR_VISIBLE_DEVICES (got %r %r %r)"
+          % (xml, gpus, visible, env.get("GPURUN_GPUS"), env.get("CUDA_VISIBLE_DEVICES"), env.get("ROCR_VISIBLE_DEVICES")))
+    r, env = run({"HWLOC_XMLFILE": os.path.join(topo_dir, xml)}, ["--policy", "none", "env"])
+    check("server-management" not in r.stderr, "%s: without -v nothing is said" % xml)
+
+# an hwloc 3 export given as this machine: one line naming the variable, the format and the fix
+v3 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "hwloc3-cxlmem-dax.v3.xml")
+r, env = run({"HWLOC_XMLFILE": v3})
+lines = r.stderr.strip().splitlines()
+check(r.returncode == 2 and len(lines) == 1 and "HWLOC_XMLFILE=" + v3 in lines[0]
+      and "format version 3.0" in lines[0] and "lstopo --of v2xml" in lines[0],
+      "HWLOC_XMLFILE of an hwloc 3 export: exit 2, one line naming version and fix (got %d: %r)" % (r.returncode, r.stderr))
+
 print("%d failure(s)" % len(failures))
 sys.exit(1 if failures else 0)

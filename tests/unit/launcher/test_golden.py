@@ -17,7 +17,9 @@ ENV = {k: v for k, v in os.environ.items()
 # GPUs per recorded node (configs/topologies/README.md)
 NODES = {"hwloc-nvidia-dgx2.xml": 16, "hwloc-power8-minsky-4xP100.xml": 4,
          "mpibind-lassen-p9-4xV100.xml": 4, "mpibind-aws-g4dn-metal-8xT4.xml": 8,
-         "mpibind-pascal-2xP100.xml": 2, "flux-tuolumne-4xMI300A-SPX.xml": 4}
+         "mpibind-pascal-2xP100.xml": 2, "flux-tuolumne-4xMI300A-SPX.xml": 4,
+         "hwloc-24em64t-3xM2070-es1000.xml": 3, "hwloc-96em64t-x3950m2-es1000.xml": 0,
+         "hwloc-8em64t-nonodesets-es1000.xml": 0}
 
 
 def plan(xml, n):
@@ -35,7 +37,8 @@ def plan(xml, n):
 failures = 0
 seen = set()
 for xml, g in sorted(NODES.items()):
-    for n in sorted({1, max(1, g // 2), g, 2 * g}):
+    # a node without GPUs: one rank, and four (one per NUMA node where there are four)
+    for n in sorted({1, max(1, g // 2), g, 2 * g}) if g else [1, 4]:
         name = "%s-N%d.json" % (xml[:-4], n)
         seen.add(name)
         path = os.path.join(golden_dir, name)

@@ -18,15 +18,19 @@ typedef struct {
   int ngpus;        /* from configs/topologies/README.md */
   const char *nics; /* expected NIC names, space separated */
   int vendor;
+  const char *not_gpus; /* display functions of a GPU vendor that are no GPU (the README's BMCs) */
 } topo_case;
 
 static const topo_case cases[] = {
-    {"hwloc-nvidia-dgx2.xml", 16, "", 0x10de},
-    {"hwloc-power8-minsky-4xP100.xml", 4, "", 0x10de},
-    {"mpibind-lassen-p9-4xV100.xml", 4, "mlx5_0 mlx5_1 mlx5_2 mlx5_3", 0x10de},
-    {"mpibind-aws-g4dn-metal-8xT4.xml", 8, "rdmap197s0", 0x10de},
-    {"mpibind-pascal-2xP100.xml", 2, "mlx5_0", 0x10de},
-    {"flux-tuolumne-4xMI300A-SPX.xml", 4, "hsi0 hsi1 hsi2 hsi3", 0x1002},
+    {"hwloc-nvidia-dgx2.xml", 16, "", 0x10de, ""},
+    {"hwloc-power8-minsky-4xP100.xml", 4, "", 0x10de, ""},
+    {"mpibind-lassen-p9-4xV100.xml", 4, "mlx5_0 mlx5_1 mlx5_2 mlx5_3", 0x10de, ""},
+    {"mpibind-aws-g4dn-metal-8xT4.xml", 8, "rdmap197s0", 0x10de, ""},
+    {"mpibind-pascal-2xP100.xml", 2, "mlx5_0", 0x10de, ""},
+    {"flux-tuolumne-4xMI300A-SPX.xml", 4, "hsi0 hsi1 hsi2 hsi3", 0x1002, ""},
+    {"hwloc-24em64t-3xM2070-es1000.xml", 3, "mlx4_0", 0x10de, "0000:01:03.0"},
+    {"hwloc-96em64t-x3950m2-es1000.xml", 0, "", 0, "0000:01:00.0"},
+    {"hwloc-8em64t-nonodesets-es1000.xml", 0, "mlx4_0", 0, "0000:0e:0d.0"},
 };
 
 /* ---- the test's own view ---------------------------------------------------------------- */
@@ -44,7 +48,7 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp((const char *)a, (const char *)b);
 }
 
-static void view_load(view *v, const char *path) {
+static void view_load(view *v, const char *path, const char *not_gpus) {
   memset(v, 0, sizeof *v);
   assert_int_equal(hwloc_topology_init(&v->t), 0);
   assert_int_equal(hwloc_topology_set_xml(v->t, path), 0);
@@ -56,7 +60,7 @@ static void view_load(view *v, const char *path) {
     if ((ven == 0x10de || ven == 0x1002) && ((cls >> 8) == 3 || cls == 0x1200)) {
       snprintf(v->pci[v->ngpus], 20, "%04x:%02x:%02x.%x", o->attr->pcidev.domain,
                o->attr->pcidev.bus, o->attr->pcidev.dev, o->attr->pcidev.func);
-      v->ngpus++;
+      if (!strstr(not_gpus, v->pci[v->ngpus])) v->ngpus++;
     }
   }
   qsort(v->pci, (size_t)v->ngpus, sizeof v->pci[0], cmp_str);
@@ -301,8 +305,13 @@ static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__p
       snprintf(ord + lo, sizeof ord - lo, "%s%d", i ? "," : "", node->gpus[rp->gpu[i]].index);
     }
     assert_string_equal(env_of(&e, "GPURUN_GPUS"), want);
-    assert_string_equal(
-        env_of(&e, tc->vendor == 0x1002 ? "ROCR_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES"), ord);
+    if (G == 0) { /* no GPU: no vendor's variable names one */
+      assert_null(env_of(&e, "CUDA_VISIBLE_DEVICES"));
+      assert_null(env_of(&e, "ROCR_VISIBLE_DEVICES"));
+    } else {
+      assert_string_equal(
+          env_of(&e, tc->vendor == 0x1002 ? "ROCR_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES"), ord);
+    }
     char lr[16];
     snprintf(lr, sizeof lr, "%d", r);
     assert_string_equal(env_of(&e, "GPURUN_LOCAL_RANK"), lr);
@@ -392,7 +401,7 @@ static void test_every_topology(void **state) {
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", topo_dir, tc->file);
     view v;
-    view_load(&v, path);
+    view_load(&v, path, tc->not_gpus);
     assert_int_equal(v.ngpus, tc->ngpus);
     gr__node node;
     assert_int_equal(gr__node_load(&node, path), GR_OK);
@@ -519,6 +528,101 @@ static void test_bad_xml(void **state) {
   unlink(path);
 }
 
+/* Server-management (BMC) display chips: an ATI ES1000 is a VGA function of a GPU vendor but no
+ * GPU. Three real nodes carry one: beside three Tesla M2070s, and on two nodes with no GPU. */
+static void test_bmc_display(void **state) {
+  (void)state;
+  gr__node n;
+  load(&n, "hwloc-24em64t-3xM2070-es1000.xml");
+  assert_int_equal(n.ngpus, 3);
+  assert_int_equal(n.nskipped, 1);
+  assert_non_null(strstr(n.skipped[0], "ignoring PCI 0000:01:03.0 (ATI ES1000 1002:515e)"));
+  assert_non_null(strstr(n.skipped[0], "server-management display, not a GPU"));
+  gr__plan p;
+  gr__plan_opts po = {0};
+  assert_int_equal(gr__plan_compute(&n, 3, &po, &p), GR_OK);
+  const char *bus[] = {"0000:06:00.0", "0000:11:00.0", "0000:14:00.0"}, *ord[] = {"0", "1", "2"};
+  for (int r = 0; r < 3; r++) { /* every real GPU used, once, under its CUDA ordinal */
+    assert_int_equal(p.ranks[r].ngpus, 1);
+    gr__envlist e;
+    assert_int_equal(gr__plan_env(&n, &p, r, NULL, &e), GR_OK);
+    assert_string_equal(env_of(&e, "GPURUN_GPUS"), bus[r]);
+    assert_string_equal(env_of(&e, "CUDA_VISIBLE_DEVICES"), ord[r]);
+    assert_null(env_of(&e, "ROCR_VISIBLE_DEVICES"));
+    gr__envlist_free(&e);
+  }
+  gr__plan_free(&p);
+  gr__node_free(&n);
+  /* 96 cores on 4 NUMA nodes, no GPU: 24 ranks spread 6 to a node, none told of a GPU */
+  load(&n, "hwloc-96em64t-x3950m2-es1000.xml");
+  assert_int_equal(n.ngpus, 0);
+  assert_int_equal(n.nskipped, 1);
+  assert_non_null(strstr(n.skipped[0], "PCI 0000:01:00.0 (ATI ES1000 1002:515e)"));
+  assert_int_equal(gr__plan_compute(&n, 24, &po, &p), GR_OK);
+  int per_numa[4] = {0};
+  for (int r = 0; r < 24; r++) {
+    assert_int_equal(p.ranks[r].ngpus, 0);
+    assert_int_equal(hwloc_bitmap_weight(p.ranks[r].nodeset), 1);
+    int numa = hwloc_bitmap_first(p.ranks[r].nodeset);
+    assert_in_range(numa, 0, 3);
+    per_numa[numa]++;
+    gr__envlist e;
+    assert_int_equal(gr__plan_env(&n, &p, r, NULL, &e), GR_OK);
+    assert_null(env_of(&e, "ROCR_VISIBLE_DEVICES"));
+    assert_null(env_of(&e, "CUDA_VISIBLE_DEVICES"));
+    gr__envlist_free(&e);
+  }
+  for (int k = 0; k < 4; k++)
+    assert_int_equal(per_numa[k], 6);
+  gr__plan_free(&p);
+  gr__node_free(&n);
+  load(&n, "hwloc-8em64t-nonodesets-es1000.xml");
+  assert_int_equal(n.ngpus, 0);
+  assert_int_equal(n.nskipped, 1);
+  gr__node_free(&n);
+}
+
+/* Files hwloc cannot read get a sentence that says why: an hwloc 3 export (format 3.0, from
+ * hwloc's own tests) names the version and how to export again; garbage, empty, other XML. */
+static void test_unreadable_xml(void **state) {
+  (void)state;
+  gr__node n;
+  assert_int_equal(gr__node_load(&n, GR_DATA_DIR "/hwloc3-cxlmem-dax.v3.xml"), GR_ERR_TOPOLOGY);
+  const char *e = gr_last_error();
+  assert_non_null(strstr(e, "hwloc3-cxlmem-dax.v3.xml"));
+  assert_non_null(strstr(e, "format version 3.0"));
+  assert_non_null(strstr(e, "hwloc " HWLOC_VERSION));
+  assert_non_null(strstr(e, "lstopo --of v2xml"));
+  static const struct {
+    const char *text, *want;
+  } bad[] = {
+      {"", "is empty"},
+      {" \n\t\n", "holds only white space"},
+      {"\x7f"
+       "ELF\x02\x01",
+       "is not XML"},
+      {"hello, world\n", "is not XML"},
+      {"<?xml version=\"1.0\"?>\n<html><body/></html>\n", "without a <topology> element"},
+      {"<?xml version=\"1.0\"?>\n<topology version=\"7.1\">\n", "format version 7.1"},
+      {"<topology><object", "hwloc " HWLOC_VERSION " refuses it"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char path[] = "/tmp/gpurun-bad-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t len = strlen(bad[i].text);
+    assert_int_equal(write(fd, bad[i].text, len), (ssize_t)len);
+    close(fd);
+    assert_int_equal(gr__node_load(&n, path), GR_ERR_TOPOLOGY);
+    print_message("  %s\n", gr_last_error());
+    assert_non_null(strstr(gr_last_error(), bad[i].want));
+    assert_non_null(strstr(gr_last_error(), path));
+    if (i + 1 < sizeof bad / sizeof bad[0]) /* the text shows why: no errno word */
+      assert_null(strstr(gr_last_error(), "Invalid argument"));
+    unlink(path);
+  }
+}
+
 static void test_no_gpu_and_policies(void **state) {
   (void)state;
   gr__node n;
@@ -603,6 +707,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_every_topology),      cmocka_unit_test(test_gpus_per_rank),
       cmocka_unit_test(test_restrict_visible),    cmocka_unit_test(test_bad_xml),
       cmocka_unit_test(test_no_gpu_and_policies), cmocka_unit_test(test_partitioned),
+      cmocka_unit_test(test_bmc_display),         cmocka_unit_test(test_unreadable_xml),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -344,6 +344,81 @@ static void test_csv_tail(void **state) {
   top_free(&job);
 }
 
+/* Every line of a frame within 80 columns (79 used), printable ASCII only. */
+static void assert_frame_fits(const char *buf) {
+  for (const char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+    nl = strchr(line, '\n');
+    size_t l = nl ? (size_t)(nl - line) : strlen(line);
+    if (l > 79) print_message("too wide (%zu): %.*s\n", l, (int)l, line);
+    assert_true(l <= 79);
+    for (size_t i = 0; i < l; i++)
+      assert_true(line[i] >= 32 && line[i] < 127);
+  }
+}
+
+/* Huge but finite values (rss 1e300, cpu 1e200, 1e30 W, a call started 31 years ago), a rank
+ * number of 7 digits and a 60-character job name: every row stays within the 80 columns the man
+ * page promises, the values saturated (">...") rather than cut into a wrong number. */
+static void test_huge_values(void **state) {
+  (void)state;
+  char root[sizeof dir];
+  memcpy(root, dir, sizeof dir);
+  char sub[sizeof dir];
+  snprintf(sub, sizeof sub, "%.100s/%s", root,
+           "job-with-a-very-long-name-0123456789012345678901234567890123");
+  assert_int_equal(mkdir(sub, 0700), 0);
+  memcpy(dir, sub, sizeof dir);
+  double t = now_s();
+  char text[1024];
+  snprintf(text, sizeof text,
+           "gpurun-live 1\nrank 0\nsize 2\nhost fakehost\npid 999999\nstate running\n"
+           "time %.3f\ninterval 0.25\ncpu_pct 1e200\nrss_kib 1e300\n"
+           "comm world 0 2 mpi 7 allreduce 1 running %.6f 0 7 0.5\n",
+           t - 0.1, t - 1e9);
+  put_file("live.0", text);
+  snprintf(text, sizeof text,
+           "gpurun-live 1\nrank 1048575\nsize 2\nhost fakehost\npid 999999\nstate running\n"
+           "time %.3f\ninterval 0.25\ncpu_pct 99999\nrss_kib 5e12\n",
+           t - 0.1);
+  put_file("live.1048575", text);
+  put_file("node.a.0.csv",
+           "time,elapsed_s,rank,local_rank,gpu,gpu_util,mem_util,mem_used_mib,mem_total_mib,"
+           "temp_c,power_w,sm_clock_mhz,throttle,ecc_uncorrected,cpu_util,rss_mib,rank_sm_util,"
+           "others_sm_util,rank_mem_mib,others_mem_mib\n"
+           "101.0,1,0,0,0000:17:00.0,1e300,1,1e300,1e300,1e300,1e30,1980,0x0,0,1e200,1e300,1e300,"
+           "1,1,1\n"
+           "101.0,1,0,0,0000:65:00.0,99999,1,123456789,987654321,1234,123456,1980,0x0,0,1e200,"
+           "1e300,,,,\n");
+  top_job job;
+  load(&job, 2.0);
+  memcpy(dir, root, sizeof dir);
+  assert_int_equal(job.n, 2);
+  assert_true(job.r[0].rss_mib > 1e290 && job.r[0].gpu[0].power_w > 1e29); /* read as given */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  assert_int_equal(top_render(m, &job, 0, -1, 0, 1.0), 3);
+  fclose(m);
+  print_message("%s", buf);
+  assert_frame_fits(buf);
+  assert_non_null(strstr(buf, "1048575")); /* the rank number whole */
+  assert_non_null(strstr(buf, ">9EW"));    /* 1e30 W */
+  assert_non_null(strstr(buf, ">99E"));    /* CPU% and RSS */
+  assert_non_null(strstr(buf, ">999d"));   /* inside the call for 31 years */
+  assert_null(strstr(buf, "e+"));          /* no exponent cut into a number */
+  free(buf);
+  /* the terminal's cut (width 40) still holds */
+  m = open_memstream(&buf, &len);
+  top_render(m, &job, 0, 5, 40, 1.0);
+  fclose(m);
+  for (const char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+    nl = strchr(line, '\n');
+    assert_true((nl ? (size_t)(nl - line) : strlen(line)) <= 40);
+  }
+  free(buf);
+  top_free(&job);
+}
+
 /* DIR may be the monitor root: its newest job directory is used. */
 static void test_find_job(void **state) {
   (void)state;
@@ -370,6 +445,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_creation_members, setup, teardown),
       cmocka_unit_test_setup_teardown(test_csv_tail, setup, teardown),
       cmocka_unit_test_setup_teardown(test_find_job, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_huge_values, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
