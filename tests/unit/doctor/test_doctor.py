@@ -269,10 +269,10 @@ def refused(args, needle, what, code=2):
 garbage = os.path.join(tmp, "garbage.xml")
 with open(garbage, "wb") as fh:
     fh.write(b"<?xml version='1.0'?>\n<topology><object type=\"Machine\"><<<\x00\xff garbage")
-refused(["--topology", garbage], "does not load", "garbage topology")
+refused(["--topology", garbage], "is not XML", "garbage topology")
 empty = os.path.join(tmp, "empty.xml")
 open(empty, "w").close()
-refused(["--topology", empty], "does not load", "empty topology")
+refused(["--topology", empty], "is empty", "empty topology")
 refused(["--topology", os.path.join(tmp, "missing.xml")], "missing.xml", "missing topology")
 refused(["--topology", tmp], "not a regular file", "a directory as topology")
 fifo = os.path.join(tmp, "fifo.xml")
