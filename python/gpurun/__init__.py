@@ -12,6 +12,11 @@ tensors are passed as device pointers with the tensor's current CUDA stream, whi
 backend orders the call on. Every failure raises gpurun.Error: str(e) is gr_last_error()'s
 sentence, e.status the status name ("GR_ERR_TIMEOUT"), e.code its number. GPURUN_TIMEOUT and
 GPURUN_CHECK are read by the C library at init(), as in C.
+
+Arrays in the other byte order or unaligned are reduced by their values (converted for the call,
+written back in the caller's order); masked arrays, tensors on devices gpurun cannot reach and
+writes autograd forbids are refused, the last with torch's own sentences; every write into a
+tensor bumps its version counter. python/README.md has the rules.
 """
 import atexit
 import ctypes
