@@ -225,16 +225,20 @@ _T_INFER = ("Inplace update to inference tensor outside InferenceMode is not all
             "https://github.com/pytorch/rfcs/pull/17 for more details.")
 
 
+_increment_version = None  # torch.autograd.graph.increment_version where torch has it
+
+
 def _bump_version(t, x):
     """Tell autograd that x was written in place: its version counter (shared with its views and
     detached aliases) goes up, so a backward() that saved x raises torch's own error instead of
-    using the new values. A metadata-only in-place op on a detached alias does it without
-    touching the data."""
-    inc = getattr(getattr(t.autograd, "graph", None), "increment_version", None)
-    if inc is not None:
-        inc(x)
-    elif not x.is_inference():  # inference tensors have no version counter
-        x.detach().as_strided_((0,), (1,))
+    using the new values. Where torch has no increment_version, x.set_(x) does it: an in-place
+    operation that leaves storage, shape and strides as they are (about 1 us)."""
+    global _increment_version
+    if _increment_version is None:
+        graph = getattr(t.autograd, "graph", None)
+        _increment_version = getattr(graph, "increment_version", None) or (lambda x: x.set_(x))
+    if not x.is_inference():  # inference tensors have no version counter
+        _increment_version(x)
 
 
 def _torch_write(t, call, dst, srcs, inplace):
