@@ -117,6 +117,8 @@ def _invalid(call, msg, cls=Error):
     """An argument the C API cannot even express (an unknown op name, a non-array): raised here,
     in the C library's own sentence form."""
     where = "rank %d: " % _RANK if _RANK is not None else ""
+    # one line whatever the names in it hold (a dtype's or a type's name is the caller's text)
+    msg = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in msg)
     return cls("%s%s: %s" % (where, call, msg), 1)  # GR_ERR_INVALID
 
 
@@ -241,7 +243,7 @@ def _bump_version(t, x):
         _increment_version(x)
 
 
-def _torch_write(t, call, dst, srcs, inplace):
+def _torch_write(t, call, dst, srcs, inplace, bump=True):
     """The checks torch makes before it writes into dst (in place when inplace, else as an out=
     argument of a function reading srcs), then the version bump. gpurun's collectives are not
     differentiable: under grad mode no tensor that autograd tracks may be written."""
@@ -260,7 +262,8 @@ def _torch_write(t, call, dst, srcs, inplace):
         if not inplace and (dst.requires_grad or any(
                 isinstance(s, t.Tensor) and s.requires_grad for s in srcs)):
             raise _invalid(call, _T_OUT)
-    _bump_version(t, dst)
+    if bump:
+        _bump_version(t, dst)
 
 
 class _Buf:
@@ -532,6 +535,12 @@ class Comm:
             self._same(b, o, "reduce")
             if out is not None:
                 self._written("reduce", o, (x,), out is x)
+        else:
+            t = _torch()
+            if out is not None and t is not None and isinstance(out, t.Tensor):
+                # out is not written here, but what the root refuses every rank refuses: a
+                # refusal on the root alone would leave the others waiting in the collective
+                _torch_write(t, "reduce", out, (x,), out is x, bump=False)
         _keep(b.obj, o.obj if o else None)
         _check(_gr_reduce(b.ptr, o.ptr if o else None, b.count, b.dtype, _op("reduce", op), root,
                           h, b.stream))

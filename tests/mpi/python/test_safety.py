@@ -139,6 +139,17 @@ check(self_comm.allreduce(np.array(3.0)).shape == () and w.allreduce(np.array(2.
       "0-d allreduce")
 self_comm.free()
 
+
+
+class Evil:
+    def __str__(self):
+        return "evil\n\x1b[2J\u2028"
+
+
+e = raises(lambda: gpurun.dtype_code(Evil()), "a dtype whose name holds control characters",
+           ["evil\\n\\x1b[2J\\u2028"], cls=TypeError)
+check(str(e).isprintable(), "the sentence is one printable line: %r" % str(e))
+
 # ---- nested groups: the inner group's buffers live until the outermost group ends --------------
 src = np.arange(200, dtype=np.float64) * (R + 1)
 got = np.zeros(100)
@@ -191,6 +202,11 @@ if torch is not None:
            exact=ours("allreduce", out_msg))
     raises(lambda: w.allgather(lf, out=torch.empty(4 * N)), "allgather x requires grad with out=",
            exact=ours("allgather", out_msg))
+    # reduce: what the root refuses, every rank refuses (else the others would wait for it)
+    raises(lambda: w.reduce(torch.ones(4), root=0, out=torch.ones(4, requires_grad=True)),
+           "reduce out= requires grad, on every rank", exact=ours("reduce", out_msg))
+    raises(lambda: w.reduce(lf, root=N - 1, out=lf), "reduce in place into a leaf, on every rank",
+           exact=ours("reduce", leaf_msg))
     # results gpurun allocates are new tensors: allowed, and they do not require grad
     y = w.allreduce(lf)
     check(y.tolist() == [N] * 4 and not y.requires_grad, "allreduce of a leaf into a new tensor")
