@@ -524,23 +524,23 @@ class Comm:
         return _result(b)
 
     def reduce(self, x, op="sum", root=0, out=None):
-        """The reduction onto root: a new array/tensor (or out) there, None on the other ranks."""
+        """The reduction onto root: a new array/tensor (or out) there, None on the other ranks.
+        An out given on the other ranks is checked there too, and not written."""
         h = self._handle("reduce")
         root = _index("reduce", "root", root)
         b = _Buf(x, "reduce", "x")
         o = None
-        if self.rank == root:
+        if self.rank == root or out is not None:
+            # out is checked on every rank, though only the root's is written: a refusal on the
+            # root alone would leave the others waiting in the collective
             o = _Buf(_new_like(b.obj, tuple(x.shape)) if out is None else out, "reduce", "out",
                      True)
             self._same(b, o, "reduce")
-            if out is not None:
-                self._written("reduce", o, (x,), out is x)
-        else:
             t = _torch()
-            if out is not None and t is not None and isinstance(out, t.Tensor):
-                # out is not written here, but what the root refuses every rank refuses: a
-                # refusal on the root alone would leave the others waiting in the collective
-                _torch_write(t, "reduce", out, (x,), out is x, bump=False)
+            if out is not None and o.is_torch:
+                _torch_write(t, "reduce", o.obj, (x,), out is x, bump=self.rank == root)
+            if self.rank != root:
+                o = None
         _keep(b.obj, o.obj if o else None)
         _check(_gr_reduce(b.ptr, o.ptr if o else None, b.count, b.dtype, _op("reduce", op), root,
                           h, b.stream))

@@ -116,6 +116,20 @@ raises(lambda: w.allreduce(np.ones(3), out=np.ma.masked_array(np.zeros(3))), "ma
 raises(lambda: w.broadcast(m), "masked broadcast", ["masked"], cls=TypeError)
 check(np.array_equal(w.allreduce(m.filled(0.0)), [N, 0, 3 * N]), "filled() is the way")
 
+# ---- what was refused or copied before stays so -------------------------------------------------
+ro = np.arange(4.0)
+ro.flags.writeable = False
+check(np.array_equal(w.allreduce(ro), ro * N), "a read-only input")
+raises(lambda: w.allreduce(ro, out=ro), "a read-only array in place", ["read-only"])
+raises(lambda: w.broadcast(ro), "a read-only broadcast", ["read-only"])
+raises(lambda: w.allreduce(np.array([1, None], dtype=object)), "object dtype", ["object"],
+       cls=TypeError)
+raises(lambda: w.allreduce(np.ones(2, bool)), "bool dtype", ["bool"], cls=TypeError)
+nc = np.arange(8.0)[::2]
+raises(lambda: w.allreduce(nc, out=nc), "a non-contiguous array in place", ["contiguous"])
+check(np.array_equal(w.allreduce(np.arange(8.0).astype(">f8")[::2]), nc * N),
+      "a non-contiguous big-endian input")
+
 # ---- ranks, colors, keys are integers; 0-d arrays; the calls stay in step -----------------------
 raises(lambda: w.broadcast(np.ones(2), root=1.5), "a float root", ["root", "float"], cls=TypeError)
 raises(lambda: w.reduce(np.ones(2), root="0"), "a string root", ["root", "str"], cls=TypeError)
@@ -278,6 +292,10 @@ if torch is not None:
     raises(lambda: w.allreduce(torch.ones(4).to_sparse()), "a sparse tensor", ["sparse"],
            cls=TypeError)
 
+# reduce: an out= of the wrong size is refused on every rank, not on the root alone (which would
+# leave the others waiting); last, as the old behaviour left the ranks out of step
+raises(lambda: w.reduce(np.ones(4), root=0, out=np.ones(5)), "reduce out= of another size",
+       ["out holds 5"])
 w.barrier()
 gpurun.finalize()
 print("rank %d: %d failure(s)" % (R, len(failures)), flush=True)
