@@ -489,14 +489,15 @@ class Comm:
         """A new array/tensor like x with the reduction over all ranks; out=x for in place."""
         if out is x and not _groups_open:
             # the hot path (DDP's gradient hook): in place on a contiguous buffer, no group
-            v = _fast_view(x)
             code = OPS.get(op) if type(op) is str else None
-            if v is not None and code is not None and self._h is not None and _world is not None:
+            v = _fast_view(x) if code is not None and self._h is not None else None
+            if v is not None and _world is not None:
                 rc = _gr_allreduce(v[0], v[0], v[1], v[2], code, self._h, v[3])
                 if rc:
                     _check(rc)
                 return x
         h = self._handle("allreduce")
+        opc = _op("allreduce", op)  # before anything is written or bumped
         if out is x:  # in place: one view, which must be writable as it is
             b = o = _Buf(x, "allreduce", "x", True)
             self._written("allreduce", o, (x,), True)
@@ -508,7 +509,7 @@ class Comm:
             if out is not None:
                 self._written("allreduce", o, (x,), False)
         _keep(b.obj, o.obj)
-        _check(_gr_allreduce(b.ptr, o.ptr, b.count, b.dtype, _op("allreduce", op), h, b.stream))
+        _check(_gr_allreduce(b.ptr, o.ptr, b.count, b.dtype, opc, h, b.stream))
         _finish(o)
         return _result(o)
 
@@ -527,6 +528,7 @@ class Comm:
         """The reduction onto root: a new array/tensor (or out) there, None on the other ranks.
         An out given on the other ranks is checked there too, and not written."""
         h = self._handle("reduce")
+        opc = _op("reduce", op)  # before anything is written or bumped
         root = _index("reduce", "root", root)
         b = _Buf(x, "reduce", "x")
         o = None
@@ -542,7 +544,7 @@ class Comm:
             if self.rank != root:
                 o = None
         _keep(b.obj, o.obj if o else None)
-        _check(_gr_reduce(b.ptr, o.ptr if o else None, b.count, b.dtype, _op("reduce", op), root,
+        _check(_gr_reduce(b.ptr, o.ptr if o else None, b.count, b.dtype, opc, root,
                           h, b.stream))
         _finish(o)
         return _result(o) if o else None
@@ -568,6 +570,7 @@ class Comm:
     def reduce_scatter(self, x, op="sum", out=None):
         """Block r (len(x) // size elements along the first axis) of the reduction, on rank r."""
         h = self._handle("reduce_scatter")
+        opc = _op("reduce_scatter", op)  # before anything is written or bumped
         b = _Buf(x, "reduce_scatter", "x")
         n = self._blocks(x, b, "reduce_scatter")
         shape = (tuple(x.shape)[0] // self.size,) + tuple(x.shape)[1:]
@@ -577,7 +580,7 @@ class Comm:
         if out is not None:
             self._written("reduce_scatter", o, (x,), out is x)
         _keep(b.obj, o.obj)
-        _check(_gr_reduce_scatter(b.ptr, o.ptr, n, b.dtype, _op("reduce_scatter", op), h,
+        _check(_gr_reduce_scatter(b.ptr, o.ptr, n, b.dtype, opc, h,
                                   b.stream))
         _finish(o)
         return _result(o)
@@ -618,7 +621,11 @@ class Comm:
         _check(_gr_barrier(self._handle("barrier")))
 
     def synchronize(self, stream=None):
-        """Wait for the calls enqueued on stream (NCCL); a no-op on the MPI backend."""
+        """Wait for the calls enqueued on stream (NCCL); a no-op on the MPI backend. stream is a
+        torch.cuda.Stream, a cudaStream_t as an integer, or None (the default stream)."""
+        stream = getattr(stream, "cuda_stream", stream)
+        if stream is not None:
+            stream = _index("synchronize", "stream", stream)
         _check(_gr_comm_synchronize(self._handle("synchronize"), stream))
 
     def _same(self, b, o, call):

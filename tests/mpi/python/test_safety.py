@@ -143,6 +143,8 @@ def float_peer():
 
 raises(float_peer, "a float peer", ["peer"], cls=TypeError)
 raises(lambda: w.split(0.5), "a float color", ["color"], cls=TypeError)
+raises(lambda: w.synchronize("0"), "a string stream", ["stream", "str"], cls=TypeError)
+w.synchronize(None)
 check(w.broadcast(np.full(2, R, np.int64), root=np.int64(N - 1)).tolist() == [N - 1] * 2,
       "a NumPy integer root")
 self_comm = w.split(R)  # size 1: a 0-d array passes every size check but the first axis'
@@ -221,6 +223,10 @@ if torch is not None:
            "reduce out= requires grad, on every rank", exact=ours("reduce", out_msg))
     raises(lambda: w.reduce(lf, root=N - 1, out=lf), "reduce in place into a leaf, on every rank",
            exact=ours("reduce", leaf_msg))
+    # a call refused for its op writes nothing and leaves the version as it was
+    pl = torch.ones(2)
+    raises(lambda: w.allreduce(pl, op="median", out=pl), "an unknown op", ["median"])
+    check(pl._version == 0, "a refused call leaves the version (%d)" % pl._version)
     # results gpurun allocates are new tensors: allowed, and they do not require grad
     y = w.allreduce(lf)
     check(y.tolist() == [N] * 4 and not y.requires_grad, "allreduce of a leaf into a new tensor")
