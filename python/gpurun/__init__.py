@@ -580,8 +580,7 @@ class Comm:
         if out is not None:
             self._written("reduce_scatter", o, (x,), out is x)
         _keep(b.obj, o.obj)
-        _check(_gr_reduce_scatter(b.ptr, o.ptr, n, b.dtype, opc, h,
-                                  b.stream))
+        _check(_gr_reduce_scatter(b.ptr, o.ptr, n, b.dtype, opc, h, b.stream))
         _finish(o)
         return _result(o)
 
