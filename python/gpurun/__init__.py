@@ -12,15 +12,21 @@ tensors are passed as device pointers with the tensor's current CUDA stream, whi
 backend orders the call on. Every failure raises gpurun.Error: str(e) is gr_last_error()'s
 sentence, e.status the status name ("GR_ERR_TIMEOUT"), e.code its number. GPURUN_TIMEOUT and
 GPURUN_CHECK are read by the C library at init(), as in C.
+
+Arrays in the other byte order or unaligned are reduced by their values (converted for the call,
+written back in the caller's order); masked arrays, tensors on devices gpurun cannot reach and
+writes autograd forbids are refused, the last with torch's own sentences; every write into a
+tensor bumps its version counter. python/README.md has the rules.
 """
 import atexit
 import ctypes
+import operator
 import os
 import threading
 import weakref
 
 __all__ = ["init", "finalize", "initialized", "world", "info", "group", "Comm", "Error",
-           "DTYPES", "OPS"]
+           "ArgumentTypeError", "DTYPES", "OPS"]
 
 # ---- the library -----------------------------------------------------------------------------
 
@@ -102,11 +108,28 @@ def _check(rc):
 _RANK = None  # this process's world rank once known, for Python-side messages
 
 
-def _invalid(call, msg):
+class ArgumentTypeError(Error, TypeError):
+    """A gpurun.Error (GR_ERR_INVALID) that is also a TypeError: the object passed is of a kind
+    gpurun does not take (a list, a masked array, a float as a rank)."""
+
+
+def _invalid(call, msg, cls=Error):
     """An argument the C API cannot even express (an unknown op name, a non-array): raised here,
     in the C library's own sentence form."""
     where = "rank %d: " % _RANK if _RANK is not None else ""
-    return Error("%s%s: %s" % (where, call, msg), 1)  # GR_ERR_INVALID
+    # one line whatever the names in it hold (a dtype's or a type's name is the caller's text)
+    msg = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in msg)
+    return cls("%s%s: %s" % (where, call, msg), 1)  # GR_ERR_INVALID
+
+
+def _index(call, what, v):
+    """An integer argument (a rank, a color, a key): ints and NumPy integers, never a float or a
+    string that int() would silently truncate or parse."""
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise _invalid(call, "%s must be an integer, not %s" % (what, type(v).__name__),
+                       ArgumentTypeError) from None
 
 
 # ---- dtypes and ops (both ways) ----------------------------------------------------------------
@@ -160,11 +183,18 @@ def _dtype_code(dt):
             "int": "int32"}.get(name, name)
     if name not in DTYPES:
         try:
-            name = _np().dtype(dt).name
+            npdt = _np().dtype(dt)
         except Exception:  # not a NumPy dtype at all (torch.bool, "bogus")
-            pass
+            npdt = None
+        if npdt is not None:
+            if not npdt.isnative:
+                # a gr_dtype is an element in this machine's byte order
+                raise _invalid("dtype", "%s is not in native byte order; use %s" % (
+                    npdt.str, npdt.newbyteorder("=").name))
+            name = npdt.name
     if name not in DTYPES:
-        raise _invalid("dtype", "%s has no gpurun dtype (%s)" % (dt, ", ".join(DTYPES)))
+        raise _invalid("dtype", "%s has no gpurun dtype (%s)" % (dt, ", ".join(DTYPES)),
+                       ArgumentTypeError)
     return DTYPES[name]
 
 
@@ -186,56 +216,163 @@ def torch_dtype(code_or_name):
     return dt
 
 
+# torch's own sentences for the writes autograd forbids (torch/csrc/autograd: check_inplace,
+# throw_error_out_requires_grad), so that a gpurun call fails as the torch operation would
+_T_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
+_T_VIEW = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+_T_OUT = ("functions with out=... arguments don't support automatic differentiation, but one "
+          "of the arguments requires grad.")
+_T_INFER = ("Inplace update to inference tensor outside InferenceMode is not allowed.You can make "
+            "a clone to get a normal tensor before doing inplace update.See "
+            "https://github.com/pytorch/rfcs/pull/17 for more details.")
+
+
+_increment_version = None  # torch.autograd.graph.increment_version where torch has it
+
+
+def _bump_version(t, x):
+    """Tell autograd that x was written in place: its version counter (shared with its views and
+    detached aliases) goes up, so a backward() that saved x raises torch's own error instead of
+    using the new values. Where torch has no increment_version, x.set_(x) does it: an in-place
+    operation that leaves storage, shape and strides as they are (about 1 us)."""
+    global _increment_version
+    if _increment_version is None:
+        graph = getattr(t.autograd, "graph", None)
+        _increment_version = getattr(graph, "increment_version", None) or (lambda x: x.set_(x))
+    if not x.is_inference():  # inference tensors have no version counter
+        _increment_version(x)
+
+
+def _torch_write(t, call, dst, srcs, inplace, bump=True):
+    """The checks torch makes before it writes into dst (in place when inplace, else as an out=
+    argument of a function reading srcs), then the version bump. gpurun's collectives are not
+    differentiable: under grad mode no tensor that autograd tracks may be written."""
+    if dst.is_inference() and not t.is_inference_mode_enabled():
+        raise _invalid(call, _T_INFER)
+    if t.is_grad_enabled():
+        if inplace and dst.requires_grad:
+            base = dst._base
+            if base is not None and base.is_leaf:
+                raise _invalid(call, _T_VIEW)
+            if dst.is_leaf:
+                raise _invalid(call, _T_LEAF)
+            raise _invalid(call, "%s requires grad and gpurun's collectives are not "
+                           "differentiable: call it under torch.no_grad() or on a detached "
+                           "tensor" % ("x" if dst is srcs[0] else "out"))
+        if not inplace and (dst.requires_grad or any(
+                isinstance(s, t.Tensor) and s.requires_grad for s in srcs)):
+            raise _invalid(call, _T_OUT)
+    if bump:
+        _bump_version(t, dst)
+
+
 class _Buf:
-    """A contiguous buffer view of an array or tensor: pointer, element count, dtype, stream."""
-    __slots__ = ("obj", "ptr", "count", "dtype", "stream", "is_torch")
+    """A contiguous, aligned, native-order buffer view of an array or tensor: pointer, element
+    count, dtype, stream. An input that is not one is copied into one. A written buffer (writable)
+    must be contiguous; a NumPy one in another byte order or unaligned is staged: the call works
+    on a native copy (obj) and finish() writes the values back into the caller's array (back)."""
+    __slots__ = ("obj", "ptr", "count", "dtype", "stream", "is_torch", "back")
 
     def __init__(self, x, call, what, writable=False):
         t = _torch()
+        self.back = None
         if t is not None and isinstance(x, t.Tensor):
-            if not x.is_contiguous():
-                if writable:
+            if x.layout != t.strided:
+                raise _invalid(call, "%s is a %s tensor; gpurun takes dense (strided) tensors"
+                               % (what, str(x.layout).replace("torch.", "")), ArgumentTypeError)
+            if x.device.type not in ("cpu", "cuda"):
+                raise _invalid(call, "%s is on device %s, which gpurun cannot reach (cpu and cuda "
+                               "tensors only)" % (what, x.device), ArgumentTypeError)
+            code = dtype_code(x.dtype)
+            if not x.is_contiguous() or x.is_neg() or x.is_conj():
+                if writable and not x.is_contiguous():
                     raise _invalid(call, "%s is not contiguous (it is written in place)" % what)
-                x = x.contiguous()
+                if writable:
+                    raise _invalid(call, "%s is a negated or conjugated view (it is written in "
+                                   "place): its memory holds other values than it reads" % what)
+                # the values, materialised: a negated or conjugated view's memory holds others
+                x = x.resolve_neg().resolve_conj().contiguous()
             self.is_torch = True
             self.ptr = x.data_ptr()
             self.count = x.numel()
-            self.dtype = dtype_code(x.dtype)
+            self.dtype = code
             # CUDA tensors: the call is ordered on the tensor's current stream (NCCL backend)
             self.stream = t.cuda.current_stream(x.device).cuda_stream if x.is_cuda else None
         else:
             np = _np()
             if not isinstance(x, np.ndarray):
                 raise _invalid(call, "%s is a %s, not a NumPy array or torch tensor"
-                               % (what, type(x).__name__))
-            if not x.flags.c_contiguous:
-                if writable:
-                    raise _invalid(call, "%s is not C-contiguous (it is written in place)" % what)
-                x = np.ascontiguousarray(x)
+                               % (what, type(x).__name__), ArgumentTypeError)
+            if isinstance(x, np.ma.MaskedArray):
+                # which elements a cross-rank reduction should skip, and what mask the result
+                # gets, has no one answer: the caller says it with filled() or the data
+                raise _invalid(call, "%s is a masked array; gpurun does not apply masks: pass "
+                               "%s.filled(value) (masked elements replaced by value) or %s.data"
+                               % (what, what, what), ArgumentTypeError)
             if writable and not x.flags.writeable:
                 raise _invalid(call, "%s is read-only" % what)
+            if writable and not x.flags.c_contiguous:
+                raise _invalid(call, "%s is not C-contiguous (it is written in place)" % what)
+            dt = x.dtype
+            if not dt.isnative:
+                dt = dt.newbyteorder("=")
+            code = dtype_code(dt)
+            if dt is not x.dtype or not x.flags.aligned or not x.flags.c_contiguous:
+                # the values in this machine's order, aligned and contiguous; written buffers go
+                # back to the caller's array, in its own byte order, when the call has run
+                if writable:
+                    self.back = x
+                x = np.asarray(x, dtype=dt, order="C")
+                if not x.flags.aligned or x is self.back:
+                    x = x.copy()
             self.is_torch = False
             self.ptr = x.__array_interface__["data"][0]
             self.count = x.size
-            self.dtype = dtype_code(x.dtype)
+            self.dtype = code
             self.stream = None
         self.obj = x
 
 
+def _finish(*bufs):
+    """After a call: write staged buffers back into the caller's arrays. Inside a group the
+    calls run at the end of the outermost group, so the write-back waits for it."""
+    bufs = [b for b in bufs if b is not None and b.back is not None]
+    if not bufs:
+        return
+    stack = getattr(_tls, "post", None)
+    if stack:
+        stack[-1].extend(bufs)
+    else:
+        for b in bufs:
+            b.back[...] = b.obj
+
+
+def _result(b):
+    """What a call returns for a written buffer: the caller's own array when it was staged."""
+    return b.back if b.back is not None else b.obj
+
+
+_strided = None  # torch.strided once torch is seen
+
+
 def _fast_view(x):
     """(pointer, count, gr_dtype, stream) of a writable contiguous NumPy array or torch tensor
-    whose dtype has been seen before; None otherwise (then _Buf does the full checks)."""
+    whose dtype has been seen before, which nothing stops from being written; None otherwise
+    (then _Buf and _torch_write do the full checks). A tensor's version is bumped here."""
     if type(x) is _ndarray:
         fl = x.flags
-        code = _DT_CACHE.get(x.dtype)
-        if fl.c_contiguous and fl.writeable and code is not None:
+        code = _DT_CACHE.get(x.dtype)  # only native dtypes are ever cached
+        if fl.c_contiguous and fl.writeable and fl.aligned and code is not None:
             return x.ctypes.data, x.size, code, None
         return None
     t = _torch()
-    if t is not None and type(x) is t.Tensor and x.is_contiguous():
+    if (t is not None and type(x) is t.Tensor and x.layout is t.strided and
+            (x.is_cpu or x.is_cuda) and not x.requires_grad and not x.is_inference() and
+            not x.is_neg() and x.is_contiguous()):
         code = _DT_CACHE.get(x.dtype)
         if code is not None:
             stream = t.cuda.current_stream(x.device).cuda_stream if x.is_cuda else None
+            _bump_version(t, x)
             return x.data_ptr(), x.numel(), code, stream
     return None
 
@@ -277,17 +414,28 @@ class group:
         _groups_open += 1
         if not hasattr(_tls, "keep"):
             _tls.keep = []
+            _tls.post = []
         _tls.keep.append([])
+        _tls.post.append([])
         return self
 
     def __exit__(self, exc_type, exc, tb):
         global _groups_open
         _groups_open -= 1
         kept = _tls.keep.pop()
+        post = _tls.post.pop()
         rc = _gr_group_end()
+        if _tls.keep:
+            # an inner group: its calls run at the outermost group's end, and need their
+            # buffers and write-backs until then
+            _tls.keep[-1].extend(kept)
+            _tls.post[-1].extend(post)
+            post = []
         del kept
         if exc_type is None:
             _check(rc)
+            for b in post:
+                b.back[...] = b.obj
         return False
 
 
@@ -326,53 +474,80 @@ class Comm:
     def split(self, color, key=0):
         """Like MPI_Comm_split; a negative color takes no part and gets None."""
         out = _vp()
-        _check(_gr_comm_split(self._handle("split"), int(color), int(key), _c.byref(out)))
+        _check(_gr_comm_split(self._handle("split"), _index("split", "color", color),
+                              _index("split", "key", key), _c.byref(out)))
         return Comm(out.value, True) if out.value else None
+
+    @staticmethod
+    def _written(call, o, srcs, inplace):
+        """A tensor of the caller's that the call writes (x in place, or out=): torch's checks
+        and version bump (see _torch_write). Results gpurun allocates need neither."""
+        if o is not None and o.is_torch:
+            _torch_write(_torch(), call, o.obj, srcs, inplace)
 
     def allreduce(self, x, op="sum", out=None):
         """A new array/tensor like x with the reduction over all ranks; out=x for in place."""
         if out is x and not _groups_open:
             # the hot path (DDP's gradient hook): in place on a contiguous buffer, no group
-            v = _fast_view(x)
             code = OPS.get(op) if type(op) is str else None
-            if v is not None and code is not None and self._h is not None and _world is not None:
+            v = _fast_view(x) if code is not None and self._h is not None else None
+            if v is not None and _world is not None:
                 rc = _gr_allreduce(v[0], v[0], v[1], v[2], code, self._h, v[3])
                 if rc:
                     _check(rc)
                 return x
         h = self._handle("allreduce")
+        opc = _op("allreduce", op)  # before anything is written or bumped
         if out is x:  # in place: one view, which must be writable as it is
             b = o = _Buf(x, "allreduce", "x", True)
+            self._written("allreduce", o, (x,), True)
         else:
             b = _Buf(x, "allreduce", "x")
             o = _Buf(_new_like(b.obj, tuple(x.shape)) if out is None else out, "allreduce", "out",
                      True)
             self._same(b, o, "allreduce")
+            if out is not None:
+                self._written("allreduce", o, (x,), False)
         _keep(b.obj, o.obj)
-        _check(_gr_allreduce(b.ptr, o.ptr, b.count, b.dtype, _op("allreduce", op), h, b.stream))
-        return o.obj
+        _check(_gr_allreduce(b.ptr, o.ptr, b.count, b.dtype, opc, h, b.stream))
+        _finish(o)
+        return _result(o)
 
     def broadcast(self, x, root=0):
         """Root's x into every rank's x (in place); returns x."""
+        root = _index("broadcast", "root", root)
         b = _Buf(x, "broadcast", "x", True)
+        self._written("broadcast", b, (x,), True)
         _keep(b.obj)
-        _check(_gr_broadcast(b.ptr, b.ptr, b.count, b.dtype, int(root),
-                             self._handle("broadcast"), b.stream))
-        return b.obj
+        _check(_gr_broadcast(b.ptr, b.ptr, b.count, b.dtype, root, self._handle("broadcast"),
+                             b.stream))
+        _finish(b)
+        return _result(b)
 
     def reduce(self, x, op="sum", root=0, out=None):
-        """The reduction onto root: a new array/tensor (or out) there, None on the other ranks."""
+        """The reduction onto root: a new array/tensor (or out) there, None on the other ranks.
+        An out given on the other ranks is checked there too, and not written."""
         h = self._handle("reduce")
+        opc = _op("reduce", op)  # before anything is written or bumped
+        root = _index("reduce", "root", root)
         b = _Buf(x, "reduce", "x")
         o = None
-        if self.rank == int(root):
+        if self.rank == root or out is not None:
+            # out is checked on every rank, though only the root's is written: a refusal on the
+            # root alone would leave the others waiting in the collective
             o = _Buf(_new_like(b.obj, tuple(x.shape)) if out is None else out, "reduce", "out",
                      True)
             self._same(b, o, "reduce")
+            t = _torch()
+            if out is not None and o.is_torch:
+                _torch_write(t, "reduce", o.obj, (x,), out is x, bump=self.rank == root)
+            if self.rank != root:
+                o = None
         _keep(b.obj, o.obj if o else None)
-        _check(_gr_reduce(b.ptr, o.ptr if o else None, b.count, b.dtype, _op("reduce", op),
-                          int(root), h, b.stream))
-        return o.obj if o else None
+        _check(_gr_reduce(b.ptr, o.ptr if o else None, b.count, b.dtype, opc, root,
+                          h, b.stream))
+        _finish(o)
+        return _result(o) if o else None
 
     def allgather(self, x, out=None):
         """size * len(x) elements, rank r's x at r * len(x) (along the first axis)."""
@@ -385,23 +560,29 @@ class Comm:
             raise _invalid("allgather", "out holds %d elements of %s, expected %d of %s"
                            % (o.count, DTYPE_NAMES[o.dtype], b.count * self.size,
                               DTYPE_NAMES[b.dtype]))
+        if out is not None:
+            self._written("allgather", o, (x,), out is x)
         _keep(b.obj, o.obj)
         _check(_gr_allgather(b.ptr, o.ptr, b.count, b.dtype, h, b.stream))
-        return o.obj
+        _finish(o)
+        return _result(o)
 
     def reduce_scatter(self, x, op="sum", out=None):
         """Block r (len(x) // size elements along the first axis) of the reduction, on rank r."""
         h = self._handle("reduce_scatter")
+        opc = _op("reduce_scatter", op)  # before anything is written or bumped
         b = _Buf(x, "reduce_scatter", "x")
         n = self._blocks(x, b, "reduce_scatter")
         shape = (tuple(x.shape)[0] // self.size,) + tuple(x.shape)[1:]
         o = _Buf(_new_like(b.obj, shape) if out is None else out, "reduce_scatter", "out", True)
         if o.count != n or o.dtype != b.dtype:
             raise _invalid("reduce_scatter", "out holds %d elements, expected %d" % (o.count, n))
+        if out is not None:
+            self._written("reduce_scatter", o, (x,), out is x)
         _keep(b.obj, o.obj)
-        _check(_gr_reduce_scatter(b.ptr, o.ptr, n, b.dtype, _op("reduce_scatter", op), h,
-                                  b.stream))
-        return o.obj
+        _check(_gr_reduce_scatter(b.ptr, o.ptr, n, b.dtype, opc, h, b.stream))
+        _finish(o)
+        return _result(o)
 
     def alltoall(self, x, out=None):
         """Block p of x (len(x) // size along the first axis) to rank p; block p of the result
@@ -411,28 +592,39 @@ class Comm:
         n = self._blocks(x, b, "alltoall")
         o = _Buf(_new_like(b.obj, tuple(x.shape)) if out is None else out, "alltoall", "out", True)
         self._same(b, o, "alltoall")
+        if out is not None:
+            self._written("alltoall", o, (x,), out is x)
         _keep(b.obj, o.obj)
         _check(_gr_alltoall(b.ptr, o.ptr, n, b.dtype, h, b.stream))
-        return o.obj
+        _finish(o)
+        return _result(o)
 
     def send(self, x, peer):
         """x to rank peer (pairs with its recv of the same count and dtype)."""
+        peer = _index("send", "peer", peer)
         b = _Buf(x, "send", "x")
         _keep(b.obj)
-        _check(_gr_send(b.ptr, b.count, b.dtype, int(peer), self._handle("send"), b.stream))
+        _check(_gr_send(b.ptr, b.count, b.dtype, peer, self._handle("send"), b.stream))
 
     def recv(self, x, peer):
         """Into x (in place) from rank peer; returns x."""
+        peer = _index("recv", "peer", peer)
         b = _Buf(x, "recv", "x", True)
+        self._written("recv", b, (x,), True)
         _keep(b.obj)
-        _check(_gr_recv(b.ptr, b.count, b.dtype, int(peer), self._handle("recv"), b.stream))
-        return b.obj
+        _check(_gr_recv(b.ptr, b.count, b.dtype, peer, self._handle("recv"), b.stream))
+        _finish(b)
+        return _result(b)
 
     def barrier(self):
         _check(_gr_barrier(self._handle("barrier")))
 
     def synchronize(self, stream=None):
-        """Wait for the calls enqueued on stream (NCCL); a no-op on the MPI backend."""
+        """Wait for the calls enqueued on stream (NCCL); a no-op on the MPI backend. stream is a
+        torch.cuda.Stream, a cudaStream_t as an integer, or None (the default stream)."""
+        stream = getattr(stream, "cuda_stream", stream)
+        if stream is not None:
+            stream = _index("synchronize", "stream", stream)
         _check(_gr_comm_synchronize(self._handle("synchronize"), stream))
 
     def _same(self, b, o, call):
@@ -441,7 +633,9 @@ class Comm:
                 o.count, DTYPE_NAMES[o.dtype], b.count, DTYPE_NAMES[b.dtype]))
 
     def _blocks(self, x, b, call):
-        first = tuple(x.shape)[0] if tuple(x.shape) else 1
+        if not tuple(x.shape):
+            raise _invalid(call, "x is 0-d; %s splits it along its first axis" % call)
+        first = tuple(x.shape)[0]
         if first % self.size:
             raise _invalid(call, "len(x) %d is not a multiple of the communicator size %d"
                            % (first, self.size))
