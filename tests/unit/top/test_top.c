@@ -103,7 +103,7 @@ static void test_parse_hostile(void **state) {
   assert_true(lv.rss_kib < 0);
   assert_true(lv.cpu_pct < 0);
   const char *bad[] = {"",
-                       "gpurun-live 2\nrank 1\n",
+                       "gpurun-live 3\nrank 1\n",
                        "gpurun-live 1x\nrank 1\n",
                        "gpurun-live 1\nsize 3\n",
                        "gpurun-live 1\nrank -1\n",
