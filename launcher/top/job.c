@@ -672,8 +672,10 @@ static void put_doing(out_buf *o, const top_job *job, const top_rank *t, const c
 
 /* How sure: the evidence against one named rank. */
 static void put_evidence(out_buf *o, const top_rank *t, int fault) {
-  if (fault == FAULT_PROC)
-    put(o, " [certain: process state %c]", t->proc_state == 'X' ? '-' : t->proc_state);
+  if (fault == FAULT_PROC && t->proc_state == 'X')
+    put(o, " [certain: no process %ld on %s]", t->live.pid, t->host);
+  else if (fault == FAULT_PROC)
+    put(o, " [certain: process state %c]", t->proc_state);
   else if (fault == FAULT_SILENT)
     put(o, " [likely: no heartbeat for %.0f s]", t->age_s);
 }
