@@ -49,7 +49,6 @@ static gr__flight *head;
 static int setup_done, keep_for_exit;
 static char job[128];
 static volatile sig_atomic_t sig_pending;
-static uint64_t generation; /* bumped by every begin/end: the live state publishes on a change */
 
 static void on_sigusr1(int sig) {
   (void)sig;
@@ -155,7 +154,6 @@ int gr__flight_begin(gr__flight *f, uint64_t seq, int kind, size_t count, int dt
   uint64_t cseq = p2p ? 0 : ++f->ncoll;
   f->ring[slot] =
       (rec){seq, cseq, count, kind, dtype, root, peer, p2p ? tag : -1, start, 0.0, GR__FL_RUNNING};
-  __atomic_store_n(&generation, generation + 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&lock);
   return slot;
 }
@@ -168,7 +166,6 @@ void gr__flight_end(gr__flight *f, int slot, uint64_t seq, gr__flight_state st, 
     f->ring[slot].end = end;
     if (end > f->ring[slot].start) f->busy_s += end - f->ring[slot].start;
   }
-  __atomic_store_n(&generation, generation + 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&lock);
 }
 
@@ -179,8 +176,6 @@ void gr__flight_poll(void) {
   if (gr__flight_dump(GR_FL_REASON_SIGNAL, path, sizeof path) == 0)
     GR_INFO("flight recorder written to %s", path);
 }
-
-uint64_t gr__flight_generation(void) { return __atomic_load_n(&generation, __ATOMIC_RELAXED); }
 
 int gr__flight_latest(gr__flight_now *out, int max) {
   int n = 0;

@@ -68,8 +68,6 @@ typedef struct {
 } gr__flight_now;
 /* Copies up to max communicators' latest calls into out (creation order); returns how many. */
 int gr__flight_latest(gr__flight_now *out, int max);
-/* Changes with every call's begin and end (a cheap "anything new?" for the live state). */
-uint64_t gr__flight_generation(void);
 
 /* Write the file; returns 0 and the path written, or -1. */
 int gr__flight_dump(const char *reason, char *path, size_t path_len);
