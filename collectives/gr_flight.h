@@ -5,14 +5,15 @@
  * on a timeout, on SIGUSR1 (only when GPURUN_FLIGHT=1 or GPURUN_LOG=debug installed the handler)
  * and at exit under GPURUN_LOG=debug. gpurun-report reads these files; the schema is fixed:
  * {"rank", "size", "node", "reason": "timeout|signal|exit",
- *  "comms": [{"id", "name", "rank", "size", "backend", "calls": [{"seq", "op", "count", "dtype",
- *             "root", "peer", "tag" (send/recv only), "start", "end" (null while unfinished), "cseq",
- *             "state": "running|done|failed|timeout"}]}]}
+ *  "comms": [{"id", "name", "rank", "size", "backend",
+ *             "calls": [{"seq", "op", "count", "dtype", "root", "peer", "tag" (send/recv only),
+ *                        "start", "end" (null while unfinished), "cseq",
+ *                        "state": "running|done|failed|timeout"}]}]}
  * seq numbers every call of this rank on the communicator; cseq only its collectives (null for
  * send/recv), so that the same cseq is the same collective on every member; peer is the
  * send/recv partner's rank in the communicator and tag its MPI tag; id is job-unique (agreed at
- * creation, coll.c), name the human one ("world", "split-1:0"). The file is written through gr_safefile.h and
- * its strings through gr__esc_json.
+ * creation, coll.c), name the human one ("world", "split-1:0"). The file is written through
+ * gr_safefile.h and its strings through gr__esc_json.
  * The signal handler only sets a flag; the dump happens at the next collective call or inside a
  * call's wait loop (where a hung rank sits), never in the handler. */
 #ifndef GR_FLIGHT_H
