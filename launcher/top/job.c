@@ -406,7 +406,10 @@ static double silent_after(const top_rank *t) {
 static int fault_of(const top_rank *t) {
   if (!t->have_live || exited(t)) return FAULT_NONE;
   char s = t->proc_state;
-  if (s == 'T' || s == 't' || s == 'Z' || s == 'X') return FAULT_PROC;
+  /* A file rewritten within the last two intervals comes from a live process, whatever /proc
+   * says here (a reused pid, another PID namespace under the same host name). */
+  double fresh = t->live.interval > 0 ? 2 * t->live.interval + 0.5 : 1;
+  if ((s == 'T' || s == 't' || s == 'Z' || s == 'X') && t->age_s > fresh) return FAULT_PROC;
   if (s == 0 && t->age_s > silent_after(t)) return FAULT_SILENT; /* /proc cannot tell */
   return FAULT_NONE;
 }

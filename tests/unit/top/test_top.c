@@ -410,7 +410,7 @@ static void test_killed_rank(void **state) {
   char a[256], b[256], c[256];
   live2(0, 3, NULL, (long)getpid(), 0.1,
         comm2(a, sizeof a, "0.1", "world", 0, 3, 30, "allreduce", "running", 4, -1, "-"));
-  live2(1, 3, NULL, (long)child, 1.0,
+  live2(1, 3, NULL, (long)child, 1.5,
         comm2(b, sizeof b, "0.1", "world", 1, 3, 30, "allreduce", "running", 4, -1, "-"));
   live2(2, 3, NULL, (long)getpid(), 0.1,
         comm2(c, sizeof c, "0.1", "world", 2, 3, 30, "allreduce", "running", 4, -1, "-"));
@@ -422,6 +422,26 @@ static void test_killed_rank(void **state) {
   assert_non_null(strstr(job.verdict, "[certain: no process"));
   for (int i = 0; i < 3; i++)
     assert_int_equal(job.r[i].blocker, i == 1);
+  top_free(&job);
+}
+
+/* A fresh heartbeat outweighs /proc: a pid this machine does not know (another PID namespace
+ * under the same host name) whose file was rewritten 0.1 s ago is alive; nobody is named. */
+static void test_fresh_file_alive(void **state) {
+  (void)state;
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) _exit(0);
+  waitpid(child, NULL, 0);
+  char a[256], b[256];
+  live2(0, 2, NULL, (long)child, 0.1,
+        comm2(a, sizeof a, "0.1", "world", 0, 2, 5, "allreduce", "done", 0.3, 0.2, "-"));
+  live2(1, 2, NULL, (long)child, 0.1,
+        comm2(b, sizeof b, "0.1", "world", 1, 2, 5, "allreduce", "done", 0.3, 0.2, "-"));
+  top_job job;
+  load(&job, 2.0);
+  assert_string_equal(job.verdict, "");
+  assert_int_equal(job.r[0].blocker + job.r[1].blocker, 0);
   top_free(&job);
 }
 
@@ -571,6 +591,7 @@ int main(void) {
       cmocka_unit_test(test_parse_v2),
       cmocka_unit_test_setup_teardown(test_p2p_stopped, setup, teardown),
       cmocka_unit_test_setup_teardown(test_killed_rank, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fresh_file_alive, setup, teardown),
       cmocka_unit_test_setup_teardown(test_split_halves, setup, teardown),
       cmocka_unit_test_setup_teardown(test_second_world, setup, teardown),
       cmocka_unit_test_setup_teardown(test_silent_other_host, setup, teardown),
