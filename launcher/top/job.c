@@ -708,6 +708,7 @@ static void fault_verdict(top_job *job, const unsigned char *fault, int level, c
     } else if (!fault[i] && !exited(t) && t->have_live) {
       const gr__live_creating *cr = creating_of(t);
       const gr__live_comm *run = oldest_running(t);
+      if (run && strcmp(run->state, "running")) run = NULL; /* between calls: not waiting */
       double w = cr ? job->now - cr->start : run ? job->now - run->start : 0;
       if ((cr || run) && w >= job->hang_s) {
         wait[i] = 1;

@@ -385,8 +385,12 @@ static void test_p2p_stopped(void **state) {
         comm2(a, sizeof a, "0.1", "world", 0, 3, 500, "recv", "running", 4, -1, "r1:0"));
   live2(1, 3, NULL, (long)child, 1.5,
         comm2(b, sizeof b, "0.1", "world", 1, 3, 800, "recv", "running", 4.2, -1, "r2:0,s2:0"));
-  live2(2, 3, NULL, (long)getpid(), 0.1,
+  live2(2, 4, NULL, (long)getpid(), 0.1,
         comm2(c, sizeof c, "0.1", "world", 2, 3, 650, "recv", "running", 4, -1, "r1:0,s1:0"));
+  /* rank 3 is not in the exchange: its only call ended 9 s ago; it is neither waiting nor named */
+  char d[256];
+  live2(3, 4, NULL, (long)getpid(), 0.1,
+        comm2(d, sizeof d, "3.1", "comm", 0, 1, 1, "barrier", "done", 10, 9, "-"));
   top_job job;
   load(&job, 2.0);
   kill_child(child);
@@ -395,7 +399,7 @@ static void test_p2p_stopped(void **state) {
   assert_non_null(strstr(job.verdict, "receiving from rank 1)"));
   assert_non_null(strstr(job.verdict, "is STOPPED"));
   assert_non_null(strstr(job.verdict, "[certain: process state T]"));
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 4; i++)
     assert_int_equal(job.r[i].blocker, i == 1);
   top_free(&job);
 }
