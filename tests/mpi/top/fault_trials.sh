@@ -22,7 +22,7 @@ cleanup() {
   [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
   touch "$tmp/stop"
   [ -n "$job_pid" ] && { kill "$job_pid" 2>/dev/null; wait "$job_pid" 2>/dev/null; }
-  rm -rf "$tmp"
+  rm -rf "$tmp" 2>/dev/null # a rank of the last job may still be exiting
 }
 trap cleanup EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -51,7 +51,7 @@ while [ $n -lt "$trials" ]; do
     split) cmd="$loop split $tmp/stop" ;;
     world2) cmd="$loop world2 $tmp/stop" ;;
   esac
-  rm -rf "$tmp/mon" "$tmp/stop"
+  rm -f "$tmp/stop" # each trial has a job directory of its own
   id=trial$n
   jobdir=$tmp/mon/$id
   # shellcheck disable=SC2086
