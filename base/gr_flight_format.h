@@ -3,7 +3,8 @@
  * written by collectives/flight.c and read by gpurun-report (launcher/report/flight.c, the
  * wait-for chains). Both include this header; docs/formats.md, "Flight recorder", describes each
  * key. Version 1 (not written into the file): a reader ignores keys it does not know; renaming or
- * removing a key, a state or a reason is a new version. Base layer: no MPI, no CUDA. */
+ * removing a key, a state or a reason is a new version. "name" and "tag" came later: a reader
+ * takes the id as the name where "name" is absent. Base layer: no MPI, no CUDA. */
 #ifndef GR_FLIGHT_FORMAT_H
 #define GR_FLIGHT_FORMAT_H
 
@@ -18,8 +19,9 @@
 #define GR_FL_REASON "reason" /* GR_FL_REASON_* */
 #define GR_FL_COMMS "comms"
 /* each of "comms" */
-#define GR_FL_COMM_ID "id"  /* GR_FL_WORLD, "split-N", "comm-N" */
-#define GR_FL_WORLD "world" /* the id of the world communicator */
+#define GR_FL_COMM_ID "id"     /* job-unique, agreed at creation: "L.N" (see collectives/coll.c) */
+#define GR_FL_COMM_NAME "name" /* human: GR_FL_WORLD, "split-N:C", "comm"; absent before: = id */
+#define GR_FL_WORLD "world"    /* the name of a communicator over MPI_COMM_WORLD */
 #define GR_FL_COMM_RANK "rank"
 #define GR_FL_COMM_SIZE "size"
 #define GR_FL_COMM_BACKEND "backend"
@@ -31,6 +33,7 @@
 #define GR_FL_DTYPE "dtype"
 #define GR_FL_ROOT "root"
 #define GR_FL_PEER "peer"
+#define GR_FL_TAG "tag" /* send/recv only: the MPI tag */
 #define GR_FL_START "start"
 #define GR_FL_END "end"   /* null while unfinished */
 #define GR_FL_CSEQ "cseq" /* null for send/recv */

@@ -1,16 +1,23 @@
 /* Internal: the live-state file a rank publishes while it runs (collectives/live.c writes it,
  * gpurun-top and the supervisor's Prometheus output read it).
  *
- * <GPURUN_MONITOR_DIR>/<job>/live.<world_rank>, replaced atomically (temp file + rename) at most
- * every GPURUN_LIVE_INTERVAL seconds (default 0.25) while the rank makes collective calls or waits
- * in one. Text, one "key value" per line, unknown keys ignored (version 1):
- *   gpurun-live 1
+ * <GPURUN_MONITOR_DIR>/<job>/live.<world_rank>, replaced atomically (temp file + rename) every
+ * GPURUN_LIVE_INTERVAL seconds (default 0.25) from the first communicator creation on, whether or
+ * not anything changed: the file's time and beat are the rank's heartbeat (a rank whose file goes
+ * silent for several intervals has stopped or died). Text, one "key value" per line, unknown keys
+ * ignored (version 2; a reader takes version 1 files too, whose comm lines end at BUSY_S):
+ *   gpurun-live 2
  *   rank 3 | size 4 | host n01 | pid 1234 | state running|exited
  *   time 1764500000.123        (seconds since the epoch, when written)
+ *   beat 57                    (writes so far: one more every interval)
  *   interval 0.25 | cpu_pct 99.5 (busy share of one core since the last write) | rss_kib 12345
- *   comm ID RANK SIZE BACKEND SEQ OP COUNT STATE START END CALLS BUSY_S
- *        (one line per communicator: its latest call; OP "-" before the first; STATE
- *         running|done|failed|timeout; END 0 while running; BUSY_S seconds inside finished calls)
+ *   comm ID RANK SIZE BACKEND SEQ OP COUNT STATE START END CALLS BUSY_S NAME WAITS
+ *        (one line per communicator: its latest call; ID job-unique (agreed at creation), NAME
+ *         the human name; OP "-" before the first; STATE running|done|failed|timeout; END 0 while
+ *         running; BUSY_S seconds inside finished calls; WAITS the unfinished sends and receives,
+ *         "-" or up to GR_LIVE_MAX_WAITS of "rPEER:TAG" (receive) / "sPEER:TAG" (send) joined by
+ *         ',', PEER the partner's rank in the communicator, newest first)
+ *   creating CALL STEP OVER RANK SIZE START   (a communicator creation in progress)
  * The file may come from another job or user: the parser bounds every field and keeps strings to
  * [A-Za-z0-9._:-] (anything else becomes '?'), so they are safe to print on a terminal. */
 #ifndef GR_LIVE_FILE_H
@@ -22,7 +29,9 @@
 
 #define GR_LIVE_MAX_COMMS 16
 #define GR_LIVE_MAX_CREATING 4
-#define GR_LIVE_MAGIC "gpurun-live 1"
+#define GR_LIVE_MAX_WAITS 8
+#define GR_LIVE_MAGIC "gpurun-live 2"
+#define GR_LIVE_MAGIC_V1 "gpurun-live 1" /* still read */
 
 /* "creating" lines: the calls and the steps of a communicator creation (docs/formats.md). */
 #define GR_LIVE_CALL_CREATE "gr_comm_create"
@@ -40,10 +49,17 @@
 #define GR_LIVE_STEP_REQDUP "reqdup" /* the duplicate for request verdicts */
 
 typedef struct {
-  char id[32], backend[8], op[20], state[12];
+  char recv; /* 1: a receive, 0: a send */
+  int peer, tag;
+} gr__live_wait;
+
+typedef struct {
+  char id[32], name[40], backend[8], op[20], state[12]; /* name = id in a version-1 file */
   int rank, size;
   unsigned long long seq, count, calls;
   double start, end, busy_s;
+  int nwaits;
+  gr__live_wait waits[GR_LIVE_MAX_WAITS];
 } gr__live_comm;
 
 typedef struct {
@@ -57,6 +73,7 @@ typedef struct {
   long pid;       /* 0 when absent */
   char host[64], state[12];
   double time, interval, cpu_pct; /* cpu_pct -1 when absent */
+  long long beat;                 /* -1 when absent (version 1) */
   long long rss_kib;              /* -1 when absent */
   int ncomms;
   gr__live_comm comm[GR_LIVE_MAX_COMMS];
@@ -65,7 +82,7 @@ typedef struct {
 } gr__live;
 
 /* Parses len bytes of text (need not be NUL-terminated). 0 on success, -1 when it is not a
- * version-1 live file or names no rank. */
+ * version-1 or -2 live file or names no rank. */
 int gr__live_parse(const char *text, size_t len, gr__live *out);
 
 /* Copies src into dst (cap bytes, always terminated), every byte outside [A-Za-z0-9._:-] as '?'. */

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,8 +63,33 @@ static int is(const char *t, size_t len, const char *word) {
   return strlen(word) == len && memcmp(t, word, len) == 0;
 }
 
-static int parse_comm(const char **tok, const size_t *tl, int n, gr__live_comm *c) {
-  if (n != 13) return -1;
+/* WAITS: "-" or items "rPEER:TAG" / "sPEER:TAG" joined by ','. */
+static int parse_waits(const char *t, size_t len, gr__live_comm *c) {
+  c->nwaits = 0;
+  if (len == 1 && t[0] == '-') return 0;
+  const char *p = t, *end = t + len;
+  while (p < end) {
+    const char *q = memchr(p, ',', (size_t)(end - p));
+    const char *ie = q ? q : end;
+    const char *colon = memchr(p, ':', (size_t)(ie - p));
+    long long peer, tag;
+    if (c->nwaits == GR_LIVE_MAX_WAITS || ie - p < 4 || (p[0] != 'r' && p[0] != 's') || !colon ||
+        integer(p + 1, (size_t)(colon - p - 1), 0, 1 << 30, &peer) ||
+        integer(colon + 1, (size_t)(ie - colon - 1), 0, 1 << 30, &tag))
+      return -1;
+    gr__live_wait *w = &c->waits[c->nwaits++];
+    w->recv = p[0] == 'r';
+    w->peer = (int)peer;
+    w->tag = (int)tag;
+    if (!q) break;
+    p = q + 1;
+    if (p == end) return -1; /* a trailing ',' */
+  }
+  return 0;
+}
+
+static int parse_comm(const char **tok, const size_t *tl, int n, int version, gr__live_comm *c) {
+  if (n != (version == 1 ? 13 : 15)) return -1;
   long long rank, size, seq, count, calls;
   double start, end, busy;
   if (integer(tok[2], tl[2], 0, 1 << 30, &rank) || integer(tok[3], tl[3], 1, 1 << 30, &size) ||
@@ -84,6 +110,13 @@ static int parse_comm(const char **tok, const size_t *tl, int n, gr__live_comm *
   c->start = start;
   c->end = end;
   c->busy_s = busy;
+  c->nwaits = 0;
+  if (version == 1)
+    memcpy(c->name, c->id, sizeof c->id); /* both terminated; name is the longer */
+  else if (parse_waits(tok[14], tl[14], c) != 0)
+    return -1;
+  else
+    gr__live_clean(c->name, sizeof c->name, tok[13], tl[13]);
   return 0;
 }
 
@@ -108,17 +141,23 @@ int gr__live_parse(const char *text, size_t len, gr__live *out) {
   out->rank = out->size = -1;
   out->cpu_pct = -1;
   out->rss_kib = -1;
+  out->beat = -1;
   size_t ml = strlen(GR_LIVE_MAGIC);
-  if (len < ml || memcmp(text, GR_LIVE_MAGIC, ml) != 0 || (len > ml && text[ml] != '\n')) return -1;
+  int version = 2;
+  if (len >= ml && memcmp(text, GR_LIVE_MAGIC_V1, ml) == 0)
+    version = 1;
+  else if (len < ml || memcmp(text, GR_LIVE_MAGIC, ml) != 0)
+    return -1;
+  if (len > ml && text[ml] != '\n') return -1;
   const char *p = text, *end = text + len;
   while (p < end) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     const char *le = nl ? nl : end;
-    const char *tok[14];
-    size_t tl[14];
-    int n = tokens(p, le, tok, tl, 14);
+    const char *tok[16];
+    size_t tl[16];
+    int n = tokens(p, le, tok, tl, 16);
     p = nl ? nl + 1 : end;
-    if (n < 2 || n > 14) continue;
+    if (n < 2 || n > 16) continue;
     long long v;
     double d;
     if (is(tok[0], tl[0], "rank") && n == 2 && !integer(tok[1], tl[1], 0, 1 << 30, &v))
@@ -133,6 +172,9 @@ int gr__live_parse(const char *text, size_t len, gr__live *out) {
       gr__live_clean(out->state, sizeof out->state, tok[1], tl[1]);
     else if (is(tok[0], tl[0], "time") && n == 2 && !num(tok[1], tl[1], &d) && d >= 0)
       out->time = d;
+    else if (is(tok[0], tl[0], "beat") && n == 2 &&
+             !integer(tok[1], tl[1], 0, (long long)1 << 62, &v))
+      out->beat = v;
     else if (is(tok[0], tl[0], "interval") && n == 2 && !num(tok[1], tl[1], &d) && d >= 0)
       out->interval = d;
     else if (is(tok[0], tl[0], "cpu_pct") && n == 2 && !num(tok[1], tl[1], &d) && d >= 0 && d < 1e6)
@@ -141,7 +183,7 @@ int gr__live_parse(const char *text, size_t len, gr__live *out) {
              !integer(tok[1], tl[1], 0, (long long)1 << 50, &v))
       out->rss_kib = v;
     else if (is(tok[0], tl[0], "comm") && out->ncomms < GR_LIVE_MAX_COMMS &&
-             parse_comm(tok, tl, n, &out->comm[out->ncomms]) == 0)
+             parse_comm(tok, tl, n, version, &out->comm[out->ncomms]) == 0)
       out->ncomms++;
     else if (is(tok[0], tl[0], "creating") && out->ncreating < GR_LIVE_MAX_CREATING &&
              parse_creating(tok, tl, n, &out->creating[out->ncreating]) == 0)

@@ -598,12 +598,13 @@ static gr_status mpi_post(gr__call *k, int *done) {
     break;
   case GR__SEND:
     what = "MPI_Isend";
-    rc = blk ? MPI_Send(s, n, dt, k->root, 0, c->mpi) : MPI_Isend(s, n, dt, k->root, 0, c->mpi, q);
+    rc = blk ? MPI_Send(s, n, dt, k->root, GR__P2P_TAG, c->mpi)
+             : MPI_Isend(s, n, dt, k->root, GR__P2P_TAG, c->mpi, q);
     break;
   case GR__RECV:
     what = "MPI_Irecv";
-    rc = blk ? MPI_Recv(r, n, dt, k->root, 0, c->mpi, MPI_STATUS_IGNORE)
-             : MPI_Irecv(r, n, dt, k->root, 0, c->mpi, q);
+    rc = blk ? MPI_Recv(r, n, dt, k->root, GR__P2P_TAG, c->mpi, MPI_STATUS_IGNORE)
+             : MPI_Irecv(r, n, dt, k->root, GR__P2P_TAG, c->mpi, q);
     break;
   case GR__BARRIER:
     what = "MPI_Ibarrier";

@@ -322,9 +322,9 @@ static void begin(gr__call *k) {
   k->seq = ++c->seq;
   k->t_start = gr__wall_now();
   int peer = u->kind == GR__SEND || u->kind == GR__RECV;
-  k->flight_slot = gr__flight_begin(c->flight, k->seq, (int)u->kind, u->count,
-                                    u->kind == GR__BARRIER ? -1 : (int)u->dtype,
-                                    peer ? -1 : u->root, peer ? u->root : -1, k->t_start);
+  k->flight_slot = gr__flight_begin(
+      c->flight, k->seq, (int)u->kind, u->count, u->kind == GR__BARRIER ? -1 : (int)u->dtype,
+      peer ? -1 : u->root, peer ? u->root : -1, peer ? GR__P2P_TAG : -1, k->t_start);
 }
 
 /* share: the part of the elapsed time charged to this call in the counters. A call of a group of

@@ -299,6 +299,30 @@ static gr_status agree(gr_comm *c, const char *fn, const create_view *v, gr_back
   return GR_OK;
 }
 
+/* ---- identity ------------------------------------------------------------------------------ */
+
+/* Communicator creations this process took part in (atomic: threads may create at once). */
+static uint32_t creations;
+
+/* The job-unique id, agreed among the members: the lowest member's world rank L and that rank's
+ * own number for this creation N, "L.N" (one 8-byte MIN allreduce). N is unique within the
+ * process L, and L is a member, so no two communicators of the job share L.N, whoever else
+ * belongs to them. name is the human one; c->id, which every message uses, is "NAME[L.N]". */
+static gr_status agree_uid(gr_comm *c, const char *fn, const char *name) {
+  uint32_t n = __atomic_add_fetch(&creations, 1, __ATOMIC_RELAXED);
+  int64_t mine = (int64_t)c->world_rank * ((int64_t)1 << 32) + n, low = mine;
+  MPI_Request req;
+  int rc = MPI_Iallreduce(&mine, &low, 1, MPI_INT64_T, MPI_MIN, c->mpi, &req);
+  gr_status st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s))
+                                   : mpi_err(c, rc, "MPI_Iallreduce");
+  if (st != GR_OK) return gr__fail(st, fn, "agreeing on the communicator's id: %s", c->err);
+  snprintf(c->uid, sizeof c->uid, "%lld.%lld", (long long)(low >> 32),
+           (long long)(low & 0xffffffff));
+  snprintf(c->name, sizeof c->name, "%s", name);
+  snprintf(c->id, sizeof c->id, "%s[%s]", c->name, c->uid);
+  return GR_OK;
+}
+
 /* After the agreement: the check-mode duplicate, the flight recorder. */
 static gr_status comm_finish(gr_comm *c, const char *fn) {
   gr__live_create_step(GR_LIVE_STEP_SETUP);
@@ -307,7 +331,8 @@ static gr_status comm_finish(gr_comm *c, const char *fn) {
     if (rc != MPI_SUCCESS) return gr__fail(mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
   }
   gr__flight_setup(c->mpi);
-  c->flight = gr__flight_new(c->id, c->world_rank, c->size, c->ops->name);
+  c->flight = gr__flight_new(c->uid, c->world_rank, c->size, c->ops->name);
+  gr__flight_name(c->flight, c->name);
   return GR_OK;
 }
 
@@ -350,10 +375,7 @@ static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg
     return gr__fail(GR_ERR_NOMEM, fn,
                     "out of memory"); /* cannot join: the peers' timeout ends it */
   if (v->bad != GR_OK) c->check = cfg->check != 0, c->timeout_s = 0;
-  if (world)
-    snprintf(c->id, sizeof c->id, GR_FL_WORLD);
-  else
-    snprintf(c->id, sizeof c->id, "comm-%p", (void *)c); /* unique, if not agreed across ranks */
+  snprintf(c->id, sizeof c->id, "%s", world ? GR_FL_WORLD : "comm"); /* until agree_uid */
   int rc = MPI_Comm_dup(mpi, &c->mpi);
   if (rc != MPI_SUCCESS) {
     gr_status st = mpi_err(c, rc, "MPI_Comm_dup");
@@ -366,6 +388,7 @@ static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg
   gr_backend b = GR_BACKEND_MPI;
   gr__live_create_step(GR_LIVE_STEP_AGREE);
   gr_status st = agree(c, fn, v, &b);
+  if (st == GR_OK) st = agree_uid(c, fn, world ? GR_FL_WORLD : "comm");
   const gr__coll_ops *ops = v->fixed               ? v->fixed
                             : b == GR_BACKEND_NCCL ? NCCL_OPS_
                                                    : &gr__coll_ops_mpi;
@@ -495,11 +518,15 @@ static gr_status split_steps(const char *fn, gr_comm *c, int color, int key, gr_
     child->ops = c->ops;
     child->mpi = nm;
     comm_basics(child); /* backend, timeout and check mode are the parent's: agreed already */
-    if (strcmp(c->id, GR_FL_WORLD) == 0)
-      snprintf(child->id, sizeof child->id, "split-%d", n);
+    /* the name says which split and which colour; the id tells apart what the name cannot */
+    char name[sizeof child->name];
+    if (strcmp(c->name, GR_FL_WORLD) == 0)
+      snprintf(name, sizeof name, "split-%d:%d", n, color);
     else
-      snprintf(child->id, sizeof child->id, "%.16s.%d", c->id, n % 100000);
-    gr_status st = comm_finish(child, fn);
+      snprintf(name, sizeof name, "%.20s.%d:%d", c->name, n % 100000, color);
+    snprintf(child->id, sizeof child->id, "%s", name);
+    gr_status st = agree_uid(child, fn, name);
+    if (st == GR_OK) st = comm_finish(child, fn);
     if (st != GR_OK) {
       comm_free(child);
       return st;
@@ -530,7 +557,7 @@ GR_API gr_status gr_comm_split(gr_comm *c, int color, int key, gr_comm **out) {
   GR_CHECK(gr__check_alive(fn, c));
   GR_CHECK(gr__requests_drain(fn, c)); /* MPI_Comm_split is a collective on c->mpi */
   /* Collective over c from here on: shown in the live state like gr_comm_create. */
-  gr__live_create_begin(GR_LIVE_CALL_SPLIT, GR_LIVE_STEP_SPLIT, c->id, c->rank, c->size);
+  gr__live_create_begin(GR_LIVE_CALL_SPLIT, GR_LIVE_STEP_SPLIT, c->uid, c->rank, c->size);
   gr_status st = split_steps(fn, c, color, key, out);
   gr__live_create_end();
   return st;

@@ -28,13 +28,13 @@ typedef struct {
   uint64_t seq;
   uint64_t cseq; /* the communicator's collective number (the same on every member); 0: p2p */
   size_t count;
-  int kind, dtype, root, peer;
+  int kind, dtype, root, peer, tag; /* peer, tag: point to point only (else -1) */
   double start, end;
   gr__flight_state state;
 } rec;
 
 struct gr__flight {
-  char id[32];
+  char id[32], name[32];
   int rank, size;
   const char *backend;
   uint64_t n;     /* records written so far; ring[n % N] is the next */
@@ -49,7 +49,6 @@ static gr__flight *head;
 static int setup_done, keep_for_exit;
 static char job[128];
 static volatile sig_atomic_t sig_pending;
-static uint64_t generation; /* bumped by every begin/end: the live state publishes on a change */
 
 static void on_sigusr1(int sig) {
   (void)sig;
@@ -112,6 +111,7 @@ gr__flight *gr__flight_new(const char *id, int rank, int size, const char *backe
   gr__flight *f = calloc(1, sizeof *f);
   if (!f) return NULL;
   snprintf(f->id, sizeof f->id, "%s", id);
+  snprintf(f->name, sizeof f->name, "%s", id);
   f->rank = rank;
   f->size = size;
   f->backend = backend;
@@ -122,6 +122,13 @@ gr__flight *gr__flight_new(const char *id, int rank, int size, const char *backe
   *tail = f;
   pthread_mutex_unlock(&lock);
   return f;
+}
+
+void gr__flight_name(gr__flight *f, const char *name) {
+  if (!f) return;
+  pthread_mutex_lock(&lock);
+  snprintf(f->name, sizeof f->name, "%s", name);
+  pthread_mutex_unlock(&lock);
 }
 
 void gr__flight_release(gr__flight *f) {
@@ -139,13 +146,14 @@ void gr__flight_release(gr__flight *f) {
 }
 
 int gr__flight_begin(gr__flight *f, uint64_t seq, int kind, size_t count, int dtype, int root,
-                     int peer, double start) {
+                     int peer, int tag, double start) {
   if (!f) return -1;
   pthread_mutex_lock(&lock);
   int slot = (int)(f->n++ % GR__FLIGHT_N);
-  uint64_t cseq = kind == GR__SEND || kind == GR__RECV ? 0 : ++f->ncoll;
-  f->ring[slot] = (rec){seq, cseq, count, kind, dtype, root, peer, start, 0.0, GR__FL_RUNNING};
-  __atomic_store_n(&generation, generation + 1, __ATOMIC_RELAXED);
+  int p2p = kind == GR__SEND || kind == GR__RECV;
+  uint64_t cseq = p2p ? 0 : ++f->ncoll;
+  f->ring[slot] =
+      (rec){seq, cseq, count, kind, dtype, root, peer, p2p ? tag : -1, start, 0.0, GR__FL_RUNNING};
   pthread_mutex_unlock(&lock);
   return slot;
 }
@@ -158,7 +166,6 @@ void gr__flight_end(gr__flight *f, int slot, uint64_t seq, gr__flight_state st, 
     f->ring[slot].end = end;
     if (end > f->ring[slot].start) f->busy_s += end - f->ring[slot].start;
   }
-  __atomic_store_n(&generation, generation + 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&lock);
 }
 
@@ -170,8 +177,6 @@ void gr__flight_poll(void) {
     GR_INFO("flight recorder written to %s", path);
 }
 
-uint64_t gr__flight_generation(void) { return __atomic_load_n(&generation, __ATOMIC_RELAXED); }
-
 int gr__flight_latest(gr__flight_now *out, int max) {
   int n = 0;
   pthread_mutex_lock(&lock);
@@ -179,6 +184,7 @@ int gr__flight_latest(gr__flight_now *out, int max) {
     gr__flight_now *o = &out[n];
     memset(o, 0, sizeof *o);
     snprintf(o->id, sizeof o->id, "%s", f->id);
+    snprintf(o->name, sizeof o->name, "%s", f->name);
     snprintf(o->backend, sizeof o->backend, "%s", f->backend ? f->backend : "?");
     o->rank = f->rank;
     o->size = f->size;
@@ -192,6 +198,17 @@ int gr__flight_latest(gr__flight_now *out, int max) {
       o->start = r->start;
       o->end = r->state == GR__FL_RUNNING ? 0.0 : r->end;
       o->state = r->state;
+    }
+    /* The point-to-point calls still unfinished, newest first: whom the rank waits for (a group
+     * of sends and receives has several at once). */
+    uint64_t first = f->n > GR__FLIGHT_N ? f->n - GR__FLIGHT_N : 0;
+    for (uint64_t i = f->n; i > first && o->nwaits < GR_LIVE_MAX_WAITS; i--) {
+      const rec *r = &f->ring[(i - 1) % GR__FLIGHT_N];
+      if (r->state != GR__FL_RUNNING || (r->kind != GR__SEND && r->kind != GR__RECV)) continue;
+      o->waits[o->nwaits].recv = r->kind == GR__RECV;
+      o->waits[o->nwaits].peer = r->peer;
+      o->waits[o->nwaits].tag = r->tag;
+      o->nwaits++;
     }
   }
   pthread_mutex_unlock(&lock);
@@ -228,6 +245,8 @@ static int dump_text(FILE *o, const char *reason) {
   for (gr__flight *f = head; f; f = f->next) {
     fprintf(o, "%s\n {" KEY(GR_FL_COMM_ID), f == head ? "" : ",");
     gr__esc_json(o, f->id);
+    fputs(", " KEY(GR_FL_COMM_NAME), o);
+    gr__esc_json(o, f->name);
     fprintf(o, ", " KEY(GR_FL_COMM_RANK) "%d, " KEY(GR_FL_COMM_SIZE) "%d, " KEY(GR_FL_COMM_BACKEND),
             f->rank, f->size);
     gr__esc_json(o, f->backend);
@@ -239,9 +258,11 @@ static int dump_text(FILE *o, const char *reason) {
               (unsigned long long)r->seq);
       fprintf(o,
               KEY(GR_FL_OP) "\"%s\", " KEY(GR_FL_COUNT) "%zu, " KEY(GR_FL_DTYPE) "\"%s\", " KEY(
-                  GR_FL_ROOT) "%d, " KEY(GR_FL_PEER) "%d, " KEY(GR_FL_START),
+                  GR_FL_ROOT) "%d, " KEY(GR_FL_PEER) "%d, ",
               gr__kind_name((gr__kind)r->kind), r->count,
               r->dtype >= 0 ? gr__dtype_name((gr_dtype)r->dtype) : "none", r->root, r->peer);
+      if (r->tag >= 0) fprintf(o, KEY(GR_FL_TAG) "%d, ", r->tag);
+      fputs(KEY(GR_FL_START), o);
       put_double(o, r->start);
       fputs(", " KEY(GR_FL_END), o);
       put_double(o, r->state == GR__FL_RUNNING ? 0.0 : r->end);

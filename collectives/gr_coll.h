@@ -163,12 +163,20 @@ struct gr_comm {
   /* Requests whose data call waits for their verdict, oldest first (calls.c): only the head may
    * post, so that every rank posts the communicator's collectives in one order. */
   struct gr_request *defer_head, *defer_tail;
-  uint64_t req_inband;  /* in-band requests started (calls.c): the same number on every rank */
-  char id[32];          /* "world", "split-N", "comm-N" */
+  uint64_t req_inband; /* in-band requests started (calls.c): the same number on every rank */
+  /* Identity, agreed at creation (coll.c): uid is job-unique ("L.N": the lowest member's world
+   * rank, then that rank's count of creations it took part in), name the human one ("world",
+   * "comm", "split-N:C" for colour C of the parent's N-th split, "PARENT.N:C" below), and id
+   * what messages say: "NAME[UID]". */
+  char uid[24], name[40];
+  char id[72];
   char err[GR__ERRLEN]; /* a backend's detail for the front end's sentence */
   gr__flight *flight;
   gr_coll_stats stats;
 };
+
+/* The MPI tag of gr_send/gr_recv on the MPI backend (the flight recorder records it). */
+#define GR__P2P_TAG 0
 
 /* Deadline from a timeout in seconds (0 = none). */
 double gr__deadline(double timeout_s);

@@ -5,19 +5,22 @@
  * on a timeout, on SIGUSR1 (only when GPURUN_FLIGHT=1 or GPURUN_LOG=debug installed the handler)
  * and at exit under GPURUN_LOG=debug. gpurun-report reads these files; the schema is fixed:
  * {"rank", "size", "node", "reason": "timeout|signal|exit",
- *  "comms": [{"id", "rank", "size", "backend", "calls": [{"seq", "op", "count", "dtype",
- *             "root", "peer", "start", "end" (null while unfinished), "cseq",
- *             "state": "running|done|failed|timeout"}]}]}
+ *  "comms": [{"id", "name", "rank", "size", "backend",
+ *             "calls": [{"seq", "op", "count", "dtype", "root", "peer", "tag" (send/recv only),
+ *                        "start", "end" (null while unfinished), "cseq",
+ *                        "state": "running|done|failed|timeout"}]}]}
  * seq numbers every call of this rank on the communicator; cseq only its collectives (null for
  * send/recv), so that the same cseq is the same collective on every member; peer is the
- * send/recv partner's rank in the communicator. The file is written through gr_safefile.h and
- * its strings through gr__esc_json.
+ * send/recv partner's rank in the communicator and tag its MPI tag; id is job-unique (agreed at
+ * creation, coll.c), name the human one ("world", "split-1:0"). The file is written through
+ * gr_safefile.h and its strings through gr__esc_json.
  * The signal handler only sets a flag; the dump happens at the next collective call or inside a
  * call's wait loop (where a hung rank sits), never in the handler. */
 #ifndef GR_FLIGHT_H
 #define GR_FLIGHT_H
 
 #include "gr_flight_format.h"
+#include "gr_live_file.h" /* GR_LIVE_MAX_WAITS */
 
 #include <mpi.h>
 #include <stddef.h>
@@ -40,15 +43,18 @@ void gr__flight_setup_local(void);
 gr__flight *gr__flight_new(const char *id, int rank, int size, const char *backend);
 /* Unregister and free, or keep it for the exit dump when that is on. */
 void gr__flight_release(gr__flight *f);
+/* The communicator's human name (gr_flight_format.h, GR_FL_COMM_NAME); the id until set. */
+void gr__flight_name(gr__flight *f, const char *name);
+/* peer and tag: a send's or receive's partner (rank in the communicator) and MPI tag, else -1. */
 int gr__flight_begin(gr__flight *f, uint64_t seq, int kind, size_t count, int dtype, int root,
-                     int peer, double start);
+                     int peer, int tag, double start);
 void gr__flight_end(gr__flight *f, int slot, uint64_t seq, gr__flight_state st, double end);
 
 /* Dump now if SIGUSR1 arrived since the last look (cheap: one load when it did not). */
 void gr__flight_poll(void);
 /* The live state's view (collectives/live.c): each communicator's latest call. */
 typedef struct {
-  char id[32], backend[8];
+  char id[32], name[32], backend[8];
   int rank, size;
   uint64_t seq, calls; /* the latest call's number; calls made on it so far (0: none yet) */
   const char *op;      /* static name; NULL when no call yet */
@@ -56,11 +62,13 @@ typedef struct {
   double start, end; /* seconds since the epoch; end 0 while running */
   gr__flight_state state;
   double busy_s; /* seconds inside finished calls */
+  int nwaits;    /* unfinished sends and receives, newest first (GR_LIVE_MAX_WAITS at most) */
+  struct {
+    int recv, peer, tag; /* recv 1: a receive; peer: rank in the communicator */
+  } waits[GR_LIVE_MAX_WAITS];
 } gr__flight_now;
 /* Copies up to max communicators' latest calls into out (creation order); returns how many. */
 int gr__flight_latest(gr__flight_now *out, int max);
-/* Changes with every call's begin and end (a cheap "anything new?" for the live state). */
-uint64_t gr__flight_generation(void);
 
 /* Write the file; returns 0 and the path written, or -1. */
 int gr__flight_dump(const char *reason, char *path, size_t path_len);

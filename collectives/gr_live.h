@@ -1,8 +1,9 @@
 /* Internal: each rank's live state, published for gpurun-top and the supervisor's Prometheus
  * output (file format: base/gr_live_file.h). On when GPURUN_MONITOR_DIR is set (gpurun
- * --monitor sets it) unless GPURUN_LIVE=0; written at most every GPURUN_LIVE_INTERVAL seconds
- * (default 0.25) by a publisher thread. The state itself is the flight recorder's (each
- * communicator's latest call), so a collective call costs nothing more than before. */
+ * --monitor sets it) unless GPURUN_LIVE=0; written every GPURUN_LIVE_INTERVAL seconds (default
+ * 0.25) by a publisher thread, changed or not (the heartbeat). The state itself is the flight
+ * recorder's (each communicator's latest call and its unfinished sends and receives), so a call
+ * costs nothing more than its flight record. */
 #ifndef GR_LIVE_H
 #define GR_LIVE_H
 

@@ -1,9 +1,9 @@
 /* The rank's live state (see gr_live.h): a snapshot of the flight recorder's latest call per
  * communicator, the communicator creations in progress, CPU time and RSS, written to a temp file
  * and renamed over live.<rank> so that a reader never sees half a file. A thread of its own
- * publishes, so that a rank blocked inside MPI or NCCL still shows the call or creation it waits
- * in; collective calls only bump the flight recorder's generation counter, under the lock the
- * recorder takes anyway. */
+ * publishes every interval, so that a rank blocked inside MPI or NCCL still shows the call or
+ * creation it waits in and its heartbeat; calls cost nothing more than the flight recorder's
+ * lock, which they take anyway. */
 #include "gr_live.h"
 
 #include "gr_clock.h"
@@ -37,7 +37,7 @@ static struct {
   int stop, warned;
   pid_t owner;
   int64_t period_ns;
-  uint64_t gen; /* flight generation last written */
+  long long beat; /* writes so far (the heartbeat) */
   int rank, size;
   char host[64];
   int dirfd;           /* the job directory (gr__jobdir_open) */
@@ -60,7 +60,6 @@ typedef struct {
 static struct {
   pthread_mutex_t mu;
   creating_slot slot[GR_LIVE_MAX_CREATING];
-  int changed; /* since the last write: publish at the next interval */
 } C = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static _Thread_local int my_creating = -1; /* the calling thread's slot in C.slot */
 static int setup_done;
@@ -107,27 +106,33 @@ static int write_state(const char *state) {
   }
 
   char buf[4096];
-  int len =
-      snprintf(buf, sizeof buf,
-               GR_LIVE_MAGIC "\nrank %d\nsize %d\nhost %s\npid %d\nstate %s\ntime %.3f\n"
-                             "interval %.3f\n",
-               L.rank, L.size, L.host, (int)getpid(), state, wall, (double)L.period_ns * 1e-9);
+  int len = snprintf(buf, sizeof buf,
+                     GR_LIVE_MAGIC "\nrank %d\nsize %d\nhost %s\npid %d\nstate %s\ntime %.3f\n"
+                                   "beat %lld\ninterval %.3f\n",
+                     L.rank, L.size, L.host, (int)getpid(), state, wall, ++L.beat,
+                     (double)L.period_ns * 1e-9);
   if (L.cpu_pct >= 0)
     len += snprintf(buf + len, sizeof buf - (size_t)len, "cpu_pct %.1f\n", L.cpu_pct);
   long long rss = rss_kib();
   if (rss >= 0) len += snprintf(buf + len, sizeof buf - (size_t)len, "rss_kib %lld\n", rss);
-  for (int i = 0; i < n && len < (int)sizeof buf - 200; i++) {
+  for (int i = 0; i < n && len < (int)sizeof buf - 400; i++) {
     const gr__flight_now *c = &now[i];
-    len +=
-        snprintf(buf + len, sizeof buf - (size_t)len,
-                 "comm %s %d %d %s %llu %s %zu %s %.6f %.6f %llu %.6f\n", c->id, c->rank, c->size,
-                 c->backend, (unsigned long long)c->seq, c->op ? c->op : "-", c->count,
-                 state_names[c->state], c->start, c->end, (unsigned long long)c->calls, c->busy_s);
+    char name[sizeof c->name], waits[GR_LIVE_MAX_WAITS * 26 + 2] = "-";
+    gr__live_clean(name, sizeof name, c->name, strlen(c->name)); /* one token */
+    size_t wl = 0;
+    for (int k = 0; k < c->nwaits && k < GR_LIVE_MAX_WAITS; k++)
+      wl += (size_t)snprintf(waits + wl, sizeof waits - wl, "%s%c%d:%d", k ? "," : "",
+                             c->waits[k].recv ? 'r' : 's', c->waits[k].peer,
+                             c->waits[k].tag < 0 ? 0 : c->waits[k].tag);
+    len += snprintf(buf + len, sizeof buf - (size_t)len,
+                    "comm %s %d %d %s %llu %s %zu %s %.6f %.6f %llu %.6f %s %s\n", c->id, c->rank,
+                    c->size, c->backend, (unsigned long long)c->seq, c->op ? c->op : "-", c->count,
+                    state_names[c->state], c->start, c->end, (unsigned long long)c->calls,
+                    c->busy_s, name[0] ? name : "-", waits);
   }
   creating_slot cr[GR_LIVE_MAX_CREATING];
   pthread_mutex_lock(&C.mu);
   memcpy(cr, C.slot, sizeof cr);
-  C.changed = 0;
   pthread_mutex_unlock(&C.mu);
   for (int i = 0; i < GR_LIVE_MAX_CREATING && len < (int)sizeof buf - 200; i++)
     if (cr[i].call)
@@ -164,7 +169,6 @@ void gr__live_create_begin(const char *call, const char *step, const char *over,
       c->rank = rank;
       c->size = size;
       c->start = now;
-      C.changed = 1;
       my_creating = i;
     }
   pthread_mutex_unlock(&C.mu);
@@ -174,7 +178,6 @@ void gr__live_create_step(const char *step) {
   if (my_creating < 0) return;
   pthread_mutex_lock(&C.mu);
   C.slot[my_creating].step = step;
-  C.changed = 1;
   pthread_mutex_unlock(&C.mu);
 }
 
@@ -182,7 +185,6 @@ void gr__live_create_end(void) {
   if (my_creating < 0) return;
   pthread_mutex_lock(&C.mu);
   C.slot[my_creating].call = NULL;
-  C.changed = 1;
   pthread_mutex_unlock(&C.mu);
   my_creating = -1;
 }
@@ -190,20 +192,18 @@ void gr__live_create_end(void) {
 int gr__live_publish(const char *state) {
   if (!__atomic_load_n(&L.on, __ATOMIC_ACQUIRE)) return -1;
   pthread_mutex_lock(&L.mu);
-  L.gen = gr__flight_generation();
   int rc = write_state(state);
   pthread_mutex_unlock(&L.mu);
   return rc;
 }
 
-/* The publisher: wakes every interval, writes when a call began or ended or a communicator
- * creation began, changed step or ended since the last write, or once a second regardless (CPU
- * and RSS of a rank that waits or computes). A rank blocked inside MPI or NCCL keeps publishing
- * this way; a stopped process does not, which gpurun-top reads as silence. */
+/* The publisher: wakes every interval and writes, whether or not a call or a creation changed:
+ * the file's time and beat are the rank's heartbeat. A rank blocked inside MPI or NCCL keeps
+ * publishing this way; a stopped or dead process does not, which gpurun-top reads as silence
+ * after a few intervals (on another host, where it cannot look at the process). */
 static void *publisher(void *arg) {
   (void)arg;
   pthread_mutex_lock(&L.mu);
-  double since_refresh = 0;
   while (!L.stop) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -212,14 +212,6 @@ static void *publisher(void *arg) {
     ts.tv_nsec = (long)(ns % 1000000000);
     pthread_cond_timedwait(&L.cv, &L.mu, &ts);
     if (L.stop) break;
-    since_refresh += (double)L.period_ns * 1e-9;
-    uint64_t gen = gr__flight_generation();
-    pthread_mutex_lock(&C.mu);
-    int changed = C.changed;
-    pthread_mutex_unlock(&C.mu);
-    if (gen == L.gen && !changed && since_refresh < 1.0) continue;
-    L.gen = gen;
-    since_refresh = 0;
     if (write_state("running") != 0 && !L.warned) {
       L.warned = 1;
       GR_WARN("live state: cannot write %s: %s", L.path, strerror(errno));

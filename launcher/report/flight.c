@@ -58,6 +58,29 @@ static const grj *comm_of(const dump *d, const char *id) {
   return NULL;
 }
 
+/* A communicator's human name from any dump that lists it ("name"), else NULL (dumps from before
+ * names existed: the id was the name). */
+static const char *name_of(const dump *d, int nd, const char *id) {
+  for (int i = 0; i < nd; i++) {
+    const grj *c = comm_of(&d[i], id);
+    const char *n = c ? grj_str(c, GR_FL_COMM_NAME) : NULL;
+    if (n) return n;
+  }
+  return NULL;
+}
+
+/* "NAME[ID]", or the id alone where no dump names it, for the terminal. */
+static void put_comm(FILE *out, const dump *d, int nd, const char *id) {
+  const char *name = name_of(d, nd, id);
+  if (name && strcmp(name, id)) {
+    gr__esc_term(out, name);
+    fputc('[', out);
+    gr__esc_term(out, id);
+    fputc(']', out);
+  } else
+    gr__esc_term(out, id);
+}
+
 static int is_p2p(const grj *call) {
   const char *op = grj_str(call, GR_FL_OP);
   return op && (!strcmp(op, GR_FL_OP_SEND) || !strcmp(op, GR_FL_OP_RECV));
@@ -169,7 +192,7 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
       }
     }
     fputs("  comm ", out);
-    gr__esc_term(out, id);
+    put_comm(out, d, nd, id);
     fputs(" (", out);
     gr__esc_term(out, backend);
     fputs("): ", out);
@@ -193,7 +216,9 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
     qsort(missing, (size_t)nm, sizeof *missing, cmp_int);
     /* World members that left no dump: died, or were never asked to dump. */
     int nn = 0;
-    if (!strcmp(id, GR_FL_WORLD) && comm_size > 0) {
+    const char *cname = name_of(d, nd, id);
+    int world = !strcmp(cname ? cname : id, GR_FL_WORLD); /* every rank of the job is a member */
+    if (world && comm_size > 0) {
       for (int r = 0; r < comm_size; r++) {
         if (dump_of_rank(d, nd, r) >= 0) continue;
         if (nn == nn_cap) {
@@ -238,13 +263,16 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
       fputs("; no dump from rank(s) ", out);
       ranks_str(out, nodump, nn);
       fputs(" (dead, or never reached the dump)", out);
-    } else if (strcmp(id, GR_FL_WORLD) && comm_size > members) {
+    } else if (!world && comm_size > members) {
       fprintf(out, "; %d of its %d member(s) left no dump", comm_size - members, comm_size);
     }
     fputc('\n', out);
 
     fprintf(js, "%s{\"comm\": ", findings ? ", " : "");
     gr__esc_json(js, id);
+    const char *name = name_of(d, nd, id);
+    fputs(", \"name\": ", js);
+    gr__esc_json(js, name ? name : id);
     fputs(", \"backend\": ", js);
     gr__esc_json(js, backend);
     fprintf(js, ", \"seq\": %.0f, \"op\": ", stuck);
@@ -289,7 +317,8 @@ typedef struct {
 /* The world rank of rank peer of communicator id, -1 when no dump says. */
 static int world_rank_of(const dump *d, int nd, const char *id, double peer) {
   if (!(peer >= 0 && peer <= MAX_RANK)) return -1;
-  if (!strcmp(id, GR_FL_WORLD)) return (int)peer;
+  const char *name = name_of(d, nd, id);
+  if (!strcmp(name ? name : id, GR_FL_WORLD)) return (int)peer;
   for (int i = 0; i < nd; i++) {
     const grj *c = comm_of(&d[i], id);
     if (c && grj_num(c, GR_FL_COMM_RANK, -1) == peer) return d[i].rank;
@@ -340,7 +369,8 @@ static void wait_of(const dump *d, int nd, int i, wnode *w) {
     if (any < key) add_target(w, d[j].rank);
   }
   if (w->nt) return;
-  if (!strcmp(w->comm, GR_FL_WORLD)) {
+  const char *name = name_of(d, nd, w->comm);
+  if (!strcmp(name ? name : w->comm, GR_FL_WORLD)) { /* every rank of the job is a member */
     for (int r = 0; r < size; r++)
       if (dump_of_rank(d, nd, r) < 0) add_target(w, r);
   } else if (size > members) {
@@ -366,7 +396,7 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
     fprintf(out, "    rank %d waits in ", d[i].rank);
     gr__esc_term(out, str_or(w[i].call, GR_FL_OP, "?"));
     fputs(" on ", out);
-    gr__esc_term(out, w[i].comm);
+    put_comm(out, d, nd, w[i].comm);
     fprintf(out, " (seq %.0f) for ", grj_num(w[i].call, GR_FL_SEQ, -1));
     if (!w[i].nt) fputs("no one it can name", out);
     for (int t = 0; t < w[i].nt; t++) {

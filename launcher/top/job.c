@@ -353,6 +353,67 @@ static const gr__live_comm *comm_in(const top_rank *t, const char *id, int size)
 
 static int exited(const top_rank *t) { return t->have_live && !strcmp(t->live.state, "exited"); }
 
+/* "NAME[ID]" of a communicator line, or the id alone where the file has no other name. */
+static void comm_label(char *out, size_t cap, const gr__live_comm *lc) {
+  if (!strcmp(lc->name, lc->id))
+    snprintf(out, cap, "%s", lc->id);
+  else
+    snprintf(out, cap, "%s[%s]", lc->name, lc->id);
+}
+
+/* The label of the communicator with this id as any rank's file names it, else the id. */
+static void label_of(char *out, size_t cap, const top_job *job, const char *id) {
+  for (int i = 0; i < job->n; i++)
+    for (int k = 0; job->r[i].have_live && k < job->r[i].live.ncomms; k++)
+      if (!strcmp(job->r[i].live.comm[k].id, id)) {
+        comm_label(out, cap, &job->r[i].live.comm[k]);
+        return;
+      }
+  snprintf(out, cap, "%s", id);
+}
+
+/* A communicator over the whole world: every rank of the job is a member, also one that has not
+ * called on it yet (for any other communicator only the ranks whose files list it are known). */
+static int spans_world(const top_job *job, const char *id, int size) {
+  if (size != job->world) return 0;
+  for (int i = 0; i < job->n; i++)
+    for (int k = 0; job->r[i].have_live && k < job->r[i].live.ncomms; k++) {
+      const gr__live_comm *lc = &job->r[i].live.comm[k];
+      if (!strcmp(lc->id, id) && lc->size == size) return !strcmp(lc->name, GR_FL_WORLD);
+    }
+  return 0;
+}
+
+/* The world rank of rank crank of communicator id, or -1 when no file says. */
+static int world_rank_of(const top_job *job, const char *id, int size, int crank) {
+  for (int i = 0; i < job->n; i++) {
+    const gr__live_comm *lc = comm_in(&job->r[i], id, size);
+    if (lc && lc->rank == crank) return job->r[i].rank;
+  }
+  return spans_world(job, id, size) ? crank : -1;
+}
+
+/* What the verdict knows of a rank's fault, strongest first: its process (same host: /proc says
+ * stopped, zombie or gone, and it did not exit), then its heartbeat (the live file is rewritten
+ * every interval; silent for several means stopped, dead or cut off: the only evidence for a
+ * rank on another host). */
+enum { FAULT_NONE, FAULT_SILENT, FAULT_PROC };
+
+static double silent_after(const top_rank *t) {
+  return t->live.interval > 0 ? 4 * t->live.interval + 2 : 3;
+}
+
+static int fault_of(const top_rank *t) {
+  if (!t->have_live || exited(t)) return FAULT_NONE;
+  char s = t->proc_state;
+  /* A file rewritten within the last two intervals comes from a live process, whatever /proc
+   * says here (a reused pid, another PID namespace under the same host name). */
+  double fresh = t->live.interval > 0 ? 2 * t->live.interval + 0.5 : 1;
+  if ((s == 'T' || s == 't' || s == 'Z' || s == 'X') && t->age_s > fresh) return FAULT_PROC;
+  if (s == 0 && t->age_s > silent_after(t)) return FAULT_SILENT; /* /proc cannot tell */
+  return FAULT_NONE;
+}
+
 typedef struct {
   char *p;
   size_t cap, len;
@@ -446,8 +507,11 @@ static int same_creation(const gr__live_creating *a, const gr__live_creating *b)
 
 /* "; rank R (pid P) is STOPPED, in gr_comm_split (split) on world for 4.0 s" etc.: what a
  * blocker does, for either verdict. */
+static void label_of(char *out, size_t cap, const top_job *job, const char *id);
 static void put_creating(out_buf *o, const top_job *job, const gr__live_creating *cr, int comma) {
-  put(o, "%s in %s (%s) on %s for %.1f s", comma ? "," : "", cr->call, cr->step, cr->over,
+  char over[80];
+  label_of(over, sizeof over, job, cr->over);
+  put(o, "%s in %s (%s) on %s for %.1f s", comma ? "," : "", cr->call, cr->step, over,
       job->now - cr->start);
 }
 
@@ -457,7 +521,7 @@ static void put_creating(out_buf *o, const top_job *job, const gr__live_creating
  * list; a creation over another MPI communicator only names its silent or stopped ranks. */
 static void creation_verdict(top_job *job, const gr__live_creating *key, unsigned char *wait,
                              unsigned char *block) {
-  int world = !strcmp(key->over, GR_LIVE_OVER_WORLD);
+  int world = !strcmp(key->over, GR_LIVE_OVER_WORLD) || spans_world(job, key->over, key->size);
   int nwait = 0, nblock = 0;
   double longest = 0;
   const char *steps[3] = {NULL, NULL, NULL};
@@ -499,10 +563,12 @@ static void creation_verdict(top_job *job, const gr__live_creating *key, unsigne
   for (int k = 0; k < nsteps; k++)
     put(&so, "%s%s", k ? "/" : "", steps[k]);
   if (more_steps) put(&so, "/...");
+  char over[80];
+  label_of(over, sizeof over, job, key->over);
   out_buf o = {job->verdict, sizeof job->verdict, 0};
   if (!nblock) {
     put(&o, "%d rank%s in %s (%s) on %s for %.1f s (no rank behind: slow, or all waiting)", nwait,
-        nwait == 1 ? "" : "s", key->call, step, key->over, longest);
+        nwait == 1 ? "" : "s", key->call, step, over, longest);
     return;
   }
   put(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
@@ -510,7 +576,7 @@ static void creation_verdict(top_job *job, const gr__live_creating *key, unsigne
   if (nwait) { /* else the ones inside stopped: each says how long below */
     put(&o, ": rank%s ", nwait == 1 ? "" : "s");
     put_ranks(&o, job, wait);
-    put(&o, " in %s (%s) on %s for %.1f s", key->call, step, key->over, longest);
+    put(&o, " in %s (%s) on %s for %.1f s", key->call, step, over, longest);
   }
   int said = 0;
   for (int i = 0; i < job->n; i++) {
@@ -525,7 +591,7 @@ static void creation_verdict(top_job *job, const gr__live_creating *key, unsigne
     else if (cr)
       put_creating(&o, job, cr, sw);
     else
-      put(&o, "%s has not entered %s on %s", sw ? "," : "", key->call, key->over);
+      put(&o, "%s has not entered %s on %s", sw ? "," : "", key->call, over);
     /* what it does instead: a collective it waits in (a program that calls in another order, or
      * a rank already past the creation and waiting for the others on the new communicator) */
     const gr__live_comm *run = NULL;
@@ -540,19 +606,203 @@ static void creation_verdict(top_job *job, const gr__live_creating *key, unsigne
   }
 }
 
+/* The running call of a rank that started first (any communicator), else the call it finished
+ * last, or NULL. */
+static const gr__live_comm *oldest_running(const top_rank *t) {
+  const gr__live_comm *run = NULL, *last = NULL;
+  for (int k = 0; t->have_live && k < t->live.ncomms; k++) {
+    const gr__live_comm *lc = &t->live.comm[k];
+    if (!strcmp(lc->state, "running") && lc->start > 0 && (!run || lc->start < run->start))
+      run = lc;
+    if (lc->calls && lc->end > 0 && (!last || lc->end > last->end)) last = lc;
+  }
+  return run ? run : last;
+}
+
+/* " (waiting for ranks 1,3)": the world ranks of the unfinished sends and receives of lc. */
+static void put_waits(out_buf *o, const top_job *job, const gr__live_comm *lc) {
+  if (!lc->nwaits) return;
+  int seen[GR_LIVE_MAX_WAITS], n = 0, unknown = 0;
+  for (int k = 0; k < lc->nwaits; k++) {
+    int w = world_rank_of(job, lc->id, lc->size, lc->waits[k].peer);
+    int dup = 0;
+    for (int j = 0; j < n; j++)
+      dup |= seen[j] == w;
+    if (w < 0)
+      unknown = 1;
+    else if (!dup)
+      seen[n++] = w;
+  }
+  int recvs = 0;
+  for (int k = 0; k < lc->nwaits; k++)
+    recvs += lc->waits[k].recv;
+  put(o, " (%s rank%s ",
+      recvs == lc->nwaits ? "receiving from"
+      : recvs == 0        ? "sending to"
+                          : "sending to/receiving from",
+      n == 1 ? "" : "s");
+  for (int j = 0; j < n; j++)
+    put(o, "%s%d", j ? "," : "", seen[j]);
+  if (unknown) put(o, "%s?", n ? "," : "");
+  put(o, ")");
+}
+
+/* What a named rank does: its creation, its call on the communicator in question (id NULL: its
+ * oldest running call), or the last call it finished. */
+static void put_doing(out_buf *o, const top_job *job, const top_rank *t, const char *id, int size,
+                      int comma) {
+  const gr__live_creating *cr = creating_of(t);
+  const gr__live_comm *lc = id ? comm_in(t, id, size) : oldest_running(t);
+  char lab[80] = "";
+  if (lc) comm_label(lab, sizeof lab, lc);
+  if (!t->have_live)
+    put(o, " never published its state");
+  else if (cr)
+    put_creating(o, job, cr, comma);
+  else if (!lc && id) {
+    label_of(lab, sizeof lab, job, id);
+    put(o, " has not called on %s yet", lab);
+  } else if (!lc)
+    put(o, "%s no call yet", comma ? "," : "");
+  else if (!strcmp(lc->state, "running")) {
+    put(o, "%s in %s #%llu%s%s for %.1f s", comma ? "," : "", lc->op, lc->seq, id ? "" : " on ",
+        id ? "" : lab, job->now - lc->start);
+    put_waits(o, job, lc);
+  } else
+    put(o, "%s last seen: %s #%llu%s%s ended %.1f s ago", comma ? "," : "", lc->op, lc->seq,
+        id ? "" : " on ", id ? "" : lab, lc->end > 0 ? job->now - lc->end : 0.0);
+}
+
+/* How sure: the evidence against one named rank. */
+static void put_evidence(out_buf *o, const top_rank *t, int fault) {
+  if (fault == FAULT_PROC && t->proc_state == 'X')
+    put(o, " [certain: no process %ld on %s]", t->live.pid, t->host);
+  else if (fault == FAULT_PROC)
+    put(o, " [certain: process state %c]", t->proc_state);
+  else if (fault == FAULT_SILENT)
+    put(o, " [likely: no heartbeat for %.0f s]", t->age_s);
+}
+
+/* A rank whose process is stopped or gone (or, lacking that, whose heartbeat stopped): it is the
+ * suspect before any reasoning about call numbers, whatever the others wait in. When several
+ * processes are gone, the ones that went silent first are the cause (the others went down with
+ * the job). */
+static void fault_verdict(top_job *job, const unsigned char *fault, int level, const char *desc,
+                          const char *id, int size, unsigned char *wait, unsigned char *block) {
+  double first = 0;
+  int nf = 0;
+  for (int i = 0; i < job->n; i++)
+    if (fault[i] == level && (!nf++ || job->r[i].live.time < first)) first = job->r[i].live.time;
+  double grace = 0;
+  for (int i = 0; i < job->n; i++)
+    if (fault[i] == level && 2 * job->r[i].live.interval > grace)
+      grace = 2 * job->r[i].live.interval;
+  if (grace < 0.5) grace = 0.5;
+  int nblock = 0, nwait = 0;
+  double longest = 0;
+  for (int i = 0; i < job->n; i++) {
+    const top_rank *t = &job->r[i];
+    if (fault[i] == level && (nf == 1 || t->live.time <= first + grace)) {
+      block[i] = 1;
+      nblock++;
+    } else if (!fault[i] && !exited(t) && t->have_live) {
+      const gr__live_creating *cr = creating_of(t);
+      const gr__live_comm *run = oldest_running(t);
+      if (run && strcmp(run->state, "running")) run = NULL; /* between calls: not waiting */
+      double w = cr ? job->now - cr->start : run ? job->now - run->start : 0;
+      if ((cr || run) && w >= job->hang_s) {
+        wait[i] = 1;
+        nwait++;
+        if (w > longest) longest = w;
+      }
+    }
+  }
+  out_buf o = {job->verdict, sizeof job->verdict, 0};
+  if (nwait) {
+    put(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
+    put_ranks(&o, job, block);
+    put(&o, ": rank%s ", nwait == 1 ? "" : "s");
+    put_ranks(&o, job, wait);
+    put(&o, " in %s for %.1f s", desc, longest);
+  } else {
+    put(&o, "FAULT: rank%s ", nblock == 1 ? "" : "s");
+    put_ranks(&o, job, block);
+  }
+  int said = 0;
+  for (int i = 0; i < job->n; i++) {
+    if (!block[i]) continue;
+    top_rank *t = &job->r[i];
+    t->blocker = 1;
+    if (said++ >= 3) continue;
+    int sw = put_rank_state(&o, t);
+    int member = id && comm_in(t, id, size);
+    put_doing(&o, job, t, member ? id : NULL, size, sw);
+    if (t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
+    put_evidence(&o, t, fault[i]);
+  }
+}
+
+/* The members of the call's communicator that are waited for in a send or receive: the peers of
+ * the waiting ranks' unfinished point-to-point calls, followed while a peer itself waits on the
+ * communicator (a chain), ending at the ranks that do not. */
+static int p2p_blockers(const top_job *job, const char *id, int size, const unsigned char *wait,
+                        unsigned char *block) {
+  unsigned char *seen = calloc((size_t)job->n, 1);
+  int *stack = malloc((size_t)job->n * sizeof *stack), top = 0, nblock = 0;
+  if (!seen || !stack) {
+    free(seen);
+    free(stack);
+    return 0;
+  }
+  for (int i = 0; i < job->n; i++)
+    if (wait[i]) {
+      seen[i] = 1;
+      stack[top++] = i;
+    }
+  while (top > 0) {
+    const gr__live_comm *lc = comm_in(&job->r[stack[--top]], id, size);
+    for (int k = 0; lc && !strcmp(lc->state, "running") && k < lc->nwaits; k++) {
+      int w = world_rank_of(job, id, size, lc->waits[k].peer);
+      if (w < 0 || w >= job->index_cap || job->index[w] < 0) continue;
+      int j = job->index[w];
+      if (seen[j]) continue;
+      seen[j] = 1;
+      const gr__live_comm *pc = comm_in(&job->r[j], id, size);
+      if (pc && !strcmp(pc->state, "running") && pc->nwaits > 0)
+        stack[top++] = j; /* it waits too: whom for? */
+      else if (!exited(&job->r[j]) || !pc) {
+        block[j] = 1;
+        nblock++;
+      }
+    }
+  }
+  free(seen);
+  free(stack);
+  return nblock;
+}
+
 void top_analyse(top_job *job) {
   job->verdict[0] = '\0';
   for (int i = 0; i < job->n; i++)
     job->r[i].blocker = 0;
   if (!job->n) return;
-  unsigned char *wait = calloc((size_t)job->n, 1), *block = calloc((size_t)job->n, 1);
-  if (!wait || !block) {
+  unsigned char *wait = calloc((size_t)job->n, 1), *block = calloc((size_t)job->n, 1),
+                *fault = calloc((size_t)job->n, 1);
+  if (!wait || !block || !fault) {
     free(wait);
     free(block);
+    free(fault);
     return;
   }
-  /* The communicator with the longest wait: its running call is the one the others are stuck
-   * in. Its members that have not entered that call (or are silent inside it) are the blockers. */
+  int nproc = 0, nsilent = 0;
+  for (int i = 0; i < job->n; i++) {
+    fault[i] = (unsigned char)fault_of(&job->r[i]);
+    nproc += fault[i] == FAULT_PROC;
+    nsilent += fault[i] == FAULT_SILENT;
+  }
+  /* The communicator with the longest wait among the ranks not at fault: its running call is the
+   * one the others are stuck in. Its members that have not entered that call (or are silent
+   * inside it) are the blockers. */
   const char *best_id = NULL;
   int best_size = 0;
   unsigned long long best_seq = 0;
@@ -560,7 +810,7 @@ void top_analyse(top_job *job) {
   const char *best_op = "";
   for (int i = 0; i < job->n; i++) {
     const top_rank *t = &job->r[i];
-    if (!t->have_live || exited(t)) continue;
+    if (!t->have_live || exited(t) || fault[i]) continue;
     for (int c = 0; c < t->live.ncomms; c++) {
       const gr__live_comm *lc = &t->live.comm[c];
       if (strcmp(lc->state, "running") || lc->start <= 0) continue;
@@ -579,20 +829,42 @@ void top_analyse(top_job *job) {
   /* A communicator creation waited in longer than any collective call is the hang to name. */
   const gr__live_creating *cbest = NULL;
   for (int i = 0; i < job->n; i++) {
-    const gr__live_creating *cr = creating_of(&job->r[i]);
+    const gr__live_creating *cr = fault[i] ? NULL : creating_of(&job->r[i]);
     if (cr && (!cbest || cr->start < cbest->start)) cbest = cr;
   }
-  if (cbest && job->now - cbest->start >= job->hang_s && job->now - cbest->start >= best_wait) {
+  int in_creation =
+      cbest && job->now - cbest->start >= job->hang_s && job->now - cbest->start >= best_wait;
+  int hang = in_creation || (best_id && best_wait >= job->hang_s);
+  char lab[80] = "", desc[160] = "";
+  if (best_id) label_of(lab, sizeof lab, job, best_id);
+  if (in_creation) {
+    char over[80];
+    label_of(over, sizeof over, job, cbest->over);
+    snprintf(desc, sizeof desc, "%s (%s) on %s", cbest->call, cbest->step, over);
+  } else if (best_id) {
+    /* what the longest waiter waits in, and for whom when that is a send or receive */
+    out_buf d = {desc, sizeof desc, 0};
+    put(&d, "%s #%llu on %s", best_op, best_seq, lab);
+    for (int i = 0; i < job->n; i++) {
+      const gr__live_comm *lc = fault[i] ? NULL : comm_in(&job->r[i], best_id, best_size);
+      if (lc && lc->seq == best_seq && !strcmp(lc->state, "running")) {
+        put_waits(&d, job, lc);
+        break;
+      }
+    }
+  }
+  /* Evidence first: a stopped or vanished process is named whether or not anyone waits yet (it
+   * did not exit); a silent heartbeat only when someone waits. */
+  if (nproc || (nsilent && hang)) {
+    fault_verdict(job, fault, nproc ? FAULT_PROC : FAULT_SILENT, desc, in_creation ? NULL : best_id,
+                  best_size, wait, block);
+    goto out;
+  }
+  if (in_creation) {
     creation_verdict(job, cbest, wait, block);
-    free(wait);
-    free(block);
-    return;
+    goto out;
   }
-  if (!best_id || best_wait < job->hang_s) {
-    free(wait);
-    free(block);
-    return;
-  }
+  if (!hang) goto out;
   /* The call with the highest number that someone waits in on this communicator. */
   double longest = 0;
   for (int i = 0; i < job->n; i++) {
@@ -602,57 +874,53 @@ void top_analyse(top_job *job) {
       best_op = lc->op;
     }
   }
-  int nwait = 0, nblock = 0, world = !strcmp(best_id, "world");
+  int nwait = 0, nblock = 0, world = spans_world(job, best_id, best_size), p2p = 0;
   for (int i = 0; i < job->n; i++) {
     const top_rank *t = &job->r[i];
     const gr__live_comm *lc = comm_in(t, best_id, best_size);
     if (lc && !strcmp(lc->state, "running") && lc->seq == best_seq) {
       wait[i] = 1;
       nwait++;
+      p2p |= lc->nwaits > 0;
       if (job->now - lc->start > longest) longest = job->now - lc->start;
-    } else if ((lc && lc->seq < best_seq) || (!lc && world && !exited(t))) {
-      block[i] = 1;
-      nblock++;
     }
   }
-  /* Everyone is inside: a rank that stopped publishing (stopped, gone, or silent for long) is
-   * the suspect. */
-  if (!nblock) suspect_silent(job, wait, block, &nwait, &nblock);
+  if (p2p) /* sequence numbers of sends and receives differ between ranks: follow the peers */
+    nblock = p2p_blockers(job, best_id, best_size, wait, block);
+  else
+    for (int i = 0; i < job->n; i++) {
+      const top_rank *t = &job->r[i];
+      const gr__live_comm *lc = comm_in(t, best_id, best_size);
+      if (!wait[i] && ((lc && lc->seq < best_seq) || (!lc && world && !exited(t)))) {
+        block[i] = 1;
+        nblock++;
+      }
+    }
   out_buf o = {job->verdict, sizeof job->verdict, 0};
   if (!nblock) {
     put(&o, "%d rank%s in %s #%llu on %s for %.1f s (no rank behind: slow, or all waiting)", nwait,
-        nwait == 1 ? "" : "s", best_op, best_seq, best_id, longest);
-  } else {
-    put(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
-    put_ranks(&o, job, block);
-    put(&o, ": rank%s ", nwait == 1 ? "" : "s");
-    put_ranks(&o, job, wait);
-    put(&o, " in %s #%llu on %s for %.1f s", best_op, best_seq, best_id, longest);
-    int said = 0;
-    for (int i = 0; i < job->n && said < 3; i++) {
-      if (!block[i]) continue;
-      top_rank *t = &job->r[i];
-      t->blocker = 1;
-      const gr__live_comm *lc = comm_in(t, best_id, best_size);
-      int sw = put_rank_state(&o, t);
-      const gr__live_creating *cr = creating_of(t);
-      if (!t->have_live)
-        put(&o, " never published its state");
-      else if (cr) /* it creates a communicator while the others call */
-        put_creating(&o, job, cr, sw);
-      else if (!lc)
-        put(&o, " has not called on %s yet", best_id);
-      else if (!strcmp(lc->state, "running"))
-        put(&o, "%s in %s #%llu for %.1f s", sw ? "," : "", lc->op, lc->seq, job->now - lc->start);
-      else
-        put(&o, "%s last seen: %s #%llu ended %.1f s ago", sw ? "," : "", lc->op, lc->seq,
-            lc->end > 0 ? job->now - lc->end : 0.0);
-      if (t->have_live && t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
-      said++;
-    }
-    for (int i = 0; i < job->n; i++)
-      if (block[i]) job->r[i].blocker = 1;
+        nwait == 1 ? "" : "s", best_op, best_seq, lab, longest);
+    goto out;
   }
+  put(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
+  put_ranks(&o, job, block);
+  put(&o, ": rank%s ", nwait == 1 ? "" : "s");
+  put_ranks(&o, job, wait);
+  put(&o, " in %s #%llu on %s for %.1f s", best_op, best_seq, lab, longest);
+  int said = 0;
+  for (int i = 0; i < job->n; i++) {
+    if (!block[i]) continue;
+    top_rank *t = &job->r[i];
+    t->blocker = 1;
+    if (said++ >= 3) continue;
+    int sw = put_rank_state(&o, t);
+    put_doing(&o, job, t, best_id, best_size, sw);
+    if (t->have_live && t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
+  }
+  put(&o, " [unsure: %s]",
+      p2p ? "the peers it waits for are alive and not waiting" : "behind in the call sequence");
+out:
   free(wait);
   free(block);
+  free(fault);
 }

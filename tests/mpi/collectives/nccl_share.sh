@@ -11,6 +11,6 @@ out=$(GRDBL_GPUS=$gpus GPURUN_LOG=info "$mpiexec" -np "$np" --oversubscribe "$@"
 rc=$?
 echo "$out"
 [ $rc = 0 ] || { echo "FAIL: exit $rc"; exit 1; }
-echo "$out" | grep -F "gpurun[0] info: collectives on world: $grouping" >/dev/null ||
-  { echo "FAIL: rank 0 did not log 'collectives on world: $grouping'"; exit 1; }
+echo "$out" | grep -F "gpurun[0] info: collectives on world[0.1]: $grouping" >/dev/null ||
+  { echo "FAIL: rank 0 did not log 'collectives on world[0.1]: $grouping'"; exit 1; }
 echo PASS

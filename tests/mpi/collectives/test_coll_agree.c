@@ -162,7 +162,7 @@ static void mode_check(void) {
               rank == 1 ? GR_ERR_INVALID : GR_OK);
     EXPECT_ST(gr_group_end(), GR_ERR_INVALID);
     if (rank != 1)
-      EXPECT_MSG("rank 1 of communicator world rejected its own arguments to a grouped call");
+      EXPECT_MSG("rank 1 of communicator world[0.1] rejected its own arguments to a grouped call");
     for (int i = 0; i < 4; i++)
       if (a[i] != i) FAIL("a refused group changed the buffer: a[%d] = %d", i, a[i]);
     still_works(c, "a refused group");

@@ -123,7 +123,8 @@ static void mode_mismatch(void) {
     if (rank == 1)
       EXPECT_MSG("send is NULL");
     else
-      EXPECT_MSG("rank 1 of communicator world rejected its own arguments to allreduce call #3");
+      EXPECT_MSG(
+          "rank 1 of communicator world[0.1] rejected its own arguments to allreduce call #3");
   }
   /* still usable, and the check passes for matching calls */
   for (int i = 0; i < 4; i++)

@@ -24,7 +24,7 @@ test -s "$tmp/fault/flight.0.json" && test -s "$tmp/fault/flight.1.json" || fail
 "$report" "$tmp/fault" > "$tmp/report.out" || fail "gpurun-report exited $?"
 cat "$tmp/report.out"
 # Ranks 0 and 1 wait in allreduce #2; rank 2 (hung, no dump) never entered it.
-grep -q 'comm world (mpi): rank(s) 0,1 wait in allreduce #2 (count 1 float64); no dump from rank(s) 2' "$tmp/report.out" \
+grep -q 'comm world\[0.1\] (mpi): rank(s) 0,1 wait in allreduce #2 (count 1 float64); no dump from rank(s) 2' "$tmp/report.out" \
   || fail "report does not name rank 2"
 
 # Issue 12: a wait-for chain through point-to-point calls. Rank 0 waits on 1, 1 on 2, and rank 2

@@ -93,7 +93,7 @@ touch "$tmp/go"
 wait_for "ranks 0 and 2 never entered gr_comm_split" sh -c "
   for r in 0 2; do $(command -v awk) '\$1 == \"creating\" && \$2 == \"gr_comm_split\" { ok = 1 } END { exit !ok }' '$jobdir/live.'\$r || exit 1; done"
 wait_for "the view never named rank 1 as stopped inside gr_comm_split" \
-  view_says 'WAITING FOR rank 1: ranks 0,2 in gr_comm_split \(split\) on world for [0-9.]+ s; rank 1 \(pid [0-9]+\) is STOPPED, in gr_comm_split \(split\) on world'
+  view_says 'WAITING FOR rank 1: ranks 0,2 in gr_comm_split \(split\) on world\[0\.1\] for [0-9.]+ s; rank 1 \(pid [0-9]+\) is STOPPED, in gr_comm_split \(split\) on world\[0\.1\]'
 cat "$tmp/once"
 grep -qE '^! +1 ' "$tmp/once" || fail "rank 1's row is not marked"
 [ "$(grep -cE '^! ' "$tmp/once")" = 1 ] || fail "more than one rank marked"

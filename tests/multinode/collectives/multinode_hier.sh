@@ -61,13 +61,13 @@ check_exact() {
   [ -n "$n" ] || fail "$name: no count of hierarchical allreduces"
   if [ "$want_hier" = 0 ]; then [ "$n" = 0 ] || fail "$name: $n allreduces took the hierarchical path";
   else [ "$n" -gt 0 ] || fail "$name: no allreduce took the hierarchical path"; fi
-  local h; h=$(count "$name" 'communicator world: hierarchical (3 nodes')
+  local h; h=$(count "$name" 'communicator world\[[0-9.]*]: hierarchical (3 nodes')
   [ "$h" = "$want_hier" ] || fail "$name: $h rank(s) said the world communicator is hierarchical, expected $want_hier"
   # the splits by node (split-1) and by local rank (split-2): never hierarchical
-  h=$(count "$name" 'communicator split-[12]: hierarchical')
+  h=$(count "$name" 'communicator split-[12]:[0-9]*\[[0-9.]*]: hierarchical')
   [ "$h" = 0 ] || fail "$name: $h split communicator(s) on one node or one rank per node took the hierarchical path"
   if [ "$want_hier" != 0 ]; then
-    h=$(count "$name" 'communicator split-1: shared-memory path')
+    h=$(count "$name" 'communicator split-1:[0-9]*\[[0-9.]*]: shared-memory path')
     [ "$h" = "$want_shm" ] || fail "$name: $h ranks (expected $want_shm) had the shared-memory path on their node's communicator"
   fi
 }
@@ -76,14 +76,14 @@ run auto_3x2 n0:2,n1:2,n2:2 6 -- exact
 check_exact auto_3x2 6 6
 grep -q 'hierarchical calls of the other kinds: reduce [1-9][0-9]*, allgather [1-9][0-9]*, reduce_scatter [1-9][0-9]*$' \
   "$D/auto_3x2.out" || fail "auto_3x2: reduce, allgather or reduce-scatter did not take the hierarchical path"
-[ "$(count auto_3x2 'communicator split-3: hierarchical (3 nodes.*GPURUN_COLL_ALGO=hier)')" = 6 ] ||
+[ "$(count auto_3x2 'communicator split-3:[0-9]*\[[0-9.]*]: hierarchical (3 nodes.*GPURUN_COLL_ALGO=hier)')" = 6 ] ||
   fail "auto_3x2: the copy split with GPURUN_COLL_ALGO=hier is not hierarchical on all 6 ranks"
-h=$(count auto_3x2 'communicator split-2: no hierarchy (3 node(s), at most 1 rank(s) on one)')
+h=$(count auto_3x2 'communicator split-2:[0-9]*\[[0-9.]*]: no hierarchy (3 node(s), at most 1 rank(s) on one)')
 [ "$h" = 6 ] || fail "auto_3x2: $h of 6 ranks said the one-rank-per-node split has no hierarchy"
 
 run hier_3_1_2 n0:3,n1:1,n2:2 6 --map-by node -x GPURUN_COLL_ALGO=hier -- exact --no-timeout
 check_exact hier_3_1_2 6 6 5
-grep -q 'communicator world: hierarchical (3 nodes, this node n1 has 1 rank(s), leader rank 1;' \
+grep -q 'communicator world\[[0-9.]*]: hierarchical (3 nodes, this node n1 has 1 rank(s), leader rank 1;' \
   "$D/hier_3_1_2.out" || fail "hier_3_1_2: rank 1 is not alone on n1"
 [ "$(count hier_3_1_2 'this node n2 has 2 rank(s), leader rank 2;')" = 2 ] ||
   fail "hier_3_1_2: n2's ranks are not 2 and 4 (the layout is not interleaved)"
@@ -102,9 +102,9 @@ if [ "$MODE" != sanitized ]; then
   [ "$RC" = 0 ] || fail "mixed_3x2: exit $RC"
   grep -q "hier exact at 6 ranks.*, 0 failures, 0 hierarchical allreduces" "$D/mixed_3x2.out" ||
     fail "mixed_3x2: no clean summary with 0 hierarchical allreduces"
-  [ "$(count mixed_3x2 'communicator world: hierarchical')" = 0 ] ||
+  [ "$(count mixed_3x2 'communicator world\[[0-9.]*]: hierarchical')" = 0 ] ||
     fail "mixed_3x2: a rank took the hierarchical path although rank 3 asked for flat"
-  grep -q 'GPURUN_COLL_ALGO differs between the ranks of communicator world (from flat to hier); all use flat' \
+  grep -q 'GPURUN_COLL_ALGO differs between the ranks of communicator world\[[0-9.]*] (from flat to hier); all use flat' \
     "$D/mixed_3x2.out" || fail "mixed_3x2: no warning that the settings differ"
 fi
 

@@ -69,7 +69,7 @@ static void *caller(void *arg) {
   snprintf(name, sizeof name, "comm-%d", id);
   gr__flight *f = gr__flight_new(name, 0, 1, "mpi");
   for (int i = 1; i <= CALLS; i++) {
-    int slot = gr__flight_begin(f, (uint64_t)i, 0, 8, 0, -1, -1, 1000.0 + i);
+    int slot = gr__flight_begin(f, (uint64_t)i, 0, 8, 0, -1, -1, -1, 1000.0 + i);
     gr__flight_end(f, slot, (uint64_t)i, GR__FL_DONE, 1000.0 + i + 1e-6);
   }
   return f;

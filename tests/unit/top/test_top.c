@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,7 +105,7 @@ static void test_parse_hostile(void **state) {
   assert_true(lv.rss_kib < 0);
   assert_true(lv.cpu_pct < 0);
   const char *bad[] = {"",
-                       "gpurun-live 2\nrank 1\n",
+                       "gpurun-live 3\nrank 1\n",
                        "gpurun-live 1x\nrank 1\n",
                        "gpurun-live 1\nsize 3\n",
                        "gpurun-live 1\nrank -1\n",
@@ -295,6 +297,228 @@ static void test_creation_members(void **state) {
 
 /* The supervisor's CSV: the last complete sample's lines (one per GPU) win; a torn last line is
  * ignored; columns are found by the header's names. */
+/* A version-2 live file for rank r (of n) on host (NULL: this machine's) with process pid,
+ * written written_ago seconds ago, with the given comm lines. */
+static void live2(int r, int n, const char *host, long pid, double written_ago, const char *comms) {
+  char name[32], text[2048], me[256] = "";
+  gethostname(me, sizeof me - 1);
+  snprintf(name, sizeof name, "live.%d", r);
+  snprintf(text, sizeof text,
+           "gpurun-live 2\nrank %d\nsize %d\nhost %s\npid %ld\nstate running\ntime %.3f\n"
+           "beat 40\ninterval 0.25\n%s",
+           r, n, host ? host : me, pid, now_s() - written_ago, comms);
+  put_file(name, text);
+}
+
+/* One version-2 comm line: communicator id/name, this rank in it, call state, seq, op, started
+ * ago, ended ago (< 0: running), unfinished sends/receives. */
+static const char *comm2(char *buf, size_t cap, const char *id, const char *name, int rank,
+                         int size, unsigned seq, const char *op, const char *state,
+                         double start_ago, double end_ago, const char *waits) {
+  double t = now_s();
+  snprintf(buf, cap, "comm %s %d %d mpi %u %s 1 %s %.6f %.6f %u 0.5 %s %s\n", id, rank, size, seq,
+           op, state, t - start_ago, end_ago >= 0 ? t - end_ago : 0.0, seq, name, waits);
+  return buf;
+}
+
+/* A child process that stays stopped (SIGSTOP) until kill_child. */
+static pid_t stopped_child(void) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    raise(SIGSTOP);
+    _exit(0);
+  }
+  int st;
+  assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+  assert_true(WIFSTOPPED(st));
+  return pid;
+}
+
+static void kill_child(pid_t pid) {
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+}
+
+static void test_parse_v2(void **state) {
+  (void)state;
+  gr__live lv;
+  const char *text = "gpurun-live 2\nrank 1\nbeat 12\n"
+                     "comm 0.1 1 3 mpi 5 recv 4 running 1.5 0 5 0.25 world r2:0,s0:7\n"
+                     "comm 0.2 1 3 mpi 5 recv 4 running 1.5 0 5 0.25 wo\033rld -\n"
+                     "comm 0.3 1 3 mpi 5 recv 4 running 1.5 0 5 0.25 world r2:0,\n"
+                     "comm 0.4 1 3 mpi 5 recv 4 running 1.5 0 5 0.25 world x2:0\n"
+                     "comm 0.5 1 3 mpi 5 recv 4 running 1.5 0 5 0.25 world r-2:0\n"
+                     "comm 0.6 1 3 mpi 5 recv 4 running 1.5 0 5 0.25 world r2\n"
+                     "comm 0.7 1 3 mpi 5 recv 4 running 1.5 0 5 0.25 world "
+                     "r1:0,r1:0,r1:0,r1:0,r1:0,r1:0,r1:0,r1:0,r1:0\n"         /* over the bound */
+                     "comm 0.8 1 3 mpi 5 allreduce 4 running 1.5 0 5 0.25\n"; /* v1 form */
+  assert_int_equal(gr__live_parse(text, strlen(text), &lv), 0);
+  assert_int_equal(lv.beat, 12);
+  assert_int_equal(lv.ncomms, 2);
+  assert_string_equal(lv.comm[0].id, "0.1");
+  assert_string_equal(lv.comm[0].name, "world");
+  assert_int_equal(lv.comm[0].nwaits, 2);
+  assert_int_equal(lv.comm[0].waits[0].recv, 1);
+  assert_int_equal(lv.comm[0].waits[0].peer, 2);
+  assert_int_equal(lv.comm[0].waits[1].recv, 0);
+  assert_int_equal(lv.comm[0].waits[1].peer, 0);
+  assert_int_equal(lv.comm[0].waits[1].tag, 7);
+  assert_string_equal(lv.comm[1].name, "wo?rld");
+  assert_int_equal(lv.comm[1].nwaits, 0);
+  /* a version-1 file: the id is the name, no beat */
+  const char *v1 = "gpurun-live 1\nrank 0\ncomm world 0 2 mpi 4 allreduce 1 running 9 0 4 0.1\n";
+  assert_int_equal(gr__live_parse(v1, strlen(v1), &lv), 0);
+  assert_int_equal(lv.ncomms, 1);
+  assert_string_equal(lv.comm[0].name, "world");
+  assert_true(lv.beat < 0);
+}
+
+/* The README's demo: a halo exchange of 3 ranks, rank 1 stopped inside a receive. Ranks 0 and 2
+ * wait in receives from rank 1 whose numbers differ (point to point), rank 1's heartbeat is only
+ * 1.5 s old (below the silence threshold): only its process state tells. */
+static void test_p2p_stopped(void **state) {
+  (void)state;
+  pid_t child = stopped_child();
+  char a[256], b[256], c[256];
+  live2(0, 3, NULL, (long)getpid(), 0.1,
+        comm2(a, sizeof a, "0.1", "world", 0, 3, 500, "recv", "running", 4, -1, "r1:0"));
+  live2(1, 3, NULL, (long)child, 1.5,
+        comm2(b, sizeof b, "0.1", "world", 1, 3, 800, "recv", "running", 4.2, -1, "r2:0,s2:0"));
+  live2(2, 4, NULL, (long)getpid(), 0.1,
+        comm2(c, sizeof c, "0.1", "world", 2, 3, 650, "recv", "running", 4, -1, "r1:0,s1:0"));
+  /* rank 3 is not in the exchange: its only call ended 9 s ago; it is neither waiting nor named */
+  char d[256];
+  live2(3, 4, NULL, (long)getpid(), 0.1,
+        comm2(d, sizeof d, "3.1", "comm", 0, 1, 1, "barrier", "done", 10, 9, "-"));
+  top_job job;
+  load(&job, 2.0);
+  kill_child(child);
+  assert_non_null(strstr(job.verdict, "WAITING FOR rank 1: ranks 0,2 in recv #"));
+  assert_non_null(strstr(job.verdict, "on world[0.1]"));
+  assert_non_null(strstr(job.verdict, "receiving from rank 1)"));
+  assert_non_null(strstr(job.verdict, "is STOPPED"));
+  assert_non_null(strstr(job.verdict, "[certain: process state T]"));
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(job.r[i].blocker, i == 1);
+  top_free(&job);
+}
+
+/* A rank killed with SIGKILL: its pid is gone from this machine while its file says running. */
+static void test_killed_rank(void **state) {
+  (void)state;
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) _exit(0);
+  waitpid(child, NULL, 0); /* reaped: no such process any more */
+  char a[256], b[256], c[256];
+  live2(0, 3, NULL, (long)getpid(), 0.1,
+        comm2(a, sizeof a, "0.1", "world", 0, 3, 30, "allreduce", "running", 4, -1, "-"));
+  live2(1, 3, NULL, (long)child, 1.5,
+        comm2(b, sizeof b, "0.1", "world", 1, 3, 30, "allreduce", "running", 4, -1, "-"));
+  live2(2, 3, NULL, (long)getpid(), 0.1,
+        comm2(c, sizeof c, "0.1", "world", 2, 3, 30, "allreduce", "running", 4, -1, "-"));
+  top_job job;
+  load(&job, 2.0);
+  /* every rank is inside allreduce #30: the call numbers alone name nobody */
+  assert_non_null(strstr(job.verdict, "WAITING FOR rank 1: ranks 0,2 in allreduce #30"));
+  assert_non_null(strstr(job.verdict, "is GONE"));
+  assert_non_null(strstr(job.verdict, "[certain: no process"));
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(job.r[i].blocker, i == 1);
+  top_free(&job);
+}
+
+/* A fresh heartbeat outweighs /proc: a pid this machine does not know (another PID namespace
+ * under the same host name) whose file was rewritten 0.1 s ago is alive; nobody is named. */
+static void test_fresh_file_alive(void **state) {
+  (void)state;
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) _exit(0);
+  waitpid(child, NULL, 0);
+  char a[256], b[256];
+  live2(0, 2, NULL, (long)child, 0.1,
+        comm2(a, sizeof a, "0.1", "world", 0, 2, 5, "allreduce", "done", 0.3, 0.2, "-"));
+  live2(1, 2, NULL, (long)child, 0.1,
+        comm2(b, sizeof b, "0.1", "world", 1, 2, 5, "allreduce", "done", 0.3, 0.2, "-"));
+  top_job job;
+  load(&job, 2.0);
+  assert_string_equal(job.verdict, "");
+  assert_int_equal(job.r[0].blocker + job.r[1].blocker, 0);
+  top_free(&job);
+}
+
+/* Both halves of gr_comm_split(world, rank % 2) are named split-1 (with colours 0 and 1) but have
+ * their own ids. Rank 2 is behind in the even half (rank 0 waits in allreduce #10, rank 2 ended
+ * #9), both alive; the odd half (ranks 1, 3) computes between calls. Only rank 2 is named. */
+static void test_split_halves(void **state) {
+  (void)state;
+  char w[4][200], h[4][200], l[4][512];
+  for (int r = 0; r < 4; r++) {
+    comm2(w[r], sizeof w[r], "0.1", "world", r, 4, 3, "allreduce", "done", 9, 8.9, "-");
+    int even = r % 2 == 0;
+    const char *id = even ? "0.2" : "1.2", *name = even ? "split-1:0" : "split-1:1";
+    if (r == 0)
+      comm2(h[r], sizeof h[r], id, name, 0, 2, 10, "allreduce", "running", 5, -1, "-");
+    else if (r == 2)
+      comm2(h[r], sizeof h[r], id, name, 1, 2, 9, "allreduce", "done", 5.1, 5, "-");
+    else
+      comm2(h[r], sizeof h[r], id, name, r / 2, 2, 40, "allreduce", "done", 0.3, 0.2, "-");
+    snprintf(l[r], sizeof l[r], "%s%s", w[r], h[r]);
+    live2(r, 4, NULL, (long)getpid(), 0.1, l[r]);
+  }
+  top_job job;
+  load(&job, 2.0);
+  assert_non_null(
+      strstr(job.verdict, "WAITING FOR rank 2: rank 0 in allreduce #10 on split-1:0[0.2]"));
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(job.r[i].blocker, i == 2);
+  top_free(&job);
+}
+
+/* A second communicator over MPI_COMM_WORLD is also named world: the loop runs on it (id 0.3)
+ * while gr_world (0.1) is idle. Rank 2 ended #9 on it, the others wait in #10. */
+static void test_second_world(void **state) {
+  (void)state;
+  char w[4][200], h[4][200], l[4][512];
+  for (int r = 0; r < 4; r++) {
+    comm2(w[r], sizeof w[r], "0.1", "world", r, 4, 2, "barrier", "done", 9, 8.9, "-");
+    if (r == 2)
+      comm2(h[r], sizeof h[r], "0.3", "world", r, 4, 9, "allreduce", "done", 5.1, 5, "-");
+    else
+      comm2(h[r], sizeof h[r], "0.3", "world", r, 4, 10, "allreduce", "running", 5, -1, "-");
+    snprintf(l[r], sizeof l[r], "%s%s", w[r], h[r]);
+    live2(r, 4, NULL, (long)getpid(), 0.1, l[r]);
+  }
+  top_job job;
+  load(&job, 2.0);
+  assert_non_null(
+      strstr(job.verdict, "WAITING FOR rank 2: ranks 0-1,3 in allreduce #10 on world[0.3]"));
+  assert_non_null(strstr(job.verdict, "last seen: allreduce #9 ended"));
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(job.r[i].blocker, i == 2);
+  top_free(&job);
+}
+
+/* A rank on another host (no /proc to look at) whose heartbeat stopped 10 s ago while the others
+ * wait: named, and said to be likely rather than certain. */
+static void test_silent_other_host(void **state) {
+  (void)state;
+  char a[256], b[256];
+  live2(0, 2, NULL, (long)getpid(), 0.1,
+        comm2(a, sizeof a, "0.1", "world", 0, 2, 7, "allreduce", "running", 10, -1, "-"));
+  live2(1, 2, "otherhost", 4242, 10,
+        comm2(b, sizeof b, "0.1", "world", 1, 2, 7, "allreduce", "running", 10.1, -1, "-"));
+  top_job job;
+  load(&job, 2.0);
+  assert_non_null(strstr(job.verdict, "WAITING FOR rank 1: rank 0 in allreduce #7"));
+  assert_non_null(strstr(job.verdict, "[likely: no heartbeat for 10 s]"));
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(job.r[i].blocker, i == 1);
+  top_free(&job);
+}
+
 static void test_csv_tail(void **state) {
   (void)state;
   live(0, 1, "done", 3, 2, 1, 0.1);
@@ -443,6 +667,13 @@ int main(void) {
       cmocka_unit_test(test_parse_creating),
       cmocka_unit_test_setup_teardown(test_creation_names_rank_behind, setup, teardown),
       cmocka_unit_test_setup_teardown(test_creation_members, setup, teardown),
+      cmocka_unit_test(test_parse_v2),
+      cmocka_unit_test_setup_teardown(test_p2p_stopped, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_killed_rank, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fresh_file_alive, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_split_halves, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_second_world, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_silent_other_host, setup, teardown),
       cmocka_unit_test_setup_teardown(test_csv_tail, setup, teardown),
       cmocka_unit_test_setup_teardown(test_find_job, setup, teardown),
       cmocka_unit_test_setup_teardown(test_huge_values, setup, teardown),
