@@ -153,9 +153,11 @@ static void fmt_coll(const top_job *job, const top_rank *t, char *what, size_t w
       best = c;
   }
   if (!best) return;
-  /* the world communicator goes without saying */
-  snprintf(what, wcap, "%s#%llu%s%.7s", short_op(best->op), best->seq,
-           strcmp(best->id, "world") ? " " : "", strcmp(best->id, "world") ? best->id : "");
+  /* the world communicator goes without saying; another by its name (the parser gives a
+   * version-1 file's id as the name) */
+  int world = !strcmp(best->name, "world");
+  snprintf(what, wcap, "%s#%llu%s%.7s", short_op(best->op), best->seq, world ? "" : " ",
+           world ? "" : best->name);
   if (!strcmp(best->state, "running"))
     fmt_secs(secs, scap, job->now - best->start);
   else /* not inside a call: the last one and how it ended */

@@ -295,8 +295,6 @@ static void test_creation_members(void **state) {
   top_free(&job);
 }
 
-/* The supervisor's CSV: the last complete sample's lines (one per GPU) win; a torn last line is
- * ignored; columns are found by the header's names. */
 /* A version-2 live file for rank r (of n) on host (NULL: this machine's) with process pid,
  * written written_ago seconds ago, with the given comm lines. */
 static void live2(int r, int n, const char *host, long pid, double written_ago, const char *comms) {
@@ -474,6 +472,15 @@ static void test_split_halves(void **state) {
       strstr(job.verdict, "WAITING FOR rank 2: rank 0 in allreduce #10 on split-1:0[0.2]"));
   for (int i = 0; i < 4; i++)
     assert_int_equal(job.r[i].blocker, i == 2);
+  /* the rows name a communicator by its name (cut to the column), never by its bare id */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  top_render(m, &job, 0, -1, 0, 1.0);
+  fclose(m);
+  assert_non_null(strstr(buf, "allred#10 spl"));
+  assert_null(strstr(buf, " 0.2"));
+  free(buf);
   top_free(&job);
 }
 
@@ -519,6 +526,8 @@ static void test_silent_other_host(void **state) {
   top_free(&job);
 }
 
+/* The supervisor's CSV: the last complete sample's lines (one per GPU) win; a torn last line is
+ * ignored; columns are found by the header's names. */
 static void test_csv_tail(void **state) {
   (void)state;
   live(0, 1, "done", 3, 2, 1, 0.1);
