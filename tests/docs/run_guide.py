@@ -23,9 +23,10 @@ Conventions (docs/guide/README.md, "How the guide is tested", says the same to w
   private localhost Slurm cluster of tests/slurm/lib/slurm-cluster.sh (4 GPUs, 8 CPUs) and stops
   it after, so `sbatch`, `srun` and `squeue` in the page reach a real Slurm.
 
-The blocks run in a scratch directory that looks like the repository root: a symbolic link to each
-top-level entry of SOURCE_DIR and `build` pointing at BUILD_DIR, so `build/examples/sim/sim` and
-`configs/...` work, and files the blocks write stay out of the checkout. Nothing is put on PATH:
+The blocks run in a scratch directory that looks like the repository root: symbolic links to the
+top-level folders the pages read (SCRATCH_LINKS: configs, docs, examples, ...) and `build`
+pointing at BUILD_DIR, so `build/examples/sim/sim` and `configs/...` work, and files the blocks
+write (job directories, outputs) stay out of the checkout. Nothing is put on PATH:
 the pages put `build/launcher`, `build/launcher/report` and `build/launcher/top` on PATH
 themselves, as a reader does (docs/guide/start.md). The runner removes the Open MPI root
 variables (OMPI_ALLOW_RUN_AS_ROOT*) and the oversubscription default from the environment that
@@ -35,6 +36,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -42,7 +44,7 @@ import tempfile
 
 FENCE = re.compile(r"^(\s*)(`{3,})(.*)$")
 RECORDED_HOST = "vm"
-PAGE_TIMEOUT_S = 150
+PAGE_TIMEOUT_S = 170
 
 
 def parse_info(info):
@@ -138,12 +140,17 @@ def match_lines(want, got):
     return m(0, 0)
 
 
+# What the pages read from the checkout; other top-level names (monitor/, the default
+# gpurun-monitor/ ...) stay free, so that files the blocks write never land in the source tree.
+SCRATCH_LINKS = ("README.md", "bench", "configs", "docs", "examples", "include", "launcher",
+                 "python", "scripts", "tests")
+
+
 def make_scratch(src, build):
     d = tempfile.mkdtemp(prefix="gr-guide.")
-    for name in os.listdir(src):
-        if name in ("build", ".git") or name.startswith("build"):
-            continue
-        os.symlink(os.path.join(src, name), os.path.join(d, name))
+    for name in SCRATCH_LINKS:
+        if os.path.exists(os.path.join(src, name)):
+            os.symlink(os.path.join(src, name), os.path.join(d, name))
     os.symlink(build, os.path.join(d, "build"))
     return d
 
@@ -202,13 +209,21 @@ def run_page(src, page, cmds, fixture, scratch, work, show):
               "OMPI_MCA_rmaps_base_oversubscribe"):
         env.pop(k, None)
     env["HOME"] = work
+    # The page's shell leads a process group of its own: whatever its blocks leave running (a
+    # job in the background, a timed-out block) is killed with the group when the page ends.
+    p = subprocess.Popen(["bash", "-c", "\n".join(script)], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        p = subprocess.run(["bash", "-c", "\n".join(script)], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=PAGE_TIMEOUT_S)
-        rc, driver_out = p.returncode, p.stdout.decode(errors="replace")
-        timed_out = False
-    except subprocess.TimeoutExpired as e:
-        rc, driver_out, timed_out = -1, (e.stdout or b"").decode(errors="replace"), True
+        driver_out = p.communicate(timeout=PAGE_TIMEOUT_S)[0].decode(errors="replace")
+        rc, timed_out = p.returncode, False
+    except subprocess.TimeoutExpired:
+        rc, timed_out = -1, True
+        os.killpg(p.pid, signal.SIGTERM)
+        driver_out = p.communicate()[0].decode(errors="replace")
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     cur = open(os.path.join(work, "current")).read().strip() if os.path.exists(
         os.path.join(work, "current")) else None
     hosts = [socket.gethostname()]
