@@ -12,5 +12,7 @@ x = np.arange(4, dtype=np.float64) + w.rank
 s = w.allreduce(x, op="sum")                       # a new array
 t = torch.full((3,), float(w.rank + 1))
 w.allreduce(t, op="max", out=t)                    # in place, on a tensor
-print(f"rank {w.rank}/{w.size} on {info['node']} cpus {info['cpus']} backend {w.backend}: "
-      f"sum {s.tolist()} max {t.tolist()}", flush=True)
+cpus = w.allgather(np.array([len(info["cpus"])], dtype=np.int64))  # one entry per rank
+if w.rank == 0:  # one rank prints: lines of several ranks can interleave in mpirun's output
+    print(f"{w.size} ranks, backend {w.backend}: sum {s.tolist()} max {t.tolist()}")
+    print(f"rank 0 on {info['node']}, cpus {info['cpus']}; cpu-list lengths {cpus.tolist()}")

@@ -36,8 +36,7 @@ int main(int argc, char **argv) {
   /* 2. a collective: the sum over all ranks, in place. */
   double v[3] = {1.0, (double)rank, 0.5};
   CHECK(gr_allreduce(v, v, 3, GR_FLOAT64, GR_SUM, world, NULL));
-  if (rank == 0)
-    printf("allreduce over %d ranks: %g %g %g\n", size, v[0], v[1], v[2]);
+  if (rank == 0) printf("allreduce over %d ranks: %g %g %g\n", size, v[0], v[1], v[2]);
 
   /* 3. communicators: even and odd ranks, each its own communicator. */
   gr_comm *half = NULL;
@@ -52,10 +51,8 @@ int main(int argc, char **argv) {
   CHECK(gr_iallreduce(&one, &count, 1, GR_INT64, GR_SUM, world, NULL, &req));
   int done = 0;
   CHECK(gr_test(&req, &done)); /* not necessarily done yet: work can go here */
-  if (!done)
-    CHECK(gr_wait(&req));
-  if (rank == 0)
-    printf("iallreduce counted %lld ranks\n", count);
+  if (!done) CHECK(gr_wait(&req));
+  if (rank == 0) printf("iallreduce counted %lld ranks\n", count);
 
   /* 5. the task pool: the default pool (the rank's cores) runs a parallel loop. */
   double x[1000];
