@@ -40,3 +40,34 @@ int gr__launcher_cuda_device_count(char *why, size_t why_len) {
   /* libcudart stays loaded: unloading it after it started the driver is not worth the risk */
   return n;
 }
+
+void gr__launcher_cuda_versions(gr__cuda_versions *v) {
+  v->runtime = v->driver = 0;
+  v->runtime_why[0] = v->driver_why[0] = 0;
+  v->runtime_lib = GR_CUDART_SONAME;
+  typedef int (*version_fn)(int *version);
+  version_fn get;
+  void *rt = dlopen(GR_CUDART_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (!rt) {
+    snprintf(v->runtime_why, sizeof v->runtime_why, "dlopen %s: %s", GR_CUDART_SONAME, dlerror());
+  } else {
+    *(void **)&get = dlsym(rt, "cudaRuntimeGetVersion");
+    if (!get || get(&v->runtime) != 0 || v->runtime <= 0) {
+      snprintf(v->runtime_why, sizeof v->runtime_why, "%s gives no cudaRuntimeGetVersion",
+               GR_CUDART_SONAME);
+      v->runtime = 0;
+    }
+  }
+  /* the driver's own library, asked directly: cuDriverGetVersion needs no cuInit and no GPU */
+  void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!drv) {
+    snprintf(v->driver_why, sizeof v->driver_why, "dlopen libcuda.so.1: %s", dlerror());
+    return;
+  }
+  *(void **)&get = dlsym(drv, "cuDriverGetVersion");
+  if (!get || get(&v->driver) != 0 || v->driver <= 0) {
+    snprintf(v->driver_why, sizeof v->driver_why, "libcuda.so.1 gives no cuDriverGetVersion");
+    v->driver = 0;
+  }
+  /* both stay loaded, as in gr__launcher_cuda_device_count */
+}

@@ -10,4 +10,15 @@
  * fails, with a short reason in why (if why_len > 0). Same contract as gr__cuda_device_count. */
 int gr__launcher_cuda_device_count(char *why, size_t why_len);
 
+/* The CUDA versions this node offers, as 1000 * major + 10 * minor (13000 is 13.0): the runtime's
+ * (cudaRuntimeGetVersion of the runtime above) and the newest the driver supports
+ * (cuDriverGetVersion of libcuda.so.1); 0 with a short reason in *_why where a library or entry
+ * point is missing. Loads both with dlopen, starts no GPU. */
+typedef struct {
+  int runtime, driver;
+  const char *runtime_lib; /* the runtime's soname */
+  char runtime_why[200], driver_why[200];
+} gr__cuda_versions;
+void gr__launcher_cuda_versions(gr__cuda_versions *v);
+
 #endif
