@@ -16,7 +16,9 @@ Conventions (docs/guide/README.md, "How the guide is tested", says the same to w
   block, default `vm`) become HOST, paths under /tmp become TMP, hexadecimal runs of 8 or more
   digits HEX, every number #, runs of blanks one blank. A line `...` stands for any number of
   lines. ``text order=any`` compares the lines as sets, for output of several ranks that
-  interleaves. The test fails when the shape differs.
+  interleaves. Text blocks marked ``text alt`` right after it are other shapes the output may
+  take (a race the page explains); the output must match one of them. The test fails when the
+  shape differs.
 * ``c``, ``python``, ``yaml`` and other blocks are not run here; the pages run them through a
   command block (files under docs/guide/files/).
 * A page may start with `<!-- guide: fixture=slurm -->`: before its blocks the runner starts the
@@ -98,6 +100,14 @@ def blocks_of(path):
         between = lines[b["end"] + 1:nxt["line"] - 1]
         if nxt["lang"] == "text" and all(not s.strip() for s in between):
             b["expect"] = nxt
+            # Further text blocks marked alt, each right after the previous one: other shapes
+            # the output may take (a race the page explains).
+            b["alts"] = []
+            j = k + 2
+            while (j < len(out) and out[j]["lang"] == "text" and "alt" in out[j]["attrs"]
+                   and all(not s.strip() for s in lines[out[j - 1]["end"] + 1:out[j]["line"] - 1])):
+                b["alts"].append(out[j])
+                j += 1
     return out
 
 
@@ -248,12 +258,15 @@ def run_page(src, page, cmds, fixture, scratch, work, show):
             continue
         e = b["expect"]
         if e is not None:
-            want = normalise(e["text"], [e["attrs"].get("host", RECORDED_HOST)])
             have = normalise(got, hosts + [RECORDED_HOST])
-            if e["attrs"].get("order") == "any":
-                ok = sorted(want) == sorted(have)
-            else:
-                ok = match_lines(want, have)
+            ok = False
+            for shown in [e] + b.get("alts", []):
+                want = normalise(shown["text"], [shown["attrs"].get("host", RECORDED_HOST)])
+                if shown["attrs"].get("order") == "any":
+                    ok = ok or sorted(want) == sorted(have)
+                else:
+                    ok = ok or match_lines(want, have)
+            want = normalise(e["text"], [e["attrs"].get("host", RECORDED_HOST)])
             if not ok:
                 print(f"FAIL {where}: output differs in shape from the text block at line "
                       f"{e['line']}\n  shown (normalised):\n    " + "\n    ".join(want) +
