@@ -413,16 +413,24 @@ static unsigned long long pid_ns(void) {
   return (unsigned long long)st.st_ino;
 }
 
-/* When this boot began (/proc/stat btime, Unix seconds), -1 unknown. */
+/* When this boot began (/proc/stat btime, Unix seconds), -1 unknown. Read line by line: btime
+ * comes after a line per core and the interrupt counts, tens of KiB into the file on a big node. */
 static long long boot_time(void) {
-  char buf[16384];
-  if (read_small("/proc/stat", buf, sizeof buf) <= 0) return -1;
-  const char *p = strstr(buf, "\nbtime ");
-  if (!p) return -1;
-  char *end;
-  errno = 0;
-  long long v = strtoll(p + 7, &end, 10);
-  if (errno || end == p + 7 || v <= 0) return -1;
+  FILE *f = fopen("/proc/stat", "re");
+  if (!f) return -1;
+  char *line = NULL;
+  size_t cap = 0;
+  long long v = -1;
+  while (getline(&line, &cap, f) > 0) {
+    if (strncmp(line, "btime ", 6) != 0) continue;
+    char *end;
+    errno = 0;
+    long long b = strtoll(line + 6, &end, 10);
+    if (!errno && end != line + 6 && b > 0) v = b;
+    break;
+  }
+  free(line);
+  fclose(f);
   return v;
 }
 

@@ -10,7 +10,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -355,6 +357,66 @@ static void test_sweep(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* Child of test_sweep_big_node: on a node with hundreds of cores /proc/stat runs past 16 KiB
+ * before its btime line (a line per core, then the interrupt counts). With such a /proc/stat bound
+ * over the real one in a private mount namespace, a dead owner's file from before this boot is
+ * still removed. Exit 0 removed, 1 kept, 77 no mount namespace here (not root). */
+static int big_node_child(const char *dir) {
+  char real[8192];
+  FILE *f = fopen("/proc/stat", "r");
+  long long btime = -1;
+  while (f && fgets(real, sizeof real, f))
+    if (!strncmp(real, "btime ", 6)) btime = atoll(real + 6);
+  if (f) fclose(f);
+  if (btime <= 1000) return 1;
+  char fake[512], name[] = "gpurun_rebooted_h_0.prom";
+  snprintf(fake, sizeof fake, "%s/stat", dir);
+  f = fopen(fake, "w");
+  if (!f) return 1;
+  fprintf(f, "cpu  1 2 3 4 5 6 7 8 9 10\n");
+  for (int c = 0; c < 384; c++)
+    fprintf(f, "cpu%d 1234567890 12345678 123456789 12345678901 1234567 0 1234567 0 0 0\n", c);
+  fprintf(f, "intr 123456789");
+  for (int i = 0; i < 4000; i++)
+    fprintf(f, " %d", i % 7 ? 0 : 12345);
+  fprintf(f, "\nctxt 1234567890\nbtime %lld\nprocesses 123456\nprocs_running 1\n", btime);
+  fclose(f);
+  if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount(fake, "/proc/stat", NULL, MS_BIND, NULL) != 0)
+    return 77;
+  struct stat st;
+  if (stat("/proc/stat", &st) != 0 || st.st_size < 32768) return 77; /* the bind did not take */
+  gr__prom_owner me, o;
+  if (gr__prom_owner_self(&me) != 0) return 1;
+  o = me;
+  o.pid = 1;
+  snprintf(o.boot, sizeof o.boot, "00000000-0000-0000-0000-000000000000");
+  owned_file(dir, name, &o);
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  struct timespec old[2] = {{1000, 0}, {1000, 0}};
+  if (utimensat(AT_FDCWD, path, old, 0) != 0) return 1;
+  return gr__prom_sweep(dir, &me) == 1 && !exists(dir, name) ? 0 : 1;
+}
+
+static void test_sweep_big_node(void **state) {
+  (void)state;
+  char dir[] = "/tmp/gr_test_prom.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  pid_t c = fork();
+  assert_true(c >= 0);
+  if (c == 0) _exit(big_node_child(dir));
+  int st = 0;
+  assert_int_equal(waitpid(c, &st, 0), c);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  assert_true(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) skip(); /* no private mount namespace: cannot fake /proc/stat */
+  if (WEXITSTATUS(st) != 0)
+    fail_msg("a file from before this boot was kept with a large /proc/stat");
+}
+
 /* The wait gauge: the longest of the running collective and the communicator creation. */
 static void test_wait(void **state) {
   (void)state;
@@ -405,8 +467,10 @@ static void test_write(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_format), cmocka_unit_test(test_big),
-                                     cmocka_unit_test(test_owner),  cmocka_unit_test(test_sweep),
-                                     cmocka_unit_test(test_wait),   cmocka_unit_test(test_write)};
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_format),         cmocka_unit_test(test_big),
+      cmocka_unit_test(test_owner),          cmocka_unit_test(test_sweep),
+      cmocka_unit_test(test_sweep_big_node), cmocka_unit_test(test_wait),
+      cmocka_unit_test(test_write)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
