@@ -47,8 +47,9 @@ typedef struct {
   unsigned long long start;
 } gr__prom_owner;
 
-/* Fills o with this process's identity. 0, or -1 when /proc cannot say who we are (no owner line
- * is written then, and the sweep still runs). */
+/* Fills o with this process's identity. 0, or -1 when /proc cannot say who we are, or is another
+ * pid namespace's (its /proc/self is not getpid()): no owner line is written then, and no sweep
+ * runs. */
 int gr__prom_owner_self(gr__prom_owner *o);
 
 /* The start time of pid (/proc/<pid>/stat field 22, clock ticks after boot). 0; -1 with errno

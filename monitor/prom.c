@@ -442,6 +442,11 @@ int gr__prom_owner_self(gr__prom_owner *o) {
   boot_id(o->boot, sizeof o->boot);
   o->pidns = pid_ns();
   o->pid = (long)getpid();
+  /* /proc must be of our own pid namespace (it is not after unshare --pid without a new /proc):
+   * else the pids a sweep looks up there are other processes', and a live file could go. */
+  char self[64];
+  if (read_small("/proc/self/stat", self, sizeof self) <= 0 || strtol(self, NULL, 10) != o->pid)
+    return -1;
   if (gr__prom_proc_start(o->pid, &o->start) != 0) return -1;
   return 0;
 }

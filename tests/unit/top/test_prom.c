@@ -417,6 +417,35 @@ static void test_sweep_big_node(void **state) {
     fail_msg("a file from before this boot was kept with a large /proc/stat");
 }
 
+/* A process in a pid namespace of its own under the parent namespace's /proc (unshare --pid
+ * without remounting /proc): /proc/<getpid()> is another process there, so the pids in /proc are
+ * not this process's and no owner line may be made from them. Exit 0 refused, 1 accepted, 77 no
+ * pid namespace here (not root). */
+static int foreign_proc_child(void) {
+  if (unshare(CLONE_NEWPID) != 0) return 77;
+  pid_t c = fork(); /* pid 1 of the new namespace; /proc/1 is the parent namespace's init */
+  if (c < 0) return 77;
+  if (c == 0) {
+    gr__prom_owner me;
+    _exit(gr__prom_owner_self(&me) == 0 ? 1 : 0);
+  }
+  int st = 0;
+  if (waitpid(c, &st, 0) != c || !WIFEXITED(st)) return 1;
+  return WEXITSTATUS(st);
+}
+
+static void test_owner_foreign_proc(void **state) {
+  (void)state;
+  pid_t c = fork();
+  assert_true(c >= 0);
+  if (c == 0) _exit(foreign_proc_child());
+  int st = 0;
+  assert_int_equal(waitpid(c, &st, 0), c);
+  assert_true(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) skip(); /* no pid namespace of our own here */
+  if (WEXITSTATUS(st) != 0) fail_msg("an owner line was made from another pid namespace's /proc");
+}
+
 /* The wait gauge: the longest of the running collective and the communicator creation. */
 static void test_wait(void **state) {
   (void)state;
@@ -470,7 +499,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_format),         cmocka_unit_test(test_big),
       cmocka_unit_test(test_owner),          cmocka_unit_test(test_sweep),
-      cmocka_unit_test(test_sweep_big_node), cmocka_unit_test(test_wait),
-      cmocka_unit_test(test_write)};
+      cmocka_unit_test(test_sweep_big_node), cmocka_unit_test(test_owner_foreign_proc),
+      cmocka_unit_test(test_wait),           cmocka_unit_test(test_write)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
