@@ -103,8 +103,19 @@ static int header(const gr__node *n, const char *kind, const char *id, char *out
   return len < cap ? 0 : -1;
 }
 
-/* Snapshots older than this are removed by the next local rank 0 that publishes one. */
+/* Snapshots older than this are removed by the next local rank 0 that publishes one, and so are
+ * the temporary files of a local rank 0 killed before its rename (base/safefile.c's
+ * .<name>.<pid>.<n>.tmp). */
 #define SNAPSHOT_KEEP_S 600
+
+static int snapshot_name(const char *s) {
+  if (*s == '.') {
+    size_t n = strlen(s);
+    if (n < 4 || strcmp(s + n - 4, ".tmp") != 0) return 0;
+    s++;
+  }
+  return !strncmp(s, "health-", 7) || !strncmp(s, "load-", 5);
+}
 
 static void remove_old(int dirfd, time_t now) {
   int fd = dup(dirfd);
@@ -115,9 +126,8 @@ static void remove_old(int dirfd, time_t now) {
   }
   for (struct dirent *e; (e = readdir(d));) {
     struct stat st;
-    if ((strncmp(e->d_name, "health-", 7) && strncmp(e->d_name, "load-", 5)) ||
-        fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_mtime >= now - SNAPSHOT_KEEP_S)
+    if (!snapshot_name(e->d_name) || fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode) || st.st_mtime >= now - SNAPSHOT_KEEP_S)
       continue;
     unlinkat(dirfd, e->d_name, 0);
   }
