@@ -72,7 +72,7 @@ done
 touch -d '-11 minutes' "$dir/load-00000000000000aa" "$dir/.load-00000000000000aa.4242.0.tmp" \
   "$dir/.health-00000000000000aa.4242.1.tmp"
 # Same name, another launch inside: local rank 1 of launch C must not take it (it waits for local
-# rank 0, which never comes, and then judges alone).
+# rank 0, which never comes, and then plans by closest over every GPU and says so).
 PMIX_NAMESPACE=launchC "$gpurun" --topology "$topo" --local-rank 0 --local-size 2 --policy least-loaded \
   --dry-run --format json > /dev/null 2> "$tmp/C.0.err" || fail "launch C rank 0: exit $?"
 for f in load-00000000000000aa .load-00000000000000aa.4242.0.tmp .health-00000000000000aa.4242.1.tmp; do
