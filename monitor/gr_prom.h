@@ -77,13 +77,13 @@ void gr__prom_text_free(gr__prom_text *t);
 int gr__prom_format(const gr__sample *s, const char *job, const char *host, const gr__live *live,
                     const gr__prom_owner *owner, gr__prom_text *t);
 
-/* Writes text to dir/name through dir/.name.tmp.<pid> (O_EXCL|O_NOFOLLOW) and rename(2).
- * 0, or -1 with errno. */
+/* Writes text to dir/name through dir/.name.tmp.<pid> (O_EXCL|O_NOFOLLOW) and rename(2); when
+ * another user's file holds that name, through .name.tmp.<pid>-<k> (k < 100). 0, or -1 with
+ * errno. */
 int gr__prom_write(const char *dir, const char *name, const char *text, size_t len);
 
-/* Removes dir's gpurun_*.prom files (and .gpurun_*.prom.tmp.<pid>, gr__prom_write's temp files)
- * whose owner no longer runs on this host. A file is removed
- * only when it is a regular file (no link followed or removed) owned by this effective uid, its
+/* Removes dir's gpurun_*.prom files (and .gpurun_*.prom.tmp.<pid>[-<k>], gr__prom_write's temp
+ * files) whose owner no longer runs on this host. A file is removed only when it is a regular file (no link followed or removed) owned by this effective uid, its
  * owner line names self's host, and either its boot id and pid namespace are self's and its pid is
  * gone, a zombie or reused (another start time), or its boot id differs and it was last written
  * before this boot. Anything else (another host, another pid namespace, another user's file,

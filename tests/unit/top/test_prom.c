@@ -297,6 +297,9 @@ static void test_sweep(void **state) {
   owned_file(dir, "gpurun_x.txt", &o);              /* not gpurun's name */
   owned_file(dir, ".gpurun_x_h_0.prom.tmp.12", &o); /* a killed writer's temp file */
   want_removed++;
+  owned_file(dir, ".gpurun_x_h_0.prom.tmp.12-3", &o); /* its name beside a squatted one */
+  want_removed++;
+  owned_file(dir, ".gpurun_x_h_0.prom.tmp.12-", &o);  /* not a writer's name */
   owned_file(dir, ".gpurun_me_h_0.prom.tmp.13", &me); /* a live writer's */
   owned_file(dir, ".gpurun_x_h_0.prom.tmp.1x", &o);   /* not a writer's name */
   owned_file(dir, ".gpurun_.prom.tmp.1", &o);         /* not a writer's name */
@@ -329,6 +332,7 @@ static void test_sweep(void **state) {
   assert_false(exists(dir, "gpurun_rebooted_h_0.prom"));
   assert_false(exists(dir, "gpurun_huge_h_0.prom"));
   assert_false(exists(dir, ".gpurun_x_h_0.prom.tmp.12"));
+  assert_false(exists(dir, ".gpurun_x_h_0.prom.tmp.12-3"));
   const char *kept[] = {"gpurun_parent_h_0.prom",
                         "gpurun_me_h_0.prom",
                         "gpurun_otherhost_h_0.prom",
@@ -338,6 +342,7 @@ static void test_sweep(void **state) {
                         "gpurun_x.txt",
                         ".gpurun_me_h_0.prom.tmp.13",
                         ".gpurun_x_h_0.prom.tmp.1x",
+                        ".gpurun_x_h_0.prom.tmp.12-",
                         ".gpurun_.prom.tmp.1",
                         "gpurun_garbage_h_0.prom",
                         "gpurun_noowner_h_0.prom",
@@ -446,6 +451,54 @@ static void test_owner_foreign_proc(void **state) {
   if (WEXITSTATUS(st) != 0) fail_msg("an owner line was made from another pid namespace's /proc");
 }
 
+/* Another user in a shared sticky directory creates the writer's temporary name first (its pid
+ * is public): the writer, not root, can neither remove nor open it, and must still write its file
+ * through another name. Root makes the squatter's file and runs the writer as nobody. */
+static void test_write_squatted_tmp(void **state) {
+  (void)state;
+  if (geteuid() != 0) skip(); /* needs two users */
+  char dir[] = "/tmp/gr_test_prom.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  assert_int_equal(chmod(dir, 01777), 0);
+  int go[2];
+  assert_int_equal(pipe(go), 0);
+  pid_t c = fork();
+  assert_true(c >= 0);
+  if (c == 0) {
+    char b;
+    close(go[1]);
+    if (read(go[0], &b, 1) != 1 || setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    if (gr__prom_write(dir, "gpurun_sq_h_0.prom", "gpurun_up 1\n", 12) != 0) _exit(1);
+    char path[600], text[64] = "";
+    snprintf(path, sizeof path, "%s/gpurun_sq_h_0.prom", dir);
+    FILE *f = fopen(path, "r");
+    if (!f || !fgets(text, sizeof text, f)) _exit(2);
+    fclose(f);
+    _exit(strcmp(text, "gpurun_up 1\n") ? 2 : 0);
+  }
+  close(go[0]);
+  char squat[600];
+  snprintf(squat, sizeof squat, "%s/.gpurun_sq_h_0.prom.tmp.%d", dir, (int)c);
+  put_file(dir, squat + strlen(dir) + 1, "theirs\n");
+  assert_int_equal(write(go[1], "x", 1), 1);
+  close(go[1]);
+  int st = 0;
+  assert_int_equal(waitpid(c, &st, 0), c);
+  FILE *f = fopen(squat, "r");
+  char text[64] = "";
+  assert_non_null(f);
+  assert_non_null(fgets(text, sizeof text, f));
+  fclose(f);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  assert_string_equal(text, "theirs\n"); /* the squatter's file is neither followed nor changed */
+  assert_true(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 3) skip(); /* cannot become nobody */
+  if (WEXITSTATUS(st) != 0)
+    fail_msg("a squatted temporary name stopped the write (child exit %d)", WEXITSTATUS(st));
+}
+
 /* The wait gauge: the longest of the running collective and the communicator creation. */
 static void test_wait(void **state) {
   (void)state;
@@ -496,10 +549,14 @@ static void test_write(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_format),         cmocka_unit_test(test_big),
-      cmocka_unit_test(test_owner),          cmocka_unit_test(test_sweep),
-      cmocka_unit_test(test_sweep_big_node), cmocka_unit_test(test_owner_foreign_proc),
-      cmocka_unit_test(test_wait),           cmocka_unit_test(test_write)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_format),
+                                     cmocka_unit_test(test_big),
+                                     cmocka_unit_test(test_owner),
+                                     cmocka_unit_test(test_sweep),
+                                     cmocka_unit_test(test_sweep_big_node),
+                                     cmocka_unit_test(test_owner_foreign_proc),
+                                     cmocka_unit_test(test_write_squatted_tmp),
+                                     cmocka_unit_test(test_wait),
+                                     cmocka_unit_test(test_write)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
