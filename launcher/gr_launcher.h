@@ -213,7 +213,9 @@ typedef ssize_t (*gr__snapshot_fn)(void *ctx, char *buf, size_t cap);
  * produces its own (a local rank other than 0 says so). When the directory cannot be used (another
  * user took its name), every local rank finds that at once: local rank 0 says so, and each follows
  * unshared, the caller's rule without readings (returns -1; unshared is its words for the
- * warning), or produces its own when unshared is NULL. Returns the length in buf, or -1. */
+ * warning), or produces its own when unshared is NULL. The same rule holds when local rank 0
+ * cannot write the snapshot (it follows unshared too) and when the others find none within 10 s.
+ * Returns the length in buf, or -1. */
 ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, int local_size,
                            const char *unshared, gr__snapshot_fn produce, void *ctx, char *buf,
                            size_t cap);

@@ -103,8 +103,19 @@ static int header(const gr__node *n, const char *kind, const char *id, char *out
   return len < cap ? 0 : -1;
 }
 
-/* Snapshots older than this are removed by the next local rank 0 that publishes one. */
+/* Snapshots older than this are removed by the next local rank 0 that publishes one, and so are
+ * the temporary files of a local rank 0 killed before its rename (base/safefile.c's
+ * .<name>.<pid>.<n>.tmp). */
 #define SNAPSHOT_KEEP_S 600
+
+static int snapshot_name(const char *s) {
+  if (*s == '.') {
+    size_t n = strlen(s);
+    if (n < 4 || strcmp(s + n - 4, ".tmp") != 0) return 0;
+    s++;
+  }
+  return !strncmp(s, "health-", 7) || !strncmp(s, "load-", 5);
+}
 
 static void remove_old(int dirfd, time_t now) {
   int fd = dup(dirfd);
@@ -115,9 +126,8 @@ static void remove_old(int dirfd, time_t now) {
   }
   for (struct dirent *e; (e = readdir(d));) {
     struct stat st;
-    if ((strncmp(e->d_name, "health-", 7) && strncmp(e->d_name, "load-", 5)) ||
-        fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_mtime >= now - SNAPSHOT_KEEP_S)
+    if (!snapshot_name(e->d_name) || fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode) || st.st_mtime >= now - SNAPSHOT_KEEP_S)
       continue;
     unlinkat(dirfd, e->d_name, 0);
   }
@@ -195,27 +205,34 @@ ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, 
   snprintf(name, sizeof name, "%s-%016llx", kind, fnv(head, 14695981039346656037ull));
   ssize_t len = -1;
   if (local_rank == 0) {
+    /* Readings the others cannot read are not shared: with unshared, local rank 0 then follows
+     * the same rule as the others, which find no snapshot (a full or over-quota TMPDIR). */
     len = produce(ctx, buf, cap);
     size_t hl = strlen(head);
     char *all = len >= 0 ? malloc(hl + (size_t)len) : NULL;
+    int published = 0;
     if (all) {
       memcpy(all, head, hl);
       memcpy(all + hl, buf, (size_t)len);
-      if (gr__file_replace(dirfd, name, all, hl + (size_t)len, why, sizeof why) != 0)
-        warn("cannot write the %s snapshot in %s/%s: %s", kind, root, dirname, why);
+      published = gr__file_replace(dirfd, name, all, hl + (size_t)len, why, sizeof why) == 0;
+      if (!published)
+        warn("cannot write the %s snapshot in %s/%s: %s; %s", kind, root, dirname, why,
+             unshared ? unshared : "each local rank judges alone");
       free(all);
       remove_old(dirfd, time(NULL));
     }
+    if (!published && unshared) len = -1;
   } else {
-    /* Local rank 0 starts at about the same time; past 10 s judge alone and say so. */
+    /* Local rank 0 starts at about the same time; past 10 s follow unshared (or judge alone) and
+     * say so. */
     for (int i = 0; i < 200 && len < 0; i++) {
       len = read_text(dirfd, name, head, buf, cap);
       if (len < 0) usleep(50000);
     }
     if (len < 0) {
-      warn("local rank %d: no %s snapshot from local rank 0 (%s/%s/%s); judging alone", local_rank,
-           kind, root, dirname, name);
-      len = produce(ctx, buf, cap);
+      warn("local rank %d: no %s snapshot from local rank 0 (%s/%s/%s); %s", local_rank, kind, root,
+           dirname, name, unshared ? unshared : "judging alone");
+      if (!unshared) len = produce(ctx, buf, cap);
     }
   }
   close(dirfd);

@@ -47,8 +47,9 @@ typedef struct {
   unsigned long long start;
 } gr__prom_owner;
 
-/* Fills o with this process's identity. 0, or -1 when /proc cannot say who we are (no owner line
- * is written then, and the sweep still runs). */
+/* Fills o with this process's identity. 0, or -1 when /proc cannot say who we are, or is another
+ * pid namespace's (its /proc/self is not getpid()): no owner line is written then, and no sweep
+ * runs. */
 int gr__prom_owner_self(gr__prom_owner *o);
 
 /* The start time of pid (/proc/<pid>/stat field 22, clock ticks after boot). 0; -1 with errno
@@ -76,13 +77,13 @@ void gr__prom_text_free(gr__prom_text *t);
 int gr__prom_format(const gr__sample *s, const char *job, const char *host, const gr__live *live,
                     const gr__prom_owner *owner, gr__prom_text *t);
 
-/* Writes text to dir/name through dir/.name.tmp.<pid> (O_EXCL|O_NOFOLLOW) and rename(2).
- * 0, or -1 with errno. */
+/* Writes text to dir/name through dir/.name.tmp.<pid> (O_EXCL|O_NOFOLLOW) and rename(2); when
+ * another user's file holds that name, through .name.tmp.<pid>-<k> (k < 100). 0, or -1 with
+ * errno. */
 int gr__prom_write(const char *dir, const char *name, const char *text, size_t len);
 
-/* Removes dir's gpurun_*.prom files (and .gpurun_*.prom.tmp.<pid>, gr__prom_write's temp files)
- * whose owner no longer runs on this host. A file is removed
- * only when it is a regular file (no link followed or removed) owned by this effective uid, its
+/* Removes dir's gpurun_*.prom files (and .gpurun_*.prom.tmp.<pid>[-<k>], gr__prom_write's temp
+ * files) whose owner no longer runs on this host. A file is removed only when it is a regular file (no link followed or removed) owned by this effective uid, its
  * owner line names self's host, and either its boot id and pid namespace are self's and its pid is
  * gone, a zombie or reused (another start time), or its boot id differs and it was last written
  * before this boot. Anything else (another host, another pid namespace, another user's file,

@@ -306,6 +306,17 @@ int gr__prom_write(const char *dir, const char *name, const char *text, size_t l
   }
   unlink(tmp); /* ours from a killed predecessor with this pid, or a planted link: never followed */
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  /* Another user's file that this user cannot remove (a sticky directory; the pid is public):
+   * another name, .<name>.tmp.<pid>-<k>, rather than no file at all. */
+  for (int k = 1; fd < 0 && errno == EEXIST && k < 100; k++) {
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d-%d", dir, name, (int)getpid(), k) >=
+        sizeof tmp) {
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    unlink(tmp);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  }
   if (fd < 0) return -1;
   size_t off = 0;
   while (off < len) {
@@ -413,16 +424,24 @@ static unsigned long long pid_ns(void) {
   return (unsigned long long)st.st_ino;
 }
 
-/* When this boot began (/proc/stat btime, Unix seconds), -1 unknown. */
+/* When this boot began (/proc/stat btime, Unix seconds), -1 unknown. Read line by line: btime
+ * comes after a line per core and the interrupt counts, tens of KiB into the file on a big node. */
 static long long boot_time(void) {
-  char buf[16384];
-  if (read_small("/proc/stat", buf, sizeof buf) <= 0) return -1;
-  const char *p = strstr(buf, "\nbtime ");
-  if (!p) return -1;
-  char *end;
-  errno = 0;
-  long long v = strtoll(p + 7, &end, 10);
-  if (errno || end == p + 7 || v <= 0) return -1;
+  FILE *f = fopen("/proc/stat", "re");
+  if (!f) return -1;
+  char *line = NULL;
+  size_t cap = 0;
+  long long v = -1;
+  while (getline(&line, &cap, f) > 0) {
+    if (strncmp(line, "btime ", 6) != 0) continue;
+    char *end;
+    errno = 0;
+    long long b = strtoll(line + 6, &end, 10);
+    if (!errno && end != line + 6 && b > 0) v = b;
+    break;
+  }
+  free(line);
+  fclose(f);
   return v;
 }
 
@@ -434,6 +453,11 @@ int gr__prom_owner_self(gr__prom_owner *o) {
   boot_id(o->boot, sizeof o->boot);
   o->pidns = pid_ns();
   o->pid = (long)getpid();
+  /* /proc must be of our own pid namespace (it is not after unshare --pid without a new /proc):
+   * else the pids a sweep looks up there are other processes', and a live file could go. */
+  char self[64];
+  if (read_small("/proc/self/stat", self, sizeof self) <= 0 || strtol(self, NULL, 10) != o->pid)
+    return -1;
   if (gr__prom_proc_start(o->pid, &o->start) != 0) return -1;
   return 0;
 }
@@ -512,7 +536,7 @@ static int owner_gone(const gr__prom_owner *o, const gr__prom_owner *self, time_
 }
 
 /* Whether name is gpurun_<something>.prom, or a writer's temp file of one,
- * .gpurun_<something>.prom.tmp.<pid> (left behind by a writer killed between open and rename;
+ * .gpurun_<something>.prom.tmp.<pid>[-<k>] (left behind by a writer killed between open and rename;
  * it starts with the owner line too). */
 static int sweep_name(const char *name) {
   size_t n = strlen(name);
@@ -520,11 +544,16 @@ static int sweep_name(const char *name) {
   if (strncmp(name, ".gpurun_", 8) != 0) return 0;
   const char *tmp = strstr(name, ".prom.tmp.");
   if (!tmp || tmp - name < 9) return 0;
-  const char *d = tmp + 10;
-  if (!*d) return 0;
-  for (; *d; d++)
-    if (*d < '0' || *d > '9') return 0;
-  return 1;
+  const char *d = tmp + 10; /* <pid>, or <pid>-<k> */
+  if (*d < '0' || *d > '9') return 0;
+  while (*d >= '0' && *d <= '9')
+    d++;
+  if (*d == '-' && d[1] >= '0' && d[1] <= '9') {
+    d++;
+    while (*d >= '0' && *d <= '9')
+      d++;
+  }
+  return *d == '\0';
 }
 
 int gr__prom_sweep(const char *dir, const gr__prom_owner *self) {

@@ -51,7 +51,7 @@ check A 0004:04:00.0 0004:05:00.0
 launch B
 check B 0004:05:00.0 0035:03:00.0
 cat "$tmp"/B.*.err
-grep -q 'judging alone' "$tmp"/B.*.err && fail "launch B: a local rank judged alone"
+grep -q 'judging alone\|no .* snapshot from local rank 0' "$tmp"/B.*.err && fail "launch B: a local rank found no snapshot"
 
 # The snapshot says which launch and which GPUs it is for.
 snaps=$(ls "$tmp/gpurun-$(id -u)"/load-* 2> /dev/null | wc -l)
@@ -62,10 +62,24 @@ for f in "$tmp/gpurun-$(id -u)"/load-*; do
 done
 [ "$(stat -c %a "$tmp/gpurun-$(id -u)")" = 700 ] || fail "the snapshot directory is not 0700"
 
+# Local rank 0 removes snapshots over ten minutes old, and the temporary files a local rank 0
+# killed before its rename left; a young temporary file (a writer at work) stays.
+dir="$tmp/gpurun-$(id -u)"
+for f in load-00000000000000aa .load-00000000000000aa.4242.0.tmp .health-00000000000000aa.4242.1.tmp \
+  .load-00000000000000bb.4243.0.tmp; do
+  echo x > "$dir/$f"
+done
+touch -d '-11 minutes' "$dir/load-00000000000000aa" "$dir/.load-00000000000000aa.4242.0.tmp" \
+  "$dir/.health-00000000000000aa.4242.1.tmp"
 # Same name, another launch inside: local rank 1 of launch C must not take it (it waits for local
-# rank 0, which never comes, and then judges alone).
+# rank 0, which never comes, and then plans by closest over every GPU and says so).
 PMIX_NAMESPACE=launchC "$gpurun" --topology "$topo" --local-rank 0 --local-size 2 --policy least-loaded \
   --dry-run --format json > /dev/null 2> "$tmp/C.0.err" || fail "launch C rank 0: exit $?"
+for f in load-00000000000000aa .load-00000000000000aa.4242.0.tmp .health-00000000000000aa.4242.1.tmp; do
+  [ -e "$dir/$f" ] && fail "$f (over ten minutes old) was not removed"
+done
+[ -e "$dir/.load-00000000000000bb.4243.0.tmp" ] || fail "a young temporary file was removed"
+rm -f "$dir/.load-00000000000000bb.4243.0.tmp"
 snap=$(ls -t "$tmp/gpurun-$(id -u)"/load-* | head -1)
 grep -q '^launch PMIX_NAMESPACE=launchC$' "$snap" || fail "launch C's snapshot not found"
 sed -i 's/^launch .*/launch PMIX_NAMESPACE=launchD/; s/^[0-9.]* /0.0 /' "$snap"

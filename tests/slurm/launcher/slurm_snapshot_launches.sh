@@ -54,7 +54,7 @@ for launch, gpus in sorted(want.items()):
         ok &= good
 sys.exit(0 if ok else 1)
 PY
-grep -l 'judging alone' "$out"/*.err && fail "a local rank judged alone"
+grep -l 'judging alone\|no .* snapshot from local rank 0' "$out"/*.err && fail "a local rank found no snapshot"
 grep -q '^launch .*SLURM_JOB_ID=[0-9]* SLURM_STEP_ID=[0-9]*$' "$out"/gpurun-*/load-* ||
   fail "no srun step's snapshot names its job and step"
 echo "PASS: two mpiruns and two srun steps in one allocation each planned from their own snapshot"

@@ -10,7 +10,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -295,6 +297,9 @@ static void test_sweep(void **state) {
   owned_file(dir, "gpurun_x.txt", &o);              /* not gpurun's name */
   owned_file(dir, ".gpurun_x_h_0.prom.tmp.12", &o); /* a killed writer's temp file */
   want_removed++;
+  owned_file(dir, ".gpurun_x_h_0.prom.tmp.12-3", &o); /* its name beside a squatted one */
+  want_removed++;
+  owned_file(dir, ".gpurun_x_h_0.prom.tmp.12-", &o);  /* not a writer's name */
   owned_file(dir, ".gpurun_me_h_0.prom.tmp.13", &me); /* a live writer's */
   owned_file(dir, ".gpurun_x_h_0.prom.tmp.1x", &o);   /* not a writer's name */
   owned_file(dir, ".gpurun_.prom.tmp.1", &o);         /* not a writer's name */
@@ -327,6 +332,7 @@ static void test_sweep(void **state) {
   assert_false(exists(dir, "gpurun_rebooted_h_0.prom"));
   assert_false(exists(dir, "gpurun_huge_h_0.prom"));
   assert_false(exists(dir, ".gpurun_x_h_0.prom.tmp.12"));
+  assert_false(exists(dir, ".gpurun_x_h_0.prom.tmp.12-3"));
   const char *kept[] = {"gpurun_parent_h_0.prom",
                         "gpurun_me_h_0.prom",
                         "gpurun_otherhost_h_0.prom",
@@ -336,6 +342,7 @@ static void test_sweep(void **state) {
                         "gpurun_x.txt",
                         ".gpurun_me_h_0.prom.tmp.13",
                         ".gpurun_x_h_0.prom.tmp.1x",
+                        ".gpurun_x_h_0.prom.tmp.12-",
                         ".gpurun_.prom.tmp.1",
                         "gpurun_garbage_h_0.prom",
                         "gpurun_noowner_h_0.prom",
@@ -353,6 +360,143 @@ static void test_sweep(void **state) {
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   assert_int_equal(system(cmd), 0);
+}
+
+/* Child of test_sweep_big_node: on a node with hundreds of cores /proc/stat runs past 16 KiB
+ * before its btime line (a line per core, then the interrupt counts). With such a /proc/stat bound
+ * over the real one in a private mount namespace, a dead owner's file from before this boot is
+ * still removed. Exit 0 removed, 1 kept, 77 no mount namespace here (not root). */
+static int big_node_child(const char *dir) {
+  char real[8192];
+  FILE *f = fopen("/proc/stat", "r");
+  long long btime = -1;
+  while (f && fgets(real, sizeof real, f))
+    if (!strncmp(real, "btime ", 6)) btime = atoll(real + 6);
+  if (f) fclose(f);
+  if (btime <= 1000) return 1;
+  char fake[512], name[] = "gpurun_rebooted_h_0.prom";
+  snprintf(fake, sizeof fake, "%s/stat", dir);
+  f = fopen(fake, "w");
+  if (!f) return 1;
+  fprintf(f, "cpu  1 2 3 4 5 6 7 8 9 10\n");
+  for (int c = 0; c < 384; c++)
+    fprintf(f, "cpu%d 1234567890 12345678 123456789 12345678901 1234567 0 1234567 0 0 0\n", c);
+  fprintf(f, "intr 123456789");
+  for (int i = 0; i < 4000; i++)
+    fprintf(f, " %d", i % 7 ? 0 : 12345);
+  fprintf(f, "\nctxt 1234567890\nbtime %lld\nprocesses 123456\nprocs_running 1\n", btime);
+  fclose(f);
+  if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount(fake, "/proc/stat", NULL, MS_BIND, NULL) != 0)
+    return 77;
+  struct stat st;
+  if (stat("/proc/stat", &st) != 0 || st.st_size < 32768) return 77; /* the bind did not take */
+  gr__prom_owner me, o;
+  if (gr__prom_owner_self(&me) != 0) return 1;
+  o = me;
+  o.pid = 1;
+  snprintf(o.boot, sizeof o.boot, "00000000-0000-0000-0000-000000000000");
+  owned_file(dir, name, &o);
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  struct timespec old[2] = {{1000, 0}, {1000, 0}};
+  if (utimensat(AT_FDCWD, path, old, 0) != 0) return 1;
+  return gr__prom_sweep(dir, &me) == 1 && !exists(dir, name) ? 0 : 1;
+}
+
+static void test_sweep_big_node(void **state) {
+  (void)state;
+  char dir[] = "/tmp/gr_test_prom.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  pid_t c = fork();
+  assert_true(c >= 0);
+  if (c == 0) _exit(big_node_child(dir));
+  int st = 0;
+  assert_int_equal(waitpid(c, &st, 0), c);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  assert_true(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) skip(); /* no private mount namespace: cannot fake /proc/stat */
+  if (WEXITSTATUS(st) != 0)
+    fail_msg("a file from before this boot was kept with a large /proc/stat");
+}
+
+/* A process in a pid namespace of its own under the parent namespace's /proc (unshare --pid
+ * without remounting /proc): /proc/<getpid()> is another process there, so the pids in /proc are
+ * not this process's and no owner line may be made from them. Exit 0 refused, 1 accepted, 77 no
+ * pid namespace here (not root). */
+static int foreign_proc_child(void) {
+  if (unshare(CLONE_NEWPID) != 0) return 77;
+  pid_t c = fork(); /* pid 1 of the new namespace; /proc/1 is the parent namespace's init */
+  if (c < 0) return 77;
+  if (c == 0) {
+    gr__prom_owner me;
+    _exit(gr__prom_owner_self(&me) == 0 ? 1 : 0);
+  }
+  int st = 0;
+  if (waitpid(c, &st, 0) != c || !WIFEXITED(st)) return 1;
+  return WEXITSTATUS(st);
+}
+
+static void test_owner_foreign_proc(void **state) {
+  (void)state;
+  pid_t c = fork();
+  assert_true(c >= 0);
+  if (c == 0) _exit(foreign_proc_child());
+  int st = 0;
+  assert_int_equal(waitpid(c, &st, 0), c);
+  assert_true(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) skip(); /* no pid namespace of our own here */
+  if (WEXITSTATUS(st) != 0) fail_msg("an owner line was made from another pid namespace's /proc");
+}
+
+/* Another user in a shared sticky directory creates the writer's temporary name first (its pid
+ * is public): the writer, not root, can neither remove nor open it, and must still write its file
+ * through another name. Root makes the squatter's file and runs the writer as nobody. */
+static void test_write_squatted_tmp(void **state) {
+  (void)state;
+  if (geteuid() != 0) skip(); /* needs two users */
+  char dir[] = "/tmp/gr_test_prom.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  assert_int_equal(chmod(dir, 01777), 0);
+  int go[2];
+  assert_int_equal(pipe(go), 0);
+  pid_t c = fork();
+  assert_true(c >= 0);
+  if (c == 0) {
+    char b;
+    close(go[1]);
+    if (read(go[0], &b, 1) != 1 || setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    if (gr__prom_write(dir, "gpurun_sq_h_0.prom", "gpurun_up 1\n", 12) != 0) _exit(1);
+    char path[600], text[64] = "";
+    snprintf(path, sizeof path, "%s/gpurun_sq_h_0.prom", dir);
+    FILE *f = fopen(path, "r");
+    if (!f || !fgets(text, sizeof text, f)) _exit(2);
+    fclose(f);
+    _exit(strcmp(text, "gpurun_up 1\n") ? 2 : 0);
+  }
+  close(go[0]);
+  char squat[600];
+  snprintf(squat, sizeof squat, "%s/.gpurun_sq_h_0.prom.tmp.%d", dir, (int)c);
+  put_file(dir, squat + strlen(dir) + 1, "theirs\n");
+  assert_int_equal(write(go[1], "x", 1), 1);
+  close(go[1]);
+  int st = 0;
+  assert_int_equal(waitpid(c, &st, 0), c);
+  FILE *f = fopen(squat, "r");
+  char text[64] = "";
+  assert_non_null(f);
+  assert_non_null(fgets(text, sizeof text, f));
+  fclose(f);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  assert_string_equal(text, "theirs\n"); /* the squatter's file is neither followed nor changed */
+  assert_true(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 3) skip(); /* cannot become nobody */
+  if (WEXITSTATUS(st) != 0)
+    fail_msg("a squatted temporary name stopped the write (child exit %d)", WEXITSTATUS(st));
 }
 
 /* The wait gauge: the longest of the running collective and the communicator creation. */
@@ -405,8 +549,14 @@ static void test_write(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_format), cmocka_unit_test(test_big),
-                                     cmocka_unit_test(test_owner),  cmocka_unit_test(test_sweep),
-                                     cmocka_unit_test(test_wait),   cmocka_unit_test(test_write)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_format),
+                                     cmocka_unit_test(test_big),
+                                     cmocka_unit_test(test_owner),
+                                     cmocka_unit_test(test_sweep),
+                                     cmocka_unit_test(test_sweep_big_node),
+                                     cmocka_unit_test(test_owner_foreign_proc),
+                                     cmocka_unit_test(test_write_squatted_tmp),
+                                     cmocka_unit_test(test_wait),
+                                     cmocka_unit_test(test_write)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
