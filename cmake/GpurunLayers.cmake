@@ -11,7 +11,9 @@
 #                           and the job id all ranks agree on, on gpurun_base.
 #   gpurun_runtime  OBJECT  runtime/: gr_init/finalize, counters, the placement receipt, streams, on
 #                           gpurun_coll and gpurun_tasks.
-#   gpurun_shared / gpurun_static: libgpurun = the objects of all five.
+#   gpurun_shared / gpurun_static: libgpurun = the objects of base, tasks, coll and runtime; the
+#                           monitor is gpurun's side and stays out (gpurun_monitor_lib, for the
+#                           tests, holds its objects; tests/unit/launcher: launcher_library_contents).
 #   gpurun_launcher STATIC  launcher/ on gpurun_monitor + gpurun_base; gpurun links it.
 #   gpurun_report_lib STATIC launcher/report/ on gpurun_base; gpurun-report links it.
 #   gpurun_top_lib  STATIC  launcher/top/ on gpurun_base; gpurun-top links it.

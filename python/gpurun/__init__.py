@@ -30,28 +30,10 @@ __all__ = ["init", "finalize", "initialized", "world", "info", "group", "Comm", 
 
 # ---- the library -----------------------------------------------------------------------------
 
+from . import _loader  # where the library is looked for (GPURUN_LIB, prefixes, loader path)
 
-def _load():
-    names = []
-    if os.environ.get("GPURUN_LIB"):
-        names.append(os.environ["GPURUN_LIB"])
-    try:
-        from . import _libpath  # written by CMake: the build tree's or the installed library
-        names.append(_libpath.LIB)
-    except ImportError:
-        pass
-    names += ["libgpurun.so.0", "libgpurun.so"]
-    errors = []
-    for n in names:
-        try:
-            # RTLD_GLOBAL: Open MPI's plugins, dlopen'ed later, resolve libmpi's symbols globally
-            return ctypes.CDLL(n, mode=ctypes.RTLD_GLOBAL)
-        except OSError as e:
-            errors.append("%s: %s" % (n, e))
-    raise ImportError("gpurun: cannot load libgpurun (set GPURUN_LIB): " + "; ".join(errors))
-
-
-_lib = _load()
+__version__ = _loader.version()
+_lib = _loader.load()
 _c = ctypes
 _vp, _sz, _int = _c.c_void_p, _c.c_size_t, _c.c_int
 

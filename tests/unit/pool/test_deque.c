@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "gr_deque.h"
@@ -122,5 +123,11 @@ int main(void) {
       cmocka_unit_test(every_item_taken_exactly_once),
       cmocka_unit_test(every_item_taken_exactly_once_asym),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  int failed = cmocka_run_group_tests(tests, NULL, NULL);
+  /* The asymmetric case needs membarrier: without it the case is skipped, and so is the test. */
+  if (failed == 0 && !gr__deque_asym_available()) {
+    printf("SKIP part: the asymmetric barrier (membarrier unavailable); the rest passed\n");
+    return 77;
+  }
+  return failed;
 }

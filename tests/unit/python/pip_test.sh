@@ -1,0 +1,91 @@
+#!/bin/sh
+# pip install ./python into a fresh venv (offline, Debian's setuptools): the package imports from
+# the venv, gpurun.__version__ is the project(VERSION) of CMakeLists.txt, the library is found
+# through the prefix recorded at install time (GPURUN_PREFIX), through the loader path, and through
+# GPURUN_LIB; a 2-rank allreduce runs under mpirun with the venv's python; a GPURUN_LIB that points
+# at nothing, and a library found nowhere, fail with a message that names what was tried.
+# usage: pip_test.sh SOURCE_DIR BUILD_DIR PYTHON MPIRUN GPURUN
+set -u
+src=$1 build=$2 py=$3 mpirun=$4 gpurun=$5
+fail() { echo "FAIL: $*" >&2; exit 1; }
+tmp=$(mktemp -d /tmp/gr_pip.XXXXXX) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+lib=$build/libgpurun.so.0
+[ -e "$lib" ] || fail "$lib does not exist"
+want=$(sed -n 's/^project(gpurun VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+[ -n "$want" ] || fail "no project(gpurun VERSION ...) in $src/CMakeLists.txt"
+
+# A copy of the source tree's python/ beside its CMakeLists.txt: pip builds in the tree it is
+# given, and its build/ and egg-info stay out of the checkout.
+mkdir -p "$tmp/src" "$tmp/prefix/lib" "$tmp/run"
+cp "$src/CMakeLists.txt" "$tmp/src/"
+cp -R "$src/python" "$tmp/src/python"
+rm -rf "$tmp/src/python/build" "$tmp/src/python/"*.egg-info
+ln -s "$lib" "$tmp/prefix/lib/libgpurun.so.0"
+
+"$py" -m venv --system-site-packages "$tmp/venv" > "$tmp/venv.log" 2>&1 ||
+  { cat "$tmp/venv.log"; fail "$py -m venv failed (python3-venv missing? scripts/setup-deps)"; }
+vpy=$tmp/venv/bin/python
+GPURUN_PREFIX=$tmp/prefix PIP_DISABLE_PIP_VERSION_CHECK=1 "$vpy" -m pip install --no-index \
+  --no-build-isolation "$tmp/src/python" > "$tmp/pip.log" 2>&1 ||
+  { cat "$tmp/pip.log"; fail "pip install --no-build-isolation ./python failed"; }
+echo "ok: pip install ./python into a fresh venv"
+
+unset PYTHONPATH GPURUN_LIB
+cd "$tmp/run" || exit 1
+# the version, where the package and the library come from
+out=$("$vpy" -c 'import gpurun; print(gpurun.__version__); print(gpurun.__file__); print(gpurun._lib._name)' 2>&1) ||
+  fail "import gpurun from the venv: $out"
+echo "$out"
+[ "$(echo "$out" | sed -n 1p)" = "$want" ] || fail "gpurun.__version__ is not $want"
+case $(echo "$out" | sed -n 2p) in "$tmp/venv/"*) ;; *) fail "gpurun was not imported from the venv" ;; esac
+[ "$(echo "$out" | sed -n 3p)" = "$tmp/prefix/lib/libgpurun.so.0" ] ||
+  fail "the library was not found in the prefix recorded at install"
+echo "ok: __version__ $want, package in the venv, library from GPURUN_PREFIX"
+
+# a 2-rank allreduce with the venv's python
+cat > "$tmp/run/allreduce.py" <<'PY'
+import numpy as np, gpurun
+w = gpurun.init()
+y = w.allreduce(np.full(5, w.rank + 1.0), op="sum")
+ok = y.tolist() == [w.size * (w.size + 1) / 2.0] * 5
+print("rank %d/%d allreduce %s" % (w.rank, w.size, "ok" if ok else "WRONG %r" % y.tolist()))
+gpurun.finalize()
+PY
+"$mpirun" -np 2 --oversubscribe "$gpurun" "$vpy" allreduce.py > "$tmp/mpi.out" 2>&1
+rc=$?
+cat "$tmp/mpi.out"
+[ $rc = 0 ] || fail "mpirun -np 2 gpurun VENV/python allreduce.py: exit $rc"
+[ "$(grep -c '^rank [01]/2 allreduce ok$' "$tmp/mpi.out")" = 2 ] || fail "the allreduce was not right on both ranks"
+echo "ok: 2-rank allreduce with the venv's python"
+
+# GPURUN_LIB pointing at nothing: an ImportError naming it, no fall-back to the prefix's library
+GPURUN_LIB=$tmp/nothing/libgpurun.so.0 "$vpy" -c 'import gpurun' > "$tmp/err" 2>&1 &&
+  fail "import gpurun with GPURUN_LIB pointing at nothing succeeded"
+cat "$tmp/err"
+grep -q "ImportError: gpurun: cannot load libgpurun" "$tmp/err" &&
+  grep -q "tried GPURUN_LIB: $tmp/nothing/libgpurun.so.0: no such file" "$tmp/err" ||
+  fail "GPURUN_LIB pointing at nothing: the message does not say what was tried"
+echo "ok: GPURUN_LIB pointing at nothing is an ImportError that names it"
+
+# no library in the recorded prefix: the loader path (LD_LIBRARY_PATH) finds it by soname
+rm "$tmp/prefix/lib/libgpurun.so.0"
+out=$(LD_LIBRARY_PATH=$build "$vpy" -c 'import gpurun; print(gpurun._lib._name)' 2>&1) ||
+  fail "import gpurun through LD_LIBRARY_PATH: $out"
+[ "$out" = libgpurun.so.0 ] || fail "through the loader path: loaded '$out'"
+echo "ok: found through the loader path"
+
+# found nowhere: the message lists the recorded prefix, the venv's prefix and the loader path
+if ldconfig -p 2> /dev/null | grep -q 'libgpurun\.so'; then
+  echo "note: a libgpurun is in ld.so.cache: the found-nowhere case cannot be made here"
+else
+  "$vpy" -c 'import gpurun' > "$tmp/err" 2>&1 && fail "import gpurun with no library anywhere succeeded"
+  cat "$tmp/err"
+  for w in "the prefix recorded at install (GPURUN_PREFIX): $tmp/prefix/lib/libgpurun.so.0: no such file" \
+    "the installed prefix (sys.prefix): $tmp/venv/lib/libgpurun.so.0: no such file" \
+    "the loader path: libgpurun.so.0: cannot open shared object file"; do
+    grep -qF "$w" "$tmp/err" || fail "found nowhere: the message does not say '$w'"
+  done
+  echo "ok: found nowhere: the message names every place tried"
+fi
+echo PASS
