@@ -21,7 +21,6 @@ tensor bumps its version counter. python/README.md has the rules.
 import atexit
 import ctypes
 import operator
-import os
 import threading
 import weakref
 
