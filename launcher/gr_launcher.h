@@ -147,6 +147,9 @@ void gr__node_keep(gr__node *n, const char *keep);
 void gr__node_free(gr__node *n);
 /* Classification helpers, shared with the tests' independent checks only by name. */
 int gr__is_gpu_pcidev(hwloc_obj_t pci);
+/* The nearest common ancestor of two objects, I/O objects included (hwloc's helper compares
+ * depths, which I/O objects do not have); NULL when they share none. */
+hwloc_obj_t gr__io_common_ancestor(hwloc_obj_t a, hwloc_obj_t b);
 /* The model of a known server-management (BMC) display chip of a GPU vendor, NULL otherwise. */
 const char *gr__bmc_display_name(hwloc_obj_t pci);
 
@@ -203,6 +206,9 @@ typedef struct {
 /* Deterministic: the same node and options give the same plan on every local rank. */
 gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opts *po, gr__plan *p);
 void gr__plan_free(gr__plan *p);
+/* How near NIC nic is to GPU g and its local cores, on the scale the plan picks NICs by: 0 behind
+ * the GPU's PCIe switch, 1 on its NUMA node, 2 in its package, 3 elsewhere. */
+int gr__gpu_nic_level(const gr__node *n, int g, const gr__nic *nic);
 
 /* ---- node-local snapshots (snapshot.c) --------------------------------------------------- */
 /* Writes the snapshot text into buf (at most cap bytes); returns its length or -1. */

@@ -440,20 +440,12 @@ static gr_status place_cores(ctx *c, const gr__plan_opts *po) {
 }
 
 /* ---- NIC -------------------------------------------------------------------------------- */
-/* hwloc's helper compares depths, which I/O objects do not order: walk parents instead. */
-static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b) {
-  for (hwloc_obj_t x = a; x; x = x->parent)
-    for (hwloc_obj_t y = b; y; y = y->parent)
-      if (x == y) return x;
-  return NULL;
-}
-
 /* 0 same PCIe switch as the GPU, 1 same NUMA node as `nodeset`, 2 same package as `cpuset`, 3
  * elsewhere. */
 static int nic_level_at(const gr__node *n, hwloc_obj_t gpu_pci, hwloc_const_cpuset_t cpuset,
                         hwloc_const_nodeset_t nodeset, const gr__nic *nic) {
   if (gpu_pci && nic->pcidev) {
-    hwloc_obj_t a = common_ancestor(gpu_pci, nic->pcidev);
+    hwloc_obj_t a = gr__io_common_ancestor(gpu_pci, nic->pcidev);
     if (a && a->type == HWLOC_OBJ_BRIDGE && a->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI)
       return 0;
   }
@@ -471,6 +463,17 @@ static int nic_level_at(const gr__node *n, hwloc_obj_t gpu_pci, hwloc_const_cpus
     if (!pkg && loc->type == HWLOC_OBJ_PACKAGE) pkg = loc;
     if (pkg && hwloc_bitmap_intersects(pkg->cpuset, cpuset)) lvl = 2;
   }
+  return lvl;
+}
+
+int gr__gpu_nic_level(const gr__node *n, int g, const gr__nic *nic) {
+  const gr__gpu *G = &n->gpus[g];
+  hwloc_const_cpuset_t cs = G->locality ? G->locality->cpuset : n->allowed;
+  hwloc_bitmap_t ns = hwloc_bitmap_alloc();
+  if (!ns) return 3;
+  hwloc_cpuset_to_nodeset(n->topo, cs, ns);
+  int lvl = nic_level_at(n, G->pcidev, cs, ns, nic);
+  hwloc_bitmap_free(ns);
   return lvl;
 }
 

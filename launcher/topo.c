@@ -69,6 +69,13 @@ static void note_skipped(gr__node *n, hwloc_obj_t pci, const char *name) {
            pci->attr->pcidev.func, name, pci->attr->pcidev.vendor_id, pci->attr->pcidev.device_id);
 }
 
+hwloc_obj_t gr__io_common_ancestor(hwloc_obj_t a, hwloc_obj_t b) {
+  for (hwloc_obj_t x = a; x; x = x->parent)
+    for (hwloc_obj_t y = b; y; y = y->parent)
+      if (x == y) return x;
+  return NULL;
+}
+
 static hwloc_obj_t pci_ancestor(hwloc_obj_t o) {
   for (; o; o = o->parent)
     if (o->type == HWLOC_OBJ_PCI_DEVICE) return o;

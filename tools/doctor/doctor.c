@@ -289,15 +289,6 @@ static void check_topology(gr__dr_report *r, const gr__node *n) {
     gr__dr_add(r, "locality", GR__DR_OK, NULL, "every GPU has local cores");
 }
 
-/* The nearest common ancestor of two objects, I/O objects included (hwloc's helper walks by depth,
- * which I/O objects do not have). */
-static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b) {
-  for (hwloc_obj_t p = a; p; p = p->parent)
-    for (hwloc_obj_t q = b; q; q = q->parent)
-      if (p == q) return p;
-  return NULL;
-}
-
 /* How two GPUs reach each other: 0 NVLink/XGMI, 1 a PCIe switch, 2 one CPU's root complex, 3
  * across CPUs. */
 static int pair_path(const gr__node *n, int a, int b) {
@@ -305,7 +296,7 @@ static int pair_path(const gr__node *n, int a, int b) {
   hwloc_obj_t x = n->gpus[a].pcidev ? n->gpus[a].pcidev : n->gpus[a].osdev;
   hwloc_obj_t y = n->gpus[b].pcidev ? n->gpus[b].pcidev : n->gpus[b].osdev;
   if (!x || !y) return 3;
-  hwloc_obj_t c = common_ancestor(x, y);
+  hwloc_obj_t c = gr__io_common_ancestor(x, y);
   if (!c) return 3;
   if (c->type == HWLOC_OBJ_BRIDGE) {
     /* a host bridge is the CPU's root complex, any other a switch */
@@ -347,28 +338,6 @@ static void check_peer(gr__dr_report *r, const gr__node *n) {
 
 /* ---- NICs ------------------------------------------------------------------------------- */
 
-/* The NIC nearest to GPU g: a shared PCIe switch (2), the same locality (1), none (0). */
-static int nic_near(const gr__node *n, int g, int *which) {
-  int best = 0;
-  *which = -1;
-  for (int i = 0; i < n->nnics; i++) {
-    int lvl = 0;
-    const gr__nic *c = &n->nics[i];
-    hwloc_obj_t gp = n->gpus[g].pcidev, np = c->pcidev;
-    if (gp && np) {
-      hwloc_obj_t a = common_ancestor(gp, np);
-      if (a && (a->type == HWLOC_OBJ_BRIDGE || a->type == HWLOC_OBJ_PCI_DEVICE) &&
-          !(a->type == HWLOC_OBJ_BRIDGE && a->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST))
-        lvl = 2;
-    }
-    if (!lvl && c->locality && n->gpus[g].locality && c->locality == n->gpus[g].locality &&
-        c->locality->type != HWLOC_OBJ_MACHINE)
-      lvl = 1;
-    if (lvl > best) best = lvl, *which = i;
-  }
-  return best;
-}
-
 static void check_nics(gr__dr_report *r, const gr__node *n) {
   char names[200] = "";
   for (int i = 0; i < n->nnics; i++)
@@ -385,15 +354,25 @@ static void check_nics(gr__dr_report *r, const gr__node *n) {
     gr__dr_add(r, "gpu-nic", GR__DR_SKIP, NULL, "no GPU in the topology");
     return;
   }
+  /* per GPU, every NIC at the plan's nearest level: the plan spreads ranks over them */
   char found[GR__DR_FOUND] = "", lonely[160] = "";
   int nlonely = 0;
   for (int g = 0; g < n->ngpus; g++) {
-    int w, lvl = nic_near(n, g, &w);
-    if (lvl == 0)
+    int best = 3;
+    for (int i = 0; i < n->nnics; i++) {
+      int lvl = gr__gpu_nic_level(n, g, &n->nics[i]);
+      if (lvl < best) best = lvl;
+    }
+    if (best == 3) {
       app(lonely, sizeof lonely, "%s%d", nlonely++ ? "," : "", n->gpus[g].index);
-    else if (g < 16)
-      app(found, sizeof found, "%s%d:%s%s", found[0] ? " " : "", n->gpus[g].index, n->nics[w].name,
-          lvl == 2 ? "(switch)" : "");
+      continue;
+    }
+    if (g >= 16) continue;
+    app(found, sizeof found, "%s%d:", found[0] ? " " : "", n->gpus[g].index);
+    for (int i = 0, k = 0; i < n->nnics; i++)
+      if (gr__gpu_nic_level(n, g, &n->nics[i]) == best)
+        app(found, sizeof found, "%s%s", k++ ? "," : "", n->nics[i].name);
+    if (best == 0) app(found, sizeof found, "(switch)");
   }
   if (n->ngpus > 16) app(found, sizeof found, " ...");
   if (nlonely)

@@ -6,7 +6,7 @@ machine (every GPU check skips with its reason, exit 0), an MPS control daemon o
 every text line at most 80 columns, hostile input (garbage or unreadable topology, control
 characters in the environment and in paths), usage errors, and --help against the man page.
 usage: test_doctor.py DOCTOR FAKE_NVML FAKE_LIBCUDA_DIR MANPAGE TOPO_DIR..."""
-import json, os, shutil, signal, subprocess, sys, tempfile, time
+import json, os, re, shutil, signal, subprocess, sys, tempfile, time
 
 doctor, fake_nvml, fake_cuda_dir, manpage = sys.argv[1:5]
 topo_dirs = sys.argv[5:]
@@ -254,6 +254,16 @@ check(": 56 NVLink" in by_name(c, "peer")[0]["found"],
 c = checks_of(run(["--topology", os.path.join(d0, "mpibind-lassen-p9-4xV100.xml"), "--format", "json"]).stdout)
 check(by_name(c, "nics")[0]["found"].startswith("4 high-speed NICs"), "Lassen: 4 NICs")
 check(by_name(c, "gpu-nic")[0]["verdict"] == "ok", "Lassen: every GPU has a near NIC (%s)" % by_name(c, "gpu-nic"))
+# the near NICs the doctor lists are the ones the plan picks from: each rank's NIC is among its GPU's
+near = {}
+for item in by_name(c, "gpu-nic")[0]["found"].split(": ", 1)[1].split():
+    g, nics = item.split(":")
+    near[g] = nics.replace("(switch)", "").split(",")
+for k in range(4):
+    m = re.match(r"GPU (\d+), .* NIC (\S+)", by_name(c, "rank %d" % k)[0]["found"])
+    check(m is not None and m.group(2) in near.get(m.group(1), []),
+          "Lassen: rank %d's NIC is one the doctor lists near its GPU (%s; near %s)"
+          % (k, by_name(c, "rank %d" % k), near))
 r = run(["--topology", os.path.join(d0, "mpibind-aws-g4dn-metal-8xT4.xml"), "-n", "40"])
 check(r.returncode in (0, 1) and "rank 15" in r.stdout and "rank 16 " not in r.stdout and "ranks 16-39" in r.stdout,
       "-n 40: 16 rank lines and a summary")
