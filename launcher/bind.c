@@ -1,5 +1,5 @@
 /* The only place gpurun changes the process: CPU and memory binding through hwloc. Kept thin, so
- * that what is bound is decided (and tested) in plan.c. */
+ * that what is bound is decided (and tested) in node_plan.c. */
 #include "gr_launcher.h"
 
 #include <errno.h>

@@ -1,13 +1,13 @@
 /* Internal: gpurun's launcher core. Everything here except bind.c and main.c is side-effect free
  * (apart from reading files named by the user), so placement is testable on recorded XML.
  *
- *   options.c  argv + GPURUN_* env + --config FILE  -> gr__options
- *   whoami.c   launcher environment                 -> local rank / size
- *   topo.c     hwloc (live or XML)                  -> gr__node (GPUs, NICs, links)
- *   plan.c     node + size + options                -> gr__plan (one row per local rank)
- *   env.c      plan row                             -> variables to export
- *   json.c     plan                                 -> text / JSON
- *   bind.c     plan row                             -> hwloc cpubind/membind (thin)
+ *   options.c      argv + GPURUN_* env + --config FILE  -> gr__options
+ *   whoami.c       launcher environment                 -> local rank / size
+ *   topo.c         hwloc (live or XML)                  -> gr__node (GPUs, NICs, links)
+ *   node_plan.c    node + size + options                -> gr__plan (one row per local rank)
+ *   env.c          plan row                             -> variables to export
+ *   plan_print.c   plan                                 -> text / JSON
+ *   bind.c         plan row                             -> hwloc cpubind/membind (thin)
  */
 #ifndef GR_LAUNCHER_H
 #define GR_LAUNCHER_H
@@ -31,7 +31,7 @@ typedef enum {
   GR__POLICY_SPREAD,
   GR__POLICY_COMPACT,
   GR__POLICY_NONE,
-  GR__POLICY_LEAST_LOADED /* closest over the GPUs other tenants use least (load.c) */
+  GR__POLICY_LEAST_LOADED /* closest over the GPUs other tenants use least (least_loaded.c) */
 } gr__policy;
 const char *gr__policy_name(gr__policy p);
 
@@ -67,7 +67,7 @@ enum { GR__VISIBLE_OWN = 0, GR__VISIBLE_OWN_FIRST, GR__VISIBLE_ALL };
  * characters become '?' (gr__fail_msg) to keep them one printable line. */
 
 /* fopen for reading that refuses what is not a regular file (FIFO, directory, device), recording
- * "WHAT PATH: ..."; NULL then. */
+ * "WHAT PATH: ..."; NULL then (open_regular.c). */
 FILE *gr__open_regular(const char *path, const char *what);
 
 void gr__options_init(gr__options *o);
@@ -226,7 +226,7 @@ ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, 
                            const char *unshared, gr__snapshot_fn produce, void *ctx, char *buf,
                            size_t cap);
 
-/* ---- least-loaded GPUs (load.c) ------------------------------------------------------------ */
+/* ---- least-loaded GPUs (least_loaded.c) ---------------------------------------------------- */
 /* --policy least-loaded: keeps in n the GPUs the job needs that other tenants use least (NVML
  * memory in use, then utilisation; local rank 0's readings for every local rank) and notes which
  * in notes->warn. Without NVML, or when local rank 0's readings cannot be shared, nothing changes
@@ -234,7 +234,7 @@ ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, 
 void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__plan_opts *po,
                       gr__plan *notes);
 
-/* ---- GPU health gate (health.c) ---------------------------------------------------------- */
+/* ---- GPU health gate (health_gate.c) ----------------------------------------------------- */
 enum { GR__HEALTH_WARN = 0, GR__HEALTH_OFF, GR__HEALTH_AVOID };
 const char *gr__health_mode_name(int mode);
 /* Judges the node's GPUs (NVML, shared by local rank 0 through a snapshot file) before planning:

@@ -1,4 +1,4 @@
-/* gpurun: place this rank (plan.c), bind it (bind.c), export the plan (env.c), then execvp the
+/* gpurun: place this rank (node_plan.c), bind it (bind.c), export the plan (env.c), then execvp the
  * program -- or hand it to the supervisor for --monitor / --time-limit. Usage and configuration
  * errors exit 2 with one line; a missing / non-executable program 127 / 126, like a shell. */
 #include "gr_launcher.h"

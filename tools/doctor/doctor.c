@@ -930,7 +930,7 @@ static void check_plan(gr__dr_report *r, gr__node *n, int ranks, int live) {
 
 /* ---- all of it -------------------------------------------------------------------------- */
 
-gr_status gr__doctor_run(const gr__dr_opts *o, gr__dr_report *r) {
+gr_status gr__dr_run(const gr__dr_opts *o, gr__dr_report *r) {
   int live = !o->topology || !o->topology[0];
   double start = now_s(), timeout = o->mpi_timeout > 0 ? o->mpi_timeout : 1.5;
   bg_cmd mpi;
