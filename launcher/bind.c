@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
-gr_status gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound) {
+gr_status gr__bind(const gr__node *n, const gr__node_plan *p, int rank, int *bound) {
   const gr__rank_plan *rp = &p->ranks[rank];
   *bound = 0;
   if (n->foreign) {
