@@ -1,5 +1,11 @@
 /* gpurun-report: a job's monitor files -> summary table, JSON, SVG timeline, straggler names.
- * Data model and the steps, each testable on fixture files. */
+ * Data model and the steps, each testable on fixture files.
+ *
+ *   job_load.c   the CSVs and counters files       -> gr__rpt_job, its summary, the slowest rank
+ *   json_read.c  JSON text (gr_json_read.h)        -> a tree, for the counters and flight dumps
+ *   waitfor.c    the flight-recorder dumps         -> stuck calls, wait-for chains
+ *   output.c     gr__rpt_job                       -> the table, report.json, report.svg
+ *   main.c       options, exit code */
 #ifndef GR_REPORT_H
 #define GR_REPORT_H
 
