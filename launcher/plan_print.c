@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void gr__print_rank_line(FILE *f, const gr__node *n, const gr__plan *p, int rank, const char *host,
-                         const gr__options *o) {
+void gr__print_rank_line(FILE *f, const gr__node *n, const gr__node_plan *p, int rank,
+                         const char *host, const gr__options *o) {
   const gr__rank_plan *rp = &p->ranks[rank];
   char *cpus = gr__bitmap_list(rp->cpuset), *numa = gr__bitmap_list(rp->nodeset);
   /* build the line first: one fputs, so that ranks' lines do not interleave */
@@ -50,7 +50,7 @@ void gr__print_rank_line(FILE *f, const gr__node *n, const gr__plan *p, int rank
   free(cpus), free(numa);
 }
 
-void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, int last,
+void gr__print_json(FILE *f, const gr__node *n, const gr__node_plan *p, int first, int last,
                     const gr__options *o, const char *host) {
   fprintf(f, "{\n  \"plan_version\": %s,\n  \"node\": ", GR_PLAN_VERSION);
   gr__esc_json(f, host ? host : "");
@@ -119,7 +119,7 @@ void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, in
 }
 
 /* One block per NUMA node: its cores, the GPUs and NICs attached there, and the ranks on it. */
-void gr__print_topo(FILE *f, const gr__node *n, const gr__plan *p) {
+void gr__print_topo(FILE *f, const gr__node *n, const gr__node_plan *p) {
   int nn = hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE);
   fprintf(f, "node: %d GPUs, %d NICs, %d cores allowed, %d NUMA nodes%s%s\n", n->ngpus, n->nnics,
           p->ncores_total, nn, n->link ? ", GPU links from " : "", n->link ? n->link_name : "");

@@ -1,12 +1,12 @@
 /* Drawing one gpurun-top frame: fits 80 columns (79 used, so that no terminal wraps). Every string
  * drawn was cleaned when loaded (gr__live_clean), so a file cannot send escape sequences. */
-#include "top.h"
+#include "gr_top.h"
 
 #include <math.h>
 #include <string.h>
 #include <time.h>
 
-int top_rows(const top_job *job) {
+int gr__top_rows(const gr__top_job *job) {
   int n = 0;
   for (int i = 0; i < job->n; i++)
     n += job->r[i].ngpus > 1 ? job->r[i].ngpus : 1;
@@ -119,8 +119,8 @@ static void fmt_secs(char *b, size_t cap, double v) {
 }
 
 /* The rank's current collective: the running call on any communicator, else the latest one. */
-static void fmt_coll(const top_job *job, const top_rank *t, char *what, size_t wcap, char *secs,
-                     size_t scap) {
+static void fmt_coll(const gr__top_job *job, const gr__top_rank *t, char *what, size_t wcap,
+                     char *secs, size_t scap) {
   snprintf(what, wcap, "-");
   secs[0] = '\0';
   if (!t->have_live) {
@@ -200,7 +200,8 @@ static int wrap_out(FILE *f, const char *s, int width, int max_lines) {
   return used;
 }
 
-int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, double interval) {
+int gr__top_render(FILE *f, const gr__top_job *job, int first, int max_rows, int width,
+                   double interval) {
   char line[1200];
   time_t now = (time_t)job->now;
   struct tm tm;
@@ -211,7 +212,7 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
   const char *slash = strrchr(job->dir, '/');
   gr__live_clean(job_name, sizeof job_name, slash && slash[1] ? slash + 1 : job->dir,
                  strlen(slash && slash[1] ? slash + 1 : job->dir));
-  int total = top_rows(job);
+  int total = gr__top_rows(job);
   /* the job name gives way so that the header fits 79 columns */
   char tail[200];
   int tl = snprintf(tail, sizeof tail, "  %d rank%s (%d live)  %s  every %gs%s", job->world,
@@ -228,7 +229,7 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
   line_out(f, line, width);
   int row = 0, drawn = 0;
   for (int i = 0; i < job->n; i++) {
-    const top_rank *t = &job->r[i];
+    const gr__top_rank *t = &job->r[i];
     int rows = t->ngpus > 1 ? t->ngpus : 1;
     for (int g = 0; g < rows; g++, row++) {
       if (row < first || (max_rows >= 0 && drawn >= max_rows)) continue;
@@ -242,7 +243,7 @@ int top_render(FILE *f, const top_job *job, int first, int max_rows, int width, 
         fmt_coll(job, t, what, sizeof what, secs, sizeof secs);
       }
       if (t->ngpus) {
-        const top_gpu *G = &t->gpu[g];
+        const gr__top_gpu *G = &t->gpu[g];
         /* "0000:17:00.0" -> "17:0": bus and device */
         const char *bus = strchr(G->pci, ':');
         const char *mig = strstr(G->pci, "mig"); /* "<pci>/mig<i>", '/' cleaned to '?' */

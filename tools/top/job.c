@@ -1,6 +1,6 @@
 /* Loading a job directory for gpurun-top and naming the rank the others wait for. Every file may
  * be hostile (another user's job, a half-written CSV): fields are bounded and cleaned. */
-#include "top.h"
+#include "gr_top.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -34,7 +34,7 @@ static int holds_job(const char *dir) {
   return yes;
 }
 
-int top_find_job(const char *dir, char *out, size_t cap, char *err, size_t errlen) {
+int gr__top_find_job(const char *dir, char *out, size_t cap, char *err, size_t errlen) {
   if (holds_job(dir)) {
     snprintf(out, cap, "%s", dir);
     return 0;
@@ -80,8 +80,8 @@ static ssize_t read_at(int fd, char *buf, size_t cap, off_t off) {
 
 /* The row of a rank: rows are appended as files name ranks (job->index maps rank -> row) and
  * sorted by rank once everything is loaded. */
-static top_rank *rank_slot(top_job *job, int rank) {
-  if (rank < 0 || rank > TOP_MAX_RANK) return NULL;
+static gr__top_rank *rank_slot(gr__top_job *job, int rank) {
+  if (rank < 0 || rank > GR__TOP_MAX_RANK) return NULL;
   if (rank >= job->index_cap) {
     int cap = job->index_cap ? job->index_cap : 1024;
     while (cap <= rank)
@@ -96,13 +96,13 @@ static top_rank *rank_slot(top_job *job, int rank) {
   if (job->index[rank] >= 0) return &job->r[job->index[rank]];
   if (job->n == job->cap) {
     int cap = job->cap ? 2 * job->cap : 64;
-    top_rank *nr = realloc(job->r, (size_t)cap * sizeof *nr);
+    gr__top_rank *nr = realloc(job->r, (size_t)cap * sizeof *nr);
     if (!nr) return NULL;
     job->r = nr;
     job->cap = cap;
   }
   job->index[rank] = job->n;
-  top_rank *t = &job->r[job->n++];
+  gr__top_rank *t = &job->r[job->n++];
   memset(t, 0, sizeof *t);
   t->rank = rank;
   t->local_rank = -1;
@@ -111,7 +111,7 @@ static top_rank *rank_slot(top_job *job, int rank) {
 }
 
 static int by_rank(const void *a, const void *b) {
-  int x = ((const top_rank *)a)->rank, y = ((const top_rank *)b)->rank;
+  int x = ((const gr__top_rank *)a)->rank, y = ((const gr__top_rank *)b)->rank;
   return (x > y) - (x < y);
 }
 
@@ -127,7 +127,7 @@ static char proc_state(long pid) {
   return p && p[1] == ' ' && p[2] ? p[2] : 0;
 }
 
-static void load_live(top_job *job, const char *path, const char *name, const char *myhost) {
+static void load_live(gr__top_job *job, const char *path, const char *name, const char *myhost) {
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return;
   char buf[8192];
@@ -138,7 +138,7 @@ static void load_live(top_job *job, const char *path, const char *name, const ch
   /* live.<rank>: a file that claims another rank than its name is not that rank's */
   long long named;
   if (gr__parse_ll(name + 5, 0, LLONG_MAX, &named) != GR_OK || named != lv.rank) return;
-  top_rank *t = rank_slot(job, lv.rank);
+  gr__top_rank *t = rank_slot(job, lv.rank);
   if (!t) return;
   t->live = lv;
   t->have_live = 1;
@@ -193,7 +193,7 @@ static double fnum(const char *s) {
 
 /* The latest sample of one supervisor CSV: its header names the columns, its last lines with one
  * timestamp are the rank's GPUs at that moment. */
-static void load_csv(top_job *job, const char *path, const char *name) {
+static void load_csv(gr__top_job *job, const char *path, const char *name) {
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return;
   struct stat st;
@@ -221,10 +221,10 @@ static void load_csv(top_job *job, const char *path, const char *name) {
   char *last_nl = strrchr(tail, '\n');
   if (!last_nl) return;
   *last_nl = '\0';
-  char *lines[TOP_MAX_GPUS + 1];
+  char *lines[GR__TOP_MAX_GPUS + 1];
   int nl_count = 0;
   double t0 = -1;
-  for (char *p = last_nl; p > tail && nl_count <= TOP_MAX_GPUS;) {
+  for (char *p = last_nl; p > tail && nl_count <= GR__TOP_MAX_GPUS;) {
     char *q = p - 1;
     while (q > tail && *q != '\n')
       q--;
@@ -253,8 +253,8 @@ static void load_csv(top_job *job, const char *path, const char *name) {
     if (n > 64) continue;
     double v;
     v = col[C_RANK] < n ? fnum(f[col[C_RANK]]) : -1;
-    if (v < 0 || v > TOP_MAX_RANK) continue;
-    top_rank *t = rank_slot(job, (int)v);
+    if (v < 0 || v > GR__TOP_MAX_RANK) continue;
+    gr__top_rank *t = rank_slot(job, (int)v);
     if (!t) return;
     if (i == nl_count - 1) t->ngpus = 0;
     t->have_csv = 1;
@@ -270,8 +270,8 @@ static void load_csv(top_job *job, const char *path, const char *name) {
     if (col[C_CPU] >= 0 && col[C_CPU] < n && (v = fnum(f[col[C_CPU]])) >= 0) t->cpu_pct = v;
     if (col[C_RSS] >= 0 && col[C_RSS] < n && (v = fnum(f[col[C_RSS]])) >= 0) t->rss_mib = v;
     const char *pci = col[C_GPU] >= 0 && col[C_GPU] < n ? f[col[C_GPU]] : "-";
-    if (!strcmp(pci, "-") || t->ngpus == TOP_MAX_GPUS) continue;
-    top_gpu *g = &t->gpu[t->ngpus++];
+    if (!strcmp(pci, "-") || t->ngpus == GR__TOP_MAX_GPUS) continue;
+    gr__top_gpu *g = &t->gpu[t->ngpus++];
     gr__live_clean(g->pci, sizeof g->pci, pci, strlen(pci));
     g->util = col[C_UTIL] >= 0 && col[C_UTIL] < n ? fnum(f[col[C_UTIL]]) : -1;
     g->mem_used_mib = col[C_MUSED] >= 0 && col[C_MUSED] < n ? fnum(f[col[C_MUSED]]) : -1;
@@ -290,7 +290,7 @@ static void load_csv(top_job *job, const char *path, const char *name) {
   }
 }
 
-int top_load(top_job *job) {
+int gr__top_load(gr__top_job *job) {
   for (int i = 0; i < job->n; i++)
     job->index[job->r[i].rank] = -1;
   job->n = 0;
@@ -330,11 +330,11 @@ int top_load(top_job *job) {
   if (job->n > 1) qsort(job->r, (size_t)job->n, sizeof *job->r, by_rank); /* r is NULL when empty */
   for (int i = 0; i < job->n; i++)
     job->index[job->r[i].rank] = i;
-  top_analyse(job);
+  gr__top_analyse(job);
   return 0;
 }
 
-void top_free(top_job *job) {
+void gr__top_free(gr__top_job *job) {
   free(job->r);
   free(job->index);
   job->r = NULL;
@@ -344,14 +344,16 @@ void top_free(top_job *job) {
 
 /* ---- who waits for whom ---------------------------------------------------------------- */
 
-static const gr__live_comm *comm_in(const top_rank *t, const char *id, int size) {
+static const gr__live_comm *comm_in(const gr__top_rank *t, const char *id, int size) {
   if (!t->have_live) return NULL;
   for (int i = 0; i < t->live.ncomms; i++)
     if (!strcmp(t->live.comm[i].id, id) && t->live.comm[i].size == size) return &t->live.comm[i];
   return NULL;
 }
 
-static int exited(const top_rank *t) { return t->have_live && !strcmp(t->live.state, "exited"); }
+static int exited(const gr__top_rank *t) {
+  return t->have_live && !strcmp(t->live.state, "exited");
+}
 
 /* "NAME[ID]" of a communicator line, or the id alone where the file has no other name. */
 static void comm_label(char *out, size_t cap, const gr__live_comm *lc) {
@@ -362,7 +364,7 @@ static void comm_label(char *out, size_t cap, const gr__live_comm *lc) {
 }
 
 /* The label of the communicator with this id as any rank's file names it, else the id. */
-static void label_of(char *out, size_t cap, const top_job *job, const char *id) {
+static void label_of(char *out, size_t cap, const gr__top_job *job, const char *id) {
   for (int i = 0; i < job->n; i++)
     for (int k = 0; job->r[i].have_live && k < job->r[i].live.ncomms; k++)
       if (!strcmp(job->r[i].live.comm[k].id, id)) {
@@ -374,7 +376,7 @@ static void label_of(char *out, size_t cap, const top_job *job, const char *id) 
 
 /* A communicator over the whole world: every rank of the job is a member, also one that has not
  * called on it yet (for any other communicator only the ranks whose files list it are known). */
-static int spans_world(const top_job *job, const char *id, int size) {
+static int spans_world(const gr__top_job *job, const char *id, int size) {
   if (size != job->world) return 0;
   for (int i = 0; i < job->n; i++)
     for (int k = 0; job->r[i].have_live && k < job->r[i].live.ncomms; k++) {
@@ -385,7 +387,7 @@ static int spans_world(const top_job *job, const char *id, int size) {
 }
 
 /* The world rank of rank crank of communicator id, or -1 when no file says. */
-static int world_rank_of(const top_job *job, const char *id, int size, int crank) {
+static int world_rank_of(const gr__top_job *job, const char *id, int size, int crank) {
   for (int i = 0; i < job->n; i++) {
     const gr__live_comm *lc = comm_in(&job->r[i], id, size);
     if (lc && lc->rank == crank) return job->r[i].rank;
@@ -399,11 +401,11 @@ static int world_rank_of(const top_job *job, const char *id, int size, int crank
  * rank on another host). */
 enum { FAULT_NONE, FAULT_SILENT, FAULT_PROC };
 
-static double silent_after(const top_rank *t) {
+static double silent_after(const gr__top_rank *t) {
   return t->live.interval > 0 ? 4 * t->live.interval + 2 : 3;
 }
 
-static int fault_of(const top_rank *t) {
+static int fault_of(const gr__top_rank *t) {
   if (!t->have_live || exited(t)) return FAULT_NONE;
   char s = t->proc_state;
   /* A file rewritten within the last two intervals comes from a live process, whatever /proc
@@ -430,7 +432,7 @@ static void put(out_buf *o, const char *fmt, ...) {
 }
 
 /* "0-2,4" of the ranks whose flag is set, at most a few runs. */
-static void put_ranks(out_buf *o, const top_job *job, const unsigned char *flag) {
+static void put_ranks(out_buf *o, const gr__top_job *job, const unsigned char *flag) {
   int runs = 0, first = 1;
   for (int i = 0; i < job->n;) {
     if (!flag[i]) {
@@ -468,7 +470,7 @@ static const char *state_word(char s) {
 }
 
 /* "; rank R" and, where the process is stopped or gone, " (pid P) is STOPPED": 1 when said. */
-static int put_rank_state(out_buf *o, const top_rank *t) {
+static int put_rank_state(out_buf *o, const gr__top_rank *t) {
   put(o, "; rank %d", t->rank);
   const char *sw = state_word(t->proc_state);
   if (sw) put(o, " (pid %ld) is %s", t->live.pid, sw);
@@ -477,10 +479,10 @@ static int put_rank_state(out_buf *o, const top_rank *t) {
 
 /* Everyone waiting is inside the call: the waiting ranks that stopped publishing (stopped, gone,
  * or silent for long) become the ones blocking it. */
-static void suspect_silent(const top_job *job, unsigned char *wait, unsigned char *block,
+static void suspect_silent(const gr__top_job *job, unsigned char *wait, unsigned char *block,
                            int *nwait, int *nblock) {
   for (int i = 0; i < job->n; i++) {
-    const top_rank *t = &job->r[i];
+    const gr__top_rank *t = &job->r[i];
     double silent = t->live.interval > 0 ? 4 * t->live.interval + 2 : 3;
     if (wait[i] && (state_word(t->proc_state) || t->age_s > silent)) {
       block[i] = 1;
@@ -493,7 +495,7 @@ static void suspect_silent(const top_job *job, unsigned char *wait, unsigned cha
 
 /* The communicator creation the rank is inside (the longest when several threads create), or
  * NULL. */
-static const gr__live_creating *creating_of(const top_rank *t) {
+static const gr__live_creating *creating_of(const gr__top_rank *t) {
   if (!t->have_live || exited(t)) return NULL;
   const gr__live_creating *best = NULL;
   for (int i = 0; i < t->live.ncreating; i++)
@@ -507,8 +509,9 @@ static int same_creation(const gr__live_creating *a, const gr__live_creating *b)
 
 /* "; rank R (pid P) is STOPPED, in gr_comm_split (split) on world for 4.0 s" etc.: what a
  * blocker does, for either verdict. */
-static void label_of(char *out, size_t cap, const top_job *job, const char *id);
-static void put_creating(out_buf *o, const top_job *job, const gr__live_creating *cr, int comma) {
+static void label_of(char *out, size_t cap, const gr__top_job *job, const char *id);
+static void put_creating(out_buf *o, const gr__top_job *job, const gr__live_creating *cr,
+                         int comma) {
   char over[80];
   label_of(over, sizeof over, job, cr->over);
   put(o, "%s in %s (%s) on %s for %.1f s", comma ? "," : "", cr->call, cr->step, over,
@@ -519,7 +522,7 @@ static void put_creating(out_buf *o, const top_job *job, const gr__live_creating
  * communicator it is collective over that are not inside it are the blockers. The members are
  * known for the world (every rank below its size) and for a split of a communicator the ranks
  * list; a creation over another MPI communicator only names its silent or stopped ranks. */
-static void creation_verdict(top_job *job, const gr__live_creating *key, unsigned char *wait,
+static void creation_verdict(gr__top_job *job, const gr__live_creating *key, unsigned char *wait,
                              unsigned char *block) {
   int world = !strcmp(key->over, GR_LIVE_OVER_WORLD) || spans_world(job, key->over, key->size);
   int nwait = 0, nblock = 0;
@@ -527,7 +530,7 @@ static void creation_verdict(top_job *job, const gr__live_creating *key, unsigne
   const char *steps[3] = {NULL, NULL, NULL};
   int nsteps = 0, more_steps = 0;
   for (int i = 0; i < job->n; i++) {
-    const top_rank *t = &job->r[i];
+    const gr__top_rank *t = &job->r[i];
     const gr__live_creating *mine = NULL;
     for (int k = 0; t->have_live && !exited(t) && k < t->live.ncreating && !mine; k++)
       if (same_creation(&t->live.creating[k], key)) mine = &t->live.creating[k];
@@ -581,7 +584,7 @@ static void creation_verdict(top_job *job, const gr__live_creating *key, unsigne
   int said = 0;
   for (int i = 0; i < job->n; i++) {
     if (!block[i]) continue;
-    top_rank *t = &job->r[i];
+    gr__top_rank *t = &job->r[i];
     t->blocker = 1;
     if (said++ >= 3) continue;
     int sw = put_rank_state(&o, t);
@@ -608,7 +611,7 @@ static void creation_verdict(top_job *job, const gr__live_creating *key, unsigne
 
 /* The running call of a rank that started first (any communicator), else the call it finished
  * last, or NULL. */
-static const gr__live_comm *oldest_running(const top_rank *t) {
+static const gr__live_comm *oldest_running(const gr__top_rank *t) {
   const gr__live_comm *run = NULL, *last = NULL;
   for (int k = 0; t->have_live && k < t->live.ncomms; k++) {
     const gr__live_comm *lc = &t->live.comm[k];
@@ -620,7 +623,7 @@ static const gr__live_comm *oldest_running(const top_rank *t) {
 }
 
 /* " (waiting for ranks 1,3)": the world ranks of the unfinished sends and receives of lc. */
-static void put_waits(out_buf *o, const top_job *job, const gr__live_comm *lc) {
+static void put_waits(out_buf *o, const gr__top_job *job, const gr__live_comm *lc) {
   if (!lc->nwaits) return;
   int seen[GR_LIVE_MAX_WAITS], n = 0, unknown = 0;
   for (int k = 0; k < lc->nwaits; k++) {
@@ -649,8 +652,8 @@ static void put_waits(out_buf *o, const top_job *job, const gr__live_comm *lc) {
 
 /* What a named rank does: its creation, its call on the communicator in question (id NULL: its
  * oldest running call), or the last call it finished. */
-static void put_doing(out_buf *o, const top_job *job, const top_rank *t, const char *id, int size,
-                      int comma) {
+static void put_doing(out_buf *o, const gr__top_job *job, const gr__top_rank *t, const char *id,
+                      int size, int comma) {
   const gr__live_creating *cr = creating_of(t);
   const gr__live_comm *lc = id ? comm_in(t, id, size) : oldest_running(t);
   char lab[80] = "";
@@ -674,7 +677,7 @@ static void put_doing(out_buf *o, const top_job *job, const top_rank *t, const c
 }
 
 /* How sure: the evidence against one named rank. */
-static void put_evidence(out_buf *o, const top_rank *t, int fault) {
+static void put_evidence(out_buf *o, const gr__top_rank *t, int fault) {
   if (fault == FAULT_PROC && t->proc_state == 'X')
     put(o, " [certain: no process %ld on %s]", t->live.pid, t->host);
   else if (fault == FAULT_PROC)
@@ -687,7 +690,7 @@ static void put_evidence(out_buf *o, const top_rank *t, int fault) {
  * suspect before any reasoning about call numbers, whatever the others wait in. When several
  * processes are gone, the ones that went silent first are the cause (the others went down with
  * the job). */
-static void fault_verdict(top_job *job, const unsigned char *fault, int level, const char *desc,
+static void fault_verdict(gr__top_job *job, const unsigned char *fault, int level, const char *desc,
                           const char *id, int size, unsigned char *wait, unsigned char *block) {
   double first = 0;
   int nf = 0;
@@ -701,7 +704,7 @@ static void fault_verdict(top_job *job, const unsigned char *fault, int level, c
   int nblock = 0, nwait = 0;
   double longest = 0;
   for (int i = 0; i < job->n; i++) {
-    const top_rank *t = &job->r[i];
+    const gr__top_rank *t = &job->r[i];
     if (fault[i] == level && (nf == 1 || t->live.time <= first + grace)) {
       block[i] = 1;
       nblock++;
@@ -731,7 +734,7 @@ static void fault_verdict(top_job *job, const unsigned char *fault, int level, c
   int said = 0;
   for (int i = 0; i < job->n; i++) {
     if (!block[i]) continue;
-    top_rank *t = &job->r[i];
+    gr__top_rank *t = &job->r[i];
     t->blocker = 1;
     if (said++ >= 3) continue;
     int sw = put_rank_state(&o, t);
@@ -745,7 +748,7 @@ static void fault_verdict(top_job *job, const unsigned char *fault, int level, c
 /* The members of the call's communicator that are waited for in a send or receive: the peers of
  * the waiting ranks' unfinished point-to-point calls, followed while a peer itself waits on the
  * communicator (a chain), ending at the ranks that do not. */
-static int p2p_blockers(const top_job *job, const char *id, int size, const unsigned char *wait,
+static int p2p_blockers(const gr__top_job *job, const char *id, int size, const unsigned char *wait,
                         unsigned char *block) {
   unsigned char *seen = calloc((size_t)job->n, 1);
   int *stack = malloc((size_t)job->n * sizeof *stack), top = 0, nblock = 0;
@@ -781,7 +784,7 @@ static int p2p_blockers(const top_job *job, const char *id, int size, const unsi
   return nblock;
 }
 
-void top_analyse(top_job *job) {
+void gr__top_analyse(gr__top_job *job) {
   job->verdict[0] = '\0';
   for (int i = 0; i < job->n; i++)
     job->r[i].blocker = 0;
@@ -809,7 +812,7 @@ void top_analyse(top_job *job) {
   double best_wait = 0;
   const char *best_op = "";
   for (int i = 0; i < job->n; i++) {
-    const top_rank *t = &job->r[i];
+    const gr__top_rank *t = &job->r[i];
     if (!t->have_live || exited(t) || fault[i]) continue;
     for (int c = 0; c < t->live.ncomms; c++) {
       const gr__live_comm *lc = &t->live.comm[c];
@@ -876,7 +879,7 @@ void top_analyse(top_job *job) {
   }
   int nwait = 0, nblock = 0, world = spans_world(job, best_id, best_size), p2p = 0;
   for (int i = 0; i < job->n; i++) {
-    const top_rank *t = &job->r[i];
+    const gr__top_rank *t = &job->r[i];
     const gr__live_comm *lc = comm_in(t, best_id, best_size);
     if (lc && !strcmp(lc->state, "running") && lc->seq == best_seq) {
       wait[i] = 1;
@@ -889,7 +892,7 @@ void top_analyse(top_job *job) {
     nblock = p2p_blockers(job, best_id, best_size, wait, block);
   else
     for (int i = 0; i < job->n; i++) {
-      const top_rank *t = &job->r[i];
+      const gr__top_rank *t = &job->r[i];
       const gr__live_comm *lc = comm_in(t, best_id, best_size);
       if (!wait[i] && ((lc && lc->seq < best_seq) || (!lc && world && !exited(t)))) {
         block[i] = 1;
@@ -910,7 +913,7 @@ void top_analyse(top_job *job) {
   int said = 0;
   for (int i = 0; i < job->n; i++) {
     if (!block[i]) continue;
-    top_rank *t = &job->r[i];
+    gr__top_rank *t = &job->r[i];
     t->blocker = 1;
     if (said++ >= 3) continue;
     int sw = put_rank_state(&o, t);

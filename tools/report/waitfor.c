@@ -1,9 +1,9 @@
 /* Reading the collectives' flight-recorder dumps (flight.<rank>.json): for each communicator, the
  * collective some ranks are stuck in and the ranks that never entered it; then the wait-for
  * chains across communicators and point-to-point calls, to the rank at the end of each chain. */
-#include "report.h"
+#include "gr_report.h"
 
-#include "json.h"
+#include "gr_json_read.h"
 
 #include "gr_error.h"
 #include "gr_escape.h"
@@ -19,7 +19,7 @@
 typedef struct {
   int rank, size;
   const char *node, *reason;
-  grj *doc;
+  gr__rpt_json *doc;
 } dump;
 
 /* Ranks beyond this (from a hostile dump) are not believed. */
@@ -43,16 +43,16 @@ static void ranks_json(FILE *s, const int *r, int n) {
   fputc(']', s);
 }
 
-static const char *str_or(const grj *v, const char *key, const char *dflt) {
-  const char *s = grj_str(v, key);
+static const char *str_or(const gr__rpt_json *v, const char *key, const char *dflt) {
+  const char *s = gr__rpt_json_str(v, key);
   return s ? s : dflt;
 }
 
-static const grj *comm_of(const dump *d, const char *id) {
-  const grj *comms = grj_get(d->doc, GR_FL_COMMS);
-  if (!comms || comms->type != GRJ_ARR) return NULL;
-  for (const grj *c = comms->child; c; c = c->next) {
-    const char *cid = grj_str(c, GR_FL_COMM_ID);
+static const gr__rpt_json *comm_of(const dump *d, const char *id) {
+  const gr__rpt_json *comms = gr__rpt_json_get(d->doc, GR_FL_COMMS);
+  if (!comms || comms->type != GR__RPT_JSON_ARR) return NULL;
+  for (const gr__rpt_json *c = comms->child; c; c = c->next) {
+    const char *cid = gr__rpt_json_str(c, GR_FL_COMM_ID);
     if (cid && !strcmp(cid, id)) return c;
   }
   return NULL;
@@ -62,8 +62,8 @@ static const grj *comm_of(const dump *d, const char *id) {
  * names existed: the id was the name). */
 static const char *name_of(const dump *d, int nd, const char *id) {
   for (int i = 0; i < nd; i++) {
-    const grj *c = comm_of(&d[i], id);
-    const char *n = c ? grj_str(c, GR_FL_COMM_NAME) : NULL;
+    const gr__rpt_json *c = comm_of(&d[i], id);
+    const char *n = c ? gr__rpt_json_str(c, GR_FL_COMM_NAME) : NULL;
     if (n) return n;
   }
   return NULL;
@@ -81,35 +81,36 @@ static void put_comm(FILE *out, const dump *d, int nd, const char *id) {
     gr__esc_term(out, id);
 }
 
-static int is_p2p(const grj *call) {
-  const char *op = grj_str(call, GR_FL_OP);
+static int is_p2p(const gr__rpt_json *call) {
+  const char *op = gr__rpt_json_str(call, GR_FL_OP);
   return op && (!strcmp(op, GR_FL_OP_SEND) || !strcmp(op, GR_FL_OP_RECV));
 }
 
 /* A collective's position on its communicator, the same on every member: cseq; dumps from before
  * cseq existed only have seq (right when the communicator carries no send/recv). -1 for p2p. */
-static double coll_key(const grj *call) {
+static double coll_key(const gr__rpt_json *call) {
   if (is_p2p(call)) return -1;
-  const grj *k = grj_get(call, GR_FL_CSEQ);
-  if (k && k->type == GRJ_NUM) return k->num;
-  return grj_num(call, GR_FL_SEQ, -1);
+  const gr__rpt_json *k = gr__rpt_json_get(call, GR_FL_CSEQ);
+  if (k && k->type == GR__RPT_JSON_NUM) return k->num;
+  return gr__rpt_json_num(call, GR_FL_SEQ, -1);
 }
 
-static int in_call(const grj *call) {
-  const char *st = grj_str(call, GR_FL_STATE);
+static int in_call(const gr__rpt_json *call) {
+  const char *st = gr__rpt_json_str(call, GR_FL_STATE);
   /* "timeout": the recorder marks the call it gave up on before dumping; it is still the call
    * this rank waited in. */
   return st && (!strcmp(st, GR_FL_STATE_RUNNING) || !strcmp(st, GR_FL_STATE_TIMEOUT));
 }
 
 /* Highest collective key of any call, and of one in progress; the call in progress itself. */
-static void scan(const grj *comm, double *max_any, double *max_running, const grj **running) {
+static void scan(const gr__rpt_json *comm, double *max_any, double *max_running,
+                 const gr__rpt_json **running) {
   *max_any = -1;
   *max_running = -1;
   *running = NULL;
-  const grj *calls = grj_get(comm, GR_FL_COMM_CALLS);
-  if (!calls || calls->type != GRJ_ARR) return;
-  for (const grj *c = calls->child; c; c = c->next) {
+  const gr__rpt_json *calls = gr__rpt_json_get(comm, GR_FL_COMM_CALLS);
+  if (!calls || calls->type != GR__RPT_JSON_ARR) return;
+  for (const gr__rpt_json *c = calls->child; c; c = c->next) {
     double key = coll_key(c);
     if (key < 0) continue;
     if (key > *max_any) *max_any = key;
@@ -120,9 +121,10 @@ static void scan(const grj *comm, double *max_any, double *max_running, const gr
   }
 }
 
-static const grj *call_with_key(const grj *comm, double key) {
-  const grj *calls = grj_get(comm, GR_FL_COMM_CALLS);
-  for (const grj *c = calls && calls->type == GRJ_ARR ? calls->child : NULL; c; c = c->next)
+static const gr__rpt_json *call_with_key(const gr__rpt_json *comm, double key) {
+  const gr__rpt_json *calls = gr__rpt_json_get(comm, GR_FL_COMM_CALLS);
+  for (const gr__rpt_json *c = calls && calls->type == GR__RPT_JSON_ARR ? calls->child : NULL; c;
+       c = c->next)
     if (coll_key(c) == key) return c;
   return NULL;
 }
@@ -154,9 +156,10 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
   const char **ids = NULL;
   int nids = 0, findings = 0;
   for (int i = 0; i < nd; i++) {
-    const grj *comms = grj_get(d[i].doc, GR_FL_COMMS);
-    for (const grj *c = comms && comms->type == GRJ_ARR ? comms->child : NULL; c; c = c->next) {
-      const char *id = grj_str(c, GR_FL_COMM_ID);
+    const gr__rpt_json *comms = gr__rpt_json_get(d[i].doc, GR_FL_COMMS);
+    for (const gr__rpt_json *c = comms && comms->type == GR__RPT_JSON_ARR ? comms->child : NULL; c;
+         c = c->next) {
+      const char *id = gr__rpt_json_str(c, GR_FL_COMM_ID);
       int seen = 0;
       for (int k = 0; id && k < nids && !seen; k++)
         seen = !strcmp(ids[k], id);
@@ -173,18 +176,18 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
   for (int k = 0; k < nids && waiting && missing; k++) {
     const char *id = ids[k];
     double stuck = -1;
-    const grj *stuck_call = NULL;
+    const gr__rpt_json *stuck_call = NULL;
     int comm_size = 0, members = 0;
     const char *backend = "?";
     for (int i = 0; i < nd; i++) {
-      const grj *c = comm_of(&d[i], id);
+      const gr__rpt_json *c = comm_of(&d[i], id);
       if (!c) continue;
       members++;
-      double sz = grj_num(c, GR_FL_COMM_SIZE, comm_size);
+      double sz = gr__rpt_json_num(c, GR_FL_COMM_SIZE, comm_size);
       if (sz >= 0 && sz <= MAX_RANK) comm_size = (int)sz;
       backend = str_or(c, GR_FL_COMM_BACKEND, backend);
       double any, run;
-      const grj *rcall;
+      const gr__rpt_json *rcall;
       scan(c, &any, &run, &rcall);
       if (run > stuck) {
         stuck = run;
@@ -202,10 +205,10 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
     }
     int nw = 0, nm = 0;
     for (int i = 0; i < nd; i++) {
-      const grj *c = comm_of(&d[i], id);
+      const gr__rpt_json *c = comm_of(&d[i], id);
       if (!c) continue;
       double any, run;
-      const grj *rcall;
+      const gr__rpt_json *rcall;
       scan(c, &any, &run, &rcall);
       if (any < stuck)
         missing[nm++] = d[i].rank;
@@ -231,7 +234,7 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
     }
     const char *op = str_or(stuck_call, GR_FL_OP, "?");
     const char *dtype = str_or(stuck_call, GR_FL_DTYPE, "?");
-    double count = grj_num(stuck_call, GR_FL_COUNT, -1);
+    double count = gr__rpt_json_num(stuck_call, GR_FL_COUNT, -1);
     fputs("rank(s) ", out);
     ranks_str(out, waiting, nw);
     fputs(" wait in ", out);
@@ -244,11 +247,11 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
       ranks_str(out, missing, nm);
       /* What the first laggard last did, to say where it is. */
       int i = dump_of_rank(d, nd, missing[0]);
-      const grj *c = i >= 0 ? comm_of(&d[i], id) : NULL;
+      const gr__rpt_json *c = i >= 0 ? comm_of(&d[i], id) : NULL;
       double any = -1, run;
-      const grj *rcall;
+      const gr__rpt_json *rcall;
       if (c) scan(c, &any, &run, &rcall);
-      const grj *last = c ? call_with_key(c, any) : NULL;
+      const gr__rpt_json *last = c ? call_with_key(c, any) : NULL;
       if (last) {
         fprintf(out, " (rank %d's last collective: ", missing[0]);
         gr__esc_term(out, str_or(last, GR_FL_OP, "?"));
@@ -296,7 +299,7 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
 /* ---- wait-for chains ---- */
 
 typedef struct {
-  const grj *call; /* the call this rank waits in, NULL when in none */
+  const gr__rpt_json *call; /* the call this rank waits in, NULL when in none */
   const char *comm;
   int *targets, nt; /* world ranks it waits for; -1: a member of comm that cannot be named */
   int end;          /* memo: index into ends, -1 not yet known */
@@ -320,8 +323,8 @@ static int world_rank_of(const dump *d, int nd, const char *id, double peer) {
   const char *name = name_of(d, nd, id);
   if (!strcmp(name ? name : id, GR_FL_WORLD)) return (int)peer;
   for (int i = 0; i < nd; i++) {
-    const grj *c = comm_of(&d[i], id);
-    if (c && grj_num(c, GR_FL_COMM_RANK, -1) == peer) return d[i].rank;
+    const gr__rpt_json *c = comm_of(&d[i], id);
+    if (c && gr__rpt_json_num(c, GR_FL_COMM_RANK, -1) == peer) return d[i].rank;
   }
   return -1;
 }
@@ -337,34 +340,36 @@ static void add_target(wnode *w, int r) {
 static void wait_of(const dump *d, int nd, int i, wnode *w) {
   memset(w, 0, sizeof *w);
   w->end = -1;
-  const grj *comms = grj_get(d[i].doc, GR_FL_COMMS);
+  const gr__rpt_json *comms = gr__rpt_json_get(d[i].doc, GR_FL_COMMS);
   double best = -1;
-  for (const grj *c = comms && comms->type == GRJ_ARR ? comms->child : NULL; c; c = c->next) {
-    const grj *calls = grj_get(c, GR_FL_COMM_CALLS);
-    for (const grj *k = calls && calls->type == GRJ_ARR ? calls->child : NULL; k; k = k->next) {
-      double start = grj_num(k, GR_FL_START, 0);
-      if (in_call(k) && grj_str(c, GR_FL_COMM_ID) && start >= best) {
+  for (const gr__rpt_json *c = comms && comms->type == GR__RPT_JSON_ARR ? comms->child : NULL; c;
+       c = c->next) {
+    const gr__rpt_json *calls = gr__rpt_json_get(c, GR_FL_COMM_CALLS);
+    for (const gr__rpt_json *k = calls && calls->type == GR__RPT_JSON_ARR ? calls->child : NULL; k;
+         k = k->next) {
+      double start = gr__rpt_json_num(k, GR_FL_START, 0);
+      if (in_call(k) && gr__rpt_json_str(c, GR_FL_COMM_ID) && start >= best) {
         best = start;
         w->call = k;
-        w->comm = grj_str(c, GR_FL_COMM_ID);
+        w->comm = gr__rpt_json_str(c, GR_FL_COMM_ID);
       }
     }
   }
   if (!w->call) return;
   if (is_p2p(w->call)) {
-    add_target(w, world_rank_of(d, nd, w->comm, grj_num(w->call, GR_FL_PEER, -1)));
+    add_target(w, world_rank_of(d, nd, w->comm, gr__rpt_json_num(w->call, GR_FL_PEER, -1)));
     return;
   }
   double key = coll_key(w->call);
   int members = 0, size = 0;
   for (int j = 0; j < nd; j++) {
-    const grj *c = comm_of(&d[j], w->comm);
+    const gr__rpt_json *c = comm_of(&d[j], w->comm);
     if (!c) continue;
     members++;
-    double sz = grj_num(c, GR_FL_COMM_SIZE, 0);
+    double sz = gr__rpt_json_num(c, GR_FL_COMM_SIZE, 0);
     if (sz >= 0 && sz <= MAX_RANK) size = (int)sz;
     double any, run;
-    const grj *rc;
+    const gr__rpt_json *rc;
     scan(c, &any, &run, &rc);
     if (any < key) add_target(w, d[j].rank);
   }
@@ -397,7 +402,7 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
     gr__esc_term(out, str_or(w[i].call, GR_FL_OP, "?"));
     fputs(" on ", out);
     put_comm(out, d, nd, w[i].comm);
-    fprintf(out, " (seq %.0f) for ", grj_num(w[i].call, GR_FL_SEQ, -1));
+    fprintf(out, " (seq %.0f) for ", gr__rpt_json_num(w[i].call, GR_FL_SEQ, -1));
     if (!w[i].nt) fputs("no one it can name", out);
     for (int t = 0; t < w[i].nt; t++) {
       if (w[i].targets[t] >= 0)
@@ -490,7 +495,7 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
     gr__esc_json(js, str_or(w[i].call, GR_FL_OP, "?"));
     fputs(", \"comm\": ", js);
     gr__esc_json(js, w[i].comm);
-    fprintf(js, ", \"seq\": %.0f, \"waits_for\": ", grj_num(w[i].call, GR_FL_SEQ, -1));
+    fprintf(js, ", \"seq\": %.0f, \"waits_for\": ", gr__rpt_json_num(w[i].call, GR_FL_SEQ, -1));
     ranks_json(js, w[i].targets, w[i].nt);
     fputc('}', js);
     first = 0;
@@ -515,13 +520,13 @@ out:
 
 /* ---- loading ---- */
 
-gr_status rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, int *ndumps) {
+gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, int *ndumps) {
   *json = NULL;
   if (wait_json) *wait_json = NULL;
   *ndumps = 0;
   struct dirent **ents;
   int n = scandir(dir, &ents, NULL, alphasort);
-  if (n < 0) return GR_OK; /* rpt_load said why already */
+  if (n < 0) return GR_OK; /* gr__rpt_load said why already */
   int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   dump *d = NULL;
   int nd = 0;
@@ -537,18 +542,19 @@ gr_status rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, 
         !strcmp(name + len - (sizeof GR_FLIGHT_SUFFIX - 1), GR_FLIGHT_SUFFIX)) {
       size_t at = 0;
       char why[512];
-      grj *doc = grj_parse_file_at(dirfd, name, RPT_MAX_FLIGHT_FILE, &at, why, sizeof why);
-      double rank = doc ? grj_num(doc, GR_FL_RANK, -1) : -1;
+      gr__rpt_json *doc =
+          gr__rpt_json_parse_file_at(dirfd, name, GR__RPT_MAX_FLIGHT_FILE, &at, why, sizeof why);
+      double rank = doc ? gr__rpt_json_num(doc, GR_FL_RANK, -1) : -1;
       if (!doc || !(rank >= 0 && rank <= MAX_RANK)) {
         rc = gr__fail_msg(
             GR_ERR_INVALID, "%s/%s: %s", gr__esc_term_str(esc_dir, sizeof esc_dir, dir),
             gr__esc_term_str(esc_name, sizeof esc_name, name),
             gr__esc_term_str(esc_why, sizeof esc_why, doc ? "no valid \"rank\"" : why));
-        grj_free(doc);
+        gr__rpt_json_free(doc);
       } else {
         dump *nd2 = realloc(d, (size_t)(nd + 1) * sizeof *d);
         if (!nd2) {
-          grj_free(doc);
+          gr__rpt_json_free(doc);
           rc = gr__fail_msg(GR_ERR_NOMEM, "out of memory reading the flight dumps");
         } else {
           d = nd2;
@@ -556,7 +562,7 @@ gr_status rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, 
           memset(x, 0, sizeof *x);
           x->doc = doc;
           x->rank = (int)rank;
-          double sz = grj_num(doc, GR_FL_SIZE, 0);
+          double sz = gr__rpt_json_num(doc, GR_FL_SIZE, 0);
           x->size = sz >= 0 && sz <= MAX_RANK ? (int)sz : 0;
           x->node = str_or(doc, GR_FL_NODE, "?");
           x->reason = str_or(doc, GR_FL_REASON, "?");
@@ -569,7 +575,7 @@ gr_status rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, 
   if (dirfd >= 0) close(dirfd);
   if (rc != GR_OK || nd == 0) {
     for (int i = 0; i < nd; i++)
-      grj_free(d[i].doc);
+      gr__rpt_json_free(d[i].doc);
     free(d);
     return rc;
   }
@@ -579,7 +585,7 @@ gr_status rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, 
   for (int i = 0; i < nd; i++) {
     if (kept && d[kept - 1].rank == d[i].rank) {
       fprintf(stderr, "gpurun-report: two flight dumps say rank %d; using one\n", d[i].rank);
-      grj_free(d[i].doc);
+      gr__rpt_json_free(d[i].doc);
       continue;
     }
     d[kept++] = d[i];
@@ -614,7 +620,7 @@ gr_status rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, 
   else
     free(wj);
   for (int i = 0; i < nd; i++)
-    grj_free(d[i].doc);
+    gr__rpt_json_free(d[i].doc);
   free(d);
   *ndumps = nd;
   return GR_OK;

@@ -1,8 +1,8 @@
 /* libFuzzer target for gpurun-report's CSV reader and everything downstream of it: the input is
  * one monitor CSV (<node>.<local_rank>.csv) another job wrote; it is loaded, summarised, printed
  * as the table and rendered as JSON and SVG, which must then be valid (the JSON re-parses). */
-#include "json.h"
-#include "report.h"
+#include "gr_json_read.h"
+#include "gr_report.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -27,22 +27,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!f) return 0;
   fwrite(data, 1, size, f);
   fclose(f);
-  rpt_job job;
-  if (rpt_load(dir, &job) == GR_OK) {
-    rpt_summarize(&job);
+  gr__rpt_job job;
+  if (gr__rpt_load(dir, &job) == GR_OK) {
+    gr__rpt_summarize(&job);
     FILE *null = fopen("/dev/null", "w");
     if (null) {
-      rpt_print_table(&job, null);
+      gr__rpt_print_table(&job, null);
       fclose(null);
     }
-    if (rpt_write_json(&job, js, NULL, NULL, 0) == GR_OK) {
+    if (gr__rpt_write_json(&job, js, NULL, NULL, 0) == GR_OK) {
       size_t at;
-      grj *v = grj_parse_file(js, &at);
+      gr__rpt_json *v = gr__rpt_json_parse_file(js, &at);
       if (!v) abort(); /* the report's own JSON must always parse */
-      grj_free(v);
+      gr__rpt_json_free(v);
     }
-    rpt_write_svg(&job, svg, 0);
+    gr__rpt_write_svg(&job, svg, 0);
   }
-  rpt_free(&job);
+  gr__rpt_free(&job);
   return 0;
 }

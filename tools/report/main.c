@@ -1,7 +1,7 @@
 /* gpurun-report DIR: merge one job's monitor files into a table (stdout), DIR/report.json and
  * DIR/report.svg, and name the ranks the flight-recorder dumps show as missing from a collective.
  */
-#include "report.h"
+#include "gr_report.h"
 
 #include "gr_counters_format.h"
 #include "gr_error.h"
@@ -115,19 +115,19 @@ int main(int argc, char **argv) {
   char job_dir[4096];
   if (resolve(dir, job_dir, sizeof job_dir) != GR_OK) return gr_last_error()[0] ? fail(1) : 1;
 
-  rpt_job job;
-  if (rpt_load(job_dir, &job) != GR_OK) {
-    rpt_free(&job);
+  gr__rpt_job job;
+  if (gr__rpt_load(job_dir, &job) != GR_OK) {
+    gr__rpt_free(&job);
     return fail(1);
   }
-  rpt_summarize(&job);
+  gr__rpt_summarize(&job);
   printf("gpurun-report: ");
   gr__esc_term(stdout, job_dir);
   putchar('\n');
-  rpt_print_table(&job, stdout);
+  gr__rpt_print_table(&job, stdout);
   char *flight = NULL, *wait = NULL;
   int nf = 0;
-  gr_status fst = rpt_flight(job_dir, stdout, &flight, &wait, &nf);
+  gr_status fst = gr__rpt_flight(job_dir, stdout, &flight, &wait, &nf);
   if (fst != GR_OK) fail(1);
 
   /* The default outputs go into the job directory only when it is this user's and no one else
@@ -143,9 +143,9 @@ int main(int argc, char **argv) {
     svg_path = sp;
   }
   int rc = 0;
-  if (rpt_write_json(&job, json_path, flight, wait, check_dir && json_path == jp) != GR_OK)
+  if (gr__rpt_write_json(&job, json_path, flight, wait, check_dir && json_path == jp) != GR_OK)
     rc = fail(1);
-  if (rpt_write_svg(&job, svg_path, check_dir && svg_path == sp) != GR_OK) rc = fail(1);
+  if (gr__rpt_write_svg(&job, svg_path, check_dir && svg_path == sp) != GR_OK) rc = fail(1);
   if (rc == 0) {
     printf("\nwrote ");
     gr__esc_term(stdout, json_path);
@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
   }
   free(flight);
   free(wait);
-  rpt_free(&job);
+  gr__rpt_free(&job);
   /* The table is output too: a full disk or a closed pipe on stdout is a failure. */
   if (fflush(stdout) != 0 || ferror(stdout)) {
     gr__fail_msg(GR_ERR_SYSTEM, "cannot write the summary to standard output: %s", strerror(errno));

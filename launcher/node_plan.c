@@ -33,11 +33,11 @@ typedef struct {
   int nsets, k;
   int *set_gpus;    /* nsets x k */
   int *rank_bucket; /* domain index, or ndom for the free pool */
-  gr__plan *p;
+  gr__node_plan *p;
 } ctx;
 
-static void warn(gr__plan *p, const char *fmt, ...) GR_PRINTF(2, 3);
-static void warn(gr__plan *p, const char *fmt, ...) {
+static void warn(gr__node_plan *p, const char *fmt, ...) GR_PRINTF(2, 3);
+static void warn(gr__node_plan *p, const char *fmt, ...) {
   if (p->nwarn >= GR__MAX_WARN) return;
   va_list ap;
   va_start(ap, fmt);
@@ -141,7 +141,7 @@ static int cmp_int(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static gr_status build_sets(ctx *c, const gr__plan_opts *po) {
+static gr_status build_sets(ctx *c, const gr__node_plan_opts *po) {
   int N = c->N, G = c->G;
   if (po->gpus_per_rank > 0) {
     if (po->gpus_per_rank > G)
@@ -326,7 +326,7 @@ static int home_key(ctx *c, int r) {
   return c->dom[c->gpu_dom[c->p->ranks[r].gpu[0]]].first_core;
 }
 
-static gr_status place_cores(ctx *c, const gr__plan_opts *po) {
+static gr_status place_cores(ctx *c, const gr__node_plan_opts *po) {
   int N = c->N, C = c->C, compact = po->policy == GR__POLICY_COMPACT;
   int *ranks = malloc(((size_t)N + 1) * sizeof(int));
   int *all = malloc(((size_t)C + 1) * sizeof(int));
@@ -541,8 +541,8 @@ static gr_status place_nics(ctx *c) {
 }
 
 /* ---- entry ------------------------------------------------------------------------------ */
-gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opts *po,
-                           gr__plan *p) {
+gr_status gr__node_plan_compute(const gr__node *n, int local_size, const gr__node_plan_opts *po,
+                                gr__node_plan *p) {
   memset(p, 0, sizeof *p);
   if (local_size < 1)
     return gr__fail_msg(GR_ERR_INVALID, "local size %d is not positive", local_size);
@@ -614,11 +614,11 @@ out:
     free(c.dom[d].cores);
   }
   free(c.dom), free(c.gpu_dom), free(c.rank_set), free(c.set_gpus), free(c.core), free(c.core_dom);
-  if (st != GR_OK) gr__plan_free(p);
+  if (st != GR_OK) gr__node_plan_free(p);
   return st;
 }
 
-void gr__plan_free(gr__plan *p) {
+void gr__node_plan_free(gr__node_plan *p) {
   if (p->ranks)
     for (int r = 0; r < p->local_size; r++) {
       hwloc_bitmap_free(p->ranks[r].cpuset);

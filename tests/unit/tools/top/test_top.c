@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "gr_live_file.h"
-#include "top.h"
+#include "gr_top.h"
 
 static char dir[256];
 
@@ -78,11 +78,11 @@ static int teardown(void **state) {
   return system(cmd) == 0 ? 0 : -1;
 }
 
-static void load(top_job *job, double hang) {
+static void load(gr__top_job *job, double hang) {
   memset(job, 0, sizeof *job);
   snprintf(job->dir, sizeof job->dir, "%s", dir);
   job->hang_s = hang;
-  assert_int_equal(top_load(job), 0);
+  assert_int_equal(gr__top_load(job), 0);
 }
 
 static void test_parse_hostile(void **state) {
@@ -126,7 +126,7 @@ static void test_names_rank_behind(void **state) {
   live(1, 4, "running", 10, 4, -1, 0.1);
   live(2, 4, "done", 9, 5.1, 5, 5);
   live(3, 4, "running", 10, 5, -1, 0.1);
-  top_job job;
+  gr__top_job job;
   load(&job, 2.0);
   assert_int_equal(job.n, 4);
   assert_int_equal(job.world, 4);
@@ -134,14 +134,14 @@ static void test_names_rank_behind(void **state) {
   assert_non_null(strstr(job.verdict, "last seen: allreduce #9 ended"));
   for (int i = 0; i < 4; i++)
     assert_int_equal(job.r[i].blocker, i == 2);
-  top_free(&job);
+  gr__top_free(&job);
 
   /* below the hang threshold: nobody is named */
   load(&job, 10.0);
   assert_string_equal(job.verdict, "");
   for (int i = 0; i < 4; i++)
     assert_int_equal(job.r[i].blocker, 0);
-  top_free(&job);
+  gr__top_free(&job);
 }
 
 /* A member of world that never published is the one the others wait for. */
@@ -149,27 +149,27 @@ static void test_missing_rank(void **state) {
   (void)state;
   live(0, 3, "running", 1, 3, -1, 0.1);
   live(1, 3, "running", 1, 3, -1, 0.1);
-  top_job job;
+  gr__top_job job;
   load(&job, 1.0);
   /* rank 2 has no file: a row of its own, named as the one they wait for */
   assert_int_equal(job.n, 3);
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: ranks 0-1 in allreduce #1 on world"));
   assert_non_null(strstr(job.verdict, "rank 2 never published its state"));
   assert_int_equal(job.nlive, 2);
-  top_free(&job);
+  gr__top_free(&job);
   /* a file named for one rank that claims another is ignored */
   put_file("live.7", "gpurun-live 1\nrank 0\nsize 3\nstate exited\n");
   load(&job, 1.0);
   assert_int_equal(job.n, 3);
   assert_string_equal(job.r[0].live.state, "running");
-  top_free(&job);
+  gr__top_free(&job);
   /* everybody inside #1, rank 1 silent for 60 s: the suspect */
   live(2, 3, "running", 1, 3, -1, 0.1);
   live(1, 3, "running", 1, 3, -1, 60);
   load(&job, 1.0);
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 1: ranks 0,2 in allreduce #1"));
   assert_non_null(strstr(job.verdict, "silent 60 s"));
-  top_free(&job);
+  gr__top_free(&job);
 }
 
 /* The "creating" lines: bounded and cleaned like the rest; a bad one is skipped. */
@@ -204,7 +204,7 @@ static void test_creation_names_rank_behind(void **state) {
   live_creating(0, 3, "gr_comm_create", "dup", "world", 0, 3, 5, "");
   live_creating(1, 3, "gr_comm_create", "agree", "world", 1, 3, 4, "");
   live(2, 3, "done", 1, 6, 5.5, 0.1);
-  top_job job;
+  gr__top_job job;
   load(&job, 2.0);
   assert_non_null(strstr(job.verdict,
                          "WAITING FOR rank 2: ranks 0-1 in gr_comm_create (dup/agree) on world "
@@ -215,16 +215,16 @@ static void test_creation_names_rank_behind(void **state) {
   char *buf = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
-  top_render(m, &job, 0, -1, 0, 1.0);
+  gr__top_render(m, &job, 0, -1, 0, 1.0);
   fclose(m);
   assert_non_null(strstr(buf, " create:dup "));
   assert_non_null(strstr(buf, " create:agree "));
   free(buf);
-  top_free(&job);
+  gr__top_free(&job);
   /* below the threshold: nobody is named */
   load(&job, 10.0);
   assert_string_equal(job.verdict, "");
-  top_free(&job);
+  gr__top_free(&job);
 
   /* A rank that never published: named (a creation over the world includes every rank). */
   char path[300];
@@ -233,7 +233,7 @@ static void test_creation_names_rank_behind(void **state) {
   load(&job, 2.0);
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: "));
   assert_non_null(strstr(job.verdict, "rank 2 never published its state"));
-  top_free(&job);
+  gr__top_free(&job);
 
   /* All inside, rank 1 silent for 60 s: the suspect. */
   live_creating(2, 3, "gr_comm_create", "dup", "world", 2, 3, 3, "");
@@ -242,7 +242,7 @@ static void test_creation_names_rank_behind(void **state) {
   load(&job, 2.0);
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 1: ranks 0,2 in gr_comm_create (dup)"));
   assert_non_null(strstr(job.verdict, "rank 1 in gr_comm_create (agree) on world for"));
-  top_free(&job);
+  gr__top_free(&job);
 }
 
 /* A split of a sub-communicator names only its members; a creation over another MPI communicator
@@ -255,13 +255,13 @@ static void test_creation_members(void **state) {
   put_file("live.2", "gpurun-live 1\nrank 2\nsize 4\nstate running\ntime 1e12\n"
                      "comm split-1 1 2 mpi 3 allreduce 1 done 1 2 3 0.1\n");
   live(3, 4, "done", 3, 9, 8, 0.1);
-  top_job job;
+  gr__top_job job;
   load(&job, 2.0);
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: rank 0 in gr_comm_split (split) on "
                                       "split-1 for 5.0 s; rank 2 has not entered gr_comm_split"));
   for (int i = 0; i < 4; i++)
     assert_int_equal(job.r[i].blocker, i == 2);
-  top_free(&job);
+  gr__top_free(&job);
   /* a blocker inside a collective instead: said */
   char text[512];
   snprintf(text, sizeof text,
@@ -272,7 +272,7 @@ static void test_creation_members(void **state) {
   load(&job, 2.0);
   assert_non_null(strstr(job.verdict, "rank 2 has not entered gr_comm_split on split-1 (in barrier "
                                       "#4 on split-1 for 3.0 s)"));
-  top_free(&job);
+  gr__top_free(&job);
 
   live_creating(0, 4, "gr_comm_create", "agree", "mpi", 0, 2, 5, "");
   live_creating(2, 4, "gr_comm_create", "agree", "mpi", 1, 2, 5, "");
@@ -281,7 +281,7 @@ static void test_creation_members(void **state) {
                                       "behind"));
   for (int i = 0; i < 4; i++)
     assert_int_equal(job.r[i].blocker, 0);
-  top_free(&job);
+  gr__top_free(&job);
 
   /* ranks 0, 1, 3 in allreduce #4 on world for 8 s, rank 2 inside a creation since 3 s */
   live(0, 4, "running", 4, 8, -1, 0.1);
@@ -292,7 +292,7 @@ static void test_creation_members(void **state) {
   load(&job, 2.0);
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: ranks 0-1,3 in allreduce #4 on world"));
   assert_non_null(strstr(job.verdict, "rank 2 in gr_comm_create (dup) on mpi for 3.0 s"));
-  top_free(&job);
+  gr__top_free(&job);
 }
 
 /* A version-2 live file for rank r (of n) on host (NULL: this machine's) with process pid,
@@ -389,7 +389,7 @@ static void test_p2p_stopped(void **state) {
   char d[256];
   live2(3, 4, NULL, (long)getpid(), 0.1,
         comm2(d, sizeof d, "3.1", "comm", 0, 1, 1, "barrier", "done", 10, 9, "-"));
-  top_job job;
+  gr__top_job job;
   load(&job, 2.0);
   kill_child(child);
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 1: ranks 0,2 in recv #"));
@@ -399,7 +399,7 @@ static void test_p2p_stopped(void **state) {
   assert_non_null(strstr(job.verdict, "[certain: process state T]"));
   for (int i = 0; i < 4; i++)
     assert_int_equal(job.r[i].blocker, i == 1);
-  top_free(&job);
+  gr__top_free(&job);
 }
 
 /* A rank killed with SIGKILL: its pid is gone from this machine while its file says running. */
@@ -416,7 +416,7 @@ static void test_killed_rank(void **state) {
         comm2(b, sizeof b, "0.1", "world", 1, 3, 30, "allreduce", "running", 4, -1, "-"));
   live2(2, 3, NULL, (long)getpid(), 0.1,
         comm2(c, sizeof c, "0.1", "world", 2, 3, 30, "allreduce", "running", 4, -1, "-"));
-  top_job job;
+  gr__top_job job;
   load(&job, 2.0);
   /* every rank is inside allreduce #30: the call numbers alone name nobody */
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 1: ranks 0,2 in allreduce #30"));
@@ -424,7 +424,7 @@ static void test_killed_rank(void **state) {
   assert_non_null(strstr(job.verdict, "[certain: no process"));
   for (int i = 0; i < 3; i++)
     assert_int_equal(job.r[i].blocker, i == 1);
-  top_free(&job);
+  gr__top_free(&job);
 }
 
 /* A fresh heartbeat outweighs /proc: a pid this machine does not know (another PID namespace
@@ -440,11 +440,11 @@ static void test_fresh_file_alive(void **state) {
         comm2(a, sizeof a, "0.1", "world", 0, 2, 5, "allreduce", "done", 0.3, 0.2, "-"));
   live2(1, 2, NULL, (long)child, 0.1,
         comm2(b, sizeof b, "0.1", "world", 1, 2, 5, "allreduce", "done", 0.3, 0.2, "-"));
-  top_job job;
+  gr__top_job job;
   load(&job, 2.0);
   assert_string_equal(job.verdict, "");
   assert_int_equal(job.r[0].blocker + job.r[1].blocker, 0);
-  top_free(&job);
+  gr__top_free(&job);
 }
 
 /* Both halves of gr_comm_split(world, rank % 2) are named split-1 (with colours 0 and 1) but have
@@ -466,7 +466,7 @@ static void test_split_halves(void **state) {
     snprintf(l[r], sizeof l[r], "%s%s", w[r], h[r]);
     live2(r, 4, NULL, (long)getpid(), 0.1, l[r]);
   }
-  top_job job;
+  gr__top_job job;
   load(&job, 2.0);
   assert_non_null(
       strstr(job.verdict, "WAITING FOR rank 2: rank 0 in allreduce #10 on split-1:0[0.2]"));
@@ -476,12 +476,12 @@ static void test_split_halves(void **state) {
   char *buf = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
-  top_render(m, &job, 0, -1, 0, 1.0);
+  gr__top_render(m, &job, 0, -1, 0, 1.0);
   fclose(m);
   assert_non_null(strstr(buf, "allred#10 spl"));
   assert_null(strstr(buf, " 0.2"));
   free(buf);
-  top_free(&job);
+  gr__top_free(&job);
 }
 
 /* A second communicator over MPI_COMM_WORLD is also named world: the loop runs on it (id 0.3)
@@ -498,14 +498,14 @@ static void test_second_world(void **state) {
     snprintf(l[r], sizeof l[r], "%s%s", w[r], h[r]);
     live2(r, 4, NULL, (long)getpid(), 0.1, l[r]);
   }
-  top_job job;
+  gr__top_job job;
   load(&job, 2.0);
   assert_non_null(
       strstr(job.verdict, "WAITING FOR rank 2: ranks 0-1,3 in allreduce #10 on world[0.3]"));
   assert_non_null(strstr(job.verdict, "last seen: allreduce #9 ended"));
   for (int i = 0; i < 4; i++)
     assert_int_equal(job.r[i].blocker, i == 2);
-  top_free(&job);
+  gr__top_free(&job);
 }
 
 /* A rank on another host (no /proc to look at) whose heartbeat stopped 10 s ago while the others
@@ -517,13 +517,13 @@ static void test_silent_other_host(void **state) {
         comm2(a, sizeof a, "0.1", "world", 0, 2, 7, "allreduce", "running", 10, -1, "-"));
   live2(1, 2, "otherhost", 4242, 10,
         comm2(b, sizeof b, "0.1", "world", 1, 2, 7, "allreduce", "running", 10.1, -1, "-"));
-  top_job job;
+  gr__top_job job;
   load(&job, 2.0);
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 1: rank 0 in allreduce #7"));
   assert_non_null(strstr(job.verdict, "[likely: no heartbeat for 10 s]"));
   for (int i = 0; i < 2; i++)
     assert_int_equal(job.r[i].blocker, i == 1);
-  top_free(&job);
+  gr__top_free(&job);
 }
 
 /* The supervisor's CSV: the last complete sample's lines (one per GPU) win; a torn last line is
@@ -541,10 +541,10 @@ static void test_csv_tail(void **state) {
            "1024,512\n"
            "101.0,1,0,0,0000:65:00.0,78,33,4096,81920,62,313.5,1980,0x40,2,55.5,321.0,,,,\n"
            "102.0,2,0,0,0000:17:00.0,99,99,9");
-  top_job job;
+  gr__top_job job;
   load(&job, 2.0);
   assert_int_equal(job.n, 1);
-  const top_rank *t = &job.r[0];
+  const gr__top_rank *t = &job.r[0];
   assert_int_equal(t->ngpus, 2);
   assert_string_equal(t->gpu[0].pci, "0000:17:00.0");
   assert_string_equal(t->gpu[1].pci, "0000:65:00.0");
@@ -561,7 +561,7 @@ static void test_csv_tail(void **state) {
   char *buf = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
-  assert_int_equal(top_render(m, &job, 0, -1, 0, 1.0), 2);
+  assert_int_equal(gr__top_render(m, &job, 0, -1, 0, 1.0), 2);
   fclose(m);
   assert_non_null(strstr(buf, "HWth"));     /* hardware thermal slowdown on the second GPU */
   assert_non_null(strstr(buf, " 60/77% ")); /* shared GPU: the rank's share / the total */
@@ -574,7 +574,7 @@ static void test_csv_tail(void **state) {
       assert_true(line[i] >= 32 && line[i] < 127);
   }
   free(buf);
-  top_free(&job);
+  gr__top_free(&job);
 }
 
 /* Every line of a frame within 80 columns (79 used), printable ASCII only. */
@@ -622,7 +622,7 @@ static void test_huge_values(void **state) {
            "1,1,1\n"
            "101.0,1,0,0,0000:65:00.0,99999,1,123456789,987654321,1234,123456,1980,0x0,0,1e200,"
            "1e300,,,,\n");
-  top_job job;
+  gr__top_job job;
   load(&job, 2.0);
   memcpy(dir, root, sizeof dir);
   assert_int_equal(job.n, 2);
@@ -630,7 +630,7 @@ static void test_huge_values(void **state) {
   char *buf = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
-  assert_int_equal(top_render(m, &job, 0, -1, 0, 1.0), 3);
+  assert_int_equal(gr__top_render(m, &job, 0, -1, 0, 1.0), 3);
   fclose(m);
   print_message("%s", buf);
   assert_frame_fits(buf);
@@ -642,14 +642,14 @@ static void test_huge_values(void **state) {
   free(buf);
   /* the terminal's cut (width 40) still holds */
   m = open_memstream(&buf, &len);
-  top_render(m, &job, 0, 5, 40, 1.0);
+  gr__top_render(m, &job, 0, 5, 40, 1.0);
   fclose(m);
   for (const char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
     nl = strchr(line, '\n');
     assert_true((nl ? (size_t)(nl - line) : strlen(line)) <= 40);
   }
   free(buf);
-  top_free(&job);
+  gr__top_free(&job);
 }
 
 /* DIR may be the monitor root: its newest job directory is used. */
@@ -658,13 +658,13 @@ static void test_find_job(void **state) {
   char sub[300], out[1024], err[256];
   snprintf(sub, sizeof sub, "%s/job1", dir);
   assert_int_equal(mkdir(sub, 0755), 0);
-  assert_int_equal(top_find_job(dir, out, sizeof out, err, sizeof err), -1);
+  assert_int_equal(gr__top_find_job(dir, out, sizeof out, err, sizeof err), -1);
   char f[400];
   snprintf(f, sizeof f, "%s/live.0", sub);
   FILE *fp = fopen(f, "w");
   assert_non_null(fp);
   fclose(fp);
-  assert_int_equal(top_find_job(dir, out, sizeof out, err, sizeof err), 0);
+  assert_int_equal(gr__top_find_job(dir, out, sizeof out, err, sizeof err), 0);
   assert_string_equal(out, sub);
 }
 

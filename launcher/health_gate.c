@@ -71,7 +71,8 @@ static int gr__nvml_loadable(void) {
   return dl != NULL;
 }
 
-gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__plan *notes) {
+gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,
+                          gr__node_plan *notes) {
   if (mode == GR__HEALTH_OFF || n->ngpus == 0) return GR_OK;
   gr__gpu_health *h = calloc((size_t)n->ngpus, sizeof *h);
   size_t cap = (size_t)n->ngpus * (GR_HEALTH_WHY + 8) + 1;

@@ -1,5 +1,5 @@
 /* gpurun-report's outputs: the table on stdout, the JSON file, the SVG timeline. */
-#include "report.h"
+#include "gr_report.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,8 +25,8 @@ static void term_cell(FILE *out, const char *s, int width) {
   free(buf);
 }
 
-static int is_slowest(const rpt_job *job, const rpt_series *s) {
-  return job->slowest >= 0 && rpt_same_rank(&job->s[job->slowest], s);
+static int is_slowest(const gr__rpt_job *job, const gr__rpt_series *s) {
+  return job->slowest >= 0 && gr__rpt_same_rank(&job->s[job->slowest], s);
 }
 
 static void cell(FILE *out, int width, int prec, double v) {
@@ -39,7 +39,7 @@ static void cell(FILE *out, int width, int prec, double v) {
   }
 }
 
-void rpt_print_table(const rpt_job *job, FILE *out) {
+void gr__rpt_print_table(const gr__rpt_job *job, FILE *out) {
   int ngpu = 0;
   double energy = 0;
   for (int i = 0; i < job->ns; i++)
@@ -56,8 +56,8 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
   fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s\n", "", "", "", "mean%",
           "max%", "MiB", "MiB", "max C", "J", "mean%", "max%", "MiB", "s");
   for (int i = 0; i < job->ns; i++) {
-    const rpt_series *s = &job->s[i];
-    const rpt_counters *c = rpt_counters_for(job, s);
+    const gr__rpt_series *s = &job->s[i];
+    const gr__rpt_counters *c = gr__rpt_counters_for(job, s);
     char who[160];
     snprintf(who, sizeof who, "%.140s:%d", s->node, s->local_rank);
     if (s->rank >= 0)
@@ -88,7 +88,7 @@ void rpt_print_table(const rpt_job *job, FILE *out) {
   }
   if (ngpu) fprintf(out, "\nenergy, all GPUs: %.1f J\n", energy);
   if (job->slowest >= 0) {
-    const rpt_series *s = &job->s[job->slowest];
+    const gr__rpt_series *s = &job->s[job->slowest];
     fprintf(out, "slowest rank: %d (", s->rank);
     gr__esc_term(out, s->node);
     fprintf(out, ":%d): %s\n", s->local_rank, job->slowest_why);
@@ -171,15 +171,15 @@ typedef struct {
 } flight_parts;
 
 static void render_json(FILE *f, const void *vjob, const void *vflight) {
-  const rpt_job *job = vjob;
+  const gr__rpt_job *job = vjob;
   const flight_parts *fp = vflight;
   fputs("{", f);
   jnum(f, "t0", job->t0, 1);
   jnum(f, "span_s", job->t1 - job->t0, 1);
   fputs("\"series\": [\n", f);
   for (int i = 0; i < job->ns; i++) {
-    const rpt_series *s = &job->s[i];
-    const rpt_counters *c = rpt_counters_for(job, s);
+    const gr__rpt_series *s = &job->s[i];
+    const gr__rpt_counters *c = gr__rpt_counters_for(job, s);
     fputs("  {", f);
     fprintf(f, "\"rank\": %d, ", s->rank);
     jstr(f, "node", s->node, 1);
@@ -209,7 +209,7 @@ static void render_json(FILE *f, const void *vjob, const void *vflight) {
   }
   fputs("], ", f);
   if (job->slowest >= 0) {
-    const rpt_series *s = &job->s[job->slowest];
+    const gr__rpt_series *s = &job->s[job->slowest];
     fprintf(f, "\"slowest\": {\"rank\": %d, ", s->rank);
     jstr(f, "node", s->node, 1);
     fprintf(f, "\"local_rank\": %d, ", s->local_rank);
@@ -222,8 +222,8 @@ static void render_json(FILE *f, const void *vjob, const void *vflight) {
           fp->wait ? fp->wait : "null");
 }
 
-gr_status rpt_write_json(const rpt_job *job, const char *path, const char *flight_json,
-                         const char *wait_json, int check_dir) {
+gr_status gr__rpt_write_json(const gr__rpt_job *job, const char *path, const char *flight_json,
+                             const char *wait_json, int check_dir) {
   flight_parts fp = {flight_json, wait_json};
   return save(path, check_dir, render_json, job, &fp);
 }
@@ -241,14 +241,14 @@ typedef struct {
 } chart_def;
 
 static const chart_def gpu_charts[] = {
-    {M_GPU_UTIL, "GPU utilisation", "%", "#1f77b4", 100},
-    {M_MEM_USED, "memory used", "MiB", "#2ca02c", 0},
-    {M_TEMP, "temperature", "C", "#d62728", 0},
-    {M_POWER, "power", "W", "#ff7f0e", 0},
+    {GR__RPT_M_GPU_UTIL, "GPU utilisation", "%", "#1f77b4", 100},
+    {GR__RPT_M_MEM_USED, "memory used", "MiB", "#2ca02c", 0},
+    {GR__RPT_M_TEMP, "temperature", "C", "#d62728", 0},
+    {GR__RPT_M_POWER, "power", "W", "#ff7f0e", 0},
 };
 static const chart_def cpu_charts[] = {
-    {M_CPU_UTIL, "CPU busy, rank's cores", "%", "#9467bd", 100},
-    {M_RSS, "resident memory", "MiB", "#8c564b", 0},
+    {GR__RPT_M_CPU_UTIL, "CPU busy, rank's cores", "%", "#9467bd", 100},
+    {GR__RPT_M_RSS, "resident memory", "MiB", "#8c564b", 0},
 };
 
 static void esc(FILE *f, const char *s) { gr__esc_xml(f, s); }
@@ -264,14 +264,14 @@ static double nice_max(double v) {
 /* The bucket of a sample taken at t: clamped while still a double, because another job's CSV can
  * hold times far outside the job's span (converting such a quotient to int is undefined). */
 static int svg_bucket(double t, double t0, double span) {
-  double b = (t - t0) / span * RPT_SVG_BUCKETS;
+  double b = (t - t0) / span * GR__RPT_SVG_BUCKETS;
   if (!(b >= 0)) return 0;
-  if (b >= RPT_SVG_BUCKETS - 1) return RPT_SVG_BUCKETS - 1;
+  if (b >= GR__RPT_SVG_BUCKETS - 1) return GR__RPT_SVG_BUCKETS - 1;
   return (int)b;
 }
 
-static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_def *d, double x0,
-                  double y0) {
+static void chart(FILE *f, const gr__rpt_job *job, const gr__rpt_series *s, const chart_def *d,
+                  double x0, double y0) {
   const double *v = s->m[d->metric];
   double peak = NAN;
   for (int i = 0; i < s->n; i++)
@@ -281,7 +281,7 @@ static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_
     vmax = 0;
     for (int i = 0; i < s->n; i++)
       if (!isnan(v[i]) && v[i] > vmax) vmax = v[i];
-    if (d->metric == M_MEM_USED && s->mem_total > vmax) vmax = s->mem_total;
+    if (d->metric == GR__RPT_M_MEM_USED && s->mem_total > vmax) vmax = s->mem_total;
     vmax = nice_max(vmax);
   }
   double span = job->t1 - job->t0;
@@ -306,7 +306,7 @@ static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_
   fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"a\" text-anchor=\"end\">%.1f s</text>\n", px + pw,
           py + ph + 14, job->t1 - job->t0);
   /* One polyline per run of defined samples: a gap in the data stays a gap. The samples are
-   * reduced to RPT_SVG_BUCKETS buckets over the job's span, each drawn as its minimum and maximum
+   * reduced to GR__RPT_SVG_BUCKETS buckets over the job's span, each drawn as its minimum and maximum
    * (in the order they occurred), so a million samples draw like a few hundred and no spike is
    * lost. A bucket without samples ends the line. */
   int open = 0, drawn = 0;
@@ -355,7 +355,7 @@ static void chart(FILE *f, const rpt_job *job, const rpt_series *s, const chart_
 
 static void render_svg(FILE *f, const void *vjob, const void *unused) {
   (void)unused;
-  const rpt_job *job = vjob;
+  const gr__rpt_job *job = vjob;
   int any_gpu = 0;
   for (int i = 0; i < job->ns; i++)
     any_gpu |= strcmp(job->s[i].gpu, "-") != 0;
@@ -376,7 +376,7 @@ static void render_svg(FILE *f, const void *vjob, const void *unused) {
           job->ns, job->t1 - job->t0);
   if (!job->ns) fputs("<text x=\"10\" y=\"60\" class=\"l\">no samples</text>\n", f);
   for (int i = 0; i < job->ns; i++) {
-    const rpt_series *s = &job->s[i];
+    const gr__rpt_series *s = &job->s[i];
     double y = 40 + i * row_h;
     fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"l\">rank %d</text>\n", y + 40, s->rank);
     fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"l\">", y + 56);
@@ -396,6 +396,6 @@ static void render_svg(FILE *f, const void *vjob, const void *unused) {
   fputs("</svg>\n", f);
 }
 
-gr_status rpt_write_svg(const rpt_job *job, const char *path, int check_dir) {
+gr_status gr__rpt_write_svg(const gr__rpt_job *job, const char *path, int check_dir) {
   return save(path, check_dir, render_svg, job, NULL);
 }

@@ -1,8 +1,8 @@
 /* libFuzzer target for the flight-dump analysis: the input is split at 0xff bytes into up to four
  * dumps (flight.0.json ... flight.3.json) of one job, which gpurun-report reads, matches across
  * ranks and follows wait-for chains through; the findings it produces must be valid JSON. */
-#include "json.h"
-#include "report.h"
+#include "gr_json_read.h"
+#include "gr_report.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -39,13 +39,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!null) return 0;
   char *json = NULL, *wait = NULL;
   int nd = 0;
-  if (rpt_flight(dir, null, &json, &wait, &nd) == GR_OK && nd > 0) {
-    grj *v = json ? grj_parse(json, NULL) : NULL;
+  if (gr__rpt_flight(dir, null, &json, &wait, &nd) == GR_OK && nd > 0) {
+    gr__rpt_json *v = json ? gr__rpt_json_parse(json, NULL) : NULL;
     if (json && !v) abort();
-    grj_free(v);
-    v = wait ? grj_parse(wait, NULL) : NULL;
+    gr__rpt_json_free(v);
+    v = wait ? gr__rpt_json_parse(wait, NULL) : NULL;
     if (wait && !v) abort();
-    grj_free(v);
+    gr__rpt_json_free(v);
   }
   free(json);
   free(wait);

@@ -1,38 +1,44 @@
 /* gpurun-report: a job's monitor files -> summary table, JSON, SVG timeline, straggler names.
- * Data model and the steps, each testable on fixture files. */
+ * Data model and the steps, each testable on fixture files.
+ *
+ *   job_load.c   the CSVs and counters files       -> gr__rpt_job, its summary, the slowest rank
+ *   json_read.c  JSON text (gr_json_read.h)        -> a tree, for the counters and flight dumps
+ *   waitfor.c    the flight-recorder dumps         -> stuck calls, wait-for chains
+ *   output.c     gr__rpt_job                       -> the table, report.json, report.svg
+ *   main.c       options, exit code */
 #ifndef GR_REPORT_H
 #define GR_REPORT_H
 
 #include <gpurun/status.h>
 #include <stdio.h>
 
-/* Input bounds. A CSV line over RPT_MAX_LINE bytes is skipped with file:line; each CSV file may
- * bring at most RPT_MAX_SERIES_PER_FILE series (GPUs), a job RPT_MAX_SERIES; a counters file at
- * most RPT_MAX_COUNTERS_FILE bytes, a flight dump RPT_MAX_FLIGHT_FILE. Numbers are finite and in a
+/* Input bounds. A CSV line over GR__RPT_MAX_LINE bytes is skipped with file:line; each CSV file may
+ * bring at most GR__RPT_MAX_SERIES_PER_FILE series (GPUs), a job GR__RPT_MAX_SERIES; a counters file at
+ * most GR__RPT_MAX_COUNTERS_FILE bytes, a flight dump GR__RPT_MAX_FLIGHT_FILE. Numbers are finite and in a
  * plausible range per column, else taken as missing (with file:line). */
-#define RPT_MAX_LINE 65536
-#define RPT_MAX_LINE_STR "65536"
-#define RPT_MAX_SERIES_PER_FILE 64
-#define RPT_MAX_SERIES 8192
-#define RPT_MAX_COUNTERS_FILE (1u << 20)
-#define RPT_MAX_FLIGHT_FILE (16u << 20)
+#define GR__RPT_MAX_LINE 65536
+#define GR__RPT_MAX_LINE_STR "65536"
+#define GR__RPT_MAX_SERIES_PER_FILE 64
+#define GR__RPT_MAX_SERIES 8192
+#define GR__RPT_MAX_COUNTERS_FILE (1u << 20)
+#define GR__RPT_MAX_FLIGHT_FILE (16u << 20)
 /* The SVG draws at most this many buckets per series and chart: each bucket's minimum and maximum
  * (an envelope), so that any job size gives a file a renderer opens. */
-#define RPT_SVG_BUCKETS 400
+#define GR__RPT_SVG_BUCKETS 400
 
 /* One CSV row's metrics; NAN where the column was empty. */
 enum {
-  M_GPU_UTIL,
-  M_MEM_USED,
-  M_MEM_TOTAL,
-  M_TEMP,
-  M_POWER,
-  M_SM_CLOCK,
-  M_CPU_UTIL,
-  M_RSS,
-  M_RANK_SM,   /* shared GPU: this rank's process tree's SM share (NVML per-process) */
-  M_OTHERS_SM, /* shared GPU: everyone else's */
-  M_COUNT
+  GR__RPT_M_GPU_UTIL,
+  GR__RPT_M_MEM_USED,
+  GR__RPT_M_MEM_TOTAL,
+  GR__RPT_M_TEMP,
+  GR__RPT_M_POWER,
+  GR__RPT_M_SM_CLOCK,
+  GR__RPT_M_CPU_UTIL,
+  GR__RPT_M_RSS,
+  GR__RPT_M_RANK_SM,   /* shared GPU: this rank's process tree's SM share (NVML per-process) */
+  GR__RPT_M_OTHERS_SM, /* shared GPU: everyone else's */
+  GR__RPT_M_COUNT
 };
 
 typedef struct {
@@ -41,7 +47,7 @@ typedef struct {
   char gpu[32]; /* PCI bus id, or "-" for the CPU-only series */
   int n, cap;
   double *t; /* Unix seconds */
-  double *m[M_COUNT];
+  double *m[GR__RPT_M_COUNT];
   unsigned long long throttle_any; /* OR of throttle reasons seen */
   double ecc_max;
   /* summary */
@@ -49,7 +55,7 @@ typedef struct {
   double util_mean, util_max, mem_peak, mem_total, temp_max, energy_j;
   double cpu_mean, cpu_max, rss_peak;
   double rank_sm_mean, others_sm_mean; /* NAN unless the GPU had per-process rows */
-} rpt_series;
+} gr__rpt_series;
 
 typedef struct {
   char node[128];
@@ -59,18 +65,18 @@ typedef struct {
   int have_coll, have_pool;
   char receipt[256]; /* gr_init's placement receipt when it differed from the plan, else "" */
   char priority[8];  /* gpurun --priority: "low", "normal", "high"; "" not recorded */
-} rpt_counters;
+} gr__rpt_counters;
 
 typedef struct {
-  rpt_series *s;
+  gr__rpt_series *s;
   int ns;
-  rpt_counters *c;
+  gr__rpt_counters *c;
   int nc;
   double t0, t1; /* job span over all samples */
   int slowest;   /* index into s of the flagged series' rank, -1 none */
   int slowest_rank;
   const char *slowest_why;
-} rpt_job;
+} gr__rpt_job;
 
 /* Errors: a call that fails returns a gr_status and records one sentence with gr__fail_msg
  * (gr_error.h, the library's thread-local buffer; names and paths in it escaped for the
@@ -79,28 +85,28 @@ typedef struct {
 
 /* Loads every *.csv and *.counters.json in dir: GR_OK, GR_ERR_SYSTEM when dir cannot be read,
  * GR_ERR_NOMEM. */
-gr_status rpt_load(const char *dir, rpt_job *job);
+gr_status gr__rpt_load(const char *dir, gr__rpt_job *job);
 /* Loads one CSV file (exposed for tests); GR_OK or GR_ERR_NOMEM. */
-gr_status rpt_load_csv(const char *path, rpt_job *job);
-gr_status rpt_load_counters(const char *path, rpt_job *job);
+gr_status gr__rpt_load_csv(const char *path, gr__rpt_job *job);
+gr_status gr__rpt_load_counters(const char *path, gr__rpt_job *job);
 /* The counters of the rank a series belongs to, NULL when it wrote none. */
-const rpt_counters *rpt_counters_for(const rpt_job *job, const rpt_series *s);
+const gr__rpt_counters *gr__rpt_counters_for(const gr__rpt_job *job, const gr__rpt_series *s);
 /* Whether two series belong to the same rank. */
-int rpt_same_rank(const rpt_series *a, const rpt_series *b);
+int gr__rpt_same_rank(const gr__rpt_series *a, const gr__rpt_series *b);
 /* Fills the summary fields and the slowest rank. */
-void rpt_summarize(rpt_job *job);
-void rpt_free(rpt_job *job);
+void gr__rpt_summarize(gr__rpt_job *job);
+void gr__rpt_free(gr__rpt_job *job);
 /* Trapezoid integral of y(t) over the points where y is defined (NAN skipped). */
-double rpt_integrate(const double *t, const double *y, int n);
+double gr__rpt_integrate(const double *t, const double *y, int n);
 
-void rpt_print_table(const rpt_job *job, FILE *out);
+void gr__rpt_print_table(const gr__rpt_job *job, FILE *out);
 /* Written whole or not at all (a temporary file renamed into place; a symlink or special file at
  * path is refused). check_dir: also refuse a directory that is not this user's or that others can
  * write (the default outputs inside a job directory). GR_OK; GR_ERR_SYSTEM ("cannot write PATH:
  * reason") or GR_ERR_NOMEM with the sentence recorded. */
-gr_status rpt_write_json(const rpt_job *job, const char *path, const char *flight_json,
-                         const char *wait_json, int check_dir);
-gr_status rpt_write_svg(const rpt_job *job, const char *path, int check_dir);
+gr_status gr__rpt_write_json(const gr__rpt_job *job, const char *path, const char *flight_json,
+                             const char *wait_json, int check_dir);
+gr_status gr__rpt_write_svg(const gr__rpt_job *job, const char *path, int check_dir);
 
 /* Reads flight.<rank>.json in dir; writes a human summary to out, a JSON array (malloc'd) of
  * per-communicator findings to *json (NULL when there are no dumps) and, when wait_json is not
@@ -111,6 +117,6 @@ gr_status rpt_write_svg(const rpt_job *job, const char *path, int check_dir);
  * The number of dumps read goes to *ndumps. GR_OK; GR_ERR_INVALID for a dump that does not parse
  * or names no valid rank, GR_ERR_SYSTEM when dir cannot be opened, GR_ERR_NOMEM (sentence recorded,
  * nothing written to out). */
-gr_status rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, int *ndumps);
+gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, int *ndumps);
 
 #endif

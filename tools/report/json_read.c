@@ -1,5 +1,5 @@
 /* Recursive-descent JSON reader (RFC 8259 grammar, depth-limited). */
-#include "json.h"
+#include "gr_json_read.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -21,8 +21,8 @@ static void ws(parser *ps) {
     ps->p++;
 }
 
-static grj *node(grj_type t) {
-  grj *v = calloc(1, sizeof *v);
+static gr__rpt_json *node(gr__rpt_json_type t) {
+  gr__rpt_json *v = calloc(1, sizeof *v);
   if (v) v->type = t;
   return v;
 }
@@ -102,10 +102,10 @@ static char *string(parser *ps) {
   return out;
 }
 
-static grj *value(parser *ps);
+static gr__rpt_json *value(parser *ps);
 
-static grj *container(parser *ps, int obj) {
-  grj *v = node(obj ? GRJ_OBJ : GRJ_ARR);
+static gr__rpt_json *container(parser *ps, int obj) {
+  gr__rpt_json *v = node(obj ? GR__RPT_JSON_OBJ : GR__RPT_JSON_ARR);
   if (!v) return NULL;
   ps->p++;
   ws(ps);
@@ -114,7 +114,7 @@ static grj *container(parser *ps, int obj) {
     ps->p++;
     return v;
   }
-  grj **tail = &v->child;
+  gr__rpt_json **tail = &v->child;
   for (;;) {
     ws(ps);
     char *key = NULL;
@@ -123,15 +123,15 @@ static grj *container(parser *ps, int obj) {
       ws(ps);
       if (!key || *ps->p != ':') {
         free(key);
-        grj_free(v);
+        gr__rpt_json_free(v);
         return NULL;
       }
       ps->p++;
     }
-    grj *c = value(ps);
+    gr__rpt_json *c = value(ps);
     if (!c) {
       free(key);
-      grj_free(v);
+      gr__rpt_json_free(v);
       return NULL;
     }
     c->key = key;
@@ -146,30 +146,30 @@ static grj *container(parser *ps, int obj) {
       ps->p++;
       return v;
     }
-    grj_free(v);
+    gr__rpt_json_free(v);
     return NULL;
   }
 }
 
-static grj *value(parser *ps) {
+static gr__rpt_json *value(parser *ps) {
   ws(ps);
-  if (++ps->depth > GRJ_MAX_DEPTH) return NULL;
-  grj *v = NULL;
+  if (++ps->depth > GR__RPT_JSON_MAX_DEPTH) return NULL;
+  gr__rpt_json *v = NULL;
   char c = *ps->p;
   if (c == '{' || c == '[') {
     v = container(ps, c == '{');
   } else if (c == '"') {
     char *s = string(ps);
-    if (s && (v = node(GRJ_STR)))
+    if (s && (v = node(GR__RPT_JSON_STR)))
       v->str = s;
     else
       free(s);
   } else if (!strncmp(ps->p, "true", 4) || !strncmp(ps->p, "false", 5)) {
-    v = node(GRJ_BOOL);
+    v = node(GR__RPT_JSON_BOOL);
     if (v) v->num = c == 't';
     ps->p += c == 't' ? 4 : 5;
   } else if (!strncmp(ps->p, "null", 4)) {
-    v = node(GRJ_NULL);
+    v = node(GR__RPT_JSON_NULL);
     ps->p += 4;
   } else if (c == '-' || isdigit((unsigned char)c)) {
     /* RFC 8259 number grammar first (strtod alone would take "-inf", "nan", "0x1p4"), then a
@@ -197,7 +197,7 @@ static grj *value(parser *ps) {
     }
     char *end;
     double d = ok ? strtod(ps->p, &end) : 0;
-    if (ok && end == q && isfinite(d) && (v = node(GRJ_NUM))) {
+    if (ok && end == q && isfinite(d) && (v = node(GR__RPT_JSON_NUM))) {
       v->num = d;
       ps->p = end;
     }
@@ -206,25 +206,25 @@ static grj *value(parser *ps) {
   return v;
 }
 
-grj *grj_parse(const char *text, size_t *err_at) {
+gr__rpt_json *gr__rpt_json_parse(const char *text, size_t *err_at) {
   parser ps = {text, text, 0, 0};
-  grj *v = value(&ps);
+  gr__rpt_json *v = value(&ps);
   ws(&ps);
   if (v && *ps.p != '\0') {
-    grj_free(v);
+    gr__rpt_json_free(v);
     v = NULL;
   }
   if (!v && err_at) *err_at = (size_t)(ps.p - text);
   return v;
 }
 
-grj *grj_parse_file(const char *path, size_t *err_at) {
+gr__rpt_json *gr__rpt_json_parse_file(const char *path, size_t *err_at) {
   char why[512];
-  return grj_parse_file_at(AT_FDCWD, path, GRJ_MAX_FILE, err_at, why, sizeof why);
+  return gr__rpt_json_parse_file_at(AT_FDCWD, path, GR__RPT_JSON_MAX_FILE, err_at, why, sizeof why);
 }
 
-grj *grj_parse_file_at(int dirfd, const char *name, size_t max, size_t *err_at, char *why,
-                       size_t why_len) {
+gr__rpt_json *gr__rpt_json_parse_file_at(int dirfd, const char *name, size_t max, size_t *err_at,
+                                         char *why, size_t why_len) {
   size_t len = 0;
   if (err_at) *err_at = 0;
   char *buf = gr__file_read(dirfd, name, max, &len, why, why_len);
@@ -235,16 +235,16 @@ grj *grj_parse_file_at(int dirfd, const char *name, size_t max, size_t *err_at, 
     free(buf);
     return NULL;
   }
-  grj *v = grj_parse(buf, err_at);
+  gr__rpt_json *v = gr__rpt_json_parse(buf, err_at);
   if (!v && err_at) snprintf(why, why_len, "not valid JSON at byte %zu", *err_at);
   free(buf);
   return v;
 }
 
-void grj_free(grj *v) {
+void gr__rpt_json_free(gr__rpt_json *v) {
   while (v) {
-    grj *next = v->next;
-    grj_free(v->child);
+    gr__rpt_json *next = v->next;
+    gr__rpt_json_free(v->child);
     free(v->str);
     free(v->key);
     free(v);
@@ -252,19 +252,19 @@ void grj_free(grj *v) {
   }
 }
 
-const grj *grj_get(const grj *v, const char *key) {
-  if (!v || v->type != GRJ_OBJ) return NULL;
-  for (const grj *c = v->child; c; c = c->next)
+const gr__rpt_json *gr__rpt_json_get(const gr__rpt_json *v, const char *key) {
+  if (!v || v->type != GR__RPT_JSON_OBJ) return NULL;
+  for (const gr__rpt_json *c = v->child; c; c = c->next)
     if (c->key && !strcmp(c->key, key)) return c;
   return NULL;
 }
 
-double grj_num(const grj *v, const char *key, double dflt) {
-  const grj *m = grj_get(v, key);
-  return m && (m->type == GRJ_NUM || m->type == GRJ_BOOL) ? m->num : dflt;
+double gr__rpt_json_num(const gr__rpt_json *v, const char *key, double dflt) {
+  const gr__rpt_json *m = gr__rpt_json_get(v, key);
+  return m && (m->type == GR__RPT_JSON_NUM || m->type == GR__RPT_JSON_BOOL) ? m->num : dflt;
 }
 
-const char *grj_str(const grj *v, const char *key) {
-  const grj *m = grj_get(v, key);
-  return m && m->type == GRJ_STR ? m->str : NULL;
+const char *gr__rpt_json_str(const gr__rpt_json *v, const char *key) {
+  const gr__rpt_json *m = gr__rpt_json_get(v, key);
+  return m && m->type == GR__RPT_JSON_STR ? m->str : NULL;
 }

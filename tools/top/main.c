@@ -1,6 +1,6 @@
 /* gpurun-top [DIR]: the live terminal view of a job (see gpurun-top.1). Reads only files; never
  * talks to the ranks, so it can watch a job that hangs. */
-#include "top.h"
+#include "gr_top.h"
 
 #include "gr_escape.h"
 
@@ -114,7 +114,7 @@ static void render_unreadable(FILE *f, const char *dir, int err, int width) {
     fprintf(f, "%.*s\n", width, lines[i]);
 }
 
-static int run_terminal(top_job *job, double interval) {
+static int run_terminal(gr__top_job *job, double interval) {
   struct termios saved, raw;
   if (tcgetattr(STDIN_FILENO, &saved) != 0) {
     fprintf(stderr, "gpurun-top: stdin is not a terminal (use --once)\n");
@@ -147,12 +147,12 @@ static int run_terminal(top_job *job, double interval) {
     }
     double now = gr__mono_now();
     if (now >= next) {
-      load_err = top_load(job) != 0 ? (errno ? errno : EIO) : 0;
+      load_err = gr__top_load(job) != 0 ? (errno ? errno : EIO) : 0;
       next = now + interval;
     }
     int body = rows - 6; /* header, verdict (up to 3 lines), titles, scroll line */
     if (body < 1) body = 1;
-    int total = top_rows(job);
+    int total = gr__top_rows(job);
     if (first > total - body) first = total - body;
     if (first < 0) first = 0;
     FILE *m = open_memstream(&frame, &frame_len);
@@ -161,7 +161,7 @@ static int run_terminal(top_job *job, double interval) {
     if (load_err || job->n == 0)
       render_unreadable(m, job->dir, load_err, cols > 1 ? cols - 1 : 1);
     else
-      top_render(m, job, first, body, cols > 1 ? cols - 1 : 1, interval);
+      gr__top_render(m, job, first, body, cols > 1 ? cols - 1 : 1, interval);
     fclose(m);
     /* One write per frame: home, each line cleared to its end, the rest of the screen cleared. */
     fputs("\033[H", stdout);
@@ -232,9 +232,9 @@ int main(int argc, char **argv) {
   }
   if (!dir) dir = getenv("GPURUN_MONITOR_DIR");
   if (!dir || !*dir) dir = "gpurun-monitor";
-  static top_job job;
+  static gr__top_job job;
   char err[1200];
-  if (top_find_job(dir, job.dir, sizeof job.dir, err, sizeof err) != 0) {
+  if (gr__top_find_job(dir, job.dir, sizeof job.dir, err, sizeof err) != 0) {
     fprintf(stderr, "gpurun-top: %s\n", err);
     return 1;
   }
@@ -245,8 +245,8 @@ int main(int argc, char **argv) {
     double best = INFINITY, sum = 0;
     for (int i = 0; i < bench && null; i++) {
       double t0 = gr__mono_now();
-      top_load(&job);
-      top_render(null, &job, 0, -1, 0, interval);
+      gr__top_load(&job);
+      gr__top_render(null, &job, 0, -1, 0, interval);
       fflush(null);
       double dt = gr__mono_now() - t0;
       sum += dt;
@@ -254,19 +254,19 @@ int main(int argc, char **argv) {
     }
     if (null) fclose(null);
     printf("gpurun-top: %d ranks, %d rows: refresh mean %.2f ms, best %.2f ms over %d frames\n",
-           job.n, top_rows(&job), 1e3 * sum / bench, 1e3 * best, bench);
+           job.n, gr__top_rows(&job), 1e3 * sum / bench, 1e3 * best, bench);
   } else if (once || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
-    if (top_load(&job) != 0) {
+    if (gr__top_load(&job) != 0) {
       char why[700];
       say_unreadable(why, sizeof why, job.dir, errno ? errno : EIO);
       fprintf(stderr, "gpurun-top: %s\n", why);
       rc = 1;
     } else {
-      top_render(stdout, &job, 0, -1, 0, interval);
+      gr__top_render(stdout, &job, 0, -1, 0, interval);
     }
   } else {
     rc = run_terminal(&job, interval);
   }
-  top_free(&job);
+  gr__top_free(&job);
   return rc;
 }

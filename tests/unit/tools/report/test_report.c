@@ -12,12 +12,12 @@
 #include <unistd.h>
 
 #include "gr_supervise.h"
-#include "json.h"
-#include "report.h"
+#include "gr_json_read.h"
+#include "gr_report.h"
 
 #define FIX GR_REPORT_FIXTURES
 
-static const rpt_series *find(const rpt_job *j, int local_rank, const char *gpu) {
+static const gr__rpt_series *find(const gr__rpt_job *j, int local_rank, const char *gpu) {
   for (int i = 0; i < j->ns; i++)
     if (j->s[i].local_rank == local_rank && !strcmp(j->s[i].gpu, gpu)) return &j->s[i];
   return NULL;
@@ -28,17 +28,17 @@ static void test_integrate(void **state) {
   double t[] = {0, 1, 3, 4};
   double y[] = {10, 20, NAN, 40};
   /* 0..1: (10+20)/2 = 15; the NAN point is skipped: 1..4 joined directly: (20+40)/2*3 = 90. */
-  assert_float_equal(rpt_integrate(t, y, 4), 105.0, 1e-9);
-  assert_float_equal(rpt_integrate(t, y, 1), 0.0, 1e-12);
+  assert_float_equal(gr__rpt_integrate(t, y, 4), 105.0, 1e-9);
+  assert_float_equal(gr__rpt_integrate(t, y, 1), 0.0, 1e-12);
 }
 
 static void test_gpu_job(void **state) {
   (void)state;
-  rpt_job j;
-  assert_int_equal(rpt_load(FIX "/gpu_job", &j), GR_OK);
-  rpt_summarize(&j);
+  gr__rpt_job j;
+  assert_int_equal(gr__rpt_load(FIX "/gpu_job", &j), GR_OK);
+  gr__rpt_summarize(&j);
   assert_int_equal(j.ns, 2);
-  const rpt_series *a = find(&j, 0, "0000:17:00.0"), *b = find(&j, 1, "0000:65:00.0");
+  const gr__rpt_series *a = find(&j, 0, "0000:17:00.0"), *b = find(&j, 1, "0000:65:00.0");
   assert_non_null(a);
   assert_non_null(b);
   assert_int_equal(a->n, 4);
@@ -59,7 +59,7 @@ static void test_gpu_job(void **state) {
   assert_float_equal(b->mem_peak, 4000.0, 1e-9);
   assert_float_equal(b->temp_max, 69.0, 1e-9);
   /* Counters: rank 0 waited 2.0 + 0.5 s, rank 1 0.25 s: rank 1 is the one the others wait for. */
-  const rpt_counters *ca = rpt_counters_for(&j, a), *cb = rpt_counters_for(&j, b);
+  const gr__rpt_counters *ca = gr__rpt_counters_for(&j, a), *cb = gr__rpt_counters_for(&j, b);
   assert_non_null(ca);
   assert_non_null(cb);
   assert_float_equal(ca->coll_wait_s, 2.5, 1e-9);
@@ -71,16 +71,16 @@ static void test_gpu_job(void **state) {
   assert_int_equal(j.s[j.slowest].rank, 1);
   assert_float_equal(j.t0, 1000.0, 1e-9);
   assert_float_equal(j.t1, 1004.5, 1e-9);
-  rpt_free(&j);
+  gr__rpt_free(&j);
 }
 
 static void test_cpu_job(void **state) {
   (void)state;
-  rpt_job j;
-  assert_int_equal(rpt_load(FIX "/cpu_job", &j), GR_OK);
-  rpt_summarize(&j);
+  gr__rpt_job j;
+  assert_int_equal(gr__rpt_load(FIX "/cpu_job", &j), GR_OK);
+  gr__rpt_summarize(&j);
   assert_int_equal(j.ns, 2);
-  const rpt_series *a = find(&j, 0, "-"), *b = find(&j, 1, "-");
+  const gr__rpt_series *a = find(&j, 0, "-"), *b = find(&j, 1, "-");
   assert_non_null(a);
   assert_non_null(b);
   /* A dotted host name survives the <node>.<local_rank>.csv split. */
@@ -97,28 +97,28 @@ static void test_cpu_job(void **state) {
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   close(fd);
-  assert_int_equal(rpt_write_json(&j, path, NULL, NULL, 0), GR_OK);
-  grj *doc = grj_parse_file(path, NULL);
+  assert_int_equal(gr__rpt_write_json(&j, path, NULL, NULL, 0), GR_OK);
+  gr__rpt_json *doc = gr__rpt_json_parse_file(path, NULL);
   assert_non_null(doc);
-  const grj *series = grj_get(doc, "series");
+  const gr__rpt_json *series = gr__rpt_json_get(doc, "series");
   assert_non_null(series);
-  assert_float_equal(grj_num(series->child, "rss_peak_mib", -1), 300.0, 1e-9);
-  assert_int_equal(grj_get(series->child, "energy_j")->type, GRJ_NULL);
-  assert_float_equal(grj_num(grj_get(doc, "slowest"), "rank", -1), 1, 0);
-  grj_free(doc);
+  assert_float_equal(gr__rpt_json_num(series->child, "rss_peak_mib", -1), 300.0, 1e-9);
+  assert_int_equal(gr__rpt_json_get(series->child, "energy_j")->type, GR__RPT_JSON_NULL);
+  assert_float_equal(gr__rpt_json_num(gr__rpt_json_get(doc, "slowest"), "rank", -1), 1, 0);
+  gr__rpt_json_free(doc);
   unlink(path);
-  rpt_free(&j);
+  gr__rpt_free(&j);
 }
 
-static int has_rank(const grj *arr, int r) {
-  for (const grj *c = arr ? arr->child : NULL; c; c = c->next)
+static int has_rank(const gr__rpt_json *arr, int r) {
+  for (const gr__rpt_json *c = arr ? arr->child : NULL; c; c = c->next)
     if (c->num == r) return 1;
   return 0;
 }
 
-static int count(const grj *arr) {
+static int count(const gr__rpt_json *arr) {
   int n = 0;
-  for (const grj *c = arr ? arr->child : NULL; c; c = c->next)
+  for (const gr__rpt_json *c = arr ? arr->child : NULL; c; c = c->next)
     n++;
   return n;
 }
@@ -129,36 +129,36 @@ static void test_flight(void **state) {
   FILE *out = tmpfile();
   {
     int nd = -1;
-    assert_int_equal(rpt_flight(FIX "/hang_job", out, &json, NULL, &nd), GR_OK);
+    assert_int_equal(gr__rpt_flight(FIX "/hang_job", out, &json, NULL, &nd), GR_OK);
     assert_int_equal(nd, 4);
   }
   assert_non_null(json);
-  grj *doc = grj_parse(json, NULL);
+  gr__rpt_json *doc = gr__rpt_json_parse(json, NULL);
   assert_non_null(doc);
   int seen = 0;
-  for (const grj *f = doc->child; f; f = f->next) {
-    const char *comm = grj_str(f, "comm");
+  for (const gr__rpt_json *f = doc->child; f; f = f->next) {
+    const char *comm = gr__rpt_json_str(f, "comm");
     if (!strcmp(comm, "world")) {
       seen++;
-      assert_float_equal(grj_num(f, "seq", -1), 17, 0);
-      assert_string_equal(grj_str(f, "op"), "allreduce");
-      assert_int_equal(count(grj_get(f, "waiting")), 3);
-      assert_int_equal(count(grj_get(f, "never_entered")), 1);
-      assert_true(has_rank(grj_get(f, "never_entered"), 3));
-      assert_int_equal(count(grj_get(f, "no_dump")), 1);
-      assert_true(has_rank(grj_get(f, "no_dump"), 4));
+      assert_float_equal(gr__rpt_json_num(f, "seq", -1), 17, 0);
+      assert_string_equal(gr__rpt_json_str(f, "op"), "allreduce");
+      assert_int_equal(count(gr__rpt_json_get(f, "waiting")), 3);
+      assert_int_equal(count(gr__rpt_json_get(f, "never_entered")), 1);
+      assert_true(has_rank(gr__rpt_json_get(f, "never_entered"), 3));
+      assert_int_equal(count(gr__rpt_json_get(f, "no_dump")), 1);
+      assert_true(has_rank(gr__rpt_json_get(f, "no_dump"), 4));
     } else if (!strcmp(comm, "split-1")) {
       seen++;
-      assert_float_equal(grj_num(f, "seq", -1), 5, 0);
-      assert_string_equal(grj_str(f, "op"), "broadcast");
-      assert_int_equal(count(grj_get(f, "waiting")), 1);
-      assert_true(has_rank(grj_get(f, "waiting"), 0));
-      assert_int_equal(count(grj_get(f, "never_entered")), 1);
-      assert_true(has_rank(grj_get(f, "never_entered"), 2));
+      assert_float_equal(gr__rpt_json_num(f, "seq", -1), 5, 0);
+      assert_string_equal(gr__rpt_json_str(f, "op"), "broadcast");
+      assert_int_equal(count(gr__rpt_json_get(f, "waiting")), 1);
+      assert_true(has_rank(gr__rpt_json_get(f, "waiting"), 0));
+      assert_int_equal(count(gr__rpt_json_get(f, "never_entered")), 1);
+      assert_true(has_rank(gr__rpt_json_get(f, "never_entered"), 2));
     }
   }
   assert_int_equal(seen, 2);
-  grj_free(doc);
+  gr__rpt_json_free(doc);
   free(json);
   /* The sentence an operator reads names the missing rank. */
   char text[4096];
@@ -171,7 +171,7 @@ static void test_flight(void **state) {
   /* No dumps: nothing to say. */
   {
     int nd = -1;
-    assert_int_equal(rpt_flight(FIX "/gpu_job", stdout, &json, NULL, &nd), GR_OK);
+    assert_int_equal(gr__rpt_flight(FIX "/gpu_job", stdout, &json, NULL, &nd), GR_OK);
     assert_int_equal(nd, 0);
   }
   assert_null(json);
@@ -185,43 +185,43 @@ static void test_flight_timeout_state(void **state) {
   FILE *out = tmpfile();
   {
     int nd = -1;
-    assert_int_equal(rpt_flight(FIX "/timeout_job", out, &json, NULL, &nd), GR_OK);
+    assert_int_equal(gr__rpt_flight(FIX "/timeout_job", out, &json, NULL, &nd), GR_OK);
     assert_int_equal(nd, 2);
   }
   fclose(out);
-  grj *doc = grj_parse(json, NULL);
+  gr__rpt_json *doc = gr__rpt_json_parse(json, NULL);
   assert_non_null(doc);
-  const grj *f = doc->child;
+  const gr__rpt_json *f = doc->child;
   assert_non_null(f);
-  assert_string_equal(grj_str(f, "comm"), "world");
-  assert_string_equal(grj_str(f, "op"), "reduce_scatter");
-  assert_float_equal(grj_num(f, "seq", -1), 3, 0);
-  assert_int_equal(count(grj_get(f, "waiting")), 1);
-  assert_true(has_rank(grj_get(f, "waiting"), 0));
-  assert_int_equal(count(grj_get(f, "never_entered")), 1);
-  assert_true(has_rank(grj_get(f, "never_entered"), 1));
-  assert_int_equal(count(grj_get(f, "no_dump")), 0);
+  assert_string_equal(gr__rpt_json_str(f, "comm"), "world");
+  assert_string_equal(gr__rpt_json_str(f, "op"), "reduce_scatter");
+  assert_float_equal(gr__rpt_json_num(f, "seq", -1), 3, 0);
+  assert_int_equal(count(gr__rpt_json_get(f, "waiting")), 1);
+  assert_true(has_rank(gr__rpt_json_get(f, "waiting"), 0));
+  assert_int_equal(count(gr__rpt_json_get(f, "never_entered")), 1);
+  assert_true(has_rank(gr__rpt_json_get(f, "never_entered"), 1));
+  assert_int_equal(count(gr__rpt_json_get(f, "no_dump")), 0);
   assert_null(f->next);
-  grj_free(doc);
+  gr__rpt_json_free(doc);
   free(json);
 }
 
 static void test_json_reader(void **state) {
   (void)state;
-  grj *v = grj_parse(
+  gr__rpt_json *v = gr__rpt_json_parse(
       " {\"a\": [1, 2.5e1, -3], \"b\": \"x\\\"y\\u0041\", \"c\": null, \"d\": true} ", NULL);
   assert_non_null(v);
-  const grj *a = grj_get(v, "a");
+  const gr__rpt_json *a = gr__rpt_json_get(v, "a");
   assert_int_equal(count(a), 3);
   assert_float_equal(a->child->next->num, 25.0, 0);
-  assert_string_equal(grj_str(v, "b"), "x\"yA");
-  assert_int_equal(grj_get(v, "c")->type, GRJ_NULL);
-  assert_float_equal(grj_num(v, "d", 0), 1, 0);
-  grj_free(v);
+  assert_string_equal(gr__rpt_json_str(v, "b"), "x\"yA");
+  assert_int_equal(gr__rpt_json_get(v, "c")->type, GR__RPT_JSON_NULL);
+  assert_float_equal(gr__rpt_json_num(v, "d", 0), 1, 0);
+  gr__rpt_json_free(v);
   size_t at = 0;
-  assert_null(grj_parse("{\"a\": [1, 2", &at));
-  assert_null(grj_parse("{\"a\": 1} x", &at));
-  assert_null(grj_parse("", &at));
+  assert_null(gr__rpt_json_parse("{\"a\": [1, 2", &at));
+  assert_null(gr__rpt_json_parse("{\"a\": 1} x", &at));
+  assert_null(gr__rpt_json_parse("", &at));
 }
 
 /* The supervisor writes, the report reads: the column contract holds end to end. */
@@ -245,9 +245,9 @@ static void test_supervisor_csv_round_trip(void **state) {
   assert_int_equal(code, 0);
   char job[300];
   snprintf(job, sizeof job, "%s/rt", dir);
-  rpt_job j;
-  assert_int_equal(rpt_load(job, &j), GR_OK);
-  rpt_summarize(&j);
+  gr__rpt_job j;
+  assert_int_equal(gr__rpt_load(job, &j), GR_OK);
+  gr__rpt_summarize(&j);
   assert_int_equal(j.ns, 1);
   assert_string_equal(j.s[0].node, "n9");
   assert_int_equal(j.s[0].local_rank, 3);
@@ -255,7 +255,7 @@ static void test_supervisor_csv_round_trip(void **state) {
   assert_string_equal(j.s[0].gpu, "-");
   assert_true(j.s[0].n >= 2);
   assert_true(j.s[0].rss_peak > 0);
-  rpt_free(&j);
+  gr__rpt_free(&j);
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   assert_int_equal(system(cmd), 0);

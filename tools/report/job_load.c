@@ -1,7 +1,7 @@
 /* Loading a job's CSVs and counters, and the per-series summary. */
-#include "report.h"
+#include "gr_report.h"
 
-#include "json.h"
+#include "gr_json_read.h"
 
 #include "gr_counters_format.h"
 #include "gr_error.h"
@@ -21,7 +21,7 @@
 
 static double finite_in(double v, double lo, double hi, double dflt);
 
-static const char *const metric_cols[M_COUNT] = {
+static const char *const metric_cols[GR__RPT_M_COUNT] = {
     GR_CSV_GPU_UTIL,     GR_CSV_MEM_USED_MIB,  GR_CSV_MEM_TOTAL_MIB, GR_CSV_TEMP_C,
     GR_CSV_POWER_W,      GR_CSV_SM_CLOCK_MHZ,  GR_CSV_CPU_UTIL,      GR_CSV_RSS_MIB,
     GR_CSV_RANK_SM_UTIL, GR_CSV_OTHERS_SM_UTIL};
@@ -51,16 +51,16 @@ static int parse_name(const char *base, const char *suffix, char *node, size_t c
   return 0;
 }
 
-static rpt_series *series_for(rpt_job *job, const char *node, int local_rank, int rank,
-                              const char *gpu) {
+static gr__rpt_series *series_for(gr__rpt_job *job, const char *node, int local_rank, int rank,
+                                  const char *gpu) {
   for (int i = 0; i < job->ns; i++) {
-    rpt_series *s = &job->s[i];
+    gr__rpt_series *s = &job->s[i];
     if (s->local_rank == local_rank && !strcmp(s->node, node) && !strcmp(s->gpu, gpu)) return s;
   }
-  rpt_series *ns = realloc(job->s, (size_t)(job->ns + 1) * sizeof *ns);
+  gr__rpt_series *ns = realloc(job->s, (size_t)(job->ns + 1) * sizeof *ns);
   if (!ns) return NULL;
   job->s = ns;
-  rpt_series *s = &job->s[job->ns++];
+  gr__rpt_series *s = &job->s[job->ns++];
   memset(s, 0, sizeof *s);
   snprintf(s->node, sizeof s->node, "%s", node);
   snprintf(s->gpu, sizeof s->gpu, "%s", gpu);
@@ -69,13 +69,13 @@ static rpt_series *series_for(rpt_job *job, const char *node, int local_rank, in
   return s;
 }
 
-static int push(rpt_series *s, double t, const double *m) {
+static int push(gr__rpt_series *s, double t, const double *m) {
   if (s->n == s->cap) {
     int cap = s->cap ? s->cap * 2 : 64;
     double *nt = realloc(s->t, (size_t)cap * sizeof *nt);
     if (!nt) return -1;
     s->t = nt;
-    for (int k = 0; k < M_COUNT; k++) {
+    for (int k = 0; k < GR__RPT_M_COUNT; k++) {
       double *nm = realloc(s->m[k], (size_t)cap * sizeof *nm);
       if (!nm) return -1;
       s->m[k] = nm;
@@ -83,7 +83,7 @@ static int push(rpt_series *s, double t, const double *m) {
     s->cap = cap;
   }
   s->t[s->n] = t;
-  for (int k = 0; k < M_COUNT; k++)
+  for (int k = 0; k < GR__RPT_M_COUNT; k++)
     s->m[k][s->n] = m[k];
   s->n++;
   return 0;
@@ -117,15 +117,16 @@ static double field_num(const char *s, double lo, double hi, int *bad) {
 }
 
 /* Plausible ranges per metric: a value outside is corrupt or hostile input, not a measurement. */
-static const double metric_lo[M_COUNT] = {0, 0, 0, -100, 0, 0, 0, 0, 0, 0};
+static const double metric_lo[GR__RPT_M_COUNT] = {0, 0, 0, -100, 0, 0, 0, 0, 0, 0};
 /* rank_sm_util/others_sm_util sum several processes' shares: bounded loosely */
-static const double metric_hi[M_COUNT] = {100, 1e9, 1e9, 300, 1e5, 1e6, 100, 1e12, 1000, 1000};
+static const double metric_hi[GR__RPT_M_COUNT] = {100, 1e9, 1e9,  300,  1e5,
+                                                  1e6, 100, 1e12, 1000, 1000};
 
 /* Per-file complaints: the first of each kind with file:line, then a count at the end. */
 enum { P_LONG, P_FIELDS, P_NUMBER, P_GPU, P_SERIES, P_NKINDS };
 static const char *const problem_text[P_NKINDS] = {
-    "line longer than " RPT_MAX_LINE_STR " bytes; skipped", "wrong number of fields; row skipped",
-    "number not finite or out of range; taken as missing",
+    "line longer than " GR__RPT_MAX_LINE_STR " bytes; skipped",
+    "wrong number of fields; row skipped", "number not finite or out of range; taken as missing",
     "gpu field longer than 31 bytes; row skipped",
     "too many distinct series (GPUs) in one file; row skipped"};
 
@@ -151,17 +152,17 @@ static void problems_summary(const problems *p) {
     }
 }
 
-/* Reads one line of any length; a line over RPT_MAX_LINE is consumed and reported as too long
+/* Reads one line of any length; a line over GR__RPT_MAX_LINE is consumed and reported as too long
  * (*len set to (size_t)-1). Returns 0 at end of file. */
 static int read_line(FILE *f, char **buf, size_t *cap, size_t *len) {
   ssize_t n = getline(buf, cap, f);
   if (n < 0) return 0;
-  *len = (size_t)n > RPT_MAX_LINE ? (size_t)-1 : (size_t)n;
+  *len = (size_t)n > GR__RPT_MAX_LINE ? (size_t)-1 : (size_t)n;
   return 1;
 }
 
 /* GR_OK (a file that cannot be used is skipped with a warning), or GR_ERR_NOMEM recorded. */
-static gr_status load_csv_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
+static gr_status load_csv_at(int dirfd, const char *name, const char *shown, gr__rpt_job *job) {
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
   char node[128];
@@ -188,8 +189,9 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, rpt
   char *line = NULL;
   size_t cap = 0, len = 0;
   char *fields[64];
-  int col_time = -1, col_rank = -1, col_gpu = -1, col_thr = -1, col_ecc = -1, col_m[M_COUNT];
-  for (int k = 0; k < M_COUNT; k++)
+  int col_time = -1, col_rank = -1, col_gpu = -1, col_thr = -1, col_ecc = -1,
+      col_m[GR__RPT_M_COUNT];
+  for (int k = 0; k < GR__RPT_M_COUNT; k++)
     col_m[k] = -1;
   if (!read_line(f, &line, &cap, &len)) {
     free(line);
@@ -215,7 +217,7 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, rpt
       col_thr = i;
     else if (!strcmp(fields[i], GR_CSV_ECC_UNCORRECTED))
       col_ecc = i;
-    for (int k = 0; k < M_COUNT; k++)
+    for (int k = 0; k < GR__RPT_M_COUNT; k++)
       if (!strcmp(fields[i], metric_cols[k])) col_m[k] = i;
   }
   if (col_time < 0) {
@@ -256,18 +258,18 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, rpt
       problem(&pr, P_GPU, lineno);
       continue;
     }
-    double m[M_COUNT];
-    for (int k = 0; k < M_COUNT; k++)
+    double m[GR__RPT_M_COUNT];
+    for (int k = 0; k < GR__RPT_M_COUNT; k++)
       m[k] = col_m[k] >= 0 ? field_num(fields[col_m[k]], metric_lo[k], metric_hi[k], &bad) : NAN;
     double ecc = col_ecc >= 0 ? field_num(fields[col_ecc], 0, 1e15, &bad) : NAN;
     if (bad) problem(&pr, P_NUMBER, lineno);
     int before = job->ns;
-    rpt_series *s = NULL;
+    gr__rpt_series *s = NULL;
     for (int i = 0; i < job->ns && !s; i++)
       if (job->s[i].local_rank == local_rank && !strcmp(job->s[i].node, node) &&
           !strcmp(job->s[i].gpu, gpu))
         s = &job->s[i];
-    if (!s && (file_series >= RPT_MAX_SERIES_PER_FILE || job->ns >= RPT_MAX_SERIES)) {
+    if (!s && (file_series >= GR__RPT_MAX_SERIES_PER_FILE || job->ns >= GR__RPT_MAX_SERIES)) {
       problem(&pr, P_SERIES, lineno);
       continue;
     }
@@ -288,16 +290,18 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, rpt
   return rc;
 }
 
-gr_status rpt_load_csv(const char *path, rpt_job *job) {
+gr_status gr__rpt_load_csv(const char *path, gr__rpt_job *job) {
   return load_csv_at(AT_FDCWD, path, path, job);
 }
 
-static gr_status load_counters_at(int dirfd, const char *name, const char *shown, rpt_job *job) {
+static gr_status load_counters_at(int dirfd, const char *name, const char *shown,
+                                  gr__rpt_job *job) {
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
   size_t at = 0;
   char why[512];
-  grj *doc = grj_parse_file_at(dirfd, name, RPT_MAX_COUNTERS_FILE, &at, why, sizeof why);
+  gr__rpt_json *doc =
+      gr__rpt_json_parse_file_at(dirfd, name, GR__RPT_MAX_COUNTERS_FILE, &at, why, sizeof why);
   if (!doc) {
     fputs("gpurun-report: ", stderr);
     gr__esc_term(stderr, shown);
@@ -306,46 +310,46 @@ static gr_status load_counters_at(int dirfd, const char *name, const char *shown
     fputs("; skipped\n", stderr);
     return GR_OK;
   }
-  rpt_counters c;
+  gr__rpt_counters c;
   memset(&c, 0, sizeof c);
   if (parse_name(base, GR_COUNTERS_SUFFIX, c.node, sizeof c.node, &c.local_rank) != 0) {
     snprintf(c.node, sizeof c.node, "%s",
-             grj_str(doc, GR_CTR_NODE) ? grj_str(doc, GR_CTR_NODE) : "?");
-    c.local_rank = (int)finite_in(grj_num(doc, GR_CTR_LOCAL_RANK, -1), -1, 1e7, -1);
+             gr__rpt_json_str(doc, GR_CTR_NODE) ? gr__rpt_json_str(doc, GR_CTR_NODE) : "?");
+    c.local_rank = (int)finite_in(gr__rpt_json_num(doc, GR_CTR_LOCAL_RANK, -1), -1, 1e7, -1);
   }
-  c.rank = (int)finite_in(grj_num(doc, GR_CTR_RANK, -1), -1, 1e7, -1);
-  const grj *coll = grj_get(doc, GR_CTR_COLLECTIVES);
-  if (coll && coll->type == GRJ_OBJ) {
+  c.rank = (int)finite_in(gr__rpt_json_num(doc, GR_CTR_RANK, -1), -1, 1e7, -1);
+  const gr__rpt_json *coll = gr__rpt_json_get(doc, GR_CTR_COLLECTIVES);
+  if (coll && coll->type == GR__RPT_JSON_OBJ) {
     c.have_coll = 1;
-    for (const grj *op = coll->child; op; op = op->next) {
-      c.coll_calls += finite_in(grj_num(op, GR_CTR_OP_CALLS, 0), 0, 1e15, 0);
-      c.coll_bytes += finite_in(grj_num(op, GR_CTR_OP_BYTES, 0), 0, 1e20, 0);
-      double t = finite_in(grj_num(op, GR_CTR_OP_TIME_S, 0), 0, 1e9, 0);
+    for (const gr__rpt_json *op = coll->child; op; op = op->next) {
+      c.coll_calls += finite_in(gr__rpt_json_num(op, GR_CTR_OP_CALLS, 0), 0, 1e15, 0);
+      c.coll_bytes += finite_in(gr__rpt_json_num(op, GR_CTR_OP_BYTES, 0), 0, 1e20, 0);
+      double t = finite_in(gr__rpt_json_num(op, GR_CTR_OP_TIME_S, 0), 0, 1e9, 0);
       c.coll_time_s += t;
       /* The runtime counts wall time inside a call, waiting for peers included; a separate
        * wait figure is used when a writer provides one. */
-      c.coll_wait_s += finite_in(grj_num(op, GR_CTR_OP_WAIT_S, t), 0, 1e9, t);
+      c.coll_wait_s += finite_in(gr__rpt_json_num(op, GR_CTR_OP_WAIT_S, t), 0, 1e9, t);
     }
   }
   /* the placement receipt: another job's file, so only printable characters are kept */
-  const char *receipt = grj_str(doc, GR_CTR_RECEIPT);
+  const char *receipt = gr__rpt_json_str(doc, GR_CTR_RECEIPT);
   if (receipt) {
     snprintf(c.receipt, sizeof c.receipt, "%s", receipt);
     for (char *p = c.receipt; *p; p++)
       if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
   }
   /* the rank's priority: one of the three levels, anything else is not recorded */
-  const char *prio = grj_str(doc, GR_CTR_PRIORITY);
+  const char *prio = gr__rpt_json_str(doc, GR_CTR_PRIORITY);
   if (prio && (!strcmp(prio, "low") || !strcmp(prio, "normal") || !strcmp(prio, "high")))
     snprintf(c.priority, sizeof c.priority, "%s", prio);
-  const grj *pool = grj_get(doc, GR_CTR_POOL);
-  if (pool && pool->type == GRJ_OBJ) {
+  const gr__rpt_json *pool = gr__rpt_json_get(doc, GR_CTR_POOL);
+  if (pool && pool->type == GR__RPT_JSON_OBJ) {
     c.have_pool = 1;
-    c.pool_steals = finite_in(grj_num(pool, GR_CTR_POOL_STEALS, 0), 0, 1e18, 0);
-    c.pool_idle_s = finite_in(grj_num(pool, GR_CTR_POOL_IDLE_S, 0), 0, 1e12, 0);
+    c.pool_steals = finite_in(gr__rpt_json_num(pool, GR_CTR_POOL_STEALS, 0), 0, 1e18, 0);
+    c.pool_idle_s = finite_in(gr__rpt_json_num(pool, GR_CTR_POOL_IDLE_S, 0), 0, 1e12, 0);
   }
-  grj_free(doc);
-  rpt_counters *nc = realloc(job->c, (size_t)(job->nc + 1) * sizeof *nc);
+  gr__rpt_json_free(doc);
+  gr__rpt_counters *nc = realloc(job->c, (size_t)(job->nc + 1) * sizeof *nc);
   if (!nc) {
     char esc[512];
     return gr__fail_msg(GR_ERR_NOMEM, "out of memory loading %s",
@@ -356,7 +360,7 @@ static gr_status load_counters_at(int dirfd, const char *name, const char *shown
   return GR_OK;
 }
 
-gr_status rpt_load_counters(const char *path, rpt_job *job) {
+gr_status gr__rpt_load_counters(const char *path, gr__rpt_job *job) {
   return load_counters_at(AT_FDCWD, path, path, job);
 }
 
@@ -366,7 +370,7 @@ static double finite_in(double v, double lo, double hi, double dflt) {
 }
 
 static int cmp_series(const void *a, const void *b) {
-  const rpt_series *x = a, *y = b;
+  const gr__rpt_series *x = a, *y = b;
   if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
   int d = strcmp(x->node, y->node);
   if (d) return d;
@@ -374,7 +378,7 @@ static int cmp_series(const void *a, const void *b) {
   return strcmp(x->gpu, y->gpu);
 }
 
-gr_status rpt_load(const char *dir, rpt_job *job) {
+gr_status gr__rpt_load(const char *dir, gr__rpt_job *job) {
   memset(job, 0, sizeof *job);
   job->slowest = -1;
   job->slowest_rank = -1;
@@ -403,7 +407,7 @@ gr_status rpt_load(const char *dir, rpt_job *job) {
   if (dirfd >= 0) close(dirfd);
   /* A rank that wrote counters but no samples (run without the supervisor) still gets a row. */
   for (int i = 0; rc == GR_OK && i < job->nc; i++) {
-    const rpt_counters *c = &job->c[i];
+    const gr__rpt_counters *c = &job->c[i];
     int found = 0;
     for (int k = 0; k < job->ns && !found; k++)
       found = job->s[k].local_rank == c->local_rank && !strcmp(job->s[k].node, c->node);
@@ -415,7 +419,7 @@ gr_status rpt_load(const char *dir, rpt_job *job) {
   return rc;
 }
 
-double rpt_integrate(const double *t, const double *y, int n) {
+double gr__rpt_integrate(const double *t, const double *y, int n) {
   double sum = 0;
   int prev = -1;
   for (int i = 0; i < n; i++) {
@@ -439,13 +443,13 @@ static void mean_max(const double *v, int n, double *mean, double *max) {
   *mean = k ? sum / k : NAN;
 }
 
-int rpt_same_rank(const rpt_series *a, const rpt_series *b) {
+int gr__rpt_same_rank(const gr__rpt_series *a, const gr__rpt_series *b) {
   return a->local_rank == b->local_rank && !strcmp(a->node, b->node);
 }
 
-const rpt_counters *rpt_counters_for(const rpt_job *job, const rpt_series *s) {
+const gr__rpt_counters *gr__rpt_counters_for(const gr__rpt_job *job, const gr__rpt_series *s) {
   for (int i = 0; i < job->nc; i++) {
-    const rpt_counters *c = &job->c[i];
+    const gr__rpt_counters *c = &job->c[i];
     if ((c->local_rank == s->local_rank && !strcmp(c->node, s->node)) ||
         (s->rank >= 0 && c->rank == s->rank))
       return c;
@@ -453,25 +457,25 @@ const rpt_counters *rpt_counters_for(const rpt_job *job, const rpt_series *s) {
   return NULL;
 }
 
-void rpt_summarize(rpt_job *job) {
+void gr__rpt_summarize(gr__rpt_job *job) {
   job->t0 = INFINITY;
   job->t1 = -INFINITY;
   for (int i = 0; i < job->ns; i++) {
-    rpt_series *s = &job->s[i];
+    gr__rpt_series *s = &job->s[i];
     double dummy;
     s->t_first = s->n ? s->t[0] : NAN;
     s->t_last = s->n ? s->t[s->n - 1] : NAN;
     if (s->n && s->t[0] < job->t0) job->t0 = s->t[0];
     if (s->n && s->t[s->n - 1] > job->t1) job->t1 = s->t[s->n - 1];
-    mean_max(s->m[M_GPU_UTIL], s->n, &s->util_mean, &s->util_max);
-    mean_max(s->m[M_MEM_USED], s->n, &dummy, &s->mem_peak);
-    mean_max(s->m[M_MEM_TOTAL], s->n, &dummy, &s->mem_total);
-    mean_max(s->m[M_TEMP], s->n, &dummy, &s->temp_max);
-    mean_max(s->m[M_CPU_UTIL], s->n, &s->cpu_mean, &s->cpu_max);
-    mean_max(s->m[M_RSS], s->n, &dummy, &s->rss_peak);
-    mean_max(s->m[M_RANK_SM], s->n, &s->rank_sm_mean, &dummy);
-    mean_max(s->m[M_OTHERS_SM], s->n, &s->others_sm_mean, &dummy);
-    s->energy_j = strcmp(s->gpu, "-") ? rpt_integrate(s->t, s->m[M_POWER], s->n) : NAN;
+    mean_max(s->m[GR__RPT_M_GPU_UTIL], s->n, &s->util_mean, &s->util_max);
+    mean_max(s->m[GR__RPT_M_MEM_USED], s->n, &dummy, &s->mem_peak);
+    mean_max(s->m[GR__RPT_M_MEM_TOTAL], s->n, &dummy, &s->mem_total);
+    mean_max(s->m[GR__RPT_M_TEMP], s->n, &dummy, &s->temp_max);
+    mean_max(s->m[GR__RPT_M_CPU_UTIL], s->n, &s->cpu_mean, &s->cpu_max);
+    mean_max(s->m[GR__RPT_M_RSS], s->n, &dummy, &s->rss_peak);
+    mean_max(s->m[GR__RPT_M_RANK_SM], s->n, &s->rank_sm_mean, &dummy);
+    mean_max(s->m[GR__RPT_M_OTHERS_SM], s->n, &s->others_sm_mean, &dummy);
+    s->energy_j = strcmp(s->gpu, "-") ? gr__rpt_integrate(s->t, s->m[GR__RPT_M_POWER], s->n) : NAN;
   }
   if (!isfinite(job->t0)) job->t0 = job->t1 = 0; /* no samples at all */
 
@@ -483,8 +487,8 @@ void rpt_summarize(rpt_job *job) {
   int best = -1;
   double best_v = 0;
   for (int i = 0; i < job->ns; i++) {
-    const rpt_series *s = &job->s[i];
-    const rpt_counters *c = rpt_counters_for(job, s);
+    const gr__rpt_series *s = &job->s[i];
+    const gr__rpt_counters *c = gr__rpt_counters_for(job, s);
     double v;
     if (with_wait >= 2) {
       if (!c || !c->have_coll) continue;
@@ -499,7 +503,7 @@ void rpt_summarize(rpt_job *job) {
   }
   int ranks = 0;
   for (int i = 0; i < job->ns; i++)
-    if (i == 0 || !rpt_same_rank(&job->s[i], &job->s[i - 1])) ranks++;
+    if (i == 0 || !gr__rpt_same_rank(&job->s[i], &job->s[i - 1])) ranks++;
   if (ranks >= 2 && best >= 0) {
     job->slowest = best;
     job->slowest_rank = job->s[best].rank;
@@ -508,10 +512,10 @@ void rpt_summarize(rpt_job *job) {
   }
 }
 
-void rpt_free(rpt_job *job) {
+void gr__rpt_free(gr__rpt_job *job) {
   for (int i = 0; i < job->ns; i++) {
     free(job->s[i].t);
-    for (int k = 0; k < M_COUNT; k++)
+    for (int k = 0; k < GR__RPT_M_COUNT; k++)
       free(job->s[i].m[k]);
   }
   free(job->s);

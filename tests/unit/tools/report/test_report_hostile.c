@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "gr_telemetry.h"
-#include "json.h"
-#include "report.h"
+#include "gr_json_read.h"
+#include "gr_report.h"
 
 #define FIX GR_REPORT_FIXTURES
 
@@ -86,21 +86,21 @@ static void test_hostile_csv(void **state) {
         i == 23 ? "-inf" : "100");
   }
   fclose(f);
-  rpt_job j;
-  assert_int_equal(rpt_load(jd, &j), GR_OK);
-  rpt_summarize(&j);
+  gr__rpt_job j;
+  assert_int_equal(gr__rpt_load(jd, &j), GR_OK);
+  gr__rpt_summarize(&j);
   assert_int_equal(j.ns, 1);
   assert_int_equal(j.s[0].n, 100); /* every sample, the long line skipped */
-  assert_int_equal((int)isnan(j.s[0].m[M_GPU_UTIL][20]), 1);
-  assert_int_equal((int)isnan(j.s[0].m[M_GPU_UTIL][22]), 1);
-  assert_int_equal((int)isnan(j.s[0].m[M_POWER][23]), 1);
+  assert_int_equal((int)isnan(j.s[0].m[GR__RPT_M_GPU_UTIL][20]), 1);
+  assert_int_equal((int)isnan(j.s[0].m[GR__RPT_M_GPU_UTIL][22]), 1);
+  assert_int_equal((int)isnan(j.s[0].m[GR__RPT_M_POWER][23]), 1);
   assert_float_equal(j.s[0].util_max, 50, 0);
 
   /* Terminal: the escape sequence in the node name is shown, not sent. */
   char tpath[256];
   snprintf(tpath, sizeof tpath, "%s/table.txt", dir);
   FILE *t = fopen(tpath, "w");
-  rpt_print_table(&j, t);
+  gr__rpt_print_table(&j, t);
   fclose(t);
   char *text = slurp(tpath, NULL);
   assert_null(strchr(text, '\x1b'));
@@ -111,8 +111,8 @@ static void test_hostile_csv(void **state) {
   char svg[256], js[256];
   snprintf(svg, sizeof svg, "%s/r.svg", dir);
   snprintf(js, sizeof js, "%s/r.json", dir);
-  assert_int_equal(rpt_write_svg(&j, svg, 0), GR_OK);
-  assert_int_equal(rpt_write_json(&j, js, NULL, NULL, 0), GR_OK);
+  assert_int_equal(gr__rpt_write_svg(&j, svg, 0), GR_OK);
+  assert_int_equal(gr__rpt_write_json(&j, js, NULL, NULL, 0), GR_OK);
   char *s = slurp(svg, NULL);
   assert_null(strstr(s, "<script"));
   assert_non_null(strstr(s, "&lt;script&gt;x&lt;/script&gt;&amp;B"));
@@ -122,18 +122,18 @@ static void test_hostile_csv(void **state) {
   free(s);
   char *jt = slurp(js, NULL);
   size_t at = 0;
-  grj *doc = grj_parse(jt, &at);
+  gr__rpt_json *doc = gr__rpt_json_parse(jt, &at);
   assert_non_null(doc); /* valid JSON despite quotes, markup and control characters */
-  const grj *ser = grj_get(doc, "series");
-  assert_string_equal(grj_str(ser->child, "gpu"), gpu);
-  assert_string_equal(grj_str(ser->child, "node"), "n\x1b]0;pwned\x07");
-  grj_free(doc);
+  const gr__rpt_json *ser = gr__rpt_json_get(doc, "series");
+  assert_string_equal(gr__rpt_json_str(ser->child, "gpu"), gpu);
+  assert_string_equal(gr__rpt_json_str(ser->child, "node"), "n\x1b]0;pwned\x07");
+  gr__rpt_json_free(doc);
   free(jt);
-  rpt_free(&j);
+  gr__rpt_free(&j);
 }
 
 /* 50k rows each with its own long GPU name made the report quadratic; now a name over 31 bytes is
- * refused and a file brings at most RPT_MAX_SERIES_PER_FILE series. */
+ * refused and a file brings at most GR__RPT_MAX_SERIES_PER_FILE series. */
 static void test_many_series_bounded(void **state) {
   (void)state;
   char jd[128], path[256];
@@ -147,10 +147,10 @@ static void test_many_series_bounded(void **state) {
     row(f, 1000 + i * 0.01, gpu, "10", "10");
   }
   fclose(f);
-  rpt_job j;
-  assert_int_equal(rpt_load(jd, &j), GR_OK);
-  assert_int_equal(j.ns, RPT_MAX_SERIES_PER_FILE);
-  rpt_free(&j);
+  gr__rpt_job j;
+  assert_int_equal(gr__rpt_load(jd, &j), GR_OK);
+  assert_int_equal(j.ns, GR__RPT_MAX_SERIES_PER_FILE);
+  gr__rpt_free(&j);
 }
 
 /* A 1.2-million-sample job gave an SVG no renderer opens: now each chart has at most two points a
@@ -166,29 +166,29 @@ static void test_svg_envelope(void **state) {
   for (int i = 0; i < n; i++)
     row(f, 1000 + i * 0.05, "0000:17:00.0", i == 123457 ? "99" : "10", "100");
   fclose(f);
-  rpt_job j;
-  assert_int_equal(rpt_load(jd, &j), GR_OK);
-  rpt_summarize(&j);
+  gr__rpt_job j;
+  assert_int_equal(gr__rpt_load(jd, &j), GR_OK);
+  gr__rpt_summarize(&j);
   assert_int_equal(j.s[0].n, n);
   char svg[256];
   snprintf(svg, sizeof svg, "%s/big.svg", dir);
-  assert_int_equal(rpt_write_svg(&j, svg, 0), GR_OK);
+  assert_int_equal(gr__rpt_write_svg(&j, svg, 0), GR_OK);
   size_t len;
   char *s = slurp(svg, &len);
-  /* 4 GPU charts x at most 2 x RPT_SVG_BUCKETS points of ~12 bytes, plus the frame. */
-  assert_true(len < 4 * 2 * RPT_SVG_BUCKETS * 14 + 8000);
+  /* 4 GPU charts x at most 2 x GR__RPT_SVG_BUCKETS points of ~12 bytes, plus the frame. */
+  assert_true(len < 4 * 2 * GR__RPT_SVG_BUCKETS * 14 + 8000);
   int points = 0;
   for (const char *p = strstr(s, "points=\""); p; p = strstr(p + 1, "points=\"")) {
     const char *e = strchr(p + 8, '"');
     for (const char *q = p + 8; q < e; q++)
       points += *q == ',';
   }
-  assert_true(points <= 4 * 2 * RPT_SVG_BUCKETS);
-  assert_true(points >= 4 * RPT_SVG_BUCKETS / 2);
+  assert_true(points <= 4 * 2 * GR__RPT_SVG_BUCKETS);
+  assert_true(points >= 4 * GR__RPT_SVG_BUCKETS / 2);
   /* The one 99% spike is still drawn at the top of the utilisation chart: y = PAD_T + 40 + 1%. */
   assert_non_null(strstr(s, "max 99"));
   free(s);
-  rpt_free(&j);
+  gr__rpt_free(&j);
 }
 
 /* Symlinks, FIFOs and devices are not read; a /dev/zero flight dump no longer grows to 1 GB. */
@@ -207,10 +207,11 @@ static void test_refuses_special_files(void **state) {
   assert_int_equal(mkfifo(path, 0600), 0);
   snprintf(path, sizeof path, "%s/n0.2.csv", jd);
   assert_int_equal(mkfifo(path, 0600), 0);
-  rpt_job j;
-  assert_int_equal(rpt_load(jd, &j), GR_OK); /* no hang on the FIFOs, nothing read via the link */
+  gr__rpt_job j;
+  assert_int_equal(gr__rpt_load(jd, &j),
+                   GR_OK); /* no hang on the FIFOs, nothing read via the link */
   assert_int_equal(j.ns, 0);
-  rpt_free(&j);
+  gr__rpt_free(&j);
 
   char fj[128];
   job_dir("zero", fj, sizeof fj);
@@ -218,29 +219,29 @@ static void test_refuses_special_files(void **state) {
   assert_int_equal(symlink("/dev/zero", path), 0);
   char *json = NULL;
   int nd = -1;
-  assert_int_equal(rpt_flight(fj, stdout, &json, NULL, &nd), GR_ERR_INVALID);
+  assert_int_equal(gr__rpt_flight(fj, stdout, &json, NULL, &nd), GR_ERR_INVALID);
   assert_non_null(strstr(gr_last_error(), "flight.0.json: "));
   assert_null(json);
   /* A regular file over the cap is refused too, without reading it all. */
   unlink(path);
   int fd = open(path, O_WRONLY | O_CREAT, 0600);
-  assert_int_equal(ftruncate(fd, (off_t)RPT_MAX_FLIGHT_FILE + 1), 0);
+  assert_int_equal(ftruncate(fd, (off_t)GR__RPT_MAX_FLIGHT_FILE + 1), 0);
   close(fd);
-  assert_int_equal(rpt_flight(fj, stdout, &json, NULL, &nd), GR_ERR_INVALID);
+  assert_int_equal(gr__rpt_flight(fj, stdout, &json, NULL, &nd), GR_ERR_INVALID);
 }
 
 static void test_json_bounds(void **state) {
   (void)state;
   const char *bad[] = {"1e999", "-inf", "[nan]", "0x10", "[-]", "01", "1.", "[1e]", "\"a\\u0000\""};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    grj *v = grj_parse(bad[i], NULL);
+    gr__rpt_json *v = gr__rpt_json_parse(bad[i], NULL);
     if (i == 8) { /* \u0000 is read, but never as an embedded NUL */
       assert_non_null(v);
       assert_string_equal(v->str, "a?");
     } else {
       assert_null(v);
     }
-    grj_free(v);
+    gr__rpt_json_free(v);
   }
   /* Inputs that end inside a key (found by fuzz_report_json: the reader stepped past the NUL and
    * read beyond the buffer); exact-size heap copies so that ASan sees any overread. */
@@ -248,19 +249,19 @@ static void test_json_bounds(void **state) {
   for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) {
     char *c = strdup(cut[i]);
     size_t at = 0;
-    assert_null(grj_parse(c, &at));
+    assert_null(gr__rpt_json_parse(c, &at));
     assert_true(at <= strlen(c));
     free(c);
   }
   char deep[200];
-  memset(deep, '[', GRJ_MAX_DEPTH + 1);
-  memset(deep + GRJ_MAX_DEPTH + 1, ']', GRJ_MAX_DEPTH + 1);
-  deep[2 * (GRJ_MAX_DEPTH + 1)] = '\0';
-  assert_null(grj_parse(deep, NULL));
-  grj *ok = grj_parse("[-0.5e+3, 0, 12]", NULL);
+  memset(deep, '[', GR__RPT_JSON_MAX_DEPTH + 1);
+  memset(deep + GR__RPT_JSON_MAX_DEPTH + 1, ']', GR__RPT_JSON_MAX_DEPTH + 1);
+  deep[2 * (GR__RPT_JSON_MAX_DEPTH + 1)] = '\0';
+  assert_null(gr__rpt_json_parse(deep, NULL));
+  gr__rpt_json *ok = gr__rpt_json_parse("[-0.5e+3, 0, 12]", NULL);
   assert_non_null(ok);
   assert_float_equal(ok->child->num, -500, 0);
-  grj_free(ok);
+  gr__rpt_json_free(ok);
 }
 
 /* The priority line: only the three levels are shown; a control sequence, another case or an
@@ -278,12 +279,12 @@ static void test_priority_levels(void **state) {
             level[r]);
     fclose(f);
   }
-  rpt_job j;
-  assert_int_equal(rpt_load(jd, &j), GR_OK);
+  gr__rpt_job j;
+  assert_int_equal(gr__rpt_load(jd, &j), GR_OK);
   char *out = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&out, &len);
-  rpt_print_table(&j, m);
+  gr__rpt_print_table(&j, m);
   fclose(m);
   assert_non_null(strstr(out, "\npriority high: ranks 3\n"));
   assert_true(strstr(out, "\npriority low: ranks 0,5\n") ||
@@ -291,7 +292,7 @@ static void test_priority_levels(void **state) {
   assert_null(strstr(out, "normal"));
   assert_null(strchr(out, 0x1b));
   free(out);
-  rpt_free(&j);
+  gr__rpt_free(&j);
 }
 
 /* report.json / report.svg: a symlink planted at the name is refused and its target untouched; a
@@ -306,10 +307,10 @@ static void test_outputs_not_through_symlinks(void **state) {
   fclose(f);
   snprintf(path, sizeof path, "%s/report.svg", jd);
   assert_int_equal(symlink(victim, path), 0);
-  rpt_job j;
-  assert_int_equal(rpt_load(FIX "/cpu_job", &j), GR_OK);
-  rpt_summarize(&j);
-  assert_int_equal(rpt_write_svg(&j, path, 1), GR_ERR_SYSTEM);
+  gr__rpt_job j;
+  assert_int_equal(gr__rpt_load(FIX "/cpu_job", &j), GR_OK);
+  gr__rpt_summarize(&j);
+  assert_int_equal(gr__rpt_write_svg(&j, path, 1), GR_ERR_SYSTEM);
   assert_non_null(strstr(gr_last_error(), "cannot write "));
   char *v = slurp(victim, NULL);
   assert_string_equal(v, "precious\n");
@@ -319,12 +320,12 @@ static void test_outputs_not_through_symlinks(void **state) {
   f = fopen(path, "w");
   fputs("{\"old\": 1}\n", f);
   fclose(f);
-  assert_int_equal(rpt_write_json(&j, path, NULL, NULL, 1), GR_OK);
+  assert_int_equal(gr__rpt_write_json(&j, path, NULL, NULL, 1), GR_OK);
   char *js = slurp(path, NULL);
-  grj *doc = grj_parse(js, NULL);
+  gr__rpt_json *doc = gr__rpt_json_parse(js, NULL);
   assert_non_null(doc);
-  assert_non_null(grj_get(doc, "series"));
-  grj_free(doc);
+  assert_non_null(gr__rpt_json_get(doc, "series"));
+  gr__rpt_json_free(doc);
   free(js);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c tmp", jd);
@@ -334,18 +335,18 @@ static void test_outputs_not_through_symlinks(void **state) {
   pclose(p);
   assert_int_equal(ntmp, 0);
   /* A device is not a report file. */
-  assert_int_equal(rpt_write_json(&j, "/dev/full", NULL, NULL, 0), GR_ERR_SYSTEM);
+  assert_int_equal(gr__rpt_write_json(&j, "/dev/full", NULL, NULL, 0), GR_ERR_SYSTEM);
   assert_non_null(strstr(gr_last_error(), "cannot write "));
   /* A job directory others can write is not written into by default. */
   assert_int_equal(chmod(jd, 0777), 0);
-  assert_int_equal(rpt_write_json(&j, path, NULL, NULL, 1), GR_ERR_SYSTEM);
+  assert_int_equal(gr__rpt_write_json(&j, path, NULL, NULL, 1), GR_ERR_SYSTEM);
   assert_non_null(strstr(gr_last_error(), "cannot write "));
   assert_int_equal(chmod(jd, 0700), 0);
-  rpt_free(&j);
+  gr__rpt_free(&j);
 }
 
-static int has_rank(const grj *arr, int r) {
-  for (const grj *c = arr ? arr->child : NULL; c; c = c->next)
+static int has_rank(const gr__rpt_json *arr, int r) {
+  for (const gr__rpt_json *c = arr ? arr->child : NULL; c; c = c->next)
     if (c->num == r) return 1;
   return 0;
 }
@@ -360,7 +361,7 @@ static void test_wait_for_p2p_chain(void **state) {
   FILE *out = fopen(tpath, "w");
   {
     int nd = -1;
-    assert_int_equal(rpt_flight(FIX "/p2p_chain_job", out, &json, &wait, &nd), GR_OK);
+    assert_int_equal(gr__rpt_flight(FIX "/p2p_chain_job", out, &json, &wait, &nd), GR_OK);
     assert_int_equal(nd, 2);
   }
   fclose(out);
@@ -369,17 +370,17 @@ static void test_wait_for_p2p_chain(void **state) {
   assert_null(strstr(text, "NEVER ENTERED"));
   assert_non_null(strstr(text, "chain: 0 -> 1 -> 2: rank 2 left no dump"));
   free(text);
-  grj *w = grj_parse(wait, NULL);
+  gr__rpt_json *w = gr__rpt_json_parse(wait, NULL);
   assert_non_null(w);
-  const grj *ends = grj_get(w, "ends");
+  const gr__rpt_json *ends = gr__rpt_json_get(w, "ends");
   assert_non_null(ends->child);
   assert_null(ends->child->next);
-  assert_float_equal(grj_num(ends->child, "rank", -1), 2, 0);
-  assert_string_equal(grj_str(ends->child, "why"), "no_dump");
-  const grj *e = grj_get(w, "edges")->child;
-  assert_float_equal(grj_num(e, "rank", -1), 0, 0);
-  assert_true(has_rank(grj_get(e, "waits_for"), 1));
-  grj_free(w);
+  assert_float_equal(gr__rpt_json_num(ends->child, "rank", -1), 2, 0);
+  assert_string_equal(gr__rpt_json_str(ends->child, "why"), "no_dump");
+  const gr__rpt_json *e = gr__rpt_json_get(w, "edges")->child;
+  assert_float_equal(gr__rpt_json_num(e, "rank", -1), 0, 0);
+  assert_true(has_rank(gr__rpt_json_get(e, "waits_for"), 1));
+  gr__rpt_json_free(w);
   free(json);
   free(wait);
 }
@@ -393,7 +394,7 @@ static void test_wait_for_mixed_chain(void **state) {
   FILE *out = fopen(tpath, "w");
   {
     int nd = -1;
-    assert_int_equal(rpt_flight(FIX "/mixed_chain_job", out, &json, &wait, &nd), GR_OK);
+    assert_int_equal(gr__rpt_flight(FIX "/mixed_chain_job", out, &json, &wait, &nd), GR_OK);
     assert_int_equal(nd, 3);
   }
   fclose(out);
@@ -401,12 +402,12 @@ static void test_wait_for_mixed_chain(void **state) {
   printf("%s", text);
   assert_non_null(strstr(text, "chain: 0 -> 1 -> 2: rank 2 is in no collective call"));
   free(text);
-  grj *w = grj_parse(wait, NULL);
-  const grj *ends = grj_get(w, "ends");
-  assert_float_equal(grj_num(ends->child, "rank", -1), 2, 0);
-  assert_string_equal(grj_str(ends->child, "why"), "not_waiting");
+  gr__rpt_json *w = gr__rpt_json_parse(wait, NULL);
+  const gr__rpt_json *ends = gr__rpt_json_get(w, "ends");
+  assert_float_equal(gr__rpt_json_num(ends->child, "rank", -1), 2, 0);
+  assert_string_equal(gr__rpt_json_str(ends->child, "why"), "not_waiting");
   assert_null(ends->child->next);
-  grj_free(w);
+  gr__rpt_json_free(w);
   free(json);
   free(wait);
 }
@@ -433,18 +434,18 @@ static void test_wait_for_cycle(void **state) {
   FILE *out = fopen(tpath, "w");
   {
     int nd = -1;
-    assert_int_equal(rpt_flight(jd, out, &json, &wait, &nd), GR_OK);
+    assert_int_equal(gr__rpt_flight(jd, out, &json, &wait, &nd), GR_OK);
     assert_int_equal(nd, 2);
   }
   fclose(out);
   char *text = slurp(tpath, NULL);
   assert_non_null(strstr(text, "chain: 0 -> 1 -> 0: rank 0 is in a wait-for cycle"));
   free(text);
-  grj *w = grj_parse(wait, NULL);
+  gr__rpt_json *w = gr__rpt_json_parse(wait, NULL);
   assert_non_null(w);
-  const grj *ends = grj_get(w, "ends");
-  assert_string_equal(grj_str(ends->child, "why"), "cycle");
-  grj_free(w);
+  const gr__rpt_json *ends = gr__rpt_json_get(w, "ends");
+  assert_string_equal(gr__rpt_json_str(ends->child, "why"), "cycle");
+  gr__rpt_json_free(w);
   free(json);
   free(wait);
 }

@@ -47,8 +47,8 @@ static int by_load(const void *a, const void *b) {
   return x->pos - y->pos;
 }
 
-void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__plan_opts *po,
-                      gr__plan *notes) {
+void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__node_plan_opts *po,
+                      gr__node_plan *notes) {
   if (n->ngpus <= 1) return;
   int want = local_size;
   if (po->gpus_per_rank > 0)
