@@ -547,8 +547,8 @@ class Comm:
         f = _IFORMS[call]
         if f is None:
             raise NotImplementedError(
-                "gpurun: %s(async_op=True) needs %s, which this libgpurun (%s) does not have; "
-                "call it with async_op=False" % (call, _INAMES[call], _lib._name))
+                "gpurun: %s(async_op=True) needs %s, which this libgpurun does not have; "
+                "call it with async_op=False" % (call, _INAMES[call]))
         return f
 
     def allreduce(self, x, op="sum", out=None, async_op=False):
