@@ -2,10 +2,11 @@
 """Data-parallel training of a small network on a synthetic data set, started by any launcher
 through gpurun (which exports RANK, WORLD_SIZE, MASTER_ADDR, ... as torchrun would):
 
-    mpirun -np 2 gpurun python3 examples/torch/ddp.py
+    mpirun -np 2 gpurun python3 examples/torch/ddp.py [--variant all]
     srun -n 2 gpurun python3 examples/torch/ddp.py
 
-Three variants from the same initial weights and the same batches:
+Three variants from the same initial weights and the same batches ((a) and (b) by default,
+all three with --variant all):
   (a) plain DistributedDataParallel over init_method="env://" (gloo on CPU, nccl on GPU);
   (b) the same with gpurun's allreduce (op="avg") as DDP's communication hook, waited for
       inside the hook;
@@ -13,9 +14,9 @@ Three variants from the same initial weights and the same batches:
       bucket's allreduce overlaps the rest of the backward pass, and DDP waits on the future.
 Self-checks (exit 1 when one fails): the loss falls to below half its start in each variant,
 every rank holds bitwise identical weights, (b) and (c) are bitwise identical (the same
-allreduce), and (a) and (b) agree within --tol (relative to the weights' size: the two sum the
-gradients in different orders, so float32 rounding differs). Each rank prints its samples/s per
-variant.
+allreduce), and (a) agrees with (b) and (c) within --tol (relative to the weights' size: they
+sum the gradients in different orders, so float32 rounding differs). Each rank prints its
+samples/s per variant.
 """
 import argparse
 import os
@@ -28,7 +29,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-p.add_argument("--variant", choices=["a", "b", "c", "both", "all"], default="all",
+p.add_argument("--variant", choices=["a", "b", "c", "both", "all"], default="both",
                help="both: (a) and (b); all: (a), (b) and (c)")
 p.add_argument("--steps", type=int, default=40)
 p.add_argument("--batch", type=int, default=64, help="samples per rank and step")

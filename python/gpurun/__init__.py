@@ -5,6 +5,7 @@
     w = gpurun.world()                   # Comm: .rank, .size, .backend, .split(color, key)
     y = w.allreduce(x, op="sum")         # a new array/tensor like x
     w.allreduce(x, op="max", out=x)      # in place
+    r = w.allreduce(x, async_op=True)    # every collective: a Request (wait, test, get_future)
 
 A thin ctypes layer over libgpurun (no build step, no compiler on the user's side). Host buffers
 (NumPy, CPU tensors) go through the communicator's backend as in C (the MPI backend here); CUDA
@@ -554,21 +555,20 @@ class Comm:
     def allreduce(self, x, op="sum", out=None, async_op=False):
         """A new array/tensor like x with the reduction over all ranks; out=x for in place.
         async_op=True: a Request whose wait() returns it."""
+        fn = self._form("allreduce", async_op)  # first: a refused form writes and bumps nothing
         if out is x and not _groups_open:
             # the hot path (DDP's gradient hook): in place on a contiguous buffer, no group
             code = OPS.get(op) if type(op) is str else None
             v = _fast_view(x) if code is not None and self._h is not None else None
             if v is not None and _world is not None:
-                if async_op is True:
-                    return self._run("allreduce", True, _IFORMS["allreduce"],
-                                     (v[0], v[0], v[1], v[2], code, self._h, v[3]), (x,), (), x)
-                if async_op is False:
-                    with self._lock:
-                        rc = _gr_allreduce(v[0], v[0], v[1], v[2], code, self._h, v[3])
-                    if rc:
-                        _check(rc)
-                    return x
-        fn = self._form("allreduce", async_op)
+                args = (v[0], v[0], v[1], v[2], code, self._h, v[3])
+                if async_op:
+                    return self._run("allreduce", True, fn, args, (x,), (), x)
+                with self._lock:
+                    rc = fn(*args)
+                if rc:
+                    _check(rc)
+                return x
         h = self._handle("allreduce")
         opc = _op("allreduce", op)  # before anything is written or bumped
         if out is x:  # in place: one view, which must be writable as it is
