@@ -3,6 +3,7 @@
 
 #include "gr_error.h"
 #include "gr_log.h"
+#include "gr_param.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -92,10 +93,7 @@ struct gr__telemetry {
   int rank, local_rank;
 };
 
-const char *gr__nvml_library_name(void) {
-  const char *env = getenv("GPURUN_NVML_LIBRARY");
-  return env && *env ? env : "libnvidia-ml.so.1";
-}
+const char *gr__nvml_library_name(void) { return gr__param_str(GR_PARAM_NVML_LIBRARY); }
 
 /* ---- /proc parsers ---- */
 
