@@ -38,6 +38,8 @@ typedef enum {
   GR_PARAM_NVML_LIBRARY,
   GR_PARAM_VERIFY,
   GR_PARAM_POOL_FENCE,
+  GR_PARAM_LIB,
+  GR_PARAM_PREFIX,
   /* gpurun's options (launcher/options.c parses them; a bad value is a usage error) */
   GR_PARAM_VERBOSE,
   GR_PARAM_DRY_RUN,
