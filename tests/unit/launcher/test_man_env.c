@@ -37,6 +37,23 @@ static char *slurp(const char *path, size_t *len) {
   return buf;
 }
 
+/* Says where the page and the table part: the first line that differs. */
+static void report(const char *page, const char *have, size_t have_len, const char *want,
+                   size_t want_len) {
+  size_t i = 0, line = 1;
+  while (i < have_len && i < want_len && have[i] == want[i])
+    if (have[i++] == '\n') line++;
+  const char *hl = have + i, *wl = want + i;
+  while (hl > have && hl[-1] != '\n')
+    hl--;
+  while (wl > want && wl[-1] != '\n')
+    wl--;
+  fprintf(stderr,
+          "test_man_env: %s's ENVIRONMENT section differs from base/param.c's table at its line "
+          "%zu:\n  page:  %.*s\n  table: %.*s\nregenerate it with: test_man_env --write %s\n",
+          page, line, (int)strcspn(hl, "\n"), hl, (int)strcspn(wl, "\n"), wl, page);
+}
+
 int main(int argc, char **argv) {
   int write = argc == 3 && strcmp(argv[1], "--write") == 0;
   if (argc != 2 && !write) {
@@ -54,6 +71,7 @@ int main(int argc, char **argv) {
   if (!b || !e) {
     fprintf(stderr, "test_man_env: %s has no section between the marker lines %.*s and %.*s\n",
             page, (int)strlen(begin) - 1, begin, (int)strlen(end) - 1, end);
+    free(text);
     return 1;
   }
   char *want = NULL;
@@ -63,35 +81,26 @@ int main(int argc, char **argv) {
   fclose(m);
   char *have = b + strlen(begin);
   size_t have_len = (size_t)(e - have);
+  int rc = 0;
   if (write) {
     FILE *o = fopen(page, "w");
-    if (!o) {
-      fprintf(stderr, "test_man_env: cannot write %s\n", page);
-      return 2;
+    if (o) {
+      fwrite(text, 1, (size_t)(have - text), o);
+      fwrite(want, 1, want_len, o);
+      fputs(e, o);
     }
-    fwrite(text, 1, (size_t)(have - text), o);
-    fwrite(want, 1, want_len, o);
-    fputs(e, o);
-    fclose(o);
-    return 0;
-  }
-  if (have_len == want_len && memcmp(have, want, want_len) == 0) {
+    if (!o || fclose(o) != 0) {
+      fprintf(stderr, "test_man_env: cannot write %s\n", page);
+      rc = 2;
+    }
+  } else if (have_len == want_len && memcmp(have, want, want_len) == 0) {
     printf("test_man_env: %s's ENVIRONMENT section is the table (%d variables)\n", page,
            GR_PARAM_COUNT);
-    return 0;
+  } else {
+    report(page, have, have_len, want, want_len);
+    rc = 1;
   }
-  /* the first line that differs */
-  size_t i = 0, line = 1;
-  while (i < have_len && i < want_len && have[i] == want[i])
-    if (have[i++] == '\n') line++;
-  const char *hl = have + i, *wl = want + i;
-  while (hl > have && hl[-1] != '\n')
-    hl--;
-  while (wl > want && wl[-1] != '\n')
-    wl--;
-  fprintf(stderr,
-          "test_man_env: %s's ENVIRONMENT section differs from base/param.c's table at its line "
-          "%zu:\n  page:  %.*s\n  table: %.*s\nregenerate it with: test_man_env --write %s\n",
-          page, line, (int)strcspn(hl, "\n"), hl, (int)strcspn(wl, "\n"), wl, page);
-  return 1;
+  free(want);
+  free(text);
+  return rc;
 }
