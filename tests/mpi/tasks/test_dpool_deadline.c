@@ -1,4 +1,4 @@
-/* Issue 18 and 12: one rank's mistake or stop must not leave the others in gr_dpool_run for ever.
+/* One rank's mistake or stop must not leave the others in gr_dpool_run for ever.
  *
  *   test_dpool_deadline mismatch   registrations differ (rank 0 has one more function; then the
  *                                  same count in another order): GR_ERR_MISMATCH on every rank at

@@ -1,16 +1,16 @@
-/* Regression tests for two hangs found in a concurrency review of dpool (F1 and F2, described
- * below; the review notes were not kept in the repository).
+/* Two ways a dpool run could hang, F1 and F2 (below), each on a case built to reach it.
  *
  *   test_dpool_regress runs N [--pool W]
  *     N back-to-back gr_dpool_run calls with no barrier in between; each run has one task, pushed
  *     on the last rank (even runs) or sent there by rank 0 with gr_dpool_push_to (odd runs), so
  *     the other ranks are passive at once and pass the token / send lifeline requests / work while
- *     a slower rank may still be in the previous run's final barrier. F1: such a message was
- *     consumed by the previous run (token lost: hang; work: "arrived after termination").
+ *     a slower rank may still be in the previous run's final barrier. F1: such a message must not
+ *     be consumed by the previous run (token lost: hang; work: "arrived after termination").
  *   test_dpool_regress nested   (1 rank)
  *     A local pool of 2 workers, one of them busy with an application task when the run starts;
  *     the dpool task spawns a subtask into a local taskgroup and waits for it. F2: the waiting
- *     task picked up one of the dpool's worker loops while helping and never returned.
+ *     task must not pick up one of the dpool's worker loops while helping (it would never
+ *     return).
  *
  * A watchdog (alarm) turns a hang into exit status 3 within seconds; the ctest TIMEOUT is the
  * backstop. Counts are checked against the number of tasks pushed here. */
