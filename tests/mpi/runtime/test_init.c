@@ -21,7 +21,7 @@
 #endif
 
 static int me = -1;
-#define GR_CHECK_RANK me
+#define GR_TEST_RANK me
 #include "gr_check.h"
 
 /* Cores (not hardware threads) this process may run on, asked of hwloc directly. */
@@ -85,22 +85,21 @@ int main(int argc, char **argv) {
   gr_rank_info_t ri;
 
   /* Before init: clear errors, no handles. */
-  GR_REQUIRE(!gr_initialized());
-  GR_REQUIRE(gr_world() == NULL && gr_default_pool() == NULL);
-  GR_REQUIRE(gr_rank_info(&ri) == GR_ERR_STATE);
-  GR_REQUIRE(strstr(gr_last_error(), "gr_rank_info") && strstr(gr_last_error(), "not initialised"));
-  GR_REQUIRE(gr_finalize() == GR_ERR_STATE);
-  GR_REQUIRE(strstr(gr_last_error(), "gr_finalize") && strstr(gr_last_error(), "gr_init first"));
+  REQUIRE(!gr_initialized());
+  REQUIRE(gr_world() == NULL && gr_default_pool() == NULL);
+  REQUIRE(gr_rank_info(&ri) == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "gr_rank_info") && strstr(gr_last_error(), "not initialised"));
+  REQUIRE(gr_finalize() == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "gr_finalize") && strstr(gr_last_error(), "gr_init first"));
 
   gr_stream early = (gr_stream)&ri;
-  GR_REQUIRE(gr_stream_create(&early) != GR_OK &&
-             early == NULL); /* STATE, or UNSUPPORTED w/o CUDA */
-  GR_REQUIRE(strstr(gr_last_error(), "gr_stream_create"));
+  REQUIRE(gr_stream_create(&early) != GR_OK && early == NULL); /* STATE, or UNSUPPORTED w/o CUDA */
+  REQUIRE(strstr(gr_last_error(), "gr_stream_create"));
 
-  GR_REQUIRE(gr_init(&argc, &argv) == GR_OK);
-  GR_REQUIRE(gr_initialized());
-  GR_REQUIRE(gr_init(&argc, &argv) == GR_ERR_STATE);
-  GR_REQUIRE(strstr(gr_last_error(), "already initialised"));
+  REQUIRE(gr_init(&argc, &argv) == GR_OK);
+  REQUIRE(gr_initialized());
+  REQUIRE(gr_init(&argc, &argv) == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "already initialised"));
 
   /* Independent answers: MPI itself and the OS. */
   int rank, size, thread;
@@ -109,101 +108,100 @@ int main(int argc, char **argv) {
   me = rank;
   MPI_Query_thread(&thread);
   /* gr_init asks for MPI_THREAD_MULTIPLE, which Debian's Open MPI grants. */
-  GR_REQUIRE(thread == MPI_THREAD_MULTIPLE);
-  GR_REQUIRE(gr_rank_info(NULL) == GR_ERR_INVALID);
-  GR_REQUIRE(gr_rank_info(&ri) == GR_OK);
-  GR_REQUIRE(ri.rank == rank && ri.size == size);
+  REQUIRE(thread == MPI_THREAD_MULTIPLE);
+  REQUIRE(gr_rank_info(NULL) == GR_ERR_INVALID);
+  REQUIRE(gr_rank_info(&ri) == GR_OK);
+  REQUIRE(ri.rank == rank && ri.size == size);
   char host[256];
   gethostname(host, sizeof host);
-  GR_REQUIRE(strcmp(ri.node, host) == 0);
-  GR_REQUIRE(ri.ngpus == expected_gpus(&ri));
+  REQUIRE(strcmp(ri.node, host) == 0);
+  REQUIRE(ri.ngpus == expected_gpus(&ri));
 
   /* gr_stream at the rank's priority: a stream with a GPU, else GR_ERR_UNSUPPORTED and a
    * sentence naming the call; NULL arguments are invalid either way. */
-  GR_REQUIRE(gr_stream_create(NULL) == GR_ERR_INVALID);
-  GR_REQUIRE(gr_stream_destroy(NULL) == GR_ERR_INVALID);
+  REQUIRE(gr_stream_create(NULL) == GR_ERR_INVALID);
+  REQUIRE(gr_stream_destroy(NULL) == GR_ERR_INVALID);
   gr_stream st = (gr_stream)&ri;
   if (ri.ngpus > 0) {
-    GR_REQUIRE(gr_stream_create(&st) == GR_OK && st != NULL);
-    GR_REQUIRE(gr_stream_destroy(st) == GR_OK);
+    REQUIRE(gr_stream_create(&st) == GR_OK && st != NULL);
+    REQUIRE(gr_stream_destroy(st) == GR_OK);
   } else {
-    GR_REQUIRE(gr_stream_create(&st) == GR_ERR_UNSUPPORTED);
-    GR_REQUIRE(st == NULL);
-    GR_REQUIRE(
-        strstr(gr_last_error(), "gr_stream_create") &&
-        (strstr(gr_last_error(), "no CUDA device") || strstr(gr_last_error(), "has no CUDA")));
+    REQUIRE(gr_stream_create(&st) == GR_ERR_UNSUPPORTED);
+    REQUIRE(st == NULL);
+    REQUIRE(strstr(gr_last_error(), "gr_stream_create") &&
+            (strstr(gr_last_error(), "no CUDA device") || strstr(gr_last_error(), "has no CUDA")));
   }
 
   gr_comm *w = gr_world();
-  GR_REQUIRE(w != NULL);
-  GR_REQUIRE(gr_comm_rank(w) == rank && gr_comm_size(w) == size);
-  GR_REQUIRE(ri.backend == gr_comm_backend(w));
+  REQUIRE(w != NULL);
+  REQUIRE(gr_comm_rank(w) == rank && gr_comm_size(w) == size);
+  REQUIRE(ri.backend == gr_comm_backend(w));
   int64_t mine = rank + 1, sum = 0;
-  GR_REQUIRE(gr_allreduce(&mine, &sum, 1, GR_INT64, GR_SUM, w, NULL) == GR_OK);
-  GR_REQUIRE(sum == (int64_t)size * (size + 1) / 2);
+  REQUIRE(gr_allreduce(&mine, &sum, 1, GR_INT64, GR_SUM, w, NULL) == GR_OK);
+  REQUIRE(sum == (int64_t)size * (size + 1) / 2);
   gr_pool *p = gr_default_pool();
-  GR_REQUIRE(p != NULL);
+  REQUIRE(p != NULL);
 
   if (!strcmp(mode, "plan")) {
-    GR_REQUIRE(ri.from_plan == 1);
-    GR_REQUIRE(ri.local_rank == 0 && ri.local_size == 1);
-    GR_REQUIRE(strcmp(ri.cpus, "0") == 0);
-    GR_REQUIRE(ri.numa == 0);
-    GR_REQUIRE(strcmp(ri.nic, "eth9") == 0);
-    GR_REQUIRE(gr_pool_nthreads(p) == 1); /* sized to the plan's one-CPU cpuset */
+    REQUIRE(ri.from_plan == 1);
+    REQUIRE(ri.local_rank == 0 && ri.local_size == 1);
+    REQUIRE(strcmp(ri.cpus, "0") == 0);
+    REQUIRE(ri.numa == 0);
+    REQUIRE(strcmp(ri.nic, "eth9") == 0);
+    REQUIRE(gr_pool_nthreads(p) == 1); /* sized to the plan's one-CPU cpuset */
   } else if (getenv("GPURUN_PLAN_VERSION")) {
     /* Started by gpurun: the plan it exported, and the binding it applied. */
-    GR_REQUIRE(ri.from_plan == 1);
-    GR_REQUIRE(ri.local_rank == atoi(getenv("GPURUN_LOCAL_RANK")));
-    GR_REQUIRE(ri.local_size == atoi(getenv("GPURUN_LOCAL_SIZE")));
-    GR_REQUIRE(getenv("GPURUN_CPUS") && strcmp(ri.cpus, getenv("GPURUN_CPUS")) == 0);
-    GR_REQUIRE(gr_pool_nthreads(p) == bound_cores());
+    REQUIRE(ri.from_plan == 1);
+    REQUIRE(ri.local_rank == atoi(getenv("GPURUN_LOCAL_RANK")));
+    REQUIRE(ri.local_size == atoi(getenv("GPURUN_LOCAL_SIZE")));
+    REQUIRE(getenv("GPURUN_CPUS") && strcmp(ri.cpus, getenv("GPURUN_CPUS")) == 0);
+    REQUIRE(gr_pool_nthreads(p) == bound_cores());
   } else {
     /* All ranks of these tests share one node: local == world. */
-    GR_REQUIRE(ri.from_plan == 0);
-    GR_REQUIRE(ri.local_rank == rank && ri.local_size == size);
-    GR_REQUIRE(ri.cpus[0] != '\0');
-    GR_REQUIRE(gr_pool_nthreads(p) == bound_cores());
+    REQUIRE(ri.from_plan == 0);
+    REQUIRE(ri.local_rank == rank && ri.local_size == size);
+    REQUIRE(ri.cpus[0] != '\0');
+    REQUIRE(gr_pool_nthreads(p) == bound_cores());
   }
 
   if (!strcmp(mode, "monitored")) {
     /* Some traffic for the counters, and time for the supervisor (if any) to sample. */
     for (int i = 0; i < 20; i++) {
-      GR_REQUIRE(gr_allreduce(&mine, &sum, 1, GR_INT64, GR_SUM, w, NULL) == GR_OK);
+      REQUIRE(gr_allreduce(&mine, &sum, 1, GR_INT64, GR_SUM, w, NULL) == GR_OK);
       struct timespec ts = {0, 10 * 1000 * 1000};
       nanosleep(&ts, NULL);
     }
-    GR_REQUIRE(gr_barrier(w) == GR_OK);
+    REQUIRE(gr_barrier(w) == GR_OK);
   }
 
-  GR_REQUIRE(gr_finalize() == GR_OK);
-  GR_REQUIRE(!gr_initialized());
-  GR_REQUIRE(gr_world() == NULL && gr_default_pool() == NULL);
-  GR_REQUIRE(gr_finalize() == GR_ERR_STATE);
-  GR_REQUIRE(strstr(gr_last_error(), "already finalized"));
-  GR_REQUIRE(gr_rank_info(&ri) == GR_ERR_STATE);
-  GR_REQUIRE(strstr(gr_last_error(), "after gr_finalize"));
-  GR_REQUIRE(gr_init(&argc, &argv) == GR_ERR_STATE);
-  GR_REQUIRE(strstr(gr_last_error(), "after gr_finalize"));
+  REQUIRE(gr_finalize() == GR_OK);
+  REQUIRE(!gr_initialized());
+  REQUIRE(gr_world() == NULL && gr_default_pool() == NULL);
+  REQUIRE(gr_finalize() == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "already finalized"));
+  REQUIRE(gr_rank_info(&ri) == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "after gr_finalize"));
+  REQUIRE(gr_init(&argc, &argv) == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "after gr_finalize"));
 
   if (!strcmp(mode, "monitored")) {
     const char *dir = getenv("GPURUN_MONITOR_DIR"), *job = getenv("GPURUN_JOB_ID");
-    GR_REQUIRE(dir && job);
+    REQUIRE(dir && job);
     char path[1024];
     snprintf(path, sizeof path, "%s/%s/%s.%d.counters.json", dir, job, host, ri.local_rank);
     char *text = slurp(path);
-    GR_REQUIRE(text != NULL);
+    REQUIRE(text != NULL);
     /* 1 + 20 allreduces of one int64 (8 bytes each) and one barrier. */
-    GR_REQUIRE(strstr(text, "\"allreduce\": {\"calls\": 21, \"bytes\": 168,"));
-    GR_REQUIRE(strstr(text, "\"barrier\": {\"calls\": 1,"));
+    REQUIRE(strstr(text, "\"allreduce\": {\"calls\": 21, \"bytes\": 168,"));
+    REQUIRE(strstr(text, "\"barrier\": {\"calls\": 1,"));
     char want[64];
     snprintf(want, sizeof want, "{\"rank\": %d, \"size\": %d,", rank, size);
-    GR_REQUIRE(strncmp(text, want, strlen(want)) == 0);
-    GR_REQUIRE(strstr(text, "\"pool\": {\"threads\": "));
+    REQUIRE(strncmp(text, want, strlen(want)) == 0);
+    REQUIRE(strstr(text, "\"pool\": {\"threads\": "));
     /* the level gpurun --priority exported (normal when none) */
     const char *lvl = getenv("GPURUN_PRIORITY");
     snprintf(want, sizeof want, "\"priority\": \"%s\"", lvl && *lvl ? lvl : "normal");
-    GR_REQUIRE(strstr(text, want));
+    REQUIRE(strstr(text, want));
   }
   if (rank == 0) printf("test_init %s: OK on %d ranks\n", mode, size);
   return 0;
