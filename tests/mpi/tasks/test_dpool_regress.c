@@ -1,16 +1,16 @@
-/* Regression tests for two hangs found in a concurrency review of dpool (F1 and F2, described
- * below; the review notes were not kept in the repository).
+/* Two ways a dpool run could hang, F1 and F2 (below), each on a case built to reach it.
  *
  *   test_dpool_regress runs N [--pool W]
  *     N back-to-back gr_dpool_run calls with no barrier in between; each run has one task, pushed
  *     on the last rank (even runs) or sent there by rank 0 with gr_dpool_push_to (odd runs), so
  *     the other ranks are passive at once and pass the token / send lifeline requests / work while
- *     a slower rank may still be in the previous run's final barrier. F1: such a message was
- *     consumed by the previous run (token lost: hang; work: "arrived after termination").
+ *     a slower rank may still be in the previous run's final barrier. F1: such a message must not
+ *     be consumed by the previous run (token lost: hang; work: "arrived after termination").
  *   test_dpool_regress nested   (1 rank)
  *     A local pool of 2 workers, one of them busy with an application task when the run starts;
  *     the dpool task spawns a subtask into a local taskgroup and waits for it. F2: the waiting
- *     task picked up one of the dpool's worker loops while helping and never returned.
+ *     task must not pick up one of the dpool's worker loops while helping (it would never
+ *     return).
  *
  * A watchdog (alarm) turns a hang into exit status 3 within seconds; the ctest TIMEOUT is the
  * backstop. Counts are checked against the number of tasks pushed here. */
@@ -35,7 +35,8 @@ static void on_alarm(int sig) {
   _exit(3);
 }
 
-#include "dpool_check.h"
+#define GR_TEST_RANK g_rank
+#include "gr_check.h"
 
 static long g_ran; /* tasks run on this rank (F1: one thread runs tasks at a time per run) */
 
@@ -46,16 +47,16 @@ static void count_task(gr_dpool *dp, const void *pl, size_t len, void *ctx) {
 
 static int test_runs(int nruns) {
   gr_dpool *dp;
-  CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, g_pool, NULL, &dp));
+  REQUIRE_OK(gr_dpool_create(MPI_COMM_WORLD, g_pool, NULL, &dp));
   int id;
-  CHECK_OK(gr_dpool_register(dp, count_task, &id));
+  REQUIRE_OK(gr_dpool_register(dp, count_task, &id));
   alarm(20);
   for (int i = 0; i < nruns; i++) {
     g_run = i;
     if (i % 2 == 0) {
-      if (g_rank == g_size - 1) CHECK_OK(gr_dpool_push(dp, id, NULL, 0));
+      if (g_rank == g_size - 1) REQUIRE_OK(gr_dpool_push(dp, id, NULL, 0));
     } else if (g_rank == 0) {
-      CHECK_OK(gr_dpool_push_to(dp, g_size - 1, id, &i, sizeof i));
+      REQUIRE_OK(gr_dpool_push_to(dp, g_size - 1, id, &i, sizeof i));
     }
     gr_status st = gr_dpool_run(dp);
     if (st != GR_OK) {
@@ -66,8 +67,8 @@ static int test_runs(int nruns) {
   alarm(0);
   long total = 0;
   MPI_Allreduce(&g_ran, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  CHECK(total == nruns);
-  CHECK_OK(gr_dpool_destroy(dp));
+  REQUIRE(total == nruns);
+  REQUIRE_OK(gr_dpool_destroy(dp));
   if (g_rank == 0)
     printf("runs: %d back-to-back runs on %d ranks, %ld tasks run\n", nruns, g_size, total);
   return 0;
@@ -87,10 +88,10 @@ static void waiting_task(gr_dpool *dp, const void *pl, size_t len, void *ctx) {
   (void)dp, (void)pl, (void)len, (void)ctx;
   gr_taskgroup h;
   gr_taskgroup_init(&h, g_pool);
-  CHECK_OK(gr_spawn_prio(&h, GR_PRIO_HIGH, sub, NULL));
+  REQUIRE_OK(gr_spawn_prio(&h, GR_PRIO_HIGH, sub, NULL));
   usleep(400000); /* the task's own work, while the subtask gets stolen */
-  CHECK_OK(gr_taskgroup_wait(&h));
-  CHECK(__atomic_load_n(&g_sub_done, __ATOMIC_ACQUIRE));
+  REQUIRE_OK(gr_taskgroup_wait(&h));
+  REQUIRE(__atomic_load_n(&g_sub_done, __ATOMIC_ACQUIRE));
   __atomic_fetch_add(&g_ran, 1, __ATOMIC_RELAXED);
 }
 
@@ -99,30 +100,30 @@ static int test_nested(void) {
   gr_pool_config_init(&pc);
   pc.nthreads = 2;
   pc.pin = 0;
-  CHECK_OK(gr_pool_create(&pc, &g_pool));
+  REQUIRE_OK(gr_pool_create(&pc, &g_pool));
   gr_taskgroup gb;
   gr_taskgroup_init(&gb, g_pool);
-  CHECK_OK(gr_spawn(&gb, blocker, NULL)); /* the application keeps one worker busy */
+  REQUIRE_OK(gr_spawn(&gb, blocker, NULL)); /* the application keeps one worker busy */
   usleep(50000);
   gr_dpool *dp;
-  CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, g_pool, NULL, &dp));
+  REQUIRE_OK(gr_dpool_create(MPI_COMM_WORLD, g_pool, NULL, &dp));
   int id;
-  CHECK_OK(gr_dpool_register(dp, waiting_task, &id));
+  REQUIRE_OK(gr_dpool_register(dp, waiting_task, &id));
   for (int i = 0; i < 2; i++) {
     g_run = i;
-    if (g_rank == 0) CHECK_OK(gr_dpool_push(dp, id, NULL, 0));
+    if (g_rank == 0) REQUIRE_OK(gr_dpool_push(dp, id, NULL, 0));
     alarm(10);
-    CHECK_OK(gr_dpool_run(dp));
+    REQUIRE_OK(gr_dpool_run(dp));
     alarm(0);
-    if (i == 0) CHECK_OK(gr_spawn(&gb, blocker, NULL)); /* busy again for the second run */
+    if (i == 0) REQUIRE_OK(gr_spawn(&gb, blocker, NULL)); /* busy again for the second run */
     __atomic_store_n(&g_sub_done, 0, __ATOMIC_RELEASE);
   }
-  CHECK_OK(gr_taskgroup_wait(&gb));
+  REQUIRE_OK(gr_taskgroup_wait(&gb));
   long total = 0;
   MPI_Allreduce(&g_ran, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  CHECK(total == 2);
-  CHECK_OK(gr_dpool_destroy(dp));
-  CHECK_OK(gr_pool_destroy(g_pool));
+  REQUIRE(total == 2);
+  REQUIRE_OK(gr_dpool_destroy(dp));
+  REQUIRE_OK(gr_pool_destroy(g_pool));
   g_pool = NULL;
   if (g_rank == 0) printf("nested: 2 runs, the waiting task returned each time\n");
   return 0;
@@ -141,10 +142,10 @@ int main(int argc, char **argv) {
       gr_pool_config_init(&pc);
       pc.nthreads = atoi(argv[4]);
       pc.pin = 0;
-      CHECK_OK(gr_pool_create(&pc, &g_pool));
+      REQUIRE_OK(gr_pool_create(&pc, &g_pool));
     }
     rc = test_runs(atoi(argv[2]));
-    if (g_pool) CHECK_OK(gr_pool_destroy(g_pool));
+    if (g_pool) REQUIRE_OK(gr_pool_destroy(g_pool));
   } else if (argc >= 2 && strcmp(argv[1], "nested") == 0) {
     rc = test_nested();
   } else if (g_rank == 0) {

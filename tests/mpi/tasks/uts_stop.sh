@@ -1,8 +1,8 @@
 #!/bin/bash
-# Issue 12's reproduction: uts T1XL (far too big to finish) at 3 ranks with GPURUN_TIMEOUT=T; after
+# A stopped rank under the real benchmark: uts T1XL (far too big to finish) at 3 ranks with GPURUN_TIMEOUT=T; after
 # 2 s rank 1 is SIGSTOPped. Ranks 0 and 2 must report "rank 1 did not answer within T s" and the
 # job end (uts calls MPI_Abort on an error, which also takes the stopped rank down) within
-# T x 1.25 plus a generous margin; before the deadline it hung for ever.
+# T x 1.25 plus a generous margin, not hang.
 #   uts_stop.sh MPIEXEC UTS [T]
 set -u
 MPIEXEC=$1 UTS=$2 T=${3:-3}

@@ -1,4 +1,4 @@
-/* The pool at its limits (issue 18): many idle workers cost nothing, and deep nesting of
+/* The pool at its limits: many idle workers cost nothing, and deep nesting of
  * taskgroups either fits the configured worker stack or fails with a sentence, never SIGSEGV.
  *
  * Idle cost is asserted on counts that a loaded machine does not change: how often the pool's

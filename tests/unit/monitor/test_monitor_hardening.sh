@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 12 end to end through the real gpurun and gpurun-report, as two users (root and nobody):
+# Monitor files in shared directories, end to end through the real gpurun and gpurun-report, as two users (root and nobody):
 # planted symlinks and foreign or world-writable job directories are refused, '..' as a job id is
 # refused, job directories are 0700 (0750 with GPURUN_MONITOR_GROUP=1), CSV rows stay whole under
 # a file-size limit, the time limit reaches the program's whole process group, the program dies

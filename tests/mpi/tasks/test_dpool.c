@@ -13,7 +13,8 @@
 static int g_rank, g_size;
 static gr_pool *g_pool;
 
-#include "dpool_check.h"
+#define GR_TEST_RANK g_rank
+#include "gr_check.h"
 
 static uint64_t sum_u64(uint64_t v) {
   uint64_t s = 0;
@@ -50,7 +51,7 @@ static gr_dpool *make(tctx *c, int steal, int lifelines) {
   cfg.lifelines = lifelines;
   cfg.poll_interval_us = 20;
   gr_dpool *dp = NULL;
-  CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, g_pool, &cfg, &dp));
+  REQUIRE_OK(gr_dpool_create(MPI_COMM_WORLD, g_pool, &cfg, &dp));
   return dp;
 }
 
@@ -74,7 +75,7 @@ static uint64_t tree_count_serial(uint64_t key, int depth) {
 static void tree_task(gr_dpool *dp, const void *p, size_t len, void *vc) {
   tctx *c = vc;
   tnode n;
-  CHECK(len == sizeof n);
+  REQUIRE(len == sizeof n);
   memcpy(&n, p, sizeof n);
   __atomic_fetch_add(&c->ran, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&c->sum, n.key & 0xffff, __ATOMIC_RELAXED);
@@ -83,10 +84,10 @@ static void tree_task(gr_dpool *dp, const void *p, size_t len, void *vc) {
   for (int i = 0; i < k; i++) {
     tnode ch = {mix(n.key * 31 + (uint64_t)i + 1), n.depth + 1, n.remote};
     if (n.remote) /* most children go to a pseudo-random rank: remote-heavy traffic */
-      CHECK_OK(gr_dpool_push_to(dp, (int)(mix(ch.key ^ 77) % (uint64_t)g_size), c->fn_tree, &ch,
-                                sizeof ch));
+      REQUIRE_OK(gr_dpool_push_to(dp, (int)(mix(ch.key ^ 77) % (uint64_t)g_size), c->fn_tree, &ch,
+                                  sizeof ch));
     else
-      CHECK_OK(gr_dpool_push(dp, c->fn_tree, &ch, sizeof ch));
+      REQUIRE_OK(gr_dpool_push(dp, c->fn_tree, &ch, sizeof ch));
   }
 }
 
@@ -107,13 +108,13 @@ typedef struct {
 static void chain_task(gr_dpool *dp, const void *p, size_t len, void *vc) {
   tctx *c = vc;
   cnode n;
-  CHECK(len == sizeof n);
+  REQUIRE(len == sizeof n);
   memcpy(&n, p, sizeof n);
   __atomic_fetch_add(&c->ran, 1, __ATOMIC_RELAXED);
   usleep_ns(n.pause_us); /* everyone else is idle meanwhile: termination must not fire */
   if (n.left > 0) {
     cnode next = {n.left - 1, n.pause_us};
-    CHECK_OK(gr_dpool_push_to(dp, (g_rank + 1) % g_size, c->fn_chain, &next, sizeof next));
+    REQUIRE_OK(gr_dpool_push_to(dp, (g_rank + 1) % g_size, c->fn_chain, &next, sizeof next));
   }
 }
 
@@ -124,22 +125,22 @@ static void noop_task(gr_dpool *dp, const void *p, size_t len, void *vc) {
 }
 
 static void reg(gr_dpool *dp, tctx *c) {
-  CHECK_OK(gr_dpool_register(dp, tree_task, &c->fn_tree));
-  CHECK_OK(gr_dpool_register(dp, chain_task, &c->fn_chain));
-  CHECK_OK(gr_dpool_register(dp, noop_task, &c->fn_noop));
+  REQUIRE_OK(gr_dpool_register(dp, tree_task, &c->fn_tree));
+  REQUIRE_OK(gr_dpool_register(dp, chain_task, &c->fn_chain));
+  REQUIRE_OK(gr_dpool_register(dp, noop_task, &c->fn_noop));
 }
 
 /* The stats add up across ranks: tasks run == tasks pushed (MPI_Reduce to rank 0, as a user
  * would), and every task sent was received. */
 static void check_stats(gr_dpool *dp, uint64_t expect_tasks) {
   struct gr_dpool_stats s;
-  CHECK_OK(gr_dpool_stats(dp, &s));
+  REQUIRE_OK(gr_dpool_stats(dp, &s));
   uint64_t mine[4] = {s.tasks_run, s.tasks_pushed, s.tasks_sent, s.tasks_received}, tot[4];
   MPI_Reduce(mine, tot, 4, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   if (g_rank == 0) {
-    CHECK(tot[0] == tot[1]);
-    CHECK(tot[0] == expect_tasks);
-    CHECK(tot[2] == tot[3]);
+    REQUIRE(tot[0] == tot[1]);
+    REQUIRE(tot[0] == expect_tasks);
+    REQUIRE(tot[2] == tot[3]);
   }
 }
 
@@ -147,41 +148,41 @@ static void test_bad_input(void) {
   gr_dpool_config cfg;
   gr_dpool_config_init(&cfg);
   gr_dpool *dp = (gr_dpool *)0x1;
-  CHECK(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, NULL) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, NULL) == GR_ERR_INVALID);
   cfg.poll_interval_us = 0;
-  CHECK(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp) == GR_ERR_INVALID);
-  CHECK(dp == NULL);
-  CHECK(strstr(gr_last_error(), "poll_interval_us") != NULL);
+  REQUIRE(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp) == GR_ERR_INVALID);
+  REQUIRE(dp == NULL);
+  REQUIRE(strstr(gr_last_error(), "poll_interval_us") != NULL);
   gr_dpool_config_init(&cfg);
   cfg.magic = 0;
-  CHECK(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp) == GR_ERR_INVALID);
   gr_dpool_config_init(&cfg);
   cfg.steal = 7;
-  CHECK(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp) == GR_ERR_INVALID);
-  CHECK(gr_dpool_create(MPI_COMM_NULL, NULL, NULL, &dp) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_create(MPI_COMM_NULL, NULL, NULL, &dp) == GR_ERR_INVALID);
 
   tctx c = {0};
   dp = make(&c, 1, 1);
   int id = -1;
-  CHECK(gr_dpool_register(dp, NULL, &id) == GR_ERR_INVALID);
-  CHECK(gr_dpool_register(NULL, noop_task, &id) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_register(dp, NULL, &id) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_register(NULL, noop_task, &id) == GR_ERR_INVALID);
   reg(dp, &c);
   char b[8] = {0};
-  CHECK(gr_dpool_push(dp, 99, b, 1) == GR_ERR_INVALID);
-  CHECK(gr_dpool_push(dp, -1, b, 1) == GR_ERR_INVALID);
-  CHECK(gr_dpool_push(dp, c.fn_noop, NULL, 4) == GR_ERR_INVALID);
-  CHECK(gr_dpool_push(dp, c.fn_noop, b, (size_t)GR_DPOOL_MAX_PAYLOAD + 1) == GR_ERR_INVALID);
-  CHECK(gr_dpool_push_to(dp, g_size, c.fn_noop, b, 1) == GR_ERR_INVALID);
-  CHECK(gr_dpool_push_to(dp, -1, c.fn_noop, b, 1) == GR_ERR_INVALID);
-  CHECK(strstr(gr_last_error(), "gr_dpool_push_to") != NULL);
-  CHECK(gr_dpool_run(NULL) == GR_ERR_INVALID);
-  CHECK(gr_dpool_stats(dp, NULL) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_push(dp, 99, b, 1) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_push(dp, -1, b, 1) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_push(dp, c.fn_noop, NULL, 4) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_push(dp, c.fn_noop, b, (size_t)GR_DPOOL_MAX_PAYLOAD + 1) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_push_to(dp, g_size, c.fn_noop, b, 1) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_push_to(dp, -1, c.fn_noop, b, 1) == GR_ERR_INVALID);
+  REQUIRE(strstr(gr_last_error(), "gr_dpool_push_to") != NULL);
+  REQUIRE(gr_dpool_run(NULL) == GR_ERR_INVALID);
+  REQUIRE(gr_dpool_stats(dp, NULL) == GR_ERR_INVALID);
   /* nothing was queued by the failed calls: the run is empty */
-  CHECK_OK(gr_dpool_run(dp));
-  CHECK(sum_u64(c.ran) == 0);
+  REQUIRE_OK(gr_dpool_run(dp));
+  REQUIRE(sum_u64(c.ran) == 0);
   check_stats(dp, 0);
-  CHECK_OK(gr_dpool_destroy(dp));
-  CHECK(gr_dpool_destroy(NULL) == GR_OK);
+  REQUIRE_OK(gr_dpool_destroy(dp));
+  REQUIRE(gr_dpool_destroy(NULL) == GR_OK);
 }
 
 /* An empty job, twice, then a job with one task (of size 0) on the last rank only. */
@@ -189,14 +190,14 @@ static void test_empty(void) {
   tctx c = {0};
   gr_dpool *dp = make(&c, 1, 1);
   reg(dp, &c);
-  CHECK_OK(gr_dpool_run(dp));
-  CHECK_OK(gr_dpool_run(dp));
-  CHECK(sum_u64(c.ran) == 0);
-  if (g_rank == g_size - 1) CHECK_OK(gr_dpool_push(dp, c.fn_noop, NULL, 0));
-  CHECK_OK(gr_dpool_run(dp));
-  CHECK(sum_u64(c.ran) == 1);
+  REQUIRE_OK(gr_dpool_run(dp));
+  REQUIRE_OK(gr_dpool_run(dp));
+  REQUIRE(sum_u64(c.ran) == 0);
+  if (g_rank == g_size - 1) REQUIRE_OK(gr_dpool_push(dp, c.fn_noop, NULL, 0));
+  REQUIRE_OK(gr_dpool_run(dp));
+  REQUIRE(sum_u64(c.ran) == 1);
   check_stats(dp, 1);
-  CHECK_OK(gr_dpool_destroy(dp));
+  REQUIRE_OK(gr_dpool_destroy(dp));
 }
 
 /* All work starts on the last rank (others start empty); local children; stealing spreads it. */
@@ -212,13 +213,13 @@ static void test_tree_local(int steal, int lifelines) {
   if (g_rank == g_size - 1)
     for (int r = 0; r < 3; r++) {
       tnode root = {1000 + (uint64_t)r, 0, 0};
-      CHECK_OK(gr_dpool_push(dp, c.fn_tree, &root, sizeof root));
+      REQUIRE_OK(gr_dpool_push(dp, c.fn_tree, &root, sizeof root));
     }
-  CHECK_OK(gr_dpool_run(dp));
-  CHECK(sum_u64(c.ran) == expect);
-  CHECK(sum_u64(c.sum) == esum);
+  REQUIRE_OK(gr_dpool_run(dp));
+  REQUIRE(sum_u64(c.ran) == expect);
+  REQUIRE(sum_u64(c.sum) == esum);
   check_stats(dp, expect);
-  CHECK_OK(gr_dpool_destroy(dp));
+  REQUIRE_OK(gr_dpool_destroy(dp));
 }
 
 /* Remote-heavy: children pushed to pseudo-random ranks, optionally with random delays per task. */
@@ -231,13 +232,13 @@ static void test_tree_remote(int delays) {
   uint64_t expect = tree_count_serial(key, 0), esum = tree_sum_serial(key, 0);
   if (g_rank == 0) {
     tnode root = {key, 0, 1};
-    CHECK_OK(gr_dpool_push(dp, c.fn_tree, &root, sizeof root));
+    REQUIRE_OK(gr_dpool_push(dp, c.fn_tree, &root, sizeof root));
   }
-  CHECK_OK(gr_dpool_run(dp));
-  CHECK(sum_u64(c.ran) == expect);
-  CHECK(sum_u64(c.sum) == esum);
+  REQUIRE_OK(gr_dpool_run(dp));
+  REQUIRE(sum_u64(c.ran) == expect);
+  REQUIRE(sum_u64(c.sum) == esum);
   check_stats(dp, expect);
-  CHECK_OK(gr_dpool_destroy(dp));
+  REQUIRE_OK(gr_dpool_destroy(dp));
 }
 
 /* Termination under random delays, many times: short remote-heavy jobs whose tasks sleep a
@@ -254,13 +255,13 @@ static void test_repeat_delays(void) {
     total += tree_count_serial(key, 0);
     if (g_rank == it % g_size) {
       tnode root = {key, 0, 1};
-      CHECK_OK(gr_dpool_push(dp, c.fn_tree, &root, sizeof root));
+      REQUIRE_OK(gr_dpool_push(dp, c.fn_tree, &root, sizeof root));
     }
-    CHECK_OK(gr_dpool_run(dp));
-    CHECK(sum_u64(c.ran) == total);
+    REQUIRE_OK(gr_dpool_run(dp));
+    REQUIRE(sum_u64(c.ran) == total);
   }
   check_stats(dp, total);
-  CHECK_OK(gr_dpool_destroy(dp));
+  REQUIRE_OK(gr_dpool_destroy(dp));
 }
 
 /* Late work from remote ranks: a single task hops rank to rank with a pause at each hop, started
@@ -274,17 +275,17 @@ static void test_chain(void) {
   const int hops = 6 * g_size + 1;
   if (g_rank == g_size - 1) {
     cnode first = {hops - 1, 3000};
-    CHECK_OK(gr_dpool_push(dp, c.fn_chain, &first, sizeof first));
+    REQUIRE_OK(gr_dpool_push(dp, c.fn_chain, &first, sizeof first));
   }
-  CHECK_OK(gr_dpool_run(dp));
-  CHECK(sum_u64(c.ran) == (uint64_t)hops);
+  REQUIRE_OK(gr_dpool_run(dp));
+  REQUIRE(sum_u64(c.ran) == (uint64_t)hops);
   /* Second run on the same dpool: pushes before the run from every rank to the next. */
   cnode one = {2, 500};
-  CHECK_OK(gr_dpool_push_to(dp, (g_rank + 1) % g_size, c.fn_chain, &one, sizeof one));
-  CHECK_OK(gr_dpool_run(dp));
-  CHECK(sum_u64(c.ran) == (uint64_t)hops + 3u * (uint64_t)g_size);
+  REQUIRE_OK(gr_dpool_push_to(dp, (g_rank + 1) % g_size, c.fn_chain, &one, sizeof one));
+  REQUIRE_OK(gr_dpool_run(dp));
+  REQUIRE(sum_u64(c.ran) == (uint64_t)hops + 3u * (uint64_t)g_size);
   check_stats(dp, (uint64_t)hops + 3u * (uint64_t)g_size);
-  CHECK_OK(gr_dpool_destroy(dp));
+  REQUIRE_OK(gr_dpool_destroy(dp));
 }
 
 /* A rank that starts its run late (the others are already idle and probing for termination)
@@ -299,12 +300,12 @@ static void test_late_rank(void) {
     struct timespec ts = {0, 200 * 1000 * 1000};
     nanosleep(&ts, NULL);
     tnode root = {99, 0, 0};
-    CHECK_OK(gr_dpool_push(dp, c.fn_tree, &root, sizeof root));
+    REQUIRE_OK(gr_dpool_push(dp, c.fn_tree, &root, sizeof root));
   }
-  CHECK_OK(gr_dpool_run(dp));
-  CHECK(sum_u64(c.ran) == expect);
+  REQUIRE_OK(gr_dpool_run(dp));
+  REQUIRE(sum_u64(c.ran) == expect);
   check_stats(dp, expect);
-  CHECK_OK(gr_dpool_destroy(dp));
+  REQUIRE_OK(gr_dpool_destroy(dp));
 }
 
 int main(int argc, char **argv) {
@@ -319,7 +320,7 @@ int main(int argc, char **argv) {
     gr_pool_config pc;
     gr_pool_config_init(&pc);
     pc.nthreads = nthreads;
-    CHECK_OK(gr_pool_create(&pc, &g_pool));
+    REQUIRE_OK(gr_pool_create(&pc, &g_pool));
   }
   struct {
     const char *name;
@@ -344,7 +345,7 @@ int main(int argc, char **argv) {
   if (g_rank == 0) printf("ok tree_remote random delays\n");
   test_repeat_delays();
   if (g_rank == 0) printf("ok repeat_delays\n");
-  if (g_pool) CHECK_OK(gr_pool_destroy(g_pool));
+  if (g_pool) REQUIRE_OK(gr_pool_destroy(g_pool));
   MPI_Finalize();
   return 0;
 }

@@ -1,4 +1,4 @@
-/* Issue 18 and 12: one rank's mistake or stop must not leave the others in gr_dpool_run for ever.
+/* One rank's mistake or stop must not leave the others in gr_dpool_run for ever.
  *
  *   test_dpool_deadline mismatch   registrations differ (rank 0 has one more function; then the
  *                                  same count in another order): GR_ERR_MISMATCH on every rank at
@@ -30,7 +30,8 @@
 
 static int g_rank, g_size;
 
-#include "dpool_check.h"
+#define GR_TEST_RANK g_rank
+#include "gr_check.h"
 
 static void on_alarm(int sig) {
   (void)sig;
@@ -58,49 +59,49 @@ static void other_task(gr_dpool *dp, const void *pl, size_t len, void *ctx) {
 static int test_mismatch(void) {
   for (int variant = 0; variant < 2; variant++) {
     gr_dpool *dp;
-    CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, NULL, NULL, &dp));
+    REQUIRE_OK(gr_dpool_create(MPI_COMM_WORLD, NULL, NULL, &dp));
     int a, b;
     if (variant == 0) { /* count differs */
-      CHECK_OK(gr_dpool_register(dp, noop_task, &a));
-      if (g_rank == 0) CHECK_OK(gr_dpool_register(dp, other_task, &b));
+      REQUIRE_OK(gr_dpool_register(dp, noop_task, &a));
+      if (g_rank == 0) REQUIRE_OK(gr_dpool_register(dp, other_task, &b));
     } else { /* order differs */
       if (g_rank % 2 == 0) {
-        CHECK_OK(gr_dpool_register(dp, noop_task, &a));
-        CHECK_OK(gr_dpool_register(dp, other_task, &b));
+        REQUIRE_OK(gr_dpool_register(dp, noop_task, &a));
+        REQUIRE_OK(gr_dpool_register(dp, other_task, &b));
       } else {
-        CHECK_OK(gr_dpool_register(dp, other_task, &b));
-        CHECK_OK(gr_dpool_register(dp, noop_task, &a));
+        REQUIRE_OK(gr_dpool_register(dp, other_task, &b));
+        REQUIRE_OK(gr_dpool_register(dp, noop_task, &a));
       }
     }
-    if (g_rank == 0) CHECK_OK(gr_dpool_push(dp, a, NULL, 0));
+    if (g_rank == 0) REQUIRE_OK(gr_dpool_push(dp, a, NULL, 0));
     alarm(30);
     gr_status st = gr_dpool_run(dp);
     alarm(0);
     if (g_size > 1) {
-      CHECK(st == GR_ERR_MISMATCH);
-      CHECK(strstr(gr_last_error(), "registered differently") != NULL);
-      CHECK(strstr(gr_last_error(), "rank 1") != NULL);
+      REQUIRE(st == GR_ERR_MISMATCH);
+      REQUIRE(strstr(gr_last_error(), "registered differently") != NULL);
+      REQUIRE(strstr(gr_last_error(), "rank 1") != NULL);
       if (g_rank == 0) printf("mismatch variant %d: %s\n", variant, gr_last_error());
       /* broken: no further runs, no late registrations; destroy still works */
-      CHECK(gr_dpool_run(dp) == GR_ERR_STATE);
+      REQUIRE(gr_dpool_run(dp) == GR_ERR_STATE);
     } else {
-      CHECK_OK(st);
-      CHECK(gr_dpool_register(dp, noop_task, &a) == GR_ERR_STATE); /* after the first run */
+      REQUIRE_OK(st);
+      REQUIRE(gr_dpool_register(dp, noop_task, &a) == GR_ERR_STATE); /* after the first run */
     }
-    CHECK_OK(gr_dpool_destroy(dp));
+    REQUIRE_OK(gr_dpool_destroy(dp));
   }
   /* Same registrations: fine, and identical ids on every rank. */
   gr_dpool *dp;
-  CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, NULL, NULL, &dp));
+  REQUIRE_OK(gr_dpool_create(MPI_COMM_WORLD, NULL, NULL, &dp));
   int a, b;
-  CHECK_OK(gr_dpool_register(dp, noop_task, &a));
-  CHECK_OK(gr_dpool_register(dp, other_task, &b));
-  if (g_rank == 0) CHECK_OK(gr_dpool_push(dp, b, NULL, 0));
+  REQUIRE_OK(gr_dpool_register(dp, noop_task, &a));
+  REQUIRE_OK(gr_dpool_register(dp, other_task, &b));
+  if (g_rank == 0) REQUIRE_OK(gr_dpool_push(dp, b, NULL, 0));
   alarm(30);
-  CHECK_OK(gr_dpool_run(dp));
-  CHECK_OK(gr_dpool_run(dp));
+  REQUIRE_OK(gr_dpool_run(dp));
+  REQUIRE_OK(gr_dpool_run(dp));
   alarm(0);
-  CHECK_OK(gr_dpool_destroy(dp));
+  REQUIRE_OK(gr_dpool_destroy(dp));
   return 0;
 }
 
@@ -113,9 +114,9 @@ static gr_dpool *make(void) {
   gr_dpool_config_init(&cfg);
   cfg.timeout_s = T;
   gr_dpool *dp;
-  CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp));
+  REQUIRE_OK(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp));
   int id;
-  CHECK_OK(gr_dpool_register(dp, noop_task, &id));
+  REQUIRE_OK(gr_dpool_register(dp, noop_task, &id));
   return dp;
 }
 
@@ -123,14 +124,14 @@ static gr_dpool *make(void) {
  * another rank's notice may end the wait first (it started earlier by the ranks' skew). */
 static void expect_timeout_in(gr_status st, double dt, double min_share, int named,
                               const char *said) {
-  CHECK(st == GR_ERR_TIMEOUT);
-  CHECK(dt >= T * min_share);
-  CHECK(dt < 10 * T + 20);
+  REQUIRE(st == GR_ERR_TIMEOUT);
+  REQUIRE(dt >= T * min_share);
+  REQUIRE(dt < 10 * T + 20);
   if (named >= 0) {
     char want[96];
     snprintf(want, sizeof want, "rank %d did not %s", named, said);
     if (!strstr(gr_last_error(), want)) fprintf(stderr, "rank %d: expected \"%s\"\n", g_rank, want);
-    CHECK(strstr(gr_last_error(), want) != NULL);
+    REQUIRE(strstr(gr_last_error(), want) != NULL);
   }
   printf("rank %d: after %.2f s: %s\n", g_rank, dt, gr_last_error());
   fflush(stdout);
@@ -162,18 +163,18 @@ static int test_partial(void) {
       gr_status st = gr_dpool_run(dp);
       double dt = now_s() - t0;
       if (run < skip_run) {
-        CHECK_OK(st);
+        REQUIRE_OK(st);
       } else {
         /* first run: the registration check names who did not come; later: the heartbeats */
         if (skip_run == 0)
           expect_timeout_said(st, dt, absent, "enter the first run");
         else
           expect_timeout(st, dt, absent);
-        CHECK(gr_dpool_run(dp) == GR_ERR_STATE);
+        REQUIRE(gr_dpool_run(dp) == GR_ERR_STATE);
       }
     }
     alarm(0);
-    CHECK_OK(gr_dpool_destroy(dp));
+    REQUIRE_OK(gr_dpool_destroy(dp));
     MPI_Barrier(MPI_COMM_WORLD);
   }
   /* A rank that never creates the dpool: the others' gr_dpool_create times out. */
@@ -186,8 +187,8 @@ static int test_partial(void) {
     double t0 = now_s();
     gr_status st = gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp);
     double dt = now_s() - t0;
-    CHECK(dp == NULL);
-    CHECK(strstr(gr_last_error(), "gr_dpool_create") != NULL);
+    REQUIRE(dp == NULL);
+    REQUIRE(strstr(gr_last_error(), "gr_dpool_create") != NULL);
     /* the first rank whose timeout runs out tells the others, who may have started later */
     expect_timeout_in(st, dt, 0.5, -1, "");
     /* ... naming the rank that never came, and only it (before: "not every rank of comm entered
@@ -196,7 +197,7 @@ static int test_partial(void) {
     snprintf(want, sizeof want, "rank(s) %d of comm did not enter gr_dpool_create", absent);
     if (!strstr(gr_last_error(), want))
       fprintf(stderr, "rank %d: expected \"%s\" in \"%s\"\n", g_rank, want, gr_last_error());
-    CHECK(strstr(gr_last_error(), want) != NULL);
+    REQUIRE(strstr(gr_last_error(), want) != NULL);
   }
   alarm(0);
   MPI_Barrier(MPI_COMM_WORLD);
@@ -216,7 +217,7 @@ static int test_partial(void) {
     snprintf(want, sizeof want, "rank(s) 0 (world rank %d) of comm did not enter", absent);
     if (!strstr(gr_last_error(), want))
       fprintf(stderr, "rank %d: expected \"%s\" in \"%s\"\n", g_rank, want, gr_last_error());
-    CHECK(strstr(gr_last_error(), want) != NULL);
+    REQUIRE(strstr(gr_last_error(), want) != NULL);
   }
   alarm(0);
   MPI_Barrier(MPI_COMM_WORLD);
@@ -241,12 +242,12 @@ static int test_barrier(void) {
   cfg.steal = 0;
   cfg.lifelines = 0;
   gr_dpool *dp;
-  CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp));
+  REQUIRE_OK(gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp));
   int id;
-  CHECK_OK(gr_dpool_register(dp, noop_task, &id));
-  if (g_rank == 0) CHECK_OK(gr_dpool_push(dp, id, NULL, 0));
-  CHECK_OK(gr_dpool_run(dp)); /* a clean run first: its arrivals leave nothing behind */
-  if (g_rank == 0) CHECK_OK(gr_dpool_push(dp, id, NULL, 0));
+  REQUIRE_OK(gr_dpool_register(dp, noop_task, &id));
+  if (g_rank == 0) REQUIRE_OK(gr_dpool_push(dp, id, NULL, 0));
+  REQUIRE_OK(gr_dpool_run(dp)); /* a clean run first: its arrivals leave nothing behind */
+  if (g_rank == 0) REQUIRE_OK(gr_dpool_push(dp, id, NULL, 0));
   gr__dp_test_stop_before_barrier = late;
   alarm((unsigned)(20 * T + 30));
   double t0 = now_s();
@@ -259,7 +260,7 @@ static int test_barrier(void) {
     printf("rank %d (resumed): %s\n", g_rank, st == GR_OK ? "GR_OK" : gr_last_error());
   }
   alarm(0);
-  CHECK_OK(gr_dpool_destroy(dp));
+  REQUIRE_OK(gr_dpool_destroy(dp));
   free(pids);
   MPI_Barrier(MPI_COMM_WORLD);
   return 0;
@@ -293,9 +294,9 @@ static void tree_task(gr_dpool *dp, const void *pl, size_t len, void *ctx) {
 }
 
 static int test_stop(int pool_threads) {
-  CHECK(g_size >= 2);
+  REQUIRE(g_size >= 2);
   int *pids = malloc((size_t)g_size * sizeof *pids);
-  CHECK(pids != NULL);
+  REQUIRE(pids != NULL);
   int me = (int)getpid();
   MPI_Allgather(&me, 1, MPI_INT, pids, 1, MPI_INT, MPI_COMM_WORLD);
   gr_pool *pool = NULL;
@@ -304,16 +305,16 @@ static int test_stop(int pool_threads) {
     gr_pool_config_init(&pc);
     pc.nthreads = pool_threads;
     pc.pin = 0;
-    CHECK_OK(gr_pool_create(&pc, &pool));
+    REQUIRE_OK(gr_pool_create(&pc, &pool));
   }
   gr_dpool_config cfg;
   gr_dpool_config_init(&cfg);
   cfg.timeout_s = T;
   gr_dpool *dp;
-  CHECK_OK(gr_dpool_create(MPI_COMM_WORLD, pool, &cfg, &dp));
-  CHECK_OK(gr_dpool_register(dp, tree_task, &g_tree_id));
+  REQUIRE_OK(gr_dpool_create(MPI_COMM_WORLD, pool, &cfg, &dp));
+  REQUIRE_OK(gr_dpool_register(dp, tree_task, &g_tree_id));
   int zero = 0;
-  if (g_rank == 0) CHECK_OK(gr_dpool_push(dp, g_tree_id, &zero, sizeof zero));
+  if (g_rank == 0) REQUIRE_OK(gr_dpool_push(dp, g_tree_id, &zero, sizeof zero));
   alarm((unsigned)(40 * T + 30));
   double t0 = now_s();
   gr_status st = gr_dpool_run(dp);
@@ -321,16 +322,16 @@ static int test_stop(int pool_threads) {
   if (g_rank != 1) {
     /* The stop happened some time into the run: bound the return by the time since then, which
      * rank 1 cannot tell us; the check here is that it returned at all, with the right name. */
-    CHECK(st == GR_ERR_TIMEOUT);
-    CHECK(strstr(gr_last_error(), "rank 1 did not answer") != NULL);
-    CHECK(t_ret - t0 >= T * 0.99);
+    REQUIRE(st == GR_ERR_TIMEOUT);
+    REQUIRE(strstr(gr_last_error(), "rank 1 did not answer") != NULL);
+    REQUIRE(t_ret - t0 >= T * 0.99);
     printf("rank %d: after %.2f s (%ld tasks here): %s\n", g_rank, t_ret - t0, g_ran,
            gr_last_error());
     fflush(stdout);
-    CHECK(gr_dpool_run(dp) == GR_ERR_STATE);
+    REQUIRE(gr_dpool_run(dp) == GR_ERR_STATE);
   } else {
     /* Resumed by rank 0 after the others gave up: its peers no longer answer. */
-    CHECK(st == GR_ERR_TIMEOUT);
+    REQUIRE(st == GR_ERR_TIMEOUT);
     printf("rank 1 (was stopped): after %.2f s: %s\n", t_ret - t0, gr_last_error());
     fflush(stdout);
   }
@@ -346,8 +347,8 @@ static int test_stop(int pool_threads) {
     int one = 1;
     MPI_Send(&one, 1, MPI_INT, 0, 77, MPI_COMM_WORLD);
   }
-  CHECK_OK(gr_dpool_destroy(dp));
-  if (pool) CHECK_OK(gr_pool_destroy(pool));
+  REQUIRE_OK(gr_dpool_destroy(dp));
+  if (pool) REQUIRE_OK(gr_pool_destroy(pool));
   alarm(0);
   MPI_Barrier(MPI_COMM_WORLD);
   /* Every live rank returned within timeout + heartbeat period (T/4) + a generous margin for a
@@ -356,7 +357,7 @@ static int test_stop(int pool_threads) {
   if (g_rank != 1) {
     double late = t_ret - g_stop_time;
     printf("rank %d: returned %.2f s after rank 1 stopped (timeout %.0f s)\n", g_rank, late, T);
-    CHECK(g_stop_time > 0 && late >= T * 0.99 && late < 1.25 * T + 10);
+    REQUIRE(g_stop_time > 0 && late >= T * 0.99 && late < 1.25 * T + 10);
   }
   free(pids);
   return 0;
