@@ -39,7 +39,10 @@
  * yet posted, only its head may post, and a request started while it is not empty queues behind it
  * whatever its route. Every blocking call, group, gr_allreduce_multi and gr_comm_split on c drains
  * it first (gr__requests_drain), so that they follow the requests' data calls on every rank. The
- * request's deadline, from its start, covers the verdict. */
+ * request's deadline, from its start, covers the verdict.
+ * Point-to-point requests (gr_isend, gr_irecv) are not collective: no verdict, no check-mode
+ * fingerprint, no place in the FIFO (MPI matches them by peer and tag, whatever the collectives
+ * do); they post at their start, and a refusal is this rank's alone, as gr_send's. */
 enum { REQ_QUEUED, REQ_POSTED };
 
 struct gr_request {
@@ -63,7 +66,8 @@ struct gr_request {
   int *names;    /* every rank's verdict word by rank; names[size] is this rank's sent one */
   MPI_Request *name_reqs;
   int nname_reqs;
-  int data_done; /* the data call finished, failed to post, or is never posted */
+  int data_done;   /* the data call finished, failed to post, or is never posted */
+  unsigned sweeps; /* tests while the data call runs */
   gr_status data_st;
   char own[GR__ERRLEN];      /* this rank's own refusal, after "rank R: fn: " */
   char post_err[GR__ERRLEN]; /* the backend's detail of a failed post, for the wait's sentence */
@@ -285,8 +289,19 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   gr_status bad = unret != GR_OK ? unret : gr__validate(fn, k);
   int route = gr__refusal_route(k);
   int agree = route == ROUTE_AGREE && c->req_mpi != MPI_COMM_NULL;
+  int coll = is_collective(k->kind);
   if (bad != GR_OK && !agree) {
-    if (c->check) return gr__exchange_fingerprint(fn, k, bad);
+    if (c->check && coll) return gr__exchange_fingerprint(fn, k, bad);
+    if (k->kind == GR__BARRIER && unret != GR_OK) {
+      /* a barrier has nothing to refuse but the request itself: this rank joins it and returns
+       * its own error, the others' barriers complete */
+      char own[GR__ERRLEN];
+      gr__own_sentence(own, sizeof own, fn);
+      k->fe_refused = GR__ARG_NONE; /* it makes the barrier with the others */
+      GR_CHECK(gr__requests_drain(fn, c));
+      GR_CHECK(gr__run_one(fn, k, 1));
+      return gr__fail(bad, fn, "%s", own);
+    }
     if (route != ROUTE_CALL) return bad;
     char own[GR__ERRLEN];
     gr__own_sentence(own, sizeof own, fn);
@@ -298,7 +313,7 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   if (!q) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
   if (bad != GR_OK) gr__own_sentence(q->own, sizeof q->own, fn);
   gr__flight_poll();
-  if (c->check) {
+  if (c->check && coll) {
     gr_status st = gr__exchange_fingerprint(fn, k, GR_OK);
     if (st != GR_OK) {
       free(q);
@@ -344,8 +359,8 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   gr__begin(k);
   q->t0 = gr__mono_now();
   q->deadline = c->timeout_s > 0 ? q->t0 + c->timeout_s : 0.0;
-  if (c->defer_head) defer_advance(c);
-  if (c->defer_head || q->verdict) {
+  if (coll && c->defer_head) defer_advance(c);
+  if (coll && (c->defer_head || q->verdict)) {
     defer_push(c, q);
   } else {
     post_data(q);
@@ -418,6 +433,14 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
      * only their owner's tests move: another rank may wait inside one of them before it gets to
      * this request (gpurun's own allreduces; a small broadcast travels as one). */
     if (!ready && (q->state != REQ_POSTED || q->data_done) && c->ops->progress) c->ops->progress(c);
+    /* A call still running may wait for a peer that waits, in turn, for an MPI transfer of this
+     * rank's (a point-to-point request's rendezvous) while this call moves only its own transport
+     * (the shared-memory segment): every 16th test moves MPI's engine too. */
+    if (!ready && q->state == REQ_POSTED && !q->data_done && (++q->sweeps & 15) == 0 &&
+        c->size > 1) {
+      int flag = 0;
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->mpi, &flag, MPI_STATUS_IGNORE);
+    }
     if (ready) {
       st = request_outcome(q);
     } else if (q->deadline > 0 && gr__mono_now() > q->deadline) {
