@@ -641,8 +641,16 @@ static void progress_oldest(mpi_be *b, gr__mpi_ar *a) {
   }
 }
 
+/* Also: the gated calls whose round passed start their MPI call (a request waited for after
+ * another one that runs on the segment: the peers wait inside that MPI call), and MPI's engine
+ * moves (a peer's rendezvous send that this rank receives, while this rank waits on the segment). */
 static void mpi_progress(gr_comm *c) {
-  if (c->be) progress_oldest(c->be, NULL);
+  mpi_be *b = c->be;
+  if (!b) return;
+  progress_oldest(b, NULL);
+  if (b->shm && gr__shm_deferred(b->shm)) gate_start_passed(b);
+  int flag = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->mpi, &flag, MPI_STATUS_IGNORE);
 }
 
 static gr_status mpi_test(gr__call *k, int *done) {

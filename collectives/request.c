@@ -292,16 +292,6 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   int coll = is_collective(k->kind);
   if (bad != GR_OK && !agree) {
     if (c->check && coll) return gr__exchange_fingerprint(fn, k, bad);
-    if (k->kind == GR__BARRIER && unret != GR_OK) {
-      /* a barrier has nothing to refuse but the request itself: this rank joins it and returns
-       * its own error, the others' barriers complete */
-      char own[GR__ERRLEN];
-      gr__own_sentence(own, sizeof own, fn);
-      k->fe_refused = GR__ARG_NONE; /* it makes the barrier with the others */
-      GR_CHECK(gr__requests_drain(fn, c));
-      GR_CHECK(gr__run_one(fn, k, 1));
-      return gr__fail(bad, fn, "%s", own);
-    }
     if (route != ROUTE_CALL) return bad;
     char own[GR__ERRLEN];
     gr__own_sentence(own, sizeof own, fn);
@@ -392,6 +382,17 @@ gr_status gr__request_start(const char *fn, gr__call *k, gr_request **out) {
     k->fe_refused = GR__ARG_GROUPED;
   }
   gr_request *q = NULL;
+  if (unret != GR_OK && k->kind == GR__BARRIER) {
+    /* A barrier has nothing to refuse but the request itself: this rank makes the barrier as a
+     * request of its own (the others' match it, a blocking one would not on MPI), waits for it
+     * and returns its own error; the others' barriers complete. */
+    char own[GR__ERRLEN];
+    gr__own_sentence(own, sizeof own, fn);
+    k->fe_refused = GR__ARG_NONE;
+    GR_CHECK(begin_request(fn, k, &q, GR_OK));
+    GR_CHECK(gr_wait(&q));
+    return gr__fail(unret, fn, "%s", own);
+  }
   gr_status st = begin_request(fn, k, &q, unret);
   if (unret == GR_OK) {
     *out = q;
@@ -433,14 +434,12 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
      * only their owner's tests move: another rank may wait inside one of them before it gets to
      * this request (gpurun's own allreduces; a small broadcast travels as one). */
     if (!ready && (q->state != REQ_POSTED || q->data_done) && c->ops->progress) c->ops->progress(c);
-    /* A call still running may wait for a peer that waits, in turn, for an MPI transfer of this
-     * rank's (a point-to-point request's rendezvous) while this call moves only its own transport
-     * (the shared-memory segment): every 16th test moves MPI's engine too. */
+    /* A call still running moves only its own transport, while a peer may wait for another of
+     * this rank's requests (a gated call's MPI call, a point-to-point rendezvous): every 16th
+     * test moves the backend's other calls too. */
     if (!ready && q->state == REQ_POSTED && !q->data_done && (++q->sweeps & 15) == 0 &&
-        c->size > 1) {
-      int flag = 0;
-      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->mpi, &flag, MPI_STATUS_IGNORE);
-    }
+        c->ops->progress)
+      c->ops->progress(c);
     if (ready) {
       st = request_outcome(q);
     } else if (q->deadline > 0 && gr__mono_now() > q->deadline) {
