@@ -369,6 +369,63 @@ static void t_outstanding(gr_comm *c, int how, unsigned seed) {
   free(a2a), free(a2ao), free(snd), free(rcv);
 }
 
+/* ---- requests outstanding across calls that use the communicator's MPI side ----------------- */
+
+/* A reduce and an all-to-all request (gated on the shared-memory path: their MPI call starts once
+ * the ranks' agreement round has passed, found by whichever test comes first) stay outstanding
+ * across a group (whose verdict is an MPI collective) and a split. Every rank tests them once
+ * (it enters their rounds), then rank 0 tests them until their MPI calls have started while the
+ * others go on to the group: the MPI calls then start at different places among the others on
+ * each rank, which must not change what MPI matches. */
+static void t_across(gr_comm *c) {
+  int r = gr_comm_rank(c), P = gr_comm_size(c);
+  const char *what = BACKEND_LABEL " requests outstanding across a group and a split";
+  size_t big = 30011, Pn = (size_t)P;
+  float *rd = xalloc(big * 4), *rdo = xalloc(big * 4);
+  int32_t *a2a = xalloc(4000 * 4 * Pn), *a2ao = xalloc(4000 * 4 * Pn);
+  int32_t g1[5], g2[3];
+  fill(GR_FLOAT32, GR_SUM, rd, big, r, 0);
+  fill_const(GR_FLOAT32, rdo, big, SENTINEL);
+  fill(GR_INT32, GR_SUM, a2a, 4000 * Pn, r, 0);
+  gr_request *q1 = NULL, *q2 = NULL;
+  CHECK_OK(gr_ireduce(rd, rdo, big, GR_FLOAT32, GR_SUM, 0, c, NULL, &q1), what);
+  CHECK_OK(gr_ialltoall(a2a, a2ao, 4000, GR_INT32, c, NULL, &q2), what);
+  int d1 = 0, d2 = 0; /* every rank enters the agreement rounds; rank 0 sees them pass */
+  CHECK_OK(gr_test(&q1, &d1), what);
+  CHECK_OK(gr_test(&q2, &d2), what);
+  if (r == 0) {
+    double t0 = mono();
+    while (mono() - t0 < 0.05 && q1 && q2) {
+      if (q1) CHECK_OK(gr_test(&q1, &d1), what);
+      if (q2) CHECK_OK(gr_test(&q2, &d2), what);
+    }
+  }
+  for (int i = 0; i < 5; i++)
+    g1[i] = r + i;
+  for (int i = 0; i < 3; i++)
+    g2[i] = 2 * r - i;
+  CHECK_OK(gr_group_start(), what);
+  CHECK_OK(gr_allreduce(g1, g1, 5, GR_INT32, GR_SUM, c, NULL), what);
+  CHECK_OK(gr_allreduce(g2, g2, 3, GR_INT32, GR_MAX, c, NULL), what);
+  CHECK_OK(gr_group_end(), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  for (int i = 0; i < 5; i++)
+    if (g1[i] != P * (P - 1) / 2 + P * i) FAIL("%s: group g1[%d] = %d", what, i, g1[i]);
+  for (int i = 0; i < 3; i++)
+    if (g2[i] != 2 * (P - 1) - i) FAIL("%s: group g2[%d] = %d", what, i, g2[i]);
+  gr_comm *sub = NULL;
+  CHECK_OK(gr_comm_split(c, 0, -r, &sub), what);
+  if (sub && gr_comm_rank(sub) != P - 1 - r) FAIL("%s: split rank %d", what, gr_comm_rank(sub));
+  CHECK_OK(gr_comm_destroy(sub), what);
+  if (q2) CHECK_OK(gr_wait(&q2), what);
+  if (q1) CHECK_OK(gr_wait(&q1), what);
+  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  if (r == 0) EXPECT_ALL(what, GR_FLOAT32, rdo, big, ev_reduced(GR_FLOAT32, GR_SUM, P, i));
+  EXPECT_ALL(what, GR_INT32, a2ao, 4000 * Pn,
+             ev_input(GR_INT32, GR_SUM, (int)(i / 4000), (size_t)r * 4000 + i % 4000));
+  free(rd), free(rdo), free(a2a), free(a2ao);
+}
+
 /* ---- refusals ---------------------------------------------------------------------------------- */
 
 /* The request's outcome on this rank: started then waited, or refused at its start. */
@@ -560,6 +617,8 @@ int main(int argc, char **argv) {
       t_outstanding(world, how, 1);
     for (unsigned seed = 2; seed < 12; seed++)
       t_outstanding(world, 2, seed);
+    for (int i = 0; i < 3; i++)
+      t_across(world);
     /* odd/even ranks, numbered backwards: comm ranks differ from world ranks */
     CHECK_OK(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
     if (split) {
