@@ -7,7 +7,8 @@
  * MPI backend and once, with NONBLOCK_NCCL_DOUBLE, for the NCCL backend over the test double.
  * Usage: test_coll_nonblock [--no-timeout] [--check]
  *   --no-timeout: timeout 0 (the MPI backend's blocking-capable paths); default 60 s
- *   --check: check mode (the fingerprint exchange carries refusals) */
+ *   --check: check mode (the fingerprint exchange carries refusals)
+ *   --no-across: leave out the requests outstanding across a group and a split (t_across) */
 #include <gpurun/coll.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -590,9 +591,10 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  int blocking = 0;
+  int blocking = 0, across = 1;
   for (int i = 1; i < argc; i++) {
     blocking |= strcmp(argv[i], "--no-timeout") == 0;
+    across &= strcmp(argv[i], "--no-across") != 0;
     check_mode |= strcmp(argv[i], "--check") == 0;
   }
   gr_comm_config cfg;
@@ -617,7 +619,7 @@ int main(int argc, char **argv) {
       t_outstanding(world, how, 1);
     for (unsigned seed = 2; seed < 12; seed++)
       t_outstanding(world, 2, seed);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3 && across; i++)
       t_across(world);
     /* odd/even ranks, numbered backwards: comm ranks differ from world ranks */
     CHECK_OK(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
