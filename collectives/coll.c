@@ -9,7 +9,7 @@
 #include "gr_config.h"
 #include "gr_device.h"
 #include "gr_dtype.h"
-#include "gr_env_bool.h"
+#include "gr_param.h"
 #include "gr_error.h"
 #include "gr_mpi_error.h"
 #include "gr_flight.h"
@@ -152,16 +152,8 @@ GR_API void gr_comm_config_init(gr_comm_config *cfg) {
   if (!cfg) return;
   memset(cfg, 0, sizeof *cfg);
   cfg->backend = GR_BACKEND_AUTO;
-  const char *t = getenv("GPURUN_TIMEOUT");
-  if (t && *t) {
-    char *end;
-    double v = strtod(t, &end);
-    if (*end == '\0' && v >= 0 && isfinite(v))
-      cfg->timeout_s = v;
-    else
-      GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_TIMEOUT=%s is not a number of seconds >= 0; no timeout", t);
-  }
-  cfg->check = gr__env_bool("GPURUN_CHECK", 0);
+  cfg->timeout_s = gr__param_seconds(GR_PARAM_TIMEOUT);
+  cfg->check = gr__param_bool(GR_PARAM_CHECK);
 }
 
 int gr__mpi_gone(void) {
