@@ -117,7 +117,7 @@ static void t_ireduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace, i
   if (d != s) fill_const(t, d, n, SENTINEL);
   gr_request *q = NULL;
   finish(what, gr_ireduce(s, d, n, t, op, root, c, NULL, &q), &q, bt);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   if (r == root)
     EXPECT_ALL(what, t, d, n, ev_reduced(t, op, P, i));
   else
@@ -142,7 +142,7 @@ static void t_ireduce_scatter(gr_comm *c, gr_dtype t, gr_op op, size_t n, int in
   if (!inplace) fill_const(t, d, n, SENTINEL);
   gr_request *q = NULL;
   finish(what, gr_ireduce_scatter(s, d, n, t, op, c, NULL, &q), &q, bt);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   EXPECT_ALL(what, t, d, n, ev_reduced(t, op, P, off + i));
   if (!inplace) {
     EXPECT_ALL(what, t, s, n * (size_t)P, ev_input(t, op, r, i));
@@ -162,7 +162,7 @@ static void t_ialltoall(gr_comm *c, gr_dtype t, size_t n, int inplace, int bt) {
   if (!inplace) fill_const(t, d, N, SENTINEL);
   gr_request *q = NULL;
   finish(what, gr_ialltoall(s, d, n, t, c, NULL, &q), &q, bt);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   EXPECT_ALL(what, t, d, N, ev_input(t, GR_SUM, (int)(i / m), (size_t)r * n + i % m));
   if (!inplace) {
     EXPECT_ALL(what, t, s, N, ev_input(t, GR_SUM, r, i));
@@ -203,8 +203,8 @@ static void t_isend_irecv(gr_comm *c, gr_dtype t, size_t n, int bt) {
       finish(what, GR_OK, &qs[m], bt), finish(what, GR_OK, &qr[m], bt);
     }
   }
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
-  CHECK_OK(gr_comm_synchronize(c, recv_stream), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, recv_stream), what);
   for (int m = 0; m < 3; m++) {
     EXPECT_ALL(what, t, d[m], n, ev_input(t, GR_SUM, prev, 1000 * (size_t)m + i));
     EXPECT_ALL(what, t, s[m], n, ev_input(t, GR_SUM, r, 1000 * (size_t)m + i));
@@ -353,8 +353,8 @@ static void t_outstanding(gr_comm *c, int how, unsigned seed) {
         FAIL("%s: gr_wait of gr_%s: %s (%s)", what, kname[k], gr_status_name(s), gr_last_error());
     }
   }
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
-  CHECK_OK(gr_comm_synchronize(c, recv_stream), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, recv_stream), what);
   EXPECT_ALL(what, GR_INT32, ar, n, ev_reduced(GR_INT32, GR_SUM, P, i));
   EXPECT_ALL(what, GR_FLOAT64, bc, big, ev_input(GR_FLOAT64, GR_SUM, 0, i));
   EXPECT_ALL(what, GR_UINT8, ag, 7 * Pn, ev_input(GR_UINT8, GR_SUM, (int)(i / 7), i % 7));
@@ -389,38 +389,38 @@ static void t_across(gr_comm *c) {
   fill_const(GR_FLOAT32, rdo, big, SENTINEL);
   fill(GR_INT32, GR_SUM, a2a, 4000 * Pn, r, 0);
   gr_request *q1 = NULL, *q2 = NULL;
-  CHECK_OK(gr_ireduce(rd, rdo, big, GR_FLOAT32, GR_SUM, 0, c, NULL, &q1), what);
-  CHECK_OK(gr_ialltoall(a2a, a2ao, 4000, GR_INT32, c, NULL, &q2), what);
+  EXPECT_OK_IN(gr_ireduce(rd, rdo, big, GR_FLOAT32, GR_SUM, 0, c, NULL, &q1), what);
+  EXPECT_OK_IN(gr_ialltoall(a2a, a2ao, 4000, GR_INT32, c, NULL, &q2), what);
   int d1 = 0, d2 = 0; /* every rank enters the agreement rounds; rank 0 sees them pass */
-  CHECK_OK(gr_test(&q1, &d1), what);
-  CHECK_OK(gr_test(&q2, &d2), what);
+  EXPECT_OK_IN(gr_test(&q1, &d1), what);
+  EXPECT_OK_IN(gr_test(&q2, &d2), what);
   if (r == 0) {
     double t0 = mono();
     while (mono() - t0 < 0.05 && q1 && q2) {
-      if (q1) CHECK_OK(gr_test(&q1, &d1), what);
-      if (q2) CHECK_OK(gr_test(&q2, &d2), what);
+      if (q1) EXPECT_OK_IN(gr_test(&q1, &d1), what);
+      if (q2) EXPECT_OK_IN(gr_test(&q2, &d2), what);
     }
   }
   for (int i = 0; i < 5; i++)
     g1[i] = r + i;
   for (int i = 0; i < 3; i++)
     g2[i] = 2 * r - i;
-  CHECK_OK(gr_group_start(), what);
-  CHECK_OK(gr_allreduce(g1, g1, 5, GR_INT32, GR_SUM, c, NULL), what);
-  CHECK_OK(gr_allreduce(g2, g2, 3, GR_INT32, GR_MAX, c, NULL), what);
-  CHECK_OK(gr_group_end(), what);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_group_start(), what);
+  EXPECT_OK_IN(gr_allreduce(g1, g1, 5, GR_INT32, GR_SUM, c, NULL), what);
+  EXPECT_OK_IN(gr_allreduce(g2, g2, 3, GR_INT32, GR_MAX, c, NULL), what);
+  EXPECT_OK_IN(gr_group_end(), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   for (int i = 0; i < 5; i++)
     if (g1[i] != P * (P - 1) / 2 + P * i) FAIL("%s: group g1[%d] = %d", what, i, g1[i]);
   for (int i = 0; i < 3; i++)
     if (g2[i] != 2 * (P - 1) - i) FAIL("%s: group g2[%d] = %d", what, i, g2[i]);
   gr_comm *sub = NULL;
-  CHECK_OK(gr_comm_split(c, 0, -r, &sub), what);
+  EXPECT_OK_IN(gr_comm_split(c, 0, -r, &sub), what);
   if (sub && gr_comm_rank(sub) != P - 1 - r) FAIL("%s: split rank %d", what, gr_comm_rank(sub));
-  CHECK_OK(gr_comm_destroy(sub), what);
-  if (q2) CHECK_OK(gr_wait(&q2), what);
-  if (q1) CHECK_OK(gr_wait(&q1), what);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_comm_destroy(sub), what);
+  if (q2) EXPECT_OK_IN(gr_wait(&q2), what);
+  if (q1) EXPECT_OK_IN(gr_wait(&q1), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   if (r == 0) EXPECT_ALL(what, GR_FLOAT32, rdo, big, ev_reduced(GR_FLOAT32, GR_SUM, P, i));
   EXPECT_ALL(what, GR_INT32, a2ao, 4000 * Pn,
              ev_input(GR_INT32, GR_SUM, (int)(i / 4000), (size_t)r * 4000 + i % 4000));
@@ -562,24 +562,24 @@ static void refusals(gr_comm *c) {
     FAIL("gr_isend with req NULL: %s (%s), expected GR_ERR_INVALID", gr_status_name(st),
          gr_last_error());
   /* ... and inside a group, on every rank: each fails alone, the group is empty */
-  CHECK_OK(gr_group_start(), "group");
+  EXPECT_OK_IN(gr_group_start(), "group");
   st = gr_irecv(b, 4, GR_INT32, (r + P - 1) % P, c, NULL, &q);
   if (st != GR_ERR_STATE || q || !strstr(gr_last_error(), "cannot be part of a group"))
     FAIL("gr_irecv inside a group: %s (%s), expected GR_ERR_STATE", gr_status_name(st),
          gr_last_error());
-  CHECK_OK(gr_group_end(), "group");
+  EXPECT_OK_IN(gr_group_end(), "group");
   /* only rank 0's send is refused; the others' ring still matches without it */
   if (P > 2) {
     int32_t v[4] = {r, r, r, r}, w[4] = {-77, -77, -77, -77};
     gr_request *qs = NULL, *qr = NULL;
     int to = (r + 1) % P, from = (r + P - 1) % P;
-    if (r != 1) CHECK_OK(gr_irecv(w, 4, GR_INT32, from, c, recv_stream, &qr), "irecv");
+    if (r != 1) EXPECT_OK_IN(gr_irecv(w, 4, GR_INT32, from, c, recv_stream, &qr), "irecv");
     st = gr_isend(r == 0 ? NULL : v, 4, GR_INT32, to, c, NULL, &qs);
     if (r == 0 && st != GR_ERR_INVALID) FAIL("gr_isend of NULL: %s", gr_status_name(st));
     if (r != 0 && st != GR_OK) FAIL("gr_isend: %s (%s)", gr_status_name(st), gr_last_error());
-    if (qs) CHECK_OK(gr_wait(&qs), "isend");
-    if (qr) CHECK_OK(gr_wait(&qr), "irecv");
-    CHECK_OK(gr_comm_synchronize(c, recv_stream), "sync");
+    if (qs) EXPECT_OK_IN(gr_wait(&qs), "isend");
+    if (qr) EXPECT_OK_IN(gr_wait(&qr), "irecv");
+    EXPECT_OK_IN(gr_comm_synchronize(c, recv_stream), "sync");
     if (r != 1 && w[3] != from)
       FAIL("irecv beside a refused send: w[3] = %d, expected %d", w[3], from);
   }
@@ -603,13 +603,14 @@ int main(int argc, char **argv) {
   cfg.check = check_mode;
   gr_comm *world = NULL, *split = NULL;
 #ifdef NONBLOCK_NCCL_DOUBLE
-  CHECK_OK(gr__comm_create_ops(MPI_COMM_WORLD, &cfg, &gr__coll_ops_nccl_double, &world), "create");
+  EXPECT_OK_IN(gr__comm_create_ops(MPI_COMM_WORLD, &cfg, &gr__coll_ops_nccl_double, &world),
+               "create");
   cudaStream_t rs = NULL;
   if (cudaStreamCreate(&rs) != cudaSuccess) FAIL("cudaStreamCreate");
   recv_stream = rs;
 #else
   cfg.backend = GR_BACKEND_MPI;
-  CHECK_OK(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
+  EXPECT_OK_IN(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
 #endif
   if (!world) MPI_Abort(MPI_COMM_WORLD, 1);
   int P = gr_comm_size(world);
@@ -622,15 +623,15 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3 && across; i++)
       t_across(world);
     /* odd/even ranks, numbered backwards: comm ranks differ from world ranks */
-    CHECK_OK(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
+    EXPECT_OK_IN(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
     if (split) {
       suite(split, sizes + 1, 2);
       t_outstanding(split, 2, 99);
     }
-    CHECK_OK(gr_comm_destroy(split), "destroy");
+    EXPECT_OK_IN(gr_comm_destroy(split), "destroy");
   }
   refusals(world);
-  CHECK_OK(gr_comm_destroy(world), "destroy");
+  EXPECT_OK_IN(gr_comm_destroy(world), "destroy");
 #ifdef NONBLOCK_NCCL_DOUBLE
   cudaStreamDestroy(rs);
 #endif
