@@ -153,9 +153,12 @@ static gr_status mpi_create(gr_comm *c, double deadline) {
   b->tag_slots = tags / (uint64_t)b->tags_per_slot;
   if (gr__mpi_tag_slots_cap > 0 && gr__mpi_tag_slots_cap < b->tag_slots)
     b->tag_slots = gr__mpi_tag_slots_cap;
+  b->gate_mpi = MPI_COMM_NULL;
   c->be = b;
   gr__live_create_step(GR_LIVE_STEP_SHM); /* gpurun-top: where a creation waits */
   GR_CHECK(gr__shm_comm_attach(c, &b->shm));
+  if (b->shm && MPI_Comm_dup(c->mpi, &b->gate_mpi) != MPI_SUCCESS)
+    return gr__comm_err(c, GR_ERR_MPI, "MPI_Comm_dup for the gated calls failed");
   gr__live_create_step(GR_LIVE_STEP_HIER);
   return gr__hier_attach(c, &b->hier);
 }
@@ -174,6 +177,7 @@ static gr_status mpi_destroy(gr_comm *c, double deadline) {
     MPI_Op_free(&b->bf16_ops[i]);
     MPI_Op_free(&b->own_ops[i]);
   }
+  if (b->gate_mpi != MPI_COMM_NULL && !gr__mpi_gone()) MPI_Comm_free(&b->gate_mpi);
   gr__shm_free(b->shm);
   gr__hier_free(b->hier);
   free(b);
@@ -537,6 +541,7 @@ static gr_status mpi_post(gr__call *k, int *done) {
   }
   MPI_Datatype dt = gr__mpi_type(k->dtype);
   MPI_Op op = mpi_op(b, k->dtype, k->op);
+  MPI_Comm mc = (m->flags & GR__MPI_GATED) && b->gate_mpi != MPI_COMM_NULL ? b->gate_mpi : c->mpi;
   int n = (int)k->count, blk = k->blocking_ok, rc = MPI_SUCCESS;
   size_t es = gr__dtype_size(k->dtype), P = (size_t)c->size;
   MPI_Request *q = &m->req;
@@ -572,8 +577,8 @@ static gr_status mpi_post(gr__call *k, int *done) {
   case GR__REDUCE: {
     const void *in = (c->rank == k->root && s == r) ? MPI_IN_PLACE : s;
     what = "MPI_Ireduce";
-    rc = blk ? MPI_Reduce(in, r, n, dt, op, k->root, c->mpi)
-             : MPI_Ireduce(in, r, n, dt, op, k->root, c->mpi, q);
+    rc = blk ? MPI_Reduce(in, r, n, dt, op, k->root, mc)
+             : MPI_Ireduce(in, r, n, dt, op, k->root, mc, q);
     break;
   }
   case GR__ALLGATHER: {
@@ -593,8 +598,7 @@ static gr_status mpi_post(gr__call *k, int *done) {
   case GR__ALLTOALL:
     if (s == r && n) GR_CHECK(private_copy(k, &s, k->count * es * P));
     what = "MPI_Ialltoall";
-    rc = blk ? MPI_Alltoall(s, n, dt, r, n, dt, c->mpi)
-             : MPI_Ialltoall(s, n, dt, r, n, dt, c->mpi, q);
+    rc = blk ? MPI_Alltoall(s, n, dt, r, n, dt, mc) : MPI_Ialltoall(s, n, dt, r, n, dt, mc, q);
     break;
   case GR__SEND:
     what = "MPI_Isend";
@@ -641,8 +645,16 @@ static void progress_oldest(mpi_be *b, gr__mpi_ar *a) {
   }
 }
 
+/* Also: the gated calls whose round passed start their MPI call (a request waited for after
+ * another one that runs on the segment: the peers wait inside that MPI call), and MPI's engine
+ * moves (a peer's rendezvous send that this rank receives, while this rank waits on the segment). */
 static void mpi_progress(gr_comm *c) {
-  if (c->be) progress_oldest(c->be, NULL);
+  mpi_be *b = c->be;
+  if (!b) return;
+  progress_oldest(b, NULL);
+  if (b->shm && gr__shm_deferred(b->shm)) gate_start_passed(b);
+  int flag = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->mpi, &flag, MPI_STATUS_IGNORE);
 }
 
 static gr_status mpi_test(gr__call *k, int *done) {

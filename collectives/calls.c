@@ -117,6 +117,48 @@ GR_API gr_status gr_iallgather(const void *send, void *recv, size_t sendcount, g
   return gr__request_start("gr_iallgather", &k, req);
 }
 
+GR_API gr_status gr_ireduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
+                            int root, gr_comm *comm, gr_stream stream, gr_request **req) {
+  gr__call k = CALL_INIT(GR__REDUCE, comm);
+  k.send = send, k.recv = recv, k.count = count, k.dtype = dtype, k.op = op, k.root = root;
+  k.stream = stream;
+  return gr__request_start("gr_ireduce", &k, req);
+}
+
+GR_API gr_status gr_ireduce_scatter(const void *send, void *recv, size_t recvcount, gr_dtype dtype,
+                                    gr_op op, gr_comm *comm, gr_stream stream, gr_request **req) {
+  gr__call k = CALL_INIT(GR__REDUCE_SCATTER, comm);
+  k.send = send, k.recv = recv, k.count = recvcount, k.dtype = dtype, k.op = op, k.stream = stream;
+  return gr__request_start("gr_ireduce_scatter", &k, req);
+}
+
+GR_API gr_status gr_ialltoall(const void *send, void *recv, size_t count, gr_dtype dtype,
+                              gr_comm *comm, gr_stream stream, gr_request **req) {
+  gr__call k = CALL_INIT(GR__ALLTOALL, comm);
+  k.send = send, k.recv = recv, k.count = count, k.dtype = dtype, k.stream = stream;
+  return gr__request_start("gr_ialltoall", &k, req);
+}
+
+GR_API gr_status gr_ibarrier(gr_comm *comm, gr_request **req) {
+  gr__call k = CALL_INIT(GR__BARRIER, comm);
+  k.dtype = GR_UINT8;
+  return gr__request_start("gr_ibarrier", &k, req);
+}
+
+GR_API gr_status gr_isend(const void *buf, size_t count, gr_dtype dtype, int peer, gr_comm *comm,
+                          gr_stream stream, gr_request **req) {
+  gr__call k = CALL_INIT(GR__SEND, comm);
+  k.send = buf, k.count = count, k.dtype = dtype, k.root = peer, k.stream = stream;
+  return gr__request_start("gr_isend", &k, req);
+}
+
+GR_API gr_status gr_irecv(void *buf, size_t count, gr_dtype dtype, int peer, gr_comm *comm,
+                          gr_stream stream, gr_request **req) {
+  gr__call k = CALL_INIT(GR__RECV, comm);
+  k.recv = buf, k.count = count, k.dtype = dtype, k.root = peer, k.stream = stream;
+  return gr__request_start("gr_irecv", &k, req);
+}
+
 GR_API gr_status gr_comm_synchronize(gr_comm *comm, gr_stream stream) {
   static const char fn[] = "gr_comm_synchronize";
   GR_CHECK(gr__check_alive(fn, comm));

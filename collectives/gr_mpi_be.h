@@ -25,7 +25,11 @@ typedef struct {
   int ring_tags;                     /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
   gr__mpi_ar *live_head, *live_tail; /* own allreduces in flight, oldest first */
   gr__shm *shm;                      /* node-local shared-memory path (shm_coll.c), or NULL */
-  gr__hier *hier;                    /* hierarchical path across nodes (hier.c), or NULL */
+  /* With shm: a duplicate of c->mpi for the MPI calls of gated calls, which start in the gate's
+   * order (the same on every rank) but at another moment on each rank than the collectives the
+   * front end posts on c->mpi in between (a group's verdict, a split): MPI_COMM_NULL otherwise. */
+  MPI_Comm gate_mpi;
+  gr__hier *hier; /* hierarchical path across nodes (hier.c), or NULL */
 } gr__mpi_be;
 
 /* What runs a call and what it holds, in gr__mpi_call.flags. */

@@ -39,7 +39,10 @@
  * yet posted, only its head may post, and a request started while it is not empty queues behind it
  * whatever its route. Every blocking call, group, gr_allreduce_multi and gr_comm_split on c drains
  * it first (gr__requests_drain), so that they follow the requests' data calls on every rank. The
- * request's deadline, from its start, covers the verdict. */
+ * request's deadline, from its start, covers the verdict.
+ * Point-to-point requests (gr_isend, gr_irecv) are not collective: no verdict, no check-mode
+ * fingerprint, no place in the FIFO (MPI matches them by peer and tag, whatever the collectives
+ * do); they post at their start, and a refusal is this rank's alone, as gr_send's. */
 enum { REQ_QUEUED, REQ_POSTED };
 
 struct gr_request {
@@ -63,7 +66,8 @@ struct gr_request {
   int *names;    /* every rank's verdict word by rank; names[size] is this rank's sent one */
   MPI_Request *name_reqs;
   int nname_reqs;
-  int data_done; /* the data call finished, failed to post, or is never posted */
+  int data_done;   /* the data call finished, failed to post, or is never posted */
+  unsigned sweeps; /* tests while the data call runs */
   gr_status data_st;
   char own[GR__ERRLEN];      /* this rank's own refusal, after "rank R: fn: " */
   char post_err[GR__ERRLEN]; /* the backend's detail of a failed post, for the wait's sentence */
@@ -285,8 +289,9 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   gr_status bad = unret != GR_OK ? unret : gr__validate(fn, k);
   int route = gr__refusal_route(k);
   int agree = route == ROUTE_AGREE && c->req_mpi != MPI_COMM_NULL;
+  int coll = is_collective(k->kind);
   if (bad != GR_OK && !agree) {
-    if (c->check) return gr__exchange_fingerprint(fn, k, bad);
+    if (c->check && coll) return gr__exchange_fingerprint(fn, k, bad);
     if (route != ROUTE_CALL) return bad;
     char own[GR__ERRLEN];
     gr__own_sentence(own, sizeof own, fn);
@@ -298,7 +303,7 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   if (!q) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
   if (bad != GR_OK) gr__own_sentence(q->own, sizeof q->own, fn);
   gr__flight_poll();
-  if (c->check) {
+  if (c->check && coll) {
     gr_status st = gr__exchange_fingerprint(fn, k, GR_OK);
     if (st != GR_OK) {
       free(q);
@@ -344,8 +349,8 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   gr__begin(k);
   q->t0 = gr__mono_now();
   q->deadline = c->timeout_s > 0 ? q->t0 + c->timeout_s : 0.0;
-  if (c->defer_head) defer_advance(c);
-  if (c->defer_head || q->verdict) {
+  if (coll && c->defer_head) defer_advance(c);
+  if (coll && (c->defer_head || q->verdict)) {
     defer_push(c, q);
   } else {
     post_data(q);
@@ -377,6 +382,17 @@ gr_status gr__request_start(const char *fn, gr__call *k, gr_request **out) {
     k->fe_refused = GR__ARG_GROUPED;
   }
   gr_request *q = NULL;
+  if (unret != GR_OK && k->kind == GR__BARRIER) {
+    /* A barrier has nothing to refuse but the request itself: this rank makes the barrier as a
+     * request of its own (the others' match it, a blocking one would not on MPI), waits for it
+     * and returns its own error; the others' barriers complete. */
+    char own[GR__ERRLEN];
+    gr__own_sentence(own, sizeof own, fn);
+    k->fe_refused = GR__ARG_NONE;
+    GR_CHECK(begin_request(fn, k, &q, GR_OK));
+    GR_CHECK(gr_wait(&q));
+    return gr__fail(unret, fn, "%s", own);
+  }
   gr_status st = begin_request(fn, k, &q, unret);
   if (unret == GR_OK) {
     *out = q;
@@ -418,6 +434,12 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
      * only their owner's tests move: another rank may wait inside one of them before it gets to
      * this request (gpurun's own allreduces; a small broadcast travels as one). */
     if (!ready && (q->state != REQ_POSTED || q->data_done) && c->ops->progress) c->ops->progress(c);
+    /* A call still running moves only its own transport, while a peer may wait for another of
+     * this rank's requests (a gated call's MPI call, a point-to-point rendezvous): every 16th
+     * test moves the backend's other calls too. */
+    if (!ready && q->state == REQ_POSTED && !q->data_done && (++q->sweeps & 15) == 0 &&
+        c->ops->progress)
+      c->ops->progress(c);
     if (ready) {
       st = request_outcome(q);
     } else if (q->deadline > 0 && gr__mono_now() > q->deadline) {

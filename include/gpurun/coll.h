@@ -84,15 +84,35 @@ GR_API gr_status gr_recv(void *buf, size_t count, gr_dtype dtype, int peer, gr_c
                          gr_stream stream);
 /* Not allowed inside a group. See gr_barrier(3). */
 GR_API gr_status gr_barrier(gr_comm *comm);
-/* Non-blocking forms: start the call and return a request, completed by gr_test/gr_wait. See
- * gr_allreduce(3), gr_broadcast(3), gr_allgather(3) and gr_test(3). */
+/* Non-blocking forms: the blocking form's arguments, then the request that gr_test/gr_wait
+ * complete. See gr_test(3) for what they share; each names its page. */
 typedef struct gr_request gr_request;
+/* See gr_allreduce(3). */
 GR_API gr_status gr_iallreduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
                                gr_comm *comm, gr_stream stream, gr_request **req);
+/* See gr_broadcast(3). */
 GR_API gr_status gr_ibroadcast(const void *send, void *recv, size_t count, gr_dtype dtype, int root,
                                gr_comm *comm, gr_stream stream, gr_request **req);
+/* See gr_allgather(3). */
 GR_API gr_status gr_iallgather(const void *send, void *recv, size_t sendcount, gr_dtype dtype,
                                gr_comm *comm, gr_stream stream, gr_request **req);
+/* See gr_reduce(3). */
+GR_API gr_status gr_ireduce(const void *send, void *recv, size_t count, gr_dtype dtype, gr_op op,
+                            int root, gr_comm *comm, gr_stream stream, gr_request **req);
+/* See gr_reduce_scatter(3). */
+GR_API gr_status gr_ireduce_scatter(const void *send, void *recv, size_t recvcount, gr_dtype dtype,
+                                    gr_op op, gr_comm *comm, gr_stream stream, gr_request **req);
+/* See gr_alltoall(3). */
+GR_API gr_status gr_ialltoall(const void *send, void *recv, size_t count, gr_dtype dtype,
+                              gr_comm *comm, gr_stream stream, gr_request **req);
+/* See gr_barrier(3). */
+GR_API gr_status gr_ibarrier(gr_comm *comm, gr_request **req);
+/* Point to point, this rank's alone (no agreement, no place in the collectives' order). See
+ * gr_send(3). */
+GR_API gr_status gr_isend(const void *buf, size_t count, gr_dtype dtype, int peer, gr_comm *comm,
+                          gr_stream stream, gr_request **req);
+GR_API gr_status gr_irecv(void *buf, size_t count, gr_dtype dtype, int peer, gr_comm *comm,
+                          gr_stream stream, gr_request **req);
 /* *done = 1 when finished (then the call's status is returned and *req is NULL). See gr_test(3). */
 GR_API gr_status gr_test(gr_request **req, int *done);
 GR_API gr_status gr_wait(gr_request **req);

@@ -614,7 +614,14 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   free(s);
   return cudaSuccess;
 }
+/* A GPU runs every stream on its own, whichever one the host polls: a query moves them all (a
+ * receive on one stream may wait for a peer's send that its own poll of another stream started). */
+static void progress_all(void) {
+  for (struct grdbl_stream *o = streams; o; o = o->next)
+    progress(o);
+}
 cudaError_t cudaStreamQuery(cudaStream_t s) {
+  progress_all();
   return progress(S(s)) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
@@ -758,6 +765,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *async) {
   } else if (c->finalizing) {
     *async = busy(c) ? ncclInProgress : ncclSuccess;
   } else {
+    progress_all();
     *async = c->async;
   }
   return ncclSuccess;
