@@ -5,7 +5,6 @@
  * Every rank learns whether all others succeeded: either all use the segment, or none does. */
 #include "gr_shm.h"
 
-#include "gr_escape.h"
 #include "gr_log.h"
 
 #include <errno.h>
@@ -18,21 +17,6 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
-
-/* GPURUN_COLL_ALGO: "auto" (default) or "shm" use the segment where the ranks share a node;
- * "mpi" keeps the MPI algorithms (for measurement). Any rank's "mpi" turns it off for all. "hier"
- * and "flat" choose for communicators that span nodes (gr_hier.h) and keep the segment here. */
-static int want_shm(void) {
-  const char *a = getenv("GPURUN_COLL_ALGO");
-  if (!a || !*a || strcmp(a, "auto") == 0 || strcmp(a, "shm") == 0 || strcmp(a, "hier") == 0 ||
-      strcmp(a, "flat") == 0)
-    return 1;
-  if (strcmp(a, "mpi") == 0) return 0;
-  char shown[48]; /* the variable is the user's: escaped for the terminal, cut */
-  GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_COLL_ALGO=%s is not auto, shm, hier, flat or mpi; using auto",
-              gr__esc_term_str(shown, sizeof shown, a));
-  return 1;
-}
 
 static uint64_t new_nonce(void) {
   uint64_t n = 0;
@@ -138,7 +122,9 @@ static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce) {
 gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
   *out = NULL;
   if (c->size < 2 || c->size > GR__SHM_MAX_RANKS) return GR_OK;
-  int ok = want_shm();
+  /* GPURUN_COLL_ALGO=mpi (agreed, c->algo) keeps the MPI algorithms (for measurement); every
+   * other setting uses the segment where the ranks share a node. */
+  int ok = c->algo != GR__COLL_ALGO_MPI;
   MPI_Comm node = MPI_COMM_NULL;
   int nsize = 0;
   if (MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
