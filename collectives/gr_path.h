@@ -62,14 +62,21 @@ struct gr__path {
  * on every rank alike). */
 void gr__paths_setup(gr_comm *c);
 
+/* The first row serving kind on c (a refusing rank's call takes it), or NULL. */
+static inline const gr__path *gr__path_serving(const gr_comm *c, gr__kind kind) {
+  for (int i = 0; i < c->npaths; i++)
+    if (c->paths[i]->kinds & GR__KIND_BIT(kind)) return c->paths[i];
+  return NULL;
+}
+
 /* How a refusal of a call of this kind travels on c: the refusal of the first row serving it
  * (GR__REFUSAL_NONE when none does). */
-gr__refusal gr__path_refusal(const gr_comm *c, gr__kind kind);
+static inline gr__refusal gr__path_refusal(const gr_comm *c, gr__kind kind) {
+  const gr__path *p = gr__path_serving(c, kind);
+  return p ? p->refusal : GR__REFUSAL_NONE;
+}
 
-/* The first row serving kind on c (a refusing rank's call takes it), or NULL. */
-const gr__path *gr__path_serving(const gr_comm *c, gr__kind kind);
-
-/* gr__coll_ops.gone from the rows: the first present row with a gone that names anyone. */
+/* gr__coll_ops.gone from the rows: the gone of the first present row that has one. */
 int gr__paths_gone(const gr_comm *c, char *buf, size_t len);
 
 /* The path that runs k: the row serving k's kind for a refusing rank's call, else the first row

@@ -1,5 +1,5 @@
-/* The MPI backend's list of execution paths, in the order it prefers them, and what the front end
- * and the backends ask of a communicator's list (gr_path.h). */
+/* The MPI backend's list of execution paths, in the order it prefers them, and a communicator's
+ * list of those present (gr_path.h). */
 #include "gr_path.h"
 
 #include "gr_algo_count.h"
@@ -40,17 +40,6 @@ void gr__paths_setup(gr_comm *c) {
   c->npaths = 0;
   for (const gr__path *const *p = c->ops->paths; p && *p && c->npaths < GR__PATHS_MAX; p++)
     if ((*p)->present(c)) c->paths[c->npaths++] = *p;
-}
-
-const gr__path *gr__path_serving(const gr_comm *c, gr__kind kind) {
-  for (int i = 0; i < c->npaths; i++)
-    if (c->paths[i]->kinds & GR__KIND_BIT(kind)) return c->paths[i];
-  return NULL;
-}
-
-gr__refusal gr__path_refusal(const gr_comm *c, gr__kind kind) {
-  const gr__path *p = gr__path_serving(c, kind);
-  return p ? p->refusal : GR__REFUSAL_NONE;
 }
 
 int gr__paths_gone(const gr_comm *c, char *buf, size_t len) {
