@@ -2,8 +2,8 @@
  * communicator life cycle (create, split, destroy, abort) and its accessors, the communicator checks
  * every call starts with, error sentences, the clocks and deadlines, and the counters' read-out.
  * The calls themselves (argument checks, the check mode, groups, the wait loop that enforces the
- * timeout and records the flight recorder and counters) are in calls.c. Backends only start and
- * progress work (gr_coll.h). */
+ * timeout and records the flight recorder and counters) are in the front end's call files
+ * (gr_front.h). Backends only start and progress work (gr_coll.h). */
 #include "gr_coll.h"
 
 #include "gr_config.h"
@@ -380,7 +380,7 @@ static gr_status comm_finish(gr_comm *c, const char *fn) {
 }
 
 /* After the backend's create and the communicator's paths (gr_path.h): the duplicate for the
- * verdicts of requests (calls.c, "non-blocking requests"), only where some collective kind agrees
+ * verdicts of requests (request.c), only where some collective kind agrees
  * on a verdict (ROUTE_AGREE: no check mode, two ranks or more, a backend that joins refusals,
  * and a path that does not carry them in the call itself, such as the MPI algorithms off the
  * shared-memory path). The same choice on every rank: check mode, size, backend and the paths

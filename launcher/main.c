@@ -1,4 +1,4 @@
-/* gpurun: place this rank (plan.c), bind it (bind.c), export the plan (env.c), then execvp the
+/* gpurun: place this rank (node_plan.c), bind it (bind.c), export the plan (env.c), then execvp the
  * program -- or hand it to the supervisor for --monitor / --time-limit. Usage and configuration
  * errors exit 2 with one line; a missing / non-executable program 127 / 126, like a shell. */
 #include "gr_launcher.h"
@@ -77,20 +77,20 @@ int main(int argc, char **argv) {
     }
     hwloc_bitmap_free(cur);
   }
-  gr__plan_opts po = {.policy = o.policy,
-                      .gpus_per_rank = o.gpus_per_rank,
-                      .ranks_per_gpu = o.ranks_per_gpu,
-                      .smt = o.smt,
-                      .vis = &vis};
-  gr__plan health_notes = {.nwarn = 0};
+  gr__node_plan_opts po = {.policy = o.policy,
+                           .gpus_per_rank = o.gpus_per_rank,
+                           .ranks_per_gpu = o.ranks_per_gpu,
+                           .smt = o.smt,
+                           .vis = &vis};
+  gr__node_plan health_notes = {.nwarn = 0};
   if (gr__health_gate(&node, o.gpu_health, me.local_rank, me.local_size, &health_notes) != GR_OK) {
     gr__node_free(&node);
     return usage_error();
   }
   if (o.policy == GR__POLICY_LEAST_LOADED)
     gr__least_loaded(&node, me.local_rank, me.local_size, &po, &health_notes);
-  gr__plan plan;
-  gr_status pst = gr__plan_compute(&node, me.local_size, &po, &plan);
+  gr__node_plan plan;
+  gr_status pst = gr__node_plan_compute(&node, me.local_size, &po, &plan);
   gr__visible_free(&vis);
   if (pst != GR_OK) {
     gr__node_free(&node);
@@ -224,7 +224,7 @@ int main(int argc, char **argv) {
     so.rank = gr__process_rank(); /* from the launcher's variables; -1 when none is set */
     int code = 1;
     gr_status st = gr__supervise(prog, &so, &code);
-    gr__plan_free(&plan);
+    gr__node_plan_free(&plan);
     gr__node_free(&node);
     if (st != GR_OK) {
       fprintf(stderr, "gpurun: supervising %s failed: %s\n", prog[0], gr_last_error());
@@ -232,7 +232,7 @@ int main(int argc, char **argv) {
     }
     return code;
   }
-  gr__plan_free(&plan);
+  gr__node_plan_free(&plan);
   gr__node_free(&node);
   execvp(prog[0], prog);
   int errsv = errno;
@@ -240,7 +240,7 @@ int main(int argc, char **argv) {
   gr__log(GR_LOG_ERROR, "cannot execute %s: %s", prog[0], strerror(errsv));
   return gr__exec_exit_code(errsv);
 done:
-  gr__plan_free(&plan);
+  gr__node_plan_free(&plan);
   gr__node_free(&node);
   return rc;
 }

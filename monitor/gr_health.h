@@ -1,5 +1,5 @@
-/* Internal: GPU health from NVML, for gpurun's launch-time gate (--gpu-health, launcher/health.c).
- * A GPU is unhealthy when NVML reports any of: volatile uncorrected ECC errors, retired pages
+/* Internal: GPU health from NVML, for gpurun's launch-time gate (--gpu-health,
+ * launcher/health_gate.c). A GPU is unhealthy when NVML reports any of: volatile uncorrected ECC errors, retired pages
  * pending, a failed (or pending) row remap, an active hardware/thermal/power-brake slowdown, or a
  * temperature at or above the GPU's own slowdown threshold. NVML is loaded with dlopen
  * (gr__nvml_library_name); readings NVML does not support are skipped. */

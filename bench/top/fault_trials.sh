@@ -7,5 +7,5 @@ set -u
 b=${1:-build} n=${2:-30} seed=${3:-1}
 here=$(dirname "$0")
 exec sh "$here/../../tests/mpi/top/fault_trials.sh" "$(command -v mpirun)" "$b/launcher/gpurun" \
-  "$b/launcher/top/gpurun-top" "$b/examples/sim/sim" "$b/examples/train/train" \
+  "$b/tools/top/gpurun-top" "$b/examples/sim/sim" "$b/examples/train/train" \
   "$b/tests/mpi/top/comm_loop" "$n" 1 "$seed"

@@ -885,10 +885,10 @@ static void check_plan(gr__dr_report *r, gr__node *n, int ranks, int live) {
     }
     hwloc_bitmap_free(cur);
   }
-  gr__plan_opts po = {GR__POLICY_CLOSEST, 0, 0, 0, &vis};
-  gr__plan p;
+  gr__node_plan_opts po = {GR__POLICY_CLOSEST, 0, 0, 0, &vis};
+  gr__node_plan p;
   memset(&p, 0, sizeof p);
-  gr_status pst = gr__plan_compute(n, ranks, &po, &p);
+  gr_status pst = gr__node_plan_compute(n, ranks, &po, &p);
   gr__visible_free(&vis);
   if (pst != GR_OK) {
     gr__dr_add(r, "plan", GR__DR_FAIL, "gpurun --dry-run --all gives the same sentence",
@@ -925,12 +925,12 @@ static void check_plan(gr__dr_report *r, gr__node *n, int ranks, int live) {
     gr__dr_add(r, "plan", GR__DR_OK, NULL,
                "ranks %d-%d not shown (gpurun --dry-run --all lists every rank)", shown,
                p.local_size - 1);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
 }
 
 /* ---- all of it -------------------------------------------------------------------------- */
 
-gr_status gr__doctor_run(const gr__dr_opts *o, gr__dr_report *r) {
+gr_status gr__dr_run(const gr__dr_opts *o, gr__dr_report *r) {
   int live = !o->topology || !o->topology[0];
   double start = now_s(), timeout = o->mpi_timeout > 0 ? o->mpi_timeout : 1.5;
   bg_cmd mpi;

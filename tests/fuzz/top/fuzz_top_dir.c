@@ -2,7 +2,7 @@
  * (hostile CSV tails, live files): input = CSV bytes, NUL, live-file bytes. Each run writes the two
  * files into one scratch directory, loads, analyses and draws; ASan/UBSan watch, and a frame
  * line wider than 79 columns aborts. */
-#include "top.h"
+#include "gr_top.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -30,16 +30,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t csv = nul ? (size_t)(nul - data) : size;
   put("node.0.csv", data, csv);
   put("live.0", nul ? nul + 1 : data, nul ? size - csv - 1 : 0);
-  static top_job job;
+  static gr__top_job job;
   snprintf(job.dir, sizeof job.dir, "%s", dir);
   job.hang_s = 0;
-  if (top_load(&job) != 0) abort();
+  if (gr__top_load(&job) != 0) abort();
   /* the man page's promise: every line of a frame fits 80 columns (79 used), uncut too */
   char *buf = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
   if (!m) abort();
-  top_render(m, &job, 0, -1, 0, 1.0);
+  gr__top_render(m, &job, 0, -1, 0, 1.0);
   fclose(m);
   for (const char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
     nl = strchr(line, '\n');
@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   free(buf);
   FILE *null = fopen("/dev/null", "w");
-  top_render(null, &job, 1, 3, 40, 1.0);
+  gr__top_render(null, &job, 1, 3, 40, 1.0);
   fclose(null);
   return 0;
 }

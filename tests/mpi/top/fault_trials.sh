@@ -37,7 +37,8 @@ expand() {
   echo "$1" | tr ',' '\n' | awk -F- 'NF == 2 { for (i = $1; i <= $2; i++) printf "%d ", i; next }
                                       NF == 1 && $1 != "" { printf "%d ", $1 }'
 }
-kinds="sim-stop train-stop split-stop world2-stop sim-kill train-kill"
+# The first three cover a stopped rank, a killed rank and a split communicator (a short run)
+kinds="sim-stop train-kill split-stop sim-kill world2-stop train-stop"
 nk=6
 exact=0 innocent=0 n=0
 while [ $n -lt "$trials" ]; do
