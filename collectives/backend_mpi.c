@@ -551,6 +551,7 @@ static gr_status gate_test(gr__call *k, int *done) {
 
 static int gate_forget(gr__call *k) {
   mpi_be *b = k->comm->be;
+  if (gr__mpi_call_of(k)->gate_status) return 1; /* its round passed, its MPI call never started */
   gr__shm_undefer(b->shm, k);
   /* (one whose round passed waits for an earlier one's round: the sentence names who) */
   gr__shm_call_forget(b->shm, k, &gr__mpi_call_of(k)->shm_op);
