@@ -1,4 +1,4 @@
-# The layers of libgpurun as CMake targets, one folder each (issue 15; docs/architecture.md, "Layers").
+# The layers of libgpurun as CMake targets, one folder each (docs/architecture.md, "Layers").
 #
 #   gpurun_base     OBJECT  base/: status/errors, logging, version, job directory, safe file writing,
 #                           escaping, boolean environment variables, the live-state file parser, the

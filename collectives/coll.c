@@ -9,9 +9,8 @@
 #include "gr_config.h"
 #include "gr_device.h"
 #include "gr_dtype.h"
-#include "gr_env_bool.h"
+#include "gr_param.h"
 #include "gr_error.h"
-#include "gr_escape.h"
 #include "gr_mpi_error.h"
 #include "gr_flight.h"
 #include "gr_live.h"
@@ -154,16 +153,8 @@ GR_API void gr_comm_config_init(gr_comm_config *cfg) {
   if (!cfg) return;
   memset(cfg, 0, sizeof *cfg);
   cfg->backend = GR_BACKEND_AUTO;
-  const char *t = getenv("GPURUN_TIMEOUT");
-  if (t && *t) {
-    char *end;
-    double v = strtod(t, &end);
-    if (*end == '\0' && v >= 0 && isfinite(v))
-      cfg->timeout_s = v;
-    else
-      GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_TIMEOUT=%s is not a number of seconds >= 0; no timeout", t);
-  }
-  cfg->check = gr__env_bool("GPURUN_CHECK", 0);
+  cfg->timeout_s = gr__param_seconds(GR_PARAM_TIMEOUT);
+  cfg->check = gr__param_bool(GR_PARAM_CHECK);
 }
 
 static const char *const algo_names[] = {"mpi", "flat", "auto", "hier"};
@@ -172,17 +163,19 @@ const char *gr__coll_algo_name(int a) {
   return a >= GR__COLL_ALGO_MPI && a <= GR__COLL_ALGO_HIER ? algo_names[a] : "?";
 }
 
-/* GPURUN_COLL_ALGO, this rank's setting (gr__coll_algo): the one place that reads it. "shm" is
- * "auto"; an unknown word is said once and taken as "auto". */
+/* GPURUN_COLL_ALGO, this rank's setting (gr__coll_algo): the one place that reads it (the
+ * registry, gr_param.h, parses it and says once when a word is unknown: then auto). */
 static int algo_setting(void) {
-  const char *a = getenv("GPURUN_COLL_ALGO");
-  if (!a || !*a || strcmp(a, "shm") == 0) return GR__COLL_ALGO_AUTO;
-  for (int i = GR__COLL_ALGO_MPI; i <= GR__COLL_ALGO_HIER; i++)
-    if (strcmp(a, algo_names[i]) == 0) return i;
-  char shown[48]; /* the variable is the user's: escaped for the terminal, cut */
-  GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_COLL_ALGO=%s is not auto, shm, hier, flat or mpi; using auto",
-              gr__esc_term_str(shown, sizeof shown, a));
-  return GR__COLL_ALGO_AUTO;
+  switch (gr__param_word(GR_PARAM_COLL_ALGO)) {
+  case GR_COLL_ALGO_MPI:
+    return GR__COLL_ALGO_MPI;
+  case GR_COLL_ALGO_FLAT:
+    return GR__COLL_ALGO_FLAT;
+  case GR_COLL_ALGO_HIER:
+    return GR__COLL_ALGO_HIER;
+  default:
+    return GR__COLL_ALGO_AUTO; /* auto and shm */
+  }
 }
 
 int gr__mpi_gone(void) {

@@ -6,6 +6,7 @@
 #include "gr_shm.h"
 
 #include "gr_log.h"
+#include "gr_param.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -141,8 +142,8 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
   uint64_t nonce = new_nonce();
   if (MPI_Bcast(&nonce, 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS) return GR_OK;
   /* GPURUN_SHM_SEGMENT=posix (rank 0's) skips the memfd: for testing the fallback */
-  const char *seg = getenv("GPURUN_SHM_SEGMENT");
-  void *base = via_memfd(c, bytes, nonce, seg && strcmp(seg, "posix") == 0);
+  int posix = gr__param_word(GR_PARAM_SHM_SEGMENT) == GR_SHM_SEGMENT_POSIX;
+  void *base = via_memfd(c, bytes, nonce, posix);
   const char *how = "memfd";
   if (!base) {
     base = via_named(c, bytes, nonce);
@@ -160,8 +161,7 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
   }
   gr__shm_own_mapping(s);
   /* single copy where every rank may read the others' memory (GPURUN_SHM_CMA=0: never) */
-  const char *cma_env = getenv("GPURUN_SHM_CMA");
-  int cma = !(cma_env && strcmp(cma_env, "0") == 0) && gr__shm_cma_probe(s);
+  int cma = gr__param_bool(GR_PARAM_SHM_CMA) && gr__shm_cma_probe(s);
   cma = all_ok(c, cma);
   cma = all_ok(c, gr__shm_set_cma(s, cma));
   if (!cma) gr__shm_set_cma(s, 0);

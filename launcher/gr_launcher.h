@@ -15,6 +15,7 @@
 #include <gpurun/limits.h>
 #include <gpurun/status.h>
 #include "gr_error.h"
+#include "gr_param.h"
 #include "gr_plan.h" /* the plan contract: variable names, GR_PLAN_VERSION */
 #include <hwloc.h>
 #include <stddef.h>
@@ -36,7 +37,7 @@ typedef enum {
 const char *gr__policy_name(gr__policy p);
 
 typedef struct {
-  int verbose, dry_run, all, json, topo_view, smt, help, version;
+  int verbose, dry_run, all, json, topo_view, smt, help, help_env, version;
   gr__policy policy;
   int gpus_per_rank;                /* 0: automatic */
   int ranks_per_gpu;                /* 0: automatic */
@@ -77,8 +78,7 @@ gr_status gr__options_parse(gr__options *o, int argc, char *const argv[], gr__ge
                             void *ctx);
 /* The config grammar ("key = value", '#' comments) on a buffer; used by parse and the fuzzer. */
 gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, const char *origin);
-/* "4G", "512M", "1024" (bytes), "1.5G". 0 on success. */
-int gr__parse_size(const char *s, unsigned long long *out);
+/* Sizes ("4G", "512M", "1024" bytes, "1.5G") are parsed by gr__parse_size (gr_param.h). */
 void gr__options_usage(FILE *f);
 
 /* ---- who am I --------------------------------------------------------------------------- */

@@ -9,9 +9,7 @@
 
 #include "gr_health.h"
 #include "gr_jobdir.h"
-#include "gr_telemetry.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -63,12 +61,6 @@ static int parse(const char *text, gr__gpu_health *h, int n) {
     p = nl ? nl + 1 : p + len;
   }
   return 0;
-}
-
-static int gr__nvml_loadable(void) {
-  void *dl = dlopen(gr__nvml_library_name(), RTLD_LAZY | RTLD_LOCAL);
-  if (dl) dlclose(dl);
-  return dl != NULL;
 }
 
 gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,

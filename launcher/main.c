@@ -31,6 +31,10 @@ int main(int argc, char **argv) {
     gr__options_usage(stdout);
     return 0;
   }
+  if (o.help_env) {
+    gr__param_help(stdout);
+    return 0;
+  }
   if (o.version) {
     printf("gpurun %s (plan version %s)\n", gr_version(), GR_PLAN_VERSION);
     return 0;
@@ -195,9 +199,9 @@ int main(int argc, char **argv) {
   /* marks GPURUN_LOCAL_* as set by this process (see whoami.c) */
   char pid[24];
   snprintf(pid, sizeof pid, "%d", (int)getpid());
-  setenv("GPURUN_PLAN_PID", pid, 1);
+  setenv(GR_PLAN_VAR_PLAN_PID, pid, 1);
   /* what was really applied, for gr_init's placement receipt */
-  setenv("GPURUN_BOUND",
+  setenv(GR_PLAN_VAR_BOUND,
          bound == (GR__BOUND_CPU | GR__BOUND_MEM) ? "cpu,mem"
          : bound == GR__BOUND_CPU                 ? "cpu"
                                                   : "",
@@ -205,7 +209,7 @@ int main(int argc, char **argv) {
 
   /* the rank's priority: CPU niceness here, inherited by the program; the level for the
    * runtime's gr_stream (GPURUN_PRIORITY, read at gr_init). A refusal is a warning: the job runs. */
-  setenv("GPURUN_PRIORITY", gr__priority_name(o.priority), 1);
+  setenv(gr__param_name(GR_PARAM_PRIORITY), gr__priority_name(o.priority), 1);
   if (gr__priority_apply(o.priority) != GR_OK)
     fprintf(stderr, "gpurun: warning: rank %d: %s\n", me.local_rank, gr_last_error());
 
@@ -218,8 +222,8 @@ int main(int argc, char **argv) {
     so.time_limit_s = o.time_limit;
     so.local_rank = me.local_rank;
     so.node_name = host;
-    so.gpus_pci = getenv("GPURUN_GPUS");
-    so.cpus = getenv("GPURUN_CPUS");
+    so.gpus_pci = gr__env_lookup(environ, GR_PLAN_VAR_GPUS); /* the plan exported above */
+    so.cpus = gr__env_lookup(environ, GR_PLAN_VAR_CPUS);
     so.prometheus_dir = o.prometheus[0] ? o.prometheus : NULL;
     so.rank = gr__process_rank(); /* from the launcher's variables; -1 when none is set */
     int code = 1;

@@ -3,6 +3,7 @@
 #include "gr_top.h"
 
 #include "gr_escape.h"
+#include "gr_param.h"
 
 #include <errno.h>
 #include <math.h>
@@ -230,7 +231,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (!dir) dir = getenv("GPURUN_MONITOR_DIR");
+  if (!dir) dir = gr__param_str(GR_PARAM_MONITOR_DIR);
   if (!dir || !*dir) dir = "gpurun-monitor";
   static gr__top_job job;
   char err[1200];

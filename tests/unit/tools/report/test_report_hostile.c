@@ -1,6 +1,6 @@
 /* gpurun-report on input another job (or user) wrote: long lines, non-finite numbers, markup and
  * control characters in names, symlinks, FIFOs, devices, huge jobs; and the wait-for analysis on
- * flight dumps whose answer is worked out by hand. Each case failed on the report before issue 12. */
+ * flight dumps whose answer is worked out by hand. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -191,7 +191,7 @@ static void test_svg_envelope(void **state) {
   gr__rpt_free(&j);
 }
 
-/* Symlinks, FIFOs and devices are not read; a /dev/zero flight dump no longer grows to 1 GB. */
+/* Symlinks, FIFOs and devices are not read; a /dev/zero flight dump is refused, not read. */
 static void test_refuses_special_files(void **state) {
   (void)state;
   char jd[128], path[256], victim[256];
@@ -265,7 +265,7 @@ static void test_json_bounds(void **state) {
 }
 
 /* The priority line: only the three levels are shown; a control sequence, another case or an
- * over-long value in another job's counters file is left out (issue 13). */
+ * over-long value in another job's counters file is left out. */
 static void test_priority_levels(void **state) {
   (void)state;
   char jd[128], path[256];
