@@ -4,12 +4,13 @@
  * use the blocking MPI routine (post() completes it at once). fp16/bf16 reductions are user-defined
  * MPI ops (float arithmetic, one rounding per step); AVG is a SUM followed by one division.
  *
- * This file is the backend's dispatch and staging: the table gr__coll_ops_mpi, the MPI_I... call
- * of each kind, device-buffer staging, the hand-over to the shared-memory path (gr__shm_*) and to
- * the hierarchical path across nodes (gr__hier_*, hier.c), and for
- * allreduce the choice among gpurun's own algorithms (choose_allreduce, one file each:
- * mpi_allreduce_rd.c, mpi_allreduce_ring.c, mpi_allreduce_rab.c) with the tags and the list of
- * those in flight that they share. gr_mpi_be.h holds the state they share. */
+ * This file is the backend's dispatch and staging: the table gr__coll_ops_mpi, whose post runs a
+ * call on the first of the communicator's paths that takes it (gr_path.h; the list is path.c's
+ * gr__mpi_paths), device-buffer staging around it, and the rows defined here: the shared-memory
+ * path (gr__shm_*), its agreement round in front of an MPI call (shm-gate), the hierarchical path
+ * across nodes (gr__hier_*, hier.c), the MPI library's own call of each kind, and what gpurun's
+ * own allreduces (one file each: mpi_allreduce_rd.c, mpi_allreduce_ring.c, mpi_allreduce_rab.c)
+ * share: their tags and the list of those in flight. gr_mpi_be.h holds the state they share. */
 #include "gr_mpi_be.h"
 
 #include "gr_algo_count.h"
@@ -32,21 +33,10 @@ typedef gr__mpi_be mpi_be;
 
 uint64_t gr__mpi_tag_slots_cap;
 
-/* Small allreduces with a timeout use our own recursive doubling (mpi_allreduce_rd.c) instead of
- * MPI_Iallreduce; larger ones a pipelined ring (mpi_allreduce_ring.c) or, at 4, 8, ... ranks,
- * Rabenseifner (mpi_allreduce_rab.c). See choose_allreduce. */
-#define RD_MAX_BYTES 32768 /* 16 chunks each way (reqs holds 64); above, the ring or Rabenseifner */
-/* Tags. Every own allreduce (recursive doubling, ring, Rabenseifner) gets tags of its own, so that
- * the messages of calls in flight at once cannot match each other whatever order the steps are
- * posted in: call n uses slot n mod S, tags TAG_BASE + slot * 32 + j (j = ring segment; the other
- * algorithms use j = 0), where S = (MPI_TAG_UB - TAG_BASE + 1) / 32: 67 million slots over Open
- * MPI's ob1 (MPI_TAG_UB 2^31 - 1), 262 thousand over UCX (2^23 - 1). A tag must never be reused
- * while the call that had it is in flight, so when call n finds call n - S still in flight (S
- * calls in flight on one communicator), it first completes that call (bounded by the timeout),
- * and its tag is free again. Below 32 tags per slot (an MPI with MPI_TAG_UB near the standard's
- * minimum of 32767) each call gets one tag and the ring is not segmented. Tag 0 is gr_send/recv's. */
-#define TAG_BASE 0x4000
-#define RING_MAX_SEGS GR__MPI_RING_MAX_SEGS
+/* Small allreduces with a timeout use our own recursive doubling (mpi_allreduce_rd.c, up to
+ * GR__MPI_RD_MAX_BYTES: 16 chunks each way, reqs holds 64) instead of MPI_Iallreduce; larger ones
+ * a pipelined ring (mpi_allreduce_ring.c) or, at 4, 8, ... ranks, Rabenseifner
+ * (mpi_allreduce_rab.c). The order of their rows in path.c decides among them. */
 
 #define GR_HALF_OP_(name, dt, op)                                                                  \
   static void name(void *in, void *inout, int *len, MPI_Datatype *t) {                             \
@@ -147,9 +137,10 @@ static gr_status mpi_create(gr_comm *c, double deadline) {
   }
   int *ub = NULL, flag = 0;
   MPI_Comm_get_attr(c->mpi, MPI_TAG_UB, &ub, &flag);
-  uint64_t tags = flag && ub && *ub >= TAG_BASE ? (uint64_t)*ub - TAG_BASE + 1 : 16384;
-  b->ring_tags = tags / RING_MAX_SEGS >= 1024;
-  b->tags_per_slot = b->ring_tags ? RING_MAX_SEGS : 1;
+  uint64_t tags =
+      flag && ub && *ub >= GR__MPI_TAG_BASE ? (uint64_t)*ub - GR__MPI_TAG_BASE + 1 : 16384;
+  b->ring_tags = tags / GR__MPI_RING_MAX_SEGS >= 1024;
+  b->tags_per_slot = b->ring_tags ? GR__MPI_RING_MAX_SEGS : 1;
   b->tag_slots = tags / (uint64_t)b->tags_per_slot;
   if (gr__mpi_tag_slots_cap > 0 && gr__mpi_tag_slots_cap < b->tag_slots)
     b->tag_slots = gr__mpi_tag_slots_cap;
@@ -189,14 +180,6 @@ static void mpi_abort(gr_comm *c) {
   /* MPI cannot cancel a collective: the requests stay with the communicator, which is freed (MPI
    * defers that until they finish) at destroy. Nothing else to do. */
   (void)c;
-}
-
-static int mpi_gone(const gr_comm *c, char *buf, size_t len) {
-  const gr__mpi_be *b = c->be;
-  if (len) buf[0] = '\0';
-  if (!b) return 0;
-  if (b->shm) return gr__shm_gone(b->shm, buf, len);
-  return b->hier ? gr__hier_gone(b->hier, buf, len) : 0;
 }
 
 int gr__mpi_pof2(int p) {
@@ -312,235 +295,59 @@ static gr_status private_copy(gr__call *k, const void **s, size_t bytes) {
   return GR_OK;
 }
 
-/* ---- gpurun's own allreduces: tags, the list in flight, the choice of algorithm -------------- */
-
-static void live_remove(mpi_be *b, gr__mpi_ar *a) {
-  if (!a->live) return;
-  if (a->prev)
-    a->prev->next = a->next;
-  else
-    b->live_head = a->next;
-  if (a->next)
-    a->next->prev = a->prev;
-  else
-    b->live_tail = a->prev;
-  a->prev = a->next = NULL;
-  a->live = 0;
-}
-
-/* Progress; *done when the result is in a->buf. */
-static gr_status ar_test(gr__mpi_ar *a, int *done) {
-  if (a->phase == GR__MPI_AR_DONE) {
-    *done = 1;
-    return GR_OK;
-  }
-  return a->algo->test(a, done);
-}
-
-/* Take the next call number and its tag slot; first complete the call that last had the slot if
- * it is still in flight (see TAG_BASE). */
-static gr_status take_slot(gr__mpi_ar *a) {
-  gr__call *k = a->k;
-  gr_comm *c = k->comm;
-  mpi_be *b = c->be;
-  uint64_t n = b->rd_calls++;
-  double deadline = gr__deadline(c->timeout_s);
-  while (b->live_head && b->live_head->callno + b->tag_slots <= n) {
-    gr__mpi_ar *old = b->live_head;
-    int done = 0;
-    for (unsigned spin = 0; !done; spin++) {
-      gr_status st = ar_test(old, &done);
-      if (st != GR_OK)
-        return gr__comm_err(c, st,
-                            "allreduce #%llu needs the tags of allreduce #%llu, %llu calls "
-                            "earlier and still in flight, which failed: %s",
-                            (unsigned long long)k->seq, (unsigned long long)old->k->seq,
-                            (unsigned long long)b->tag_slots, c->err);
-      if (!done && (spin & 15) == 15 && gr__past(deadline))
-        return gr__comm_err(c, GR_ERR_TIMEOUT,
-                            "allreduce #%llu needs the tags of allreduce #%llu, "
-                            "which is still in flight (%llu own allreduces in flight on one "
-                            "communicator) and did not complete in time",
-                            (unsigned long long)k->seq, (unsigned long long)old->k->seq,
-                            (unsigned long long)b->tag_slots);
-    }
-    live_remove(b, old); /* finished: its owner's next test completes it */
-  }
-  a->callno = n;
-  a->tag = TAG_BASE + (int)(n % b->tag_slots) * b->tags_per_slot;
-  a->prev = b->live_tail;
-  a->next = NULL;
-  if (b->live_tail)
-    b->live_tail->next = a;
-  else
-    b->live_head = a;
-  b->live_tail = a;
-  a->live = 1;
-  return GR_OK;
-}
-
-/* The one place that picks an allreduce algorithm (NULL: MPI's own, MPI_Iallreduce or the blocking
- * MPI_Allreduce). gpurun's own need a timeout to honour (without one MPI's blocking call is the
- * fastest) and at least one element per rank above RD_MAX_BYTES. */
-static const gr__mpi_algo *choose_allreduce(const gr__call *k) {
-  const gr_comm *c = k->comm;
-  size_t bytes = k->count * gr__dtype_size(k->dtype);
-  if (k->blocking_ok || c->size <= 1 || k->count == 0) return NULL;
-  if (bytes <= RD_MAX_BYTES) return &gr__mpi_allreduce_rd;
-  if (k->count < (size_t)c->size) return NULL;
-  if (c->size >= 4 && gr__mpi_pof2(c->size) == c->size) return &gr__mpi_allreduce_rab;
-  return &gr__mpi_allreduce_ring;
-}
-
-/* Start algo on the (staged) buffers: one allocation for its state and receive buffer. */
-static gr_status own_start(gr__call *k, const gr__mpi_algo *algo, const void *s, void *r) {
-  gr_comm *c = k->comm;
+/* What a call holds besides its path's state, released: a private copy, the staging. */
+static void release(gr__call *k) {
   gr__mpi_call *m = gr__mpi_call_of(k);
-  size_t in = algo->in_bytes(k, c->be);
-  gr__mpi_ar *a = malloc(sizeof *a + in);
-  if (!a) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory (%zu bytes)", in);
-  a->k = k;
-  a->algo = algo;
-  a->in = a->data;
-  a->src = s;
-  a->nreqs = 0;
-  a->recvs = 0;
-  a->live = 0;
-  gr_status st = take_slot(a);
-  if (st != GR_OK) {
-    free(a);
-    return st;
+  if (m->flags & GR__MPI_PRIVATE_COPY) {
+    free(m->tmp);
+    m->tmp = NULL;
+    m->flags &= ~GR__MPI_PRIVATE_COPY;
   }
-  m->ar = a;
-  m->flags |= GR__MPI_OWN;
-  return algo->start(a, s, r);
+  stage_out(k);
 }
 
-/* ---- calls ------------------------------------------------------------------------------- */
-
-/* gr__coll_ops.carries_refusal: the shared-memory path's descriptor carries it (gr_shm.h), for the
- * calls it runs and for those it gates alike, whatever their size. */
-static int mpi_carries_refusal(const gr_comm *c, gr__kind kind) {
-  return c->be && gr__shm_agrees(((const mpi_be *)c->be)->shm, kind);
-}
-
-/* ---- calls that agree on the segment before their MPI call (gr_shm.h, Agreement) -------------
- * A gated call waits in the segment's FIFO (gr__shm_defer) from its post until its MPI call is
- * started. Starts happen in FIFO order, which is posting order on every rank, whichever call's
- * test finds the rounds passed: MPI needs its collectives started in one order everywhere, and a
- * program may wait for a later call (a group, requests) first. */
-
-static gr_status gate_post(mpi_be *b, gr__call *k) {
-  gr__mpi_call *m = gr__mpi_call_of(k);
-  if (!gr__shm_defer(b->shm, k)) return gr__comm_err(k->comm, GR_ERR_NOMEM, "out of memory");
-  gr_status st = gr__shm_call_post(b->shm, k, NULL, NULL, &m->shm_op);
-  if (st != GR_OK) {
-    gr__shm_undefer(b->shm, k);
-    return st;
-  }
-  m->flags |= GR__MPI_GATE;
-  return GR_OK;
-}
-
-static gr_status mpi_post(gr__call *k, int *done);
-
-/* Start the MPI calls of the gated calls whose round passed, oldest first, up to the first one
- * still in its round. One whose round failed leaves the FIFO: its own test reports it. */
-static void gate_start_passed(mpi_be *b) {
-  gr__call *f;
-  while ((f = gr__shm_deferred(b->shm))) {
-    gr__mpi_call *m = gr__mpi_call_of(f);
-    if (m->shm_op) {
-      if (m->shm_op->state != 2) return; /* still in its round */
-      if (m->shm_op->failed) {
-        gr__shm_undefer(b->shm, f);
-        continue;
-      }
-      int d = 0; /* finished and agreed: this releases the op */
-      if (gr__shm_call_test(b->shm, f, &m->shm_op, &d) != GR_OK || !d) return;
-    }
-    gr__shm_undefer(b->shm, f);
-    m->flags = (m->flags & ~GR__MPI_GATE) | GR__MPI_GATED;
-    f->blocking_ok = 0; /* started from any call's test: never block there */
-    int done = 0;
-    gr_status st = mpi_post(f, &done);
-    if (st != GR_OK) {
-      m->flags |= GR__MPI_GATE_ERR;
-      m->gate_status = (int)st;
-    }
-  }
-}
-
-/* A gated call's test until its MPI call started (then GR__MPI_GATE is clear). */
-static gr_status gate_test(mpi_be *b, gr__call *k) {
-  gr__mpi_call *m = gr__mpi_call_of(k);
-  if (m->shm_op) {
-    int d = 0;
-    gr_status st = gr__shm_call_test(b->shm, k, &m->shm_op, &d); /* progresses earlier rounds too */
-    if (st != GR_OK) { /* disagreement, or the segment broke: k never starts */
-      gr__shm_undefer(b->shm, k);
-      m->shm_op = NULL;
-      m->flags &= ~GR__MPI_GATE;
-      return st;
-    }
-  }
-  gate_start_passed(b);
-  if (m->flags & GR__MPI_GATE_ERR) {
-    m->flags &= ~GR__MPI_GATE_ERR;
-    return (gr_status)m->gate_status;
-  }
-  return GR_OK;
-}
-
-static void gate_forget(mpi_be *b, gr__call *k) {
-  gr__mpi_call *m = gr__mpi_call_of(k);
-  gr__shm_undefer(b->shm, k);
-  m->flags &= ~(GR__MPI_GATE | GR__MPI_GATED);
-  /* (one whose round passed waits for an earlier one's round: the sentence names who) */
-  gr__shm_call_forget(b->shm, k, &m->shm_op);
-}
-
-static gr_status mpi_post(gr__call *k, int *done) {
-  gr_comm *c = k->comm;
-  mpi_be *b = c->be;
-  gr__mpi_call *m = gr__mpi_call_of(k);
-  m->req = MPI_REQUEST_NULL;
-  if (k->fe_refused) { /* no data: only the descriptor (mpi_carries_refusal said yes) */
-    gr_status st = gr__shm_call_post(b->shm, k, NULL, NULL, &m->shm_op);
-    if (st == GR_OK) m->flags |= GR__MPI_SHM;
-    return st;
-  }
+/* Run k on path p: the MPI backend's limit, the staging p asks for, the post; a refusing rank's
+ * call (k->fe_refused) posts without data. */
+static gr_status post_on(const gr__path *p, gr__call *k, int *done) {
+  k->path = p;
+  if (k->fe_refused) return p->post(p, k, NULL, NULL, done);
   if (k->count > INT_MAX)
-    return gr__comm_err(c, GR_ERR_UNSUPPORTED,
+    return gr__comm_err(k->comm, GR_ERR_UNSUPPORTED,
                         "count %zu exceeds the MPI backend's limit of "
                         "INT_MAX elements per call; split the call",
                         k->count);
-  /* reduce, alltoall: the ranks agree on the segment first; gate_start posts them again */
-  if (gr__shm_gates(b->shm, k->kind, k->count, k->dtype) && !(m->flags & GR__MPI_GATED))
-    return gate_post(b, k);
   const void *s = k->send;
   void *r = k->recv;
-  GR_CHECK(stage_in(k, &s, &r));
-  if (gr__shm_takes(b->shm, k->kind, k->count, k->dtype)) {
-    if (k->kind == GR__ALLREDUCE) gr__algo_note(GR__ALGO_SHM);
-    gr_status st = gr__shm_call_post(b->shm, k, s, r, &m->shm_op);
-    if (st != GR_OK)
-      stage_out(k);
-    else
-      m->flags |= GR__MPI_SHM;
+  if (p->staged) GR_CHECK(stage_in(k, &s, &r));
+  if (k->kind == GR__ALLREDUCE && p->algo >= 0) gr__algo_note((gr__algo)p->algo);
+  gr_status st = p->post(p, k, s, r, done);
+  if (st != GR_OK) {
+    release(k);
     return st;
   }
-  if (gr__hier_takes(b->hier, k)) {
-    if (k->kind == GR__ALLREDUCE) gr__algo_note(GR__ALGO_HIER);
-    gr_status st = gr__hier_call_post(b->hier, k, s, r, &m->hier_op);
-    if (st != GR_OK)
-      stage_out(k);
-    else
-      m->flags |= GR__MPI_HIER;
-    return st;
-  }
+  return *done ? complete(k) : GR_OK;
+}
+
+/* ---- the MPI library's own call of each kind ------------------------------------------------ */
+
+static int any_present(const gr_comm *c) {
+  (void)c;
+  return 1;
+}
+static int takes_any(const gr__path *p, const gr__call *k) {
+  (void)p, (void)k;
+  return 1;
+}
+
+/* The MPI_I... call of k's kind (with no timeout, the blocking MPI routine: *done at once). */
+static gr_status lib_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done) {
+  (void)p;
+  gr_comm *c = k->comm;
+  mpi_be *b = c->be;
+  gr__mpi_call *m = gr__mpi_call_of(k);
   MPI_Datatype dt = gr__mpi_type(k->dtype);
   MPI_Op op = mpi_op(b, k->dtype, k->op);
+  /* a gated call's MPI call runs on a communicator of its own (gr_mpi_be.h, gate_mpi) */
   MPI_Comm mc = (m->flags & GR__MPI_GATED) && b->gate_mpi != MPI_COMM_NULL ? b->gate_mpi : c->mpi;
   int n = (int)k->count, blk = k->blocking_ok, rc = MPI_SUCCESS;
   size_t es = gr__dtype_size(k->dtype), P = (size_t)c->size;
@@ -548,21 +355,6 @@ static gr_status mpi_post(gr__call *k, int *done) {
   const char *what = "";
   switch (k->kind) {
   case GR__ALLREDUCE: {
-    const gr__mpi_algo *algo = choose_allreduce(k);
-    gr__algo_note(!algo                             ? GR__ALGO_MPI_LIB
-                  : algo == &gr__mpi_allreduce_rab  ? GR__ALGO_RABENSEIFNER
-                  : algo == &gr__mpi_allreduce_ring ? GR__ALGO_RING
-                                                    : GR__ALGO_RD);
-    if (algo) {
-      gr_status st = own_start(k, algo, s, r);
-      if (st != GR_OK) {
-        /* requests may be posted into its receive buffer: the state is left allocated */
-        if (m->ar) live_remove(b, m->ar);
-        stage_out(k);
-        return st;
-      }
-      return GR_OK;
-    }
     const void *in = s == r ? MPI_IN_PLACE : s;
     what = "MPI_Iallreduce";
     rc =
@@ -617,151 +409,254 @@ static gr_status mpi_post(gr__call *k, int *done) {
   default:
     return gr__comm_err(c, GR_ERR_INTERNAL, "unknown call kind %d", (int)k->kind);
   }
-  if (rc != MPI_SUCCESS) {
-    gr_status st = gr__mpi_rc(k, rc, what);
-    if (m->flags & GR__MPI_PRIVATE_COPY) free(m->tmp), m->tmp = NULL;
-    stage_out(k);
-    return st;
-  }
-  if (blk) {
-    *done = 1;
-    return complete(k);
-  }
+  if (rc != MPI_SUCCESS) return gr__mpi_rc(k, rc, what);
+  *done = blk;
   return GR_OK;
 }
 
-/* Progress the oldest own allreduces in flight besides k's: a program that waits for its newest
- * request first would otherwise leave the older ones' messages to pile up, and Open MPI matches
- * every arrival against the whole list of posted receives (16500 requests waited newest first at
- * 3 ranks took 28 s without this, 2 s with it). A call found finished leaves the list; its owner's
- * next test completes it. Errors are left for the owner's own test to report. */
-static void progress_oldest(mpi_be *b, gr__mpi_ar *a) {
-  gr__mpi_ar *o = b->live_head;
-  for (int i = 0; o && i < 16; i++) {
-    gr__mpi_ar *next = o->next;
-    int done = 0;
-    if (o != a && ar_test(o, &done) == GR_OK && done) live_remove(b, o);
-    o = next;
-  }
-}
-
-/* Also: the gated calls whose round passed start their MPI call (a request waited for after
- * another one that runs on the segment: the peers wait inside that MPI call), and MPI's engine
- * moves (a peer's rendezvous send that this rank receives, while this rank waits on the segment). */
-static void mpi_progress(gr_comm *c) {
-  mpi_be *b = c->be;
-  if (!b) return;
-  progress_oldest(b, NULL);
-  if (b->shm && gr__shm_deferred(b->shm)) gate_start_passed(b);
+static gr_status lib_test(gr__call *k, int *done) {
   int flag = 0;
-  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->mpi, &flag, MPI_STATUS_IGNORE);
-}
-
-static gr_status mpi_test(gr__call *k, int *done) {
-  gr__mpi_call *m = gr__mpi_call_of(k);
-  mpi_be *b = k->comm->be;
-  if (m->flags & (GR__MPI_GATE | GR__MPI_GATE_ERR)) {
-    gr_status st = gate_test(b, k);
-    if (st != GR_OK || (m->flags & GR__MPI_GATE)) return st; /* failed, or still waiting */
-  }
-  if (m->flags & GR__MPI_SHM) {
-    gr_status st = gr__shm_call_test(b->shm, k, &m->shm_op, done);
-    if (!m->shm_op) m->flags &= ~GR__MPI_SHM;
-    if (st == GR_ERR_MISMATCH ||
-        st == GR_ERR_INVALID) { /* disagreed or refused: nothing received */
-      if (m->flags & GR__MPI_PRIVATE_COPY) {
-        free(m->tmp), m->tmp = NULL;
-        m->flags &= ~GR__MPI_PRIVATE_COPY;
-      }
-      stage_out(k);
-      return st;
-    }
-    if (st != GR_OK) return st;
-    return *done ? complete(k) : GR_OK;
-  }
-  if (m->flags & GR__MPI_HIER) {
-    gr_status st = gr__hier_call_test(b->hier, k, &m->hier_op, done);
-    if (!m->hier_op) m->flags &= ~GR__MPI_HIER;
-    if (st != GR_OK) { /* the call's state is released */
-      stage_out(k);
-      return st;
-    }
-    return *done ? complete(k) : GR_OK;
-  }
-  if (m->flags & GR__MPI_OWN) {
-    gr__mpi_ar *a = m->ar;
-    if (k->fe_request) progress_oldest(b, a); /* a group tests all its calls anyway */
-    gr_status st = ar_test(a, done);
-    if (st != GR_OK) { /* the caller frees k after a failure: it must leave the list */
-      live_remove(b, a);
-      return st;
-    }
-    if (!*done) return GR_OK;
-    live_remove(b, a);
-    free(a);
-    m->ar = NULL;
-    m->flags &= ~GR__MPI_OWN;
-    return complete(k);
-  }
-  int flag = 0;
-  int rc = gr__mpi_test(&m->req, &flag);
+  int rc = gr__mpi_test(&gr__mpi_call_of(k)->req, &flag);
   if (rc != MPI_SUCCESS) return gr__mpi_rc(k, rc, "MPI_Test");
-  if (!flag) return GR_OK;
-  *done = 1;
-  return complete(k);
+  *done = flag;
+  return GR_OK;
 }
 
-/* Our own allreduces are point to point, hence cancellable: once the receives are cancelled, the
- * waits return locally and nothing writes into the buffers any more. Returns 1 (released). */
-static int cancel_p2p(gr__mpi_ar *a) {
-  for (int i = 0; i < a->nreqs; i++) {
-    if (a->reqs[i] == MPI_REQUEST_NULL) continue;
-    if (a->recvs & (1ull << i)) {
-      MPI_Cancel(&a->reqs[i]);
-      MPI_Wait(&a->reqs[i], MPI_STATUS_IGNORE);
-    } else { /* Open MPI cannot cancel a send: let it go (it reads, never writes) */
-      MPI_Request_free(&a->reqs[i]);
-    }
-  }
+/* A collective request cannot be cancelled: it may still write into the buffers. */
+static int lib_forget(gr__call *k) {
+  (void)k;
+  return 0;
+}
+
+const gr__path gr__path_mpi_lib = {.name = "mpi",
+                                   .algo = GR__ALGO_MPI_LIB,
+                                   .refusal = GR__REFUSAL_AGREED,
+                                   .kinds = GR__KINDS_ALL,
+                                   .staged = 1,
+                                   .present = any_present,
+                                   .takes = takes_any,
+                                   .post = lib_post,
+                                   .test = lib_test,
+                                   .forget = lib_forget};
+
+/* ---- the shared-memory path (gr_shm.h) -------------------------------------------------- */
+
+static int shm_present(const gr_comm *c) { return c->be && ((const mpi_be *)c->be)->shm; }
+
+static int shm_takes(const gr__path *p, const gr__call *k) {
+  (void)p;
+  return gr__shm_takes(((const mpi_be *)k->comm->be)->shm, k->kind, k->count, k->dtype);
+}
+
+/* A refusing rank's call (send, recv NULL) posts its descriptor only. */
+static gr_status shm_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done) {
+  (void)p, (void)done;
+  mpi_be *b = k->comm->be;
+  return gr__shm_call_post(b->shm, k, s, r, &gr__mpi_call_of(k)->shm_op);
+}
+
+static gr_status shm_test(gr__call *k, int *done) {
+  mpi_be *b = k->comm->be;
+  gr_status st = gr__shm_call_test(b->shm, k, &gr__mpi_call_of(k)->shm_op, done);
+  if (st == GR_ERR_MISMATCH || st == GR_ERR_INVALID) /* disagreed or refused: nothing received */
+    release(k);
+  return st;
+}
+
+/* Nothing writes into the buffers once this rank stops. */
+static int shm_forget(gr__call *k) {
+  mpi_be *b = k->comm->be;
+  gr__shm_call_forget(b->shm, k, &gr__mpi_call_of(k)->shm_op);
   return 1;
 }
 
-static void mpi_forget(gr__call *k) {
+static int shm_gone(const gr_comm *c, char *buf, size_t len) {
+  return c->be ? gr__shm_gone(((const mpi_be *)c->be)->shm, buf, len) : 0;
+}
+
+const gr__path gr__path_shm = {.name = "shm",
+                               .algo = GR__ALGO_SHM,
+                               .refusal = GR__REFUSAL_CARRIED,
+                               .kinds = GR__KINDS_COLLECTIVE,
+                               .staged = 1,
+                               .present = shm_present,
+                               .takes = shm_takes,
+                               .post = shm_post,
+                               .test = shm_test,
+                               .forget = shm_forget,
+                               .gone = shm_gone};
+
+/* ---- calls that agree on the segment before their MPI call (gr_shm.h, Agreement) -------------
+ * A gated call waits in the segment's FIFO (gr__shm_defer) from its post until its MPI call is
+ * started, and then runs on the MPI library's row. Starts happen in FIFO order, which is posting
+ * order on every rank, whichever call's test finds the rounds passed: MPI needs its collectives
+ * started in one order everywhere, and a program may wait for a later call (a group, requests)
+ * first. */
+
+static int gate_takes(const gr__path *p, const gr__call *k) {
+  (void)p;
+  return gr__shm_gates(((const mpi_be *)k->comm->be)->shm, k->kind, k->count, k->dtype);
+}
+
+static gr_status gate_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done) {
+  (void)p, (void)s, (void)r, (void)done;
+  mpi_be *b = k->comm->be;
+  gr__mpi_call *m = gr__mpi_call_of(k);
+  if (!gr__shm_defer(b->shm, k)) return gr__comm_err(k->comm, GR_ERR_NOMEM, "out of memory");
+  gr_status st = gr__shm_call_post(b->shm, k, NULL, NULL, &m->shm_op);
+  if (st != GR_OK) gr__shm_undefer(b->shm, k);
+  return st;
+}
+
+/* Start the MPI calls of the gated calls whose round passed, oldest first, up to the first one
+ * still in its round. One whose round failed leaves the FIFO: its own test reports it. */
+static void gate_start_passed(mpi_be *b) {
+  gr__call *f;
+  while ((f = gr__shm_deferred(b->shm))) {
+    gr__mpi_call *m = gr__mpi_call_of(f);
+    if (m->shm_op) {
+      if (m->shm_op->state != 2) return; /* still in its round */
+      if (m->shm_op->failed) {
+        gr__shm_undefer(b->shm, f);
+        continue;
+      }
+      int d = 0; /* finished and agreed: this releases the op */
+      if (gr__shm_call_test(b->shm, f, &m->shm_op, &d) != GR_OK || !d) return;
+    }
+    gr__shm_undefer(b->shm, f);
+    f->blocking_ok = 0; /* started from any call's test: never block there */
+    m->flags |= GR__MPI_GATED;
+    int done = 0;
+    gr_status st = post_on(&gr__path_mpi_lib, f, &done);
+    if (st != GR_OK) {
+      f->path = &gr__path_shm_gate;
+      m->gate_status = (int)st;
+    }
+  }
+}
+
+/* A gated call's test: its round, then (once its MPI call started, k->path is the MPI library's
+ * row) that call's. */
+static gr_status gate_test(gr__call *k, int *done) {
   gr__mpi_call *m = gr__mpi_call_of(k);
   mpi_be *b = k->comm->be;
-  if (m->flags & GR__MPI_GATE) { /* its MPI call never started */
-    gate_forget(b, k);
-    return;
-  }
-  if (m->flags & GR__MPI_SHM) { /* nothing writes into the buffers once this rank stops */
-    gr__shm_call_forget(b->shm, k, &m->shm_op);
-    m->flags &= ~GR__MPI_SHM;
-    if (m->flags & GR__MPI_PRIVATE_COPY) free(m->tmp), m->tmp = NULL;
-    stage_out(k);
-    return;
-  }
-  if (m->flags & GR__MPI_HIER) { /* the leaders' requests are cancelled or forgotten inside */
-    gr__hier_call_forget(b->hier, k, &m->hier_op);
-    m->flags &= ~GR__MPI_HIER;
-    stage_out(k);
-    return;
-  }
-  if (m->flags & GR__MPI_OWN) {
-    gr__mpi_ar *a = m->ar;
-    int released = a->algo->forget ? a->algo->forget(a) : cancel_p2p(a);
-    live_remove(b, a);
-    m->ar = NULL;
-    m->flags &= ~GR__MPI_OWN;
-    if (released) {
-      free(a); /* its receive buffer is only received into: those receives are cancelled */
-      if (m->flags & GR__MPI_PRIVATE_COPY) free(m->tmp), m->tmp = NULL;
-      stage_out(k); /* frees the staging buffers (the copy back is harmless) */
-      return;
+  if (m->gate_status) return (gr_status)m->gate_status;
+  if (m->shm_op) {
+    int d = 0;
+    gr_status st = gr__shm_call_test(b->shm, k, &m->shm_op, &d); /* progresses earlier rounds too */
+    if (st != GR_OK) { /* disagreement, or the segment broke: k never starts */
+      gr__shm_undefer(b->shm, k);
+      m->shm_op = NULL;
+      return st;
     }
+  }
+  gate_start_passed(b);
+  if (m->gate_status) return (gr_status)m->gate_status;
+  return k->path == &gr__path_shm_gate ? GR_OK : k->path->test(k, done);
+}
+
+static int gate_forget(gr__call *k) {
+  mpi_be *b = k->comm->be;
+  if (gr__mpi_call_of(k)->gate_status) return 1; /* its round passed, its MPI call never started */
+  gr__shm_undefer(b->shm, k);
+  /* (one whose round passed waits for an earlier one's round: the sentence names who) */
+  gr__shm_call_forget(b->shm, k, &gr__mpi_call_of(k)->shm_op);
+  return 1;
+}
+
+const gr__path gr__path_shm_gate = {.name = "shm-gate",
+                                    .algo = -1,
+                                    .refusal = GR__REFUSAL_CARRIED,
+                                    .kinds = GR__KIND_BIT(GR__REDUCE) | GR__KIND_BIT(GR__ALLTOALL),
+                                    .present = shm_present,
+                                    .takes = gate_takes,
+                                    .post = gate_post,
+                                    .test = gate_test,
+                                    .forget = gate_forget};
+
+/* ---- the hierarchical path across nodes (gr_hier.h) ---------------------------------------- */
+
+static int hier_present(const gr_comm *c) { return c->be && ((const mpi_be *)c->be)->hier; }
+
+static int hier_takes(const gr__path *p, const gr__call *k) {
+  (void)p;
+  return gr__hier_takes(((const mpi_be *)k->comm->be)->hier, k);
+}
+
+static gr_status hier_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done) {
+  (void)p, (void)done;
+  mpi_be *b = k->comm->be;
+  return gr__hier_call_post(b->hier, k, s, r, &gr__mpi_call_of(k)->hier_op);
+}
+
+static gr_status hier_test(gr__call *k, int *done) {
+  mpi_be *b = k->comm->be;
+  gr_status st = gr__hier_call_test(b->hier, k, &gr__mpi_call_of(k)->hier_op, done);
+  if (st != GR_OK) release(k); /* the call's state is released */
+  return st;
+}
+
+/* The leaders' requests are cancelled or forgotten inside. */
+static int hier_forget(gr__call *k) {
+  mpi_be *b = k->comm->be;
+  gr__hier_call_forget(b->hier, k, &gr__mpi_call_of(k)->hier_op);
+  return 1;
+}
+
+static int hier_gone(const gr_comm *c, char *buf, size_t len) {
+  return c->be ? gr__hier_gone(((const mpi_be *)c->be)->hier, buf, len) : 0;
+}
+
+const gr__path gr__path_hier = {.name = "hier",
+                                .algo = GR__ALGO_HIER,
+                                .refusal = GR__REFUSAL_AGREED,
+                                .kinds = GR__KINDS_COLLECTIVE & ~GR__KIND_BIT(GR__ALLTOALL),
+                                .staged = 1,
+                                .present = hier_present,
+                                .takes = hier_takes,
+                                .post = hier_post,
+                                .test = hier_test,
+                                .forget = hier_forget,
+                                .gone = hier_gone};
+
+/* ---- the backend's post, test and forget: through the call's path ------------------------- */
+
+static gr_status mpi_post(gr__call *k, int *done) {
+  gr__mpi_call_of(k)->req = MPI_REQUEST_NULL;
+  const gr__path *p = gr__path_choose(k);
+  if (!p)
+    return gr__comm_err(k->comm, GR_ERR_INTERNAL, "no path takes %s(count=%zu)",
+                        gr__kind_name(k->kind), k->count);
+  return post_on(p, k, done);
+}
+
+static gr_status mpi_test(gr__call *k, int *done) {
+  gr_status st = k->path->test(k, done);
+  return st == GR_OK && *done ? complete(k) : st;
+}
+
+static void mpi_forget(gr__call *k) {
+  if (k->path && k->path->forget(k)) {
+    release(k); /* frees the staging buffers (the copy back is harmless) */
+    return;
   }
   /* A collective request (or an own algorithm that could not stop) may still write into the
    * buffers: they are left alone (and leaked). */
+  gr__mpi_call *m = gr__mpi_call_of(k);
   m->tmp = m->tmp2 = NULL;
+}
+
+/* gr__coll_ops.progress: the own allreduces in flight (mpi_own.c); the gated calls whose round
+ * passed start their MPI call (a request waited for after another one that runs on the segment:
+ * the peers wait inside that MPI call); and MPI's engine moves (a peer's rendezvous send that this
+ * rank receives while it waits on the segment). */
+static void mpi_progress(gr_comm *c) {
+  mpi_be *b = c->be;
+  if (!b) return;
+  gr__mpi_own_progress(c);
+  if (b->shm && gr__shm_deferred(b->shm)) gate_start_passed(b);
+  int flag = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->mpi, &flag, MPI_STATUS_IGNORE);
 }
 
 static gr_status mpi_synchronize(gr_comm *c, gr_stream s, double deadline) {
@@ -781,7 +676,7 @@ const gr__coll_ops gr__coll_ops_mpi = {
     .test = mpi_test,
     .forget = mpi_forget,
     .synchronize = mpi_synchronize,
-    .carries_refusal = mpi_carries_refusal,
+    .paths = gr__mpi_paths,
     .progress = mpi_progress,
-    .gone = mpi_gone,
+    .gone = gr__paths_gone,
 };

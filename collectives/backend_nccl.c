@@ -20,6 +20,7 @@
 #include "gr_log.h"
 #include "gr_nccl_map.h"
 #include "gr_nccl_share.h"
+#include "gr_path.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -295,10 +296,20 @@ static void release(gr__call *k) {
 
 /* ---- calls -------------------------------------------------------------------------------- */
 
-/* Hand the call to NCCL (or to the shared-GPU path): its verdict, if it had one, was clear. */
-static gr_status enqueue(gr__call *k, int *done) {
+/* ---- the rows: NCCL over all ranks, and NCCL among one leader per GPU (nccl_share.c) ------- */
+
+static int direct_present(const gr_comm *c) { return c->be && !B((gr_comm *)c)->share; }
+static int share_present(const gr_comm *c) { return c->be && B((gr_comm *)c)->share; }
+static int takes_any(const gr__path *p, const gr__call *k) {
+  (void)p, (void)k;
+  return 1;
+}
+
+/* The NCCL call of k's kind, on device copies of host buffers where k has them. */
+static gr_status direct_post(const gr__path *path, gr__call *k, const void *send, void *recv,
+                             int *done) {
+  (void)path, (void)send, (void)recv;
   gr_comm *c = k->comm;
-  if (B(c)->share) return gr__nccl_share_post(B(c)->share, k, done);
   ncclComm_t nc = B(c)->nc;
   cudaStream_t s = (cudaStream_t)k->stream;
   const void *sp = k->send;
@@ -380,9 +391,8 @@ static gr_status enqueue(gr__call *k, int *done) {
   return GR_OK;
 }
 
-static gr_status test_enqueued(gr__call *k, int *done) {
+static gr_status direct_test(gr__call *k, int *done) {
   gr_comm *c = k->comm;
-  if (B(c)->share) return gr__nccl_share_test(B(c)->share, k, done);
   ncclComm_t nc = B(c)->nc;
   ncclResult_t a = ncclSuccess;
   ncclResult_t rc = ncclCommGetAsyncError(nc, &a);
@@ -408,13 +418,57 @@ static gr_status test_enqueued(gr__call *k, int *done) {
   return GR_OK;
 }
 
-static void forget_enqueued(gr__call *k) {
-  if (B(k->comm)->share) {
-    gr__nccl_share_forget(B(k->comm)->share, k);
-    return;
-  }
-  /* The stream may still use the staging buffers until the abort has torn the work down. */
+/* The stream may still use the staging buffers until the abort has torn the work down. */
+static int direct_forget(gr__call *k) {
   NC(k)->tmp = NC(k)->tmp2 = NULL;
+  return 0;
+}
+
+static gr_status share_post(const gr__path *p, gr__call *k, const void *send, void *recv,
+                            int *done) {
+  (void)p, (void)send, (void)recv;
+  return gr__nccl_share_post(B(k->comm)->share, k, done);
+}
+static gr_status share_test(gr__call *k, int *done) {
+  return gr__nccl_share_test(B(k->comm)->share, k, done);
+}
+static int share_forget(gr__call *k) {
+  gr__nccl_share_forget(B(k->comm)->share, k);
+  return 0;
+}
+
+/* Both carry a refusal in the call: the verdict this backend's post sends in front of either
+ * (below), so requests are covered too and no front-end round precedes the post. */
+static const gr__path path_nccl = {.name = "nccl",
+                                   .algo = -1,
+                                   .refusal = GR__REFUSAL_CARRIED,
+                                   .kinds = GR__KINDS_ALL,
+                                   .present = direct_present,
+                                   .takes = takes_any,
+                                   .post = direct_post,
+                                   .test = direct_test,
+                                   .forget = direct_forget};
+static const gr__path path_nccl_share = {.name = "nccl-share",
+                                         .algo = -1,
+                                         .refusal = GR__REFUSAL_CARRIED,
+                                         .kinds = GR__KINDS_ALL,
+                                         .present = share_present,
+                                         .takes = takes_any,
+                                         .post = share_post,
+                                         .test = share_test,
+                                         .forget = share_forget};
+static const gr__path *const nccl_paths[] = {&path_nccl_share, &path_nccl, NULL};
+
+/* Hand the call to its path: its verdict, if it had one, was clear. */
+static gr_status enqueue(gr__call *k, int *done) {
+  const gr__path *p = gr__path_choose(k);
+  if (!p) return gr__comm_err(k->comm, GR_ERR_INTERNAL, "no path takes %s", gr__kind_name(k->kind));
+  k->path = p;
+  return p->post(p, k, k->send, k->recv, done);
+}
+static gr_status test_enqueued(gr__call *k, int *done) { return k->path->test(k, done); }
+static void forget_enqueued(gr__call *k) {
+  if (k->path) k->path->forget(k);
 }
 
 /* ---- refusal verdicts (coll.h, Errors) ------------------------------------------------------ */
@@ -595,13 +649,6 @@ static gr_status nccl_synchronize(gr_comm *c, gr_stream stream, double deadline)
   }
 }
 
-/* gr__coll_ops.carries_refusal: every kind the front end asks about carries its verdict in post
- * (above), so requests are covered too and no front-end round precedes the post. */
-static int nccl_carries_refusal(const gr_comm *c, gr__kind kind) {
-  (void)c, (void)kind;
-  return 1;
-}
-
 const gr__coll_ops GR__NCCL_OPS = {
     .name = "nccl",
     .kind = GR_BACKEND_NCCL,
@@ -616,5 +663,5 @@ const gr__coll_ops GR__NCCL_OPS = {
     .test = nccl_test,
     .forget = nccl_forget,
     .synchronize = nccl_synchronize,
-    .carries_refusal = nccl_carries_refusal,
+    .paths = nccl_paths,
 };

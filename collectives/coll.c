@@ -15,6 +15,7 @@
 #include "gr_flight.h"
 #include "gr_live.h"
 #include "gr_log.h"
+#include "gr_path.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -156,6 +157,27 @@ GR_API void gr_comm_config_init(gr_comm_config *cfg) {
   cfg->check = gr__param_bool(GR_PARAM_CHECK);
 }
 
+static const char *const algo_names[] = {"mpi", "flat", "auto", "hier"};
+
+const char *gr__coll_algo_name(int a) {
+  return a >= GR__COLL_ALGO_MPI && a <= GR__COLL_ALGO_HIER ? algo_names[a] : "?";
+}
+
+/* GPURUN_COLL_ALGO, this rank's setting (gr__coll_algo): the one place that reads it (the
+ * registry, gr_param.h, parses it and says once when a word is unknown: then auto). */
+static int algo_setting(void) {
+  switch (gr__param_word(GR_PARAM_COLL_ALGO)) {
+  case GR_COLL_ALGO_MPI:
+    return GR__COLL_ALGO_MPI;
+  case GR_COLL_ALGO_FLAT:
+    return GR__COLL_ALGO_FLAT;
+  case GR_COLL_ALGO_HIER:
+    return GR__COLL_ALGO_HIER;
+  default:
+    return GR__COLL_ALGO_AUTO; /* auto and shm */
+  }
+}
+
 int gr__mpi_gone(void) {
   int fin = 0;
   MPI_Finalized(&fin);
@@ -163,29 +185,6 @@ int gr__mpi_gone(void) {
 }
 
 /* ---- life cycle --------------------------------------------------------------------------- */
-
-static gr_status comm_alloc(const gr_comm_config *cfg, gr_comm **out) {
-  gr_comm *c = calloc(1, sizeof *c);
-  if (!c) return GR_ERR_NOMEM;
-  c->magic = GR__COMM_MAGIC;
-  c->mpi = c->check_mpi = c->req_mpi = MPI_COMM_NULL;
-  c->timeout_s = cfg->timeout_s;
-  c->check = cfg->check;
-  char why[160];
-  c->gpu_buffers = gr__cuda_device_count(why, sizeof why) > 0;
-  *out = c;
-  return GR_OK;
-}
-
-static void comm_free(gr_comm *c) {
-  if (c->flight) gr__flight_release(c->flight);
-  int gone = gr__mpi_gone(); /* after MPI_Finalize only memory can be released */
-  if (c->check_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->check_mpi);
-  if (c->req_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->req_mpi);
-  if (c->mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->mpi);
-  c->magic = 0;
-  free(c);
-}
 
 /* c->mpi is set and owned: errors return (every communicator the library creates does: no MPI
  * error of ours reaches a fatal handler), rank and size. */
@@ -195,6 +194,43 @@ static void comm_basics(gr_comm *c) {
   MPI_Comm_size(c->mpi, &c->size);
   MPI_Comm_rank(MPI_COMM_WORLD, &c->world_rank);
 }
+
+gr_comm *gr__comm_new(MPI_Comm mpi, const gr__comm_cfg *cfg) {
+  gr_comm *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->magic = GR__COMM_MAGIC;
+  c->mpi = mpi;
+  c->check_mpi = c->req_mpi = MPI_COMM_NULL;
+  c->timeout_s = cfg->timeout_s;
+  c->check = cfg->check;
+  c->algo = cfg->algo;
+  c->gpu_buffers = cfg->gpu_buffers;
+  c->ops = cfg->ops;
+  if (mpi != MPI_COMM_NULL) comm_basics(c);
+  return c;
+}
+
+void gr__comm_free(gr_comm *c) {
+  if (c->flight) gr__flight_release(c->flight);
+  int gone = gr__mpi_gone(); /* after MPI_Finalize only memory can be released */
+  if (c->check_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->check_mpi);
+  if (c->req_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->req_mpi);
+  if (c->mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->mpi);
+  c->magic = 0;
+  free(c);
+}
+
+/* A communicator of the public API: the configuration asked for, this rank's GPURUN_COLL_ALGO
+ * (agreed in agree_uid), whether buffers may be device pointers. */
+static gr_status comm_alloc(const gr_comm_config *cfg, gr_comm **out) {
+  char why[160];
+  gr__comm_cfg cc = {cfg->timeout_s, cfg->check, algo_setting(),
+                     gr__cuda_device_count(why, sizeof why) > 0, NULL};
+  *out = gr__comm_new(MPI_COMM_NULL, &cc);
+  return *out ? GR_OK : GR_ERR_NOMEM;
+}
+
+static void comm_free(gr_comm *c) { gr__comm_free(c); }
 
 /* ---- agreement at creation ---------------------------------------------------------------- */
 
@@ -297,21 +333,29 @@ static gr_status agree(gr_comm *c, const char *fn, const create_view *v, gr_back
 static uint32_t creations;
 
 /* The job-unique id, agreed among the members: the lowest member's world rank L and that rank's
- * own number for this creation N, "L.N" (one 8-byte MIN allreduce). N is unique within the
- * process L, and L is a member, so no two communicators of the job share L.N, whoever else
- * belongs to them. name is the human one; c->id, which every message uses, is "NAME[L.N]". */
+ * own number for this creation N, "L.N". N is unique within the process L, and L is a member, so
+ * no two communicators of the job share L.N, whoever else belongs to them. name is the human one;
+ * c->id, which every message uses, is "NAME[L.N]". The same MIN allreduce agrees on
+ * GPURUN_COLL_ALGO (c->algo): the lowest setting wins, said once when the ranks' differ. */
 static gr_status agree_uid(gr_comm *c, const char *fn, const char *name) {
   uint32_t n = __atomic_add_fetch(&creations, 1, __ATOMIC_RELAXED);
-  int64_t mine = (int64_t)c->world_rank * ((int64_t)1 << 32) + n, low = mine;
+  int64_t mine[3] = {(int64_t)c->world_rank * ((int64_t)1 << 32) + n, c->algo, -c->algo}, low[3];
   MPI_Request req;
-  int rc = MPI_Iallreduce(&mine, &low, 1, MPI_INT64_T, MPI_MIN, c->mpi, &req);
+  int rc = MPI_Iallreduce(mine, low, 3, MPI_INT64_T, MPI_MIN, c->mpi, &req);
   gr_status st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s))
                                    : mpi_err(c, rc, "MPI_Iallreduce");
   if (st != GR_OK) return gr__fail(st, fn, "agreeing on the communicator's id: %s", c->err);
-  snprintf(c->uid, sizeof c->uid, "%lld.%lld", (long long)(low >> 32),
-           (long long)(low & 0xffffffff));
+  snprintf(c->uid, sizeof c->uid, "%lld.%lld", (long long)(low[0] >> 32),
+           (long long)(low[0] & 0xffffffff));
   snprintf(c->name, sizeof c->name, "%s", name);
   snprintf(c->id, sizeof c->id, "%s[%s]", c->name, c->uid);
+  c->algo = (int)low[1];
+  if (low[1] != -low[2])
+    GR_LOG_ONCE(GR_LOG_WARN,
+                "collectives: GPURUN_COLL_ALGO differs between the ranks of "
+                "communicator %s (from %s to %s); all use %s",
+                c->id, gr__coll_algo_name((int)low[1]), gr__coll_algo_name((int)-low[2]),
+                gr__coll_algo_name((int)low[1]));
   return GR_OK;
 }
 
@@ -328,18 +372,19 @@ static gr_status comm_finish(gr_comm *c, const char *fn) {
   return GR_OK;
 }
 
-/* After the backend's create: the duplicate for the verdicts of requests (request.c), only where
- * some collective kind agrees on a verdict (ROUTE_AGREE: no check mode,
- * two ranks or more, a backend that joins refusals but does not carry them in the call itself,
- * such as the MPI algorithms off the shared-memory path). The same choice on every rank: check
- * mode, size, backend and carries_refusal are agreed. */
+/* After the backend's create and the communicator's paths (gr_path.h): the duplicate for the
+ * verdicts of requests (request.c), only where some collective kind agrees
+ * on a verdict (ROUTE_AGREE: no check mode, two ranks or more, a backend that joins refusals,
+ * and a path that does not carry them in the call itself, such as the MPI algorithms off the
+ * shared-memory path). The same choice on every rank: check mode, size, backend and the paths
+ * are agreed. */
 static gr_status req_dup(gr_comm *c, const char *fn) {
   const gr__coll_ops *o = c->ops;
   if (c->check || c->size < 2 || !(o->caps & GR__CAP_JOIN_REFUSALS)) return GR_OK;
   int agrees = 0;
   for (int kind = 0; kind < GR__NKINDS && !agrees; kind++)
     agrees = kind != GR__SEND && kind != GR__RECV && kind != GR__BARRIER &&
-             !(o->carries_refusal && o->carries_refusal(c, (gr__kind)kind));
+             gr__path_refusal(c, (gr__kind)kind) == GR__REFUSAL_AGREED;
   if (!agrees) return GR_OK;
   gr__live_create_step(GR_LIVE_STEP_REQDUP);
   int rc = MPI_Comm_dup(c->mpi, &c->req_mpi);
@@ -393,6 +438,7 @@ static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg
     gr__live_create_step(GR_LIVE_STEP_INIT); /* the backend may say more */
     st = ops->create(c, gr__deadline(c->timeout_s));
     if (st != GR_OK) st = gr__fail(st, fn, "%s backend: %s", ops->name, c->err);
+    if (st == GR_OK) gr__paths_setup(c);
     if (st == GR_OK && (st = req_dup(c, fn)) != GR_OK) ops->destroy(c, gr__deadline(c->timeout_s));
   }
   if (st != GR_OK) {
@@ -509,7 +555,8 @@ static gr_status split_steps(const char *fn, gr_comm *c, int color, int key, gr_
     }
     child->ops = c->ops;
     child->mpi = nm;
-    comm_basics(child); /* backend, timeout and check mode are the parent's: agreed already */
+    comm_basics(child); /* backend, timeout and check mode are the parent's: agreed already;
+                         * GPURUN_COLL_ALGO is this creation's, agreed in agree_uid */
     /* the name says which split and which colour; the id tells apart what the name cannot */
     char name[sizeof child->name];
     if (strcmp(c->name, GR_FL_WORLD) == 0)
@@ -531,6 +578,7 @@ static gr_status split_steps(const char *fn, gr_comm *c, int color, int key, gr_
   if (st != GR_OK) {
     st = gr__fail(st, fn, "%s backend: %s", c->ops->name, c->err);
   } else if (child) {
+    gr__paths_setup(child);
     st = req_dup(child, fn);
     if (st != GR_OK) c->ops->destroy(child, gr__deadline(c->timeout_s));
   }

@@ -49,6 +49,22 @@ const char *gr__arg_name(int a);
 
 typedef struct gr__flight gr__flight;
 typedef struct gr__coll_ops gr__coll_ops;
+typedef struct gr__path gr__path; /* an execution path (gr_path.h) */
+
+/* GPURUN_COLL_ALGO, read once at creation (coll.c) and agreed: the lowest setting among the
+ * ranks wins (mpi < flat < auto < hier). mpi: neither the shared-memory nor the hierarchical
+ * path; flat: no hierarchical path; auto (also "shm", the default): both where they measured
+ * faster (gr_hier.h); hier: the hierarchical path for every call it can take. */
+typedef enum {
+  GR__COLL_ALGO_MPI,
+  GR__COLL_ALGO_FLAT,
+  GR__COLL_ALGO_AUTO,
+  GR__COLL_ALGO_HIER
+} gr__coll_algo;
+const char *gr__coll_algo_name(int a);
+
+/* At most this many rows in a backend's list of paths (gr_path.h). */
+#define GR__PATHS_MAX 12
 
 /* Flags the front end (gr_front.h) keeps on a call; a backend never reads or writes them. */
 typedef enum {
@@ -80,7 +96,7 @@ typedef struct gr__call {
   int flight_slot;   /* index in the flight ring, -1 none */
   int blocking_ok;   /* the backend may complete inside post() (no timeout to honour) */
   int fe_refused;    /* gr__arg this rank refused: the call joins the exchange without data (the
-                     * backend posts no buffer; only where carries_refusal says so) */
+                     * backend posts no buffer; only where its path carries refusals, gr_path.h) */
   gr_status fe_bad;  /* a grouped call this rank refused, queued in check mode so peers learn it */
   int fe_request;    /* a gr_i... request: the user may wait for it before older ones */
   unsigned fe_flags; /* gr__fe_flag */
@@ -88,6 +104,8 @@ typedef struct gr__call {
    * forms: count + 1, a broadcast as an allreduce of bytes): records, counters and sentences
    * show that one. NULL: this call is the user's. */
   const struct gr__call *fe_shown;
+  /* The path that runs the call (gr_path.h), chosen by the backend's post; NULL before. */
+  const gr__path *path;
   /* The backend's, opaque to the front end (backend_mpi.c: gr__mpi_call in gr_mpi_be.h;
    * backend_nccl.c: nccl_call). */
   _Alignas(16) unsigned char be_area[GR__BE_CALL_BYTES];
@@ -100,7 +118,7 @@ typedef enum {
    * a group itself and takes device buffers, which a host memcpy cannot pack). */
   GR__CAP_PACK_MULTI = 1u << 0,
   /* A call one rank refuses still joins the exchange (coll.h, Errors): the front end agrees on a
-   * verdict over c->mpi first, or carries it in the call where carries_refusal says so (the
+   * verdict over c->mpi first, or carries it in the call where its path says so (gr_path.h: the
    * shared-memory path; NCCL, whose post sends a verdict before it enqueues). Without it, only
    * check mode does. */
   GR__CAP_JOIN_REFUSALS = 1u << 1,
@@ -126,10 +144,10 @@ struct gr__coll_ops {
   /* Release what can be released of a call that will never complete (timeout, abort). */
   void (*forget)(gr__call *k);
   gr_status (*synchronize)(gr_comm *c, gr_stream s, double deadline);
-  /* Optional (GR__CAP_JOIN_REFUSALS): whether the path this kind takes on c carries a refusal
-   * (k->fe_refused, posted without buffers) to every rank by itself, before any rank touches data
-   * (the MPI backend's shared-memory descriptor). The same answer on every rank of c. */
-  int (*carries_refusal)(const gr_comm *c, gr__kind kind);
+  /* The backend's execution paths in the order it prefers them, NULL-terminated (gr_path.h): the
+   * front end asks them how a refusal travels (gr__path_refusal), the backend's post which one
+   * runs a call. */
+  const gr__path *const *paths;
   /* Optional: move the calls in flight on c that progress only when tested (the MPI backend's own
    * allreduces), for a rank that waits for something else on c (a request's verdict or the
    * naming of its refusal) while another rank may wait inside one of them. Never blocks. */
@@ -154,8 +172,12 @@ struct gr_comm {
   int rank, size, world_rank;
   const gr__coll_ops *ops;
   void *be; /* backend state */
+  /* Configuration, agreed at creation (coll.c): what decides an algorithm, a tag or a path. */
   double timeout_s;
   int check;
+  int algo;                             /* gr__coll_algo */
+  const gr__path *paths[GR__PATHS_MAX]; /* the backend's rows present on c, in order */
+  int npaths;
   int aborted;
   int gpu_buffers;   /* CUDA devices present: buffers may be device pointers (MPI staging) */
   uint64_t seq;      /* every call */
@@ -215,6 +237,21 @@ void gr__comm_abort_internal(gr_comm *c);
 /* Validity checks shared by the front-end files; they record the sentence. */
 gr_status gr__check_alive(const char *fn, const gr_comm *c);
 gr_status gr__check_comm(const char *fn, const gr_comm *c);
+
+/* The one builder of a gr_comm record: zeroed, the magic, mpi (owned from here on: errors return,
+ * rank and size read; MPI_COMM_NULL: none yet), the other duplicates MPI_COMM_NULL, the
+ * configuration given (its paths still empty: gr__paths_setup after the backend's create).
+ * NULL when out of memory (mpi is then not owned). gr__comm_free releases the record and its
+ * duplicates, not the backend's state. */
+typedef struct {
+  double timeout_s;
+  int check;
+  int algo; /* gr__coll_algo */
+  int gpu_buffers;
+  const gr__coll_ops *ops;
+} gr__comm_cfg;
+gr_comm *gr__comm_new(MPI_Comm mpi, const gr__comm_cfg *cfg);
+void gr__comm_free(gr_comm *c);
 
 /* Create a communicator on a given backend table (the NCCL test double's entry point; the public
  * gr_comm_create picks the table itself). */

@@ -37,7 +37,8 @@
  * 256 KiB and allgathers from 1 MiB of all ranks' data, where it measured faster (see
  * HIER_AUTO_* in hier.c; reduce and reduce-scatter did not gain reliably and stay flat); "mpi"
  * turns both the shared-memory and the hierarchical path off. Ranks whose settings differ use the
- * most conservative one among them (mpi < flat < auto < hier), said once at GPURUN_LOG=warn. Whether
+ * most conservative one among them (mpi < flat < auto < hier), said once at GPURUN_LOG=warn: the
+ * communicator's c->algo, agreed at creation (coll.c). Whether
  * the path exists is decided at creation from data every rank holds after one allgather (the node
  * of every rank, whether every node with two or more ranks got its segment), so it is the same on
  * every rank; whether a call takes it depends only on the call's kind and size.
@@ -56,7 +57,7 @@
 typedef struct gr__hier gr__hier;
 
 /* Collective over c->mpi, at communicator creation, after the backend's state exists. *out is NULL
- * when the communicator does not span two nodes with two ranks on some node, GPURUN_COLL_ALGO asks
+ * when the communicator does not span two nodes with two ranks on some node, c->algo asks
  * for the flat algorithms, or a node could not make its segment (then the flat algorithms run). */
 gr_status gr__hier_attach(gr_comm *c, gr__hier **out);
 /* Local; releases the node segment, the leaders' communicator and the node communicator (only

@@ -7,6 +7,7 @@
 
 #include "gr_coll.h"
 #include "gr_hier.h"
+#include "gr_path.h"
 #include "gr_shm.h"
 
 #include <stddef.h>
@@ -21,7 +22,7 @@ typedef struct {
   MPI_Op own_ops[4];                 /* gpurun's kernels for the native types MPI's ops get wrong */
   uint64_t rd_calls;                 /* own allreduces so far: the same count on every rank */
   uint64_t tag_slots;                /* call n uses slot n % tag_slots ... */
-  int tags_per_slot;                 /* ... and its tags TAG_BASE + slot * tags_per_slot + j */
+  int tags_per_slot;                 /* ... and its tags BASE + slot * tags_per_slot + j */
   int ring_tags;                     /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
   gr__mpi_ar *live_head, *live_tail; /* own allreduces in flight, oldest first */
   gr__shm *shm;                      /* node-local shared-memory path (shm_coll.c), or NULL */
@@ -32,30 +33,26 @@ typedef struct {
   gr__hier *hier; /* hierarchical path across nodes (hier.c), or NULL */
 } gr__mpi_be;
 
-/* What runs a call and what it holds, in gr__mpi_call.flags. */
+/* What a call holds besides its path's state, in gr__mpi_call.flags. */
 typedef enum {
   GR__MPI_PRIVATE_COPY = 1u << 0, /* tmp is a malloc'd private copy of an in-place input */
   GR__MPI_STAGED = 1u << 1,       /* tmp / tmp2 are pinned host copies of device buffers */
-  GR__MPI_OWN = 1u << 2,          /* ar: one of gpurun's own allreduces runs the call */
-  GR__MPI_SHM = 1u << 3,          /* shm_op: the shared-memory path runs the call */
-  GR__MPI_HIER = 1u << 4,         /* hier_op: the hierarchical path runs the call (gr_hier.h) */
-  /* reduce, alltoall with a segment: an agreement round there first (gr_shm.h, Agreement) */
-  GR__MPI_GATE = 1u << 5,     /* not started yet: shm_op is its round, or NULL once it passed */
-  GR__MPI_GATED = 1u << 6,    /* its round passed: post starts the MPI call */
-  GR__MPI_GATE_ERR = 1u << 7, /* another call's test started it and that failed: gate_status */
+  GR__MPI_GATED = 1u << 2,        /* a gated call's MPI call: it runs on gate_mpi */
 } gr__mpi_call_flag;
 
-/* A call's state, kept in the call record's be_area (no allocation for it). */
+/* A call's state, kept in the call record's be_area (no allocation for it). Its path is
+ * gr__call.path (gr_path.h). */
 typedef struct {
   unsigned flags;           /* gr__mpi_call_flag */
-  int gate_status;          /* GR__MPI_GATE_ERR */
-  MPI_Request req;          /* the MPI_I... request (no path flag set) */
+  int gate_status;          /* the shm-gate row: its MPI call, started by another call's test,
+                             * failed with this status */
+  MPI_Request req;          /* the MPI library row's request */
   void *tmp, *tmp2;         /* staging (send side, receive side) or a private copy (tmp) */
   size_t bytes;             /* bytes of tmp2 */
-  union {                   /* one path runs a call: the handle of the one its flag names */
-    gr__mpi_ar *ar;         /* GR__MPI_OWN */
-    gr__shm_op *shm_op;     /* GR__MPI_SHM */
-    gr__hier_call *hier_op; /* GR__MPI_HIER */
+  union {                   /* the handle of the row that runs the call */
+    gr__mpi_ar *ar;         /* an own allreduce (rd, ring, rabenseifner) */
+    gr__shm_op *shm_op;     /* shm; shm-gate: its agreement round until it passed */
+    gr__hier_call *hier_op; /* hier */
   };
 } gr__mpi_call;
 
@@ -64,6 +61,18 @@ _Static_assert(sizeof(gr__mpi_call) <= GR__BE_CALL_BYTES, "gr__mpi_call must fit
 static inline gr__mpi_call *gr__mpi_call_of(gr__call *k) {
   return (gr__mpi_call *)(void *)k->be_area;
 }
+
+/* Tags. Every own allreduce (recursive doubling, ring, Rabenseifner) gets tags of its own, so that
+ * the messages of calls in flight at once cannot match each other whatever order the steps are
+ * posted in: call n uses slot n mod S, tags BASE + slot * 32 + j (j = ring segment; the other
+ * algorithms use j = 0), where S = (MPI_TAG_UB - BASE + 1) / 32: 67 million slots over Open
+ * MPI's ob1 (MPI_TAG_UB 2^31 - 1), 262 thousand over UCX (2^23 - 1). A tag must never be reused
+ * while the call that had it is in flight, so when call n finds call n - S still in flight (S
+ * calls in flight on one communicator), it first completes that call (bounded by the timeout),
+ * and its tag is free again. Below 32 tags per slot (an MPI with MPI_TAG_UB near the standard's
+ * minimum of 32767) each call gets one tag and the ring is not segmented. Tag 0 is gr_send/recv's.
+ * BASE: */
+#define GR__MPI_TAG_BASE 0x4000
 
 #define GR__MPI_AR_REQS 64       /* requests one own allreduce has in flight at most */
 #define GR__MPI_RING_MAX_SEGS 32 /* a receive and a send each in reqs */
@@ -91,9 +100,13 @@ struct gr__mpi_ar {
   max_align_t data[];
 };
 
-/* An allreduce algorithm: how big its receive buffer is, how it starts, how it progresses. */
+/* An allreduce algorithm: which calls it takes, how big its receive buffer is, how it starts,
+ * how it progresses. Its row in the MPI backend's list of paths (path.c) names it. */
 struct gr__mpi_algo {
   const char *name;
+  /* Whether it takes k (an allreduce of count > 0 on two or more ranks, not blocking_ok): from
+   * the call's description and c's size only, the same on every rank. */
+  int (*takes)(const gr__call *k);
   size_t (*in_bytes)(const gr__call *k, const gr__mpi_be *b);
   /* s: the input, r: the result (s == r in place); a->k, tag, callno, in are set. */
   gr_status (*start)(gr__mpi_ar *a, const void *s, void *r);
@@ -108,6 +121,21 @@ struct gr__mpi_algo {
 extern const gr__mpi_algo gr__mpi_allreduce_rd;   /* mpi_allreduce_rd.c */
 extern const gr__mpi_algo gr__mpi_allreduce_ring; /* mpi_allreduce_ring.c */
 extern const gr__mpi_algo gr__mpi_allreduce_rab;  /* mpi_allreduce_rab.c */
+
+/* Allreduces of up to this many bytes go by recursive doubling; above, the ring or Rabenseifner. */
+#define GR__MPI_RD_MAX_BYTES 32768
+
+/* The MPI backend's rows (backend_mpi.c) and what the own allreduces' rows share (path.c builds
+ * one row per algorithm on these, impl = its gr__mpi_algo). */
+extern const gr__path gr__path_shm, gr__path_shm_gate, gr__path_hier, gr__path_mpi_lib;
+int gr__mpi_own_present(const gr_comm *c);
+int gr__mpi_own_takes(const gr__path *p, const gr__call *k);
+gr_status gr__mpi_own_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done);
+gr_status gr__mpi_own_test(gr__call *k, int *done);
+int gr__mpi_own_forget(gr__call *k);
+/* gr__coll_ops.progress: the oldest own allreduces in flight on c. */
+void gr__mpi_own_progress(gr_comm *c);
+extern const gr__path *const gr__mpi_paths[]; /* path.c */
 
 /* Shared by the algorithms (backend_mpi.c). */
 MPI_Datatype gr__mpi_type(gr_dtype t);

@@ -117,11 +117,10 @@ int gr__shm_cma_errno(const gr__shm *s);
  * allreduce, reduce-scatter, allgather, broadcast, barrier; reduce up to 8 KiB (128 KiB at two
  * ranks) and alltoall up to 4 KiB per rank. */
 int gr__shm_takes(const gr__shm *s, int kind, size_t count, gr_dtype t);
-/* Whether the call runs elsewhere after an agreement round here (larger reduce, alltoall). */
+/* Whether the call runs elsewhere after an agreement round here (larger reduce, alltoall). Every
+ * collective passes its descriptor through the segment, taken or gated, so a refusal travels in
+ * the descriptor (the MPI backend's rows shm and shm-gate, gr_path.h). */
 int gr__shm_gates(const gr__shm *s, int kind, size_t count, gr_dtype t);
-/* Whether every call of this kind passes its descriptor through the segment (taken or gated): every
- * collective kind when s exists. A refusal then travels in the descriptor (carries_refusal). */
-int gr__shm_agrees(const gr__shm *s, int kind);
 /* A FIFO of the caller's items (the gated calls in posting order): append (0 when out of memory),
  * the first, and removing an item wherever it is. */
 int gr__shm_defer(gr__shm *s, void *item);
@@ -160,11 +159,11 @@ void *gr__shm_map(int fd, size_t bytes);
 int gr__shm_open_peer(pid_t pid, int fd);
 
 /* The communicator glue (shm_comm.c): collective over c->mpi at communicator creation. *out is
- * NULL when the ranks do not all share a node, GPURUN_COLL_ALGO asks for another algorithm, or no
+ * NULL when the ranks do not all share a node, c->algo (GPURUN_COLL_ALGO) is mpi, or no
  * segment could be made (then the MPI algorithms run, as before). */
 gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out);
 
-/* The MPI backend's hook: a call k whose kind gr__shm_takes runs here on the (staged) host buffers
+/* The MPI backend's rows (gr_path.h): a call k that gr__shm_takes runs here on the (staged) host buffers
  * send and recv. post stores the op in *op, which the backend keeps in its per-call state; test
  * and forget set *op to NULL once the op is released (done, a mismatch, forgotten). On a timeout,
  * forget writes the sentence naming the ranks waited for into k->comm->err. */

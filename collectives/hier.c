@@ -21,7 +21,7 @@
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_log.h"
-#include "gr_param.h"
+#include "gr_path.h"
 #include "gr_shm.h"
 
 #include <limits.h>
@@ -46,13 +46,10 @@ void (*gr__hier_step_hook)(int leader, int segment);
 #define HIER_WINDOW 2
 #define HOST_LEN 64
 
-enum { ALGO_MPI, ALGO_FLAT, ALGO_AUTO, ALGO_HIER };
-static const char *const algo_names[] = {"mpi", "flat", "auto", "hier"};
-
 typedef struct gr__hier_call hier_call;
 
 struct gr__hier {
-  int mode;               /* agreed ALGO_AUTO or ALGO_HIER */
+  int mode;               /* the communicator's GR__COLL_ALGO_AUTO or GR__COLL_ALGO_HIER */
   int rank, size;         /* in the parent communicator */
   int lrank, lsize;       /* in this rank's node */
   int nnodes, node;       /* nodes, this rank's node (= its leader's rank among the leaders) */
@@ -100,20 +97,6 @@ struct gr__hier_call {
   hier_call *prev, *next;
 };
 
-/* The rank's own setting (an unknown word is auto, with the table's warning). */
-static int algo_mode(void) {
-  switch (gr__param_word(GR_PARAM_COLL_ALGO)) {
-  case GR_COLL_ALGO_MPI:
-    return ALGO_MPI;
-  case GR_COLL_ALGO_FLAT:
-    return ALGO_FLAT;
-  case GR_COLL_ALGO_HIER:
-    return ALGO_HIER;
-  default:
-    return ALGO_AUTO; /* auto and shm */
-  }
-}
-
 static void host_name(char *out) {
   char raw[MPI_MAX_PROCESSOR_NAME + 1] = "";
   int len = 0;
@@ -141,9 +124,7 @@ static int agree_min(gr_comm *c, int *x, int n) {
 static void lead_free(gr_comm *l) {
   if (!l) return;
   if (l->be) l->ops->destroy(l, gr__deadline(l->timeout_s));
-  if (l->mpi != MPI_COMM_NULL && !gr__mpi_gone()) MPI_Comm_free(&l->mpi);
-  l->magic = 0;
-  free(l);
+  gr__comm_free(l);
 }
 
 void gr__hier_free(gr__hier *h) {
@@ -163,23 +144,19 @@ void gr__hier_free(gr__hier *h) {
 /* The leaders' communicator on the parent's backend table: the inter-node step runs what that
  * backend runs (its create sees ranks on distinct nodes: no segment, no hierarchy of its own). */
 static gr_status lead_new(gr_comm *c, MPI_Comm lm, gr_comm **out) {
-  gr_comm *l = calloc(1, sizeof *l);
-  if (!l) return GR_ERR_NOMEM;
-  l->magic = GR__COMM_MAGIC;
-  l->mpi = lm;
-  l->check_mpi = MPI_COMM_NULL;
-  MPI_Comm_set_errhandler(lm, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(lm, &l->rank);
-  MPI_Comm_size(lm, &l->size);
-  l->world_rank = c->world_rank;
-  l->ops = c->ops;
-  l->timeout_s = c->timeout_s;
+  gr__comm_cfg cfg = {c->timeout_s, 0, c->algo, 0, c->ops};
+  gr_comm *l = gr__comm_new(lm, &cfg);
+  if (!l) {
+    MPI_Comm_free(&lm);
+    return GR_ERR_NOMEM;
+  }
   snprintf(l->id, sizeof l->id, "%.20s.leaders", c->id);
   gr_status st = l->ops->create(l, gr__deadline(c->timeout_s));
   if (st != GR_OK) {
     lead_free(l);
     return st;
   }
+  gr__paths_setup(l);
   *out = l;
   return GR_OK;
 }
@@ -202,16 +179,10 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   gr__hier *h = calloc(1, sizeof *h);
   int *tab = malloc(sizeof(int) * 2 * (size_t)P);
   char(*hosts)[HOST_LEN] = malloc((size_t)P * HOST_LEN);
-  int mode = algo_mode();
-  /* [0] every rank ready, [1] the lowest setting, [2] minus the highest */
-  int x[3] = {split_ok && h && tab && hosts, mode, -mode};
-  if (!agree_min(c, x, 3)) goto none;
-  if (x[1] != -x[2])
-    GR_LOG_ONCE(GR_LOG_WARN,
-                "collectives: GPURUN_COLL_ALGO differs between the ranks of "
-                "communicator %s (from %s to %s); all use %s",
-                c->id, algo_names[x[1] & 3], algo_names[-x[2] & 3], algo_names[x[1] & 3]);
-  if (!x[0] || x[1] < ALGO_AUTO) goto none;
+  /* GPURUN_COLL_ALGO is agreed at creation (c->algo); mpi and flat keep the flat algorithms */
+  int x[1] = {split_ok && h && tab && hosts};
+  if (!agree_min(c, x, 1)) goto none;
+  if (!x[0] || c->algo < GR__COLL_ALGO_AUTO) goto none;
   int mine[2] = {lrank, leader};
   char myhost[HOST_LEN];
   host_name(myhost);
@@ -259,7 +230,7 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
              c->id, nnodes, maxl);
     goto none;
   }
-  h->mode = x[1];
+  h->mode = c->algo;
   h->rank = c->rank, h->size = P, h->lrank = lrank, h->lsize = lsize, h->nnodes = nnodes;
   h->node = h->node_of[c->rank];
   h->maxl = maxl;
@@ -270,15 +241,14 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   /* this node's segment: the shared-memory path's own attach, on a communicator of the node */
   int seg_ok = 1;
   if (lsize > 1) {
-    gr_comm nc;
-    memset(&nc, 0, sizeof nc);
-    nc.magic = GR__COMM_MAGIC;
-    nc.mpi = node;
-    nc.check_mpi = MPI_COMM_NULL;
-    nc.rank = lrank, nc.size = lsize, nc.world_rank = c->world_rank;
-    nc.timeout_s = c->timeout_s;
-    snprintf(nc.id, sizeof nc.id, "%.20s.node", c->id);
-    gr__shm_comm_attach(&nc, &h->shm);
+    gr__comm_cfg cfg = {c->timeout_s, 0, c->algo, 0, NULL};
+    gr_comm *nc = gr__comm_new(node, &cfg); /* owns node from here on */
+    if (nc) {
+      node = MPI_COMM_NULL;
+      snprintf(nc->id, sizeof nc->id, "%.20s.node", c->id);
+      gr__shm_comm_attach(nc, &h->shm);
+      gr__comm_free(nc);
+    }
     seg_ok = h->shm != NULL;
     if (h->shm) gr__shm_name_ranks(h->shm, h->node_ranks);
   }
@@ -303,7 +273,8 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   free(tab), free(hosts);
   GR_DEBUG("collectives: communicator %s: hierarchical (%d nodes, this node %s has %d rank(s), "
            "leader rank %d; GPURUN_COLL_ALGO=%s)",
-           c->id, nnodes, h->host[h->node], lsize, h->leader_of[h->node], algo_names[h->mode]);
+           c->id, nnodes, h->host[h->node], lsize, h->leader_of[h->node],
+           gr__coll_algo_name(h->mode));
   *out = h;
   return GR_OK;
 none:
@@ -335,15 +306,15 @@ int gr__hier_takes(const gr__hier *h, const gr__call *k) {
   size_t bytes = k->kind == GR__BARRIER ? 0 : k->count * gr__dtype_size(k->dtype);
   switch (k->kind) {
   case GR__ALLREDUCE:
-    return h->mode == ALGO_HIER || bytes >= HIER_AUTO_ALLREDUCE_MIN;
+    return h->mode == GR__COLL_ALGO_HIER || bytes >= HIER_AUTO_ALLREDUCE_MIN;
   case GR__BROADCAST:
-    return h->mode == ALGO_HIER || bytes >= HIER_AUTO_BROADCAST_MIN;
+    return h->mode == GR__COLL_ALGO_HIER || bytes >= HIER_AUTO_BROADCAST_MIN;
   case GR__ALLGATHER:
-    return h->mode == ALGO_HIER || bytes * (size_t)h->size >= HIER_AUTO_ALLGATHER_MIN;
+    return h->mode == GR__COLL_ALGO_HIER || bytes * (size_t)h->size >= HIER_AUTO_ALLGATHER_MIN;
   case GR__REDUCE:
   case GR__REDUCE_SCATTER:
   case GR__BARRIER:
-    return h->mode == ALGO_HIER;
+    return h->mode == GR__COLL_ALGO_HIER;
   default:
     return 0;
   }

@@ -1,5 +1,5 @@
 /* The MPI backend's Rabenseifner allreduce (power-of-two ranks, 4 and up, above 32 KiB with a
- * timeout; see backend_mpi.c's choose_allreduce): reduce-scatter by recursive halving, then
+ * timeout; see the MPI backend's list of paths, path.c): reduce-scatter by recursive halving, then
  * allgather by recursive doubling: the ring's bandwidth in 2 log2(P) steps instead of 2(P-1). At 2
  * ranks it is the ring's schedule; with 4 ranks on 2 cores every step waits for a peer to be
  * scheduled, so fewer steps beat the ring there (measured against raw MPI_Allreduce: bench/README.md,
@@ -105,5 +105,15 @@ static gr_status rab_test(gr__mpi_ar *a, int *done) {
   }
 }
 
-const gr__mpi_algo gr__mpi_allreduce_rab = {
-    .name = "Rabenseifner", .in_bytes = rab_in_bytes, .start = rab_start, .test = rab_test};
+/* Above recursive doubling's sizes, at 4, 8, ... ranks with an element per rank. */
+static int rab_takes(const gr__call *k) {
+  int P = k->comm->size;
+  return k->count * gr__dtype_size(k->dtype) > GR__MPI_RD_MAX_BYTES && k->count >= (size_t)P &&
+         P >= 4 && gr__mpi_pof2(P) == P;
+}
+
+const gr__mpi_algo gr__mpi_allreduce_rab = {.name = "Rabenseifner",
+                                            .takes = rab_takes,
+                                            .in_bytes = rab_in_bytes,
+                                            .start = rab_start,
+                                            .test = rab_test};

@@ -1,5 +1,5 @@
-/* The MPI backend's recursive-doubling allreduce, for small allreduces with a timeout (see
- * backend_mpi.c's choose_allreduce): Open MPI's non-blocking collectives (libnbc) cost several
+/* The MPI backend's recursive-doubling allreduce, for small allreduces with a timeout (see the
+ * MPI backend's list of paths, path.c): Open MPI's non-blocking collectives (libnbc) cost several
  * microseconds more than its blocking ones at these sizes, while point-to-point requests are as
  * fast as they get. Ranks above the largest power of two fold into a partner first and get the
  * result back at the end. */
@@ -123,5 +123,12 @@ static gr_status rd_test(gr__mpi_ar *a, int *done) {
   }
 }
 
-const gr__mpi_algo gr__mpi_allreduce_rd = {
-    .name = "recursive doubling", .in_bytes = rd_in_bytes, .start = rd_start, .test = rd_test};
+static int rd_takes(const gr__call *k) {
+  return k->count * gr__dtype_size(k->dtype) <= GR__MPI_RD_MAX_BYTES;
+}
+
+const gr__mpi_algo gr__mpi_allreduce_rd = {.name = "recursive doubling",
+                                           .takes = rd_takes,
+                                           .in_bytes = rd_in_bytes,
+                                           .start = rd_start,
+                                           .test = rd_test};

@@ -1,5 +1,5 @@
 /* The MPI backend's pipelined ring allreduce, for larger allreduces with a timeout (see
- * backend_mpi.c's choose_allreduce): reduce-scatter then allgather, P-1 steps each, the
+ * the MPI backend's list of paths, path.c): reduce-scatter then allgather, P-1 steps each, the
  * bandwidth-optimal schedule MPI libraries use too. Each block of count/P elements travels in
  * segments that move through the steps independently (Open MPI's segmented ring does the same), so
  * segment j is reduced while segment j+1 is still in flight and its next step starts at once. */
@@ -160,5 +160,14 @@ static gr_status ring_test(gr__mpi_ar *a, int *done) {
   }
 }
 
-const gr__mpi_algo gr__mpi_allreduce_ring = {
-    .name = "pipelined ring", .in_bytes = ring_in_bytes, .start = ring_start, .test = ring_test};
+/* Above recursive doubling's sizes, with an element per rank (any number of ranks). */
+static int ring_takes(const gr__call *k) {
+  return k->count * gr__dtype_size(k->dtype) > GR__MPI_RD_MAX_BYTES &&
+         k->count >= (size_t)k->comm->size;
+}
+
+const gr__mpi_algo gr__mpi_allreduce_ring = {.name = "pipelined ring",
+                                             .takes = ring_takes,
+                                             .in_bytes = ring_in_bytes,
+                                             .start = ring_start,
+                                             .test = ring_test};

@@ -249,12 +249,6 @@ int gr__shm_gates(const gr__shm *s, int kind, size_t count, gr_dtype t) {
   return s && (kind == GR__REDUCE || kind == GR__ALLTOALL) && !small_here(s, kind, count, t);
 }
 
-int gr__shm_agrees(const gr__shm *s, int kind) {
-  return s && (kind == GR__ALLREDUCE || kind == GR__REDUCE_SCATTER || kind == GR__ALLGATHER ||
-               kind == GR__BROADCAST || kind == GR__BARRIER || kind == GR__REDUCE ||
-               kind == GR__ALLTOALL);
-}
-
 int gr__shm_defer(gr__shm *s, void *item) {
   if (s->dfirst == s->dend) s->dfirst = s->dend = 0;
   if (s->dend == s->dcap) {

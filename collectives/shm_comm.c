@@ -19,11 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* GPURUN_COLL_ALGO: "auto" (default) or "shm" use the segment where the ranks share a node;
- * "mpi" keeps the MPI algorithms (for measurement). Any rank's "mpi" turns it off for all. "hier"
- * and "flat" choose for communicators that span nodes (gr_hier.h) and keep the segment here. */
-static int want_shm(void) { return gr__param_word(GR_PARAM_COLL_ALGO) != GR_COLL_ALGO_MPI; }
-
 static uint64_t new_nonce(void) {
   uint64_t n = 0;
   if (getrandom(&n, sizeof n, GRND_NONBLOCK) != (ssize_t)sizeof n) {
@@ -128,7 +123,9 @@ static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce) {
 gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
   *out = NULL;
   if (c->size < 2 || c->size > GR__SHM_MAX_RANKS) return GR_OK;
-  int ok = want_shm();
+  /* GPURUN_COLL_ALGO=mpi (agreed, c->algo) keeps the MPI algorithms (for measurement); every
+   * other setting uses the segment where the ranks share a node. */
+  int ok = c->algo != GR__COLL_ALGO_MPI;
   MPI_Comm node = MPI_COMM_NULL;
   int nsize = 0;
   if (MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&

@@ -1,0 +1,94 @@
+/* Internal: the execution paths a call can take, as data (NCCL's struct ncclTransport is the
+ * model). A path is one row: its name, whether it takes a call, how a refusal travels with it, and
+ * how it posts, tests and forgets a call and names a vanished peer. A backend lists its rows in
+ * the order it prefers them (gr__coll_ops.paths: the MPI backend's in path.c, the NCCL backend's
+ * in backend_nccl.c); at creation the rows present on a communicator are kept, in that order, in
+ * its configuration (c->paths), from what every rank agreed (timeout, GPURUN_COLL_ALGO as c->algo,
+ * whether the shared-memory segment and the hierarchy exist), so the list is the same on every
+ * rank. A call's path is the first row of that list that takes it, chosen once when the backend
+ * posts the call and kept in the call (gr__call.path); test and forget go through it.
+ *
+ * A new algorithm is one file that defines its row (or its gr__mpi_algo, for an allreduce of the
+ * MPI backend's own) and one line in its backend's list. */
+#ifndef GR_PATH_H
+#define GR_PATH_H
+
+#include "gr_coll.h"
+
+/* How a refusal (a rank that rejected its own arguments, coll.h, Errors) travels on a path. */
+typedef enum {
+  GR__REFUSAL_NONE,    /* it does not: only check mode's fingerprints carry one */
+  GR__REFUSAL_CARRIED, /* in the call: the refusing rank posts it without data on this path (the
+                        * shared-memory descriptor; NCCL's verdict in front of the enqueue) */
+  GR__REFUSAL_AGREED,  /* agreed before: the front end's verdict round, or the in-band form */
+} gr__refusal;
+
+/* The bit of kind k in gr__path.kinds. */
+#define GR__KIND_BIT(k) (1u << (unsigned)(k))
+#define GR__KINDS_COLLECTIVE                                                                       \
+  (GR__KIND_BIT(GR__ALLREDUCE) | GR__KIND_BIT(GR__BROADCAST) | GR__KIND_BIT(GR__REDUCE) |          \
+   GR__KIND_BIT(GR__ALLGATHER) | GR__KIND_BIT(GR__REDUCE_SCATTER) | GR__KIND_BIT(GR__ALLTOALL) |   \
+   GR__KIND_BIT(GR__BARRIER))
+#define GR__KINDS_ALL (GR__KINDS_COLLECTIVE | GR__KIND_BIT(GR__SEND) | GR__KIND_BIT(GR__RECV))
+
+struct gr__path {
+  const char *name; /* as gr__algo_name and GPURUN_COLL_ALGO spell it where they name it */
+  int algo;         /* the gr__algo counted for each allreduce it starts (gr_algo_count.h), or -1 */
+  gr__refusal refusal;
+  /* The kinds it may take at some size (the first row of a communicator serving a kind says how a
+   * refusal of that kind travels, gr__path_refusal; it posts the refusing rank's call). */
+  unsigned kinds;
+  int staged; /* the MPI backend passes host copies of device buffers to post (and copies back) */
+  /* Whether the row exists on c: decided from what c agreed at creation, the same on every rank. */
+  int (*present)(const gr_comm *c);
+  /* Whether it takes call k (a kind it serves): from the call's description and c's agreed
+   * configuration only, so the same answer on every rank that agrees on the call. */
+  int (*takes)(const gr__path *p, const gr__call *k);
+  /* Start k (k->be_area as the backend left it). send and recv are the buffers to use (a backend
+   * that stages passes its host copies; NULL for a refusing rank's call, k->fe_refused). May
+   * complete the call (*done = 1). */
+  gr_status (*post)(const gr__path *p, gr__call *k, const void *send, void *recv, int *done);
+  /* Progress a posted call; *done = 1 once its result is in place. */
+  gr_status (*test)(gr__call *k, int *done);
+  /* Release what can be released of a call that will never complete (timeout, abort); 1 when
+   * nothing writes into its buffers any more (its staging may then be freed), 0 otherwise. */
+  int (*forget)(gr__call *k);
+  /* Optional: the ranks of c this rank can see have vanished (gr__coll_ops.gone). */
+  int (*gone)(const gr_comm *c, char *buf, size_t len);
+  const void *impl; /* the row's own data (an own allreduce's gr__mpi_algo), or NULL */
+};
+
+/* Keep the rows of c->ops->paths present on c, in order, in c->paths (after the backend's create,
+ * on every rank alike). */
+void gr__paths_setup(gr_comm *c);
+
+/* The first row serving kind on c (a refusing rank's call takes it), or NULL. */
+static inline const gr__path *gr__path_serving(const gr_comm *c, gr__kind kind) {
+  for (int i = 0; i < c->npaths; i++)
+    if (c->paths[i]->kinds & GR__KIND_BIT(kind)) return c->paths[i];
+  return NULL;
+}
+
+/* How a refusal of a call of this kind travels on c: the refusal of the first row serving it
+ * (GR__REFUSAL_NONE when none does). */
+static inline gr__refusal gr__path_refusal(const gr_comm *c, gr__kind kind) {
+  const gr__path *p = gr__path_serving(c, kind);
+  return p ? p->refusal : GR__REFUSAL_NONE;
+}
+
+/* gr__coll_ops.gone from the rows: the gone of the first present row that has one. */
+int gr__paths_gone(const gr_comm *c, char *buf, size_t len);
+
+/* The path that runs k: the row serving k's kind for a refusing rank's call, else the first row
+ * that takes it; NULL when none does (a backend's list ends with a row that takes every call). */
+static inline const gr__path *gr__path_choose(const gr__call *k) {
+  const gr_comm *c = k->comm;
+  if (k->fe_refused) return gr__path_serving(c, k->kind);
+  for (int i = 0; i < c->npaths; i++) {
+    const gr__path *p = c->paths[i];
+    if ((p->kinds & GR__KIND_BIT(k->kind)) && p->takes(p, k)) return p;
+  }
+  return NULL;
+}
+
+#endif

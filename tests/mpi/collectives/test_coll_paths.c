@@ -1,0 +1,153 @@
+/* The execution paths as data (collectives/gr_path.h) on real communicators: for many call
+ * descriptions (every kind, sizes around each row's limits, several dtypes), on communicators with
+ * and without the shared-memory path, with and without a timeout:
+ *   - some row takes every call, and every rank chooses the same row (allgathered and compared);
+ *   - the row that takes a collective carries a refusal the way gr__path_refusal says for its kind
+ *     (the front end picks the refusal's route from the kind alone: a row that took a call of that
+ *     kind and carried refusals otherwise would leave a refusing rank on another route);
+ *   - the rows documented for the MPI backend take the calls they are documented to take
+ *     (shm for an 8-byte allreduce on one node; with GPURUN_COLL_ALGO=mpi and a timeout, rd up to
+ *     32 KiB, rabenseifner above at 4, 8, ... ranks, ring above otherwise; the MPI library
+ *     without a timeout);
+ *   - GPURUN_COLL_ALGO is agreed at creation: when only rank 0 asks for mpi, no rank of the
+ *     communicator keeps the shared-memory row.
+ * Usage: test_coll_paths (under mpirun, 2 ranks or more, all on one node) */
+#include <gpurun/coll.h>
+
+#include "exact_check.h"
+#include "gr_coll.h"
+#include "gr_dtype.h"
+#include "gr_path.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int world_rank, failures;
+static long checks;
+
+/* The index of p among c's rows, -1 when NULL. */
+static int row_of(const gr_comm *c, const gr__path *p) {
+  for (int i = 0; i < c->npaths; i++)
+    if (c->paths[i] == p) return i;
+  return -1;
+}
+
+static int has_row(const gr_comm *c, const char *name) {
+  for (int i = 0; i < c->npaths; i++)
+    if (strcmp(c->paths[i]->name, name) == 0) return 1;
+  return 0;
+}
+
+/* The row that takes (kind, count, dtype) on c, with blocking_ok as a blocking call gets it. */
+static const gr__path *choose(gr_comm *c, gr__kind kind, size_t count, gr_dtype t) {
+  gr__call k;
+  memset(&k, 0, sizeof k);
+  k.kind = kind;
+  k.count = count;
+  k.dtype = t;
+  k.op = GR_SUM;
+  k.root =
+      kind == GR__BROADCAST || kind == GR__REDUCE || kind == GR__SEND || kind == GR__RECV ? 0 : -1;
+  k.comm = c;
+  k.blocking_ok = c->timeout_s <= 0;
+  return gr__path_choose(&k);
+}
+
+static void sweep(gr_comm *c, const char *label) {
+  static const size_t counts[] = {0,    1,    2,    3,     64,    1000,  2048,
+                                  4096, 8192, 8193, 32768, 65536, 300000};
+  static const gr_dtype types[] = {GR_INT8, GR_FLOAT32, GR_FLOAT64};
+  int P = gr_comm_size(c);
+  for (int kind = 0; kind < GR__NKINDS; kind++)
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+      for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const gr__path *p = choose(c, (gr__kind)kind, counts[ci], types[ti]);
+        char what[160];
+        snprintf(what, sizeof what, "%s: %s count %zu %s", label, gr__kind_name((gr__kind)kind),
+                 counts[ci], gr__dtype_name(types[ti]));
+        checks++;
+        if (!p) {
+          FAIL("%s: no row takes the call", what);
+          continue;
+        }
+        if (kind != GR__SEND && kind != GR__RECV &&
+            p->refusal != gr__path_refusal(c, (gr__kind)kind))
+          FAIL("%s: row %s carries refusals one way, the kind's route says another", what, p->name);
+        int mine = row_of(c, p), *all = ec_must(malloc(sizeof(int) * (size_t)P));
+        MPI_Allgather(&mine, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+        for (int r = 0; r < P; r++)
+          if (all[r] != mine) FAIL("%s: rank %d chose row %d, this rank %d", what, r, all[r], mine);
+        free(all);
+      }
+}
+
+static void expect(gr_comm *c, gr__kind kind, size_t count, gr_dtype t, const char *want,
+                   const char *label) {
+  const gr__path *p = choose(c, kind, count, t);
+  checks++;
+  if (!p || strcmp(p->name, want) != 0)
+    FAIL("%s: %s of %zu %s took %s, the rules say %s", label, gr__kind_name(kind), count,
+         gr__dtype_name(t), p ? p->name : "no row", want);
+}
+
+/* A communicator over the world with GPURUN_COLL_ALGO as given on this rank (NULL: unset). */
+static gr_comm *make(const char *algo, double timeout_s) {
+  if (algo)
+    setenv("GPURUN_COLL_ALGO", algo, 1);
+  else
+    unsetenv("GPURUN_COLL_ALGO");
+  gr_comm_config cfg;
+  gr_comm_config_init(&cfg);
+  cfg.backend = GR_BACKEND_MPI;
+  cfg.timeout_s = timeout_s;
+  gr_comm *c = NULL;
+  EXPECT_OK_IN(gr_comm_create(MPI_COMM_WORLD, &cfg, &c), "gr_comm_create");
+  unsetenv("GPURUN_COLL_ALGO");
+  return c;
+}
+
+int main(int argc, char **argv) {
+  (void)argc, (void)argv;
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  int P;
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  if (P < 2) {
+    fprintf(stderr, "test_coll_paths: needs 2 ranks or more\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  gr_comm *shm = make(NULL, 0), *shm_t = make(NULL, 60), *mpi = make("mpi", 0),
+          *mpi_t = make("mpi", 60), *mixed = make(world_rank == 0 ? "mpi" : "auto", 60);
+  if (shm && shm_t && mpi && mpi_t && mixed) {
+    sweep(shm, "auto");
+    sweep(shm_t, "auto, timeout");
+    sweep(mpi, "mpi");
+    sweep(mpi_t, "mpi, timeout");
+    if (!has_row(shm, "shm")) FAIL("auto on one node: no shm row");
+    expect(shm, GR__ALLREDUCE, 2, GR_FLOAT32, "shm", "auto");
+    expect(shm_t, GR__ALLREDUCE, 2, GR_FLOAT32, "shm", "auto, timeout");
+    expect(mpi, GR__ALLREDUCE, 2, GR_FLOAT32, "mpi", "mpi");
+    expect(mpi_t, GR__ALLREDUCE, 2, GR_FLOAT32, "rd", "mpi, timeout");
+    expect(mpi_t, GR__ALLREDUCE, 8192, GR_FLOAT32, "rd", "mpi, timeout");
+    expect(mpi_t, GR__ALLREDUCE, 8193 * (size_t)P, GR_FLOAT32,
+           P >= 4 && (P & (P - 1)) == 0 ? "rabenseifner" : "ring", "mpi, timeout");
+    expect(mpi_t, GR__BROADCAST, 100, GR_FLOAT32, "mpi", "mpi, timeout");
+    checks++;
+    if (mixed->algo != GR__COLL_ALGO_MPI || has_row(mixed, "shm"))
+      FAIL("only rank 0 asked for GPURUN_COLL_ALGO=mpi: this rank has algo %s and %s shm row",
+           gr__coll_algo_name(mixed->algo), has_row(mixed, "shm") ? "a" : "no");
+  }
+  EXPECT_OK_IN(gr_comm_destroy(shm), "destroy");
+  EXPECT_OK_IN(gr_comm_destroy(shm_t), "destroy");
+  EXPECT_OK_IN(gr_comm_destroy(mpi), "destroy");
+  EXPECT_OK_IN(gr_comm_destroy(mpi_t), "destroy");
+  EXPECT_OK_IN(gr_comm_destroy(mixed), "destroy");
+  int total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (world_rank == 0)
+    printf("test_coll_paths: %d ranks, %ld checks per rank, %d failures\n", P, checks, total);
+  MPI_Finalize();
+  return total ? 1 : 0;
+}
