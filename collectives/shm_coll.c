@@ -137,6 +137,8 @@ struct gr__shm {
    * test, post and forget, or the progress engine's slice (shm_progress.c). */
   pthread_mutex_t lock;
   _Atomic int engine_wants; /* the engine found lock taken: the holder kicks it on unlock */
+  _Atomic int caller_wants; /* a caller found it taken by the engine: the engine's pass ends */
+  int engine_pass;          /* the pass under way is the engine's */
   int engine_on;            /* registered with the engine (the caller's thread only) */
   gr__shm_op *head, *tail, *spare, *all;
   void **deferred; /* gr__shm_defer's FIFO: [dfirst, dend) of dcap */
@@ -309,6 +311,19 @@ void gr__shm_undefer(gr__shm *s, void *item) {
   }
 }
 
+/* The caller's side of the lock. A caller that finds it taken (by the engine's pass) asks the pass
+ * to stop at its next piece; the engine then leaves the segment alone until a caller has had it
+ * (gr__shm_engine_pump). try: 0 when taken (the caller returns). */
+static int lock_caller(gr__shm *s, int try) {
+  if (pthread_mutex_trylock(&s->lock) != 0) {
+    atomic_store_explicit(&s->caller_wants, 1, memory_order_relaxed);
+    if (try) return 0;
+    pthread_mutex_lock(&s->lock);
+  }
+  atomic_store_explicit(&s->caller_wants, 0, memory_order_relaxed);
+  return 1;
+}
+
 static void unlock(gr__shm *s) {
   pthread_mutex_unlock(&s->lock);
   if (atomic_load_explicit(&s->engine_wants, memory_order_relaxed) &&
@@ -351,7 +366,7 @@ static gr_status post_locked(gr__shm *s, gr__shm_op **out, const gr__shm_op *cal
 }
 
 gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
-  pthread_mutex_lock(&s->lock);
+  lock_caller(s, 0);
   gr_status st = post_locked(s, out, call);
   unlock(s);
   return st;
@@ -576,6 +591,7 @@ static void cma_chunk(const gr__shm *s, const gr__shm_op *op, size_t c, size_t *
 
 /* Whether this pass may do one more piece of work (a chunk, a piece, a round); counts it. */
 static int spend(gr__shm *s) {
+  if (s->engine_pass && atomic_load_explicit(&s->caller_wants, memory_order_relaxed)) return 0;
   if (s->budget < 0) return 1;
   if (!s->budget) return 0;
   s->budget--;
@@ -621,7 +637,8 @@ static int claim(gr__shm *s, int q, size_t units, size_t *u0, size_t *u1) {
  * them, its buffers read and written by their syscalls. Nothing else orders the chunks. A rank
  * raises (first + 1) once it can claim nothing more and its last range is written, and the call
  * ends when every rank has: every piece is then in every recv, and nobody touches my buffers any
- * more. A bounded pass (a request's gr_test) claims one piece of TEST_PIECE bytes and returns.
+ * more. A bounded pass (a request's gr_test) claims one piece of TEST_PIECE bytes, reads and
+ * reduces it and returns; the next writes it out (one syscall per peer and pass).
  * Safe in place: a piece of every send is read only by the rank that claimed it, before it writes
  * the result there. */
 static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
@@ -650,7 +667,8 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
   }
   if (op->step == 3) {
     for (;;) {
-      if (!op->held) {
+      int fresh = !op->held;
+      if (fresh) {
         if (!s->budget) return 0;        /* this pass's share is done: claim nothing to sit on */
         for (; op->scan < P; op->scan++) /* an exhausted word stays exhausted */
           if (claim(s, (r + op->scan) % P, units, &op->u0, &op->u1)) {
@@ -660,6 +678,8 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
             break;
           }
         if (!op->held) break;
+      } else if (!spend(s)) { /* the rest of a range claimed in an earlier pass: one more piece */
+        return 0;
       }
       size_t c = op->u0 / PIECES, e0 = op->u0 % PIECES * pe, e1 = (op->u1 - c * PIECES) * pe;
       cma_chunk(s, op, c, &lo, &len);
@@ -679,6 +699,7 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
         }
         gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, m / es);
         op->peer = 1;
+        if (s->bounded) return 0; /* a bounded pass makes one syscall per peer: writes next */
       }
       /* start after me, so that the ranks write different peers */
       for (; m && op->peer < P; op->peer++) {
@@ -1171,7 +1192,7 @@ static gr_status settled(gr__shm *s, gr__shm_op *op, int *done) {
 
 gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
   *done = 0;
-  pthread_mutex_lock(&s->lock);
+  lock_caller(s, 0);
   uint64_t moves = s->moves;
   gr_status st = GR_OK;
   for (int spin = 0; spin < s->spins; spin++) {
@@ -1203,7 +1224,7 @@ gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
 
 gr_status gr__shm_test_some(gr__shm *s, gr__shm_op *op, int *done) {
   *done = 0;
-  if (pthread_mutex_trylock(&s->lock) != 0) return GR_OK; /* the engine is at it */
+  if (!lock_caller(s, 1)) return GR_OK; /* the engine is at it, and now stops soon */
   s->bounded = 1;
   s->budget = 1;
   if (!s->broken) pump(s, op);
@@ -1225,16 +1246,22 @@ void gr__shm_nudge(gr__shm *s) {
 }
 
 int gr__shm_settled(gr__shm *s, const gr__shm_op *op, int *failed) {
-  pthread_mutex_lock(&s->lock);
+  lock_caller(s, 0);
   int st = op->state == 2;
   *failed = op->failed;
-  pthread_mutex_unlock(&s->lock);
+  unlock(s);
   return st;
 }
 
 /* ---- the progress engine's side (shm_progress.c) ------------------------------------------- */
 
 int gr__shm_engine_pump(gr__shm *s, gr__shm_wait *w) {
+  if (atomic_load_explicit(&s->caller_wants, memory_order_relaxed)) {
+    /* a caller waits for the lock: leave it the segment; its unlock rings the bell */
+    atomic_store_explicit(&s->engine_wants, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->caller_wants, memory_order_relaxed)) return GR__SHM_BUSY;
+  }
   if (pthread_mutex_trylock(&s->lock) != 0) {
     atomic_store_explicit(&s->engine_wants, 1, memory_order_relaxed);
     /* the holder may have unlocked before it could see the flag: look once more */
@@ -1247,7 +1274,9 @@ int gr__shm_engine_pump(gr__shm *s, gr__shm_wait *w) {
   }
   uint64_t moves = s->moves;
   s->budget = ENGINE_BUDGET;
+  s->engine_pass = 1;
   pump(s, NULL);
+  s->engine_pass = 0;
   s->budget = -1;
   int rc = GR__SHM_MOVED;
   if (s->moves == moves && s->head && !s->broken) {
@@ -1293,7 +1322,7 @@ int gr__shm_gone(const gr__shm *s, char *buf, size_t len) {
 
 void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
   (void)op;
-  pthread_mutex_lock(&s->lock);
+  lock_caller(s, 0);
   s->broken = 1;
   uint64_t wait_for = s->wait_for, rounds = s->rounds;
   int wait_rank = s->wait_rank;

@@ -11,9 +11,12 @@
  * which wakes counted sleepers). The thread makes no MPI call, so it needs no MPI thread level:
  * requests on other paths progress in their caller's tests as before.
  *
- * It runs at SCHED_IDLE: it takes a core only when nothing else wants one, so it never slows the
- * program's own compute; on a node whose cores are all busy the requests progress in gr_test and
- * gr_wait, as they would without it. */
+ * It runs at nice ENGINE_NICE: against a computing thread on the same core it gets a small share
+ * (about a tenth), so it takes little from the program's compute, and it cannot be starved the
+ * way a SCHED_IDLE thread is on a loaded node (a starved thread holding a segment's lock, or one
+ * that must exit for gr_comm_destroy, would stall its callers). A caller that finds the lock taken
+ * asks the engine's pass to stop at its next piece and leaves the segment to the caller until
+ * the caller has had it. */
 #include "gr_shm.h"
 
 #include "gr_log.h"
@@ -23,6 +26,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -44,6 +48,8 @@
 /* The most segments one sleep watches (futex_waitv takes 128 words, one is the bell); beyond,
  * the sleep is bounded by SLEEP_CAP_NS and the rest are looked at after it. */
 #define MAX_WATCH 127
+/* The thread's nice value (raising one's own nice needs no privilege). */
+#define ENGINE_NICE 10
 /* A sleep's bound: a missed wake-up costs at most this. */
 #define SLEEP_CAP_NS 50000000L
 
@@ -58,7 +64,7 @@ static struct {
   pthread_mutex_t mu;
   pthread_cond_t cv; /* remove waits here for the thread to leave a segment */
   pthread_t thread;
-  int running, stop;
+  int running, stop, stopping;
   gr__shm **segs;
   int nsegs, cap;
   gr__shm *inside;               /* the segment a pass is on (remove waits until it is not s) */
@@ -76,6 +82,12 @@ void gr__shm_engine_kick(void) {
   atomic_fetch_add_explicit(&eng.bell, 1, memory_order_seq_cst);
   if (atomic_load_explicit(&eng.sleeping, memory_order_seq_cst))
     syscall(SYS_futex, (uint32_t *)&eng.bell, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static void low_priority(void) {
+  /* a thread's own nice value (Linux: setpriority on a thread id affects that thread only) */
+  if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), ENGINE_NICE) != 0)
+    GR_DEBUG("collectives: progress thread: nice %d refused: %s", ENGINE_NICE, strerror(errno));
 }
 
 static int watched(const gr__shm *s) {
@@ -106,9 +118,7 @@ static void sleep_on(uint32_t bell, gr__shm_wait *w, int nw) {
 
 static void *engine_main(void *arg) {
   (void)arg;
-  struct sched_param sp = {0};
-  if (sched_setscheduler(0, SCHED_IDLE, &sp) != 0) /* this thread only (Linux) */
-    GR_DEBUG("collectives: progress thread: SCHED_IDLE refused: %s", strerror(errno));
+  low_priority();
   gr__shm_wait *w = eng.watch;
   pthread_mutex_lock(&eng.mu);
   while (!eng.stop) {
@@ -148,6 +158,24 @@ static void *engine_main(void *arg) {
   return NULL;
 }
 
+/* Start the thread unless one runs or one is being stopped (its stopper starts the next one when
+ * segments were added meanwhile). Under eng.mu. */
+static void start_locked(void) {
+  if (eng.running || eng.nsegs == 0) return;
+  /* every signal stays with the program's threads */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  eng.stop = 0;
+  int rc = pthread_create(&eng.thread, NULL, engine_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc == 0)
+    eng.running = 1;
+  else
+    GR_DEBUG("collectives: no progress thread (%s): requests progress in their tests",
+             strerror(rc));
+}
+
 gr_status gr__shm_engine_add(gr__shm *s) {
   if (gr__shm_engine_registered(s)) {
     gr__shm_engine_kick();
@@ -165,19 +193,7 @@ gr_status gr__shm_engine_add(gr__shm *s) {
     eng.cap = cap;
   }
   eng.segs[eng.nsegs++] = s;
-  if (!eng.running && !eng.stop) {
-    /* every signal stays with the program's threads */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&eng.thread, NULL, engine_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0)
-      eng.running = 1;
-    else
-      GR_DEBUG("collectives: no progress thread (%s): requests progress in their tests",
-               strerror(rc));
-  }
+  if (!eng.stopping) start_locked();
   pthread_mutex_unlock(&eng.mu);
   gr__shm_engine_kick();
   return GR_OK;
@@ -196,14 +212,16 @@ void gr__shm_engine_remove(gr__shm *s) {
     pthread_mutex_lock(&eng.mu);
     if (eng.inside == s || watched(s)) pthread_cond_wait(&eng.cv, &eng.mu);
   }
-  int join = eng.running && eng.nsegs == 0;
-  if (join) eng.stop = 1;
+  /* the last segment: this remover stops the thread (one stopper at a time) */
+  int join = eng.running && !eng.stopping && eng.nsegs == 0;
+  if (join) eng.stop = eng.stopping = 1;
   pthread_mutex_unlock(&eng.mu);
   if (!join) return;
   gr__shm_engine_kick();
   pthread_join(eng.thread, NULL);
   pthread_mutex_lock(&eng.mu);
   eng.running = 0;
-  eng.stop = 0;
+  eng.stopping = 0;
+  start_locked(); /* segments registered while it stopped */
   pthread_mutex_unlock(&eng.mu);
 }
