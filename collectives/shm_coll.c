@@ -313,8 +313,11 @@ void gr__shm_undefer(gr__shm *s, void *item) {
 
 /* The caller's side of the lock. A caller that finds it taken (by the engine's pass) asks the pass
  * to stop at its next piece; the engine then leaves the segment alone until a caller has had it
- * (gr__shm_engine_pump). try: 0 when taken (the caller returns). */
+ * (gr__shm_engine_pump). try: 0 when taken (the caller returns). A segment no request was ever
+ * posted on is the caller's alone (the engine sees only registered ones, and registration happens
+ * outside every locked stretch): no lock, so blocking calls pay nothing for the engine. */
 static int lock_caller(gr__shm *s, int try) {
+  if (!s->engine_on) return 1;
   if (pthread_mutex_trylock(&s->lock) != 0) {
     atomic_store_explicit(&s->caller_wants, 1, memory_order_relaxed);
     if (try) return 0;
@@ -325,6 +328,7 @@ static int lock_caller(gr__shm *s, int try) {
 }
 
 static void unlock(gr__shm *s) {
+  if (!s->engine_on) return;
   pthread_mutex_unlock(&s->lock);
   if (atomic_load_explicit(&s->engine_wants, memory_order_relaxed) &&
       atomic_exchange_explicit(&s->engine_wants, 0, memory_order_relaxed))
@@ -1236,7 +1240,7 @@ gr_status gr__shm_test_some(gr__shm *s, gr__shm_op *op, int *done) {
 }
 
 void gr__shm_nudge(gr__shm *s) {
-  if (pthread_mutex_trylock(&s->lock) != 0) return;
+  if (!lock_caller(s, 1)) return;
   s->bounded = 1;
   s->budget = 1;
   if (!s->broken) pump(s, NULL);
