@@ -1,6 +1,6 @@
 /* Contract: the runtime's counters file, one per rank,
  *   <GPURUN_MONITOR_DIR>/<job>/<node>.<local_rank>.counters.json
- * written at gr_finalize (runtime/counters.c) and read by gpurun-report (launcher/report/data.c).
+ * written at gr_finalize (runtime/counters.c) and read by gpurun-report (tools/report/job_load.c).
  * Both include this header; docs/formats.md, "Counters", describes each key. Version 1 (not
  * written into the file): one JSON object; a reader ignores keys it does not know and treats every
  * key as optional, so a writer may add keys without a new version; renaming or removing one, or

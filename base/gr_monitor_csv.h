@@ -1,7 +1,7 @@
 /* Contract: the monitor CSV, one file per rank,
  *   <GPURUN_MONITOR_DIR>/<job>/<node>.<local_rank>.csv
  * written by the supervising gpurun (monitor/supervise.c, rows from monitor/telemetry.c) and read
- * by gpurun-report (launcher/report/data.c). Both include this header; docs/formats.md, "Monitor
+ * by gpurun-report (tools/report/job_load.c). Both include this header; docs/formats.md, "Monitor
  * CSV", describes each column. Version 1: the header line below is the version (a reader finds
  * columns by name and ignores columns it does not know, so a writer may add columns at the end
  * without a new version; renaming or removing one is a new version). Base layer: no MPI, no CUDA.

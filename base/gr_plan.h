@@ -23,6 +23,10 @@
 #define GR_PLAN_VAR_CPUS "GPURUN_CPUS" /* cpuset, hwloc list syntax of OS indexes */
 #define GR_PLAN_VAR_NUMA "GPURUN_NUMA" /* NUMA node list; the first is the rank's */
 #define GR_PLAN_VAR_NIC "GPURUN_NIC"   /* nearest NIC name, "" none */
+/* Beside the plan: the pid of the gpurun that made it (whoami.c tells an inherited plan from its
+ * own) and what it bound ("cpu,mem", the receipt checks those). */
+#define GR_PLAN_VAR_PLAN_PID "GPURUN_PLAN_PID"
+#define GR_PLAN_VAR_BOUND "GPURUN_BOUND"
 
 /* What the plan says about one rank: the plan part of the public gr_rank_info_t (same fields,
  * same sizes; gr_init copies it over). */

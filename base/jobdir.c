@@ -1,6 +1,7 @@
 /* The job directory shared by the supervisor, the runtime's counters and the flight recorder. */
 #include "gr_jobdir.h"
 
+#include "gr_param.h"
 #include "gr_safefile.h"
 
 #include <errno.h>
@@ -11,11 +12,11 @@
 #include <time.h>
 
 int gr__monitor_job_from_env(char *out, size_t cap) {
-  static const char *const vars[] = {
-      "GPURUN_JOB_ID",  "SLURM_JOB_ID", "FLUX_JOB_ID", "OMPI_MCA_ess_base_jobid",
-      "PMIX_NAMESPACE", "PBS_JOBID",    "LSB_JOBID"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *v = getenv(vars[i]);
+  /* gpurun's own first (GPURUN_JOB_ID), then the schedulers' and MPI launchers' */
+  static const char *const vars[] = {"SLURM_JOB_ID",   "FLUX_JOB_ID", "OMPI_MCA_ess_base_jobid",
+                                     "PMIX_NAMESPACE", "PBS_JOBID",   "LSB_JOBID"};
+  for (size_t i = 0; i <= sizeof vars / sizeof vars[0]; i++) {
+    const char *v = i == 0 ? gr__param_raw(GR_PARAM_JOB_ID) : getenv(vars[i - 1]);
     if (!v || !*v) continue;
     snprintf(out, cap, "%s", v);
     /* A job id becomes a directory name: bytes outside the safe alphabet become '_'. Dots stay,

@@ -3,6 +3,7 @@
 
 #include "gr_error.h"
 #include "gr_escape.h"
+#include "gr_param.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,31 +15,24 @@
 static int level_cache = -1; /* -1: GPURUN_LOG not read yet */
 
 int gr__log_parse_level(const char *s) {
-  static const char *const names[] = {"error", "warn", "info", "debug"};
-  if (!s) return -1;
-  for (int i = 0; i < 4; i++)
-    if (strcasecmp(s, names[i]) == 0) return i;
-  if (strcasecmp(s, "warning") == 0) return GR_LOG_WARN;
-  if (s[0] >= '0' && s[0] <= '3' && s[1] == '\0') return s[0] - '0';
-  return -1;
+  gr_param_value v;
+  return s && gr__param_parse(GR_PARAM_LOG, s, &v) == 0 ? v.w : -1;
 }
 
 gr_log_level gr__log_level(void) {
   int lvl = __atomic_load_n(&level_cache, __ATOMIC_RELAXED);
   if (lvl >= 0) return (gr_log_level)lvl;
-  const char *env = getenv("GPURUN_LOG");
-  lvl = GR_LOG_WARN;
-  int bad = 0;
-  if (env && *env) {
-    int parsed = gr__log_parse_level(env);
-    if (parsed >= 0)
-      lvl = parsed;
-    else
-      bad = 1;
-  }
+  const char *env = gr__param_raw(GR_PARAM_LOG);
+  lvl = env ? gr__log_parse_level(env) : GR_LOG_WARN;
+  int bad = lvl < 0;
+  if (bad) lvl = gr__param_default(GR_PARAM_LOG).w;
+  /* The level is stored before the warning, which is itself filtered by it. */
   __atomic_store_n(&level_cache, lvl, __ATOMIC_RELAXED);
-  if (bad)
-    gr__log(GR_LOG_WARN, "GPURUN_LOG=%s is not one of error, warn, info, debug; using warn", env);
+  if (bad) {
+    char why[256];
+    gr__param_bad_sentence(GR_PARAM_LOG, env, why, sizeof why);
+    gr__log(GR_LOG_WARN, "%s", why);
+  }
   return (gr_log_level)lvl;
 }
 

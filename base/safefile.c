@@ -4,6 +4,8 @@
 #endif
 #include "gr_safefile.h"
 
+#include "gr_param.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -46,11 +48,7 @@ void gr__safe_name_fix(char *s) {
     if (!gr__safe_char((unsigned char)*p) || (p == s && *p == '.')) *p = '_';
 }
 
-mode_t gr__jobdir_mode(void) {
-  const char *v = getenv("GPURUN_MONITOR_GROUP");
-  int group = v && (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true"));
-  return group ? 0750 : 0700;
-}
+mode_t gr__jobdir_mode(void) { return gr__param_bool(GR_PARAM_MONITOR_GROUP) ? 0750 : 0700; }
 
 static mode_t file_mode(void) { return gr__jobdir_mode() & 0666; }
 

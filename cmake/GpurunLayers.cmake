@@ -1,4 +1,4 @@
-# The layers of libgpurun as CMake targets, one folder each (issue 15; docs/architecture.md, "Layers").
+# The layers of libgpurun as CMake targets, one folder each (docs/architecture.md, "Layers").
 #
 #   gpurun_base     OBJECT  base/: status/errors, logging, version, job directory, safe file writing,
 #                           escaping, boolean environment variables, the live-state file parser, the
@@ -15,8 +15,8 @@
 #                           monitor is gpurun's side and stays out (gpurun_monitor_lib, for the
 #                           tests, holds its objects; tests/unit/launcher: launcher_library_contents).
 #   gpurun_launcher STATIC  launcher/ on gpurun_monitor + gpurun_base; gpurun links it.
-#   gpurun_report_lib STATIC launcher/report/ on gpurun_base; gpurun-report links it.
-#   gpurun_top_lib  STATIC  launcher/top/ on gpurun_base; gpurun-top links it.
+#   gpurun_report_lib STATIC tools/report/ on gpurun_base; gpurun-report links it.
+#   gpurun_top_lib  STATIC  tools/top/ on gpurun_base; gpurun-top links it.
 #
 # gpurun, gpurun-report and gpurun-top therefore link neither libmpi nor libcudart/libnccl
 # (tests/unit/launcher: launcher_no_mpi_link checks the binaries with readelf).

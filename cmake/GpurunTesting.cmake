@@ -42,6 +42,8 @@ function(gr_add_test_executable name)
   cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${A_SOURCES})
   target_link_libraries(${name} PRIVATE gpurun_internal PkgConfig::CMOCKA ${A_LIBS})
+  # tests/lib: the assertions the C tests outside cmocka share (gr_check.h).
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/lib)
   gpurun_warnings(${name})
   gr_test_support(${name})
 endfunction()

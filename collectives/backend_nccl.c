@@ -221,7 +221,7 @@ static void nccl_abort(gr_comm *c) {
 }
 
 /* Between group_begin and group_finish the front end posts a group whose verdict it has agreed on
- * already (calls.c, agree_group): those calls carry none of their own. */
+ * already (group.c, agree_group): those calls carry none of their own. */
 static _Thread_local int in_group;
 
 static gr_status nccl_group_begin(void) {
@@ -423,13 +423,13 @@ static void forget_enqueued(gr__call *k) {
  * posted as its verdict only: this rank's refusal (0, or the lowest refusing rank and its argument,
  * which win under MAX) goes into a 4-byte MPI_Iallreduce over c->mpi. The call reaches NCCL when
  * the verdict is in and clear, on every rank alike, or fails on every rank with GR_ERR_INVALID
- * naming the refusing rank; the refusing rank posts the verdict and nothing else (calls.c,
- * join_refused, ROUTE_CALL). The post never waits, so a request's start stays local: its NCCL work
- * is enqueued by the test that finds its verdict in (a request on NCCL finishes once enqueued).
- * Calls reach NCCL strictly in post order, so that every rank's NCCL sees one order whichever
- * call the program tests first: a call's test enqueues every older call whose verdict is in, and
- * a call without a verdict of its own (barrier, point-to-point, grouped, check mode) first waits
- * for the verdicts still on their way (the other ranks posted them too, so they come). The
+ * naming the refusing rank; the refusing rank posts the verdict and nothing else (refuse.c,
+ * gr__join_refused, ROUTE_CALL). The post never waits, so a request's start stays local: its NCCL
+ * work is enqueued by the test that finds its verdict in (a request on NCCL finishes once
+ * enqueued). Calls reach NCCL strictly in post order, so that every rank's NCCL sees one order
+ * whichever call the program tests first: a call's test enqueues every older call whose verdict is
+ * in, and a call without a verdict of its own (barrier, point-to-point, grouped, check mode) first
+ * waits for the verdicts still on their way (the other ranks posted them too, so they come). The
  * shared-GPU path (nccl_share.c) gets its calls the same way, after the verdict. */
 enum { V_WAIT, V_POSTED, V_REFUSED, V_FAILED };
 

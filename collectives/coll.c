@@ -2,14 +2,14 @@
  * communicator life cycle (create, split, destroy, abort) and its accessors, the communicator checks
  * every call starts with, error sentences, the clocks and deadlines, and the counters' read-out.
  * The calls themselves (argument checks, the check mode, groups, the wait loop that enforces the
- * timeout and records the flight recorder and counters) are in calls.c. Backends only start and
- * progress work (gr_coll.h). */
+ * timeout and records the flight recorder and counters) are in the front end's call files
+ * (gr_front.h). Backends only start and progress work (gr_coll.h). */
 #include "gr_coll.h"
 
 #include "gr_config.h"
 #include "gr_device.h"
 #include "gr_dtype.h"
-#include "gr_env_bool.h"
+#include "gr_param.h"
 #include "gr_error.h"
 #include "gr_mpi_error.h"
 #include "gr_flight.h"
@@ -152,16 +152,8 @@ GR_API void gr_comm_config_init(gr_comm_config *cfg) {
   if (!cfg) return;
   memset(cfg, 0, sizeof *cfg);
   cfg->backend = GR_BACKEND_AUTO;
-  const char *t = getenv("GPURUN_TIMEOUT");
-  if (t && *t) {
-    char *end;
-    double v = strtod(t, &end);
-    if (*end == '\0' && v >= 0 && isfinite(v))
-      cfg->timeout_s = v;
-    else
-      GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_TIMEOUT=%s is not a number of seconds >= 0; no timeout", t);
-  }
-  cfg->check = gr__env_bool("GPURUN_CHECK", 0);
+  cfg->timeout_s = gr__param_seconds(GR_PARAM_TIMEOUT);
+  cfg->check = gr__param_bool(GR_PARAM_CHECK);
 }
 
 int gr__mpi_gone(void) {
@@ -336,8 +328,8 @@ static gr_status comm_finish(gr_comm *c, const char *fn) {
   return GR_OK;
 }
 
-/* After the backend's create: the duplicate for the verdicts of requests (calls.c, "non-blocking
- * requests"), only where some collective kind agrees on a verdict (ROUTE_AGREE: no check mode,
+/* After the backend's create: the duplicate for the verdicts of requests (request.c), only where
+ * some collective kind agrees on a verdict (ROUTE_AGREE: no check mode,
  * two ranks or more, a backend that joins refusals but does not carry them in the call itself,
  * such as the MPI algorithms off the shared-memory path). The same choice on every rank: check
  * mode, size, backend and carries_refusal are agreed. */

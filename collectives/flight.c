@@ -3,7 +3,7 @@
  * twice per call (begin/end) and never from the signal handler. */
 #include "gr_flight.h"
 
-#include "gr_env_bool.h"
+#include "gr_param.h"
 
 #include "gr_coll.h"
 #include "gr_dtype.h"
@@ -67,15 +67,13 @@ static void dump_at_exit(void) {
   pthread_mutex_unlock(&lock);
 }
 
-static int env_on(const char *name) { return gr__env_bool(name, 0); }
-
 /* The setup once the job id is known (both entries below). */
 static void setup_with(const char *id) {
   pthread_mutex_lock(&lock);
   if (!setup_done) {
     snprintf(job, sizeof job, "%s", id);
     int debug = GR_LOG_ENABLED(GR_LOG_DEBUG);
-    if (debug || env_on("GPURUN_FLIGHT")) {
+    if (debug || gr__param_bool(GR_PARAM_FLIGHT)) {
       struct sigaction sa;
       memset(&sa, 0, sizeof sa);
       sa.sa_handler = on_sigusr1;
@@ -280,8 +278,8 @@ static int dump_text(FILE *o, const char *reason) {
 }
 
 int gr__flight_dump(const char *reason, char *path, size_t path_len) {
-  const char *root = getenv("GPURUN_MONITOR_DIR");
-  if (!root || !*root) root = "./gpurun-monitor";
+  const char *root = gr__param_str(GR_PARAM_MONITOR_DIR);
+  if (!root) root = "./gpurun-monitor";
   const char *jobname = job[0] ? job : "nojob";
   char *buf = NULL;
   size_t len = 0;

@@ -1,7 +1,8 @@
 /* Internal: the communicator, one call's descriptor, and the table of functions each backend
- * fills (backend_mpi.c, backend_nccl.c). The front end (coll.c, calls.c) owns argument checks, the
- * check mode, the timeout, groups, the flight recorder and the counters; a backend only starts and
- * progresses work. docs/architecture.md ("Collectives") describes the contract. */
+ * fills (backend_mpi.c, backend_nccl.c). The front end (coll.c and the files of gr_front.h) owns
+ * argument checks, the check mode, the timeout, groups, the flight recorder and the counters; a
+ * backend only starts and progresses work. docs/architecture.md ("Collectives") describes the
+ * contract. */
 #ifndef GR_COLL_H
 #define GR_COLL_H
 
@@ -27,8 +28,9 @@ typedef enum {
 
 const char *gr__kind_name(gr__kind k);
 
-/* Which of its own arguments a rank refused (validate in calls.c): carried to the other ranks so
- * that they can name it (coll.h, Errors). Fits in 4 bits (the shared-memory descriptor). */
+/* Which of its own arguments a rank refused (gr__validate in validate.c): carried to the other
+ * ranks so that they can name it (coll.h, Errors). Fits in 4 bits (the shared-memory
+ * descriptor). */
 typedef enum {
   GR__ARG_NONE,
   GR__ARG_DTYPE,
@@ -48,9 +50,9 @@ const char *gr__arg_name(int a);
 typedef struct gr__flight gr__flight;
 typedef struct gr__coll_ops gr__coll_ops;
 
-/* Flags the front end (calls.c) keeps on a call; a backend never reads or writes them. */
+/* Flags the front end (gr_front.h) keeps on a call; a backend never reads or writes them. */
 typedef enum {
-  GR__FE_INBAND = 1u << 1, /* the in-band form of a call (calls.c): one more element carries
+  GR__FE_INBAND = 1u << 1, /* the in-band form of a call (refuse.c): one more element carries
                                   * the refusal flag; fe_shown is the call the user made */
 } gr__fe_flag;
 
@@ -148,8 +150,8 @@ struct gr_comm {
   uint32_t magic;
   MPI_Comm mpi;       /* private duplicate: the MPI backend's traffic, the NCCL bootstrap */
   MPI_Comm check_mpi; /* another duplicate for check-mode fingerprints (MPI_COMM_NULL when off) */
-  MPI_Comm req_mpi;   /* a third for the verdicts of non-blocking requests (calls.c, "non-blocking
-                       * requests"), posted at their start; MPI_COMM_NULL in check mode, at one rank
+  MPI_Comm req_mpi;   /* a third for the verdicts of non-blocking requests (request.c),
+                       * posted at their start; MPI_COMM_NULL in check mode, at one rank
                        * and on backends without GR__CAP_JOIN_REFUSALS */
   int rank, size, world_rank;
   const gr__coll_ops *ops;
@@ -162,10 +164,10 @@ struct gr_comm {
   uint64_t coll_seq; /* collective calls only: the "call #N" that all ranks agree on */
   int nsplits;
   long pending; /* requests and grouped calls not yet completed (atomic): destroy refuses */
-  /* Requests whose data call waits for their verdict, oldest first (calls.c): only the head may
+  /* Requests whose data call waits for their verdict, oldest first (request.c): only the head may
    * post, so that every rank posts the communicator's collectives in one order. */
   struct gr_request *defer_head, *defer_tail;
-  uint64_t req_inband; /* in-band requests started (calls.c): the same number on every rank */
+  uint64_t req_inband; /* in-band requests started (request.c): the same number on every rank */
   /* Identity, agreed at creation (coll.c): uid is job-unique ("L.N": the lowest member's world
    * rank, then that rank's count of creations it took part in), name the human one ("world",
    * "comm", "split-N:C" for colour C of the parent's N-th split, "PARENT.N:C" below), and id
@@ -204,7 +206,7 @@ extern const gr__coll_ops gr__coll_ops_nccl; /* only when built with NCCL */
 /* Whether MPI_Finalize has been called: then only memory may be released, no MPI object. */
 int gr__mpi_gone(void);
 
-/* Post the data calls of the requests on c that wait for their verdict (calls.c), waiting for the
+/* Post the data calls of the requests on c that wait for their verdict (request.c), waiting for the
  * verdicts: every call that posts a collective on c->mpi does this first, so that all ranks post
  * them in one order. GR_OK at once when none waits; GR_ERR_TIMEOUT (c aborted) past the oldest's
  * deadline. fn names the caller in that sentence. */

@@ -21,6 +21,7 @@
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_log.h"
+#include "gr_param.h"
 #include "gr_shm.h"
 
 #include <limits.h>
@@ -99,13 +100,18 @@ struct gr__hier_call {
   hier_call *prev, *next;
 };
 
-/* The rank's own setting; shm_comm.c warns about values it does not know. */
+/* The rank's own setting (an unknown word is auto, with the table's warning). */
 static int algo_mode(void) {
-  const char *a = getenv("GPURUN_COLL_ALGO");
-  if (!a || !*a) return ALGO_AUTO;
-  for (int i = 0; i < 4; i++)
-    if (strcmp(a, algo_names[i]) == 0) return i;
-  return ALGO_AUTO; /* "shm" and anything unknown */
+  switch (gr__param_word(GR_PARAM_COLL_ALGO)) {
+  case GR_COLL_ALGO_MPI:
+    return ALGO_MPI;
+  case GR_COLL_ALGO_FLAT:
+    return ALGO_FLAT;
+  case GR_COLL_ALGO_HIER:
+    return ALGO_HIER;
+  default:
+    return ALGO_AUTO; /* auto and shm */
+  }
 }
 
 static void host_name(char *out) {

@@ -12,6 +12,7 @@
 #include "gr_jobdir.h"
 #include "gr_live_file.h"
 #include "gr_log.h"
+#include "gr_param.h"
 #include "gr_safefile.h"
 
 #include <errno.h>
@@ -233,20 +234,9 @@ static void stop_at_exit(void) {
 
 void gr__live_setup(const char *job) {
   if (__atomic_exchange_n(&setup_done, 1, __ATOMIC_ACQ_REL)) return;
-  const char *root = getenv("GPURUN_MONITOR_DIR");
-  const char *live = getenv("GPURUN_LIVE");
-  if (!root || !*root || (live && strcmp(live, "0") == 0)) return;
-  double period = 0.25;
-  const char *iv = getenv("GPURUN_LIVE_INTERVAL");
-  if (iv && *iv) {
-    char *e;
-    double v = strtod(iv, &e);
-    if (*e || !(v >= 0.01 && v <= 3600))
-      GR_WARN("GPURUN_LIVE_INTERVAL='%s' is not a number of seconds in [0.01, 3600]; using 0.25",
-              iv);
-    else
-      period = v;
-  }
+  const char *root = gr__param_str(GR_PARAM_MONITOR_DIR);
+  if (!root || !gr__param_bool(GR_PARAM_LIVE)) return;
+  double period = gr__param_seconds(GR_PARAM_LIVE_INTERVAL);
   char why[512];
   L.dirfd = gr__jobdir_open(root, job, why, sizeof why); /* private, checked (gr_safefile.h) */
   if (L.dirfd < 0) {

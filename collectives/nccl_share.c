@@ -20,6 +20,7 @@
 #include "gr_error.h"
 #include "gr_log.h"
 #include "gr_nccl_map.h"
+#include "gr_param.h"
 
 #include <cuda_runtime_api.h>
 #include <limits.h>
@@ -345,8 +346,7 @@ out:
 
 gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out) {
   *out = NULL;
-  const char *env = getenv("GPURUN_NCCL_SHARE");
-  int off = env && strcmp(env, "0") == 0;
+  int off = !gr__param_bool(GR_PARAM_NCCL_SHARE);
   size_t P = (size_t)c->size;
   char bus[BUS_LEN], *keys = malloc(P * KEY_LEN), mine[KEY_LEN];
   int ok = keys != NULL;

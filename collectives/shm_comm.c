@@ -5,8 +5,8 @@
  * Every rank learns whether all others succeeded: either all use the segment, or none does. */
 #include "gr_shm.h"
 
-#include "gr_escape.h"
 #include "gr_log.h"
+#include "gr_param.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,17 +22,7 @@
 /* GPURUN_COLL_ALGO: "auto" (default) or "shm" use the segment where the ranks share a node;
  * "mpi" keeps the MPI algorithms (for measurement). Any rank's "mpi" turns it off for all. "hier"
  * and "flat" choose for communicators that span nodes (gr_hier.h) and keep the segment here. */
-static int want_shm(void) {
-  const char *a = getenv("GPURUN_COLL_ALGO");
-  if (!a || !*a || strcmp(a, "auto") == 0 || strcmp(a, "shm") == 0 || strcmp(a, "hier") == 0 ||
-      strcmp(a, "flat") == 0)
-    return 1;
-  if (strcmp(a, "mpi") == 0) return 0;
-  char shown[48]; /* the variable is the user's: escaped for the terminal, cut */
-  GR_LOG_ONCE(GR_LOG_WARN, "GPURUN_COLL_ALGO=%s is not auto, shm, hier, flat or mpi; using auto",
-              gr__esc_term_str(shown, sizeof shown, a));
-  return 1;
-}
+static int want_shm(void) { return gr__param_word(GR_PARAM_COLL_ALGO) != GR_COLL_ALGO_MPI; }
 
 static uint64_t new_nonce(void) {
   uint64_t n = 0;
@@ -155,8 +145,8 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
   uint64_t nonce = new_nonce();
   if (MPI_Bcast(&nonce, 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS) return GR_OK;
   /* GPURUN_SHM_SEGMENT=posix (rank 0's) skips the memfd: for testing the fallback */
-  const char *seg = getenv("GPURUN_SHM_SEGMENT");
-  void *base = via_memfd(c, bytes, nonce, seg && strcmp(seg, "posix") == 0);
+  int posix = gr__param_word(GR_PARAM_SHM_SEGMENT) == GR_SHM_SEGMENT_POSIX;
+  void *base = via_memfd(c, bytes, nonce, posix);
   const char *how = "memfd";
   if (!base) {
     base = via_named(c, bytes, nonce);
@@ -174,8 +164,7 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
   }
   gr__shm_own_mapping(s);
   /* single copy where every rank may read the others' memory (GPURUN_SHM_CMA=0: never) */
-  const char *cma_env = getenv("GPURUN_SHM_CMA");
-  int cma = !(cma_env && strcmp(cma_env, "0") == 0) && gr__shm_cma_probe(s);
+  int cma = gr__param_bool(GR_PARAM_SHM_CMA) && gr__shm_cma_probe(s);
   cma = all_ok(c, cma);
   cma = all_ok(c, gr__shm_set_cma(s, cma));
   if (!cma) gr__shm_set_cma(s, 0);

@@ -1,11 +1,11 @@
 /* The only place gpurun changes the process: CPU and memory binding through hwloc. Kept thin, so
- * that what is bound is decided (and tested) in plan.c. */
+ * that what is bound is decided (and tested) in node_plan.c. */
 #include "gr_launcher.h"
 
 #include <errno.h>
 #include <string.h>
 
-gr_status gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound) {
+gr_status gr__bind(const gr__node *n, const gr__node_plan *p, int rank, int *bound) {
   const gr__rank_plan *rp = &p->ranks[rank];
   *bound = 0;
   if (n->foreign) {

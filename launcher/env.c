@@ -57,7 +57,7 @@ static void sb_add(sbuf *b, const char *fmt, ...) {
   b->len += (size_t)need;
 }
 
-gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr__options *o,
+gr_status gr__plan_env(const gr__node *n, const gr__node_plan *p, int rank, const gr__options *o,
                        gr__envlist *e) {
   memset(e, 0, sizeof *e);
   const gr__rank_plan *rp = &p->ranks[rank];

@@ -1,13 +1,13 @@
 /* Internal: gpurun's launcher core. Everything here except bind.c and main.c is side-effect free
  * (apart from reading files named by the user), so placement is testable on recorded XML.
  *
- *   options.c  argv + GPURUN_* env + --config FILE  -> gr__options
- *   whoami.c   launcher environment                 -> local rank / size
- *   topo.c     hwloc (live or XML)                  -> gr__node (GPUs, NICs, links)
- *   plan.c     node + size + options                -> gr__plan (one row per local rank)
- *   env.c      plan row                             -> variables to export
- *   json.c     plan                                 -> text / JSON
- *   bind.c     plan row                             -> hwloc cpubind/membind (thin)
+ *   options.c      argv + GPURUN_* env + --config FILE  -> gr__options
+ *   whoami.c       launcher environment                 -> local rank / size
+ *   topo.c         hwloc (live or XML)                  -> gr__node (GPUs, NICs, links)
+ *   node_plan.c    node + size + options                -> gr__node_plan (one row per local rank)
+ *   env.c          plan row                             -> variables to export
+ *   plan_print.c   plan                                 -> text / JSON
+ *   bind.c         plan row                             -> hwloc cpubind/membind (thin)
  */
 #ifndef GR_LAUNCHER_H
 #define GR_LAUNCHER_H
@@ -15,6 +15,7 @@
 #include <gpurun/limits.h>
 #include <gpurun/status.h>
 #include "gr_error.h"
+#include "gr_param.h"
 #include "gr_plan.h" /* the plan contract: variable names, GR_PLAN_VERSION */
 #include <hwloc.h>
 #include <stddef.h>
@@ -31,12 +32,12 @@ typedef enum {
   GR__POLICY_SPREAD,
   GR__POLICY_COMPACT,
   GR__POLICY_NONE,
-  GR__POLICY_LEAST_LOADED /* closest over the GPUs other tenants use least (load.c) */
+  GR__POLICY_LEAST_LOADED /* closest over the GPUs other tenants use least (least_loaded.c) */
 } gr__policy;
 const char *gr__policy_name(gr__policy p);
 
 typedef struct {
-  int verbose, dry_run, all, json, topo_view, smt, help, version;
+  int verbose, dry_run, all, json, topo_view, smt, help, help_env, version;
   gr__policy policy;
   int gpus_per_rank;                /* 0: automatic */
   int ranks_per_gpu;                /* 0: automatic */
@@ -67,7 +68,7 @@ enum { GR__VISIBLE_OWN = 0, GR__VISIBLE_OWN_FIRST, GR__VISIBLE_ALL };
  * characters become '?' (gr__fail_msg) to keep them one printable line. */
 
 /* fopen for reading that refuses what is not a regular file (FIFO, directory, device), recording
- * "WHAT PATH: ..."; NULL then. */
+ * "WHAT PATH: ..."; NULL then (open_regular.c). */
 FILE *gr__open_regular(const char *path, const char *what);
 
 void gr__options_init(gr__options *o);
@@ -77,8 +78,7 @@ gr_status gr__options_parse(gr__options *o, int argc, char *const argv[], gr__ge
                             void *ctx);
 /* The config grammar ("key = value", '#' comments) on a buffer; used by parse and the fuzzer. */
 gr_status gr__options_config_text(gr__options *o, const char *text, size_t len, const char *origin);
-/* "4G", "512M", "1024" (bytes), "1.5G". 0 on success. */
-int gr__parse_size(const char *s, unsigned long long *out);
+/* Sizes ("4G", "512M", "1024" bytes, "1.5G") are parsed by gr__parse_size (gr_param.h). */
 void gr__options_usage(FILE *f);
 
 /* ---- who am I --------------------------------------------------------------------------- */
@@ -176,7 +176,7 @@ void gr__visible_free(gr__visible *v);
 typedef struct {
   int local_rank;
   int ngpus;
-  int *gpu;                    /* ngpus indexes into node->gpus (in gr__plan's gpu_store) */
+  int *gpu;                    /* ngpus indexes into node->gpus (in gr__node_plan's gpu_store) */
   int sharers;                 /* ranks sharing this rank's GPU(s), 1 = exclusive */
   int share_index;             /* this rank's position among them */
   hwloc_bitmap_t cpuset;       /* PUs */
@@ -195,17 +195,18 @@ typedef struct {
   int *gpu_store; /* local_size x (GPUs per rank) */
   int nwarn;
   char warn[GR__MAX_WARN][200];
-} gr__plan;
+} gr__node_plan;
 
 typedef struct {
   gr__policy policy;
   int gpus_per_rank, ranks_per_gpu, smt;
   const gr__visible *vis; /* NULL, or GPUs the scheduler fixed per task (vis->fixed) */
-} gr__plan_opts;
+} gr__node_plan_opts;
 
 /* Deterministic: the same node and options give the same plan on every local rank. */
-gr_status gr__plan_compute(const gr__node *n, int local_size, const gr__plan_opts *po, gr__plan *p);
-void gr__plan_free(gr__plan *p);
+gr_status gr__node_plan_compute(const gr__node *n, int local_size, const gr__node_plan_opts *po,
+                                gr__node_plan *p);
+void gr__node_plan_free(gr__node_plan *p);
 /* How near NIC nic is to GPU g and its local cores, on the scale the plan picks NICs by: 0 behind
  * the GPU's PCIe switch, 1 on its NUMA node, 2 in its package, 3 elsewhere. */
 int gr__gpu_nic_level(const gr__node *n, int g, const gr__nic *nic);
@@ -226,22 +227,23 @@ ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, 
                            const char *unshared, gr__snapshot_fn produce, void *ctx, char *buf,
                            size_t cap);
 
-/* ---- least-loaded GPUs (load.c) ------------------------------------------------------------ */
+/* ---- least-loaded GPUs (least_loaded.c) ---------------------------------------------------- */
 /* --policy least-loaded: keeps in n the GPUs the job needs that other tenants use least (NVML
  * memory in use, then utilisation; local rank 0's readings for every local rank) and notes which
  * in notes->warn. Without NVML, or when local rank 0's readings cannot be shared, nothing changes
  * (closest over every GPU) and the latter is noted. */
-void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__plan_opts *po,
-                      gr__plan *notes);
+void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__node_plan_opts *po,
+                      gr__node_plan *notes);
 
-/* ---- GPU health gate (health.c) ---------------------------------------------------------- */
+/* ---- GPU health gate (health_gate.c) ----------------------------------------------------- */
 enum { GR__HEALTH_WARN = 0, GR__HEALTH_OFF, GR__HEALTH_AVOID };
 const char *gr__health_mode_name(int mode);
 /* Judges the node's GPUs (NVML, shared by local rank 0 through a snapshot file) before planning:
  * warn: local rank 0 prints one line per unhealthy GPU; avoid: also removes them from n. Each
  * unhealthy GPU becomes a line in notes->warn (the plan's warnings, also in the JSON). GR_OK, or
  * GR_ERR_INVALID with the reasons recorded when avoid leaves no GPU (the caller exits 2). */
-gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size, gr__plan *notes);
+gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,
+                          gr__node_plan *notes);
 
 /* ---- priority (priority.c) ------------------------------------------------------------- */
 enum { GR__PRIO_NORMAL = 0, GR__PRIO_LOW, GR__PRIO_HIGH };
@@ -263,7 +265,7 @@ typedef struct {
 } gr__envlist;
 
 /* The variables for one rank (plan contract + conventional ones). */
-gr_status gr__plan_env(const gr__node *n, const gr__plan *p, int rank, const gr__options *o,
+gr_status gr__plan_env(const gr__node *n, const gr__node_plan *p, int rank, const gr__options *o,
                        gr__envlist *e);
 void gr__envlist_free(gr__envlist *e);
 /* The variable that gives a rank its GPUs and its value (malloc'd), in the form the scheduler
@@ -275,13 +277,13 @@ gr_status gr__visible_env(const gr__node *n, const gr__rank_plan *rp, int mode, 
 int gr__visible_ordinal(const gr__node *n, const gr__rank_plan *rp, int mode, int i);
 
 /* "gpurun: rank 3/8 on n01: GPU 3 0000:c3:00.0, cores 42-55 (NUMA 3), NIC mlx5_3" */
-void gr__print_rank_line(FILE *f, const gr__node *n, const gr__plan *p, int rank, const char *host,
-                         const gr__options *o);
+void gr__print_rank_line(FILE *f, const gr__node *n, const gr__node_plan *p, int rank,
+                         const char *host, const gr__options *o);
 /* JSON document for ranks [first, last]. */
-void gr__print_json(FILE *f, const gr__node *n, const gr__plan *p, int first, int last,
+void gr__print_json(FILE *f, const gr__node *n, const gr__node_plan *p, int first, int last,
                     const gr__options *o, const char *host);
 /* A table of the node with every rank's placement. */
-void gr__print_topo(FILE *f, const gr__node *n, const gr__plan *p);
+void gr__print_topo(FILE *f, const gr__node *n, const gr__node_plan *p);
 /* hwloc list syntax of OS indexes of a bitmap, malloc'd. */
 char *gr__bitmap_list(hwloc_const_bitmap_t b);
 
@@ -300,7 +302,7 @@ void gr__envlist_keep_user_omp(gr__envlist *e, const gr__options *o, gr__getenv_
  * *bound says what was applied (GR__BOUND_CPU | GR__BOUND_MEM), exported as GPURUN_BOUND for the
  * runtime's placement receipt. */
 enum { GR__BOUND_CPU = 1, GR__BOUND_MEM = 2 };
-gr_status gr__bind(const gr__node *n, const gr__plan *p, int rank, int *bound);
+gr_status gr__bind(const gr__node *n, const gr__node_plan *p, int rank, int *bound);
 
 /* ---- torch.distributed env:// contract (torchenv.c) --------------------------------------- */
 typedef struct {

@@ -1,4 +1,4 @@
-/* gpurun: place this rank (plan.c), bind it (bind.c), export the plan (env.c), then execvp the
+/* gpurun: place this rank (node_plan.c), bind it (bind.c), export the plan (env.c), then execvp the
  * program -- or hand it to the supervisor for --monitor / --time-limit. Usage and configuration
  * errors exit 2 with one line; a missing / non-executable program 127 / 126, like a shell. */
 #include "gr_launcher.h"
@@ -29,6 +29,10 @@ int main(int argc, char **argv) {
   if (gr__options_parse(&o, argc, argv, gr__real_getenv, NULL) != GR_OK) return usage_error();
   if (o.help) {
     gr__options_usage(stdout);
+    return 0;
+  }
+  if (o.help_env) {
+    gr__param_help(stdout);
     return 0;
   }
   if (o.version) {
@@ -77,20 +81,20 @@ int main(int argc, char **argv) {
     }
     hwloc_bitmap_free(cur);
   }
-  gr__plan_opts po = {.policy = o.policy,
-                      .gpus_per_rank = o.gpus_per_rank,
-                      .ranks_per_gpu = o.ranks_per_gpu,
-                      .smt = o.smt,
-                      .vis = &vis};
-  gr__plan health_notes = {.nwarn = 0};
+  gr__node_plan_opts po = {.policy = o.policy,
+                           .gpus_per_rank = o.gpus_per_rank,
+                           .ranks_per_gpu = o.ranks_per_gpu,
+                           .smt = o.smt,
+                           .vis = &vis};
+  gr__node_plan health_notes = {.nwarn = 0};
   if (gr__health_gate(&node, o.gpu_health, me.local_rank, me.local_size, &health_notes) != GR_OK) {
     gr__node_free(&node);
     return usage_error();
   }
   if (o.policy == GR__POLICY_LEAST_LOADED)
     gr__least_loaded(&node, me.local_rank, me.local_size, &po, &health_notes);
-  gr__plan plan;
-  gr_status pst = gr__plan_compute(&node, me.local_size, &po, &plan);
+  gr__node_plan plan;
+  gr_status pst = gr__node_plan_compute(&node, me.local_size, &po, &plan);
   gr__visible_free(&vis);
   if (pst != GR_OK) {
     gr__node_free(&node);
@@ -195,9 +199,9 @@ int main(int argc, char **argv) {
   /* marks GPURUN_LOCAL_* as set by this process (see whoami.c) */
   char pid[24];
   snprintf(pid, sizeof pid, "%d", (int)getpid());
-  setenv("GPURUN_PLAN_PID", pid, 1);
+  setenv(GR_PLAN_VAR_PLAN_PID, pid, 1);
   /* what was really applied, for gr_init's placement receipt */
-  setenv("GPURUN_BOUND",
+  setenv(GR_PLAN_VAR_BOUND,
          bound == (GR__BOUND_CPU | GR__BOUND_MEM) ? "cpu,mem"
          : bound == GR__BOUND_CPU                 ? "cpu"
                                                   : "",
@@ -205,7 +209,7 @@ int main(int argc, char **argv) {
 
   /* the rank's priority: CPU niceness here, inherited by the program; the level for the
    * runtime's gr_stream (GPURUN_PRIORITY, read at gr_init). A refusal is a warning: the job runs. */
-  setenv("GPURUN_PRIORITY", gr__priority_name(o.priority), 1);
+  setenv(gr__param_name(GR_PARAM_PRIORITY), gr__priority_name(o.priority), 1);
   if (gr__priority_apply(o.priority) != GR_OK)
     fprintf(stderr, "gpurun: warning: rank %d: %s\n", me.local_rank, gr_last_error());
 
@@ -218,13 +222,13 @@ int main(int argc, char **argv) {
     so.time_limit_s = o.time_limit;
     so.local_rank = me.local_rank;
     so.node_name = host;
-    so.gpus_pci = getenv("GPURUN_GPUS");
-    so.cpus = getenv("GPURUN_CPUS");
+    so.gpus_pci = gr__env_lookup(environ, GR_PLAN_VAR_GPUS); /* the plan exported above */
+    so.cpus = gr__env_lookup(environ, GR_PLAN_VAR_CPUS);
     so.prometheus_dir = o.prometheus[0] ? o.prometheus : NULL;
     so.rank = gr__process_rank(); /* from the launcher's variables; -1 when none is set */
     int code = 1;
     gr_status st = gr__supervise(prog, &so, &code);
-    gr__plan_free(&plan);
+    gr__node_plan_free(&plan);
     gr__node_free(&node);
     if (st != GR_OK) {
       fprintf(stderr, "gpurun: supervising %s failed: %s\n", prog[0], gr_last_error());
@@ -232,7 +236,7 @@ int main(int argc, char **argv) {
     }
     return code;
   }
-  gr__plan_free(&plan);
+  gr__node_plan_free(&plan);
   gr__node_free(&node);
   execvp(prog[0], prog);
   int errsv = errno;
@@ -240,7 +244,7 @@ int main(int argc, char **argv) {
   gr__log(GR_LOG_ERROR, "cannot execute %s: %s", prog[0], strerror(errsv));
   return gr__exec_exit_code(errsv);
 done:
-  gr__plan_free(&plan);
+  gr__node_plan_free(&plan);
   gr__node_free(&node);
   return rc;
 }

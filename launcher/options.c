@@ -2,6 +2,7 @@
  * so that the three sources cannot drift apart. Precedence: config < environment < argv. */
 #include "gr_launcher.h"
 
+#include "gr_param.h"
 #include "gr_parse.h"
 #include "gr_supervise.h"
 
@@ -60,7 +61,7 @@ typedef enum {
 typedef struct {
   const char *name; /* long option, config key */
   char short_name;
-  const char *env; /* GPURUN_* or NULL: command line only */
+  int param; /* its GPURUN_* variable (gr_param.h), NO_ENV: command line only */
   opt_type type;
   size_t off;
   int min; /* T_INT lower bound */
@@ -68,46 +69,49 @@ typedef struct {
 } opt_def;
 
 #define OFF(f) offsetof(gr__options, f)
+#define NO_ENV (-1)
 static const opt_def opts[] = {
-    {"verbose", 'v', "GPURUN_VERBOSE", T_FLAG, OFF(verbose), 0,
+    {"verbose", 'v', GR_PARAM_VERBOSE, T_FLAG, OFF(verbose), 0,
      "print each rank's placement to stderr"},
-    {"dry-run", 'n', "GPURUN_DRY_RUN", T_FLAG, OFF(dry_run), 0, "print this rank's plan and exit"},
-    {"all", 0, NULL, T_FLAG, OFF(all), 0, "with --dry-run/--topo: the whole node"},
-    {"format", 0, "GPURUN_FORMAT", T_FORMAT, OFF(json), 0, "text|json output of --dry-run"},
-    {"topo", 0, NULL, T_FLAG, OFF(topo_view), 0, "draw the node with each rank's placement, exit"},
-    {"topology", 0, "GPURUN_TOPOLOGY", T_STR, OFF(topology), 0,
+    {"dry-run", 'n', GR_PARAM_DRY_RUN, T_FLAG, OFF(dry_run), 0, "print this rank's plan and exit"},
+    {"all", 0, NO_ENV, T_FLAG, OFF(all), 0, "with --dry-run/--topo: the whole node"},
+    {"format", 0, GR_PARAM_FORMAT, T_FORMAT, OFF(json), 0, "text|json output of --dry-run"},
+    {"topo", 0, NO_ENV, T_FLAG, OFF(topo_view), 0,
+     "draw the node with each rank's placement, exit"},
+    {"topology", 0, GR_PARAM_TOPOLOGY, T_STR, OFF(topology), 0,
      "FILE.xml: plan for a recorded node"},
-    {"policy", 0, "GPURUN_POLICY", T_POLICY, OFF(policy), 0,
+    {"policy", 0, GR_PARAM_POLICY, T_POLICY, OFF(policy), 0,
      "closest|spread|compact|none|least-loaded"},
-    {"gpus-per-rank", 0, "GPURUN_GPUS_PER_RANK", T_INT, OFF(gpus_per_rank), 1,
+    {"gpus-per-rank", 0, GR_PARAM_GPUS_PER_RANK, T_INT, OFF(gpus_per_rank), 1,
      "N GPUs for each rank"},
-    {"ranks-per-gpu", 0, "GPURUN_RANKS_PER_GPU", T_INT, OFF(ranks_per_gpu), 1,
+    {"ranks-per-gpu", 0, GR_PARAM_RANKS_PER_GPU, T_INT, OFF(ranks_per_gpu), 1,
      "N ranks share each GPU (MPS)"},
-    {"gpu-mem-limit", 0, "GPURUN_GPU_MEM_LIMIT", T_SIZE, OFF(gpu_mem_limit), 0,
+    {"gpu-mem-limit", 0, GR_PARAM_GPU_MEM_LIMIT, T_SIZE, OFF(gpu_mem_limit), 0,
      "SIZE of GPU memory per rank (MPS)"},
-    {"smt", 0, "GPURUN_SMT", T_FLAG, OFF(smt), 0, "bind to all hardware threads of the cores"},
-    {"omp", 0, "GPURUN_OMP", T_OMP, OFF(omp_set), 0, "keep|set the user's own OMP_* (keep)"},
-    {"visible-devices", 0, "GPURUN_VISIBLE_DEVICES", T_VISIBLE, OFF(visible), 0,
+    {"smt", 0, GR_PARAM_SMT, T_FLAG, OFF(smt), 0, "bind to all hardware threads of the cores"},
+    {"omp", 0, GR_PARAM_OMP, T_OMP, OFF(omp_set), 0, "keep|set the user's own OMP_* (keep)"},
+    {"visible-devices", 0, GR_PARAM_VISIBLE_DEVICES, T_VISIBLE, OFF(visible), 0,
      "own|own-first|all GPUs the program sees (own)"},
-    {"local-rank", 0, NULL, T_INT, OFF(local_rank), 0, "N: this rank's index on the node"},
-    {"local-size", 0, NULL, T_INT, OFF(local_size), 1, "N: ranks on the node"},
-    {"monitor", 0, "GPURUN_MONITOR", T_MONITOR, OFF(monitor), 0,
+    {"local-rank", 0, NO_ENV, T_INT, OFF(local_rank), 0, "N: this rank's index on the node"},
+    {"local-size", 0, NO_ENV, T_INT, OFF(local_size), 1, "N: ranks on the node"},
+    {"monitor", 0, GR_PARAM_MONITOR, T_MONITOR, OFF(monitor), 0,
      "supervise, sample telemetry (default 1 s)"},
-    {"time-limit", 0, "GPURUN_TIME_LIMIT", T_SECONDS, OFF(time_limit), 0,
+    {"time-limit", 0, GR_PARAM_TIME_LIMIT, T_SECONDS, OFF(time_limit), 0,
      "SECONDS, then SIGTERM/SIGKILL"},
-    {"master-addr", 0, "GPURUN_MASTER_ADDR", T_STR, OFF(master_addr), 0,
+    {"master-addr", 0, GR_PARAM_MASTER_ADDR, T_STR, OFF(master_addr), 0,
      "host S of rank 0 (torch MASTER_ADDR)"},
-    {"master-port", 0, "GPURUN_MASTER_PORT", T_INT, OFF(master_port), 1,
+    {"master-port", 0, GR_PARAM_MASTER_PORT, T_INT, OFF(master_port), 1,
      "port N (torch MASTER_PORT; default from job id)"},
-    {"prometheus", 0, "GPURUN_PROMETHEUS", T_STR, OFF(prometheus), 0,
+    {"prometheus", 0, GR_PARAM_PROMETHEUS, T_STR, OFF(prometheus), 0,
      "DIR: latest samples for node-exporter (implies --monitor)"},
-    {"gpu-health", 0, "GPURUN_GPU_HEALTH", T_HEALTH, OFF(gpu_health), 0,
+    {"gpu-health", 0, GR_PARAM_GPU_HEALTH, T_HEALTH, OFF(gpu_health), 0,
      "off|warn|avoid unhealthy GPUs at launch (default warn)"},
-    {"priority", 0, "GPURUN_PRIORITY", T_PRIORITY, OFF(priority), 0,
+    {"priority", 0, GR_PARAM_PRIORITY, T_PRIORITY, OFF(priority), 0,
      "low|normal|high: CPU niceness and gr_stream priority"},
-    {"config", 0, "GPURUN_CONFIG", T_STR, OFF(config), 0, "FILE of key = value lines"},
-    {"help", 'h', NULL, T_FLAG, OFF(help), 0, "this text"},
-    {"version", 0, NULL, T_FLAG, OFF(version), 0, "print the version"},
+    {"config", 0, GR_PARAM_CONFIG, T_STR, OFF(config), 0, "FILE of key = value lines"},
+    {"help", 'h', NO_ENV, T_FLAG, OFF(help), 0, "this text"},
+    {"help-env", 0, NO_ENV, T_FLAG, OFF(help_env), 0, "the GPURUN_* variables: type, default, use"},
+    {"version", 0, NO_ENV, T_FLAG, OFF(version), 0, "print the version"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -118,60 +122,20 @@ void gr__options_init(gr__options *o) {
   o->monitor_interval = 1.0;
 }
 
-int gr__parse_size(const char *s, unsigned long long *out) {
-  if (!s || !*s) return -1;
-  errno = 0;
-  char *end;
-  double v = strtod(s, &end);
-  if (errno || end == s || !(v >= 0) || !isfinite(v)) return -1;
-  double mul = 1;
-  switch (toupper((unsigned char)*end)) {
-  case 'K':
-    mul = 1024.0;
-    end++;
-    break;
-  case 'M':
-    mul = 1024.0 * 1024;
-    end++;
-    break;
-  case 'G':
-    mul = 1024.0 * 1024 * 1024;
-    end++;
-    break;
-  case 'T':
-    mul = 1024.0 * 1024 * 1024 * 1024;
-    end++;
-    break;
-  default:
-    break;
-  }
-  if (mul > 1 && (*end == 'B' || *end == 'b')) end++;
-  if (*end) return -1;
-  v *= mul;
-  if (v >= 1.8e19) return -1;
-  *out = (unsigned long long)v;
-  return 0;
-}
+/* Seconds in [0, 1e9] (gr_param.h's grammar). */
+static int parse_seconds(const char *s, double *out) { return gr__parse_seconds(s, 0, 1e9, out); }
 
-static int parse_seconds(const char *s, double *out) {
-  if (!s || !*s) return -1;
-  errno = 0;
-  char *end;
-  double v = strtod(s, &end);
-  if (errno || end == s || !isfinite(v) || v < 0 || v > 1e9) return -1;
-  if (*end == 's' && end[1] == 0) end++;
-  if (*end) return -1;
-  *out = v;
-  return 0;
-}
-
+/* A boolean (gr_param.h's spellings); an empty value is no. */
 static int parse_bool(const char *s, int *out) {
-  static const char *yes[] = {"1", "yes", "true", "on"}, *no[] = {"0", "no", "false", "off", ""};
-  for (size_t i = 0; i < 4; i++)
-    if (strcasecmp(s, yes[i]) == 0) return *out = 1, 0;
-  for (size_t i = 0; i < 5; i++)
-    if (strcasecmp(s, no[i]) == 0) return *out = 0, 0;
-  return -1;
+  int b = *s ? gr__parse_bool(s) : 0;
+  if (b < 0) return -1;
+  *out = b;
+  return 0;
+}
+
+/* The option's variable name, NULL for a command-line-only option. */
+static const char *env_of(const opt_def *d) {
+  return d->param == NO_ENV ? NULL : gr__param_name((gr_param_id)d->param);
 }
 
 /* Stores value (may be NULL for a flag given bare) into the option. `origin` names the source
@@ -326,7 +290,7 @@ gr_status gr__options_config_text(gr__options *o, const char *text, size_t len,
     while (isspace((unsigned char)*v))
       v++;
     const opt_def *d = find_long(s, (size_t)(k_end - s));
-    if (!d || !d->env || strcmp(d->name, "config") == 0) {
+    if (!d || !env_of(d) || strcmp(d->name, "config") == 0) {
       *k_end = 0;
       return gr__fail_msg(GR_ERR_INVALID, "%s:%d: unknown key '%.60s'", origin, lineno, s);
     }
@@ -421,21 +385,23 @@ static gr_status walk_argv(gr__options *o, int argc, char *const argv[], int do_
 gr_status gr__options_parse(gr__options *o, int argc, char *const argv[], gr__getenv_fn get,
                             void *ctx) {
   /* 1. where is the config file: argv wins over GPURUN_CONFIG */
-  const char *cfg = get(ctx, "GPURUN_CONFIG");
-  if (cfg && *cfg) GR_CHECK(apply(o, find_long("config", 6), cfg, "GPURUN_CONFIG"));
+  const char *cfg_var = gr__param_name(GR_PARAM_CONFIG);
+  const char *cfg = get(ctx, cfg_var);
+  if (cfg && *cfg) GR_CHECK(apply(o, find_long("config", 6), cfg, cfg_var));
   GR_CHECK(walk_argv(o, argc, argv, 0));
   if (o->config[0]) GR_CHECK(load_config(o, o->config));
   /* 2. environment */
   for (size_t k = 0; k < NOPTS; k++) {
-    if (!opts[k].env || strcmp(opts[k].name, "config") == 0) continue;
-    const char *v = get(ctx, opts[k].env);
-    if (v) GR_CHECK(apply(o, &opts[k], v, opts[k].env));
+    const char *var = env_of(&opts[k]);
+    if (!var || strcmp(opts[k].name, "config") == 0) continue;
+    const char *v = get(ctx, var);
+    if (v) GR_CHECK(apply(o, &opts[k], v, var));
   }
   /* 3. command line */
   GR_CHECK(walk_argv(o, argc, argv, 1));
 
   /* conflicts */
-  if (o->help || o->version) return GR_OK;
+  if (o->help || o->help_env || o->version) return GR_OK;
   if ((o->local_rank < 0) != (o->local_size < 0))
     return gr__fail_msg(GR_ERR_INVALID, "--local-rank and --local-size go together");
   if (o->local_rank >= 0 && o->local_rank >= o->local_size)
@@ -501,8 +467,8 @@ void gr__options_usage(FILE *f) {
       snprintf(left, sizeof left, "-%c, --%s%s", opts[k].short_name, opts[k].name, arg);
     else
       snprintf(left, sizeof left, "    --%s%s", opts[k].name, arg);
-    if (opts[k].env)
-      fprintf(f, "  %-28s %s  [%s]\n", left, opts[k].help, opts[k].env);
+    if (env_of(&opts[k]))
+      fprintf(f, "  %-28s %s  [%s]\n", left, opts[k].help, env_of(&opts[k]));
     else
       fprintf(f, "  %-28s %s\n", left, opts[k].help);
   }

@@ -47,7 +47,7 @@ typedef struct {
 } simple_launcher;
 
 static const simple_launcher simple[] = {
-    {"GPURUN", "GPURUN_LOCAL_RANK", "GPURUN_LOCAL_SIZE"},
+    {"GPURUN", GR_PLAN_VAR_LOCAL_RANK, GR_PLAN_VAR_LOCAL_SIZE},
     {"Open MPI", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
 };
 static const simple_launcher later[] = {
@@ -125,7 +125,7 @@ static gr_status from_flux(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *f
  * `mpirun gpurun` again) sees another pid, so they are an outer job's, not this launch's. A
  * marker that does not parse is not ours either. */
 static int inherited_gpurun(gr__getenv_fn get, void *ctx) {
-  const char *m = get(ctx, "GPURUN_PLAN_PID");
+  const char *m = get(ctx, GR_PLAN_VAR_PLAN_PID);
   int pid;
   return m && (gr__parse_int(m, 0, INT_MAX, &pid) != GR_OK || pid != (int)getpid());
 }
@@ -135,7 +135,7 @@ gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__who
   w->local_rank = 0;
   w->local_size = 1;
   w->source = "none";
-  w->inherited = get(ctx, "GPURUN_LOCAL_RANK") && inherited_gpurun(get, ctx);
+  w->inherited = get(ctx, GR_PLAN_VAR_LOCAL_RANK) && inherited_gpurun(get, ctx);
   if (o && o->local_rank >= 0) {
     w->local_rank = o->local_rank;
     w->local_size = o->local_size;

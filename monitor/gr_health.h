@@ -1,10 +1,13 @@
-/* Internal: GPU health from NVML, for gpurun's launch-time gate (--gpu-health, launcher/health.c).
- * A GPU is unhealthy when NVML reports any of: volatile uncorrected ECC errors, retired pages
+/* Internal: GPU health from NVML, for gpurun's launch-time gate (--gpu-health,
+ * launcher/health_gate.c). A GPU is unhealthy when NVML reports any of: volatile uncorrected ECC errors, retired pages
  * pending, a failed (or pending) row remap, an active hardware/thermal/power-brake slowdown, or a
- * temperature at or above the GPU's own slowdown threshold. NVML is loaded with dlopen
- * (gr__nvml_library_name); readings NVML does not support are skipped. */
+ * temperature at or above the GPU's own slowdown threshold. NVML comes from the one loader
+ * (gr_nvml.h, which gpurun-doctor uses for its further readings); readings NVML does not support
+ * are skipped. */
 #ifndef GR_HEALTH_H
 #define GR_HEALTH_H
+
+#include "gr_nvml.h"
 
 #include <stddef.h>
 
@@ -25,22 +28,5 @@ int gr__gpu_health_read(const char *const *pci, int n, gr__gpu_health *out);
 /* Load of the n GPUs for least-loaded placement: device memory in use (MiB) and utilisation (%),
  * -1 where NVML cannot say. Returns 0, or -1 when NVML is not available (all -1). */
 int gr__gpu_load_read(const char *const *pci, int n, double *mem_used_mib, double *util);
-
-/* The loader both readers use, exposed for gpurun-doctor's further readings: NVML opened with
- * dlopen and initialised, with the entry points every reader needs. */
-typedef struct {
-  void *dl;
-  int (*shutdown)(void);
-  int (*by_pci)(const char *, void **);
-} gr__nvml;
-/* 0, or -1 when NVML cannot be loaded or initialised (nothing is left open then), with a short
- * reason in why (if why_len > 0). */
-int gr__nvml_open(gr__nvml *l, char *why, size_t why_len);
-/* The entry point called name, NULL when this NVML has none. */
-void *gr__nvml_sym(const gr__nvml *l, const char *name);
-/* The GPU with this PCI bus id into *d; 0 when there is none (an empty id, or NVML does not know
- * it). */
-int gr__nvml_device(const gr__nvml *l, const char *pci, void **d);
-void gr__nvml_close(gr__nvml *l);
 
 #endif

@@ -11,7 +11,7 @@
  * split the GPU between this rank's process tree and everyone else (other ranks, other users),
  * from NVML's per-process utilisation and running compute processes; empty when NVML has no
  * per-process rows for the GPU. A GPU in MIG mode is followed by one row per MIG device, gpu
- * "<pci>/mig<i>". GPUs come from NVML, loaded with dlopen("libnvidia-ml.so.1"):
+ * "<pci>/mig<i>". GPUs come from NVML (gr_nvml.h: GPURUN_NVML_LIBRARY, else libnvidia-ml.so.1):
  * without it the GPU fields stay empty, which is said once at info level. */
 #ifndef GR_TELEMETRY_H
 #define GR_TELEMETRY_H
@@ -88,10 +88,5 @@ long long gr__parse_status_rss_kib(const char *text);
  * passed. */
 double gr__cpu_util(const gr__cpu_times *prev, const gr__cpu_times *cur, const unsigned char *mask,
                     int n);
-
-/* ---- NVML loading (exposed so tests can point it at a missing library) ---- */
-
-/* The library dlopen'ed: $GPURUN_NVML_LIBRARY when set (tests), else "libnvidia-ml.so.1". */
-const char *gr__nvml_library_name(void);
 
 #endif

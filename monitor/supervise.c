@@ -8,6 +8,7 @@
 #include "gr_error.h"
 #include "gr_live_file.h"
 #include "gr_log.h"
+#include "gr_param.h"
 #include "gr_prom.h"
 #include "gr_safefile.h"
 #include "gr_telemetry.h"
@@ -58,7 +59,7 @@ static void job_id(const gr_supervise_opts *o, char *out, size_t cap) {
 static int open_csv(const gr_supervise_opts *o, char *path, size_t cap, char *job_out,
                     size_t job_cap, char *node_out, size_t node_cap) {
   const char *root = o->monitor_dir;
-  if (!root || !*root) root = getenv("GPURUN_MONITOR_DIR");
+  if (!root || !*root) root = gr__param_str(GR_PARAM_MONITOR_DIR);
   if (!root || !*root) root = "gpurun-monitor";
   char job[128], node[256], why[512];
   job_id(o, job, sizeof job);
@@ -83,8 +84,8 @@ static int open_csv(const gr_supervise_opts *o, char *path, size_t cap, char *jo
     GR_WARN("--monitor: %s/%s: %s; running without monitoring", root, job, why);
     return -1;
   }
-  setenv("GPURUN_MONITOR_DIR", root, 1);
-  setenv("GPURUN_JOB_ID", job, 1);
+  setenv(gr__param_name(GR_PARAM_MONITOR_DIR), root, 1);
+  setenv(gr__param_name(GR_PARAM_JOB_ID), job, 1);
   snprintf(job_out, job_cap, "%s", job);
   snprintf(node_out, node_cap, "%s", node);
   GR_INFO("--monitor: sampling every %g s into %s", o->monitor_interval_s, path);

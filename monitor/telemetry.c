@@ -1,10 +1,10 @@
-/* Per-rank telemetry: NVML through dlopen for the GPUs, /proc for the CPU side. */
+/* Per-rank telemetry: NVML (gr_nvml.h) for the GPUs, /proc for the CPU side. */
 #include "gr_telemetry.h"
 
 #include "gr_error.h"
 #include "gr_log.h"
+#include "gr_nvml.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hwloc.h>
@@ -16,10 +16,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-/* The few NVML entry points used, declared here because no NVML header ships on our machines.
- * All are in NVML's stable ABI since r300 (the _v2 names since CUDA 5.5/8.0). */
+/* The layouts and constants of the NVML calls read here (the entry points: gr_nvml.h). */
 typedef int nvml_ret;
-typedef void *nvml_dev;
+typedef gr__nvml_dev nvml_dev;
 typedef struct {
   unsigned int gpu, memory;
 } nvml_util;
@@ -33,31 +32,7 @@ enum {
   NVML_ECC_UNCORRECTED = 1,
   NVML_ECC_VOLATILE = 0
 };
-
-typedef struct {
-  void *dl;
-  nvml_ret (*init)(void);
-  nvml_ret (*shutdown)(void);
-  const char *(*error_string)(nvml_ret);
-  nvml_ret (*count)(unsigned int *);
-  nvml_ret (*by_index)(unsigned int, nvml_dev *);
-  nvml_ret (*by_pci)(const char *, nvml_dev *);
-  nvml_ret (*utilization)(nvml_dev, nvml_util *);
-  nvml_ret (*memory)(nvml_dev, nvml_mem *);
-  nvml_ret (*temperature)(nvml_dev, int, unsigned int *);
-  nvml_ret (*power)(nvml_dev, unsigned int *);
-  nvml_ret (*clock)(nvml_dev, int, unsigned int *);
-  nvml_ret (*throttle)(nvml_dev, unsigned long long *);
-  nvml_ret (*ecc)(nvml_dev, int, int, unsigned long long *);
-  nvml_ret (*pci_info)(nvml_dev, void *);
-  nvml_ret (*energy)(nvml_dev, unsigned long long *); /* mJ since the driver loaded (Volta+) */
-  nvml_ret (*index)(nvml_dev, unsigned int *);
-  nvml_ret (*procs)(nvml_dev, unsigned int *, void *); /* compute processes */
-  nvml_ret (*proc_util)(nvml_dev, void *, unsigned int *, unsigned long long); /* per-process % */
-  nvml_ret (*mig_mode)(nvml_dev, unsigned int *, unsigned int *);
-  nvml_ret (*mig_count)(nvml_dev, unsigned int *);
-  nvml_ret (*mig_by_index)(nvml_dev, unsigned int, nvml_dev *);
-} nvml_api;
+typedef gr__nvml nvml_api;
 
 /* nvmlProcessInfo_t (v2/v3) and nvmlProcessUtilizationSample_t. */
 typedef struct {
@@ -91,11 +66,6 @@ struct gr__telemetry {
   pid_t pid;
   int rank, local_rank;
 };
-
-const char *gr__nvml_library_name(void) {
-  const char *env = getenv("GPURUN_NVML_LIBRARY");
-  return env && *env ? env : "libnvidia-ml.so.1";
-}
 
 /* ---- /proc parsers ---- */
 
@@ -192,52 +162,25 @@ static int snapshot_cpus(gr__telemetry *t) {
 /* ---- NVML ---- */
 
 static int nvml_load(gr__telemetry *t) {
-  nvml_api *nv = &t->nv;
   const char *lib = gr__nvml_library_name();
-  nv->dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-  if (!nv->dl) {
+  char init_error[128];
+  gr__nvml_failure f = gr__nvml_open(&t->nv, NULL, 0, init_error, sizeof init_error);
+  if (f == GR__NVML_NO_LIBRARY) {
     GR_LOG_ONCE(GR_LOG_INFO,
                 "NVML not available (%s could not be loaded): sampling the CPU side only", lib);
     return -1;
   }
-#define GR_NVML_SYM(field, name) *(void **)&nv->field = dlsym(nv->dl, name)
-  GR_NVML_SYM(init, "nvmlInit_v2");
-  GR_NVML_SYM(shutdown, "nvmlShutdown");
-  GR_NVML_SYM(error_string, "nvmlErrorString");
-  GR_NVML_SYM(count, "nvmlDeviceGetCount_v2");
-  GR_NVML_SYM(by_index, "nvmlDeviceGetHandleByIndex_v2");
-  GR_NVML_SYM(by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
-  GR_NVML_SYM(utilization, "nvmlDeviceGetUtilizationRates");
-  GR_NVML_SYM(memory, "nvmlDeviceGetMemoryInfo");
-  GR_NVML_SYM(temperature, "nvmlDeviceGetTemperature");
-  GR_NVML_SYM(power, "nvmlDeviceGetPowerUsage");
-  GR_NVML_SYM(clock, "nvmlDeviceGetClockInfo");
-  GR_NVML_SYM(throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
-  GR_NVML_SYM(ecc, "nvmlDeviceGetTotalEccErrors");
-  GR_NVML_SYM(pci_info, "nvmlDeviceGetPciInfo_v3");
-  GR_NVML_SYM(energy, "nvmlDeviceGetTotalEnergyConsumption");
-  GR_NVML_SYM(index, "nvmlDeviceGetIndex");
-  GR_NVML_SYM(procs, "nvmlDeviceGetComputeRunningProcesses_v3");
-  GR_NVML_SYM(proc_util, "nvmlDeviceGetProcessUtilization");
-  GR_NVML_SYM(mig_mode, "nvmlDeviceGetMigMode");
-  GR_NVML_SYM(mig_count, "nvmlDeviceGetMaxMigDeviceCount");
-  GR_NVML_SYM(mig_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
-#undef GR_NVML_SYM
-  if (!nv->init || !nv->shutdown || !nv->count || !nv->by_index || !nv->by_pci) {
+  if (f == GR__NVML_NO_ENTRY || (f == GR__NVML_OK && (!t->nv.count || !t->nv.by_index))) {
+    gr__nvml_close(&t->nv);
     GR_LOG_ONCE(GR_LOG_INFO,
                 "NVML not available (%s lacks nvmlInit_v2 or the device lookups): "
                 "sampling the CPU side only",
                 lib);
-    dlclose(nv->dl);
-    nv->dl = NULL;
     return -1;
   }
-  nvml_ret rc = nv->init();
-  if (rc != NVML_OK) {
+  if (f == GR__NVML_NO_INIT) {
     GR_LOG_ONCE(GR_LOG_INFO, "NVML not available (nvmlInit: %s): sampling the CPU side only",
-                nv->error_string ? nv->error_string(rc) : "error");
-    dlclose(nv->dl);
-    nv->dl = NULL;
+                init_error);
     return -1;
   }
   t->nvml_up = 1;
@@ -374,8 +317,7 @@ int gr__telemetry_ngpus(const gr__telemetry *t) { return t ? t->ngpus : 0; }
 
 void gr__telemetry_close(gr__telemetry *t) {
   if (!t) return;
-  if (t->nvml_up) t->nv.shutdown();
-  if (t->nv.dl) dlclose(t->nv.dl);
+  if (t->nvml_up) gr__nvml_close(&t->nv);
   free(t->mask);
   free(t->prev);
   free(t->cur);

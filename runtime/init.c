@@ -10,6 +10,7 @@
 #include "gr_error.h"
 #include "gr_mpi_error.h"
 #include "gr_log.h"
+#include "gr_param.h"
 #include "gr_plan.h"
 #include "gr_pool.h"
 #include "gr_priority.h"
@@ -141,7 +142,7 @@ static void select_device(gr_rank_info_t *r) {
 static void agree_on_job(void) {
   gr__job_agree(MPI_COMM_WORLD, job, sizeof job);
   /* The collectives' flight recorder reads GPURUN_JOB_ID first: same directory. */
-  setenv("GPURUN_JOB_ID", job, 0);
+  setenv(gr__param_name(GR_PARAM_JOB_ID), job, 0);
 }
 
 static void teardown(void) {
@@ -222,12 +223,12 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
   select_device(&info);
   gr__priority_read_env(); /* gpurun --priority: gr_stream_create's level, the counters' field */
   /* The receipt: what this process got against the plan. GPURUN_VERIFY=strict makes a
-   * difference an error, =off skips the check, anything else warns. */
+   * difference an error, =off skips the check, =warn (the default) warns. */
   {
-    const char *verify = getenv("GPURUN_VERIFY");
-    if (!verify || strcmp(verify, "off") != 0) {
+    int verify = gr__param_word(GR_PARAM_VERIFY);
+    if (verify != GR_VERIFY_OFF) {
       if (gr__receipt_check(&info, environ) > 0) {
-        if (verify && strcmp(verify, "strict") == 0) {
+        if (verify == GR_VERIFY_STRICT) {
           snprintf(receipt_fail, sizeof receipt_fail,
                    "placement differs from gpurun's plan (GPURUN_VERIFY=strict): %s", info.receipt);
           st = GR_ERR_MISMATCH;
@@ -275,8 +276,8 @@ fail:
 }
 
 static void write_counters(void) {
-  const char *dir = getenv("GPURUN_MONITOR_DIR");
-  if (!dir || !*dir) return;
+  const char *dir = gr__param_str(GR_PARAM_MONITOR_DIR);
+  if (!dir) return;
   gr_coll_stats cs;
   int have_coll = world && gr__coll_stats_get(world, &cs) == GR_OK;
   gr__pool_stats ps;

@@ -115,7 +115,7 @@ int gr__receipt_check(gr_rank_info_t *r, char *const *envp) {
     r->receipt_differs = -1;
     return -1;
   }
-  const char *bound = gr__env_lookup(envp, "GPURUN_BOUND");
+  const char *bound = gr__env_lookup(envp, GR_PLAN_VAR_BOUND);
   if (!bound) return 0; /* a plan not from a gpurun that records what it applied */
   if (has_word(bound, "cpu")) check_cpus(r, gr__env_lookup(envp, GR_PLAN_VAR_CPUS));
   if (has_word(bound, "mem")) check_mem(r, gr__env_lookup(envp, GR_PLAN_VAR_NUMA));

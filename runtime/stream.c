@@ -7,6 +7,7 @@
 #include "gr_device.h"
 #include "gr_error.h"
 #include "gr_log.h"
+#include "gr_param.h"
 #include "gr_priority.h"
 
 #include <stdlib.h>
@@ -20,15 +21,17 @@ enum { LVL_NORMAL, LVL_LOW, LVL_HIGH };
 static int level = LVL_NORMAL; /* written by gr_init under its lock, before any stream call */
 
 void gr__priority_read_env(void) {
-  const char *v = getenv("GPURUN_PRIORITY");
-  level = LVL_NORMAL;
-  if (!v || !*v || strcmp(v, "normal") == 0) return;
-  if (strcmp(v, "low") == 0)
+  switch (gr__param_word(GR_PARAM_PRIORITY)) {
+  case GR_PRIORITY_LOW:
     level = LVL_LOW;
-  else if (strcmp(v, "high") == 0)
+    break;
+  case GR_PRIORITY_HIGH:
     level = LVL_HIGH;
-  else
-    GR_WARN("GPURUN_PRIORITY: expected low, normal or high; using normal");
+    break;
+  default:
+    level = LVL_NORMAL;
+    break;
+  }
 }
 
 const char *gr__priority_level_name(void) {

@@ -5,6 +5,8 @@
 
 #include "gr_error.h"
 #include "gr_log.h"
+#include "gr_param.h"
+#include "gr_plan.h"
 
 #include <errno.h>
 #include <hwloc.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define tl_slot gr__tl_slot
 
@@ -137,7 +140,7 @@ static int layout_load(cpu_layout *l) {
   hwloc_bitmap_and(allowed, allowed, hwloc_topology_get_allowed_cpuset(l->topo));
   /* Under gpurun the plan's cpuset (a list like "0-3,8-11") also bounds the pool, in case the
    * launcher could not bind the process. Ignored when it does not parse or leaves nothing. */
-  const char *plan = getenv("GPURUN_CPUS");
+  const char *plan = gr__env_lookup(environ, GR_PLAN_VAR_CPUS);
   if (plan && *plan) {
     hwloc_bitmap_t ps = hwloc_bitmap_alloc();
     if (ps && hwloc_bitmap_list_sscanf(ps, plan) == 0 && hwloc_bitmap_intersects(ps, allowed))
@@ -220,7 +223,7 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
                     c.stack_size, GR_POOL_MIN_STACK, GR_POOL_MAX_STACK);
   size_t stack_size = c.stack_size ? c.stack_size : GR_POOL_DEFAULT_STACK;
   if (c.pin == -1) {
-    const char *lr = getenv("GPURUN_LOCAL_RANK");
+    const char *lr = gr__env_lookup(environ, GR_PLAN_VAR_LOCAL_RANK);
     c.pin = lr && *lr ? 1 : 0;
   }
 
@@ -262,9 +265,9 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
   /* The deques' fence mode (see gr_deque.h): the Le et al. fence pair unless asked for the
    * asymmetric barrier and the kernel has it. Not the default: each steal then interrupts every
    * core running a thread of the process, which does not scale to wide nodes with frequent steals. */
-  const char *fence = getenv("GPURUN_POOL_FENCE");
-  int asym = fence && strcmp(fence, "asym") == 0 && gr__deque_asym_available();
-  if (fence && strcmp(fence, "asym") == 0 && !asym)
+  int want_asym = gr__param_word(GR_PARAM_POOL_FENCE) == GR_POOL_FENCE_ASYM;
+  int asym = want_asym && gr__deque_asym_available();
+  if (want_asym && !asym)
     GR_LOG_ONCE(GR_LOG_WARN, "gr_pool_create: GPURUN_POOL_FENCE=asym but membarrier's private "
                              "expedited command is unavailable; using the fence pair");
   p->asym = asym;

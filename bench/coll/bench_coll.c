@@ -27,6 +27,7 @@
 
 #include "gr_config.h"
 #include "gr_dtype.h"
+#include "gr_param.h"
 #if GPURUN_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -487,17 +488,18 @@ int main(int argc, char **argv) {
   MPI_Comm raw;
   MPI_Comm_dup(MPI_COMM_WORLD, &raw);
   if (o.vs) { /* GPURUN_COLL_ALGO is read at creation: the second communicator gets ALGO */
-    const char *was = getenv("GPURUN_COLL_ALGO");
+    const char *algo_var = gr__param_name(GR_PARAM_COLL_ALGO);
+    const char *was = gr__param_raw(GR_PARAM_COLL_ALGO);
     char *keep = was ? strdup(was) : NULL;
-    setenv("GPURUN_COLL_ALGO", o.vs, 1);
+    setenv(algo_var, o.vs, 1);
     if (gr_comm_create(MPI_COMM_WORLD, &cfg, &vs_comm) != GR_OK) {
       fprintf(stderr, "rank %d: %s\n", rank, gr_last_error());
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (keep)
-      setenv("GPURUN_COLL_ALGO", keep, 1);
+      setenv(algo_var, keep, 1);
     else
-      unsetenv("GPURUN_COLL_ALGO");
+      unsetenv(algo_var);
     free(keep);
   }
   size_t es = gr__dtype_size(o.dt);
@@ -538,10 +540,10 @@ int main(int argc, char **argv) {
            gr_comm_backend(c) == GR_BACKEND_NCCL ? "nccl" : "mpi", cfg.timeout_s, o.rounds,
            o.iters);
     if (o.vs) {
-      const char *algo = getenv("GPURUN_COLL_ALGO");
+      const char *algo = gr__param_raw(GR_PARAM_COLL_ALGO);
       printf("# GPURUN_COLL_ALGO=%.16s (time, in:time, avg/min/max) vs GPURUN_COLL_ALGO=%.16s, "
              "rounds alternating\n",
-             algo && *algo ? algo : "auto", o.vs);
+             algo ? algo : "auto", o.vs);
     }
     printf("#%11s %12s %8s %6s %5s %10s %8s %8s %6s %10s %8s %8s %6s %9s %9s %9s", "size", "count",
            "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong", "in:time", "algbw",

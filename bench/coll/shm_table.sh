@@ -1,5 +1,5 @@
 #!/bin/sh
-# OSU-style tables of the node-local shared-memory path against raw Open MPI (issue 16):
+# OSU-style tables of the node-local shared-memory path against raw Open MPI:
 # REPEATS runs of gpurun-bench-coll --compare for each case, the cases interleaved (repeat-major),
 # each run itself alternating gpurun and raw MPI round by round. Per size: the median over the
 # repeats of each run's median round (raw MPI, gpurun), the median of the runs' ratios, and their

@@ -178,9 +178,9 @@ static void quality_table(const char *dir) {
     for (int s = 0; s < 3; s++) {
       int N = sizes[s];
       if (N < 1 || N > C) continue;
-      gr__plan_opts po = {0};
-      gr__plan p;
-      if (gr__plan_compute(&node, N, &po, &p) != GR_OK) continue;
+      gr__node_plan_opts po = {0};
+      gr__node_plan p;
+      if (gr__node_plan_compute(&node, N, &po, &p) != GR_OK) continue;
       quality qg = {0}, qn = {0};
       hwloc_bitmap_t naive = hwloc_bitmap_alloc();
       for (int r = 0; r < N; r++) {
@@ -204,7 +204,7 @@ static void quality_table(const char *dir) {
       else
         printf("  %-34s %5d %6d | %7.3f %7.3f | %7s %7s\n", name, N, C, qg.core_local / N,
                qn.core_local / N, "-", "-");
-      gr__plan_free(&p);
+      gr__node_plan_free(&p);
     }
     hwloc_topology_destroy(t);
     gr__node_free(&node);

@@ -5,6 +5,7 @@
     w = gpurun.world()                   # Comm: .rank, .size, .backend, .split(color, key)
     y = w.allreduce(x, op="sum")         # a new array/tensor like x
     w.allreduce(x, op="max", out=x)      # in place
+    r = w.allreduce(x, async_op=True)    # every collective: a Request (wait, test, get_future)
 
 A thin ctypes layer over libgpurun (no build step, no compiler on the user's side). Host buffers
 (NumPy, CPU tensors) go through the communicator's backend as in C (the MPI backend here); CUDA
@@ -24,8 +25,8 @@ import operator
 import threading
 import weakref
 
-__all__ = ["init", "finalize", "initialized", "world", "info", "group", "Comm", "Error",
-           "ArgumentTypeError", "DTYPES", "OPS"]
+__all__ = ["init", "finalize", "initialized", "world", "info", "group", "Comm", "Request",
+           "set_progress_thread", "Error", "ArgumentTypeError", "DTYPES", "OPS"]
 
 # ---- the library -----------------------------------------------------------------------------
 
@@ -70,6 +71,31 @@ _gr_barrier = _proto("gr_barrier", _vp)
 _gr_group_start = _proto("gr_group_start")
 _gr_group_end = _proto("gr_group_end")
 _gr_comm_synchronize = _proto("gr_comm_synchronize", _vp, _vp)
+_gr_test = _proto("gr_test", _c.POINTER(_vp), _c.POINTER(_int))
+_gr_wait = _proto("gr_wait", _c.POINTER(_vp))
+
+# The non-blocking forms: each takes the blocking form's arguments, then gr_request **req. A
+# libgpurun without one (an older build) still loads; async_op=True of that call then raises
+# NotImplementedError naming the C function.
+_INAMES = {"allreduce": "gr_iallreduce", "broadcast": "gr_ibroadcast", "reduce": "gr_ireduce",
+           "allgather": "gr_iallgather", "reduce_scatter": "gr_ireduce_scatter",
+           "alltoall": "gr_ialltoall", "send": "gr_isend", "recv": "gr_irecv",
+           "barrier": "gr_ibarrier"}
+_IARGS = {"allreduce": (_vp, _vp, _sz, _int, _int, _vp, _vp),
+          "broadcast": (_vp, _vp, _sz, _int, _int, _vp, _vp),
+          "reduce": (_vp, _vp, _sz, _int, _int, _int, _vp, _vp),
+          "allgather": (_vp, _vp, _sz, _int, _vp, _vp),
+          "reduce_scatter": (_vp, _vp, _sz, _int, _int, _vp, _vp),
+          "alltoall": (_vp, _vp, _sz, _int, _vp, _vp),
+          "send": (_vp, _sz, _int, _int, _vp, _vp),
+          "recv": (_vp, _sz, _int, _int, _vp, _vp),
+          "barrier": (_vp,)}
+_IFORMS = {call: _proto(name, *_IARGS[call], _c.POINTER(_vp)) if hasattr(_lib, name) else None
+           for call, name in _INAMES.items()}
+_BLOCKING = {"allreduce": _gr_allreduce, "broadcast": _gr_broadcast, "reduce": _gr_reduce,
+             "allgather": _gr_allgather, "reduce_scatter": _gr_reduce_scatter,
+             "alltoall": _gr_alltoall, "send": _gr_send, "recv": _gr_recv,
+             "barrier": _gr_barrier}
 
 
 class Error(RuntimeError):
@@ -87,6 +113,13 @@ def _check(rc):
 
 
 _RANK = None  # this process's world rank once known, for Python-side messages
+
+
+from . import _requests  # noqa: E402  (async_op=True: Request and the progress thread)
+
+_requests.configure(_gr_test, _gr_wait, _gr_last_error, Error)
+Request = _requests.Request
+set_progress_thread = _requests.set_progress_thread
 
 
 class ArgumentTypeError(Error, TypeError):
@@ -328,6 +361,11 @@ def _finish(*bufs):
             b.back[...] = b.obj
 
 
+def _staged(b):
+    """(b,) when b's values go back into the caller's array after the call, else ()."""
+    return (b,) if b is not None and b.back is not None else ()
+
+
 def _result(b):
     """What a call returns for a written buffer: the caller's own array when it was staged."""
     return b.back if b.back is not None else b.obj
@@ -405,7 +443,16 @@ class group:
         _groups_open -= 1
         kept = _tls.keep.pop()
         post = _tls.post.pop()
-        rc = _gr_group_end()
+        # the outermost end runs the queued calls: hold the lock of every communicator in them
+        locks = [] if _tls.keep else sorted({id(k): k._lock for k in kept
+                                             if isinstance(k, Comm)}.items())
+        for _, lk in locks:
+            lk.acquire()
+        try:
+            rc = _gr_group_end()
+        finally:
+            for _, lk in locks:
+                lk.release()
         if _tls.keep:
             # an inner group: its calls run at the outermost group's end, and need their
             # buffers and write-backs until then
@@ -430,6 +477,7 @@ class Comm:
     def __init__(self, handle, owned):
         self._h = _vp(handle)
         self._owned = owned
+        self._lock = threading.Lock()  # held by every C call on it (see _requests)
         self.rank = _gr_comm_rank(self._h)
         self.size = _gr_comm_size(self._h)
         self.backend = BACKENDS.get(_gr_comm_backend(self._h), "?")
@@ -447,16 +495,21 @@ class Comm:
     def free(self):
         """Destroy a communicator made by split() (local). The world is freed by finalize()."""
         if self._owned and self._h is not None:
-            h, self._h = self._h, None
-            _comms.discard(self)
-            if _gr_initialized():
-                _check(_gr_comm_destroy(h))
+            _requests.drain(self)  # gr_comm_destroy refuses while requests are outstanding
+            with self._lock:
+                h, self._h = self._h, None
+                _comms.discard(self)
+                rc = _gr_comm_destroy(h) if _gr_initialized() else 0
+            _check(rc)
 
     def split(self, color, key=0):
         """Like MPI_Comm_split; a negative color takes no part and gets None."""
         out = _vp()
-        _check(_gr_comm_split(self._handle("split"), _index("split", "color", color),
-                              _index("split", "key", key), _c.byref(out)))
+        h = self._handle("split")
+        color, key = _index("split", "color", color), _index("split", "key", key)
+        with self._lock:
+            rc = _gr_comm_split(h, color, key, _c.byref(out))
+        _check(rc)
         return Comm(out.value, True) if out.value else None
 
     @staticmethod
@@ -466,14 +519,53 @@ class Comm:
         if o is not None and o.is_torch:
             _torch_write(_torch(), call, o.obj, srcs, inplace)
 
-    def allreduce(self, x, op="sum", out=None):
-        """A new array/tensor like x with the reduction over all ranks; out=x for in place."""
+    def _run(self, call, async_op, fn, args, keep, staged, value):
+        """One call into the C library under the communicator's lock: blocking (fn(*args), the
+        write-backs, value), or started (the i-form, a Request that keeps the buffers)."""
+        if async_op:
+            h = _vp()
+            with self._lock:
+                rc = fn(*args, _c.byref(h))
+            _check(rc)
+            r = _requests.Request(self, call, h, keep, staged, value)
+            _requests._engine.add(r)
+            return r
+        _keep(self, *keep)
+        with self._lock:
+            rc = fn(*args)
+        _check(rc)
+        _finish(*staged)
+        return value
+
+    def _form(self, call, async_op):
+        """The C function of call: the blocking one, or its non-blocking form (NotImplementedError
+        when this libgpurun has none: the call is never silently run blocking)."""
+        if async_op is False:
+            return _BLOCKING[call]
+        if async_op is not True:
+            raise _invalid(call, "async_op must be True or False, not %r" % (async_op,),
+                           ArgumentTypeError)
+        f = _IFORMS[call]
+        if f is None:
+            raise NotImplementedError(
+                "gpurun: %s(async_op=True) needs %s, which this libgpurun does not have; "
+                "call it with async_op=False" % (call, _INAMES[call]))
+        return f
+
+    def allreduce(self, x, op="sum", out=None, async_op=False):
+        """A new array/tensor like x with the reduction over all ranks; out=x for in place.
+        async_op=True: a Request whose wait() returns it."""
+        fn = self._form("allreduce", async_op)  # first: a refused form writes and bumps nothing
         if out is x and not _groups_open:
             # the hot path (DDP's gradient hook): in place on a contiguous buffer, no group
             code = OPS.get(op) if type(op) is str else None
             v = _fast_view(x) if code is not None and self._h is not None else None
             if v is not None and _world is not None:
-                rc = _gr_allreduce(v[0], v[0], v[1], v[2], code, self._h, v[3])
+                args = (v[0], v[0], v[1], v[2], code, self._h, v[3])
+                if async_op:
+                    return self._run("allreduce", True, fn, args, (x,), (), x)
+                with self._lock:
+                    rc = fn(*args)
                 if rc:
                     _check(rc)
                 return x
@@ -489,25 +581,24 @@ class Comm:
             self._same(b, o, "allreduce")
             if out is not None:
                 self._written("allreduce", o, (x,), False)
-        _keep(b.obj, o.obj)
-        _check(_gr_allreduce(b.ptr, o.ptr, b.count, b.dtype, opc, h, b.stream))
-        _finish(o)
-        return _result(o)
+        return self._run("allreduce", async_op, fn,
+                         (b.ptr, o.ptr, b.count, b.dtype, opc, h, b.stream), (b.obj, o.obj),
+                         _staged(o), _result(o))
 
-    def broadcast(self, x, root=0):
+    def broadcast(self, x, root=0, async_op=False):
         """Root's x into every rank's x (in place); returns x."""
+        fn = self._form("broadcast", async_op)
         root = _index("broadcast", "root", root)
         b = _Buf(x, "broadcast", "x", True)
         self._written("broadcast", b, (x,), True)
-        _keep(b.obj)
-        _check(_gr_broadcast(b.ptr, b.ptr, b.count, b.dtype, root, self._handle("broadcast"),
-                             b.stream))
-        _finish(b)
-        return _result(b)
+        return self._run("broadcast", async_op, fn,
+                         (b.ptr, b.ptr, b.count, b.dtype, root, self._handle("broadcast"),
+                          b.stream), (b.obj,), _staged(b), _result(b))
 
-    def reduce(self, x, op="sum", root=0, out=None):
+    def reduce(self, x, op="sum", root=0, out=None, async_op=False):
         """The reduction onto root: a new array/tensor (or out) there, None on the other ranks.
         An out given on the other ranks is checked there too, and not written."""
+        fn = self._form("reduce", async_op)
         h = self._handle("reduce")
         opc = _op("reduce", op)  # before anything is written or bumped
         root = _index("reduce", "root", root)
@@ -524,14 +615,13 @@ class Comm:
                 _torch_write(t, "reduce", o.obj, (x,), out is x, bump=self.rank == root)
             if self.rank != root:
                 o = None
-        _keep(b.obj, o.obj if o else None)
-        _check(_gr_reduce(b.ptr, o.ptr if o else None, b.count, b.dtype, opc, root,
-                          h, b.stream))
-        _finish(o)
-        return _result(o) if o else None
+        return self._run("reduce", async_op, fn,
+                         (b.ptr, o.ptr if o else None, b.count, b.dtype, opc, root, h, b.stream),
+                         (b.obj, o.obj if o else None), _staged(o), _result(o) if o else None)
 
-    def allgather(self, x, out=None):
+    def allgather(self, x, out=None, async_op=False):
         """size * len(x) elements, rank r's x at r * len(x) (along the first axis)."""
+        fn = self._form("allgather", async_op)
         h = self._handle("allgather")
         b = _Buf(x, "allgather", "x")
         shape = tuple(x.shape)
@@ -543,13 +633,12 @@ class Comm:
                               DTYPE_NAMES[b.dtype]))
         if out is not None:
             self._written("allgather", o, (x,), out is x)
-        _keep(b.obj, o.obj)
-        _check(_gr_allgather(b.ptr, o.ptr, b.count, b.dtype, h, b.stream))
-        _finish(o)
-        return _result(o)
+        return self._run("allgather", async_op, fn, (b.ptr, o.ptr, b.count, b.dtype, h, b.stream),
+                         (b.obj, o.obj), _staged(o), _result(o))
 
-    def reduce_scatter(self, x, op="sum", out=None):
+    def reduce_scatter(self, x, op="sum", out=None, async_op=False):
         """Block r (len(x) // size elements along the first axis) of the reduction, on rank r."""
+        fn = self._form("reduce_scatter", async_op)
         h = self._handle("reduce_scatter")
         opc = _op("reduce_scatter", op)  # before anything is written or bumped
         b = _Buf(x, "reduce_scatter", "x")
@@ -560,14 +649,14 @@ class Comm:
             raise _invalid("reduce_scatter", "out holds %d elements, expected %d" % (o.count, n))
         if out is not None:
             self._written("reduce_scatter", o, (x,), out is x)
-        _keep(b.obj, o.obj)
-        _check(_gr_reduce_scatter(b.ptr, o.ptr, n, b.dtype, opc, h, b.stream))
-        _finish(o)
-        return _result(o)
+        return self._run("reduce_scatter", async_op, fn,
+                         (b.ptr, o.ptr, n, b.dtype, opc, h, b.stream), (b.obj, o.obj),
+                         _staged(o), _result(o))
 
-    def alltoall(self, x, out=None):
+    def alltoall(self, x, out=None, async_op=False):
         """Block p of x (len(x) // size along the first axis) to rank p; block p of the result
         from rank p."""
+        fn = self._form("alltoall", async_op)
         h = self._handle("alltoall")
         b = _Buf(x, "alltoall", "x")
         n = self._blocks(x, b, "alltoall")
@@ -575,30 +664,31 @@ class Comm:
         self._same(b, o, "alltoall")
         if out is not None:
             self._written("alltoall", o, (x,), out is x)
-        _keep(b.obj, o.obj)
-        _check(_gr_alltoall(b.ptr, o.ptr, n, b.dtype, h, b.stream))
-        _finish(o)
-        return _result(o)
+        return self._run("alltoall", async_op, fn, (b.ptr, o.ptr, n, b.dtype, h, b.stream),
+                         (b.obj, o.obj), _staged(o), _result(o))
 
-    def send(self, x, peer):
+    def send(self, x, peer, async_op=False):
         """x to rank peer (pairs with its recv of the same count and dtype)."""
+        fn = self._form("send", async_op)
         peer = _index("send", "peer", peer)
         b = _Buf(x, "send", "x")
-        _keep(b.obj)
-        _check(_gr_send(b.ptr, b.count, b.dtype, peer, self._handle("send"), b.stream))
+        return self._run("send", async_op, fn,
+                         (b.ptr, b.count, b.dtype, peer, self._handle("send"), b.stream), (b.obj,),
+                         (), None)
 
-    def recv(self, x, peer):
+    def recv(self, x, peer, async_op=False):
         """Into x (in place) from rank peer; returns x."""
+        fn = self._form("recv", async_op)
         peer = _index("recv", "peer", peer)
         b = _Buf(x, "recv", "x", True)
         self._written("recv", b, (x,), True)
-        _keep(b.obj)
-        _check(_gr_recv(b.ptr, b.count, b.dtype, peer, self._handle("recv"), b.stream))
-        _finish(b)
-        return _result(b)
+        return self._run("recv", async_op, fn,
+                         (b.ptr, b.count, b.dtype, peer, self._handle("recv"), b.stream), (b.obj,),
+                         _staged(b), _result(b))
 
-    def barrier(self):
-        _check(_gr_barrier(self._handle("barrier")))
+    def barrier(self, async_op=False):
+        fn = self._form("barrier", async_op)
+        return self._run("barrier", async_op, fn, (self._handle("barrier"),), (), (), None)
 
     def synchronize(self, stream=None):
         """Wait for the calls enqueued on stream (NCCL); a no-op on the MPI backend. stream is a
@@ -606,7 +696,10 @@ class Comm:
         stream = getattr(stream, "cuda_stream", stream)
         if stream is not None:
             stream = _index("synchronize", "stream", stream)
-        _check(_gr_comm_synchronize(self._handle("synchronize"), stream))
+        h = self._handle("synchronize")
+        with self._lock:
+            rc = _gr_comm_synchronize(h, stream)
+        _check(rc)
 
     def _same(self, b, o, call):
         if o.count != b.count or o.dtype != b.dtype:
@@ -654,6 +747,10 @@ def finalize():
     global _world
     if not _gr_initialized():
         return
+    try:
+        _requests.drain()  # every outstanding request completes first (their errors stand)
+    finally:
+        _requests._engine.halt()
     for c in list(_comms):
         try:
             c.free()

@@ -29,7 +29,7 @@ The blocks run in a scratch directory that looks like the repository root: symbo
 top-level folders the pages read (SCRATCH_LINKS: configs, docs, examples, ...) and `build`
 pointing at BUILD_DIR, so `build/examples/sim/sim` and `configs/...` work, and files the blocks
 write (job directories, outputs) stay out of the checkout. Nothing is put on PATH:
-the pages put `build/launcher`, `build/launcher/report` and `build/launcher/top` on PATH
+the pages put `build/launcher`, `build/tools/report` and `build/tools/top` on PATH
 themselves, as a reader does (docs/guide/start.md). The runner removes the Open MPI root
 variables (OMPI_ALLOW_RUN_AS_ROOT*) and the oversubscription default from the environment that
 ctest gives the tests, so a page that runs mpirun as root must set them as a reader would.

@@ -8,7 +8,7 @@
 #include "gr_cuda_probe.h"
 #include "gr_health.h"
 #include "gr_launcher.h"
-#include "gr_telemetry.h" /* gr__nvml_library_name */
+#include "gr_nvml.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -544,13 +544,11 @@ typedef struct {
   void *dev;
 } nvml_gpu;
 
-#define SYM(l, v, name) *(void **)&(v) = gr__nvml_sym(l, name)
-
 static void check_nvml(gr__dr_report *r, const gr__node *n, int *nvml_count) {
   *nvml_count = 0;
   gr__nvml lib, *l = &lib;
   char why[240] = "";
-  if (gr__nvml_open(l, why, sizeof why) != 0) {
+  if (gr__nvml_open(l, why, sizeof why, NULL, 0) != GR__NVML_OK) {
     int nv = nvidia_gpus(n);
     gr__dr_add(r, "nvml", nv ? GR__DR_WARN : GR__DR_SKIP,
                nv ? "install the driver's NVML (libnvidia-ml.so.1) for health, MIG and "
@@ -560,23 +558,12 @@ static void check_nvml(gr__dr_report *r, const gr__node *n, int *nvml_count) {
     gr__dr_add(r, "gpus", GR__DR_SKIP, NULL, "no NVML: GPU health, persistence and MIG not read");
     return;
   }
-  int (*count)(unsigned *), (*by_index)(unsigned, void **), (*pci_info)(void *, void *);
-  int (*driver)(char *, unsigned), (*persist)(void *, int *),
-      (*mig)(void *, unsigned *, unsigned *);
-  int (*temp)(void *, int, unsigned *), (*threshold)(void *, int, unsigned *);
-  SYM(l, count, "nvmlDeviceGetCount_v2");
-  SYM(l, by_index, "nvmlDeviceGetHandleByIndex_v2");
-  SYM(l, pci_info, "nvmlDeviceGetPciInfo_v3");
-  SYM(l, driver, "nvmlSystemGetDriverVersion");
-  SYM(l, persist, "nvmlDeviceGetPersistenceMode");
-  SYM(l, mig, "nvmlDeviceGetMigMode");
-  SYM(l, temp, "nvmlDeviceGetTemperature");
-  SYM(l, threshold, "nvmlDeviceGetTemperatureThreshold");
   char drv[96] = "";
-  if (!driver || driver(drv, sizeof drv) != 0) snprintf(drv, sizeof drv, "unknown");
+  if (!l->driver_version || l->driver_version(drv, sizeof drv) != 0)
+    snprintf(drv, sizeof drv, "unknown");
   drv[sizeof drv - 1] = 0;
   unsigned ndev = 0;
-  if (!count || !by_index || !pci_info || count(&ndev) != 0) {
+  if (!l->count || !l->by_index || !l->pci_info || l->count(&ndev) != 0) {
     gr__dr_add(r, "nvml", GR__DR_WARN, "reinstall the NVIDIA driver",
                "NVML (%s) does not list its GPUs", gr__nvml_library_name());
     gr__nvml_close(l);
@@ -602,7 +589,7 @@ static void check_nvml(gr__dr_report *r, const gr__node *n, int *nvml_count) {
       char spare[64];
     } p;
     memset(&p, 0, sizeof p);
-    if (by_index(i, &gpus[i].dev) == 0 && pci_info(gpus[i].dev, &p) == 0)
+    if (l->by_index(i, &gpus[i].dev) == 0 && l->pci_info(gpus[i].dev, &p) == 0)
       snprintf(gpus[i].pci, sizeof gpus[i].pci, "%04x:%02x:%02x.0", p.domain & 0xffff, p.bus & 0xff,
                p.device & 0x1f);
     else
@@ -626,9 +613,9 @@ static void check_nvml(gr__dr_report *r, const gr__node *n, int *nvml_count) {
     }
     unsigned t = 0, slow = 0;
     char tinfo[64] = "";
-    if (temp && temp(gpus[i].dev, 0, &t) == 0) {
+    if (l->temperature && l->temperature(gpus[i].dev, 0, &t) == 0) {
       snprintf(tinfo, sizeof tinfo, ", %u C", t);
-      if (threshold && threshold(gpus[i].dev, 1, &slow) == 0 && slow > 0)
+      if (l->threshold && l->threshold(gpus[i].dev, 1, &slow) == 0 && slow > 0)
         app(tinfo, sizeof tinfo, " (slowdown %u C)", slow);
     }
     const gr__gpu_health *h = &health[i];
@@ -645,7 +632,7 @@ static void check_nvml(gr__dr_report *r, const gr__node *n, int *nvml_count) {
     else
       gr__dr_add(r, name, GR__DR_OK, NULL, "%s: healthy%s", gpus[i].pci, tinfo);
     int pm;
-    if (persist && persist(gpus[i].dev, &pm) == 0) {
+    if (l->persistence && l->persistence(gpus[i].dev, &pm) == 0) {
       pers_known++;
       if (pm == 1)
         pers_on++;
@@ -653,12 +640,12 @@ static void check_nvml(gr__dr_report *r, const gr__node *n, int *nvml_count) {
         app(pers_off, sizeof pers_off, "%s%u", pers_off[0] ? "," : "", i);
     }
     unsigned cur, pend;
-    if (mig && mig(gpus[i].dev, &cur, &pend) == 0) {
+    if (l->mig_mode && l->mig_mode(gpus[i].dev, &cur, &pend) == 0) {
       if (cur == 1) app(migs, sizeof migs, "%s%u", mig_on++ ? "," : "", i);
       if (cur != pend) mig_pending++;
     }
   }
-  if (!persist)
+  if (!l->persistence)
     gr__dr_add(r, "persist", GR__DR_SKIP, NULL, "NVML has no nvmlDeviceGetPersistenceMode");
   else if (pers_known < (int)ndev || pers_on < pers_known)
     gr__dr_add(r, "persist", GR__DR_WARN,
@@ -668,7 +655,7 @@ static void check_nvml(gr__dr_report *r, const gr__node *n, int *nvml_count) {
                pers_off);
   else
     gr__dr_add(r, "persist", GR__DR_OK, NULL, "persistence mode on for all %u GPUs", ndev);
-  if (!mig)
+  if (!l->mig_mode)
     gr__dr_add(r, "mig", GR__DR_SKIP, NULL, "NVML has no nvmlDeviceGetMigMode");
   else
     gr__dr_add(r, "mig", mig_pending ? GR__DR_WARN : GR__DR_OK,
@@ -885,10 +872,10 @@ static void check_plan(gr__dr_report *r, gr__node *n, int ranks, int live) {
     }
     hwloc_bitmap_free(cur);
   }
-  gr__plan_opts po = {GR__POLICY_CLOSEST, 0, 0, 0, &vis};
-  gr__plan p;
+  gr__node_plan_opts po = {GR__POLICY_CLOSEST, 0, 0, 0, &vis};
+  gr__node_plan p;
   memset(&p, 0, sizeof p);
-  gr_status pst = gr__plan_compute(n, ranks, &po, &p);
+  gr_status pst = gr__node_plan_compute(n, ranks, &po, &p);
   gr__visible_free(&vis);
   if (pst != GR_OK) {
     gr__dr_add(r, "plan", GR__DR_FAIL, "gpurun --dry-run --all gives the same sentence",
@@ -925,12 +912,12 @@ static void check_plan(gr__dr_report *r, gr__node *n, int ranks, int live) {
     gr__dr_add(r, "plan", GR__DR_OK, NULL,
                "ranks %d-%d not shown (gpurun --dry-run --all lists every rank)", shown,
                p.local_size - 1);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
 }
 
 /* ---- all of it -------------------------------------------------------------------------- */
 
-gr_status gr__doctor_run(const gr__dr_opts *o, gr__dr_report *r) {
+gr_status gr__dr_run(const gr__dr_opts *o, gr__dr_report *r) {
   int live = !o->topology || !o->topology[0];
   double start = now_s(), timeout = o->mpi_timeout > 0 ? o->mpi_timeout : 1.5;
   bg_cmd mpi;

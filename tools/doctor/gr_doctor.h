@@ -59,7 +59,7 @@ typedef struct {
 
 /* Runs every check into r. GR_OK, or GR_ERR_TOPOLOGY with the sentence recorded when
  * o->topology does not load (nothing else is checked then), GR_ERR_NOMEM. */
-gr_status gr__doctor_run(const gr__dr_opts *o, gr__dr_report *r);
+gr_status gr__dr_run(const gr__dr_opts *o, gr__dr_report *r);
 
 /* Parsers, exposed for the tests. */
 /* "4: ACTIVE\n" (an InfiniBand port's state file) -> "ACTIVE" in out; 0, or -1 malformed. */

@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
   }
   gr__dr_report r;
   memset(&r, 0, sizeof r);
-  gr_status st = gr__doctor_run(&o, &r);
+  gr_status st = gr__dr_run(&o, &r);
   if (st == GR_ERR_TOPOLOGY) {
     /* the sentence names the file (escaped for the terminal where it was recorded) */
     fprintf(stderr, "gpurun-doctor: %s\n", gr_last_error());

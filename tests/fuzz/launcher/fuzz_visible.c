@@ -72,9 +72,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   if (n->ngpus > orig_n[amd]) abort();
-  gr__plan pl;
-  gr__plan_opts po = {.vis = &v};
-  if (gr__plan_compute(n, N, &po, &pl) == GR_OK) {
+  gr__node_plan pl;
+  gr__node_plan_opts po = {.vis = &v};
+  if (gr__node_plan_compute(n, N, &po, &pl) == GR_OK) {
     for (int r = 0; r < N; r++) {
       for (int i = 0; i < pl.ranks[r].ngpus; i++)
         if (pl.ranks[r].gpu[i] < 0 || pl.ranks[r].gpu[i] >= n->ngpus) abort();
@@ -86,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (gr__plan_env(n, &pl, r, &o, &el) == GR_OK) gr__envlist_free(&el);
       }
     }
-    gr__plan_free(&pl);
+    gr__node_plan_free(&pl);
   }
   gr__visible_free(&v);
   free(buf);

@@ -1,7 +1,7 @@
 /* Failure reporting and allocation for the exact-by-construction collective tests
  * (test_coll_exact.c, test_coll_rabenseifner.c, tests/multinode/collectives/test_coll_hier.c).
- * A failure is counted and the test carries on (every rank reports); the first 20 are printed
- * with the world rank, file and line. The including file defines
+ * The checks are tests/lib/gr_check.h's: a failure is counted and the test carries on (every rank
+ * reports); the first 20 are printed with the world rank, file and line. The including file defines
  * `static int world_rank, failures;`. */
 #ifndef EXACT_CHECK_H
 #define EXACT_CHECK_H
@@ -11,20 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define FAIL(...)                                                                                  \
-  do {                                                                                             \
-    if (failures++ < 20) {                                                                         \
-      fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__);                   \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
-
-#define CHECK_OK(call, what)                                                                       \
-  do {                                                                                             \
-    gr_status st_ = (call);                                                                        \
-    if (st_ != GR_OK) FAIL("%s: %s (%s)", what, gr_status_name(st_), gr_last_error());             \
-  } while (0)
+#define GR_TEST_RANK world_rank
+#define GR_TEST_FAILURES failures
+#include "gr_check.h"
 
 /* p itself; out of memory (p NULL) stops the whole job: a test cannot go on without its buffers. */
 static inline void *ec_must(void *p) {

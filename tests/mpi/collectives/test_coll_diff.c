@@ -34,14 +34,9 @@ extern const gr__coll_ops gr__coll_ops_nccl_double;
 
 static int rank, size, failures, checks;
 
-#define FAIL(...)                                                                                  \
-  do {                                                                                             \
-    if (failures++ < 20) {                                                                         \
-      fprintf(stderr, "[rank %d] FAIL: ", rank);                                                   \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
+#define GR_TEST_RANK rank
+#define GR_TEST_FAILURES failures
+#include "gr_check.h"
 
 /* ---- the independent model ---------------------------------------------------------------- */
 

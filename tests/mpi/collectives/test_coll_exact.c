@@ -101,8 +101,8 @@ static void t_allreduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace)
   void *s = xalloc(n * es), *d = inplace ? s : xalloc(n * es);
   fill(t, op, s, n, r, 0);
   if (!inplace) fill_const(t, d, n, SENTINEL);
-  CHECK_OK(gr_allreduce(s, d, n, t, op, c, NULL), what);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_allreduce(s, d, n, t, op, c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   EXPECT_ALL(what, t, d, n, ev_reduced(t, op, P, i));
   if (!inplace) EXPECT_ALL(what, t, s, n, ev_input(t, op, r, i)); /* send untouched */
   if (!inplace) free(d);
@@ -118,8 +118,8 @@ static void t_reduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace, in
   void *s = xalloc(n * es), *d = (inplace && r == root) ? s : xalloc(n * es);
   fill(t, op, s, n, r, 0);
   if (d != s) fill_const(t, d, n, SENTINEL);
-  CHECK_OK(gr_reduce(s, d, n, t, op, root, c, NULL), what);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_reduce(s, d, n, t, op, root, c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   if (r == root)
     EXPECT_ALL(what, t, d, n, ev_reduced(t, op, P, i));
   else
@@ -143,8 +143,8 @@ static void t_broadcast(gr_comm *c, gr_dtype t, size_t n, int inplace, int root)
   else
     fill_const(t, s, n, SENTINEL);
   if (!inplace) fill_const(t, d, n, SENTINEL);
-  CHECK_OK(gr_broadcast(r == root ? s : (inplace ? s : NULL), d, n, t, root, c, NULL), what);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_broadcast(r == root ? s : (inplace ? s : NULL), d, n, t, root, c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   EXPECT_ALL(what, t, d, n, ev_input(t, GR_SUM, root, i));
   if (!inplace) free(d);
   free(s);
@@ -160,8 +160,8 @@ static void t_allgather(gr_comm *c, gr_dtype t, size_t n, int inplace) {
   fill_const(t, d, n * (size_t)P, SENTINEL);
   void *s = inplace ? (char *)d + (size_t)r * n * es : xalloc(n * es);
   fill(t, GR_SUM, s, n, r, 0);
-  CHECK_OK(gr_allgather(s, d, n, t, c, NULL), what);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_allgather(s, d, n, t, c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   EXPECT_ALL(what, t, d, n * (size_t)P,
              ev_input(t, GR_SUM, (int)(i / (n ? n : 1)), i % (n ? n : 1)));
   if (!inplace) {
@@ -181,8 +181,8 @@ static void t_reduce_scatter(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inp
   fill(t, op, s, n * (size_t)P, r, 0);
   void *d = inplace ? (char *)s + off * es : xalloc(n * es);
   if (!inplace) fill_const(t, d, n, SENTINEL);
-  CHECK_OK(gr_reduce_scatter(s, d, n, t, op, c, NULL), what);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_reduce_scatter(s, d, n, t, op, c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   EXPECT_ALL(what, t, d, n, ev_reduced(t, op, P, off + i));
   if (!inplace) {
     EXPECT_ALL(what, t, s, n * (size_t)P, ev_input(t, op, r, i));
@@ -200,8 +200,8 @@ static void t_alltoall(gr_comm *c, gr_dtype t, size_t n, int inplace) {
   void *s = xalloc(N * es), *d = inplace ? s : xalloc(N * es);
   fill(t, GR_SUM, s, N, r, 0); /* block p of rank r: ev_input(r, p*n + i) */
   if (!inplace) fill_const(t, d, N, SENTINEL);
-  CHECK_OK(gr_alltoall(s, d, n, t, c, NULL), what);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_alltoall(s, d, n, t, c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   EXPECT_ALL(what, t, d, N,
              ev_input(t, GR_SUM, (int)(i / (n ? n : 1)), (size_t)r * n + i % (n ? n : 1)));
   if (!inplace) {
@@ -221,20 +221,20 @@ static void t_sendrecv(gr_comm *c, gr_dtype t, size_t n) {
   void *s = xalloc(n * es), *d = xalloc(n * es);
   fill(t, GR_SUM, s, n, r, 0);
   fill_const(t, d, n, SENTINEL);
-  CHECK_OK(gr_group_start(), what);
-  CHECK_OK(gr_send(s, n, t, next, c, NULL), what);
-  CHECK_OK(gr_recv(d, n, t, prev, c, NULL), what);
-  CHECK_OK(gr_group_end(), what);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_group_start(), what);
+  EXPECT_OK_IN(gr_send(s, n, t, next, c, NULL), what);
+  EXPECT_OK_IN(gr_recv(d, n, t, prev, c, NULL), what);
+  EXPECT_OK_IN(gr_group_end(), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   EXPECT_ALL(what, t, d, n, ev_input(t, GR_SUM, prev, i));
   /* and ungrouped, rank 0 -> rank P-1 */
   if (P > 1 && (r == 0 || r == P - 1)) {
     fill_const(t, d, n, SENTINEL);
     if (r == 0)
-      CHECK_OK(gr_send(s, n, t, P - 1, c, NULL), what);
+      EXPECT_OK_IN(gr_send(s, n, t, P - 1, c, NULL), what);
     else
-      CHECK_OK(gr_recv(d, n, t, 0, c, NULL), what);
-    CHECK_OK(gr_comm_synchronize(c, NULL), what);
+      EXPECT_OK_IN(gr_recv(d, n, t, 0, c, NULL), what);
+    EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
     if (r == P - 1) EXPECT_ALL(what, t, d, n, ev_input(t, GR_SUM, 0, i));
   }
   free(s);
@@ -255,8 +255,8 @@ static void t_allreduce_multi(gr_comm *c, gr_dtype t, gr_op op) {
     fill(t, op, s[b], counts[b], r, 100 * (size_t)b);
     if (b != 1) fill_const(t, d[b], counts[b], SENTINEL);
   }
-  CHECK_OK(gr_allreduce_multi((const void *const *)s, d, counts, 3, t, op, c, NULL), what);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_allreduce_multi((const void *const *)s, d, counts, 3, t, op, c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   for (int b = 0; b < 3; b++)
     EXPECT_ALL(what, t, d[b], counts[b], ev_reduced(t, op, P, 100 * (size_t)b + i));
   for (int b = 0; b < 3; b++) {
@@ -277,13 +277,13 @@ static void t_grouped(gr_comm *c) {
     fill(GR_FLOAT16, GR_SUM, e, 5, r, 0);
   else
     fill_const(GR_FLOAT16, e, 5, SENTINEL);
-  CHECK_OK(gr_group_start(), what);
-  CHECK_OK(gr_allreduce(a, a, 7, GR_INT32, GR_SUM, c, NULL), what);
-  CHECK_OK(gr_allreduce(b, b, 1023, GR_FLOAT32, GR_MAX, c, NULL), what);
-  CHECK_OK(gr_broadcast(e, e, 5, GR_FLOAT16, 0, c, NULL), what);
-  CHECK_OK(gr_allreduce(d, d, 1023, GR_FLOAT64, GR_PROD, c, NULL), what);
-  CHECK_OK(gr_group_end(), what);
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_group_start(), what);
+  EXPECT_OK_IN(gr_allreduce(a, a, 7, GR_INT32, GR_SUM, c, NULL), what);
+  EXPECT_OK_IN(gr_allreduce(b, b, 1023, GR_FLOAT32, GR_MAX, c, NULL), what);
+  EXPECT_OK_IN(gr_broadcast(e, e, 5, GR_FLOAT16, 0, c, NULL), what);
+  EXPECT_OK_IN(gr_allreduce(d, d, 1023, GR_FLOAT64, GR_PROD, c, NULL), what);
+  EXPECT_OK_IN(gr_group_end(), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   EXPECT_ALL(what, GR_INT32, a, 7, ev_reduced(GR_INT32, GR_SUM, P, i));
   EXPECT_ALL(what, GR_FLOAT32, b, 1023, ev_reduced(GR_FLOAT32, GR_MAX, P, i));
   EXPECT_ALL(what, GR_FLOAT64, d, 1023, ev_reduced(GR_FLOAT64, GR_PROD, P, i));
@@ -306,19 +306,19 @@ static void t_nonblocking(gr_comm *c) {
   fill(GR_UINT8, GR_SUM, gs, 7, r, 0);
   fill(GR_FLOAT32, GR_MAX, l, big, r, 0);
   gr_request *ra = NULL, *rb = NULL, *rg = NULL, *rl = NULL;
-  CHECK_OK(gr_iallreduce(a, a, 1023, GR_FLOAT32, GR_SUM, c, NULL, &ra), what);
-  CHECK_OK(gr_ibroadcast(b, b, 7, GR_INT64, P - 1, c, NULL, &rb), what);
-  CHECK_OK(gr_iallgather(gs, g, 7, GR_UINT8, c, NULL, &rg), what);
-  CHECK_OK(gr_iallreduce(l, lo, big, GR_FLOAT32, GR_MAX, c, NULL, &rl), what);
+  EXPECT_OK_IN(gr_iallreduce(a, a, 1023, GR_FLOAT32, GR_SUM, c, NULL, &ra), what);
+  EXPECT_OK_IN(gr_ibroadcast(b, b, 7, GR_INT64, P - 1, c, NULL, &rb), what);
+  EXPECT_OK_IN(gr_iallgather(gs, g, 7, GR_UINT8, c, NULL, &rg), what);
+  EXPECT_OK_IN(gr_iallreduce(l, lo, big, GR_FLOAT32, GR_MAX, c, NULL, &rl), what);
   int done = 0;
   while (!done && rg)
-    CHECK_OK(gr_test(&rg, &done), what);
+    EXPECT_OK_IN(gr_test(&rg, &done), what);
   if (rg) FAIL("gr_test left the request set after it finished");
-  CHECK_OK(gr_wait(&rb), what);
-  CHECK_OK(gr_wait(&rl), what);
-  CHECK_OK(gr_wait(&ra), what);
+  EXPECT_OK_IN(gr_wait(&rb), what);
+  EXPECT_OK_IN(gr_wait(&rl), what);
+  EXPECT_OK_IN(gr_wait(&ra), what);
   if (ra || rb || rl) FAIL("gr_wait left a request set");
-  CHECK_OK(gr_comm_synchronize(c, NULL), what);
+  EXPECT_OK_IN(gr_comm_synchronize(c, NULL), what);
   EXPECT_ALL(what, GR_FLOAT32, a, 1023, ev_reduced(GR_FLOAT32, GR_SUM, P, i));
   EXPECT_ALL(what, GR_INT64, b, 7, ev_input(GR_INT64, GR_SUM, P - 1, i));
   EXPECT_ALL(what, GR_UINT8, g, 7 * (size_t)P, ev_input(GR_UINT8, GR_SUM, (int)(i / 7), i % 7));
@@ -383,7 +383,8 @@ int main(int argc, char **argv) {
   cfg.timeout_s = blocking ? 0 : 60;
   gr_comm *world = NULL, *split = NULL, *halves = NULL;
 #ifdef EXACT_NCCL_DOUBLE
-  CHECK_OK(gr__comm_create_ops(MPI_COMM_WORLD, &cfg, &gr__coll_ops_nccl_double, &world), "create");
+  EXPECT_OK_IN(gr__comm_create_ops(MPI_COMM_WORLD, &cfg, &gr__coll_ops_nccl_double, &world),
+               "create");
 #elif defined(EXACT_REAL_NCCL)
   {
     char why[160];
@@ -401,10 +402,10 @@ int main(int argc, char **argv) {
     cudaSetDevice(world_rank % ndev);
   }
   cfg.backend = GR_BACKEND_NCCL;
-  CHECK_OK(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
+  EXPECT_OK_IN(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
 #else
   cfg.backend = GR_BACKEND_MPI;
-  CHECK_OK(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
+  EXPECT_OK_IN(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
 #endif
   if (!world) MPI_Abort(MPI_COMM_WORLD, 1);
   int P = gr_comm_size(world);
@@ -418,24 +419,24 @@ int main(int argc, char **argv) {
     t_grouped(world);
     t_nonblocking(world);
     /* odd/even ranks, numbered backwards: comm ranks differ from world ranks */
-    CHECK_OK(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
+    EXPECT_OK_IN(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
     if (split) {
       if (gr_comm_size(split) != (P + 1 - world_rank % 2) / 2)
         FAIL("split size %d", gr_comm_size(split));
       suite(split, small_sizes + 1, 2);
     }
     /* a split in which the last rank takes no part (color < 0) */
-    CHECK_OK(gr_comm_split(world, world_rank == P - 1 && P > 1 ? -1 : 0, 0, &halves),
-             "split nocolor");
+    EXPECT_OK_IN(gr_comm_split(world, world_rank == P - 1 && P > 1 ? -1 : 0, 0, &halves),
+                 "split nocolor");
     if ((halves == NULL) != (world_rank == P - 1 && P > 1))
       FAIL("split with no color: comm %p", (void *)halves);
     if (halves) t_allreduce(halves, GR_INT32, GR_SUM, 7, 0);
     if (split) t_grouped(split);
     if (split) t_nonblocking(split);
-    CHECK_OK(gr_comm_destroy(halves), "destroy");
-    CHECK_OK(gr_comm_destroy(split), "destroy");
+    EXPECT_OK_IN(gr_comm_destroy(halves), "destroy");
+    EXPECT_OK_IN(gr_comm_destroy(split), "destroy");
   }
-  CHECK_OK(gr_comm_destroy(world), "destroy");
+  EXPECT_OK_IN(gr_comm_destroy(world), "destroy");
   int total = 0, nchecks = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(&checks, &nchecks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

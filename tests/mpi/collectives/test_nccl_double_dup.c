@@ -18,13 +18,9 @@
 extern const gr__coll_ops gr__coll_ops_nccl_double;
 
 static int wrank, wsize, failures;
-#define FAIL(...)                                                                                  \
-  do {                                                                                             \
-    failures++;                                                                                    \
-    fprintf(stderr, "[rank %d] FAIL line %d: ", wrank, __LINE__);                                  \
-    fprintf(stderr, __VA_ARGS__);                                                                  \
-    fputc('\n', stderr);                                                                           \
-  } while (0)
+#define GR_TEST_RANK wrank
+#define GR_TEST_FAILURES failures
+#include "gr_check.h"
 
 /* World rank r's bus id as a number (hex digits of the id up to any "/mig" suffix). */
 static unsigned long bus_of(int r) {

@@ -299,7 +299,7 @@ if torch is not None:
            cls=TypeError)
 
 # reduce: an out= of the wrong size is refused on every rank, not on the root alone (which would
-# leave the others waiting); last, as the old behaviour left the ranks out of step
+# leave the others waiting); last, as a refusal on the root alone would leave the ranks out of step
 raises(lambda: w.reduce(np.ones(4), root=0, out=np.ones(5)), "reduce out= of another size",
        ["out holds 5"])
 w.barrier()

@@ -5,7 +5,7 @@
  *         flight-recorder dumps are all on disk (so that gpurun-report can read every one).
  *   die   the last rank is killed by SIGALRM inside the allreduce, before the others arrive; they
  *         either time out or are ended by mpirun. Either way the job ends non-zero, no hang.
- *   chain (issue 12) rank r waits in a recv from rank r+1; the last rank stops itself (SIGSTOP)
+ *   chain rank r waits in a recv from rank r+1; the last rank stops itself (SIGSTOP)
  *         before sending. Ranks 0..n-2 time out, dump, and exit 3 once all their dumps are on
  *         disk; gpurun-report must follow 0 -> 1 -> ... -> n-1 and name the last rank.
  * The driving script (test_fault.sh) checks the exit status and the messages. */

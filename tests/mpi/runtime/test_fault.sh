@@ -27,8 +27,8 @@ cat "$tmp/report.out"
 grep -q 'comm world\[0.1\] (mpi): rank(s) 0,1 wait in allreduce #2 (count 1 float64); no dump from rank(s) 2' "$tmp/report.out" \
   || fail "report does not name rank 2"
 
-# Issue 12: a wait-for chain through point-to-point calls. Rank 0 waits on 1, 1 on 2, and rank 2
-# is stopped (SIGSTOP) and leaves no dump; the old report said rank 0 "never entered".
+# A wait-for chain through point-to-point calls. Rank 0 waits on 1, 1 on 2, and rank 2
+# is stopped (SIGSTOP) and leaves no dump; the report must follow the chain, not say rank 0 "never entered".
 GPURUN_JOB_ID=chain timeout -k 5 60 "$mpirun" -np 3 --oversubscribe "$prog" chain > "$tmp/chain.out" 2>&1
 rc=$?
 cat "$tmp/chain.out"

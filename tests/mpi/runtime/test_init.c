@@ -21,14 +21,8 @@
 #endif
 
 static int me = -1;
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "rank %d: %s:%d: CHECK(%s) failed; last error: %s\n", me, __FILE__,          \
-              __LINE__, #cond, gr_last_error());                                                   \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#define GR_TEST_RANK me
+#include "gr_check.h"
 
 /* Cores (not hardware threads) this process may run on, asked of hwloc directly. */
 static int bound_cores(void) {
@@ -91,21 +85,21 @@ int main(int argc, char **argv) {
   gr_rank_info_t ri;
 
   /* Before init: clear errors, no handles. */
-  CHECK(!gr_initialized());
-  CHECK(gr_world() == NULL && gr_default_pool() == NULL);
-  CHECK(gr_rank_info(&ri) == GR_ERR_STATE);
-  CHECK(strstr(gr_last_error(), "gr_rank_info") && strstr(gr_last_error(), "not initialised"));
-  CHECK(gr_finalize() == GR_ERR_STATE);
-  CHECK(strstr(gr_last_error(), "gr_finalize") && strstr(gr_last_error(), "gr_init first"));
+  REQUIRE(!gr_initialized());
+  REQUIRE(gr_world() == NULL && gr_default_pool() == NULL);
+  REQUIRE(gr_rank_info(&ri) == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "gr_rank_info") && strstr(gr_last_error(), "not initialised"));
+  REQUIRE(gr_finalize() == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "gr_finalize") && strstr(gr_last_error(), "gr_init first"));
 
   gr_stream early = (gr_stream)&ri;
-  CHECK(gr_stream_create(&early) != GR_OK && early == NULL); /* STATE, or UNSUPPORTED w/o CUDA */
-  CHECK(strstr(gr_last_error(), "gr_stream_create"));
+  REQUIRE(gr_stream_create(&early) != GR_OK && early == NULL); /* STATE, or UNSUPPORTED w/o CUDA */
+  REQUIRE(strstr(gr_last_error(), "gr_stream_create"));
 
-  CHECK(gr_init(&argc, &argv) == GR_OK);
-  CHECK(gr_initialized());
-  CHECK(gr_init(&argc, &argv) == GR_ERR_STATE);
-  CHECK(strstr(gr_last_error(), "already initialised"));
+  REQUIRE(gr_init(&argc, &argv) == GR_OK);
+  REQUIRE(gr_initialized());
+  REQUIRE(gr_init(&argc, &argv) == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "already initialised"));
 
   /* Independent answers: MPI itself and the OS. */
   int rank, size, thread;
@@ -114,100 +108,100 @@ int main(int argc, char **argv) {
   me = rank;
   MPI_Query_thread(&thread);
   /* gr_init asks for MPI_THREAD_MULTIPLE, which Debian's Open MPI grants. */
-  CHECK(thread == MPI_THREAD_MULTIPLE);
-  CHECK(gr_rank_info(NULL) == GR_ERR_INVALID);
-  CHECK(gr_rank_info(&ri) == GR_OK);
-  CHECK(ri.rank == rank && ri.size == size);
+  REQUIRE(thread == MPI_THREAD_MULTIPLE);
+  REQUIRE(gr_rank_info(NULL) == GR_ERR_INVALID);
+  REQUIRE(gr_rank_info(&ri) == GR_OK);
+  REQUIRE(ri.rank == rank && ri.size == size);
   char host[256];
   gethostname(host, sizeof host);
-  CHECK(strcmp(ri.node, host) == 0);
-  CHECK(ri.ngpus == expected_gpus(&ri));
+  REQUIRE(strcmp(ri.node, host) == 0);
+  REQUIRE(ri.ngpus == expected_gpus(&ri));
 
   /* gr_stream at the rank's priority: a stream with a GPU, else GR_ERR_UNSUPPORTED and a
    * sentence naming the call; NULL arguments are invalid either way. */
-  CHECK(gr_stream_create(NULL) == GR_ERR_INVALID);
-  CHECK(gr_stream_destroy(NULL) == GR_ERR_INVALID);
+  REQUIRE(gr_stream_create(NULL) == GR_ERR_INVALID);
+  REQUIRE(gr_stream_destroy(NULL) == GR_ERR_INVALID);
   gr_stream st = (gr_stream)&ri;
   if (ri.ngpus > 0) {
-    CHECK(gr_stream_create(&st) == GR_OK && st != NULL);
-    CHECK(gr_stream_destroy(st) == GR_OK);
+    REQUIRE(gr_stream_create(&st) == GR_OK && st != NULL);
+    REQUIRE(gr_stream_destroy(st) == GR_OK);
   } else {
-    CHECK(gr_stream_create(&st) == GR_ERR_UNSUPPORTED);
-    CHECK(st == NULL);
-    CHECK(strstr(gr_last_error(), "gr_stream_create") &&
-          (strstr(gr_last_error(), "no CUDA device") || strstr(gr_last_error(), "has no CUDA")));
+    REQUIRE(gr_stream_create(&st) == GR_ERR_UNSUPPORTED);
+    REQUIRE(st == NULL);
+    REQUIRE(strstr(gr_last_error(), "gr_stream_create") &&
+            (strstr(gr_last_error(), "no CUDA device") || strstr(gr_last_error(), "has no CUDA")));
   }
 
   gr_comm *w = gr_world();
-  CHECK(w != NULL);
-  CHECK(gr_comm_rank(w) == rank && gr_comm_size(w) == size);
-  CHECK(ri.backend == gr_comm_backend(w));
+  REQUIRE(w != NULL);
+  REQUIRE(gr_comm_rank(w) == rank && gr_comm_size(w) == size);
+  REQUIRE(ri.backend == gr_comm_backend(w));
   int64_t mine = rank + 1, sum = 0;
-  CHECK(gr_allreduce(&mine, &sum, 1, GR_INT64, GR_SUM, w, NULL) == GR_OK);
-  CHECK(sum == (int64_t)size * (size + 1) / 2);
+  REQUIRE(gr_allreduce(&mine, &sum, 1, GR_INT64, GR_SUM, w, NULL) == GR_OK);
+  REQUIRE(sum == (int64_t)size * (size + 1) / 2);
   gr_pool *p = gr_default_pool();
-  CHECK(p != NULL);
+  REQUIRE(p != NULL);
 
   if (!strcmp(mode, "plan")) {
-    CHECK(ri.from_plan == 1);
-    CHECK(ri.local_rank == 0 && ri.local_size == 1);
-    CHECK(strcmp(ri.cpus, "0") == 0);
-    CHECK(ri.numa == 0);
-    CHECK(strcmp(ri.nic, "eth9") == 0);
-    CHECK(gr_pool_nthreads(p) == 1); /* sized to the plan's one-CPU cpuset */
+    REQUIRE(ri.from_plan == 1);
+    REQUIRE(ri.local_rank == 0 && ri.local_size == 1);
+    REQUIRE(strcmp(ri.cpus, "0") == 0);
+    REQUIRE(ri.numa == 0);
+    REQUIRE(strcmp(ri.nic, "eth9") == 0);
+    REQUIRE(gr_pool_nthreads(p) == 1); /* sized to the plan's one-CPU cpuset */
   } else if (getenv("GPURUN_PLAN_VERSION")) {
     /* Started by gpurun: the plan it exported, and the binding it applied. */
-    CHECK(ri.from_plan == 1);
-    CHECK(ri.local_rank == atoi(getenv("GPURUN_LOCAL_RANK")));
-    CHECK(ri.local_size == atoi(getenv("GPURUN_LOCAL_SIZE")));
-    CHECK(getenv("GPURUN_CPUS") && strcmp(ri.cpus, getenv("GPURUN_CPUS")) == 0);
-    CHECK(gr_pool_nthreads(p) == bound_cores());
+    REQUIRE(ri.from_plan == 1);
+    REQUIRE(ri.local_rank == atoi(getenv("GPURUN_LOCAL_RANK")));
+    REQUIRE(ri.local_size == atoi(getenv("GPURUN_LOCAL_SIZE")));
+    REQUIRE(getenv("GPURUN_CPUS") && strcmp(ri.cpus, getenv("GPURUN_CPUS")) == 0);
+    REQUIRE(gr_pool_nthreads(p) == bound_cores());
   } else {
     /* All ranks of these tests share one node: local == world. */
-    CHECK(ri.from_plan == 0);
-    CHECK(ri.local_rank == rank && ri.local_size == size);
-    CHECK(ri.cpus[0] != '\0');
-    CHECK(gr_pool_nthreads(p) == bound_cores());
+    REQUIRE(ri.from_plan == 0);
+    REQUIRE(ri.local_rank == rank && ri.local_size == size);
+    REQUIRE(ri.cpus[0] != '\0');
+    REQUIRE(gr_pool_nthreads(p) == bound_cores());
   }
 
   if (!strcmp(mode, "monitored")) {
     /* Some traffic for the counters, and time for the supervisor (if any) to sample. */
     for (int i = 0; i < 20; i++) {
-      CHECK(gr_allreduce(&mine, &sum, 1, GR_INT64, GR_SUM, w, NULL) == GR_OK);
+      REQUIRE(gr_allreduce(&mine, &sum, 1, GR_INT64, GR_SUM, w, NULL) == GR_OK);
       struct timespec ts = {0, 10 * 1000 * 1000};
       nanosleep(&ts, NULL);
     }
-    CHECK(gr_barrier(w) == GR_OK);
+    REQUIRE(gr_barrier(w) == GR_OK);
   }
 
-  CHECK(gr_finalize() == GR_OK);
-  CHECK(!gr_initialized());
-  CHECK(gr_world() == NULL && gr_default_pool() == NULL);
-  CHECK(gr_finalize() == GR_ERR_STATE);
-  CHECK(strstr(gr_last_error(), "already finalized"));
-  CHECK(gr_rank_info(&ri) == GR_ERR_STATE);
-  CHECK(strstr(gr_last_error(), "after gr_finalize"));
-  CHECK(gr_init(&argc, &argv) == GR_ERR_STATE);
-  CHECK(strstr(gr_last_error(), "after gr_finalize"));
+  REQUIRE(gr_finalize() == GR_OK);
+  REQUIRE(!gr_initialized());
+  REQUIRE(gr_world() == NULL && gr_default_pool() == NULL);
+  REQUIRE(gr_finalize() == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "already finalized"));
+  REQUIRE(gr_rank_info(&ri) == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "after gr_finalize"));
+  REQUIRE(gr_init(&argc, &argv) == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "after gr_finalize"));
 
   if (!strcmp(mode, "monitored")) {
     const char *dir = getenv("GPURUN_MONITOR_DIR"), *job = getenv("GPURUN_JOB_ID");
-    CHECK(dir && job);
+    REQUIRE(dir && job);
     char path[1024];
     snprintf(path, sizeof path, "%s/%s/%s.%d.counters.json", dir, job, host, ri.local_rank);
     char *text = slurp(path);
-    CHECK(text != NULL);
+    REQUIRE(text != NULL);
     /* 1 + 20 allreduces of one int64 (8 bytes each) and one barrier. */
-    CHECK(strstr(text, "\"allreduce\": {\"calls\": 21, \"bytes\": 168,"));
-    CHECK(strstr(text, "\"barrier\": {\"calls\": 1,"));
+    REQUIRE(strstr(text, "\"allreduce\": {\"calls\": 21, \"bytes\": 168,"));
+    REQUIRE(strstr(text, "\"barrier\": {\"calls\": 1,"));
     char want[64];
     snprintf(want, sizeof want, "{\"rank\": %d, \"size\": %d,", rank, size);
-    CHECK(strncmp(text, want, strlen(want)) == 0);
-    CHECK(strstr(text, "\"pool\": {\"threads\": "));
+    REQUIRE(strncmp(text, want, strlen(want)) == 0);
+    REQUIRE(strstr(text, "\"pool\": {\"threads\": "));
     /* the level gpurun --priority exported (normal when none) */
     const char *lvl = getenv("GPURUN_PRIORITY");
     snprintf(want, sizeof want, "\"priority\": \"%s\"", lvl && *lvl ? lvl : "normal");
-    CHECK(strstr(text, want));
+    REQUIRE(strstr(text, want));
   }
   if (rank == 0) printf("test_init %s: OK on %d ranks\n", mode, size);
   return 0;

@@ -66,7 +66,7 @@ static void t_allreduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace)
   void *s = ec_alloc(n * ev_size(t)), *d = inplace ? s : ec_alloc(n * ev_size(t));
   fill(t, op, s, n, r);
   if (!inplace) fill_const(t, d, n, 99);
-  CHECK_OK(gr_allreduce(s, d, n, t, op, c, NULL), what);
+  EXPECT_OK_IN(gr_allreduce(s, d, n, t, op, c, NULL), what);
   EXPECT_ALL(what, t, d, n, ev_reduced(t, op, P, i));
   if (!inplace) {
     EXPECT_ALL(what, t, s, n, ev_input(t, op, r, i)); /* the input is left alone */
@@ -84,7 +84,7 @@ static void t_reduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace, in
   void *s = ec_alloc(n * ev_size(t)), *d = inplace && r == root ? s : ec_alloc(n * ev_size(t));
   fill(t, op, s, n, r);
   if (d != s) fill_const(t, d, n, 99);
-  CHECK_OK(gr_reduce(s, d, n, t, op, root, c, NULL), what);
+  EXPECT_OK_IN(gr_reduce(s, d, n, t, op, root, c, NULL), what);
   if (r == root)
     EXPECT_ALL(what, t, d, n, ev_reduced(t, op, P, i));
   else
@@ -106,7 +106,7 @@ static void t_allgather(gr_comm *c, gr_dtype t, size_t n, int inplace) {
   char *d = ec_alloc((size_t)P * n * es), *s = inplace ? d + (size_t)r * n * es : ec_alloc(n * es);
   fill_const(t, d, (size_t)P * n, 99);
   fill(t, GR_SUM, s, n, r);
-  CHECK_OK(gr_allgather(s, d, n, t, c, NULL), what);
+  EXPECT_OK_IN(gr_allgather(s, d, n, t, c, NULL), what);
   for (int p = 0; p < P; p++)
     EXPECT_ALL(what, t, d + (size_t)p * n * es, n, ev_input(t, GR_SUM, p, i));
   if (!inplace) free(s);
@@ -124,7 +124,7 @@ static void t_reduce_scatter(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inp
   char *s = ec_alloc((size_t)P * n * es), *d = inplace ? s + (size_t)r * n * es : ec_alloc(n * es);
   fill(t, op, s, (size_t)P * n, r);
   if (!inplace) fill_const(t, d, n, 99);
-  CHECK_OK(gr_reduce_scatter(s, d, n, t, op, c, NULL), what);
+  EXPECT_OK_IN(gr_reduce_scatter(s, d, n, t, op, c, NULL), what);
   EXPECT_ALL(what, t, d, n, ev_reduced(t, op, P, (size_t)r * n + i));
   if (!inplace) {
     EXPECT_ALL(what, t, s, (size_t)P * n, ev_input(t, op, r, i)); /* the input is left alone */
@@ -144,7 +144,7 @@ static void t_broadcast(gr_comm *c, gr_dtype t, size_t n, int inplace, int root)
   else
     fill_const(t, s, n, 99);
   if (!inplace) fill_const(t, d, n, 99);
-  CHECK_OK(gr_broadcast(r == root ? s : NULL, d, n, t, root, c, NULL), what);
+  EXPECT_OK_IN(gr_broadcast(r == root ? s : NULL, d, n, t, root, c, NULL), what);
   EXPECT_ALL(what, t, d, n, ev_input(t, GR_SUM, root + 1, i));
   if (!inplace) free(d);
   free(s);
@@ -164,7 +164,7 @@ static void t_barrier(gr_comm *c, const char *dir, const char *name, int round) 
     else
       FAIL("cannot create %s", path);
   }
-  CHECK_OK(gr_barrier(c), "barrier");
+  EXPECT_OK_IN(gr_barrier(c), "barrier");
   if (access(path, F_OK) != 0)
     FAIL("rank %d left barrier %d before rank %d entered it", r, round, P - 1);
 }
@@ -189,14 +189,14 @@ static void t_in_flight(gr_comm *c, int big) {
     fill(GR_BFLOAT16, GR_SUM, e, ns, 7);
   else
     fill_const(GR_BFLOAT16, e, ns, 99);
-  CHECK_OK(gr_group_start(), "group");
-  CHECK_OK(gr_allreduce(a, a, nb, GR_FLOAT32, GR_SUM, c, NULL), "group allreduce");
-  CHECK_OK(gr_allreduce(b, b, ns, GR_FLOAT32, GR_MAX, c, NULL), "group allreduce");
-  CHECK_OK(gr_broadcast(e, e, ns, GR_BFLOAT16, P - 1, c, NULL), "group broadcast");
-  CHECK_OK(gr_allreduce(d, d, ns, GR_FLOAT64, GR_PROD, c, NULL), "group allreduce");
-  CHECK_OK(gr_reduce_scatter(rs, rd, ns, GR_FLOAT32, GR_MAX, c, NULL), "group reduce_scatter");
-  CHECK_OK(gr_reduce(b2, b2, ns, GR_FLOAT32, GR_SUM, P - 1, c, NULL), "group reduce");
-  CHECK_OK(gr_group_end(), "group end");
+  EXPECT_OK_IN(gr_group_start(), "group");
+  EXPECT_OK_IN(gr_allreduce(a, a, nb, GR_FLOAT32, GR_SUM, c, NULL), "group allreduce");
+  EXPECT_OK_IN(gr_allreduce(b, b, ns, GR_FLOAT32, GR_MAX, c, NULL), "group allreduce");
+  EXPECT_OK_IN(gr_broadcast(e, e, ns, GR_BFLOAT16, P - 1, c, NULL), "group broadcast");
+  EXPECT_OK_IN(gr_allreduce(d, d, ns, GR_FLOAT64, GR_PROD, c, NULL), "group allreduce");
+  EXPECT_OK_IN(gr_reduce_scatter(rs, rd, ns, GR_FLOAT32, GR_MAX, c, NULL), "group reduce_scatter");
+  EXPECT_OK_IN(gr_reduce(b2, b2, ns, GR_FLOAT32, GR_SUM, P - 1, c, NULL), "group reduce");
+  EXPECT_OK_IN(gr_group_end(), "group end");
   EXPECT_ALL("group reduce_scatter f32 max", GR_FLOAT32, rd, ns,
              ev_reduced(GR_FLOAT32, GR_MAX, P, (size_t)r * ns + i));
   if (r == P - 1)
@@ -212,14 +212,14 @@ static void t_in_flight(gr_comm *c, int big) {
   else
     fill_const(GR_BFLOAT16, e, ns, 99);
   gr_request *ra = NULL, *rb = NULL, *re = NULL, *rr = NULL;
-  CHECK_OK(gr_iallreduce(a, a, nb, GR_FLOAT32, GR_SUM, c, NULL, &ra), "iallreduce");
-  CHECK_OK(gr_ibroadcast(e, e, ns, GR_BFLOAT16, r1, c, NULL, &re), "ibroadcast");
-  CHECK_OK(gr_iallgather(gs, gd, ng, GR_INT32, c, NULL, &rr), "iallgather");
-  CHECK_OK(gr_iallreduce(b, b, ns, GR_FLOAT32, GR_MIN, c, NULL, &rb), "iallreduce");
-  CHECK_OK(gr_wait(&rb), "wait"); /* newest first */
-  CHECK_OK(gr_wait(&rr), "wait");
-  CHECK_OK(gr_wait(&re), "wait");
-  CHECK_OK(gr_wait(&ra), "wait");
+  EXPECT_OK_IN(gr_iallreduce(a, a, nb, GR_FLOAT32, GR_SUM, c, NULL, &ra), "iallreduce");
+  EXPECT_OK_IN(gr_ibroadcast(e, e, ns, GR_BFLOAT16, r1, c, NULL, &re), "ibroadcast");
+  EXPECT_OK_IN(gr_iallgather(gs, gd, ng, GR_INT32, c, NULL, &rr), "iallgather");
+  EXPECT_OK_IN(gr_iallreduce(b, b, ns, GR_FLOAT32, GR_MIN, c, NULL, &rb), "iallreduce");
+  EXPECT_OK_IN(gr_wait(&rb), "wait"); /* newest first */
+  EXPECT_OK_IN(gr_wait(&rr), "wait");
+  EXPECT_OK_IN(gr_wait(&re), "wait");
+  EXPECT_OK_IN(gr_wait(&ra), "wait");
   for (int p = 0; p < P; p++)
     EXPECT_ALL("iallgather i32", GR_INT32, gd + (size_t)p * ng, ng,
                ev_input(GR_INT32, GR_SUM, p, i));
@@ -307,7 +307,7 @@ static int run_exact(int blocking, int quick, const char *dir) {
   cfg.backend = GR_BACKEND_MPI;
   cfg.timeout_s = blocking ? 0 : 60;
   gr_comm *world = NULL, *node = NULL, *spread = NULL;
-  CHECK_OK(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
+  EXPECT_OK_IN(gr_comm_create(MPI_COMM_WORLD, &cfg, &world), "create");
   if (!world) MPI_Abort(MPI_COMM_WORLD, 1);
   suite(world, dir, "world", !quick);
   if (quick) goto done;
@@ -319,25 +319,25 @@ static int run_exact(int blocking, int quick, const char *dir) {
   MPI_Comm_rank(nm, &lrank);
   MPI_Allreduce(&world_rank, &leader, 1, MPI_INT, MPI_MIN, nm);
   MPI_Comm_free(&nm);
-  CHECK_OK(gr_comm_split(world, leader, world_rank, &node), "split by node");
-  CHECK_OK(gr_comm_split(world, lrank, -world_rank, &spread), "split by local rank");
+  EXPECT_OK_IN(gr_comm_split(world, leader, world_rank, &node), "split by node");
+  EXPECT_OK_IN(gr_comm_split(world, lrank, -world_rank, &spread), "split by local rank");
   char name[32];
   snprintf(name, sizeof name, "node%d", leader);
   if (node) suite(node, dir, name, 0);
   snprintf(name, sizeof name, "spread%d", lrank);
   if (spread) suite(spread, dir, name, 0);
-  CHECK_OK(gr_comm_destroy(spread), "destroy");
-  CHECK_OK(gr_comm_destroy(node), "destroy");
+  EXPECT_OK_IN(gr_comm_destroy(spread), "destroy");
+  EXPECT_OK_IN(gr_comm_destroy(node), "destroy");
   if (!getenv("GPURUN_COLL_ALGO")) { /* a copy of the world (split-3), every rank alike */
     gr_comm *forced = NULL;
     setenv("GPURUN_COLL_ALGO", "hier", 1);
-    CHECK_OK(gr_comm_split(world, 0, world_rank, &forced), "split (hier)");
+    EXPECT_OK_IN(gr_comm_split(world, 0, world_rank, &forced), "split (hier)");
     unsetenv("GPURUN_COLL_ALGO");
     if (forced) kinds(forced);
-    CHECK_OK(gr_comm_destroy(forced), "destroy");
+    EXPECT_OK_IN(gr_comm_destroy(forced), "destroy");
   }
 done:
-  CHECK_OK(gr_comm_destroy(world), "destroy");
+  EXPECT_OK_IN(gr_comm_destroy(world), "destroy");
   int total = 0, nchecks = 0, P;
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

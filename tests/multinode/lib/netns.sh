@@ -95,7 +95,7 @@ netns_exec() {
 
 # Open MPI picks the interface by itself; restrict it to eth0 so no rank tries loopback for peers.
 # Each host claims 2 slots, so Open MPI does not know that all the ranks share this machine's few
-# cores: yield when idle, or spinning ranks starve the others (an allreduce took 150 ms, not 5).
+# cores: yield when idle, or spinning ranks starve the others.
 netns_mpirun() {
   timeout -k 5 "${NETNS_TIMEOUT:-120}" ip netns exec "$NETNS_PFX-n0" unshare --uts \
     sh -c 'hostname n0; exec "$@"' n0 mpirun --mca plm_rsh_agent "$NETNS_RSH" --mca btl_tcp_if_include eth0 \

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The layers' dependencies point down at link level too (issue 15; cmake/GpurunLayers.cmake): no
+# The layers' dependencies point down at link level too (cmake/GpurunLayers.cmake): no
 # layer's objects use a symbol that a layer above or beside it defines (a hand-written prototype
 # would get past the include directories, not past this). Every allowed dependency must be seen in
 # use, so the check is known to see references across layers at all.

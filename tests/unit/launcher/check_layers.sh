@@ -1,5 +1,5 @@
 #!/bin/sh
-# The layers' include directories hold (issue 15; cmake/GpurunLayers.cmake): each probe in
+# The layers' include directories hold (cmake/GpurunLayers.cmake): each probe in
 # layer_probes/ is an OBJECT library (EXCLUDE_FROM_ALL) with the usage requirements of one layer.
 # Every control must build; every other probe must fail on the header it names, and on nothing else.
 # usage: check_layers.sh BUILD_DIR CONTROL... -- PROBE:HEADER...

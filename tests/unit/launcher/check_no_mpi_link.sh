@@ -1,5 +1,5 @@
 #!/bin/sh
-# The launcher side links neither MPI nor CUDA/NCCL (issue 15; cmake/GpurunLayers.cmake): gpurun
+# The launcher side links neither MPI nor CUDA/NCCL (cmake/GpurunLayers.cmake): gpurun
 # runs before MPI_Init on every rank and gpurun-report on a login node, where neither library need
 # exist. Checks each binary's direct dependencies (readelf -d, NEEDED) and everything the loader
 # would bring in (ldd), so a dependency that arrives through another library is caught too.

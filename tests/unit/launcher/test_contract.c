@@ -17,7 +17,7 @@ static const char *files[] = {"hwloc-nvidia-dgx2.xml",        "hwloc-power8-mins
                               "mpibind-lassen-p9-4xV100.xml", "mpibind-aws-g4dn-metal-8xT4.xml",
                               "mpibind-pascal-2xP100.xml",    "flux-tuolumne-4xMI300A-SPX.xml"};
 
-static void check_rank(const gr__node *n, const gr__plan *p, int r, int smt) {
+static void check_rank(const gr__node *n, const gr__node_plan *p, int r, int smt) {
   gr__envlist e;
   assert_int_equal(gr__plan_env(n, p, r, NULL, &e), GR_OK);
   char *envp[GR__MAX_ENV + 1];
@@ -59,13 +59,13 @@ static void test_runtime_reads_plan(void **state) {
     int sizes[] = {1, n.ngpus};
     for (int s = 0; s < 2; s++)
       for (int smt = 0; smt < 2; smt++) {
-        gr__plan p;
-        gr__plan_opts po = {.smt = smt};
-        assert_int_equal(gr__plan_compute(&n, sizes[s], &po, &p), GR_OK);
+        gr__node_plan p;
+        gr__node_plan_opts po = {.smt = smt};
+        assert_int_equal(gr__node_plan_compute(&n, sizes[s], &po, &p), GR_OK);
         print_message("  %s N=%d%s\n", files[f], sizes[s], smt ? " smt" : "");
         for (int r = 0; r < sizes[s]; r++)
           check_rank(&n, &p, r, smt);
-        gr__plan_free(&p);
+        gr__node_plan_free(&p);
       }
     gr__node_free(&n);
   }

@@ -120,9 +120,9 @@ static void test_128_gpus_one_rank(void **state) {
   gr__node n;
   assert_int_equal(gr__node_load(&n, xml_path), GR_OK);
   assert_int_equal(n.ngpus, FUNCS * PARTS);
-  gr__plan p;
-  gr__plan_opts po = {0};
-  assert_int_equal(gr__plan_compute(&n, 1, &po, &p), GR_OK);
+  gr__node_plan p;
+  gr__node_plan_opts po = {0};
+  assert_int_equal(gr__node_plan_compute(&n, 1, &po, &p), GR_OK);
   assert_int_equal(p.ranks[0].ngpus, 128);
   gr__envlist e;
   assert_int_equal(gr__plan_env(&n, &p, 0, NULL, &e), GR_OK);
@@ -146,14 +146,14 @@ static void test_128_gpus_one_rank(void **state) {
   assert_string_equal(ri.gpus[127], "0000:97:00.0");
   free(b3);
   gr__envlist_free(&e);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   /* --gpus-per-rank 90 fits; more than the node has is refused */
   po.gpus_per_rank = 90;
-  assert_int_equal(gr__plan_compute(&n, 1, &po, &p), GR_OK);
+  assert_int_equal(gr__node_plan_compute(&n, 1, &po, &p), GR_OK);
   assert_int_equal(p.ranks[0].ngpus, 90);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   po.gpus_per_rank = 129;
-  assert_int_equal(gr__plan_compute(&n, 1, &po, &p), GR_ERR_INVALID);
+  assert_int_equal(gr__node_plan_compute(&n, 1, &po, &p), GR_ERR_INVALID);
   gr__node_free(&n);
 }
 
@@ -171,11 +171,11 @@ static void test_visible_all_128(void **state) {
   assert_int_equal(setenv("CUDA_VISIBLE_DEVICES", list, 1), 0);
   assert_int_equal(gr__visible_apply(&n, 1, 2, gr__real_getenv, NULL, &v), GR_OK);
   unsetenv("CUDA_VISIBLE_DEVICES");
-  gr__plan p;
-  gr__plan_opts po = {.vis = &v};
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_OK);
+  gr__node_plan p;
+  gr__node_plan_opts po = {.vis = &v};
+  assert_int_equal(gr__node_plan_compute(&n, 2, &po, &p), GR_OK);
   assert_int_equal(p.ranks[1].ngpus, 64);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   gr__visible_free(&v);
   free(list);
   gr__node_free(&n);
@@ -186,11 +186,11 @@ static void test_huge_local_size(void **state) {
   (void)state;
   gr__node n;
   assert_int_equal(gr__node_load(&n, xml_path), GR_OK);
-  gr__plan p;
-  gr__plan_opts po = {0};
+  gr__node_plan p;
+  gr__node_plan_opts po = {0};
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  assert_int_equal(gr__plan_compute(&n, 100000, &po, &p), GR_OK);
+  assert_int_equal(gr__node_plan_compute(&n, 100000, &po, &p), GR_OK);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   print_message("  planning 100000 local ranks: %.3f s\n",
                 (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
@@ -211,8 +211,8 @@ static void test_huge_local_size(void **state) {
   assert_int_equal(gr__plan_env(&n, &p, 99999, NULL, &e), GR_OK);
   assert_string_equal(env_of(&e, "GPURUN_LOCAL_RANK"), "99999");
   gr__envlist_free(&e);
-  gr__plan_free(&p);
-  assert_int_equal(gr__plan_compute(&n, (1 << 20) + 1, &po, &p), GR_ERR_INVALID);
+  gr__node_plan_free(&p);
+  assert_int_equal(gr__node_plan_compute(&n, (1 << 20) + 1, &po, &p), GR_ERR_INVALID);
   gr__node_free(&n);
 }
 

@@ -170,11 +170,11 @@ static char topo_dir[1024] = GR_TOPO_DIR;
 /* ---- one (topology, size, policy) ------------------------------------------------------- */
 static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__policy pol,
                       int smt) {
-  gr__plan_opts po = {.policy = pol, .smt = smt};
-  gr__plan p, p2;
+  gr__node_plan_opts po = {.policy = pol, .smt = smt};
+  gr__node_plan p, p2;
   print_message("  %s N=%d policy=%s%s\n", tc->file, N, gr__policy_name(pol), smt ? " smt" : "");
-  assert_int_equal(gr__plan_compute(node, N, &po, &p), GR_OK);
-  assert_int_equal(gr__plan_compute(node, N, &po, &p2), GR_OK);
+  assert_int_equal(gr__node_plan_compute(node, N, &po, &p), GR_OK);
+  assert_int_equal(gr__node_plan_compute(node, N, &po, &p2), GR_OK);
   hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(v->t);
   int C = hwloc_get_nbobjs_inside_cpuset_by_type(v->t, allowed, HWLOC_OBJ_CORE);
   int G = v->ngpus;
@@ -390,8 +390,8 @@ static void check_one(const topo_case *tc, view *v, gr__node *node, int N, gr__p
   }
   free(per_gpu);
   free(core_load);
-  gr__plan_free(&p);
-  gr__plan_free(&p2);
+  gr__node_plan_free(&p);
+  gr__node_plan_free(&p2);
 }
 
 static void test_every_topology(void **state) {
@@ -448,23 +448,23 @@ static void test_gpus_per_rank(void **state) {
   (void)state;
   gr__node n;
   load(&n, "mpibind-aws-g4dn-metal-8xT4.xml");
-  gr__plan p;
-  gr__plan_opts po = {.gpus_per_rank = 4};
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_OK);
+  gr__node_plan p;
+  gr__node_plan_opts po = {.gpus_per_rank = 4};
+  assert_int_equal(gr__node_plan_compute(&n, 2, &po, &p), GR_OK);
   /* 4 T4s per socket: each rank takes one socket's four */
   assert_int_equal(p.ranks[0].ngpus, 4);
   for (int i = 0; i < 4; i++)
     assert_int_equal(n.gpus[p.ranks[0].gpu[i]].index, i);
   for (int i = 0; i < 4; i++)
     assert_int_equal(n.gpus[p.ranks[1].gpu[i]].index, 4 + i);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   po.gpus_per_rank = 9;
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_ERR_INVALID);
+  assert_int_equal(gr__node_plan_compute(&n, 2, &po, &p), GR_ERR_INVALID);
   assert_non_null(strstr(gr_last_error(), "--gpus-per-rank 9"));
   /* ranks per GPU: 8 ranks, 4 per GPU -> 2 GPUs, one per socket, MPS at 25% */
   po.gpus_per_rank = 0;
   po.ranks_per_gpu = 4;
-  assert_int_equal(gr__plan_compute(&n, 8, &po, &p), GR_OK);
+  assert_int_equal(gr__node_plan_compute(&n, 8, &po, &p), GR_OK);
   assert_int_equal(n.gpus[p.ranks[0].gpu[0]].index, 0);
   assert_int_equal(n.gpus[p.ranks[7].gpu[0]].index, 4);
   assert_int_equal(p.ranks[0].sharers, 4);
@@ -482,9 +482,9 @@ static void test_gpus_per_rank(void **state) {
   assert_int_equal(gr__plan_env(&n, &p, 5, &o, &e), GR_OK);
   assert_string_equal(env_of(&e, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=2048M");
   gr__envlist_free(&e);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   po.ranks_per_gpu = 1;
-  assert_int_equal(gr__plan_compute(&n, 9, &po, &p), GR_ERR_INVALID);
+  assert_int_equal(gr__node_plan_compute(&n, 9, &po, &p), GR_ERR_INVALID);
   gr__node_free(&n);
 }
 
@@ -497,14 +497,14 @@ static void test_restrict_visible(void **state) {
   assert_int_equal(n.ngpus, 2);
   assert_int_equal(n.gpus[0].index, 1); /* the node-wide ordinal stays */
   assert_int_equal(n.gpus[1].index, 5);
-  gr__plan p;
-  gr__plan_opts po = {0};
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_OK);
+  gr__node_plan p;
+  gr__node_plan_opts po = {0};
+  assert_int_equal(gr__node_plan_compute(&n, 2, &po, &p), GR_OK);
   gr__envlist e;
   assert_int_equal(gr__plan_env(&n, &p, 1, NULL, &e), GR_OK);
   assert_string_equal(env_of(&e, "CUDA_VISIBLE_DEVICES"), "5");
   gr__envlist_free(&e);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   gr__node_free(&n);
   load(&n, "mpibind-aws-g4dn-metal-8xT4.xml");
   assert_int_equal(gr__node_restrict(&n, "GPU-1234", note, sizeof note), 0);
@@ -538,9 +538,9 @@ static void test_bmc_display(void **state) {
   assert_int_equal(n.nskipped, 1);
   assert_non_null(strstr(n.skipped[0], "ignoring PCI 0000:01:03.0 (ATI ES1000 1002:515e)"));
   assert_non_null(strstr(n.skipped[0], "server-management display, not a GPU"));
-  gr__plan p;
-  gr__plan_opts po = {0};
-  assert_int_equal(gr__plan_compute(&n, 3, &po, &p), GR_OK);
+  gr__node_plan p;
+  gr__node_plan_opts po = {0};
+  assert_int_equal(gr__node_plan_compute(&n, 3, &po, &p), GR_OK);
   const char *bus[] = {"0000:06:00.0", "0000:11:00.0", "0000:14:00.0"}, *ord[] = {"0", "1", "2"};
   for (int r = 0; r < 3; r++) { /* every real GPU used, once, under its CUDA ordinal */
     assert_int_equal(p.ranks[r].ngpus, 1);
@@ -551,14 +551,14 @@ static void test_bmc_display(void **state) {
     assert_null(env_of(&e, "ROCR_VISIBLE_DEVICES"));
     gr__envlist_free(&e);
   }
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   gr__node_free(&n);
   /* 96 cores on 4 NUMA nodes, no GPU: 24 ranks spread 6 to a node, none told of a GPU */
   load(&n, "hwloc-96em64t-x3950m2-es1000.xml");
   assert_int_equal(n.ngpus, 0);
   assert_int_equal(n.nskipped, 1);
   assert_non_null(strstr(n.skipped[0], "PCI 0000:01:00.0 (ATI ES1000 1002:515e)"));
-  assert_int_equal(gr__plan_compute(&n, 24, &po, &p), GR_OK);
+  assert_int_equal(gr__node_plan_compute(&n, 24, &po, &p), GR_OK);
   int per_numa[4] = {0};
   for (int r = 0; r < 24; r++) {
     assert_int_equal(p.ranks[r].ngpus, 0);
@@ -574,7 +574,7 @@ static void test_bmc_display(void **state) {
   }
   for (int k = 0; k < 4; k++)
     assert_int_equal(per_numa[k], 6);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   gr__node_free(&n);
   load(&n, "hwloc-8em64t-nonodesets-es1000.xml");
   assert_int_equal(n.ngpus, 0);
@@ -631,9 +631,9 @@ static void test_no_gpu_and_policies(void **state) {
   char note[200];
   assert_int_equal(gr__node_restrict(&n, "", note, sizeof note), 0);
   assert_int_equal(n.ngpus, 0);
-  gr__plan p;
-  gr__plan_opts po = {0};
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_OK);
+  gr__node_plan p;
+  gr__node_plan_opts po = {0};
+  assert_int_equal(gr__node_plan_compute(&n, 2, &po, &p), GR_OK);
   assert_int_equal(p.ranks[0].ngpus, 0);
   assert_int_equal(hwloc_bitmap_weight(p.ranks[0].cpuset) + hwloc_bitmap_weight(p.ranks[1].cpuset),
                    36);
@@ -642,24 +642,24 @@ static void test_no_gpu_and_policies(void **state) {
   assert_int_equal(gr__plan_env(&n, &p, 0, NULL, &e), GR_OK);
   assert_null(env_of(&e, "CUDA_VISIBLE_DEVICES"));
   gr__envlist_free(&e);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   gr__node_free(&n);
   /* Pascal: both GPUs on socket 0. closest leaves socket 1 idle; spread uses every core */
   load(&n, "mpibind-pascal-2xP100.xml");
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_OK);
+  assert_int_equal(gr__node_plan_compute(&n, 2, &po, &p), GR_OK);
   assert_int_equal(hwloc_bitmap_weight(p.ranks[0].cpuset) + hwloc_bitmap_weight(p.ranks[1].cpuset),
                    18);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   po.policy = GR__POLICY_SPREAD;
-  assert_int_equal(gr__plan_compute(&n, 2, &po, &p), GR_OK);
+  assert_int_equal(gr__node_plan_compute(&n, 2, &po, &p), GR_OK);
   assert_int_equal(hwloc_bitmap_weight(p.ranks[0].cpuset) + hwloc_bitmap_weight(p.ranks[1].cpuset),
                    36);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   /* 20 ranks on 18 cores next to the GPUs: two borrow socket 1's cores, with a warning */
   po.policy = GR__POLICY_CLOSEST;
-  assert_int_equal(gr__plan_compute(&n, 20, &po, &p), GR_OK);
+  assert_int_equal(gr__node_plan_compute(&n, 20, &po, &p), GR_OK);
   assert_true(p.nwarn >= 1);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   gr__node_free(&n);
 }
 
@@ -677,9 +677,9 @@ static void test_partitioned(void **state) {
     assert_int_equal(n.gpus[g].index, g);
   }
   assert_int_equal(n.gpus[2].partition, 2);
-  gr__plan p;
-  gr__plan_opts po = {0};
-  assert_int_equal(gr__plan_compute(&n, 6, &po, &p), GR_OK);
+  gr__node_plan p;
+  gr__node_plan_opts po = {0};
+  assert_int_equal(gr__node_plan_compute(&n, 6, &po, &p), GR_OK);
   for (int r = 0; r < 6; r++) {
     assert_int_equal(p.ranks[r].ngpus, 1);
     assert_int_equal(n.gpus[p.ranks[r].gpu[0]].index, r);
@@ -697,7 +697,7 @@ static void test_partitioned(void **state) {
   assert_string_equal(env_of(&e, "ROCR_VISIBLE_DEVICES"), "2");
   assert_null(env_of(&e, "CUDA_VISIBLE_DEVICES"));
   gr__envlist_free(&e);
-  gr__plan_free(&p);
+  gr__node_plan_free(&p);
   gr__node_free(&n);
 }
 

@@ -103,7 +103,7 @@ static void node_put(gr__node *n) {
 /* Plans local task `rank` of `size` under env; returns its plan row's status. */
 typedef struct {
   gr__node node;
-  gr__plan plan;
+  gr__node_plan plan;
   gr__envlist env;
   char err[1024]; /* the sentence of the failing step */
   gr_status st;
@@ -118,8 +118,8 @@ static void run(run_t *r, const char *file, int rank, int size, fake_env *env) {
     snprintf(r->err, sizeof r->err, "%s", gr_last_error());
     return;
   }
-  gr__plan_opts po = {.vis = &vis};
-  r->st = gr__plan_compute(&r->node, size, &po, &r->plan);
+  gr__node_plan_opts po = {.vis = &vis};
+  r->st = gr__node_plan_compute(&r->node, size, &po, &r->plan);
   gr__visible_free(&vis);
   assert_int_equal(r->st, GR_OK);
   assert_int_equal(gr__plan_env(&r->node, &r->plan, rank, NULL, &r->env), GR_OK);
@@ -127,7 +127,7 @@ static void run(run_t *r, const char *file, int rank, int size, fake_env *env) {
 
 static void run_free(run_t *r) {
   gr__envlist_free(&r->env);
-  if (r->plan.ranks) gr__plan_free(&r->plan);
+  if (r->plan.ranks) gr__node_plan_free(&r->plan);
   node_put(&r->node);
 }
 
@@ -436,8 +436,8 @@ static void test_visible_modes(void **state) {
     node_get(&r.node, T4);
     gr__visible vis;
     assert_int_equal(gr__visible_apply(&r.node, 1, 3, fake_get, &e, &vis), GR_OK);
-    gr__plan_opts po = {.vis = &vis};
-    assert_int_equal(gr__plan_compute(&r.node, 3, &po, &r.plan), GR_OK);
+    gr__node_plan_opts po = {.vis = &vis};
+    assert_int_equal(gr__node_plan_compute(&r.node, 3, &po, &r.plan), GR_OK);
     gr__visible_free(&vis);
     o.visible = m;
     o.gpu_mem_limit = 1ull << 30;
@@ -457,8 +457,8 @@ static void test_visible_modes(void **state) {
     node_get(&r.node, T4);
     gr__visible vis;
     assert_int_equal(gr__visible_apply(&r.node, 1, 4, fake_get, &e2, &vis), GR_OK);
-    gr__plan_opts po = {.vis = &vis};
-    assert_int_equal(gr__plan_compute(&r.node, 4, &po, &r.plan), GR_OK);
+    gr__node_plan_opts po = {.vis = &vis};
+    assert_int_equal(gr__node_plan_compute(&r.node, 4, &po, &r.plan), GR_OK);
     gr__visible_free(&vis);
     o.visible = m;
     o.gpu_mem_limit = 0;

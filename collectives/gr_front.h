@@ -1,0 +1,96 @@
+/* What the files of the collectives front end share (calls.c, validate.c, run.c, refuse.c,
+ * fused.c, request.c, group.c): nothing outside the front end includes it. */
+#ifndef GR_FRONT_H
+#define GR_FRONT_H
+
+#include "gr_coll.h"
+#include "gr_flight.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Whether a call of kind k involves every rank of its communicator (not point to point). */
+static inline int is_collective(gr__kind k) { return k != GR__SEND && k != GR__RECV; }
+
+/* How a refusal reaches the other ranks without check mode (gr__refusal_route, refuse.c). */
+enum { ROUTE_NONE, ROUTE_CALL, ROUTE_AGREE, ROUTE_VERDICT /* ROUTE_AGREE, never in band */ };
+
+/* The call as the user made it (what records, counters and sentences show). */
+static inline const gr__call *shown(const gr__call *k) { return k->fe_shown ? k->fe_shown : k; }
+static inline size_t shown_count(const gr__call *k) { return shown(k)->count; }
+
+#define CALL_INIT(kind_, comm_)                                                                    \
+  { .kind = (kind_), .comm = (comm_), .root = -1, .flight_slot = -1 }
+
+/* ---- argument checks and check mode (validate.c) --------------------------------------------- */
+
+/* kind GR__NKINDS: the summary of one rank's group on one communicator (count = number of
+ * collectives, hash over their fingerprints in order, bad = any of its calls refused). */
+#define KIND_GROUP GR__NKINDS
+typedef struct {
+  uint64_t seq, count, hash;
+  int32_t kind, dtype, op, root, inplace, bad;
+} fingerprint;
+
+/* One exchange in flight: everybody's fingerprints, then this rank's at all[size] (on the heap:
+ * after a timeout MPI may still read or write them, so they are abandoned, not freed). */
+typedef struct {
+  fingerprint *all;
+  MPI_Request req;
+  int rc;
+} exchange;
+
+gr_status gr__validate(const char *fn, gr__call *k);
+int32_t gr__inplace_form(const gr__call *k);
+fingerprint gr__fingerprint_of(const gr__call *k, gr_status bad);
+uint64_t gr__fnv(uint64_t h, uint64_t x);
+gr_status gr__exchange_post(const char *fn, gr_comm *c, exchange *x, fingerprint f);
+gr_status gr__exchange_verdict(const char *fn, gr_comm *c, exchange *x, gr_status bad);
+gr_status gr__exchange_fingerprint(const char *fn, gr__call *k, gr_status bad);
+
+/* ---- execution and the one progress loop (run.c) --------------------------------------------- */
+
+/* How a path words its outcomes (the sentences each path has always given). */
+typedef struct {
+  const char *fn;
+  const char *timeout_what; /* "" (a call, a request) or "grouped" */
+  int name_backend;         /* failure sentences name the backend (single calls and requests) */
+  int backend_timeout;      /* a backend's own GR_ERR_TIMEOUT is this call's timeout (blocking) */
+} loop_style;
+
+void gr__abandon(void *p);
+void gr__begin(gr__call *k);
+void gr__end_share(gr__call *k, gr__flight_state fs, double t0, double share);
+gr_status gr__timed_out(const char *fn, gr__call *k, const char *what);
+gr_status gr__settle(const loop_style *y, gr__call *k, gr_status st, double t0, double share,
+                     int say);
+gr_status gr__progress(const loop_style *y, gr__call *k, size_t n, int *done, double t0,
+                       double deadline, double share, gr_status first);
+gr_status gr__run_one(const char *fn, gr__call *k, int checked);
+
+/* ---- refusals without check mode (refuse.c) -------------------------------------------------- */
+
+int gr__refusal_route(const gr__call *k);
+void gr__own_sentence(char *buf, size_t len, const char *fn);
+int gr__verdict_word(const gr_comm *c, int arg);
+gr_status gr__verdict_fail(const char *fn, const gr_comm *c, int all, const char *what);
+gr_status gr__agree_call(const char *fn, gr__call *k, int arg);
+int gr__inband(const gr__call *k);
+size_t gr__inband_bytes(const gr__call *k);
+void gr__inband_pack(const gr__call *k, int arg, unsigned char *p, gr__call *j);
+int gr__inband_clear(const gr__call *j);
+gr_status gr__run_inband(const char *fn, gr__call *k, int arg);
+gr_status gr__join_refused(const char *fn, gr__call *k, gr_status bad, int route);
+
+/* ---- non-blocking requests (request.c) ------------------------------------------------------- */
+
+gr_status gr__request_start(const char *fn, gr__call *k, gr_request **out);
+
+/* ---- groups (group.c) ------------------------------------------------------------------------ */
+
+/* How deep this thread is inside gr_group_start/gr_group_end (0: not in a group). */
+int gr__group_depth(void);
+/* Queue a copy of k for this thread's gr_group_end. */
+gr_status gr__group_queue(const char *fn, const gr__call *k);
+
+#endif

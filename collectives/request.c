@@ -1,0 +1,446 @@
+/* Non-blocking requests: a request's start, the communicator's FIFO of data calls that wait for
+ * their verdict, the verdicts (deferred or in band), gr_test and gr_wait. */
+#include "gr_front.h"
+
+#include "gr_dtype.h"
+#include "gr_error.h"
+#include "gr_flight.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- non-blocking requests -------------------------------------------------------------- */
+
+/* A request's start never waits for the other ranks: a non-blocking collective is local (MPI's
+ * rule, and programs that post, then exchange point to point, then wait rely on it). How a refusal
+ * reaches the others (coll.h, Errors):
+ * - the shared-memory descriptor (ROUTE_CALL) and check mode (whose fingerprint exchange makes the
+ *   start collective) as for blocking calls: the refusing rank's start returns GR_ERR_INVALID at
+ *   once, the others' requests fail at their start (check mode) or their wait;
+ * - the MPI algorithms (ROUTE_AGREE): the start returns a request on every rank, the refusing
+ *   rank's included, and every rank's wait returns GR_ERR_INVALID naming the lowest refusing rank
+ *   and argument. Two forms, chosen from what every rank knows alike:
+ *     in band   (allreduces that gr__inband() takes: up to 64 KiB on host buffers) as
+ *               gr__run_inband: the data call runs at once on a copy (pack) with one more element,
+ *               the refusal flag (a refusing rank contributes zeros and the flag); the result is
+ *               copied to recv when the flag is clear. No extra round. After a refusal every rank
+ *               sends its verdict word to every other point to point over c->req_mpi, tagged with
+ *               the request's in-band number (no collective: the ranks get there in the order they
+ *               wait, which may differ), and the MAX names the lowest refusing rank;
+ *     deferred  (everything else) the start posts the 4-byte verdict, MPI_Iallreduce (MAX) on
+ *               c->req_mpi, and the data call is posted once the verdict is in and clear, not at
+ *               all otherwise: one more 4-byte round before the data, paid inside the wait. The
+ *               verdicts have a communicator of their own because they are posted at the starts
+ *               while the data calls are posted later, from inside other calls: each keeps one
+ *               order on every rank that way.
+ * Data calls are posted in start order on every rank: c's FIFO (defer_head) holds the requests not
+ * yet posted, only its head may post, and a request started while it is not empty queues behind it
+ * whatever its route. Every blocking call, group, gr_allreduce_multi and gr_comm_split on c drains
+ * it first (gr__requests_drain), so that they follow the requests' data calls on every rank. The
+ * request's deadline, from its start, covers the verdict. */
+enum { REQ_QUEUED, REQ_POSTED };
+
+struct gr_request {
+  gr__call k;    /* the backend keeps state in here: a request never moves once started */
+  gr__call user; /* in band: the call as the user made it (k is its in-band form) */
+  const char *fn;
+  double t0, deadline;
+  struct gr_request *next; /* in c's FIFO while REQ_QUEUED */
+  int state;
+  gr_status bad;       /* this rank's own refusal (GR_ERR_INVALID), its sentence in own */
+  int arg;             /* this rank's refusal (gr__arg), GR__ARG_NONE */
+  int verdict;         /* deferred: a verdict was posted; v[1] is everyone's once vdone */
+  int vdone;           /* v[1] is in (-1: the MPI call failed) */
+  int *v;              /* v[0] this rank's word, v[1] the MAX: heap, abandoned if never in */
+  MPI_Request vreq;    /* the verdict's MPI_Iallreduce */
+  unsigned char *pack; /* in band: the data call's buffer (inband_bytes); NULL otherwise */
+  _Alignas(16) unsigned char small[64]; /* pack when it fits: no allocation for small calls */
+  uint64_t no;   /* in band: the communicator's in-band request number (the naming tag) */
+  int naming;    /* in band, a rank refused: the words are being exchanged (names_in) */
+  int names_err; /* that exchange failed (out of memory, MPI) */
+  int *names;    /* every rank's verdict word by rank; names[size] is this rank's sent one */
+  MPI_Request *name_reqs;
+  int nname_reqs;
+  int data_done; /* the data call finished, failed to post, or is never posted */
+  gr_status data_st;
+  char own[GR__ERRLEN];      /* this rank's own refusal, after "rank R: fn: " */
+  char post_err[GR__ERRLEN]; /* the backend's detail of a failed post, for the wait's sentence */
+};
+
+static void end(gr__call *k, gr__flight_state fs, double t0) { gr__end_share(k, fs, t0, 1.0); }
+
+static void defer_push(gr_comm *c, gr_request *q) {
+  q->next = NULL;
+  if (c->defer_tail)
+    c->defer_tail->next = q;
+  else
+    c->defer_head = q;
+  c->defer_tail = q;
+}
+
+static void defer_unlink(gr_comm *c, gr_request *q) {
+  gr_request *prev = NULL, *p = c->defer_head;
+  while (p && p != q)
+    prev = p, p = p->next;
+  if (!p) return;
+  if (prev)
+    prev->next = q->next;
+  else
+    c->defer_head = q->next;
+  if (c->defer_tail == q) c->defer_tail = prev;
+  q->next = NULL;
+}
+
+/* 1 once q needs no verdict or its verdict is in. Never blocks. (Plain MPI_Test: one MPI_INT on
+ * every rank cannot fail the way gr__mpi_test guards against.) */
+static int verdict_in(gr_request *q) {
+  if (!q->verdict || q->vdone) return 1;
+  int flag = 0;
+  if (MPI_Test(&q->vreq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) q->v[1] = -1, flag = 1;
+  q->vdone = flag;
+  return flag;
+}
+
+/* In band, after a refusal: this rank's word to every other rank, theirs from every other. */
+static void names_start(gr_request *q) {
+  gr_comm *c = q->k.comm;
+  int P = c->size, n = 0;
+  q->naming = 1;
+  q->names = malloc(sizeof *q->names * ((size_t)P + 1));
+  q->name_reqs = malloc(sizeof *q->name_reqs * 2 * (size_t)P);
+  if (!q->names || !q->name_reqs) {
+    q->names_err = 1;
+    return;
+  }
+  int *ub = NULL, has = 0;
+  MPI_Comm_get_attr(c->req_mpi, MPI_TAG_UB, &ub, &has);
+  int tag = (int)(q->no % (uint64_t)(has && ub && *ub > 0 ? *ub : 32767));
+  q->names[P] = gr__verdict_word(c, q->arg);
+  for (int r = 0; r < P; r++) {
+    q->names[r] = r == c->rank ? q->names[P] : 0;
+    if (r == c->rank) continue;
+    if (MPI_Irecv(&q->names[r], 1, MPI_INT, r, tag, c->req_mpi, &q->name_reqs[n]) == MPI_SUCCESS)
+      n++;
+    else
+      q->names_err = 1;
+    if (MPI_Isend(&q->names[P], 1, MPI_INT, r, tag, c->req_mpi, &q->name_reqs[n]) == MPI_SUCCESS)
+      n++;
+    else
+      q->names_err = 1;
+  }
+  q->nname_reqs = n;
+}
+
+/* 1 once the words are in (or the exchange failed). Never blocks. */
+static int names_in(gr_request *q) {
+  if (!q->naming) names_start(q);
+  if (!q->names || !q->name_reqs) return 1;
+  int flag = 0;
+  if (MPI_Testall(q->nname_reqs, q->name_reqs, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+    q->names_err = flag = 1;
+  if (flag) q->nname_reqs = 0;
+  return flag;
+}
+
+static void post_data(gr_request *q) {
+  gr__call *k = &q->k;
+  gr_comm *c = k->comm;
+  q->state = REQ_POSTED;
+  if (q->verdict && q->v[1] != 0) { /* refused somewhere: nobody posts it */
+    q->data_done = 1;
+    return;
+  }
+  k->blocking_ok = 0;
+  c->err[0] = '\0';
+  int done = 0;
+  gr_status st = c->ops->post(k, &done);
+  if (st != GR_OK) snprintf(q->post_err, sizeof q->post_err, "%s", c->err);
+  q->data_done = done || st != GR_OK;
+  q->data_st = st;
+}
+
+/* Post the data calls of c's FIFO, oldest first, up to the first whose verdict is not in (a
+ * deferred one; the others post at once). Never blocks. */
+static void defer_advance(gr_comm *c) {
+  gr_request *q;
+  while ((q = c->defer_head)) {
+    if (!verdict_in(q)) return;
+    c->defer_head = q->next;
+    if (!c->defer_head) c->defer_tail = NULL;
+    q->next = NULL;
+    post_data(q);
+  }
+}
+
+gr_status gr__requests_drain(const char *fn, gr_comm *c) {
+  for (unsigned spin = 0; c->defer_head; spin++) {
+    defer_advance(c);
+    gr_request *q = c->defer_head;
+    if (!q) break;
+    if (c->aborted) return gr__check_alive(fn, c);
+    if ((spin & 15) == 15) {
+      if (q->deadline > 0 && gr__mono_now() > q->deadline) {
+        c->err[0] = '\0'; /* q's own wait then returns GR_ERR_ABORTED */
+        return gr__timed_out(fn, &q->k, "the agreement on the arguments of the pending request");
+      }
+      gr__flight_poll();
+    }
+  }
+  return GR_OK;
+}
+
+/* Release q; buffers MPI may still write (a verdict not in, a data call not finished) are
+ * abandoned rather than freed. */
+static void request_free(gr_request *q) {
+  if (q->v) {
+    if (q->verdict && !q->vdone)
+      gr__abandon(q->v);
+    else
+      free(q->v);
+  }
+  int keep = 0; /* q itself holds the pack MPI may still write */
+  if (q->pack) {
+    if (q->state != REQ_POSTED || q->data_done)
+      free(q->pack == q->small ? NULL : q->pack);
+    else if (q->pack == q->small)
+      keep = 1;
+    else
+      gr__abandon(q->pack);
+  }
+  if (q->names) {
+    if (q->nname_reqs)
+      gr__abandon(q->names); /* its receives may still complete */
+    else
+      free(q->names);
+  }
+  free(q->name_reqs);
+  if (keep)
+    gr__abandon(q);
+  else
+    free(q);
+}
+
+/* Data call and verdict are in: the outcome. A refusal anywhere (all ranks see the same verdict)
+ * ends the request as a refused blocking call ends: GR_ERR_INVALID, not counted, recv untouched. */
+static gr_status request_outcome(gr_request *q) {
+  gr__call *k = &q->k;
+  gr_comm *c = k->comm;
+  int all = q->verdict ? q->v[1] : 0;
+  if (q->naming) {
+    for (int r = 0; r < c->size && !q->names_err; r++)
+      all = q->names[r] > all ? q->names[r] : all;
+    if (q->names_err) all = -1;
+  }
+  if (q->naming && all == 0) {
+    end(k, GR__FL_FAILED, q->t0);
+    return gr__fail(GR_ERR_INTERNAL, q->fn, "a refusal was signalled but not agreed");
+  }
+  if (all != 0) {
+    gr_status st;
+    if (all < 0)
+      st = gr__fail(GR_ERR_MPI, q->fn, "the agreement on the arguments: MPI_Iallreduce failed");
+    else if (q->bad != GR_OK)
+      st = gr__fail(q->bad, q->fn, "%s", q->own);
+    else {
+      char what[96];
+      snprintf(what, sizeof what, "%s(count=%zu)", gr__kind_name(shown(k)->kind), shown_count(k));
+      st = gr__verdict_fail(q->fn, c, all, what);
+    }
+    if (all > 0) k->fe_refused = all & 0xff; /* not a call anyone made: no counters */
+    end(k, GR__FL_FAILED, q->t0);
+    return st;
+  }
+  const loop_style y = {q->fn, "", 1, 0};
+  if (q->data_st != GR_OK) {
+    snprintf(c->err, sizeof c->err, "%s", q->post_err);
+    return gr__settle(&y, k, q->data_st, q->t0, 1.0, 1);
+  }
+  if (q->pack && q->user.count)
+    memcpy(q->user.recv, q->pack, q->user.count * gr__dtype_size(q->user.dtype));
+  return gr__settle(&y, k, GR_OK, q->t0, 1.0, 1);
+}
+
+static gr_status request_timeout(gr_request *q) {
+  gr__call *k = &q->k;
+  gr_comm *c = k->comm;
+  const char *what = "";
+  if (q->state == REQ_QUEUED) {
+    defer_unlink(c, q);
+    what = "the agreement on the arguments before";
+  } else if (!q->data_done) {
+    c->ops->forget(k);
+  } else {
+    what = "the agreement on the arguments of";
+  }
+  end(k, GR__FL_TIMEOUT, q->t0);
+  return gr__timed_out(q->fn, k, what);
+}
+
+/* Start k as a request in *out; unret (GR_OK, or why this rank cannot hand out a request, its
+ * sentence recorded and k->fe_refused set) makes it a refusal whatever gr__validate says. */
+static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr_status unret) {
+  gr_comm *c = k->comm;
+  gr_status bad = unret != GR_OK ? unret : gr__validate(fn, k);
+  int route = gr__refusal_route(k);
+  int agree = route == ROUTE_AGREE && c->req_mpi != MPI_COMM_NULL;
+  if (bad != GR_OK && !agree) {
+    if (c->check) return gr__exchange_fingerprint(fn, k, bad);
+    if (route != ROUTE_CALL) return bad;
+    char own[GR__ERRLEN];
+    gr__own_sentence(own, sizeof own, fn);
+    GR_CHECK(gr__requests_drain(fn, c)); /* the refusing rank's descriptor-only call is blocking */
+    gr__fail(bad, fn, "%s", own);
+    return gr__join_refused(fn, k, bad, ROUTE_CALL);
+  }
+  gr_request *q = calloc(1, sizeof *q);
+  if (!q) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
+  if (bad != GR_OK) gr__own_sentence(q->own, sizeof q->own, fn);
+  gr__flight_poll();
+  if (c->check) {
+    gr_status st = gr__exchange_fingerprint(fn, k, GR_OK);
+    if (st != GR_OK) {
+      free(q);
+      return st;
+    }
+  }
+  q->k = *k;
+  q->fn = fn;
+  q->bad = bad;
+  q->vreq = MPI_REQUEST_NULL;
+  q->state = REQ_QUEUED;
+  int arg = bad == GR_OK ? GR__ARG_NONE : k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS;
+  q->arg = arg;
+  if (agree && gr__inband(k)) {
+    size_t bytes = gr__inband_bytes(k);
+    q->pack = bytes <= sizeof q->small ? q->small : malloc(bytes);
+    if (!q->pack) {
+      free(q);
+      return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", bytes);
+    }
+    q->user = *k;
+    gr__inband_pack(&q->user, arg, q->pack, &q->k);
+    q->no = c->req_inband++;
+  }
+  k = &q->k;
+  k->fe_request = 1;
+  k->fe_refused = GR__ARG_NONE; /* the backend posts this call with its data (or a copy) */
+  if (agree && !q->pack) {
+    q->v = malloc(2 * sizeof *q->v);
+    if (!q->v) {
+      free(q);
+      return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
+    }
+    q->v[0] = gr__verdict_word(c, arg);
+    q->v[1] = 0;
+    if (MPI_Iallreduce(&q->v[0], &q->v[1], 1, MPI_INT, MPI_MAX, c->req_mpi, &q->vreq) !=
+        MPI_SUCCESS) {
+      free(q->v), free(q);
+      return gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
+    }
+    q->verdict = 1;
+  }
+  gr__begin(k);
+  q->t0 = gr__mono_now();
+  q->deadline = c->timeout_s > 0 ? q->t0 + c->timeout_s : 0.0;
+  if (c->defer_head) defer_advance(c);
+  if (c->defer_head || q->verdict) {
+    defer_push(c, q);
+  } else {
+    post_data(q);
+    if (q->data_st != GR_OK) { /* nothing else in flight: fail the start */
+      const loop_style y = {fn, "", 1, 0};
+      snprintf(c->err, sizeof c->err, "%s", q->post_err);
+      gr_status st = gr__settle(&y, k, q->data_st, q->t0, 1.0, 1);
+      request_free(q);
+      return st;
+    }
+  }
+  __atomic_add_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
+  *out = q;
+  return GR_OK;
+}
+
+/* A rank that cannot hand out a request (req NULL, or the call inside a group) is a refusing rank
+ * like any other: the others started theirs and wait for its part, so it starts one of its own as
+ * a refusal and waits for it here, then returns its own error (the others' waits name it). */
+gr_status gr__request_start(const char *fn, gr__call *k, gr_request **out) {
+  if (out) *out = NULL;
+  GR_CHECK(gr__check_alive(fn, k->comm));
+  gr_status unret = GR_OK;
+  if (!out) {
+    unret = gr__fail(GR_ERR_INVALID, fn, "req is NULL");
+    k->fe_refused = GR__ARG_REQ;
+  } else if (gr__group_depth() > 0) {
+    unret = gr__fail(GR_ERR_STATE, fn, "non-blocking calls cannot be part of a group");
+    k->fe_refused = GR__ARG_GROUPED;
+  }
+  gr_request *q = NULL;
+  gr_status st = begin_request(fn, k, &q, unret);
+  if (unret == GR_OK) {
+    *out = q;
+    return st;
+  }
+  return st == GR_OK && q ? gr_wait(&q) : st;
+}
+
+GR_API gr_status gr_test(gr_request **req, int *done) {
+  static const char fn[] = "gr_test";
+  if (!req || !*req || !done) return gr__fail(GR_ERR_INVALID, fn, "req, *req or done is NULL");
+  gr_request *q = *req;
+  gr__call *k = &q->k;
+  gr_comm *c = k->comm;
+  *done = 0;
+  gr_status st = GR_OK;
+  if (c->aborted) {
+    if (q->state == REQ_QUEUED)
+      defer_unlink(c, q);
+    else if (!q->data_done)
+      c->ops->forget(k);
+    end(k, GR__FL_FAILED, q->t0);
+    st = gr__fail(GR_ERR_ABORTED, q->fn, "communicator %s was aborted before %s #%llu finished",
+                  c->id, gr__kind_name(shown(k)->kind), (unsigned long long)k->seq);
+  } else {
+    if (c->defer_head) defer_advance(c);
+    if (q->state == REQ_POSTED && !q->data_done) {
+      int d = 0;
+      c->err[0] = '\0';
+      gr_status s = c->ops->test(k, &d);
+      if (s != GR_OK) snprintf(q->post_err, sizeof q->post_err, "%s", c->err);
+      q->data_done = d || s != GR_OK;
+      q->data_st = s;
+    }
+    int ready = q->state == REQ_POSTED && q->data_done && verdict_in(q);
+    if (ready && q->pack && q->data_st == GR_OK && !gr__inband_clear(&q->k))
+      ready = names_in(q); /* a rank refused: which? */
+    /* Waiting for others' words (or a verdict) here, this rank must still move the calls that
+     * only their owner's tests move: another rank may wait inside one of them before it gets to
+     * this request (gpurun's own allreduces; a small broadcast travels as one). */
+    if (!ready && (q->state != REQ_POSTED || q->data_done) && c->ops->progress) c->ops->progress(c);
+    if (ready) {
+      st = request_outcome(q);
+    } else if (q->deadline > 0 && gr__mono_now() > q->deadline) {
+      st = request_timeout(q);
+    } else {
+      gr__flight_poll();
+      return GR_OK; /* still running */
+    }
+  }
+  *done = 1;
+  __atomic_sub_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
+  request_free(q);
+  *req = NULL;
+  return st;
+}
+
+GR_API gr_status gr_wait(gr_request **req) {
+  if (!req || !*req) return gr__fail(GR_ERR_INVALID, "gr_wait", "req or *req is NULL");
+  (*req)->k.fe_waiting = 1; /* the backend may work at full speed and sleep (gr_coll.h) */
+  int done = 0;
+  gr_status st;
+  do
+    st = gr_test(req, &done);
+  while (!done && st == GR_OK);
+  return st;
+}

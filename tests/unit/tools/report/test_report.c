@@ -1,0 +1,275 @@
+/* gpurun-report's pieces on fixture jobs whose answers were worked out by hand, plus the round trip
+ * from the supervisor's CSV into the report. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gr_supervise.h"
+#include "gr_json_read.h"
+#include "gr_report.h"
+
+#define FIX GR_REPORT_FIXTURES
+
+static const gr__rpt_series *find(const gr__rpt_job *j, int local_rank, const char *gpu) {
+  for (int i = 0; i < j->ns; i++)
+    if (j->s[i].local_rank == local_rank && !strcmp(j->s[i].gpu, gpu)) return &j->s[i];
+  return NULL;
+}
+
+static void test_integrate(void **state) {
+  (void)state;
+  double t[] = {0, 1, 3, 4};
+  double y[] = {10, 20, NAN, 40};
+  /* 0..1: (10+20)/2 = 15; the NAN point is skipped: 1..4 joined directly: (20+40)/2*3 = 90. */
+  assert_float_equal(gr__rpt_integrate(t, y, 4), 105.0, 1e-9);
+  assert_float_equal(gr__rpt_integrate(t, y, 1), 0.0, 1e-12);
+}
+
+static void test_gpu_job(void **state) {
+  (void)state;
+  gr__rpt_job j;
+  assert_int_equal(gr__rpt_load(FIX "/gpu_job", &j), GR_OK);
+  gr__rpt_summarize(&j);
+  assert_int_equal(j.ns, 2);
+  const gr__rpt_series *a = find(&j, 0, "0000:17:00.0"), *b = find(&j, 1, "0000:65:00.0");
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_int_equal(a->n, 4);
+  assert_int_equal(b->n, 5); /* the cut sixth line is ignored */
+  /* Rank 0 by hand: power 100,200,200 at t=0,1,2 (last empty): (100+200)/2 + (200+200)/2 = 350 J.
+   */
+  assert_float_equal(a->energy_j, 350.0, 1e-9);
+  assert_float_equal(a->util_mean, (50 + 100 + 0 + 10) / 4.0, 1e-9);
+  assert_float_equal(a->util_max, 100.0, 1e-9);
+  assert_float_equal(a->mem_peak, 3000.0, 1e-9);
+  assert_float_equal(a->temp_max, 70.0, 1e-9);
+  assert_true(a->throttle_any == 0x4);
+  assert_float_equal(a->ecc_max, 1.0, 1e-9);
+  assert_float_equal(a->cpu_mean, 40.0, 1e-9);
+  assert_float_equal(a->rss_peak, 600.0, 1e-9);
+  /* Rank 1: 300 W for 4 s = 1200 J; the cut line's 900 W and 9999 MiB must not count. */
+  assert_float_equal(b->energy_j, 1200.0, 1e-9);
+  assert_float_equal(b->mem_peak, 4000.0, 1e-9);
+  assert_float_equal(b->temp_max, 69.0, 1e-9);
+  /* Counters: rank 0 waited 2.0 + 0.5 s, rank 1 0.25 s: rank 1 is the one the others wait for. */
+  const gr__rpt_counters *ca = gr__rpt_counters_for(&j, a), *cb = gr__rpt_counters_for(&j, b);
+  assert_non_null(ca);
+  assert_non_null(cb);
+  assert_float_equal(ca->coll_wait_s, 2.5, 1e-9);
+  assert_float_equal(ca->coll_time_s, 3.0, 1e-9);
+  assert_float_equal(ca->coll_bytes, 4800, 1e-9);
+  assert_float_equal(ca->pool_steals, 12, 1e-9);
+  assert_float_equal(cb->coll_wait_s, 0.25, 1e-9);
+  assert_true(j.slowest >= 0);
+  assert_int_equal(j.s[j.slowest].rank, 1);
+  assert_float_equal(j.t0, 1000.0, 1e-9);
+  assert_float_equal(j.t1, 1004.5, 1e-9);
+  gr__rpt_free(&j);
+}
+
+static void test_cpu_job(void **state) {
+  (void)state;
+  gr__rpt_job j;
+  assert_int_equal(gr__rpt_load(FIX "/cpu_job", &j), GR_OK);
+  gr__rpt_summarize(&j);
+  assert_int_equal(j.ns, 2);
+  const gr__rpt_series *a = find(&j, 0, "-"), *b = find(&j, 1, "-");
+  assert_non_null(a);
+  assert_non_null(b);
+  /* A dotted host name survives the <node>.<local_rank>.csv split. */
+  assert_string_equal(a->node, "node-a.example.org");
+  assert_float_equal(a->cpu_mean, 50.0, 1e-9); /* first sample has no CPU figure */
+  assert_float_equal(a->rss_peak, 300.0, 1e-9);
+  assert_true(isnan(a->energy_j));
+  assert_true(isnan(a->util_mean));
+  /* No counters: the rank that ran longest (3 s against 1 s) is flagged. */
+  assert_int_equal(j.s[j.slowest].rank, 1);
+
+  /* The JSON the report writes parses and carries the same figures. */
+  char path[] = "/tmp/gr_report_json_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(gr__rpt_write_json(&j, path, NULL, NULL, 0), GR_OK);
+  gr__rpt_json *doc = gr__rpt_json_parse_file(path, NULL);
+  assert_non_null(doc);
+  const gr__rpt_json *series = gr__rpt_json_get(doc, "series");
+  assert_non_null(series);
+  assert_float_equal(gr__rpt_json_num(series->child, "rss_peak_mib", -1), 300.0, 1e-9);
+  assert_int_equal(gr__rpt_json_get(series->child, "energy_j")->type, GR__RPT_JSON_NULL);
+  assert_float_equal(gr__rpt_json_num(gr__rpt_json_get(doc, "slowest"), "rank", -1), 1, 0);
+  gr__rpt_json_free(doc);
+  unlink(path);
+  gr__rpt_free(&j);
+}
+
+static int has_rank(const gr__rpt_json *arr, int r) {
+  for (const gr__rpt_json *c = arr ? arr->child : NULL; c; c = c->next)
+    if (c->num == r) return 1;
+  return 0;
+}
+
+static int count(const gr__rpt_json *arr) {
+  int n = 0;
+  for (const gr__rpt_json *c = arr ? arr->child : NULL; c; c = c->next)
+    n++;
+  return n;
+}
+
+static void test_flight(void **state) {
+  (void)state;
+  char *json = NULL;
+  FILE *out = tmpfile();
+  {
+    int nd = -1;
+    assert_int_equal(gr__rpt_flight(FIX "/hang_job", out, &json, NULL, &nd), GR_OK);
+    assert_int_equal(nd, 4);
+  }
+  assert_non_null(json);
+  gr__rpt_json *doc = gr__rpt_json_parse(json, NULL);
+  assert_non_null(doc);
+  int seen = 0;
+  for (const gr__rpt_json *f = doc->child; f; f = f->next) {
+    const char *comm = gr__rpt_json_str(f, "comm");
+    if (!strcmp(comm, "world")) {
+      seen++;
+      assert_float_equal(gr__rpt_json_num(f, "seq", -1), 17, 0);
+      assert_string_equal(gr__rpt_json_str(f, "op"), "allreduce");
+      assert_int_equal(count(gr__rpt_json_get(f, "waiting")), 3);
+      assert_int_equal(count(gr__rpt_json_get(f, "never_entered")), 1);
+      assert_true(has_rank(gr__rpt_json_get(f, "never_entered"), 3));
+      assert_int_equal(count(gr__rpt_json_get(f, "no_dump")), 1);
+      assert_true(has_rank(gr__rpt_json_get(f, "no_dump"), 4));
+    } else if (!strcmp(comm, "split-1")) {
+      seen++;
+      assert_float_equal(gr__rpt_json_num(f, "seq", -1), 5, 0);
+      assert_string_equal(gr__rpt_json_str(f, "op"), "broadcast");
+      assert_int_equal(count(gr__rpt_json_get(f, "waiting")), 1);
+      assert_true(has_rank(gr__rpt_json_get(f, "waiting"), 0));
+      assert_int_equal(count(gr__rpt_json_get(f, "never_entered")), 1);
+      assert_true(has_rank(gr__rpt_json_get(f, "never_entered"), 2));
+    }
+  }
+  assert_int_equal(seen, 2);
+  gr__rpt_json_free(doc);
+  free(json);
+  /* The sentence an operator reads names the missing rank. */
+  char text[4096];
+  rewind(out);
+  size_t n = fread(text, 1, sizeof text - 1, out);
+  text[n] = '\0';
+  fclose(out);
+  assert_non_null(strstr(text, "NEVER ENTERED by rank(s) 3"));
+  assert_non_null(strstr(text, "no dump from rank(s) 4"));
+  /* No dumps: nothing to say. */
+  {
+    int nd = -1;
+    assert_int_equal(gr__rpt_flight(FIX "/gpu_job", stdout, &json, NULL, &nd), GR_OK);
+    assert_int_equal(nd, 0);
+  }
+  assert_null(json);
+}
+
+/* The recorder marks the call it gave up on "timeout" before dumping: still the call it waited in.
+ */
+static void test_flight_timeout_state(void **state) {
+  (void)state;
+  char *json = NULL;
+  FILE *out = tmpfile();
+  {
+    int nd = -1;
+    assert_int_equal(gr__rpt_flight(FIX "/timeout_job", out, &json, NULL, &nd), GR_OK);
+    assert_int_equal(nd, 2);
+  }
+  fclose(out);
+  gr__rpt_json *doc = gr__rpt_json_parse(json, NULL);
+  assert_non_null(doc);
+  const gr__rpt_json *f = doc->child;
+  assert_non_null(f);
+  assert_string_equal(gr__rpt_json_str(f, "comm"), "world");
+  assert_string_equal(gr__rpt_json_str(f, "op"), "reduce_scatter");
+  assert_float_equal(gr__rpt_json_num(f, "seq", -1), 3, 0);
+  assert_int_equal(count(gr__rpt_json_get(f, "waiting")), 1);
+  assert_true(has_rank(gr__rpt_json_get(f, "waiting"), 0));
+  assert_int_equal(count(gr__rpt_json_get(f, "never_entered")), 1);
+  assert_true(has_rank(gr__rpt_json_get(f, "never_entered"), 1));
+  assert_int_equal(count(gr__rpt_json_get(f, "no_dump")), 0);
+  assert_null(f->next);
+  gr__rpt_json_free(doc);
+  free(json);
+}
+
+static void test_json_reader(void **state) {
+  (void)state;
+  gr__rpt_json *v = gr__rpt_json_parse(
+      " {\"a\": [1, 2.5e1, -3], \"b\": \"x\\\"y\\u0041\", \"c\": null, \"d\": true} ", NULL);
+  assert_non_null(v);
+  const gr__rpt_json *a = gr__rpt_json_get(v, "a");
+  assert_int_equal(count(a), 3);
+  assert_float_equal(a->child->next->num, 25.0, 0);
+  assert_string_equal(gr__rpt_json_str(v, "b"), "x\"yA");
+  assert_int_equal(gr__rpt_json_get(v, "c")->type, GR__RPT_JSON_NULL);
+  assert_float_equal(gr__rpt_json_num(v, "d", 0), 1, 0);
+  gr__rpt_json_free(v);
+  size_t at = 0;
+  assert_null(gr__rpt_json_parse("{\"a\": [1, 2", &at));
+  assert_null(gr__rpt_json_parse("{\"a\": 1} x", &at));
+  assert_null(gr__rpt_json_parse("", &at));
+}
+
+/* The supervisor writes, the report reads: the column contract holds end to end. */
+static void test_supervisor_csv_round_trip(void **state) {
+  (void)state;
+  char dir[] = "/tmp/gr_report_rt_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  setenv("GPURUN_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+  gr_supervise_opts o;
+  gr__supervise_opts_init(&o);
+  o.monitor_interval_s = 0.05;
+  o.monitor_dir = dir;
+  o.job_id = "rt";
+  o.node_name = "n9";
+  o.local_rank = 3;
+  o.rank = 7;
+  o.gpus_pci = "";
+  char *argv[] = {"sh", "-c", "sleep 0.25", NULL};
+  int code = -1;
+  assert_int_equal(gr__supervise(argv, &o, &code), GR_OK);
+  assert_int_equal(code, 0);
+  char job[300];
+  snprintf(job, sizeof job, "%s/rt", dir);
+  gr__rpt_job j;
+  assert_int_equal(gr__rpt_load(job, &j), GR_OK);
+  gr__rpt_summarize(&j);
+  assert_int_equal(j.ns, 1);
+  assert_string_equal(j.s[0].node, "n9");
+  assert_int_equal(j.s[0].local_rank, 3);
+  assert_int_equal(j.s[0].rank, 7);
+  assert_string_equal(j.s[0].gpu, "-");
+  assert_true(j.s[0].n >= 2);
+  assert_true(j.s[0].rss_peak > 0);
+  gr__rpt_free(&j);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_integrate),
+      cmocka_unit_test(test_gpu_job),
+      cmocka_unit_test(test_cpu_job),
+      cmocka_unit_test(test_flight),
+      cmocka_unit_test(test_flight_timeout_state),
+      cmocka_unit_test(test_json_reader),
+      cmocka_unit_test(test_supervisor_csv_round_trip),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

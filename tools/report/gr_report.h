@@ -1,0 +1,122 @@
+/* gpurun-report: a job's monitor files -> summary table, JSON, SVG timeline, straggler names.
+ * Data model and the steps, each testable on fixture files.
+ *
+ *   job_load.c   the CSVs and counters files       -> gr__rpt_job, its summary, the slowest rank
+ *   json_read.c  JSON text (gr_json_read.h)        -> a tree, for the counters and flight dumps
+ *   waitfor.c    the flight-recorder dumps         -> stuck calls, wait-for chains
+ *   output.c     gr__rpt_job                       -> the table, report.json, report.svg
+ *   main.c       options, exit code */
+#ifndef GR_REPORT_H
+#define GR_REPORT_H
+
+#include <gpurun/status.h>
+#include <stdio.h>
+
+/* Input bounds. A CSV line over GR__RPT_MAX_LINE bytes is skipped with file:line; each CSV file may
+ * bring at most GR__RPT_MAX_SERIES_PER_FILE series (GPUs), a job GR__RPT_MAX_SERIES; a counters file at
+ * most GR__RPT_MAX_COUNTERS_FILE bytes, a flight dump GR__RPT_MAX_FLIGHT_FILE. Numbers are finite and in a
+ * plausible range per column, else taken as missing (with file:line). */
+#define GR__RPT_MAX_LINE 65536
+#define GR__RPT_MAX_LINE_STR "65536"
+#define GR__RPT_MAX_SERIES_PER_FILE 64
+#define GR__RPT_MAX_SERIES 8192
+#define GR__RPT_MAX_COUNTERS_FILE (1u << 20)
+#define GR__RPT_MAX_FLIGHT_FILE (16u << 20)
+/* The SVG draws at most this many buckets per series and chart: each bucket's minimum and maximum
+ * (an envelope), so that any job size gives a file a renderer opens. */
+#define GR__RPT_SVG_BUCKETS 400
+
+/* One CSV row's metrics; NAN where the column was empty. */
+enum {
+  GR__RPT_M_GPU_UTIL,
+  GR__RPT_M_MEM_USED,
+  GR__RPT_M_MEM_TOTAL,
+  GR__RPT_M_TEMP,
+  GR__RPT_M_POWER,
+  GR__RPT_M_SM_CLOCK,
+  GR__RPT_M_CPU_UTIL,
+  GR__RPT_M_RSS,
+  GR__RPT_M_RANK_SM,   /* shared GPU: this rank's process tree's SM share (NVML per-process) */
+  GR__RPT_M_OTHERS_SM, /* shared GPU: everyone else's */
+  GR__RPT_M_COUNT
+};
+
+typedef struct {
+  char node[128];
+  int local_rank, rank;
+  char gpu[32]; /* PCI bus id, or "-" for the CPU-only series */
+  int n, cap;
+  double *t; /* Unix seconds */
+  double *m[GR__RPT_M_COUNT];
+  unsigned long long throttle_any; /* OR of throttle reasons seen */
+  double ecc_max;
+  /* summary */
+  double t_first, t_last;
+  double util_mean, util_max, mem_peak, mem_total, temp_max, energy_j;
+  double cpu_mean, cpu_max, rss_peak;
+  double rank_sm_mean, others_sm_mean; /* NAN unless the GPU had per-process rows */
+} gr__rpt_series;
+
+typedef struct {
+  char node[128];
+  int local_rank, rank;
+  double coll_time_s, coll_wait_s, coll_bytes, coll_calls;
+  double pool_steals, pool_idle_s;
+  int have_coll, have_pool;
+  char receipt[256]; /* gr_init's placement receipt when it differed from the plan, else "" */
+  char priority[8];  /* gpurun --priority: "low", "normal", "high"; "" not recorded */
+} gr__rpt_counters;
+
+typedef struct {
+  gr__rpt_series *s;
+  int ns;
+  gr__rpt_counters *c;
+  int nc;
+  double t0, t1; /* job span over all samples */
+  int slowest;   /* index into s of the flagged series' rank, -1 none */
+  int slowest_rank;
+  const char *slowest_why;
+} gr__rpt_job;
+
+/* Errors: a call that fails returns a gr_status and records one sentence with gr__fail_msg
+ * (gr_error.h, the library's thread-local buffer; names and paths in it escaped for the
+ * terminal); main() prints "gpurun-report: <sentence>" once. A file that is skipped (bad name,
+ * unreadable, not JSON) or a bad line is a warning printed where it is found, not an error. */
+
+/* Loads every *.csv and *.counters.json in dir: GR_OK, GR_ERR_SYSTEM when dir cannot be read,
+ * GR_ERR_NOMEM. */
+gr_status gr__rpt_load(const char *dir, gr__rpt_job *job);
+/* Loads one CSV file (exposed for tests); GR_OK or GR_ERR_NOMEM. */
+gr_status gr__rpt_load_csv(const char *path, gr__rpt_job *job);
+gr_status gr__rpt_load_counters(const char *path, gr__rpt_job *job);
+/* The counters of the rank a series belongs to, NULL when it wrote none. */
+const gr__rpt_counters *gr__rpt_counters_for(const gr__rpt_job *job, const gr__rpt_series *s);
+/* Whether two series belong to the same rank. */
+int gr__rpt_same_rank(const gr__rpt_series *a, const gr__rpt_series *b);
+/* Fills the summary fields and the slowest rank. */
+void gr__rpt_summarize(gr__rpt_job *job);
+void gr__rpt_free(gr__rpt_job *job);
+/* Trapezoid integral of y(t) over the points where y is defined (NAN skipped). */
+double gr__rpt_integrate(const double *t, const double *y, int n);
+
+void gr__rpt_print_table(const gr__rpt_job *job, FILE *out);
+/* Written whole or not at all (a temporary file renamed into place; a symlink or special file at
+ * path is refused). check_dir: also refuse a directory that is not this user's or that others can
+ * write (the default outputs inside a job directory). GR_OK; GR_ERR_SYSTEM ("cannot write PATH:
+ * reason") or GR_ERR_NOMEM with the sentence recorded. */
+gr_status gr__rpt_write_json(const gr__rpt_job *job, const char *path, const char *flight_json,
+                             const char *wait_json, int check_dir);
+gr_status gr__rpt_write_svg(const gr__rpt_job *job, const char *path, int check_dir);
+
+/* Reads flight.<rank>.json in dir; writes a human summary to out, a JSON array (malloc'd) of
+ * per-communicator findings to *json (NULL when there are no dumps) and, when wait_json is not
+ * NULL, the wait-for analysis to *wait_json: {"edges": [{"rank", "op", "comm", "seq",
+ * "waits_for": [world ranks, -1 unnamed]}], "ends": [{"rank", "why", "dump"}]} or null when no
+ * rank waits. Each waiting rank's chain is followed (point-to-point peer, or the members that have
+ * not entered the collective) to its end: a rank that left no dump, one in no call, or a cycle.
+ * The number of dumps read goes to *ndumps. GR_OK; GR_ERR_INVALID for a dump that does not parse
+ * or names no valid rank, GR_ERR_SYSTEM when dir cannot be opened, GR_ERR_NOMEM (sentence recorded,
+ * nothing written to out). */
+gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, int *ndumps);
+
+#endif

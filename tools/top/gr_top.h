@@ -1,0 +1,67 @@
+/* gpurun-top: a live view of a running job from its job directory (the ranks' live.<rank> files
+ * and the supervisor's <node>.<local_rank>.csv samples). job.c loads and analyses, view.c draws,
+ * main.c runs the terminal. */
+#ifndef GR_TOP_H
+#define GR_TOP_H
+
+#include "gr_clock.h"
+#include "gr_live_file.h"
+#include "gr_parse.h"
+
+#include <stdio.h>
+
+#define GR__TOP_MAX_GPUS 8
+#define GR__TOP_MAX_RANK (1 << 20) /* rank numbers above this in a file are ignored */
+
+typedef struct {
+  char pci[32];
+  double util, mem_used_mib, mem_total_mib, temp_c, power_w; /* < 0: unknown */
+  long long throttle;                                        /* -1 unknown */
+  double rank_sm, others_sm; /* the rank's and everyone else's SM share; < 0 unknown */
+} gr__top_gpu;
+
+typedef struct {
+  int rank;
+  int have_live, have_csv;
+  gr__live live;
+  double age_s;    /* now - live.time */
+  char proc_state; /* same host: /proc/<pid>/stat state (R, S, D, T, Z...), 'X' gone, 0 unknown */
+  char host[64];
+  int local_rank;
+  int ngpus;
+  gr__top_gpu gpu[GR__TOP_MAX_GPUS];
+  double cpu_pct, rss_mib; /* from the CSV when present, else from the live file; < 0 unknown */
+  int blocker;             /* 1: the rank the others wait for */
+} gr__top_rank;
+
+typedef struct {
+  char dir[1024], job[256];
+  double now;    /* wall clock of the load */
+  double hang_s; /* waits at least this long count as a hang */
+  int n, cap;    /* ranks present (sorted by rank) */
+  gr__top_rank *r;
+  int *index, index_cap; /* rank -> row in r, -1 none */
+  int world;             /* the job's size as the files say (max of size fields, ranks seen) */
+  int nlive;
+  char verdict[1024]; /* "" when nobody waits long; else who waits for whom */
+} gr__top_job;
+
+/* Resolve DIR to a job directory: DIR itself when it holds live.* or *.csv files, else its newest
+ * subdirectory that does. 0, or -1 with a sentence in err. */
+int gr__top_find_job(const char *dir, char *out, size_t cap, char *err, size_t errlen);
+/* (Re)load every rank's state from job->dir and analyse it. 0, or -1 when the directory cannot be
+ * read. */
+int gr__top_load(gr__top_job *job);
+void gr__top_free(gr__top_job *job);
+/* Fill job->verdict and each rank's blocker flag from the loaded state (called by gr__top_load). */
+void gr__top_analyse(gr__top_job *job);
+
+/* Render one frame into f: header, verdict, column titles, then rows first..first+max_rows-1
+ * (max_rows < 0: all). width: cut lines to this many columns (0: no cut). Returns the number of
+ * table rows (for scrolling). */
+int gr__top_render(FILE *f, const gr__top_job *job, int first, int max_rows, int width,
+                   double interval);
+/* Number of table rows the job draws (one per GPU of each rank, at least one per rank). */
+int gr__top_rows(const gr__top_job *job);
+
+#endif

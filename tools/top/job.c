@@ -1,0 +1,929 @@
+/* Loading a job directory for gpurun-top and naming the rank the others wait for. Every file may
+ * be hostile (another user's job, a half-written CSV): fields are bounded and cleaned. */
+#include "gr_top.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static int is_job_file(const char *name) {
+  return (strncmp(name, "live.", 5) == 0 && name[5] >= '0' && name[5] <= '9') ||
+         (ends_with(name, ".csv") && name[0] != '.');
+}
+
+static int holds_job(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int yes = 0;
+  for (struct dirent *e; !yes && (e = readdir(d));)
+    yes = is_job_file(e->d_name);
+  closedir(d);
+  return yes;
+}
+
+int gr__top_find_job(const char *dir, char *out, size_t cap, char *err, size_t errlen) {
+  if (holds_job(dir)) {
+    snprintf(out, cap, "%s", dir);
+    return 0;
+  }
+  DIR *d = opendir(dir);
+  if (!d) {
+    snprintf(err, errlen, "cannot open %s: %s", dir, strerror(errno));
+    return -1;
+  }
+  double best = -1;
+  char path[2048];
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode) || !holds_job(path)) continue;
+    double t = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec * 1e-9;
+    if (t > best && strlen(path) < cap) {
+      best = t;
+      snprintf(out, cap, "%s", path);
+    }
+  }
+  closedir(d);
+  if (best < 0) {
+    snprintf(err, errlen, "%s holds no job (no live.<rank> or <node>.<local_rank>.csv files)", dir);
+    return -1;
+  }
+  return 0;
+}
+
+/* Reads up to cap-1 bytes at offset into buf; returns the length or -1. */
+static ssize_t read_at(int fd, char *buf, size_t cap, off_t off) {
+  size_t len = 0;
+  while (len < cap - 1) {
+    ssize_t r = pread(fd, buf + len, cap - 1 - len, off + (off_t)len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+  }
+  buf[len] = '\0';
+  return (ssize_t)len;
+}
+
+/* The row of a rank: rows are appended as files name ranks (job->index maps rank -> row) and
+ * sorted by rank once everything is loaded. */
+static gr__top_rank *rank_slot(gr__top_job *job, int rank) {
+  if (rank < 0 || rank > GR__TOP_MAX_RANK) return NULL;
+  if (rank >= job->index_cap) {
+    int cap = job->index_cap ? job->index_cap : 1024;
+    while (cap <= rank)
+      cap *= 2;
+    int *ni = realloc(job->index, (size_t)cap * sizeof *ni);
+    if (!ni) return NULL;
+    for (int i = job->index_cap; i < cap; i++)
+      ni[i] = -1;
+    job->index = ni;
+    job->index_cap = cap;
+  }
+  if (job->index[rank] >= 0) return &job->r[job->index[rank]];
+  if (job->n == job->cap) {
+    int cap = job->cap ? 2 * job->cap : 64;
+    gr__top_rank *nr = realloc(job->r, (size_t)cap * sizeof *nr);
+    if (!nr) return NULL;
+    job->r = nr;
+    job->cap = cap;
+  }
+  job->index[rank] = job->n;
+  gr__top_rank *t = &job->r[job->n++];
+  memset(t, 0, sizeof *t);
+  t->rank = rank;
+  t->local_rank = -1;
+  t->cpu_pct = t->rss_mib = -1;
+  return t;
+}
+
+static int by_rank(const void *a, const void *b) {
+  int x = ((const gr__top_rank *)a)->rank, y = ((const gr__top_rank *)b)->rank;
+  return (x > y) - (x < y);
+}
+
+static char proc_state(long pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 'X';
+  ssize_t n = read_at(fd, buf, sizeof buf, 0);
+  close(fd);
+  if (n <= 0) return 'X';
+  const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+  return p && p[1] == ' ' && p[2] ? p[2] : 0;
+}
+
+static void load_live(gr__top_job *job, const char *path, const char *name, const char *myhost) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return;
+  char buf[8192];
+  ssize_t n = read_at(fd, buf, sizeof buf, 0);
+  close(fd);
+  gr__live lv;
+  if (n <= 0 || gr__live_parse(buf, (size_t)n, &lv) != 0) return;
+  /* live.<rank>: a file that claims another rank than its name is not that rank's */
+  long long named;
+  if (gr__parse_ll(name + 5, 0, LLONG_MAX, &named) != GR_OK || named != lv.rank) return;
+  gr__top_rank *t = rank_slot(job, lv.rank);
+  if (!t) return;
+  t->live = lv;
+  t->have_live = 1;
+  t->age_s = job->now - lv.time;
+  if (!t->host[0]) snprintf(t->host, sizeof t->host, "%s", lv.host);
+  if (lv.pid > 0 && !strcmp(lv.host, myhost)) t->proc_state = proc_state(lv.pid);
+  if (t->cpu_pct < 0) t->cpu_pct = lv.cpu_pct;
+  if (t->rss_mib < 0 && lv.rss_kib >= 0) t->rss_mib = (double)lv.rss_kib / 1024.0;
+  if (lv.size > job->world) job->world = lv.size;
+  job->nlive++;
+}
+
+enum {
+  C_TIME,
+  C_RANK,
+  C_LRANK,
+  C_GPU,
+  C_UTIL,
+  C_MUSED,
+  C_MTOTAL,
+  C_TEMP,
+  C_POWER,
+  C_THR,
+  C_CPU,
+  C_RSS,
+  C_RSM,
+  C_OSM,
+  C_N
+};
+static const char *const col_names[C_N] = {
+    "time",   "rank",    "local_rank", "gpu",      "gpu_util", "mem_used_mib", "mem_total_mib",
+    "temp_c", "power_w", "throttle",   "cpu_util", "rss_mib",  "rank_sm_util", "others_sm_util"};
+
+static int split(char *line, char **f, int max) {
+  int n = 0;
+  for (char *p = line;; p++) {
+    if (n < max) f[n] = p;
+    n++;
+    p = strchr(p, ',');
+    if (!p) break;
+    *p = '\0';
+  }
+  return n;
+}
+
+static double fnum(const char *s) {
+  if (!s || !*s) return -1;
+  char *e;
+  double v = strtod(s, &e);
+  return *e || !isfinite(v) || v < 0 ? -1 : v;
+}
+
+/* The latest sample of one supervisor CSV: its header names the columns, its last lines with one
+ * timestamp are the rank's GPUs at that moment. */
+static void load_csv(gr__top_job *job, const char *path, const char *name) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return;
+  struct stat st;
+  char head[1024], tail[4096]; /* a sample of 8 GPUs is ~1.2 KB */
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || read_at(fd, head, sizeof head, 0) <= 0) {
+    close(fd);
+    return;
+  }
+  off_t off = st.st_size > (off_t)sizeof tail - 1 ? st.st_size - (off_t)sizeof tail + 1 : 0;
+  ssize_t tn = read_at(fd, tail, sizeof tail, off);
+  close(fd);
+  char *nl = strchr(head, '\n');
+  if (!nl || tn <= 0) return;
+  *nl = '\0';
+  int col[C_N];
+  for (int c = 0; c < C_N; c++)
+    col[c] = -1;
+  char *hf[64];
+  int hn = split(head, hf, 64);
+  for (int i = 0; i < hn && i < 64; i++)
+    for (int c = 0; c < C_N; c++)
+      if (!strcmp(hf[i], col_names[c])) col[c] = i;
+  if (col[C_RANK] < 0 || col[C_TIME] < 0) return;
+  /* Complete lines only: cut after the last newline; skip the first (maybe partial) line. */
+  char *last_nl = strrchr(tail, '\n');
+  if (!last_nl) return;
+  *last_nl = '\0';
+  char *lines[GR__TOP_MAX_GPUS + 1];
+  int nl_count = 0;
+  double t0 = -1;
+  for (char *p = last_nl; p > tail && nl_count <= GR__TOP_MAX_GPUS;) {
+    char *q = p - 1;
+    while (q > tail && *q != '\n')
+      q--;
+    if (*q != '\n' && off > 0) break; /* partial first line of the tail window */
+    char *line = *q == '\n' ? q + 1 : q;
+    char copy[1024];
+    size_t ll = strlen(line);
+    if (ll >= sizeof copy) break;
+    memcpy(copy, line, ll + 1);
+    char *f[64];
+    int n = split(copy, f, 64);
+    if (n <= col[C_TIME] || n > 64) break;
+    double t = fnum(f[col[C_TIME]]);
+    if (t0 < 0) t0 = t;
+    if (t != t0 || !strcmp(line, col_names[0])) break;
+    lines[nl_count++] = line;
+    if (*q != '\n') break;
+    *q = '\0';
+    p = q;
+  }
+  if (!nl_count) return;
+  /* lines[] is newest-first; GPUs in file order. */
+  for (int i = nl_count - 1; i >= 0; i--) {
+    char *f[64];
+    int n = split(lines[i], f, 64);
+    if (n > 64) continue;
+    double v;
+    v = col[C_RANK] < n ? fnum(f[col[C_RANK]]) : -1;
+    if (v < 0 || v > GR__TOP_MAX_RANK) continue;
+    gr__top_rank *t = rank_slot(job, (int)v);
+    if (!t) return;
+    if (i == nl_count - 1) t->ngpus = 0;
+    t->have_csv = 1;
+    if (!t->host[0]) {
+      size_t l = strlen(name) - 4; /* "<node>.<local_rank>.csv" */
+      const char *dot = NULL;
+      for (size_t k = 0; k < l; k++)
+        if (name[k] == '.') dot = name + k;
+      gr__live_clean(t->host, sizeof t->host, name, dot ? (size_t)(dot - name) : l);
+    }
+    if (col[C_LRANK] >= 0 && col[C_LRANK] < n && (v = fnum(f[col[C_LRANK]])) >= 0 && v < 1e6)
+      t->local_rank = (int)v;
+    if (col[C_CPU] >= 0 && col[C_CPU] < n && (v = fnum(f[col[C_CPU]])) >= 0) t->cpu_pct = v;
+    if (col[C_RSS] >= 0 && col[C_RSS] < n && (v = fnum(f[col[C_RSS]])) >= 0) t->rss_mib = v;
+    const char *pci = col[C_GPU] >= 0 && col[C_GPU] < n ? f[col[C_GPU]] : "-";
+    if (!strcmp(pci, "-") || t->ngpus == GR__TOP_MAX_GPUS) continue;
+    gr__top_gpu *g = &t->gpu[t->ngpus++];
+    gr__live_clean(g->pci, sizeof g->pci, pci, strlen(pci));
+    g->util = col[C_UTIL] >= 0 && col[C_UTIL] < n ? fnum(f[col[C_UTIL]]) : -1;
+    g->mem_used_mib = col[C_MUSED] >= 0 && col[C_MUSED] < n ? fnum(f[col[C_MUSED]]) : -1;
+    g->mem_total_mib = col[C_MTOTAL] >= 0 && col[C_MTOTAL] < n ? fnum(f[col[C_MTOTAL]]) : -1;
+    g->temp_c = col[C_TEMP] >= 0 && col[C_TEMP] < n ? fnum(f[col[C_TEMP]]) : -1;
+    g->power_w = col[C_POWER] >= 0 && col[C_POWER] < n ? fnum(f[col[C_POWER]]) : -1;
+    g->rank_sm = col[C_RSM] >= 0 && col[C_RSM] < n ? fnum(f[col[C_RSM]]) : -1;
+    g->others_sm = col[C_OSM] >= 0 && col[C_OSM] < n ? fnum(f[col[C_OSM]]) : -1;
+    g->throttle = -1;
+    if (col[C_THR] >= 0 && col[C_THR] < n && f[col[C_THR]][0]) {
+      char *e;
+      errno = 0;
+      unsigned long long x = strtoull(f[col[C_THR]], &e, 16);
+      if (!*e && !errno && x < (1ull << 62)) g->throttle = (long long)x;
+    }
+  }
+}
+
+int gr__top_load(gr__top_job *job) {
+  for (int i = 0; i < job->n; i++)
+    job->index[job->r[i].rank] = -1;
+  job->n = 0;
+  job->nlive = 0;
+  job->world = 0;
+  job->verdict[0] = '\0';
+  job->now = gr__wall_now();
+  char myhost[256] = "", clean[64];
+  gethostname(myhost, sizeof myhost - 1);
+  gr__live_clean(clean, sizeof clean, myhost, strlen(myhost));
+  DIR *d = opendir(job->dir);
+  if (!d) return -1;
+  char path[2048];
+  /* Live files first (they name host and pid), then the CSVs override CPU/RSS with the
+   * supervisor's samples and add the GPUs. */
+  for (int pass = 0; pass < 2; pass++) {
+    rewinddir(d);
+    for (struct dirent *e; (e = readdir(d));) {
+      const char *nm = e->d_name;
+      int live = strncmp(nm, "live.", 5) == 0 && nm[5] >= '0' && nm[5] <= '9';
+      int csv = !live && nm[0] != '.' && ends_with(nm, ".csv");
+      if ((pass == 0 && !live) || (pass == 1 && !csv)) continue;
+      if ((size_t)snprintf(path, sizeof path, "%s/%s", job->dir, nm) >= sizeof path) continue;
+      if (live)
+        load_live(job, path, nm, clean);
+      else
+        load_csv(job, path, nm);
+    }
+  }
+  closedir(d);
+  for (int i = 0; i < job->n; i++)
+    if (job->r[i].rank + 1 > job->world) job->world = job->r[i].rank + 1;
+  /* Every rank of the job gets a row, also one that never wrote a file (it may be the culprit). */
+  if (job->world <= 65536)
+    for (int r = 0; r < job->world; r++)
+      rank_slot(job, r);
+  if (job->n > 1) qsort(job->r, (size_t)job->n, sizeof *job->r, by_rank); /* r is NULL when empty */
+  for (int i = 0; i < job->n; i++)
+    job->index[job->r[i].rank] = i;
+  gr__top_analyse(job);
+  return 0;
+}
+
+void gr__top_free(gr__top_job *job) {
+  free(job->r);
+  free(job->index);
+  job->r = NULL;
+  job->index = NULL;
+  job->n = job->cap = job->index_cap = 0;
+}
+
+/* ---- who waits for whom ---------------------------------------------------------------- */
+
+static const gr__live_comm *comm_in(const gr__top_rank *t, const char *id, int size) {
+  if (!t->have_live) return NULL;
+  for (int i = 0; i < t->live.ncomms; i++)
+    if (!strcmp(t->live.comm[i].id, id) && t->live.comm[i].size == size) return &t->live.comm[i];
+  return NULL;
+}
+
+static int exited(const gr__top_rank *t) {
+  return t->have_live && !strcmp(t->live.state, "exited");
+}
+
+/* "NAME[ID]" of a communicator line, or the id alone where the file has no other name. */
+static void comm_label(char *out, size_t cap, const gr__live_comm *lc) {
+  if (!strcmp(lc->name, lc->id))
+    snprintf(out, cap, "%s", lc->id);
+  else
+    snprintf(out, cap, "%s[%s]", lc->name, lc->id);
+}
+
+/* The label of the communicator with this id as any rank's file names it, else the id. */
+static void label_of(char *out, size_t cap, const gr__top_job *job, const char *id) {
+  for (int i = 0; i < job->n; i++)
+    for (int k = 0; job->r[i].have_live && k < job->r[i].live.ncomms; k++)
+      if (!strcmp(job->r[i].live.comm[k].id, id)) {
+        comm_label(out, cap, &job->r[i].live.comm[k]);
+        return;
+      }
+  snprintf(out, cap, "%s", id);
+}
+
+/* A communicator over the whole world: every rank of the job is a member, also one that has not
+ * called on it yet (for any other communicator only the ranks whose files list it are known). */
+static int spans_world(const gr__top_job *job, const char *id, int size) {
+  if (size != job->world) return 0;
+  for (int i = 0; i < job->n; i++)
+    for (int k = 0; job->r[i].have_live && k < job->r[i].live.ncomms; k++) {
+      const gr__live_comm *lc = &job->r[i].live.comm[k];
+      if (!strcmp(lc->id, id) && lc->size == size) return !strcmp(lc->name, GR_FL_WORLD);
+    }
+  return 0;
+}
+
+/* The world rank of rank crank of communicator id, or -1 when no file says. */
+static int world_rank_of(const gr__top_job *job, const char *id, int size, int crank) {
+  for (int i = 0; i < job->n; i++) {
+    const gr__live_comm *lc = comm_in(&job->r[i], id, size);
+    if (lc && lc->rank == crank) return job->r[i].rank;
+  }
+  return spans_world(job, id, size) ? crank : -1;
+}
+
+/* What the verdict knows of a rank's fault, strongest first: its process (same host: /proc says
+ * stopped, zombie or gone, and it did not exit), then its heartbeat (the live file is rewritten
+ * every interval; silent for several means stopped, dead or cut off: the only evidence for a
+ * rank on another host). */
+enum { FAULT_NONE, FAULT_SILENT, FAULT_PROC };
+
+static double silent_after(const gr__top_rank *t) {
+  return t->live.interval > 0 ? 4 * t->live.interval + 2 : 3;
+}
+
+static int fault_of(const gr__top_rank *t) {
+  if (!t->have_live || exited(t)) return FAULT_NONE;
+  char s = t->proc_state;
+  /* A file rewritten within the last two intervals comes from a live process, whatever /proc
+   * says here (a reused pid, another PID namespace under the same host name). */
+  double fresh = t->live.interval > 0 ? 2 * t->live.interval + 0.5 : 1;
+  if ((s == 'T' || s == 't' || s == 'Z' || s == 'X') && t->age_s > fresh) return FAULT_PROC;
+  if (s == 0 && t->age_s > silent_after(t)) return FAULT_SILENT; /* /proc cannot tell */
+  return FAULT_NONE;
+}
+
+typedef struct {
+  char *p;
+  size_t cap, len;
+} out_buf;
+
+static void put(out_buf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(out_buf *o, const char *fmt, ...) {
+  if (o->len >= o->cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
+  va_end(ap);
+  if (n > 0) o->len += (size_t)n < o->cap - o->len ? (size_t)n : o->cap - o->len - 1;
+}
+
+/* "0-2,4" of the ranks whose flag is set, at most a few runs. */
+static void put_ranks(out_buf *o, const gr__top_job *job, const unsigned char *flag) {
+  int runs = 0, first = 1;
+  for (int i = 0; i < job->n;) {
+    if (!flag[i]) {
+      i++;
+      continue;
+    }
+    int j = i;
+    while (j + 1 < job->n && flag[j + 1] && job->r[j + 1].rank == job->r[j].rank + 1)
+      j++;
+    if (runs == 6) {
+      put(o, ",...");
+      return;
+    }
+    put(o, "%s%d", first ? "" : ",", job->r[i].rank);
+    if (j > i) put(o, "-%d", job->r[j].rank);
+    first = 0;
+    runs++;
+    i = j + 1;
+  }
+}
+
+static const char *state_word(char s) {
+  switch (s) {
+  case 'T':
+  case 't':
+    return "STOPPED";
+  case 'Z':
+  case 'X':
+    return "GONE";
+  case 'D':
+    return "in disk wait";
+  default:
+    return NULL;
+  }
+}
+
+/* "; rank R" and, where the process is stopped or gone, " (pid P) is STOPPED": 1 when said. */
+static int put_rank_state(out_buf *o, const gr__top_rank *t) {
+  put(o, "; rank %d", t->rank);
+  const char *sw = state_word(t->proc_state);
+  if (sw) put(o, " (pid %ld) is %s", t->live.pid, sw);
+  return sw != NULL;
+}
+
+/* Everyone waiting is inside the call: the waiting ranks that stopped publishing (stopped, gone,
+ * or silent for long) become the ones blocking it. */
+static void suspect_silent(const gr__top_job *job, unsigned char *wait, unsigned char *block,
+                           int *nwait, int *nblock) {
+  for (int i = 0; i < job->n; i++) {
+    const gr__top_rank *t = &job->r[i];
+    double silent = t->live.interval > 0 ? 4 * t->live.interval + 2 : 3;
+    if (wait[i] && (state_word(t->proc_state) || t->age_s > silent)) {
+      block[i] = 1;
+      wait[i] = 0;
+      (*nblock)++;
+      (*nwait)--;
+    }
+  }
+}
+
+/* The communicator creation the rank is inside (the longest when several threads create), or
+ * NULL. */
+static const gr__live_creating *creating_of(const gr__top_rank *t) {
+  if (!t->have_live || exited(t)) return NULL;
+  const gr__live_creating *best = NULL;
+  for (int i = 0; i < t->live.ncreating; i++)
+    if (!best || t->live.creating[i].start < best->start) best = &t->live.creating[i];
+  return best;
+}
+
+static int same_creation(const gr__live_creating *a, const gr__live_creating *b) {
+  return !strcmp(a->call, b->call) && !strcmp(a->over, b->over) && a->size == b->size;
+}
+
+/* "; rank R (pid P) is STOPPED, in gr_comm_split (split) on world for 4.0 s" etc.: what a
+ * blocker does, for either verdict. */
+static void label_of(char *out, size_t cap, const gr__top_job *job, const char *id);
+static void put_creating(out_buf *o, const gr__top_job *job, const gr__live_creating *cr,
+                         int comma) {
+  char over[80];
+  label_of(over, sizeof over, job, cr->over);
+  put(o, "%s in %s (%s) on %s for %.1f s", comma ? "," : "", cr->call, cr->step, over,
+      job->now - cr->start);
+}
+
+/* A communicator creation (gr_comm_create, gr_comm_split) waited in for longest: the ranks of the
+ * communicator it is collective over that are not inside it are the blockers. The members are
+ * known for the world (every rank below its size) and for a split of a communicator the ranks
+ * list; a creation over another MPI communicator only names its silent or stopped ranks. */
+static void creation_verdict(gr__top_job *job, const gr__live_creating *key, unsigned char *wait,
+                             unsigned char *block) {
+  int world = !strcmp(key->over, GR_LIVE_OVER_WORLD) || spans_world(job, key->over, key->size);
+  int nwait = 0, nblock = 0;
+  double longest = 0;
+  const char *steps[3] = {NULL, NULL, NULL};
+  int nsteps = 0, more_steps = 0;
+  for (int i = 0; i < job->n; i++) {
+    const gr__top_rank *t = &job->r[i];
+    const gr__live_creating *mine = NULL;
+    for (int k = 0; t->have_live && !exited(t) && k < t->live.ncreating && !mine; k++)
+      if (same_creation(&t->live.creating[k], key)) mine = &t->live.creating[k];
+    if (mine) {
+      wait[i] = 1;
+      nwait++;
+      continue;
+    }
+    int member = world ? t->rank < key->size : comm_in(t, key->over, key->size) != NULL;
+    if (member && !exited(t)) {
+      block[i] = 1;
+      nblock++;
+    }
+  }
+  if (!nblock) /* everyone is inside: a rank that stopped publishing is the suspect */
+    suspect_silent(job, wait, block, &nwait, &nblock);
+  for (int i = 0; i < job->n; i++) /* the longest wait and the steps of those still waiting */
+    for (int k = 0; wait[i] && k < job->r[i].live.ncreating; k++) {
+      const gr__live_creating *mine = &job->r[i].live.creating[k];
+      if (!same_creation(mine, key)) continue;
+      if (job->now - mine->start > longest) longest = job->now - mine->start;
+      int seen = 0;
+      for (int j = 0; j < nsteps; j++)
+        seen |= !strcmp(steps[j], mine->step);
+      if (!seen && nsteps < 3)
+        steps[nsteps++] = mine->step;
+      else if (!seen)
+        more_steps = 1;
+      break;
+    }
+  char step[48] = "";
+  out_buf so = {step, sizeof step, 0};
+  for (int k = 0; k < nsteps; k++)
+    put(&so, "%s%s", k ? "/" : "", steps[k]);
+  if (more_steps) put(&so, "/...");
+  char over[80];
+  label_of(over, sizeof over, job, key->over);
+  out_buf o = {job->verdict, sizeof job->verdict, 0};
+  if (!nblock) {
+    put(&o, "%d rank%s in %s (%s) on %s for %.1f s (no rank behind: slow, or all waiting)", nwait,
+        nwait == 1 ? "" : "s", key->call, step, over, longest);
+    return;
+  }
+  put(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
+  put_ranks(&o, job, block);
+  if (nwait) { /* else the ones inside stopped: each says how long below */
+    put(&o, ": rank%s ", nwait == 1 ? "" : "s");
+    put_ranks(&o, job, wait);
+    put(&o, " in %s (%s) on %s for %.1f s", key->call, step, over, longest);
+  }
+  int said = 0;
+  for (int i = 0; i < job->n; i++) {
+    if (!block[i]) continue;
+    gr__top_rank *t = &job->r[i];
+    t->blocker = 1;
+    if (said++ >= 3) continue;
+    int sw = put_rank_state(&o, t);
+    const gr__live_creating *cr = creating_of(t);
+    if (!t->have_live)
+      put(&o, " never published its state");
+    else if (cr)
+      put_creating(&o, job, cr, sw);
+    else
+      put(&o, "%s has not entered %s on %s", sw ? "," : "", key->call, over);
+    /* what it does instead: a collective it waits in (a program that calls in another order, or
+     * a rank already past the creation and waiting for the others on the new communicator) */
+    const gr__live_comm *run = NULL;
+    for (int k = 0; t->have_live && !cr && k < t->live.ncomms; k++) {
+      const gr__live_comm *lc = &t->live.comm[k];
+      if (!strcmp(lc->state, "running") && lc->start > 0 && (!run || lc->start < run->start))
+        run = lc;
+    }
+    if (run)
+      put(&o, " (in %s #%llu on %s for %.1f s)", run->op, run->seq, run->id, job->now - run->start);
+    if (t->have_live && t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
+  }
+}
+
+/* The running call of a rank that started first (any communicator), else the call it finished
+ * last, or NULL. */
+static const gr__live_comm *oldest_running(const gr__top_rank *t) {
+  const gr__live_comm *run = NULL, *last = NULL;
+  for (int k = 0; t->have_live && k < t->live.ncomms; k++) {
+    const gr__live_comm *lc = &t->live.comm[k];
+    if (!strcmp(lc->state, "running") && lc->start > 0 && (!run || lc->start < run->start))
+      run = lc;
+    if (lc->calls && lc->end > 0 && (!last || lc->end > last->end)) last = lc;
+  }
+  return run ? run : last;
+}
+
+/* " (waiting for ranks 1,3)": the world ranks of the unfinished sends and receives of lc. */
+static void put_waits(out_buf *o, const gr__top_job *job, const gr__live_comm *lc) {
+  if (!lc->nwaits) return;
+  int seen[GR_LIVE_MAX_WAITS], n = 0, unknown = 0;
+  for (int k = 0; k < lc->nwaits; k++) {
+    int w = world_rank_of(job, lc->id, lc->size, lc->waits[k].peer);
+    int dup = 0;
+    for (int j = 0; j < n; j++)
+      dup |= seen[j] == w;
+    if (w < 0)
+      unknown = 1;
+    else if (!dup)
+      seen[n++] = w;
+  }
+  int recvs = 0;
+  for (int k = 0; k < lc->nwaits; k++)
+    recvs += lc->waits[k].recv;
+  put(o, " (%s rank%s ",
+      recvs == lc->nwaits ? "receiving from"
+      : recvs == 0        ? "sending to"
+                          : "sending to/receiving from",
+      n == 1 ? "" : "s");
+  for (int j = 0; j < n; j++)
+    put(o, "%s%d", j ? "," : "", seen[j]);
+  if (unknown) put(o, "%s?", n ? "," : "");
+  put(o, ")");
+}
+
+/* What a named rank does: its creation, its call on the communicator in question (id NULL: its
+ * oldest running call), or the last call it finished. */
+static void put_doing(out_buf *o, const gr__top_job *job, const gr__top_rank *t, const char *id,
+                      int size, int comma) {
+  const gr__live_creating *cr = creating_of(t);
+  const gr__live_comm *lc = id ? comm_in(t, id, size) : oldest_running(t);
+  char lab[80] = "";
+  if (lc) comm_label(lab, sizeof lab, lc);
+  if (!t->have_live)
+    put(o, " never published its state");
+  else if (cr)
+    put_creating(o, job, cr, comma);
+  else if (!lc && id) {
+    label_of(lab, sizeof lab, job, id);
+    put(o, " has not called on %s yet", lab);
+  } else if (!lc)
+    put(o, "%s no call yet", comma ? "," : "");
+  else if (!strcmp(lc->state, "running")) {
+    put(o, "%s in %s #%llu%s%s for %.1f s", comma ? "," : "", lc->op, lc->seq, id ? "" : " on ",
+        id ? "" : lab, job->now - lc->start);
+    put_waits(o, job, lc);
+  } else
+    put(o, "%s last seen: %s #%llu%s%s ended %.1f s ago", comma ? "," : "", lc->op, lc->seq,
+        id ? "" : " on ", id ? "" : lab, lc->end > 0 ? job->now - lc->end : 0.0);
+}
+
+/* How sure: the evidence against one named rank. */
+static void put_evidence(out_buf *o, const gr__top_rank *t, int fault) {
+  if (fault == FAULT_PROC && t->proc_state == 'X')
+    put(o, " [certain: no process %ld on %s]", t->live.pid, t->host);
+  else if (fault == FAULT_PROC)
+    put(o, " [certain: process state %c]", t->proc_state);
+  else if (fault == FAULT_SILENT)
+    put(o, " [likely: no heartbeat for %.0f s]", t->age_s);
+}
+
+/* A rank whose process is stopped or gone (or, lacking that, whose heartbeat stopped): it is the
+ * suspect before any reasoning about call numbers, whatever the others wait in. When several
+ * processes are gone, the ones that went silent first are the cause (the others went down with
+ * the job). */
+static void fault_verdict(gr__top_job *job, const unsigned char *fault, int level, const char *desc,
+                          const char *id, int size, unsigned char *wait, unsigned char *block) {
+  double first = 0;
+  int nf = 0;
+  for (int i = 0; i < job->n; i++)
+    if (fault[i] == level && (!nf++ || job->r[i].live.time < first)) first = job->r[i].live.time;
+  double grace = 0;
+  for (int i = 0; i < job->n; i++)
+    if (fault[i] == level && 2 * job->r[i].live.interval > grace)
+      grace = 2 * job->r[i].live.interval;
+  if (grace < 0.5) grace = 0.5;
+  int nblock = 0, nwait = 0;
+  double longest = 0;
+  for (int i = 0; i < job->n; i++) {
+    const gr__top_rank *t = &job->r[i];
+    if (fault[i] == level && (nf == 1 || t->live.time <= first + grace)) {
+      block[i] = 1;
+      nblock++;
+    } else if (!fault[i] && !exited(t) && t->have_live) {
+      const gr__live_creating *cr = creating_of(t);
+      const gr__live_comm *run = oldest_running(t);
+      if (run && strcmp(run->state, "running")) run = NULL; /* between calls: not waiting */
+      double w = cr ? job->now - cr->start : run ? job->now - run->start : 0;
+      if ((cr || run) && w >= job->hang_s) {
+        wait[i] = 1;
+        nwait++;
+        if (w > longest) longest = w;
+      }
+    }
+  }
+  out_buf o = {job->verdict, sizeof job->verdict, 0};
+  if (nwait) {
+    put(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
+    put_ranks(&o, job, block);
+    put(&o, ": rank%s ", nwait == 1 ? "" : "s");
+    put_ranks(&o, job, wait);
+    put(&o, " in %s for %.1f s", desc, longest);
+  } else {
+    put(&o, "FAULT: rank%s ", nblock == 1 ? "" : "s");
+    put_ranks(&o, job, block);
+  }
+  int said = 0;
+  for (int i = 0; i < job->n; i++) {
+    if (!block[i]) continue;
+    gr__top_rank *t = &job->r[i];
+    t->blocker = 1;
+    if (said++ >= 3) continue;
+    int sw = put_rank_state(&o, t);
+    int member = id && comm_in(t, id, size);
+    put_doing(&o, job, t, member ? id : NULL, size, sw);
+    if (t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
+    put_evidence(&o, t, fault[i]);
+  }
+}
+
+/* The members of the call's communicator that are waited for in a send or receive: the peers of
+ * the waiting ranks' unfinished point-to-point calls, followed while a peer itself waits on the
+ * communicator (a chain), ending at the ranks that do not. */
+static int p2p_blockers(const gr__top_job *job, const char *id, int size, const unsigned char *wait,
+                        unsigned char *block) {
+  unsigned char *seen = calloc((size_t)job->n, 1);
+  int *stack = malloc((size_t)job->n * sizeof *stack), top = 0, nblock = 0;
+  if (!seen || !stack) {
+    free(seen);
+    free(stack);
+    return 0;
+  }
+  for (int i = 0; i < job->n; i++)
+    if (wait[i]) {
+      seen[i] = 1;
+      stack[top++] = i;
+    }
+  while (top > 0) {
+    const gr__live_comm *lc = comm_in(&job->r[stack[--top]], id, size);
+    for (int k = 0; lc && !strcmp(lc->state, "running") && k < lc->nwaits; k++) {
+      int w = world_rank_of(job, id, size, lc->waits[k].peer);
+      if (w < 0 || w >= job->index_cap || job->index[w] < 0) continue;
+      int j = job->index[w];
+      if (seen[j]) continue;
+      seen[j] = 1;
+      const gr__live_comm *pc = comm_in(&job->r[j], id, size);
+      if (pc && !strcmp(pc->state, "running") && pc->nwaits > 0)
+        stack[top++] = j; /* it waits too: whom for? */
+      else if (!exited(&job->r[j]) || !pc) {
+        block[j] = 1;
+        nblock++;
+      }
+    }
+  }
+  free(seen);
+  free(stack);
+  return nblock;
+}
+
+void gr__top_analyse(gr__top_job *job) {
+  job->verdict[0] = '\0';
+  for (int i = 0; i < job->n; i++)
+    job->r[i].blocker = 0;
+  if (!job->n) return;
+  unsigned char *wait = calloc((size_t)job->n, 1), *block = calloc((size_t)job->n, 1),
+                *fault = calloc((size_t)job->n, 1);
+  if (!wait || !block || !fault) {
+    free(wait);
+    free(block);
+    free(fault);
+    return;
+  }
+  int nproc = 0, nsilent = 0;
+  for (int i = 0; i < job->n; i++) {
+    fault[i] = (unsigned char)fault_of(&job->r[i]);
+    nproc += fault[i] == FAULT_PROC;
+    nsilent += fault[i] == FAULT_SILENT;
+  }
+  /* The communicator with the longest wait among the ranks not at fault: its running call is the
+   * one the others are stuck in. Its members that have not entered that call (or are silent
+   * inside it) are the blockers. */
+  const char *best_id = NULL;
+  int best_size = 0;
+  unsigned long long best_seq = 0;
+  double best_wait = 0;
+  const char *best_op = "";
+  for (int i = 0; i < job->n; i++) {
+    const gr__top_rank *t = &job->r[i];
+    if (!t->have_live || exited(t) || fault[i]) continue;
+    for (int c = 0; c < t->live.ncomms; c++) {
+      const gr__live_comm *lc = &t->live.comm[c];
+      if (strcmp(lc->state, "running") || lc->start <= 0) continue;
+      double w = job->now - lc->start;
+      if (w > best_wait || (best_id && !strcmp(best_id, lc->id) && lc->seq > best_seq)) {
+        if (best_id && !strcmp(best_id, lc->id) && lc->size == best_size && lc->seq < best_seq)
+          continue;
+        best_wait = w;
+        best_id = lc->id;
+        best_size = lc->size;
+        best_seq = lc->seq;
+        best_op = lc->op;
+      }
+    }
+  }
+  /* A communicator creation waited in longer than any collective call is the hang to name. */
+  const gr__live_creating *cbest = NULL;
+  for (int i = 0; i < job->n; i++) {
+    const gr__live_creating *cr = fault[i] ? NULL : creating_of(&job->r[i]);
+    if (cr && (!cbest || cr->start < cbest->start)) cbest = cr;
+  }
+  int in_creation =
+      cbest && job->now - cbest->start >= job->hang_s && job->now - cbest->start >= best_wait;
+  int hang = in_creation || (best_id && best_wait >= job->hang_s);
+  char lab[80] = "", desc[160] = "";
+  if (best_id) label_of(lab, sizeof lab, job, best_id);
+  if (in_creation) {
+    char over[80];
+    label_of(over, sizeof over, job, cbest->over);
+    snprintf(desc, sizeof desc, "%s (%s) on %s", cbest->call, cbest->step, over);
+  } else if (best_id) {
+    /* what the longest waiter waits in, and for whom when that is a send or receive */
+    out_buf d = {desc, sizeof desc, 0};
+    put(&d, "%s #%llu on %s", best_op, best_seq, lab);
+    for (int i = 0; i < job->n; i++) {
+      const gr__live_comm *lc = fault[i] ? NULL : comm_in(&job->r[i], best_id, best_size);
+      if (lc && lc->seq == best_seq && !strcmp(lc->state, "running")) {
+        put_waits(&d, job, lc);
+        break;
+      }
+    }
+  }
+  /* Evidence first: a stopped or vanished process is named whether or not anyone waits yet (it
+   * did not exit); a silent heartbeat only when someone waits. */
+  if (nproc || (nsilent && hang)) {
+    fault_verdict(job, fault, nproc ? FAULT_PROC : FAULT_SILENT, desc, in_creation ? NULL : best_id,
+                  best_size, wait, block);
+    goto out;
+  }
+  if (in_creation) {
+    creation_verdict(job, cbest, wait, block);
+    goto out;
+  }
+  if (!hang) goto out;
+  /* The call with the highest number that someone waits in on this communicator. */
+  double longest = 0;
+  for (int i = 0; i < job->n; i++) {
+    const gr__live_comm *lc = comm_in(&job->r[i], best_id, best_size);
+    if (lc && !strcmp(lc->state, "running") && lc->seq > best_seq) {
+      best_seq = lc->seq;
+      best_op = lc->op;
+    }
+  }
+  int nwait = 0, nblock = 0, world = spans_world(job, best_id, best_size), p2p = 0;
+  for (int i = 0; i < job->n; i++) {
+    const gr__top_rank *t = &job->r[i];
+    const gr__live_comm *lc = comm_in(t, best_id, best_size);
+    if (lc && !strcmp(lc->state, "running") && lc->seq == best_seq) {
+      wait[i] = 1;
+      nwait++;
+      p2p |= lc->nwaits > 0;
+      if (job->now - lc->start > longest) longest = job->now - lc->start;
+    }
+  }
+  if (p2p) /* sequence numbers of sends and receives differ between ranks: follow the peers */
+    nblock = p2p_blockers(job, best_id, best_size, wait, block);
+  else
+    for (int i = 0; i < job->n; i++) {
+      const gr__top_rank *t = &job->r[i];
+      const gr__live_comm *lc = comm_in(t, best_id, best_size);
+      if (!wait[i] && ((lc && lc->seq < best_seq) || (!lc && world && !exited(t)))) {
+        block[i] = 1;
+        nblock++;
+      }
+    }
+  out_buf o = {job->verdict, sizeof job->verdict, 0};
+  if (!nblock) {
+    put(&o, "%d rank%s in %s #%llu on %s for %.1f s (no rank behind: slow, or all waiting)", nwait,
+        nwait == 1 ? "" : "s", best_op, best_seq, lab, longest);
+    goto out;
+  }
+  put(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
+  put_ranks(&o, job, block);
+  put(&o, ": rank%s ", nwait == 1 ? "" : "s");
+  put_ranks(&o, job, wait);
+  put(&o, " in %s #%llu on %s for %.1f s", best_op, best_seq, lab, longest);
+  int said = 0;
+  for (int i = 0; i < job->n; i++) {
+    if (!block[i]) continue;
+    gr__top_rank *t = &job->r[i];
+    t->blocker = 1;
+    if (said++ >= 3) continue;
+    int sw = put_rank_state(&o, t);
+    put_doing(&o, job, t, best_id, best_size, sw);
+    if (t->have_live && t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
+  }
+  put(&o, " [unsure: %s]",
+      p2p ? "the peers it waits for are alive and not waiting" : "behind in the call sequence");
+out:
+  free(wait);
+  free(block);
+  free(fault);
+}
