@@ -514,9 +514,10 @@ static void gate_start_passed(mpi_be *b) {
   gr__call *f;
   while ((f = gr__shm_deferred(b->shm))) {
     gr__mpi_call *m = gr__mpi_call_of(f);
+    int failed = 0;
     if (m->shm_op) {
-      if (m->shm_op->state != 2) return; /* still in its round */
-      if (m->shm_op->failed) {
+      if (!gr__shm_settled(b->shm, m->shm_op, &failed)) return; /* still in its round */
+      if (failed) {
         gr__shm_undefer(b->shm, f);
         continue;
       }

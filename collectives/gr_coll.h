@@ -99,6 +99,8 @@ typedef struct gr__call {
                      * backend posts no buffer; only where its path carries refusals, gr_path.h) */
   gr_status fe_bad;  /* a grouped call this rank refused, queued in check mode so peers learn it */
   int fe_request;    /* a gr_i... request: the user may wait for it before older ones */
+  int fe_waiting;    /* a request inside gr_wait: its test may work at full speed and sleep; a
+                      * request's test otherwise does a bounded slice of work and returns */
   unsigned fe_flags; /* gr__fe_flag */
   /* The call as the user made it where the front end runs another in its place (the in-band
    * forms: count + 1, a broadcast as an allreduce of bytes): records, counters and sentences

@@ -81,9 +81,13 @@ typedef struct gr__shm_op {
   int sub;   /* allgather: peers copied so far in this round */
   int peer; /* single-copy allreduce: 0 = chunk 'reduced' not reduced yet, else the next peer written */
   size_t reduced; /* single-copy allreduce: chunks reduced and written out */
-  size_t pos;     /* first element of the current round (per block) */
-  size_t len;     /* elements in the current round (per block) */
-  int failed;     /* the ranks disagreed on the call (why holds the sentence) */
+  int held;       /* single-copy allreduce: a claimed range [u0, u1) of owner's pieces in hand */
+  int scan;       /* single-copy allreduce: ranks whose pieces are all claimed (from this one) */
+  int owner;
+  size_t u0, u1;
+  size_t pos; /* first element of the current round (per block) */
+  size_t len; /* elements in the current round (per block) */
+  int failed; /* the ranks disagreed on the call (why holds the sentence) */
   char why[320];
   struct gr__shm_op *next;
 } gr__shm_op;
@@ -135,6 +139,13 @@ gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call);
  * ranks disagreed on what op is, GR_ERR_INVALID (likewise) when a rank refused it; gr__shm_why
  * then gives the sentence, until the next call. */
 gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done);
+/* The same for a request's gr_test: one bounded slice of work (a piece of a chunk, a round) and no
+ * wait; returns at once (*done = 0) while the progress engine holds the segment. */
+gr_status gr__shm_test_some(gr__shm *s, gr__shm_op *op, int *done);
+/* One bounded pass over the queue, no wait, nothing released: a request's first step at its post. */
+void gr__shm_nudge(gr__shm *s);
+/* Whether op has settled (its test would release it); *failed as op->failed. */
+int gr__shm_settled(gr__shm *s, const gr__shm_op *op, int *failed);
 const char *gr__shm_why(const gr__shm *s);
 /* The ranks of this segment (other than this one) whose process no longer exists, as
  * "rank R (process P no longer exists)" joined with ", "; the number named. For a timeout outside
@@ -150,6 +161,31 @@ void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len);
  * NaN (a NaN operand wins); integer SUM and PROD wrap around (two's complement). AVG adds. */
 void gr__shm_reduce(gr_dtype t, gr_op op, const void *const *in, int n, void *out, void *out2,
                     size_t count);
+
+/* The progress engine (shm_progress.c): one thread per process, started with the first request on
+ * a segment, that advances every registered segment's queue in bounded passes and sleeps on a
+ * futex when none can move. The caller's tests, posts and forgets and the engine's passes take
+ * turns through the segment's lock. */
+typedef struct {
+  uint32_t *word; /* a pass that is waiting for a peer: the counter word it waits on */
+  uint32_t val;
+  gr__shm *seg;
+} gr__shm_wait;
+enum { GR__SHM_IDLE, GR__SHM_MOVED, GR__SHM_BLOCKED, GR__SHM_BUSY };
+/* One bounded pass over s's queue: GR__SHM_IDLE nothing queued (or the segment broke), MOVED some
+ * work done, BLOCKED waiting for a peer (*w says on what), BUSY another thread holds s. */
+int gr__shm_engine_pump(gr__shm *s, gr__shm_wait *w);
+/* Count the engine among the segment's sleepers (+1) or no longer (-1), so that a raise wakes it. */
+void gr__shm_engine_waiting(gr__shm *s, int delta);
+/* 1 if s was already registered; else marks it (the caller's thread). */
+int gr__shm_engine_registered(gr__shm *s);
+/* Register s (a request was posted on it: start the thread if none runs) and wake the engine. */
+gr_status gr__shm_engine_add(gr__shm *s);
+/* Wake the engine (a post, a lock it wanted is free). */
+void gr__shm_engine_kick(void);
+/* s is about to be freed: the engine no longer touches it afterwards; the thread stops with the
+ * last segment. */
+void gr__shm_engine_remove(gr__shm *s);
 
 /* Segment files (shm_seg.c). A memfd of the given size; -1 with errno on failure. */
 int gr__shm_memfd(size_t bytes);

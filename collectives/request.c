@@ -458,6 +458,7 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
 
 GR_API gr_status gr_wait(gr_request **req) {
   if (!req || !*req) return gr__fail(GR_ERR_INVALID, "gr_wait", "req or *req is NULL");
+  (*req)->k.fe_waiting = 1; /* the backend may work at full speed and sleep (gr_coll.h) */
   int done = 0;
   gr_status st;
   do

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
@@ -66,6 +67,9 @@
 #define SPINS_OVERSUBSCRIBED 16
 #define SLEEP_AFTER_NS 200000
 #define SLEEP_NS 1000000
+/* Pieces of work (whole chunks, rounds) the progress engine does per pass before it lets go of
+ * the segment's lock and looks at the other segments. */
+#define ENGINE_BUDGET 8
 #define WAITERS_OFF 1920
 
 /* Single copy (CMA): from this many bytes per rank on, a rank that may read its peers' memory
@@ -89,6 +93,12 @@
 #define CTL_SEND 64
 #define CTL_RECV 72
 #define CTL_BASE 80
+/* ... and the next unclaimed chunk of its slices in a single-copy allreduce, tagged with the
+ * call's round number in the high 32 bits (any rank may claim a chunk, cma_allreduce). */
+#define CTL_CLAIM 96
+/* Bytes per rank a request's gr_test reduces at most when it does a piece of a chunk: a test
+ * returns within microseconds, and gr_wait or the progress thread do whole chunks. */
+#define TEST_PIECE 4096
 
 enum { MODE_SMALL = 1, MODE_LARGE, MODE_CMA };
 
@@ -120,6 +130,16 @@ struct gr__shm {
   uint64_t idle_t0;   /* when the current fruitless wait began (ns), 0 = not waiting */
   char why[320];      /* the last failed call's sentence (gr__shm_why) */
   const int *names;   /* the ranks' numbers in sentences (gr__shm_name_ranks), NULL = own */
+  int sys_failed;     /* a single-copy read or write failed (cma_errno): the next test reports it */
+  int budget;         /* pieces of work this pass may still do; -1 = no limit */
+  int bounded;        /* this pass claims single pieces (a request's gr_test) */
+  /* Everything above and the op queue belong to whichever thread holds lock: the caller's
+   * test, post and forget, or the progress engine's slice (shm_progress.c). */
+  pthread_mutex_t lock;
+  _Atomic int engine_wants; /* the engine found lock taken: the holder kicks it on unlock */
+  _Atomic int caller_wants; /* a caller found it taken by the engine: the engine's pass ends */
+  int engine_pass;          /* the pass under way is the engine's */
+  int engine_on;            /* registered with the engine (the caller's thread only) */
   gr__shm_op *head, *tail, *spare, *all;
   void **deferred; /* gr__shm_defer's FIFO: [dfirst, dend) of dcap */
   size_t dfirst, dend, dcap;
@@ -194,6 +214,8 @@ gr__shm *gr__shm_new(void *base, size_t bytes, int rank, int size) {
   s->spins = SPINS;
   s->spin_ns = SPIN_NS;
   s->pair_max = PAIR_SMALL_MAX;
+  s->budget = -1;
+  pthread_mutex_init(&s->lock, NULL);
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN); /* not this rank's affinity: a bound rank has one */
   if (ncpu > 0 && ncpu < size) {
     s->spins = SPINS_OVERSUBSCRIBED;
@@ -210,6 +232,8 @@ static int name_of(const gr__shm *s, int q) { return s->names ? s->names[q] : q;
 
 void gr__shm_free(gr__shm *s) {
   if (!s) return;
+  if (s->engine_on) gr__shm_engine_remove(s); /* the engine touches s no more */
+  pthread_mutex_destroy(&s->lock);
   for (op_box *b = (op_box *)s->all, *n; b; b = n) {
     n = b->all_next;
     free(b);
@@ -281,7 +305,31 @@ void gr__shm_undefer(gr__shm *s, void *item) {
   }
 }
 
-gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
+/* The caller's side of the lock. A caller that finds it taken (by the engine's pass) asks the pass
+ * to stop at its next piece; the engine then leaves the segment alone until a caller has had it
+ * (gr__shm_engine_pump). try: 0 when taken (the caller returns). A segment no request was ever
+ * posted on is the caller's alone (the engine sees only registered ones, and registration happens
+ * outside every locked stretch): no lock, so blocking calls pay nothing for the engine. */
+static int lock_caller(gr__shm *s, int try) {
+  if (!s->engine_on) return 1;
+  if (pthread_mutex_trylock(&s->lock) != 0) {
+    atomic_store_explicit(&s->caller_wants, 1, memory_order_relaxed);
+    if (try) return 0;
+    pthread_mutex_lock(&s->lock);
+  }
+  atomic_store_explicit(&s->caller_wants, 0, memory_order_relaxed);
+  return 1;
+}
+
+static void unlock(gr__shm *s) {
+  if (!s->engine_on) return;
+  pthread_mutex_unlock(&s->lock);
+  if (atomic_load_explicit(&s->engine_wants, memory_order_relaxed) &&
+      atomic_exchange_explicit(&s->engine_wants, 0, memory_order_relaxed))
+    gr__shm_engine_kick();
+}
+
+static gr_status post_locked(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
   if (s->broken) return GR_ERR_ABORTED;
   gr__shm_op *op = s->spare;
   if (op) {
@@ -301,6 +349,8 @@ gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
   op->sub = 0;
   op->peer = 0;
   op->reduced = 0;
+  op->held = 0;
+  op->scan = 0;
   op->failed = 0;
   op->why[0] = '\0';
   op->next = NULL;
@@ -311,6 +361,13 @@ gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
   s->tail = op;
   *out = op;
   return GR_OK;
+}
+
+gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
+  lock_caller(s, 0);
+  gr_status st = post_locked(s, out, call);
+  unlock(s);
+  return st;
 }
 
 /* ---- the rounds ---------------------------------------------------------------------------- */
@@ -326,13 +383,13 @@ static void raise_flag(gr__shm *s) {
     syscall(SYS_futex, futex_word(f), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-static void sleep_on_lag(gr__shm *s) {
-  _Atomic uint64_t *f = flag(s, s->lag);
+static void sleep_on(gr__shm *s, int lag, uint64_t wait_for, long ns) {
+  _Atomic uint64_t *f = flag(s, lag);
   atomic_fetch_add_explicit(waiters(s), 1, memory_order_relaxed);
   atomic_thread_fence(memory_order_seq_cst);
   uint64_t v = atomic_load_explicit(f, memory_order_relaxed);
-  if (v < s->wait_for) {
-    struct timespec ts = {0, SLEEP_NS};
+  if (v < wait_for) {
+    struct timespec ts = {0, ns};
     syscall(SYS_futex, futex_word(f), FUTEX_WAIT, (uint32_t)v, &ts, NULL, 0);
   }
   atomic_fetch_sub_explicit(waiters(s), 1, memory_order_relaxed);
@@ -530,35 +587,76 @@ static void cma_chunk(const gr__shm *s, const gr__shm_op *op, size_t c, size_t *
   *len = op->count - *lo < ce ? op->count - *lo : ce;
 }
 
+/* Whether this pass may do one more piece of work (a chunk, a piece, a round); counts it. */
+static int spend(gr__shm *s) {
+  if (s->engine_pass && atomic_load_explicit(&s->caller_wants, memory_order_relaxed)) return 0;
+  if (s->budget < 0) return 1;
+  if (!s->budget) return 0;
+  s->budget--;
+  return 1;
+}
+
+/* Chunk claims (CTL_CLAIM): rank q's word holds the round number of its current call and the next
+ * piece of its slices nobody has claimed; piece u is piece u % PIECES of q's slice of chunk
+ * u / PIECES. A claim is a compare-and-swap below the call's number of pieces, tagged with the
+ * round that the claiming rank is in, so a rank still in an earlier call, or one that finished,
+ * never takes a piece of a later call. A bounded pass claims one piece, any other the rest of the
+ * chunk: [*u0, *u1). */
+#define PIECES (CMA_TMP_BYTES / TEST_PIECE)
+static uint64_t claim_tag(const gr__shm *s) { return (uint64_t)(uint32_t)s->rounds << 32; }
+static int claim(gr__shm *s, int q, size_t units, size_t *u0, size_t *u1) {
+  _Atomic uint64_t *w = ctl(s, q, CTL_CLAIM);
+  uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
+  for (;;) {
+    size_t at = (size_t)(v & UINT32_MAX);
+    if ((v & ~(uint64_t)UINT32_MAX) != claim_tag(s) || at >= units) return 0;
+    size_t to = s->bounded ? at + 1 : (at / PIECES + 1) * PIECES;
+    if (to > units) to = units;
+    if (atomic_compare_exchange_weak_explicit(w, &v, claim_tag(s) | (uint64_t)to,
+                                              memory_order_relaxed, memory_order_relaxed)) {
+      *u0 = at;
+      *u1 = to;
+      return 1;
+    }
+  }
+}
+
 /* The steps return 1 done, 0 waiting, -1 failed. A step resumes where a wait stopped it (op->sub:
  * the peer or block it got to), so nothing is read or reduced twice.
  *
- * Allreduce, in chunks: raise once the addresses are published (counter = first) and wait for
- * every rank's; then for each chunk, read my slice of it from every peer's send buffer (one
- * process_vm_readv per peer, into a tmp block that stays in L2), reduce it with mine into my recv,
- * and write the result straight into every peer's recv (one process_vm_writev per peer, from the
- * block just written, still in cache). Nothing else orders the chunks: a rank never waits for a
- * peer between the first raise and the last, so a descheduled peer costs the others only the wait
- * at the end. Finally raise (first + 1) and wait for every rank's: nobody touches my buffers any
- * more. The bytes are those of the peers reading the reduced slices back (one crossing per
- * direction); what goes is the per-chunk synchronisation and its polling, and the result crosses
- * while it is hot in the writer's cache. Safe in place: slice q of my send is read by rank q only,
- * before rank q writes its result there; I write only my own slice of my recv. */
+ * Allreduce, in chunks that any rank may reduce: raise once the addresses are published (counter =
+ * first) and wait for every rank's; then claim pieces (CTL_CLAIM), this rank's own slices first,
+ * then each peer's in turn, until none is left. A claimed range, a part of rank q's slice of chunk
+ * c, is read from every other rank's send buffer (one process_vm_readv per peer, into a tmp block
+ * that stays in L2), reduced with this rank's own in rank order into this rank's recv, and written
+ * from there into every peer's recv (one process_vm_writev per peer, from the block just written,
+ * still in cache). The per-element order of the reduction is rank order whoever does it, so the
+ * result is the same bit for bit; a rank that computes while its peers wait has its share done by
+ * them, its buffers read and written by their syscalls. Nothing else orders the chunks. A rank
+ * raises (first + 1) once it can claim nothing more and its last range is written, and the call
+ * ends when every rank has: every piece is then in every recv, and nobody touches my buffers any
+ * more. A bounded pass (a request's gr_test) claims one piece of TEST_PIECE bytes, reads and
+ * reduces it and returns; the next writes it out (one syscall per peer and pass).
+ * Safe in place: a piece of every send is read only by the rank that claimed it, before it writes
+ * the result there. */
 static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
   int P = s->size, r = s->rank, rc;
-  size_t es = gr__dtype_size(op->dtype), off, n, lo, len, nch = cma_chunks(s, op);
+  size_t es = gr__dtype_size(op->dtype), off, n, lo, len, units = cma_chunks(s, op) * PIECES;
+  size_t pe = TEST_PIECE / es; /* elements per piece */
   const char *send = op->send;
   char *recv = op->recv;
   const void *in[GR__SHM_MAX_RANKS];
   if (op->step == 1) {
     if (!reached(s, s->ready, -1)) return 0; /* the descriptor's place is free */
     publish(s, send, recv);
+    atomic_store_explicit(ctl(s, r, CTL_CLAIM), claim_tag(s), memory_order_relaxed);
     announce(s, op);
     raise_flag(s);
     op->step = 2;
     op->sub = 0;
-    op->reduced = 0;
     op->peer = 0;
+    op->held = 0;
+    op->scan = 0;
   }
   if (op->step == 2) { /* every peer published: check the call before touching its data */
     if (!reached(s, s->first, -1)) return 0;
@@ -566,34 +664,50 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
     op->step = 3;
   }
   if (op->step == 3) {
-    for (; op->reduced < nch; op->reduced++) {
-      cma_chunk(s, op, op->reduced, &lo, &len);
-      slice(len, P, r, &off, &n);
-      size_t at = (lo + off) * es;
-      if (!op->peer) { /* read and reduce, unless a write to a vanished peer stopped us after */
-        for (; op->sub < P; op->sub++) {
+    for (;;) {
+      int fresh = !op->held;
+      if (fresh) {
+        if (!s->budget) return 0;        /* this pass's share is done: claim nothing to sit on */
+        for (; op->scan < P; op->scan++) /* an exhausted word stays exhausted */
+          if (claim(s, (r + op->scan) % P, units, &op->u0, &op->u1)) {
+            op->held = 1;
+            op->owner = (r + op->scan) % P;
+            if (s->budget > 0) s->budget--;
+            break;
+          }
+        if (!op->held) break;
+      } else if (!spend(s)) { /* the rest of a range claimed in an earlier pass: one more piece */
+        return 0;
+      }
+      size_t c = op->u0 / PIECES, e0 = op->u0 % PIECES * pe, e1 = (op->u1 - c * PIECES) * pe;
+      cma_chunk(s, op, c, &lo, &len);
+      slice(len, P, op->owner, &off, &n);
+      if (e1 > n) e1 = n;
+      size_t m = e1 > e0 ? (e1 - e0) * es : 0, at = (lo + off + e0) * es;
+      if (m &&
+          !op->peer) { /* read and reduce, unless a write to a vanished peer stopped us after */
+        for (op->sub = op->sub ? op->sub : 1; op->sub < P; op->sub++) {
           int q = (r + op->sub) % P; /* op->sub 0 is me: nothing to read */
-          unsigned char *into = s->tmp + (size_t)(op->sub ? op->sub - 1 : 0) * CMA_TMP_BYTES;
-          if (op->sub && n &&
-              (rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, n * es)) != 1)
-            return rc;
+          unsigned char *into = s->tmp + (size_t)(op->sub - 1) * CMA_TMP_BYTES;
+          if ((rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, m)) != 1) return rc;
         }
         for (int i = 0; i < P; i++) { /* rank order, as every path reduces */
           int t = (i - r + P) % P;
           in[i] = t == 0 ? (const void *)(send + at) : s->tmp + (size_t)(t - 1) * CMA_TMP_BYTES;
         }
-        if (n) gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, n);
+        gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, m / es);
         op->peer = 1;
+        if (s->bounded) return 0; /* a bounded pass makes one syscall per peer: writes next */
       }
       /* start after me, so that the ranks write different peers */
-      for (; op->peer < P; op->peer++) {
+      for (; m && op->peer < P; op->peer++) {
         int q = (r + op->peer) % P;
-        if (n && (rc = cma_write(s, q, peer_addr(s, q, CTL_RECV) + at, recv + at, n * es)) != 1)
-          return rc;
+        if ((rc = cma_write(s, q, peer_addr(s, q, CTL_RECV) + at, recv + at, m)) != 1) return rc;
       }
       s->moves++;
       op->sub = 0;
       op->peer = 0;
+      op->held = 0;
     }
     raise_flag(s);
     op->step = 4;
@@ -618,6 +732,7 @@ static int cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {
     if (!reached(s, s->first, -1)) return 0;
     if (!op->sub && !all_agree(s, op)) return -2;
     for (size_t b = (size_t)op->sub * per; b < op->count; b += per, op->sub++) {
+      if (!spend(s)) return 0;
       size_t m = op->count - b < per ? op->count - b : per, at = (size_t)r * blk + b * es;
       for (int q = 0, t = 0; q < P; q++) {
         if (q == r) {
@@ -665,6 +780,7 @@ static int cma_allgather(gr__shm *s, gr__shm_op *op) {
     for (size_t at = (size_t)op->sub * CMA_PIECE; at < blk; at += CMA_PIECE, op->sub++) {
       size_t m = blk - at < CMA_PIECE ? blk - at : CMA_PIECE;
       if (!op->peer) {
+        if (!spend(s)) return 0;
         if (send != recv + mine) memcpy(recv + mine + at, send + at, m);
         op->peer = 1;
       }
@@ -691,15 +807,23 @@ static int cma_broadcast(gr__shm *s, gr__shm_op *op) {
     publish(s, op->send, op->recv);
     announce(s, op);
     raise_flag(s); /* the root: its data is there; the others: they are here */
-    if (s->rank == op->root && op->send != op->recv) memcpy(op->recv, op->send, bytes);
     op->step = 2;
+    op->sub = 0; /* pieces of CMA_PIECE bytes copied (the root) or read (the others) */
   }
   if (op->step == 2) { /* every rank checks every descriptor, the root too: all give one verdict */
     if (!reached(s, s->first, -1)) return 0;
-    if (!all_agree(s, op)) return -2;
-    if (s->rank != op->root &&
-        (rc = cma_read(s, op->root, op->recv, peer_addr(s, op->root, CTL_SEND), bytes)) != 1)
-      return rc;
+    if (!op->sub && !all_agree(s, op)) return -2;
+    for (size_t at = (size_t)op->sub * CMA_PIECE; at < bytes; at += CMA_PIECE, op->sub++) {
+      size_t m = bytes - at < CMA_PIECE ? bytes - at : CMA_PIECE;
+      if (!spend(s)) return 0;
+      if (s->rank == op->root) {
+        if (op->send != op->recv) memcpy((char *)op->recv + at, (const char *)op->send + at, m);
+      } else if ((rc = cma_read(s, op->root, (char *)op->recv + at,
+                                peer_addr(s, op->root, CTL_SEND) + at, m)) != 1) {
+        return rc;
+      }
+      s->moves++;
+    }
     op->step = 3;
   }
   if (op->step == 3) {
@@ -1014,6 +1138,8 @@ static int advance(gr__shm *s, gr__shm_op *op) {
     if (fin != 1) return fin;
     op->step = 0;
     s->moves++;
+    if (op->mode != MODE_CMA && op->pos + op->len < op->count && !spend(s))
+      return 0; /* resumes with the next round */
   }
 }
 
@@ -1025,43 +1151,156 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* Advance the queue from its head until op (NULL: every op) is settled, a wait or the pass's
+ * budget stops it, or a single-copy syscall fails (-1: the segment is broken, the next test of any
+ * op reports it). Under s->lock. */
+static int pump(gr__shm *s, gr__shm_op *op) {
+  while (s->head && (!op || op->state != 2)) {
+    gr__shm_op *h = s->head;
+    int rc = advance(s, h);
+    if (rc == -1) {
+      s->broken = 1;
+      s->sys_failed = 1;
+      return -1;
+    }
+    if (!rc) break;
+    h->state = 2; /* done, or dropped (failed): every rank drops it at the same point */
+    s->head = h->next;
+    if (!s->head) s->tail = NULL;
+  }
+  return 0;
+}
+
+/* op's outcome once it settled (op released), or GR_OK with *done 0. Under s->lock. */
+static gr_status settled(gr__shm *s, gr__shm_op *op, int *done) {
+  if (s->sys_failed) {
+    s->sys_failed = 0;
+    return GR_ERR_SYSTEM;
+  }
+  if (s->broken) return GR_ERR_ABORTED;
+  if (op->state != 2) return GR_OK;
+  int failed = op->failed;
+  if (failed) memcpy(s->why, op->why, sizeof s->why);
+  op->next = s->spare;
+  s->spare = op;
+  s->idle_t0 = 0;
+  *done = 1;
+  return failed == 2 ? GR_ERR_INVALID : failed ? GR_ERR_MISMATCH : GR_OK;
+}
+
 gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done) {
   *done = 0;
-  if (s->broken) return GR_ERR_ABORTED;
+  lock_caller(s, 0);
   uint64_t moves = s->moves;
+  gr_status st = GR_OK;
   for (int spin = 0; spin < s->spins; spin++) {
-    while (s->head && op->state != 2) {
-      gr__shm_op *h = s->head;
-      int rc = advance(s, h);
-      if (rc == -1) {
-        s->broken = 1;
-        return GR_ERR_SYSTEM;
-      }
-      if (!rc) break;
-      h->state = 2; /* done, or dropped (failed): every rank drops it at the same point */
-      s->head = h->next;
-      if (!s->head) s->tail = NULL;
-    }
-    if (op->state == 2) {
-      int failed = op->failed;
-      if (failed) memcpy(s->why, op->why, sizeof s->why);
-      op->next = s->spare;
-      s->spare = op;
-      s->idle_t0 = 0;
-      *done = 1;
-      return failed == 2 ? GR_ERR_INVALID : failed ? GR_ERR_MISMATCH : GR_OK;
+    if (!s->broken) pump(s, op);
+    if ((st = settled(s, op, done)) != GR_OK || *done) {
+      unlock(s);
+      return st;
     }
     cpu_relax();
   }
+  /* no progress: yield or sleep outside the lock, so the engine may take its turn */
   uint64_t t = gr__mono_ns();
-  if (s->moves != moves || !s->idle_t0) {
+  int nap = 0;
+  if (s->moves != moves || !s->idle_t0)
     s->idle_t0 = t;
-  } else if (t - s->idle_t0 > SLEEP_AFTER_NS) {
-    sleep_on_lag(s);
-  } else if (t - s->idle_t0 >= s->spin_ns) {
+  else if (t - s->idle_t0 > SLEEP_AFTER_NS)
+    nap = 2;
+  else if (t - s->idle_t0 >= s->spin_ns)
+    nap = 1;
+  int lag = s->lag;
+  uint64_t wait_for = s->wait_for;
+  unlock(s);
+  if (nap == 2 && lag >= 0)
+    sleep_on(s, lag, wait_for, SLEEP_NS);
+  else if (nap)
     sched_yield();
-  }
   return GR_OK;
+}
+
+gr_status gr__shm_test_some(gr__shm *s, gr__shm_op *op, int *done) {
+  *done = 0;
+  if (!lock_caller(s, 1)) return GR_OK; /* the engine is at it, and now stops soon */
+  s->bounded = 1;
+  s->budget = 1;
+  if (!s->broken) pump(s, op);
+  s->bounded = 0;
+  s->budget = -1;
+  gr_status st = settled(s, op, done);
+  unlock(s);
+  return st;
+}
+
+void gr__shm_nudge(gr__shm *s) {
+  if (!lock_caller(s, 1)) return;
+  s->bounded = 1;
+  s->budget = 1;
+  if (!s->broken) pump(s, NULL);
+  s->bounded = 0;
+  s->budget = -1;
+  unlock(s);
+}
+
+int gr__shm_settled(gr__shm *s, const gr__shm_op *op, int *failed) {
+  lock_caller(s, 0);
+  int st = op->state == 2;
+  *failed = op->failed;
+  unlock(s);
+  return st;
+}
+
+/* ---- the progress engine's side (shm_progress.c) ------------------------------------------- */
+
+int gr__shm_engine_pump(gr__shm *s, gr__shm_wait *w) {
+  if (atomic_load_explicit(&s->caller_wants, memory_order_relaxed)) {
+    /* a caller waits for the lock: leave it the segment; its unlock rings the bell */
+    atomic_store_explicit(&s->engine_wants, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->caller_wants, memory_order_relaxed)) return GR__SHM_BUSY;
+  }
+  if (pthread_mutex_trylock(&s->lock) != 0) {
+    atomic_store_explicit(&s->engine_wants, 1, memory_order_relaxed);
+    /* the holder may have unlocked before it could see the flag: look once more */
+    if (pthread_mutex_trylock(&s->lock) != 0) return GR__SHM_BUSY;
+    atomic_store_explicit(&s->engine_wants, 0, memory_order_relaxed);
+  }
+  if (s->broken || !s->head) {
+    pthread_mutex_unlock(&s->lock);
+    return GR__SHM_IDLE;
+  }
+  uint64_t moves = s->moves;
+  s->budget = ENGINE_BUDGET;
+  s->engine_pass = 1;
+  pump(s, NULL);
+  s->engine_pass = 0;
+  s->budget = -1;
+  int rc = GR__SHM_MOVED;
+  if (s->moves == moves && s->head && !s->broken) {
+    rc = GR__SHM_BLOCKED;
+    int lag = s->lag >= 0 ? s->lag : 0;
+    w->word = futex_word(flag(s, lag));
+    w->val = (uint32_t)atomic_load_explicit(flag(s, lag), memory_order_relaxed);
+    if (atomic_load_explicit(flag(s, lag), memory_order_acquire) >= s->wait_for)
+      rc = GR__SHM_MOVED; /* it moved since: look again */
+    w->seg = s;
+  } else if (!s->head || s->broken) {
+    rc = GR__SHM_MOVED;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return rc;
+}
+
+void gr__shm_engine_waiting(gr__shm *s, int delta) {
+  atomic_fetch_add_explicit(waiters(s), (uint32_t)delta, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+}
+
+int gr__shm_engine_registered(gr__shm *s) {
+  if (s->engine_on) return 1;
+  s->engine_on = 1;
+  return 0;
 }
 
 const char *gr__shm_why(const gr__shm *s) { return s->why; }
@@ -1081,18 +1320,21 @@ int gr__shm_gone(const gr__shm *s, char *buf, size_t len) {
 
 void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
   (void)op;
+  lock_caller(s, 0);
   s->broken = 1;
+  uint64_t wait_for = s->wait_for, rounds = s->rounds;
+  int wait_rank = s->wait_rank;
+  unlock(s);
   if (!why || !len) return;
-  int n =
-      snprintf(why, len, "shared-memory round %llu: waiting for", (unsigned long long)s->rounds);
+  int n = snprintf(why, len, "shared-memory round %llu: waiting for", (unsigned long long)rounds);
   int named = 0;
   for (int q = 0; q < s->size && n >= 0 && (size_t)n < len; q++) {
     /* the ranks this one waits for, and any whose process has vanished (a survivor that timed
      * out and exited may be the one a single-copy read found gone) */
     pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
     int gone = q != s->rank && peer_gone(pid);
-    int behind = (s->wait_rank < 0 || q == s->wait_rank) &&
-                 atomic_load_explicit(flag(s, q), memory_order_acquire) < s->wait_for;
+    int behind = (wait_rank < 0 || q == wait_rank) &&
+                 atomic_load_explicit(flag(s, q), memory_order_acquire) < wait_for;
     if (!gone && !behind) continue;
     n += snprintf(why + n, len - (size_t)n, "%s rank %d (process %d%s)", named ? "," : "",
                   name_of(s, q), (int)pid, gone ? " no longer exists" : " still running");

@@ -191,11 +191,19 @@ gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *rec
                         st == GR_ERR_NOMEM ? "out of memory"
                                            : "shared-memory path "
                                              "unusable after an earlier timeout");
+  if (k->fe_request) {
+    /* a request starts at once (its buffers published, its first raise done, so that a peer
+     * that waits can do its share) and goes on in the progress engine */
+    gr__shm_nudge(s);
+    if (gr__shm_engine_add(s) != GR_OK)
+      GR_DEBUG("collectives: progress thread: out of memory; requests progress in their tests");
+  }
   return GR_OK;
 }
 
 gr_status gr__shm_call_test(gr__shm *s, gr__call *k, gr__shm_op **op, int *done) {
-  gr_status st = gr__shm_test(s, *op, done);
+  gr_status st = k->fe_request && !k->fe_waiting ? gr__shm_test_some(s, *op, done)
+                                                 : gr__shm_test(s, *op, done);
   if (st == GR_ERR_MISMATCH || st == GR_ERR_INVALID) { /* op released; segment usable (gr_shm.h) */
     *op = NULL;
     return gr__comm_err(k->comm, st, "%s", gr__shm_why(s));
