@@ -1,5 +1,5 @@
 /* Internal: hierarchical collectives for a communicator whose ranks span several nodes and share a
- * node with another rank somewhere (issue 16).
+ * node with another rank somewhere.
  *
  * At communicator creation (gr__hier_attach, collective over c->mpi) the ranks split by node
  * (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); the lowest rank of each node is its leader. Each node

@@ -1,4 +1,4 @@
-/* "The library never answers wrong" (issue 18), one mode per run; every rank must reach the end
+/* "The library never answers wrong", one mode per run; every rank must reach the end
  * (a hang is the failure these cases used to have, and ctest's timeout catches it):
  *   create     gr_comm_create agrees on what decides an algorithm: the timeout set on some ranks
  *              only, check mode on some ranks only (cfg and GPURUN_CHECK spellings), one rank's

@@ -1,4 +1,4 @@
-/* A call that one rank refuses locally (issue 18): the refusing rank still takes part, and every
+/* A call that one rank refuses locally: the refusing rank still takes part, and every
  * rank returns GR_ERR_INVALID naming it and the argument; nobody is left inside the call, the
  * communicator stays usable and the refusing rank's next call does not return stale data.
  *

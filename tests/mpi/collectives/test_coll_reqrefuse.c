@@ -1,4 +1,4 @@
-/* Non-blocking requests that one rank refuses locally on the MPI algorithms (issue 18; run with
+/* Non-blocking requests that one rank refuses locally on the MPI algorithms (run with
  * GPURUN_COLL_ALGO=mpi, with and without GPURUN_TIMEOUT): every rank's request ends with
  * GR_ERR_INVALID naming the lowest refusing rank and the argument, nothing is received, the
  * communicator stays usable, and a request's start never waits for the other ranks.

@@ -1,7 +1,7 @@
 /* Ranks of one node that disagree on a call's KIND where one kind runs off the shared-memory path
  * (reduce, alltoall: Open MPI's algorithms) get GR_ERR_MISMATCH on every rank, with a sentence
- * naming both calls, and the communicator still works (issue 16). Before, the rank on the
- * shared-memory path waited for its peers' counters and the others inside MPI for its messages,
+ * naming both calls, and the communicator still works, instead of the rank on the
+ * shared-memory path waiting for its peers' counters and the others inside MPI for its messages
  * until the deadline (GR_ERR_TIMEOUT). Also: the calls that take an agreement round on the segment
  * before their MPI algorithm give exact results when several are in flight at once (a group mixing
  * them with shared-memory calls), which needs their MPI algorithms started in the same order on
