@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #if GPURUN_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -486,6 +487,101 @@ const gr__path gr__path_shm = {.name = "shm",
                                .forget = shm_forget,
                                .gone = shm_gone};
 
+/* ---- calls on buffers in the windows (gr_mem_alloc, gr_shm.h) -----------------------------------
+ * The row takes a call whose buffers on this rank lie in the communicator's windows; the shm row
+ * takes the others. Both post to the same segment queue and start with the same first round, so a
+ * rank on one row and a rank on the other meet there, and the round decides from every rank's
+ * buffers whether the call runs direct (gr__shm_window_add). */
+
+/* Present with the segment (windows come and go after creation); takes nothing without one. */
+static int window_present(const gr_comm *c) { return shm_present(c); }
+
+/* Where this rank's buffers of k lie in the windows: 1 when the sides the peers reach do (the
+ * send of allreduce, reduce-scatter and broadcast, the recv of allreduce and allgather). */
+static int window_sides(const gr__call *k, uint64_t tok[2], size_t off[2]) {
+  const gr__shm *s = ((const mpi_be *)k->comm->be)->shm;
+  size_t sb, rb;
+  gr__call_sides(k, &sb, &rb);
+  int need_send = k->kind != GR__ALLGATHER,
+      need_recv = k->kind == GR__ALLREDUCE || k->kind == GR__ALLGATHER;
+  if (k->kind == GR__BROADCAST && k->root != k->comm->rank) need_send = 0;
+  tok[0] = need_send ? gr__shm_window_of(s, k->send, sb, &off[0]) : 0;
+  tok[1] = need_recv ? gr__shm_window_of(s, k->recv, rb, &off[1]) : 0;
+  return (!need_send || tok[0]) && (!need_recv || tok[1]) && (need_send || need_recv);
+}
+
+static int window_takes(const gr__path *p, const gr__call *k) {
+  (void)p;
+  uint64_t tok[2];
+  size_t off[2];
+  if (!gr__shm_windows(((const mpi_be *)k->comm->be)->shm)) return 0;
+  return k->kind != GR__BROADCAST || k->root == k->comm->rank ? window_sides(k, tok, off)
+                                                              : 1; /* a non-root reads only */
+}
+
+static gr_status window_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done) {
+  (void)p, (void)done;
+  mpi_be *b = k->comm->be;
+  gr__mpi_call *m = gr__mpi_call_of(k);
+  gr_status st = gr__shm_call_post(b->shm, k, s, r, &m->shm_op);
+  if (st == GR_OK && m->shm_op) window_sides(k, m->shm_op->wtok, m->shm_op->woff);
+  return st;
+}
+
+const gr__path gr__path_shm_window = {
+    .name = "shm-window",
+    .algo = GR__ALGO_SHM_WINDOW,
+    .refusal = GR__REFUSAL_CARRIED,
+    .kinds = GR__KIND_BIT(GR__ALLREDUCE) | GR__KIND_BIT(GR__REDUCE_SCATTER) |
+             GR__KIND_BIT(GR__ALLGATHER) | GR__KIND_BIT(GR__BROADCAST),
+    .staged = 0,
+    .present = window_present,
+    .takes = window_takes,
+    .post = window_post,
+    .test = shm_test,
+    .forget = shm_forget,
+    .gone = shm_gone};
+
+/* gr_mem_alloc: a window on the segment where the ranks share a node; elsewhere (ranks on
+ * several nodes, GPURUN_COLL_ALGO=mpi, one rank) memory of this rank's own, which every call
+ * takes as it takes any buffer. */
+static gr_status mpi_mem_alloc(gr_comm *c, size_t bytes, gr__mem *m) {
+  mpi_be *b = c->be;
+  if (b && b->shm) {
+    gr__shm_mapping w;
+    GR_CHECK(gr__shm_comm_window(c, b->shm, bytes, &w));
+    m->ptr = w.ptr;
+    m->map = w.map;
+    m->map_bytes = w.map_bytes;
+    m->token = w.token;
+    return GR_OK;
+  }
+  size_t len = (bytes + 4095) & ~(size_t)4095;
+  void *p = len >= bytes
+                ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                : MAP_FAILED;
+  int ok = p != MAP_FAILED, all = ok;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->mpi);
+  if (!all) {
+    if (ok) munmap(p, len);
+    return gr__comm_err(c, GR_ERR_NOMEM, "%zu bytes could not be mapped on some rank", bytes);
+  }
+  m->ptr = m->map = p;
+  m->map_bytes = len;
+  m->token = 0;
+  return GR_OK;
+}
+
+static void mpi_mem_free(gr_comm *c, gr__mem *m) {
+  mpi_be *b = c->be;
+  if (m->token) {
+    gr__shm_mapping w = {m->ptr, m->map, m->map_bytes, m->token};
+    gr__shm_comm_window_free(b ? b->shm : NULL, &w);
+  } else if (m->map) {
+    munmap(m->map, m->map_bytes);
+  }
+}
+
 /* ---- calls that agree on the segment before their MPI call (gr_shm.h, Agreement) -------------
  * A gated call waits in the segment's FIFO (gr__shm_defer) from its post until its MPI call is
  * started, and then runs on the MPI library's row. Starts happen in FIFO order, which is posting
@@ -680,4 +776,6 @@ const gr__coll_ops gr__coll_ops_mpi = {
     .paths = gr__mpi_paths,
     .progress = mpi_progress,
     .gone = gr__paths_gone,
+    .mem_alloc = mpi_mem_alloc,
+    .mem_free = mpi_mem_free,
 };

@@ -618,6 +618,7 @@ GR_API gr_status gr_comm_destroy(gr_comm *c) {
     /* The program called MPI_Finalize first: release our memory, touch no MPI object. */
     char id[sizeof c->id];
     snprintf(id, sizeof id, "%s", c->id);
+    gr__mem_release_all(c);
     c->ops->destroy(c, gr__deadline(c->timeout_s)); /* the backends skip their MPI calls */
     comm_free(c);
     return gr__fail(GR_ERR_STATE, fn,
@@ -626,6 +627,7 @@ GR_API gr_status gr_comm_destroy(gr_comm *c) {
                     "before MPI_Finalize)",
                     id);
   }
+  gr__mem_release_all(c);
   gr_status st = c->ops->destroy(c, gr__deadline(c->timeout_s));
   if (st != GR_OK) st = gr__fail(st, fn, "%s backend: %s", c->ops->name, c->err);
   comm_free(c);

@@ -126,6 +126,18 @@ typedef enum {
   GR__CAP_JOIN_REFUSALS = 1u << 1,
 } gr__coll_cap;
 
+/* Memory from gr_mem_alloc (mem.c keeps the communicator's list; the backend maps and unmaps). id
+ * is the communicator's allocation number, the same on every rank (allocations are collective). */
+typedef struct gr__mem {
+  void *ptr; /* this rank's memory */
+  size_t bytes;
+  uint64_t id;
+  void *map; /* the backend's: its mapping, how big, its window's token (0: private memory) */
+  size_t map_bytes;
+  uint64_t token;
+  struct gr__mem *next;
+} gr__mem;
+
 struct gr__coll_ops {
   const char *name; /* "mpi", "nccl" */
   gr_backend kind;  /* what gr_comm_backend reports; behaviour is asked through caps */
@@ -159,6 +171,11 @@ struct gr__coll_ops {
    * A timeout whose backend gave no detail (an agreement, an MPI step) names them: a rank killed
    * between two calls leaves its node-mates waiting somewhere it cannot be seen otherwise. */
   int (*gone)(const gr_comm *c, char *buf, size_t len);
+  /* Optional (NULL: gr_mem_alloc is GR_ERR_UNSUPPORTED): map bytes of memory for this rank that
+   * the calls on c reach directly, collective over c (the front end agreed on bytes first); on
+   * failure on any rank, an error on every rank. free unmaps it (collective: same order). */
+  gr_status (*mem_alloc)(gr_comm *c, size_t bytes, gr__mem *m);
+  void (*mem_free)(gr_comm *c, gr__mem *m);
 };
 
 #define GR__COMM_MAGIC 0x6772636fu /* "grco" */
@@ -199,6 +216,8 @@ struct gr_comm {
   char err[GR__ERRLEN]; /* a backend's detail for the front end's sentence */
   gr__flight *flight;
   gr_coll_stats stats;
+  gr__mem *mem;     /* gr_mem_alloc's memory not yet freed, newest first (mem.c) */
+  uint64_t mem_seq; /* allocations so far: the same on every rank */
 };
 
 /* The MPI tag of gr_send/gr_recv on the MPI backend (the flight recorder records it). */
@@ -233,6 +252,10 @@ int gr__mpi_gone(void);
  * them in one order. GR_OK at once when none waits; GR_ERR_TIMEOUT (c aborted) past the oldest's
  * deadline. fn names the caller in that sentence. */
 gr_status gr__requests_drain(const char *fn, gr_comm *c);
+
+/* Unmap the memory gr_mem_alloc gave on c that was not freed (gr_comm_destroy, before the
+ * backend's destroy). */
+void gr__mem_release_all(gr_comm *c);
 
 /* Mark aborted and abort the backend (idempotent). */
 void gr__comm_abort_internal(gr_comm *c);

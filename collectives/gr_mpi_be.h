@@ -127,7 +127,8 @@ extern const gr__mpi_algo gr__mpi_allreduce_rab;  /* mpi_allreduce_rab.c */
 
 /* The MPI backend's rows (backend_mpi.c) and what the own allreduces' rows share (path.c builds
  * one row per algorithm on these, impl = its gr__mpi_algo). */
-extern const gr__path gr__path_shm, gr__path_shm_gate, gr__path_hier, gr__path_mpi_lib;
+extern const gr__path gr__path_shm_window, gr__path_shm, gr__path_shm_gate, gr__path_hier,
+    gr__path_mpi_lib;
 int gr__mpi_own_present(const gr_comm *c);
 int gr__mpi_own_takes(const gr__path *p, const gr__call *k);
 gr_status gr__mpi_own_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done);

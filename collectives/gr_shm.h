@@ -87,6 +87,16 @@ typedef struct gr__shm_op {
   size_t u0, u1;
   size_t pos; /* first element of the current round (per block) */
   size_t len; /* elements in the current round (per block) */
+  /* Windows (gr_mem_alloc memory, gr__shm_window_add): win says the communicator held windows
+   * when the call was posted (the same on every rank: allocations are collective), so that a call
+   * that may run direct starts with the single copy's first step on every rank; wtok/woff say in
+   * which window and at which offset of its mapping this rank's send ([0]) and recv ([1]) lie
+   * (token 0: not in one). The first round decides from every rank's (gr__shm_window_add). */
+  int win;
+  uint64_t wtok[2];
+  size_t woff[2];
+  int direct; /* single copy: 1 the peers' buffers are reached in the windows, 0 through
+               * process_vm_readv/writev, -1 not decided yet */
   int failed; /* the ranks disagreed on the call (why holds the sentence) */
   char why[320];
   struct gr__shm_op *next;
@@ -115,6 +125,23 @@ void gr__shm_free(gr__shm *s);
 int gr__shm_cma_probe(gr__shm *s);
 int gr__shm_set_cma(gr__shm *s, int on);
 int gr__shm_cma_errno(const gr__shm *s);
+
+/* Windows: memory every rank of the segment maps (gr_mem_alloc, shm_comm.c), one mapping per
+ * window holding every rank's region. Registering one (after every rank mapped it, on every rank
+ * in the same order) lets a call whose buffers lie in windows on every rank run direct: in its
+ * first round each rank publishes the window (its token) and offset of its buffers, and if every
+ * rank's are in windows this rank maps too, each reduces and copies straight between the ranks'
+ * buffers (loads and stores: no segment slot, no process_vm_readv, no page pinning); otherwise the
+ * call goes on through process_vm_readv or, without it, in fresh rounds through the slots.
+ * add: 0 when out of memory. remove: the window is gone from the table (its calls have ended:
+ * gr_mem_free is collective, after them). Tokens are nonzero and the same on every rank. */
+int gr__shm_window_add(gr__shm *s, uint64_t token, void *base, size_t bytes);
+void gr__shm_window_remove(gr__shm *s, uint64_t token);
+int gr__shm_windows(const gr__shm *s);
+/* Calls this process ran direct in windows (tests and measurements ask it; it only grows). */
+uint64_t gr__shm_direct_calls(void);
+/* Whether [p, p + bytes) lies inside a window's mapping: its token and offset, else 0. */
+uint64_t gr__shm_window_of(const gr__shm *s, const void *p, size_t bytes, size_t *off);
 
 /* Whether the protocol takes this call (kind and size alone: the same answer on every rank that
  * agrees on the call; ranks that do not all take a round here, and the round finds it out). All of
@@ -198,6 +225,18 @@ int gr__shm_open_peer(pid_t pid, int fd);
  * NULL when the ranks do not all share a node, c->algo (GPURUN_COLL_ALGO) is mpi, or no
  * segment could be made (then the MPI algorithms run, as before). */
 gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out);
+
+/* A window of bytes per rank (gr_mem_alloc), collective over c->mpi, registered with s on every
+ * rank (or on none: an error on every rank, with c->err). Freeing removes it from s (NULL: s is
+ * gone already) and unmaps it; the memory goes away with the last process that maps it. */
+typedef struct {
+  void *ptr; /* this rank's region */
+  void *map; /* the whole mapping */
+  size_t map_bytes;
+  uint64_t token;
+} gr__shm_mapping;
+gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapping *out);
+void gr__shm_comm_window_free(gr__shm *s, const gr__shm_mapping *m);
 
 /* The MPI backend's rows (gr_path.h): a call k that gr__shm_takes runs here on the (staged) host buffers
  * send and recv. post stores the op in *op, which the backend keeps in its per-call state; test

@@ -27,7 +27,8 @@ OWN_ALLREDUCE(path_ring, "ring", GR__ALGO_RING, gr__mpi_allreduce_ring);
 
 /* A call runs on the first row that takes it. */
 const gr__path *const gr__mpi_paths[] = {
-    &gr__path_shm,      /* one node: every collective passes its descriptor through the segment */
+    &gr__path_shm_window, /* one node, this rank's buffers in gr_mem_alloc memory: direct */
+    &gr__path_shm,        /* one node: every collective passes its descriptor through the segment */
     &gr__path_shm_gate, /* ... larger reduce, alltoall: agreed there, then the MPI library's call */
     &gr__path_hier,     /* across nodes with a pair on some node (gr_hier.h) */
     &path_rd,           /* allreduce with a timeout, up to GR__MPI_RD_MAX_BYTES */

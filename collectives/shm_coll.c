@@ -96,6 +96,15 @@
 /* ... and the next unclaimed chunk of its slices in a single-copy allreduce, tagged with the
  * call's round number in the high 32 bits (any rank may claim a chunk, cma_allreduce). */
 #define CTL_CLAIM 96
+/* ... and where its buffers lie when the communicator holds windows (gr__shm_window_add): the
+ * window's token and the offset in it, of the send and of the recv buffer (token 0: not in one). */
+#define CTL_WS_TOK 88
+#define CTL_WS_OFF 104
+#define CTL_WR_TOK 112
+#define CTL_WR_OFF 120
+/* Windows: a call reaches its peers' buffers directly from this many bytes per rank on (below,
+ * one round through the slots, with one synchronisation instead of two, costs less). */
+#define WIN_MIN 4096
 /* Bytes per rank a request's gr_test reduces at most when it does a piece of a chunk: a test
  * returns within microseconds, and gr_wait or the progress thread do whole chunks. */
 #define TEST_PIECE 4096
@@ -141,6 +150,12 @@ struct gr__shm {
   int engine_pass;          /* the pass under way is the engine's */
   int engine_on;            /* registered with the engine (the caller's thread only) */
   gr__shm_op *head, *tail, *spare, *all;
+  struct shm_window {
+    uint64_t token;
+    unsigned char *base;
+    size_t bytes;
+  } * wins; /* gr__shm_window_add: the windows every rank of the segment maps */
+  int nwins, capwins;
   void **deferred; /* gr__shm_defer's FIFO: [dfirst, dend) of dcap */
   size_t dfirst, dend, dcap;
 };
@@ -241,6 +256,7 @@ void gr__shm_free(gr__shm *s) {
   if (s->owns) munmap(s->base, s->bytes);
   free(s->tmp);
   free(s->deferred);
+  free(s->wins);
   free(s);
 }
 
@@ -351,6 +367,9 @@ static gr_status post_locked(gr__shm *s, gr__shm_op **out, const gr__shm_op *cal
   op->reduced = 0;
   op->held = 0;
   op->scan = 0;
+  op->direct = 0;
+  op->win = s->nwins > 0;
+  if (!op->win) op->wtok[0] = op->wtok[1] = 0;
   op->failed = 0;
   op->why[0] = '\0';
   op->next = NULL;
@@ -571,6 +590,78 @@ static uint64_t peer_addr(const gr__shm *s, int q, size_t field) {
   return atomic_load_explicit(ctl(s, q, field), memory_order_relaxed);
 }
 
+/* ---- windows ------------------------------------------------------------------------------- */
+
+int gr__shm_window_add(gr__shm *s, uint64_t token, void *base, size_t bytes) {
+  if (!token) return 0;
+  lock_caller(s, 0);
+  int ok = 1;
+  if (s->nwins == s->capwins) {
+    int cap = s->capwins ? 2 * s->capwins : 4;
+    struct shm_window *w = realloc(s->wins, (size_t)cap * sizeof *w);
+    if (w) {
+      s->wins = w;
+      s->capwins = cap;
+    } else {
+      ok = 0;
+    }
+  }
+  if (ok) s->wins[s->nwins++] = (struct shm_window){token, base, bytes};
+  unlock(s);
+  return ok;
+}
+
+void gr__shm_window_remove(gr__shm *s, uint64_t token) {
+  lock_caller(s, 0);
+  for (int i = 0; i < s->nwins; i++)
+    if (s->wins[i].token == token) {
+      s->wins[i] = s->wins[--s->nwins];
+      break;
+    }
+  unlock(s);
+}
+
+int gr__shm_windows(const gr__shm *s) { return s ? s->nwins : 0; }
+
+uint64_t gr__shm_window_of(const gr__shm *s, const void *p, size_t bytes, size_t *off) {
+  uintptr_t a = (uintptr_t)p;
+  for (int i = 0; s && p && i < s->nwins; i++) {
+    uintptr_t b = (uintptr_t)s->wins[i].base;
+    if (a >= b && a - b <= s->wins[i].bytes && bytes <= s->wins[i].bytes - (a - b)) {
+      *off = (size_t)(a - b);
+      return s->wins[i].token;
+    }
+  }
+  return 0;
+}
+
+/* This rank's mapping of the bytes at offset off of window token, if all of [off, off + n) lies
+ * in it; NULL otherwise (a token this rank does not hold, a range past the window's end). */
+static unsigned char *window_at(const gr__shm *s, uint64_t token, uint64_t off, size_t n) {
+  for (int i = 0; token && i < s->nwins; i++)
+    if (s->wins[i].token == token)
+      return off <= s->wins[i].bytes && n <= s->wins[i].bytes - off ? s->wins[i].base + off : NULL;
+  return NULL;
+}
+
+/* Rank q's send (which 0) or recv (1) buffer of the current call in this rank's mapping (the
+ * first round checked that it is there, window_verdict). */
+static unsigned char *peer_buf(const gr__shm *s, int q, int which) {
+  if (q == s->rank) return NULL;
+  uint64_t tok =
+      atomic_load_explicit(ctl(s, q, which ? CTL_WR_TOK : CTL_WS_TOK), memory_order_relaxed);
+  uint64_t off =
+      atomic_load_explicit(ctl(s, q, which ? CTL_WR_OFF : CTL_WS_OFF), memory_order_relaxed);
+  return window_at(s, tok, off, 0);
+}
+
+static void publish_windows(gr__shm *s, const gr__shm_op *op) {
+  atomic_store_explicit(ctl(s, s->rank, CTL_WS_TOK), op->wtok[0], memory_order_relaxed);
+  atomic_store_explicit(ctl(s, s->rank, CTL_WS_OFF), op->woff[0], memory_order_relaxed);
+  atomic_store_explicit(ctl(s, s->rank, CTL_WR_TOK), op->wtok[1], memory_order_relaxed);
+  atomic_store_explicit(ctl(s, s->rank, CTL_WR_OFF), op->woff[1], memory_order_relaxed);
+}
+
 /* Chunk c of a single-copy allreduce: elements [*lo, *lo + *len). Each chunk holds one slice of
  * at most CMA_TMP_BYTES per rank, so a rank's slice of it is one read per peer into its tmp block
  * and the result a peer copies back is still in cache (L2, or the shared L3) when it does. */
@@ -621,6 +712,73 @@ static int claim(gr__shm *s, int q, size_t units, size_t *u0, size_t *u1) {
   }
 }
 
+/* Whether a call may use the single copy through process_vm_readv (the same on every rank). */
+static int cma_fits(const gr__shm *s, const gr__shm_op *op) {
+  return s->cma && op->count * gr__dtype_size(op->dtype) >= CMA_MIN && op->count >= (size_t)s->size;
+}
+
+/* Whether a call may run direct in the windows, if every rank's buffers lie in them: it then
+ * starts with the single copy's first step (publish, raise) on every rank. */
+static int window_fits(const gr__shm *s, const gr__shm_op *op) {
+  if (!op->win || op->refused) return 0;
+  size_t bytes = op->count * gr__dtype_size(op->dtype);
+  switch (op->kind) {
+  case GR__ALLREDUCE:
+    return bytes >= WIN_MIN && op->count >= (size_t)s->size;
+  case GR__REDUCE_SCATTER:
+  case GR__ALLGATHER:
+  case GR__BROADCAST:
+    return bytes >= WIN_MIN;
+  default:
+    return 0;
+  }
+}
+
+static _Atomic uint64_t direct_calls; /* gr__shm_direct_calls */
+
+/* After the first round's agreement, from every rank's published windows (the same data and the
+ * same windows on every rank, so the same verdict): 1 with op->direct set (1 every buffer the call
+ * reads or writes in a peer lies in a window, 0 through process_vm_readv); -3 neither: the call
+ * starts again in fresh rounds through the slots (the counters agree: each rank raised once). */
+static int window_verdict(gr__shm *s, gr__shm_op *op) {
+  size_t n = op->count * gr__dtype_size(op->dtype), all = n * (size_t)s->size;
+  size_t need[2] = {0, 0}; /* bytes of every rank's send and recv the peers reach */
+  switch (op->kind) {
+  case GR__ALLREDUCE:
+    need[0] = need[1] = n;
+    break;
+  case GR__REDUCE_SCATTER:
+    need[0] = all;
+    break;
+  case GR__ALLGATHER:
+    need[1] = all;
+    break;
+  default: /* broadcast: the root's send */
+    need[0] = n;
+    break;
+  }
+  int direct = 1;
+  for (int q = 0; q < s->size && direct; q++)
+    for (int w = 0; w < 2 && direct; w++) {
+      if (!need[w] || (op->kind == GR__BROADCAST && q != op->root)) continue;
+      uint64_t tok =
+          atomic_load_explicit(ctl(s, q, w ? CTL_WR_TOK : CTL_WS_TOK), memory_order_relaxed);
+      uint64_t off =
+          atomic_load_explicit(ctl(s, q, w ? CTL_WR_OFF : CTL_WS_OFF), memory_order_relaxed);
+      direct = window_at(s, tok, off, need[w]) != NULL;
+    }
+  if (direct || cma_fits(s, op)) {
+    op->direct = direct;
+    if (direct) atomic_fetch_add_explicit(&direct_calls, 1, memory_order_relaxed);
+    return 1;
+  }
+  return -3;
+}
+
+uint64_t gr__shm_direct_calls(void) {
+  return atomic_load_explicit(&direct_calls, memory_order_relaxed);
+}
+
 /* The steps return 1 done, 0 waiting, -1 failed. A step resumes where a wait stopped it (op->sub:
  * the peer or block it got to), so nothing is read or reduced twice.
  *
@@ -649,6 +807,7 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
   if (op->step == 1) {
     if (!reached(s, s->ready, -1)) return 0; /* the descriptor's place is free */
     publish(s, send, recv);
+    if (op->win) publish_windows(s, op);
     atomic_store_explicit(ctl(s, r, CTL_CLAIM), claim_tag(s), memory_order_relaxed);
     announce(s, op);
     raise_flag(s);
@@ -661,6 +820,7 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
   if (op->step == 2) { /* every peer published: check the call before touching its data */
     if (!reached(s, s->first, -1)) return 0;
     if (!all_agree(s, op)) return -2;
+    if (op->direct < 0 && (rc = window_verdict(s, op)) < 0) return rc;
     op->step = 3;
   }
   if (op->step == 3) {
@@ -684,6 +844,15 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
       slice(len, P, op->owner, &off, &n);
       if (e1 > n) e1 = n;
       size_t m = e1 > e0 ? (e1 - e0) * es : 0, at = (lo + off + e0) * es;
+      if (m && op->direct) { /* the peers' buffers in this rank's mapping: loads and stores */
+        for (int i = 0; i < P; i++)
+          in[i] = i == r ? (const void *)(send + at) : peer_buf(s, i, 0) + at;
+        gr__shm_reduce(op->dtype, op->op, in, P, recv + at, peer_buf(s, (r + 1) % P, 1) + at,
+                       m / es);
+        for (int i = 2; i < P; i++) /* start after me, so that the ranks write different peers */
+          memcpy(peer_buf(s, (r + i) % P, 1) + at, recv + at, m);
+        op->peer = P;
+      }
       if (m &&
           !op->peer) { /* read and reduce, unless a write to a vanished peer stopped us after */
         for (op->sub = op->sub ? op->sub : 1; op->sub < P; op->sub++) {
@@ -723,6 +892,7 @@ static int cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {
   if (op->step == 1) {
     if (!reached(s, s->ready, -1)) return 0;
     publish(s, send, op->recv);
+    if (op->win) publish_windows(s, op);
     announce(s, op);
     raise_flag(s);
     op->step = 2;
@@ -731,12 +901,13 @@ static int cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {
   if (op->step == 2) {
     if (!reached(s, s->first, -1)) return 0;
     if (!op->sub && !all_agree(s, op)) return -2;
+    if (op->direct < 0 && (rc = window_verdict(s, op)) < 0) return rc;
     for (size_t b = (size_t)op->sub * per; b < op->count; b += per, op->sub++) {
       if (!spend(s)) return 0;
       size_t m = op->count - b < per ? op->count - b : per, at = (size_t)r * blk + b * es;
       for (int q = 0, t = 0; q < P; q++) {
-        if (q == r) {
-          in[q] = send + at;
+        if (q == r || op->direct) {
+          in[q] = q == r ? (const void *)(send + at) : peer_buf(s, q, 0) + at;
           continue;
         }
         unsigned char *into = s->tmp + (size_t)t++ * CMA_TMP_BYTES;
@@ -765,6 +936,7 @@ static int cma_allgather(gr__shm *s, gr__shm_op *op) {
   if (op->step == 1) {
     if (!reached(s, s->ready, -1)) return 0;
     publish(s, send, recv);
+    if (op->win) publish_windows(s, op);
     announce(s, op);
     raise_flag(s);
     op->step = 2;
@@ -774,6 +946,7 @@ static int cma_allgather(gr__shm *s, gr__shm_op *op) {
   if (op->step == 2) { /* every peer published: check the call before touching its memory */
     if (!reached(s, s->first, -1)) return 0;
     if (!all_agree(s, op)) return -2;
+    if (op->direct < 0 && (rc = window_verdict(s, op)) < 0) return rc;
     op->step = 3;
   }
   if (op->step == 3) {
@@ -787,7 +960,9 @@ static int cma_allgather(gr__shm *s, gr__shm_op *op) {
       /* start after me, so that the ranks write different peers */
       for (; op->peer < P; op->peer++) {
         int q = (r + op->peer) % P;
-        if ((rc = cma_write(s, q, peer_addr(s, q, CTL_RECV) + mine + at, send + at, m)) != 1)
+        if (op->direct)
+          memcpy(peer_buf(s, q, 1) + mine + at, send + at, m);
+        else if ((rc = cma_write(s, q, peer_addr(s, q, CTL_RECV) + mine + at, send + at, m)) != 1)
           return rc;
         s->moves++;
       }
@@ -805,6 +980,7 @@ static int cma_broadcast(gr__shm *s, gr__shm_op *op) {
   if (op->step == 1) {
     if (!reached(s, s->ready, -1)) return 0;
     publish(s, op->send, op->recv);
+    if (op->win) publish_windows(s, op);
     announce(s, op);
     raise_flag(s); /* the root: its data is there; the others: they are here */
     op->step = 2;
@@ -813,11 +989,14 @@ static int cma_broadcast(gr__shm *s, gr__shm_op *op) {
   if (op->step == 2) { /* every rank checks every descriptor, the root too: all give one verdict */
     if (!reached(s, s->first, -1)) return 0;
     if (!op->sub && !all_agree(s, op)) return -2;
+    if (op->direct < 0 && (rc = window_verdict(s, op)) < 0) return rc;
     for (size_t at = (size_t)op->sub * CMA_PIECE; at < bytes; at += CMA_PIECE, op->sub++) {
       size_t m = bytes - at < CMA_PIECE ? bytes - at : CMA_PIECE;
       if (!spend(s)) return 0;
       if (s->rank == op->root) {
         if (op->send != op->recv) memcpy((char *)op->recv + at, (const char *)op->send + at, m);
+      } else if (op->direct) {
+        memcpy((char *)op->recv + at, peer_buf(s, op->root, 0) + at, m);
       } else if ((rc = cma_read(s, op->root, (char *)op->recv + at,
                                 peer_addr(s, op->root, CTL_SEND) + at, m)) != 1) {
         return rc;
@@ -1072,9 +1251,12 @@ static int advance(gr__shm *s, gr__shm_op *op) {
           op->mode = 0;
         else if (op->kind == GR__REDUCE || op->kind == GR__ALLTOALL)
           op->mode = MODE_SMALL;
-        else if (op->kind == GR__ALLREDUCE && s->size == 2 && op->count * es <= s->pair_max)
+        else if (window_fits(s, op)) {
+          op->mode = MODE_CMA; /* its first step; the first round decides how it reaches peers */
+          op->direct = -1;
+        } else if (op->kind == GR__ALLREDUCE && s->size == 2 && op->count * es <= s->pair_max)
           op->mode = MODE_SMALL;
-        else if (s->cma && op->count * es >= CMA_MIN && op->count >= (size_t)s->size)
+        else if (cma_fits(s, op))
           op->mode = MODE_CMA;
         else if (op->kind == GR__ALLREDUCE)
           op->mode =
@@ -1135,6 +1317,14 @@ static int advance(gr__shm *s, gr__shm_op *op) {
         fin = barrier_step(s, op);
         break;
       }
+    if (fin == -3) { /* not every buffer in a window, no single copy: again, through the slots */
+      op->win = 0;
+      op->mode = 0;
+      op->direct = 0;
+      op->state = 0;
+      op->step = 0;
+      continue;
+    }
     if (fin != 1) return fin;
     op->step = 0;
     s->moves++;

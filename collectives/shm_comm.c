@@ -40,8 +40,21 @@ typedef struct {
   char name[48];
 } seg_info;
 
+/* What a mapping holds: rank 0 writes its header before anyone else maps it, the others check it
+ * (the communicator's segment, gr__shm_format/gr__shm_valid; a window, window_format/valid). */
+typedef struct {
+  void (*format)(void *base, int size, uint64_t nonce, size_t bytes);
+  int (*valid)(const void *base, size_t bytes, int size, uint64_t nonce);
+} seg_kind;
+
+static void segment_format(void *base, int size, uint64_t nonce, size_t bytes) {
+  (void)bytes;
+  gr__shm_format(base, size, nonce);
+}
+static const seg_kind segment = {segment_format, gr__shm_valid};
+
 /* The memfd way: the mapping, or NULL on every rank (skip: rank 0 does not even try). */
-static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip) {
+static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip, const seg_kind *kind) {
   seg_info info = {-1, -1, nonce, ""};
   void *base = NULL;
   int fd = -1;
@@ -49,7 +62,7 @@ static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip) {
     fd = gr__shm_memfd(bytes);
     if (fd >= 0) base = gr__shm_map(fd, bytes);
     if (base) {
-      gr__shm_format(base, c->size, nonce);
+      kind->format(base, c->size, nonce, bytes);
       info.pid = getpid();
       info.fd = fd;
     } else {
@@ -63,7 +76,7 @@ static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip) {
       base = gr__shm_map(pfd, bytes);
       close(pfd);
     }
-    if (base && !gr__shm_valid(base, bytes, c->size, nonce)) {
+    if (base && !kind->valid(base, bytes, c->size, nonce)) {
       munmap(base, bytes);
       base = NULL;
     }
@@ -82,7 +95,7 @@ static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip) {
 }
 
 /* The named way: shm_open, map, and unlink once everyone has it (or failed). */
-static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce) {
+static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce, const seg_kind *kind) {
   seg_info info = {-1, -1, nonce, ""};
   void *base = NULL;
   if (c->rank == 0) {
@@ -92,7 +105,7 @@ static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce) {
       if (ftruncate(fd, (off_t)bytes) == 0) base = gr__shm_map(fd, bytes);
       close(fd);
       if (base)
-        gr__shm_format(base, c->size, nonce);
+        kind->format(base, c->size, nonce, bytes);
       else
         shm_unlink(info.name);
     }
@@ -106,7 +119,7 @@ static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce) {
       base = gr__shm_map(fd, bytes);
       close(fd);
     }
-    if (base && !gr__shm_valid(base, bytes, c->size, nonce)) {
+    if (base && !kind->valid(base, bytes, c->size, nonce)) {
       munmap(base, bytes);
       base = NULL;
     }
@@ -143,10 +156,10 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
   if (MPI_Bcast(&nonce, 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS) return GR_OK;
   /* GPURUN_SHM_SEGMENT=posix (rank 0's) skips the memfd: for testing the fallback */
   int posix = gr__param_word(GR_PARAM_SHM_SEGMENT) == GR_SHM_SEGMENT_POSIX;
-  void *base = via_memfd(c, bytes, nonce, posix);
+  void *base = via_memfd(c, bytes, nonce, posix, &segment);
   const char *how = "memfd";
   if (!base) {
-    base = via_named(c, bytes, nonce);
+    base = via_named(c, bytes, nonce, &segment);
     how = "POSIX shm, unlinked";
   }
   if (!base) {
@@ -169,6 +182,64 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
            how, cma ? "single copy by process_vm_readv above 16 KiB" : "copy in, copy out");
   *out = s;
   return GR_OK;
+}
+
+/* ---- windows (gr_mem_alloc) ------------------------------------------------------------------
+ * One mapping per window: a header page, then one region of `stride` bytes per rank, rank q's at
+ * WINDOW_HEAD + q * stride (first touched by rank q: its pages sit on that rank's NUMA node). */
+#define WINDOW_MAGIC 0x6772736d77696e31ull /* "grsmwin1" */
+#define WINDOW_HEAD 4096
+
+typedef struct {
+  uint64_t magic, nonce, size, bytes;
+} window_header;
+
+static void window_format(void *base, int size, uint64_t nonce, size_t bytes) {
+  window_header h = {WINDOW_MAGIC, nonce, (uint64_t)size, bytes};
+  memcpy(base, &h, sizeof h);
+}
+static int window_valid(const void *base, size_t bytes, int size, uint64_t nonce) {
+  window_header h;
+  memcpy(&h, base, sizeof h);
+  return h.magic == WINDOW_MAGIC && h.nonce == nonce && h.size == (uint64_t)size &&
+         h.bytes == bytes;
+}
+static const seg_kind window = {window_format, window_valid};
+
+gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapping *out) {
+  memset(out, 0, sizeof *out);
+  size_t stride = (bytes + 4095) & ~(size_t)4095;
+  if (stride < bytes || stride > (SIZE_MAX - WINDOW_HEAD) / (size_t)c->size)
+    return gr__comm_err(c, GR_ERR_NOMEM, "%zu bytes per rank cannot be mapped", bytes);
+  size_t total = WINDOW_HEAD + stride * (size_t)c->size;
+  uint64_t nonce = new_nonce();
+  if (MPI_Bcast(&nonce, 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS)
+    return gr__comm_err(c, GR_ERR_MPI, "MPI_Bcast of the window's token failed");
+  int posix = gr__param_word(GR_PARAM_SHM_SEGMENT) == GR_SHM_SEGMENT_POSIX;
+  unsigned char *base = via_memfd(c, total, nonce, posix, &window);
+  if (!base) base = via_named(c, total, nonce, &window);
+  if (!base)
+    return gr__comm_err(c, GR_ERR_NOMEM,
+                        "no rank-shared mapping of %zu bytes could be made (memfd and POSIX shm "
+                        "failed on some rank; GPURUN_DEBUG=1 says which)",
+                        total);
+  if (!all_ok(c, gr__shm_window_add(s, nonce, base, total))) {
+    gr__shm_window_remove(s, nonce);
+    munmap(base, total);
+    return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
+  }
+  out->map = base;
+  out->map_bytes = total;
+  out->token = nonce;
+  out->ptr = base + WINDOW_HEAD + stride * (size_t)c->rank;
+  GR_DEBUG("collectives: communicator %s: window of %zu bytes per rank (%zu mapped)", c->id, bytes,
+           total);
+  return GR_OK;
+}
+
+void gr__shm_comm_window_free(gr__shm *s, const gr__shm_mapping *m) {
+  if (s) gr__shm_window_remove(s, m->token);
+  if (m->map) munmap(m->map, m->map_bytes);
 }
 
 /* ---- the MPI backend's calls on the segment ------------------------------------------------ */

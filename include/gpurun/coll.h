@@ -120,6 +120,11 @@ GR_API gr_status gr_wait(gr_request **req);
  * gr_group_start(3). */
 GR_API gr_status gr_group_start(void);
 GR_API gr_status gr_group_end(void);
+/* Memory the calls on comm reach directly (every rank of a node maps every rank's), collective
+ * over comm with the same bytes on every rank; freed by gr_mem_free or gr_comm_destroy. See
+ * gr_mem_alloc(3). */
+GR_API gr_status gr_mem_alloc(gr_comm *comm, size_t bytes, void **ptr);
+GR_API gr_status gr_mem_free(gr_comm *comm, void *ptr);
 /* Wait for everything enqueued on stream; honours the timeout. See gr_comm_synchronize(3). */
 GR_API gr_status gr_comm_synchronize(gr_comm *comm, gr_stream stream);
 

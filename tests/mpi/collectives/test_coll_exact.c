@@ -1,9 +1,12 @@
 /* Every collective x dtype x op x in/out-of-place x size {0, 1, 7, 1023, 1Mi+3}, on the world and
  * on split communicators, against expectations computed here (exact_values.h). Compiled once for
  * the MPI backend and once, with EXACT_NCCL_DOUBLE, for the NCCL backend over the test double.
- * Usage: test_coll_exact [--big] [--no-timeout]
+ * Usage: test_coll_exact [--big] [--no-timeout] [--mem]
  *   --big: the 1Mi+3 cases (a chosen few per collective, on the world)
- *   --no-timeout: timeout 0, so that the MPI backend may use its blocking fast path */
+ *   --no-timeout: timeout 0, so that the MPI backend may use its blocking fast path
+ *   --mem: every buffer from gr_mem_alloc memory of the communicator under test (a stack in one
+ *          allocation per communicator, so that each rank's buffers lie at offsets of its own),
+ *          with sizes around the direct path's thresholds */
 #include <gpurun/coll.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -22,10 +25,12 @@ extern const gr__coll_ops gr__coll_ops_nccl_double;
 #include "gr_device.h"
 #define BACKEND_LABEL "nccl"
 #else
+#include "gr_shm.h" /* gr__shm_direct_calls */
 #define BACKEND_LABEL "mpi"
 #endif
 
 static int world_rank, failures, checks;
+static int mem_mode; /* --mem */
 static const size_t small_sizes[] = {0, 1, 7, 1023};
 #define BIG ((size_t)(1u << 20) + 3)
 
@@ -58,7 +63,32 @@ static void xfree(void *p) {
 }
 #define free xfree
 #else
-static void *xalloc(size_t bytes) { return ec_alloc(bytes); }
+/* --mem: buffers are taken from the top of the current communicator's allocation and given back
+ * by moving the top down (the t_ functions free in the reverse order of their allocations). */
+typedef struct {
+  unsigned char *base, *top;
+  size_t bytes;
+} arena;
+static arena *cur;
+static void *xalloc(size_t bytes) {
+  if (!mem_mode) return ec_alloc(bytes);
+  size_t need = (bytes + 63) & ~(size_t)63;
+  if (!cur || need > cur->bytes - (size_t)(cur->top - cur->base)) {
+    fprintf(stderr, "rank %d: test arena exhausted (%zu bytes asked)\n", world_rank, bytes);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  void *p = cur->top;
+  cur->top += need ? need : 64;
+  return p;
+}
+static void xfree(void *p) {
+  if (!mem_mode) {
+    free(p);
+    return;
+  }
+  if ((unsigned char *)p >= cur->base && (unsigned char *)p < cur->top) cur->top = p;
+}
+#define free xfree
 #endif
 
 static const double SENTINEL = 99;
@@ -326,6 +356,15 @@ static void t_nonblocking(gr_comm *c) {
   free(a), free(b), free(g), free(gs), free(l), free(lo);
 }
 
+#if !defined(EXACT_NCCL_DOUBLE) && !defined(EXACT_REAL_NCCL)
+static void arena_open(arena *a, gr_comm *c, size_t bytes) {
+  a->bytes = bytes;
+  EXPECT_OK_IN(gr_mem_alloc(c, bytes, (void **)&a->base), "gr_mem_alloc");
+  if (!a->base) MPI_Abort(MPI_COMM_WORLD, 2);
+  a->top = a->base;
+}
+#endif
+
 static void suite(gr_comm *c, const size_t *sizes, size_t nsizes) {
   int P = gr_comm_size(c);
   for (int t = GR_INT8; t <= GR_FLOAT64; t++) {
@@ -375,6 +414,9 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     big |= strcmp(argv[i], "--big") == 0;
     blocking |= strcmp(argv[i], "--no-timeout") == 0;
+#if !defined(EXACT_NCCL_DOUBLE) && !defined(EXACT_REAL_NCCL)
+    mem_mode |= strcmp(argv[i], "--mem") == 0;
+#endif
   }
   gr_comm_config cfg;
   gr_comm_config_init(&cfg);
@@ -409,8 +451,42 @@ int main(int argc, char **argv) {
 #endif
   if (!world) MPI_Abort(MPI_COMM_WORLD, 1);
   int P = gr_comm_size(world);
+#if !defined(EXACT_NCCL_DOUBLE) && !defined(EXACT_REAL_NCCL)
+  /* around the direct path's thresholds: 4 KiB per rank (its start), 16 KiB (the single copy's) */
+  static const size_t mem_sizes[] = {1, 1023, 1025, 5003};
+  arena world_arena = {0}, split_arena = {0}, halves_arena = {0};
+  if (mem_mode) {
+    arena_open(&world_arena, world, (size_t)(big ? 64 : 8) << 20);
+    cur = &world_arena;
+  }
+#endif
   if (big) {
     big_suite(world);
+  } else if (mem_mode) {
+#if !defined(EXACT_NCCL_DOUBLE) && !defined(EXACT_REAL_NCCL)
+    suite(world, mem_sizes, 4);
+    t_nonblocking(world);
+    EXPECT_OK_IN(gr_comm_split(world, world_rank % 2, -world_rank, &split), "split");
+    if (split) {
+      arena_open(&split_arena, split, (size_t)8 << 20);
+      cur = &split_arena;
+      suite(split, mem_sizes + 2, 2);
+      t_nonblocking(split);
+    }
+    EXPECT_OK_IN(gr_comm_split(world, world_rank == P - 1 && P > 1 ? -1 : 0, 0, &halves),
+                 "split nocolor");
+    if (halves) {
+      arena_open(&halves_arena, halves, (size_t)1 << 20);
+      cur = &halves_arena;
+      t_allreduce(halves, GR_FLOAT32, GR_SUM, 5003, 1);
+      t_allgather(halves, GR_INT32, 2000, 0);
+      EXPECT_OK_IN(gr_mem_free(halves, halves_arena.base), "gr_mem_free");
+    }
+    /* the split's allocation is released by gr_comm_destroy */
+    EXPECT_OK_IN(gr_comm_destroy(halves), "destroy");
+    EXPECT_OK_IN(gr_comm_destroy(split), "destroy");
+    cur = &world_arena;
+#endif
   } else {
     suite(world, small_sizes, 4);
     t_allreduce_multi(world, GR_FLOAT32, GR_SUM);
@@ -436,13 +512,26 @@ int main(int argc, char **argv) {
     EXPECT_OK_IN(gr_comm_destroy(halves), "destroy");
     EXPECT_OK_IN(gr_comm_destroy(split), "destroy");
   }
+#if !defined(EXACT_NCCL_DOUBLE) && !defined(EXACT_REAL_NCCL)
+  if (mem_mode) EXPECT_OK_IN(gr_mem_free(world, world_arena.base), "gr_mem_free");
+  /* on one node, every case from 4 KiB per rank on runs direct in the windows */
+  if (mem_mode && P > 1 && gr__shm_direct_calls() == 0) FAIL("no call ran direct in the windows");
+  if (mem_mode && world_rank == 0)
+    printf("calls run direct in the windows on rank 0: %llu\n",
+           (unsigned long long)gr__shm_direct_calls());
+#endif
   EXPECT_OK_IN(gr_comm_destroy(world), "destroy");
   int total = 0, nchecks = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(&checks, &nchecks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (world_rank == 0)
-    printf("%s %s at %d ranks: %d element checks, %d failures\n", BACKEND_LABEL,
-           big ? "1Mi+3 cases" : "all cases", P, nchecks, total);
+    printf("%s %s%s at %d ranks: %d element checks, %d failures\n", BACKEND_LABEL,
+           big ? "1Mi+3 cases" : "all cases",
+#if !defined(EXACT_NCCL_DOUBLE) && !defined(EXACT_REAL_NCCL)
+           mem_mode ? " on gr_mem_alloc memory" :
+#endif
+                    "",
+           P, nchecks, total);
   MPI_Finalize();
   return total ? 1 : 0;
 }

@@ -1,0 +1,166 @@
+/* gr_mem_alloc and gr_mem_free: memory the calls on a communicator reach directly (the MPI
+ * backend's windows on a node's shared memory, gr_shm.h). Both are collective over the
+ * communicator: every rank first says what it asks (one MPI_Allgather on c->mpi), so that a rank
+ * that refuses its own arguments, asks another size, frees something else or has no memory makes
+ * every rank fail with one sentence naming it, and no rank waits in the backend's mapping for one
+ * that gave up. */
+#include "gr_coll.h"
+
+#include "gr_error.h"
+#include "gr_mpi_error.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What a rank brings to the agreement: a verdict on its own arguments and the size it asks or the
+ * allocation it frees. */
+enum {
+  ASK_OK,
+  ASK_NULL_OUT,  /* alloc: ptr is NULL */
+  ASK_ZERO,      /* alloc: bytes is 0 */
+  ASK_NOMEM,     /* alloc: no memory for the record */
+  ASK_UNKNOWN,   /* free: not memory gr_mem_alloc gave on this communicator */
+  ASK_PENDING,   /* free: requests or grouped calls outstanding, which may use it */
+  ASK_NULL_FREE, /* free: ptr is NULL (every rank: nothing to do) */
+};
+
+typedef struct {
+  int64_t verdict;
+  uint64_t value; /* alloc: bytes; free: the allocation's id */
+} ask;
+
+static const char *ask_text(int64_t v) {
+  switch (v) {
+  case ASK_NULL_OUT:
+    return "ptr is NULL";
+  case ASK_ZERO:
+    return "bytes is 0";
+  case ASK_NOMEM:
+    return "out of memory";
+  case ASK_UNKNOWN:
+    return "the pointer is not memory gr_mem_alloc gave on this communicator (freed already, or "
+           "from another communicator)";
+  case ASK_PENDING:
+    return "requests or grouped calls are outstanding on the communicator (complete them first)";
+  default:
+    return "ptr is NULL";
+  }
+}
+
+static gr_status mpi_failed(const char *fn, gr_comm *c, const char *what, int rc) {
+  char e[MPI_MAX_ERROR_STRING];
+  return gr__fail(GR_ERR_MPI, fn, "communicator %s: %s failed: %s", c->id, what,
+                  gr__mpi_strerror(rc, e));
+}
+
+/* Every rank's ask, without allocating: rank 0's to everyone, then the first rank that refused
+ * and the first that differs from rank 0. GR_OK when none refused and all ask alike (*nothing:
+ * all passed NULL to gr_mem_free), else the same status and sentence on every rank. freeing:
+ * gr_mem_free's (the value is an allocation's number), else gr_mem_alloc's (bytes). */
+static gr_status agree(const char *fn, gr_comm *c, ask mine, int freeing, int *nothing) {
+  ask zero = mine;
+  int rc = MPI_Bcast(&zero, (int)sizeof zero, MPI_BYTE, 0, c->mpi);
+  if (rc != MPI_SUCCESS) return mpi_failed(fn, c, "MPI_Bcast", rc);
+  int refused = mine.verdict != ASK_OK && mine.verdict != ASK_NULL_FREE;
+  int first[2] = {refused ? c->rank : c->size,
+                  mine.verdict != zero.verdict || mine.value != zero.value ? c->rank : c->size};
+  rc = MPI_Allreduce(MPI_IN_PLACE, first, 2, MPI_INT, MPI_MIN, c->mpi);
+  if (rc != MPI_SUCCESS) return mpi_failed(fn, c, "MPI_Allreduce", rc);
+  *nothing = 0;
+  const char *undone = freeing ? "freed" : "allocated";
+  const char *what = freeing ? "frees allocation #" : "asks for ", *unit = freeing ? "" : " bytes";
+  if (first[0] < c->size) {
+    int64_t v = mine.verdict;
+    rc = MPI_Bcast(&v, 1, MPI_INT64_T, first[0], c->mpi);
+    if (rc != MPI_SUCCESS) return mpi_failed(fn, c, "MPI_Bcast", rc);
+    return gr__fail(v == ASK_PENDING ? GR_ERR_STATE
+                    : v == ASK_NOMEM ? GR_ERR_NOMEM
+                                     : GR_ERR_INVALID,
+                    fn, "communicator %s: rank %d: %s; nothing was %s", c->id, first[0],
+                    ask_text(v), undone);
+  }
+  if (first[1] < c->size) {
+    ask other = mine;
+    rc = MPI_Bcast(&other, (int)sizeof other, MPI_BYTE, first[1], c->mpi);
+    if (rc != MPI_SUCCESS) return mpi_failed(fn, c, "MPI_Bcast", rc);
+    if (other.verdict != zero.verdict) /* one passes NULL, the other memory */
+      return gr__fail(
+          GR_ERR_MISMATCH, fn,
+          "communicator %s: rank %d passes %s while rank 0 passes %s; nothing was freed", c->id,
+          first[1], other.verdict == ASK_NULL_FREE ? "NULL" : "memory",
+          zero.verdict == ASK_NULL_FREE ? "NULL" : "memory");
+    return gr__fail(GR_ERR_MISMATCH, fn,
+                    "communicator %s: rank 0 %s%" PRIu64 "%s, rank %d %s%" PRIu64 "%s; nothing "
+                    "was %s",
+                    c->id, what, zero.value, unit, first[1], what, other.value, unit, undone);
+  }
+  *nothing = zero.verdict == ASK_NULL_FREE;
+  return GR_OK;
+}
+
+GR_API gr_status gr_mem_alloc(gr_comm *comm, size_t bytes, void **ptr) {
+  static const char fn[] = "gr_mem_alloc";
+  if (ptr) *ptr = NULL;
+  GR_CHECK(gr__check_alive(fn, comm));
+  GR_CHECK(gr__requests_drain(fn, comm)); /* the agreement is a collective on c->mpi */
+  gr__mem *m = ptr && bytes ? calloc(1, sizeof *m) : NULL;
+  ask mine = {!ptr ? ASK_NULL_OUT : !bytes ? ASK_ZERO : !m ? ASK_NOMEM : ASK_OK, bytes};
+  int nothing;
+  gr_status st = agree(fn, comm, mine, 0, &nothing);
+  if (st != GR_OK) {
+    free(m);
+    return st;
+  }
+  if (!comm->ops->mem_alloc) {
+    free(m);
+    return gr__fail(GR_ERR_UNSUPPORTED, fn,
+                    "communicator %s: the %s backend has no memory of its own to hand out",
+                    comm->id, comm->ops->name);
+  }
+  comm->err[0] = '\0';
+  st = comm->ops->mem_alloc(comm, bytes, m);
+  if (st != GR_OK) {
+    free(m);
+    return gr__fail(st, fn, "communicator %s: %s", comm->id, comm->err);
+  }
+  m->bytes = bytes;
+  m->id = comm->mem_seq++;
+  m->next = comm->mem;
+  comm->mem = m;
+  *ptr = m->ptr;
+  return GR_OK;
+}
+
+GR_API gr_status gr_mem_free(gr_comm *comm, void *ptr) {
+  static const char fn[] = "gr_mem_free";
+  GR_CHECK(gr__check_alive(fn, comm));
+  GR_CHECK(gr__requests_drain(fn, comm));
+  gr__mem **at = &comm->mem;
+  while (ptr && *at && (*at)->ptr != ptr)
+    at = &(*at)->next;
+  long pending = __atomic_load_n(&comm->pending, __ATOMIC_ACQUIRE);
+  ask mine = {!ptr          ? ASK_NULL_FREE
+              : !*at        ? ASK_UNKNOWN
+              : pending > 0 ? ASK_PENDING
+                            : ASK_OK,
+              ptr && *at ? (*at)->id : 0};
+  int nothing;
+  GR_CHECK(agree(fn, comm, mine, 1, &nothing));
+  if (nothing) return GR_OK;
+  gr__mem *m = *at;
+  *at = m->next;
+  comm->ops->mem_free(comm, m);
+  free(m);
+  return GR_OK;
+}
+
+void gr__mem_release_all(gr_comm *c) {
+  while (c->mem) {
+    gr__mem *m = c->mem;
+    c->mem = m->next;
+    c->ops->mem_free(c, m);
+    free(m);
+  }
+}
