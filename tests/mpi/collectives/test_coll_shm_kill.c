@@ -3,9 +3,11 @@
  * within the timeout plus a margin, with a sentence naming the killed rank as gone, and then
  * destroy the communicator and exit cleanly. The script around it checks that /dev/shm holds no
  * segment afterwards (with GPURUN_SHM_SEGMENT=posix too, the named fallback).
- *   test_coll_shm_kill VICTIM [recv]
+ *   test_coll_shm_kill VICTIM [recv|mem]
  * recv: the victim dies between calls instead, and the survivors then wait in gr_recv from it (an
- * MPI step, not the segment's): their timeout must still name it as gone on their node. */
+ * MPI step, not the segment's): their timeout must still name it as gone on their node.
+ * mem: the buffer is gr_mem_alloc memory, so the allreduces run direct in the window, the victim's
+ * region read and written by the survivors while it dies; the window goes with gr_comm_destroy. */
 #include <gpurun/coll.h>
 #include <mpi.h>
 #include <signal.h>
@@ -26,13 +28,19 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int rank, size, victim = argc > 1 ? atoi(argv[1]) : 1;
   int recv_mode = argc > 2 && strcmp(argv[2], "recv") == 0;
+  int mem_mode = argc > 2 && strcmp(argv[2], "mem") == 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const double timeout_s = 3;
   gr_comm *c = world_comm(NULL, timeout_s, 0); /* the MPI backend */
   if (!c) return 1;
   size_t n = 4u << 20; /* 16 MiB of float: many rounds (or a long single-copy call) */
-  float *x = malloc(n * sizeof *x);
+  float *x = NULL;
+  if (mem_mode && gr_mem_alloc(c, n * sizeof *x, (void **)&x) != GR_OK) {
+    fprintf(stderr, "rank %d: gr_mem_alloc failed: %s\n", rank, gr_last_error());
+    return 1;
+  }
+  if (!mem_mode) x = malloc(n * sizeof *x);
   if (!x) return 1;
   for (int it = 0; it < 2; it++) { /* the path works, and every rank is inside the protocol */
     for (size_t i = 0; i < n; i++)
@@ -71,8 +79,8 @@ int main(int argc, char **argv) {
            strstr(e, "no longer exists") && strstr(e, recv_mode ? "gr_recv" : "gr_allreduce");
   fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, ok ? "SURVIVOR OK" : "FAIL", dt, e);
   if (gr_allreduce(x, x, 1, GR_FLOAT32, GR_SUM, c, NULL) != GR_ERR_ABORTED) ok = 0;
-  if (gr_comm_destroy(c) != GR_OK) ok = 0;
-  free(x);
+  if (gr_comm_destroy(c) != GR_OK) ok = 0; /* unmaps the window (mem) */
+  if (!mem_mode) free(x);
   MPI_Finalize();
   return ok ? 0 : 1;
 }
