@@ -26,6 +26,7 @@ import threading
 import weakref
 
 __all__ = ["init", "finalize", "initialized", "world", "info", "group", "Comm", "Request",
+           "empty", "empty_torch", "free",
            "set_progress_thread", "Error", "ArgumentTypeError", "DTYPES", "OPS"]
 
 # ---- the library -----------------------------------------------------------------------------
@@ -73,6 +74,10 @@ _gr_group_end = _proto("gr_group_end")
 _gr_comm_synchronize = _proto("gr_comm_synchronize", _vp, _vp)
 _gr_test = _proto("gr_test", _c.POINTER(_vp), _c.POINTER(_int))
 _gr_wait = _proto("gr_wait", _c.POINTER(_vp))
+# gr_mem_alloc/gr_mem_free (an older libgpurun without them still loads; empty() then raises)
+_gr_mem_alloc = (_proto("gr_mem_alloc", _vp, _sz, _c.POINTER(_vp))
+                 if hasattr(_lib, "gr_mem_alloc") else None)
+_gr_mem_free = _proto("gr_mem_free", _vp, _vp) if hasattr(_lib, "gr_mem_free") else None
 
 # The non-blocking forms: each takes the blocking form's arguments, then gr_request **req. A
 # libgpurun without one (an older build) still loads; async_op=True of that call then raises
@@ -478,6 +483,7 @@ class Comm:
         self._h = _vp(handle)
         self._owned = owned
         self._lock = threading.Lock()  # held by every C call on it (see _requests)
+        self._mem = {}  # address -> ctypes array: gr_mem_alloc memory not freed yet
         self.rank = _gr_comm_rank(self._h)
         self.size = _gr_comm_size(self._h)
         self.backend = BACKENDS.get(_gr_comm_backend(self._h), "?")
@@ -499,8 +505,34 @@ class Comm:
             with self._lock:
                 h, self._h = self._h, None
                 _comms.discard(self)
+                self._mem.clear()  # gr_comm_destroy unmaps it
                 rc = _gr_comm_destroy(h) if _gr_initialized() else 0
             _check(rc)
+
+    def _mem_alloc(self, nbytes):
+        """gr_mem_alloc on this communicator (collective): a writable ctypes byte array over it,
+        kept until _mem_free or free()."""
+        if _gr_mem_alloc is None:
+            raise NotImplementedError("gpurun: empty() needs gr_mem_alloc, which this libgpurun "
+                                      "does not have")
+        h = self._handle("empty")
+        p = _vp()
+        with self._lock:
+            rc = _gr_mem_alloc(h, max(int(nbytes), 1), _c.byref(p))
+        _check(rc)
+        buf = (_c.c_ubyte * max(int(nbytes), 1)).from_address(p.value)
+        self._mem[p.value] = buf
+        return buf
+
+    def _mem_free(self, addr):
+        h = self._handle("free_memory")
+        if addr is not None and addr not in self._mem:
+            addr = 1  # not ours: gr_mem_free refuses it on every rank with the same sentence
+        _requests.drain(self)  # gr_mem_free refuses while requests are outstanding
+        with self._lock:
+            rc = _gr_mem_free(h, addr)
+        _check(rc)
+        self._mem.pop(addr, None)
 
     def split(self, color, key=0):
         """Like MPI_Comm_split; a negative color takes no part and gets None."""
@@ -758,6 +790,60 @@ def finalize():
             pass
     _world = None
     _check(_gr_finalize())
+
+
+def _data_address(x):
+    if hasattr(x, "data_ptr"):
+        return x.data_ptr()
+    return x.__array_interface__["data"][0]
+
+
+def empty(shape, dtype="float32", comm=None):
+    """A new numpy array in gr_mem_alloc memory of comm (the world by default), which collectives
+    on comm reach directly: an allreduce, reduce-scatter, allgather or broadcast whose buffers on
+    every rank lie in such memory runs without copies through a staging segment (gr_mem_alloc(3)).
+    Collective over comm, with the same shape and dtype on every rank; the contents are zero.
+    Release it with gpurun.free(a, comm) (collective), or with comm.free()/finalize(); the array
+    must not be used afterwards."""
+    np = _np()
+    c = comm if comm is not None else world()
+    dt = np.dtype(dtype)
+    shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    n = 1
+    for d in shape:
+        if d < 0:
+            raise _invalid("empty", "shape %r has a negative dimension" % (shape,))
+        n *= d
+    buf = c._mem_alloc(n * dt.itemsize)
+    return np.frombuffer(buf, dtype=dt, count=n).reshape(shape)
+
+
+def empty_torch(shape, dtype=None, comm=None):
+    """The torch counterpart of empty(): a CPU tensor (torch.float32 by default) in gr_mem_alloc
+    memory of comm. Release it with gpurun.free(t, comm)."""
+    torch = _torch()
+    dtype = dtype or torch.float32
+    c = comm if comm is not None else world()
+    shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    n = 1
+    for d in shape:
+        if d < 0:
+            raise _invalid("empty_torch", "shape %r has a negative dimension" % (shape,))
+        n *= d
+    size = torch.empty((), dtype=dtype).element_size()
+    buf = c._mem_alloc(n * size)
+    import warnings
+    with warnings.catch_warnings():  # frombuffer warns about writable buffers: this one is meant to be
+        warnings.simplefilter("ignore")
+        raw = torch.frombuffer(buf, dtype=torch.uint8)
+    return raw[:n * size].view(dtype).reshape(shape)
+
+
+def free(x, comm=None):
+    """Release memory from empty()/empty_torch() (collective over comm, the world by default):
+    every rank passes its array of the same allocation; x None on every rank does nothing."""
+    c = comm if comm is not None else world()
+    c._mem_free(None if x is None else _data_address(x))
 
 
 def world():
