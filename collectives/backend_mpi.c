@@ -544,42 +544,74 @@ const gr__path gr__path_shm_window = {
 
 /* gr_mem_alloc: a window on the segment where the ranks share a node; elsewhere (ranks on
  * several nodes, GPURUN_COLL_ALGO=mpi, one rank) memory of this rank's own, which every call
- * takes as it takes any buffer. */
+ * takes as it takes any buffer. gr_mem_register: the buffer made a window in place (shm_comm.c);
+ * elsewhere nothing to do. m->be: the gr__shm_mapping, or NULL. */
 static gr_status mpi_mem_alloc(gr_comm *c, size_t bytes, gr__mem *m) {
   mpi_be *b = c->be;
-  if (b && b->shm) {
-    gr__shm_mapping w;
-    GR_CHECK(gr__shm_comm_window(c, b->shm, bytes, &w));
-    m->ptr = w.ptr;
-    m->map = w.map;
-    m->map_bytes = w.map_bytes;
-    m->token = w.token;
-    return GR_OK;
-  }
-  size_t len = (bytes + 4095) & ~(size_t)4095;
-  void *p = len >= bytes
-                ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                : MAP_FAILED;
-  int ok = p != MAP_FAILED, all = ok;
+  gr__shm_mapping *w = calloc(1, sizeof *w);
+  int ok = w != NULL, all = ok;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->mpi);
   if (!all) {
-    if (ok) munmap(p, len);
-    return gr__comm_err(c, GR_ERR_NOMEM, "%zu bytes could not be mapped on some rank", bytes);
+    free(w);
+    return gr__comm_err(c, GR_ERR_NOMEM, "out of memory on some rank");
   }
-  m->ptr = m->map = p;
-  m->map_bytes = len;
-  m->token = 0;
+  if (b && b->shm) {
+    gr_status st = gr__shm_comm_window(c, b->shm, bytes, w);
+    if (st != GR_OK) {
+      free(w);
+      return st;
+    }
+  } else {
+    size_t len = (bytes + 4095) & ~(size_t)4095;
+    void *p = len >= bytes
+                  ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                  : MAP_FAILED;
+    ok = p != MAP_FAILED;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->mpi);
+    if (!all) {
+      if (ok) munmap(p, len);
+      free(w);
+      return gr__comm_err(c, GR_ERR_NOMEM, "%zu bytes could not be mapped on some rank", bytes);
+    }
+    w->ptr = w->map = p;
+    w->map_bytes = len;
+  }
+  m->ptr = w->ptr;
+  m->lo = (uintptr_t)w->ptr;
+  m->len = (bytes + 4095) & ~(size_t)4095;
+  m->be = w;
+  return GR_OK;
+}
+
+static gr_status mpi_mem_register(gr_comm *c, gr__mem *m) {
+  mpi_be *b = c->be;
+  if (!b || !b->shm) return GR_OK; /* nothing to share: calls take the buffer as any */
+  gr__shm_mapping *w = calloc(1, sizeof *w);
+  int ok = w != NULL, all = ok;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->mpi);
+  if (!all) {
+    free(w);
+    return gr__comm_err(c, GR_ERR_NOMEM, "out of memory on some rank");
+  }
+  gr_status st = gr__shm_comm_register(c, b->shm, m->ptr, m->bytes, w);
+  if (st != GR_OK) {
+    free(w);
+    return st;
+  }
+  m->be = w;
   return GR_OK;
 }
 
 static void mpi_mem_free(gr_comm *c, gr__mem *m) {
   mpi_be *b = c->be;
-  if (m->token) {
-    gr__shm_mapping w = {m->ptr, m->map, m->map_bytes, m->token};
-    gr__shm_comm_window_free(b ? b->shm : NULL, &w);
-  } else if (m->map) {
-    munmap(m->map, m->map_bytes);
-  }
+  gr__shm_mapping *w = m->be;
+  if (!w) return;
+  if (w->token || w->peer)
+    gr__shm_comm_window_free(b ? b->shm : NULL, w);
+  else if (w->map)
+    munmap(w->map, w->map_bytes);
+  free(w);
+  m->be = NULL;
 }
 
 /* ---- calls that agree on the segment before their MPI call (gr_shm.h, Agreement) -------------
@@ -777,5 +809,6 @@ const gr__coll_ops gr__coll_ops_mpi = {
     .progress = mpi_progress,
     .gone = gr__paths_gone,
     .mem_alloc = mpi_mem_alloc,
+    .mem_register = mpi_mem_register,
     .mem_free = mpi_mem_free,
 };

@@ -126,15 +126,17 @@ typedef enum {
   GR__CAP_JOIN_REFUSALS = 1u << 1,
 } gr__coll_cap;
 
-/* Memory from gr_mem_alloc (mem.c keeps the communicator's list; the backend maps and unmaps). id
- * is the communicator's allocation number, the same on every rank (allocations are collective). */
+/* Memory from gr_mem_alloc or a buffer gr_mem_register made reachable (mem.c keeps the
+ * communicator's list; the backend maps and unmaps). id is the communicator's number for it, the
+ * same on every rank (both calls are collective); [lo, lo + len) the pages it spans here. */
 typedef struct gr__mem {
-  void *ptr; /* this rank's memory */
+  void *ptr;
   size_t bytes;
   uint64_t id;
-  void *map; /* the backend's: its mapping, how big, its window's token (0: private memory) */
-  size_t map_bytes;
-  uint64_t token;
+  int registered; /* gr_mem_register's (the handle), else gr_mem_alloc's (the pointer) */
+  uintptr_t lo;
+  size_t len;
+  void *be; /* the backend's */
   struct gr__mem *next;
 } gr__mem;
 
@@ -171,10 +173,13 @@ struct gr__coll_ops {
    * A timeout whose backend gave no detail (an agreement, an MPI step) names them: a rank killed
    * between two calls leaves its node-mates waiting somewhere it cannot be seen otherwise. */
   int (*gone)(const gr_comm *c, char *buf, size_t len);
-  /* Optional (NULL: gr_mem_alloc is GR_ERR_UNSUPPORTED): map bytes of memory for this rank that
-   * the calls on c reach directly, collective over c (the front end agreed on bytes first); on
-   * failure on any rank, an error on every rank. free unmaps it (collective: same order). */
+  /* Optional (NULL: gr_mem_alloc and gr_mem_register are GR_ERR_UNSUPPORTED): map bytes of memory
+   * for this rank that the calls on c reach directly (alloc; the front end agreed on bytes first),
+   * or make the program's [ptr, ptr + bytes) such memory in place (register; m->ptr, bytes, lo and
+   * len are set); collective over c; on failure on any rank, an error on every rank. free undoes
+   * either (collective: same order). */
   gr_status (*mem_alloc)(gr_comm *c, size_t bytes, gr__mem *m);
+  gr_status (*mem_register)(gr_comm *c, gr__mem *m);
   void (*mem_free)(gr_comm *c, gr__mem *m);
 };
 

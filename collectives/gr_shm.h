@@ -126,22 +126,24 @@ int gr__shm_cma_probe(gr__shm *s);
 int gr__shm_set_cma(gr__shm *s, int on);
 int gr__shm_cma_errno(const gr__shm *s);
 
-/* Windows: memory every rank of the segment maps (gr_mem_alloc, shm_comm.c), one mapping per
- * window holding every rank's region. Registering one (after every rank mapped it, on every rank
- * in the same order) lets a call whose buffers lie in windows on every rank run direct: in its
- * first round each rank publishes the window (its token) and offset of its buffers, and if every
- * rank's are in windows this rank maps too, each reduces and copies straight between the ranks'
- * buffers (loads and stores: no segment slot, no process_vm_readv, no page pinning); otherwise the
- * call goes on through process_vm_readv or, without it, in fresh rounds through the slots.
+/* Windows: memory every rank of the segment maps, one region per rank (gr_mem_alloc's window,
+ * shm_comm.c; a registered buffer). Registering one (after every rank mapped every region, on every
+ * rank in the same order, base[q] and bytes[q] rank q's region in this rank's mapping) lets a call
+ * whose buffers lie in windows on every rank run direct: in its first round each rank publishes the
+ * window (its token) and the offset of its buffers in its own region, and if every rank's are in
+ * windows this rank holds too, each reduces and copies straight between the ranks' buffers (loads
+ * and stores: no segment slot, no process_vm_readv, no page pinning); otherwise the call goes on
+ * through process_vm_readv or, without it, in fresh rounds through the slots.
  * add: 0 when out of memory. remove: the window is gone from the table (its calls have ended:
- * gr_mem_free is collective, after them). Tokens are nonzero and the same on every rank. */
-int gr__shm_window_add(gr__shm *s, uint64_t token, void *base, size_t bytes);
+ * freeing is collective, after them). Tokens are nonzero and the same on every rank. */
+int gr__shm_window_add(gr__shm *s, uint64_t token, void *const *base, const size_t *bytes);
 void gr__shm_window_remove(gr__shm *s, uint64_t token);
 int gr__shm_windows(const gr__shm *s);
+/* Whether [p, p + bytes) lies inside this rank's region of a window: its token and the offset in
+ * the region, else 0. */
+uint64_t gr__shm_window_of(const gr__shm *s, const void *p, size_t bytes, size_t *off);
 /* Calls this process ran direct in windows (tests and measurements ask it; it only grows). */
 uint64_t gr__shm_direct_calls(void);
-/* Whether [p, p + bytes) lies inside a window's mapping: its token and offset, else 0. */
-uint64_t gr__shm_window_of(const gr__shm *s, const void *p, size_t bytes, size_t *off);
 
 /* Whether the protocol takes this call (kind and size alone: the same answer on every rank that
  * agrees on the call; ranks that do not all take a round here, and the round finds it out). All of
@@ -227,15 +229,22 @@ int gr__shm_open_peer(pid_t pid, int fd);
 gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out);
 
 /* A window of bytes per rank (gr_mem_alloc), collective over c->mpi, registered with s on every
- * rank (or on none: an error on every rank, with c->err). Freeing removes it from s (NULL: s is
- * gone already) and unmaps it; the memory goes away with the last process that maps it. */
+ * rank (or on none: an error on every rank, with c->err). Registration makes a buffer the program
+ * has (ptr, bytes on this rank, any size per rank) a window the same way (gr_mem_register). Freeing
+ * removes it from s (NULL: s is gone already) and unmaps what it mapped (a registered buffer gets
+ * private pages with its contents back); the memory goes away with the last process that maps it. */
 typedef struct {
-  void *ptr; /* this rank's region */
-  void *map; /* the whole mapping */
+  void *ptr; /* this rank's region (the program's pointer) */
+  void *map; /* alloc: the whole mapping; register: this rank's pages */
   size_t map_bytes;
   uint64_t token;
+  void **peer; /* register: every rank's pages in this rank's mapping; NULL for alloc */
+  size_t *peer_bytes;
+  int rank, size;
 } gr__shm_mapping;
 gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapping *out);
+gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
+                                gr__shm_mapping *out);
 void gr__shm_comm_window_free(gr__shm *s, const gr__shm_mapping *m);
 
 /* The MPI backend's rows (gr_path.h): a call k that gr__shm_takes runs here on the (staged) host buffers

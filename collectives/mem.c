@@ -18,12 +18,15 @@
  * allocation it frees. */
 enum {
   ASK_OK,
-  ASK_NULL_OUT,  /* alloc: ptr is NULL */
-  ASK_ZERO,      /* alloc: bytes is 0 */
-  ASK_NOMEM,     /* alloc: no memory for the record */
-  ASK_UNKNOWN,   /* free: not memory gr_mem_alloc gave on this communicator */
-  ASK_PENDING,   /* free: requests or grouped calls outstanding, which may use it */
-  ASK_NULL_FREE, /* free: ptr is NULL (every rank: nothing to do) */
+  ASK_NULL_OUT,       /* alloc: ptr is NULL */
+  ASK_ZERO,           /* alloc: bytes is 0 */
+  ASK_NOMEM,          /* alloc: no memory for the record */
+  ASK_UNKNOWN,        /* free: not memory gr_mem_alloc gave on this communicator */
+  ASK_PENDING,        /* free: requests or grouped calls outstanding, which may use it */
+  ASK_NULL_FREE,      /* free: ptr is NULL (every rank: nothing to do) */
+  ASK_NULL_HANDLE,    /* register: handle is NULL */
+  ASK_OVERLAP,        /* register: the pages overlap memory already registered or allocated */
+  ASK_UNKNOWN_HANDLE, /* deregister: not a handle of this communicator */
 };
 
 typedef struct {
@@ -42,6 +45,13 @@ static const char *ask_text(int64_t v) {
   case ASK_UNKNOWN:
     return "the pointer is not memory gr_mem_alloc gave on this communicator (freed already, or "
            "from another communicator)";
+  case ASK_NULL_HANDLE:
+    return "handle is NULL";
+  case ASK_OVERLAP:
+    return "the buffer's pages overlap memory already registered or allocated on this communicator";
+  case ASK_UNKNOWN_HANDLE:
+    return "the handle is not one gr_mem_register gave on this communicator (deregistered already, "
+           "or from another communicator)";
   case ASK_PENDING:
     return "requests or grouped calls are outstanding on the communicator (complete them first)";
   default:
@@ -133,12 +143,86 @@ GR_API gr_status gr_mem_alloc(gr_comm *comm, size_t bytes, void **ptr) {
   return GR_OK;
 }
 
+GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_handle **handle) {
+  static const char fn[] = "gr_mem_register";
+  if (handle) *handle = NULL;
+  GR_CHECK(gr__check_alive(fn, comm));
+  GR_CHECK(gr__requests_drain(fn, comm));
+  uintptr_t lo = (uintptr_t)ptr & ~(uintptr_t)4095;
+  size_t len = ptr && bytes ? (((uintptr_t)ptr + bytes + 4095) & ~(uintptr_t)4095) - lo : 0;
+  int overlap = 0;
+  for (const gr__mem *m = comm->mem; m && len; m = m->next)
+    overlap |= lo < m->lo + m->len && m->lo < lo + len;
+  gr__mem *m = ptr && bytes && handle && !overlap ? calloc(1, sizeof *m) : NULL;
+  long pending = __atomic_load_n(&comm->pending, __ATOMIC_ACQUIRE);
+  ask mine = {!ptr          ? ASK_NULL_OUT
+              : !bytes      ? ASK_ZERO
+              : !handle     ? ASK_NULL_HANDLE
+              : overlap     ? ASK_OVERLAP
+              : !m          ? ASK_NOMEM
+              : pending > 0 ? ASK_PENDING /* the pages move under requests that may use them */
+                            : ASK_OK,
+              0};
+  int nothing;
+  gr_status st = agree(fn, comm, mine, 0, &nothing);
+  if (st == GR_OK && !comm->ops->mem_register)
+    st = gr__fail(GR_ERR_UNSUPPORTED, fn, "communicator %s: the %s backend cannot register memory",
+                  comm->id, comm->ops->name);
+  if (st != GR_OK) {
+    free(m);
+    return st;
+  }
+  m->ptr = ptr;
+  m->bytes = bytes;
+  m->registered = 1;
+  m->lo = lo;
+  m->len = len;
+  comm->err[0] = '\0';
+  st = comm->ops->mem_register(comm, m);
+  if (st != GR_OK) {
+    free(m);
+    return gr__fail(st, fn, "communicator %s: %s", comm->id, comm->err);
+  }
+  m->id = comm->mem_seq++;
+  m->next = comm->mem;
+  comm->mem = m;
+  *handle = (gr_mem_handle *)m;
+  return GR_OK;
+}
+
+/* Remove and release the record at *at (the agreement passed). */
+static void release_at(gr_comm *comm, gr__mem **at) {
+  gr__mem *m = *at;
+  *at = m->next;
+  comm->ops->mem_free(comm, m);
+  free(m);
+}
+
+GR_API gr_status gr_mem_deregister(gr_comm *comm, gr_mem_handle *handle) {
+  static const char fn[] = "gr_mem_deregister";
+  GR_CHECK(gr__check_alive(fn, comm));
+  GR_CHECK(gr__requests_drain(fn, comm));
+  gr__mem **at = &comm->mem;
+  while (handle && *at && (*at != (gr__mem *)handle || !(*at)->registered))
+    at = &(*at)->next;
+  long pending = __atomic_load_n(&comm->pending, __ATOMIC_ACQUIRE);
+  ask mine = {!handle       ? ASK_NULL_FREE
+              : !*at        ? ASK_UNKNOWN_HANDLE
+              : pending > 0 ? ASK_PENDING
+                            : ASK_OK,
+              handle && *at ? (*at)->id : 0};
+  int nothing;
+  GR_CHECK(agree(fn, comm, mine, 1, &nothing));
+  if (!nothing) release_at(comm, at);
+  return GR_OK;
+}
+
 GR_API gr_status gr_mem_free(gr_comm *comm, void *ptr) {
   static const char fn[] = "gr_mem_free";
   GR_CHECK(gr__check_alive(fn, comm));
   GR_CHECK(gr__requests_drain(fn, comm));
   gr__mem **at = &comm->mem;
-  while (ptr && *at && (*at)->ptr != ptr)
+  while (ptr && *at && ((*at)->ptr != ptr || (*at)->registered))
     at = &(*at)->next;
   long pending = __atomic_load_n(&comm->pending, __ATOMIC_ACQUIRE);
   ask mine = {!ptr          ? ASK_NULL_FREE
@@ -148,11 +232,7 @@ GR_API gr_status gr_mem_free(gr_comm *comm, void *ptr) {
               ptr && *at ? (*at)->id : 0};
   int nothing;
   GR_CHECK(agree(fn, comm, mine, 1, &nothing));
-  if (nothing) return GR_OK;
-  gr__mem *m = *at;
-  *at = m->next;
-  comm->ops->mem_free(comm, m);
-  free(m);
+  if (!nothing) release_at(comm, at);
   return GR_OK;
 }
 

@@ -152,8 +152,8 @@ struct gr__shm {
   gr__shm_op *head, *tail, *spare, *all;
   struct shm_window {
     uint64_t token;
-    unsigned char *base;
-    size_t bytes;
+    unsigned char **base; /* rank q's region in this rank's mapping, size entries */
+    size_t *bytes;
   } * wins; /* gr__shm_window_add: the windows every rank of the segment maps */
   int nwins, capwins;
   void **deferred; /* gr__shm_defer's FIFO: [dfirst, dend) of dcap */
@@ -256,6 +256,8 @@ void gr__shm_free(gr__shm *s) {
   if (s->owns) munmap(s->base, s->bytes);
   free(s->tmp);
   free(s->deferred);
+  for (int i = 0; i < s->nwins; i++)
+    free(s->wins[i].base);
   free(s->wins);
   free(s);
 }
@@ -592,8 +594,16 @@ static uint64_t peer_addr(const gr__shm *s, int q, size_t field) {
 
 /* ---- windows ------------------------------------------------------------------------------- */
 
-int gr__shm_window_add(gr__shm *s, uint64_t token, void *base, size_t bytes) {
+int gr__shm_window_add(gr__shm *s, uint64_t token, void *const *base, const size_t *bytes) {
   if (!token) return 0;
+  /* one allocation: the bases, then the sizes */
+  unsigned char **b = malloc((size_t)s->size * (sizeof *b + sizeof(size_t)));
+  if (!b) return 0;
+  size_t *n = (size_t *)(void *)(b + s->size);
+  for (int q = 0; q < s->size; q++) {
+    b[q] = base[q];
+    n[q] = bytes[q];
+  }
   lock_caller(s, 0);
   int ok = 1;
   if (s->nwins == s->capwins) {
@@ -606,8 +616,9 @@ int gr__shm_window_add(gr__shm *s, uint64_t token, void *base, size_t bytes) {
       ok = 0;
     }
   }
-  if (ok) s->wins[s->nwins++] = (struct shm_window){token, base, bytes};
+  if (ok) s->wins[s->nwins++] = (struct shm_window){token, b, n};
   unlock(s);
+  if (!ok) free(b);
   return ok;
 }
 
@@ -615,6 +626,7 @@ void gr__shm_window_remove(gr__shm *s, uint64_t token) {
   lock_caller(s, 0);
   for (int i = 0; i < s->nwins; i++)
     if (s->wins[i].token == token) {
+      free(s->wins[i].base);
       s->wins[i] = s->wins[--s->nwins];
       break;
     }
@@ -626,8 +638,9 @@ int gr__shm_windows(const gr__shm *s) { return s ? s->nwins : 0; }
 uint64_t gr__shm_window_of(const gr__shm *s, const void *p, size_t bytes, size_t *off) {
   uintptr_t a = (uintptr_t)p;
   for (int i = 0; s && p && i < s->nwins; i++) {
-    uintptr_t b = (uintptr_t)s->wins[i].base;
-    if (a >= b && a - b <= s->wins[i].bytes && bytes <= s->wins[i].bytes - (a - b)) {
+    uintptr_t b = (uintptr_t)s->wins[i].base[s->rank];
+    size_t n = s->wins[i].bytes[s->rank];
+    if (a >= b && a - b <= n && bytes <= n - (a - b)) {
       *off = (size_t)(a - b);
       return s->wins[i].token;
     }
@@ -635,12 +648,14 @@ uint64_t gr__shm_window_of(const gr__shm *s, const void *p, size_t bytes, size_t
   return 0;
 }
 
-/* This rank's mapping of the bytes at offset off of window token, if all of [off, off + n) lies
- * in it; NULL otherwise (a token this rank does not hold, a range past the window's end). */
-static unsigned char *window_at(const gr__shm *s, uint64_t token, uint64_t off, size_t n) {
+/* Rank q's bytes at offset off of its region of window token, in this rank's mapping, if all of
+ * [off, off + n) lies in that region; NULL otherwise (a token this rank does not hold, a range
+ * past the region's end). */
+static unsigned char *window_at(const gr__shm *s, int q, uint64_t token, uint64_t off, size_t n) {
   for (int i = 0; token && i < s->nwins; i++)
     if (s->wins[i].token == token)
-      return off <= s->wins[i].bytes && n <= s->wins[i].bytes - off ? s->wins[i].base + off : NULL;
+      return off <= s->wins[i].bytes[q] && n <= s->wins[i].bytes[q] - off ? s->wins[i].base[q] + off
+                                                                          : NULL;
   return NULL;
 }
 
@@ -652,7 +667,7 @@ static unsigned char *peer_buf(const gr__shm *s, int q, int which) {
       atomic_load_explicit(ctl(s, q, which ? CTL_WR_TOK : CTL_WS_TOK), memory_order_relaxed);
   uint64_t off =
       atomic_load_explicit(ctl(s, q, which ? CTL_WR_OFF : CTL_WS_OFF), memory_order_relaxed);
-  return window_at(s, tok, off, 0);
+  return window_at(s, q, tok, off, 0);
 }
 
 static void publish_windows(gr__shm *s, const gr__shm_op *op) {
@@ -765,7 +780,7 @@ static int window_verdict(gr__shm *s, gr__shm_op *op) {
           atomic_load_explicit(ctl(s, q, w ? CTL_WR_TOK : CTL_WS_TOK), memory_order_relaxed);
       uint64_t off =
           atomic_load_explicit(ctl(s, q, w ? CTL_WR_OFF : CTL_WS_OFF), memory_order_relaxed);
-      direct = window_at(s, tok, off, need[w]) != NULL;
+      direct = window_at(s, q, tok, off, need[w]) != NULL;
     }
   if (direct || cma_fits(s, op)) {
     op->direct = direct;

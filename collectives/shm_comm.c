@@ -206,15 +206,29 @@ static int window_valid(const void *base, size_t bytes, int size, uint64_t nonce
 }
 static const seg_kind window = {window_format, window_valid};
 
+/* Register the regions base[q] (bytes[q]) on every rank, or on none. */
+static gr_status add_window(gr_comm *c, gr__shm *s, uint64_t token, void *const *base,
+                            const size_t *bytes) {
+  if (!all_ok(c, gr__shm_window_add(s, token, base, bytes))) {
+    gr__shm_window_remove(s, token);
+    return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
+  }
+  return GR_OK;
+}
+
+static uint64_t agreed_token(gr_comm *c) {
+  uint64_t nonce = new_nonce();
+  return MPI_Bcast(&nonce, 1, MPI_UINT64_T, 0, c->mpi) == MPI_SUCCESS ? nonce : 0;
+}
+
 gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapping *out) {
   memset(out, 0, sizeof *out);
   size_t stride = (bytes + 4095) & ~(size_t)4095;
   if (stride < bytes || stride > (SIZE_MAX - WINDOW_HEAD) / (size_t)c->size)
     return gr__comm_err(c, GR_ERR_NOMEM, "%zu bytes per rank cannot be mapped", bytes);
   size_t total = WINDOW_HEAD + stride * (size_t)c->size;
-  uint64_t nonce = new_nonce();
-  if (MPI_Bcast(&nonce, 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS)
-    return gr__comm_err(c, GR_ERR_MPI, "MPI_Bcast of the window's token failed");
+  uint64_t nonce = agreed_token(c);
+  if (!nonce) return gr__comm_err(c, GR_ERR_MPI, "MPI_Bcast of the window's token failed");
   int posix = gr__param_word(GR_PARAM_SHM_SEGMENT) == GR_SHM_SEGMENT_POSIX;
   unsigned char *base = via_memfd(c, total, nonce, posix, &window);
   if (!base) base = via_named(c, total, nonce, &window);
@@ -223,10 +237,18 @@ gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapp
                         "no rank-shared mapping of %zu bytes could be made (memfd and POSIX shm "
                         "failed on some rank; GPURUN_DEBUG=1 says which)",
                         total);
-  if (!all_ok(c, gr__shm_window_add(s, nonce, base, total))) {
-    gr__shm_window_remove(s, nonce);
+  void **regions = malloc((size_t)c->size * (sizeof(void *) + sizeof(size_t)));
+  size_t *sizes = regions ? (size_t *)(void *)(regions + c->size) : NULL;
+  for (int q = 0; regions && q < c->size; q++) {
+    regions[q] = base + WINDOW_HEAD + stride * (size_t)q;
+    sizes[q] = stride;
+  }
+  gr_status st = all_ok(c, regions != NULL) ? add_window(c, s, nonce, regions, sizes)
+                                            : gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
+  free(regions);
+  if (st != GR_OK) {
     munmap(base, total);
-    return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
+    return st;
   }
   out->map = base;
   out->map_bytes = total;
@@ -237,9 +259,109 @@ gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapp
   return GR_OK;
 }
 
+/* ---- registration: a buffer the program has, made reachable in place -----------------------
+ * The pages under [ptr, ptr + bytes) (whole pages) are replaced by a memfd with the same contents
+ * at the same address (MAP_FIXED over them), so the program's pointer and data stay as they were;
+ * the peers open the memfd through /proc and map it. Deregistering puts private pages with the
+ * same contents back (mremap of a private copy over the range). The cost is paid once: every call
+ * on the buffer afterwards reaches it directly, with no pinning. */
+
+typedef struct {
+  int64_t pid, fd;
+  uint64_t lo, len;
+} reg_info;
+
+gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
+                                gr__shm_mapping *out) {
+  memset(out, 0, sizeof *out);
+  uintptr_t lo = (uintptr_t)ptr & ~(uintptr_t)4095;
+  size_t len = (((uintptr_t)ptr + bytes + 4095) & ~(uintptr_t)4095) - lo;
+  uint64_t nonce = agreed_token(c);
+  if (!nonce) return gr__comm_err(c, GR_ERR_MPI, "MPI_Bcast of the window's token failed");
+  /* this rank's pages into a memfd, at the same address */
+  int fd = gr__shm_memfd(len), ok = 0;
+  void *tmp = fd >= 0 ? gr__shm_map(fd, len) : NULL;
+  if (tmp) {
+    memcpy(tmp, (void *)lo, len);
+    ok = mmap((void *)lo, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == (void *)lo;
+    munmap(tmp, len);
+  }
+  int e = errno;
+  reg_info mine = {ok ? getpid() : -1, ok ? fd : -1, lo, len};
+  reg_info *all = malloc((size_t)c->size * sizeof *all);
+  void **peer = calloc((size_t)c->size, sizeof *peer);
+  size_t *peer_len = calloc((size_t)c->size, sizeof *peer_len);
+  int have = all && peer && peer_len;
+  if (!all_ok(c, ok && have)) {
+    if (fd >= 0) close(fd);
+    free(all), free(peer), free(peer_len);
+    /* a rank whose pages moved keeps them: the memfd's are the same bytes at the same address */
+    return gr__comm_err(c, ok && !have ? GR_ERR_NOMEM : GR_ERR_SYSTEM,
+                        "the buffer's pages could not be moved into shared memory on some rank "
+                        "(this rank: %s)",
+                        ok ? "done" : strerror(e));
+  }
+  int rc =
+      MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, c->mpi);
+  int mapped = rc == MPI_SUCCESS;
+  for (int q = 0; mapped && q < c->size; q++) {
+    if (q == c->rank) {
+      peer[q] = (void *)lo;
+      peer_len[q] = len;
+      continue;
+    }
+    int pfd = gr__shm_open_peer((pid_t)all[q].pid, (int)all[q].fd);
+    peer[q] = pfd >= 0 ? gr__shm_map(pfd, (size_t)all[q].len) : NULL;
+    if (pfd >= 0) close(pfd);
+    peer_len[q] = (size_t)all[q].len;
+    mapped = peer[q] != NULL;
+  }
+  mapped = all_ok(c, mapped); /* every rank opened every peer's: the memfds may close now */
+  close(fd);
+  gr_status st = mapped ? GR_OK
+                        : gr__comm_err(c, GR_ERR_SYSTEM,
+                                       "a peer's registered pages could not be mapped "
+                                       "(/proc/PID/fd of another rank)");
+  if (st == GR_OK) {
+    /* the offsets calls publish count from ptr's page, which is where window_of looks */
+    st = add_window(c, s, nonce, peer, peer_len);
+  }
+  if (st != GR_OK) {
+    for (int q = 0; q < c->size; q++)
+      if (q != c->rank && peer[q]) munmap(peer[q], peer_len[q]);
+    free(all), free(peer), free(peer_len);
+    return st;
+  }
+  free(all);
+  out->ptr = ptr;
+  out->map = (void *)lo;
+  out->map_bytes = len;
+  out->token = nonce;
+  out->peer = peer;
+  out->peer_bytes = peer_len;
+  out->rank = c->rank;
+  out->size = c->size;
+  return GR_OK;
+}
+
 void gr__shm_comm_window_free(gr__shm *s, const gr__shm_mapping *m) {
-  if (s) gr__shm_window_remove(s, m->token);
-  if (m->map) munmap(m->map, m->map_bytes);
+  if (s && m->token) gr__shm_window_remove(s, m->token);
+  if (!m->peer) { /* an allocation */
+    if (m->map) munmap(m->map, m->map_bytes);
+    return;
+  }
+  for (int q = 0; q < m->size; q++)
+    if (q != m->rank && m->peer[q]) munmap(m->peer[q], m->peer_bytes[q]);
+  /* private pages with the same contents back under the program's pointer */
+  void *copy = mmap(NULL, m->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (copy != MAP_FAILED) {
+    memcpy(copy, m->map, m->map_bytes);
+    if (mremap(copy, m->map_bytes, m->map_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, m->map) ==
+        MAP_FAILED)
+      munmap(copy, m->map_bytes); /* the memfd's pages stay: the same bytes, shared with nobody */
+  }
+  free(m->peer);
+  free(m->peer_bytes);
 }
 
 /* ---- the MPI backend's calls on the segment ------------------------------------------------ */

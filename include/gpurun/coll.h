@@ -125,6 +125,11 @@ GR_API gr_status gr_group_end(void);
  * gr_mem_alloc(3). */
 GR_API gr_status gr_mem_alloc(gr_comm *comm, size_t bytes, void **ptr);
 GR_API gr_status gr_mem_free(gr_comm *comm, void *ptr);
+/* A buffer the program has, made memory the calls on comm reach directly, in place (same address,
+ * same contents), until gr_mem_deregister; collective over comm. See gr_mem_register(3). */
+typedef struct gr_mem_handle gr_mem_handle;
+GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_handle **handle);
+GR_API gr_status gr_mem_deregister(gr_comm *comm, gr_mem_handle *handle);
 /* Wait for everything enqueued on stream; honours the timeout. See gr_comm_synchronize(3). */
 GR_API gr_status gr_comm_synchronize(gr_comm *comm, gr_stream stream);
 

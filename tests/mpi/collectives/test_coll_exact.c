@@ -6,7 +6,9 @@
  *   --no-timeout: timeout 0, so that the MPI backend may use its blocking fast path
  *   --mem: every buffer from gr_mem_alloc memory of the communicator under test (a stack in one
  *          allocation per communicator, so that each rank's buffers lie at offsets of its own),
- *          with sizes around the direct path's thresholds */
+ *          with sizes around the direct path's thresholds
+ *   --register: the same on a malloc'd buffer (at an odd address) made reachable by
+ *          gr_mem_register, whose contents must survive registering and deregistering */
 #include <gpurun/coll.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -30,7 +32,8 @@ extern const gr__coll_ops gr__coll_ops_nccl_double;
 #endif
 
 static int world_rank, failures, checks;
-static int mem_mode; /* --mem */
+static int mem_mode;                         /* --mem or --register */
+static int reg_mode __attribute__((unused)); /* --register (the MPI backend only) */
 static const size_t small_sizes[] = {0, 1, 7, 1023};
 #define BIG ((size_t)(1u << 20) + 3)
 
@@ -68,6 +71,8 @@ static void xfree(void *p) {
 typedef struct {
   unsigned char *base, *top;
   size_t bytes;
+  gr_mem_handle *handle; /* --register */
+  void *block;           /* --register: what malloc gave */
 } arena;
 static arena *cur;
 static void *xalloc(size_t bytes) {
@@ -357,11 +362,43 @@ static void t_nonblocking(gr_comm *c) {
 }
 
 #if !defined(EXACT_NCCL_DOUBLE) && !defined(EXACT_REAL_NCCL)
+/* A pattern of this rank's over the arena, and its check (registering moves the pages). */
+static void pattern(const arena *a, int check, const char *what) {
+  for (size_t i = 0; i < a->bytes; i += 997) {
+    unsigned char want = (unsigned char)(i * 31 + (size_t)world_rank);
+    if (!check)
+      a->base[i] = want;
+    else if (a->base[i] != want) {
+      FAIL("%s: byte %zu is %u, expected %u", what, i, a->base[i], want);
+      return;
+    }
+  }
+}
+
 static void arena_open(arena *a, gr_comm *c, size_t bytes) {
   a->bytes = bytes;
-  EXPECT_OK_IN(gr_mem_alloc(c, bytes, (void **)&a->base), "gr_mem_alloc");
+  if (reg_mode) {
+    a->block = ec_alloc(bytes + 8192);
+    a->base = (unsigned char *)a->block + 100 + 64 * (size_t)world_rank; /* odd, and per rank */
+    pattern(a, 0, "");
+    EXPECT_OK_IN(gr_mem_register(c, a->base, bytes, &a->handle), "gr_mem_register");
+    pattern(a, 1, "contents after gr_mem_register");
+  } else {
+    EXPECT_OK_IN(gr_mem_alloc(c, bytes, (void **)&a->base), "gr_mem_alloc");
+  }
   if (!a->base) MPI_Abort(MPI_COMM_WORLD, 2);
   a->top = a->base;
+}
+
+static void arena_close(arena *a, gr_comm *c) {
+  if (!reg_mode) {
+    EXPECT_OK_IN(gr_mem_free(c, a->base), "gr_mem_free");
+    return;
+  }
+  pattern(a, 0, "");
+  EXPECT_OK_IN(gr_mem_deregister(c, a->handle), "gr_mem_deregister");
+  pattern(a, 1, "contents after gr_mem_deregister");
+  (free)(a->block); /* libc's, not the arena's */
 }
 #endif
 
@@ -416,6 +453,8 @@ int main(int argc, char **argv) {
     blocking |= strcmp(argv[i], "--no-timeout") == 0;
 #if !defined(EXACT_NCCL_DOUBLE) && !defined(EXACT_REAL_NCCL)
     mem_mode |= strcmp(argv[i], "--mem") == 0;
+    reg_mode |= strcmp(argv[i], "--register") == 0;
+    mem_mode |= reg_mode;
 #endif
   }
   gr_comm_config cfg;
@@ -480,9 +519,11 @@ int main(int argc, char **argv) {
       cur = &halves_arena;
       t_allreduce(halves, GR_FLOAT32, GR_SUM, 5003, 1);
       t_allgather(halves, GR_INT32, 2000, 0);
-      EXPECT_OK_IN(gr_mem_free(halves, halves_arena.base), "gr_mem_free");
+      arena_close(&halves_arena, halves);
     }
-    /* the split's allocation is released by gr_comm_destroy */
+    /* the split's allocation is released by gr_comm_destroy (a registered buffer's by hand: its
+     * malloc'd block is freed here) */
+    if (split && reg_mode) arena_close(&split_arena, split);
     EXPECT_OK_IN(gr_comm_destroy(halves), "destroy");
     EXPECT_OK_IN(gr_comm_destroy(split), "destroy");
     cur = &world_arena;
@@ -513,7 +554,7 @@ int main(int argc, char **argv) {
     EXPECT_OK_IN(gr_comm_destroy(split), "destroy");
   }
 #if !defined(EXACT_NCCL_DOUBLE) && !defined(EXACT_REAL_NCCL)
-  if (mem_mode) EXPECT_OK_IN(gr_mem_free(world, world_arena.base), "gr_mem_free");
+  if (mem_mode) arena_close(&world_arena, world);
   /* on one node, every case from 4 KiB per rank on runs direct in the windows */
   if (mem_mode && P > 1 && gr__shm_direct_calls() == 0) FAIL("no call ran direct in the windows");
   if (mem_mode && world_rank == 0)
@@ -528,9 +569,11 @@ int main(int argc, char **argv) {
     printf("%s %s%s at %d ranks: %d element checks, %d failures\n", BACKEND_LABEL,
            big ? "1Mi+3 cases" : "all cases",
 #if !defined(EXACT_NCCL_DOUBLE) && !defined(EXACT_REAL_NCCL)
-           mem_mode ? " on gr_mem_alloc memory" :
+           reg_mode   ? " on gr_mem_register'ed buffers"
+           : mem_mode ? " on gr_mem_alloc memory"
+                      :
 #endif
-                    "",
+                      "",
            P, nchecks, total);
   MPI_Finalize();
   return total ? 1 : 0;

@@ -2,7 +2,8 @@
  * every rank the same error and a sentence naming that rank, nothing hangs, and the communicator
  * stays usable (an allreduce on a window afterwards is exact and runs direct). /dev/shm holds the
  * same gpurun names before and after (the script-free census: the test counts them itself; with
- * GPURUN_SHM_SEGMENT=posix the windows take the named fallback, unlinked at once).
+ * GPURUN_SHM_SEGMENT=posix the windows take the named fallback, unlinked at once). The same for
+ * gr_mem_register: a handle NULL, pages that overlap, deregistered twice, contents kept.
  *   test_coll_mem */
 #include <gpurun/coll.h>
 #include <dirent.h>
@@ -108,6 +109,30 @@ int main(int argc, char **argv) {
   /* freed twice */
   snprintf(want, sizeof want, "rank 0: the pointer is not memory gr_mem_alloc gave");
   EXPECT_ALL(gr_mem_free(c, p), GR_ERR_INVALID, want);
+  /* registration: a malloc'd buffer made reachable in place; overlapping pages, a NULL handle,
+   * deregistered twice */
+  size_t rn = 2048;
+  float *rb = malloc(3 * rn * sizeof *rb + 4096), *rsend = rb + 3, *rrecv = rb + 3 + rn;
+  REQUIRE(rb != NULL);
+  gr_mem_handle *h = NULL, *h2 = NULL;
+  EXPECT_ALL(gr_mem_register(c, rsend, 2 * rn * sizeof *rb, world_rank == 2 ? NULL : &h),
+             GR_ERR_INVALID, "rank 2: handle is NULL");
+  REQUIRE_OK(gr_mem_register(c, rsend, 2 * rn * sizeof *rb, &h));
+  EXPECT_ALL(gr_mem_register(c, rrecv + rn - 1, 64, &h2), GR_ERR_INVALID,
+             "rank 0: the buffer's pages overlap memory already registered");
+  EXPECT_ALL(gr_mem_register(c, q, 64, &h2), GR_ERR_INVALID, "rank 0: the buffer's pages overlap");
+  exact_on(c, rsend, rrecv, P);
+  EXPECT_OK(gr_mem_deregister(c, h));
+  EXPECT_ALL(gr_mem_deregister(c, h), GR_ERR_INVALID,
+             "rank 0: the handle is not one gr_mem_register gave");
+  EXPECT_ALL(gr_mem_free(c, rsend), GR_ERR_INVALID, "rank 0: the pointer is not memory");
+  for (size_t i = 0; i < rn; i++) /* the contents stayed (the sum of the last allreduce) */
+    if (rrecv[i] != (float)(P * (P + 1) / 2) * (float)(i % 5)) {
+      FAIL("registered recv element %zu is %g after gr_mem_deregister", i, rrecv[i]);
+      break;
+    }
+  free(rb);
+
   /* q is left for gr_comm_destroy; dup's with its own destroy */
   EXPECT_OK(gr_comm_destroy(dup));
   EXPECT_OK(gr_comm_destroy(c));
