@@ -241,6 +241,7 @@ typedef struct {
   void **peer; /* register: every rank's pages in this rank's mapping; NULL for alloc */
   size_t *peer_bytes;
   int rank, size;
+  int fd; /* register: this rank's memfd */
 } gr__shm_mapping;
 gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapping *out);
 gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,

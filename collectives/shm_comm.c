@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -271,6 +272,20 @@ typedef struct {
   uint64_t lo, len;
 } reg_info;
 
+/* Write len bytes at p into fd from offset 0 (out = 1), or read them back into p; 1 when all
+ * moved. The raw system calls: whole pages hold bytes of the program's besides the buffer, which a
+ * sanitizer's pwrite/pread would report as read out of bounds; they are copied, never looked at. */
+static int pages_io(int fd, void *p, size_t len, int out) {
+  for (size_t done = 0; done < len;) {
+    ssize_t k = (ssize_t)syscall(out ? SYS_pwrite64 : SYS_pread64, fd, (char *)p + done, len - done,
+                                 (off_t)done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return 0;
+    done += (size_t)k;
+  }
+  return 1;
+}
+
 gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
                                 gr__shm_mapping *out) {
   memset(out, 0, sizeof *out);
@@ -278,14 +293,11 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
   size_t len = (((uintptr_t)ptr + bytes + 4095) & ~(uintptr_t)4095) - lo;
   uint64_t nonce = agreed_token(c);
   if (!nonce) return gr__comm_err(c, GR_ERR_MPI, "MPI_Bcast of the window's token failed");
-  /* this rank's pages into a memfd, at the same address */
-  int fd = gr__shm_memfd(len), ok = 0;
-  void *tmp = fd >= 0 ? gr__shm_map(fd, len) : NULL;
-  if (tmp) {
-    memcpy(tmp, (void *)lo, len);
+  /* this rank's pages into a memfd (by the kernel: the bytes around the buffer on its first and
+   * last page are the program's too, not ours to read), then the memfd at the same address */
+  int fd = gr__shm_memfd(len), ok = fd >= 0 && pages_io(fd, (void *)lo, len, 1);
+  if (ok)
     ok = mmap((void *)lo, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == (void *)lo;
-    munmap(tmp, len);
-  }
   int e = errno;
   reg_info mine = {ok ? getpid() : -1, ok ? fd : -1, lo, len};
   reg_info *all = malloc((size_t)c->size * sizeof *all);
@@ -316,8 +328,8 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
     peer_len[q] = (size_t)all[q].len;
     mapped = peer[q] != NULL;
   }
-  mapped = all_ok(c, mapped); /* every rank opened every peer's: the memfds may close now */
-  close(fd);
+  /* every rank opened every peer's; this rank keeps its memfd: its pages come back through it */
+  mapped = all_ok(c, mapped);
   gr_status st = mapped ? GR_OK
                         : gr__comm_err(c, GR_ERR_SYSTEM,
                                        "a peer's registered pages could not be mapped "
@@ -330,9 +342,11 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
     for (int q = 0; q < c->size; q++)
       if (q != c->rank && peer[q]) munmap(peer[q], peer_len[q]);
     free(all), free(peer), free(peer_len);
+    close(fd);
     return st;
   }
   free(all);
+  out->fd = fd;
   out->ptr = ptr;
   out->map = (void *)lo;
   out->map_bytes = len;
@@ -352,14 +366,16 @@ void gr__shm_comm_window_free(gr__shm *s, const gr__shm_mapping *m) {
   }
   for (int q = 0; q < m->size; q++)
     if (q != m->rank && m->peer[q]) munmap(m->peer[q], m->peer_bytes[q]);
-  /* private pages with the same contents back under the program's pointer */
+  /* private pages with the same contents back under the program's pointer (read through the
+   * memfd, which holds what the program's mapping shows) */
   void *copy = mmap(NULL, m->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (copy != MAP_FAILED) {
-    memcpy(copy, m->map, m->map_bytes);
-    if (mremap(copy, m->map_bytes, m->map_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, m->map) ==
-        MAP_FAILED)
+    if (!pages_io(m->fd, copy, m->map_bytes, 0) ||
+        mremap(copy, m->map_bytes, m->map_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, m->map) ==
+            MAP_FAILED)
       munmap(copy, m->map_bytes); /* the memfd's pages stay: the same bytes, shared with nobody */
   }
+  close(m->fd);
   free(m->peer);
   free(m->peer_bytes);
 }

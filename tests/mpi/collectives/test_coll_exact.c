@@ -7,7 +7,7 @@
  *   --mem: every buffer from gr_mem_alloc memory of the communicator under test (a stack in one
  *          allocation per communicator, so that each rank's buffers lie at offsets of its own),
  *          with sizes around the direct path's thresholds
- *   --register: the same on a malloc'd buffer (at an odd address) made reachable by
+ *   --register: the same on a malloc'd buffer (off a page boundary) made reachable by
  *          gr_mem_register, whose contents must survive registering and deregistering */
 #include <gpurun/coll.h>
 #include <mpi.h>
@@ -75,6 +75,7 @@ typedef struct {
   void *block;           /* --register: what malloc gave */
 } arena;
 static arena *cur;
+static void libc_free(void *p) { free(p); } /* the name free is the arena's below */
 static void *xalloc(size_t bytes) {
   if (!mem_mode) return ec_alloc(bytes);
   size_t need = (bytes + 63) & ~(size_t)63;
@@ -379,7 +380,8 @@ static void arena_open(arena *a, gr_comm *c, size_t bytes) {
   a->bytes = bytes;
   if (reg_mode) {
     a->block = ec_alloc(bytes + 8192);
-    a->base = (unsigned char *)a->block + 100 + 64 * (size_t)world_rank; /* odd, and per rank */
+    /* off any page boundary, 16-byte aligned as malloc gives it, and per rank */
+    a->base = (unsigned char *)a->block + 96 + 64 * (size_t)world_rank;
     pattern(a, 0, "");
     EXPECT_OK_IN(gr_mem_register(c, a->base, bytes, &a->handle), "gr_mem_register");
     pattern(a, 1, "contents after gr_mem_register");
@@ -398,7 +400,7 @@ static void arena_close(arena *a, gr_comm *c) {
   pattern(a, 0, "");
   EXPECT_OK_IN(gr_mem_deregister(c, a->handle), "gr_mem_deregister");
   pattern(a, 1, "contents after gr_mem_deregister");
-  (free)(a->block); /* libc's, not the arena's */
+  libc_free(a->block);
 }
 #endif
 
