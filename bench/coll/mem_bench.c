@@ -3,11 +3,14 @@
  * in this order (a barrier before each, ITERS calls each, the slowest rank's time):
  *   raw      MPI_Allreduce / MPI_Allgather / MPI_Reduce_scatter_block on malloc'd buffers
  *   private  gr_ on malloc'd buffers (a timeout set: the path a program with a timeout takes)
+ *   copyio   the same with GPURUN_SHM_CMA=0: copy in, reduce, copy out through the segment's
+ *            slots in pipelined rounds, instead of the single copy by process_vm_readv/writev
  *   mem      gr_ on gr_mem_alloc buffers, out of place
  *   inplace  gr_ on gr_mem_alloc buffers, in place (allreduce only)
  *   limit    what the call must do at least, on buffers in one MPI_Win_allocate_shared window:
- *            each rank reduces (or copies) its slice of every rank's input straight into every
- *            rank's output, then a barrier (no protocol, no agreement, no checks)
+ *            a barrier (every input is there), each rank reduces (or copies) its slice of every
+ *            rank's input straight into every rank's output, a barrier (no protocol, no agreement,
+ *            no checks)
  * Columns: the median over repeats of the per-call time in microseconds, with [min-max]; the
  * ratios to raw of the medians; share = limit / mem (how close the path comes to the limit).
  * Every result is checked exactly (sums of small integers in float32).
@@ -22,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { RAW, PRIV, MEM, INPLACE, LIMIT, NCOLS };
-static const char *col_name[NCOLS] = {"raw", "private", "mem", "inplace", "limit"};
+enum { RAW, PRIV, COPYIO, MEM, INPLACE, LIMIT, NCOLS };
+static const char *col_name[NCOLS] = {"raw", "private", "copyio", "mem", "inplace", "limit"};
 enum { K_ALLREDUCE, K_ALLGATHER, K_REDUCE_SCATTER, NKINDS };
 static const char *kind_name[NKINDS] = {"allreduce", "allgather", "reduce_scatter"};
 
@@ -78,9 +81,13 @@ static void check(int kind, const float *recv, size_t n, const char *what) {
 static void limit_call(int kind, size_t n) {
   enum { B = 1024 }; /* 4 KiB blocks: the sum stays in L1 while it is copied out */
   float tmp[B];
-  if (kind == K_ALLGATHER) {
-    for (int q = 0; q < P; q++)
-      memcpy(win_recv[q] + (size_t)rank * n, win_send[rank], n * sizeof(float));
+  MPI_Barrier(MPI_COMM_WORLD); /* every rank's input is there (the call's first synchronisation) */
+  if (kind == K_ALLGATHER) { /* in pieces that stay in cache while they go to every output */
+    for (size_t at = 0; at < n; at += 65536) {
+      size_t m = n - at < 65536 ? n - at : 65536;
+      for (int q = 0; q < P; q++)
+        memcpy(win_recv[q] + (size_t)rank * n + at, win_send[rank] + at, m * sizeof(float));
+    }
   } else {
     size_t lo = kind == K_REDUCE_SCATTER ? (size_t)rank * n : n * (size_t)rank / (size_t)P;
     size_t hi = kind == K_REDUCE_SCATTER ? lo + n : n * (size_t)(rank + 1) / (size_t)P;
@@ -102,7 +109,10 @@ static void limit_call(int kind, size_t n) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+static gr_comm *copyio_comm; /* created with GPURUN_SHM_CMA=0 */
+
 static int run_call(int col, int kind, const bufs *b, size_t n, gr_comm *c) {
+  if (col == COPYIO) c = copyio_comm;
   float *send = col == INPLACE ? b->recv : b->send;
   if (col == LIMIT) {
     limit_call(kind, n);
@@ -170,6 +180,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rank %d: gr_comm_create: %s\n", rank, gr_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  setenv("GPURUN_SHM_CMA", "0", 1); /* read at creation */
+  if (gr_comm_create(MPI_COMM_WORLD, &cfg, &copyio_comm) != GR_OK) {
+    fprintf(stderr, "rank %d: gr_comm_create: %s\n", rank, gr_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  unsetenv("GPURUN_SHM_CMA");
   size_t max_n = (size_t)max_mib << 18; /* floats */
   size_t big = max_n * (size_t)P;       /* the larger side of allgather and reduce-scatter */
   bufs priv = {malloc(big * sizeof(float)), malloc(big * sizeof(float))}, mem = {0};
@@ -208,8 +224,8 @@ int main(int argc, char **argv) {
            P, ncpu, ncpu < P ? ", oversubscribed" : "", repeats, iters, timeout);
     printf("# time per call in us: median [min-max] over repeats; x = median / raw's median; "
            "share = limit / mem\n");
-    printf("%-14s %8s %21s %27s %27s %27s %21s %6s\n", "collective", "MiB", "raw", "private", "mem",
-           "inplace", "limit", "share");
+    printf("%-14s %5s %21s %27s %27s %27s %27s %21s %6s\n", "collective", "MiB", "raw", "private",
+           "copyio", "mem", "inplace", "limit", "share");
   }
   for (int kind = 0; kind < NKINDS; kind++)
     for (int mib = min_mib; mib <= max_mib; mib *= 2) {
@@ -219,7 +235,7 @@ int main(int argc, char **argv) {
       for (int rep = 0; rep < repeats; rep++)
         for (int col = 0; col < NCOLS; col++) {
           if (col == INPLACE && kind != K_ALLREDUCE) continue;
-          const bufs *b = col == RAW || col == PRIV ? &priv : &mem;
+          const bufs *b = col == RAW || col == PRIV || col == COPYIO ? &priv : &mem;
           prepare(col, kind, b, n);
           if (run_call(col, kind, b, n, c) != 0) { /* warm-up, and the checked result */
             fprintf(stderr, "rank %d: %s %s failed: %s\n", rank, kind_name[kind], col_name[col],
@@ -242,7 +258,7 @@ int main(int argc, char **argv) {
         qsort(t[col], (size_t)repeats, sizeof(double), cmp);
         med[col] = t[col][repeats / 2], lo[col] = t[col][0], hi[col] = t[col][repeats - 1];
       }
-      printf("%-14s %8d %8.1f [%5.0f-%5.0f]", kind_name[kind], mib, med[RAW], lo[RAW], hi[RAW]);
+      printf("%-14s %5d %8.1f [%5.0f-%5.0f]", kind_name[kind], mib, med[RAW], lo[RAW], hi[RAW]);
       for (int col = PRIV; col <= INPLACE; col++) {
         if (col == INPLACE && kind != K_ALLREDUCE)
           printf(" %27s", "-");
@@ -258,6 +274,7 @@ int main(int argc, char **argv) {
   gr_mem_free(c, mem.recv);
   gr_mem_free(c, mem.send);
   gr_comm_destroy(c);
+  gr_comm_destroy(copyio_comm);
   free(priv.send), free(priv.recv);
   int any = 0;
   MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
