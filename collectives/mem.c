@@ -198,42 +198,32 @@ static void release_at(gr_comm *comm, gr__mem **at) {
   free(m);
 }
 
-GR_API gr_status gr_mem_deregister(gr_comm *comm, gr_mem_handle *handle) {
-  static const char fn[] = "gr_mem_deregister";
+/* gr_mem_deregister (registered: key is the handle) and gr_mem_free (key is the pointer). */
+static gr_status release(const char *fn, gr_comm *comm, const void *key, int registered) {
   GR_CHECK(gr__check_alive(fn, comm));
   GR_CHECK(gr__requests_drain(fn, comm));
   gr__mem **at = &comm->mem;
-  while (handle && *at && (*at != (gr__mem *)handle || !(*at)->registered))
+  while (key && *at &&
+         ((registered ? (const void *)*at : (*at)->ptr) != key || (*at)->registered != registered))
     at = &(*at)->next;
   long pending = __atomic_load_n(&comm->pending, __ATOMIC_ACQUIRE);
-  ask mine = {!handle       ? ASK_NULL_FREE
-              : !*at        ? ASK_UNKNOWN_HANDLE
+  ask mine = {!key          ? ASK_NULL_FREE
+              : !*at        ? (registered ? ASK_UNKNOWN_HANDLE : ASK_UNKNOWN)
               : pending > 0 ? ASK_PENDING
                             : ASK_OK,
-              handle && *at ? (*at)->id : 0};
+              key && *at ? (*at)->id : 0};
   int nothing;
   GR_CHECK(agree(fn, comm, mine, 1, &nothing));
   if (!nothing) release_at(comm, at);
   return GR_OK;
 }
 
+GR_API gr_status gr_mem_deregister(gr_comm *comm, gr_mem_handle *handle) {
+  return release("gr_mem_deregister", comm, handle, 1);
+}
+
 GR_API gr_status gr_mem_free(gr_comm *comm, void *ptr) {
-  static const char fn[] = "gr_mem_free";
-  GR_CHECK(gr__check_alive(fn, comm));
-  GR_CHECK(gr__requests_drain(fn, comm));
-  gr__mem **at = &comm->mem;
-  while (ptr && *at && ((*at)->ptr != ptr || (*at)->registered))
-    at = &(*at)->next;
-  long pending = __atomic_load_n(&comm->pending, __ATOMIC_ACQUIRE);
-  ask mine = {!ptr          ? ASK_NULL_FREE
-              : !*at        ? ASK_UNKNOWN
-              : pending > 0 ? ASK_PENDING
-                            : ASK_OK,
-              ptr && *at ? (*at)->id : 0};
-  int nothing;
-  GR_CHECK(agree(fn, comm, mine, 1, &nothing));
-  if (!nothing) release_at(comm, at);
-  return GR_OK;
+  return release("gr_mem_free", comm, ptr, 0);
 }
 
 void gr__mem_release_all(gr_comm *c) {

@@ -798,6 +798,17 @@ def _data_address(x):
     return x.__array_interface__["data"][0]
 
 
+def _shape(call, shape):
+    """shape as a tuple of ints (an int is one dimension) and its number of elements."""
+    shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    n = 1
+    for d in shape:
+        if d < 0:
+            raise _invalid(call, "shape %r has a negative dimension" % (shape,))
+        n *= d
+    return shape, n
+
+
 def empty(shape, dtype="float32", comm=None):
     """A new numpy array in gr_mem_alloc memory of comm (the world by default), which collectives
     on comm reach directly: an allreduce, reduce-scatter, allgather or broadcast whose buffers on
@@ -808,12 +819,7 @@ def empty(shape, dtype="float32", comm=None):
     np = _np()
     c = comm if comm is not None else world()
     dt = np.dtype(dtype)
-    shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    n = 1
-    for d in shape:
-        if d < 0:
-            raise _invalid("empty", "shape %r has a negative dimension" % (shape,))
-        n *= d
+    shape, n = _shape("empty", shape)
     buf = c._mem_alloc(n * dt.itemsize)
     return np.frombuffer(buf, dtype=dt, count=n).reshape(shape)
 
@@ -824,12 +830,7 @@ def empty_torch(shape, dtype=None, comm=None):
     torch = _torch()
     dtype = dtype or torch.float32
     c = comm if comm is not None else world()
-    shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    n = 1
-    for d in shape:
-        if d < 0:
-            raise _invalid("empty_torch", "shape %r has a negative dimension" % (shape,))
-        n *= d
+    shape, n = _shape("empty_torch", shape)
     size = torch.empty((), dtype=dtype).element_size()
     buf = c._mem_alloc(n * size)
     import warnings
