@@ -6,11 +6,28 @@
 set -u
 mpiexec=$1 exe=$2 victim=$3 mode=${4:-}
 before=$(ls /dev/shm | grep -c '^gpurun-coll-')
-# mpirun's exit status is not the verdict (a rank was killed); the survivors' lines are. Bounded:
-# with a dead rank, Open MPI's recovery mode has been seen to linger (in MPI_Finalize) after the survivors reported.
-out=$(timeout -k 5 30 "$mpiexec" -np 3 --oversubscribe --enable-recovery "$exe" "$victim" $mode 2>&1)
-echo "$out"
-ok=$(echo "$out" | grep -c 'SURVIVOR OK')
+out=$(mktemp /tmp/gr_shm_kill.XXXXXX)
+trap 'rm -f "$out"' EXIT
+# mpirun's exit status is not the verdict (a rank was killed); the survivors' lines are. With a dead
+# rank, Open MPI's recovery mode has been seen to linger (in MPI_Finalize) after the survivors
+# reported, now and then: mpirun normally ends well under a second after the second line, so it
+# gets 5 s from there (the survivors destroy their communicator right after their line, so their
+# segments are gone by then) and is then stopped; 30 s bound it all.
+timeout -k 5 30 "$mpiexec" -np 3 --oversubscribe --enable-recovery "$exe" "$victim" $mode \
+  > "$out" 2>&1 &
+job=$!
+grace=0
+while kill -0 "$job" 2> /dev/null; do
+  if [ "$(grep -c '^rank [0-9]*: \(SURVIVOR OK\|FAIL\) after' "$out")" -ge 2 ]; then
+    grace=$((grace + 1))
+    [ "$grace" -gt 50 ] && { kill -TERM "$job" 2> /dev/null; break; }
+  fi
+  sleep 0.1
+done
+wait "$job"
+[ "$grace" -gt 50 ] && echo "(mpirun still running 5 s after both survivors reported: stopped)"
+cat "$out"
+ok=$(grep -c 'SURVIVOR OK' "$out")
 after=$(ls /dev/shm | grep -c '^gpurun-coll-')
 [ "$ok" = 2 ] || { echo "FAIL: $ok of 2 survivors reported the timeout correctly"; exit 1; }
 [ "$after" -le "$before" ] || { echo "FAIL: /dev/shm gained a gpurun-coll segment: $(ls /dev/shm)"; exit 1; }
