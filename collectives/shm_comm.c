@@ -236,7 +236,7 @@ gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapp
   if (!base)
     return gr__comm_err(c, GR_ERR_NOMEM,
                         "no rank-shared mapping of %zu bytes could be made (memfd and POSIX shm "
-                        "failed on some rank; GPURUN_DEBUG=1 says which)",
+                        "failed on some rank; GPURUN_LOG=debug says which)",
                         total);
   void **regions = malloc((size_t)c->size * (sizeof(void *) + sizeof(size_t)));
   size_t *sizes = regions ? (size_t *)(void *)(regions + c->size) : NULL;
