@@ -15,7 +15,8 @@
 #define GR__PLAN_STR(x) GR__PLAN_STR2(x)
 #define GR_PLAN_VERSION GR__PLAN_STR(GR_PLAN_MAJOR)
 
-/* The variables (writer: launcher/env.c; reader: gr__plan_parse, the receipt in runtime/). */
+/* The variables (writer: launcher/env.c and main.c; reader: gr__plan_parse, the one place the
+ * runtime looks them up; gr_init hands the gr_plan it reads to the receipt and the pool). */
 #define GR_PLAN_VAR_VERSION "GPURUN_PLAN_VERSION"
 #define GR_PLAN_VAR_LOCAL_RANK "GPURUN_LOCAL_RANK"
 #define GR_PLAN_VAR_LOCAL_SIZE "GPURUN_LOCAL_SIZE"
@@ -24,12 +25,16 @@
 #define GR_PLAN_VAR_NUMA "GPURUN_NUMA" /* NUMA node list; the first is the rank's */
 #define GR_PLAN_VAR_NIC "GPURUN_NIC"   /* nearest NIC name, "" none */
 /* Beside the plan: the pid of the gpurun that made it (whoami.c tells an inherited plan from its
- * own) and what it bound ("cpu,mem", the receipt checks those). */
+ * own) and what it bound, comma-separated words (the receipt checks those): the cpuset
+ * (GR_PLAN_BOUND_CPU), the memory policy on the NUMA nodes (GR_PLAN_BOUND_MEM). */
 #define GR_PLAN_VAR_PLAN_PID "GPURUN_PLAN_PID"
 #define GR_PLAN_VAR_BOUND "GPURUN_BOUND"
+#define GR_PLAN_BOUND_CPU_WORD "cpu"
+#define GR_PLAN_BOUND_MEM_WORD "mem"
+enum { GR_PLAN_BOUND_CPU = 1, GR_PLAN_BOUND_MEM = 2 };
 
 /* What the plan says about one rank: the plan part of the public gr_rank_info_t (same fields,
- * same sizes; gr_init copies it over). */
+ * same sizes; gr_init copies it over), then what only the runtime's own checks use. */
 typedef struct {
   int from_plan;              /* 1 when read from gpurun's plan */
   int local_rank, local_size; /* on this node */
@@ -38,17 +43,20 @@ typedef struct {
   char cpus[256];                  /* cpuset, hwloc list syntax ("0-13") */
   int numa;                        /* NUMA node (OS index), -1 unknown */
   char nic[64];                    /* "mlx5_3", "" none */
+  char numa_nodes[1024];           /* the whole NUMA node list ("1,3"), "" none */
+  int bound;                       /* GR_PLAN_BOUND_* bits from GPURUN_BOUND; -1 unset */
 } gr_plan;
 
 /* Value of NAME in a NULL-terminated "NAME=VALUE" array; NULL when absent. */
 const char *gr__env_lookup(char *const *envp, const char *name);
 
 /* Fills *out from envp. Without GPURUN_PLAN_VERSION: GR_OK, from_plan 0,
- * local_rank/local_size -1, no GPUs, cpus "", numa -1, nic "" (the caller asks MPI and hwloc).
- * A plan that is present but wrong (unknown major version, local rank outside [0, local size),
- * a number that does not parse, more than GR_MAX_RANK_GPUS GPUs, an id or list too long, a cpuset
- * that does not parse) returns GR_ERR_INVALID with a sentence naming the variable and value, and
- * leaves *out as without a plan. */
+ * local_rank/local_size -1, no GPUs, cpus "", numa -1, nic "", numa_nodes "", bound -1 (the caller
+ * asks MPI and hwloc). A plan that is present but wrong (unknown major version, local rank outside
+ * [0, local size), a number that does not parse, more than GR_MAX_RANK_GPUS GPUs, an id or list
+ * too long, a cpuset that does not parse) returns GR_ERR_INVALID with a sentence naming the
+ * variable and value, and leaves *out as without a plan. Words of GPURUN_BOUND other than
+ * GR_PLAN_BOUND_*_WORD are ignored. */
 gr_status gr__plan_parse(char *const *envp, gr_plan *out);
 
 #endif

@@ -26,6 +26,19 @@ static void no_plan(gr_plan *out) {
   out->cpus[0] = '\0';
   out->numa = -1;
   out->nic[0] = '\0';
+  out->numa_nodes[0] = '\0';
+  out->bound = -1;
+}
+
+/* 1 when WORD is one of LIST's comma-separated words. */
+static int has_word(const char *list, const char *word) {
+  size_t n = strlen(word);
+  for (const char *p = list; p && *p;) {
+    size_t len = strcspn(p, ",");
+    if (len == n && strncmp(p, word, n) == 0) return 1;
+    p += len + (p[len] == ',');
+  }
+  return 0;
 }
 
 static gr_status bad(gr_plan *out, const char *var, const char *val, const char *what) {
@@ -42,11 +55,10 @@ gr_status gr__plan_parse(char *const *envp, gr_plan *out) {
   char *end;
   long major = strtol(ver, &end, 10);
   if (end == ver || (*end && *end != '.') || major != GR_PLAN_MAJOR)
-    return gr__fail(
-        GR_ERR_INVALID, "gr_init",
-        "plan from gpurun: GPURUN_PLAN_VERSION=%s is not a version %d.x plan this runtime "
-        "reads (mixed gpurun and libgpurun versions?)",
-        ver, GR_PLAN_MAJOR);
+    return gr__fail(GR_ERR_INVALID, "gr_init",
+                    "plan from gpurun: " GR_PLAN_VAR_VERSION "=%s is not a version %d.x plan "
+                    "this runtime reads (mixed gpurun and libgpurun versions?)",
+                    ver, GR_PLAN_MAJOR);
 
   const char *lr = gr__env_lookup(envp, GR_PLAN_VAR_LOCAL_RANK);
   const char *ls = gr__env_lookup(envp, GR_PLAN_VAR_LOCAL_SIZE);
@@ -57,7 +69,8 @@ gr_status gr__plan_parse(char *const *envp, gr_plan *out) {
     return bad(out, GR_PLAN_VAR_LOCAL_SIZE, ls ? ls : "(unset)", "is not a positive integer");
   if (local_rank < 0 || local_rank >= local_size) {
     char msg[160];
-    snprintf(msg, sizeof msg, "GPURUN_LOCAL_RANK=%d is outside [0, %d) (GPURUN_LOCAL_SIZE)",
+    snprintf(msg, sizeof msg,
+             GR_PLAN_VAR_LOCAL_RANK "=%d is outside [0, %d) (" GR_PLAN_VAR_LOCAL_SIZE ")",
              local_rank, local_size);
     no_plan(out);
     return gr__fail(GR_ERR_INVALID, "gr_init", "plan from gpurun: %s", msg);
@@ -104,6 +117,9 @@ gr_status gr__plan_parse(char *const *envp, gr_plan *out) {
     first[len] = '\0';
     if (gr__parse_int(first, INT_MIN, INT_MAX, &tmp.numa) != GR_OK || tmp.numa < 0)
       return bad(out, GR_PLAN_VAR_NUMA, numa, "is not a NUMA node list");
+    if (strlen(numa) >= sizeof tmp.numa_nodes)
+      return bad(out, GR_PLAN_VAR_NUMA, numa, "is longer than 1023 characters");
+    snprintf(tmp.numa_nodes, sizeof tmp.numa_nodes, "%s", numa);
   }
   const char *nic = gr__env_lookup(envp, GR_PLAN_VAR_NIC);
   if (nic && *nic) {
@@ -111,6 +127,10 @@ gr_status gr__plan_parse(char *const *envp, gr_plan *out) {
       return bad(out, GR_PLAN_VAR_NIC, nic, "is longer than 63 characters");
     snprintf(tmp.nic, sizeof tmp.nic, "%s", nic);
   }
+  const char *bound = gr__env_lookup(envp, GR_PLAN_VAR_BOUND);
+  if (bound)
+    tmp.bound = (has_word(bound, GR_PLAN_BOUND_CPU_WORD) ? GR_PLAN_BOUND_CPU : 0) |
+                (has_word(bound, GR_PLAN_BOUND_MEM_WORD) ? GR_PLAN_BOUND_MEM : 0);
   tmp.local_rank = local_rank;
   tmp.local_size = local_size;
   tmp.from_plan = 1;

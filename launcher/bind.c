@@ -14,7 +14,7 @@ gr_status gr__bind(const gr__node *n, const gr__node_plan *p, int rank, int *bou
   if (hwloc_set_cpubind(n->topo, rp->cpuset, HWLOC_CPUBIND_PROCESS) != 0) {
     return gr__fail_msg(GR_ERR_SYSTEM, "CPU binding failed: %s", strerror(errno));
   }
-  *bound |= GR__BOUND_CPU;
+  *bound |= GR_PLAN_BOUND_CPU;
   /* Memory: bind where the kernel allows it; a single-node machine gains nothing and some
    * containers forbid set_mempolicy, so failure here is a notice, not an error. */
   if (hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE) > 1 &&
@@ -25,6 +25,6 @@ gr_status gr__bind(const gr__node *n, const gr__node_plan *p, int rank, int *bou
   }
   if (hwloc_get_nbobjs_by_type(n->topo, HWLOC_OBJ_NUMANODE) > 1 &&
       !hwloc_bitmap_iszero(rp->nodeset))
-    *bound |= GR__BOUND_MEM;
+    *bound |= GR_PLAN_BOUND_MEM;
   return GR_OK;
 }

@@ -164,6 +164,12 @@ out:
   return st;
 }
 
+const char *gr__envlist_get(const gr__envlist *e, const char *name) {
+  for (int i = 0; i < e->n; i++)
+    if (strcmp(e->name[i], name) == 0) return e->value[i];
+  return NULL;
+}
+
 void gr__envlist_free(gr__envlist *e) {
   for (int i = 0; i < e->n; i++) {
     free(e->name[i]);

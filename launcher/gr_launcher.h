@@ -85,8 +85,8 @@ void gr__options_usage(FILE *f);
 typedef struct {
   int local_rank, local_size;
   const char *source; /* "options", "GPURUN", "Open MPI", "Slurm", ...; "none" */
-  int inherited;      /* GPURUN_LOCAL_* were set by another gpurun process (GPURUN_PLAN_PID):
-                         they rank below every real launcher's variables */
+  int inherited;      /* the plan's local rank and size were set by another gpurun process
+                         (GR_PLAN_VAR_PLAN_PID): they rank below every real launcher's variables */
 } gr__whoami_t;
 
 /* Fills w from the first launcher whose variables are present. GR_ERR_INVALID (the sentence says
@@ -181,7 +181,7 @@ typedef struct {
   int share_index;             /* this rank's position among them */
   hwloc_bitmap_t cpuset;       /* PUs */
   hwloc_bitmap_t nodeset;      /* NUMA nodes */
-  int nic;                     /* index into node->nics, -1 none: the rank's own (GPURUN_NIC) */
+  int nic;                     /* index into node->nics, -1 none: the rank's own (the plan's) */
   int nnics;                   /* NICs for the rank's traffic: nics[0] == nic, then one nearest */
   int nics[GR__MAX_RANK_NICS]; /* to each of its GPUs in another NIC domain */
 } gr__rank_plan;
@@ -268,6 +268,8 @@ typedef struct {
 gr_status gr__plan_env(const gr__node *n, const gr__node_plan *p, int rank, const gr__options *o,
                        gr__envlist *e);
 void gr__envlist_free(gr__envlist *e);
+/* The value of NAME in e; NULL when e has none. */
+const char *gr__envlist_get(const gr__envlist *e, const char *name);
 /* The variable that gives a rank its GPUs and its value (malloc'd), in the form the scheduler
  * used; *var NULL when there is nothing to export (no GPU seen, or the variable is kept). */
 gr_status gr__visible_env(const gr__node *n, const gr__rank_plan *rp, int mode, const char **var,
@@ -299,9 +301,8 @@ void gr__envlist_keep_user_omp(gr__envlist *e, const gr__options *o, gr__getenv_
 /* ---- apply (side effects) --------------------------------------------------------------- */
 /* Binds CPU and memory; GR_OK, or a failure with the reason recorded (the caller warns and goes
  * on): GR_ERR_UNSUPPORTED for a topology from a file, GR_ERR_SYSTEM when hwloc refuses.
- * *bound says what was applied (GR__BOUND_CPU | GR__BOUND_MEM), exported as GPURUN_BOUND for the
- * runtime's placement receipt. */
-enum { GR__BOUND_CPU = 1, GR__BOUND_MEM = 2 };
+ * *bound says what was applied (GR_PLAN_BOUND_CPU | GR_PLAN_BOUND_MEM), exported as
+ * GR_PLAN_VAR_BOUND for the runtime's placement receipt. */
 gr_status gr__bind(const gr__node *n, const gr__node_plan *p, int rank, int *bound);
 
 /* ---- torch.distributed env:// contract (torchenv.c) --------------------------------------- */

@@ -146,13 +146,12 @@ int main(int argc, char **argv) {
     if (vis.note[0]) fprintf(stderr, "gpurun: rank %d: %s\n", me.local_rank, vis.note);
     if (mask_note[0]) fprintf(stderr, "gpurun: rank %d: %s\n", me.local_rank, mask_note);
     if (me.inherited)
-      fprintf(
-          stderr,
-          "gpurun: rank %d: GPURUN_LOCAL_RANK/SIZE were set by another gpurun (GPURUN_PLAN_PID): "
-          "%s\n",
-          me.local_rank,
-          strcmp(me.source, "GPURUN") == 0 ? "no launcher of this level says more, used them"
-                                           : "ignored, the launcher's own variables win");
+      fprintf(stderr,
+              "gpurun: rank %d: " GR_PLAN_VAR_LOCAL_RANK "/SIZE were set by another gpurun "
+              "(" GR_PLAN_VAR_PLAN_PID "): %s\n",
+              me.local_rank,
+              strcmp(me.source, "GPURUN") == 0 ? "no launcher of this level says more, used them"
+                                               : "ignored, the launcher's own variables win");
 #if GPURUN_HAVE_CUDA
     /* -v only: asking CUDA starts the driver, which costs the startup of every rank otherwise */
     if (!node.foreign && me.local_rank == 0) {
@@ -195,17 +194,16 @@ int main(int argc, char **argv) {
             kept);
   for (int i = 0; i < e.n; i++)
     setenv(e.name[i], e.value[i], 1);
-  gr__envlist_free(&e);
-  /* marks GPURUN_LOCAL_* as set by this process (see whoami.c) */
+  /* marks the plan's local rank and size as set by this process (see whoami.c) */
   char pid[24];
   snprintf(pid, sizeof pid, "%d", (int)getpid());
   setenv(GR_PLAN_VAR_PLAN_PID, pid, 1);
   /* what was really applied, for gr_init's placement receipt */
-  setenv(GR_PLAN_VAR_BOUND,
-         bound == (GR__BOUND_CPU | GR__BOUND_MEM) ? "cpu,mem"
-         : bound == GR__BOUND_CPU                 ? "cpu"
-                                                  : "",
-         1);
+  const char *bound_words = bound == (GR_PLAN_BOUND_CPU | GR_PLAN_BOUND_MEM)
+                                ? GR_PLAN_BOUND_CPU_WORD "," GR_PLAN_BOUND_MEM_WORD
+                            : bound == GR_PLAN_BOUND_CPU ? GR_PLAN_BOUND_CPU_WORD
+                                                         : "";
+  setenv(GR_PLAN_VAR_BOUND, bound_words, 1);
 
   /* the rank's priority: CPU niceness here, inherited by the program; the level for the
    * runtime's gr_stream (GPURUN_PRIORITY, read at gr_init). A refusal is a warning: the job runs. */
@@ -222,12 +220,13 @@ int main(int argc, char **argv) {
     so.time_limit_s = o.time_limit;
     so.local_rank = me.local_rank;
     so.node_name = host;
-    so.gpus_pci = gr__env_lookup(environ, GR_PLAN_VAR_GPUS); /* the plan exported above */
-    so.cpus = gr__env_lookup(environ, GR_PLAN_VAR_CPUS);
+    so.gpus_pci = gr__envlist_get(&e, GR_PLAN_VAR_GPUS); /* the plan exported above */
+    so.cpus = gr__envlist_get(&e, GR_PLAN_VAR_CPUS);
     so.prometheus_dir = o.prometheus[0] ? o.prometheus : NULL;
     so.rank = gr__process_rank(); /* from the launcher's variables; -1 when none is set */
     int code = 1;
     gr_status st = gr__supervise(prog, &so, &code);
+    gr__envlist_free(&e);
     gr__node_plan_free(&plan);
     gr__node_free(&node);
     if (st != GR_OK) {
@@ -236,6 +235,7 @@ int main(int argc, char **argv) {
     }
     return code;
   }
+  gr__envlist_free(&e);
   gr__node_plan_free(&plan);
   gr__node_free(&node);
   execvp(prog[0], prog);

@@ -120,10 +120,10 @@ static gr_status from_flux(gr__getenv_fn get, void *ctx, gr__whoami_t *w, int *f
   return GR_OK;
 }
 
-/* gpurun exports GPURUN_PLAN_PID with its own pid beside GPURUN_LOCAL_*: a program it runs (the
- * same pid after exec) reads them as its own; a gpurun further down (a script that runs
- * `mpirun gpurun` again) sees another pid, so they are an outer job's, not this launch's. A
- * marker that does not parse is not ours either. */
+/* gpurun exports GR_PLAN_VAR_PLAN_PID with its own pid beside the plan's local rank and size: a
+ * program it runs (the same pid after exec) reads them as its own; a gpurun further down (a script
+ * that runs `mpirun gpurun` again) sees another pid, so they are an outer job's, not this
+ * launch's. A marker that does not parse is not ours either. */
 static int inherited_gpurun(gr__getenv_fn get, void *ctx) {
   const char *m = get(ctx, GR_PLAN_VAR_PLAN_PID);
   int pid;

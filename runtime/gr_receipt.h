@@ -4,9 +4,11 @@
 
 #include <gpurun/runtime.h>
 
-/* Compares this process's CPU affinity, memory policy, CUDA device and UCX NIC list with the plan
- * in r and envp (only what gpurun applied: GPURUN_BOUND). Fills r->receipt ("" when all match)
- * and r->receipt_differs; returns that count, -1 without a plan. */
-int gr__receipt_check(gr_rank_info_t *r, char *const *envp);
+#include "gr_plan.h"
+
+/* Compares this process's CPU affinity, memory policy, CUDA device and UCX NIC list (from envp)
+ * with the plan gr_init read (only what gpurun applied: plan->bound) and r's GPU and NIC. Fills
+ * r->receipt ("" when all match) and r->receipt_differs; returns that count, -1 without a plan. */
+int gr__receipt_check(gr_rank_info_t *r, const gr_plan *plan, char *const *envp);
 
 #endif

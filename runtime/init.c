@@ -198,7 +198,9 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
     snprintf(info.node, sizeof info.node, "localhost");
   info.node[sizeof info.node - 1] = '\0';
 
-  gr_plan plan; /* the plan part of gr_rank_info_t (base/gr_plan.h), copied field by field */
+  /* The plan, read once here: its gr_rank_info_t part is copied over field by field, and the
+   * receipt and the default pool below take it as it is. */
+  gr_plan plan;
   _Static_assert(sizeof plan.gpus == sizeof info.gpus && sizeof plan.cpus == sizeof info.cpus &&
                      sizeof plan.nic == sizeof info.nic,
                  "gr_plan and gr_rank_info_t disagree on a field size");
@@ -216,18 +218,20 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
   info.numa = plan.numa;
   memcpy(info.nic, plan.nic, sizeof info.nic);
   if (!info.from_plan) {
-    GR_INFO("no gpurun plan (GPURUN_PLAN_VERSION unset): local rank from MPI, cpuset from hwloc");
+    GR_INFO("no gpurun plan (" GR_PLAN_VAR_VERSION " unset): local rank from MPI, cpuset from "
+            "hwloc");
     GR_CHECK_GOTO(local_from_mpi(&info), st, fail);
     cpus_from_hwloc(&info);
   }
   select_device(&info);
-  gr__priority_read_env(); /* gpurun --priority: gr_stream_create's level, the counters' field */
+  /* gpurun --priority: gr_stream_create's level, the counters' field */
+  gr__priority_set(gr__param_word(GR_PARAM_PRIORITY));
   /* The receipt: what this process got against the plan. GPURUN_VERIFY=strict makes a
    * difference an error, =off skips the check, =warn (the default) warns. */
   {
     int verify = gr__param_word(GR_PARAM_VERIFY);
     if (verify != GR_VERIFY_OFF) {
-      if (gr__receipt_check(&info, environ) > 0) {
+      if (gr__receipt_check(&info, &plan, environ) > 0) {
         if (verify == GR_VERIFY_STRICT) {
           snprintf(receipt_fail, sizeof receipt_fail,
                    "placement differs from gpurun's plan (GPURUN_VERIFY=strict): %s", info.receipt);
@@ -247,9 +251,9 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
   gr_pool_config pc;
   gr_pool_config_init(&pc);
   /* nthreads 0: the pool takes one worker per core of this process's cpuset - the rank's share
-   * under mpirun/gpurun binding (and, in the pool, intersected with GPURUN_CPUS). */
+   * under mpirun/gpurun binding (and, in the pool, intersected with the plan's cpuset). */
   pc.nthreads = 0;
-  GR_CHECK_GOTO(gr_pool_create(&pc, &pool), st, fail);
+  GR_CHECK_GOTO(gr__pool_create_planned(&pc, &plan, &pool), st, fail);
 
   t_init = gr__mono_now();
   __atomic_store_n(&state, ST_UP, __ATOMIC_RELEASE);

@@ -1,6 +1,6 @@
 /* The placement receipt: what this process really got, checked against gpurun's plan inside
  * gr_init (after MPI_Init, which some MPI libraries use to rebind the process). Each check runs
- * only for what gpurun says it applied (GPURUN_BOUND: "cpu", "mem") or exported. */
+ * only for what gpurun says it applied (the plan's bound) or exported. */
 #include "gr_receipt.h"
 
 #include "gr_config.h"
@@ -31,20 +31,10 @@ static void add(gr_rank_info_t *r, const char *fmt, ...) {
   r->receipt_differs++;
 }
 
-static int has_word(const char *list, const char *word) {
-  size_t n = strlen(word);
-  for (const char *p = list; p && *p;) {
-    size_t len = strcspn(p, ",");
-    if (len == n && strncmp(p, word, n) == 0) return 1;
-    p += len + (p[len] == ',');
-  }
-  return 0;
-}
-
 static void check_cpus(gr_rank_info_t *r, const char *planned) {
   hwloc_bitmap_t want = hwloc_bitmap_alloc(), got = hwloc_bitmap_alloc();
   cpu_set_t cs;
-  if (want && got && planned && hwloc_bitmap_list_sscanf(want, planned) == 0 &&
+  if (want && got && planned[0] && hwloc_bitmap_list_sscanf(want, planned) == 0 &&
       sched_getaffinity(0, sizeof cs, &cs) == 0) {
     for (int c = 0; c < CPU_SETSIZE; c++)
       if (CPU_ISSET(c, &cs)) hwloc_bitmap_set(got, (unsigned)c);
@@ -62,7 +52,8 @@ static void check_cpus(gr_rank_info_t *r, const char *planned) {
 static void check_mem(gr_rank_info_t *r, const char *planned) {
   unsigned long mask[16] = {0};
   int mode = -1;
-  if (!planned || syscall(SYS_get_mempolicy, &mode, mask, sizeof mask * 8, NULL, 0UL) != 0) return;
+  if (!planned[0] || syscall(SYS_get_mempolicy, &mode, mask, sizeof mask * 8, NULL, 0UL) != 0)
+    return;
   hwloc_bitmap_t want = hwloc_bitmap_alloc(), got = hwloc_bitmap_alloc();
   if (want && got && hwloc_bitmap_list_sscanf(want, planned) == 0) {
     for (unsigned i = 0; i < sizeof mask * 8; i++)
@@ -108,17 +99,16 @@ static void check_gpu(gr_rank_info_t *r) {
 }
 #endif
 
-int gr__receipt_check(gr_rank_info_t *r, char *const *envp) {
+int gr__receipt_check(gr_rank_info_t *r, const gr_plan *plan, char *const *envp) {
   r->receipt[0] = 0;
   r->receipt_differs = 0;
-  if (!r->from_plan) {
+  if (!plan->from_plan) {
     r->receipt_differs = -1;
     return -1;
   }
-  const char *bound = gr__env_lookup(envp, GR_PLAN_VAR_BOUND);
-  if (!bound) return 0; /* a plan not from a gpurun that records what it applied */
-  if (has_word(bound, "cpu")) check_cpus(r, gr__env_lookup(envp, GR_PLAN_VAR_CPUS));
-  if (has_word(bound, "mem")) check_mem(r, gr__env_lookup(envp, GR_PLAN_VAR_NUMA));
+  if (plan->bound < 0) return 0; /* a plan not from a gpurun that records what it applied */
+  if (plan->bound & GR_PLAN_BOUND_CPU) check_cpus(r, plan->cpus);
+  if (plan->bound & GR_PLAN_BOUND_MEM) check_mem(r, plan->numa_nodes);
   check_nic(r, envp);
 #if GPURUN_HAVE_CUDA
   check_gpu(r);

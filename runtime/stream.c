@@ -17,25 +17,15 @@
 #include <cuda_runtime_api.h>
 #endif
 
-enum { LVL_NORMAL, LVL_LOW, LVL_HIGH };
-static int level = LVL_NORMAL; /* written by gr_init under its lock, before any stream call */
+/* GR_PRIORITY_*: written by gr_init under its lock, before any stream call */
+static int level = GR_PRIORITY_NORMAL;
 
-void gr__priority_read_env(void) {
-  switch (gr__param_word(GR_PARAM_PRIORITY)) {
-  case GR_PRIORITY_LOW:
-    level = LVL_LOW;
-    break;
-  case GR_PRIORITY_HIGH:
-    level = LVL_HIGH;
-    break;
-  default:
-    level = LVL_NORMAL;
-    break;
-  }
+void gr__priority_set(int l) {
+  level = l == GR_PRIORITY_LOW || l == GR_PRIORITY_HIGH ? l : GR_PRIORITY_NORMAL;
 }
 
 const char *gr__priority_level_name(void) {
-  return level == LVL_LOW ? "low" : level == LVL_HIGH ? "high" : "normal";
+  return level == GR_PRIORITY_LOW ? "low" : level == GR_PRIORITY_HIGH ? "high" : "normal";
 }
 
 GR_API gr_status gr_stream_create(gr_stream *out) {
@@ -55,7 +45,7 @@ GR_API gr_status gr_stream_create(gr_stream *out) {
     return gr__fail(GR_ERR_UNSUPPORTED, fn, "cudaDeviceGetStreamPriorityRange: %s",
                     cudaGetErrorString(e));
   /* CUDA: lower numbers are higher priorities; the default priority is 0. */
-  int prio = level == LVL_HIGH ? greatest : level == LVL_LOW ? least : 0;
+  int prio = level == GR_PRIORITY_HIGH ? greatest : level == GR_PRIORITY_LOW ? least : 0;
   cudaStream_t s = NULL;
   e = cudaStreamCreateWithPriority(&s, cudaStreamDefault, prio);
   if (e != cudaSuccess)

@@ -6,6 +6,13 @@
 #include <gpurun/pool.h>
 #include <stdint.h>
 
+#include "gr_plan.h"
+
+/* gr_pool_create with the rank's plan as gr__plan_parse read it (gr_init hands over its own):
+ * the plan's cpuset bounds the pool and pin -1 pins under a plan. gr_pool_create reads the plan
+ * from the environment itself, at each call. */
+gr_status gr__pool_create_planned(const gr_pool_config *cfg, const gr_plan *plan, gr_pool **out);
+
 /* Cumulative counters, summed over the pool's workers and the slots external threads borrow while
  * they wait. Each is monotonic; read together they are a snapshot taken over a short interval,
  * not an instant. */

@@ -122,7 +122,8 @@ static void layout_free(cpu_layout *l) {
   memset(l, 0, sizeof *l);
 }
 
-static int layout_load(cpu_layout *l) {
+/* plan: the rank's plan as gr__plan_parse read it (cpus "" without one). */
+static int layout_load(cpu_layout *l, const gr_plan *plan) {
   memset(l, 0, sizeof *l);
   if (hwloc_topology_init(&l->topo) != 0) {
     l->topo = NULL;
@@ -138,18 +139,17 @@ static int layout_load(cpu_layout *l) {
       hwloc_get_cpubind(l->topo, allowed, HWLOC_CPUBIND_PROCESS) != 0)
     hwloc_bitmap_copy(allowed, hwloc_topology_get_allowed_cpuset(l->topo));
   hwloc_bitmap_and(allowed, allowed, hwloc_topology_get_allowed_cpuset(l->topo));
-  /* Under gpurun the plan's cpuset (a list like "0-3,8-11") also bounds the pool, in case the
-   * launcher could not bind the process. Ignored when it does not parse or leaves nothing. */
-  const char *plan = gr__env_lookup(environ, GR_PLAN_VAR_CPUS);
-  if (plan && *plan) {
+  /* Under gpurun the plan's cpuset (a list like "0-3,8-11", checked by the reader) also bounds
+   * the pool, in case the launcher could not bind the process. Ignored when it leaves nothing. */
+  if (plan->cpus[0]) {
     hwloc_bitmap_t ps = hwloc_bitmap_alloc();
-    if (ps && hwloc_bitmap_list_sscanf(ps, plan) == 0 && hwloc_bitmap_intersects(ps, allowed))
+    if (ps && hwloc_bitmap_list_sscanf(ps, plan->cpus) == 0 && hwloc_bitmap_intersects(ps, allowed))
       hwloc_bitmap_and(allowed, allowed, ps);
     else
       GR_LOG_ONCE(GR_LOG_WARN,
-                  "gr_pool_create: ignoring GPURUN_CPUS='%s' (not a cpu list, or "
-                  "disjoint from this thread's binding)",
-                  plan);
+                  "gr_pool_create: ignoring the plan's cpuset " GR_PLAN_VAR_CPUS "='%s' (disjoint "
+                  "from this thread's binding)",
+                  plan->cpus);
     hwloc_bitmap_free(ps);
   }
   int total = hwloc_get_nbobjs_by_type(l->topo, HWLOC_OBJ_CORE);
@@ -205,6 +205,13 @@ static void stop_workers(gr_pool *p) {
 }
 
 GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
+  gr_plan plan;
+  if (gr__plan_parse(environ, &plan) != GR_OK)
+    GR_LOG_ONCE(GR_LOG_WARN, "gr_pool_create: %s; ignoring gpurun's plan", gr_last_error());
+  return gr__pool_create_planned(cfg, &plan, out);
+}
+
+gr_status gr__pool_create_planned(const gr_pool_config *cfg, const gr_plan *plan, gr_pool **out) {
   static const char *call = "gr_pool_create";
   if (!out) return gr__fail(GR_ERR_INVALID, call, "out is NULL");
   *out = NULL;
@@ -222,13 +229,10 @@ GR_API gr_status gr_pool_create(const gr_pool_config *cfg, gr_pool **out) {
     return gr__fail(GR_ERR_INVALID, call, "stack_size %zu is outside [%zu, %zu] (0 = default)",
                     c.stack_size, GR_POOL_MIN_STACK, GR_POOL_MAX_STACK);
   size_t stack_size = c.stack_size ? c.stack_size : GR_POOL_DEFAULT_STACK;
-  if (c.pin == -1) {
-    const char *lr = gr__env_lookup(environ, GR_PLAN_VAR_LOCAL_RANK);
-    c.pin = lr && *lr ? 1 : 0;
-  }
+  if (c.pin == -1) c.pin = plan->from_plan;
 
   cpu_layout l;
-  int have_layout = layout_load(&l) == 0;
+  int have_layout = layout_load(&l, plan) == 0;
   if (!have_layout) {
     GR_LOG_ONCE(GR_LOG_WARN, "gr_pool_create: hwloc could not read the cpuset; %s",
                 c.nthreads == 0 ? "using the online CPU count, not pinning" : "not pinning");

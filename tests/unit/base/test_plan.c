@@ -25,6 +25,7 @@ static void test_full_plan(void **state) {
                  "GPURUN_CPUS=14-27,70-83",
                  "GPURUN_NUMA=1,3",
                  "GPURUN_NIC=mlx5_2",
+                 "GPURUN_BOUND=cpu,mem",
                  "GPURUN_LOCAL_RANKX=9",
                  NULL};
   gr_plan r = fresh();
@@ -38,6 +39,8 @@ static void test_full_plan(void **state) {
   assert_string_equal(r.cpus, "14-27,70-83");
   assert_int_equal(r.numa, 1);
   assert_string_equal(r.nic, "mlx5_2");
+  assert_string_equal(r.numa_nodes, "1,3");
+  assert_int_equal(r.bound, GR_PLAN_BOUND_CPU | GR_PLAN_BOUND_MEM);
 }
 
 static void test_cpu_only_plan(void **state) {
@@ -52,6 +55,16 @@ static void test_cpu_only_plan(void **state) {
   assert_string_equal(r.cpus, "0");
   assert_int_equal(r.numa, -1);
   assert_string_equal(r.nic, "");
+  assert_string_equal(r.numa_nodes, "");
+  assert_int_equal(r.bound, -1); /* GPURUN_BOUND unset: the gpurun did not say */
+  char *cpu_only[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
+                      "GPURUN_BOUND=cpu,other", NULL};
+  assert_int_equal(gr__plan_parse(cpu_only, &r), GR_OK);
+  assert_int_equal(r.bound, GR_PLAN_BOUND_CPU);
+  char *nothing[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
+                     "GPURUN_BOUND=", NULL};
+  assert_int_equal(gr__plan_parse(nothing, &r), GR_OK);
+  assert_int_equal(r.bound, 0);
 }
 
 static void test_no_plan(void **state) {
@@ -63,6 +76,8 @@ static void test_no_plan(void **state) {
   assert_int_equal(r.local_rank, -1);
   assert_int_equal(r.ngpus, 0);
   assert_int_equal(r.numa, -1);
+  assert_string_equal(r.numa_nodes, "");
+  assert_int_equal(r.bound, -1);
   char *empty[] = {NULL};
   assert_int_equal(gr__plan_parse(empty, &r), GR_OK);
   assert_int_equal(gr__plan_parse(NULL, &r), GR_OK);
@@ -119,6 +134,12 @@ static void test_bad_plans(void **state) {
   char *numa[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
                   "GPURUN_NUMA=x", NULL};
   expect_bad(numa, "GPURUN_NUMA='x'");
+  char longnuma[1100] = "GPURUN_NUMA=0";
+  while (strlen(longnuma) < 1090)
+    strcat(longnuma, ",1");
+  char *toolong[] = {"GPURUN_PLAN_VERSION=1", "GPURUN_LOCAL_RANK=0", "GPURUN_LOCAL_SIZE=1",
+                     longnuma, NULL};
+  expect_bad(toolong, "longer than 1023");
 }
 
 int main(void) {

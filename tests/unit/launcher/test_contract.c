@@ -1,6 +1,6 @@
 /* The plan contract end to end: what gpurun exports for a rank is read back by the runtime's own
  * parser (base/plan.c, gr__plan_parse) on every recorded topology, at local sizes 1 and GPUs,
- * and the runtime must see the same GPUs, cpuset, NUMA node and NIC. */
+ * and the runtime must see the same GPUs, cpuset, NUMA nodes and NIC. */
 #include "gr_launcher.h"
 #include "gr_plan.h"
 
@@ -43,6 +43,10 @@ static void check_rank(const gr__node *n, const gr__node_plan *p, int r, int smt
   assert_true(hwloc_bitmap_isequal(b, rp->cpuset));
   hwloc_bitmap_free(b);
   assert_int_equal(info.numa, hwloc_bitmap_first(rp->nodeset));
+  b = hwloc_bitmap_alloc(); /* the whole list, for the receipt's memory check */
+  if (info.numa_nodes[0]) assert_int_equal(hwloc_bitmap_list_sscanf(b, info.numa_nodes), 0);
+  assert_true(hwloc_bitmap_isequal(b, rp->nodeset));
+  hwloc_bitmap_free(b);
   assert_string_equal(info.nic, rp->nic >= 0 ? n->nics[rp->nic].name : "");
   for (int i = 0; i < e.n; i++)
     free(envp[i]);

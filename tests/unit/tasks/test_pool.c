@@ -705,15 +705,53 @@ static void sizing_and_pinning(void **state) {
   assert_int_equal(sched_setaffinity(0, sizeof orig, &orig), 0);
   assert_int_equal(n1, 1);
 
-  /* The plan's cpuset from gpurun bounds the pool too. */
-  char plan[32];
-  snprintf(plan, sizeof plan, "%d", first);
-  setenv("GPURUN_CPUS", plan, 1);
+  /* The plan's cpuset from gpurun bounds the pool too, read by gr_pool_create from the
+   * environment. */
+  char cpus[32];
+  snprintf(cpus, sizeof cpus, "%d", first);
+  setenv(GR_PLAN_VAR_VERSION, GR_PLAN_VERSION, 1);
+  setenv(GR_PLAN_VAR_LOCAL_RANK, "0", 1);
+  setenv(GR_PLAN_VAR_LOCAL_SIZE, "1", 1);
+  setenv(GR_PLAN_VAR_CPUS, cpus, 1);
   assert_int_equal(gr_pool_create(&cfg, &p), GR_OK);
   n1 = gr_pool_nthreads(p);
   assert_int_equal(gr_pool_destroy(p), GR_OK);
-  unsetenv("GPURUN_CPUS");
   assert_int_equal(n1, 1);
+  /* A plan the reader refuses bounds nothing, as gr_init ignores it too. */
+  setenv(GR_PLAN_VAR_VERSION, "99", 1);
+  assert_int_equal(gr_pool_create(&cfg, &p), GR_OK);
+  int nrefused = gr_pool_nthreads(p);
+  assert_int_equal(gr_pool_destroy(p), GR_OK);
+  assert_int_equal(nrefused, ncores);
+  unsetenv(GR_PLAN_VAR_VERSION);
+  unsetenv(GR_PLAN_VAR_LOCAL_RANK);
+  unsetenv(GR_PLAN_VAR_LOCAL_SIZE);
+  unsetenv(GR_PLAN_VAR_CPUS);
+
+  /* Handed over, as gr_init hands over the plan it read: the environment has none. */
+  char v[32], cv[48];
+  snprintf(v, sizeof v, "%s=%s", GR_PLAN_VAR_VERSION, GR_PLAN_VERSION);
+  snprintf(cv, sizeof cv, "%s=%s", GR_PLAN_VAR_CPUS, cpus);
+  char *penv[] = {v, GR_PLAN_VAR_LOCAL_RANK "=0", GR_PLAN_VAR_LOCAL_SIZE "=1", cv, NULL};
+  gr_plan plan;
+  assert_int_equal(gr__plan_parse(penv, &plan), GR_OK);
+  assert_int_equal(plan.from_plan, 1);
+  assert_int_equal(gr__pool_create_planned(&cfg, &plan, &p), GR_OK);
+  n1 = gr_pool_nthreads(p);
+  assert_int_equal(gr_pool_destroy(p), GR_OK);
+  assert_int_equal(n1, 1);
+  /* pin -1 under a plan pins: the worker's affinity is the plan's one CPU's core, not the
+   * creating thread's (several cores, when it has them). */
+  gr_pool_config dflt;
+  gr_pool_config_init(&dflt);
+  dflt.nthreads = 2;
+  assert_int_equal(gr__pool_create_planned(&dflt, &plan, &p), GR_OK);
+  atomic_store(&pin_bad, 0);
+  atomic_store(&pin_checked, 0);
+  assert_int_equal(gr_parallel_for(p, 0, 4096, 1, pin_body, NULL), GR_OK);
+  assert_int_equal(atomic_load(&pin_bad), 0);
+  assert_true(atomic_load(&pin_checked) > 0);
+  assert_int_equal(gr_pool_destroy(p), GR_OK);
 
   /* Pinned: every worker's affinity lies within one core. */
   cfg.pin = 1;
