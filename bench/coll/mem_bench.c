@@ -82,7 +82,7 @@ static void limit_call(int kind, size_t n) {
   enum { B = 1024 }; /* 4 KiB blocks: the sum stays in L1 while it is copied out */
   float tmp[B];
   MPI_Barrier(MPI_COMM_WORLD); /* every rank's input is there (the call's first synchronisation) */
-  if (kind == K_ALLGATHER) { /* in pieces that stay in cache while they go to every output */
+  if (kind == K_ALLGATHER) {   /* in pieces that stay in cache while they go to every output */
     for (size_t at = 0; at < n; at += 65536) {
       size_t m = n - at < 65536 ? n - at : 65536;
       for (int q = 0; q < P; q++)
