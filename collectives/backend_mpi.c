@@ -453,7 +453,7 @@ static int shm_takes(const gr__path *p, const gr__call *k) {
 static gr_status shm_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done) {
   (void)p, (void)done;
   mpi_be *b = k->comm->be;
-  return gr__shm_call_post(b->shm, k, s, r, &gr__mpi_call_of(k)->shm_op);
+  return gr__shm_call_post(b->shm, k, s, r, NULL, NULL, &gr__mpi_call_of(k)->shm_op);
 }
 
 static gr_status shm_test(gr__call *k, int *done) {
@@ -523,9 +523,10 @@ static gr_status window_post(const gr__path *p, gr__call *k, const void *s, void
   (void)p, (void)done;
   mpi_be *b = k->comm->be;
   gr__mpi_call *m = gr__mpi_call_of(k);
-  gr_status st = gr__shm_call_post(b->shm, k, s, r, &m->shm_op);
-  if (st == GR_OK && m->shm_op) window_sides(k, m->shm_op->wtok, m->shm_op->woff);
-  return st;
+  uint64_t tok[2];
+  size_t off[2] = {0, 0};
+  window_sides(k, tok, off);
+  return gr__shm_call_post(b->shm, k, s, r, tok, off, &m->shm_op);
 }
 
 const gr__path gr__path_shm_window = {
@@ -631,7 +632,7 @@ static gr_status gate_post(const gr__path *p, gr__call *k, const void *s, void *
   mpi_be *b = k->comm->be;
   gr__mpi_call *m = gr__mpi_call_of(k);
   if (!gr__shm_defer(b->shm, k)) return gr__comm_err(k->comm, GR_ERR_NOMEM, "out of memory");
-  gr_status st = gr__shm_call_post(b->shm, k, NULL, NULL, &m->shm_op);
+  gr_status st = gr__shm_call_post(b->shm, k, NULL, NULL, NULL, NULL, &m->shm_op);
   if (st != GR_OK) gr__shm_undefer(b->shm, k);
   return st;
 }

@@ -249,10 +249,11 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
 void gr__shm_comm_window_free(gr__shm *s, const gr__shm_mapping *m);
 
 /* The MPI backend's rows (gr_path.h): a call k that gr__shm_takes runs here on the (staged) host buffers
- * send and recv. post stores the op in *op, which the backend keeps in its per-call state; test
+ * send and recv (wtok, woff: where they lie in the windows, gr__shm_op; NULL: not). post stores the op in *op, which the backend keeps in its per-call state; test
  * and forget set *op to NULL once the op is released (done, a mismatch, forgotten). On a timeout,
  * forget writes the sentence naming the ranks waited for into k->comm->err. */
-gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv, gr__shm_op **op);
+gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv,
+                            const uint64_t *wtok, const size_t *woff, gr__shm_op **op);
 gr_status gr__shm_call_test(gr__shm *s, gr__call *k, gr__shm_op **op, int *done);
 void gr__shm_call_forget(gr__shm *s, gr__call *k, gr__shm_op **op);
 

@@ -383,7 +383,7 @@ void gr__shm_comm_window_free(gr__shm *s, const gr__shm_mapping *m) {
 /* ---- the MPI backend's calls on the segment ------------------------------------------------ */
 
 gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *recv,
-                            gr__shm_op **op) {
+                            const uint64_t *wtok, const size_t *woff, gr__shm_op **op) {
   gr__shm_op call = {.kind = (int)k->kind,
                      .send = send,
                      .recv = recv,
@@ -393,6 +393,10 @@ gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *rec
                      .root = k->root,
                      .refused = k->fe_refused};
   if (k->kind == GR__BARRIER) call.count = 0;
+  for (int w = 0; wtok && w < 2; w++) { /* before the post: the engine may run the op at once */
+    call.wtok[w] = wtok[w];
+    call.woff[w] = woff[w];
+  }
   *op = NULL;
   gr_status st = gr__shm_post(s, op, &call);
   if (st != GR_OK)
