@@ -727,9 +727,17 @@ static int claim(gr__shm *s, int q, size_t units, size_t *u0, size_t *u1) {
   }
 }
 
-/* Whether a call may use the single copy through process_vm_readv (the same on every rank). */
-static int cma_fits(const gr__shm *s, const gr__shm_op *op) {
-  return s->cma && op->count * gr__dtype_size(op->dtype) >= CMA_MIN && op->count >= (size_t)s->size;
+/* The mode of a call whose peers' buffers are not in windows (the same on every rank): 0 when no
+ * data moves here (barrier, a refusal, an agreement round). */
+static int plain_mode(const gr__shm *s, const gr__shm_op *op) {
+  size_t es = gr__dtype_size(op->dtype);
+  if (op->kind == GR__BARRIER || op->refused || agreement_only(s, op)) return 0;
+  if (op->kind == GR__REDUCE || op->kind == GR__ALLTOALL) return MODE_SMALL;
+  if (op->kind == GR__ALLREDUCE && s->size == 2 && op->count * es <= s->pair_max) return MODE_SMALL;
+  if (s->cma && op->count * es >= CMA_MIN && op->count >= (size_t)s->size) return MODE_CMA;
+  if (op->kind == GR__ALLREDUCE)
+    return op->count * es <= SMALL_MAX || op->count < (size_t)s->size ? MODE_SMALL : MODE_LARGE;
+  return 0; /* reduce-scatter, allgather, broadcast: rounds through the slots */
 }
 
 /* Whether a call may run direct in the windows, if every rank's buffers lie in them: it then
@@ -753,8 +761,9 @@ static _Atomic uint64_t direct_calls; /* gr__shm_direct_calls */
 
 /* After the first round's agreement, from every rank's published windows (the same data and the
  * same windows on every rank, so the same verdict): 1 with op->direct set (1 every buffer the call
- * reads or writes in a peer lies in a window, 0 through process_vm_readv); -3 neither: the call
- * starts again in fresh rounds through the slots (the counters agree: each rank raised once). */
+ * reads or writes in a peer lies in a window, 0 the call goes on through process_vm_readv, the
+ * mode it would have had anyway); -3 neither: the call starts again in the mode it would have had
+ * (plain_mode), in fresh rounds (the counters agree: each rank raised once). */
 static int window_verdict(gr__shm *s, gr__shm_op *op) {
   size_t n = op->count * gr__dtype_size(op->dtype), all = n * (size_t)s->size;
   size_t need[2] = {0, 0}; /* bytes of every rank's send and recv the peers reach */
@@ -782,7 +791,7 @@ static int window_verdict(gr__shm *s, gr__shm_op *op) {
           atomic_load_explicit(ctl(s, q, w ? CTL_WR_OFF : CTL_WS_OFF), memory_order_relaxed);
       direct = window_at(s, q, tok, off, need[w]) != NULL;
     }
-  if (direct || cma_fits(s, op)) {
+  if (direct || plain_mode(s, op) == MODE_CMA) {
     op->direct = direct;
     if (direct) atomic_fetch_add_explicit(&direct_calls, 1, memory_order_relaxed);
     return 1;
@@ -1260,22 +1269,12 @@ static int advance(gr__shm *s, gr__shm_op *op) {
       if (op->state == 0) {
         op->state = 1;
         op->pos = 0;
-        size_t es = gr__dtype_size(op->dtype);
-        if (op->kind == GR__BARRIER || op->refused ||
-            agreement_only(s, op)) /* no data moves here */
-          op->mode = 0;
-        else if (op->kind == GR__REDUCE || op->kind == GR__ALLTOALL)
-          op->mode = MODE_SMALL;
-        else if (window_fits(s, op)) {
+        if (window_fits(s, op)) {
           op->mode = MODE_CMA; /* its first step; the first round decides how it reaches peers */
           op->direct = -1;
-        } else if (op->kind == GR__ALLREDUCE && s->size == 2 && op->count * es <= s->pair_max)
-          op->mode = MODE_SMALL;
-        else if (cma_fits(s, op))
-          op->mode = MODE_CMA;
-        else if (op->kind == GR__ALLREDUCE)
-          op->mode =
-              op->count * es <= SMALL_MAX || op->count < (size_t)s->size ? MODE_SMALL : MODE_LARGE;
+        } else {
+          op->mode = plain_mode(s, op);
+        }
         if (op->kind == GR__BARRIER || op->refused || agreement_only(s, op)) {
           begin_round(s);
           op->step = 1;
@@ -1333,8 +1332,7 @@ static int advance(gr__shm *s, gr__shm_op *op) {
         break;
       }
     if (fin == -3) { /* not every buffer in a window, no single copy: again, through the slots */
-      op->win = 0;
-      op->mode = 0;
+      op->win = 0;   /* window_fits no longer: plain_mode */
       op->direct = 0;
       op->state = 0;
       op->step = 0;
