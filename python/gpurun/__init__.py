@@ -793,9 +793,13 @@ def finalize():
 
 
 def _data_address(x):
+    """Where x's data starts; 1 (no allocation's address) for an object that is neither an array
+    nor a tensor, so that free() still takes part in the collective and every rank gets the error."""
     if hasattr(x, "data_ptr"):
         return x.data_ptr()
-    return x.__array_interface__["data"][0]
+    if hasattr(x, "__array_interface__"):
+        return x.__array_interface__["data"][0]
+    return 1
 
 
 def _shape(call, shape):

@@ -1,6 +1,8 @@
 #!/bin/sh
-# shm_kill.sh MPIEXEC EXE VICTIM [recv]: 3 ranks, VICTIM SIGKILLed inside a shared-memory allreduce
-# (recv: between calls, the survivors then in gr_recv from it); both survivors must report
+# shm_kill.sh MPIEXEC EXE VICTIM [MODE]: 3 ranks, VICTIM SIGKILLed inside a shared-memory allreduce
+# (MODE is passed on to EXE: test_coll_shm_kill's recv, the victim dies between calls and the
+# survivors wait in gr_recv from it, or mem, the allreduce runs direct in gr_mem_alloc memory; the
+# request tests' own modes); both survivors must report
 # SURVIVOR OK (GR_ERR_TIMEOUT naming the victim as gone), and /dev/shm must hold no gpurun segment
 # afterwards.
 set -u

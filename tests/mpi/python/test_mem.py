@@ -74,6 +74,8 @@ raises(lambda: gpurun.empty(100 if R == 0 else 200, "float32"), 9,
        "rank 0 asks for 400 bytes, rank 1 asks for 800 bytes", "shapes that differ")
 raises(lambda: gpurun.free(np.zeros(4) if R == N - 1 else a), 1,
        "rank %d: the pointer is not memory gr_mem_alloc gave" % (N - 1), "not gpurun memory")
+raises(lambda: gpurun.free(bytearray(8) if R == 0 else a), 1,
+       "rank 0: the pointer is not memory gr_mem_alloc gave", "not an array at all")
 gpurun.free(rs)
 raises(lambda: gpurun.free(rs), 1, "rank 0: the pointer is not memory", "freed twice")
 gpurun.free(None)
