@@ -14,11 +14,18 @@
  * - An append-only file (the monitor CSV) gets whole rows or nothing: a short write is rolled back.
  * - Readers open regular files only (no symlinks, FIFOs, devices), up to a size cap.
  *
- * Every call returns 0 (or a descriptor), or -1 with errno set and a one-line reason in why
- * (which may be NULL). Nothing here prints or exits; MPI-free, so gpurun-report uses it too. */
+ * Every call returns a gr_status and, on failure, records one sentence with gr__fail_msg (names in
+ * it escaped for the terminal), read with gr_last_error(): GR_ERR_INVALID for a name or size
+ * refused, GR_ERR_STATE for what is found there refused (another user's, writable by others, a
+ * symlink, not a regular file or directory; a system call's ENOTDIR, ELOOP, EPERM),
+ * GR_ERR_NOT_FOUND / GR_ERR_NOMEM / GR_ERR_SYSTEM for a system call that failed otherwise
+ * (ENOENT, ENOMEM, anything else). A descriptor or buffer comes back
+ * through an out-parameter, -1 / NULL on failure. Nothing here prints or exits; MPI-free, so
+ * gpurun-report uses it too. */
 #ifndef GR_SAFEFILE_H
 #define GR_SAFEFILE_H
 
+#include <gpurun/status.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -37,33 +44,32 @@ void gr__safe_name_fix(char *s);
  * same without the execute bits. */
 mode_t gr__jobdir_mode(void);
 
-/* Opens <root>/<job> as described above and returns its descriptor (O_DIRECTORY, close-on-exec).
+/* Opens <root>/<job> as described above; *dirfd gets its descriptor (O_DIRECTORY, close-on-exec).
  * root "" or NULL means ".". */
-int gr__jobdir_open(const char *root, const char *job, char *why, size_t why_len);
-/* Whether an open directory is safe to write into: owned by this user, not group/world-writable.
- * 0, or -1 (errno EPERM) with the reason; name is only used in the reason. */
-int gr__dir_check(int dirfd, const char *name, char *why, size_t why_len);
+gr_status gr__jobdir_open(const char *root, const char *job, int *dirfd);
+/* Whether an open directory is safe to write into: owned by this user, not group/world-writable
+ * (else GR_ERR_STATE); name is only used in the sentence. */
+gr_status gr__dir_check(int dirfd, const char *name);
 
 /* Writes buf as dirfd/name, whole or not at all: a new temporary file (O_EXCL|O_NOFOLLOW) in the
  * same directory, written, synced, renamed over name. An existing name that is not a regular file
  * (a symlink, a directory, a device) is refused, never replaced or followed. */
-int gr__file_replace(int dirfd, const char *name, const void *buf, size_t len, char *why,
-                     size_t why_len);
+gr_status gr__file_replace(int dirfd, const char *name, const void *buf, size_t len);
 
 /* Opens dirfd/name for appending: created with O_EXCL (and header written) when absent; when
- * present it must be a regular file owned by this user (no symlink is followed). Returns the fd. */
-int gr__file_append_open(int dirfd, const char *name, const char *header, char *why,
-                         size_t why_len);
+ * present it must be a regular file owned by this user (no symlink is followed). *fd gets the
+ * descriptor. */
+gr_status gr__file_append_open(int dirfd, const char *name, const char *header, int *fd);
 /* Appends buf with one write(2); a short write is truncated away again, so the file never ends in
- * half a row. 0, or -1 with errno (ENOSPC, EFBIG, ...) and nothing of buf left in the file. */
-int gr__file_append_row(int fd, const void *buf, size_t len);
+ * half a row. On failure (a full disk, a file-size limit: GR_ERR_SYSTEM) nothing of buf is left
+ * in the file and the sentence is "cannot append to NAME: <reason>" (name only names it). */
+gr_status gr__file_append_row(int fd, const char *name, const void *buf, size_t len);
 
 /* Reads a regular file (O_NOFOLLOW|O_NONBLOCK: symlinks, FIFOs and devices are refused) of at
- * most max bytes into a malloc'd, NUL-terminated buffer; *len gets its length. dirfd may be
- * AT_FDCWD. Returns the buffer, or NULL with errno (EFBIG when over max) and the reason. */
-char *gr__file_read(int dirfd, const char *name, size_t max, size_t *len, char *why,
-                    size_t why_len);
-/* Opens a regular file for reading as above and returns its fd (for line-by-line readers). */
-int gr__file_open_read(int dirfd, const char *name, char *why, size_t why_len);
+ * most max bytes (larger: GR_ERR_INVALID) into a malloc'd, NUL-terminated *buf; *len (may be NULL)
+ * gets its length. dirfd may be AT_FDCWD. */
+gr_status gr__file_read(int dirfd, const char *name, size_t max, char **buf, size_t *len);
+/* Opens a regular file for reading as above; *fd gets the descriptor (for line-by-line readers). */
+gr_status gr__file_open_read(int dirfd, const char *name, int *fd);
 
 #endif

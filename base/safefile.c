@@ -4,6 +4,8 @@
 #endif
 #include "gr_safefile.h"
 
+#include "gr_error.h"
+#include "gr_escape.h"
 #include "gr_param.h"
 
 #include <errno.h>
@@ -17,17 +19,33 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int fail(int err, char *why, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(int err, char *why, size_t cap, const char *fmt, ...) {
-  if (why && cap) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, cap, fmt, ap);
-    va_end(ap);
+/* Records the sentence (names in it escaped for the terminal: a path may hold anything) with
+ * gr__fail_msg and returns st. */
+static gr_status fail(gr_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static gr_status fail(gr_status st, const char *fmt, ...) {
+  char msg[1024], esc[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return gr__fail_msg(st, "%s", gr__esc_term_str(esc, sizeof esc, msg));
+}
+
+/* The status of a failed system call: what is there refused (a file where a directory belongs, a
+ * symlink not followed, an object not ours to change) is GR_ERR_STATE, as the checks' refusals. */
+static gr_status sys_status(int e) {
+  switch (e) {
+  case ENOENT:
+    return GR_ERR_NOT_FOUND;
+  case ENOMEM:
+    return GR_ERR_NOMEM;
+  case ENOTDIR:
+  case ELOOP:
+  case EPERM:
+    return GR_ERR_STATE;
+  default:
+    return GR_ERR_SYSTEM;
   }
-  errno = err;
-  return -1;
 }
 
 int gr__safe_char(int c) {
@@ -52,18 +70,18 @@ mode_t gr__jobdir_mode(void) { return gr__param_bool(GR_PARAM_MONITOR_GROUP) ? 0
 
 static mode_t file_mode(void) { return gr__jobdir_mode() & 0666; }
 
-int gr__dir_check(int dirfd, const char *name, char *why, size_t why_len) {
+gr_status gr__dir_check(int dirfd, const char *name) {
   struct stat st;
   if (fstat(dirfd, &st) != 0)
-    return fail(errno, why, why_len, "cannot stat %s: %s", name, strerror(errno));
-  if (!S_ISDIR(st.st_mode)) return fail(ENOTDIR, why, why_len, "%s is not a directory", name);
+    return fail(sys_status(errno), "cannot stat %s: %s", name, strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return fail(GR_ERR_STATE, "%s is not a directory", name);
   if (st.st_uid != geteuid())
-    return fail(EPERM, why, why_len, "%s is owned by uid %u, not by this user (uid %u)", name,
+    return fail(GR_ERR_STATE, "%s is owned by uid %u, not by this user (uid %u)", name,
                 (unsigned)st.st_uid, (unsigned)geteuid());
   if (st.st_mode & (S_IWGRP | S_IWOTH))
-    return fail(EPERM, why, why_len, "%s is writable by %s (mode %04o)", name,
+    return fail(GR_ERR_STATE, "%s is writable by %s (mode %04o)", name,
                 (st.st_mode & S_IWOTH) ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
-  return 0;
+  return GR_OK;
 }
 
 /* mkdir -p for the root: missing parts get mode; existing ones (symlinks included: the root is
@@ -83,40 +101,41 @@ static int mkdir_p(const char *path, mode_t mode) {
   return mkdir(tmp, mode) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-int gr__jobdir_open(const char *root, const char *job, char *why, size_t why_len) {
+gr_status gr__jobdir_open(const char *root, const char *job, int *dirfd) {
+  *dirfd = -1;
   if (!root || !*root) root = ".";
   if (!gr__safe_name(job))
-    return fail(EINVAL, why, why_len,
+    return fail(GR_ERR_INVALID,
                 "job id '%.*s' is not a safe directory name (1-%d of A-Z a-z 0-9 . _ - + @, not "
                 "starting with '.')",
                 64, job ? job : "", GR_SAFE_NAME_MAX);
   mode_t mode = gr__jobdir_mode();
   if (mkdir_p(root, mode) != 0)
-    return fail(errno, why, why_len, "cannot create %s: %s", root, strerror(errno));
+    return fail(sys_status(errno), "cannot create %s: %s", root, strerror(errno));
   int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (rootfd < 0) return fail(errno, why, why_len, "cannot open %s: %s", root, strerror(errno));
+  if (rootfd < 0) return fail(sys_status(errno), "cannot open %s: %s", root, strerror(errno));
   if (mkdirat(rootfd, job, mode) != 0 && errno != EEXIST) {
     int e = errno;
     close(rootfd);
-    return fail(e, why, why_len, "cannot create %s/%s: %s", root, job, strerror(e));
+    return fail(sys_status(e), "cannot create %s/%s: %s", root, job, strerror(e));
   }
   int fd = openat(rootfd, job, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   int e = errno;
   close(rootfd);
   if (fd < 0) {
     if (e == ELOOP || e == ENOTDIR)
-      return fail(e, why, why_len, "%s/%s is a symlink or a file, not a directory", root, job);
-    return fail(e, why, why_len, "cannot open %s/%s: %s", root, job, strerror(e));
+      return fail(GR_ERR_STATE, "%s/%s is a symlink or a file, not a directory", root, job);
+    return fail(sys_status(e), "cannot open %s/%s: %s", root, job, strerror(e));
   }
   char name[PATH_MAX];
   snprintf(name, sizeof name, "%s/%s", root, job);
-  if (gr__dir_check(fd, name, why, why_len) != 0) {
-    e = errno;
+  gr_status st = gr__dir_check(fd, name);
+  if (st != GR_OK) {
     close(fd);
-    errno = e;
-    return -1;
+    return st;
   }
-  return fd;
+  *dirfd = fd;
+  return GR_OK;
 }
 
 static int write_all(int fd, const char *p, size_t len) {
@@ -134,14 +153,12 @@ static int write_all(int fd, const char *p, size_t len) {
   return 0;
 }
 
-int gr__file_replace(int dirfd, const char *name, const void *buf, size_t len, char *why,
-                     size_t why_len) {
+gr_status gr__file_replace(int dirfd, const char *name, const void *buf, size_t len) {
   if (!name || !*name || strchr(name, '/'))
-    return fail(EINVAL, why, why_len, "'%s' is not a plain file name", name ? name : "");
+    return fail(GR_ERR_INVALID, "'%s' is not a plain file name", name ? name : "");
   struct stat st;
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
-    return fail(EEXIST, why, why_len, "%s exists and is not a regular file (%s); not replacing it",
-                name,
+    return fail(GR_ERR_STATE, "%s exists and is not a regular file (%s); not replacing it", name,
                 S_ISLNK(st.st_mode)   ? "a symlink"
                 : S_ISDIR(st.st_mode) ? "a directory"
                                       : "a special file");
@@ -152,89 +169,92 @@ int gr__file_replace(int dirfd, const char *name, const void *buf, size_t len, c
     unsigned n = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
     if ((size_t)snprintf(tmp, sizeof tmp, ".%.200s.%d.%u.tmp", name, (int)getpid(), n) >=
         sizeof tmp)
-      return fail(ENAMETOOLONG, why, why_len, "file name %s too long", name);
+      return fail(GR_ERR_INVALID, "file name %s too long", name);
     fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, file_mode());
     if (fd < 0 && errno != EEXIST)
-      return fail(errno, why, why_len, "cannot create %s: %s", tmp, strerror(errno));
+      return fail(sys_status(errno), "cannot create %s: %s", tmp, strerror(errno));
   }
-  if (fd < 0) return fail(EEXIST, why, why_len, "cannot find a free temporary name for %s", name);
+  if (fd < 0) return fail(GR_ERR_SYSTEM, "cannot find a free temporary name for %s", name);
   int e = 0;
   if (write_all(fd, buf, len) != 0 || fsync(fd) != 0) e = errno;
   if (close(fd) != 0 && !e) e = errno;
   if (!e && renameat(dirfd, tmp, dirfd, name) != 0) e = errno;
   if (e) {
     unlinkat(dirfd, tmp, 0);
-    return fail(e, why, why_len, "cannot write %s: %s", name, strerror(e));
+    return fail(sys_status(e), "cannot write %s: %s", name, strerror(e));
   }
-  return 0;
+  return GR_OK;
 }
 
-int gr__file_append_open(int dirfd, const char *name, const char *header, char *why,
-                         size_t why_len) {
+gr_status gr__file_append_open(int dirfd, const char *name, const char *header, int *out) {
+  *out = -1;
   if (!name || !*name || strchr(name, '/'))
-    return fail(EINVAL, why, why_len, "'%s' is not a plain file name", name ? name : "");
+    return fail(GR_ERR_INVALID, "'%s' is not a plain file name", name ? name : "");
   int fd = openat(dirfd, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                   file_mode());
   if (fd < 0 && errno == EEXIST) {
     fd = openat(dirfd, name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 && (errno == ELOOP || errno == EMLINK))
-      return fail(ELOOP, why, why_len, "%s is a symlink; not writing through it", name);
+      return fail(GR_ERR_STATE, "%s is a symlink; not writing through it", name);
     struct stat st;
     if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
       close(fd);
-      return fail(EPERM, why, why_len, "%s exists and is not a regular file of this user", name);
+      return fail(GR_ERR_STATE, "%s exists and is not a regular file of this user", name);
     }
   }
-  if (fd < 0) return fail(errno, why, why_len, "cannot open %s: %s", name, strerror(errno));
+  if (fd < 0) return fail(sys_status(errno), "cannot open %s: %s", name, strerror(errno));
   struct stat st;
-  if (header && *header && fstat(fd, &st) == 0 && st.st_size == 0 &&
-      gr__file_append_row(fd, header, strlen(header)) != 0) {
-    int e = errno;
-    close(fd);
-    return fail(e, why, why_len, "cannot write to %s: %s", name, strerror(e));
+  if (header && *header && fstat(fd, &st) == 0 && st.st_size == 0) {
+    gr_status hs = gr__file_append_row(fd, name, header, strlen(header));
+    if (hs != GR_OK) {
+      close(fd);
+      return hs;
+    }
   }
-  return fd;
+  *out = fd;
+  return GR_OK;
 }
 
-int gr__file_append_row(int fd, const void *buf, size_t len) {
+gr_status gr__file_append_row(int fd, const char *name, const void *buf, size_t len) {
   off_t end = lseek(fd, 0, SEEK_END);
-  if (end < 0) return -1;
-  if (write_all(fd, buf, len) == 0) return 0;
   int e = errno;
-  /* Take back whatever part of the row got in, so the file ends on a whole row. */
-  while (ftruncate(fd, end) != 0 && errno == EINTR) {
+  if (end >= 0 && write_all(fd, buf, len) == 0) return GR_OK;
+  if (end >= 0) {
+    e = errno;
+    /* Take back whatever part of the row got in, so the file ends on a whole row. */
+    while (ftruncate(fd, end) != 0 && errno == EINTR) {
+    }
   }
-  errno = e;
-  return -1;
+  return fail(sys_status(e), "cannot append to %s: %s", name, strerror(e));
 }
 
-int gr__file_open_read(int dirfd, const char *name, char *why, size_t why_len) {
+gr_status gr__file_open_read(int dirfd, const char *name, int *out) {
+  *out = -1;
   int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ELOOP) return fail(ELOOP, why, why_len, "%s is a symlink; not following it", name);
-    return fail(errno, why, why_len, "cannot open %s: %s", name, strerror(errno));
+    if (errno == ELOOP) return fail(GR_ERR_STATE, "%s is a symlink; not following it", name);
+    return fail(sys_status(errno), "cannot open %s: %s", name, strerror(errno));
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    return fail(EINVAL, why, why_len, "%s is not a regular file (a FIFO, device or directory)",
-                name);
+    return fail(GR_ERR_STATE, "%s is not a regular file (a FIFO, device or directory)", name);
   }
   /* Regular file: blocking reads from here on. */
   int fl = fcntl(fd, F_GETFL);
   if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-  return fd;
+  *out = fd;
+  return GR_OK;
 }
 
-char *gr__file_read(int dirfd, const char *name, size_t max, size_t *len, char *why,
-                    size_t why_len) {
-  int fd = gr__file_open_read(dirfd, name, why, why_len);
-  if (fd < 0) return NULL;
+gr_status gr__file_read(int dirfd, const char *name, size_t max, char **out, size_t *len) {
+  *out = NULL;
+  int fd;
+  GR_CHECK(gr__file_open_read(dirfd, name, &fd));
   struct stat st;
   if (fstat(fd, &st) == 0 && (unsigned long long)st.st_size > max) {
     close(fd);
-    fail(EFBIG, why, why_len, "%s is larger than %zu bytes", name, max);
-    return NULL;
+    return fail(GR_ERR_INVALID, "%s is larger than %zu bytes", name, max);
   }
   size_t cap = (size_t)st.st_size + 1, n = 0;
   if (cap < 4096) cap = 4096;
@@ -242,8 +262,7 @@ char *gr__file_read(int dirfd, const char *name, size_t max, size_t *len, char *
   char *buf = malloc(cap + 1);
   if (!buf) {
     close(fd);
-    fail(ENOMEM, why, why_len, "out of memory reading %s", name);
-    return NULL;
+    return fail(GR_ERR_NOMEM, "out of memory reading %s", name);
   }
   for (;;) {
     if (n == cap) {
@@ -253,8 +272,7 @@ char *gr__file_read(int dirfd, const char *name, size_t max, size_t *len, char *
       if (!nb) {
         free(buf);
         close(fd);
-        fail(ENOMEM, why, why_len, "out of memory reading %s", name);
-        return NULL;
+        return fail(GR_ERR_NOMEM, "out of memory reading %s", name);
       }
       buf = nb;
       cap = ncap;
@@ -265,8 +283,7 @@ char *gr__file_read(int dirfd, const char *name, size_t max, size_t *len, char *
       int e = errno;
       free(buf);
       close(fd);
-      fail(e, why, why_len, "cannot read %s: %s", name, strerror(e));
-      return NULL;
+      return fail(sys_status(e), "cannot read %s: %s", name, strerror(e));
     }
     if (r == 0) break;
     n += (size_t)r;
@@ -274,10 +291,10 @@ char *gr__file_read(int dirfd, const char *name, size_t max, size_t *len, char *
   close(fd);
   if (n > max) {
     free(buf);
-    fail(EFBIG, why, why_len, "%s is larger than %zu bytes", name, max);
-    return NULL;
+    return fail(GR_ERR_INVALID, "%s is larger than %zu bytes", name, max);
   }
   buf[n] = '\0';
   if (len) *len = n;
-  return buf;
+  *out = buf;
+  return GR_OK;
 }

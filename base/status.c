@@ -65,24 +65,31 @@ int gr__process_rank(void) {
 
 void gr__set_process_rank(int rank) { __atomic_store_n(&process_rank, rank, __ATOMIC_RELAXED); }
 
+/* Both recorders format into a local buffer first, so an argument may be gr_last_error() itself
+ * (a caller wrapping the sentence a helper recorded: "cannot write X: %s", gr_last_error()). */
 gr_status gr__fail(gr_status st, const char *call, const char *fmt, ...) {
+  char msg[GR_ERROR_MAX] = "";
   int rank = gr__process_rank();
-  int n = rank >= 0 ? snprintf(last_error, sizeof last_error, "rank %d: %s: ", rank, call)
-                    : snprintf(last_error, sizeof last_error, "%s: ", call);
-  if (n < 0 || (size_t)n >= sizeof last_error) return st;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(last_error + n, sizeof last_error - (size_t)n, fmt, ap);
-  va_end(ap);
+  int n = rank >= 0 ? snprintf(msg, sizeof msg, "rank %d: %s: ", rank, call)
+                    : snprintf(msg, sizeof msg, "%s: ", call);
+  if (n >= 0 && (size_t)n < sizeof msg) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    va_end(ap);
+  }
+  memcpy(last_error, msg, strlen(msg) + 1);
   return st;
 }
 
 gr_status gr__fail_msg(gr_status st, const char *fmt, ...) {
+  char msg[GR_ERROR_MAX] = "";
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  for (char *c = last_error; *c; c++)
+  for (char *c = msg; *c; c++)
     if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+  memcpy(last_error, msg, strlen(msg) + 1);
   return st;
 }

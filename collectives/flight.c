@@ -295,16 +295,17 @@ int gr__flight_dump(const char *reason, char *path, size_t path_len) {
     GR_WARN("flight recorder: out of memory");
     return -1;
   }
-  char name[64], why[512];
+  char name[64];
   snprintf(name, sizeof name, GR_FLIGHT_PREFIX "%d" GR_FLIGHT_SUFFIX, wrank);
   snprintf(path, path_len, "%s/%s/%s", root, jobname, name);
-  int rc = -1;
-  int dirfd = gr__jobdir_open(root, jobname, why, sizeof why);
-  if (dirfd >= 0) {
-    rc = gr__file_replace(dirfd, name, buf, len, why, sizeof why);
+  int dirfd;
+  gr_status st = gr__jobdir_open(root, jobname, &dirfd);
+  if (st == GR_OK) {
+    st = gr__file_replace(dirfd, name, buf, len);
     close(dirfd);
   }
   free(buf);
-  if (rc != 0) GR_WARN("flight recorder: not written: %s", why);
-  return rc;
+  if (st == GR_OK) return 0;
+  GR_WARN("flight recorder: not written: %s", gr_last_error());
+  return -1;
 }

@@ -237,10 +237,9 @@ void gr__live_setup(const char *job) {
   const char *root = gr__param_str(GR_PARAM_MONITOR_DIR);
   if (!root || !gr__param_bool(GR_PARAM_LIVE)) return;
   double period = gr__param_seconds(GR_PARAM_LIVE_INTERVAL);
-  char why[512];
-  L.dirfd = gr__jobdir_open(root, job, why, sizeof why); /* private, checked (gr_safefile.h) */
-  if (L.dirfd < 0) {
-    GR_WARN("live state: %s; gpurun-top will not see this rank", why);
+  /* private, checked (gr_safefile.h) */
+  if (gr__jobdir_open(root, job, &L.dirfd) != GR_OK) {
+    GR_WARN("live state: %s; gpurun-top will not see this rank", gr_last_error());
     return;
   }
   int inited = 0;

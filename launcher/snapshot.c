@@ -138,8 +138,8 @@ static void remove_old(int dirfd, time_t now) {
  * others cannot write, at most a minute old, of at most cap - 1 bytes of text after exactly this
  * header. Its length, or -1. */
 static ssize_t read_text(int dirfd, const char *name, const char *head, char *buf, size_t cap) {
-  int fd = gr__file_open_read(dirfd, name, NULL, 0);
-  if (fd < 0) return -1;
+  int fd;
+  if (gr__file_open_read(dirfd, name, &fd) != GR_OK) return -1;
   size_t hl = strlen(head), max = hl + cap;
   struct stat st;
   char *all = NULL;
@@ -188,14 +188,15 @@ ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, 
   }
   const char *root = getenv("TMPDIR");
   if (!root || root[0] != '/') root = "/tmp";
-  char dirname[64], why[1024];
+  char dirname[64];
   snprintf(dirname, sizeof dirname, "gpurun-%u", (unsigned)geteuid());
-  int dirfd = gr__jobdir_open(root, dirname, why, sizeof why);
-  if (dirfd < 0) {
-    /* EPERM: another user's, or writable by others; ELOOP/ENOTDIR: a symlink or a file there. */
-    int taken = errno == EPERM || errno == ELOOP || errno == ENOTDIR;
+  int dirfd;
+  gr_status dst = gr__jobdir_open(root, dirname, &dirfd);
+  if (dst != GR_OK) {
+    /* GR_ERR_STATE: another user's, writable by others, a symlink or a file there. */
+    int taken = dst == GR_ERR_STATE;
     if (local_rank == 0)
-      warn("cannot share the %s snapshot between the local ranks: %s%s; %s", kind, why,
+      warn("cannot share the %s snapshot between the local ranks: %s%s; %s", kind, gr_last_error(),
            taken ? " (remove it, or set TMPDIR to a directory of your own)" : "",
            unshared ? unshared : "each local rank judges alone");
     free(head);
@@ -214,9 +215,9 @@ ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, 
     if (all) {
       memcpy(all, head, hl);
       memcpy(all + hl, buf, (size_t)len);
-      published = gr__file_replace(dirfd, name, all, hl + (size_t)len, why, sizeof why) == 0;
+      published = gr__file_replace(dirfd, name, all, hl + (size_t)len) == GR_OK;
       if (!published)
-        warn("cannot write the %s snapshot in %s/%s: %s; %s", kind, root, dirname, why,
+        warn("cannot write the %s snapshot in %s/%s: %s; %s", kind, root, dirname, gr_last_error(),
              unshared ? unshared : "each local rank judges alone");
       free(all);
       remove_old(dirfd, time(NULL));

@@ -30,6 +30,7 @@
 #include "gr_live_file.h"
 #include "gr_telemetry.h"
 
+#include <gpurun/status.h>
 #include <stddef.h>
 
 /* The first bytes of the owner line, and the version of the line that follows them. */
@@ -73,14 +74,14 @@ void gr__prom_text_free(gr__prom_text *t);
 
 /* Formats the exposition text of one sample into t (replacing what it held): the owner line when
  * owner is not NULL, then the series. job and host are label values (escaped here); live may be
- * NULL. 0, or -1 with errno ENOMEM. */
-int gr__prom_format(const gr__sample *s, const char *job, const char *host, const gr__live *live,
-                    const gr__prom_owner *owner, gr__prom_text *t);
+ * NULL. GR_ERR_NOMEM (recorded for gr_last_error()) when memory runs out. */
+gr_status gr__prom_format(const gr__sample *s, const char *job, const char *host,
+                          const gr__live *live, const gr__prom_owner *owner, gr__prom_text *t);
 
 /* Writes text to dir/name through dir/.name.tmp.<pid> (O_EXCL|O_NOFOLLOW) and rename(2); when
- * another user's file holds that name, through .name.tmp.<pid>-<k> (k < 100). 0, or -1 with
- * errno. */
-int gr__prom_write(const char *dir, const char *name, const char *text, size_t len);
+ * another user's file holds that name, through .name.tmp.<pid>-<k> (k < 100). A failure records
+ * "cannot write DIR/NAME: <reason>" for gr_last_error(). */
+gr_status gr__prom_write(const char *dir, const char *name, const char *text, size_t len);
 
 /* Removes dir's gpurun_*.prom files (and .gpurun_*.prom.tmp.<pid>[-<k>], gr__prom_write's temp
  * files) whose owner no longer runs on this host. A file is removed only when it is a regular file (no link followed or removed) owned by this effective uid, its

@@ -2,6 +2,7 @@
 #include "gr_prom.h"
 
 #include "gr_error.h"
+#include "gr_escape.h"
 #include "gr_safefile.h"
 
 #include <dirent.h>
@@ -163,8 +164,8 @@ static void header(out *o, const family *f) {
   put(o, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, f->type);
 }
 
-int gr__prom_format(const gr__sample *s, const char *job, const char *host, const gr__live *live,
-                    const gr__prom_owner *owner, gr__prom_text *t) {
+gr_status gr__prom_format(const gr__sample *s, const char *job, const char *host,
+                          const gr__live *live, const gr__prom_owner *owner, gr__prom_text *t) {
   /* The labels every series carries, escaped once per sample. */
   gr__prom_text labels = {0};
   out lo = {&labels, 0};
@@ -177,8 +178,7 @@ int gr__prom_format(const gr__sample *s, const char *job, const char *host, cons
   put(&lo, "\",local_rank=\"%d\"", s->local_rank);
   if (lo.failed) {
     gr__prom_text_free(&labels);
-    errno = ENOMEM;
-    return -1;
+    return gr__fail_msg(GR_ERR_NOMEM, "out of memory formatting the exposition text");
   }
   const char *base = labels.buf;
   t->len = 0;
@@ -291,33 +291,35 @@ int gr__prom_format(const gr__sample *s, const char *job, const char *host, cons
   gr__prom_text_free(&labels);
   if (o.failed) {
     t->len = 0;
-    errno = ENOMEM;
-    return -1;
+    return gr__fail_msg(GR_ERR_NOMEM, "out of memory formatting the exposition text");
   }
-  return 0;
+  return GR_OK;
 }
 
-int gr__prom_write(const char *dir, const char *name, const char *text, size_t len) {
+/* Records "cannot write DIR/NAME: <reason>" (escaped for the terminal) and returns st. */
+static gr_status write_failed(gr_status st, const char *dir, const char *name, int e) {
+  char esc_dir[512], esc_name[512];
+  return gr__fail_msg(st, "cannot write %s/%s: %s", gr__esc_term_str(esc_dir, sizeof esc_dir, dir),
+                      gr__esc_term_str(esc_name, sizeof esc_name, name), strerror(e));
+}
+
+gr_status gr__prom_write(const char *dir, const char *name, const char *text, size_t len) {
   char path[PATH_MAX], tmp[PATH_MAX];
   if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path ||
-      (size_t)snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", dir, name, (int)getpid()) >= sizeof tmp) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
+      (size_t)snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", dir, name, (int)getpid()) >= sizeof tmp)
+    return write_failed(GR_ERR_INVALID, dir, name, ENAMETOOLONG);
   unlink(tmp); /* ours from a killed predecessor with this pid, or a planted link: never followed */
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   /* Another user's file that this user cannot remove (a sticky directory; the pid is public):
    * another name, .<name>.tmp.<pid>-<k>, rather than no file at all. */
   for (int k = 1; fd < 0 && errno == EEXIST && k < 100; k++) {
     if ((size_t)snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d-%d", dir, name, (int)getpid(), k) >=
-        sizeof tmp) {
-      errno = ENAMETOOLONG;
-      return -1;
-    }
+        sizeof tmp)
+      return write_failed(GR_ERR_INVALID, dir, name, ENAMETOOLONG);
     unlink(tmp);
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   }
-  if (fd < 0) return -1;
+  if (fd < 0) return write_failed(GR_ERR_SYSTEM, dir, name, errno);
   size_t off = 0;
   while (off < len) {
     ssize_t w = write(fd, text + off, len - off);
@@ -331,10 +333,9 @@ int gr__prom_write(const char *dir, const char *name, const char *text, size_t l
   if (e || rename(tmp, path) != 0) {
     if (!e) e = errno;
     unlink(tmp);
-    errno = e;
-    return -1;
+    return write_failed(GR_ERR_SYSTEM, dir, name, e);
   }
-  return 0;
+  return GR_OK;
 }
 
 /* Reads a small /proc file whole into buf (terminated). Its length, or -1 with errno. */

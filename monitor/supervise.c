@@ -61,7 +61,7 @@ static int open_csv(const gr_supervise_opts *o, char *path, size_t cap, char *jo
   const char *root = o->monitor_dir;
   if (!root || !*root) root = gr__param_str(GR_PARAM_MONITOR_DIR);
   if (!root || !*root) root = "gpurun-monitor";
-  char job[128], node[256], why[512];
+  char job[128], node[256];
   job_id(o, job, sizeof job);
   if (o->node_name && *o->node_name)
     snprintf(node, sizeof node, "%s", o->node_name);
@@ -70,18 +70,18 @@ static int open_csv(const gr_supervise_opts *o, char *path, size_t cap, char *jo
   node[sizeof node - 1] = '\0';
   gr__safe_name_fix(node);
 
-  int dirfd = gr__jobdir_open(root, job, why, sizeof why);
-  if (dirfd < 0) {
-    GR_WARN("--monitor: %s; running without monitoring", why);
+  int dirfd, fd;
+  if (gr__jobdir_open(root, job, &dirfd) != GR_OK) {
+    GR_WARN("--monitor: %s; running without monitoring", gr_last_error());
     return -1;
   }
   char name[300];
   snprintf(name, sizeof name, "%.250s.%d" GR_MONITOR_CSV_SUFFIX, node, o->local_rank);
   snprintf(path, cap, "%s/%s/%s", root, job, name);
-  int fd = gr__file_append_open(dirfd, name, GR_TELEMETRY_CSV_HEADER, why, sizeof why);
+  gr_status st = gr__file_append_open(dirfd, name, GR_TELEMETRY_CSV_HEADER, &fd);
   close(dirfd);
-  if (fd < 0) {
-    GR_WARN("--monitor: %s/%s: %s; running without monitoring", root, job, why);
+  if (st != GR_OK) {
+    GR_WARN("--monitor: %s/%s: %s; running without monitoring", root, job, gr_last_error());
     return -1;
   }
   setenv(gr__param_name(GR_PARAM_MONITOR_DIR), root, 1);
@@ -129,26 +129,28 @@ static void write_prom(prom_out *p, const gr__sample *smp) {
       GR_INFO("--prometheus: removed %d file%s of supervisors gone from this host in %s", removed,
               removed == 1 ? "" : "s", p->dir);
   }
-  if (gr__prom_format(smp, p->job, p->node, live, p->have_self ? &p->self : NULL, &p->text) == 0 &&
-      gr__prom_write(p->dir, p->name, p->text.buf, p->text.len) == 0)
+  if (gr__prom_format(smp, p->job, p->node, live, p->have_self ? &p->self : NULL, &p->text) ==
+          GR_OK &&
+      gr__prom_write(p->dir, p->name, p->text.buf, p->text.len) == GR_OK)
     return;
   if (!p->warned) {
     p->warned = 1;
-    GR_WARN("--prometheus: cannot write %s/%s: %s", p->dir, p->name, strerror(errno));
+    GR_WARN("--prometheus: %s", gr_last_error());
   }
 }
 
 /* One whole row per sample, or none: a full disk or a file-size limit rolls the partial row back
- * (gr__file_append_row). -1 when the row could not be written; sampling stops then. The
- * Prometheus file, when asked for, gets the same sample. */
-static int write_sample(int fd, gr__telemetry *t, double elapsed, prom_out *prom) {
+ * (gr__file_append_row, whose sentence names path). A failure means the row could not be
+ * written; sampling stops then. The Prometheus file, when asked for, gets the same sample. */
+static gr_status write_sample(int fd, const char *path, gr__telemetry *t, double elapsed,
+                              prom_out *prom) {
   char buf[8192];
   gr__sample smp;
   gr__telemetry_read(t, elapsed, &smp);
   if (prom && prom->name[0]) write_prom(prom, &smp);
   size_t n = gr__telemetry_format_csv(&smp, buf, sizeof buf);
-  if (n == 0) return 0;
-  return gr__file_append_row(fd, buf, n);
+  if (n == 0) return GR_OK;
+  return gr__file_append_row(fd, path, buf, n);
 }
 
 int gr__exec_exit_code(int err) { return err == ENOENT || err == ENOTDIR ? 127 : 126; }
@@ -321,10 +323,9 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
   while (!exited) {
     double now = gr__mono_now();
     if (tel && now >= next_sample) {
-      if (write_sample(csv, tel, now - t0, &prom) != 0) {
-        GR_WARN("--monitor: cannot append to %s: %s; sampling stops here (the file ends on the "
-                "last whole row)",
-                csv_path, strerror(errno));
+      if (write_sample(csv, csv_path, tel, now - t0, &prom) != GR_OK) {
+        GR_WARN("--monitor: %s; sampling stops here (the file ends on the last whole row)",
+                gr_last_error());
         gr__telemetry_close(tel);
         tel = NULL;
         close(csv);

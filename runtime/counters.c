@@ -1,6 +1,7 @@
 /* The runtime's counters file for gpurun-report. */
 #include "gr_counters.h"
 
+#include "gr_error.h"
 #include "gr_escape.h"
 #include "gr_jobdir.h"
 #include "gr_safefile.h"
@@ -81,9 +82,9 @@ void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, con
   fputs("}\n", f);
 }
 
-int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *job,
-                       const char *priority, double wall_s, const gr_coll_stats *coll,
-                       const gr__pool_stats *pool, int pool_threads, char *why, size_t why_len) {
+gr_status gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *job,
+                             const char *priority, double wall_s, const gr_coll_stats *coll,
+                             const gr__pool_stats *pool, int pool_threads) {
   char node[256], name[320];
   snprintf(node, sizeof node, "%s", info->node);
   gr__safe_name_fix(node);
@@ -92,24 +93,19 @@ int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
-  if (!f) {
-    snprintf(why, why_len, "out of memory");
-    return -1;
-  }
+  if (!f) return gr__fail_msg(GR_ERR_NOMEM, "out of memory");
   gr__counters_json(f, info, job, priority, wall_s, coll, pool, pool_threads);
   int bad = ferror(f);
   if (fclose(f) != 0 || bad) {
     free(buf);
-    snprintf(why, why_len, "out of memory");
-    errno = ENOMEM;
-    return -1;
+    return gr__fail_msg(GR_ERR_NOMEM, "out of memory");
   }
-  int rc = -1;
-  int dirfd = gr__jobdir_open(dir, job, why, why_len);
-  if (dirfd >= 0) {
-    rc = gr__file_replace(dirfd, name, buf, len, why, why_len);
+  int dirfd;
+  gr_status st = gr__jobdir_open(dir, job, &dirfd);
+  if (st == GR_OK) {
+    st = gr__file_replace(dirfd, name, buf, len);
     close(dirfd);
   }
   free(buf);
-  return rc;
+  return st;
 }

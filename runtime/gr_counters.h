@@ -24,9 +24,9 @@ void gr__counters_json(FILE *f, const gr_rank_info_t *info, const char *job, con
                        int pool_threads);
 /* Writes it to <dir>/<job>/<node>.<local_rank>.counters.json through gr_safefile.h (private job
  * directory, temporary file and rename: a reader never sees half a file, no symlink is followed).
- * 0, or -1 with errno and a one-line reason in why. */
-int gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *job,
-                       const char *priority, double wall_s, const gr_coll_stats *coll,
-                       const gr__pool_stats *pool, int pool_threads, char *why, size_t why_len);
+ * A failure records gr_safefile.h's sentence (gr_last_error()). */
+gr_status gr__counters_write(const char *dir, const gr_rank_info_t *info, const char *job,
+                             const char *priority, double wall_s, const gr_coll_stats *coll,
+                             const gr__pool_stats *pool, int pool_threads);
 
 #endif

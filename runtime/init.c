@@ -286,11 +286,10 @@ static void write_counters(void) {
   int have_coll = world && gr__coll_stats_get(world, &cs) == GR_OK;
   gr__pool_stats ps;
   if (pool) gr__pool_get_stats(pool, &ps);
-  char why[512] = "";
   if (gr__counters_write(dir, &info, job, gr__priority_level_name(), gr__mono_now() - t_init,
                          have_coll ? &cs : NULL, pool ? &ps : NULL,
-                         pool ? gr_pool_nthreads(pool) : 0, why, sizeof why) != 0)
-    GR_WARN("monitor: counters not written: %s", why);
+                         pool ? gr_pool_nthreads(pool) : 0) != GR_OK)
+    GR_WARN("monitor: counters not written: %s", gr_last_error());
 }
 
 GR_API gr_status gr_finalize(void) {

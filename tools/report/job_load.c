@@ -173,15 +173,15 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, gr_
     fputs(": not named <node>.<local_rank>" GR_MONITOR_CSV_SUFFIX "; skipped\n", stderr);
     return GR_OK;
   }
-  char why[512];
-  int fd = gr__file_open_read(dirfd, name, why, sizeof why);
-  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+  int fd;
+  gr_status ost = gr__file_open_read(dirfd, name, &fd);
+  FILE *f = ost == GR_OK ? fdopen(fd, "r") : NULL;
   if (!f) {
     if (fd >= 0) close(fd);
     fputs("gpurun-report: ", stderr);
     gr__esc_term(stderr, shown);
     fputs(": ", stderr);
-    gr__esc_term(stderr, why);
+    gr__esc_term(stderr, ost == GR_OK ? strerror(errno) : gr_last_error());
     fputs("; skipped\n", stderr);
     return GR_OK;
   }

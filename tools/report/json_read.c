@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gr_error.h"
 #include "gr_safefile.h"
 
 typedef struct {
@@ -227,8 +228,11 @@ gr__rpt_json *gr__rpt_json_parse_file_at(int dirfd, const char *name, size_t max
                                          char *why, size_t why_len) {
   size_t len = 0;
   if (err_at) *err_at = 0;
-  char *buf = gr__file_read(dirfd, name, max, &len, why, why_len);
-  if (!buf) return NULL;
+  char *buf;
+  if (gr__file_read(dirfd, name, max, &buf, &len) != GR_OK) {
+    snprintf(why, why_len, "%s", gr_last_error());
+    return NULL;
+  }
   if (strlen(buf) != len) {
     if (err_at) *err_at = strlen(buf);
     snprintf(why, why_len, "a NUL byte at byte %zu", strlen(buf));

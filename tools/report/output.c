@@ -151,15 +151,16 @@ static gr_status save(const char *path, int check_dir,
   snprintf(d, sizeof d, "%s", path);
   snprintf(n, sizeof n, "%s", path);
   const char *dir = dirname(d), *name = basename(n);
-  int rc = -1;
+  gr_status rc = GR_ERR_SYSTEM;
   int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0)
     snprintf(why, sizeof why, "cannot open %s: %s", dir, strerror(errno));
-  else if (!check_dir || gr__dir_check(dirfd, dir, why, sizeof why) == 0)
-    rc = gr__file_replace(dirfd, name, buf, len, why, sizeof why);
+  else if ((rc = check_dir ? gr__dir_check(dirfd, dir) : GR_OK) == GR_OK)
+    rc = gr__file_replace(dirfd, name, buf, len);
+  if (rc != GR_OK && dirfd >= 0) snprintf(why, sizeof why, "%s", gr_last_error());
   if (dirfd >= 0) close(dirfd);
   free(buf);
-  if (rc != 0)
+  if (rc != GR_OK)
     return gr__fail_msg(GR_ERR_SYSTEM, "cannot write %s: %s",
                         gr__esc_term_str(esc, sizeof esc, path),
                         gr__esc_term_str(esc_why, sizeof esc_why, why));

@@ -25,7 +25,6 @@
 #include "gr_safefile.h"
 
 static char root[64];
-static char why[512];
 
 static int setup(void **state) {
   (void)state;
@@ -77,22 +76,25 @@ static void test_safe_names(void **state) {
   char fix[] = "../a b/\x01";
   gr__safe_name_fix(fix);
   assert_string_equal(fix, "_._a_b__");
-  assert_int_equal(gr__jobdir_open(root, "..", why, sizeof why), -1);
-  assert_non_null(strstr(why, "not a safe directory name"));
+  int fd;
+  assert_int_equal(gr__jobdir_open(root, "..", &fd), GR_ERR_INVALID);
+  assert_int_equal(fd, -1);
+  assert_non_null(strstr(gr_last_error(), "not a safe directory name"));
 }
 
 static void test_jobdir_modes_and_refusals(void **state) {
   (void)state;
   struct stat st;
   char path[256];
-  int fd = gr__jobdir_open(root, "j1", why, sizeof why);
+  int fd;
+  assert_int_equal(gr__jobdir_open(root, "j1", &fd), GR_OK);
   assert_true(fd >= 0);
   close(fd);
   snprintf(path, sizeof path, "%s/j1", root);
   assert_int_equal(stat(path, &st), 0);
   assert_int_equal(st.st_mode & 07777, 0700);
   setenv("GPURUN_MONITOR_GROUP", "1", 1);
-  fd = gr__jobdir_open(root, "j2", why, sizeof why);
+  assert_int_equal(gr__jobdir_open(root, "j2", &fd), GR_OK);
   unsetenv("GPURUN_MONITOR_GROUP");
   assert_true(fd >= 0);
   close(fd);
@@ -101,7 +103,7 @@ static void test_jobdir_modes_and_refusals(void **state) {
   assert_int_equal(st.st_mode & 07777, 0750);
   /* Missing parts of the root are created too. */
   snprintf(path, sizeof path, "%s/deep/er", root);
-  fd = gr__jobdir_open(path, "j", why, sizeof why);
+  assert_int_equal(gr__jobdir_open(path, "j", &fd), GR_OK);
   assert_true(fd >= 0);
   close(fd);
 
@@ -111,43 +113,48 @@ static void test_jobdir_modes_and_refusals(void **state) {
   assert_int_equal(mkdir(other, 0700), 0);
   snprintf(path, sizeof path, "%s/j3", root);
   assert_int_equal(symlink(other, path), 0);
-  assert_int_equal(gr__jobdir_open(root, "j3", why, sizeof why), -1);
-  assert_non_null(strstr(why, "symlink"));
+  assert_int_equal(gr__jobdir_open(root, "j3", &fd), GR_ERR_STATE);
+  assert_int_equal(fd, -1);
+  assert_non_null(strstr(gr_last_error(), "symlink"));
 
   /* Group- or world-writable. */
   snprintf(path, sizeof path, "%s/j4", root);
   assert_int_equal(mkdir(path, 0700), 0);
   assert_int_equal(chmod(path, 0770), 0);
-  assert_int_equal(gr__jobdir_open(root, "j4", why, sizeof why), -1);
-  assert_non_null(strstr(why, "writable by its group"));
+  assert_int_equal(gr__jobdir_open(root, "j4", &fd), GR_ERR_STATE);
+  assert_int_equal(fd, -1);
+  assert_non_null(strstr(gr_last_error(), "writable by its group"));
   assert_int_equal(chmod(path, 0757), 0);
-  assert_int_equal(gr__jobdir_open(root, "j4", why, sizeof why), -1);
-  assert_non_null(strstr(why, "writable by everyone"));
+  assert_int_equal(gr__jobdir_open(root, "j4", &fd), GR_ERR_STATE);
+  assert_int_equal(fd, -1);
+  assert_non_null(strstr(gr_last_error(), "writable by everyone"));
 
   /* Owned by another user. */
   if (geteuid() == 0) {
     snprintf(path, sizeof path, "%s/j5", root);
     assert_int_equal(mkdir(path, 0700), 0);
     assert_int_equal(chown(path, 65534, 65534), 0);
-    assert_int_equal(gr__jobdir_open(root, "j5", why, sizeof why), -1);
-    assert_non_null(strstr(why, "owned by uid 65534"));
+    assert_int_equal(gr__jobdir_open(root, "j5", &fd), GR_ERR_STATE);
+    assert_int_equal(fd, -1);
+    assert_non_null(strstr(gr_last_error(), "owned by uid 65534"));
   }
 }
 
 static void test_replace_whole_or_none(void **state) {
   (void)state;
-  int dfd = gr__jobdir_open(root, "r", why, sizeof why);
+  int dfd;
+  assert_int_equal(gr__jobdir_open(root, "r", &dfd), GR_OK);
   assert_true(dfd >= 0);
   char path[256], victim[256];
   snprintf(victim, sizeof victim, "%s/victim", root);
   put(victim, "precious\n");
   snprintf(path, sizeof path, "%s/r/planted", root);
   assert_int_equal(symlink(victim, path), 0);
-  assert_int_equal(gr__file_replace(dfd, "planted", "evil\n", 5, why, sizeof why), -1);
+  assert_int_equal(gr__file_replace(dfd, "planted", "evil\n", 5), GR_ERR_STATE);
   assert_string_equal(slurp(victim), "precious\n");
-  assert_int_equal(gr__file_replace(dfd, "../escape", "x", 1, why, sizeof why), -1);
+  assert_int_equal(gr__file_replace(dfd, "../escape", "x", 1), GR_ERR_INVALID);
 
-  assert_int_equal(gr__file_replace(dfd, "good", "old\n", 4, why, sizeof why), 0);
+  assert_int_equal(gr__file_replace(dfd, "good", "old\n", 4), GR_OK);
   /* Under a file-size limit the new content does not fit: the old file stays whole. */
   pid_t p = fork();
   if (p == 0) {
@@ -156,7 +163,8 @@ static void test_replace_whole_or_none(void **state) {
     setrlimit(RLIMIT_FSIZE, &rl);
     static char big[100000];
     memset(big, 'x', sizeof big);
-    _exit(gr__file_replace(dfd, "good", big, sizeof big, why, sizeof why) == -1 && errno == EFBIG
+    _exit(gr__file_replace(dfd, "good", big, sizeof big) == GR_ERR_SYSTEM &&
+                  strstr(gr_last_error(), strerror(EFBIG))
               ? 0
               : 1);
   }
@@ -174,15 +182,18 @@ static void test_replace_whole_or_none(void **state) {
 
 static void test_append_whole_rows(void **state) {
   (void)state;
-  int dfd = gr__jobdir_open(root, "a", why, sizeof why);
+  int dfd;
+  assert_int_equal(gr__jobdir_open(root, "a", &dfd), GR_OK);
   assert_true(dfd >= 0);
   char path[256], victim[256];
   snprintf(victim, sizeof victim, "%s/victim2", root);
   put(victim, "precious\n");
   snprintf(path, sizeof path, "%s/a/n.0.csv", root);
   assert_int_equal(symlink(victim, path), 0);
-  assert_int_equal(gr__file_append_open(dfd, "n.0.csv", "h\n", why, sizeof why), -1);
-  assert_non_null(strstr(why, "symlink"));
+  int afd;
+  assert_int_equal(gr__file_append_open(dfd, "n.0.csv", "h\n", &afd), GR_ERR_STATE);
+  assert_int_equal(afd, -1);
+  assert_non_null(strstr(gr_last_error(), "symlink"));
   assert_string_equal(slurp(victim), "precious\n");
 
   pid_t p = fork();
@@ -190,11 +201,12 @@ static void test_append_whole_rows(void **state) {
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit rl = {1000, 1000};
     setrlimit(RLIMIT_FSIZE, &rl);
-    int fd = gr__file_append_open(dfd, "n.1.csv", "a,b,c\n", why, sizeof why);
-    if (fd < 0) _exit(2);
+    int fd;
+    if (gr__file_append_open(dfd, "n.1.csv", "a,b,c\n", &fd) != GR_OK) _exit(2);
     const char row[] = "1.000000,2.000000,3.000000\n"; /* 27 bytes: 1000 is not a multiple */
     for (int i = 0; i < 100; i++)
-      if (gr__file_append_row(fd, row, sizeof row - 1) != 0) _exit(errno == EFBIG ? 0 : 3);
+      if (gr__file_append_row(fd, "n.1.csv", row, sizeof row - 1) != GR_OK)
+        _exit(strstr(gr_last_error(), strerror(EFBIG)) ? 0 : 3);
     _exit(4);
   }
   int st;
@@ -213,18 +225,23 @@ static void test_readers_refuse_special(void **state) {
   (void)state;
   char path[256];
   size_t len;
+  char *b;
   snprintf(path, sizeof path, "%s/fifo", root);
   assert_int_equal(mkfifo(path, 0600), 0);
-  assert_null(gr__file_read(AT_FDCWD, path, 100, &len, why, sizeof why));
-  assert_null(gr__file_read(AT_FDCWD, "/dev/zero", 100, &len, why, sizeof why));
+  assert_int_not_equal(gr__file_read(AT_FDCWD, path, 100, &b, &len), GR_OK);
+  assert_null(b);
+  assert_int_not_equal(gr__file_read(AT_FDCWD, "/dev/zero", 100, &b, &len), GR_OK);
+  assert_null(b);
   snprintf(path, sizeof path, "%s/link", root);
   assert_int_equal(symlink("/etc/hostname", path), 0);
-  assert_null(gr__file_read(AT_FDCWD, path, 100, &len, why, sizeof why));
+  assert_int_not_equal(gr__file_read(AT_FDCWD, path, 100, &b, &len), GR_OK);
+  assert_null(b);
   snprintf(path, sizeof path, "%s/big", root);
   put(path, "0123456789");
-  assert_null(gr__file_read(AT_FDCWD, path, 9, &len, why, sizeof why));
-  assert_int_equal(errno, EFBIG);
-  char *b = gr__file_read(AT_FDCWD, path, 10, &len, why, sizeof why);
+  assert_int_not_equal(gr__file_read(AT_FDCWD, path, 9, &b, &len), GR_OK);
+  assert_null(b);
+  assert_non_null(strstr(gr_last_error(), "is larger than 9 bytes"));
+  assert_int_equal(gr__file_read(AT_FDCWD, path, 10, &b, &len), GR_OK);
   assert_non_null(b);
   assert_int_equal(len, 10);
   free(b);
@@ -243,21 +260,19 @@ static void test_counters_writer(void **state) {
   char path[256], victim[256];
   snprintf(victim, sizeof victim, "%s/victim3", root);
   put(victim, "precious\n");
-  int dfd = gr__jobdir_open(root, "c", why, sizeof why);
+  int dfd;
+  assert_int_equal(gr__jobdir_open(root, "c", &dfd), GR_OK);
   assert_true(dfd >= 0);
   close(dfd);
   snprintf(path, sizeof path, "%s/c/n_0_.0.counters.json", root);
   assert_int_equal(symlink(victim, path), 0);
-  assert_int_equal(gr__counters_write(root, &info, "c", NULL, 1.0, NULL, NULL, 0, why, sizeof why),
-                   -1);
+  assert_int_equal(gr__counters_write(root, &info, "c", NULL, 1.0, NULL, NULL, 0), GR_ERR_STATE);
   assert_string_equal(slurp(victim), "precious\n");
   unlink(path);
-  assert_int_equal(gr__counters_write(root, &info, "c", NULL, 1.0, NULL, NULL, 0, why, sizeof why),
-                   0);
+  assert_int_equal(gr__counters_write(root, &info, "c", NULL, 1.0, NULL, NULL, 0), GR_OK);
   const char *text = slurp(path);
   assert_non_null(strstr(text, "\"node\": \"n\\\"0\\u001b\""));
-  assert_int_equal(gr__counters_write(root, &info, "..", NULL, 1.0, NULL, NULL, 0, why, sizeof why),
-                   -1);
+  assert_int_equal(gr__counters_write(root, &info, "..", NULL, 1.0, NULL, NULL, 0), GR_ERR_INVALID);
 }
 
 /* The flight recorder: no dump through a planted symlink. */
@@ -268,7 +283,8 @@ static void test_flight_writer(void **state) {
   setenv("GPURUN_MONITOR_DIR", mon, 1);
   snprintf(victim, sizeof victim, "%s/victim4", root);
   put(victim, "precious\n");
-  int dfd = gr__jobdir_open(mon, "nojob", why, sizeof why);
+  int dfd;
+  assert_int_equal(gr__jobdir_open(mon, "nojob", &dfd), GR_OK);
   assert_true(dfd >= 0);
   close(dfd);
   int rank = gr__process_rank();
