@@ -32,12 +32,9 @@
 #include <string.h>
 
 /* Segment size. The node step of segment j+1 overlaps the leaders' exchange of segment j; below
- * one segment a call goes whole. Measured on 3 netns hosts x 2 ranks on 2 shared cores (allreduce,
- * 1-16 MiB, interleaved with the flat ring, load average 30-90, bench/README.md): 256 KiB
- * segments took 0.78-2.28x the flat time, 1 MiB 0.47-1.27x, 4 MiB 0.44-1.05x, whole calls
- * 0.31-0.89x. There the cores, not the
- * link, are the bottleneck, and every extra step waits for a peer to be scheduled; on a real
- * network the overlap pays, so calls above 16 MiB are still pipelined. */
+ * one segment a call goes whole. Where the cores rather than the link are the bottleneck, every
+ * extra step waits for a peer to be scheduled, so segments are large; on a real network the
+ * overlap pays for calls above 16 MiB (bench/README.md gives the sizes compared). */
 #define HIER_SEG_BYTES (16u << 20)
 
 size_t gr__hier_seg_bytes;

@@ -12,11 +12,9 @@
 
 enum { RING_PIPE = 1 };
 
-/* Segment size, measured on vader (shared memory, 2-4 ranks): every message above the eager limit
- * pays a rendezvous handshake, which on a loaded machine waits for the peer to be scheduled, so
- * segments of 8-64 KiB lost more to handshakes than they won by overlap (a 256 KiB allreduce in
- * 32 KiB segments took 1.5-2.6x raw MPI, unsegmented 0.9-1.1x); 256 KiB was the best of 64, 128 and
- * 256 KiB from 1 to 16 MiB. A block under one segment goes whole, as before. */
+/* Segment size. Every message above the eager limit pays a rendezvous handshake, which waits for
+ * the peer to be scheduled, so small segments lose more to handshakes than they win by overlap;
+ * bench/README.md gives the sizes compared. A block under one segment goes whole. */
 #define RING_SEG_BYTES (256 * 1024)
 
 /* Block b of the ring: elements [*off, *off + *len). */

@@ -100,8 +100,8 @@ static gr_status own_start(gr__call *k, const gr__mpi_algo *algo, const void *s,
 
 /* Progress the oldest own allreduces in flight besides k's: a program that waits for its newest
  * request first would otherwise leave the older ones' messages to pile up, and Open MPI matches
- * every arrival against the whole list of posted receives (16500 requests waited newest first at
- * 3 ranks took 28 s without this, 2 s with it). A call found finished leaves the list; its owner's
+ * every arrival against the whole list of posted receives, so thousands of requests waited newest
+ * first slow every match down. A call found finished leaves the list; its owner's
  * next test completes it. Errors are left for the owner's own test to report. */
 static void progress_oldest(mpi_be *b, gr__mpi_ar *a) {
   gr__mpi_ar *o = b->live_head;

@@ -9,7 +9,7 @@
  * futex_waitv on its bell (rung by every request post and by a caller releasing a lock the
  * engine wanted) and on the counter word each blocked segment waits for (rung by the peer's raise,
  * which wakes counted sleepers). The thread makes no MPI call, so it needs no MPI thread level:
- * requests on other paths progress in their caller's tests as before.
+ * requests on other paths progress in their caller's tests.
  *
  * It runs at nice ENGINE_NICE: against a computing thread on the same core it gets a small share
  * (about a tenth), so it takes little from the program's compute, and it cannot be starved the

@@ -1,5 +1,5 @@
 /* "The library never answers wrong", one mode per run; every rank must reach the end
- * (a hang is the failure these cases used to have, and ctest's timeout catches it):
+ * (a hang is the failure these cases guard against, and ctest's timeout catches it):
  *   create     gr_comm_create agrees on what decides an algorithm: the timeout set on some ranks
  *              only, check mode on some ranks only (cfg and GPURUN_CHECK spellings), one rank's
  *              invalid cfg, NCCL asked for on one rank of a build without it: the same status on
@@ -13,7 +13,7 @@
  *   finalize   gr_finalize after the program's own MPI_Finalize returns GR_ERR_STATE with a
  *              sentence (the process must not abort)
  *   tags       20000 grouped allreduces and 16500 gr_iallreduce waited newest first give exact
- *              sums (tags used to wrap at 16384); with the tag slots capped at 8, the same with
+ *              sums (tags do not wrap at 16384); with the tag slots capped at 8, the same with
  *              slots reused while in flight
  *   errors     with a timeout, a count mismatch in allgather/reduce_scatter returns an error
  *              (or times out) on every rank instead of killing the job

@@ -40,8 +40,8 @@ static void still_works(gr_comm *c, const char *after) {
  * listed in a different order on odd and even ranks; one failure on the first pair (rank 1: a
  * refused call; in check mode also a count that differs). Every communicator's calls run on all
  * of its ranks or on none: the pair {0,1} fails (both ranks), the others run theirs, and the
- * allreduces on world and its reverse are exact everywhere. Before, with check mode, the other
- * pairs posted their world allreduce while ranks 0 and 1 posted nothing, and the job hung. */
+ * allreduces on world and its reverse are exact everywhere. The hang this guards against: with
+ * check mode, the other pairs post their world allreduce while ranks 0 and 1 post nothing. */
 static void groups_over_communicators(gr_comm *world) {
   gr_comm *pair = NULL, *rev = NULL;
   EXPECT_ST(gr_comm_split(world, rank / 2, rank, &pair), GR_OK);

@@ -1,4 +1,4 @@
-/* Issue 18 on the NCCL backend (over the NCCL test double): a call that one rank refuses locally
+/* On the NCCL backend (over the NCCL test double): a call that one rank refuses locally
  * fails on every rank with GR_ERR_INVALID naming that rank and the argument, nobody is left inside
  * it, and the next, correct call works with fresh data. Blocking calls, requests (whose start
  * stays local: the others' start does not wait for the refusing rank), groups and

@@ -153,8 +153,7 @@ static void each_kind(gr_comm *c, int32_t *a, int32_t *b) {
 
 /* A rank that cannot hand out a request (req NULL, or the call inside a group) still takes part
  * as a refusing rank: its start returns its own error once the others know, and their requests
- * fail naming it. Before, its start returned at once and the others waited for its part until the
- * timeout, or for ever without one. */
+ * fail naming it; nobody waits for its part until the timeout, or for ever without one. */
 static void unreturnable(gr_comm *c, int32_t *a, int32_t *b) {
   const int R = size - 1, me = rank == R;
   gr_request *q = NULL;
