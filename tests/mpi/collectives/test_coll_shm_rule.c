@@ -83,7 +83,8 @@ int main(int argc, char **argv) {
   EXPECT_OK(gr_comm_destroy(c));
   int total = 0;
   MPI_Allreduce(&gr_test_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (!world_rank) printf("shared-memory rule for private buffers at %d ranks: %d failures\n", P, total);
+  if (!world_rank)
+    printf("shared-memory rule for private buffers at %d ranks: %d failures\n", P, total);
   MPI_Finalize();
   return total ? 1 : 0;
 }
