@@ -72,7 +72,8 @@ static const gr_param_def table[GR_PARAM_COUNT] = {
     W(SHM_SEGMENT, "memfd", segment_words, "collectives",
       "how the node's shared-memory segment is made (posix: the fallback, for tests)"),
     B(SHM_CMA, "on", "collectives",
-      "single-copy transfers between node-mates (process_vm_readv/writev) above 16 KiB"),
+      "single-copy transfers between node-mates (process_vm_readv/writev) from 16 KiB to a "
+      "crossover per kind"),
     B(NCCL_SHARE, "on", "collectives",
       "ranks that share a GPU are grouped for NCCL (off: NCCL refuses them)"),
     B(FLIGHT, "off", "collectives",

@@ -144,6 +144,8 @@ int gr__shm_windows(const gr__shm *s);
 uint64_t gr__shm_window_of(const gr__shm *s, const void *p, size_t bytes, size_t *off);
 /* Calls this process ran direct in windows (tests and measurements ask it; it only grows). */
 uint64_t gr__shm_direct_calls(void);
+/* Calls this process ran by single copy from private buffers (process_vm_readv; tests ask it). */
+uint64_t gr__shm_single_copy_calls(void);
 
 /* Whether the protocol takes this call (kind and size alone: the same answer on every rank that
  * agrees on the call; ranks that do not all take a round here, and the round finds it out). All of

@@ -77,6 +77,15 @@
  * own buffers instead of through the segment: one copy instead of two, which is what the memory
  * bandwidth of a large call is spent on. Below, the syscall costs more than the copy saves. */
 #define CMA_MIN 16384
+/* ... and up to these many bytes moved per rank (an allreduce's count, a reduce-scatter's whole
+ * input): beyond, copy in, reduce, copy out through the segment's slots wins, because the slots
+ * stay in the cache where a peer's pages read by process_vm_readv do not, and every call to it pins
+ * the pages again. The same on every rank (the ranks agree on the size and the call); the
+ * crossovers are those bench/README.md measures ("Private buffers: single copy or copy in/out"). */
+#define CMA_ALLREDUCE_MAX_PAIR (16u << 20)
+#define CMA_ALLREDUCE_MAX (8u << 20)
+#define CMA_REDUCE_SCATTER_MAX_PAIR (4u << 20)
+#define CMA_REDUCE_SCATTER_MAX (8u << 20)
 #define CMA_TMP_BYTES 65536 /* per peer: a reduction's block read from it, kept in L2 */
 /* Each rank's control line (the first of its FLAG_STRIDE bytes): its counter, then the
  * descriptors of its call (gr_shm.h, Agreement): two places of two words, used in alternation
@@ -727,6 +736,17 @@ static int claim(gr__shm *s, int q, size_t units, size_t *u0, size_t *u1) {
   }
 }
 
+/* Whether single copy suits a call of this kind moving `bytes` per rank (CMA_MIN, CMA_*_MAX). */
+static int single_copy_suits(const gr__shm *s, int kind, size_t bytes) {
+  if (bytes < CMA_MIN) return 0;
+  if (kind == GR__ALLREDUCE)
+    return bytes < (s->size == 2 ? CMA_ALLREDUCE_MAX_PAIR : CMA_ALLREDUCE_MAX);
+  if (kind == GR__REDUCE_SCATTER)
+    return bytes * (size_t)s->size <
+           (s->size == 2 ? CMA_REDUCE_SCATTER_MAX_PAIR : CMA_REDUCE_SCATTER_MAX);
+  return 1;
+}
+
 /* The mode of a call whose peers' buffers are not in windows (the same on every rank): 0 when no
  * data moves here (barrier, a refusal, an agreement round). */
 static int plain_mode(const gr__shm *s, const gr__shm_op *op) {
@@ -734,7 +754,8 @@ static int plain_mode(const gr__shm *s, const gr__shm_op *op) {
   if (op->kind == GR__BARRIER || op->refused || agreement_only(s, op)) return 0;
   if (op->kind == GR__REDUCE || op->kind == GR__ALLTOALL) return MODE_SMALL;
   if (op->kind == GR__ALLREDUCE && s->size == 2 && op->count * es <= s->pair_max) return MODE_SMALL;
-  if (s->cma && op->count * es >= CMA_MIN && op->count >= (size_t)s->size) return MODE_CMA;
+  if (s->cma && op->count >= (size_t)s->size && single_copy_suits(s, op->kind, op->count * es))
+    return MODE_CMA;
   if (op->kind == GR__ALLREDUCE)
     return op->count * es <= SMALL_MAX || op->count < (size_t)s->size ? MODE_SMALL : MODE_LARGE;
   return 0; /* reduce-scatter, allgather, broadcast: rounds through the slots */
@@ -757,7 +778,8 @@ static int window_fits(const gr__shm *s, const gr__shm_op *op) {
   }
 }
 
-static _Atomic uint64_t direct_calls; /* gr__shm_direct_calls */
+static _Atomic uint64_t direct_calls;      /* gr__shm_direct_calls */
+static _Atomic uint64_t single_copy_calls; /* gr__shm_single_copy_calls */
 
 /* After the first round's agreement, from every rank's published windows (the same data and the
  * same windows on every rank, so the same verdict): 1 with op->direct set (1 every buffer the call
@@ -793,7 +815,7 @@ static int window_verdict(gr__shm *s, gr__shm_op *op) {
     }
   if (direct || plain_mode(s, op) == MODE_CMA) {
     op->direct = direct;
-    if (direct) atomic_fetch_add_explicit(&direct_calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(direct ? &direct_calls : &single_copy_calls, 1, memory_order_relaxed);
     return 1;
   }
   return -3;
@@ -801,6 +823,10 @@ static int window_verdict(gr__shm *s, gr__shm_op *op) {
 
 uint64_t gr__shm_direct_calls(void) {
   return atomic_load_explicit(&direct_calls, memory_order_relaxed);
+}
+
+uint64_t gr__shm_single_copy_calls(void) {
+  return atomic_load_explicit(&single_copy_calls, memory_order_relaxed);
 }
 
 /* The steps return 1 done, 0 waiting, -1 failed. A step resumes where a wait stopped it (op->sub:
@@ -1274,6 +1300,8 @@ static int advance(gr__shm *s, gr__shm_op *op) {
           op->direct = -1;
         } else {
           op->mode = plain_mode(s, op);
+          if (op->mode == MODE_CMA)
+            atomic_fetch_add_explicit(&single_copy_calls, 1, memory_order_relaxed);
         }
         if (op->kind == GR__BARRIER || op->refused || agreement_only(s, op)) {
           begin_round(s);

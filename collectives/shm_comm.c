@@ -180,7 +180,9 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
   cma = all_ok(c, gr__shm_set_cma(s, cma));
   if (!cma) gr__shm_set_cma(s, 0);
   GR_DEBUG("collectives: communicator %s: shared-memory path (%zu bytes, %s, %s)", c->id, bytes,
-           how, cma ? "single copy by process_vm_readv above 16 KiB" : "copy in, copy out");
+           how,
+           cma ? "single copy by process_vm_readv from 16 KiB to a crossover per kind"
+               : "copy in, copy out");
   *out = s;
   return GR_OK;
 }
