@@ -16,10 +16,10 @@ int gr__monitor_job_from_env(char *out, size_t cap);
 /* The job id made from a clock when no launcher names the job. One rule everywhere: the time in
  * UTC (whatever TZ each node or user has), "YYYYmmdd-HHMMSS"; minute_only drops the seconds
  * ("YYYYmmdd-HHMM") for processes that cannot talk (the --monitor supervisors: started within
- * the same minute, they agree). gr__job_agree broadcasts rank 0's to the second. */
+ * the same minute, they agree). gr__job_agree (gr_observe.h) broadcasts rank 0's to the second. */
 void gr__job_from_time(time_t t, int minute_only, char *out, size_t cap);
 
-/* gr__job_agree (the id all ranks agree on, over MPI) is in gr_job_agree.h: this header is part of
+/* gr__job_agree (the id all ranks agree on, over MPI) is in gr_observe.h: this header is part of
  * the MPI-free base that gpurun links. */
 
 #endif

@@ -14,6 +14,7 @@
 #include "gr_mpi_error.h"
 #include "gr_flight.h"
 #include "gr_live.h"
+#include "gr_observe.h"
 #include "gr_log.h"
 #include "gr_path.h"
 
@@ -359,14 +360,15 @@ static gr_status agree_uid(gr_comm *c, const char *fn, const char *name) {
   return GR_OK;
 }
 
-/* After the agreement: the check-mode duplicate, the flight recorder. */
+/* After the agreement: the check-mode duplicate, observability (started here, over the new
+ * communicator, in a program that calls neither gr_init nor names its job), the flight recorder. */
 static gr_status comm_finish(gr_comm *c, const char *fn) {
   gr__live_create_step(GR_LIVE_STEP_SETUP);
   if (c->check) {
     int rc = MPI_Comm_dup(c->mpi, &c->check_mpi);
     if (rc != MPI_SUCCESS) return gr__fail(mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
   }
-  gr__flight_setup(c->mpi);
+  gr__observe_start_over(c->mpi);
   c->flight = gr__flight_new(c->uid, c->world_rank, c->size, c->ops->name);
   gr__flight_name(c->flight, c->name);
   return GR_OK;
@@ -453,14 +455,14 @@ static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg
 
 /* Collective over mpi from its first step (the duplicate) on: a rank waits here for the others,
  * so the live state says so (gpurun-top names the ranks that have not come) until it returns. The
- * live state is started first where the job id needs no talk (always under gr_init). */
+ * live state is started first where the job id needs no talk (always under gr_init or gpurun). */
 static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v, gr_comm **out) {
   int cmp = MPI_UNEQUAL, rank = 0, size = 1;
   MPI_Comm_compare(mpi, MPI_COMM_WORLD, &cmp);
   MPI_Comm_rank(mpi, &rank);
   MPI_Comm_size(mpi, &size);
   int world = cmp == MPI_IDENT || cmp == MPI_CONGRUENT;
-  gr__flight_setup_local();
+  gr__observe_start_from_env();
   gr__live_create_begin(GR_LIVE_CALL_CREATE, GR_LIVE_STEP_DUP,
                         world ? GR_LIVE_OVER_WORLD : GR_LIVE_OVER_MPI, rank, size);
   gr_status st = create_steps(mpi, world, cfg, v, out);

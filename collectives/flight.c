@@ -9,8 +9,6 @@
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_escape.h"
-#include "gr_job_agree.h"
-#include "gr_live.h"
 #include "gr_log.h"
 #include "gr_safefile.h"
 
@@ -46,7 +44,7 @@ struct gr__flight {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static gr__flight *head;
-static int setup_done, keep_for_exit;
+static int keep_for_exit;
 static char job[128];
 static volatile sig_atomic_t sig_pending;
 
@@ -67,42 +65,23 @@ static void dump_at_exit(void) {
   pthread_mutex_unlock(&lock);
 }
 
-/* The setup once the job id is known (both entries below). */
-static void setup_with(const char *id) {
+void gr__flight_arm(const char *id) {
   pthread_mutex_lock(&lock);
-  if (!setup_done) {
-    snprintf(job, sizeof job, "%s", id);
-    int debug = GR_LOG_ENABLED(GR_LOG_DEBUG);
-    if (debug || gr__param_bool(GR_PARAM_FLIGHT)) {
-      struct sigaction sa;
-      memset(&sa, 0, sizeof sa);
-      sa.sa_handler = on_sigusr1;
-      sa.sa_flags = SA_RESTART;
-      sigemptyset(&sa.sa_mask);
-      sigaction(SIGUSR1, &sa, NULL);
-    }
-    if (debug) {
-      keep_for_exit = 1;
-      atexit(dump_at_exit);
-    }
-    __atomic_store_n(&setup_done, 1, __ATOMIC_RELEASE);
+  snprintf(job, sizeof job, "%s", id);
+  int debug = GR_LOG_ENABLED(GR_LOG_DEBUG);
+  if (debug || gr__param_bool(GR_PARAM_FLIGHT)) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigusr1;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+  }
+  if (debug) {
+    keep_for_exit = 1;
+    atexit(dump_at_exit);
   }
   pthread_mutex_unlock(&lock);
-  gr__live_setup(job);
-}
-
-void gr__flight_setup(MPI_Comm mpi) {
-  /* Collective the first time: every rank of the first communicator takes the same branch. */
-  if (__atomic_load_n(&setup_done, __ATOMIC_ACQUIRE)) return;
-  char buf[128] = "";
-  gr__job_agree(mpi, buf, sizeof buf);
-  setup_with(buf);
-}
-
-void gr__flight_setup_local(void) {
-  if (__atomic_load_n(&setup_done, __ATOMIC_ACQUIRE)) return;
-  char buf[128] = "";
-  if (gr__monitor_job_from_env(buf, sizeof buf) == 0) setup_with(buf);
 }
 
 gr__flight *gr__flight_new(const char *id, int rank, int size, const char *backend) {

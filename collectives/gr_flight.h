@@ -31,14 +31,9 @@
 typedef enum { GR__FL_RUNNING, GR__FL_DONE, GR__FL_FAILED, GR__FL_TIMEOUT } gr__flight_state;
 typedef struct gr__flight gr__flight;
 
-/* Read GPURUN_FLIGHT/GPURUN_LOG once, install the SIGUSR1 handler and the exit dump if asked, and
- * agree on the job directory name over mpi (collective over mpi: rank 0's timestamp is used when
- * no job id is in the environment). */
-void gr__flight_setup(MPI_Comm mpi);
-/* The same without talking, when the environment names the job (gr__monitor_job_from_env: always
- * under gpurun or gr_init); else nothing, and gr__flight_setup does it later. Called before a
- * communicator's creation starts to wait, so that the live state shows a rank waiting in it. */
-void gr__flight_setup_local(void);
+/* Once, from gr__observe_start (gr_observe.h) with the job id the dumps file under: read
+ * GPURUN_FLIGHT/GPURUN_LOG, install the SIGUSR1 handler and the exit dump if asked. */
+void gr__flight_arm(const char *job);
 
 gr__flight *gr__flight_new(const char *id, int rank, int size, const char *backend);
 /* Unregister and free, or keep it for the exit dump when that is on. */

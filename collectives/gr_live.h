@@ -9,7 +9,7 @@
 
 #include "gr_live_file.h" /* GR_LIVE_CALL_*, GR_LIVE_STEP_* */
 
-/* Once, from gr__flight_setup with the agreed job id: decide on/off, make the job directory,
+/* Once, from gr__observe_start (gr_observe.h) with the job id: decide on/off, make the job directory,
  * publish the first state, start the publisher thread, and at exit stop it and publish the last
  * state ("exited"). */
 void gr__live_setup(const char *job);

@@ -5,7 +5,7 @@
 #include "gr_clock.h"
 #include "gr_config.h"
 #include "gr_counters.h"
-#include "gr_job_agree.h"
+#include "gr_observe.h"
 #include "gr_device.h"
 #include "gr_error.h"
 #include "gr_mpi_error.h"
@@ -138,11 +138,11 @@ static void select_device(gr_rank_info_t *r) {
 #endif
 }
 
-/* One job directory name for the counters and the flight recorder, agreed on by all ranks. */
+/* One job directory name for the counters, the flight recorder and the live state, agreed on by
+ * all ranks and handed to observability before the world communicator exists. */
 static void agree_on_job(void) {
   gr__job_agree(MPI_COMM_WORLD, job, sizeof job);
-  /* The collectives' flight recorder reads GPURUN_JOB_ID first: same directory. */
-  setenv(gr__param_name(GR_PARAM_JOB_ID), job, 0);
+  gr__observe_start(job);
 }
 
 static void teardown(void) {

@@ -4,7 +4,8 @@
  *   lifecycle  no plan in the environment (local rank from MPI, cpuset from the OS), or, when
  *              started by gpurun, the plan it exported
  *   plan       GPURUN_* plan variables set by the test (one rank: local 0 of 1, cpus "0")
- *   monitored  like lifecycle, then checks <GPURUN_MONITOR_DIR>/<GPURUN_JOB_ID>/...counters.json */
+ *   monitored  like lifecycle, then checks <GPURUN_MONITOR_DIR>/<GPURUN_JOB_ID>/...counters.json
+ * In every mode gr_init leaves GPURUN_JOB_ID as it found it. */
 #include <gpurun/runtime.h>
 
 #include <hwloc.h>
@@ -96,7 +97,15 @@ int main(int argc, char **argv) {
   REQUIRE(gr_stream_create(&early) != GR_OK && early == NULL); /* STATE, or UNSUPPORTED w/o CUDA */
   REQUIRE(strstr(gr_last_error(), "gr_stream_create"));
 
+  /* gr_init hands the job id to observability as an argument: the environment stays the
+   * program's (a job id unset before is unset after, one set stays as it was). */
+  const char *job_env = getenv("GPURUN_JOB_ID");
+  char job_before[128];
+  snprintf(job_before, sizeof job_before, "%s", job_env ? job_env : "");
+  int job_was_set = job_env != NULL;
   REQUIRE(gr_init(&argc, &argv) == GR_OK);
+  job_env = getenv("GPURUN_JOB_ID");
+  REQUIRE((job_env != NULL) == job_was_set && (!job_env || !strcmp(job_env, job_before)));
   REQUIRE(gr_initialized());
   REQUIRE(gr_init(&argc, &argv) == GR_ERR_STATE);
   REQUIRE(strstr(gr_last_error(), "already initialised"));
