@@ -658,7 +658,9 @@ static gr_status nccl_synchronize(gr_comm *c, gr_stream stream, double deadline)
  * registered with the communicator once (ncclCommRegister), which later calls on it reuse; a host
  * buffer, or a rank on a shared GPU (nccl_share.c), registers nothing (calls stage host buffers).
  * Every step that may fail on one rank ends with an agreement over c->mpi (mem_agree), so a
- * failure anywhere is the same error on every rank, and nobody waits in a window another left. */
+ * failure anywhere is the same error on every rank, and no rank enters the window's registration
+ * after another gave up. A window that failed on some rank is deregistered by the ranks where it
+ * succeeded before the memory is freed. The memory is zeroed, as on the MPI backend. */
 #if defined(NCCL_WIN_COLL_SYMMETRIC)
 #define NCCL_HAS_WINDOWS 1
 #else
@@ -733,6 +735,10 @@ static gr_status nccl_mem_alloc(gr_comm *c, size_t bytes, gr__mem *m) {
       st = cuda_err(c, e, "cudaMalloc");
     }
     x->kind = MEM_PLAIN;
+  }
+  if (st == GR_OK) { /* zeroed, as on every backend (gr_mem_alloc(3)) */
+    cudaError_t e = cudaMemset(p, 0, bytes);
+    if (e != cudaSuccess) cudaGetLastError(), st = cuda_err(c, e, "cudaMemset");
   }
   st = mem_agree(c, st);
 #if NCCL_HAS_WINDOWS

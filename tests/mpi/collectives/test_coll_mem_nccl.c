@@ -2,7 +2,7 @@
  * NCCL test double (which counts what it holds: grdbl_mem_census):
  * - gr_mem_alloc gives ncclMemAlloc memory registered as a symmetric window on every rank, or
  *   plain device memory on every rank when one rank's NCCL has no windows (or the ranks share a
- *   GPU); allreduce, allgather, reduce-scatter and broadcast in place on it are exact;
+ *   GPU), zeroed; allreduce, allgather, reduce-scatter and broadcast in place on it are exact;
  * - gr_mem_register registers a device buffer with NCCL once (a host buffer: nothing), exact the
  *   same way, and gr_mem_deregister undoes it;
  * - misuse (sizes that differ, another communicator's pointer, freed or deregistered twice) and a
@@ -111,6 +111,8 @@ int main(int argc, char **argv) {
   REQUIRE_OK(gr_mem_alloc(c, bytes, (void **)&a));
   REQUIRE_OK(gr_mem_alloc(c, bytes, (void **)&b));
   REQUIRE(a && b && a != b);
+  CHECK_ALL("gr_mem_alloc", "new memory", n * (size_t)P, a, 0);
+  CHECK_ALL("gr_mem_alloc", "new memory", n * (size_t)P, b, 0);
   k.device_allocs += 2;
   if (!shared) k.nccl_allocs += 2, k.windows += 2;
   expect_counts("after two gr_mem_alloc", grdbl_mem_census(), k);
@@ -206,6 +208,7 @@ int main(int argc, char **argv) {
   int32_t *plain = NULL;
   REQUIRE_OK(gr_mem_alloc(c, bytes, (void **)&plain));
   grdbl_set_version(0);
+  CHECK_ALL("gr_mem_alloc", "new plain memory", n * (size_t)P, plain, 0);
   k.device_allocs++;
   expect_counts("after gr_mem_alloc with one rank's NCCL without windows", grdbl_mem_census(), k);
   exact_in_place(c, plain, n, "plain device memory from gr_mem_alloc");

@@ -661,6 +661,14 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
   progress(S(s));
   return cudaSuccess;
 }
+/* Device memory only, like CUDA's; synchronous with the host here (nothing else runs on it). */
+cudaError_t cudaMemset(void *p, int value, size_t bytes) {
+  alloc *a = bytes ? find(p) : NULL;
+  if (bytes && (!a || a->pinned || (const char *)p + bytes > a->p + a->n))
+    return last_cuda = cudaErrorInvalidValue;
+  if (bytes) memset(p, value, bytes);
+  return cudaSuccess;
+}
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, NULL);
   if (e == cudaSuccess) cudaStreamSynchronize(NULL);
