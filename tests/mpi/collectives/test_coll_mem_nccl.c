@@ -92,6 +92,59 @@ static void expect_counts(const char *when, grdbl_mem_counts got, grdbl_mem_coun
          want.windows, want.left_at_destroy);
 }
 
+/* The double's own model, on two communicators of its own (blocking): what real NCCL refuses with
+ * ncclInvalidArgument it refuses too, and its destroy counts what was left registered. */
+static void double_refuses(void) {
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  if (world_rank == 0) REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclComm_t one = NULL, two = NULL;
+  REQUIRE(ncclCommInitRankConfig(&one, P, id, world_rank, NULL) == ncclSuccess && one);
+  REQUIRE(ncclCommSplit(one, 0, world_rank, &two, NULL) == ncclSuccess && two);
+  grdbl_mem_counts k = grdbl_mem_census();
+  void *dev = NULL, *mem = NULL, *h = NULL, *h2 = NULL;
+  int host[64];
+  REQUIRE(cudaMalloc(&dev, 8192) == cudaSuccess);
+  REQUIRE(ncclMemAlloc(&mem, 8192) == ncclSuccess && mem);
+  /* registrations: device memory only, deregistered once, on their own communicator */
+  EXPECT(ncclCommRegister(one, host, sizeof host, &h) == ncclInvalidArgument && !h);
+  EXPECT(ncclCommRegister(one, dev, 8192 + 1, &h) == ncclInvalidArgument);
+  EXPECT(ncclCommRegister(one, dev, 8192, &h) == ncclSuccess && h);
+  EXPECT(ncclCommDeregister(two, h) == ncclInvalidArgument);
+  EXPECT(ncclCommDeregister(one, host) == ncclInvalidArgument);
+  EXPECT(ncclCommDeregister(one, h) == ncclSuccess);
+  EXPECT(ncclCommDeregister(one, h) == ncclInvalidArgument);
+  /* windows: ncclMemAlloc's memory and one size on every rank, or an error on every rank */
+  ncclWindow_t w = NULL;
+  EXPECT(ncclCommWindowRegister(one, dev, 8192, &w, NCCL_WIN_COLL_SYMMETRIC) ==
+             ncclInvalidArgument &&
+         !w);
+  EXPECT(ncclCommWindowRegister(one, mem, world_rank == 0 ? 4096 : 8192, &w,
+                                NCCL_WIN_COLL_SYMMETRIC) == ncclInvalidArgument);
+  EXPECT(ncclCommWindowRegister(one, mem, 8192, &w, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess && w);
+  EXPECT(ncclCommWindowDeregister(two, w) == ncclInvalidArgument);
+  EXPECT(ncclCommDeregister(one, w) == ncclInvalidArgument); /* a window is not a registration */
+  EXPECT(ncclCommWindowDeregister(one, w) == ncclSuccess);
+  EXPECT(ncclCommWindowDeregister(one, w) == ncclInvalidArgument);
+  /* memory: ncclMemFree of its own once, cudaFree refuses it */
+  EXPECT(cudaFree(mem) == cudaErrorInvalidValue);
+  cudaGetLastError();
+  EXPECT(ncclMemFree(dev) == ncclInvalidArgument);
+  EXPECT(ncclMemFree(mem) == ncclSuccess);
+  EXPECT(ncclMemFree(mem) == ncclInvalidArgument);
+  /* destroy with a registration and a window left: dropped and counted */
+  REQUIRE(ncclMemAlloc(&mem, 4096) == ncclSuccess);
+  EXPECT(ncclCommRegister(two, dev, 4096, &h2) == ncclSuccess);
+  EXPECT(ncclCommWindowRegister(two, mem, 4096, &w, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess);
+  k.left_at_destroy += 2;
+  EXPECT(ncclCommDestroy(two) == ncclSuccess);
+  EXPECT(ncclCommDestroy(one) == ncclSuccess);
+  EXPECT(ncclMemFree(mem) == ncclSuccess);
+  EXPECT(cudaFree(dev) == cudaSuccess);
+  expect_counts("after the double's own checks", grdbl_mem_census(), k);
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
@@ -100,6 +153,7 @@ int main(int argc, char **argv) {
   const int last = P - 1;
   char want[200];
 
+  if (!shared) double_refuses(); /* the double's NCCL refuses two ranks on one GPU */
   const grdbl_mem_counts base = grdbl_mem_census();
   gr_comm *c = world_comm(&gr__coll_ops_nccl_double, 20, 0);
   REQUIRE(c != NULL);
