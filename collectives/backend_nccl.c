@@ -736,8 +736,9 @@ static gr_status nccl_mem_alloc(gr_comm *c, size_t bytes, gr__mem *m) {
     }
     x->kind = MEM_PLAIN;
   }
-  if (st == GR_OK) { /* zeroed, as on every backend (gr_mem_alloc(3)) */
+  if (st == GR_OK) { /* zeroed, as on every backend (gr_mem_alloc(3)), before any stream uses it */
     cudaError_t e = cudaMemset(p, 0, bytes);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(NULL);
     if (e != cudaSuccess) cudaGetLastError(), st = cuda_err(c, e, "cudaMemset");
   }
   st = mem_agree(c, st);
