@@ -649,6 +649,169 @@ static gr_status nccl_synchronize(gr_comm *c, gr_stream stream, double deadline)
   }
 }
 
+/* ---- memory the calls reach directly (gr_mem_alloc, gr_mem_register) -----------------------
+ * gr_mem_alloc: NCCL's own memory (ncclMemAlloc) registered as a symmetric window on the
+ * communicator (ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC) where NCCL has windows (2.27 and
+ * later, at build and at run time) and this rank runs NCCL directly; else plain device memory
+ * (cudaMalloc), which every call takes as it takes any device buffer. The ranks agree on the kind
+ * first: the window is collective and needs every rank's memory. gr_mem_register: a device buffer
+ * registered with the communicator once (ncclCommRegister), which later calls on it reuse; a host
+ * buffer, or a rank on a shared GPU (nccl_share.c), registers nothing (calls stage host buffers).
+ * Every step that may fail on one rank ends with an agreement over c->mpi (mem_agree), so a
+ * failure anywhere is the same error on every rank, and no rank enters the window's registration
+ * after another gave up. A window that failed on some rank is deregistered by the ranks where it
+ * succeeded before the memory is freed. The memory is zeroed, as on the MPI backend. */
+#if defined(NCCL_WIN_COLL_SYMMETRIC)
+#define NCCL_HAS_WINDOWS 1
+#else
+#define NCCL_HAS_WINDOWS 0
+#endif
+
+typedef enum { MEM_PLAIN, MEM_NCCL, MEM_REGISTERED } nccl_mem_kind;
+typedef struct {
+  nccl_mem_kind kind;
+  void *handle; /* ncclCommRegister's; NULL when nothing was registered */
+#if NCCL_HAS_WINDOWS
+  ncclWindow_t win; /* ncclCommWindowRegister's (MEM_NCCL) */
+#endif
+} nccl_mem;
+
+/* GR_OK when every rank's step succeeded; else, on every rank, the status and sentence of the
+ * lowest rank whose step failed (its c->err, after "rank R: "). */
+static gr_status mem_agree(gr_comm *c, gr_status mine) {
+  int first = mine == GR_OK ? c->size : c->rank;
+  if (MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS)
+    return gr__comm_err(c, GR_ERR_MPI, "MPI_Allreduce of the memory verdict failed");
+  if (first >= c->size) return GR_OK;
+  struct {
+    int st;
+    char err[GR__ERRLEN];
+  } said;
+  memset(&said, 0, sizeof said);
+  if (c->rank == first) {
+    said.st = (int)mine;
+    snprintf(said.err, sizeof said.err, "%s", c->err);
+  }
+  if (MPI_Bcast(&said, (int)sizeof said, MPI_BYTE, first, c->mpi) != MPI_SUCCESS)
+    return gr__comm_err(c, GR_ERR_MPI, "MPI_Bcast of the memory verdict failed");
+  said.err[sizeof said.err - 1] = '\0';
+  return gr__comm_err(c, (gr_status)said.st, "rank %d: %s", first, said.err);
+}
+
+/* An NCCL call's result on a non-blocking communicator: ncclInProgress waited for. */
+static gr_status nccl_settle(gr_comm *c, ncclComm_t nc, ncclResult_t rc, const char *what) {
+  if (rc == ncclSuccess) return GR_OK;
+  if (rc != ncclInProgress) return nccl_err(c, nc, rc, what);
+  return nccl_wait(c, nc, gr__deadline(c->timeout_s), what);
+}
+
+/* Whether this rank can put a symmetric window on c: NCCL directly (no shared GPU), with windows
+ * in the headers and in the library that runs. */
+static int windows_here(gr_comm *c) {
+  int v = 0;
+  return NCCL_HAS_WINDOWS && B(c)->nc && ncclGetVersion(&v) == ncclSuccess &&
+         v >= NCCL_VERSION(2, 27, 0);
+}
+
+static gr_status nccl_mem_alloc(gr_comm *c, size_t bytes, gr__mem *m) {
+  nccl_mem *x = calloc(1, sizeof *x);
+  int wins = x && windows_here(c);
+  gr_status st = x ? GR_OK : gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
+  if (MPI_Allreduce(MPI_IN_PLACE, &wins, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS)
+    st = gr__comm_err(c, GR_ERR_MPI, "MPI_Allreduce of the memory kind failed");
+  void *p = NULL;
+  if (st == GR_OK && wins) {
+    ncclResult_t rc = ncclMemAlloc(&p, bytes);
+    if (rc != ncclSuccess) {
+      p = NULL;
+      st = nccl_err(c, NULL, rc, "ncclMemAlloc");
+    }
+    x->kind = MEM_NCCL;
+  } else if (st == GR_OK) {
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+      p = NULL;
+      cudaGetLastError();
+      st = cuda_err(c, e, "cudaMalloc");
+    }
+    x->kind = MEM_PLAIN;
+  }
+  if (st == GR_OK) { /* zeroed, as on every backend (gr_mem_alloc(3)), before any stream uses it */
+    cudaError_t e = cudaMemset(p, 0, bytes);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(NULL);
+    if (e != cudaSuccess) cudaGetLastError(), st = cuda_err(c, e, "cudaMemset");
+  }
+  st = mem_agree(c, st);
+#if NCCL_HAS_WINDOWS
+  if (st == GR_OK && wins) {
+    ncclResult_t rc = ncclCommWindowRegister(B(c)->nc, p, bytes, &x->win, NCCL_WIN_COLL_SYMMETRIC);
+    gr_status reg = nccl_settle(c, B(c)->nc, rc, "ncclCommWindowRegister");
+    if (reg != GR_OK) x->win = NULL;
+    st = mem_agree(c, reg);
+    if (st != GR_OK && x->win)
+      nccl_settle(c, B(c)->nc, ncclCommWindowDeregister(B(c)->nc, x->win),
+                  "ncclCommWindowDeregister");
+  }
+#endif
+  if (st != GR_OK) {
+    if (p && x->kind == MEM_NCCL) ncclMemFree(p);
+    if (p && x->kind == MEM_PLAIN) cudaFree(p);
+    free(x);
+    return st;
+  }
+  m->ptr = p;
+  m->lo = (uintptr_t)p;
+  m->len = (bytes + 4095) & ~(size_t)4095;
+  m->be = x;
+  return GR_OK;
+}
+
+static gr_status nccl_mem_register(gr_comm *c, gr__mem *m) {
+  nccl_mem *x = calloc(1, sizeof *x);
+  gr_status st = x ? GR_OK : gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
+  ncclComm_t nc = B(c)->nc;
+  if (st == GR_OK) x->kind = MEM_REGISTERED;
+  if (st == GR_OK && nc && on_device(m->ptr))
+    st = nccl_settle(c, nc, ncclCommRegister(nc, m->ptr, m->bytes, &x->handle), "ncclCommRegister");
+  if (st != GR_OK && x) x->handle = NULL;
+  st = mem_agree(c, st);
+  if (st != GR_OK) {
+    if (x && x->handle) ncclCommDeregister(nc, x->handle);
+    free(x);
+    return st;
+  }
+  m->be = x;
+  return GR_OK;
+}
+
+/* Undo either, on every exit path (gr_mem_free, gr_mem_deregister, gr_comm_destroy). After an
+ * abort NCCL has dropped the communicator's registrations with it: then only the memory is
+ * freed. */
+static void nccl_mem_free(gr_comm *c, gr__mem *m) {
+  nccl_mem *x = m->be;
+  if (!x) return;
+  ncclComm_t nc = c->be ? B(c)->nc : NULL;
+#if NCCL_HAS_WINDOWS
+  if (x->win && nc &&
+      nccl_settle(c, nc, ncclCommWindowDeregister(nc, x->win), "ncclCommWindowDeregister") != GR_OK)
+    GR_WARN("communicator %s: %s", c->id, c->err);
+#endif
+  if (x->handle && nc &&
+      nccl_settle(c, nc, ncclCommDeregister(nc, x->handle), "ncclCommDeregister") != GR_OK)
+    GR_WARN("communicator %s: %s", c->id, c->err);
+  if (x->kind == MEM_NCCL) {
+    ncclResult_t rc = ncclMemFree(m->ptr);
+    if (rc != ncclSuccess)
+      GR_WARN("communicator %s: ncclMemFree failed: %s", c->id, ncclGetErrorString(rc));
+  } else if (x->kind == MEM_PLAIN) {
+    cudaError_t e = cudaFree(m->ptr);
+    if (e != cudaSuccess)
+      GR_WARN("communicator %s: cudaFree failed: %s", c->id, cudaGetErrorString(e));
+  }
+  free(x);
+  m->be = NULL;
+}
+
 const gr__coll_ops GR__NCCL_OPS = {
     .name = "nccl",
     .kind = GR_BACKEND_NCCL,
@@ -664,4 +827,7 @@ const gr__coll_ops GR__NCCL_OPS = {
     .forget = nccl_forget,
     .synchronize = nccl_synchronize,
     .paths = nccl_paths,
+    .mem_alloc = nccl_mem_alloc,
+    .mem_register = nccl_mem_register,
+    .mem_free = nccl_mem_free,
 };

@@ -40,6 +40,7 @@ typedef struct alloc {
   char *p;
   size_t n;
   int pinned;
+  int nccl; /* ncclMemAlloc's: ncclMemFree frees it, cudaFree refuses it */
   struct alloc *next;
 } alloc;
 static alloc *allocs;
@@ -51,24 +52,30 @@ static alloc *find(const void *p) {
   return NULL;
 }
 
-static cudaError_t do_alloc(void **p, size_t bytes, int pinned) {
+static cudaError_t do_alloc(void **p, size_t bytes, int pinned, int nccl) {
   alloc *a = calloc(1, sizeof *a);
   if (!p || !a) return free(a), cudaErrorInvalidValue;
-  a->p = malloc(bytes ? bytes : 1);
-  if (!a->p) return free(a), last_cuda = cudaErrorMemoryAllocation;
+  /* device memory on pages of its own, as a GPU's allocations never share a page with the host
+   * heap (gr_mem_register refuses pages that overlap memory already registered or allocated) */
+  void *q = NULL;
+  size_t room = ((bytes ? bytes : 1) + 4095) & ~(size_t)4095;
+  if (pinned ? (q = malloc(bytes ? bytes : 1)) == NULL : posix_memalign(&q, 4096, room) != 0)
+    return free(a), last_cuda = cudaErrorMemoryAllocation;
+  a->p = q;
   memset(a->p, 0xA5, bytes); /* uninitialised device memory is not zero */
   a->n = bytes;
   a->pinned = pinned;
+  a->nccl = nccl;
   a->next = allocs;
   allocs = a;
   *p = a->p;
   return cudaSuccess;
 }
 
-static cudaError_t do_free(void *p, int pinned) {
+static cudaError_t do_free(void *p, int pinned, int nccl) {
   if (!p) return cudaSuccess;
   for (alloc **q = &allocs; *q; q = &(*q)->next)
-    if ((*q)->p == p && (*q)->pinned == pinned) {
+    if ((*q)->p == p && (*q)->pinned == pinned && (*q)->nccl == nccl) {
       alloc *a = *q;
       *q = a->next;
       free(a->p);
@@ -139,10 +146,10 @@ cudaError_t cudaGetDevice(int *d) {
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
-cudaError_t cudaMalloc(void **p, size_t bytes) { return do_alloc(p, bytes, 0); }
-cudaError_t cudaFree(void *p) { return do_free(p, 0); }
-cudaError_t cudaMallocHost(void **p, size_t bytes) { return do_alloc(p, bytes, 1); }
-cudaError_t cudaFreeHost(void *p) { return do_free(p, 1); }
+cudaError_t cudaMalloc(void **p, size_t bytes) { return do_alloc(p, bytes, 0, 0); }
+cudaError_t cudaFree(void *p) { return do_free(p, 0, 0); }
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return do_alloc(p, bytes, 1, 0); }
+cudaError_t cudaFreeHost(void *p) { return do_free(p, 1, 0); }
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *at, const void *p) {
   if (!at) return cudaErrorInvalidValue;
@@ -183,6 +190,7 @@ struct grdbl_comm {
   int rank, size;
   int polls_in_progress; /* non-blocking: report ncclInProgress this many more times */
   int finalizing;
+  int nonblocking; /* config blocking = 0: window registration reports ncclInProgress first */
   ncclResult_t async;
   MPI_Op half_ops[4], bf16_ops[4], native_ops[4];
   char err[256];
@@ -253,8 +261,12 @@ static ncclComm_t comm_new(MPI_Comm mpi) {
   return c;
 }
 
+static int version_override;
+void grdbl_set_version(int v) { version_override = v; }
+
 ncclResult_t ncclGetVersion(int *v) {
-  if (v) *v = NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+  if (v)
+    *v = version_override ? version_override : NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
   return ncclSuccess;
 }
 
@@ -387,6 +399,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
   char why[256];
   ncclResult_t dup_gpu = duplicate_gpu(dup, rank, why, sizeof why);
   ncclComm_t c = comm_new(dup);
+  c->nonblocking = cfg && cfg->blocking == 0;
   if (dup_gpu != ncclSuccess) {
     snprintf(c->err, sizeof c->err, "%s", why);
     snprintf(global_err, sizeof global_err, "%s", why);
@@ -416,6 +429,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *out,
   MPI_Comm nm;
   MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &nm);
   *out = nm == MPI_COMM_NULL ? NULL : comm_new(nm);
+  if (*out) (*out)->nonblocking = cfg && cfg->blocking == 0;
   if (cfg && cfg->blocking == 0) {
     comm->polls_in_progress = 1;
     if (*out) (*out)->polls_in_progress = 1;
@@ -647,6 +661,14 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
   progress(S(s));
   return cudaSuccess;
 }
+/* Device memory only, like CUDA's; synchronous with the host here (nothing else runs on it). */
+cudaError_t cudaMemset(void *p, int value, size_t bytes) {
+  alloc *a = bytes ? find(p) : NULL;
+  if (bytes && (!a || a->pinned || (const char *)p + bytes > a->p + a->n))
+    return last_cuda = cudaErrorInvalidValue;
+  if (bytes) memset(p, value, bytes);
+  return cudaSuccess;
+}
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, NULL);
   if (e == cudaSuccess) cudaStreamSynchronize(NULL);
@@ -745,6 +767,170 @@ ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t 
   return OP_(K_RECV, NULL, r, n, t, ncclSum, peer);
 }
 
+/* ---- NCCL's memory, registrations and windows -------------------------------------------- */
+
+/* ncclMemAlloc gives device memory of its own kind (cudaFree refuses it, as real CUDA refuses
+ * memory of the cuMem API); registrations and windows are a table of (communicator, range),
+ * handed out as pointers into it. Like NCCL, an unknown pointer or handle (freed or deregistered
+ * already, another communicator's) is ncclInvalidArgument; windows need ncclMemAlloc's memory and
+ * the same size on every rank (the registration is collective: an MPI_Allreduce on the
+ * communicator, so that a rank's bad arguments fail every rank's call instead of hanging it);
+ * destroy and abort drop what is left, destroy counting it. */
+struct grdbl_reg {
+  ncclComm_t comm;
+  char *p;
+  size_t n;
+  int window;
+  struct grdbl_reg *next;
+};
+static struct grdbl_reg *regs;
+static int left_at_destroy;
+static ncclResult_t fail_next_mem_alloc = ncclSuccess, fail_next_window = ncclSuccess;
+
+void grdbl_fail_next_mem_alloc(ncclResult_t r) { fail_next_mem_alloc = r; }
+void grdbl_fail_next_window(ncclResult_t r) { fail_next_window = r; }
+
+/* The allocation that holds all of [p, p + n) as device memory, or NULL. */
+static alloc *device_range(const void *p, size_t n) {
+  alloc *a = p ? find(p) : NULL;
+  if (!a || a->pinned || (const char *)p + n > a->p + a->n) return NULL;
+  return a;
+}
+
+static int regs_drop(ncclComm_t c) {
+  int n = 0;
+  for (struct grdbl_reg **q = &regs; *q;)
+    if ((*q)->comm == c) {
+      struct grdbl_reg *r = *q;
+      *q = r->next;
+      free(r);
+      n++;
+    } else {
+      q = &(*q)->next;
+    }
+  return n;
+}
+
+static ncclResult_t reg_add(ncclComm_t c, void *p, size_t n, int window, struct grdbl_reg **out) {
+  struct grdbl_reg *r = calloc(1, sizeof *r);
+  if (!r) return set_err(c, ncclSystemError, "%s", "out of memory");
+  r->comm = c;
+  r->p = p;
+  r->n = n;
+  r->window = window;
+  r->next = regs;
+  regs = r;
+  *out = r;
+  return ncclSuccess;
+}
+
+static ncclResult_t reg_remove(ncclComm_t c, const void *h, int window, const char *fn) {
+  for (struct grdbl_reg **q = &regs; *q; q = &(*q)->next)
+    if (*q == h && (*q)->comm == c && (*q)->window == window) {
+      struct grdbl_reg *r = *q;
+      *q = r->next;
+      free(r);
+      return ncclSuccess;
+    }
+  return set_err(c, ncclInvalidArgument,
+                 "%s: the handle is not registered on this communicator (deregistered already, "
+                 "or another communicator's)",
+                 fn);
+}
+
+ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
+  if (!ptr || !size)
+    return set_err(NULL, ncclInvalidArgument, "%s", "ncclMemAlloc: ptr NULL or size 0");
+  *ptr = NULL;
+  if (fail_next_mem_alloc != ncclSuccess) {
+    ncclResult_t r = fail_next_mem_alloc;
+    fail_next_mem_alloc = ncclSuccess;
+    return set_err(NULL, r, "%s", "ncclMemAlloc: injected failure (test hook)");
+  }
+  if (do_alloc(ptr, size, 0, 1) != cudaSuccess)
+    return set_err(NULL, ncclUnhandledCudaError, "%s", "ncclMemAlloc: out of device memory");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclMemFree(void *ptr) {
+  if (!ptr) return ncclSuccess;
+  if (do_free(ptr, 0, 1) != cudaSuccess) {
+    last_cuda = cudaSuccess;
+    return set_err(NULL, ncclInvalidArgument, "%s",
+                   "ncclMemFree: not memory from ncclMemAlloc (freed already?)");
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle) {
+  if (!comm || !handle) return set_err(comm, ncclInvalidArgument, "%s", "comm or handle is NULL");
+  *handle = NULL;
+  if (!size || !device_range(buff, size))
+    return set_err(comm, ncclInvalidArgument, "%s",
+                   "ncclCommRegister: the buffer is not device memory");
+  struct grdbl_reg *r = NULL;
+  ncclResult_t rc = reg_add(comm, buff, size, 0, &r);
+  if (rc == ncclSuccess) *handle = r;
+  return rc;
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
+  if (!comm) return set_err(comm, ncclInvalidArgument, "%s", "comm is NULL");
+  return reg_remove(comm, handle, 0, "ncclCommDeregister");
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+                                    int winFlags) {
+  if (!comm || !win) return set_err(comm, ncclInvalidArgument, "%s", "comm or win is NULL");
+  *win = NULL;
+  alloc *a = device_range(buff, size);
+  long long mine[3] = {size && a && a->nccl && (winFlags & ~NCCL_WIN_COLL_SYMMETRIC) == 0,
+                       (long long)size, -(long long)size},
+            all[3];
+  MPI_Allreduce(mine, all, 3, MPI_LONG_LONG, MPI_MIN, comm->mpi);
+  if (!mine[0])
+    return set_err(comm, ncclInvalidArgument, "%s",
+                   "ncclCommWindowRegister: the buffer is not memory from ncclMemAlloc");
+  if (!all[0])
+    return set_err(comm, ncclInvalidArgument, "%s",
+                   "ncclCommWindowRegister: another rank passed a bad buffer");
+  if (all[1] != -all[2])
+    return set_err(comm, ncclInvalidArgument, "%s",
+                   "ncclCommWindowRegister: the ranks' window sizes differ");
+  if (fail_next_window != ncclSuccess) {
+    ncclResult_t r = fail_next_window;
+    fail_next_window = ncclSuccess;
+    return set_err(comm, r, "%s", "ncclCommWindowRegister: injected failure (test hook)");
+  }
+  struct grdbl_reg *r = NULL;
+  ncclResult_t rc = reg_add(comm, buff, size, 1, &r);
+  if (rc != ncclSuccess) return rc;
+  *win = r;
+  if (comm->nonblocking) {
+    comm->polls_in_progress = 1;
+    return ncclInProgress;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  if (!comm) return set_err(comm, ncclInvalidArgument, "%s", "comm is NULL");
+  return reg_remove(comm, win, 1, "ncclCommWindowDeregister");
+}
+
+grdbl_mem_counts grdbl_mem_census(void) {
+  grdbl_mem_counts k = {0, 0, 0, 0, left_at_destroy};
+  for (const alloc *a = allocs; a; a = a->next) {
+    k.device_allocs += !a->pinned;
+    k.nccl_allocs += a->nccl;
+  }
+  for (const struct grdbl_reg *r = regs; r; r = r->next) {
+    k.registrations += !r->window;
+    k.windows += r->window;
+  }
+  return k;
+}
+
 /* ---- state, teardown ---------------------------------------------------------------------- */
 
 static int busy(ncclComm_t c) {
@@ -788,6 +974,7 @@ static void comm_free(ncclComm_t c, int clean) {
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
   if (!c) return ncclInvalidArgument;
   if (busy(c)) return set_err(c, ncclInvalidUsage, "%s", "destroy with work pending");
+  left_at_destroy += regs_drop(c);
   comm_free(c, 1);
   return ncclSuccess;
 }
@@ -811,6 +998,7 @@ ncclResult_t ncclCommAbort(ncclComm_t c) {
     }
     s->tail = last;
   }
+  regs_drop(c);
   comm_free(c, 0);
   return ncclSuccess;
 }

@@ -44,6 +44,7 @@ struct cudaPointerAttributes {
 #define cudaFreeHost grdbl_cudaFreeHost
 #define cudaMemcpy grdbl_cudaMemcpy
 #define cudaMemcpyAsync grdbl_cudaMemcpyAsync
+#define cudaMemset grdbl_cudaMemset
 #define cudaStreamCreate grdbl_cudaStreamCreate
 #define cudaStreamDestroy grdbl_cudaStreamDestroy
 #define cudaStreamSynchronize grdbl_cudaStreamSynchronize
@@ -63,6 +64,7 @@ cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
                             cudaStream_t s);
+cudaError_t cudaMemset(void *p, int value, size_t bytes);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);

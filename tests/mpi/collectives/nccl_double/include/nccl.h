@@ -20,6 +20,10 @@
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
 
 typedef struct grdbl_comm *ncclComm_t;
+typedef struct grdbl_reg *ncclWindow_t;
+#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 typedef struct {
   char internal[NCCL_UNIQUE_ID_BYTES];
 } ncclUniqueId;
@@ -78,6 +82,12 @@ typedef struct {
 #define ncclRecv grdbl_ncclRecv
 #define ncclGroupStart grdbl_ncclGroupStart
 #define ncclGroupEnd grdbl_ncclGroupEnd
+#define ncclMemAlloc grdbl_ncclMemAlloc
+#define ncclMemFree grdbl_ncclMemFree
+#define ncclCommRegister grdbl_ncclCommRegister
+#define ncclCommDeregister grdbl_ncclCommDeregister
+#define ncclCommWindowRegister grdbl_ncclCommWindowRegister
+#define ncclCommWindowDeregister grdbl_ncclCommWindowDeregister
 
 ncclResult_t ncclGetVersion(int *v);
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
@@ -108,7 +118,28 @@ ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t 
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 
+ncclResult_t ncclMemAlloc(void **ptr, size_t size);
+ncclResult_t ncclMemFree(void *ptr);
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle);
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle);
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+                                    int winFlags);
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+
 /* Test hooks (not NCCL): make the next ncclCommInitRankConfig fail on this rank. */
 void grdbl_fail_next_init(ncclResult_t r);
+/* ... the next ncclMemAlloc, or the next ncclCommWindowRegister (after its agreement, so that the
+ * others' succeed), fail on this rank. */
+void grdbl_fail_next_mem_alloc(ncclResult_t r);
+void grdbl_fail_next_window(ncclResult_t r);
+/* The version ncclGetVersion reports on this rank (0: the headers'). */
+void grdbl_set_version(int v);
+/* What this process holds: device allocations (cudaMalloc and ncclMemAlloc), of them
+ * ncclMemAlloc's, buffers registered (ncclCommRegister) and windows, on any communicator; and
+ * the registrations and windows that ncclCommDestroy found still there and dropped. */
+typedef struct {
+  int device_allocs, nccl_allocs, registrations, windows, left_at_destroy;
+} grdbl_mem_counts;
+grdbl_mem_counts grdbl_mem_census(void);
 
 #endif
