@@ -156,7 +156,7 @@ static void t_iallreduce_multi(gr_comm *c, gr_dtype t, gr_op op, size_t n, int i
 #else
   if (!inplace)
     for (int b = 0; b < 3; b++)
-      fill_const(t, s[b], cnt[b], -SENTINEL); /* the request holds its own copy */
+      fill_const(t, s[b], cnt[b], 55); /* the request holds its own copy */
   finish(what, st, &q, bt);
   for (int b = 0; b < 3; b++)
     EXPECT_ALL(what, t, d[b], cnt[b], ev_reduced(t, op, gr_comm_size(c), off[b] + i));
