@@ -11,48 +11,69 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One fused call's checks, the same for the blocking and the non-blocking form: GR_OK or this
+ * rank's refusal (its sentence recorded, *arg the refused argument); *total the packed count and
+ * *hash the per-buffer counts and in-place forms. *joinable says whether a refusing rank still
+ * knows the total, so that it can take part in the exchange (coll.h, Errors). */
+typedef struct {
+  size_t total;
+  uint64_t hash;
+  int arg, joinable;
+} fused_check;
+
+static gr_status check_fused(const char *fn, const void *const *send, void *const *recv,
+                             const size_t *counts, size_t nbufs, gr_dtype dtype, gr_op op,
+                             gr_comm *comm, fused_check *f) {
+  gr_status bad = GR_OK;
+  f->arg = GR__ARG_NONE;
+  f->total = 0;
+  f->hash = 1469598103934665603ull;
+  if (nbufs > 0 && (!send || !recv || !counts)) {
+    bad = gr__fail(GR_ERR_INVALID, fn, "send, recv or counts is NULL with nbufs %zu", nbufs);
+    f->arg = GR__ARG_BUFFERS;
+  }
+  for (size_t i = 0; i < nbufs && bad == GR_OK; i++) {
+    gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
+    k.send = send[i], k.recv = recv[i], k.count = counts[i], k.dtype = dtype, k.op = op;
+    bad = gr__validate(fn, &k);
+    f->arg = k.fe_refused;
+    if (bad == GR_OK && counts[i] > SIZE_MAX - f->total) {
+      bad = gr__fail(GR_ERR_INVALID, fn, "the counts overflow size_t at buffer %zu", i);
+      f->arg = GR__ARG_COUNT;
+    }
+    f->total += counts[i];
+    f->hash = gr__fnv(gr__fnv(f->hash, counts[i]), (uint64_t)gr__inplace_form(&k));
+  }
+  size_t es = gr__dtype_size(dtype);
+  if (bad == GR_OK && es && f->total > (size_t)PTRDIFF_MAX / es) { /* the packed total too */
+    bad = gr__fail(GR_ERR_INVALID, fn,
+                   "the counts add up to %zu elements of %s, which overflows "
+                   "the address space",
+                   f->total, gr__dtype_name(dtype));
+    f->arg = GR__ARG_COUNT;
+  }
+  f->joinable = bad == GR_OK || (counts && f->arg != GR__ARG_COUNT);
+  if (bad != GR_OK && f->joinable) {
+    f->total = 0;
+    for (size_t i = 0; i < nbufs; i++)
+      f->total += counts[i] <= SIZE_MAX - f->total ? counts[i] : 0;
+  }
+  return bad;
+}
+
 GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
                                     const size_t *counts, size_t nbufs, gr_dtype dtype, gr_op op,
                                     gr_comm *comm, gr_stream stream) {
   static const char fn[] = "gr_allreduce_multi";
   GR_CHECK(gr__check_alive(fn, comm));
   if (gr__group_depth() == 0 && comm->defer_head) GR_CHECK(gr__requests_drain(fn, comm));
-  gr_status bad = GR_OK;
-  int arg = GR__ARG_NONE;
-  size_t total = 0;
-  uint64_t hash = 1469598103934665603ull; /* the per-buffer counts and in-place forms */
-  if (nbufs > 0 && (!send || !recv || !counts)) {
-    bad = gr__fail(GR_ERR_INVALID, fn, "send, recv or counts is NULL with nbufs %zu", nbufs);
-    arg = GR__ARG_BUFFERS;
-  }
-  for (size_t i = 0; i < nbufs && bad == GR_OK; i++) {
-    gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
-    k.send = send[i], k.recv = recv[i], k.count = counts[i], k.dtype = dtype, k.op = op;
-    bad = gr__validate(fn, &k);
-    arg = k.fe_refused;
-    if (bad == GR_OK && counts[i] > SIZE_MAX - total) {
-      bad = gr__fail(GR_ERR_INVALID, fn, "the counts overflow size_t at buffer %zu", i);
-      arg = GR__ARG_COUNT;
-    }
-    total += counts[i];
-    hash = gr__fnv(gr__fnv(hash, counts[i]), (uint64_t)gr__inplace_form(&k));
-  }
-  size_t es = gr__dtype_size(dtype);
-  if (bad == GR_OK && es && total > (size_t)PTRDIFF_MAX / es) { /* the packed total too */
-    bad = gr__fail(GR_ERR_INVALID, fn,
-                   "the counts add up to %zu elements of %s, which overflows "
-                   "the address space",
-                   total, gr__dtype_name(dtype));
-    arg = GR__ARG_COUNT;
-  }
+  fused_check fc;
+  gr_status bad = check_fused(fn, send, recv, counts, nbufs, dtype, op, comm, &fc);
   /* A refusing rank joins the exchange (coll.h, Errors) with the call's total count, which it
    * knows while it has the counts. */
-  int joinable = bad == GR_OK || (counts && arg != GR__ARG_COUNT);
-  if (bad != GR_OK && joinable) {
-    total = 0;
-    for (size_t i = 0; i < nbufs; i++)
-      total += counts[i] <= SIZE_MAX - total ? counts[i] : 0;
-  }
+  int arg = fc.arg, joinable = fc.joinable;
+  size_t total = fc.total, es = gr__dtype_size(dtype);
+  uint64_t hash = fc.hash;
   gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
   k.count = total, k.dtype = dtype, k.op = op, k.stream = stream;
   int packed =
@@ -120,4 +141,42 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
     free(pack); /* after a timeout MPI may still write it */
   }
   return st;
+}
+
+GR_API gr_status gr_iallreduce_multi(const void *const *send, void *const *recv,
+                                     const size_t *counts, size_t nbufs, gr_dtype dtype, gr_op op,
+                                     gr_comm *comm, gr_stream stream, gr_request **req) {
+  static const char fn[] = "gr_iallreduce_multi";
+  if (req) *req = NULL;
+  GR_CHECK(gr__check_alive(fn, comm));
+  if (!(comm->ops->caps & GR__CAP_PACK_MULTI) || comm->gpu_buffers)
+    /* the same on every rank: a property of the communicator */
+    return gr__fail(GR_ERR_UNSUPPORTED, fn,
+                    "the %s backend%s packs no fused call; start one gr_iallreduce per buffer",
+                    comm->ops->name, comm->gpu_buffers ? " with device buffers" : "");
+  fused_check fc;
+  gr_status bad = check_fused(fn, send, recv, counts, nbufs, dtype, op, comm, &fc);
+  if (bad != GR_OK && !fc.joinable) return bad;
+  size_t es = gr__dtype_size(dtype), n = bad == GR_OK ? nbufs : 0;
+  es = es ? es : 1; /* a refused dtype: the refusal's call still packs its total as bytes */
+  /* one block: the header, the pointers, the counts, then the pack (aligned for any element) */
+  size_t head = sizeof(gr__fused) + n * (sizeof(void *) + sizeof(size_t));
+  head = (head + 63) & ~(size_t)63;
+  gr__fused *m = calloc(1, head + fc.total * es + 1);
+  if (!m) return gr__fail(GR_ERR_NOMEM, fn, "out of memory packing %zu elements", fc.total);
+  m->nbufs = n;
+  m->es = es;
+  m->recv = (void **)(m + 1);
+  m->counts = (size_t *)(m->recv + n);
+  m->pack = (unsigned char *)m + head;
+  for (size_t i = 0, off = 0; i < n; off += counts[i++] * es) {
+    m->recv[i] = recv[i];
+    m->counts[i] = counts[i];
+    if (counts[i]) memcpy(m->pack + off, send[i], counts[i] * es);
+  }
+  gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
+  k.send = k.recv = m->pack;
+  k.count = fc.total, k.dtype = dtype, k.op = op, k.stream = stream;
+  k.fe_refused = bad == GR_OK ? GR__ARG_NONE : fc.arg;
+  return gr__request_start_fused(fn, &k, bad, m, req);
 }

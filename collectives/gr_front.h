@@ -85,6 +85,19 @@ gr_status gr__join_refused(const char *fn, gr__call *k, gr_status bad, int route
 /* ---- non-blocking requests (request.c) ------------------------------------------------------- */
 
 gr_status gr__request_start(const char *fn, gr__call *k, gr_request **out);
+/* A fused allreduce's request (gr_iallreduce_multi): the packed buffer its call runs on and where
+ * the pieces go once it is done; one allocation, owned by the request from its start on. */
+typedef struct {
+  size_t nbufs, es;
+  void **recv;         /* nbufs pointers */
+  size_t *counts;      /* nbufs counts */
+  unsigned char *pack; /* the call's send and recv */
+} gr__fused;
+/* gr__request_start for a fused call: k runs on m->pack; bad (GR_OK, or this rank's refusal of
+ * the buffers, its sentence recorded and k->fe_refused set) makes it a refusal. m is freed or
+ * handed to the request on every path; the request copies the pieces out when it succeeds. */
+gr_status gr__request_start_fused(const char *fn, gr__call *k, gr_status bad, gr__fused *m,
+                                  gr_request **out);
 
 /* ---- groups (group.c) ------------------------------------------------------------------------ */
 

@@ -59,6 +59,7 @@ struct gr_request {
   int *v;              /* v[0] this rank's word, v[1] the MAX: heap, abandoned if never in */
   MPI_Request vreq;    /* the verdict's MPI_Iallreduce */
   unsigned char *pack; /* in band: the data call's buffer (inband_bytes); NULL otherwise */
+  gr__fused *fused;    /* gr_iallreduce_multi: the packed call's buffer and the pieces */
   _Alignas(16) unsigned char small[64]; /* pack when it fits: no allocation for small calls */
   uint64_t no;   /* in band: the communicator's in-band request number (the naming tag) */
   int naming;    /* in band, a rank refused: the words are being exchanged (names_in) */
@@ -204,6 +205,12 @@ static void request_free(gr_request *q) {
     else
       free(q->v);
   }
+  if (q->fused) { /* the backend reads and writes fused->pack unless the call runs in band */
+    if (q->state == REQ_POSTED && !q->data_done && !q->pack)
+      gr__abandon(q->fused);
+    else
+      free(q->fused);
+  }
   int keep = 0; /* q itself holds the pack MPI may still write */
   if (q->pack) {
     if (q->state != REQ_POSTED || q->data_done)
@@ -263,6 +270,11 @@ static gr_status request_outcome(gr_request *q) {
   }
   if (q->pack && q->user.count)
     memcpy(q->user.recv, q->pack, q->user.count * gr__dtype_size(q->user.dtype));
+  if (q->fused) {
+    const gr__fused *m = q->fused;
+    for (size_t i = 0, off = 0; i < m->nbufs; off += m->counts[i++] * m->es)
+      if (m->counts[i]) memcpy(m->recv[i], m->pack + off, m->counts[i] * m->es);
+  }
   return gr__settle(&y, k, GR_OK, q->t0, 1.0, 1);
 }
 
@@ -371,8 +383,25 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
  * like any other: the others started theirs and wait for its part, so it starts one of its own as
  * a refusal and waits for it here, then returns its own error (the others' waits name it). */
 gr_status gr__request_start(const char *fn, gr__call *k, gr_request **out) {
+  return gr__request_start_fused(fn, k, GR_OK, NULL, out);
+}
+
+/* Hand m to q, or free it when no request holds it (nothing was posted on it then). */
+static void give_fused(gr_request *q, gr__fused *m) {
+  if (q)
+    q->fused = m;
+  else
+    free(m);
+}
+
+gr_status gr__request_start_fused(const char *fn, gr__call *k, gr_status bad, gr__fused *m,
+                                  gr_request **out) {
   if (out) *out = NULL;
-  GR_CHECK(gr__check_alive(fn, k->comm));
+  gr_status alive = gr__check_alive(fn, k->comm);
+  if (alive != GR_OK) {
+    free(m);
+    return alive;
+  }
   gr_status unret = GR_OK;
   if (!out) {
     unret = gr__fail(GR_ERR_INVALID, fn, "req is NULL");
@@ -393,7 +422,8 @@ gr_status gr__request_start(const char *fn, gr__call *k, gr_request **out) {
     GR_CHECK(gr_wait(&q));
     return gr__fail(unret, fn, "%s", own);
   }
-  gr_status st = begin_request(fn, k, &q, unret);
+  gr_status st = begin_request(fn, k, &q, unret != GR_OK ? unret : bad);
+  give_fused(q, m);
   if (unret == GR_OK) {
     *out = q;
     return st;

@@ -105,6 +105,10 @@ GR_API gr_status gr_ireduce_scatter(const void *send, void *recv, size_t recvcou
 /* See gr_alltoall(3). */
 GR_API gr_status gr_ialltoall(const void *send, void *recv, size_t count, gr_dtype dtype,
                               gr_comm *comm, gr_stream stream, gr_request **req);
+/* See gr_allreduce_multi(3). */
+GR_API gr_status gr_iallreduce_multi(const void *const *send, void *const *recv,
+                                     const size_t *counts, size_t nbufs, gr_dtype dtype, gr_op op,
+                                     gr_comm *comm, gr_stream stream, gr_request **req);
 /* See gr_barrier(3). */
 GR_API gr_status gr_ibarrier(gr_comm *comm, gr_request **req);
 /* Point to point, this rank's alone (no agreement, no place in the collectives' order). See

@@ -1,5 +1,5 @@
-/* The non-blocking forms gr_ireduce, gr_ireduce_scatter, gr_ialltoall, gr_ibarrier, gr_isend and
- * gr_irecv, exactly: every dtype and op, in and out of place, sizes {0, 1, 7, 1023, 20000}, each
+/* The non-blocking forms gr_ireduce, gr_ireduce_scatter, gr_ialltoall, gr_iallreduce_multi,
+ * gr_ibarrier, gr_isend and gr_irecv, exactly: every dtype and op, in and out of place, sizes {0, 1, 7, 1023, 20000}, each
  * completed by gr_wait or by gr_test alone; requests of every kind outstanding together and
  * completed forwards, in reverse, in an order of each rank's own and by gr_test sweeps; send and
  * receive requests matched across ranks in order; refusals (one rank's bad argument: every rank
@@ -129,6 +129,44 @@ static void t_ireduce(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace, i
   free(s);
 }
 
+/* Three buffers of n, 0 and n / 2 + 1 elements, inputs at consecutive offsets of one index space.
+ * The send buffers are overwritten right after the start (the call runs on its own packed copy);
+ * the results arrive in every recv when the request completes. On the NCCL backend the fused
+ * request is GR_ERR_UNSUPPORTED on every rank. */
+static void t_iallreduce_multi(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace, int bt) {
+  int r = gr_comm_rank(c);
+  size_t es = ev_size(t), cnt[3] = {n, 0, n / 2 + 1}, off[3] = {0, n, n};
+  char what[160];
+  snprintf(what, sizeof what, "%s gr_iallreduce_multi %s %s n=%zu %s %s", BACKEND_LABEL,
+           ev_dtype_name(t), ev_op_name(op), n, inplace ? "in-place" : "out-of-place",
+           bt ? "gr_test" : "gr_wait");
+  void *s[3], *d[3];
+  for (int b = 0; b < 3; b++) {
+    s[b] = ec_alloc(cnt[b] * es);
+    d[b] = inplace ? s[b] : ec_alloc(cnt[b] * es);
+    fill(t, op, s[b], cnt[b], r, off[b]);
+    if (!inplace) fill_const(t, d[b], cnt[b], SENTINEL);
+  }
+  gr_request *q = NULL;
+  gr_status st = gr_iallreduce_multi((const void *const *)s, d, cnt, 3, t, op, c, NULL, &q);
+#ifdef NONBLOCK_NCCL_DOUBLE
+  checks++;
+  if (st != GR_ERR_UNSUPPORTED || q || !strstr(gr_last_error(), "one gr_iallreduce per buffer"))
+    FAIL("%s: %s (%s), expected GR_ERR_UNSUPPORTED", what, gr_status_name(st), gr_last_error());
+#else
+  if (!inplace)
+    for (int b = 0; b < 3; b++)
+      fill_const(t, s[b], cnt[b], 55); /* the request holds its own copy */
+  finish(what, st, &q, bt);
+  for (int b = 0; b < 3; b++)
+    EXPECT_ALL(what, t, d[b], cnt[b], ev_reduced(t, op, gr_comm_size(c), off[b] + i));
+#endif
+  for (int b = 0; b < 3; b++) {
+    if (d[b] != s[b]) free(d[b]);
+    free(s[b]);
+  }
+}
+
 static void t_ireduce_scatter(gr_comm *c, gr_dtype t, gr_op op, size_t n, int inplace, int bt) {
   int r = gr_comm_rank(c), P = gr_comm_size(c);
   size_t es = ev_size(t), off = (size_t)r * n;
@@ -256,6 +294,7 @@ static void suite(gr_comm *c, const size_t *sz, size_t nsz) {
         for (int o = 0; o < nops; o++) {
           t_ireduce(c, (gr_dtype)t, ops[o], n, inplace, P - 1, bt ^= 1);
           t_ireduce_scatter(c, (gr_dtype)t, ops[o], n, inplace, bt ^= 1);
+          t_iallreduce_multi(c, (gr_dtype)t, ops[o], n, inplace, bt ^= 1);
         }
         t_ireduce(c, (gr_dtype)t, GR_SUM, n, inplace, 0, bt ^= 1);
         t_ialltoall(c, (gr_dtype)t, n, inplace, bt ^= 1);
@@ -527,6 +566,21 @@ static void refusals(gr_comm *c) {
     refused("gr_ialltoall with overlapping buffers on one rank", st, R, "overlap", "overlap");
     if (!me) untouched("gr_ialltoall with overlapping buffers on one rank", b, 4 * Pn);
     still_works(c, "gr_ialltoall with overlapping buffers");
+#ifndef NONBLOCK_NCCL_DOUBLE
+    /* a fused request with one rank's recv[1] NULL: every rank's wait fails naming it, and no
+     * recv is written anywhere */
+    {
+      const void *sv[2] = {a, a + 8};
+      void *dv[2] = {b, me ? NULL : b + 8};
+      size_t cv[2] = {8, 8};
+      for (size_t i = 0; i < 16; i++)
+        b[i] = -77;
+      st = outcome(gr_iallreduce_multi(sv, dv, cv, 2, GR_INT32, GR_SUM, c, NULL, &q), &q);
+      refused("gr_iallreduce_multi with a NULL recv on one rank", st, R, "recv is NULL", "recv");
+      untouched("gr_iallreduce_multi with a NULL recv on one rank", b, me ? 8 : 16);
+      still_works(c, "gr_iallreduce_multi with a NULL recv");
+    }
+#endif
     /* req NULL on one rank: it joins the exchange and fails alone or with the others */
     for (size_t i = 0; i < 4; i++)
       b[i] = -77;
