@@ -108,19 +108,6 @@ static void fill_const(gr_dtype t, void *buf, size_t n, double v) {
     ev_set(t, buf, i, v);
 }
 
-/* Compare; report the first bad element only. */
-static void expect(const char *what, gr_dtype t, const void *buf, size_t i, double want) {
-  double got = ev_get(t, buf, i);
-  checks++;
-  if (!(got == want)) FAIL("%s: element %zu is %g, expected %g", what, i, got, want);
-}
-#define EXPECT_ALL(what, t, buf, n, expr)                                                          \
-  do {                                                                                             \
-    int bad_ = failures;                                                                           \
-    for (size_t i = 0; i < (n) && failures == bad_; i++)                                           \
-      expect(what, t, buf, i, (expr));                                                             \
-  } while (0)
-
 static int ops_for(gr_dtype t, gr_op *ops) {
   int n = 0;
   for (int o = GR_SUM; o <= GR_AVG; o++)

@@ -64,17 +64,6 @@ static void fill_const(gr_dtype t, void *buf, size_t n, double v) {
   for (size_t i = 0; i < n; i++)
     ev_set(t, buf, i, v);
 }
-static void expect(const char *what, gr_dtype t, const void *buf, size_t i, double want) {
-  double got = ev_get(t, buf, i);
-  checks++;
-  if (!(got == want)) FAIL("%s: element %zu is %g, expected %g", what, i, got, want);
-}
-#define EXPECT_ALL(what, t, buf, n, expr)                                                          \
-  do {                                                                                             \
-    int bad_ = failures;                                                                           \
-    for (size_t i = 0; i < (n) && failures == bad_; i++)                                           \
-      expect(what, t, buf, i, (expr));                                                             \
-  } while (0)
 
 /* Complete q by gr_wait (by_test 0) or by gr_test alone. */
 static void finish(const char *what, gr_status started, gr_request **q, int by_test) {

@@ -42,17 +42,6 @@ static void fill_const(gr_dtype t, void *b, size_t n, double v) {
   for (size_t i = 0; i < n; i++)
     ev_set(t, b, i, v);
 }
-#define EXPECT_ALL(what, t, buf, n, expr)                                                          \
-  do {                                                                                             \
-    for (size_t i = 0; i < (n); i++) {                                                             \
-      double got_ = ev_get(t, buf, i), want_ = (expr);                                             \
-      checks++;                                                                                    \
-      if (!(got_ == want_)) {                                                                      \
-        FAIL("%s: element %zu is %g, expected %g", what, i, got_, want_);                          \
-        break;                                                                                     \
-      }                                                                                            \
-    }                                                                                              \
-  } while (0)
 
 /* Elements in s segments of the hierarchical path, plus an odd remainder. */
 #define SEG_BYTES (64u << 10)
