@@ -15,7 +15,8 @@ typedef struct gr_array {
 } gr_array;
 
 /* An empty array of TYPE: gr_array a = GR_ARRAY_INIT(int); */
-#define GR_ARRAY_INIT(type) {NULL, 0, 0, sizeof(type)}
+#define GR_ARRAY_INIT(type)                                                                        \
+  { NULL, 0, 0, sizeof(type) }
 
 /* Element I of an array of TYPE, as an lvalue; the caller keeps I below count. */
 #define GR_ARRAY_AT(arr, type, i) (((type *)(arr)->data)[i])

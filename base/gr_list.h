@@ -16,7 +16,7 @@ typedef struct gr_list {
 } gr_list;
 
 /* The element of TYPE whose MEMBER is the node PTR. */
-#define GR_LIST_ENTRY(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define GR_LIST_ENTRY(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 static inline int gr__list_empty(const gr_list *l) { return l->head == NULL; }
 
@@ -43,6 +43,12 @@ static inline void gr__list_remove(gr_list *l, gr_list_node *n) {
   n->prev = n->next = NULL;
 }
 
+/* Whether N, which is on L or on no list, is on L: a node on no list has both links NULL (zeroed,
+ * or unlinked by gr__list_remove / gr__list_pop_front). */
+static inline int gr__list_linked(const gr_list *l, const gr_list_node *n) {
+  return n->prev || n->next || l->head == n;
+}
+
 /* Unlinks and returns the oldest node; NULL when the list is empty. */
 static inline gr_list_node *gr__list_pop_front(gr_list *l) {
   gr_list_node *n = l->head;
@@ -52,7 +58,7 @@ static inline gr_list_node *gr__list_pop_front(gr_list *l) {
 
 /* Walks the nodes oldest first; the body may remove IT (TMP holds its successor). */
 #define GR_LIST_FOREACH(it, tmp, l)                                                                \
-  for (gr_list_node *it = (l)->head, *tmp = it ? it->next : NULL; it;                             \
+  for (gr_list_node *it = (l)->head, *tmp = it ? it->next : NULL; it;                              \
        it = tmp, tmp = it ? it->next : NULL)
 
 #endif

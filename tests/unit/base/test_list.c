@@ -54,7 +54,9 @@ static void remove_any(void **state) {
     it[i].v = i;
     gr__list_push_back(&l, &it[i].node);
   }
+  assert_true(gr__list_linked(&l, &it[2].node));
   gr__list_remove(&l, &it[2].node); /* middle */
+  assert_false(gr__list_linked(&l, &it[2].node));
   gr__list_remove(&l, &it[0].node); /* head */
   gr__list_remove(&l, &it[5].node); /* tail */
   assert_ptr_equal(l.head, &it[1].node);
@@ -75,6 +77,12 @@ static void remove_any(void **state) {
   gr__list_remove(&l, &it[2].node); /* the last one */
   assert_true(gr__list_empty(&l));
   assert_null(l.tail);
+  assert_false(gr__list_linked(&l, &it[2].node));
+  gr__list_push_back(&l, &it[0].node); /* the only node: no links, yet linked */
+  assert_true(gr__list_linked(&l, &it[0].node));
+  assert_false(gr__list_linked(&l, &it[1].node));
+  assert_ptr_equal(gr__list_pop_front(&l), &it[0].node);
+  assert_false(gr__list_linked(&l, &it[0].node));
 }
 
 static void foreach_removing(void **state) {
