@@ -16,7 +16,8 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
                                     gr_comm *comm, gr_stream stream) {
   static const char fn[] = "gr_allreduce_multi";
   GR_CHECK(gr__check_alive(fn, comm));
-  if (gr__group_depth() == 0 && comm->defer_head) GR_CHECK(gr__requests_drain(fn, comm));
+  if (gr__group_depth() == 0 && !gr__list_empty(&comm->defer))
+    GR_CHECK(gr__requests_drain(fn, comm));
   gr_status bad = GR_OK;
   int arg = GR__ARG_NONE;
   size_t total = 0;
