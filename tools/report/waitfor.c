@@ -5,6 +5,7 @@
 
 #include "gr_json_read.h"
 
+#include "gr_array.h"
 #include "gr_error.h"
 #include "gr_escape.h"
 #include "gr_flight_format.h"
@@ -153,26 +154,25 @@ static int dump_of_rank(const dump *d, int nd, int rank) {
 /* ---- per communicator: the collective some members wait in, and who never entered it ---- */
 
 static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
-  const char **ids = NULL;
-  int nids = 0, findings = 0;
+  gr_array id_list = GR_ARRAY_INIT(const char *);
+  int findings = 0;
   for (int i = 0; i < nd; i++) {
     const gr__rpt_json *comms = gr__rpt_json_get(d[i].doc, GR_FL_COMMS);
     for (const gr__rpt_json *c = comms && comms->type == GR__RPT_JSON_ARR ? comms->child : NULL; c;
          c = c->next) {
       const char *id = gr__rpt_json_str(c, GR_FL_COMM_ID);
       int seen = 0;
-      for (int k = 0; id && k < nids && !seen; k++)
-        seen = !strcmp(ids[k], id);
-      if (!id || seen || nids >= 4096) continue;
-      const char **n = realloc(ids, (size_t)(nids + 1) * sizeof *ids);
-      if (!n) break;
-      ids = n;
-      ids[nids++] = id;
+      for (size_t k = 0; id && k < id_list.count && !seen; k++)
+        seen = !strcmp(GR_ARRAY_AT(&id_list, const char *, k), id);
+      if (!id || seen || id_list.count >= 4096) continue;
+      if (gr__array_push(&id_list, &id) != GR_OK) break;
     }
   }
+  const char **ids = id_list.data;
+  int nids = (int)id_list.count;
   int *waiting = malloc((size_t)nd * sizeof *waiting),
       *missing = malloc((size_t)nd * sizeof *missing);
-  int *nodump = NULL, nn_cap = 0;
+  gr_array nodump_list = GR_ARRAY_INIT(int); /* emptied for each communicator */
   for (int k = 0; k < nids && waiting && missing; k++) {
     const char *id = ids[k];
     double stuck = -1;
@@ -218,20 +218,17 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
     qsort(waiting, (size_t)nw, sizeof *waiting, cmp_int);
     qsort(missing, (size_t)nm, sizeof *missing, cmp_int);
     /* World members that left no dump: died, or were never asked to dump. */
-    int nn = 0;
+    nodump_list.count = 0;
     const char *cname = name_of(d, nd, id);
     int world = !strcmp(cname ? cname : id, GR_FL_WORLD); /* every rank of the job is a member */
     if (world && comm_size > 0) {
       for (int r = 0; r < comm_size; r++) {
         if (dump_of_rank(d, nd, r) >= 0) continue;
-        if (nn == nn_cap) {
-          int *n2 = realloc(nodump, (size_t)(nn_cap = nn_cap ? 2 * nn_cap : 64) * sizeof *n2);
-          if (!n2) break;
-          nodump = n2;
-        }
-        nodump[nn++] = r;
+        if (gr__array_push(&nodump_list, &r) != GR_OK) break;
       }
     }
+    const int *nodump = nodump_list.data;
+    int nn = (int)nodump_list.count;
     const char *op = str_or(stuck_call, GR_FL_OP, "?");
     const char *dtype = str_or(stuck_call, GR_FL_DTYPE, "?");
     double count = gr__rpt_json_num(stuck_call, GR_FL_COUNT, -1);
@@ -289,10 +286,10 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
     fputs("}", js);
     findings++;
   }
-  free(nodump);
+  gr__array_free(&nodump_list);
   free(waiting);
   free(missing);
-  free(ids);
+  gr__array_free(&id_list);
   return findings;
 }
 
@@ -528,8 +525,7 @@ gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_js
   int n = scandir(dir, &ents, NULL, alphasort);
   if (n < 0) return GR_OK; /* gr__rpt_load said why already */
   int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  dump *d = NULL;
-  int nd = 0;
+  gr_array dumps = GR_ARRAY_INIT(dump);
   char esc_dir[512], esc_name[512], esc_why[512];
   gr_status rc = GR_OK;
   if (dirfd < 0)
@@ -552,14 +548,11 @@ gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_js
             gr__esc_term_str(esc_why, sizeof esc_why, doc ? "no valid \"rank\"" : why));
         gr__rpt_json_free(doc);
       } else {
-        dump *nd2 = realloc(d, (size_t)(nd + 1) * sizeof *d);
-        if (!nd2) {
+        if (gr__array_push(&dumps, NULL) != GR_OK) {
           gr__rpt_json_free(doc);
           rc = gr__fail_msg(GR_ERR_NOMEM, "out of memory reading the flight dumps");
         } else {
-          d = nd2;
-          dump *x = &d[nd++];
-          memset(x, 0, sizeof *x);
+          dump *x = &GR_ARRAY_AT(&dumps, dump, dumps.count - 1);
           x->doc = doc;
           x->rank = (int)rank;
           double sz = gr__rpt_json_num(doc, GR_FL_SIZE, 0);
@@ -573,10 +566,12 @@ gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_js
   }
   free(ents);
   if (dirfd >= 0) close(dirfd);
+  dump *d = dumps.data; /* owned by dumps: freed with gr__array_free */
+  int nd = (int)dumps.count;
   if (rc != GR_OK || nd == 0) {
     for (int i = 0; i < nd; i++)
       gr__rpt_json_free(d[i].doc);
-    free(d);
+    gr__array_free(&dumps);
     return rc;
   }
   qsort(d, (size_t)nd, sizeof *d, cmp_dump);
@@ -621,7 +616,7 @@ gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_js
     free(wj);
   for (int i = 0; i < nd; i++)
     gr__rpt_json_free(d[i].doc);
-  free(d);
+  gr__array_free(&dumps);
   *ndumps = nd;
   return GR_OK;
 }
