@@ -298,7 +298,7 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
 typedef struct {
   const gr__rpt_json *call; /* the call this rank waits in, NULL when in none */
   const char *comm;
-  int *targets, nt; /* world ranks it waits for; -1: a member of comm that cannot be named */
+  gr_array targets; /* int: world ranks it waits for; -1: a member of comm that cannot be named */
   int end;          /* memo: index into ends, -1 not yet known */
 } wnode;
 
@@ -327,15 +327,13 @@ static int world_rank_of(const dump *d, int nd, const char *id, double peer) {
 }
 
 static void add_target(wnode *w, int r) {
-  int *n = realloc(w->targets, (size_t)(w->nt + 1) * sizeof *n);
-  if (!n) return;
-  w->targets = n;
-  w->targets[w->nt++] = r;
+  (void)gr__array_push(&w->targets, &r); /* a target lost for want of memory: not named */
 }
 
 /* What dump i waits for: its latest call in progress on any communicator. */
 static void wait_of(const dump *d, int nd, int i, wnode *w) {
   memset(w, 0, sizeof *w);
+  gr__array_init(&w->targets, sizeof(int));
   w->end = -1;
   const gr__rpt_json *comms = gr__rpt_json_get(d[i].doc, GR_FL_COMMS);
   double best = -1;
@@ -370,7 +368,7 @@ static void wait_of(const dump *d, int nd, int i, wnode *w) {
     scan(c, &any, &run, &rc);
     if (any < key) add_target(w, d[j].rank);
   }
-  if (w->nt) return;
+  if (w->targets.count) return;
   const char *name = name_of(d, nd, w->comm);
   if (!strcmp(name ? name : w->comm, GR_FL_WORLD)) { /* every rank of the job is a member */
     for (int r = 0; r < size; r++)
@@ -400,10 +398,10 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
     fputs(" on ", out);
     put_comm(out, d, nd, w[i].comm);
     fprintf(out, " (seq %.0f) for ", gr__rpt_json_num(w[i].call, GR_FL_SEQ, -1));
-    if (!w[i].nt) fputs("no one it can name", out);
-    for (int t = 0; t < w[i].nt; t++) {
-      if (w[i].targets[t] >= 0)
-        fprintf(out, "%srank %d", t ? ", " : "", w[i].targets[t]);
+    if (!w[i].targets.count) fputs("no one it can name", out);
+    for (size_t t = 0; t < w[i].targets.count; t++) {
+      if (GR_ARRAY_AT(&w[i].targets, int, t) >= 0)
+        fprintf(out, "%srank %d", t ? ", " : "", GR_ARRAY_AT(&w[i].targets, int, t));
       else
         fprintf(out, "%san unnamed member", t ? ", " : "");
     }
@@ -430,11 +428,11 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
         e = (wend){d[cur].rank, END_NOT_WAITING};
         break;
       }
-      if (!w[cur].nt) {
+      if (!w[cur].targets.count) {
         e = (wend){d[cur].rank, END_ALL_IN};
         break;
       }
-      int t = w[cur].targets[0];
+      int t = GR_ARRAY_AT(&w[cur].targets, int, 0);
       if (t < 0) {
         e = (wend){d[cur].rank, END_UNNAMED};
         break;
@@ -464,13 +462,14 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
       if (!w[i].call) continue;
       int waited = 0;
       for (int j = 0; j < nd && !waited && pass == 0; j++)
-        waited = j != i && w[j].call && w[j].nt && w[j].targets[0] == d[i].rank;
+        waited = j != i && w[j].call && w[j].targets.count &&
+                 GR_ARRAY_AT(&w[j].targets, int, 0) == d[i].rank;
       if (waited) continue;
       heads++;
       fprintf(out, "    chain: %d", d[i].rank);
       int cur = i;
       for (int steps = 0; steps < nd; steps++) {
-        int t = w[cur].call && w[cur].nt ? w[cur].targets[0] : -1;
+        int t = w[cur].call && w[cur].targets.count ? GR_ARRAY_AT(&w[cur].targets, int, 0) : -1;
         int next = t >= 0 ? dump_of_rank(d, nd, t) : -1;
         if (t >= 0) fprintf(out, " -> %d", t); /* a cycle is printed back to where it started */
         if (next < 0 || next == i || ends[w[i].end].rank == t) break;
@@ -493,7 +492,7 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
     fputs(", \"comm\": ", js);
     gr__esc_json(js, w[i].comm);
     fprintf(js, ", \"seq\": %.0f, \"waits_for\": ", gr__rpt_json_num(w[i].call, GR_FL_SEQ, -1));
-    ranks_json(js, w[i].targets, w[i].nt);
+    ranks_json(js, w[i].targets.data, (int)w[i].targets.count);
     fputc('}', js);
     first = 0;
   }
@@ -507,7 +506,7 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
 out:
   if (w)
     for (int i = 0; i < nd; i++)
-      free(w[i].targets);
+      gr__array_free(&w[i].targets);
   free(w);
   free(ends);
   free(path);
