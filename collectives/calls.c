@@ -11,7 +11,7 @@
 /* Validate, then run now or queue for gr_group_end. */
 static gr_status submit(const char *fn, gr__call *k) {
   GR_CHECK(gr__check_alive(fn, k->comm));
-  if (gr__group_depth() == 0 && is_collective(k->kind) && k->comm->defer_head)
+  if (gr__group_depth() == 0 && is_collective(k->kind) && !gr__list_empty(&k->comm->defer))
     GR_CHECK(gr__requests_drain(fn, k->comm)); /* after the requests' data calls, everywhere */
   gr_status bad = gr__validate(fn, k);
   if (gr__group_depth() > 0) {

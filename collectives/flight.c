@@ -39,11 +39,11 @@ struct gr__flight {
   uint64_t ncoll; /* collective calls begun so far */
   double busy_s;  /* seconds inside finished calls (the live state's running total) */
   rec ring[GR__FLIGHT_N];
-  gr__flight *next;
+  gr_list_node node; /* in recorders */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static gr__flight *head;
+static gr_list recorders; /* gr__flight, in creation order (the dump's order); under lock */
 static int keep_for_exit;
 static char job[128];
 static volatile sig_atomic_t sig_pending;
@@ -57,11 +57,9 @@ static void dump_at_exit(void) {
   char path[1024];
   gr__flight_dump(GR_FL_REASON_EXIT, path, sizeof path);
   pthread_mutex_lock(&lock);
-  while (head) {
-    gr__flight *f = head;
-    head = f->next;
-    free(f);
-  }
+  gr_list_node *n;
+  while ((n = gr__list_pop_front(&recorders)))
+    free(GR_LIST_ENTRY(n, gr__flight, node));
   pthread_mutex_unlock(&lock);
 }
 
@@ -93,10 +91,7 @@ gr__flight *gr__flight_new(const char *id, int rank, int size, const char *backe
   f->size = size;
   f->backend = backend;
   pthread_mutex_lock(&lock);
-  gr__flight **tail = &head; /* append: the dump lists communicators in creation order */
-  while (*tail)
-    tail = &(*tail)->next;
-  *tail = f;
+  gr__list_push_back(&recorders, &f->node);
   pthread_mutex_unlock(&lock);
   return f;
 }
@@ -112,11 +107,7 @@ void gr__flight_release(gr__flight *f) {
   if (!f) return;
   pthread_mutex_lock(&lock);
   if (!keep_for_exit) {
-    for (gr__flight **p = &head; *p; p = &(*p)->next)
-      if (*p == f) {
-        *p = f->next;
-        break;
-      }
+    gr__list_remove(&recorders, &f->node);
     free(f);
   }
   pthread_mutex_unlock(&lock);
@@ -157,7 +148,8 @@ void gr__flight_poll(void) {
 int gr__flight_latest(gr__flight_now *out, int max) {
   int n = 0;
   pthread_mutex_lock(&lock);
-  for (gr__flight *f = head; f && n < max; f = f->next, n++) {
+  for (gr_list_node *it = recorders.head; it && n < max; it = it->next, n++) {
+    const gr__flight *f = GR_LIST_ENTRY(it, gr__flight, node);
     gr__flight_now *o = &out[n];
     memset(o, 0, sizeof *o);
     snprintf(o->id, sizeof o->id, "%s", f->id);
@@ -219,8 +211,9 @@ static int dump_text(FILE *o, const char *reason) {
   gr__esc_json(o, reason);
   fputs(", " KEY(GR_FL_COMMS) "[", o);
   pthread_mutex_lock(&lock);
-  for (gr__flight *f = head; f; f = f->next) {
-    fprintf(o, "%s\n {" KEY(GR_FL_COMM_ID), f == head ? "" : ",");
+  for (gr_list_node *it = recorders.head; it; it = it->next) {
+    const gr__flight *f = GR_LIST_ENTRY(it, gr__flight, node);
+    fprintf(o, "%s\n {" KEY(GR_FL_COMM_ID), it == recorders.head ? "" : ",");
     gr__esc_json(o, f->id);
     fputs(", " KEY(GR_FL_COMM_NAME), o);
     gr__esc_json(o, f->name);

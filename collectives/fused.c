@@ -66,7 +66,8 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
                                     gr_comm *comm, gr_stream stream) {
   static const char fn[] = "gr_allreduce_multi";
   GR_CHECK(gr__check_alive(fn, comm));
-  if (gr__group_depth() == 0 && comm->defer_head) GR_CHECK(gr__requests_drain(fn, comm));
+  if (gr__group_depth() == 0 && !gr__list_empty(&comm->defer))
+    GR_CHECK(gr__requests_drain(fn, comm));
   fused_check fc;
   gr_status bad = check_fused(fn, send, recv, counts, nbufs, dtype, op, comm, &fc);
   /* A refusing rank joins the exchange (coll.h, Errors) with the call's total count, which it

@@ -12,6 +12,7 @@
 
 #include "gr_clock.h" /* gr__wall_now (flight times), gr__mono_now (deadlines) */
 #include "gr_coll_stats.h"
+#include "gr_list.h"
 
 typedef enum {
   GR__ALLREDUCE,
@@ -210,7 +211,7 @@ struct gr_comm {
   long pending; /* requests and grouped calls not yet completed (atomic): destroy refuses */
   /* Requests whose data call waits for their verdict, oldest first (request.c): only the head may
    * post, so that every rank posts the communicator's collectives in one order. */
-  struct gr_request *defer_head, *defer_tail;
+  gr_list defer;       /* gr_request, linked by their defer node */
   uint64_t req_inband; /* in-band requests started (request.c): the same number on every rank */
   /* Identity, agreed at creation (coll.c): uid is job-unique ("L.N": the lowest member's world
    * rank, then that rank's count of creations it took part in), name the human one ("world",

@@ -18,14 +18,14 @@ typedef struct gr__mpi_algo gr__mpi_algo;
 
 /* The communicator's state (c->be), from create to destroy. */
 typedef struct {
-  MPI_Op half_ops[4], bf16_ops[4];   /* SUM, PROD, MIN, MAX */
-  MPI_Op own_ops[4];                 /* gpurun's kernels for the native types MPI's ops get wrong */
-  uint64_t rd_calls;                 /* own allreduces so far: the same count on every rank */
-  uint64_t tag_slots;                /* call n uses slot n % tag_slots ... */
-  int tags_per_slot;                 /* ... and its tags BASE + slot * tags_per_slot + j */
-  int ring_tags;                     /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
-  gr__mpi_ar *live_head, *live_tail; /* own allreduces in flight, oldest first */
-  gr__shm *shm;                      /* node-local shared-memory path (shm_coll.c), or NULL */
+  MPI_Op half_ops[4], bf16_ops[4]; /* SUM, PROD, MIN, MAX */
+  MPI_Op own_ops[4];               /* gpurun's kernels for the native types MPI's ops get wrong */
+  uint64_t rd_calls;               /* own allreduces so far: the same count on every rank */
+  uint64_t tag_slots;              /* call n uses slot n % tag_slots ... */
+  int tags_per_slot;               /* ... and its tags BASE + slot * tags_per_slot + j */
+  int ring_tags;                   /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
+  gr_list live;                    /* gr__mpi_ar in flight (their node), oldest first */
+  gr__shm *shm;                    /* node-local shared-memory path (shm_coll.c), or NULL */
   /* With shm: a duplicate of c->mpi for the MPI calls of gated calls, which start in the gate's
    * order (the same on every rank) but at another moment on each rank than the collectives the
    * front end posts on c->mpi in between (a group's verdict, a split): MPI_COMM_NULL otherwise. */
@@ -95,7 +95,7 @@ struct gr__mpi_ar {
   const void *src;                /* the input (== buf when in place) */
   int seg[GR__MPI_RING_MAX_SEGS]; /* ring: segment j at step seg[j] / 2, low bit = reduced */
   uint64_t callno;                /* its number among own allreduces, which picks its tags */
-  gr__mpi_ar *prev, *next;        /* its place in the list of those in flight */
+  gr_list_node node;              /* its place in the list of those in flight */
   int live;                       /* on that list */
   max_align_t data[];
 };

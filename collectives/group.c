@@ -2,6 +2,7 @@
  * (check mode's fingerprints or the verdicts, for all communicators at once) and their run. */
 #include "gr_front.h"
 
+#include "gr_array.h"
 #include "gr_error.h"
 
 #include <stdint.h>
@@ -13,22 +14,15 @@
  * group is a property of the calling thread, not of a communicator). */
 typedef struct {
   int depth;
-  size_t n, cap;
-  gr__call *q;
+  gr_array q; /* gr__call */
 } group_state;
-static _Thread_local group_state grp;
+static _Thread_local group_state grp = {0, GR_ARRAY_INIT(gr__call)};
 
 int gr__group_depth(void) { return grp.depth; }
 
 gr_status gr__group_queue(const char *fn, const gr__call *k) {
-  if (grp.n == grp.cap) {
-    size_t cap = grp.cap ? 2 * grp.cap : 16;
-    gr__call *q = realloc(grp.q, cap * sizeof *q);
-    if (!q) return gr__fail(GR_ERR_NOMEM, fn, "out of memory queueing a grouped call");
-    grp.q = q;
-    grp.cap = cap;
-  }
-  grp.q[grp.n++] = *k;
+  if (gr__array_push(&grp.q, k) != GR_OK)
+    return gr__fail(GR_ERR_NOMEM, fn, "out of memory queueing a grouped call");
   __atomic_add_fetch(&k->comm->pending, 1, __ATOMIC_ACQ_REL);
   return GR_OK;
 }
@@ -199,12 +193,12 @@ static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
 }
 
 static gr_status run_group(const char *fn) {
-  size_t n = grp.n;
-  gr__call *q = grp.q;
+  size_t n = grp.q.count;
+  gr__call *q = grp.q.data;
   /* The requests waiting to post on the group's communicators go first, on every rank. */
   gr_status drained = GR_OK;
   for (size_t i = 0; i < n; i++)
-    if (is_collective(q[i].kind) && q[i].comm->defer_head && !q[i].comm->aborted) {
+    if (is_collective(q[i].kind) && !gr__list_empty(&q[i].comm->defer) && !q[i].comm->aborted) {
       gr_status st = gr__requests_drain(fn, q[i].comm);
       if (st != GR_OK) drop_calls_on(q, n, q[i].comm, st);
       if (drained == GR_OK) drained = st;
@@ -269,11 +263,9 @@ GR_API gr_status gr_group_end(void) {
   if (grp.depth == 0) return gr__fail(GR_ERR_STATE, fn, "no gr_group_start on this thread");
   if (--grp.depth > 0) return GR_OK;
   /* The queue is handed over: from here the calls are run (or failed) before this returns. */
-  for (size_t i = 0; i < grp.n; i++)
-    __atomic_sub_fetch(&grp.q[i].comm->pending, 1, __ATOMIC_ACQ_REL);
-  gr_status st = grp.n ? run_group(fn) : GR_OK;
-  free(grp.q);
-  grp.q = NULL;
-  grp.n = grp.cap = 0;
+  for (size_t i = 0; i < grp.q.count; i++)
+    __atomic_sub_fetch(&GR_ARRAY_AT(&grp.q, gr__call, i).comm->pending, 1, __ATOMIC_ACQ_REL);
+  gr_status st = grp.q.count ? run_group(fn) : GR_OK;
+  gr__array_free(&grp.q);
   return st;
 }

@@ -20,6 +20,7 @@
 
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_list.h"
 #include "gr_log.h"
 #include "gr_path.h"
 #include "gr_shm.h"
@@ -64,7 +65,7 @@ struct gr__hier {
   char id[48];
   int broken; /* an earlier call failed: the sequences may be out of step */
   char why[GR__ERRLEN];
-  hier_call *head, *tail; /* calls in flight, oldest first */
+  gr_list calls; /* hier_call in flight (their node), oldest first */
 };
 
 /* One call. Node steps are coded j * 2 + (C ? 1 : 0) in seq. */
@@ -91,7 +92,7 @@ struct gr__hier_call {
   gr_status st; /* a failure seen while progressing (another call's test may find it) */
   char why[GR__ERRLEN];
   int finished;
-  hier_call *prev, *next;
+  gr_list_node node; /* in h->calls */
 };
 
 static void host_name(char *out) {
@@ -126,9 +127,9 @@ static void lead_free(gr_comm *l) {
 
 void gr__hier_free(gr__hier *h) {
   if (!h) return;
-  while (h->head) { /* calls never collected (the program ended without waiting): memory only */
-    hier_call *hc = h->head;
-    h->head = hc->next;
+  gr_list_node *n;
+  while ((n = gr__list_pop_front(&h->calls))) { /* calls never collected: memory only */
+    hier_call *hc = GR_LIST_ENTRY(n, hier_call, node);
     free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc->tmp);
     free(hc);
   }
@@ -319,14 +320,7 @@ int gr__hier_takes(const gr__hier *h, const gr__call *k) {
 
 static void call_release(hier_call *hc) {
   gr__hier *h = hc->h;
-  if (hc->prev)
-    hc->prev->next = hc->next;
-  else if (h->head == hc)
-    h->head = hc->next;
-  if (hc->next)
-    hc->next->prev = hc->prev;
-  else if (h->tail == hc)
-    h->tail = hc->prev;
+  if (gr__list_linked(&h->calls, &hc->node)) gr__list_remove(&h->calls, &hc->node);
   free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc->tmp);
   free(hc);
 }
@@ -504,8 +498,10 @@ static gr_status post_node(hier_call *hc) {
 
 /* Whether every call older than hc has posted all of its node (leader) steps. */
 static int older_posted(const hier_call *hc, int leaders) {
-  for (const hier_call *o = hc->prev; o; o = o->prev)
+  for (const gr_list_node *n = hc->node.prev; n; n = n->prev) {
+    const hier_call *o = GR_LIST_ENTRY(n, const hier_call, node);
     if (leaders ? o->has_l && o->lposted < o->nseg : o->tpost < o->nseq) return 0;
+  }
   return 1;
 }
 
@@ -660,12 +656,7 @@ gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *r
     if (hc->has_c && cj >= 0 && cj < hc->nseg) hc->seq[n++] = 2 * cj + 1;
   }
   hc->nseq = n;
-  hc->prev = h->tail;
-  if (h->tail)
-    h->tail->next = hc;
-  else
-    h->head = hc;
-  h->tail = hc;
+  gr__list_push_back(&h->calls, &hc->node);
   int moved = 0;
   gr_status st = progress(hc, &moved);
   if (st != GR_OK) {
@@ -684,8 +675,8 @@ gr_status gr__hier_call_test(gr__hier *h, gr__call *k, hier_call **op, int *done
   /* every call in flight, oldest first, until nothing moves */
   for (int moved = 1; moved && hc->st == GR_OK && !hc->finished;) {
     moved = 0;
-    for (hier_call *o = h->head; o; o = o->next)
-      progress(o, &moved);
+    GR_LIST_FOREACH(o, tmp, &h->calls)
+    progress(GR_LIST_ENTRY(o, hier_call, node), &moved);
   }
   if (hc->st == GR_OK && !hc->finished && h->broken) /* another call failed */
     fail(hc, GR_ERR_ABORTED, "abandoned after another call failed", h->why, hc->ldone_lo);

@@ -12,15 +12,7 @@ typedef gr__mpi_be mpi_be;
 
 static void live_remove(mpi_be *b, gr__mpi_ar *a) {
   if (!a->live) return;
-  if (a->prev)
-    a->prev->next = a->next;
-  else
-    b->live_head = a->next;
-  if (a->next)
-    a->next->prev = a->prev;
-  else
-    b->live_tail = a->prev;
-  a->prev = a->next = NULL;
+  gr__list_remove(&b->live, &a->node);
   a->live = 0;
 }
 
@@ -41,8 +33,9 @@ static gr_status take_slot(gr__mpi_ar *a) {
   mpi_be *b = c->be;
   uint64_t n = b->rd_calls++;
   double deadline = gr__deadline(c->timeout_s);
-  while (b->live_head && b->live_head->callno + b->tag_slots <= n) {
-    gr__mpi_ar *old = b->live_head;
+  while (b->live.head &&
+         GR_LIST_ENTRY(b->live.head, gr__mpi_ar, node)->callno + b->tag_slots <= n) {
+    gr__mpi_ar *old = GR_LIST_ENTRY(b->live.head, gr__mpi_ar, node);
     int done = 0;
     for (unsigned spin = 0; !done; spin++) {
       gr_status st = ar_test(old, &done);
@@ -64,13 +57,7 @@ static gr_status take_slot(gr__mpi_ar *a) {
   }
   a->callno = n;
   a->tag = GR__MPI_TAG_BASE + (int)(n % b->tag_slots) * b->tags_per_slot;
-  a->prev = b->live_tail;
-  a->next = NULL;
-  if (b->live_tail)
-    b->live_tail->next = a;
-  else
-    b->live_head = a;
-  b->live_tail = a;
+  gr__list_push_back(&b->live, &a->node);
   a->live = 1;
   return GR_OK;
 }
@@ -104,12 +91,12 @@ static gr_status own_start(gr__call *k, const gr__mpi_algo *algo, const void *s,
  * first slow every match down. A call found finished leaves the list; its owner's
  * next test completes it. Errors are left for the owner's own test to report. */
 static void progress_oldest(mpi_be *b, gr__mpi_ar *a) {
-  gr__mpi_ar *o = b->live_head;
-  for (int i = 0; o && i < 16; i++) {
-    gr__mpi_ar *next = o->next;
+  int i = 0;
+  GR_LIST_FOREACH(n, tmp, &b->live) {
+    if (i++ == 16) break;
+    gr__mpi_ar *o = GR_LIST_ENTRY(n, gr__mpi_ar, node);
     int done = 0;
     if (o != a && ar_test(o, &done) == GR_OK && done) live_remove(b, o);
-    o = next;
   }
 }
 

@@ -35,7 +35,7 @@
  *               verdicts have a communicator of their own because they are posted at the starts
  *               while the data calls are posted later, from inside other calls: each keeps one
  *               order on every rank that way.
- * Data calls are posted in start order on every rank: c's FIFO (defer_head) holds the requests not
+ * Data calls are posted in start order on every rank: c's FIFO (c->defer) holds the requests not
  * yet posted, only its head may post, and a request started while it is not empty queues behind it
  * whatever its route. Every blocking call, group, gr_allreduce_multi and gr_comm_split on c drains
  * it first (gr__requests_drain), so that they follow the requests' data calls on every rank. The
@@ -50,7 +50,7 @@ struct gr_request {
   gr__call user; /* in band: the call as the user made it (k is its in-band form) */
   const char *fn;
   double t0, deadline;
-  struct gr_request *next; /* in c's FIFO while REQ_QUEUED */
+  gr_list_node defer; /* in c's FIFO (c->defer) while REQ_QUEUED */
   int state;
   gr_status bad;       /* this rank's own refusal (GR_ERR_INVALID), its sentence in own */
   int arg;             /* this rank's refusal (gr__arg), GR__ARG_NONE */
@@ -76,26 +76,14 @@ struct gr_request {
 
 static void end(gr__call *k, gr__flight_state fs, double t0) { gr__end_share(k, fs, t0, 1.0); }
 
-static void defer_push(gr_comm *c, gr_request *q) {
-  q->next = NULL;
-  if (c->defer_tail)
-    c->defer_tail->next = q;
-  else
-    c->defer_head = q;
-  c->defer_tail = q;
+static void defer_push(gr_comm *c, gr_request *q) { gr__list_push_back(&c->defer, &q->defer); }
+
+static gr_request *defer_first(gr_comm *c) {
+  return c->defer.head ? GR_LIST_ENTRY(c->defer.head, gr_request, defer) : NULL;
 }
 
 static void defer_unlink(gr_comm *c, gr_request *q) {
-  gr_request *prev = NULL, *p = c->defer_head;
-  while (p && p != q)
-    prev = p, p = p->next;
-  if (!p) return;
-  if (prev)
-    prev->next = q->next;
-  else
-    c->defer_head = q->next;
-  if (c->defer_tail == q) c->defer_tail = prev;
-  q->next = NULL;
+  if (gr__list_linked(&c->defer, &q->defer)) gr__list_remove(&c->defer, &q->defer);
 }
 
 /* 1 once q needs no verdict or its verdict is in. Never blocks. (Plain MPI_Test: one MPI_INT on
@@ -170,19 +158,17 @@ static void post_data(gr_request *q) {
  * deferred one; the others post at once). Never blocks. */
 static void defer_advance(gr_comm *c) {
   gr_request *q;
-  while ((q = c->defer_head)) {
+  while ((q = defer_first(c))) {
     if (!verdict_in(q)) return;
-    c->defer_head = q->next;
-    if (!c->defer_head) c->defer_tail = NULL;
-    q->next = NULL;
+    gr__list_remove(&c->defer, &q->defer);
     post_data(q);
   }
 }
 
 gr_status gr__requests_drain(const char *fn, gr_comm *c) {
-  for (unsigned spin = 0; c->defer_head; spin++) {
+  for (unsigned spin = 0; !gr__list_empty(&c->defer); spin++) {
     defer_advance(c);
-    gr_request *q = c->defer_head;
+    gr_request *q = defer_first(c);
     if (!q) break;
     if (c->aborted) return gr__check_alive(fn, c);
     if ((spin & 15) == 15) {
@@ -361,8 +347,8 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   gr__begin(k);
   q->t0 = gr__mono_now();
   q->deadline = c->timeout_s > 0 ? q->t0 + c->timeout_s : 0.0;
-  if (coll && c->defer_head) defer_advance(c);
-  if (coll && (c->defer_head || q->verdict)) {
+  if (coll && !gr__list_empty(&c->defer)) defer_advance(c);
+  if (coll && (!gr__list_empty(&c->defer) || q->verdict)) {
     defer_push(c, q);
   } else {
     post_data(q);
@@ -448,7 +434,7 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
     st = gr__fail(GR_ERR_ABORTED, q->fn, "communicator %s was aborted before %s #%llu finished",
                   c->id, gr__kind_name(shown(k)->kind), (unsigned long long)k->seq);
   } else {
-    if (c->defer_head) defer_advance(c);
+    if (!gr__list_empty(&c->defer)) defer_advance(c);
     if (q->state == REQ_POSTED && !q->data_done) {
       int d = 0;
       c->err[0] = '\0';

@@ -19,6 +19,7 @@
  * the caller has had it. */
 #include "gr_shm.h"
 
+#include "gr_array.h"
 #include "gr_log.h"
 
 #include <errno.h>
@@ -65,15 +66,16 @@ static struct {
   pthread_cond_t cv; /* remove waits here for the thread to leave a segment */
   pthread_t thread;
   int running, stop, stopping;
-  gr__shm **segs;
-  int nsegs, cap;
+  gr_array segs;                 /* gr__shm *: the registered segments */
   gr__shm *inside;               /* the segment a pass is on (remove waits until it is not s) */
   gr__shm_wait watch[MAX_WATCH]; /* the segments a sleep counts itself on (remove waits too) */
   int nwatch;
   _Atomic uint32_t bell;
   _Atomic int sleeping;
   int no_waitv; /* the kernel lacks futex_waitv: sleep on the bell alone, bounded */
-} eng = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} eng = {.mu = PTHREAD_MUTEX_INITIALIZER,
+         .cv = PTHREAD_COND_INITIALIZER,
+         .segs = GR_ARRAY_INIT(gr__shm *)};
 
 /* The bell moves before the sleeping flag is read, and the thread sets the flag before it
  * compares the bell in its sleep (both sequentially consistent): either it sees the move or this
@@ -124,8 +126,8 @@ static void *engine_main(void *arg) {
   while (!eng.stop) {
     uint32_t bell = atomic_load_explicit(&eng.bell, memory_order_seq_cst);
     int moved = 0, nw = 0;
-    for (int i = 0; i < eng.nsegs; i++) {
-      gr__shm *s = eng.segs[i];
+    for (size_t i = 0; i < eng.segs.count; i++) {
+      gr__shm *s = GR_ARRAY_AT(&eng.segs, gr__shm *, i);
       gr__shm_wait one;
       eng.inside = s;
       pthread_mutex_unlock(&eng.mu);
@@ -161,7 +163,7 @@ static void *engine_main(void *arg) {
 /* Start the thread unless one runs or one is being stopped (its stopper starts the next one when
  * segments were added meanwhile). Under eng.mu. */
 static void start_locked(void) {
-  if (eng.running || eng.nsegs == 0) return;
+  if (eng.running || eng.segs.count == 0) return;
   /* every signal stays with the program's threads */
   sigset_t all, old;
   sigfillset(&all);
@@ -182,17 +184,10 @@ gr_status gr__shm_engine_add(gr__shm *s) {
     return GR_OK;
   }
   pthread_mutex_lock(&eng.mu);
-  if (eng.nsegs == eng.cap) {
-    int cap = eng.cap ? 2 * eng.cap : 4;
-    gr__shm **n = realloc(eng.segs, (size_t)cap * sizeof *n);
-    if (!n) {
-      pthread_mutex_unlock(&eng.mu);
-      return GR_ERR_NOMEM;
-    }
-    eng.segs = n;
-    eng.cap = cap;
+  if (gr__array_push(&eng.segs, &s) != GR_OK) {
+    pthread_mutex_unlock(&eng.mu);
+    return GR_ERR_NOMEM;
   }
-  eng.segs[eng.nsegs++] = s;
   if (!eng.stopping) start_locked();
   pthread_mutex_unlock(&eng.mu);
   gr__shm_engine_kick();
@@ -201,9 +196,9 @@ gr_status gr__shm_engine_add(gr__shm *s) {
 
 void gr__shm_engine_remove(gr__shm *s) {
   pthread_mutex_lock(&eng.mu);
-  for (int i = 0; i < eng.nsegs; i++)
-    if (eng.segs[i] == s) {
-      eng.segs[i] = eng.segs[--eng.nsegs];
+  for (size_t i = 0; i < eng.segs.count; i++)
+    if (GR_ARRAY_AT(&eng.segs, gr__shm *, i) == s) {
+      GR_ARRAY_AT(&eng.segs, gr__shm *, i) = GR_ARRAY_AT(&eng.segs, gr__shm *, --eng.segs.count);
       break;
     }
   while (eng.inside == s || watched(s)) {
@@ -213,7 +208,7 @@ void gr__shm_engine_remove(gr__shm *s) {
     if (eng.inside == s || watched(s)) pthread_cond_wait(&eng.cv, &eng.mu);
   }
   /* the last segment: this remover stops the thread (one stopper at a time) */
-  int join = eng.running && !eng.stopping && eng.nsegs == 0;
+  int join = eng.running && !eng.stopping && eng.segs.count == 0;
   if (join) eng.stop = eng.stopping = 1;
   pthread_mutex_unlock(&eng.mu);
   if (!join) return;

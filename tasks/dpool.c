@@ -152,6 +152,8 @@ gr_status gr_dpool_create(MPI_Comm comm, gr_pool *local, const gr_dpool_config *
   if (!dp) return gr__fail(GR_ERR_NOMEM, call, "no memory for the dpool");
   dp->cfg = *cfg;
   dp->local = local;
+  gr__array_init(&dp->fns, sizeof(gr_dtask_fn));
+  gr__array_init(&dp->sends, sizeof(gr__dp_send));
   if (pthread_mutex_init(&dp->mu, NULL) != 0) {
     free(dp);
     return gr__fail(GR_ERR_SYSTEM, call, "pthread_mutex_init failed");
@@ -205,26 +207,19 @@ gr_status gr_dpool_register(gr_dpool *dp, gr_dtask_fn fn, int *id) {
     return gr__fail(GR_ERR_STATE, call,
                     "called after the first gr_dpool_run (registrations are "
                     "checked across ranks there and fixed from then on)");
-  if (dp->nfns >= GR_DPOOL_MAX_FNS)
+  if (dp->fns.count >= (size_t)GR_DPOOL_MAX_FNS)
     return gr__fail(GR_ERR_INVALID, call, "more than %d task functions", GR_DPOOL_MAX_FNS);
-  if (dp->nfns == dp->capfns) {
-    int ncap = dp->capfns ? 2 * dp->capfns : 16;
-    gr_dtask_fn *nf = realloc(dp->fns, (size_t)ncap * sizeof *nf);
-    if (!nf) return gr__fail(GR_ERR_NOMEM, call, "no memory");
-    dp->fns = nf;
-    dp->capfns = ncap;
-  }
-  dp->fns[dp->nfns] = fn;
-  *id = dp->nfns++;
+  if (gr__array_push(&dp->fns, &fn) != GR_OK) return gr__fail(GR_ERR_NOMEM, call, "no memory");
+  *id = (int)dp->fns.count - 1;
   return GR_OK;
 }
 
 static gr_status check_push(const char *call, gr_dpool *dp, int id, const void *payload,
                             size_t len) {
   if (!valid(dp)) return gr__fail(GR_ERR_INVALID, call, "dp is NULL or not a dpool");
-  if (id < 0 || id >= dp->nfns)
+  if (id < 0 || (size_t)id >= dp->fns.count)
     return gr__fail(GR_ERR_INVALID, call, "id %d: expected 0..%d (registered functions)", id,
-                    dp->nfns - 1);
+                    (int)dp->fns.count - 1);
   if (len > GR_DPOOL_MAX_PAYLOAD)
     return gr__fail(GR_ERR_INVALID, call, "len %zu exceeds GR_DPOOL_MAX_PAYLOAD (%u)", len,
                     (unsigned)GR_DPOOL_MAX_PAYLOAD);
@@ -274,15 +269,10 @@ gr_status gr_dpool_push_to(gr_dpool *dp, int rank, int id, const void *payload, 
     free(o);
     return gr__fail(GR_ERR_NOMEM, call, "no memory for a task of %zu bytes", len);
   }
-  o->next = NULL;
   o->rank = rank;
   o->task = t;
   pthread_mutex_lock(&dp->mu);
-  if (dp->outbox_tail)
-    dp->outbox_tail->next = o;
-  else
-    dp->outbox = o;
-  dp->outbox_tail = o;
+  gr__list_push_back(&dp->outbox, &o->node);
   dp->tasks_pushed++;
   pthread_mutex_unlock(&dp->mu);
   return GR_OK;
@@ -323,7 +313,7 @@ static gr__dtask *run_and_next(gr_dpool *dp, gr__dtask *t, int want_next) {
   b.n = 0;
   gr__dp_batch *saved = tl_batch;
   tl_batch = &b;
-  dp->fns[t->id](dp, t->data, t->len, dp->cfg.ctx);
+  GR_ARRAY_AT(&dp->fns, gr_dtask_fn, t->id)(dp, t->data, t->len, dp->cfg.ctx);
   tl_batch = saved;
   free(t);
   pthread_mutex_lock(&dp->mu);
@@ -482,13 +472,15 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
  * nothing (a static, non-PIE program: the same on every rank). */
 static uint64_t registrations_hash(const gr_dpool *dp) {
   uint64_t h = 1469598103934665603ull;
-  h = fnv(h, &dp->nfns, sizeof dp->nfns);
-  for (int i = 0; i < dp->nfns; i++) {
+  int nfns = (int)dp->fns.count;
+  h = fnv(h, &nfns, sizeof nfns);
+  for (int i = 0; i < nfns; i++) {
     Dl_info info;
-    uintptr_t off = (uintptr_t)dp->fns[i];
+    gr_dtask_fn fn = GR_ARRAY_AT(&dp->fns, gr_dtask_fn, i);
+    uintptr_t off = (uintptr_t)fn;
     /* A function pointer as a data pointer for dladdr: POSIX requires that conversion to work. */
     void *addr;
-    memcpy(&addr, &dp->fns[i], sizeof addr);
+    memcpy(&addr, &fn, sizeof addr);
     if (dladdr(addr, &info) != 0 && info.dli_fbase != NULL) {
       off -= (uintptr_t)info.dli_fbase;
       const char *name = info.dli_fname ? info.dli_fname : "";
@@ -505,7 +497,7 @@ static uint64_t registrations_hash(const gr_dpool *dp) {
  * verdict. Bounded by the timeout (a rank that never enters the run). */
 static gr_status agree_registrations(gr_dpool *dp) {
   static const char *call = "gr_dpool_run";
-  int64_t mine[2] = {dp->nfns, (int64_t)registrations_hash(dp)};
+  int64_t mine[2] = {(int64_t)dp->fns.count, (int64_t)registrations_hash(dp)};
   int64_t *all = malloc((size_t)dp->size * sizeof mine);
   if (!all) return gr__fail(GR_ERR_NOMEM, call, "no memory for the registration check");
   /* who arrives, so that a timeout can name who did not (dpool_arrive.c) */
@@ -672,9 +664,9 @@ gr_status gr_dpool_destroy(gr_dpool *dp) {
   gr__dtask *t;
   while ((t = gr__dp_queue_pop_old(dp)) != NULL)
     free(t);
-  while (dp->outbox) {
-    gr__dp_out *o = dp->outbox;
-    dp->outbox = o->next;
+  gr_list_node *n;
+  while ((n = gr__list_pop_front(&dp->outbox))) {
+    gr__dp_out *o = GR_LIST_ENTRY(n, gr__dp_out, node);
     free(o->task);
     free(o);
   }
@@ -684,7 +676,7 @@ gr_status gr_dpool_destroy(gr_dpool *dp) {
   if (!dp->coll_pending) MPI_Comm_free(&dp->comm);
   pthread_mutex_destroy(&dp->mu);
   free(dp->ring);
-  free(dp->fns);
+  gr__array_free(&dp->fns);
   dp->magic = 0;
   free(dp);
   return GR_OK;

@@ -77,20 +77,19 @@ void gr__dp_comm_free(gr_dpool *dp) {
   free(dp->waiting);
   /* Sends still pending only after a failed run: cancel them; their buffers may still be read
    * by MPI, so they are abandoned (kept, never freed). */
-  if (dp->nsends > 0)
-    GR_WARN("dpool: destroying with %d unmatched messages after a failed run", dp->nsends);
-  for (int i = 0; i < dp->nsends; i++) {
-    MPI_Cancel(&dp->sends[i].req);
-    MPI_Request_free(&dp->sends[i].req);
-    gr__dp_abandon(dp->sends[i].buf);
+  if (dp->sends.count > 0)
+    GR_WARN("dpool: destroying with %zu unmatched messages after a failed run", dp->sends.count);
+  for (size_t i = 0; i < dp->sends.count; i++) {
+    gr__dp_send *s = &GR_ARRAY_AT(&dp->sends, gr__dp_send, i);
+    MPI_Cancel(&s->req);
+    MPI_Request_free(&s->req);
+    gr__dp_abandon(s->buf);
   }
-  free(dp->sends);
+  gr__array_free(&dp->sends);
   free(dp->rbuf);
   dp->life = NULL;
   dp->armed = dp->waiting = NULL;
-  dp->sends = NULL;
   dp->rbuf = NULL;
-  dp->nsends = dp->capsends = 0;
 }
 
 /* Buffers MPI may still read or write after a failed run (a send to a silent rank, a collective
@@ -141,7 +140,7 @@ static gr_status notice_silent(gr_dpool *dp, int rank) {
     if (!m) break;
     *m = rank;
     if (post(dp, r, GR__DP_TAG_ABORT, m, sizeof *m) != GR_OK) break;
-    dp->sends[dp->nsends - 1].deadline = 1e300;
+    GR_ARRAY_AT(&dp->sends, gr__dp_send, dp->sends.count - 1).deadline = 1e300;
   }
   return fail_silent(dp, rank, dp->rank);
 }
@@ -187,18 +186,12 @@ static int life_index(const gr_dpool *dp, int rank) {
 
 /* Takes ownership of buf (malloc'd, may be NULL when len == 0). */
 static gr_status post(gr_dpool *dp, int dest, int tag, void *buf, size_t len) {
-  if (dp->nsends == dp->capsends) {
-    int ncap = dp->capsends ? 2 * dp->capsends : 16;
-    gr__dp_send *ns = realloc(dp->sends, (size_t)ncap * sizeof *ns);
-    if (!ns) {
-      free(buf);
-      GR_ERROR("dpool: no memory for a send");
-      return GR_ERR_NOMEM;
-    }
-    dp->sends = ns;
-    dp->capsends = ncap;
+  if (gr__array_reserve(&dp->sends, dp->sends.count + 1) != GR_OK) {
+    free(buf);
+    GR_ERROR("dpool: no memory for a send");
+    return GR_ERR_NOMEM;
   }
-  gr__dp_send *s = &dp->sends[dp->nsends];
+  gr__dp_send *s = &GR_ARRAY_AT(&dp->sends, gr__dp_send, dp->sends.count);
   int rc = MPI_Issend(buf, (int)len, MPI_BYTE, dest, tag + dp->tag_off, dp->comm, &s->req);
   if (rc != MPI_SUCCESS) {
     free(buf);
@@ -208,32 +201,33 @@ static gr_status post(gr_dpool *dp, int dest, int tag, void *buf, size_t len) {
   s->buf = buf;
   s->dest = dest;
   s->deadline = gr__dp_deadline(dp);
-  dp->nsends++;
+  dp->sends.count++;
   dp->st.msgs_sent++;
   dp->st.bytes_sent += len;
   return GR_OK;
 }
 
 static gr_status test_sends(gr_dpool *dp) {
-  int i = 0;
-  while (i < dp->nsends) {
+  gr__dp_send *sends = dp->sends.data;
+  size_t i = 0;
+  while (i < dp->sends.count) {
     int done = 0;
-    int rc = MPI_Test(&dp->sends[i].req, &done, MPI_STATUS_IGNORE);
+    int rc = MPI_Test(&sends[i].req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
       GR_ERROR("dpool: MPI_Test failed (MPI error %d)", rc);
       return GR_ERR_MPI;
     }
     if (done) {
-      free(dp->sends[i].buf);
-      dp->sends[i] = dp->sends[--dp->nsends];
+      free(sends[i].buf);
+      sends[i] = sends[--dp->sends.count];
     } else {
       i++;
     }
   }
   if (dp->cfg.timeout_s > 0) {
     double now = gr__mono_now();
-    for (i = 0; i < dp->nsends; i++)
-      if (now > dp->sends[i].deadline) return notice_silent(dp, dp->sends[i].dest);
+    for (i = 0; i < dp->sends.count; i++)
+      if (now > sends[i].deadline) return notice_silent(dp, sends[i].dest);
     if (dp->req_outstanding && now > dp->req_deadline) return notice_silent(dp, dp->req_victim);
   }
   return GR_OK;
@@ -293,20 +287,20 @@ static gr_status give_half(gr_dpool *dp, int dest, int kind, size_t min_keep, in
 
 static gr_status flush_outbox(gr_dpool *dp) {
   pthread_mutex_lock(&dp->mu);
-  gr__dp_out *o = dp->outbox;
-  dp->outbox = dp->outbox_tail = NULL;
+  gr_list out = dp->outbox; /* the whole list: its nodes do not point back at the head */
+  dp->outbox = (gr_list){0};
   pthread_mutex_unlock(&dp->mu);
   /* The rank is not passive while these are out of the outbox but not yet counted: the token is
    * only examined by this same thread, after this function returns. */
   gr_status st = GR_OK;
-  while (o) {
-    gr__dp_out *next = o->next;
+  gr_list_node *n;
+  while ((n = gr__list_pop_front(&out))) {
+    gr__dp_out *o = GR_LIST_ENTRY(n, gr__dp_out, node);
     if (st == GR_OK)
       st = send_tasks(dp, o->rank, GR__DP_WORK_PUSH, &o->task, 1);
     else
       free(o->task);
     free(o);
-    o = next;
   }
   return st;
 }
@@ -335,7 +329,7 @@ static gr_status recv_tasks(gr_dpool *dp, const unsigned char *buf, size_t len, 
     if (off + 8 > len) goto bad;
     memcpy(&id, buf + off, 4);
     memcpy(&tl, buf + off + 4, 4);
-    if (off + 8 + tl > len || id < 0 || id >= dp->nfns) goto bad;
+    if (off + 8 + tl > len || id < 0 || (size_t)id >= dp->fns.count) goto bad;
     gr__dtask *t = gr__dp_task_new(id, buf + off + 8, tl);
     if (!t || gr__dp_queue_push(dp, t) != 0) {
       free(t);
@@ -473,7 +467,7 @@ static gr_status receive_all(gr_dpool *dp, int *got, int tag) {
 
 static int passive(gr_dpool *dp) {
   pthread_mutex_lock(&dp->mu);
-  int p = dp->count == 0 && dp->busy == 0 && dp->outbox == NULL;
+  int p = dp->count == 0 && dp->busy == 0 && gr__list_empty(&dp->outbox);
   pthread_mutex_unlock(&dp->mu);
   return p;
 }
@@ -556,7 +550,7 @@ gr_status gr__dp_drain(gr_dpool *dp) {
   if (dp->size == 1) return GR_OK;
   int got = 0;
   long slp = 0;
-  while (dp->req_outstanding || dp->nsends > 0) {
+  while (dp->req_outstanding || dp->sends.count > 0) {
     got = 0;
     GR_CHECK(receive_all(dp, &got, MPI_ANY_TAG));
     GR_CHECK(test_sends(dp));
@@ -601,7 +595,7 @@ gr_status gr__dp_drain(gr_dpool *dp) {
     nap_us(slp);
   }
   /* Refusals sent during the barrier were matched before their requesters entered it. */
-  while (dp->nsends > 0)
+  while (dp->sends.count > 0)
     GR_CHECK(test_sends(dp));
   return GR_OK;
 }

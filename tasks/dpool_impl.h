@@ -10,7 +10,9 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "gr_array.h"
 #include "gr_clock.h"
+#include "gr_list.h"
 
 /* A task: id + payload, in one allocation so that it moves between queue, messages and workers
  * without copies of its header. */
@@ -52,7 +54,7 @@ typedef struct {
 } gr__dp_token;
 
 typedef struct gr__dp_out {
-  struct gr__dp_out *next;
+  gr_list_node node; /* in the outbox */
   int rank;
   gr__dtask *task;
 } gr__dp_out;
@@ -77,14 +79,13 @@ struct gr_dpool {
   gr_pool *local;
   gr_dpool_config cfg;
 
-  gr_dtask_fn *fns;
-  int nfns, capfns;
+  gr_array fns; /* gr_dtask_fn, by id */
 
   /* ---- under mu: the task queue (ring, head = oldest), outbox, running count, counters ---- */
   pthread_mutex_t mu;
   gr__dtask **ring;
   size_t cap, head, count;
-  gr__dp_out *outbox, *outbox_tail;
+  gr_list outbox;     /* gr__dp_out, oldest first */
   int64_t busy;       /* tasks being executed */
   uint64_t tasks_run; /* also under mu */
   uint64_t tasks_pushed;
@@ -96,8 +97,7 @@ struct gr_dpool {
   unsigned runs; /* runs begun (its parity goes into the tags) */
   int tag_off;   /* GR__DP_TAG_RUN * (runs & 1) for the current run */
   int terminated;
-  gr__dp_send *sends;
-  int nsends, capsends;
+  gr_array sends; /* gr__dp_send: the Issends not yet complete */
   void *rbuf;
   size_t rbufcap;
 

@@ -5,6 +5,7 @@
 
 #include "gr_json_read.h"
 
+#include "gr_array.h"
 #include "gr_error.h"
 #include "gr_escape.h"
 #include "gr_flight_format.h"
@@ -153,26 +154,25 @@ static int dump_of_rank(const dump *d, int nd, int rank) {
 /* ---- per communicator: the collective some members wait in, and who never entered it ---- */
 
 static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
-  const char **ids = NULL;
-  int nids = 0, findings = 0;
+  gr_array id_list = GR_ARRAY_INIT(const char *);
+  int findings = 0;
   for (int i = 0; i < nd; i++) {
     const gr__rpt_json *comms = gr__rpt_json_get(d[i].doc, GR_FL_COMMS);
     for (const gr__rpt_json *c = comms && comms->type == GR__RPT_JSON_ARR ? comms->child : NULL; c;
          c = c->next) {
       const char *id = gr__rpt_json_str(c, GR_FL_COMM_ID);
       int seen = 0;
-      for (int k = 0; id && k < nids && !seen; k++)
-        seen = !strcmp(ids[k], id);
-      if (!id || seen || nids >= 4096) continue;
-      const char **n = realloc(ids, (size_t)(nids + 1) * sizeof *ids);
-      if (!n) break;
-      ids = n;
-      ids[nids++] = id;
+      for (size_t k = 0; id && k < id_list.count && !seen; k++)
+        seen = !strcmp(GR_ARRAY_AT(&id_list, const char *, k), id);
+      if (!id || seen || id_list.count >= 4096) continue;
+      if (gr__array_push(&id_list, &id) != GR_OK) break;
     }
   }
+  const char **ids = id_list.data;
+  int nids = (int)id_list.count;
   int *waiting = malloc((size_t)nd * sizeof *waiting),
       *missing = malloc((size_t)nd * sizeof *missing);
-  int *nodump = NULL, nn_cap = 0;
+  gr_array nodump_list = GR_ARRAY_INIT(int); /* emptied for each communicator */
   for (int k = 0; k < nids && waiting && missing; k++) {
     const char *id = ids[k];
     double stuck = -1;
@@ -218,20 +218,17 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
     qsort(waiting, (size_t)nw, sizeof *waiting, cmp_int);
     qsort(missing, (size_t)nm, sizeof *missing, cmp_int);
     /* World members that left no dump: died, or were never asked to dump. */
-    int nn = 0;
+    nodump_list.count = 0;
     const char *cname = name_of(d, nd, id);
     int world = !strcmp(cname ? cname : id, GR_FL_WORLD); /* every rank of the job is a member */
     if (world && comm_size > 0) {
       for (int r = 0; r < comm_size; r++) {
         if (dump_of_rank(d, nd, r) >= 0) continue;
-        if (nn == nn_cap) {
-          int *n2 = realloc(nodump, (size_t)(nn_cap = nn_cap ? 2 * nn_cap : 64) * sizeof *n2);
-          if (!n2) break;
-          nodump = n2;
-        }
-        nodump[nn++] = r;
+        if (gr__array_push(&nodump_list, &r) != GR_OK) break;
       }
     }
+    const int *nodump = nodump_list.data;
+    int nn = (int)nodump_list.count;
     const char *op = str_or(stuck_call, GR_FL_OP, "?");
     const char *dtype = str_or(stuck_call, GR_FL_DTYPE, "?");
     double count = gr__rpt_json_num(stuck_call, GR_FL_COUNT, -1);
@@ -289,10 +286,10 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
     fputs("}", js);
     findings++;
   }
-  free(nodump);
+  gr__array_free(&nodump_list);
   free(waiting);
   free(missing);
-  free(ids);
+  gr__array_free(&id_list);
   return findings;
 }
 
@@ -301,7 +298,7 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
 typedef struct {
   const gr__rpt_json *call; /* the call this rank waits in, NULL when in none */
   const char *comm;
-  int *targets, nt; /* world ranks it waits for; -1: a member of comm that cannot be named */
+  gr_array targets; /* int: world ranks it waits for; -1: a member of comm that cannot be named */
   int end;          /* memo: index into ends, -1 not yet known */
 } wnode;
 
@@ -330,15 +327,13 @@ static int world_rank_of(const dump *d, int nd, const char *id, double peer) {
 }
 
 static void add_target(wnode *w, int r) {
-  int *n = realloc(w->targets, (size_t)(w->nt + 1) * sizeof *n);
-  if (!n) return;
-  w->targets = n;
-  w->targets[w->nt++] = r;
+  (void)gr__array_push(&w->targets, &r); /* a target lost for want of memory: not named */
 }
 
 /* What dump i waits for: its latest call in progress on any communicator. */
 static void wait_of(const dump *d, int nd, int i, wnode *w) {
   memset(w, 0, sizeof *w);
+  gr__array_init(&w->targets, sizeof(int));
   w->end = -1;
   const gr__rpt_json *comms = gr__rpt_json_get(d[i].doc, GR_FL_COMMS);
   double best = -1;
@@ -373,7 +368,7 @@ static void wait_of(const dump *d, int nd, int i, wnode *w) {
     scan(c, &any, &run, &rc);
     if (any < key) add_target(w, d[j].rank);
   }
-  if (w->nt) return;
+  if (w->targets.count) return;
   const char *name = name_of(d, nd, w->comm);
   if (!strcmp(name ? name : w->comm, GR_FL_WORLD)) { /* every rank of the job is a member */
     for (int r = 0; r < size; r++)
@@ -403,10 +398,10 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
     fputs(" on ", out);
     put_comm(out, d, nd, w[i].comm);
     fprintf(out, " (seq %.0f) for ", gr__rpt_json_num(w[i].call, GR_FL_SEQ, -1));
-    if (!w[i].nt) fputs("no one it can name", out);
-    for (int t = 0; t < w[i].nt; t++) {
-      if (w[i].targets[t] >= 0)
-        fprintf(out, "%srank %d", t ? ", " : "", w[i].targets[t]);
+    if (!w[i].targets.count) fputs("no one it can name", out);
+    for (size_t t = 0; t < w[i].targets.count; t++) {
+      if (GR_ARRAY_AT(&w[i].targets, int, t) >= 0)
+        fprintf(out, "%srank %d", t ? ", " : "", GR_ARRAY_AT(&w[i].targets, int, t));
       else
         fprintf(out, "%san unnamed member", t ? ", " : "");
     }
@@ -433,11 +428,11 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
         e = (wend){d[cur].rank, END_NOT_WAITING};
         break;
       }
-      if (!w[cur].nt) {
+      if (!w[cur].targets.count) {
         e = (wend){d[cur].rank, END_ALL_IN};
         break;
       }
-      int t = w[cur].targets[0];
+      int t = GR_ARRAY_AT(&w[cur].targets, int, 0);
       if (t < 0) {
         e = (wend){d[cur].rank, END_UNNAMED};
         break;
@@ -467,13 +462,14 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
       if (!w[i].call) continue;
       int waited = 0;
       for (int j = 0; j < nd && !waited && pass == 0; j++)
-        waited = j != i && w[j].call && w[j].nt && w[j].targets[0] == d[i].rank;
+        waited = j != i && w[j].call && w[j].targets.count &&
+                 GR_ARRAY_AT(&w[j].targets, int, 0) == d[i].rank;
       if (waited) continue;
       heads++;
       fprintf(out, "    chain: %d", d[i].rank);
       int cur = i;
       for (int steps = 0; steps < nd; steps++) {
-        int t = w[cur].call && w[cur].nt ? w[cur].targets[0] : -1;
+        int t = w[cur].call && w[cur].targets.count ? GR_ARRAY_AT(&w[cur].targets, int, 0) : -1;
         int next = t >= 0 ? dump_of_rank(d, nd, t) : -1;
         if (t >= 0) fprintf(out, " -> %d", t); /* a cycle is printed back to where it started */
         if (next < 0 || next == i || ends[w[i].end].rank == t) break;
@@ -496,7 +492,7 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
     fputs(", \"comm\": ", js);
     gr__esc_json(js, w[i].comm);
     fprintf(js, ", \"seq\": %.0f, \"waits_for\": ", gr__rpt_json_num(w[i].call, GR_FL_SEQ, -1));
-    ranks_json(js, w[i].targets, w[i].nt);
+    ranks_json(js, w[i].targets.data, (int)w[i].targets.count);
     fputc('}', js);
     first = 0;
   }
@@ -510,7 +506,7 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
 out:
   if (w)
     for (int i = 0; i < nd; i++)
-      free(w[i].targets);
+      gr__array_free(&w[i].targets);
   free(w);
   free(ends);
   free(path);
@@ -528,8 +524,7 @@ gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_js
   int n = scandir(dir, &ents, NULL, alphasort);
   if (n < 0) return GR_OK; /* gr__rpt_load said why already */
   int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  dump *d = NULL;
-  int nd = 0;
+  gr_array dumps = GR_ARRAY_INIT(dump);
   char esc_dir[512], esc_name[512], esc_why[512];
   gr_status rc = GR_OK;
   if (dirfd < 0)
@@ -552,14 +547,11 @@ gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_js
             gr__esc_term_str(esc_why, sizeof esc_why, doc ? "no valid \"rank\"" : why));
         gr__rpt_json_free(doc);
       } else {
-        dump *nd2 = realloc(d, (size_t)(nd + 1) * sizeof *d);
-        if (!nd2) {
+        if (gr__array_push(&dumps, NULL) != GR_OK) {
           gr__rpt_json_free(doc);
           rc = gr__fail_msg(GR_ERR_NOMEM, "out of memory reading the flight dumps");
         } else {
-          d = nd2;
-          dump *x = &d[nd++];
-          memset(x, 0, sizeof *x);
+          dump *x = &GR_ARRAY_AT(&dumps, dump, dumps.count - 1);
           x->doc = doc;
           x->rank = (int)rank;
           double sz = gr__rpt_json_num(doc, GR_FL_SIZE, 0);
@@ -573,10 +565,12 @@ gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_js
   }
   free(ents);
   if (dirfd >= 0) close(dirfd);
+  dump *d = dumps.data; /* owned by dumps: freed with gr__array_free */
+  int nd = (int)dumps.count;
   if (rc != GR_OK || nd == 0) {
     for (int i = 0; i < nd; i++)
       gr__rpt_json_free(d[i].doc);
-    free(d);
+    gr__array_free(&dumps);
     return rc;
   }
   qsort(d, (size_t)nd, sizeof *d, cmp_dump);
@@ -621,7 +615,7 @@ gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_js
     free(wj);
   for (int i = 0; i < nd; i++)
     gr__rpt_json_free(d[i].doc);
-  free(d);
+  gr__array_free(&dumps);
   *ndumps = nd;
   return GR_OK;
 }
