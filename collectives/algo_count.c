@@ -3,14 +3,12 @@
 
 #include <stdatomic.h>
 
-static _Atomic uint64_t counts[GR__ALGO_COUNT];
-
-void gr__algo_note(gr__algo a) {
-  if ((unsigned)a < GR__ALGO_COUNT) atomic_fetch_add_explicit(&counts[a], 1, memory_order_relaxed);
-}
+_Atomic uint64_t gr__algo_counts[GR__ALGO_COUNT];
 
 uint64_t gr__algo_count(gr__algo a) {
-  return (unsigned)a < GR__ALGO_COUNT ? atomic_load_explicit(&counts[a], memory_order_relaxed) : 0;
+  return (unsigned)a < GR__ALGO_COUNT
+             ? atomic_load_explicit(&gr__algo_counts[a], memory_order_relaxed)
+             : 0;
 }
 
 const char *gr__algo_name(gr__algo a) {

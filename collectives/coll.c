@@ -532,7 +532,7 @@ gr_status gr__check_comm(const char *fn, const gr_comm *c) {
   return GR_OK;
 }
 
-gr_status gr__check_alive(const char *fn, const gr_comm *c) {
+gr_status gr__check_alive_fail(const char *fn, const gr_comm *c) {
   GR_CHECK(gr__check_comm(fn, c));
   if (c->aborted)
     return gr__fail(GR_ERR_ABORTED, fn,

@@ -4,22 +4,14 @@
 #include <math.h>
 #include <string.h>
 
-static const size_t sizes[GR__NDTYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+const size_t gr__dtype_sizes[GR__NDTYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
 static const char *const dnames[GR__NDTYPES] = {"int8",    "uint8",  "int32",   "uint32",
                                                 "int64",   "uint64", "float16", "bfloat16",
                                                 "float32", "float64"};
 static const char *const onames[GR__NOPS] = {"sum", "prod", "min", "max", "avg"};
 
-int gr__dtype_valid(int t) { return t >= 0 && t < GR__NDTYPES; }
-int gr__op_valid(int op) { return op >= 0 && op < GR__NOPS; }
-size_t gr__dtype_size(gr_dtype t) { return gr__dtype_valid((int)t) ? sizes[t] : 0; }
 const char *gr__dtype_name(gr_dtype t) { return gr__dtype_valid((int)t) ? dnames[t] : "?"; }
 const char *gr__op_name(gr_op op) { return gr__op_valid((int)op) ? onames[op] : "?"; }
-int gr__dtype_is_float(gr_dtype t) { return t >= GR_FLOAT16 && t <= GR_FLOAT64; }
-int gr__op_defined(gr_dtype t, gr_op op) {
-  return gr__dtype_valid((int)t) && gr__op_valid((int)op) &&
-         (op != GR_AVG || gr__dtype_is_float(t));
-}
 
 static uint32_t f2u(float f) {
   uint32_t u;

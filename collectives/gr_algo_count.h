@@ -5,6 +5,7 @@
 #ifndef GR_ALGO_COUNT_H
 #define GR_ALGO_COUNT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 typedef enum {
@@ -20,7 +21,12 @@ typedef enum {
   GR__ALGO_COUNT
 } gr__algo;
 
-void gr__algo_note(gr__algo a);
+/* Inline: the MPI backend notes every allreduce it starts. */
+extern _Atomic uint64_t gr__algo_counts[GR__ALGO_COUNT];
+static inline void gr__algo_note(gr__algo a) {
+  if ((unsigned)a < GR__ALGO_COUNT)
+    atomic_fetch_add_explicit(&gr__algo_counts[a], 1, memory_order_relaxed);
+}
 /* Allreduces this process started with algorithm a (0 for a value out of range). */
 uint64_t gr__algo_count(gr__algo a);
 /* "mpi", "rd", "ring", "rabenseifner", "shm", "hier", "shm-window"; "?" out of range. */

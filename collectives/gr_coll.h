@@ -266,7 +266,13 @@ void gr__mem_release_all(gr_comm *c);
 /* Mark aborted and abort the backend (idempotent). */
 void gr__comm_abort_internal(gr_comm *c);
 /* Validity checks shared by the front-end files; they record the sentence. */
-gr_status gr__check_alive(const char *fn, const gr_comm *c);
+/* A live communicator that is not aborted: GR_OK; else the sentence (gr__check_alive_fail). Inline:
+ * every call asks it first. */
+gr_status gr__check_alive_fail(const char *fn, const gr_comm *c);
+static inline gr_status gr__check_alive(const char *fn, const gr_comm *c) {
+  if (c && c->magic == GR__COMM_MAGIC && !c->aborted) return GR_OK;
+  return gr__check_alive_fail(fn, c);
+}
 gr_status gr__check_comm(const char *fn, const gr_comm *c);
 
 /* The one builder of a gr_comm record: zeroed, the magic, mpi (owned from here on: errors return,

@@ -12,17 +12,23 @@
 #define GR__NDTYPES 10
 #define GR__NOPS 5
 
-/* Bytes per element; 0 for a value outside the enum. */
-size_t gr__dtype_size(gr_dtype t);
+/* Bytes per element; 0 for a value outside the enum. Inline: every call asks it several times. */
+extern const size_t gr__dtype_sizes[GR__NDTYPES];
+static inline size_t gr__dtype_size(gr_dtype t) {
+  return (unsigned)t < GR__NDTYPES ? gr__dtype_sizes[t] : 0;
+}
 /* "float32", "bfloat16", ...; "?" outside the enum. */
 const char *gr__dtype_name(gr_dtype t);
 /* "sum", "prod", "min", "max", "avg"; "?" outside the enum. */
 const char *gr__op_name(gr_op op);
-int gr__dtype_valid(int t);
-int gr__op_valid(int op);
-int gr__dtype_is_float(gr_dtype t);
+static inline int gr__dtype_valid(int t) { return t >= 0 && t < GR__NDTYPES; }
+static inline int gr__op_valid(int op) { return op >= 0 && op < GR__NOPS; }
+static inline int gr__dtype_is_float(gr_dtype t) { return t >= GR_FLOAT16 && t <= GR_FLOAT64; }
 /* Whether op is defined on t (AVG needs a floating type: an integer mean has no agreed rounding). */
-int gr__op_defined(gr_dtype t, gr_op op);
+static inline int gr__op_defined(gr_dtype t, gr_op op) {
+  return gr__dtype_valid((int)t) && gr__op_valid((int)op) &&
+         (op != GR_AVG || gr__dtype_is_float(t));
+}
 
 float gr__f16_to_f32(uint16_t h);
 uint16_t gr__f32_to_f16(float f);

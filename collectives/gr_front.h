@@ -5,6 +5,7 @@
 
 #include "gr_coll.h"
 #include "gr_flight.h"
+#include "gr_path.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -70,7 +71,33 @@ gr_status gr__run_one(const char *fn, gr__call *k, int checked);
 
 /* ---- refusals without check mode (refuse.c) -------------------------------------------------- */
 
-int gr__refusal_route(const gr__call *k);
+/* A call that a rank refuses locally (gr__validate) is still collective: the refusing rank joins
+ * the call's exchange and every rank fails it, naming that rank and the argument, so that nobody is
+ * left inside the call. How the refusal travels is the path's (gr_path.h, gr__path_refusal: the
+ * first of the communicator's paths serving the kind, from what every rank knows alike):
+ *   ROUTE_CALL   carried in the call (GR__REFUSAL_CARRIED: the shared-memory descriptor, where
+ *                every rank checks every peer's before touching data; on NCCL the verdict the
+ *                backend posts with every call and waits for before it enqueues): the refusing
+ *                rank posts the call without data; nothing else is needed in front of it;
+ *   ROUTE_AGREE  agreed before (GR__REFUSAL_AGREED): every rank first agrees on a verdict (one
+ *                4-byte MPI_Iallreduce, MAX, bounded by the timeout), or carries it in band
+ *                (gr__inband): the MPI algorithms, and groups;
+ *   ROUTE_NONE   nothing is exchanged: check mode (its fingerprint exchange does it), one rank,
+ *                point-to-point and the barrier (nothing to refuse). */
+static inline int gr__refusal_route(const gr__call *k) {
+  const gr_comm *c = k->comm;
+  if (c->check || c->size < 2 || !is_collective(k->kind) || k->kind == GR__BARRIER ||
+      !(c->ops->caps & GR__CAP_JOIN_REFUSALS))
+    return ROUTE_NONE;
+  switch (gr__path_refusal(c, k->kind)) {
+  case GR__REFUSAL_CARRIED:
+    return ROUTE_CALL;
+  case GR__REFUSAL_AGREED:
+    return ROUTE_AGREE;
+  default:
+    return ROUTE_NONE;
+  }
+}
 void gr__own_sentence(char *buf, size_t len, const char *fn);
 int gr__verdict_word(const gr_comm *c, int arg);
 gr_status gr__verdict_fail(const char *fn, const gr_comm *c, int all, const char *what);
@@ -102,7 +129,8 @@ gr_status gr__request_start_fused(const char *fn, gr__call *k, gr_status bad, gr
 /* ---- groups (group.c) ------------------------------------------------------------------------ */
 
 /* How deep this thread is inside gr_group_start/gr_group_end (0: not in a group). */
-int gr__group_depth(void);
+extern _Thread_local int gr__group_depth_now; /* group.c's; read through gr__group_depth */
+static inline int gr__group_depth(void) { return gr__group_depth_now; }
 /* Queue a copy of k for this thread's gr_group_end. */
 gr_status gr__group_queue(const char *fn, const gr__call *k);
 

@@ -13,12 +13,11 @@
 /* The calls queued between gr_group_start and gr_group_end on this thread (NCCL's model: the
  * group is a property of the calling thread, not of a communicator). */
 typedef struct {
-  int depth;
   gr_array q; /* gr__call */
 } group_state;
-static _Thread_local group_state grp = {0, GR_ARRAY_INIT(gr__call)};
+static _Thread_local group_state grp = {GR_ARRAY_INIT(gr__call)};
 
-int gr__group_depth(void) { return grp.depth; }
+_Thread_local int gr__group_depth_now;
 
 gr_status gr__group_queue(const char *fn, const gr__call *k) {
   if (gr__array_push(&grp.q, k) != GR_OK)
@@ -30,7 +29,7 @@ gr_status gr__group_queue(const char *fn, const gr__call *k) {
 /* ---- groups ------------------------------------------------------------------------------- */
 
 GR_API gr_status gr_group_start(void) {
-  grp.depth++;
+  gr__group_depth_now++;
   return GR_OK;
 }
 
@@ -260,8 +259,9 @@ static gr_status run_group(const char *fn) {
 
 GR_API gr_status gr_group_end(void) {
   static const char fn[] = "gr_group_end";
-  if (grp.depth == 0) return gr__fail(GR_ERR_STATE, fn, "no gr_group_start on this thread");
-  if (--grp.depth > 0) return GR_OK;
+  if (gr__group_depth_now == 0)
+    return gr__fail(GR_ERR_STATE, fn, "no gr_group_start on this thread");
+  if (--gr__group_depth_now > 0) return GR_OK;
   /* The queue is handed over: from here the calls are run (or failed) before this returns. */
   for (size_t i = 0; i < grp.q.count; i++)
     __atomic_sub_fetch(&GR_ARRAY_AT(&grp.q, gr__call, i).comm->pending, 1, __ATOMIC_ACQ_REL);

@@ -14,34 +14,6 @@
 
 /* ---- refusals without check mode (coll.h, Errors) ------------------------------------------- */
 
-/* A call that a rank refuses locally (gr__validate) is still collective: the refusing rank joins
- * the call's exchange and every rank fails it, naming that rank and the argument, so that nobody is
- * left inside the call. How the refusal travels is the path's (gr_path.h, gr__path_refusal: the
- * first of the communicator's paths serving the kind, from what every rank knows alike):
- *   ROUTE_CALL   carried in the call (GR__REFUSAL_CARRIED: the shared-memory descriptor, where
- *                every rank checks every peer's before touching data; on NCCL the verdict the
- *                backend posts with every call and waits for before it enqueues): the refusing
- *                rank posts the call without data; nothing else is needed in front of it;
- *   ROUTE_AGREE  agreed before (GR__REFUSAL_AGREED): every rank first agrees on a verdict (one
- *                4-byte MPI_Iallreduce, MAX, bounded by the timeout), or carries it in band
- *                (gr__inband): the MPI algorithms, and groups;
- *   ROUTE_NONE   nothing is exchanged: check mode (its fingerprint exchange does it), one rank,
- *                point-to-point and the barrier (nothing to refuse). */
-int gr__refusal_route(const gr__call *k) {
-  const gr_comm *c = k->comm;
-  if (c->check || c->size < 2 || !is_collective(k->kind) || k->kind == GR__BARRIER ||
-      !(c->ops->caps & GR__CAP_JOIN_REFUSALS))
-    return ROUTE_NONE;
-  switch (gr__path_refusal(c, k->kind)) {
-  case GR__REFUSAL_CARRIED:
-    return ROUTE_CALL;
-  case GR__REFUSAL_AGREED:
-    return ROUTE_AGREE;
-  default:
-    return ROUTE_NONE;
-  }
-}
-
 /* The part of this thread's last error after "rank R: fn: ", to record again after the exchange. */
 void gr__own_sentence(char *buf, size_t len, const char *fn) {
   const char *e = gr_last_error(), *p = strstr(e, fn);
