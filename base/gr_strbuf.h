@@ -23,6 +23,9 @@ typedef struct gr__strbuf {
 
 /* Into buf (cap bytes, cap 0 allowed: then buf may be NULL and nothing is kept). */
 void gr__strbuf_init_fixed(gr__strbuf *sb, char *buf, size_t cap);
+/* Into buf after the text it already holds (NUL-terminated within cap bytes; cap > 0): for a
+ * field that several calls extend. */
+void gr__strbuf_init_tail(gr__strbuf *sb, char *buf, size_t cap);
 /* On the heap, up to max bytes of text. Allocates nothing until the first append. */
 void gr__strbuf_init_heap(gr__strbuf *sb, size_t max);
 

@@ -15,6 +15,14 @@ void gr__strbuf_init_fixed(gr__strbuf *sb, char *buf, size_t cap) {
   if (sb->cap) sb->buf[0] = '\0';
 }
 
+void gr__strbuf_init_tail(gr__strbuf *sb, char *buf, size_t cap) {
+  memset(sb, 0, sizeof *sb);
+  sb->buf = buf;
+  sb->cap = cap;
+  sb->len = strnlen(buf, cap - 1);
+  buf[sb->len] = '\0';
+}
+
 void gr__strbuf_init_heap(gr__strbuf *sb, size_t max) {
   memset(sb, 0, sizeof *sb);
   sb->heap = 1;
@@ -33,7 +41,8 @@ static int grow(gr__strbuf *sb, size_t n) {
   if (!all) want = most;
   if (want + 1 <= sb->cap) return 0;
   size_t cap = sb->cap ? sb->cap : GR_STRBUF_FIRST;
-  while (cap < want + 1 && cap <= (most + 1) / 2) cap *= 2;
+  while (cap < want + 1 && cap <= (most + 1) / 2)
+    cap *= 2;
   if (cap < want + 1 || cap > most + 1) cap = want + 1;
   char *b = realloc(sb->buf, cap);
   if (!b) return 0;

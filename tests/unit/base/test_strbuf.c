@@ -114,13 +114,34 @@ static void test_fixed_utf8_cut(void **state) {
   assert_string_equal(buf, "ab\xe2\x82\xac");
   /* a complete sequence at the cut stays */
   gr__strbuf_init_fixed(&sb, buf, 6);
-  gr__strbuf_appendf(&sb, "a\xe2\x82\xac" "bc");
+  gr__strbuf_appendf(&sb, "a\xe2\x82\xac"
+                          "bc");
   assert_true(sb.truncated);
-  assert_string_equal(buf, "a\xe2\x82\xac" "b");
+  assert_string_equal(buf, "a\xe2\x82\xac"
+                           "b");
   /* bytes that are no UTF-8 at all are cut where they fall */
   gr__strbuf_init_fixed(&sb, buf, 4);
   gr__strbuf_appendf(&sb, "ab\x80\x80\x80");
   assert_int_equal(gr__strbuf_len(&sb), 3);
+}
+
+/* init_tail goes on after the text already there, and cuts at the same capacity */
+static void test_fixed_tail(void **state) {
+  (void)state;
+  char buf[8] = "abc";
+  gr__strbuf sb;
+  gr__strbuf_init_tail(&sb, buf, sizeof buf);
+  assert_int_equal(gr__strbuf_len(&sb), 3);
+  gr__strbuf_appendf(&sb, "%d", 12);
+  assert_string_equal(buf, "abc12");
+  gr__strbuf_init_tail(&sb, buf, sizeof buf);
+  gr__strbuf_appendf(&sb, "%s", "xyz");
+  assert_true(sb.truncated);
+  assert_string_equal(buf, "abc12xy");
+  memset(buf, 'Z', sizeof buf); /* no NUL at all: the last byte becomes one */
+  gr__strbuf_init_tail(&sb, buf, sizeof buf);
+  assert_int_equal(gr__strbuf_len(&sb), 7);
+  assert_int_equal(buf[7], '\0');
 }
 
 static void test_fixed_huge_argument(void **state) {
@@ -200,7 +221,8 @@ static void test_heap_limit(void **state) {
   gr__strbuf_free(&sb);
 
   gr__strbuf_init_heap(&sb, 1000);
-  for (int i = 0; i < 300; i++) gr__strbuf_appendf(&sb, "%03d|", i);
+  for (int i = 0; i < 300; i++)
+    gr__strbuf_appendf(&sb, "%03d|", i);
   assert_true(sb.truncated);
   assert_int_equal(gr__strbuf_len(&sb), 1000);
   assert_memory_equal(gr__strbuf_str(&sb), "000|001|", 8);
@@ -222,11 +244,11 @@ static void test_heap_limit(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fixed_exact),        cmocka_unit_test(test_fixed_cap0),
-      cmocka_unit_test(test_fixed_cap1),         cmocka_unit_test(test_fixed_boundaries),
-      cmocka_unit_test(test_fixed_utf8_cut),     cmocka_unit_test(test_fixed_huge_argument),
-      cmocka_unit_test(test_heap_growth),        cmocka_unit_test(test_heap_huge_argument),
-      cmocka_unit_test(test_heap_limit),
+      cmocka_unit_test(test_fixed_exact),         cmocka_unit_test(test_fixed_cap0),
+      cmocka_unit_test(test_fixed_cap1),          cmocka_unit_test(test_fixed_boundaries),
+      cmocka_unit_test(test_fixed_utf8_cut),      cmocka_unit_test(test_fixed_tail),
+      cmocka_unit_test(test_fixed_huge_argument), cmocka_unit_test(test_heap_growth),
+      cmocka_unit_test(test_heap_huge_argument),  cmocka_unit_test(test_heap_limit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
