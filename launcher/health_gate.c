@@ -9,6 +9,7 @@
 
 #include "gr_health.h"
 #include "gr_jobdir.h"
+#include "gr_strbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,13 +33,13 @@ static ssize_t produce(void *ctx, char *buf, size_t cap) {
   for (int g = 0; g < n->ngpus; g++)
     pci[g] = n->gpus[g].pci;
   gr__gpu_health_read(pci, n->ngpus, h);
-  size_t len = 0;
-  for (int g = 0; g < n->ngpus && len < cap; g++)
-    len += (size_t)snprintf(buf + len, cap - len, "%d %s\n", h[g].known ? h[g].unhealthy : -1,
-                            h[g].why);
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, buf, cap);
+  for (int g = 0; g < n->ngpus; g++)
+    gr__strbuf_appendf(&sb, "%d %s\n", h[g].known ? h[g].unhealthy : -1, h[g].why);
   free(pci);
   free(h);
-  return len < cap ? (ssize_t)len : -1;
+  return sb.truncated ? -1 : (ssize_t)gr__strbuf_len(&sb);
 }
 
 /* Back from the text (it may come from a file): one line per GPU, printable ASCII kept. */
@@ -81,14 +82,15 @@ gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,
           : gr__snapshot_share("health", n, local_rank, local_size, NULL, produce, n, text, cap);
   if (len < 0 || parse(text, h, n->ngpus) != 0) memset(h, 0, (size_t)n->ngpus * sizeof *h);
   free(text);
-  char keep[4096] = "";
-  size_t klen = 0;
+  char keep[4096];
+  gr__strbuf kb;
+  gr__strbuf_init_fixed(&kb, keep, sizeof keep);
   int healthy = 0;
   gr_status rc = GR_OK;
   for (int g = 0; g < n->ngpus; g++) {
     if (!h[g].unhealthy) {
-      if (klen + 8 < sizeof keep)
-        klen += (size_t)snprintf(keep + klen, sizeof keep - klen, "%s%d", klen ? "," : "", g);
+      if (gr__strbuf_len(&kb) + 8 < sizeof keep)
+        gr__strbuf_appendf(&kb, "%s%d", gr__strbuf_len(&kb) ? "," : "", g);
       healthy++;
       continue;
     }

@@ -5,6 +5,7 @@
 #include "gr_launcher.h"
 
 #include "gr_health.h"
+#include "gr_strbuf.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,10 +22,11 @@ static ssize_t produce(void *ctx, char *buf, size_t cap) {
     for (int g = 0; g < n->ngpus; g++)
       pci[g] = n->gpus[g].pci;
     gr__gpu_load_read(pci, n->ngpus, mem, util);
-    size_t len = 0;
-    for (int g = 0; g < n->ngpus && len < cap; g++)
-      len += (size_t)snprintf(buf + len, cap - len, "%.1f %.0f\n", mem[g], util[g]);
-    if (len < cap) rc = (ssize_t)len;
+    gr__strbuf sb;
+    gr__strbuf_init_fixed(&sb, buf, cap);
+    for (int g = 0; g < n->ngpus; g++)
+      gr__strbuf_appendf(&sb, "%.1f %.0f\n", mem[g], util[g]);
+    if (!sb.truncated) rc = (ssize_t)gr__strbuf_len(&sb);
   }
   free(pci);
   free(mem);
