@@ -104,10 +104,12 @@ gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,
   if (mode == GR__HEALTH_AVOID && healthy < n->ngpus) {
     if (!healthy) {
       char err[1024];
-      size_t el = (size_t)snprintf(err, sizeof err, "--gpu-health avoid: no healthy GPU left:");
-      for (int g = 0; g < n->ngpus && el < sizeof err; g++)
-        el += (size_t)snprintf(err + el, sizeof err - el, "%s GPU %d %s: %s", g ? ";" : "",
-                               n->gpus[g].index, n->gpus[g].pci, h[g].why);
+      gr__strbuf eb;
+      gr__strbuf_init_fixed(&eb, err, sizeof err);
+      gr__strbuf_appendf(&eb, "--gpu-health avoid: no healthy GPU left:");
+      for (int g = 0; g < n->ngpus; g++)
+        gr__strbuf_appendf(&eb, "%s GPU %d %s: %s", g ? ";" : "", n->gpus[g].index, n->gpus[g].pci,
+                           h[g].why);
       rc = gr__fail_msg(GR_ERR_INVALID, "%s", err);
     } else {
       gr__node_restrict(n, keep, NULL, 0);
