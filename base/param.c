@@ -5,12 +5,12 @@
 #include "gr_log.h"
 #include "gr_parse.h"
 #include "gr_plan.h"
+#include "gr_strbuf.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -275,51 +275,49 @@ gr_param_value gr__param_default(gr_param_id id) {
 
 /* ---- the bad-value sentence --------------------------------------------------------------- */
 
-static size_t put(char *out, size_t cap, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static size_t put(char *out, size_t cap, size_t len, const char *fmt, ...) {
-  if (len >= cap) return len;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(out + len, cap - len, fmt, ap);
-  va_end(ap);
-  return n < 0 ? len : len + (size_t)n;
-}
-
 /* "a number of seconds >= 0", "one of auto, shm, ...": what a value of d must be. */
-static size_t what(const gr_param_def *d, char *out, size_t cap, size_t len) {
+static void what(const gr_param_def *d, gr__strbuf *sb) {
   switch (d->type) {
   case GR_PARAM_BOOL:
-    return put(out, cap, len, "a boolean (0/1/yes/no/true/false/on/off)");
+    gr__strbuf_appendf(sb, "a boolean (0/1/yes/no/true/false/on/off)");
+    return;
   case GR_PARAM_SECONDS:
-    if (isinf(d->hi)) return put(out, cap, len, "a number of seconds >= %g", d->lo);
-    return put(out, cap, len, "a number of seconds in [%g, %g]", d->lo, d->hi);
+    if (isinf(d->hi))
+      gr__strbuf_appendf(sb, "a number of seconds >= %g", d->lo);
+    else
+      gr__strbuf_appendf(sb, "a number of seconds in [%g, %g]", d->lo, d->hi);
+    return;
   case GR_PARAM_SIZE:
-    return put(out, cap, len, "a size (a number, then K, M, G or T)");
+    gr__strbuf_appendf(sb, "a size (a number, then K, M, G or T)");
+    return;
   case GR_PARAM_INT:
-    return put(out, cap, len, "an integer in [%.0f, %.0f]", d->lo, d->hi);
+    gr__strbuf_appendf(sb, "an integer in [%.0f, %.0f]", d->lo, d->hi);
+    return;
   case GR_PARAM_WORD: {
-    len = put(out, cap, len, "one of ");
+    gr__strbuf_appendf(sb, "one of ");
     int first = 1;
     for (const gr_param_word *w = d->words; w && w->word; w++) {
       if (w->alias) continue;
-      len = put(out, cap, len, "%s%s", first ? "" : ", ", w->word);
+      gr__strbuf_appendf(sb, "%s%s", first ? "" : ", ", w->word);
       first = 0;
     }
-    return len;
+    return;
   }
   case GR_PARAM_STRING:
   case GR_PARAM_PLAN:
     break;
   }
-  return put(out, cap, len, "a value");
+  gr__strbuf_appendf(sb, "a value");
 }
 
 /* The default as people read it: "0 (no timeout)", "auto", "unset". */
-static size_t shown_default(const gr_param_def *d, char *out, size_t cap, size_t len) {
-  if (d->def[0] && d->def_note) return put(out, cap, len, "%s (%s)", d->def, d->def_note);
-  if (d->def[0]) return put(out, cap, len, "%s", d->def);
-  return put(out, cap, len, "%s", d->def_note ? d->def_note : "none");
+static void shown_default(const gr_param_def *d, gr__strbuf *sb) {
+  if (d->def[0] && d->def_note)
+    gr__strbuf_appendf(sb, "%s (%s)", d->def, d->def_note);
+  else if (d->def[0])
+    gr__strbuf_appendf(sb, "%s", d->def);
+  else
+    gr__strbuf_appendf(sb, "%s", d->def_note ? d->def_note : "none");
 }
 
 void gr__param_bad_sentence(gr_param_id id, const char *text, char *out, size_t cap) {
@@ -331,10 +329,12 @@ void gr__param_bad_sentence(gr_param_id id, const char *text, char *out, size_t 
   }
   if (!text) text = "";
   size_t n = strlen(text);
-  size_t len = put(out, cap, 0, "%s=%.40s%s is not ", d->name, text, n > 40 ? "..." : "");
-  len = what(d, out, cap, len);
-  len = put(out, cap, len, "; using ");
-  shown_default(d, out, cap, len);
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, out, cap);
+  gr__strbuf_appendf(&sb, "%s=%.40s%s is not ", d->name, text, n > 40 ? "..." : "");
+  what(d, &sb);
+  gr__strbuf_appendf(&sb, "; using ");
+  shown_default(d, &sb);
 }
 
 /* ---- reading ------------------------------------------------------------------------------ */
@@ -405,9 +405,17 @@ static void type_text(const gr_param_def *d, char *out, size_t cap) {
     snprintf(out, cap, "%s", type_name(d));
     return;
   }
-  size_t len = 0;
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, out, cap);
   for (const gr_param_word *w = d->words; w->word; w++)
-    if (!w->alias) len = put(out, cap, len, "%s%s", len ? "|" : "", w->word);
+    if (!w->alias) gr__strbuf_appendf(&sb, "%s%s", gr__strbuf_len(&sb) ? "|" : "", w->word);
+}
+
+/* shown_default into out (cap bytes). */
+static void default_text(const gr_param_def *d, char *out, size_t cap) {
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, out, cap);
+  shown_default(d, &sb);
 }
 
 void gr__param_help(FILE *f) {
@@ -420,7 +428,7 @@ void gr__param_help(FILE *f) {
       fprintf(f, "  %-24s set by gpurun for the program\n      %s\n", d->name, d->doc);
       continue;
     }
-    shown_default(d, def, sizeof def, 0);
+    default_text(d, def, sizeof def);
     fprintf(f, "  %-24s %s, default %s\n      %s: %s\n", d->name, type, def, d->reader, d->doc);
   }
 }
@@ -449,7 +457,7 @@ void gr__param_man(FILE *f) {
     if (d->type == GR_PARAM_PLAN) {
       fputs("Set by gpurun for the program: ", f);
     } else {
-      shown_default(d, def, sizeof def, 0);
+      default_text(d, def, sizeof def);
       roff(f, type);
       fputs(", default ", f);
       roff(f, def);

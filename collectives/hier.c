@@ -24,6 +24,7 @@
 #include "gr_log.h"
 #include "gr_path.h"
 #include "gr_shm.h"
+#include "gr_strbuf.h"
 
 #include <limits.h>
 #include <stdatomic.h>
@@ -346,11 +347,10 @@ static void seg_range(const hier_call *hc, int j, size_t *off, size_t *len) {
 }
 
 static const char *leaders_text(const gr__hier *h, char *b, size_t len) {
-  int n = 0;
-  b[0] = '\0';
-  for (int i = 0; i < h->nnodes && n >= 0 && (size_t)n < len; i++)
-    n += snprintf(b + n, len - (size_t)n, "%srank %d on %s", i ? ", " : "", h->leader_of[i],
-                  h->host[i]);
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, b, len);
+  for (int i = 0; i < h->nnodes && !sb.truncated; i++)
+    gr__strbuf_appendf(&sb, "%srank %d on %s", i ? ", " : "", h->leader_of[i], h->host[i]);
   return b;
 }
 
@@ -696,24 +696,28 @@ int gr__hier_gone(const gr__hier *h, char *buf, size_t len) {
 
 void gr__hier_call_forget(gr__hier *h, gr__call *k, hier_call **op) {
   hier_call *hc = *op;
-  char b[GR__ERRLEN] = "", lt[256];
-  int n = snprintf(b, sizeof b,
-                   "hierarchical %s over %d nodes in %d segment(s):", gr__kind_name(hc->kind),
-                   h->nnodes, hc->nseg);
+  char b[GR__ERRLEN], lt[256];
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, b, sizeof b);
+  gr__strbuf_appendf(&sb,
+                     "hierarchical %s over %d nodes in %d segment(s):", gr__kind_name(hc->kind),
+                     h->nnodes, hc->nseg);
   if (h->shm && hc->tdone < hc->tpost) {
     char w[320] = "";
     gr__shm_forget(h->shm, hc->nops[hc->tdone], w, sizeof w);
-    n += snprintf(b + n, sizeof b - (size_t)n, " node step (segment %d) on %s: %s;",
-                  hc->seq[hc->tdone] / 2, h->host[h->node], w);
+    gr__strbuf_appendf(&sb, " node step (segment %d) on %s: %s;", hc->seq[hc->tdone] / 2,
+                       h->host[h->node], w);
   } else if (h->shm) {
     gr__shm_forget(h->shm, NULL, NULL, 0);
   }
-  if (hc->has_l && hc->ldone_lo < hc->lposted && n >= 0 && (size_t)n < sizeof b)
-    n += snprintf(b + n, sizeof b - (size_t)n,
-                  " inter-node step (segment %d) among the node "
-                  "leaders (%s) not complete: a leader, or a rank of its node, did not take part;",
-                  hc->ldone_lo, leaders_text(h, lt, sizeof lt));
-  if (n > 0 && (size_t)n < sizeof b && b[n - 1] == ';') b[n - 1] = '\0';
+  if (hc->has_l && hc->ldone_lo < hc->lposted && !sb.truncated)
+    gr__strbuf_appendf(&sb,
+                       " inter-node step (segment %d) among the node "
+                       "leaders (%s) not complete: a leader, or a rank of its node, did not take "
+                       "part;",
+                       hc->ldone_lo, leaders_text(h, lt, sizeof lt));
+  size_t n = gr__strbuf_len(&sb);
+  if (n > 0 && !sb.truncated && b[n - 1] == ';') b[n - 1] = '\0';
   snprintf(k->comm->err, sizeof k->comm->err, "%s", b);
   h->broken = 1;
   snprintf(h->why, sizeof h->why, "a call timed out");

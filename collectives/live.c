@@ -14,6 +14,7 @@
 #include "gr_log.h"
 #include "gr_param.h"
 #include "gr_safefile.h"
+#include "gr_strbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -107,45 +108,47 @@ static int write_state(const char *state) {
   }
 
   char buf[4096];
-  int len = snprintf(buf, sizeof buf,
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, buf, sizeof buf);
+  gr__strbuf_appendf(&sb,
                      GR_LIVE_MAGIC "\nrank %d\nsize %d\nhost %s\npid %d\nstate %s\ntime %.3f\n"
                                    "beat %lld\ninterval %.3f\n",
                      L.rank, L.size, L.host, (int)getpid(), state, wall, ++L.beat,
                      (double)L.period_ns * 1e-9);
-  if (L.cpu_pct >= 0)
-    len += snprintf(buf + len, sizeof buf - (size_t)len, "cpu_pct %.1f\n", L.cpu_pct);
+  if (L.cpu_pct >= 0) gr__strbuf_appendf(&sb, "cpu_pct %.1f\n", L.cpu_pct);
   long long rss = rss_kib();
-  if (rss >= 0) len += snprintf(buf + len, sizeof buf - (size_t)len, "rss_kib %lld\n", rss);
-  for (int i = 0; i < n && len < (int)sizeof buf - 400; i++) {
+  if (rss >= 0) gr__strbuf_appendf(&sb, "rss_kib %lld\n", rss);
+  for (int i = 0; i < n && gr__strbuf_len(&sb) < sizeof buf - 400; i++) {
     const gr__flight_now *c = &now[i];
-    char name[sizeof c->name], waits[GR_LIVE_MAX_WAITS * 26 + 2] = "-";
+    char name[sizeof c->name], waits[GR_LIVE_MAX_WAITS * 26 + 2];
     gr__live_clean(name, sizeof name, c->name, strlen(c->name)); /* one token */
-    size_t wl = 0;
+    gr__strbuf wb;
+    gr__strbuf_init_fixed(&wb, waits, sizeof waits);
     for (int k = 0; k < c->nwaits && k < GR_LIVE_MAX_WAITS; k++)
-      wl += (size_t)snprintf(waits + wl, sizeof waits - wl, "%s%c%d:%d", k ? "," : "",
-                             c->waits[k].recv ? 'r' : 's', c->waits[k].peer,
-                             c->waits[k].tag < 0 ? 0 : c->waits[k].tag);
-    len += snprintf(buf + len, sizeof buf - (size_t)len,
-                    "comm %s %d %d %s %llu %s %zu %s %.6f %.6f %llu %.6f %s %s\n", c->id, c->rank,
-                    c->size, c->backend, (unsigned long long)c->seq, c->op ? c->op : "-", c->count,
-                    state_names[c->state], c->start, c->end, (unsigned long long)c->calls,
-                    c->busy_s, name[0] ? name : "-", waits);
+      gr__strbuf_appendf(&wb, "%s%c%d:%d", k ? "," : "", c->waits[k].recv ? 'r' : 's',
+                         c->waits[k].peer, c->waits[k].tag < 0 ? 0 : c->waits[k].tag);
+    if (!gr__strbuf_len(&wb)) gr__strbuf_putc(&wb, '-');
+    gr__strbuf_appendf(&sb, "comm %s %d %d %s %llu %s %zu %s %.6f %.6f %llu %.6f %s %s\n", c->id,
+                       c->rank, c->size, c->backend, (unsigned long long)c->seq,
+                       c->op ? c->op : "-", c->count, state_names[c->state], c->start, c->end,
+                       (unsigned long long)c->calls, c->busy_s, name[0] ? name : "-", waits);
   }
   creating_slot cr[GR_LIVE_MAX_CREATING];
   pthread_mutex_lock(&C.mu);
   memcpy(cr, C.slot, sizeof cr);
   pthread_mutex_unlock(&C.mu);
-  for (int i = 0; i < GR_LIVE_MAX_CREATING && len < (int)sizeof buf - 200; i++)
+  for (int i = 0; i < GR_LIVE_MAX_CREATING && gr__strbuf_len(&sb) < sizeof buf - 200; i++)
     if (cr[i].call)
-      len += snprintf(buf + len, sizeof buf - (size_t)len, "creating %s %s %s %d %d %.6f\n",
-                      cr[i].call, cr[i].step, cr[i].over, cr[i].rank, cr[i].size, cr[i].start);
+      gr__strbuf_appendf(&sb, "creating %s %s %s %d %d %.6f\n", cr[i].call, cr[i].step, cr[i].over,
+                         cr[i].rank, cr[i].size, cr[i].start);
   /* A stale temp file of a killed predecessor with our pid is replaced; O_EXCL|O_NOFOLLOW make
    * sure a link planted under that name is never followed. */
   unlinkat(L.dirfd, L.tmp, 0);
   int fd = openat(L.dirfd, L.tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                   gr__jobdir_mode() & 0666);
   if (fd < 0) return -1;
-  ssize_t w = write(fd, buf, (size_t)len);
+  size_t len = gr__strbuf_len(&sb);
+  ssize_t w = write(fd, buf, len);
   int bad = w != (ssize_t)len;
   if (close(fd) != 0) bad = 1;
   /* no fsync: a reader wants the latest state, not a durable one, 4 times a second */

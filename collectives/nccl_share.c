@@ -21,6 +21,7 @@
 #include "gr_log.h"
 #include "gr_nccl_map.h"
 #include "gr_param.h"
+#include "gr_strbuf.h"
 
 #include <cuda_runtime_api.h>
 #include <limits.h>
@@ -216,25 +217,25 @@ static void share_free(gr__nccl_share *s) {
 /* The one line that says the grouping: "ranks 0,1 share GPU 0000:1b:00.0; ...". */
 static void log_grouping(gr_comm *c, const gr__nccl_share *s, const char *keys) {
   char line[480];
-  size_t at = 0;
-  for (int r = 0; r < c->size && at < sizeof line - 40; r++) {
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, line, sizeof line);
+  for (int r = 0; r < c->size && gr__strbuf_len(&sb) < sizeof line - 40; r++) {
     if (s->grank_of[r] != 0) continue; /* r leads its group */
     int n = 0;
     for (int q = r; q < c->size; q++)
       n += s->group_of[q] == s->group_of[r];
     if (n < 2) continue;
-    at += (size_t)snprintf(line + at, sizeof line - at, "%sranks ", at ? "; " : "");
+    gr__strbuf_appendf(&sb, "%sranks ", gr__strbuf_len(&sb) ? "; " : "");
     int first = 1;
-    for (int q = r; q < c->size && at < sizeof line - 40; q++)
+    for (int q = r; q < c->size && gr__strbuf_len(&sb) < sizeof line - 40; q++)
       if (s->group_of[q] == s->group_of[r]) {
-        at += (size_t)snprintf(line + at, sizeof line - at, "%s%d", first ? "" : ",", q);
+        gr__strbuf_appendf(&sb, "%s%d", first ? "" : ",", q);
         first = 0;
       }
-    if (at < sizeof line)
-      at += (size_t)snprintf(line + at, sizeof line - at, " share GPU %s",
-                             keys + (size_t)r * KEY_LEN + KEY_LEN - BUS_LEN);
+    gr__strbuf_appendf(&sb, " share GPU %s", keys + (size_t)r * KEY_LEN + KEY_LEN - BUS_LEN);
   }
-  if (at >= sizeof line - 40) snprintf(line + sizeof line - 40, 40, "...");
+  /* a long grouping ends in "..." at a fixed column */
+  if (gr__strbuf_len(&sb) >= sizeof line - 40) snprintf(line + sizeof line - 40, 40, "...");
   GR_INFO("collectives on %s: %s; NCCL runs among %d leader(s), 1 leader per GPU (the others "
           "reduce into their leader through host memory)",
           c->id, line, s->nleaders);

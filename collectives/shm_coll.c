@@ -21,6 +21,7 @@
 
 #include "gr_clock.h"
 #include "gr_dtype.h"
+#include "gr_strbuf.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -476,16 +477,21 @@ static void announce(gr__shm *s, const gr__shm_op *op) {
   atomic_store_explicit(&p[1], d[1], memory_order_relaxed);
 }
 
-static int describe_text(char *b, size_t len, uint64_t d0, uint64_t d1) {
+static void describe_text(char *b, size_t len, uint64_t d0, uint64_t d1) {
   int kind = (int)(d1 & 0xff);
-  int n = snprintf(b, len, "%s(count=%llu, dtype=%s", gr__kind_name((gr__kind)kind),
-                   (unsigned long long)d0, gr__dtype_name((gr_dtype)((d1 >> 8) & 0xff)));
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, b, len);
+  if (kind == GR__BARRIER) {
+    gr__strbuf_appendf(&sb, "barrier()");
+    return;
+  }
+  gr__strbuf_appendf(&sb, "%s(count=%llu, dtype=%s", gr__kind_name((gr__kind)kind),
+                     (unsigned long long)d0, gr__dtype_name((gr_dtype)((d1 >> 8) & 0xff)));
   if (kind == GR__ALLREDUCE || kind == GR__REDUCE_SCATTER || kind == GR__REDUCE)
-    n += snprintf(b + n, len - (size_t)n, ", op=%s", gr__op_name((gr_op)((d1 >> 16) & 0xff)));
+    gr__strbuf_appendf(&sb, ", op=%s", gr__op_name((gr_op)((d1 >> 16) & 0xff)));
   if (kind == GR__BROADCAST || kind == GR__REDUCE)
-    n += snprintf(b + n, len - (size_t)n, ", root=%d", (int)((d1 >> 24) & 0xfff));
-  if (kind == GR__BARRIER) n = snprintf(b, len, "barrier(");
-  return n + snprintf(b + n, len - (size_t)n, ")");
+    gr__strbuf_appendf(&sb, ", root=%d", (int)((d1 >> 24) & 0xfff));
+  gr__strbuf_putc(&sb, ')');
 }
 
 /* Whether rank q (who has raised in this round) describes the call as this rank does; 1 yes (or
@@ -507,11 +513,13 @@ static int agrees(gr__shm *s, gr__shm_op *op, int q) {
     return 0;
   }
   describe_text(b, sizeof b, mine[0], mine[1]);
-  int n = snprintf(op->why, sizeof op->why, "rank %d called %s while rank %d called %s",
-                   name_of(s, q), a, name_of(s, s->rank), b);
-  if ((d1 >> 40) != (mine[1] >> 40) && n > 0 && (size_t)n < sizeof op->why)
-    snprintf(op->why + n, sizeof op->why - (size_t)n, " (at shared-memory rounds %llu and %llu)",
-             (unsigned long long)(d1 >> 40), (unsigned long long)(mine[1] >> 40));
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, op->why, sizeof op->why);
+  gr__strbuf_appendf(&sb, "rank %d called %s while rank %d called %s", name_of(s, q), a,
+                     name_of(s, s->rank), b);
+  if ((d1 >> 40) != (mine[1] >> 40))
+    gr__strbuf_appendf(&sb, " (at shared-memory rounds %llu and %llu)",
+                       (unsigned long long)(d1 >> 40), (unsigned long long)(mine[1] >> 40));
   op->failed = 1;
   return 0;
 }
@@ -1537,13 +1545,14 @@ int gr__shm_engine_registered(gr__shm *s) {
 const char *gr__shm_why(const gr__shm *s) { return s->why; }
 
 int gr__shm_gone(const gr__shm *s, char *buf, size_t len) {
-  int named = 0, n = 0;
-  if (len) buf[0] = '\0';
-  for (int q = 0; q < s->size && n >= 0 && (size_t)n < len; q++) {
+  int named = 0;
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, buf, len);
+  for (int q = 0; q < s->size && len && !sb.truncated; q++) {
     pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
     if (q == s->rank || !peer_gone(pid)) continue;
-    n += snprintf(buf + n, len - (size_t)n, "%srank %d (process %d no longer exists)",
-                  named ? ", " : "", name_of(s, q), (int)pid);
+    gr__strbuf_appendf(&sb, "%srank %d (process %d no longer exists)", named ? ", " : "",
+                       name_of(s, q), (int)pid);
     named++;
   }
   return named;
@@ -1557,9 +1566,11 @@ void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
   int wait_rank = s->wait_rank;
   unlock(s);
   if (!why || !len) return;
-  int n = snprintf(why, len, "shared-memory round %llu: waiting for", (unsigned long long)rounds);
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, why, len);
+  gr__strbuf_appendf(&sb, "shared-memory round %llu: waiting for", (unsigned long long)rounds);
   int named = 0;
-  for (int q = 0; q < s->size && n >= 0 && (size_t)n < len; q++) {
+  for (int q = 0; q < s->size && !sb.truncated; q++) {
     /* the ranks this one waits for, and any whose process has vanished (a survivor that timed
      * out and exited may be the one a single-copy read found gone) */
     pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
@@ -1567,10 +1578,9 @@ void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
     int behind = (wait_rank < 0 || q == wait_rank) &&
                  atomic_load_explicit(flag(s, q), memory_order_acquire) < wait_for;
     if (!gone && !behind) continue;
-    n += snprintf(why + n, len - (size_t)n, "%s rank %d (process %d%s)", named ? "," : "",
-                  name_of(s, q), (int)pid, gone ? " no longer exists" : " still running");
+    gr__strbuf_appendf(&sb, "%s rank %d (process %d%s)", named ? "," : "", name_of(s, q), (int)pid,
+                       gone ? " no longer exists" : " still running");
     named++;
   }
-  if (!named && n >= 0 && (size_t)n < len)
-    snprintf(why + n, len - (size_t)n, " no rank (all arrived)");
+  if (!named) gr__strbuf_appendf(&sb, " no rank (all arrived)");
 }

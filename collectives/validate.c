@@ -4,6 +4,7 @@
 
 #include "gr_dtype.h"
 #include "gr_error.h"
+#include "gr_strbuf.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -150,19 +151,21 @@ static void describe(char *s, size_t len, const fingerprint *f, const fingerprin
              (unsigned long long)f->count, (unsigned long long)f->hash);
     return;
   }
-  int n = snprintf(s, len, "%s(count=%llu",
-                   f->kind >= 0 && f->kind < GR__NKINDS ? gr__kind_name((gr__kind)f->kind) : "?",
-                   (unsigned long long)f->count);
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, s, len);
+  gr__strbuf_appendf(&sb, "%s(count=%llu",
+                     f->kind >= 0 && f->kind < GR__NKINDS ? gr__kind_name((gr__kind)f->kind) : "?",
+                     (unsigned long long)f->count);
   int same_kind = f->kind == ref->kind;
-  if (same_kind && f->dtype != ref->dtype && f->dtype >= 0 && n >= 0 && (size_t)n < len)
-    n += snprintf(s + n, len - (size_t)n, ", dtype=%s", gr__dtype_name((gr_dtype)f->dtype));
-  if (same_kind && f->op != ref->op && f->op >= 0 && n >= 0 && (size_t)n < len)
-    n += snprintf(s + n, len - (size_t)n, ", op=%s", gr__op_name((gr_op)f->op));
-  if (same_kind && f->root != ref->root && f->root >= 0 && n >= 0 && (size_t)n < len)
-    n += snprintf(s + n, len - (size_t)n, ", root=%d", f->root);
-  if (same_kind && f->inplace != ref->inplace && f->inplace >= 0 && n >= 0 && (size_t)n < len)
-    n += snprintf(s + n, len - (size_t)n, ", %s", f->inplace ? "in place" : "out of place");
-  if (n >= 0 && (size_t)n < len) snprintf(s + n, len - (size_t)n, ")");
+  if (same_kind && f->dtype != ref->dtype && f->dtype >= 0)
+    gr__strbuf_appendf(&sb, ", dtype=%s", gr__dtype_name((gr_dtype)f->dtype));
+  if (same_kind && f->op != ref->op && f->op >= 0)
+    gr__strbuf_appendf(&sb, ", op=%s", gr__op_name((gr_op)f->op));
+  if (same_kind && f->root != ref->root && f->root >= 0)
+    gr__strbuf_appendf(&sb, ", root=%d", f->root);
+  if (same_kind && f->inplace != ref->inplace && f->inplace >= 0)
+    gr__strbuf_appendf(&sb, ", %s", f->inplace ? "in place" : "out of place");
+  gr__strbuf_putc(&sb, ')');
 }
 
 static int same(const fingerprint *a, const fingerprint *b) {

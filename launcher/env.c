@@ -2,6 +2,7 @@
  * docs/architecture.md, "Contracts") and the conventional variables CUDA, ROCm, OpenMP and
  * UCX read. Pure: builds a list, sets nothing. */
 #include "gr_launcher.h"
+#include "gr_strbuf.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -31,30 +32,12 @@ static gr_status add(gr__envlist *e, const char *name, const char *fmt, ...) {
   return GR_OK;
 }
 
-/* A growing string; on allocation failure it stays NULL and the caller reports it. */
-typedef struct {
-  char *s;
-  size_t len, cap;
-} sbuf;
+/* The most text one list variable may take (a rank's GPUs, cores, NUMA nodes or NICs). */
+#define ENV_LIST_MAX ((size_t)1 << 20)
 
-static void sb_add(sbuf *b, const char *fmt, ...) GR_PRINTF(2, 3);
-static void sb_add(sbuf *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int need = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (need < 0) return;
-  if (b->len + (size_t)need + 1 > b->cap) {
-    size_t cap = (b->cap ? b->cap * 2 : 64) + (size_t)need;
-    char *ns = realloc(b->s, cap);
-    if (!ns) return;
-    b->s = ns;
-    b->cap = cap;
-  }
-  va_start(ap, fmt);
-  vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-  va_end(ap);
-  b->len += (size_t)need;
+/* The list's text, or none when it is empty. */
+static const char *text_or(const gr__strbuf *b, const char *none) {
+  return gr__strbuf_len(b) ? gr__strbuf_str(b) : none;
 }
 
 gr_status gr__plan_env(const gr__node *n, const gr__node_plan *p, int rank, const gr__options *o,
@@ -62,18 +45,23 @@ gr_status gr__plan_env(const gr__node *n, const gr__node_plan *p, int rank, cons
   memset(e, 0, sizeof *e);
   const gr__rank_plan *rp = &p->ranks[rank];
   gr_status st = GR_OK;
-  sbuf gpus = {0}, ord = {0}, numa = {0}, places = {0}, mem = {0};
+  gr__strbuf gpus, ord, numa, places, mem;
+  gr__strbuf_init_heap(&gpus, ENV_LIST_MAX);
+  gr__strbuf_init_heap(&ord, ENV_LIST_MAX);
+  gr__strbuf_init_heap(&numa, ENV_LIST_MAX);
+  gr__strbuf_init_heap(&places, ENV_LIST_MAX);
+  gr__strbuf_init_heap(&mem, ENV_LIST_MAX);
   int amd = 0;
   for (int i = 0; i < rp->ngpus; i++) {
     const gr__gpu *g = &n->gpus[rp->gpu[i]];
-    sb_add(&gpus, "%s%s", i ? "," : "", g->pci);
-    sb_add(&ord, "%s%d", i ? "," : "", g->index);
+    gr__strbuf_appendf(&gpus, "%s%s", i ? "," : "", g->pci);
+    gr__strbuf_appendf(&ord, "%s%d", i ? "," : "", g->index);
     if (g->vendor == 0x1002) amd = 1;
   }
   int first = 1;
   unsigned idx;
   hwloc_bitmap_foreach_begin(idx, rp->nodeset) {
-    sb_add(&numa, "%s%u", first ? "" : ",", idx);
+    gr__strbuf_appendf(&numa, "%s%u", first ? "" : ",", idx);
     first = 0;
   }
   hwloc_bitmap_foreach_end();
@@ -92,7 +80,7 @@ gr_status gr__plan_env(const gr__node *n, const gr__node_plan *p, int rank, cons
     else
       hwloc_bitmap_only(place, (unsigned)pu);
     char *l = gr__bitmap_list(place);
-    sb_add(&places, "%s{%s}", first ? "" : ",", l ? l : "");
+    gr__strbuf_appendf(&places, "%s{%s}", first ? "" : ",", l ? l : "");
     free(l);
     hwloc_bitmap_andnot(left, left, place);
     hwloc_bitmap_free(place);
@@ -105,12 +93,16 @@ gr_status gr__plan_env(const gr__node *n, const gr__node_plan *p, int rank, cons
   if (threads < 1) threads = 1;
 
 #define ADD(...) GR_CHECK_GOTO(add(e, __VA_ARGS__), st, out)
+  if (gpus.truncated || numa.truncated || places.truncated) {
+    st = GR_ERR_NOMEM;
+    goto out;
+  }
   ADD(GR_PLAN_VAR_VERSION, "%s", GR_PLAN_VERSION);
   ADD(GR_PLAN_VAR_LOCAL_RANK, "%d", rank);
   ADD(GR_PLAN_VAR_LOCAL_SIZE, "%d", p->local_size);
-  ADD(GR_PLAN_VAR_GPUS, "%s", gpus.s ? gpus.s : "");
+  ADD(GR_PLAN_VAR_GPUS, "%s", gr__strbuf_str(&gpus));
   ADD(GR_PLAN_VAR_CPUS, "%s", cpus ? cpus : "");
-  ADD(GR_PLAN_VAR_NUMA, "%s", numa.s ? numa.s : "");
+  ADD(GR_PLAN_VAR_NUMA, "%s", gr__strbuf_str(&numa));
   ADD(GR_PLAN_VAR_NIC, "%s", rp->nic >= 0 ? n->nics[rp->nic].name : "");
   {
     /* the GPUs in the form the scheduler named them (visible.c) */
@@ -125,20 +117,23 @@ gr_status gr__plan_env(const gr__node *n, const gr__node_plan *p, int rank, cons
     }
   }
   ADD("OMP_NUM_THREADS", "%d", threads);
-  ADD("OMP_PLACES", "%s", places.s ? places.s : "cores");
+  ADD("OMP_PLACES", "%s", text_or(&places, "cores"));
   ADD("OMP_PROC_BIND", "close");
   if (rp->nic >= 0) {
     /* every NIC of the rank; NCCL's list exact ('=') so that mlx5_1 does not also pick mlx5_10 */
-    sbuf ucx = {0}, hca = {0};
+    gr__strbuf ucx, hca;
+    gr__strbuf_init_heap(&ucx, ENV_LIST_MAX);
+    gr__strbuf_init_heap(&hca, ENV_LIST_MAX);
     for (int i = 0; i < rp->nnics; i++) {
       const gr__nic *c = &n->nics[rp->nics[i]];
-      sb_add(&ucx, "%s%s", i ? "," : "", c->ucx);
+      gr__strbuf_appendf(&ucx, "%s%s", i ? "," : "", c->ucx);
       if (c->osdev && c->osdev->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS)
-        sb_add(&hca, "%s%s", hca.len ? "," : "=", c->ucx);
+        gr__strbuf_appendf(&hca, "%s%s", gr__strbuf_len(&hca) ? "," : "=", c->ucx);
     }
-    st = add(e, "UCX_NET_DEVICES", "%s", ucx.s ? ucx.s : n->nics[rp->nic].ucx);
-    if (st == GR_OK && hca.s) st = add(e, "NCCL_IB_HCA", "%s", hca.s);
-    free(ucx.s), free(hca.s);
+    st = ucx.truncated || hca.truncated ? GR_ERR_NOMEM : GR_OK;
+    if (st == GR_OK) st = add(e, "UCX_NET_DEVICES", "%s", text_or(&ucx, n->nics[rp->nic].ucx));
+    if (st == GR_OK && gr__strbuf_len(&hca)) st = add(e, "NCCL_IB_HCA", "%s", gr__strbuf_str(&hca));
+    gr__strbuf_free(&ucx), gr__strbuf_free(&hca);
     if (st != GR_OK) goto out;
   }
   /* GPUs shared through MPS: an even share of the SMs and of the memory for each rank */
@@ -152,14 +147,21 @@ gr_status gr__plan_env(const gr__node *n, const gr__node_plan *p, int rank, cons
                                    ? o->gpu_mem_limit
                                    : n->gpus[rp->gpu[i]].mem_bytes / (unsigned)rp->sharers;
       int dev = gr__visible_ordinal(n, rp, o ? o->visible : GR__VISIBLE_OWN, i);
-      if (lim) sb_add(&mem, "%s%d=%lluM", mem.len ? "," : "", dev, lim >> 20 ? lim >> 20 : 1);
+      if (lim)
+        gr__strbuf_appendf(&mem, "%s%d=%lluM", gr__strbuf_len(&mem) ? "," : "", dev,
+                           lim >> 20 ? lim >> 20 : 1);
     }
-    if (mem.s) ADD("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "%s", mem.s);
+    if (mem.truncated) {
+      st = GR_ERR_NOMEM;
+      goto out;
+    }
+    if (gr__strbuf_len(&mem)) ADD("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "%s", gr__strbuf_str(&mem));
   }
 #undef ADD
   GR_CHECK_GOTO(gr__torch_env_add(o, rank, e), st, out); /* RANK, MASTER_ADDR...: torchenv.c */
 out:
-  free(gpus.s), free(ord.s), free(numa.s), free(places.s), free(mem.s), free(cpus);
+  gr__strbuf_free(&gpus), gr__strbuf_free(&ord), gr__strbuf_free(&numa);
+  gr__strbuf_free(&places), gr__strbuf_free(&mem), free(cpus);
   if (st != GR_OK) gr__envlist_free(e);
   return st;
 }

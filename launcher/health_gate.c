@@ -9,6 +9,7 @@
 
 #include "gr_health.h"
 #include "gr_jobdir.h"
+#include "gr_strbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,13 +33,13 @@ static ssize_t produce(void *ctx, char *buf, size_t cap) {
   for (int g = 0; g < n->ngpus; g++)
     pci[g] = n->gpus[g].pci;
   gr__gpu_health_read(pci, n->ngpus, h);
-  size_t len = 0;
-  for (int g = 0; g < n->ngpus && len < cap; g++)
-    len += (size_t)snprintf(buf + len, cap - len, "%d %s\n", h[g].known ? h[g].unhealthy : -1,
-                            h[g].why);
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, buf, cap);
+  for (int g = 0; g < n->ngpus; g++)
+    gr__strbuf_appendf(&sb, "%d %s\n", h[g].known ? h[g].unhealthy : -1, h[g].why);
   free(pci);
   free(h);
-  return len < cap ? (ssize_t)len : -1;
+  return sb.truncated ? -1 : (ssize_t)gr__strbuf_len(&sb);
 }
 
 /* Back from the text (it may come from a file): one line per GPU, printable ASCII kept. */
@@ -81,14 +82,15 @@ gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,
           : gr__snapshot_share("health", n, local_rank, local_size, NULL, produce, n, text, cap);
   if (len < 0 || parse(text, h, n->ngpus) != 0) memset(h, 0, (size_t)n->ngpus * sizeof *h);
   free(text);
-  char keep[4096] = "";
-  size_t klen = 0;
+  char keep[4096];
+  gr__strbuf kb;
+  gr__strbuf_init_fixed(&kb, keep, sizeof keep);
   int healthy = 0;
   gr_status rc = GR_OK;
   for (int g = 0; g < n->ngpus; g++) {
     if (!h[g].unhealthy) {
-      if (klen + 8 < sizeof keep)
-        klen += (size_t)snprintf(keep + klen, sizeof keep - klen, "%s%d", klen ? "," : "", g);
+      if (gr__strbuf_len(&kb) + 8 < sizeof keep)
+        gr__strbuf_appendf(&kb, "%s%d", gr__strbuf_len(&kb) ? "," : "", g);
       healthy++;
       continue;
     }
@@ -102,10 +104,12 @@ gr_status gr__health_gate(gr__node *n, int mode, int local_rank, int local_size,
   if (mode == GR__HEALTH_AVOID && healthy < n->ngpus) {
     if (!healthy) {
       char err[1024];
-      size_t el = (size_t)snprintf(err, sizeof err, "--gpu-health avoid: no healthy GPU left:");
-      for (int g = 0; g < n->ngpus && el < sizeof err; g++)
-        el += (size_t)snprintf(err + el, sizeof err - el, "%s GPU %d %s: %s", g ? ";" : "",
-                               n->gpus[g].index, n->gpus[g].pci, h[g].why);
+      gr__strbuf eb;
+      gr__strbuf_init_fixed(&eb, err, sizeof err);
+      gr__strbuf_appendf(&eb, "--gpu-health avoid: no healthy GPU left:");
+      for (int g = 0; g < n->ngpus; g++)
+        gr__strbuf_appendf(&eb, "%s GPU %d %s: %s", g ? ";" : "", n->gpus[g].index, n->gpus[g].pci,
+                           h[g].why);
       rc = gr__fail_msg(GR_ERR_INVALID, "%s", err);
     } else {
       gr__node_restrict(n, keep, NULL, 0);

@@ -5,6 +5,7 @@
 #include "gr_launcher.h"
 
 #include "gr_health.h"
+#include "gr_strbuf.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,10 +22,11 @@ static ssize_t produce(void *ctx, char *buf, size_t cap) {
     for (int g = 0; g < n->ngpus; g++)
       pci[g] = n->gpus[g].pci;
     gr__gpu_load_read(pci, n->ngpus, mem, util);
-    size_t len = 0;
-    for (int g = 0; g < n->ngpus && len < cap; g++)
-      len += (size_t)snprintf(buf + len, cap - len, "%.1f %.0f\n", mem[g], util[g]);
-    if (len < cap) rc = (ssize_t)len;
+    gr__strbuf sb;
+    gr__strbuf_init_fixed(&sb, buf, cap);
+    for (int g = 0; g < n->ngpus; g++)
+      gr__strbuf_appendf(&sb, "%.1f %.0f\n", mem[g], util[g]);
+    if (!sb.truncated) rc = (ssize_t)gr__strbuf_len(&sb);
   }
   free(pci);
   free(mem);
@@ -93,20 +95,20 @@ void gr__least_loaded(gr__node *n, int local_rank, int local_size, const gr__nod
     return;
   }
   qsort(l, (size_t)n->ngpus, sizeof *l, by_load);
-  char keep[4096] = "", note[200];
+  char keep[4096], note[200];
   int *chosen = calloc((size_t)n->ngpus, sizeof *chosen);
   for (int i = 0; chosen && i < want; i++)
     chosen[l[i].pos] = 1;
-  size_t kl = 0, nl = (size_t)snprintf(note, sizeof note, "least-loaded: GPUs");
+  gr__strbuf kb, nb;
+  gr__strbuf_init_fixed(&kb, keep, sizeof keep);
+  gr__strbuf_init_fixed(&nb, note, sizeof note);
+  gr__strbuf_appendf(&nb, "least-loaded: GPUs");
   for (int g = 0; chosen && g < n->ngpus; g++) /* PCI order, so that closest keeps affinity */
     if (chosen[g]) {
-      kl += (size_t)snprintf(keep + kl, sizeof keep - kl, "%s%d", kl ? "," : "", g);
-      if (nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, " %d", n->gpus[g].index);
+      gr__strbuf_appendf(&kb, "%s%d", gr__strbuf_len(&kb) ? "," : "", g);
+      gr__strbuf_appendf(&nb, " %d", n->gpus[g].index);
     }
-  if (nl < sizeof note)
-    snprintf(note + nl, sizeof note - nl, " of %d (least memory in use, then utilisation)",
-             n->ngpus);
+  gr__strbuf_appendf(&nb, " of %d (least memory in use, then utilisation)", n->ngpus);
   if (chosen) gr__node_restrict(n, keep, NULL, 0);
   if (notes && notes->nwarn < GR__MAX_WARN)
     snprintf(notes->warn[notes->nwarn++], sizeof notes->warn[0], "%s", note);

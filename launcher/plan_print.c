@@ -2,6 +2,7 @@
 #include "gr_launcher.h"
 
 #include "gr_escape.h" /* gr__esc_json: the one JSON string escaper */
+#include "gr_strbuf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,22 +13,20 @@ void gr__print_rank_line(FILE *f, const gr__node *n, const gr__node_plan *p, int
   char *cpus = gr__bitmap_list(rp->cpuset), *numa = gr__bitmap_list(rp->nodeset);
   /* build the line first: one fputs, so that ranks' lines do not interleave */
   char line[1024];
-  size_t len = 0;
-#define APP(...)                                                                                   \
-  do {                                                                                             \
-    int w_ = snprintf(line + len, sizeof line - len, __VA_ARGS__);                                 \
-    if (w_ > 0) len = len + (size_t)w_ < sizeof line ? len + (size_t)w_ : sizeof line - 1;         \
-  } while (0)
-  APP("gpurun: rank %d/%d on %s: ", rank, p->local_size, host ? host : "?");
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, line, sizeof line);
+  gr__strbuf_appendf(&sb, "gpurun: rank %d/%d on %s: ", rank, p->local_size, host ? host : "?");
   if (rp->ngpus == 0)
-    APP("no GPU");
+    gr__strbuf_appendf(&sb, "no GPU");
   else {
-    APP("GPU%s ", rp->ngpus > 1 ? "s" : "");
+    gr__strbuf_appendf(&sb, "GPU%s ", rp->ngpus > 1 ? "s" : "");
     for (int i = 0; i < rp->ngpus; i++)
-      APP("%s%d %s", i ? ", " : "", n->gpus[rp->gpu[i]].index, n->gpus[rp->gpu[i]].pci);
+      gr__strbuf_appendf(&sb, "%s%d %s", i ? ", " : "", n->gpus[rp->gpu[i]].index,
+                         n->gpus[rp->gpu[i]].pci);
   }
-  APP(", %s %s (NUMA %s)", p->smt ? "PUs" : "cores", cpus ? cpus : "?", numa ? numa : "?");
-  APP(", NIC %s", rp->nic >= 0 ? n->nics[rp->nic].name : "none");
+  gr__strbuf_appendf(&sb, ", %s %s (NUMA %s)", p->smt ? "PUs" : "cores", cpus ? cpus : "?",
+                     numa ? numa : "?");
+  gr__strbuf_appendf(&sb, ", NIC %s", rp->nic >= 0 ? n->nics[rp->nic].name : "none");
   if (rp->sharers > 1 && rp->ngpus > 0) {
     gr__envlist e;
     const char *pct = "?", *lim = NULL;
@@ -36,16 +35,15 @@ void gr__print_rank_line(FILE *f, const gr__node *n, const gr__node_plan *p, int
         if (strcmp(e.name[i], "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == 0) pct = e.value[i];
         if (strcmp(e.name[i], "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == 0) lim = e.value[i];
       }
-      APP(", GPU shared by %d ranks (MPS %s%% of SMs, memory %s)", rp->sharers, pct,
-          lim ? lim : "unlimited");
+      gr__strbuf_appendf(&sb, ", GPU shared by %d ranks (MPS %s%% of SMs, memory %s)", rp->sharers,
+                         pct, lim ? lim : "unlimited");
       gr__envlist_free(&e);
     }
   } else if (o && o->gpu_mem_limit && rp->ngpus > 0) {
-    APP(", GPU memory limit %lluM", o->gpu_mem_limit >> 20);
+    gr__strbuf_appendf(&sb, ", GPU memory limit %lluM", o->gpu_mem_limit >> 20);
   }
-  if (p->policy == GR__POLICY_NONE) APP(" [policy none: not bound]");
-  APP("\n");
-#undef APP
+  if (p->policy == GR__POLICY_NONE) gr__strbuf_appendf(&sb, " [policy none: not bound]");
+  gr__strbuf_appendf(&sb, "\n");
   fputs(line, f);
   free(cpus), free(numa);
 }

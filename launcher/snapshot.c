@@ -18,6 +18,7 @@
 
 #include "gr_escape.h"
 #include "gr_safefile.h"
+#include "gr_strbuf.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -55,19 +56,17 @@ static const struct {
  * Values are cut at ID_VALUE_MAX bytes and bytes outside printable ASCII become '?', the same on
  * every rank, so the identity stays one line. */
 static int launch_identity(char *out, size_t cap) {
-  size_t len = 0;
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, out, cap);
   int launch = 0, have_job = getenv("SLURM_JOB_ID") && *getenv("SLURM_JOB_ID");
-  out[0] = '\0';
   for (size_t i = 0; i < sizeof id_vars / sizeof id_vars[0]; i++) {
     const char *v = getenv(id_vars[i].var);
     if (!v || !*v) continue;
     if (!strcmp(id_vars[i].var, "SLURM_STEP_ID") && !have_job) continue;
-    int w = snprintf(out + len, cap - len, "%s%s=", len ? " " : "", id_vars[i].var);
-    if (w < 0 || (size_t)w >= cap - len) return -1;
-    len += (size_t)w;
-    for (size_t k = 0; v[k] && k < ID_VALUE_MAX && len + 1 < cap; k++)
-      out[len++] = v[k] > ' ' && v[k] < 127 ? v[k] : '?';
-    out[len] = '\0';
+    gr__strbuf_appendf(&sb, "%s%s=", gr__strbuf_len(&sb) ? " " : "", id_vars[i].var);
+    if (sb.truncated) return -1;
+    for (size_t k = 0; v[k] && k < ID_VALUE_MAX && gr__strbuf_len(&sb) + 1 < cap; k++)
+      gr__strbuf_putc(&sb, v[k] > ' ' && v[k] < 127 ? v[k] : '?');
     launch |= id_vars[i].launch;
   }
   return launch ? 0 : -1;
@@ -96,11 +95,13 @@ static unsigned long long fnv(const char *s, unsigned long long h) {
 
 /* The first lines of every snapshot: what, for which launch, over which GPUs. */
 static int header(const gr__node *n, const char *kind, const char *id, char *out, size_t cap) {
-  size_t len = (size_t)snprintf(out, cap, "gpurun-snapshot 1 %s\nlaunch %s\ngpus", kind, id);
-  for (int g = 0; g < n->ngpus && len < cap; g++)
-    len += (size_t)snprintf(out + len, cap - len, " %s", n->gpus[g].pci);
-  if (len < cap) len += (size_t)snprintf(out + len, cap - len, "\n");
-  return len < cap ? 0 : -1;
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, out, cap);
+  gr__strbuf_appendf(&sb, "gpurun-snapshot 1 %s\nlaunch %s\ngpus", kind, id);
+  for (int g = 0; g < n->ngpus; g++)
+    gr__strbuf_appendf(&sb, " %s", n->gpus[g].pci);
+  gr__strbuf_putc(&sb, '\n');
+  return sb.truncated ? -1 : 0;
 }
 
 /* Snapshots older than this are removed by the next local rank 0 that publishes one, and so are

@@ -5,6 +5,7 @@
 #include "gr_launcher.h"
 
 #include "gr_parse.h"
+#include "gr_strbuf.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -66,8 +67,7 @@ static long hl_group_count(const char *s, const char *end) {
 }
 
 /* Appends the idx-th host of the bracket body to out; 0 ok. */
-static int hl_group_nth(const char *s, const char *end, long idx, char *out, size_t *pos,
-                        size_t outlen) {
+static int hl_group_nth(const char *s, const char *end, long idx, gr__strbuf *out) {
   while (s < end) {
     const char *comma = memchr(s, ',', (size_t)(end - s));
     const char *item_end = comma ? comma : end;
@@ -75,10 +75,8 @@ static int hl_group_nth(const char *s, const char *end, long idx, char *out, siz
     int w;
     if (hl_range(s, item_end, &lo, &hi, &w)) return -1;
     if (idx <= hi - lo) {
-      int k = snprintf(out + *pos, outlen - *pos, "%0*ld", w, lo + idx);
-      if (k < 0 || (size_t)k >= outlen - *pos) return -1;
-      *pos += (size_t)k;
-      return 0;
+      gr__strbuf_appendf(out, "%0*ld", w, lo + idx);
+      return out->truncated ? -1 : 0;
     }
     idx -= hi - lo + 1;
     if (!comma) break;
@@ -118,18 +116,18 @@ static long hl_entry(const char *s, const char *end, long idx, char *out, size_t
     digit[g] = idx % count[g];
     idx /= count[g];
   }
-  size_t pos = 0;
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, out, outlen);
   int g = 0;
   for (const char *c = s; c < end; c++) {
     if (*c == '[') {
-      if (hl_group_nth(open[g], close[g], digit[g], out, &pos, outlen)) return -1;
+      if (hl_group_nth(open[g], close[g], digit[g], &sb)) return -1;
       c = close[g++];
     } else {
-      if (pos + 1 >= outlen) return -1;
-      out[pos++] = *c;
+      gr__strbuf_putc(&sb, *c);
+      if (sb.truncated) return -1;
     }
   }
-  out[pos] = 0;
   return total;
 }
 

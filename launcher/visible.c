@@ -30,6 +30,7 @@
 #include "gr_launcher.h"
 
 #include "gr_parse.h"
+#include "gr_strbuf.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -41,11 +42,12 @@
 
 static void note(gr__visible *v, const char *fmt, ...) GR_PRINTF(2, 3);
 static void note(gr__visible *v, const char *fmt, ...) {
-  size_t l = strlen(v->note);
-  if (l + 1 >= sizeof v->note) return;
+  gr__strbuf sb;
+  gr__strbuf_init_tail(&sb, v->note, sizeof v->note);
+  if (gr__strbuf_len(&sb) + 1 >= sizeof v->note) return;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(v->note + l, sizeof v->note - l, fmt, ap);
+  gr__strbuf_vappendf(&sb, fmt, ap);
   va_end(ap);
 }
 
@@ -510,21 +512,22 @@ gr_status gr__visible_env(const gr__node *n, const gr__rank_plan *rp, int mode, 
     amd |= n->gpus[rp->gpu[i]].vendor == 0x1002;
   if (rp->ngpus == 0) amd = n->gpus[0].vendor == 0x1002;
   int *list = malloc(((size_t)n->ngpus + (size_t)rp->ngpus + 1) * sizeof *list);
-  size_t cap = 16 + ((size_t)n->ngpus + 1) * sizeof n->gpus[0].token, len = 0;
-  char *s = malloc(cap);
-  if (!s || !list) {
-    free(s), free(list);
-    return GR_ERR_NOMEM;
-  }
-  s[0] = 0;
+  if (!list) return GR_ERR_NOMEM;
+  gr__strbuf sb;
+  gr__strbuf_init_heap(&sb, (size_t)1 << 20);
   int m = visible_list(n, rp, mode, list);
   for (int i = 0; i < m; i++) {
     const gr__gpu *g = &n->gpus[list[i]];
-    int w = g->token[0] ? snprintf(s + len, cap - len, "%s%s", i ? "," : "", g->token)
-                        : snprintf(s + len, cap - len, "%s%d", i ? "," : "", g->index);
-    if (w > 0) len += (size_t)w;
+    if (g->token[0])
+      gr__strbuf_appendf(&sb, "%s%s", i ? "," : "", g->token);
+    else
+      gr__strbuf_appendf(&sb, "%s%d", i ? "," : "", g->index);
   }
   free(list);
+  char *s = sb.truncated ? NULL : gr__strbuf_release(&sb, NULL);
+  if (!s && !sb.truncated) s = strdup("");
+  gr__strbuf_free(&sb);
+  if (!s) return GR_ERR_NOMEM;
   *var = n->gpu_var[0] ? n->gpu_var : amd ? "ROCR_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";
   *value = s;
   return GR_OK;

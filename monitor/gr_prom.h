@@ -64,7 +64,8 @@ size_t gr__prom_owner_line(const gr__prom_owner *o, char *buf, size_t cap);
  * the text does not start with a well-formed line of this version. */
 int gr__prom_owner_parse(const char *text, size_t len, gr__prom_owner *o);
 
-/* A text that grows as it is written. Zero-initialise; gr__prom_text_free releases it. */
+/* The text gr__prom_format leaves: buf malloc'd and NUL-terminated (NULL when nothing was written),
+ * len its length. Zero-initialise; gr__prom_text_free releases it. */
 typedef struct {
   char *buf;
   size_t len, cap;

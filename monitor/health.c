@@ -2,21 +2,21 @@
  * before the program, in a process that never samples telemetry. */
 #include "gr_health.h"
 
+#include "gr_strbuf.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 static void add(gr__gpu_health *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add(gr__gpu_health *h, const char *fmt, ...) {
-  size_t len = strlen(h->why);
-  if (len + 3 >= sizeof h->why) return;
-  if (len) {
-    memcpy(h->why + len, ", ", 3);
-    len += 2;
-  }
+  gr__strbuf sb;
+  gr__strbuf_init_tail(&sb, h->why, sizeof h->why);
+  if (gr__strbuf_len(&sb) + 3 >= sizeof h->why) return;
+  if (gr__strbuf_len(&sb)) gr__strbuf_append(&sb, ", ", 2);
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(h->why + len, sizeof h->why - len, fmt, ap);
+  gr__strbuf_vappendf(&sb, fmt, ap);
   va_end(ap);
   h->unhealthy = 1;
 }

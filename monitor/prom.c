@@ -4,13 +4,13 @@
 #include "gr_error.h"
 #include "gr_escape.h"
 #include "gr_safefile.h"
+#include "gr_strbuf.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,73 +19,22 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct {
-  gr__prom_text *t;
-  int failed;
-} out;
-
-/* Room for n more bytes and a terminator; 0, or -1 (failed set) when memory runs out. */
-static int reserve(out *o, size_t n) {
-  if (o->failed) return -1;
-  gr__prom_text *t = o->t;
-  if (n < t->cap - t->len) return 0;
-  size_t cap = t->cap ? t->cap : 4096;
-  while (n >= cap - t->len) {
-    if (cap > SIZE_MAX / 2) {
-      o->failed = 1;
-      return -1;
-    }
-    cap *= 2;
-  }
-  char *b = realloc(t->buf, cap);
-  if (!b) {
-    o->failed = 1;
-    return -1;
-  }
-  t->buf = b;
-  t->cap = cap;
-  return 0;
-}
-
-static void put(out *o, const char *fmt, ...) GR_PRINTF(2, 3);
-static void put(out *o, const char *fmt, ...) {
-  if (reserve(o, 256) != 0) return;
-  for (;;) {
-    gr__prom_text *t = o->t;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-      o->failed = 1;
-      return;
-    }
-    if ((size_t)n < t->cap - t->len) {
-      t->len += (size_t)n;
-      return;
-    }
-    if (reserve(o, (size_t)n) != 0) return;
-  }
-}
+/* The most text one sample's exposition may take; far above what any node writes. */
+#define GR_PROM_TEXT_MAX ((size_t)64 << 20)
 
 /* A label value: backslash, double quote and newline escaped, other control bytes dropped. */
-static void put_escaped(out *o, const char *src) {
-  size_t n = src ? strlen(src) : 0;
-  if (reserve(o, 2 * n) != 0) return;
-  gr__prom_text *t = o->t;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)src[i];
+static void put_escaped(gr__strbuf *o, const char *src) {
+  for (const char *p = src ? src : ""; *p; p++) {
+    unsigned char c = (unsigned char)*p;
     if (c == '\\' || c == '"') {
-      t->buf[t->len++] = '\\';
-      t->buf[t->len++] = (char)c;
+      gr__strbuf_putc(o, '\\');
+      gr__strbuf_putc(o, (char)c);
     } else if (c == '\n') {
-      t->buf[t->len++] = '\\';
-      t->buf[t->len++] = 'n';
+      gr__strbuf_append(o, "\\n", 2);
     } else if (c >= 32 && c != 127) {
-      t->buf[t->len++] = (char)c;
+      gr__strbuf_putc(o, (char)c);
     }
   }
-  t->buf[t->len] = '\0';
 }
 
 void gr__prom_text_free(gr__prom_text *t) {
@@ -160,33 +109,33 @@ static const family rank_families[] = {
 };
 enum { R_CPU, R_RSS, R_CSEC, R_CALLS, R_WAIT, R_UP, R_TIME, R_N };
 
-static void header(out *o, const family *f) {
-  put(o, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, f->type);
+static void header(gr__strbuf *o, const family *f) {
+  gr__strbuf_appendf(o, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, f->type);
 }
 
 gr_status gr__prom_format(const gr__sample *s, const char *job, const char *host,
                           const gr__live *live, const gr__prom_owner *owner, gr__prom_text *t) {
   /* The labels every series carries, escaped once per sample. */
-  gr__prom_text labels = {0};
-  out lo = {&labels, 0};
-  put(&lo, "job=\"");
+  gr__strbuf lo;
+  gr__strbuf_init_heap(&lo, GR_PROM_TEXT_MAX);
+  gr__strbuf_appendf(&lo, "job=\"");
   put_escaped(&lo, job);
-  put(&lo, "\",host=\"");
+  gr__strbuf_appendf(&lo, "\",host=\"");
   put_escaped(&lo, host);
-  put(&lo, "\",rank=\"");
-  if (s->rank >= 0) put(&lo, "%d", s->rank);
-  put(&lo, "\",local_rank=\"%d\"", s->local_rank);
-  if (lo.failed) {
-    gr__prom_text_free(&labels);
+  gr__strbuf_appendf(&lo, "\",rank=\"");
+  if (s->rank >= 0) gr__strbuf_appendf(&lo, "%d", s->rank);
+  gr__strbuf_appendf(&lo, "\",local_rank=\"%d\"", s->local_rank);
+  if (lo.truncated) {
+    gr__strbuf_free(&lo);
     return gr__fail_msg(GR_ERR_NOMEM, "out of memory formatting the exposition text");
   }
-  const char *base = labels.buf;
-  t->len = 0;
-  out o = {t, 0};
+  const char *base = gr__strbuf_str(&lo);
+  gr__strbuf o;
+  gr__strbuf_init_heap(&o, GR_PROM_TEXT_MAX);
   if (owner) {
     char line[GR_PROM_OWNER_MAX];
     size_t n = gr__prom_owner_line(owner, line, sizeof line);
-    if (n) put(&o, "%s", line);
+    if (n) gr__strbuf_appendf(&o, "%s", line);
   }
   for (int f = 0; f < F_N && s->ngpus; f++) {
     header(&o, &gpu_families[f]);
@@ -240,9 +189,9 @@ gr_status gr__prom_format(const gr__sample *s, const char *job, const char *host
         break;
       }
       if (isnan(v)) continue; /* NVML could not say: no series rather than a made-up value */
-      put(&o, "%s{%s,gpu=\"%d\",pci=\"", gpu_families[f].name, base, G->index);
+      gr__strbuf_appendf(&o, "%s{%s,gpu=\"%d\",pci=\"", gpu_families[f].name, base, G->index);
       put_escaped(&o, G->pci);
-      put(&o, "\"} %.15g\n", v);
+      gr__strbuf_appendf(&o, "\"} %.15g\n", v);
     }
   }
   double csec = 0, calls = 0, wait = 0;
@@ -286,13 +235,16 @@ gr_status gr__prom_format(const gr__sample *s, const char *job, const char *host
     }
     if (isnan(v)) continue;
     header(&o, &rank_families[f]);
-    put(&o, "%s{%s} %.15g\n", rank_families[f].name, base, v);
+    gr__strbuf_appendf(&o, "%s{%s} %.15g\n", rank_families[f].name, base, v);
   }
-  gr__prom_text_free(&labels);
-  if (o.failed) {
-    t->len = 0;
+  gr__strbuf_free(&lo);
+  gr__prom_text_free(t);
+  if (o.truncated) {
+    gr__strbuf_free(&o);
     return gr__fail_msg(GR_ERR_NOMEM, "out of memory formatting the exposition text");
   }
+  t->buf = gr__strbuf_release(&o, &t->len);
+  t->cap = t->buf ? t->len + 1 : 0;
   return GR_OK;
 }
 

@@ -4,12 +4,12 @@
 #include "gr_error.h"
 #include "gr_log.h"
 #include "gr_nvml.h"
+#include "gr_strbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <hwloc.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,25 +326,6 @@ void gr__telemetry_close(gr__telemetry *t) {
 
 /* ---- sampling ---- */
 
-typedef struct {
-  char *buf;
-  size_t cap, len;
-  int overflow;
-} sbuf;
-
-static void put(sbuf *s, const char *fmt, ...) GR_PRINTF(2, 3);
-static void put(sbuf *s, const char *fmt, ...) {
-  if (s->overflow) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(s->buf + s->len, s->cap - s->len, fmt, ap);
-  va_end(ap);
-  if (n < 0 || (size_t)n >= s->cap - s->len)
-    s->overflow = 1;
-  else
-    s->len += (size_t)n;
-}
-
 /* Whether pid is root or one of its descendants: walk up the parent chain (a few /proc reads). */
 static int in_tree(pid_t pid, pid_t root) {
   for (int depth = 0; depth < 64 && pid > 1; depth++) {
@@ -481,55 +462,58 @@ size_t gr__telemetry_format_csv(const gr__sample *smp, char *buf, size_t cap) {
   char cpu_col[64] = "", rss_col[64] = "";
   if (smp->cpu_util >= 0) snprintf(cpu_col, sizeof cpu_col, "%.1f", smp->cpu_util);
   if (smp->rss_kib >= 0) snprintf(rss_col, sizeof rss_col, "%.1f", (double)smp->rss_kib / 1024.0);
-  sbuf s = {buf, cap, 0, 0};
+  gr__strbuf s;
+  gr__strbuf_init_fixed(&s, buf, cap);
   int rows = smp->ngpus > 0 ? smp->ngpus : 1;
   for (int g = 0; g < rows; g++) {
     const gr__gpu_sample *G = &smp->gpu[g];
-    put(&s, "%.3f,%.3f,%d,%d,%s,", smp->unix_s, smp->elapsed_s, smp->rank, smp->local_rank,
-        smp->ngpus ? G->pci : "-");
+    gr__strbuf_appendf(&s, "%.3f,%.3f,%d,%d,%s,", smp->unix_s, smp->elapsed_s, smp->rank,
+                       smp->local_rank, smp->ngpus ? G->pci : "-");
     if (smp->ngpus) {
       if (G->has_util)
-        put(&s, "%u,%u,", G->util, G->mem_util);
+        gr__strbuf_appendf(&s, "%u,%u,", G->util, G->mem_util);
       else
-        put(&s, ",,");
+        gr__strbuf_appendf(&s, ",,");
       if (G->has_mem)
-        put(&s, "%.1f,%.1f,", (double)G->mem_used / 1048576.0, (double)G->mem_total / 1048576.0);
+        gr__strbuf_appendf(&s, "%.1f,%.1f,", (double)G->mem_used / 1048576.0,
+                           (double)G->mem_total / 1048576.0);
       else
-        put(&s, ",,");
+        gr__strbuf_appendf(&s, ",,");
       if (G->has_temp)
-        put(&s, "%u,", G->temp_c);
+        gr__strbuf_appendf(&s, "%u,", G->temp_c);
       else
-        put(&s, ",");
+        gr__strbuf_appendf(&s, ",");
       if (G->has_power)
-        put(&s, "%.3f,", G->power_w);
+        gr__strbuf_appendf(&s, "%.3f,", G->power_w);
       else
-        put(&s, ",");
+        gr__strbuf_appendf(&s, ",");
       if (G->has_clock)
-        put(&s, "%u,", G->sm_mhz);
+        gr__strbuf_appendf(&s, "%u,", G->sm_mhz);
       else
-        put(&s, ",");
+        gr__strbuf_appendf(&s, ",");
       if (G->has_throttle)
-        put(&s, "0x%llx,", G->throttle);
+        gr__strbuf_appendf(&s, "0x%llx,", G->throttle);
       else
-        put(&s, ",");
+        gr__strbuf_appendf(&s, ",");
       if (G->has_ecc)
-        put(&s, "%llu,", G->ecc_uncorrected);
+        gr__strbuf_appendf(&s, "%llu,", G->ecc_uncorrected);
       else
-        put(&s, ",");
+        gr__strbuf_appendf(&s, ",");
     } else {
-      put(&s, ",,,,,,,,,");
+      gr__strbuf_appendf(&s, ",,,,,,,,,");
     }
-    put(&s, "%s,%s,", cpu_col, rss_col);
+    gr__strbuf_appendf(&s, "%s,%s,", cpu_col, rss_col);
     if (smp->ngpus && G->has_share_util)
-      put(&s, "%.1f,%.1f,", G->rank_sm, G->others_sm);
+      gr__strbuf_appendf(&s, "%.1f,%.1f,", G->rank_sm, G->others_sm);
     else
-      put(&s, ",,");
+      gr__strbuf_appendf(&s, ",,");
     if (smp->ngpus && G->has_share_mem)
-      put(&s, "%.1f,%.1f\n", (double)G->rank_mem / 1048576.0, (double)G->others_mem / 1048576.0);
+      gr__strbuf_appendf(&s, "%.1f,%.1f\n", (double)G->rank_mem / 1048576.0,
+                         (double)G->others_mem / 1048576.0);
     else
-      put(&s, ",\n");
+      gr__strbuf_appendf(&s, ",\n");
   }
-  return s.overflow ? 0 : s.len;
+  return s.truncated ? 0 : gr__strbuf_len(&s);
 }
 
 size_t gr__telemetry_sample(gr__telemetry *t, double elapsed_s, char *buf, size_t cap) {

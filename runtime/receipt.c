@@ -5,6 +5,7 @@
 
 #include "gr_config.h"
 #include "gr_plan.h"
+#include "gr_strbuf.h"
 
 #include <hwloc.h>
 #include <sched.h>
@@ -21,12 +22,13 @@
 
 static void add(gr_rank_info_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add(gr_rank_info_t *r, const char *fmt, ...) {
-  size_t l = strlen(r->receipt);
-  if (l + 3 >= sizeof r->receipt) return;
-  if (l) l += (size_t)snprintf(r->receipt + l, sizeof r->receipt - l, "; ");
+  gr__strbuf sb;
+  gr__strbuf_init_tail(&sb, r->receipt, sizeof r->receipt);
+  if (gr__strbuf_len(&sb) + 3 >= sizeof r->receipt) return;
+  if (gr__strbuf_len(&sb)) gr__strbuf_append(&sb, "; ", 2);
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(r->receipt + l, sizeof r->receipt - l, fmt, ap);
+  gr__strbuf_vappendf(&sb, fmt, ap);
   va_end(ap);
   r->receipt_differs++;
 }

@@ -11,6 +11,7 @@
  * are received before the step returns, so nothing is left for later runs. Tags: dpool_impl.h.
  * Cost: 2 (P - 1) empty messages per rank per step. */
 #include "dpool_impl.h"
+#include "gr_strbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,21 +43,21 @@ gr_status gr__dp_arrivals_send(gr_dpool *dp, gr__dp_arrivals *a) {
 }
 
 int gr__dp_arrivals_missing(gr__dp_arrivals *a, char *buf, size_t len) {
-  int n = 0, missing = 0, shown = 0;
-  buf[0] = '\0';
+  int missing = 0, shown = 0;
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, buf, len);
   if (!a->rq) return 0;
   for (int r = 0; r < a->size; r++) {
     int done = 1;
     if (a->rq[r] != MPI_REQUEST_NULL) MPI_Test(&a->rq[r], &done, MPI_STATUS_IGNORE);
     if (done) continue;
     missing++;
-    if (shown < 16 && n >= 0 && (size_t)n < len) {
-      n += snprintf(buf + n, len - (size_t)n, "%s%d", shown ? ", " : "", r);
+    if (shown < 16 && !sb.truncated) {
+      gr__strbuf_appendf(&sb, "%s%d", shown ? ", " : "", r);
       shown++;
     }
   }
-  if (missing > shown && n >= 0 && (size_t)n < len)
-    snprintf(buf + n, len - (size_t)n, " and %d more", missing - shown);
+  if (missing > shown) gr__strbuf_appendf(&sb, " and %d more", missing - shown);
   return missing;
 }
 

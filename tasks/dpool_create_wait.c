@@ -15,6 +15,7 @@
  * that gives up. A notice to a rank that never enters stays unreceived (or is received by that
  * rank's own code, in a job that has already failed). */
 #include "dpool_impl.h"
+#include "gr_strbuf.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -60,21 +61,20 @@ static int name_missing(MPI_Comm comm, int size, const char *heard, char *buf, s
   int translate = same_as_world != MPI_IDENT && same_as_world != MPI_CONGRUENT &&
                   MPI_Comm_group(comm, &g) == MPI_SUCCESS &&
                   MPI_Comm_group(MPI_COMM_WORLD, &wg) == MPI_SUCCESS;
-  int n = 0, missing = 0, shown = 0;
-  buf[0] = '\0';
+  int missing = 0, shown = 0;
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, buf, len);
   for (int r = 0; r < size; r++) {
     if (heard[r]) continue;
     missing++;
-    if (shown == 16 || n < 0 || (size_t)n >= len) continue;
+    if (shown == 16 || sb.truncated) continue;
     int wr = MPI_UNDEFINED;
     if (translate) MPI_Group_translate_ranks(g, 1, &r, wg, &wr);
-    n += snprintf(buf + n, len - (size_t)n, "%s%d", shown ? ", " : "", r);
-    if (wr != MPI_UNDEFINED && n >= 0 && (size_t)n < len)
-      n += snprintf(buf + n, len - (size_t)n, " (world rank %d)", wr);
+    gr__strbuf_appendf(&sb, "%s%d", shown ? ", " : "", r);
+    if (wr != MPI_UNDEFINED) gr__strbuf_appendf(&sb, " (world rank %d)", wr);
     shown++;
   }
-  if (missing > shown && n >= 0 && (size_t)n < len)
-    snprintf(buf + n, len - (size_t)n, " and %d more", missing - shown);
+  if (missing > shown) gr__strbuf_appendf(&sb, " and %d more", missing - shown);
   if (g != MPI_GROUP_NULL) MPI_Group_free(&g);
   if (wg != MPI_GROUP_NULL) MPI_Group_free(&wg);
   return missing;

@@ -9,6 +9,7 @@
 #include "gr_health.h"
 #include "gr_launcher.h"
 #include "gr_nvml.h"
+#include "gr_strbuf.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -33,11 +34,12 @@
 /* Appends to a fixed buffer; keeps what fits. */
 static void app(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void app(char *buf, size_t cap, const char *fmt, ...) {
-  size_t len = strlen(buf);
-  if (len + 1 >= cap) return;
+  gr__strbuf sb;
+  gr__strbuf_init_tail(&sb, buf, cap);
+  if (gr__strbuf_len(&sb) + 1 >= cap) return;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf + len, cap - len, fmt, ap);
+  gr__strbuf_vappendf(&sb, fmt, ap);
   va_end(ap);
 }
 

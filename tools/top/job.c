@@ -2,11 +2,12 @@
  * be hostile (another user's job, a half-written CSV): fields are bounded and cleaned. */
 #include "gr_top.h"
 
+#include "gr_strbuf.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,23 +417,8 @@ static int fault_of(const gr__top_rank *t) {
   return FAULT_NONE;
 }
 
-typedef struct {
-  char *p;
-  size_t cap, len;
-} out_buf;
-
-static void put(out_buf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(out_buf *o, const char *fmt, ...) {
-  if (o->len >= o->cap) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
-  va_end(ap);
-  if (n > 0) o->len += (size_t)n < o->cap - o->len ? (size_t)n : o->cap - o->len - 1;
-}
-
 /* "0-2,4" of the ranks whose flag is set, at most a few runs. */
-static void put_ranks(out_buf *o, const gr__top_job *job, const unsigned char *flag) {
+static void put_ranks(gr__strbuf *o, const gr__top_job *job, const unsigned char *flag) {
   int runs = 0, first = 1;
   for (int i = 0; i < job->n;) {
     if (!flag[i]) {
@@ -443,11 +429,11 @@ static void put_ranks(out_buf *o, const gr__top_job *job, const unsigned char *f
     while (j + 1 < job->n && flag[j + 1] && job->r[j + 1].rank == job->r[j].rank + 1)
       j++;
     if (runs == 6) {
-      put(o, ",...");
+      gr__strbuf_appendf(o, ",...");
       return;
     }
-    put(o, "%s%d", first ? "" : ",", job->r[i].rank);
-    if (j > i) put(o, "-%d", job->r[j].rank);
+    gr__strbuf_appendf(o, "%s%d", first ? "" : ",", job->r[i].rank);
+    if (j > i) gr__strbuf_appendf(o, "-%d", job->r[j].rank);
     first = 0;
     runs++;
     i = j + 1;
@@ -470,10 +456,10 @@ static const char *state_word(char s) {
 }
 
 /* "; rank R" and, where the process is stopped or gone, " (pid P) is STOPPED": 1 when said. */
-static int put_rank_state(out_buf *o, const gr__top_rank *t) {
-  put(o, "; rank %d", t->rank);
+static int put_rank_state(gr__strbuf *o, const gr__top_rank *t) {
+  gr__strbuf_appendf(o, "; rank %d", t->rank);
   const char *sw = state_word(t->proc_state);
-  if (sw) put(o, " (pid %ld) is %s", t->live.pid, sw);
+  if (sw) gr__strbuf_appendf(o, " (pid %ld) is %s", t->live.pid, sw);
   return sw != NULL;
 }
 
@@ -510,12 +496,12 @@ static int same_creation(const gr__live_creating *a, const gr__live_creating *b)
 /* "; rank R (pid P) is STOPPED, in gr_comm_split (split) on world for 4.0 s" etc.: what a
  * blocker does, for either verdict. */
 static void label_of(char *out, size_t cap, const gr__top_job *job, const char *id);
-static void put_creating(out_buf *o, const gr__top_job *job, const gr__live_creating *cr,
+static void put_creating(gr__strbuf *o, const gr__top_job *job, const gr__live_creating *cr,
                          int comma) {
   char over[80];
   label_of(over, sizeof over, job, cr->over);
-  put(o, "%s in %s (%s) on %s for %.1f s", comma ? "," : "", cr->call, cr->step, over,
-      job->now - cr->start);
+  gr__strbuf_appendf(o, "%s in %s (%s) on %s for %.1f s", comma ? "," : "", cr->call, cr->step,
+                     over, job->now - cr->start);
 }
 
 /* A communicator creation (gr_comm_create, gr_comm_split) waited in for longest: the ranks of the
@@ -562,24 +548,27 @@ static void creation_verdict(gr__top_job *job, const gr__live_creating *key, uns
       break;
     }
   char step[48] = "";
-  out_buf so = {step, sizeof step, 0};
+  gr__strbuf so;
+  gr__strbuf_init_fixed(&so, step, sizeof step);
   for (int k = 0; k < nsteps; k++)
-    put(&so, "%s%s", k ? "/" : "", steps[k]);
-  if (more_steps) put(&so, "/...");
+    gr__strbuf_appendf(&so, "%s%s", k ? "/" : "", steps[k]);
+  if (more_steps) gr__strbuf_appendf(&so, "/...");
   char over[80];
   label_of(over, sizeof over, job, key->over);
-  out_buf o = {job->verdict, sizeof job->verdict, 0};
+  gr__strbuf o;
+  gr__strbuf_init_fixed(&o, job->verdict, sizeof job->verdict);
   if (!nblock) {
-    put(&o, "%d rank%s in %s (%s) on %s for %.1f s (no rank behind: slow, or all waiting)", nwait,
+    gr__strbuf_appendf(
+        &o, "%d rank%s in %s (%s) on %s for %.1f s (no rank behind: slow, or all waiting)", nwait,
         nwait == 1 ? "" : "s", key->call, step, over, longest);
     return;
   }
-  put(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
+  gr__strbuf_appendf(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
   put_ranks(&o, job, block);
   if (nwait) { /* else the ones inside stopped: each says how long below */
-    put(&o, ": rank%s ", nwait == 1 ? "" : "s");
+    gr__strbuf_appendf(&o, ": rank%s ", nwait == 1 ? "" : "s");
     put_ranks(&o, job, wait);
-    put(&o, " in %s (%s) on %s for %.1f s", key->call, step, over, longest);
+    gr__strbuf_appendf(&o, " in %s (%s) on %s for %.1f s", key->call, step, over, longest);
   }
   int said = 0;
   for (int i = 0; i < job->n; i++) {
@@ -590,11 +579,11 @@ static void creation_verdict(gr__top_job *job, const gr__live_creating *key, uns
     int sw = put_rank_state(&o, t);
     const gr__live_creating *cr = creating_of(t);
     if (!t->have_live)
-      put(&o, " never published its state");
+      gr__strbuf_appendf(&o, " never published its state");
     else if (cr)
       put_creating(&o, job, cr, sw);
     else
-      put(&o, "%s has not entered %s on %s", sw ? "," : "", key->call, over);
+      gr__strbuf_appendf(&o, "%s has not entered %s on %s", sw ? "," : "", key->call, over);
     /* what it does instead: a collective it waits in (a program that calls in another order, or
      * a rank already past the creation and waiting for the others on the new communicator) */
     const gr__live_comm *run = NULL;
@@ -604,8 +593,9 @@ static void creation_verdict(gr__top_job *job, const gr__live_creating *key, uns
         run = lc;
     }
     if (run)
-      put(&o, " (in %s #%llu on %s for %.1f s)", run->op, run->seq, run->id, job->now - run->start);
-    if (t->have_live && t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
+      gr__strbuf_appendf(&o, " (in %s #%llu on %s for %.1f s)", run->op, run->seq, run->id,
+                         job->now - run->start);
+    if (t->have_live && t->age_s > 2) gr__strbuf_appendf(&o, " (silent %.0f s)", t->age_s);
   }
 }
 
@@ -623,7 +613,7 @@ static const gr__live_comm *oldest_running(const gr__top_rank *t) {
 }
 
 /* " (waiting for ranks 1,3)": the world ranks of the unfinished sends and receives of lc. */
-static void put_waits(out_buf *o, const gr__top_job *job, const gr__live_comm *lc) {
+static void put_waits(gr__strbuf *o, const gr__top_job *job, const gr__live_comm *lc) {
   if (!lc->nwaits) return;
   int seen[GR_LIVE_MAX_WAITS], n = 0, unknown = 0;
   for (int k = 0; k < lc->nwaits; k++) {
@@ -639,51 +629,52 @@ static void put_waits(out_buf *o, const gr__top_job *job, const gr__live_comm *l
   int recvs = 0;
   for (int k = 0; k < lc->nwaits; k++)
     recvs += lc->waits[k].recv;
-  put(o, " (%s rank%s ",
-      recvs == lc->nwaits ? "receiving from"
-      : recvs == 0        ? "sending to"
-                          : "sending to/receiving from",
-      n == 1 ? "" : "s");
+  gr__strbuf_appendf(o, " (%s rank%s ",
+                     recvs == lc->nwaits ? "receiving from"
+                     : recvs == 0        ? "sending to"
+                                         : "sending to/receiving from",
+                     n == 1 ? "" : "s");
   for (int j = 0; j < n; j++)
-    put(o, "%s%d", j ? "," : "", seen[j]);
-  if (unknown) put(o, "%s?", n ? "," : "");
-  put(o, ")");
+    gr__strbuf_appendf(o, "%s%d", j ? "," : "", seen[j]);
+  if (unknown) gr__strbuf_appendf(o, "%s?", n ? "," : "");
+  gr__strbuf_appendf(o, ")");
 }
 
 /* What a named rank does: its creation, its call on the communicator in question (id NULL: its
  * oldest running call), or the last call it finished. */
-static void put_doing(out_buf *o, const gr__top_job *job, const gr__top_rank *t, const char *id,
+static void put_doing(gr__strbuf *o, const gr__top_job *job, const gr__top_rank *t, const char *id,
                       int size, int comma) {
   const gr__live_creating *cr = creating_of(t);
   const gr__live_comm *lc = id ? comm_in(t, id, size) : oldest_running(t);
   char lab[80] = "";
   if (lc) comm_label(lab, sizeof lab, lc);
   if (!t->have_live)
-    put(o, " never published its state");
+    gr__strbuf_appendf(o, " never published its state");
   else if (cr)
     put_creating(o, job, cr, comma);
   else if (!lc && id) {
     label_of(lab, sizeof lab, job, id);
-    put(o, " has not called on %s yet", lab);
+    gr__strbuf_appendf(o, " has not called on %s yet", lab);
   } else if (!lc)
-    put(o, "%s no call yet", comma ? "," : "");
+    gr__strbuf_appendf(o, "%s no call yet", comma ? "," : "");
   else if (!strcmp(lc->state, "running")) {
-    put(o, "%s in %s #%llu%s%s for %.1f s", comma ? "," : "", lc->op, lc->seq, id ? "" : " on ",
-        id ? "" : lab, job->now - lc->start);
+    gr__strbuf_appendf(o, "%s in %s #%llu%s%s for %.1f s", comma ? "," : "", lc->op, lc->seq,
+                       id ? "" : " on ", id ? "" : lab, job->now - lc->start);
     put_waits(o, job, lc);
   } else
-    put(o, "%s last seen: %s #%llu%s%s ended %.1f s ago", comma ? "," : "", lc->op, lc->seq,
-        id ? "" : " on ", id ? "" : lab, lc->end > 0 ? job->now - lc->end : 0.0);
+    gr__strbuf_appendf(o, "%s last seen: %s #%llu%s%s ended %.1f s ago", comma ? "," : "", lc->op,
+                       lc->seq, id ? "" : " on ", id ? "" : lab,
+                       lc->end > 0 ? job->now - lc->end : 0.0);
 }
 
 /* How sure: the evidence against one named rank. */
-static void put_evidence(out_buf *o, const gr__top_rank *t, int fault) {
+static void put_evidence(gr__strbuf *o, const gr__top_rank *t, int fault) {
   if (fault == FAULT_PROC && t->proc_state == 'X')
-    put(o, " [certain: no process %ld on %s]", t->live.pid, t->host);
+    gr__strbuf_appendf(o, " [certain: no process %ld on %s]", t->live.pid, t->host);
   else if (fault == FAULT_PROC)
-    put(o, " [certain: process state %c]", t->proc_state);
+    gr__strbuf_appendf(o, " [certain: process state %c]", t->proc_state);
   else if (fault == FAULT_SILENT)
-    put(o, " [likely: no heartbeat for %.0f s]", t->age_s);
+    gr__strbuf_appendf(o, " [likely: no heartbeat for %.0f s]", t->age_s);
 }
 
 /* A rank whose process is stopped or gone (or, lacking that, whose heartbeat stopped): it is the
@@ -720,15 +711,16 @@ static void fault_verdict(gr__top_job *job, const unsigned char *fault, int leve
       }
     }
   }
-  out_buf o = {job->verdict, sizeof job->verdict, 0};
+  gr__strbuf o;
+  gr__strbuf_init_fixed(&o, job->verdict, sizeof job->verdict);
   if (nwait) {
-    put(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
+    gr__strbuf_appendf(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
     put_ranks(&o, job, block);
-    put(&o, ": rank%s ", nwait == 1 ? "" : "s");
+    gr__strbuf_appendf(&o, ": rank%s ", nwait == 1 ? "" : "s");
     put_ranks(&o, job, wait);
-    put(&o, " in %s for %.1f s", desc, longest);
+    gr__strbuf_appendf(&o, " in %s for %.1f s", desc, longest);
   } else {
-    put(&o, "FAULT: rank%s ", nblock == 1 ? "" : "s");
+    gr__strbuf_appendf(&o, "FAULT: rank%s ", nblock == 1 ? "" : "s");
     put_ranks(&o, job, block);
   }
   int said = 0;
@@ -740,7 +732,7 @@ static void fault_verdict(gr__top_job *job, const unsigned char *fault, int leve
     int sw = put_rank_state(&o, t);
     int member = id && comm_in(t, id, size);
     put_doing(&o, job, t, member ? id : NULL, size, sw);
-    if (t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
+    if (t->age_s > 2) gr__strbuf_appendf(&o, " (silent %.0f s)", t->age_s);
     put_evidence(&o, t, fault[i]);
   }
 }
@@ -846,8 +838,9 @@ void gr__top_analyse(gr__top_job *job) {
     snprintf(desc, sizeof desc, "%s (%s) on %s", cbest->call, cbest->step, over);
   } else if (best_id) {
     /* what the longest waiter waits in, and for whom when that is a send or receive */
-    out_buf d = {desc, sizeof desc, 0};
-    put(&d, "%s #%llu on %s", best_op, best_seq, lab);
+    gr__strbuf d;
+    gr__strbuf_init_fixed(&d, desc, sizeof desc);
+    gr__strbuf_appendf(&d, "%s #%llu on %s", best_op, best_seq, lab);
     for (int i = 0; i < job->n; i++) {
       const gr__live_comm *lc = fault[i] ? NULL : comm_in(&job->r[i], best_id, best_size);
       if (lc && lc->seq == best_seq && !strcmp(lc->state, "running")) {
@@ -899,17 +892,19 @@ void gr__top_analyse(gr__top_job *job) {
         nblock++;
       }
     }
-  out_buf o = {job->verdict, sizeof job->verdict, 0};
+  gr__strbuf o;
+  gr__strbuf_init_fixed(&o, job->verdict, sizeof job->verdict);
   if (!nblock) {
-    put(&o, "%d rank%s in %s #%llu on %s for %.1f s (no rank behind: slow, or all waiting)", nwait,
+    gr__strbuf_appendf(
+        &o, "%d rank%s in %s #%llu on %s for %.1f s (no rank behind: slow, or all waiting)", nwait,
         nwait == 1 ? "" : "s", best_op, best_seq, lab, longest);
     goto out;
   }
-  put(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
+  gr__strbuf_appendf(&o, "WAITING FOR rank%s ", nblock == 1 ? "" : "s");
   put_ranks(&o, job, block);
-  put(&o, ": rank%s ", nwait == 1 ? "" : "s");
+  gr__strbuf_appendf(&o, ": rank%s ", nwait == 1 ? "" : "s");
   put_ranks(&o, job, wait);
-  put(&o, " in %s #%llu on %s for %.1f s", best_op, best_seq, lab, longest);
+  gr__strbuf_appendf(&o, " in %s #%llu on %s for %.1f s", best_op, best_seq, lab, longest);
   int said = 0;
   for (int i = 0; i < job->n; i++) {
     if (!block[i]) continue;
@@ -918,10 +913,11 @@ void gr__top_analyse(gr__top_job *job) {
     if (said++ >= 3) continue;
     int sw = put_rank_state(&o, t);
     put_doing(&o, job, t, best_id, best_size, sw);
-    if (t->have_live && t->age_s > 2) put(&o, " (silent %.0f s)", t->age_s);
+    if (t->have_live && t->age_s > 2) gr__strbuf_appendf(&o, " (silent %.0f s)", t->age_s);
   }
-  put(&o, " [unsure: %s]",
-      p2p ? "the peers it waits for are alive and not waiting" : "behind in the call sequence");
+  gr__strbuf_appendf(&o, " [unsure: %s]",
+                     p2p ? "the peers it waits for are alive and not waiting"
+                         : "behind in the call sequence");
 out:
   free(wait);
   free(block);
