@@ -97,10 +97,10 @@ static void cpus_from_hwloc(gr_rank_info_t *r) {
 
 /* The rank's first visible GPU becomes the current device; none means CPU mode. */
 static void select_device(gr_rank_info_t *r) {
-  char why[160] = "";
-  int n = gr__cuda_device_count(why, sizeof why);
-  if (n <= 0) {
-    GR_LOG_ONCE(GR_LOG_INFO, "no GPU (%s): CPU mode, collectives on the MPI backend", why);
+  int n = 0;
+  if (gr__cuda_device_count(&n) != GR_OK) {
+    GR_LOG_ONCE(GR_LOG_INFO, "no GPU (%s): CPU mode, collectives on the MPI backend",
+                gr_last_error());
     if (r->ngpus)
       GR_INFO("the plan gave this rank %d GPU(s) (%s...) but none is usable", r->ngpus, r->gpus[0]);
     r->ngpus = 0; /* CPU mode: the rank uses no GPU, whatever the plan hoped */
