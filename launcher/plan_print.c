@@ -4,7 +4,6 @@
 #include "gr_escape.h" /* gr__esc_json: the one JSON string escaper */
 
 #include <stdlib.h>
-#include <string.h>
 
 void gr__print_rank_line(FILE *f, const gr__node *n, const gr__node_plan *p, int rank,
                          const char *host, const gr__options *o) {
@@ -29,14 +28,12 @@ void gr__print_rank_line(FILE *f, const gr__node *n, const gr__node_plan *p, int
   APP(", %s %s (NUMA %s)", p->smt ? "PUs" : "cores", cpus ? cpus : "?", numa ? numa : "?");
   APP(", NIC %s", rp->nic >= 0 ? n->nics[rp->nic].name : "none");
   if (rp->sharers > 1 && rp->ngpus > 0) {
+    /* the values the rank's environment gets: the one list gr__plan_env builds */
     gr__envlist e;
-    const char *pct = "?", *lim = NULL;
     if (gr__plan_env(n, p, rank, o, &e) == GR_OK) {
-      for (int i = 0; i < e.n; i++) {
-        if (strcmp(e.name[i], "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == 0) pct = e.value[i];
-        if (strcmp(e.name[i], "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == 0) lim = e.value[i];
-      }
-      APP(", GPU shared by %d ranks (MPS %s%% of SMs, memory %s)", rp->sharers, pct,
+      const char *pct = gr__envlist_get(&e, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+      const char *lim = gr__envlist_get(&e, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+      APP(", GPU shared by %d ranks (MPS %s%% of SMs, memory %s)", rp->sharers, pct ? pct : "?",
           lim ? lim : "unlimited");
       gr__envlist_free(&e);
     }
