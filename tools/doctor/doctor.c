@@ -548,14 +548,13 @@ typedef struct {
 static void check_nvml(gr__dr_report *r, const gr__node *n, int *nvml_count) {
   *nvml_count = 0;
   gr__nvml lib, *l = &lib;
-  char why[240] = "";
-  if (gr__nvml_open(l, why, sizeof why, NULL, 0) != GR__NVML_OK) {
+  if (gr__nvml_open(l) != GR_OK) {
     int nv = nvidia_gpus(n);
     gr__dr_add(r, "nvml", nv ? GR__DR_WARN : GR__DR_SKIP,
                nv ? "install the driver's NVML (libnvidia-ml.so.1) for health, MIG and "
                     "persistence checks"
                   : NULL,
-               "%s", why);
+               "%s", gr_last_error());
     gr__dr_add(r, "gpus", GR__DR_SKIP, NULL, "no NVML: GPU health, persistence and MIG not read");
     return;
   }
