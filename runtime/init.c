@@ -164,7 +164,6 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
                                    "(MPI cannot be re-initialised)");
   }
   gr_status st = GR_OK;
-  char receipt_fail[400] = "";
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
@@ -233,9 +232,9 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
     if (verify != GR_VERIFY_OFF) {
       if (gr__receipt_check(&info, &plan, environ) > 0) {
         if (verify == GR_VERIFY_STRICT) {
-          snprintf(receipt_fail, sizeof receipt_fail,
-                   "placement differs from gpurun's plan (GPURUN_VERIFY=strict): %s", info.receipt);
-          st = GR_ERR_MISMATCH;
+          st = gr__fail_msg(GR_ERR_MISMATCH,
+                            "placement differs from gpurun's plan (GPURUN_VERIFY=strict): %s",
+                            info.receipt);
           goto fail;
         }
         GR_WARN("rank %d: placement differs from gpurun's plan: %s", info.rank, info.receipt);
@@ -264,10 +263,11 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
   return GR_OK;
 
 fail:
-  /* The failing call recorded its sentence; re-record it under gr_init's name. */
+  /* The failing step recorded its sentence; re-record it under gr_init's name (kept here first:
+   * the teardown may record sentences of its own). */
   {
     char why[1024];
-    snprintf(why, sizeof why, "%s", receipt_fail[0] ? receipt_fail : gr_last_error());
+    snprintf(why, sizeof why, "%s", gr_last_error());
     teardown();
     if (we_initialised_mpi) {
       MPI_Finalize();
