@@ -5,6 +5,7 @@
 
 #include "gr_error.h"
 #include "gr_flight.h"
+#include "gr_log.h"
 
 #include <stdio.h>
 
@@ -167,8 +168,10 @@ GR_API gr_status gr_comm_synchronize(gr_comm *comm, gr_stream stream) {
   gr_status st = comm->ops->synchronize(comm, stream, gr__deadline(comm->timeout_s));
   if (st == GR_ERR_TIMEOUT) {
     char path[1024] = "";
-    if (gr__flight_dump("timeout", path, sizeof path) != 0)
+    if (gr__flight_dump("timeout", path, sizeof path) != GR_OK) {
+      GR_WARN("%s", gr_last_error());
       snprintf(path, sizeof path, "not written");
+    }
     gr__comm_abort_internal(comm);
     return gr__fail(st, fn,
                     "work enqueued on communicator %s (rank %d of %d, %s backend) after call "

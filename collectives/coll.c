@@ -222,11 +222,10 @@ void gr__comm_free(gr_comm *c) {
 }
 
 /* A communicator of the public API: the configuration asked for, this rank's GPURUN_COLL_ALGO
- * (agreed in agree_uid), whether buffers may be device pointers. */
-static gr_status comm_alloc(const gr_comm_config *cfg, gr_comm **out) {
-  char why[160];
-  gr__comm_cfg cc = {cfg->timeout_s, cfg->check, algo_setting(),
-                     gr__cuda_device_count(why, sizeof why) > 0, NULL};
+ * (agreed in agree_uid), whether buffers may be device pointers (gpus: the caller's probe, so
+ * that a sentence it recorded before stands). */
+static gr_status comm_alloc(const gr_comm_config *cfg, int gpus, gr_comm **out) {
+  gr__comm_cfg cc = {cfg->timeout_s, cfg->check, algo_setting(), gpus, NULL};
   *out = gr__comm_new(MPI_COMM_NULL, &cc);
   return *out ? GR_OK : GR_ERR_NOMEM;
 }
@@ -410,7 +409,7 @@ static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg
   static const char fn[] = "gr_comm_create";
   gr_comm *c;
   gr_comm_config safe = {GR_BACKEND_AUTO, 0, 0};
-  if (comm_alloc(v->bad == GR_OK ? cfg : &safe, &c) != GR_OK)
+  if (comm_alloc(v->bad == GR_OK ? cfg : &safe, v->has_gpu, &c) != GR_OK)
     return gr__fail(GR_ERR_NOMEM, fn,
                     "out of memory"); /* cannot join: the peers' timeout ends it */
   if (v->bad != GR_OK) c->check = cfg->check != 0, c->timeout_s = 0;
@@ -515,12 +514,13 @@ GR_API gr_status gr_comm_create(MPI_Comm mpi, const gr_comm_config *cfg, gr_comm
   gr_comm_config def;
   gr_comm_config_init(&def);
   if (!cfg) cfg = &def;
-  char why[160] = "";
-  create_view v = {check_config(fn, cfg), cfg->backend, NULL,
-                   gr__cuda_device_count(why, sizeof why) > 0};
+  /* the probe first: a bad argument's sentence, recorded by check_config, must stand */
+  int ndev = 0;
+  gr_status dev = gr__cuda_device_count(&ndev);
   if (!GPURUN_HAVE_NCCL && cfg->backend == GR_BACKEND_AUTO)
     GR_LOG_ONCE(GR_LOG_INFO, "collectives: MPI backend (built without NCCL; %s)",
-                v.has_gpu ? "GPUs present" : why);
+                dev == GR_OK ? "GPUs present" : gr_last_error());
+  create_view v = {check_config(fn, cfg), cfg->backend, NULL, dev == GR_OK};
   return create(mpi, cfg, &v, out);
 }
 
@@ -551,7 +551,7 @@ static gr_status split_steps(const char *fn, gr_comm *c, int color, int key, gr_
   gr_comm *child = NULL;
   gr_comm_config cfg = {GR_BACKEND_AUTO, c->timeout_s, c->check};
   if (nm != MPI_COMM_NULL) {
-    if (comm_alloc(&cfg, &child) != GR_OK) {
+    if (comm_alloc(&cfg, c->gpu_buffers, &child) != GR_OK) {
       MPI_Comm_free(&nm);
       return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
     }

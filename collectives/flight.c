@@ -55,7 +55,8 @@ static void on_sigusr1(int sig) {
 
 static void dump_at_exit(void) {
   char path[1024];
-  gr__flight_dump(GR_FL_REASON_EXIT, path, sizeof path);
+  if (gr__flight_dump(GR_FL_REASON_EXIT, path, sizeof path) != GR_OK)
+    GR_WARN("%s", gr_last_error());
   pthread_mutex_lock(&lock);
   gr_list_node *n;
   while ((n = gr__list_pop_front(&recorders)))
@@ -141,8 +142,10 @@ void gr__flight_poll(void) {
   if (!sig_pending) return;
   sig_pending = 0;
   char path[1024];
-  if (gr__flight_dump(GR_FL_REASON_SIGNAL, path, sizeof path) == 0)
+  if (gr__flight_dump(GR_FL_REASON_SIGNAL, path, sizeof path) == GR_OK)
     GR_INFO("flight recorder written to %s", path);
+  else
+    GR_WARN("%s", gr_last_error());
 }
 
 int gr__flight_latest(gr__flight_now *out, int max) {
@@ -249,23 +252,19 @@ static int dump_text(FILE *o, const char *reason) {
   return wrank;
 }
 
-int gr__flight_dump(const char *reason, char *path, size_t path_len) {
+gr_status gr__flight_dump(const char *reason, char *path, size_t path_len) {
   const char *root = gr__param_str(GR_PARAM_MONITOR_DIR);
   if (!root) root = "./gpurun-monitor";
   const char *jobname = job[0] ? job : "nojob";
   char *buf = NULL;
   size_t len = 0;
   FILE *o = open_memstream(&buf, &len);
-  if (!o) {
-    GR_WARN("flight recorder: out of memory");
-    return -1;
-  }
+  if (!o) return gr__fail_msg(GR_ERR_NOMEM, "flight recorder: out of memory");
   int wrank = dump_text(o, reason);
   int bad = ferror(o);
   if (fclose(o) != 0 || bad) {
     free(buf);
-    GR_WARN("flight recorder: out of memory");
-    return -1;
+    return gr__fail_msg(GR_ERR_NOMEM, "flight recorder: out of memory");
   }
   char name[64];
   snprintf(name, sizeof name, GR_FLIGHT_PREFIX "%d" GR_FLIGHT_SUFFIX, wrank);
@@ -277,7 +276,6 @@ int gr__flight_dump(const char *reason, char *path, size_t path_len) {
     close(dirfd);
   }
   free(buf);
-  if (st == GR_OK) return 0;
-  GR_WARN("flight recorder: not written: %s", gr_last_error());
-  return -1;
+  if (st == GR_OK) return GR_OK;
+  return gr__fail_msg(st, "flight recorder: not written: %s", gr_last_error());
 }

@@ -1,12 +1,15 @@
 /* Internal: what the CUDA runtime says about this process's GPUs. Without CUDA in the build, or
- * without a driver or device at run time, there are no GPUs and `why` says which. */
+ * without a driver or device at run time, there are no GPUs and the recorded sentence says which. */
 #ifndef GR_DEVICE_H
 #define GR_DEVICE_H
 
-#include <stddef.h>
+#include <gpurun/status.h>
 
-/* Number of CUDA devices visible to this process (0 when none or on any failure). When 0, a short
- * reason is written to why (if why_len > 0): "built without CUDA", "cudaGetDeviceCount: ...". */
-int gr__cuda_device_count(char *why, size_t why_len);
+/* Number of CUDA devices visible to this process, in *count. GR_OK with *count >= 1; otherwise
+ * *count = 0 and the sentence (gr__fail_msg, read with gr_last_error()) says why:
+ * GR_ERR_UNSUPPORTED "built without CUDA", GR_ERR_CUDA "cudaGetDeviceCount: ERROR (N)",
+ * GR_ERR_NOT_FOUND "cudaGetDeviceCount: no device". No GPU is an answer, not a failure of the
+ * process: callers run in CPU mode and quote the sentence where they say so. */
+gr_status gr__cuda_device_count(int *count);
 
 #endif

@@ -22,6 +22,7 @@
 #include "gr_flight_format.h"
 #include "gr_live_file.h" /* GR_LIVE_MAX_WAITS */
 
+#include <gpurun/status.h>
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,7 +66,8 @@ typedef struct {
 /* Copies up to max communicators' latest calls into out (creation order); returns how many. */
 int gr__flight_latest(gr__flight_now *out, int max);
 
-/* Write the file; returns 0 and the path written, or -1. */
-int gr__flight_dump(const char *reason, char *path, size_t path_len);
+/* Write the file: GR_OK and the path written, or the sentence recorded ("flight recorder: out of
+ * memory", "flight recorder: not written: ..."): the caller warns with it. */
+gr_status gr__flight_dump(const char *reason, char *path, size_t path_len);
 
 #endif

@@ -5,6 +5,7 @@
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_flight.h"
+#include "gr_log.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -69,8 +70,10 @@ void gr__end_share(gr__call *k, gr__flight_state fs, double t0, double share) {
 gr_status gr__timed_out(const char *fn, gr__call *k, const char *what) {
   gr_comm *c = k->comm;
   char path[1024] = "";
-  if (gr__flight_dump("timeout", path, sizeof path) != 0)
+  if (gr__flight_dump("timeout", path, sizeof path) != GR_OK) {
+    GR_WARN("%s", gr_last_error());
     snprintf(path, sizeof path, "not written");
+  }
   char gone[GR__ERRLEN - 32];
   if (!c->err[0] && c->ops->gone && c->ops->gone(c, gone, sizeof gone) > 0)
     snprintf(c->err, sizeof c->err, "on this node %s", gone);

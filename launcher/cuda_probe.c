@@ -1,6 +1,8 @@
 /* gpurun -v's CUDA device count through dlopen: the launcher links no CUDA library. */
 #include "gr_cuda_probe.h"
 
+#include "gr_error.h"
+
 #include <dlfcn.h>
 #include <stdio.h>
 
@@ -12,33 +14,28 @@
 typedef int (*cuda_count_fn)(int *count);
 typedef const char *(*cuda_string_fn)(int err);
 
-int gr__launcher_cuda_device_count(char *why, size_t why_len) {
+gr_status gr__launcher_cuda_device_count(int *count) {
+  *count = 0;
   void *lib = dlopen(GR_CUDART_SONAME, RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    if (why_len) snprintf(why, why_len, "dlopen %s: %s", GR_CUDART_SONAME, dlerror());
-    return 0;
-  }
+  if (!lib) return gr__fail_msg(GR_ERR_NOT_FOUND, "dlopen %s: %s", GR_CUDART_SONAME, dlerror());
   /* POSIX leaves object-to-function pointer conversion to the platform; Linux defines it. */
-  cuda_count_fn count;
+  cuda_count_fn get_count;
   cuda_string_fn string;
-  *(void **)&count = dlsym(lib, "cudaGetDeviceCount");
+  *(void **)&get_count = dlsym(lib, "cudaGetDeviceCount");
   *(void **)&string = dlsym(lib, "cudaGetErrorString");
-  if (!count) {
-    if (why_len) snprintf(why, why_len, "%s has no cudaGetDeviceCount", GR_CUDART_SONAME);
+  if (!get_count) {
     dlclose(lib);
-    return 0;
-  }
-  int n = 0; /* cudaGetDeviceCount leaves it untouched on failure */
-  int e = count(&n);
-  if (e != 0) {
-    if (why_len)
-      snprintf(why, why_len, "cudaGetDeviceCount: %s (%d)", string ? string(e) : "error", e);
-    n = 0;
-  } else if (n == 0 && why_len) {
-    snprintf(why, why_len, "cudaGetDeviceCount: no device");
+    return gr__fail_msg(GR_ERR_NOT_FOUND, "%s has no cudaGetDeviceCount", GR_CUDART_SONAME);
   }
   /* libcudart stays loaded: unloading it after it started the driver is not worth the risk */
-  return n;
+  int n = 0; /* cudaGetDeviceCount leaves it untouched on failure */
+  int e = get_count(&n);
+  if (e != 0)
+    return gr__fail_msg(GR_ERR_CUDA, "cudaGetDeviceCount: %s (%d)", string ? string(e) : "error",
+                        e);
+  if (n <= 0) return gr__fail_msg(GR_ERR_NOT_FOUND, "cudaGetDeviceCount: no device");
+  *count = n;
+  return GR_OK;
 }
 
 void gr__launcher_cuda_versions(gr__cuda_versions *v) {

@@ -3,12 +3,14 @@
 #ifndef GR_CUDA_PROBE_H
 #define GR_CUDA_PROBE_H
 
-#include <stddef.h>
+#include <gpurun/status.h>
 
 /* Loads the CUDA runtime the build was configured with (GR_CUDART_SONAME, else libcudart.so) with
- * dlopen and returns cudaGetDeviceCount's answer; 0 when the library, the entry point or the call
- * fails, with a short reason in why (if why_len > 0). Same contract as gr__cuda_device_count. */
-int gr__launcher_cuda_device_count(char *why, size_t why_len);
+ * dlopen and puts cudaGetDeviceCount's answer in *count: GR_OK with *count >= 1; otherwise
+ * *count = 0 and the sentence (gr_last_error()) says why: GR_ERR_NOT_FOUND "dlopen NAME: ...",
+ * "NAME has no cudaGetDeviceCount", "cudaGetDeviceCount: no device"; GR_ERR_CUDA
+ * "cudaGetDeviceCount: ERROR (N)". Same contract as gr__cuda_device_count. */
+gr_status gr__launcher_cuda_device_count(int *count);
 
 /* The CUDA versions this node offers, as 1000 * major + 10 * minor (13000 is 13.0): the runtime's
  * (cudaRuntimeGetVersion of the runtime above) and the newest the driver supports

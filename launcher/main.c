@@ -158,11 +158,12 @@ int main(int argc, char **argv) {
       int nv = 0;
       for (int g = 0; g < node.ngpus; g++)
         nv += node.gpus[g].vendor == 0x10de;
-      char why[160] = "";
-      int cuda = gr__launcher_cuda_device_count(why, sizeof why);
+      int cuda = 0;
+      gr_status cst = gr__launcher_cuda_device_count(&cuda);
       if (cuda != nv)
         fprintf(stderr, "gpurun: note: hwloc sees %d NVIDIA GPU%s, the CUDA runtime %d%s%s\n", nv,
-                nv == 1 ? "" : "s", cuda, why[0] ? ": " : "", why);
+                nv == 1 ? "" : "s", cuda, cst != GR_OK ? ": " : "",
+                cst != GR_OK ? gr_last_error() : "");
     }
 #endif
     gr__print_rank_line(stderr, &node, &plan, me.local_rank, host, &o);

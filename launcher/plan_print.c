@@ -5,7 +5,6 @@
 #include "gr_strbuf.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 void gr__print_rank_line(FILE *f, const gr__node *n, const gr__node_plan *p, int rank,
                          const char *host, const gr__options *o) {
@@ -28,15 +27,13 @@ void gr__print_rank_line(FILE *f, const gr__node *n, const gr__node_plan *p, int
                      numa ? numa : "?");
   gr__strbuf_appendf(&sb, ", NIC %s", rp->nic >= 0 ? n->nics[rp->nic].name : "none");
   if (rp->sharers > 1 && rp->ngpus > 0) {
+    /* the values the rank's environment gets: the one list gr__plan_env builds */
     gr__envlist e;
-    const char *pct = "?", *lim = NULL;
     if (gr__plan_env(n, p, rank, o, &e) == GR_OK) {
-      for (int i = 0; i < e.n; i++) {
-        if (strcmp(e.name[i], "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == 0) pct = e.value[i];
-        if (strcmp(e.name[i], "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == 0) lim = e.value[i];
-      }
+      const char *pct = gr__envlist_get(&e, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+      const char *lim = gr__envlist_get(&e, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
       gr__strbuf_appendf(&sb, ", GPU shared by %d ranks (MPS %s%% of SMs, memory %s)", rp->sharers,
-                         pct, lim ? lim : "unlimited");
+                         pct ? pct : "?", lim ? lim : "unlimited");
       gr__envlist_free(&e);
     }
   } else if (o && o->gpu_mem_limit && rp->ngpus > 0) {

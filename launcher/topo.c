@@ -340,23 +340,27 @@ static char *read_topology(const char *path, size_t *lenp) {
 
 /* Why hwloc refused an XML buffer, when the text shows it: empty, not XML, no <topology>
  * element, or a format version newer than this hwloc reads (hwloc 3 writes <topology
- * version="3.0">, hwloc 2 "2.0", hwloc 1 no version). NULL when nothing shows. */
-static const char *xml_problem(const char *buf, size_t len, char *why, size_t cap) {
+ * version="3.0">, hwloc 2 "2.0", hwloc 1 no version). GR_ERR_TOPOLOGY with the sentence
+ * "topology WHAT ..." recorded; GR_OK when nothing shows. */
+static gr_status xml_problem(const char *what, const char *buf, size_t len) {
   const char *p = buf, *end = buf + len;
   if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) p += 3; /* UTF-8 byte order mark */
   while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
     p++;
   static const char *const want = "expected an hwloc XML export (lstopo --of xml FILE writes one)";
-  if (len == 0) return snprintf(why, cap, "is empty: %s", want), why;
-  if (p == end) return snprintf(why, cap, "holds only white space: %s", want), why;
-  if (*p != '<' || memchr(buf, 0, len)) return snprintf(why, cap, "is not XML: %s", want), why;
+  const gr_status st = GR_ERR_TOPOLOGY;
+  if (len == 0) return gr__fail_msg(st, "topology %s is empty: %s", what, want);
+  if (p == end) return gr__fail_msg(st, "topology %s holds only white space: %s", what, want);
+  if (*p != '<' || memchr(buf, 0, len))
+    return gr__fail_msg(st, "topology %s is not XML: %s", what, want);
   const char *t = p;
   while ((t = strstr(t, "<topology")) != NULL) {
     char c = t[9];
     if (c == '>' || c == '/' || c == ' ' || c == '\t' || c == '\n' || c == '\r') break;
     t += 9;
   }
-  if (!t) return snprintf(why, cap, "is XML without a <topology> element: %s", want), why;
+  if (!t)
+    return gr__fail_msg(st, "topology %s is XML without a <topology> element: %s", what, want);
   const char *close = strchr(t, '>');
   const char *v = strstr(t, "version=");
   if (v && close && v < close && (v[8] == '"' || v[8] == '\'')) {
@@ -367,24 +371,20 @@ static const char *xml_problem(const char *buf, size_t len, char *why, size_t ca
       ver[k++] = *q;
     ver[k] = 0;
     long major = k ? strtol(ver, NULL, 10) : 0;
-    if (major > (long)(HWLOC_API_VERSION >> 16)) {
-      snprintf(why, cap,
-               "is hwloc XML format version %s, which hwloc %s (the one this gpurun is built "
-               "with) cannot read: export it again for hwloc %ld.x (hwloc 3: lstopo --of v2xml "
-               "FILE; hwloc 2: lstopo --of xml FILE)",
-               ver, HWLOC_VERSION, (long)(HWLOC_API_VERSION >> 16));
-      return why;
-    }
+    if (major > (long)(HWLOC_API_VERSION >> 16))
+      return gr__fail_msg(st,
+                          "topology %s is hwloc XML format version %s, which hwloc %s (the one "
+                          "this gpurun is built with) cannot read: export it again for hwloc "
+                          "%ld.x (hwloc 3: lstopo --of v2xml FILE; hwloc 2: lstopo --of xml FILE)",
+                          what, ver, HWLOC_VERSION, (long)(HWLOC_API_VERSION >> 16));
   }
-  return NULL;
+  return GR_OK;
 }
 
 /* The sentence for an XML topology hwloc refused; what names the file ("x.xml",
  * "HWLOC_XMLFILE=x.xml"). */
 static gr_status xml_refused(const char *what, const char *buf, size_t len, int err) {
-  char why[320];
-  if (xml_problem(buf, len, why, sizeof why))
-    return gr__fail_msg(GR_ERR_TOPOLOGY, "topology %s %s", what, why);
+  if (xml_problem(what, buf, len) != GR_OK) return GR_ERR_TOPOLOGY;
   return gr__fail_msg(GR_ERR_TOPOLOGY,
                       "topology %s does not load: hwloc %s refuses it (%s): is it a whole hwloc "
                       "XML export (lstopo --of xml FILE)?",

@@ -6,6 +6,7 @@
 #ifndef GR_NVML_H
 #define GR_NVML_H
 
+#include <gpurun/status.h>
 #include <stddef.h>
 
 typedef void *gr__nvml_dev;
@@ -42,24 +43,15 @@ typedef struct {
   int (*persistence)(gr__nvml_dev, int *); /* nvmlDeviceGetPersistenceMode */
 } gr__nvml;
 
-/* Why gr__nvml_open failed. */
-typedef enum {
-  GR__NVML_OK = 0,
-  GR__NVML_NO_LIBRARY = -1, /* dlopen failed */
-  GR__NVML_NO_ENTRY = -2,   /* a required entry point is missing */
-  GR__NVML_NO_INIT = -3     /* nvmlInit_v2 failed */
-} gr__nvml_failure;
-
 /* The library's name: GPURUN_NVML_LIBRARY, else libnvidia-ml.so.1. */
 const char *gr__nvml_library_name(void);
 /* 1 when the library can be loaded at all (nothing initialised; nothing is left open). */
 int gr__nvml_loadable(void);
-/* Loads and initialises NVML into *l: GR__NVML_OK, or a failure with nothing left open and a
- * short reason in why (if why_len > 0): "dlopen NAME: ...", "NAME lacks nvmlInit_v2, nvmlShutdown
- * or a PCI lookup", "nvmlInit_v2 failed (NVML error N)". For GR__NVML_NO_INIT, init_error (if
- * init_len > 0) gets NVML's own text for the error ("error" when it has none). */
-gr__nvml_failure gr__nvml_open(gr__nvml *l, char *why, size_t why_len, char *init_error,
-                               size_t init_len);
+/* Loads and initialises NVML into *l: GR_OK, or, with nothing left open and the sentence
+ * recorded (gr_last_error()), GR_ERR_NOT_FOUND "dlopen NAME: ..." (no library),
+ * GR_ERR_UNSUPPORTED "NAME lacks nvmlInit_v2, nvmlShutdown or a PCI lookup", GR_ERR_SYSTEM
+ * "nvmlInit_v2 failed: TEXT (NVML error N)" (TEXT: NVML's own, "error" when it has none). */
+gr_status gr__nvml_open(gr__nvml *l);
 /* The GPU with this PCI bus id into *d; 0 when there is none (an empty id, or NVML does not know
  * it). */
 int gr__nvml_device(const gr__nvml *l, const char *pci, gr__nvml_dev *d);

@@ -24,7 +24,7 @@ static void add(gr__gpu_health *h, const char *fmt, ...) {
 int gr__gpu_health_read(const char *const *pci, int n, gr__gpu_health *out) {
   memset(out, 0, (size_t)n * sizeof *out);
   gr__nvml lib, *l = &lib;
-  if (gr__nvml_open(l, NULL, 0, NULL, 0) != GR__NVML_OK) return -1;
+  if (gr__nvml_open(l) != GR_OK) return -1;
   for (int i = 0; i < n; i++) {
     gr__nvml_dev d;
     if (!gr__nvml_device(l, pci[i], &d)) continue;
@@ -63,7 +63,7 @@ int gr__gpu_load_read(const char *const *pci, int n, double *mem_used_mib, doubl
   for (int i = 0; i < n; i++)
     mem_used_mib[i] = util[i] = -1;
   gr__nvml lib, *l = &lib;
-  if (gr__nvml_open(l, NULL, 0, NULL, 0) != GR__NVML_OK) return -1;
+  if (gr__nvml_open(l) != GR_OK) return -1;
   for (int i = 0; i < n; i++) {
     gr__nvml_dev d;
     if (!gr__nvml_device(l, pci[i], &d)) continue;

@@ -1,6 +1,7 @@
 /* The one NVML loader (see gr_nvml.h). */
 #include "gr_nvml.h"
 
+#include "gr_error.h"
 #include "gr_param.h"
 
 #include <dlfcn.h>
@@ -49,33 +50,31 @@ static void resolve(gr__nvml *l) {
 
 #undef SYM
 
-gr__nvml_failure gr__nvml_open(gr__nvml *l, char *why, size_t why_len, char *init_error,
-                               size_t init_len) {
+gr_status gr__nvml_open(gr__nvml *l) {
   memset(l, 0, sizeof *l);
   const char *name = gr__nvml_library_name();
   l->dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!l->dl) {
     const char *err = dlerror();
-    if (why_len) snprintf(why, why_len, "dlopen %s: %s", name, err ? err : "failed");
-    return GR__NVML_NO_LIBRARY;
+    return gr__fail_msg(GR_ERR_NOT_FOUND, "dlopen %s: %s", name, err ? err : "failed");
   }
   resolve(l);
   if (!l->init || !l->shutdown || !l->by_pci) {
-    if (why_len) snprintf(why, why_len, "%s lacks nvmlInit_v2, nvmlShutdown or a PCI lookup", name);
     dlclose(l->dl);
     memset(l, 0, sizeof *l);
-    return GR__NVML_NO_ENTRY;
+    return gr__fail_msg(GR_ERR_UNSUPPORTED, "%s lacks nvmlInit_v2, nvmlShutdown or a PCI lookup",
+                        name);
   }
   int rc = l->init();
   if (rc != 0) {
-    if (why_len) snprintf(why, why_len, "nvmlInit_v2 failed (NVML error %d)", rc);
     const char *text = l->error_string ? l->error_string(rc) : NULL;
-    if (init_len) snprintf(init_error, init_len, "%s", text ? text : "error");
+    gr_status st = gr__fail_msg(GR_ERR_SYSTEM, "nvmlInit_v2 failed: %s (NVML error %d)",
+                                text ? text : "error", rc);
     dlclose(l->dl);
     memset(l, 0, sizeof *l);
-    return GR__NVML_NO_INIT;
+    return st;
   }
-  return GR__NVML_OK;
+  return GR_OK;
 }
 
 int gr__nvml_device(const gr__nvml *l, const char *pci, gr__nvml_dev *d) {

@@ -163,14 +163,13 @@ static int snapshot_cpus(gr__telemetry *t) {
 
 static int nvml_load(gr__telemetry *t) {
   const char *lib = gr__nvml_library_name();
-  char init_error[128];
-  gr__nvml_failure f = gr__nvml_open(&t->nv, NULL, 0, init_error, sizeof init_error);
-  if (f == GR__NVML_NO_LIBRARY) {
+  gr_status f = gr__nvml_open(&t->nv);
+  if (f == GR_ERR_NOT_FOUND) {
     GR_LOG_ONCE(GR_LOG_INFO,
                 "NVML not available (%s could not be loaded): sampling the CPU side only", lib);
     return -1;
   }
-  if (f == GR__NVML_NO_ENTRY || (f == GR__NVML_OK && (!t->nv.count || !t->nv.by_index))) {
+  if (f == GR_ERR_UNSUPPORTED || (f == GR_OK && (!t->nv.count || !t->nv.by_index))) {
     gr__nvml_close(&t->nv);
     GR_LOG_ONCE(GR_LOG_INFO,
                 "NVML not available (%s lacks nvmlInit_v2 or the device lookups): "
@@ -178,9 +177,9 @@ static int nvml_load(gr__telemetry *t) {
                 lib);
     return -1;
   }
-  if (f == GR__NVML_NO_INIT) {
-    GR_LOG_ONCE(GR_LOG_INFO, "NVML not available (nvmlInit: %s): sampling the CPU side only",
-                init_error);
+  if (f != GR_OK) {
+    GR_LOG_ONCE(GR_LOG_INFO, "NVML not available (%s): sampling the CPU side only",
+                gr_last_error());
     return -1;
   }
   t->nvml_up = 1;

@@ -97,10 +97,10 @@ static void cpus_from_hwloc(gr_rank_info_t *r) {
 
 /* The rank's first visible GPU becomes the current device; none means CPU mode. */
 static void select_device(gr_rank_info_t *r) {
-  char why[160] = "";
-  int n = gr__cuda_device_count(why, sizeof why);
-  if (n <= 0) {
-    GR_LOG_ONCE(GR_LOG_INFO, "no GPU (%s): CPU mode, collectives on the MPI backend", why);
+  int n = 0;
+  if (gr__cuda_device_count(&n) != GR_OK) {
+    GR_LOG_ONCE(GR_LOG_INFO, "no GPU (%s): CPU mode, collectives on the MPI backend",
+                gr_last_error());
     if (r->ngpus)
       GR_INFO("the plan gave this rank %d GPU(s) (%s...) but none is usable", r->ngpus, r->gpus[0]);
     r->ngpus = 0; /* CPU mode: the rank uses no GPU, whatever the plan hoped */
@@ -164,7 +164,6 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
                                    "(MPI cannot be re-initialised)");
   }
   gr_status st = GR_OK;
-  char receipt_fail[400] = "";
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
@@ -233,9 +232,9 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
     if (verify != GR_VERIFY_OFF) {
       if (gr__receipt_check(&info, &plan, environ) > 0) {
         if (verify == GR_VERIFY_STRICT) {
-          snprintf(receipt_fail, sizeof receipt_fail,
-                   "placement differs from gpurun's plan (GPURUN_VERIFY=strict): %s", info.receipt);
-          st = GR_ERR_MISMATCH;
+          st = gr__fail_msg(GR_ERR_MISMATCH,
+                            "placement differs from gpurun's plan (GPURUN_VERIFY=strict): %s",
+                            info.receipt);
           goto fail;
         }
         GR_WARN("rank %d: placement differs from gpurun's plan: %s", info.rank, info.receipt);
@@ -264,10 +263,11 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
   return GR_OK;
 
 fail:
-  /* The failing call recorded its sentence; re-record it under gr_init's name. */
+  /* The failing step recorded its sentence; re-record it under gr_init's name (kept here first:
+   * the teardown may record sentences of its own). */
   {
     char why[1024];
-    snprintf(why, sizeof why, "%s", receipt_fail[0] ? receipt_fail : gr_last_error());
+    snprintf(why, sizeof why, "%s", gr_last_error());
     teardown();
     if (we_initialised_mpi) {
       MPI_Finalize();

@@ -35,10 +35,10 @@ GR_API gr_status gr_stream_create(gr_stream *out) {
 #if GPURUN_HAVE_CUDA
   if (!gr_initialized())
     return gr__fail(GR_ERR_STATE, fn, "gpurun is not initialised (call gr_init first)");
-  char why[160] = "";
-  if (gr__cuda_device_count(why, sizeof why) <= 0)
+  int ndev = 0;
+  if (gr__cuda_device_count(&ndev) != GR_OK)
     return gr__fail(GR_ERR_UNSUPPORTED, fn, "no CUDA device (%s): stream priorities need a GPU",
-                    why);
+                    gr_last_error());
   int least = 0, greatest = 0;
   cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
   if (e != cudaSuccess)

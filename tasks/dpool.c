@@ -163,19 +163,18 @@ gr_status gr_dpool_create(MPI_Comm comm, gr_pool *local, const gr_dpool_config *
   MPI_Request dup_req;
   int rc = MPI_Comm_idup(comm, &dp->comm, &dup_req);
   if (rc == MPI_SUCCESS) {
-    char why[512];
-    gr_status st = gr__dp_create_wait(comm, &dup_req, cfg->timeout_s, why, sizeof why);
-    if (st == GR_ERR_TIMEOUT) {
+    gr_status st = gr__dp_create_wait(comm, &dup_req, cfg->timeout_s);
+    if (st == GR_ERR_TIMEOUT || st == GR_ERR_NOMEM) {
       /* The duplication stays pending in MPI and writes dp->comm when it completes: dp is
        * abandoned (kept, never freed). */
       gr__dp_abandon(dp);
-      return gr__fail(GR_ERR_TIMEOUT, call, "%s", why);
+      return gr__fail(st, call, "%s", gr_last_error());
     }
-    if (st == GR_ERR_NOMEM) {
-      gr__dp_abandon(dp);
-      return gr__fail(GR_ERR_NOMEM, call, "out of memory waiting for the other ranks");
+    if (st != GR_OK) {
+      pthread_mutex_destroy(&dp->mu);
+      free(dp);
+      return gr__fail(st, call, "%s", gr_last_error());
     }
-    if (st != GR_OK) rc = MPI_ERR_OTHER;
   }
   if (rc != MPI_SUCCESS) {
     pthread_mutex_destroy(&dp->mu);

@@ -17,6 +17,8 @@
 #include "dpool_impl.h"
 #include "gr_strbuf.h"
 
+#include "gr_error.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,19 +82,20 @@ static int name_missing(MPI_Comm comm, int size, const char *heard, char *buf, s
   return missing;
 }
 
-gr_status gr__dp_create_wait(MPI_Comm comm, MPI_Request *dup, double timeout_s, char *why,
-                             size_t len) {
+gr_status gr__dp_create_wait(MPI_Comm comm, MPI_Request *dup, double timeout_s) {
   double deadline = timeout_s > 0 ? gr__mono_now() + timeout_s : 0;
   int rank = 0, size = 1, tag = timeout_s > 0 ? notice_tag(comm) : 0, slp = 0, gave_up_first = -1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   char *heard = timeout_s > 0 ? calloc((size_t)size, 1) : NULL;
-  if (timeout_s > 0 && !heard) return GR_ERR_NOMEM;
+  if (timeout_s > 0 && !heard)
+    return gr__fail_msg(GR_ERR_NOMEM, "out of memory waiting for the other ranks");
   for (;;) {
     int done = 0;
-    if (MPI_Test(dup, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+    int rc = MPI_Test(dup, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
       free(heard);
-      return GR_ERR_MPI;
+      return gr__fail_msg(GR_ERR_MPI, "MPI_Comm_idup failed (MPI error %d)", rc);
     }
     if (done) {
       free(heard);
@@ -127,16 +130,14 @@ gr_status gr__dp_create_wait(MPI_Comm comm, MPI_Request *dup, double timeout_s, 
   int missing = name_missing(comm, size, heard, names, sizeof names);
   if (gave_up_first >= 0)
     snprintf(first, sizeof first, "; rank %d of comm gave up waiting first", gave_up_first);
-  if (missing)
-    snprintf(why, len,
-             "rank(s) %s of comm did not enter gr_dpool_create within %g s (timeout_s / "
-             "GPURUN_TIMEOUT)%s",
-             names, timeout_s, first);
-  else
-    snprintf(why, len,
-             "every rank of comm entered gr_dpool_create, but the duplication of comm did not "
-             "complete within %g s (timeout_s / GPURUN_TIMEOUT)%s",
-             timeout_s, first);
   free(heard);
-  return GR_ERR_TIMEOUT;
+  if (missing)
+    return gr__fail_msg(GR_ERR_TIMEOUT,
+                        "rank(s) %s of comm did not enter gr_dpool_create within %g s (timeout_s "
+                        "/ GPURUN_TIMEOUT)%s",
+                        names, timeout_s, first);
+  return gr__fail_msg(GR_ERR_TIMEOUT,
+                      "every rank of comm entered gr_dpool_create, but the duplication of comm "
+                      "did not complete within %g s (timeout_s / GPURUN_TIMEOUT)%s",
+                      timeout_s, first);
 }

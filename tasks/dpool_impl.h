@@ -144,9 +144,9 @@ int gr__dp_arrivals_missing(gr__dp_arrivals *a, char *buf, size_t len); /* how m
 gr_status gr__dp_arrivals_finish(gr__dp_arrivals *a);
 void gr__dp_arrivals_abandon(gr__dp_arrivals *a);
 /* dpool_create_wait.c: wait for gr_dpool_create's MPI_Comm_idup (*dup) on comm, bounded by
- * timeout_s (0: no bound); GR_ERR_TIMEOUT with why naming the ranks that did not enter. */
-gr_status gr__dp_create_wait(MPI_Comm comm, MPI_Request *dup, double timeout_s, char *why,
-                             size_t len);
+ * timeout_s (0: no bound). GR_OK; GR_ERR_TIMEOUT with the sentence naming the ranks that did
+ * not enter; GR_ERR_NOMEM or GR_ERR_MPI with theirs (gr__fail_msg: the caller names the call). */
+gr_status gr__dp_create_wait(MPI_Comm comm, MPI_Request *dup, double timeout_s);
 /* Test hook: the rank whose dp->rank equals this stops itself (SIGSTOP) just before it reaches a
  * run's final barrier; -1 (the default) never. */
 extern int gr__dp_test_stop_before_barrier;

@@ -24,8 +24,8 @@ int main(int argc, char **argv) {
       hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) == 0)
     hwloc_bitmap_list_asprintf(&cpus, set);
 
-  char why[256] = "";
-  int ngpu = gr__cuda_device_count(why, sizeof why);
+  int ngpu = 0;
+  const char *why = gr__cuda_device_count(&ngpu) == GR_OK ? "" : gr_last_error();
   char line[1024];
   snprintf(line, sizeof line, "rank %d/%d on %s: cpuset %s, backend %s%s%s%s", rank, size, host,
            cpus ? cpus : "?", ngpu > 0 ? "nccl" : "mpi",

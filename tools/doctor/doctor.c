@@ -503,15 +503,16 @@ static void check_cuda(gr__dr_report *r, const gr__node *n, int nvml_gpus) {
                "minor-version compatibility only: PTX JIT and newer APIs fail; update the driver",
                "runtime %s (%s), driver supports CUDA %s", rt, v.runtime_lib, drv);
   else {
-    char why[200] = "";
-    int count = gr__launcher_cuda_device_count(why, sizeof why);
+    int count = 0;
+    gr_status cst = gr__launcher_cuda_device_count(&count);
     int seen = nvidia_gpus(n);
     gr__dr_add(r, "cuda", seen && count != seen ? GR__DR_WARN : GR__DR_OK,
                seen && count != seen ? "a GPU hwloc sees on the PCI bus is not usable by CUDA "
                                        "(nvidia-smi -q; dmesg for Xid errors)"
                                      : NULL,
                "runtime %s (%s), driver supports CUDA %s, %d device%s%s%s", rt, v.runtime_lib, drv,
-               count, count == 1 ? "" : "s", why[0] ? ": " : "", why);
+               count, count == 1 ? "" : "s", cst != GR_OK ? ": " : "",
+               cst != GR_OK ? gr_last_error() : "");
   }
 }
 
@@ -549,14 +550,13 @@ typedef struct {
 static void check_nvml(gr__dr_report *r, const gr__node *n, int *nvml_count) {
   *nvml_count = 0;
   gr__nvml lib, *l = &lib;
-  char why[240] = "";
-  if (gr__nvml_open(l, why, sizeof why, NULL, 0) != GR__NVML_OK) {
+  if (gr__nvml_open(l) != GR_OK) {
     int nv = nvidia_gpus(n);
     gr__dr_add(r, "nvml", nv ? GR__DR_WARN : GR__DR_SKIP,
                nv ? "install the driver's NVML (libnvidia-ml.so.1) for health, MIG and "
                     "persistence checks"
                   : NULL,
-               "%s", why);
+               "%s", gr_last_error());
     gr__dr_add(r, "gpus", GR__DR_SKIP, NULL, "no NVML: GPU health, persistence and MIG not read");
     return;
   }

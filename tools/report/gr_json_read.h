@@ -3,6 +3,7 @@
 #ifndef GR_JSON_READ_H
 #define GR_JSON_READ_H
 
+#include <gpurun/status.h>
 #include <stddef.h>
 
 typedef enum {
@@ -32,9 +33,11 @@ typedef struct gr__rpt_json {
 /* Parses text; NULL on a syntax error, with the byte offset in *err_at when err_at is not NULL. */
 gr__rpt_json *gr__rpt_json_parse(const char *text, size_t *err_at);
 gr__rpt_json *gr__rpt_json_parse_file(const char *path, size_t *err_at);
-/* dirfd/name (dirfd may be AT_FDCWD), at most max bytes; NULL with a one-line reason in why. */
-gr__rpt_json *gr__rpt_json_parse_file_at(int dirfd, const char *name, size_t max, size_t *err_at,
-                                         char *why, size_t why_len);
+/* dirfd/name (dirfd may be AT_FDCWD), at most max bytes, into *out: GR_OK, or *out NULL and one
+ * sentence recorded (gr_last_error()): the file's (gr__file_read), or GR_ERR_INVALID "a NUL byte
+ * at byte N", "not valid JSON at byte N". */
+gr_status gr__rpt_json_parse_file_at(int dirfd, const char *name, size_t max, size_t *err_at,
+                                     gr__rpt_json **out);
 void gr__rpt_json_free(gr__rpt_json *v);
 /* Member of an object by name, NULL when absent or v is not an object. */
 const gr__rpt_json *gr__rpt_json_get(const gr__rpt_json *v, const char *key);

@@ -299,14 +299,12 @@ static gr_status load_counters_at(int dirfd, const char *name, const char *shown
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
   size_t at = 0;
-  char why[512];
-  gr__rpt_json *doc =
-      gr__rpt_json_parse_file_at(dirfd, name, GR__RPT_MAX_COUNTERS_FILE, &at, why, sizeof why);
-  if (!doc) {
+  gr__rpt_json *doc = NULL;
+  if (gr__rpt_json_parse_file_at(dirfd, name, GR__RPT_MAX_COUNTERS_FILE, &at, &doc) != GR_OK) {
     fputs("gpurun-report: ", stderr);
     gr__esc_term(stderr, shown);
     fputs(": ", stderr);
-    gr__esc_term(stderr, why);
+    gr__esc_term(stderr, gr_last_error());
     fputs("; skipped\n", stderr);
     return GR_OK;
   }

@@ -220,29 +220,29 @@ gr__rpt_json *gr__rpt_json_parse(const char *text, size_t *err_at) {
 }
 
 gr__rpt_json *gr__rpt_json_parse_file(const char *path, size_t *err_at) {
-  char why[512];
-  return gr__rpt_json_parse_file_at(AT_FDCWD, path, GR__RPT_JSON_MAX_FILE, err_at, why, sizeof why);
+  gr__rpt_json *v = NULL;
+  gr__rpt_json_parse_file_at(AT_FDCWD, path, GR__RPT_JSON_MAX_FILE, err_at, &v);
+  return v;
 }
 
-gr__rpt_json *gr__rpt_json_parse_file_at(int dirfd, const char *name, size_t max, size_t *err_at,
-                                         char *why, size_t why_len) {
-  size_t len = 0;
+gr_status gr__rpt_json_parse_file_at(int dirfd, const char *name, size_t max, size_t *err_at,
+                                     gr__rpt_json **out) {
+  size_t len = 0, at = 0;
+  *out = NULL;
   if (err_at) *err_at = 0;
   char *buf;
-  if (gr__file_read(dirfd, name, max, &buf, &len) != GR_OK) {
-    snprintf(why, why_len, "%s", gr_last_error());
-    return NULL;
-  }
+  gr_status st = gr__file_read(dirfd, name, max, &buf, &len);
+  if (st != GR_OK) return st; /* its sentence stands */
   if (strlen(buf) != len) {
     if (err_at) *err_at = strlen(buf);
-    snprintf(why, why_len, "a NUL byte at byte %zu", strlen(buf));
+    st = gr__fail_msg(GR_ERR_INVALID, "a NUL byte at byte %zu", strlen(buf));
     free(buf);
-    return NULL;
+    return st;
   }
-  gr__rpt_json *v = gr__rpt_json_parse(buf, err_at);
-  if (!v && err_at) snprintf(why, why_len, "not valid JSON at byte %zu", *err_at);
+  *out = gr__rpt_json_parse(buf, &at);
   free(buf);
-  return v;
+  if (err_at) *err_at = at;
+  return *out ? GR_OK : gr__fail_msg(GR_ERR_INVALID, "not valid JSON at byte %zu", at);
 }
 
 void gr__rpt_json_free(gr__rpt_json *v) {

@@ -536,15 +536,14 @@ gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_js
     if (rc == GR_OK && !strncmp(name, GR_FLIGHT_PREFIX, sizeof GR_FLIGHT_PREFIX - 1) && len > 12 &&
         !strcmp(name + len - (sizeof GR_FLIGHT_SUFFIX - 1), GR_FLIGHT_SUFFIX)) {
       size_t at = 0;
-      char why[512];
-      gr__rpt_json *doc =
-          gr__rpt_json_parse_file_at(dirfd, name, GR__RPT_MAX_FLIGHT_FILE, &at, why, sizeof why);
+      gr__rpt_json *doc = NULL;
+      gr__rpt_json_parse_file_at(dirfd, name, GR__RPT_MAX_FLIGHT_FILE, &at, &doc);
       double rank = doc ? gr__rpt_json_num(doc, GR_FL_RANK, -1) : -1;
       if (!doc || !(rank >= 0 && rank <= MAX_RANK)) {
         rc = gr__fail_msg(
             GR_ERR_INVALID, "%s/%s: %s", gr__esc_term_str(esc_dir, sizeof esc_dir, dir),
             gr__esc_term_str(esc_name, sizeof esc_name, name),
-            gr__esc_term_str(esc_why, sizeof esc_why, doc ? "no valid \"rank\"" : why));
+            gr__esc_term_str(esc_why, sizeof esc_why, doc ? "no valid \"rank\"" : gr_last_error()));
         gr__rpt_json_free(doc);
       } else {
         if (gr__array_push(&dumps, NULL) != GR_OK) {

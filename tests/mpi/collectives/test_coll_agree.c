@@ -130,8 +130,8 @@ static void mode_create(void) {
               GPURUN_HAVE_NCCL ? GR_ERR_MISMATCH : GR_ERR_UNSUPPORTED);
   }
   /* AUTO on some ranks, MPI on the others: fine where AUTO resolves to MPI (no GPU) */
-  char why[128];
-  int gpus = gr__cuda_device_count(why, sizeof why), any_gpu = 0;
+  int gpus = 0, any_gpu = 0;
+  gr__cuda_device_count(&gpus);
   MPI_Allreduce(&gpus, &any_gpu, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (any_gpu == 0) {
     cfg = base_cfg();

@@ -457,8 +457,9 @@ int main(int argc, char **argv) {
                "create");
 #elif defined(EXACT_REAL_NCCL)
   {
-    char why[160];
-    int ndev = gr__cuda_device_count(why, sizeof why), nranks;
+    int ndev = 0, nranks;
+    char why[160] = "";
+    if (gr__cuda_device_count(&ndev) != GR_OK) snprintf(why, sizeof why, "%s", gr_last_error());
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     /* One GPU per rank (NCCL refuses two ranks on one device), unless the run asks for ranks
      * that share a GPU (GPURUN_EXACT_SHARE_GPU=1: the device kit tests the backend's path for it) */
