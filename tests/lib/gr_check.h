@@ -131,5 +131,11 @@ static inline void gr_test_report(const char *file, int line, int who, const cha
     if (!strstr(gr_last_error(), sub_))                                                            \
       FAIL("last error \"%s\" does not contain \"%s\"", gr_last_error(), sub_);                    \
   } while (0)
+/* call returns the status want, with a sentence that contains sub. */
+#define EXPECT_ST_MSG(call, want, sub)                                                             \
+  do {                                                                                             \
+    EXPECT_ST(call, want);                                                                         \
+    EXPECT_MSG(sub);                                                                               \
+  } while (0)
 
 #endif

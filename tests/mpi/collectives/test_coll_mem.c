@@ -27,13 +27,6 @@ static int shm_names(void) {
   return n;
 }
 
-/* The same status on every rank, and a sentence with want in it. */
-#define EXPECT_EVERY_RANK(call, status, want)                                                      \
-  do {                                                                                             \
-    EXPECT_ST(call, status);                                                                       \
-    EXPECT_MSG(want);                                                                              \
-  } while (0)
-
 /* An allreduce of 8 KiB floats on two window buffers: exact, and direct. */
 static void exact_on(gr_comm *c, float *send, float *recv, int P) {
   size_t n = 2048;
@@ -66,15 +59,14 @@ int main(int argc, char **argv) {
   char want[160];
 
   /* sizes that differ: rank 1 asks for twice as much */
-  EXPECT_EVERY_RANK(
-      gr_mem_alloc(c, world_rank == 1 ? 8192 : 4096, &p), GR_ERR_MISMATCH,
-      "rank 0 asks for 4096 bytes, rank 1 asks for 8192 bytes; nothing was allocated");
+  EXPECT_ST_MSG(gr_mem_alloc(c, world_rank == 1 ? 8192 : 4096, &p), GR_ERR_MISMATCH,
+                "rank 0 asks for 4096 bytes, rank 1 asks for 8192 bytes; nothing was allocated");
   EXPECT(p == NULL);
   /* bytes 0 on rank 2, ptr NULL on rank 0 */
-  EXPECT_EVERY_RANK(gr_mem_alloc(c, world_rank == 2 ? 0 : 4096, &p), GR_ERR_INVALID,
-                    "rank 2: bytes is 0");
-  EXPECT_EVERY_RANK(gr_mem_alloc(c, 4096, world_rank == 0 ? NULL : &p), GR_ERR_INVALID,
-                    "rank 0: ptr is NULL");
+  EXPECT_ST_MSG(gr_mem_alloc(c, world_rank == 2 ? 0 : 4096, &p), GR_ERR_INVALID,
+                "rank 2: bytes is 0");
+  EXPECT_ST_MSG(gr_mem_alloc(c, 4096, world_rank == 0 ? NULL : &p), GR_ERR_INVALID,
+                "rank 0: ptr is NULL");
 
   /* two good ones */
   REQUIRE_OK(gr_mem_alloc(c, 1 << 16, &p));
@@ -87,24 +79,24 @@ int main(int argc, char **argv) {
   gr_comm *dup = NULL;
   REQUIRE_OK(gr_comm_split(c, 0, world_rank, &dup));
   REQUIRE_OK(gr_mem_alloc(dup, 4096, &other));
-  EXPECT_EVERY_RANK(gr_mem_free(c, world_rank == 1 ? other : p), GR_ERR_INVALID,
-                    "rank 1: the pointer is not memory gr_mem_alloc gave on this communicator");
+  EXPECT_ST_MSG(gr_mem_free(c, world_rank == 1 ? other : p), GR_ERR_INVALID,
+                "rank 1: the pointer is not memory gr_mem_alloc gave on this communicator");
   /* a pointer inside an allocation is not the allocation */
-  EXPECT_EVERY_RANK(gr_mem_free(c, (char *)p + 64), GR_ERR_INVALID,
-                    "rank 0: the pointer is not memory");
+  EXPECT_ST_MSG(gr_mem_free(c, (char *)p + 64), GR_ERR_INVALID,
+                "rank 0: the pointer is not memory");
   /* ranks that free different allocations */
-  EXPECT_EVERY_RANK(gr_mem_free(c, world_rank == 2 ? q : p), GR_ERR_MISMATCH,
-                    "rank 0 frees allocation #0, rank 2 frees allocation #1; nothing was freed");
+  EXPECT_ST_MSG(gr_mem_free(c, world_rank == 2 ? q : p), GR_ERR_MISMATCH,
+                "rank 0 frees allocation #0, rank 2 frees allocation #1; nothing was freed");
   /* NULL on one rank only; NULL on every rank is nothing to do */
-  EXPECT_EVERY_RANK(gr_mem_free(c, world_rank == 1 ? NULL : p), GR_ERR_MISMATCH,
-                    "rank 1 passes NULL while rank 0 passes memory");
+  EXPECT_ST_MSG(gr_mem_free(c, world_rank == 1 ? NULL : p), GR_ERR_MISMATCH,
+                "rank 1 passes NULL while rank 0 passes memory");
   EXPECT_OK(gr_mem_free(c, NULL));
 
   /* a request outstanding on the communicator (every rank has one; each names rank 0) */
   gr_request *req = NULL;
   REQUIRE_OK(gr_iallreduce(p, q, 2048, GR_FLOAT32, GR_SUM, c, NULL, &req));
-  EXPECT_EVERY_RANK(gr_mem_free(c, p), GR_ERR_STATE,
-                    "rank 0: requests or grouped calls are outstanding");
+  EXPECT_ST_MSG(gr_mem_free(c, p), GR_ERR_STATE,
+                "rank 0: requests or grouped calls are outstanding");
   EXPECT_OK(gr_wait(&req));
 
   /* after all that, p and q are still windows */
@@ -112,25 +104,25 @@ int main(int argc, char **argv) {
   EXPECT_OK(gr_mem_free(c, p));
   /* freed twice */
   snprintf(want, sizeof want, "rank 0: the pointer is not memory gr_mem_alloc gave");
-  EXPECT_EVERY_RANK(gr_mem_free(c, p), GR_ERR_INVALID, want);
+  EXPECT_ST_MSG(gr_mem_free(c, p), GR_ERR_INVALID, want);
   /* registration: a malloc'd buffer made reachable in place; overlapping pages, a NULL handle,
    * deregistered twice */
   size_t rn = 2048;
   float *rb = malloc(3 * rn * sizeof *rb + 4096), *rsend = rb + 3, *rrecv = rb + 3 + rn;
   REQUIRE(rb != NULL);
   gr_mem_handle *h = NULL, *h2 = NULL;
-  EXPECT_EVERY_RANK(gr_mem_register(c, rsend, 2 * rn * sizeof *rb, world_rank == 2 ? NULL : &h),
-                    GR_ERR_INVALID, "rank 2: handle is NULL");
+  EXPECT_ST_MSG(gr_mem_register(c, rsend, 2 * rn * sizeof *rb, world_rank == 2 ? NULL : &h),
+                GR_ERR_INVALID, "rank 2: handle is NULL");
   REQUIRE_OK(gr_mem_register(c, rsend, 2 * rn * sizeof *rb, &h));
-  EXPECT_EVERY_RANK(gr_mem_register(c, rrecv + rn - 1, 64, &h2), GR_ERR_INVALID,
-                    "rank 0: the buffer's pages overlap memory already registered");
-  EXPECT_EVERY_RANK(gr_mem_register(c, q, 64, &h2), GR_ERR_INVALID,
-                    "rank 0: the buffer's pages overlap");
+  EXPECT_ST_MSG(gr_mem_register(c, rrecv + rn - 1, 64, &h2), GR_ERR_INVALID,
+                "rank 0: the buffer's pages overlap memory already registered");
+  EXPECT_ST_MSG(gr_mem_register(c, q, 64, &h2), GR_ERR_INVALID,
+                "rank 0: the buffer's pages overlap");
   exact_on(c, rsend, rrecv, P);
   EXPECT_OK(gr_mem_deregister(c, h));
-  EXPECT_EVERY_RANK(gr_mem_deregister(c, h), GR_ERR_INVALID,
-                    "rank 0: the handle is not one gr_mem_register gave");
-  EXPECT_EVERY_RANK(gr_mem_free(c, rsend), GR_ERR_INVALID, "rank 0: the pointer is not memory");
+  EXPECT_ST_MSG(gr_mem_deregister(c, h), GR_ERR_INVALID,
+                "rank 0: the handle is not one gr_mem_register gave");
+  EXPECT_ST_MSG(gr_mem_free(c, rsend), GR_ERR_INVALID, "rank 0: the pointer is not memory");
   for (size_t i = 0; i < rn; i++) /* the contents stayed (the sum of the last allreduce) */
     if (rrecv[i] != (float)(P * (P + 1) / 2) * (float)(i % 5)) {
       FAIL("registered recv element %zu is %g after gr_mem_deregister", i, rrecv[i]);

@@ -29,13 +29,6 @@ extern const gr__coll_ops gr__coll_ops_nccl_double;
 
 static int P;
 
-/* The same status on every rank, and a sentence with want in it. */
-#define EXPECT_ALL(call, status, want)                                                             \
-  do {                                                                                             \
-    EXPECT_ST(call, status);                                                                       \
-    EXPECT_MSG(want);                                                                              \
-  } while (0)
-
 /* The first element of buf[0, n) that is not want(i), reported. */
 #define CHECK_ALL(what, where, n, buf, want)                                                       \
   do {                                                                                             \
@@ -190,8 +183,8 @@ int main(int argc, char **argv) {
 
   /* sizes that differ: rank 1 asks for twice as much */
   void *p = (void *)1;
-  EXPECT_ALL(gr_mem_alloc(c, world_rank == 1 ? 2 * bytes : bytes, &p), GR_ERR_MISMATCH,
-             "rank 1 asks for");
+  EXPECT_ST_MSG(gr_mem_alloc(c, world_rank == 1 ? 2 * bytes : bytes, &p), GR_ERR_MISMATCH,
+                "rank 1 asks for");
   EXPECT(p == NULL);
   expect_counts("after sizes that differ", grdbl_mem_census(), k);
 
@@ -200,12 +193,12 @@ int main(int argc, char **argv) {
   if (!shared) {
     if (world_rank == last) grdbl_fail_next_mem_alloc(ncclUnhandledCudaError);
     snprintf(want, sizeof want, "rank %d: ncclMemAlloc failed", last);
-    EXPECT_ALL(gr_mem_alloc(c, bytes, &p), GR_ERR_NCCL, want);
+    EXPECT_ST_MSG(gr_mem_alloc(c, bytes, &p), GR_ERR_NCCL, want);
     EXPECT(p == NULL);
     expect_counts("after ncclMemAlloc failed on one rank", grdbl_mem_census(), k);
     /* the window fails on rank 0: the others' windows are deregistered, all memory freed */
     if (world_rank == 0) grdbl_fail_next_window(ncclInternalError);
-    EXPECT_ALL(gr_mem_alloc(c, bytes, &p), GR_ERR_NCCL, "rank 0: ncclCommWindowRegister failed");
+    EXPECT_ST_MSG(gr_mem_alloc(c, bytes, &p), GR_ERR_NCCL, "rank 0: ncclCommWindowRegister failed");
     EXPECT(p == NULL);
     expect_counts("after the window failed on one rank", grdbl_mem_census(), k);
   }
@@ -218,7 +211,7 @@ int main(int argc, char **argv) {
   REQUIRE_OK(gr_mem_alloc(dup, 4096, &other));
   snprintf(want, sizeof want,
            "rank %d: the pointer is not memory gr_mem_alloc gave on this communicator", last);
-  EXPECT_ALL(gr_mem_free(c, world_rank == last ? other : a), GR_ERR_INVALID, want);
+  EXPECT_ST_MSG(gr_mem_free(c, world_rank == last ? other : a), GR_ERR_INVALID, want);
   k = kd; /* with dup's own */
   k.device_allocs++;
   if (!shared) k.nccl_allocs++, k.windows++;
@@ -229,7 +222,8 @@ int main(int argc, char **argv) {
   k.device_allocs--;
   if (!shared) k.nccl_allocs--, k.windows--;
   expect_counts("after gr_mem_free", grdbl_mem_census(), k);
-  EXPECT_ALL(gr_mem_free(c, a), GR_ERR_INVALID, "rank 0: the pointer is not memory gr_mem_alloc");
+  EXPECT_ST_MSG(gr_mem_free(c, a), GR_ERR_INVALID,
+                "rank 0: the pointer is not memory gr_mem_alloc");
   expect_counts("after freeing twice", grdbl_mem_census(), k);
 
   /* gr_mem_register on a device buffer: registered once with NCCL, reused by every call */
@@ -248,8 +242,8 @@ int main(int argc, char **argv) {
   EXPECT_OK(gr_mem_deregister(c, hd));
   if (!shared) k.registrations--;
   expect_counts("after gr_mem_deregister", grdbl_mem_census(), k);
-  EXPECT_ALL(gr_mem_deregister(c, hd), GR_ERR_INVALID,
-             "rank 0: the handle is not one gr_mem_register gave");
+  EXPECT_ST_MSG(gr_mem_deregister(c, hd), GR_ERR_INVALID,
+                "rank 0: the handle is not one gr_mem_register gave");
   /* a host buffer: accepted, nothing registered with NCCL, the calls stage it */
   REQUIRE_OK(gr_mem_register(c, h, bytes, &hh));
   expect_counts("after gr_mem_register of host memory", grdbl_mem_census(), k);
