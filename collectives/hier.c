@@ -285,17 +285,13 @@ none:
 
 /* ---- calls ------------------------------------------------------------------------------- */
 
-/* What "auto" hands to the hierarchy, from the interleaved runs in bench/README.md (3 netns hosts x
- * 2 ranks, 2 shared cores): allreduce from 64 KiB (below, three stages in a row lost to the flat
- * recursive doubling: best rounds 1.2-1.8x the flat time at 1-16 KiB), broadcast from 256 KiB
- * (mixed, 0.66-1.10x, above; slower below), allgather from 1 MiB of all ranks' data (median
- * rounds 0.53-1.27x, 8 of 12 at most 0.9x, from 1 MiB; 0.95-1.26x at 256 KiB). The barrier,
- * reduce and reduce-scatter are hierarchical only when asked for (GPURUN_COLL_ALGO=hier): the
- * barrier not measured; reduce 0.79-2.95x, reduce-scatter 0.66-1.68x flat from 1 MiB, no size
- * where they gained reliably (their node step reduces every byte on every rank of the node).
- * Those runs were at load 12-34; on an idle machine the allreduce is even with flat from 1 MiB
- * (0.85-1.08x) and slower at 256 KiB (1.10-1.34x) (bench/README.md, "On a quiet machine"), so
- * these thresholds wait for a measurement on a real network. */
+/* What "auto" hands to the hierarchy (bench/README.md, "hierarchical collectives across nodes",
+ * gives the runs): allreduce from 64 KiB (below, three stages in a row lose to the flat recursive
+ * doubling), broadcast from 256 KiB, allgather from 1 MiB of all ranks' data. The barrier, reduce
+ * and reduce-scatter are hierarchical only when asked for (GPURUN_COLL_ALGO=hier): no size gained
+ * reliably (their node step reduces every byte on every rank of the node). The runs are on network
+ * namespaces over one machine's two cores, so these thresholds wait for a measurement on a real
+ * network. */
 #define HIER_AUTO_ALLREDUCE_MIN (64u << 10)
 #define HIER_AUTO_BROADCAST_MIN (256u << 10)
 #define HIER_AUTO_ALLGATHER_MIN (1u << 20) /* all ranks' data: size x sendcount */

@@ -48,13 +48,9 @@
 #define SMALL_MAX 8192
 /* Two ranks: up to a whole slot. Each rank reads one peer's n bytes (what the sliced modes move
  * too) and reduces all n itself (twice the sliced mode's arithmetic), with one synchronisation
- * instead of three and no syscall. Interleaved A/B on the loaded machine (gpurun-bench-coll, best
- * round of 9): 2.9-3.4 us instead of 6.0-6.1 at 16 KiB, 10.9-11.1 instead of 13.1-13.5 at 64 KiB,
- * 19.8-23.2 instead of 23.7-26.8 at 128 KiB; median-round ratio to raw MPI 0.30-0.58 instead of
- * 0.60-0.82 at 16-64 KiB. Beyond, the
- * single-copy pipeline moves less through memory (measured no faster either way at 256 KiB-16 MiB
- * on the loaded machine, so the one with less traffic stays). What Open MPI's recursive doubling
- * does for two ranks, through the segment instead of point to point. */
+ * instead of three and no syscall, which wins up to a slot (bench/README.md, "node-local shared
+ * memory"). Beyond, the single-copy pipeline moves less through memory and is kept. What Open
+ * MPI's recursive doubling does for two ranks, through the segment instead of point to point. */
 #define PAIR_SMALL_MAX GR__SHM_SLOT
 /* Polls per gr__shm_test before returning to the caller. A rank that has waited SPIN_NS without
  * progress yields the core at every call; after SLEEP_AFTER_NS it sleeps on the lagging rank's
@@ -274,10 +270,9 @@ void gr__shm_free(gr__shm *s) {
 
 /* Reduce and alltoall run here while they are small (the small mode: one round, one
  * synchronisation, no syscall); larger ones run in MPI after an agreement round. Reduce: as the
- * small allreduce. Alltoall: up to A2A_SMALL_MAX bytes per rank; beyond, Open MPI's single copy
- * (CMA) point to point beat the two copies through the slot at 16-128 KiB (best round 5.4-7.6 us
- * against 11.3-24.6 at 16-32 KiB, interleaved A/B), while below 4 KiB the slot wins (0.94-1.94
- * against 1.62-2.14 us for gpurun's MPI path). */
+ * small allreduce. Alltoall: up to A2A_SMALL_MAX bytes per rank, where the slot beats MPI; beyond,
+ * Open MPI's single copy (CMA) point to point beats the two copies through the slot
+ * (bench/README.md, "node-local shared memory"). */
 #define A2A_SMALL_MAX 4096
 static int small_here(const gr__shm *s, int kind, size_t count, gr_dtype t) {
   size_t es = gr__dtype_size(t), lim = s->size == 2 ? s->pair_max : SMALL_MAX;
