@@ -137,8 +137,8 @@ typedef struct gr__mem {
   int registered; /* gr_mem_register's (the handle), else gr_mem_alloc's (the pointer) */
   uintptr_t lo;
   size_t len;
-  void *be; /* the backend's */
-  struct gr__mem *next;
+  void *be;          /* the backend's */
+  gr_list_node node; /* on its communicator's mem list */
 } gr__mem;
 
 struct gr__coll_ops {
@@ -222,7 +222,8 @@ struct gr_comm {
   char err[GR__ERRLEN]; /* a backend's detail for the front end's sentence */
   gr__flight *flight;
   gr_coll_stats stats;
-  gr__mem *mem;     /* gr_mem_alloc's memory not yet freed, newest first (mem.c) */
+  gr_list mem;      /* gr__mem: memory allocated or registered and not yet released, oldest
+                     * first (mem.c) */
   uint64_t mem_seq; /* allocations so far: the same on every rank */
 };
 

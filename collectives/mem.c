@@ -137,8 +137,7 @@ GR_API gr_status gr_mem_alloc(gr_comm *comm, size_t bytes, void **ptr) {
   }
   m->bytes = bytes;
   m->id = comm->mem_seq++;
-  m->next = comm->mem;
-  comm->mem = m;
+  gr__list_push_back(&comm->mem, &m->node);
   *ptr = m->ptr;
   return GR_OK;
 }
@@ -151,8 +150,10 @@ GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_
   uintptr_t lo = (uintptr_t)ptr & ~(uintptr_t)4095;
   size_t len = ptr && bytes ? (((uintptr_t)ptr + bytes + 4095) & ~(uintptr_t)4095) - lo : 0;
   int overlap = 0;
-  for (const gr__mem *m = comm->mem; m && len; m = m->next)
-    overlap |= lo < m->lo + m->len && m->lo < lo + len;
+  GR_LIST_FOREACH(it, tmp, &comm->mem) {
+    const gr__mem *m = GR_LIST_ENTRY(it, gr__mem, node);
+    overlap |= len && lo < m->lo + m->len && m->lo < lo + len;
+  }
   gr__mem *m = ptr && bytes && handle && !overlap ? calloc(1, sizeof *m) : NULL;
   long pending = __atomic_load_n(&comm->pending, __ATOMIC_ACQUIRE);
   ask mine = {!ptr          ? ASK_NULL_OUT
@@ -184,16 +185,14 @@ GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_
     return gr__fail(st, fn, "communicator %s: %s", comm->id, comm->err);
   }
   m->id = comm->mem_seq++;
-  m->next = comm->mem;
-  comm->mem = m;
+  gr__list_push_back(&comm->mem, &m->node);
   *handle = (gr_mem_handle *)m;
   return GR_OK;
 }
 
-/* Remove and release the record at *at (the agreement passed). */
-static void release_at(gr_comm *comm, gr__mem **at) {
-  gr__mem *m = *at;
-  *at = m->next;
+/* Unlink and release M, which is on comm's list (the agreement passed). */
+static void release_one(gr_comm *comm, gr__mem *m) {
+  gr__list_remove(&comm->mem, &m->node);
   comm->ops->mem_free(comm, m);
   free(m);
 }
@@ -202,19 +201,22 @@ static void release_at(gr_comm *comm, gr__mem **at) {
 static gr_status release(const char *fn, gr_comm *comm, const void *key, int registered) {
   GR_CHECK(gr__check_alive(fn, comm));
   GR_CHECK(gr__requests_drain(fn, comm));
-  gr__mem **at = &comm->mem;
-  while (key && *at &&
-         ((registered ? (const void *)*at : (*at)->ptr) != key || (*at)->registered != registered))
-    at = &(*at)->next;
+  gr__mem *found = NULL;
+  GR_LIST_FOREACH(it, tmp, &comm->mem) {
+    gr__mem *m = GR_LIST_ENTRY(it, gr__mem, node);
+    if (key && !found && (registered ? (const void *)m : m->ptr) == key &&
+        m->registered == registered)
+      found = m;
+  }
   long pending = __atomic_load_n(&comm->pending, __ATOMIC_ACQUIRE);
   ask mine = {!key          ? ASK_NULL_FREE
-              : !*at        ? (registered ? ASK_UNKNOWN_HANDLE : ASK_UNKNOWN)
+              : !found      ? (registered ? ASK_UNKNOWN_HANDLE : ASK_UNKNOWN)
               : pending > 0 ? ASK_PENDING
                             : ASK_OK,
-              key && *at ? (*at)->id : 0};
+              found ? found->id : 0};
   int nothing;
   GR_CHECK(agree(fn, comm, mine, 1, &nothing));
-  if (!nothing) release_at(comm, at);
+  if (!nothing) release_one(comm, found);
   return GR_OK;
 }
 
@@ -227,10 +229,6 @@ GR_API gr_status gr_mem_free(gr_comm *comm, void *ptr) {
 }
 
 void gr__mem_release_all(gr_comm *c) {
-  while (c->mem) {
-    gr__mem *m = c->mem;
-    c->mem = m->next;
-    c->ops->mem_free(c, m);
-    free(m);
-  }
+  while (c->mem.tail) /* newest first: the reverse of the collective allocations */
+    release_one(c, GR_LIST_ENTRY(c->mem.tail, gr__mem, node));
 }

@@ -11,6 +11,8 @@
 #ifndef GR_DOCTOR_H
 #define GR_DOCTOR_H
 
+#include "gr_array.h"
+
 #include <gpurun/status.h>
 #include <stdio.h>
 
@@ -29,14 +31,17 @@ typedef struct {
 } gr__dr_line;
 
 typedef struct {
-  int n, cap;
-  gr__dr_line *line;
+  gr_array line; /* gr__dr_line, in the order the checks added them */
   char host[256];
   char source[1024]; /* "live", or the topology file */
   int ranks;         /* the plan's rank count */
   int nomem;         /* a line could not be stored: the report says so and counts as a fail */
 } gr__dr_report;
 
+/* An empty report: no lines, host and source "", no ranks. Every report starts here. */
+void gr__dr_report_init(gr__dr_report *r);
+/* Line I of the report; the caller keeps I below r->line.count. */
+#define GR__DR_LINE(r, i) GR_ARRAY_AT(&(r)->line, gr__dr_line, i)
 /* Appends one line; advice may be NULL. Strings are stored as given (hostile text included) and
  * escaped when printed. */
 void gr__dr_add(gr__dr_report *r, const char *check, gr__dr_verdict v, const char *advice,

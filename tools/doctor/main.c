@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
     }
   }
   gr__dr_report r;
-  memset(&r, 0, sizeof r);
+  gr__dr_report_init(&r);
   gr_status st = gr__dr_run(&o, &r);
   if (st == GR_ERR_TOPOLOGY) {
     /* the sentence names the file (escaped for the terminal where it was recorded) */

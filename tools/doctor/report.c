@@ -7,7 +7,6 @@
 
 #include <gpurun/version.h>
 #include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
 
 const char *gr__dr_verdict_name(gr__dr_verdict v) {
@@ -24,19 +23,18 @@ const char *gr__dr_verdict_name(gr__dr_verdict v) {
   return "?";
 }
 
+void gr__dr_report_init(gr__dr_report *r) {
+  memset(r, 0, sizeof *r);
+  gr__array_init(&r->line, sizeof(gr__dr_line));
+}
+
 void gr__dr_add(gr__dr_report *r, const char *check, gr__dr_verdict v, const char *advice,
                 const char *fmt, ...) {
-  if (r->n == r->cap) {
-    int cap = r->cap ? r->cap * 2 : 32;
-    gr__dr_line *nl = realloc(r->line, (size_t)cap * sizeof *nl);
-    if (!nl) {
-      r->nomem = 1;
-      return;
-    }
-    r->line = nl;
-    r->cap = cap;
+  if (gr__array_push(&r->line, NULL) != GR_OK) {
+    r->nomem = 1;
+    return;
   }
-  gr__dr_line *l = &r->line[r->n++];
+  gr__dr_line *l = &GR__DR_LINE(r, r->line.count - 1);
   snprintf(l->check, sizeof l->check, "%s", check);
   l->verdict = v;
   va_list ap;
@@ -48,16 +46,12 @@ void gr__dr_add(gr__dr_report *r, const char *check, gr__dr_verdict v, const cha
 
 gr__dr_verdict gr__dr_worst(const gr__dr_report *r) {
   gr__dr_verdict w = r->nomem ? GR__DR_FAIL : GR__DR_OK;
-  for (int i = 0; i < r->n; i++)
-    if (r->line[i].verdict > w) w = r->line[i].verdict;
+  for (size_t i = 0; i < r->line.count; i++)
+    if (GR__DR_LINE(r, i).verdict > w) w = GR__DR_LINE(r, i).verdict;
   return w == GR__DR_SKIP ? GR__DR_OK : w;
 }
 
-void gr__dr_free(gr__dr_report *r) {
-  free(r->line);
-  r->line = NULL;
-  r->n = r->cap = 0;
-}
+void gr__dr_free(gr__dr_report *r) { gr__array_free(&r->line); }
 
 /* Prints s (already escaped for the terminal) after first (indent columns wide), then on further
  * lines indented by indent, breaking at spaces so that no line passes width; a word longer than a
@@ -102,8 +96,8 @@ void gr__dr_print_text(FILE *f, const gr__dr_report *r, int width) {
   snprintf(title, sizeof title, "gpurun-doctor %s on %s (%s), plan for %d rank%s", gr_version(),
            buf, src, r->ranks, r->ranks == 1 ? "" : "s");
   wrap(f, "", 2, title, width);
-  for (int i = 0; i < r->n; i++) {
-    const gr__dr_line *l = &r->line[i];
+  for (size_t i = 0; i < r->line.count; i++) {
+    const gr__dr_line *l = &GR__DR_LINE(r, i);
     char name[GR__DR_CHECK * 4];
     gr__esc_term_str(name, sizeof name, l->check);
     snprintf(head, sizeof head, "%-5s %-9.9s ", gr__dr_verdict_name(l->verdict), name);
@@ -119,8 +113,10 @@ void gr__dr_print_text(FILE *f, const gr__dr_report *r, int width) {
     wrap(f, "fail  report    ", COL_FOUND, "out of memory: some lines are missing", width);
   gr__dr_verdict w = gr__dr_worst(r);
   int nfail = 0, nwarn = 0;
-  for (int i = 0; i < r->n; i++)
-    nfail += r->line[i].verdict == GR__DR_FAIL, nwarn += r->line[i].verdict == GR__DR_WARN;
+  for (size_t i = 0; i < r->line.count; i++) {
+    nfail += GR__DR_LINE(r, i).verdict == GR__DR_FAIL;
+    nwarn += GR__DR_LINE(r, i).verdict == GR__DR_WARN;
+  }
   fprintf(f, "%s: %d failed, %d warned\n",
           w == GR__DR_FAIL   ? "FAIL"
           : w == GR__DR_WARN ? "WARN"
@@ -137,8 +133,8 @@ void gr__dr_print_json(FILE *f, const gr__dr_report *r) {
   gr__esc_json(f, r->source);
   fprintf(f, ", \"ranks\": %d, \"verdict\": \"%s\", \"complete\": %s,\n \"checks\": [", r->ranks,
           gr__dr_verdict_name(gr__dr_worst(r)), r->nomem ? "false" : "true");
-  for (int i = 0; i < r->n; i++) {
-    const gr__dr_line *l = &r->line[i];
+  for (size_t i = 0; i < r->line.count; i++) {
+    const gr__dr_line *l = &GR__DR_LINE(r, i);
     fputs(i ? ",\n  {\"check\": " : "\n  {\"check\": ", f);
     gr__esc_json(f, l->check);
     fprintf(f, ", \"verdict\": \"%s\", \"found\": ", gr__dr_verdict_name(l->verdict));

@@ -9,6 +9,8 @@
 #ifndef GR_REPORT_H
 #define GR_REPORT_H
 
+#include "gr_array.h"
+
 #include <gpurun/status.h>
 #include <stdio.h>
 
@@ -68,10 +70,8 @@ typedef struct {
 } gr__rpt_counters;
 
 typedef struct {
-  gr__rpt_series *s;
-  int ns;
-  gr__rpt_counters *c;
-  int nc;
+  gr_array s;    /* gr__rpt_series, sorted by rank, node, local rank, GPU once loaded */
+  gr_array c;    /* gr__rpt_counters, in the order the files were read */
   double t0, t1; /* job span over all samples */
   int slowest;   /* index into s of the flagged series' rank, -1 none */
   int slowest_rank;
@@ -82,6 +82,16 @@ typedef struct {
  * (gr_error.h, the library's thread-local buffer; names and paths in it escaped for the
  * terminal); main() prints "gpurun-report: <sentence>" once. A file that is skipped (bad name,
  * unreadable, not JSON) or a bad line is a warning printed where it is found, not an error. */
+
+/* An empty job: no series, no counters, no slowest rank. gr__rpt_load starts here, and so must a
+ * job first given to gr__rpt_load_csv or gr__rpt_load_counters. */
+void gr__rpt_job_init(gr__rpt_job *job);
+/* Series I and counters I of the job; the caller keeps I below the count. */
+#define GR__RPT_SERIES(job, i) GR_ARRAY_AT(&(job)->s, gr__rpt_series, i)
+#define GR__RPT_COUNTERS(job, i) GR_ARRAY_AT(&(job)->c, gr__rpt_counters, i)
+/* The counts: series at most GR__RPT_MAX_SERIES, counters one a file, so ints. */
+static inline int gr__rpt_nseries(const gr__rpt_job *job) { return (int)job->s.count; }
+static inline int gr__rpt_ncounters(const gr__rpt_job *job) { return (int)job->c.count; }
 
 /* Loads every *.csv and *.counters.json in dir: GR_OK, GR_ERR_SYSTEM when dir cannot be read,
  * GR_ERR_NOMEM. */

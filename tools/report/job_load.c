@@ -53,15 +53,12 @@ static int parse_name(const char *base, const char *suffix, char *node, size_t c
 
 static gr__rpt_series *series_for(gr__rpt_job *job, const char *node, int local_rank, int rank,
                                   const char *gpu) {
-  for (int i = 0; i < job->ns; i++) {
-    gr__rpt_series *s = &job->s[i];
+  for (int i = 0; i < gr__rpt_nseries(job); i++) {
+    gr__rpt_series *s = &GR__RPT_SERIES(job, i);
     if (s->local_rank == local_rank && !strcmp(s->node, node) && !strcmp(s->gpu, gpu)) return s;
   }
-  gr__rpt_series *ns = realloc(job->s, (size_t)(job->ns + 1) * sizeof *ns);
-  if (!ns) return NULL;
-  job->s = ns;
-  gr__rpt_series *s = &job->s[job->ns++];
-  memset(s, 0, sizeof *s);
+  if (gr__array_push(&job->s, NULL) != GR_OK) return NULL;
+  gr__rpt_series *s = &GR__RPT_SERIES(job, gr__rpt_nseries(job) - 1);
   snprintf(s->node, sizeof s->node, "%s", node);
   snprintf(s->gpu, sizeof s->gpu, "%s", gpu);
   s->local_rank = local_rank;
@@ -254,7 +251,7 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, gr_
       rank = isnan(r) ? -1 : (int)r;
     }
     const char *gpu = col_gpu >= 0 && *fields[col_gpu] ? fields[col_gpu] : "-";
-    if (strlen(gpu) >= sizeof job->s[0].gpu) {
+    if (strlen(gpu) >= sizeof GR__RPT_SERIES(job, 0).gpu) {
       problem(&pr, P_GPU, lineno);
       continue;
     }
@@ -263,18 +260,19 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, gr_
       m[k] = col_m[k] >= 0 ? field_num(fields[col_m[k]], metric_lo[k], metric_hi[k], &bad) : NAN;
     double ecc = col_ecc >= 0 ? field_num(fields[col_ecc], 0, 1e15, &bad) : NAN;
     if (bad) problem(&pr, P_NUMBER, lineno);
-    int before = job->ns;
+    int before = gr__rpt_nseries(job);
     gr__rpt_series *s = NULL;
-    for (int i = 0; i < job->ns && !s; i++)
-      if (job->s[i].local_rank == local_rank && !strcmp(job->s[i].node, node) &&
-          !strcmp(job->s[i].gpu, gpu))
-        s = &job->s[i];
-    if (!s && (file_series >= GR__RPT_MAX_SERIES_PER_FILE || job->ns >= GR__RPT_MAX_SERIES)) {
+    for (int i = 0; i < gr__rpt_nseries(job) && !s; i++)
+      if (GR__RPT_SERIES(job, i).local_rank == local_rank &&
+          !strcmp(GR__RPT_SERIES(job, i).node, node) && !strcmp(GR__RPT_SERIES(job, i).gpu, gpu))
+        s = &GR__RPT_SERIES(job, i);
+    if (!s && (file_series >= GR__RPT_MAX_SERIES_PER_FILE ||
+               gr__rpt_nseries(job) >= GR__RPT_MAX_SERIES)) {
       problem(&pr, P_SERIES, lineno);
       continue;
     }
     if (!s) s = series_for(job, node, local_rank, rank, gpu);
-    if (job->ns > before) file_series++;
+    if (gr__rpt_nseries(job) > before) file_series++;
     if (!s || push(s, t, m) != 0) {
       char esc[512];
       rc = gr__fail_msg(GR_ERR_NOMEM, "out of memory loading %s",
@@ -347,14 +345,11 @@ static gr_status load_counters_at(int dirfd, const char *name, const char *shown
     c.pool_idle_s = finite_in(gr__rpt_json_num(pool, GR_CTR_POOL_IDLE_S, 0), 0, 1e12, 0);
   }
   gr__rpt_json_free(doc);
-  gr__rpt_counters *nc = realloc(job->c, (size_t)(job->nc + 1) * sizeof *nc);
-  if (!nc) {
+  if (gr__array_push(&job->c, &c) != GR_OK) {
     char esc[512];
     return gr__fail_msg(GR_ERR_NOMEM, "out of memory loading %s",
                         gr__esc_term_str(esc, sizeof esc, shown));
   }
-  job->c = nc;
-  job->c[job->nc++] = c;
   return GR_OK;
 }
 
@@ -376,10 +371,16 @@ static int cmp_series(const void *a, const void *b) {
   return strcmp(x->gpu, y->gpu);
 }
 
-gr_status gr__rpt_load(const char *dir, gr__rpt_job *job) {
+void gr__rpt_job_init(gr__rpt_job *job) {
   memset(job, 0, sizeof *job);
+  gr__array_init(&job->s, sizeof(gr__rpt_series));
+  gr__array_init(&job->c, sizeof(gr__rpt_counters));
   job->slowest = -1;
   job->slowest_rank = -1;
+}
+
+gr_status gr__rpt_load(const char *dir, gr__rpt_job *job) {
+  gr__rpt_job_init(job);
   struct dirent **ents;
   int n = scandir(dir, &ents, NULL, alphasort);
   char esc[512];
@@ -404,16 +405,17 @@ gr_status gr__rpt_load(const char *dir, gr__rpt_job *job) {
   free(ents);
   if (dirfd >= 0) close(dirfd);
   /* A rank that wrote counters but no samples (run without the supervisor) still gets a row. */
-  for (int i = 0; rc == GR_OK && i < job->nc; i++) {
-    const gr__rpt_counters *c = &job->c[i];
+  for (int i = 0; rc == GR_OK && i < gr__rpt_ncounters(job); i++) {
+    const gr__rpt_counters *c = &GR__RPT_COUNTERS(job, i);
     int found = 0;
-    for (int k = 0; k < job->ns && !found; k++)
-      found = job->s[k].local_rank == c->local_rank && !strcmp(job->s[k].node, c->node);
+    for (int k = 0; k < gr__rpt_nseries(job) && !found; k++)
+      found = GR__RPT_SERIES(job, k).local_rank == c->local_rank &&
+              !strcmp(GR__RPT_SERIES(job, k).node, c->node);
     if (!found && !series_for(job, c->node, c->local_rank, c->rank, "-"))
       rc = gr__fail_msg(GR_ERR_NOMEM, "out of memory loading %s",
                         gr__esc_term_str(esc, sizeof esc, dir));
   }
-  if (job->ns > 1) qsort(job->s, (size_t)job->ns, sizeof *job->s, cmp_series);
+  if (job->s.count > 1) qsort(job->s.data, job->s.count, sizeof(gr__rpt_series), cmp_series);
   return rc;
 }
 
@@ -446,8 +448,8 @@ int gr__rpt_same_rank(const gr__rpt_series *a, const gr__rpt_series *b) {
 }
 
 const gr__rpt_counters *gr__rpt_counters_for(const gr__rpt_job *job, const gr__rpt_series *s) {
-  for (int i = 0; i < job->nc; i++) {
-    const gr__rpt_counters *c = &job->c[i];
+  for (int i = 0; i < gr__rpt_ncounters(job); i++) {
+    const gr__rpt_counters *c = &GR__RPT_COUNTERS(job, i);
     if ((c->local_rank == s->local_rank && !strcmp(c->node, s->node)) ||
         (s->rank >= 0 && c->rank == s->rank))
       return c;
@@ -458,8 +460,8 @@ const gr__rpt_counters *gr__rpt_counters_for(const gr__rpt_job *job, const gr__r
 void gr__rpt_summarize(gr__rpt_job *job) {
   job->t0 = INFINITY;
   job->t1 = -INFINITY;
-  for (int i = 0; i < job->ns; i++) {
-    gr__rpt_series *s = &job->s[i];
+  for (int i = 0; i < gr__rpt_nseries(job); i++) {
+    gr__rpt_series *s = &GR__RPT_SERIES(job, i);
     double dummy;
     s->t_first = s->n ? s->t[0] : NAN;
     s->t_last = s->n ? s->t[s->n - 1] : NAN;
@@ -480,12 +482,12 @@ void gr__rpt_summarize(gr__rpt_job *job) {
   /* The straggler: with collective counters, the rank that waits least (everyone else waits for
    * it); without them, the rank whose program ran longest. Only meaningful with 2+ ranks. */
   int with_wait = 0;
-  for (int i = 0; i < job->nc; i++)
-    with_wait += job->c[i].have_coll;
+  for (int i = 0; i < gr__rpt_ncounters(job); i++)
+    with_wait += GR__RPT_COUNTERS(job, i).have_coll;
   int best = -1;
   double best_v = 0;
-  for (int i = 0; i < job->ns; i++) {
-    const gr__rpt_series *s = &job->s[i];
+  for (int i = 0; i < gr__rpt_nseries(job); i++) {
+    const gr__rpt_series *s = &GR__RPT_SERIES(job, i);
     const gr__rpt_counters *c = gr__rpt_counters_for(job, s);
     double v;
     if (with_wait >= 2) {
@@ -500,23 +502,23 @@ void gr__rpt_summarize(gr__rpt_job *job) {
     }
   }
   int ranks = 0;
-  for (int i = 0; i < job->ns; i++)
-    if (i == 0 || !gr__rpt_same_rank(&job->s[i], &job->s[i - 1])) ranks++;
+  for (int i = 0; i < gr__rpt_nseries(job); i++)
+    if (i == 0 || !gr__rpt_same_rank(&GR__RPT_SERIES(job, i), &GR__RPT_SERIES(job, i - 1))) ranks++;
   if (ranks >= 2 && best >= 0) {
     job->slowest = best;
-    job->slowest_rank = job->s[best].rank;
+    job->slowest_rank = GR__RPT_SERIES(job, best).rank;
     job->slowest_why = with_wait >= 2 ? "waits least in collectives: the others wait for it"
                                       : "its program ran longest";
   }
 }
 
 void gr__rpt_free(gr__rpt_job *job) {
-  for (int i = 0; i < job->ns; i++) {
-    free(job->s[i].t);
+  for (int i = 0; i < gr__rpt_nseries(job); i++) {
+    free(GR__RPT_SERIES(job, i).t);
     for (int k = 0; k < GR__RPT_M_COUNT; k++)
-      free(job->s[i].m[k]);
+      free(GR__RPT_SERIES(job, i).m[k]);
   }
-  free(job->s);
-  free(job->c);
-  memset(job, 0, sizeof *job);
+  gr__array_free(&job->s);
+  gr__array_free(&job->c);
+  gr__rpt_job_init(job);
 }

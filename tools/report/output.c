@@ -26,7 +26,7 @@ static void term_cell(FILE *out, const char *s, int width) {
 }
 
 static int is_slowest(const gr__rpt_job *job, const gr__rpt_series *s) {
-  return job->slowest >= 0 && gr__rpt_same_rank(&job->s[job->slowest], s);
+  return job->slowest >= 0 && gr__rpt_same_rank(&GR__RPT_SERIES(job, job->slowest), s);
 }
 
 static void cell(FILE *out, int width, int prec, double v) {
@@ -42,12 +42,13 @@ static void cell(FILE *out, int width, int prec, double v) {
 void gr__rpt_print_table(const gr__rpt_job *job, FILE *out) {
   int ngpu = 0;
   double energy = 0;
-  for (int i = 0; i < job->ns; i++)
-    if (strcmp(job->s[i].gpu, "-")) {
+  for (int i = 0; i < gr__rpt_nseries(job); i++)
+    if (strcmp(GR__RPT_SERIES(job, i).gpu, "-")) {
       ngpu++;
-      if (!isnan(job->s[i].energy_j)) energy += job->s[i].energy_j;
+      if (!isnan(GR__RPT_SERIES(job, i).energy_j)) energy += GR__RPT_SERIES(job, i).energy_j;
     }
-  fprintf(out, "%d series (%d GPU), %.1f s of samples\n\n", job->ns, ngpu, job->t1 - job->t0);
+  fprintf(out, "%d series (%d GPU), %.1f s of samples\n\n", gr__rpt_nseries(job), ngpu,
+          job->t1 - job->t0);
   /* "coll wait": time inside collectives, waiting for the other ranks included (the straggler
    * signal: the rank that waits least is the one the others wait for). */
   fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s\n", "rank",
@@ -55,8 +56,8 @@ void gr__rpt_print_table(const gr__rpt_job *job, FILE *out) {
           "cpu", "rss peak", "coll wait");
   fprintf(out, "%5s %-16s %-13s %6s %6s %10s %10s %6s %10s %6s %6s %9s %10s\n", "", "", "", "mean%",
           "max%", "MiB", "MiB", "max C", "J", "mean%", "max%", "MiB", "s");
-  for (int i = 0; i < job->ns; i++) {
-    const gr__rpt_series *s = &job->s[i];
+  for (int i = 0; i < gr__rpt_nseries(job); i++) {
+    const gr__rpt_series *s = &GR__RPT_SERIES(job, i);
     const gr__rpt_counters *c = gr__rpt_counters_for(job, s);
     char who[160];
     snprintf(who, sizeof who, "%.140s:%d", s->node, s->local_rank);
@@ -88,7 +89,7 @@ void gr__rpt_print_table(const gr__rpt_job *job, FILE *out) {
   }
   if (ngpu) fprintf(out, "\nenergy, all GPUs: %.1f J\n", energy);
   if (job->slowest >= 0) {
-    const gr__rpt_series *s = &job->s[job->slowest];
+    const gr__rpt_series *s = &GR__RPT_SERIES(job, job->slowest);
     fprintf(out, "slowest rank: %d (", s->rank);
     gr__esc_term(out, s->node);
     fprintf(out, ":%d): %s\n", s->local_rank, job->slowest_why);
@@ -97,21 +98,22 @@ void gr__rpt_print_table(const gr__rpt_job *job, FILE *out) {
   static const char *const levels[] = {"high", "normal", "low"};
   for (int l = 0; l < 3; l++) {
     int n = 0;
-    for (int i = 0; i < job->nc; i++)
-      if (!strcmp(job->c[i].priority, levels[l])) {
+    for (int i = 0; i < gr__rpt_ncounters(job); i++)
+      if (!strcmp(GR__RPT_COUNTERS(job, i).priority, levels[l])) {
         if (n++)
           fputc(',', out);
         else
           fprintf(out, "priority %s: ranks ", levels[l]);
-        fprintf(out, "%d", job->c[i].rank);
+        fprintf(out, "%d", GR__RPT_COUNTERS(job, i).rank);
       }
     if (n) fputc('\n', out);
   }
   /* ranks whose placement receipt (gr_init) differed from gpurun's plan */
-  for (int i = 0; i < job->nc; i++)
-    if (job->c[i].receipt[0])
-      fprintf(out, "placement differed: rank %d (%.120s:%d): %s\n", job->c[i].rank, job->c[i].node,
-              job->c[i].local_rank, job->c[i].receipt);
+  for (int i = 0; i < gr__rpt_ncounters(job); i++)
+    if (GR__RPT_COUNTERS(job, i).receipt[0])
+      fprintf(out, "placement differed: rank %d (%.120s:%d): %s\n", GR__RPT_COUNTERS(job, i).rank,
+              GR__RPT_COUNTERS(job, i).node, GR__RPT_COUNTERS(job, i).local_rank,
+              GR__RPT_COUNTERS(job, i).receipt);
 }
 
 /* ---- JSON ---- */
@@ -178,8 +180,8 @@ static void render_json(FILE *f, const void *vjob, const void *vflight) {
   jnum(f, "t0", job->t0, 1);
   jnum(f, "span_s", job->t1 - job->t0, 1);
   fputs("\"series\": [\n", f);
-  for (int i = 0; i < job->ns; i++) {
-    const gr__rpt_series *s = &job->s[i];
+  for (int i = 0; i < gr__rpt_nseries(job); i++) {
+    const gr__rpt_series *s = &GR__RPT_SERIES(job, i);
     const gr__rpt_counters *c = gr__rpt_counters_for(job, s);
     fputs("  {", f);
     fprintf(f, "\"rank\": %d, ", s->rank);
@@ -206,11 +208,11 @@ static void render_json(FILE *f, const void *vjob, const void *vflight) {
     jnum(f, "pool_steals", c && c->have_pool ? c->pool_steals : NAN, 1);
     jnum(f, "pool_idle_s", c && c->have_pool ? c->pool_idle_s : NAN, 1);
     fprintf(f, "\"slowest\": %s}%s\n", is_slowest(job, s) ? "true" : "false",
-            i + 1 < job->ns ? "," : "");
+            i + 1 < gr__rpt_nseries(job) ? "," : "");
   }
   fputs("], ", f);
   if (job->slowest >= 0) {
-    const gr__rpt_series *s = &job->s[job->slowest];
+    const gr__rpt_series *s = &GR__RPT_SERIES(job, job->slowest);
     fprintf(f, "\"slowest\": {\"rank\": %d, ", s->rank);
     jstr(f, "node", s->node, 1);
     fprintf(f, "\"local_rank\": %d, ", s->local_rank);
@@ -358,11 +360,11 @@ static void render_svg(FILE *f, const void *vjob, const void *unused) {
   (void)unused;
   const gr__rpt_job *job = vjob;
   int any_gpu = 0;
-  for (int i = 0; i < job->ns; i++)
-    any_gpu |= strcmp(job->s[i].gpu, "-") != 0;
+  for (int i = 0; i < gr__rpt_nseries(job); i++)
+    any_gpu |= strcmp(GR__RPT_SERIES(job, i).gpu, "-") != 0;
   int width = LABEL_W + (any_gpu ? 4 : 2) * (CHART_W + GAP) + 10;
   int row_h = CHART_H + 12;
-  int height = 50 + (job->ns ? job->ns : 1) * row_h + 10;
+  int height = 50 + (gr__rpt_nseries(job) ? gr__rpt_nseries(job) : 1) * row_h + 10;
   fprintf(f,
           "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
           "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d "
@@ -374,10 +376,10 @@ static void render_svg(FILE *f, const void *vjob, const void *unused) {
         f);
   fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", width, height);
   fprintf(f, "<text x=\"10\" y=\"24\" class=\"h\">gpurun monitor: %d series over %.1f s</text>\n",
-          job->ns, job->t1 - job->t0);
-  if (!job->ns) fputs("<text x=\"10\" y=\"60\" class=\"l\">no samples</text>\n", f);
-  for (int i = 0; i < job->ns; i++) {
-    const gr__rpt_series *s = &job->s[i];
+          gr__rpt_nseries(job), job->t1 - job->t0);
+  if (!gr__rpt_nseries(job)) fputs("<text x=\"10\" y=\"60\" class=\"l\">no samples</text>\n", f);
+  for (int i = 0; i < gr__rpt_nseries(job); i++) {
+    const gr__rpt_series *s = &GR__RPT_SERIES(job, i);
     double y = 40 + i * row_h;
     fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"l\">rank %d</text>\n", y + 40, s->rank);
     fprintf(f, "<text x=\"10\" y=\"%.1f\" class=\"l\">", y + 56);

@@ -4,6 +4,7 @@
 #ifndef GR_TOP_H
 #define GR_TOP_H
 
+#include "gr_array.h"
 #include "gr_clock.h"
 #include "gr_live_file.h"
 #include "gr_parse.h"
@@ -36,15 +37,21 @@ typedef struct {
 
 typedef struct {
   char dir[1024], job[256];
-  double now;    /* wall clock of the load */
-  double hang_s; /* waits at least this long count as a hang */
-  int n, cap;    /* ranks present (sorted by rank) */
-  gr__top_rank *r;
-  int *index, index_cap; /* rank -> row in r, -1 none */
-  int world;             /* the job's size as the files say (max of size fields, ranks seen) */
+  double now;     /* wall clock of the load */
+  double hang_s;  /* waits at least this long count as a hang */
+  gr_array r;     /* gr__top_rank: the ranks present (sorted by rank) */
+  gr_array index; /* int: rank -> row in r, -1 none; a rank at or past its count has none */
+  int world;      /* the job's size as the files say (max of size fields, ranks seen) */
   int nlive;
   char verdict[1024]; /* "" when nobody waits long; else who waits for whom */
 } gr__top_job;
+
+/* An empty job: no ranks, dir and job "". Every job starts here before gr__top_load. */
+void gr__top_job_init(gr__top_job *job);
+/* Row I of the job, I below gr__top_nranks(job). */
+#define GR__TOP_ROW(job, i) GR_ARRAY_AT(&(job)->r, gr__top_rank, i)
+/* The rows present; at most GR__TOP_MAX_RANK + 1, so an int. */
+static inline int gr__top_nranks(const gr__top_job *job) { return (int)job->r.count; }
 
 /* Resolve DIR to a job directory: DIR itself when it holds live.* or *.csv files, else its newest
  * subdirectory that does. 0, or -1 with a sentence in err. */

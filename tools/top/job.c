@@ -83,28 +83,17 @@ static ssize_t read_at(int fd, char *buf, size_t cap, off_t off) {
  * sorted by rank once everything is loaded. */
 static gr__top_rank *rank_slot(gr__top_job *job, int rank) {
   if (rank < 0 || rank > GR__TOP_MAX_RANK) return NULL;
-  if (rank >= job->index_cap) {
-    int cap = job->index_cap ? job->index_cap : 1024;
-    while (cap <= rank)
-      cap *= 2;
-    int *ni = realloc(job->index, (size_t)cap * sizeof *ni);
-    if (!ni) return NULL;
-    for (int i = job->index_cap; i < cap; i++)
-      ni[i] = -1;
-    job->index = ni;
-    job->index_cap = cap;
+  if ((size_t)rank >= job->index.count) {
+    static const int none = -1;
+    if (gr__array_reserve(&job->index, (size_t)rank + 1) != GR_OK) return NULL;
+    while (job->index.count <= (size_t)rank)
+      gr__array_push(&job->index, &none); /* within the reserve: cannot fail */
   }
-  if (job->index[rank] >= 0) return &job->r[job->index[rank]];
-  if (job->n == job->cap) {
-    int cap = job->cap ? 2 * job->cap : 64;
-    gr__top_rank *nr = realloc(job->r, (size_t)cap * sizeof *nr);
-    if (!nr) return NULL;
-    job->r = nr;
-    job->cap = cap;
-  }
-  job->index[rank] = job->n;
-  gr__top_rank *t = &job->r[job->n++];
-  memset(t, 0, sizeof *t);
+  int *row = &GR_ARRAY_AT(&job->index, int, rank);
+  if (*row >= 0) return &GR__TOP_ROW(job, *row);
+  if (gr__array_push(&job->r, NULL) != GR_OK) return NULL;
+  *row = gr__top_nranks(job) - 1;
+  gr__top_rank *t = &GR__TOP_ROW(job, *row);
   t->rank = rank;
   t->local_rank = -1;
   t->cpu_pct = t->rss_mib = -1;
@@ -292,9 +281,9 @@ static void load_csv(gr__top_job *job, const char *path, const char *name) {
 }
 
 int gr__top_load(gr__top_job *job) {
-  for (int i = 0; i < job->n; i++)
-    job->index[job->r[i].rank] = -1;
-  job->n = 0;
+  for (int i = 0; i < gr__top_nranks(job); i++)
+    GR_ARRAY_AT(&job->index, int, GR__TOP_ROW(job, i).rank) = -1;
+  job->r.count = 0;
   job->nlive = 0;
   job->world = 0;
   job->verdict[0] = '\0';
@@ -322,25 +311,29 @@ int gr__top_load(gr__top_job *job) {
     }
   }
   closedir(d);
-  for (int i = 0; i < job->n; i++)
-    if (job->r[i].rank + 1 > job->world) job->world = job->r[i].rank + 1;
+  for (int i = 0; i < gr__top_nranks(job); i++)
+    if (GR__TOP_ROW(job, i).rank + 1 > job->world) job->world = GR__TOP_ROW(job, i).rank + 1;
   /* Every rank of the job gets a row, also one that never wrote a file (it may be the culprit). */
   if (job->world <= 65536)
     for (int r = 0; r < job->world; r++)
       rank_slot(job, r);
-  if (job->n > 1) qsort(job->r, (size_t)job->n, sizeof *job->r, by_rank); /* r is NULL when empty */
-  for (int i = 0; i < job->n; i++)
-    job->index[job->r[i].rank] = i;
+  if (job->r.count > 1) /* r's data is NULL when empty */
+    qsort(job->r.data, job->r.count, sizeof(gr__top_rank), by_rank);
+  for (int i = 0; i < gr__top_nranks(job); i++)
+    GR_ARRAY_AT(&job->index, int, GR__TOP_ROW(job, i).rank) = i;
   gr__top_analyse(job);
   return 0;
 }
 
+void gr__top_job_init(gr__top_job *job) {
+  memset(job, 0, sizeof *job);
+  gr__array_init(&job->r, sizeof(gr__top_rank));
+  gr__array_init(&job->index, sizeof(int));
+}
+
 void gr__top_free(gr__top_job *job) {
-  free(job->r);
-  free(job->index);
-  job->r = NULL;
-  job->index = NULL;
-  job->n = job->cap = job->index_cap = 0;
+  gr__array_free(&job->r);
+  gr__array_free(&job->index);
 }
 
 /* ---- who waits for whom ---------------------------------------------------------------- */
@@ -366,10 +359,10 @@ static void comm_label(char *out, size_t cap, const gr__live_comm *lc) {
 
 /* The label of the communicator with this id as any rank's file names it, else the id. */
 static void label_of(char *out, size_t cap, const gr__top_job *job, const char *id) {
-  for (int i = 0; i < job->n; i++)
-    for (int k = 0; job->r[i].have_live && k < job->r[i].live.ncomms; k++)
-      if (!strcmp(job->r[i].live.comm[k].id, id)) {
-        comm_label(out, cap, &job->r[i].live.comm[k]);
+  for (int i = 0; i < gr__top_nranks(job); i++)
+    for (int k = 0; GR__TOP_ROW(job, i).have_live && k < GR__TOP_ROW(job, i).live.ncomms; k++)
+      if (!strcmp(GR__TOP_ROW(job, i).live.comm[k].id, id)) {
+        comm_label(out, cap, &GR__TOP_ROW(job, i).live.comm[k]);
         return;
       }
   snprintf(out, cap, "%s", id);
@@ -379,9 +372,9 @@ static void label_of(char *out, size_t cap, const gr__top_job *job, const char *
  * called on it yet (for any other communicator only the ranks whose files list it are known). */
 static int spans_world(const gr__top_job *job, const char *id, int size) {
   if (size != job->world) return 0;
-  for (int i = 0; i < job->n; i++)
-    for (int k = 0; job->r[i].have_live && k < job->r[i].live.ncomms; k++) {
-      const gr__live_comm *lc = &job->r[i].live.comm[k];
+  for (int i = 0; i < gr__top_nranks(job); i++)
+    for (int k = 0; GR__TOP_ROW(job, i).have_live && k < GR__TOP_ROW(job, i).live.ncomms; k++) {
+      const gr__live_comm *lc = &GR__TOP_ROW(job, i).live.comm[k];
       if (!strcmp(lc->id, id) && lc->size == size) return !strcmp(lc->name, GR_FL_WORLD);
     }
   return 0;
@@ -389,9 +382,9 @@ static int spans_world(const gr__top_job *job, const char *id, int size) {
 
 /* The world rank of rank crank of communicator id, or -1 when no file says. */
 static int world_rank_of(const gr__top_job *job, const char *id, int size, int crank) {
-  for (int i = 0; i < job->n; i++) {
-    const gr__live_comm *lc = comm_in(&job->r[i], id, size);
-    if (lc && lc->rank == crank) return job->r[i].rank;
+  for (int i = 0; i < gr__top_nranks(job); i++) {
+    const gr__live_comm *lc = comm_in(&GR__TOP_ROW(job, i), id, size);
+    if (lc && lc->rank == crank) return GR__TOP_ROW(job, i).rank;
   }
   return spans_world(job, id, size) ? crank : -1;
 }
@@ -420,20 +413,21 @@ static int fault_of(const gr__top_rank *t) {
 /* "0-2,4" of the ranks whose flag is set, at most a few runs. */
 static void put_ranks(gr__strbuf *o, const gr__top_job *job, const unsigned char *flag) {
   int runs = 0, first = 1;
-  for (int i = 0; i < job->n;) {
+  for (int i = 0; i < gr__top_nranks(job);) {
     if (!flag[i]) {
       i++;
       continue;
     }
     int j = i;
-    while (j + 1 < job->n && flag[j + 1] && job->r[j + 1].rank == job->r[j].rank + 1)
+    while (j + 1 < gr__top_nranks(job) && flag[j + 1] &&
+           GR__TOP_ROW(job, j + 1).rank == GR__TOP_ROW(job, j).rank + 1)
       j++;
     if (runs == 6) {
       gr__strbuf_appendf(o, ",...");
       return;
     }
-    gr__strbuf_appendf(o, "%s%d", first ? "" : ",", job->r[i].rank);
-    if (j > i) gr__strbuf_appendf(o, "-%d", job->r[j].rank);
+    gr__strbuf_appendf(o, "%s%d", first ? "" : ",", GR__TOP_ROW(job, i).rank);
+    if (j > i) gr__strbuf_appendf(o, "-%d", GR__TOP_ROW(job, j).rank);
     first = 0;
     runs++;
     i = j + 1;
@@ -467,8 +461,8 @@ static int put_rank_state(gr__strbuf *o, const gr__top_rank *t) {
  * or silent for long) become the ones blocking it. */
 static void suspect_silent(const gr__top_job *job, unsigned char *wait, unsigned char *block,
                            int *nwait, int *nblock) {
-  for (int i = 0; i < job->n; i++) {
-    const gr__top_rank *t = &job->r[i];
+  for (int i = 0; i < gr__top_nranks(job); i++) {
+    const gr__top_rank *t = &GR__TOP_ROW(job, i);
     double silent = t->live.interval > 0 ? 4 * t->live.interval + 2 : 3;
     if (wait[i] && (state_word(t->proc_state) || t->age_s > silent)) {
       block[i] = 1;
@@ -515,8 +509,8 @@ static void creation_verdict(gr__top_job *job, const gr__live_creating *key, uns
   double longest = 0;
   const char *steps[3] = {NULL, NULL, NULL};
   int nsteps = 0, more_steps = 0;
-  for (int i = 0; i < job->n; i++) {
-    const gr__top_rank *t = &job->r[i];
+  for (int i = 0; i < gr__top_nranks(job); i++) {
+    const gr__top_rank *t = &GR__TOP_ROW(job, i);
     const gr__live_creating *mine = NULL;
     for (int k = 0; t->have_live && !exited(t) && k < t->live.ncreating && !mine; k++)
       if (same_creation(&t->live.creating[k], key)) mine = &t->live.creating[k];
@@ -533,9 +527,10 @@ static void creation_verdict(gr__top_job *job, const gr__live_creating *key, uns
   }
   if (!nblock) /* everyone is inside: a rank that stopped publishing is the suspect */
     suspect_silent(job, wait, block, &nwait, &nblock);
-  for (int i = 0; i < job->n; i++) /* the longest wait and the steps of those still waiting */
-    for (int k = 0; wait[i] && k < job->r[i].live.ncreating; k++) {
-      const gr__live_creating *mine = &job->r[i].live.creating[k];
+  for (int i = 0; i < gr__top_nranks(job);
+       i++) /* the longest wait and the steps of those still waiting */
+    for (int k = 0; wait[i] && k < GR__TOP_ROW(job, i).live.ncreating; k++) {
+      const gr__live_creating *mine = &GR__TOP_ROW(job, i).live.creating[k];
       if (!same_creation(mine, key)) continue;
       if (job->now - mine->start > longest) longest = job->now - mine->start;
       int seen = 0;
@@ -571,9 +566,9 @@ static void creation_verdict(gr__top_job *job, const gr__live_creating *key, uns
     gr__strbuf_appendf(&o, " in %s (%s) on %s for %.1f s", key->call, step, over, longest);
   }
   int said = 0;
-  for (int i = 0; i < job->n; i++) {
+  for (int i = 0; i < gr__top_nranks(job); i++) {
     if (!block[i]) continue;
-    gr__top_rank *t = &job->r[i];
+    gr__top_rank *t = &GR__TOP_ROW(job, i);
     t->blocker = 1;
     if (said++ >= 3) continue;
     int sw = put_rank_state(&o, t);
@@ -685,17 +680,18 @@ static void fault_verdict(gr__top_job *job, const unsigned char *fault, int leve
                           const char *id, int size, unsigned char *wait, unsigned char *block) {
   double first = 0;
   int nf = 0;
-  for (int i = 0; i < job->n; i++)
-    if (fault[i] == level && (!nf++ || job->r[i].live.time < first)) first = job->r[i].live.time;
+  for (int i = 0; i < gr__top_nranks(job); i++)
+    if (fault[i] == level && (!nf++ || GR__TOP_ROW(job, i).live.time < first))
+      first = GR__TOP_ROW(job, i).live.time;
   double grace = 0;
-  for (int i = 0; i < job->n; i++)
-    if (fault[i] == level && 2 * job->r[i].live.interval > grace)
-      grace = 2 * job->r[i].live.interval;
+  for (int i = 0; i < gr__top_nranks(job); i++)
+    if (fault[i] == level && 2 * GR__TOP_ROW(job, i).live.interval > grace)
+      grace = 2 * GR__TOP_ROW(job, i).live.interval;
   if (grace < 0.5) grace = 0.5;
   int nblock = 0, nwait = 0;
   double longest = 0;
-  for (int i = 0; i < job->n; i++) {
-    const gr__top_rank *t = &job->r[i];
+  for (int i = 0; i < gr__top_nranks(job); i++) {
+    const gr__top_rank *t = &GR__TOP_ROW(job, i);
     if (fault[i] == level && (nf == 1 || t->live.time <= first + grace)) {
       block[i] = 1;
       nblock++;
@@ -724,9 +720,9 @@ static void fault_verdict(gr__top_job *job, const unsigned char *fault, int leve
     put_ranks(&o, job, block);
   }
   int said = 0;
-  for (int i = 0; i < job->n; i++) {
+  for (int i = 0; i < gr__top_nranks(job); i++) {
     if (!block[i]) continue;
-    gr__top_rank *t = &job->r[i];
+    gr__top_rank *t = &GR__TOP_ROW(job, i);
     t->blocker = 1;
     if (said++ >= 3) continue;
     int sw = put_rank_state(&o, t);
@@ -742,30 +738,30 @@ static void fault_verdict(gr__top_job *job, const unsigned char *fault, int leve
  * communicator (a chain), ending at the ranks that do not. */
 static int p2p_blockers(const gr__top_job *job, const char *id, int size, const unsigned char *wait,
                         unsigned char *block) {
-  unsigned char *seen = calloc((size_t)job->n, 1);
-  int *stack = malloc((size_t)job->n * sizeof *stack), top = 0, nblock = 0;
+  unsigned char *seen = calloc((size_t)gr__top_nranks(job), 1);
+  int *stack = malloc((size_t)gr__top_nranks(job) * sizeof *stack), top = 0, nblock = 0;
   if (!seen || !stack) {
     free(seen);
     free(stack);
     return 0;
   }
-  for (int i = 0; i < job->n; i++)
+  for (int i = 0; i < gr__top_nranks(job); i++)
     if (wait[i]) {
       seen[i] = 1;
       stack[top++] = i;
     }
   while (top > 0) {
-    const gr__live_comm *lc = comm_in(&job->r[stack[--top]], id, size);
+    const gr__live_comm *lc = comm_in(&GR__TOP_ROW(job, stack[--top]), id, size);
     for (int k = 0; lc && !strcmp(lc->state, "running") && k < lc->nwaits; k++) {
       int w = world_rank_of(job, id, size, lc->waits[k].peer);
-      if (w < 0 || w >= job->index_cap || job->index[w] < 0) continue;
-      int j = job->index[w];
+      if (w < 0 || (size_t)w >= job->index.count || GR_ARRAY_AT(&job->index, int, w) < 0) continue;
+      int j = GR_ARRAY_AT(&job->index, int, w);
       if (seen[j]) continue;
       seen[j] = 1;
-      const gr__live_comm *pc = comm_in(&job->r[j], id, size);
+      const gr__live_comm *pc = comm_in(&GR__TOP_ROW(job, j), id, size);
       if (pc && !strcmp(pc->state, "running") && pc->nwaits > 0)
         stack[top++] = j; /* it waits too: whom for? */
-      else if (!exited(&job->r[j]) || !pc) {
+      else if (!exited(&GR__TOP_ROW(job, j)) || !pc) {
         block[j] = 1;
         nblock++;
       }
@@ -778,11 +774,12 @@ static int p2p_blockers(const gr__top_job *job, const char *id, int size, const 
 
 void gr__top_analyse(gr__top_job *job) {
   job->verdict[0] = '\0';
-  for (int i = 0; i < job->n; i++)
-    job->r[i].blocker = 0;
-  if (!job->n) return;
-  unsigned char *wait = calloc((size_t)job->n, 1), *block = calloc((size_t)job->n, 1),
-                *fault = calloc((size_t)job->n, 1);
+  for (int i = 0; i < gr__top_nranks(job); i++)
+    GR__TOP_ROW(job, i).blocker = 0;
+  if (!gr__top_nranks(job)) return;
+  unsigned char *wait = calloc((size_t)gr__top_nranks(job), 1),
+                *block = calloc((size_t)gr__top_nranks(job), 1),
+                *fault = calloc((size_t)gr__top_nranks(job), 1);
   if (!wait || !block || !fault) {
     free(wait);
     free(block);
@@ -790,8 +787,8 @@ void gr__top_analyse(gr__top_job *job) {
     return;
   }
   int nproc = 0, nsilent = 0;
-  for (int i = 0; i < job->n; i++) {
-    fault[i] = (unsigned char)fault_of(&job->r[i]);
+  for (int i = 0; i < gr__top_nranks(job); i++) {
+    fault[i] = (unsigned char)fault_of(&GR__TOP_ROW(job, i));
     nproc += fault[i] == FAULT_PROC;
     nsilent += fault[i] == FAULT_SILENT;
   }
@@ -803,8 +800,8 @@ void gr__top_analyse(gr__top_job *job) {
   unsigned long long best_seq = 0;
   double best_wait = 0;
   const char *best_op = "";
-  for (int i = 0; i < job->n; i++) {
-    const gr__top_rank *t = &job->r[i];
+  for (int i = 0; i < gr__top_nranks(job); i++) {
+    const gr__top_rank *t = &GR__TOP_ROW(job, i);
     if (!t->have_live || exited(t) || fault[i]) continue;
     for (int c = 0; c < t->live.ncomms; c++) {
       const gr__live_comm *lc = &t->live.comm[c];
@@ -823,8 +820,8 @@ void gr__top_analyse(gr__top_job *job) {
   }
   /* A communicator creation waited in longer than any collective call is the hang to name. */
   const gr__live_creating *cbest = NULL;
-  for (int i = 0; i < job->n; i++) {
-    const gr__live_creating *cr = fault[i] ? NULL : creating_of(&job->r[i]);
+  for (int i = 0; i < gr__top_nranks(job); i++) {
+    const gr__live_creating *cr = fault[i] ? NULL : creating_of(&GR__TOP_ROW(job, i));
     if (cr && (!cbest || cr->start < cbest->start)) cbest = cr;
   }
   int in_creation =
@@ -841,8 +838,8 @@ void gr__top_analyse(gr__top_job *job) {
     gr__strbuf d;
     gr__strbuf_init_fixed(&d, desc, sizeof desc);
     gr__strbuf_appendf(&d, "%s #%llu on %s", best_op, best_seq, lab);
-    for (int i = 0; i < job->n; i++) {
-      const gr__live_comm *lc = fault[i] ? NULL : comm_in(&job->r[i], best_id, best_size);
+    for (int i = 0; i < gr__top_nranks(job); i++) {
+      const gr__live_comm *lc = fault[i] ? NULL : comm_in(&GR__TOP_ROW(job, i), best_id, best_size);
       if (lc && lc->seq == best_seq && !strcmp(lc->state, "running")) {
         put_waits(&d, job, lc);
         break;
@@ -863,16 +860,16 @@ void gr__top_analyse(gr__top_job *job) {
   if (!hang) goto out;
   /* The call with the highest number that someone waits in on this communicator. */
   double longest = 0;
-  for (int i = 0; i < job->n; i++) {
-    const gr__live_comm *lc = comm_in(&job->r[i], best_id, best_size);
+  for (int i = 0; i < gr__top_nranks(job); i++) {
+    const gr__live_comm *lc = comm_in(&GR__TOP_ROW(job, i), best_id, best_size);
     if (lc && !strcmp(lc->state, "running") && lc->seq > best_seq) {
       best_seq = lc->seq;
       best_op = lc->op;
     }
   }
   int nwait = 0, nblock = 0, world = spans_world(job, best_id, best_size), p2p = 0;
-  for (int i = 0; i < job->n; i++) {
-    const gr__top_rank *t = &job->r[i];
+  for (int i = 0; i < gr__top_nranks(job); i++) {
+    const gr__top_rank *t = &GR__TOP_ROW(job, i);
     const gr__live_comm *lc = comm_in(t, best_id, best_size);
     if (lc && !strcmp(lc->state, "running") && lc->seq == best_seq) {
       wait[i] = 1;
@@ -884,8 +881,8 @@ void gr__top_analyse(gr__top_job *job) {
   if (p2p) /* sequence numbers of sends and receives differ between ranks: follow the peers */
     nblock = p2p_blockers(job, best_id, best_size, wait, block);
   else
-    for (int i = 0; i < job->n; i++) {
-      const gr__top_rank *t = &job->r[i];
+    for (int i = 0; i < gr__top_nranks(job); i++) {
+      const gr__top_rank *t = &GR__TOP_ROW(job, i);
       const gr__live_comm *lc = comm_in(t, best_id, best_size);
       if (!wait[i] && ((lc && lc->seq < best_seq) || (!lc && world && !exited(t)))) {
         block[i] = 1;
@@ -906,9 +903,9 @@ void gr__top_analyse(gr__top_job *job) {
   put_ranks(&o, job, wait);
   gr__strbuf_appendf(&o, " in %s #%llu on %s for %.1f s", best_op, best_seq, lab, longest);
   int said = 0;
-  for (int i = 0; i < job->n; i++) {
+  for (int i = 0; i < gr__top_nranks(job); i++) {
     if (!block[i]) continue;
-    gr__top_rank *t = &job->r[i];
+    gr__top_rank *t = &GR__TOP_ROW(job, i);
     t->blocker = 1;
     if (said++ >= 3) continue;
     int sw = put_rank_state(&o, t);

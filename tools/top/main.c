@@ -159,7 +159,7 @@ static int run_terminal(gr__top_job *job, double interval) {
     FILE *m = open_memstream(&frame, &frame_len);
     if (!m) break;
     /* the directory held rank files when it was chosen: none now means they were removed */
-    if (load_err || job->n == 0)
+    if (load_err || gr__top_nranks(job) == 0)
       render_unreadable(m, job->dir, load_err, cols > 1 ? cols - 1 : 1);
     else
       gr__top_render(m, job, first, body, cols > 1 ? cols - 1 : 1, interval);
@@ -234,6 +234,7 @@ int main(int argc, char **argv) {
   if (!dir) dir = gr__param_str(GR_PARAM_MONITOR_DIR);
   if (!dir || !*dir) dir = "gpurun-monitor";
   static gr__top_job job;
+  gr__top_job_init(&job);
   char err[1200];
   if (gr__top_find_job(dir, job.dir, sizeof job.dir, err, sizeof err) != 0) {
     fprintf(stderr, "gpurun-top: %s\n", err);
@@ -255,7 +256,7 @@ int main(int argc, char **argv) {
     }
     if (null) fclose(null);
     printf("gpurun-top: %d ranks, %d rows: refresh mean %.2f ms, best %.2f ms over %d frames\n",
-           job.n, gr__top_rows(&job), 1e3 * sum / bench, 1e3 * best, bench);
+           gr__top_nranks(&job), gr__top_rows(&job), 1e3 * sum / bench, 1e3 * best, bench);
   } else if (once || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
     if (gr__top_load(&job) != 0) {
       char why[700];

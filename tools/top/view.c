@@ -8,8 +8,8 @@
 
 int gr__top_rows(const gr__top_job *job) {
   int n = 0;
-  for (int i = 0; i < job->n; i++)
-    n += job->r[i].ngpus > 1 ? job->r[i].ngpus : 1;
+  for (int i = 0; i < gr__top_nranks(job); i++)
+    n += GR__TOP_ROW(job, i).ngpus > 1 ? GR__TOP_ROW(job, i).ngpus : 1;
   return n;
 }
 
@@ -228,8 +228,8 @@ int gr__top_render(FILE *f, const gr__top_job *job, int first, int max_rows, int
            "POW", "THR", "CPU%", "RSS", "COLLECTIVE", "IN s");
   line_out(f, line, width);
   int row = 0, drawn = 0;
-  for (int i = 0; i < job->n; i++) {
-    const gr__top_rank *t = &job->r[i];
+  for (int i = 0; i < gr__top_nranks(job); i++) {
+    const gr__top_rank *t = &GR__TOP_ROW(job, i);
     int rows = t->ngpus > 1 ? t->ngpus : 1;
     for (int g = 0; g < rows; g++, row++) {
       if (row < first || (max_rows >= 0 && drawn >= max_rows)) continue;

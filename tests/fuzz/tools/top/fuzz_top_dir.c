@@ -30,7 +30,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t csv = nul ? (size_t)(nul - data) : size;
   put("node.0.csv", data, csv);
   put("live.0", nul ? nul + 1 : data, nul ? size - csv - 1 : 0);
-  static gr__top_job job;
+  static gr__top_job job; /* one job reloaded for every input, as gpurun-top reloads its own */
+  static int ready;
+  if (!ready) {
+    gr__top_job_init(&job);
+    ready = 1;
+  }
   snprintf(job.dir, sizeof job.dir, "%s", dir);
   job.hang_s = 0;
   if (gr__top_load(&job) != 0) abort();

@@ -30,7 +30,7 @@ static char *text_of(const gr__dr_report *r, int json) {
 static void test_width(void **state) {
   (void)state;
   gr__dr_report r;
-  memset(&r, 0, sizeof r);
+  gr__dr_report_init(&r);
   snprintf(r.host, sizeof r.host, "node-with-a-rather-long-name-%0100d", 7);
   snprintf(r.source, sizeof r.source, "live");
   r.ranks = 2;
@@ -73,7 +73,7 @@ static void test_width(void **state) {
 static void test_worst(void **state) {
   (void)state;
   gr__dr_report r;
-  memset(&r, 0, sizeof r);
+  gr__dr_report_init(&r);
   assert_int_equal(gr__dr_worst(&r), GR__DR_OK);
   gr__dr_add(&r, "a", GR__DR_SKIP, NULL, "skipped");
   assert_int_equal(gr__dr_worst(&r), GR__DR_OK); /* a skip is not a problem */
@@ -82,8 +82,8 @@ static void test_worst(void **state) {
   assert_int_equal(gr__dr_worst(&r), GR__DR_WARN);
   for (int i = 0; i < 100; i++) /* past the first allocation */
     gr__dr_add(&r, "d", GR__DR_OK, NULL, "line %d", i);
-  assert_int_equal(r.n, 103);
-  assert_string_equal(r.line[102].found, "line 99");
+  assert_int_equal(r.line.count, 103);
+  assert_string_equal(GR__DR_LINE(&r, 102).found, "line 99");
   gr__dr_free(&r);
 }
 

@@ -18,8 +18,9 @@
 #define FIX GR_REPORT_FIXTURES
 
 static const gr__rpt_series *find(const gr__rpt_job *j, int local_rank, const char *gpu) {
-  for (int i = 0; i < j->ns; i++)
-    if (j->s[i].local_rank == local_rank && !strcmp(j->s[i].gpu, gpu)) return &j->s[i];
+  for (int i = 0; i < gr__rpt_nseries(j); i++)
+    if (GR__RPT_SERIES(j, i).local_rank == local_rank && !strcmp(GR__RPT_SERIES(j, i).gpu, gpu))
+      return &GR__RPT_SERIES(j, i);
   return NULL;
 }
 
@@ -37,7 +38,7 @@ static void test_gpu_job(void **state) {
   gr__rpt_job j;
   assert_int_equal(gr__rpt_load(FIX "/gpu_job", &j), GR_OK);
   gr__rpt_summarize(&j);
-  assert_int_equal(j.ns, 2);
+  assert_int_equal(gr__rpt_nseries(&j), 2);
   const gr__rpt_series *a = find(&j, 0, "0000:17:00.0"), *b = find(&j, 1, "0000:65:00.0");
   assert_non_null(a);
   assert_non_null(b);
@@ -68,7 +69,7 @@ static void test_gpu_job(void **state) {
   assert_float_equal(ca->pool_steals, 12, 1e-9);
   assert_float_equal(cb->coll_wait_s, 0.25, 1e-9);
   assert_true(j.slowest >= 0);
-  assert_int_equal(j.s[j.slowest].rank, 1);
+  assert_int_equal(GR__RPT_SERIES(&j, j.slowest).rank, 1);
   assert_float_equal(j.t0, 1000.0, 1e-9);
   assert_float_equal(j.t1, 1004.5, 1e-9);
   gr__rpt_free(&j);
@@ -79,7 +80,7 @@ static void test_cpu_job(void **state) {
   gr__rpt_job j;
   assert_int_equal(gr__rpt_load(FIX "/cpu_job", &j), GR_OK);
   gr__rpt_summarize(&j);
-  assert_int_equal(j.ns, 2);
+  assert_int_equal(gr__rpt_nseries(&j), 2);
   const gr__rpt_series *a = find(&j, 0, "-"), *b = find(&j, 1, "-");
   assert_non_null(a);
   assert_non_null(b);
@@ -90,7 +91,7 @@ static void test_cpu_job(void **state) {
   assert_true(isnan(a->energy_j));
   assert_true(isnan(a->util_mean));
   /* No counters: the rank that ran longest (3 s against 1 s) is flagged. */
-  assert_int_equal(j.s[j.slowest].rank, 1);
+  assert_int_equal(GR__RPT_SERIES(&j, j.slowest).rank, 1);
 
   /* The JSON the report writes parses and carries the same figures. */
   char path[] = "/tmp/gr_report_json_XXXXXX";
@@ -248,13 +249,13 @@ static void test_supervisor_csv_round_trip(void **state) {
   gr__rpt_job j;
   assert_int_equal(gr__rpt_load(job, &j), GR_OK);
   gr__rpt_summarize(&j);
-  assert_int_equal(j.ns, 1);
-  assert_string_equal(j.s[0].node, "n9");
-  assert_int_equal(j.s[0].local_rank, 3);
-  assert_int_equal(j.s[0].rank, 7);
-  assert_string_equal(j.s[0].gpu, "-");
-  assert_true(j.s[0].n >= 2);
-  assert_true(j.s[0].rss_peak > 0);
+  assert_int_equal(gr__rpt_nseries(&j), 1);
+  assert_string_equal(GR__RPT_SERIES(&j, 0).node, "n9");
+  assert_int_equal(GR__RPT_SERIES(&j, 0).local_rank, 3);
+  assert_int_equal(GR__RPT_SERIES(&j, 0).rank, 7);
+  assert_string_equal(GR__RPT_SERIES(&j, 0).gpu, "-");
+  assert_true(GR__RPT_SERIES(&j, 0).n >= 2);
+  assert_true(GR__RPT_SERIES(&j, 0).rss_peak > 0);
   gr__rpt_free(&j);
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -89,12 +89,12 @@ static void test_hostile_csv(void **state) {
   gr__rpt_job j;
   assert_int_equal(gr__rpt_load(jd, &j), GR_OK);
   gr__rpt_summarize(&j);
-  assert_int_equal(j.ns, 1);
-  assert_int_equal(j.s[0].n, 100); /* every sample, the long line skipped */
-  assert_int_equal((int)isnan(j.s[0].m[GR__RPT_M_GPU_UTIL][20]), 1);
-  assert_int_equal((int)isnan(j.s[0].m[GR__RPT_M_GPU_UTIL][22]), 1);
-  assert_int_equal((int)isnan(j.s[0].m[GR__RPT_M_POWER][23]), 1);
-  assert_float_equal(j.s[0].util_max, 50, 0);
+  assert_int_equal(gr__rpt_nseries(&j), 1);
+  assert_int_equal(GR__RPT_SERIES(&j, 0).n, 100); /* every sample, the long line skipped */
+  assert_int_equal((int)isnan(GR__RPT_SERIES(&j, 0).m[GR__RPT_M_GPU_UTIL][20]), 1);
+  assert_int_equal((int)isnan(GR__RPT_SERIES(&j, 0).m[GR__RPT_M_GPU_UTIL][22]), 1);
+  assert_int_equal((int)isnan(GR__RPT_SERIES(&j, 0).m[GR__RPT_M_POWER][23]), 1);
+  assert_float_equal(GR__RPT_SERIES(&j, 0).util_max, 50, 0);
 
   /* Terminal: the escape sequence in the node name is shown, not sent. */
   char tpath[256];
@@ -149,7 +149,7 @@ static void test_many_series_bounded(void **state) {
   fclose(f);
   gr__rpt_job j;
   assert_int_equal(gr__rpt_load(jd, &j), GR_OK);
-  assert_int_equal(j.ns, GR__RPT_MAX_SERIES_PER_FILE);
+  assert_int_equal(gr__rpt_nseries(&j), GR__RPT_MAX_SERIES_PER_FILE);
   gr__rpt_free(&j);
 }
 
@@ -169,7 +169,7 @@ static void test_svg_envelope(void **state) {
   gr__rpt_job j;
   assert_int_equal(gr__rpt_load(jd, &j), GR_OK);
   gr__rpt_summarize(&j);
-  assert_int_equal(j.s[0].n, n);
+  assert_int_equal(GR__RPT_SERIES(&j, 0).n, n);
   char svg[256];
   snprintf(svg, sizeof svg, "%s/big.svg", dir);
   assert_int_equal(gr__rpt_write_svg(&j, svg, 0), GR_OK);
@@ -210,7 +210,7 @@ static void test_refuses_special_files(void **state) {
   gr__rpt_job j;
   assert_int_equal(gr__rpt_load(jd, &j),
                    GR_OK); /* no hang on the FIFOs, nothing read via the link */
-  assert_int_equal(j.ns, 0);
+  assert_int_equal(gr__rpt_nseries(&j), 0);
   gr__rpt_free(&j);
 
   char fj[128];

@@ -79,7 +79,7 @@ static int teardown(void **state) {
 }
 
 static void load(gr__top_job *job, double hang) {
-  memset(job, 0, sizeof *job);
+  gr__top_job_init(job);
   snprintf(job->dir, sizeof job->dir, "%s", dir);
   job->hang_s = hang;
   assert_int_equal(gr__top_load(job), 0);
@@ -128,19 +128,19 @@ static void test_names_rank_behind(void **state) {
   live(3, 4, "running", 10, 5, -1, 0.1);
   gr__top_job job;
   load(&job, 2.0);
-  assert_int_equal(job.n, 4);
+  assert_int_equal(gr__top_nranks(&job), 4);
   assert_int_equal(job.world, 4);
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: ranks 0-1,3 in allreduce #10 on world"));
   assert_non_null(strstr(job.verdict, "last seen: allreduce #9 ended"));
   for (int i = 0; i < 4; i++)
-    assert_int_equal(job.r[i].blocker, i == 2);
+    assert_int_equal(GR__TOP_ROW(&job, i).blocker, i == 2);
   gr__top_free(&job);
 
   /* below the hang threshold: nobody is named */
   load(&job, 10.0);
   assert_string_equal(job.verdict, "");
   for (int i = 0; i < 4; i++)
-    assert_int_equal(job.r[i].blocker, 0);
+    assert_int_equal(GR__TOP_ROW(&job, i).blocker, 0);
   gr__top_free(&job);
 }
 
@@ -152,7 +152,7 @@ static void test_missing_rank(void **state) {
   gr__top_job job;
   load(&job, 1.0);
   /* rank 2 has no file: a row of its own, named as the one they wait for */
-  assert_int_equal(job.n, 3);
+  assert_int_equal(gr__top_nranks(&job), 3);
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: ranks 0-1 in allreduce #1 on world"));
   assert_non_null(strstr(job.verdict, "rank 2 never published its state"));
   assert_int_equal(job.nlive, 2);
@@ -160,8 +160,8 @@ static void test_missing_rank(void **state) {
   /* a file named for one rank that claims another is ignored */
   put_file("live.7", "gpurun-live 1\nrank 0\nsize 3\nstate exited\n");
   load(&job, 1.0);
-  assert_int_equal(job.n, 3);
-  assert_string_equal(job.r[0].live.state, "running");
+  assert_int_equal(gr__top_nranks(&job), 3);
+  assert_string_equal(GR__TOP_ROW(&job, 0).live.state, "running");
   gr__top_free(&job);
   /* everybody inside #1, rank 1 silent for 60 s: the suspect */
   live(2, 3, "running", 1, 3, -1, 0.1);
@@ -210,7 +210,7 @@ static void test_creation_names_rank_behind(void **state) {
                          "WAITING FOR rank 2: ranks 0-1 in gr_comm_create (dup/agree) on world "
                          "for 5.0 s; rank 2 has not entered gr_comm_create on world"));
   for (int i = 0; i < 3; i++)
-    assert_int_equal(job.r[i].blocker, i == 2);
+    assert_int_equal(GR__TOP_ROW(&job, i).blocker, i == 2);
   /* the frame says where each rank is */
   char *buf = NULL;
   size_t len = 0;
@@ -260,7 +260,7 @@ static void test_creation_members(void **state) {
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 2: rank 0 in gr_comm_split (split) on "
                                       "split-1 for 5.0 s; rank 2 has not entered gr_comm_split"));
   for (int i = 0; i < 4; i++)
-    assert_int_equal(job.r[i].blocker, i == 2);
+    assert_int_equal(GR__TOP_ROW(&job, i).blocker, i == 2);
   gr__top_free(&job);
   /* a blocker inside a collective instead: said */
   char text[512];
@@ -280,7 +280,7 @@ static void test_creation_members(void **state) {
   assert_non_null(strstr(job.verdict, "2 ranks in gr_comm_create (agree) on mpi for 5.0 s (no rank "
                                       "behind"));
   for (int i = 0; i < 4; i++)
-    assert_int_equal(job.r[i].blocker, 0);
+    assert_int_equal(GR__TOP_ROW(&job, i).blocker, 0);
   gr__top_free(&job);
 
   /* ranks 0, 1, 3 in allreduce #4 on world for 8 s, rank 2 inside a creation since 3 s */
@@ -398,7 +398,7 @@ static void test_p2p_stopped(void **state) {
   assert_non_null(strstr(job.verdict, "is STOPPED"));
   assert_non_null(strstr(job.verdict, "[certain: process state T]"));
   for (int i = 0; i < 4; i++)
-    assert_int_equal(job.r[i].blocker, i == 1);
+    assert_int_equal(GR__TOP_ROW(&job, i).blocker, i == 1);
   gr__top_free(&job);
 }
 
@@ -423,7 +423,7 @@ static void test_killed_rank(void **state) {
   assert_non_null(strstr(job.verdict, "is GONE"));
   assert_non_null(strstr(job.verdict, "[certain: no process"));
   for (int i = 0; i < 3; i++)
-    assert_int_equal(job.r[i].blocker, i == 1);
+    assert_int_equal(GR__TOP_ROW(&job, i).blocker, i == 1);
   gr__top_free(&job);
 }
 
@@ -443,7 +443,7 @@ static void test_fresh_file_alive(void **state) {
   gr__top_job job;
   load(&job, 2.0);
   assert_string_equal(job.verdict, "");
-  assert_int_equal(job.r[0].blocker + job.r[1].blocker, 0);
+  assert_int_equal(GR__TOP_ROW(&job, 0).blocker + GR__TOP_ROW(&job, 1).blocker, 0);
   gr__top_free(&job);
 }
 
@@ -471,7 +471,7 @@ static void test_split_halves(void **state) {
   assert_non_null(
       strstr(job.verdict, "WAITING FOR rank 2: rank 0 in allreduce #10 on split-1:0[0.2]"));
   for (int i = 0; i < 4; i++)
-    assert_int_equal(job.r[i].blocker, i == 2);
+    assert_int_equal(GR__TOP_ROW(&job, i).blocker, i == 2);
   /* the rows name a communicator by its name (cut to the column), never by its bare id */
   char *buf = NULL;
   size_t len = 0;
@@ -504,7 +504,7 @@ static void test_second_world(void **state) {
       strstr(job.verdict, "WAITING FOR rank 2: ranks 0-1,3 in allreduce #10 on world[0.3]"));
   assert_non_null(strstr(job.verdict, "last seen: allreduce #9 ended"));
   for (int i = 0; i < 4; i++)
-    assert_int_equal(job.r[i].blocker, i == 2);
+    assert_int_equal(GR__TOP_ROW(&job, i).blocker, i == 2);
   gr__top_free(&job);
 }
 
@@ -522,7 +522,7 @@ static void test_silent_other_host(void **state) {
   assert_non_null(strstr(job.verdict, "WAITING FOR rank 1: rank 0 in allreduce #7"));
   assert_non_null(strstr(job.verdict, "[likely: no heartbeat for 10 s]"));
   for (int i = 0; i < 2; i++)
-    assert_int_equal(job.r[i].blocker, i == 1);
+    assert_int_equal(GR__TOP_ROW(&job, i).blocker, i == 1);
   gr__top_free(&job);
 }
 
@@ -543,8 +543,8 @@ static void test_csv_tail(void **state) {
            "102.0,2,0,0,0000:17:00.0,99,99,9");
   gr__top_job job;
   load(&job, 2.0);
-  assert_int_equal(job.n, 1);
-  const gr__top_rank *t = &job.r[0];
+  assert_int_equal(gr__top_nranks(&job), 1);
+  const gr__top_rank *t = &GR__TOP_ROW(&job, 0);
   assert_int_equal(t->ngpus, 2);
   assert_string_equal(t->gpu[0].pci, "0000:17:00.0");
   assert_string_equal(t->gpu[1].pci, "0000:65:00.0");
@@ -625,8 +625,9 @@ static void test_huge_values(void **state) {
   gr__top_job job;
   load(&job, 2.0);
   memcpy(dir, root, sizeof dir);
-  assert_int_equal(job.n, 2);
-  assert_true(job.r[0].rss_mib > 1e290 && job.r[0].gpu[0].power_w > 1e29); /* read as given */
+  assert_int_equal(gr__top_nranks(&job), 2);
+  assert_true(GR__TOP_ROW(&job, 0).rss_mib > 1e290 &&
+              GR__TOP_ROW(&job, 0).gpu[0].power_w > 1e29); /* read as given */
   char *buf = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
