@@ -38,9 +38,9 @@ typedef struct verdict verdict;
 
 typedef struct {
   ncclComm_t nc;
-  void *one;              /* a device int for the barrier */
-  gr__nccl_share *share;  /* ranks share a GPU: NCCL among one leader per GPU (nccl_share.c) */
-  verdict *vhead, *vtail; /* calls whose verdict is still on its way, in post order */
+  void *one;             /* a device int for the barrier */
+  gr__nccl_share *share; /* ranks share a GPU: NCCL among one leader per GPU (nccl_share.c) */
+  gr_list verdicts;      /* verdict: calls whose verdict is still on its way, in post order */
 } nccl_be;
 
 /* A call's state, kept in the call record's be_area (gr_coll.h). */
@@ -494,8 +494,9 @@ struct verdict {
   int state;
   gr_status st;         /* V_FAILED: the post's (or MPI's) failure, with its sentence in err */
   char err[GR__ERRLEN]; /* c->err may be overwritten by the time this call is tested */
-  verdict *next;
+  gr_list_node node;    /* on the communicator's verdicts, then (given up) on the abandoned */
 };
+#define VERDICT_OF(n) GR_LIST_ENTRY(n, verdict, node)
 
 static int needs_verdict(const gr__call *k) {
   const gr_comm *c = k->comm;
@@ -517,13 +518,11 @@ static void fail_verdict(verdict *v, gr_comm *c, gr_status st) {
 /* Enqueue every call at the head of the line whose verdict is in (never waits). */
 static void verdicts_advance(gr_comm *c) {
   nccl_be *b = B(c);
-  while (b->vhead) {
-    verdict *v = b->vhead;
+  while (!gr__list_empty(&b->verdicts)) {
+    verdict *v = VERDICT_OF(b->verdicts.head);
     int flag = 0, rc = gr__mpi_test(&v->req, &flag);
     if (rc == MPI_SUCCESS && !flag) return;
-    b->vhead = v->next;
-    if (!b->vhead) b->vtail = NULL;
-    v->next = NULL;
+    gr__list_pop_front(&b->verdicts);
     if (rc != MPI_SUCCESS) {
       fail_verdict(v, c,
                    gr__comm_err(c, GR_ERR_MPI, "MPI_Iallreduce of the refusal verdict failed"));
@@ -543,7 +542,7 @@ static void verdicts_advance(gr_comm *c) {
 /* Before a call without a verdict of its own: every older call must have reached NCCL. */
 static gr_status verdicts_drain(gr_comm *c) {
   double deadline = gr__deadline(c->timeout_s);
-  for (verdicts_advance(c); B(c)->vhead; verdicts_advance(c))
+  for (verdicts_advance(c); !gr__list_empty(&B(c)->verdicts); verdicts_advance(c))
     if (gr__past(deadline))
       return gr__comm_err(c, GR_ERR_TIMEOUT,
                           "the refusal verdicts of earlier non-blocking calls did not arrive");
@@ -568,11 +567,7 @@ static gr_status nccl_post(gr__call *k, int *done) {
     free(v);
     return gr__comm_err(c, GR_ERR_MPI, "MPI_Iallreduce of the refusal verdict failed");
   }
-  if (b->vtail)
-    b->vtail->next = v;
-  else
-    b->vhead = v;
-  b->vtail = v;
+  gr__list_push_back(&b->verdicts, &v->node);
   *VS(k) = v;
   return GR_OK;
 }
@@ -603,12 +598,11 @@ static gr_status nccl_test(gr__call *k, int *done) {
  * collective request cannot be cancelled): kept reachable for the rest of the process, never
  * freed. Few: a timeout aborts the communicator. */
 static void abandon_verdict(verdict *v) {
-  static verdict *abandoned;
+  static gr_list abandoned;
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   v->k = NULL;
   pthread_mutex_lock(&lock);
-  v->next = abandoned;
-  abandoned = v;
+  gr__list_push_back(&abandoned, &v->node);
   pthread_mutex_unlock(&lock);
 }
 
@@ -617,13 +611,7 @@ static void nccl_forget(gr__call *k) {
   if (v) {
     *VS(k) = NULL;
     nccl_be *b = B(k->comm);
-    verdict **p = &b->vhead, *prev = NULL;
-    while (*p && *p != v)
-      prev = *p, p = &(*p)->next;
-    if (*p) {
-      *p = v->next;
-      if (b->vtail == v) b->vtail = prev;
-    }
+    if (gr__list_linked(&b->verdicts, &v->node)) gr__list_remove(&b->verdicts, &v->node);
     if (v->state != V_WAIT) {
       free(v);
     } else {

@@ -99,7 +99,7 @@ typedef struct gr__shm_op {
                * process_vm_readv/writev, -1 not decided yet */
   int failed; /* the ranks disagreed on the call (why holds the sentence) */
   char why[320];
-  struct gr__shm_op *next;
+  gr_list_node node; /* on the segment's queue while posted, else on its spare ops */
 } gr__shm_op;
 
 /* Size of a segment for size ranks. */

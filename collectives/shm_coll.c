@@ -19,6 +19,7 @@
  *   block from every slot. Larger ones: only the barrier's agreement round (gr_shm.h). */
 #include "gr_shm.h"
 
+#include "gr_array.h"
 #include "gr_clock.h"
 #include "gr_dtype.h"
 #include "gr_strbuf.h"
@@ -155,22 +156,28 @@ struct gr__shm {
   _Atomic int caller_wants; /* a caller found it taken by the engine: the engine's pass ends */
   int engine_pass;          /* the pass under way is the engine's */
   int engine_on;            /* registered with the engine (the caller's thread only) */
-  gr__shm_op *head, *tail, *spare, *all;
-  struct shm_window {
-    uint64_t token;
-    unsigned char **base; /* rank q's region in this rank's mapping, size entries */
-    size_t *bytes;
-  } * wins; /* gr__shm_window_add: the windows every rank of the segment maps */
-  int nwins, capwins;
-  void **deferred; /* gr__shm_defer's FIFO: [dfirst, dend) of dcap */
-  size_t dfirst, dend, dcap;
+  gr_list queue;            /* gr__shm_op: posted, in post order (the same on every rank) */
+  gr_list spare;            /* gr__shm_op: settled, for reuse */
+  gr_list all;              /* op_box: every op ever allocated, freed with the context */
+  gr_array wins; /* struct shm_window (gr__shm_window_add): every rank of the segment maps them */
+  gr_array deferred; /* void * (gr__shm_defer's FIFO): the items from dfirst to the end */
+  size_t dfirst;
 };
+
+struct shm_window {
+  uint64_t token;
+  unsigned char **base; /* rank q's region in this rank's mapping, size entries */
+  size_t *bytes;
+};
+#define WIN(s, i) GR_ARRAY_AT(&(s)->wins, struct shm_window, i)
+#define DEFERRED(s, i) GR_ARRAY_AT(&(s)->deferred, void *, i)
 
 /* Each op also sits on the list of all ops ever allocated (freed with the context). */
 typedef struct op_box {
   gr__shm_op op;
-  struct op_box *all_next;
+  gr_list_node all_node;
 } op_box;
+#define OP_OF(n) GR_LIST_ENTRY(n, gr__shm_op, node)
 
 static size_t data_off(int size) {
   size_t o = FLAGS_OFF + (size_t)FLAG_STRIDE * (size_t)size;
@@ -235,6 +242,8 @@ gr__shm *gr__shm_new(void *base, size_t bytes, int rank, int size) {
   s->spins = SPINS;
   s->spin_ns = SPIN_NS;
   s->pair_max = PAIR_SMALL_MAX;
+  gr__array_init(&s->wins, sizeof(struct shm_window));
+  gr__array_init(&s->deferred, sizeof(void *));
   s->budget = -1;
   pthread_mutex_init(&s->lock, NULL);
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN); /* not this rank's affinity: a bound rank has one */
@@ -255,16 +264,14 @@ void gr__shm_free(gr__shm *s) {
   if (!s) return;
   if (s->engine_on) gr__shm_engine_remove(s); /* the engine touches s no more */
   pthread_mutex_destroy(&s->lock);
-  for (op_box *b = (op_box *)s->all, *n; b; b = n) {
-    n = b->all_next;
-    free(b);
-  }
+  for (gr_list_node *n; (n = gr__list_pop_front(&s->all));)
+    free(GR_LIST_ENTRY(n, op_box, all_node));
   if (s->owns) munmap(s->base, s->bytes);
   free(s->tmp);
-  free(s->deferred);
-  for (int i = 0; i < s->nwins; i++)
-    free(s->wins[i].base);
-  free(s->wins);
+  gr__array_free(&s->deferred);
+  for (size_t i = 0; i < s->wins.count; i++)
+    free(WIN(s, i).base);
+  gr__array_free(&s->wins);
   free(s);
 }
 
@@ -297,33 +304,26 @@ int gr__shm_gates(const gr__shm *s, int kind, size_t count, gr_dtype t) {
 }
 
 int gr__shm_defer(gr__shm *s, void *item) {
-  if (s->dfirst == s->dend) s->dfirst = s->dend = 0;
-  if (s->dend == s->dcap) {
-    if (s->dfirst) { /* slide down before growing */
-      memmove(s->deferred, s->deferred + s->dfirst, (s->dend - s->dfirst) * sizeof *s->deferred);
-      s->dend -= s->dfirst;
-      s->dfirst = 0;
-    } else {
-      size_t cap = s->dcap ? 2 * s->dcap : 8;
-      void **d = realloc(s->deferred, cap * sizeof *d);
-      if (!d) return 0;
-      s->deferred = d;
-      s->dcap = cap;
-    }
+  gr_array *d = &s->deferred;
+  if (s->dfirst == d->count) s->dfirst = d->count = 0;
+  if (d->count == d->cap && s->dfirst) { /* slide down before growing */
+    memmove(d->data, &DEFERRED(s, s->dfirst), (d->count - s->dfirst) * sizeof(void *));
+    d->count -= s->dfirst;
+    s->dfirst = 0;
   }
-  s->deferred[s->dend++] = item;
-  return 1;
+  return gr__array_push(d, &item) == GR_OK;
 }
 
 void *gr__shm_deferred(const gr__shm *s) {
-  return s->dfirst < s->dend ? s->deferred[s->dfirst] : NULL;
+  return s->dfirst < s->deferred.count ? DEFERRED(s, s->dfirst) : NULL;
 }
 
 void gr__shm_undefer(gr__shm *s, void *item) {
-  for (size_t i = s->dfirst; i < s->dend; i++) {
-    if (s->deferred[i] != item) continue;
-    memmove(s->deferred + i, s->deferred + i + 1, (s->dend - i - 1) * sizeof *s->deferred);
-    s->dend--;
+  gr_array *d = &s->deferred;
+  for (size_t i = s->dfirst; i < d->count; i++) {
+    if (DEFERRED(s, i) != item) continue;
+    memmove(&DEFERRED(s, i), &DEFERRED(s, i + 1), (d->count - i - 1) * sizeof(void *));
+    d->count--;
     return;
   }
 }
@@ -354,14 +354,12 @@ static void unlock(gr__shm *s) {
 
 static gr_status post_locked(gr__shm *s, gr__shm_op **out, const gr__shm_op *call) {
   if (s->broken) return GR_ERR_ABORTED;
-  gr__shm_op *op = s->spare;
-  if (op) {
-    s->spare = op->next;
-  } else {
+  gr_list_node *n = gr__list_pop_front(&s->spare);
+  gr__shm_op *op = n ? OP_OF(n) : NULL;
+  if (!op) {
     op_box *b = calloc(1, sizeof *b);
     if (!b) return GR_ERR_NOMEM;
-    b->all_next = (op_box *)s->all;
-    s->all = &b->op; /* op is the box's first member */
+    gr__list_push_back(&s->all, &b->all_node);
     op = &b->op;
   }
   *op = *call;
@@ -375,16 +373,11 @@ static gr_status post_locked(gr__shm *s, gr__shm_op **out, const gr__shm_op *cal
   op->held = 0;
   op->scan = 0;
   op->direct = 0;
-  op->win = s->nwins > 0;
+  op->win = s->wins.count > 0;
   if (!op->win) op->wtok[0] = op->wtok[1] = 0;
   op->failed = 0;
   op->why[0] = '\0';
-  op->next = NULL;
-  if (s->tail)
-    s->tail->next = op;
-  else
-    s->head = op;
-  s->tail = op;
+  gr__list_push_back(&s->queue, &op->node);
   *out = op;
   return GR_OK;
 }
@@ -617,18 +610,8 @@ int gr__shm_window_add(gr__shm *s, uint64_t token, void *const *base, const size
     n[q] = bytes[q];
   }
   lock_caller(s, 0);
-  int ok = 1;
-  if (s->nwins == s->capwins) {
-    int cap = s->capwins ? 2 * s->capwins : 4;
-    struct shm_window *w = realloc(s->wins, (size_t)cap * sizeof *w);
-    if (w) {
-      s->wins = w;
-      s->capwins = cap;
-    } else {
-      ok = 0;
-    }
-  }
-  if (ok) s->wins[s->nwins++] = (struct shm_window){token, b, n};
+  struct shm_window w = {token, b, n};
+  int ok = gr__array_push(&s->wins, &w) == GR_OK;
   unlock(s);
   if (!ok) free(b);
   return ok;
@@ -636,25 +619,26 @@ int gr__shm_window_add(gr__shm *s, uint64_t token, void *const *base, const size
 
 void gr__shm_window_remove(gr__shm *s, uint64_t token) {
   lock_caller(s, 0);
-  for (int i = 0; i < s->nwins; i++)
-    if (s->wins[i].token == token) {
-      free(s->wins[i].base);
-      s->wins[i] = s->wins[--s->nwins];
+  for (size_t i = 0; i < s->wins.count; i++)
+    if (WIN(s, i).token == token) {
+      free(WIN(s, i).base);
+      WIN(s, i) = WIN(s, s->wins.count - 1);
+      s->wins.count--;
       break;
     }
   unlock(s);
 }
 
-int gr__shm_windows(const gr__shm *s) { return s ? s->nwins : 0; }
+int gr__shm_windows(const gr__shm *s) { return s ? (int)s->wins.count : 0; }
 
 uint64_t gr__shm_window_of(const gr__shm *s, const void *p, size_t bytes, size_t *off) {
   uintptr_t a = (uintptr_t)p;
-  for (int i = 0; s && p && i < s->nwins; i++) {
-    uintptr_t b = (uintptr_t)s->wins[i].base[s->rank];
-    size_t n = s->wins[i].bytes[s->rank];
+  for (size_t i = 0; s && p && i < s->wins.count; i++) {
+    uintptr_t b = (uintptr_t)WIN(s, i).base[s->rank];
+    size_t n = WIN(s, i).bytes[s->rank];
     if (a >= b && a - b <= n && bytes <= n - (a - b)) {
       *off = (size_t)(a - b);
-      return s->wins[i].token;
+      return WIN(s, i).token;
     }
   }
   return 0;
@@ -664,10 +648,10 @@ uint64_t gr__shm_window_of(const gr__shm *s, const void *p, size_t bytes, size_t
  * [off, off + n) lies in that region; NULL otherwise (a token this rank does not hold, a range
  * past the region's end). */
 static unsigned char *window_at(const gr__shm *s, int q, uint64_t token, uint64_t off, size_t n) {
-  for (int i = 0; token && i < s->nwins; i++)
-    if (s->wins[i].token == token)
-      return off <= s->wins[i].bytes[q] && n <= s->wins[i].bytes[q] - off ? s->wins[i].base[q] + off
-                                                                          : NULL;
+  for (size_t i = 0; token && i < s->wins.count; i++)
+    if (WIN(s, i).token == token)
+      return off <= WIN(s, i).bytes[q] && n <= WIN(s, i).bytes[q] - off ? WIN(s, i).base[q] + off
+                                                                        : NULL;
   return NULL;
 }
 
@@ -1389,8 +1373,8 @@ static inline void cpu_relax(void) {
  * budget stops it, or a single-copy syscall fails (-1: the segment is broken, the next test of any
  * op reports it). Under s->lock. */
 static int pump(gr__shm *s, gr__shm_op *op) {
-  while (s->head && (!op || op->state != 2)) {
-    gr__shm_op *h = s->head;
+  while (!gr__list_empty(&s->queue) && (!op || op->state != 2)) {
+    gr__shm_op *h = OP_OF(s->queue.head);
     int rc = advance(s, h);
     if (rc == -1) {
       s->broken = 1;
@@ -1399,8 +1383,7 @@ static int pump(gr__shm *s, gr__shm_op *op) {
     }
     if (!rc) break;
     h->state = 2; /* done, or dropped (failed): every rank drops it at the same point */
-    s->head = h->next;
-    if (!s->head) s->tail = NULL;
+    gr__list_pop_front(&s->queue);
   }
   return 0;
 }
@@ -1415,8 +1398,7 @@ static gr_status settled(gr__shm *s, gr__shm_op *op, int *done) {
   if (op->state != 2) return GR_OK;
   int failed = op->failed;
   if (failed) memcpy(s->why, op->why, sizeof s->why);
-  op->next = s->spare;
-  s->spare = op;
+  gr__list_push_back(&s->spare, &op->node);
   s->idle_t0 = 0;
   *done = 1;
   return failed == 2 ? GR_ERR_INVALID : failed ? GR_ERR_MISMATCH : GR_OK;
@@ -1500,7 +1482,7 @@ int gr__shm_engine_pump(gr__shm *s, gr__shm_wait *w) {
     if (pthread_mutex_trylock(&s->lock) != 0) return GR__SHM_BUSY;
     atomic_store_explicit(&s->engine_wants, 0, memory_order_relaxed);
   }
-  if (s->broken || !s->head) {
+  if (s->broken || gr__list_empty(&s->queue)) {
     pthread_mutex_unlock(&s->lock);
     return GR__SHM_IDLE;
   }
@@ -1511,7 +1493,7 @@ int gr__shm_engine_pump(gr__shm *s, gr__shm_wait *w) {
   s->engine_pass = 0;
   s->budget = -1;
   int rc = GR__SHM_MOVED;
-  if (s->moves == moves && s->head && !s->broken) {
+  if (s->moves == moves && !gr__list_empty(&s->queue) && !s->broken) {
     rc = GR__SHM_BLOCKED;
     int lag = s->lag >= 0 ? s->lag : 0;
     w->word = futex_word(flag(s, lag));
@@ -1519,7 +1501,7 @@ int gr__shm_engine_pump(gr__shm *s, gr__shm_wait *w) {
     if (atomic_load_explicit(flag(s, lag), memory_order_acquire) >= s->wait_for)
       rc = GR__SHM_MOVED; /* it moved since: look again */
     w->seg = s;
-  } else if (!s->head || s->broken) {
+  } else if (gr__list_empty(&s->queue) || s->broken) {
     rc = GR__SHM_MOVED;
   }
   pthread_mutex_unlock(&s->lock);
