@@ -2,6 +2,8 @@
  * a mask the user or a cgroup set (the plan stays within it, see main.c), and the user's OMP_*. */
 #include "gr_launcher.h"
 
+#include "gr_strbuf.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,18 +17,16 @@ const char *gr__launcher_bound(gr__getenv_fn get, void *ctx) {
 
 void gr__envlist_keep_user_omp(gr__envlist *e, const gr__options *o, gr__getenv_fn get, void *ctx,
                                char *kept, size_t keptlen) {
-  if (kept && keptlen) kept[0] = 0;
+  gr__strbuf sb;
+  gr__strbuf_init_fixed(&sb, kept, kept ? keptlen : 0);
   if (o && o->omp_set) return;
   int w = 0;
   for (int i = 0; i < e->n; i++) {
     if (strncmp(e->name[i], "OMP_", 4) == 0 && get(ctx, e->name[i])) {
-      if (kept && keptlen) {
-        size_t l = strlen(kept);
-        snprintf(kept + l, keptlen - l, "%s%s=%.40s", l ? ", " : "", e->name[i],
-                 get(ctx, e->name[i]));
-        for (char *c = kept + l; *c; c++) /* the user's value goes to a terminal */
-          if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
-      }
+      size_t l = gr__strbuf_len(&sb);
+      gr__strbuf_appendf(&sb, "%s%s=%.40s", l ? ", " : "", e->name[i], get(ctx, e->name[i]));
+      for (char *c = sb.cap ? kept + l : NULL; c && *c; c++) /* the value goes to a terminal */
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
       free(e->name[i]);
       free(e->value[i]);
       continue;

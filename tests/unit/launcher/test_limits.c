@@ -2,7 +2,8 @@
  * 16 NVIDIA PCI functions with 8 partitions each (16 GPUs x 7 MIG slices and more) = 128 GPUs.
  * One per-rank GPU limit (GR_MAX_RANK_GPUS) for the launcher and the runtime's plan parser;
  * 100000 local ranks plan without a crash (run it under ASan/UBSan); FIFOs, directories and
- * devices are refused as --topology, not waited on. */
+ * devices are refused as --topology, not waited on; the -v list of the user's OMP_* is cut at its
+ * buffer and shows control characters as '?'. */
 #include "gr_launcher.h"
 #include "gr_plan.h"
 
@@ -239,11 +240,54 @@ static void test_not_regular(void **state) {
   unlink(fifo);
 }
 
+/* The user's OMP_* values as a hostile environment holds them: a control character, a long value. */
+static const char *omp_get(void *ctx, const char *name) {
+  (void)ctx;
+  if (!strcmp(name, "OMP_NUM_THREADS")) return "4\033[31mX";
+  if (!strcmp(name, "OMP_PROC_BIND")) return "true";
+  return NULL;
+}
+
+static void omp_list(gr__envlist *e) {
+  static const char *const names[] = {"OMP_NUM_THREADS", "GPURUN_CPUS", "OMP_PROC_BIND",
+                                      "OMP_PLACES"};
+  e->n = 0;
+  for (int i = 0; i < 4; i++) {
+    e->name[e->n] = strdup(names[i]);
+    e->value[e->n++] = strdup("planned");
+  }
+}
+
+/* The kept list for -v: the user's values with control characters shown as '?', joined by ", ";
+ * a list longer than its buffer is cut, still terminated; the user's OMP_* leave the plan's list. */
+static void test_kept_omp_list(void **state) {
+  (void)state;
+  gr__envlist e;
+  char kept[128];
+  omp_list(&e);
+  gr__envlist_keep_user_omp(&e, NULL, omp_get, NULL, kept, sizeof kept);
+  assert_string_equal(kept, "OMP_NUM_THREADS=4?[31mX, OMP_PROC_BIND=true");
+  assert_int_equal(e.n, 2);
+  assert_string_equal(e.name[0], "GPURUN_CPUS");
+  assert_string_equal(e.name[1], "OMP_PLACES");
+  gr__envlist_free(&e);
+
+  char small[12];
+  omp_list(&e);
+  gr__envlist_keep_user_omp(&e, NULL, omp_get, NULL, small, sizeof small);
+  assert_string_equal(small, "OMP_NUM_THR");
+  gr__envlist_free(&e);
+
+  omp_list(&e); /* no buffer: the list still loses the user's variables */
+  gr__envlist_keep_user_omp(&e, NULL, omp_get, NULL, NULL, 0);
+  assert_int_equal(e.n, 2);
+  gr__envlist_free(&e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_128_gpus_one_rank),
-      cmocka_unit_test(test_visible_all_128),
-      cmocka_unit_test(test_huge_local_size),
+      cmocka_unit_test(test_kept_omp_list),   cmocka_unit_test(test_128_gpus_one_rank),
+      cmocka_unit_test(test_visible_all_128), cmocka_unit_test(test_huge_local_size),
       cmocka_unit_test(test_not_regular),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
