@@ -76,10 +76,10 @@
  * bandwidth of a large call is spent on. Below, the syscall costs more than the copy saves. */
 #define CMA_MIN 16384
 /* ... and up to these many bytes moved per rank (an allreduce's count, a reduce-scatter's whole
- * input): beyond, copy in, reduce, copy out through the segment's slots wins, because the slots
- * stay in the cache where a peer's pages read by process_vm_readv do not, and every call to it pins
- * the pages again. The same on every rank (the ranks agree on the size and the call); the
- * crossovers are those bench/README.md measures ("Private buffers: single copy or copy in/out"). */
+ * input): beyond, copy in, reduce, copy out through the segment's slots. The same on every rank
+ * (the ranks agree on the size and the call). The crossovers are one machine's (bench/README.md,
+ * gr_mem_alloc's section); another machine measured there takes the slots from 1 MiB, so the
+ * choice wants a measurement at creation. */
 #define CMA_ALLREDUCE_MAX_PAIR (16u << 20)
 #define CMA_ALLREDUCE_MAX (8u << 20)
 #define CMA_REDUCE_SCATTER_MAX_PAIR (4u << 20)

@@ -18,46 +18,32 @@ static int world_rank;
 
 static int P;
 
-/* An allreduce of `bytes` of float32: element i of rank r is (r + 1) * (i % 7 + 1). */
-static void allreduce_at(gr_comm *c, size_t bytes, int single) {
-  size_t n = bytes / sizeof(float);
-  float *s = malloc(bytes), *r = malloc(bytes);
+/* One call of `kind` moving `bytes` of float32 input per rank (a reduce-scatter's n = bytes / P per
+ * block): element i of rank r's input is (r + 1) * (i % 7 + 1), so element i of the sum is
+ * P (P + 1) / 2 * (i % 7 + 1) at its place in the whole input. Exact, and single copy taken
+ * exactly when `single` says. */
+static void call_at(gr_comm *c, int reduce_scatter, size_t bytes, int single) {
+  const char *what = reduce_scatter ? "reduce-scatter" : "allreduce";
+  size_t total = bytes / sizeof(float), n = reduce_scatter ? total / (size_t)P : total;
+  size_t first = reduce_scatter ? (size_t)world_rank * n : 0; /* this rank's part of the input */
+  float *s = malloc(total * sizeof(float)), *r = malloc(n * sizeof(float));
   REQUIRE(s && r);
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < total; i++)
     s[i] = (float)((world_rank + 1) * (int)(i % 7 + 1));
   uint64_t before = gr__shm_single_copy_calls();
-  EXPECT_OK(gr_allreduce(s, r, n, GR_FLOAT32, GR_SUM, c, NULL));
+  if (reduce_scatter)
+    EXPECT_OK(gr_reduce_scatter(s, r, n, GR_FLOAT32, GR_SUM, c, NULL));
+  else
+    EXPECT_OK(gr_allreduce(s, r, n, GR_FLOAT32, GR_SUM, c, NULL));
+  uint64_t took = gr__shm_single_copy_calls() - before;
   float ranks = (float)(P * (P + 1) / 2);
   size_t bad = 0;
   for (size_t i = 0; i < n; i++)
-    bad += r[i] != ranks * (float)(i % 7 + 1);
-  if (bad) FAIL("allreduce of %zu bytes: %zu elements wrong", bytes, bad);
-  if (gr__shm_single_copy_calls() - before != (uint64_t)single)
-    FAIL("allreduce of %zu bytes: single copy %s, expected %s", bytes,
-         gr__shm_single_copy_calls() - before ? "taken" : "not taken", single ? "taken" : "not");
-  free(s);
-  free(r);
-}
-
-/* A reduce-scatter of n float32 per rank's block (n * P * 4 bytes of input); single copy below
- * `limit` bytes of input. */
-static void reduce_scatter_at(gr_comm *c, size_t n, size_t limit) {
-  size_t bytes = n * (size_t)P * sizeof(float);
-  int single = bytes < limit;
-  float *s = malloc(n * (size_t)P * sizeof(float)), *r = malloc(n * sizeof(float));
-  REQUIRE(s && r);
-  for (size_t i = 0; i < n * (size_t)P; i++)
-    s[i] = (float)((world_rank + 1) * (int)(i % 5 + 1));
-  uint64_t before = gr__shm_single_copy_calls();
-  EXPECT_OK(gr_reduce_scatter(s, r, n, GR_FLOAT32, GR_SUM, c, NULL));
-  float ranks = (float)(P * (P + 1) / 2);
-  size_t bad = 0;
-  for (size_t i = 0; i < n; i++)
-    bad += r[i] != ranks * (float)(((size_t)world_rank * n + i) % 5 + 1);
-  if (bad) FAIL("reduce-scatter of %zu bytes: %zu elements wrong", bytes, bad);
-  if (gr__shm_single_copy_calls() - before != (uint64_t)single)
-    FAIL("reduce-scatter of %zu bytes: single copy %s, expected %s", bytes,
-         gr__shm_single_copy_calls() - before ? "taken" : "not taken", single ? "taken" : "not");
+    bad += r[i] != ranks * (float)((first + i) % 7 + 1);
+  if (bad) FAIL("%s of %zu bytes: %zu elements wrong", what, bytes, bad);
+  if (took != (uint64_t)single)
+    FAIL("%s of %zu bytes: single copy %s, expected %s", what, bytes, took ? "taken" : "not taken",
+         single ? "taken" : "not");
   free(s);
   free(r);
 }
@@ -69,16 +55,17 @@ int main(int argc, char **argv) {
   gr_comm *c = world_comm(NULL, 60, 0);
   REQUIRE(c != NULL);
   size_t ar = P == 2 ? 16u << 20 : 8u << 20, rs = P == 2 ? 4u << 20 : 8u << 20;
-  size_t rs_n = (rs + (size_t)P * 4 - 1) / ((size_t)P * 4); /* the first block at the limit */
+  size_t blk = (size_t)P * sizeof(float);    /* a reduce-scatter's input is whole blocks of P */
+  size_t rs_at = (rs + blk - 1) / blk * blk; /* the first such size at the limit */
 
-  allreduce_at(c, 1u << 20, 1);
-  allreduce_at(c, ar - 4096, 1);
-  allreduce_at(c, ar, 0);
-  allreduce_at(c, ar + (1u << 20), 0);
-  reduce_scatter_at(c, (1u << 18) / (size_t)P, rs);
-  reduce_scatter_at(c, rs_n - 1, rs);
-  reduce_scatter_at(c, rs_n, rs);
-  reduce_scatter_at(c, 2 * rs_n, rs);
+  call_at(c, 0, 1u << 20, 1);
+  call_at(c, 0, ar - 4096, 1);
+  call_at(c, 0, ar, 0);
+  call_at(c, 0, ar + (1u << 20), 0);
+  call_at(c, 1, (1u << 18) / blk * blk, 1);
+  call_at(c, 1, rs_at - blk, 1);
+  call_at(c, 1, rs_at, 0);
+  call_at(c, 1, 2 * rs_at, 0);
 
   EXPECT_OK(gr_comm_destroy(c));
   int total = 0;
