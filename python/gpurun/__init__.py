@@ -66,6 +66,8 @@ _gr_reduce = _proto("gr_reduce", _vp, _vp, _sz, _int, _int, _int, _vp, _vp)
 _gr_allgather = _proto("gr_allgather", _vp, _vp, _sz, _int, _vp, _vp)
 _gr_reduce_scatter = _proto("gr_reduce_scatter", _vp, _vp, _sz, _int, _int, _vp, _vp)
 _gr_alltoall = _proto("gr_alltoall", _vp, _vp, _sz, _int, _vp, _vp)
+_vpp, _szp = _c.POINTER(_vp), _c.POINTER(_sz)
+_gr_allreduce_multi = _proto("gr_allreduce_multi", _vpp, _vpp, _szp, _sz, _int, _int, _vp, _vp)
 _gr_send = _proto("gr_send", _vp, _sz, _int, _int, _vp, _vp)
 _gr_recv = _proto("gr_recv", _vp, _sz, _int, _int, _vp, _vp)
 _gr_barrier = _proto("gr_barrier", _vp)
@@ -85,7 +87,7 @@ _gr_mem_free = _proto("gr_mem_free", _vp, _vp) if hasattr(_lib, "gr_mem_free") e
 _INAMES = {"allreduce": "gr_iallreduce", "broadcast": "gr_ibroadcast", "reduce": "gr_ireduce",
            "allgather": "gr_iallgather", "reduce_scatter": "gr_ireduce_scatter",
            "alltoall": "gr_ialltoall", "send": "gr_isend", "recv": "gr_irecv",
-           "barrier": "gr_ibarrier"}
+           "barrier": "gr_ibarrier", "allreduce_multi": "gr_iallreduce_multi"}
 _IARGS = {"allreduce": (_vp, _vp, _sz, _int, _int, _vp, _vp),
           "broadcast": (_vp, _vp, _sz, _int, _int, _vp, _vp),
           "reduce": (_vp, _vp, _sz, _int, _int, _int, _vp, _vp),
@@ -94,13 +96,14 @@ _IARGS = {"allreduce": (_vp, _vp, _sz, _int, _int, _vp, _vp),
           "alltoall": (_vp, _vp, _sz, _int, _vp, _vp),
           "send": (_vp, _sz, _int, _int, _vp, _vp),
           "recv": (_vp, _sz, _int, _int, _vp, _vp),
-          "barrier": (_vp,)}
+          "barrier": (_vp,),
+          "allreduce_multi": (_vpp, _vpp, _szp, _sz, _int, _int, _vp, _vp)}
 _IFORMS = {call: _proto(name, *_IARGS[call], _c.POINTER(_vp)) if hasattr(_lib, name) else None
            for call, name in _INAMES.items()}
 _BLOCKING = {"allreduce": _gr_allreduce, "broadcast": _gr_broadcast, "reduce": _gr_reduce,
              "allgather": _gr_allgather, "reduce_scatter": _gr_reduce_scatter,
              "alltoall": _gr_alltoall, "send": _gr_send, "recv": _gr_recv,
-             "barrier": _gr_barrier}
+             "barrier": _gr_barrier, "allreduce_multi": _gr_allreduce_multi}
 
 
 class Error(RuntimeError):
@@ -616,6 +619,57 @@ class Comm:
         return self._run("allreduce", async_op, fn,
                          (b.ptr, o.ptr, b.count, b.dtype, opc, h, b.stream), (b.obj, o.obj),
                          _staged(o), _result(o))
+
+    def allreduce_multi(self, xs, op="sum", out=None, async_op=False):
+        """The fused allreduce of the arrays/tensors in xs, all of one dtype (gr_allreduce_multi:
+        one reduction on the MPI backend): a list of new arrays/tensors like them; out=xs for in
+        place, or out= a list of as many of the same sizes. async_op=True: a Request whose
+        wait() returns that list."""
+        call = "allreduce_multi"
+        fn = self._form(call, async_op)  # first: a refused form writes and bumps nothing
+        h = self._handle(call)
+        opc = _op(call, op)  # before anything is written or bumped
+        inplace = out is xs
+        xs = self._seq(call, "xs", xs)
+        outs = None if out is None else xs if inplace else self._seq(call, "out", out)
+        if outs is not None and len(outs) != len(xs):
+            raise _invalid(call, "out holds %d buffers, xs %d" % (len(outs), len(xs)))
+        bufs, obufs = [], []
+        for i, x in enumerate(xs):
+            if inplace:
+                b = o = _Buf(x, call, "xs[%d]" % i, True)
+            else:
+                b = _Buf(x, call, "xs[%d]" % i)
+                o = _Buf(_new_like(b.obj, tuple(x.shape)) if outs is None else outs[i], call,
+                         "out[%d]" % i, True)
+                self._same(b, o, call)
+            if bufs and b.dtype != bufs[0].dtype:
+                raise _invalid(call, "xs[%d] is %s and xs[0] %s; one call takes one dtype" % (
+                    i, DTYPE_NAMES[b.dtype], DTYPE_NAMES[bufs[0].dtype]))
+            bufs.append(b)
+            obufs.append(o)
+        for i, o in enumerate(obufs):  # only once every buffer passed: a refusal writes nothing
+            if outs is not None:
+                self._written(call, o, (xs[i],), inplace)
+        n = len(bufs)
+        send = (_vp * n)(*[b.ptr for b in bufs])
+        recv = (_vp * n)(*[o.ptr for o in obufs])
+        counts = (_sz * n)(*[b.count for b in bufs])
+        dtype = bufs[0].dtype if bufs else DTYPES["float32"]
+        stream = bufs[0].stream if bufs else None
+        keep = tuple(b.obj for b in bufs) + tuple(o.obj for o in obufs) + (send, recv, counts)
+        staged = tuple(o for o in obufs if o.back is not None)
+        return self._run(call, async_op, fn, (send, recv, counts, n, dtype, opc, h, stream), keep,
+                         staged, [_result(o) for o in obufs])
+
+    @staticmethod
+    def _seq(call, what, xs):
+        """xs as a list of buffers: a list or tuple of arrays/tensors (one array is refused, so
+        its rows are never taken for buffers)."""
+        if not isinstance(xs, (list, tuple)):
+            raise _invalid(call, "%s is a %s; %s takes a list or tuple of arrays/tensors"
+                           % (what, type(xs).__name__, call), ArgumentTypeError)
+        return list(xs)
 
     def broadcast(self, x, root=0, async_op=False):
         """Root's x into every rank's x (in place); returns x."""

@@ -122,6 +122,21 @@ def suite(make, to_np, dt, label):
         check(w.allreduce(x, out=o, async_op=True).wait() is o and
               np.array_equal(to_np(o), np.sum(np.stack(xs), axis=0)),
               "%s %s iallreduce out=" % (label, dt))
+    if "allreduce_multi" in AVAILABLE:
+        ms = [[inputs(c, r + i) for r in range(N)] for i, c in enumerate([n, 0, 4])]
+        parts = [make(m[R], dt) for m in ms]
+        r = w.allreduce_multi(parts, op="max", async_op=True)
+        for p in parts:  # the sends are packed at the start: reusable at once
+            p[...] = 0
+        got = r.wait()
+        check(len(got) == 3 and all(np.array_equal(to_np(g), np.max(np.stack(m), axis=0))
+                                    for g, m in zip(got, ms)),
+              "%s %s iallreduce_multi, sends reused after the start" % (label, dt))
+        parts = [make(m[R], dt) for m in ms]
+        got = w.allreduce_multi(parts, out=parts, async_op=True).wait()
+        check(all(g is p for g, p in zip(got, parts)) and all(
+            np.array_equal(to_np(p), np.sum(np.stack(m), axis=0)) for p, m in zip(parts, ms)),
+            "%s %s iallreduce_multi in place" % (label, dt))
     if "broadcast" in AVAILABLE:
         b = make(xs[R], dt)
         check(w.broadcast(b, root=N - 1, async_op=True).wait() is b and
@@ -172,7 +187,7 @@ for call in MISSING:
     x = np.ones(6 * N, np.float32)
     args = {"allreduce": (x,), "broadcast": (x,), "reduce": (x,), "allgather": (x,),
             "reduce_scatter": (x,), "alltoall": (x,), "send": (x, (R + 1) % N),
-            "recv": (x, (R - 1) % N), "barrier": ()}[call]
+            "recv": (x, (R - 1) % N), "barrier": (), "allreduce_multi": ([x],)}[call]
     refused(lambda: getattr(w, call)(*args, async_op=True), NotImplementedError, None,
             [gpurun._INAMES[call], call + "(async_op=True)"], "%s without its C form" % call)
     check(np.all(x == 1), "%s(async_op=True) wrote nothing" % call)

@@ -96,6 +96,20 @@ def run_suite(make, to_np, types, label):
         r = w.allreduce(z, op="max", out=z)
         check(r is z and np.array_equal(to_np(z), np.max(np.stack(xs), axis=0)),
               "%s %s allreduce in place" % (label, dt))
+        # fused: three buffers (odd sizes, one empty) in one call, new results and in place
+        sizes = [n, 0, 5]
+        ms = [[inputs("float64", c, r + i) for r in range(N)] for i, c in enumerate(sizes)]
+        parts = [make(m[R], dt) for m in ms]
+        got = w.allreduce_multi(parts, op="sum")
+        check(isinstance(got, list) and len(got) == 3 and all(
+            type(g) is type(x) and g is not p for g, p in zip(got, parts)),
+            "%s %s allreduce_multi returns new buffers" % (label, dt))
+        check(all(np.array_equal(to_np(g), np.sum(np.stack(m), axis=0)) for g, m in zip(got, ms)),
+              "%s %s allreduce_multi sum" % (label, dt))
+        got = w.allreduce_multi(parts, op="min", out=parts)
+        check(all(g is p for g, p in zip(got, parts)) and all(
+            np.array_equal(to_np(p), np.min(np.stack(m), axis=0)) for p, m in zip(parts, ms)),
+            "%s %s allreduce_multi in place" % (label, dt))
         # broadcast from the last rank, in place
         b = make(xs[R], dt)
         check(w.broadcast(b, root=N - 1) is b and np.array_equal(to_np(b), xs[N - 1]),
@@ -167,6 +181,19 @@ raises(lambda: w.allreduce(x, out=np.ones(8, np.float32)[::2]), "GR_ERR_INVALID"
 raises(lambda: w.allreduce(x, out=np.ones(5, np.float32)), "GR_ERR_INVALID", ["out"], "out of another size")
 raises(lambda: w.allreduce([1.0, 2.0]), "GR_ERR_INVALID", ["list"], "a list is not an array")
 raises(lambda: w.allreduce(np.ones(2, np.complex64)), "GR_ERR_INVALID", ["complex64"], "complex dtype")
+raises(lambda: w.allreduce_multi([np.ones(2, np.float32), np.ones(2, np.int32)]), "GR_ERR_INVALID",
+       ["xs[1]", "int32", "one dtype"], "allreduce_multi of two dtypes")
+raises(lambda: w.allreduce_multi(np.ones(4, np.float32)), "GR_ERR_INVALID", ["list or tuple"],
+       "allreduce_multi of one array")
+raises(lambda: w.allreduce_multi([x, x], out=[x]), "GR_ERR_INVALID", ["out holds 1", "xs 2"],
+       "allreduce_multi with fewer outs")
+ro = np.ones(4, np.float32)
+ro.flags.writeable = False
+keep = np.zeros(4, np.float32)
+raises(lambda: w.allreduce_multi([x, ro], out=[keep, ro]), "GR_ERR_INVALID", ["out[1]", "read-only"],
+       "allreduce_multi into a read-only out")
+check(not keep.any(), "a refused allreduce_multi writes nothing")
+check(w.allreduce_multi([]) == [], "allreduce_multi of no buffers")
 if N > 1:
     raises(lambda: w.reduce_scatter(np.ones(N + 1, np.float32)), "GR_ERR_INVALID", ["multiple"],
            "reduce_scatter of an uneven length")
