@@ -124,19 +124,11 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
   }
   char *pack = malloc(total * es + 1);
   if (!pack) return gr__fail(GR_ERR_NOMEM, fn, "out of memory packing %zu elements", total);
-  size_t off = 0;
-  for (size_t i = 0; i < nbufs; i++) {
-    if (counts[i]) memcpy(pack + off, send[i], counts[i] * es);
-    off += counts[i] * es;
-  }
+  gr__fused_pack((unsigned char *)pack, send, counts, nbufs, es);
   k.send = k.recv = pack;
   gr_status st = gr__run_one(fn, &k, comm->check);
   if (st == GR_OK) {
-    off = 0;
-    for (size_t i = 0; i < nbufs; i++) {
-      if (counts[i]) memcpy(recv[i], pack + off, counts[i] * es);
-      off += counts[i] * es;
-    }
+    gr__fused_unpack(recv, (const unsigned char *)pack, counts, nbufs, es);
     free(pack);
   } else if (st != GR_ERR_TIMEOUT) {
     free(pack); /* after a timeout MPI may still write it */
@@ -170,11 +162,11 @@ GR_API gr_status gr_iallreduce_multi(const void *const *send, void *const *recv,
   m->recv = (void **)(m + 1);
   m->counts = (size_t *)(m->recv + n);
   m->pack = (unsigned char *)m + head;
-  for (size_t i = 0, off = 0; i < n; off += counts[i++] * es) {
-    m->recv[i] = recv[i];
-    m->counts[i] = counts[i];
-    if (counts[i]) memcpy(m->pack + off, send[i], counts[i] * es);
+  if (n) {
+    memcpy(m->recv, recv, n * sizeof *m->recv);
+    memcpy(m->counts, counts, n * sizeof *m->counts);
   }
+  gr__fused_pack(m->pack, send, counts, n, es);
   gr__call k = CALL_INIT(GR__ALLREDUCE, comm);
   k.send = k.recv = m->pack;
   k.count = fc.total, k.dtype = dtype, k.op = op, k.stream = stream;

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Whether a call of kind k involves every rank of its communicator (not point to point). */
 static inline int is_collective(gr__kind k) { return k != GR__SEND && k != GR__RECV; }
@@ -120,6 +121,18 @@ typedef struct {
   size_t *counts;      /* nbufs counts */
   unsigned char *pack; /* the call's send and recv */
 } gr__fused;
+/* The fused call's pieces of es bytes per element, one after the other in pack: gathered from
+ * send (gr__fused_pack) and scattered back to recv (gr__fused_unpack). */
+static inline void gr__fused_pack(unsigned char *pack, const void *const *send,
+                                  const size_t *counts, size_t nbufs, size_t es) {
+  for (size_t i = 0, off = 0; i < nbufs; off += counts[i++] * es)
+    if (counts[i]) memcpy(pack + off, send[i], counts[i] * es);
+}
+static inline void gr__fused_unpack(void *const *recv, const unsigned char *pack,
+                                    const size_t *counts, size_t nbufs, size_t es) {
+  for (size_t i = 0, off = 0; i < nbufs; off += counts[i++] * es)
+    if (counts[i]) memcpy(recv[i], pack + off, counts[i] * es);
+}
 /* gr__request_start for a fused call: k runs on m->pack; bad (GR_OK, or this rank's refusal of
  * the buffers, its sentence recorded and k->fe_refused set) makes it a refusal. m is freed or
  * handed to the request on every path; the request copies the pieces out when it succeeds. */

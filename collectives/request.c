@@ -258,8 +258,7 @@ static gr_status request_outcome(gr_request *q) {
     memcpy(q->user.recv, q->pack, q->user.count * gr__dtype_size(q->user.dtype));
   if (q->fused) {
     const gr__fused *m = q->fused;
-    for (size_t i = 0, off = 0; i < m->nbufs; off += m->counts[i++] * m->es)
-      if (m->counts[i]) memcpy(m->recv[i], m->pack + off, m->counts[i] * m->es);
+    gr__fused_unpack(m->recv, m->pack, m->counts, m->nbufs, m->es);
   }
   return gr__settle(&y, k, GR_OK, q->t0, 1.0, 1);
 }
