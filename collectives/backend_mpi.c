@@ -797,7 +797,7 @@ static gr_status mpi_synchronize(gr_comm *c, gr_stream s, double deadline) {
 const gr__coll_ops gr__coll_ops_mpi = {
     .name = "mpi",
     .kind = GR_BACKEND_MPI,
-    .caps = GR__CAP_PACK_MULTI | GR__CAP_JOIN_REFUSALS,
+    .caps = GR__CAP_PACK_MULTI | GR__CAP_JOIN_REFUSALS | GR__CAP_REGISTER_PAGES,
     .create = mpi_create,
     .split = mpi_split,
     .destroy = mpi_destroy,

@@ -749,7 +749,7 @@ static gr_status nccl_mem_alloc(gr_comm *c, size_t bytes, gr__mem *m) {
   }
   m->ptr = p;
   m->lo = (uintptr_t)p;
-  m->len = (bytes + 4095) & ~(size_t)4095;
+  m->len = bytes;
   m->be = x;
   return GR_OK;
 }

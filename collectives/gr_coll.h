@@ -125,11 +125,17 @@ typedef enum {
    * shared-memory path; NCCL, whose post sends a verdict before it enqueues). Without it, only
    * check mode does. */
   GR__CAP_JOIN_REFUSALS = 1u << 1,
+  /* gr_mem_register makes whole pages reachable (the MPI backend maps the buffer's pages into the
+   * node's windows), so two registrations must not share a page; without it a registration is
+   * the buffer's bytes alone (NCCL registers a device range, and small cudaMalloc buffers share
+   * pages). */
+  GR__CAP_REGISTER_PAGES = 1u << 2,
 } gr__coll_cap;
 
 /* Memory from gr_mem_alloc or a buffer gr_mem_register made reachable (mem.c keeps the
  * communicator's list; the backend maps and unmaps). id is the communicator's number for it, the
- * same on every rank (both calls are collective); [lo, lo + len) the pages it spans here. */
+ * same on every rank (both calls are collective); [lo, lo + len) what it spans here: its pages
+ * (GR__CAP_REGISTER_PAGES), else its bytes. */
 typedef struct gr__mem {
   void *ptr;
   size_t bytes;

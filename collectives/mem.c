@@ -26,6 +26,7 @@ enum {
   ASK_NULL_FREE,      /* free: ptr is NULL (every rank: nothing to do) */
   ASK_NULL_HANDLE,    /* register: handle is NULL */
   ASK_OVERLAP,        /* register: the pages overlap memory already registered or allocated */
+  ASK_OVERLAP_BYTES,  /* register: the bytes overlap (a backend that registers no pages) */
   ASK_UNKNOWN_HANDLE, /* deregister: not a handle of this communicator */
 };
 
@@ -49,6 +50,8 @@ static const char *ask_text(int64_t v) {
     return "handle is NULL";
   case ASK_OVERLAP:
     return "the buffer's pages overlap memory already registered or allocated on this communicator";
+  case ASK_OVERLAP_BYTES:
+    return "the buffer overlaps memory already registered or allocated on this communicator";
   case ASK_UNKNOWN_HANDLE:
     return "the handle is not one gr_mem_register gave on this communicator (deregistered already, "
            "or from another communicator)";
@@ -147,8 +150,11 @@ GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_
   if (handle) *handle = NULL;
   GR_CHECK(gr__check_alive(fn, comm));
   GR_CHECK(gr__requests_drain(fn, comm));
-  uintptr_t lo = (uintptr_t)ptr & ~(uintptr_t)4095;
-  size_t len = ptr && bytes ? (((uintptr_t)ptr + bytes + 4095) & ~(uintptr_t)4095) - lo : 0;
+  int pages = (comm->ops->caps & GR__CAP_REGISTER_PAGES) != 0;
+  uintptr_t lo = pages ? (uintptr_t)ptr & ~(uintptr_t)4095 : (uintptr_t)ptr;
+  size_t len = !ptr || !bytes ? 0
+               : pages        ? (((uintptr_t)ptr + bytes + 4095) & ~(uintptr_t)4095) - lo
+                              : bytes;
   int overlap = 0;
   GR_LIST_FOREACH(it, tmp, &comm->mem) {
     const gr__mem *m = GR_LIST_ENTRY(it, gr__mem, node);
@@ -159,7 +165,7 @@ GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_
   ask mine = {!ptr          ? ASK_NULL_OUT
               : !bytes      ? ASK_ZERO
               : !handle     ? ASK_NULL_HANDLE
-              : overlap     ? ASK_OVERLAP
+              : overlap     ? (pages ? ASK_OVERLAP : ASK_OVERLAP_BYTES)
               : !m          ? ASK_NOMEM
               : pending > 0 ? ASK_PENDING /* the pages move under requests that may use them */
                             : ASK_OK,

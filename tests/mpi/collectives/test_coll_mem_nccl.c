@@ -227,8 +227,6 @@ int main(int argc, char **argv) {
   expect_counts("after freeing twice", grdbl_mem_census(), k);
 
   /* gr_mem_register on a device buffer: registered once with NCCL, reused by every call */
-  /* h: pages of its own (the double's device memory is the process heap, whose pages a heap
-   * buffer could share with memory already registered or allocated) */
   int32_t *d = NULL,
           *h = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(cudaMalloc((void **)&d, bytes) == cudaSuccess && d && h != MAP_FAILED);
@@ -250,6 +248,20 @@ int main(int argc, char **argv) {
   exact_in_place(c, h, n, "a registered host buffer");
   EXPECT_OK(gr_mem_deregister(c, hh));
   munmap(h, bytes);
+  /* two small device buffers side by side (one page): each registers alone, by its bytes; a
+   * range over both overlaps them */
+  unsigned char *pair = NULL;
+  REQUIRE(cudaMalloc((void **)&pair, 512) == cudaSuccess && pair);
+  gr_mem_handle *h1 = NULL, *h2 = NULL, *h3 = NULL;
+  EXPECT_OK(gr_mem_register(c, pair, 256, &h1));
+  EXPECT_OK(gr_mem_register(c, pair + 256, 256, &h2));
+  EXPECT_ST_MSG(gr_mem_register(c, pair + 128, 256, &h3), GR_ERR_INVALID,
+                "rank 0: the buffer overlaps memory already registered");
+  EXPECT(h3 == NULL);
+  EXPECT_OK(gr_mem_deregister(c, h1));
+  EXPECT_OK(gr_mem_deregister(c, h2));
+  cudaFree(pair);
+  expect_counts("after the two small registrations", grdbl_mem_census(), k);
 
   /* one rank's NCCL without windows: plain device memory on every rank */
   if (world_rank == last) grdbl_set_version(NCCL_VERSION(2, 26, 0));
