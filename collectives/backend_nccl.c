@@ -648,7 +648,11 @@ static gr_status nccl_synchronize(gr_comm *c, gr_stream stream, double deadline)
  * Every step that may fail on one rank ends with an agreement over c->mpi (mem_agree), so a
  * failure anywhere is the same error on every rank, and no rank enters the window's registration
  * after another gave up. A window that failed on some rank is deregistered by the ranks where it
- * succeeded before the memory is freed. The memory is zeroed, as on the MPI backend. */
+ * succeeded before the memory is freed: in NCCL 2.28's source ncclCommWindowDeregister is local
+ * (it unmaps the peers' memory and drops its own registration, with no barrier), so that cleanup
+ * never waits for the rank that failed. A rank that fails inside ncclCommWindowRegister after its
+ * peers entered the registration's own exchange leaves them to NCCL's bootstrap timeout. The
+ * memory is zeroed, as on the MPI backend. */
 #if defined(NCCL_WIN_COLL_SYMMETRIC)
 #define NCCL_HAS_WINDOWS 1
 #else
