@@ -15,7 +15,7 @@
  * there a round's synchronisation weighs most). Rank 0's verdict is broadcast, so every rank holds
  * the same crossovers. The process keeps it per communicator size: a later communicator of that
  * size on which every rank knows one takes rank 0's without measuring (communicators are created
- * often, the measurement costs a few milliseconds). */
+ * often, and the measurement costs tens of calls). */
 #include "gr_shm.h"
 
 #include "gr_clock.h"
@@ -28,9 +28,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Bytes per rank measured: above the two-rank allreduce's one-round limit (PAIR_SMALL_MAX), within
- * a few milliseconds for all kinds together. */
+/* Bytes per rank measured: above the two-rank allreduce's one-round limit (PAIR_SMALL_MAX), where
+ * the machines in bench/README.md differ; few enough that all kinds together take tens of calls.
+ * A reduce-scatter's input and an allgather's output are size times that: a size whose buffer
+ * would exceed MEASURE_MAX_BYTES is not measured (the same on every rank), and counts as a win of
+ * the single copy (the fixed crossover stays for it and above). */
 static const size_t sizes[] = {256u << 10, 1u << 20};
+#define MEASURE_MAX_BYTES (16u << 20)
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 #define REPEATS 2
 #define MEASURE_TIMEOUT_S 30.0
@@ -78,10 +82,20 @@ static uint64_t timed_call(gr__shm *s, int kind, size_t bytes, void *send, void 
 
 /* Every kind at every size, both sides; the crossovers from this rank's times into cross. 0 when a
  * call failed (the segment is unusable). */
-static int measure(gr__shm *s, int size, size_t cross[GR__SHM_PRIVATE_KINDS]) {
-  size_t most = sizes[NSIZES - 1] * (size_t)size;
+static size_t need(int k, size_t bytes, int size) {
+  return kinds[k] == GR__REDUCE_SCATTER || kinds[k] == GR__ALLGATHER ? bytes * (size_t)size : bytes;
+}
+
+static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVATE_KINDS]) {
+  size_t most = 0;
+  for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
+    for (size_t z = 0; z < NSIZES; z++) {
+      size_t n = need(k, sizes[z], size);
+      if (n <= MEASURE_MAX_BYTES && n > most) most = n;
+    }
   unsigned char *send = malloc(most), *recv = malloc(most);
-  int ok = send && recv;
+  int ok = send && recv; /* on every rank, or no rank starts a call */
+  if (MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS) ok = 0;
   if (ok) {
     memset(send, 0, most);
     memset(recv, 0, most);
@@ -93,6 +107,8 @@ static int measure(gr__shm *s, int size, size_t cross[GR__SHM_PRIVATE_KINDS]) {
   for (int k = 0; ok && k < GR__SHM_PRIVATE_KINDS; k++) {
     int slots_win[NSIZES];
     for (size_t z = 0; ok && z < NSIZES; z++) {
+      slots_win[z] = 0;
+      if (need(k, sizes[z], size) > MEASURE_MAX_BYTES) continue;
       uint64_t best[2] = {UINT64_MAX, UINT64_MAX}; /* single, slots */
       for (int rep = 0; ok && rep <= REPEATS; rep++)
         for (int side = 0; ok && side < 2; side++) {
@@ -144,7 +160,7 @@ int gr__shm_choose(gr_comm *c, gr__shm *s) {
   uint64_t t0 = gr__mono_ns();
   int ok = 1;
   if (v[1]) {
-    ok = measure(s, c->size, cross);
+    ok = measure(c, s, c->size, cross);
     if (MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS) ok = 0;
     if (!ok) return 0;
   }
