@@ -27,6 +27,10 @@ static const gr_param_word algo_words[] = {
     {"flat", GR_COLL_ALGO_FLAT, 0}, {"mpi", GR_COLL_ALGO_MPI, 0}, {NULL, 0, 0}};
 static const gr_param_word segment_words[] = {
     {"memfd", GR_SHM_SEGMENT_MEMFD, 0}, {"posix", GR_SHM_SEGMENT_POSIX, 0}, {NULL, 0, 0}};
+static const gr_param_word private_words[] = {{"auto", GR_SHM_PRIVATE_AUTO, 0},
+                                              {"single", GR_SHM_PRIVATE_SINGLE, 0},
+                                              {"slots", GR_SHM_PRIVATE_SLOTS, 0},
+                                              {NULL, 0, 0}};
 static const gr_param_word verify_words[] = {{"warn", GR_VERIFY_WARN, 0},
                                              {"strict", GR_VERIFY_STRICT, 0},
                                              {"off", GR_VERIFY_OFF, 0},
@@ -74,6 +78,8 @@ static const gr_param_def table[GR_PARAM_COUNT] = {
     B(SHM_CMA, "on", "collectives",
       "single-copy transfers between node-mates (process_vm_readv/writev) from 16 KiB to a "
       "crossover per kind"),
+    W(SHM_PRIVATE, "auto", private_words, "collectives",
+      "private buffers on one node: single copy or the slots per size, measured (auto), or forced"),
     B(NCCL_SHARE, "on", "collectives",
       "ranks that share a GPU are grouped for NCCL (off: NCCL refuses them)"),
     B(FLIGHT, "off", "collectives",

@@ -126,6 +126,28 @@ int gr__shm_cma_probe(gr__shm *s);
 int gr__shm_set_cma(gr__shm *s, int on);
 int gr__shm_cma_errno(const gr__shm *s);
 
+/* Private buffers (not in windows) under single copy: from 16 KiB per rank a call of allreduce,
+ * reduce-scatter, allgather or broadcast goes by single copy below its kind's crossover (bytes per
+ * rank: an allreduce's or a broadcast's count, a reduce-scatter's or an allgather's block) and
+ * through the slots from it on; GPURUN_SHM_PRIVATE may force either side for every size (mode
+ * GR_SHM_PRIVATE_AUTO, _SINGLE, _SLOTS, gr_param.h). Kinds index cross[] in the order above
+ * (gr__shm_private_kind; -1 for the others). defaults: the fixed crossovers a segment starts with.
+ * set: the mode and crossovers agreed on every rank (shm_choice.c), before the first call.
+ * gr__shm_private: the mode, and the crossovers into cross (when not NULL). */
+#define GR__SHM_PRIVATE_KINDS 4
+int gr__shm_private_kind(int kind);
+void gr__shm_private_defaults(int size, size_t cross[GR__SHM_PRIVATE_KINDS]);
+void gr__shm_set_private(gr__shm *s, int mode, const size_t cross[GR__SHM_PRIVATE_KINDS]);
+int gr__shm_private(const gr__shm *s, size_t cross[GR__SHM_PRIVATE_KINDS]);
+/* At a communicator's creation with single copy on (collective over c->mpi): rank 0's
+ * GPURUN_SHM_PRIVATE, and under auto the crossovers measured on this segment (once per process and
+ * communicator size) and rank 0's broadcast, set on s (shm_choice.c). 0 when a measuring call
+ * failed or an MPI call did, on every rank: the segment is then unusable. */
+int gr__shm_choose(gr_comm *c, gr__shm *s);
+/* The crossovers this process agreed under auto for communicators of size ranks (the last
+ * measured or taken from rank 0): 1 with cross filled, 0 none yet (tests ask it). */
+int gr__shm_private_known(int size, size_t cross[GR__SHM_PRIVATE_KINDS]);
+
 /* Windows: memory every rank of the segment maps, one region per rank (gr_mem_alloc's window,
  * shm_comm.c; a registered buffer). Registering one (after every rank mapped every region, on every
  * rank in the same order, base[q] and bytes[q] rank q's region in this rank's mapping) lets a call

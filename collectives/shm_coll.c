@@ -22,6 +22,7 @@
 #include "gr_array.h"
 #include "gr_clock.h"
 #include "gr_dtype.h"
+#include "gr_param.h"
 #include "gr_strbuf.h"
 
 #include <errno.h>
@@ -75,11 +76,12 @@
  * own buffers instead of through the segment: one copy instead of two, which is what the memory
  * bandwidth of a large call is spent on. Below, the syscall costs more than the copy saves. */
 #define CMA_MIN 16384
-/* ... and up to these many bytes moved per rank (an allreduce's count, a reduce-scatter's whole
- * input): beyond, copy in, reduce, copy out through the segment's slots. The same on every rank
- * (the ranks agree on the size and the call). The crossovers are one machine's (bench/README.md,
- * gr_mem_alloc's section); another machine measured there takes the slots from 1 MiB, so the
- * choice wants a measurement at creation. */
+/* ... and up to a crossover per kind (bytes per rank: an allreduce's or a broadcast's count, a
+ * reduce-scatter's or an allgather's block): from it on, copy in, reduce, copy out through the
+ * segment's slots. The crossovers are the communicator's (gr__shm_set_private: measured on the
+ * node at creation and agreed, shm_choice.c, or forced by GPURUN_SHM_PRIVATE), so the same on
+ * every rank. Until then, and for what a measurement does not reach, these (an allreduce's count,
+ * a reduce-scatter's whole input), one machine's crossovers (bench/README.md). */
 #define CMA_ALLREDUCE_MAX_PAIR (16u << 20)
 #define CMA_ALLREDUCE_MAX (8u << 20)
 #define CMA_REDUCE_SCATTER_MAX_PAIR (4u << 20)
@@ -136,9 +138,11 @@ struct gr__shm {
   int wait_rank; /* the wait in progress: counter value, rank (-1 = all) */
   int lag;       /* a rank that had not reached wait_for at the last look */
   int broken;
-  int spins;          /* polls per gr__shm_test */
-  uint64_t spin_ns;   /* fruitless waiting before yielding */
-  int cma;            /* single copy through process_vm_readv (all ranks agreed) */
+  int spins;        /* polls per gr__shm_test */
+  uint64_t spin_ns; /* fruitless waiting before yielding */
+  int cma;          /* single copy through process_vm_readv (all ranks agreed) */
+  int priv;         /* GR_SHM_PRIVATE_*: how private buffers move (all ranks agreed) */
+  size_t cross[GR__SHM_PRIVATE_KINDS]; /* auto: bytes per rank from which the slots win */
   size_t pair_max;    /* two ranks: allreduces up to this many bytes take the small mode */
   int cma_errno;      /* a failed read (not a vanished peer): the call fails */
   unsigned char *tmp; /* (size - 1) * CMA_TMP_BYTES */
@@ -242,6 +246,7 @@ gr__shm *gr__shm_new(void *base, size_t bytes, int rank, int size) {
   s->spins = SPINS;
   s->spin_ns = SPIN_NS;
   s->pair_max = PAIR_SMALL_MAX;
+  gr__shm_private_defaults(size, s->cross);
   gr__array_init(&s->wins, sizeof(struct shm_window));
   gr__array_init(&s->deferred, sizeof(void *));
   s->budget = -1;
@@ -723,15 +728,49 @@ static int claim(gr__shm *s, int q, size_t units, size_t *u0, size_t *u1) {
   }
 }
 
-/* Whether single copy suits a call of this kind moving `bytes` per rank (CMA_MIN, CMA_*_MAX). */
+int gr__shm_private_kind(int kind) {
+  switch (kind) {
+  case GR__ALLREDUCE:
+    return 0;
+  case GR__REDUCE_SCATTER:
+    return 1;
+  case GR__ALLGATHER:
+    return 2;
+  case GR__BROADCAST:
+    return 3;
+  default:
+    return -1;
+  }
+}
+
+void gr__shm_private_defaults(int size, size_t cross[GR__SHM_PRIVATE_KINDS]) {
+  size_t p = size > 0 ? (size_t)size : 1;
+  size_t rs = size == 2 ? CMA_REDUCE_SCATTER_MAX_PAIR : CMA_REDUCE_SCATTER_MAX;
+  cross[0] = size == 2 ? CMA_ALLREDUCE_MAX_PAIR : CMA_ALLREDUCE_MAX;
+  cross[1] = (rs + p - 1) / p; /* bytes * size < rs, per block */
+  cross[2] = cross[3] = SIZE_MAX;
+}
+
+void gr__shm_set_private(gr__shm *s, int mode, const size_t cross[GR__SHM_PRIVATE_KINDS]) {
+  s->priv = mode;
+  for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
+    s->cross[k] = cross[k];
+}
+
+int gr__shm_private(const gr__shm *s, size_t cross[GR__SHM_PRIVATE_KINDS]) {
+  for (int k = 0; cross && k < GR__SHM_PRIVATE_KINDS; k++)
+    cross[k] = s->cross[k];
+  return s->priv;
+}
+
+/* Whether single copy suits a call of this kind moving `bytes` per rank: from CMA_MIN, and below
+ * the kind's crossover unless GPURUN_SHM_PRIVATE forced a side (agreed: the same on every rank). */
 static int single_copy_suits(const gr__shm *s, int kind, size_t bytes) {
   if (bytes < CMA_MIN) return 0;
-  if (kind == GR__ALLREDUCE)
-    return bytes < (s->size == 2 ? CMA_ALLREDUCE_MAX_PAIR : CMA_ALLREDUCE_MAX);
-  if (kind == GR__REDUCE_SCATTER)
-    return bytes * (size_t)s->size <
-           (s->size == 2 ? CMA_REDUCE_SCATTER_MAX_PAIR : CMA_REDUCE_SCATTER_MAX);
-  return 1;
+  if (s->priv == GR_SHM_PRIVATE_SINGLE) return 1;
+  if (s->priv == GR_SHM_PRIVATE_SLOTS) return 0;
+  int k = gr__shm_private_kind(kind);
+  return k >= 0 && bytes < s->cross[k];
 }
 
 /* The mode of a call whose peers' buffers are not in windows (the same on every rank): 0 when no

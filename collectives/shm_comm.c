@@ -179,6 +179,13 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
   cma = all_ok(c, cma);
   cma = all_ok(c, gr__shm_set_cma(s, cma));
   if (!cma) gr__shm_set_cma(s, 0);
+  if (cma && !gr__shm_choose(c, s)) {
+    GR_DEBUG("collectives: communicator %s: no shared-memory path (measuring the single copy "
+             "failed)",
+             c->id);
+    gr__shm_free(s); /* it owns the mapping */
+    return GR_OK;
+  }
   GR_DEBUG("collectives: communicator %s: shared-memory path (%zu bytes, %s, %s)", c->id, bytes,
            how,
            cma ? "single copy by process_vm_readv from 16 KiB to a crossover per kind"

@@ -1,73 +1,160 @@
 /* The shared-memory path's choice for private buffers, by kind and size: single copy
- * (process_vm_readv) from 16 KiB up to the crossover, copy in, reduce, copy out through the
- * segment's slots beyond it. At 2 ranks the allreduce crosses over at 16 MiB and the
- * reduce-scatter at 4 MiB of input; at more ranks both at 8 MiB (shm_coll.c, CMA_*_MAX). Every
- * call on either side of a crossover is exact (float32 sums of small integers), and the
- * process's single-copy count grows by one exactly for the calls below it.
+ * (process_vm_readv) from 16 KiB up to a crossover per kind, copy in, reduce, copy out through the
+ * segment's slots from it on; GPURUN_SHM_PRIVATE forces either side, auto measures the crossovers
+ * at creation (shm_choice.c). Every call is exact (float32 sums of small integers, an allgather's
+ * blocks, a broadcast's values), and the process's single-copy count grows by one exactly for the
+ * calls the choice sends by single copy:
+ * - GPURUN_SHM_PRIVATE=single: every kind at every size from 16 KiB (above a slot for a two-rank
+ *   allreduce, which takes one round of whole copies up to it), beyond the fixed crossovers
+ *   included;
+ * - slots: none, below the fixed crossovers included;
+ * - auto: every rank holds the same crossovers (gathered and compared), and each kind's calls just
+ *   below its crossover go by single copy, those at it through the slots.
  *   test_coll_shm_rule */
 #include <gpurun/coll.h>
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int world_rank;
 #define GR_TEST_RANK world_rank
 #include "gr_check.h"
-#include "gr_shm.h" /* gr__shm_single_copy_calls */
+#include "gr_shm.h" /* gr__shm_single_copy_calls, gr__shm_private_known */
 #include "world_comm.h"
 
 static int P;
+static const char *kind_name[GR__SHM_PRIVATE_KINDS] = {"allreduce", "reduce-scatter", "allgather",
+                                                       "broadcast"};
 
-/* One call of `kind` moving `bytes` of float32 input per rank (a reduce-scatter's n = bytes / P per
- * block): element i of rank r's input is (r + 1) * (i % 7 + 1), so element i of the sum is
- * P (P + 1) / 2 * (i % 7 + 1) at its place in the whole input. Exact, and single copy taken
- * exactly when `single` says. */
-static void call_at(gr_comm *c, int reduce_scatter, size_t bytes, int single) {
-  const char *what = reduce_scatter ? "reduce-scatter" : "allreduce";
-  size_t total = bytes / sizeof(float), n = reduce_scatter ? total / (size_t)P : total;
-  size_t first = reduce_scatter ? (size_t)world_rank * n : 0; /* this rank's part of the input */
-  float *s = malloc(total * sizeof(float)), *r = malloc(n * sizeof(float));
+/* One call of kind k (gr__shm_private_kind's order) moving `bytes` of float32 per rank (an
+ * allreduce's or a broadcast's count, a reduce-scatter's or an allgather's block): element i of
+ * rank r's input is (r + 1) * (i % 7 + 1) at its place in the whole input, so element i of a sum
+ * is P (P + 1) / 2 * (i % 7 + 1), an allgather's block q holds rank q's input and a broadcast
+ * rank 0's. Exact, and single copy taken exactly when `single` says (-1: either). */
+static void call_at(gr_comm *c, const char *how, int k, size_t bytes, int single) {
+  size_t n = bytes / sizeof(float);
+  size_t in = k == 1 ? n * (size_t)P : n, out = k == 2 ? n * (size_t)P : n;
+  size_t first = k == 1 ? (size_t)world_rank * n : 0; /* this rank's block of the input */
+  float *s = malloc(in * sizeof(float)), *r = malloc(out * sizeof(float));
   REQUIRE(s && r);
-  for (size_t i = 0; i < total; i++)
+  for (size_t i = 0; i < in; i++)
     s[i] = (float)((world_rank + 1) * (int)(i % 7 + 1));
+  memset(r, 0, out * sizeof(float));
   uint64_t before = gr__shm_single_copy_calls();
-  if (reduce_scatter)
-    EXPECT_OK(gr_reduce_scatter(s, r, n, GR_FLOAT32, GR_SUM, c, NULL));
-  else
+  switch (k) {
+  case 0:
     EXPECT_OK(gr_allreduce(s, r, n, GR_FLOAT32, GR_SUM, c, NULL));
+    break;
+  case 1:
+    EXPECT_OK(gr_reduce_scatter(s, r, n, GR_FLOAT32, GR_SUM, c, NULL));
+    break;
+  case 2:
+    EXPECT_OK(gr_allgather(s, r, n, GR_FLOAT32, c, NULL));
+    break;
+  default:
+    EXPECT_OK(gr_broadcast(s, r, n, GR_FLOAT32, 0, c, NULL));
+    break;
+  }
   uint64_t took = gr__shm_single_copy_calls() - before;
   float ranks = (float)(P * (P + 1) / 2);
   size_t bad = 0;
-  for (size_t i = 0; i < n; i++)
-    bad += r[i] != ranks * (float)((first + i) % 7 + 1);
-  if (bad) FAIL("%s of %zu bytes: %zu elements wrong", what, bytes, bad);
-  if (took != (uint64_t)single)
-    FAIL("%s of %zu bytes: single copy %s, expected %s", what, bytes, took ? "taken" : "not taken",
-         single ? "taken" : "not");
+  for (size_t i = 0; i < out; i++) {
+    float want = k == 2   ? (float)((int)(i / n) + 1) * (float)(i % n % 7 + 1)
+                 : k == 3 ? (float)(i % 7 + 1)
+                          : ranks * (float)((first + i) % 7 + 1);
+    bad += r[i] != want;
+  }
+  if (bad) FAIL("%s: %s of %zu bytes: %zu elements wrong", how, kind_name[k], bytes, bad);
+  if (single >= 0 && took != (uint64_t)single)
+    FAIL("%s: %s of %zu bytes: single copy %s, expected %s", how, kind_name[k], bytes,
+         took ? "taken" : "not taken", single ? "taken" : "not");
   free(s);
   free(r);
 }
+
+/* The communicator with GPURUN_SHM_PRIVATE=value (read at creation, rank 0's). */
+static gr_comm *comm_with(const char *value) {
+  setenv("GPURUN_SHM_PRIVATE", value, 1);
+  gr_comm *c = world_comm(NULL, 60, 0);
+  unsetenv("GPURUN_SHM_PRIVATE");
+  REQUIRE(c != NULL);
+  return c;
+}
+
+/* Bytes per rank a kind's call may move: whole elements, and a reduce-scatter's whole input in
+ * blocks of P elements. */
+static size_t fit(size_t bytes) { return bytes / sizeof(float) * sizeof(float); }
+
+/* The smallest call of kind k that may go by single copy: 16 KiB, above a slot for a two-rank
+ * allreduce (which takes one round of whole copies up to a slot). */
+static size_t least(int k) { return k == 0 && P == 2 ? GR__SHM_SLOT + 4096 : 16384; }
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &P);
-  gr_comm *c = world_comm(NULL, 60, 0);
-  REQUIRE(c != NULL);
-  size_t ar = P == 2 ? 16u << 20 : 8u << 20, rs = P == 2 ? 4u << 20 : 8u << 20;
-  size_t blk = (size_t)P * sizeof(float);    /* a reduce-scatter's input is whole blocks of P */
-  size_t rs_at = (rs + blk - 1) / blk * blk; /* the first such size at the limit */
+  size_t fixed[GR__SHM_PRIVATE_KINDS];
+  gr__shm_private_defaults(P, fixed);
 
-  call_at(c, 0, 1u << 20, 1);
-  call_at(c, 0, ar - 4096, 1);
-  call_at(c, 0, ar, 0);
-  call_at(c, 0, ar + (1u << 20), 0);
-  call_at(c, 1, (1u << 18) / blk * blk, 1);
-  call_at(c, 1, rs_at - blk, 1);
-  call_at(c, 1, rs_at, 0);
-  call_at(c, 1, 2 * rs_at, 0);
+  /* forced: each side at 16 KiB, 1 MiB, and beyond the fixed crossover where there is one */
+  for (int side = 0; side < 2; side++) {
+    const char *how = side ? "slots" : "single";
+    gr_comm *c = comm_with(how);
+    for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++) {
+      call_at(c, how, k, least(k), !side);
+      call_at(c, how, k, 1u << 20, !side);
+      if (fixed[k] != SIZE_MAX) {
+        call_at(c, how, k, fit(fixed[k] - 4096), !side);
+        call_at(c, how, k, fit(fixed[k] + 4095), !side);
+      }
+    }
+    EXPECT_OK(gr_comm_destroy(c));
+  }
+  /* a bad word: the default (auto), and the calls still exact */
+  {
+    gr_comm *c = comm_with("sometimes");
+    call_at(c, "bad value", 0, 1u << 20, -1);
+    EXPECT_OK(gr_comm_destroy(c));
+  }
 
+  /* auto: the same crossovers on every rank, and the calls on either side of each */
+  gr_comm *c = comm_with("auto");
+  size_t cross[GR__SHM_PRIVATE_KINDS];
+  if (!gr__shm_private_known(P, cross)) {
+    FAIL("auto: no crossovers agreed for %d ranks", P);
+    memcpy(cross, fixed, sizeof cross);
+  }
+  uint64_t mine[GR__SHM_PRIVATE_KINDS], *all = malloc(sizeof mine * (size_t)P);
+  REQUIRE(all != NULL);
+  for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
+    mine[k] = cross[k];
+  MPI_Allgather(mine, GR__SHM_PRIVATE_KINDS, MPI_UINT64_T, all, GR__SHM_PRIVATE_KINDS, MPI_UINT64_T,
+                MPI_COMM_WORLD);
+  for (int q = 0; q < P; q++)
+    for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
+      if (all[(size_t)q * GR__SHM_PRIVATE_KINDS + k] != mine[k])
+        FAIL("auto: rank %d's %s crossover is %llu bytes, this rank's %llu", q, kind_name[k],
+             (unsigned long long)all[(size_t)q * GR__SHM_PRIVATE_KINDS + k],
+             (unsigned long long)mine[k]);
+  free(all);
+  if (!world_rank)
+    printf("auto at %d ranks: single copy below %zu (allreduce), %zu (reduce-scatter), %zu "
+           "(allgather), %zu (broadcast) bytes per rank\n",
+           P, cross[0], cross[1], cross[2], cross[3]);
+  for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++) {
+    call_at(c, "auto", k, least(k), cross[k] > least(k));
+    if (cross[k] == SIZE_MAX) {
+      call_at(c, "auto", k, 1u << 20, 1);
+      continue;
+    }
+    size_t at = (cross[k] + sizeof(float) - 1) / sizeof(float) * sizeof(float);
+    if (at - sizeof(float) >= least(k)) call_at(c, "auto", k, at - sizeof(float), 1);
+    call_at(c, "auto", k, at, 0);
+  }
   EXPECT_OK(gr_comm_destroy(c));
+
   int total = 0;
   MPI_Allreduce(&gr_test_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (!world_rank)

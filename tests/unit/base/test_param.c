@@ -174,6 +174,8 @@ static void test_words(void **state) {
   assert_int_equal(word(GR_PARAM_PRIORITY, "high"), GR_PRIORITY_HIGH);
   assert_int_equal(word(GR_PARAM_POOL_FENCE, "asym"), GR_POOL_FENCE_ASYM);
   assert_int_equal(word(GR_PARAM_SHM_SEGMENT, "posix"), GR_SHM_SEGMENT_POSIX);
+  assert_int_equal(word(GR_PARAM_SHM_PRIVATE, "SLOTS"), GR_SHM_PRIVATE_SLOTS);
+  assert_int_equal(word(GR_PARAM_SHM_PRIVATE, " single "), GR_SHM_PRIVATE_SINGLE);
   char big[200];
   memset(big, 'a', sizeof big - 1);
   big[sizeof big - 1] = '\0';
@@ -236,6 +238,9 @@ static void test_sentence(void **state) {
   gr__param_bad_sentence(GR_PARAM_SHM_CMA, "maybe", s, sizeof s);
   assert_string_equal(s, "GPURUN_SHM_CMA=maybe is not a boolean (0/1/yes/no/true/false/on/off); "
                          "using on");
+  gr__param_bad_sentence(GR_PARAM_SHM_PRIVATE, "sometimes", s, sizeof s);
+  assert_string_equal(s,
+                      "GPURUN_SHM_PRIVATE=sometimes is not one of auto, single, slots; using auto");
   char big[4096];
   memset(big, 'A', sizeof big - 1);
   big[sizeof big - 1] = '\0';

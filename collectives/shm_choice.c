@@ -1,0 +1,184 @@
+/* Private buffers on one node: single copy or the slots, per kind and size (gr_shm.h), decided at
+ * a communicator's creation and agreed on every rank (gr__shm_choose, collective over c->mpi).
+ *
+ * Which side wins depends on the machine: the single copy moves each byte once, through
+ * process_vm_readv/writev (the kernel pins the peer's pages and copies in its own loop), the slots
+ * move each byte twice with memcpy and synchronise the ranks once per slot-sized round. Neither a
+ * copy rate nor a syscall's cost alone predicts the difference; what a call pays is both, and the
+ * pipelining of the rounds and the sharing of the reduction between the ranks. So the measurement
+ * times the protocol's own code on the new segment: for each kind that has both sides (allreduce,
+ * reduce-scatter, allgather, broadcast), a call at each of a few sizes (bytes per rank) forced by
+ * single copy and forced through the slots, alternating, the fastest of a few repeats on rank 0.
+ * A kind's crossover is the smallest measured size from which the slots win at every larger
+ * measured size; where they win at none, the fixed crossover stays (gr__shm_private_defaults),
+ * and below the smallest size the single copy stays (its syscall is amortised from CMA_MIN on, and
+ * there a round's synchronisation weighs most). Rank 0's verdict is broadcast, so every rank holds
+ * the same crossovers. The process keeps it per communicator size: a later communicator of that
+ * size on which every rank knows one takes rank 0's without measuring (communicators are created
+ * often, and the measurement costs tens of calls). */
+#include "gr_shm.h"
+
+#include "gr_clock.h"
+#include "gr_log.h"
+#include "gr_param.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bytes per rank measured: above the two-rank allreduce's one-round limit (PAIR_SMALL_MAX), where
+ * the machines in bench/README.md differ; few enough that all kinds together take tens of calls.
+ * A reduce-scatter's input and an allgather's output are size times that: a size whose buffer
+ * would exceed MEASURE_MAX_BYTES is not measured (the same on every rank), and counts as a win of
+ * the single copy (the fixed crossover stays for it and above). */
+static const size_t sizes[] = {256u << 10, 1u << 20};
+#define MEASURE_MAX_BYTES (16u << 20)
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+#define REPEATS 2
+#define MEASURE_TIMEOUT_S 30.0
+
+static const int kinds[GR__SHM_PRIVATE_KINDS] = {GR__ALLREDUCE, GR__REDUCE_SCATTER, GR__ALLGATHER,
+                                                 GR__BROADCAST};
+
+static const char *const kind_name[GR__SHM_PRIVATE_KINDS] = {"allreduce", "reduce-scatter",
+                                                             "allgather", "broadcast"};
+
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  int known;
+  size_t cross[GR__SHM_PRIVATE_KINDS];
+} known[GR__SHM_MAX_RANKS + 1];
+
+/* One call, posted and progressed to its end; its time in ns, 0 when it failed or ran past the
+ * deadline (the segment is then unusable). */
+static uint64_t timed_call(gr__shm *s, int kind, size_t bytes, void *send, void *recv,
+                           double deadline) {
+  gr__shm_op call = {.kind = kind,
+                     .send = send,
+                     .recv = recv,
+                     .count = bytes / sizeof(float),
+                     .dtype = GR_FLOAT32,
+                     .op = GR_SUM,
+                     .root = 0};
+  gr__shm_op *op = NULL;
+  uint64_t t0 = gr__mono_ns();
+  if (gr__shm_post(s, &op, &call) != GR_OK) return 0;
+  for (unsigned spin = 0;; spin++) {
+    int done = 0;
+    if (gr__shm_test(s, op, &done) != GR_OK) return 0;
+    if (done) break;
+    if ((spin & 15) == 15 && gr__mono_now() > deadline) {
+      char why[320];
+      gr__shm_forget(s, op, why, sizeof why);
+      GR_DEBUG("collectives: shared-memory path: measuring the single copy: %s", why);
+      return 0;
+    }
+  }
+  uint64_t t = gr__mono_ns() - t0;
+  return t ? t : 1;
+}
+
+/* Every kind at every size, both sides; the crossovers from this rank's times into cross. 0 when a
+ * call failed (the segment is unusable). */
+static size_t need(int k, size_t bytes, int size) {
+  return kinds[k] == GR__REDUCE_SCATTER || kinds[k] == GR__ALLGATHER ? bytes * (size_t)size : bytes;
+}
+
+static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVATE_KINDS]) {
+  size_t most = 0;
+  for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
+    for (size_t z = 0; z < NSIZES; z++) {
+      size_t n = need(k, sizes[z], size);
+      if (n <= MEASURE_MAX_BYTES && n > most) most = n;
+    }
+  unsigned char *send = malloc(most), *recv = malloc(most);
+  int ok = send && recv; /* on every rank, or no rank starts a call */
+  if (MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS) ok = 0;
+  if (ok) {
+    memset(send, 0, most);
+    memset(recv, 0, most);
+  }
+  gr__shm_private_defaults(size, cross);
+  double deadline = gr__mono_now() + MEASURE_TIMEOUT_S;
+  /* every size of every kind, on every rank: the calls are the same sequence everywhere (the
+   * protocol needs it), and only rank 0's times decide */
+  for (int k = 0; ok && k < GR__SHM_PRIVATE_KINDS; k++) {
+    int slots_win[NSIZES];
+    for (size_t z = 0; ok && z < NSIZES; z++) {
+      slots_win[z] = 0;
+      if (need(k, sizes[z], size) > MEASURE_MAX_BYTES) continue;
+      uint64_t best[2] = {UINT64_MAX, UINT64_MAX}; /* single, slots */
+      for (int rep = 0; ok && rep <= REPEATS; rep++)
+        for (int side = 0; ok && side < 2; side++) {
+          gr__shm_set_private(s, side ? GR_SHM_PRIVATE_SLOTS : GR_SHM_PRIVATE_SINGLE, cross);
+          uint64_t t = timed_call(s, kinds[k], sizes[z], send, recv, deadline);
+          ok = t != 0;
+          if (rep && t < best[side]) best[side] = t; /* rep 0 warms pages and caches */
+        }
+      slots_win[z] = best[1] < best[0];
+      if (ok)
+        GR_DEBUG("collectives: shared-memory path: %s of %zu bytes per rank: single copy %.1f us, "
+                 "slots %.1f us",
+                 kind_name[k], sizes[z], (double)best[0] / 1e3, (double)best[1] / 1e3);
+    }
+    for (size_t z = NSIZES; ok && z-- > 0 && slots_win[z];) /* down from the largest */
+      cross[k] = sizes[z];
+  }
+  free(send);
+  free(recv);
+  return ok;
+}
+
+int gr__shm_private_known(int size, size_t cross[GR__SHM_PRIVATE_KINDS]) {
+  if (size < 0 || size > GR__SHM_MAX_RANKS) return 0;
+  pthread_mutex_lock(&known_lock);
+  int have = known[size].known;
+  if (have) memcpy(cross, known[size].cross, sizeof known[size].cross);
+  pthread_mutex_unlock(&known_lock);
+  return have;
+}
+
+int gr__shm_choose(gr_comm *c, gr__shm *s) {
+  size_t cross[GR__SHM_PRIVATE_KINDS];
+  gr__shm_private_defaults(c->size, cross);
+  int size = c->size < 0 || c->size > GR__SHM_MAX_RANKS ? 0 : c->size;
+  pthread_mutex_lock(&known_lock);
+  int have = known[size].known;
+  if (have) memcpy(cross, known[size].cross, sizeof cross);
+  pthread_mutex_unlock(&known_lock);
+  /* rank 0's setting, and whether some rank knows no crossovers for this size */
+  int v[2] = {c->rank == 0 ? gr__param_word(GR_PARAM_SHM_PRIVATE) : -1, !have};
+  if (MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS) return 0;
+  int mode = v[0];
+  if (mode != GR_SHM_PRIVATE_AUTO) {
+    gr__shm_private_defaults(c->size, cross);
+    gr__shm_set_private(s, mode, cross);
+    return 1;
+  }
+  uint64_t t0 = gr__mono_ns();
+  int ok = 1;
+  if (v[1]) {
+    ok = measure(c, s, c->size, cross);
+    if (MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS) ok = 0;
+    if (!ok) return 0;
+  }
+  uint64_t agreed[GR__SHM_PRIVATE_KINDS];
+  for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
+    agreed[k] = cross[k];
+  if (MPI_Bcast(agreed, GR__SHM_PRIVATE_KINDS, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS) return 0;
+  for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
+    cross[k] = agreed[k] > SIZE_MAX ? SIZE_MAX : (size_t)agreed[k];
+  pthread_mutex_lock(&known_lock);
+  known[size].known = 1;
+  memcpy(known[size].cross, cross, sizeof cross);
+  pthread_mutex_unlock(&known_lock);
+  gr__shm_set_private(s, GR_SHM_PRIVATE_AUTO, cross);
+  if (v[1])
+    GR_DEBUG("collectives: communicator %s: private buffers by single copy below %zu (allreduce), "
+             "%zu (reduce-scatter), %zu (allgather), %zu (broadcast) bytes per rank, measured in "
+             "%.2f ms",
+             c->id, cross[0], cross[1], cross[2], cross[3], (double)(gr__mono_ns() - t0) / 1e6);
+  return 1;
+}
