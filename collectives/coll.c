@@ -438,9 +438,13 @@ static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg
   if (st == GR_OK) {
     gr__live_create_step(GR_LIVE_STEP_INIT); /* the backend may say more */
     st = ops->create(c, gr__deadline(c->timeout_s));
+    if (st == GR_OK && (st = gr__paths_create(c)) != GR_OK)
+      ops->destroy(c, gr__deadline(c->timeout_s));
     if (st != GR_OK) st = gr__fail(st, fn, "%s backend: %s", ops->name, c->err);
-    if (st == GR_OK) gr__paths_setup(c);
-    if (st == GR_OK && (st = req_dup(c, fn)) != GR_OK) ops->destroy(c, gr__deadline(c->timeout_s));
+    if (st == GR_OK && (st = req_dup(c, fn)) != GR_OK) {
+      gr__paths_destroy(c);
+      ops->destroy(c, gr__deadline(c->timeout_s));
+    }
   }
   if (st != GR_OK) {
     comm_free(c);
@@ -580,9 +584,14 @@ static gr_status split_steps(const char *fn, gr_comm *c, int color, int key, gr_
   if (st != GR_OK) {
     st = gr__fail(st, fn, "%s backend: %s", c->ops->name, c->err);
   } else if (child) {
-    gr__paths_setup(child);
-    st = req_dup(child, fn);
-    if (st != GR_OK) c->ops->destroy(child, gr__deadline(c->timeout_s));
+    st = gr__paths_create(child);
+    if (st != GR_OK) {
+      st = gr__fail(st, fn, "%s backend: %s", c->ops->name, child->err);
+      c->ops->destroy(child, gr__deadline(c->timeout_s));
+    } else if ((st = req_dup(child, fn)) != GR_OK) {
+      gr__paths_destroy(child);
+      c->ops->destroy(child, gr__deadline(c->timeout_s));
+    }
   }
   if (st != GR_OK) {
     if (child) comm_free(child);
@@ -621,6 +630,7 @@ GR_API gr_status gr_comm_destroy(gr_comm *c) {
     char id[sizeof c->id];
     snprintf(id, sizeof id, "%s", c->id);
     gr__mem_release_all(c);
+    gr__paths_destroy(c);                           /* the rows' state, memory only */
     c->ops->destroy(c, gr__deadline(c->timeout_s)); /* the backends skip their MPI calls */
     comm_free(c);
     return gr__fail(GR_ERR_STATE, fn,
@@ -630,6 +640,7 @@ GR_API gr_status gr_comm_destroy(gr_comm *c) {
                     id);
   }
   gr__mem_release_all(c);
+  gr__paths_destroy(c); /* the rows' state (gr_path.h), then the backend's */
   gr_status st = c->ops->destroy(c, gr__deadline(c->timeout_s));
   if (st != GR_OK) st = gr__fail(st, fn, "%s backend: %s", c->ops->name, c->err);
   comm_free(c);

@@ -202,6 +202,7 @@ struct gr_comm {
   int check;
   int algo;                             /* gr__coll_algo */
   const gr__path *paths[GR__PATHS_MAX]; /* the backend's rows present on c, in order */
+  void *path_state[GR__PATHS_MAX];      /* beside each, the state its create left (gr_path.h) */
   int npaths;
   int aborted;
   int gpu_buffers;   /* CUDA devices present: buffers may be device pointers (MPI staging) */
@@ -278,7 +279,7 @@ gr_status gr__check_comm(const char *fn, const gr_comm *c);
 
 /* The one builder of a gr_comm record: zeroed, the magic, mpi (owned from here on: errors return,
  * rank and size read; MPI_COMM_NULL: none yet), the other duplicates MPI_COMM_NULL, the
- * configuration given (its paths still empty: gr__paths_setup after the backend's create).
+ * configuration given (its paths still empty: gr__paths_create after the backend's create).
  * NULL when out of memory (mpi is then not owned). gr__comm_free releases the record and its
  * duplicates, not the backend's state. */
 typedef struct {

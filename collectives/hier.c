@@ -122,6 +122,7 @@ static int agree_min(gr_comm *c, int *x, int n) {
 
 static void lead_free(gr_comm *l) {
   if (!l) return;
+  gr__paths_destroy(l);
   if (l->be) l->ops->destroy(l, gr__deadline(l->timeout_s));
   gr__comm_free(l);
 }
@@ -151,11 +152,11 @@ static gr_status lead_new(gr_comm *c, MPI_Comm lm, gr_comm **out) {
   }
   snprintf(l->id, sizeof l->id, "%.20s.leaders", c->id);
   gr_status st = l->ops->create(l, gr__deadline(c->timeout_s));
+  if (st == GR_OK) st = gr__paths_create(l);
   if (st != GR_OK) {
     lead_free(l);
     return st;
   }
-  gr__paths_setup(l);
   *out = l;
   return GR_OK;
 }

@@ -5,6 +5,7 @@
 #include "gr_algo_count.h"
 #include "gr_mpi_be.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* One row per own allreduce of the MPI backend, on what they share (backend_mpi.c). */
@@ -37,10 +38,43 @@ const gr__path *const gr__mpi_paths[] = {
     &gr__path_mpi_lib,  /* every call */
     NULL};
 
-void gr__paths_setup(gr_comm *c) {
+gr_status gr__paths_create(gr_comm *c) {
   c->npaths = 0;
-  for (const gr__path *const *p = c->ops->paths; p && *p && c->npaths < GR__PATHS_MAX; p++)
-    if ((*p)->present(c)) c->paths[c->npaths++] = *p;
+  for (const gr__path *const *p = c->ops->paths; p && *p && c->npaths < GR__PATHS_MAX; p++) {
+    void *state = NULL;
+    if ((*p)->create) {
+      gr_status st = (*p)->create(c, *p, &state);
+      if (st != GR_OK) {
+        char why[GR__ERRLEN];
+        snprintf(why, sizeof why, "%s", c->err);
+        gr__paths_destroy(c);
+        return gr__comm_err(c, st, "path %s: %s", (*p)->name, why);
+      }
+      if (!state) continue;
+    }
+    if ((*p)->present && !(*p)->present(c)) {
+      if (state && (*p)->destroy) (*p)->destroy(c, state);
+      continue;
+    }
+    c->path_state[c->npaths] = state;
+    c->paths[c->npaths++] = *p;
+  }
+  return GR_OK;
+}
+
+void gr__paths_destroy(gr_comm *c) {
+  while (c->npaths > 0) {
+    int i = --c->npaths;
+    if (c->paths[i]->destroy && c->path_state[i]) c->paths[i]->destroy(c, c->path_state[i]);
+    c->paths[i] = NULL;
+    c->path_state[i] = NULL;
+  }
+}
+
+int gr__path_agree(gr_comm *c, int ok) {
+  MPI_Request req;
+  if (MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi, &req) != MPI_SUCCESS) return 0;
+  return gr__mpi_wait(c, &req, gr__deadline(c->timeout_s)) == GR_OK && ok;
 }
 
 int gr__paths_gone(const gr_comm *c, char *buf, size_t len) {
