@@ -158,10 +158,10 @@ GR_API void gr_comm_config_init(gr_comm_config *cfg) {
   cfg->check = gr__param_bool(GR_PARAM_CHECK);
 }
 
-static const char *const algo_names[] = {"mpi", "flat", "auto", "hier"};
+static const char *const algo_names[] = {"mpi", "flat", "auto", "hier", "hier-ml"};
 
 const char *gr__coll_algo_name(int a) {
-  return a >= GR__COLL_ALGO_MPI && a <= GR__COLL_ALGO_HIER ? algo_names[a] : "?";
+  return a >= GR__COLL_ALGO_MPI && a <= GR__COLL_ALGO_HIER_ML ? algo_names[a] : "?";
 }
 
 /* GPURUN_COLL_ALGO, this rank's setting (gr__coll_algo): the one place that reads it (the
@@ -174,6 +174,8 @@ static int algo_setting(void) {
     return GR__COLL_ALGO_FLAT;
   case GR_COLL_ALGO_HIER:
     return GR__COLL_ALGO_HIER;
+  case GR_COLL_ALGO_HIER_ML:
+    return GR__COLL_ALGO_HIER_ML;
   default:
     return GR__COLL_ALGO_AUTO; /* auto and shm */
   }

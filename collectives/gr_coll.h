@@ -53,14 +53,17 @@ typedef struct gr__coll_ops gr__coll_ops;
 typedef struct gr__path gr__path; /* an execution path (gr_path.h) */
 
 /* GPURUN_COLL_ALGO, read once at creation (coll.c) and agreed: the lowest setting among the
- * ranks wins (mpi < flat < auto < hier). mpi: neither the shared-memory nor the hierarchical
- * path; flat: no hierarchical path; auto (also "shm", the default): both where they measured
- * faster (gr_hier.h); hier: the hierarchical path for every call it can take. */
+ * ranks wins (mpi < flat < auto < hier < hier-ml). mpi: neither the shared-memory nor the
+ * hierarchical path; flat: no hierarchical path; auto (also "shm", the default): both where they
+ * measured faster (gr_hier.h); hier: the hierarchical path for every call it can take; hier-ml:
+ * as hier, and allreduces take the multi-leader row where every node has the same number of
+ * ranks (mpi_path_hier_ml.c). */
 typedef enum {
   GR__COLL_ALGO_MPI,
   GR__COLL_ALGO_FLAT,
   GR__COLL_ALGO_AUTO,
-  GR__COLL_ALGO_HIER
+  GR__COLL_ALGO_HIER,
+  GR__COLL_ALGO_HIER_ML
 } gr__coll_algo;
 const char *gr__coll_algo_name(int a);
 

@@ -36,8 +36,10 @@
  * every size; "auto" (default, "shm" is the same) for allreduces from 64 KiB, broadcasts from
  * 256 KiB and allgathers from 1 MiB of all ranks' data, where it measured faster (see
  * HIER_AUTO_* in hier.c; reduce and reduce-scatter did not gain reliably and stay flat); "mpi"
- * turns both the shared-memory and the hierarchical path off. Ranks whose settings differ use the
- * most conservative one among them (mpi < flat < auto < hier), said once at GPURUN_LOG=warn: the
+ * turns both the shared-memory and the hierarchical path off; "hier-ml" is "hier" with the
+ * allreduces on the multi-leader row where every node has the same number of ranks
+ * (mpi_path_hier_ml.c). Ranks whose settings differ use the most conservative one among them
+ * (mpi < flat < auto < hier < hier-ml), said once at GPURUN_LOG=warn: the
  * communicator's c->algo, agreed at creation (coll.c). Whether
  * the path exists is decided at creation from data every rank holds after one allgather (the node
  * of every rank, whether every node with two or more ranks got its segment), so it is the same on

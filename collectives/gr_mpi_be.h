@@ -52,6 +52,7 @@ typedef struct {
     gr__mpi_ar *ar;         /* an own allreduce (rd, ring, rabenseifner) */
     gr__shm_op *shm_op;     /* shm; shm-gate: its agreement round until it passed */
     gr__hier_call *hier_op; /* hier */
+    void *row_op;           /* a row that defines its handle in its own file (hier-ml) */
   };
 } gr__mpi_call;
 

@@ -48,7 +48,7 @@ void (*gr__hier_step_hook)(int leader, int segment);
 typedef struct gr__hier_call hier_call;
 
 struct gr__hier {
-  int mode;               /* the communicator's GR__COLL_ALGO_AUTO or GR__COLL_ALGO_HIER */
+  int mode;               /* the communicator's GR__COLL_ALGO_AUTO, _HIER or _HIER_ML */
   int rank, size;         /* in the parent communicator */
   int lrank, lsize;       /* in this rank's node */
   int nnodes, node;       /* nodes, this rank's node (= its leader's rank among the leaders) */
@@ -302,15 +302,15 @@ int gr__hier_takes(const gr__hier *h, const gr__call *k) {
   size_t bytes = k->kind == GR__BARRIER ? 0 : k->count * gr__dtype_size(k->dtype);
   switch (k->kind) {
   case GR__ALLREDUCE:
-    return h->mode == GR__COLL_ALGO_HIER || bytes >= HIER_AUTO_ALLREDUCE_MIN;
+    return h->mode >= GR__COLL_ALGO_HIER || bytes >= HIER_AUTO_ALLREDUCE_MIN;
   case GR__BROADCAST:
-    return h->mode == GR__COLL_ALGO_HIER || bytes >= HIER_AUTO_BROADCAST_MIN;
+    return h->mode >= GR__COLL_ALGO_HIER || bytes >= HIER_AUTO_BROADCAST_MIN;
   case GR__ALLGATHER:
-    return h->mode == GR__COLL_ALGO_HIER || bytes * (size_t)h->size >= HIER_AUTO_ALLGATHER_MIN;
+    return h->mode >= GR__COLL_ALGO_HIER || bytes * (size_t)h->size >= HIER_AUTO_ALLGATHER_MIN;
   case GR__REDUCE:
   case GR__REDUCE_SCATTER:
   case GR__BARRIER:
-    return h->mode == GR__COLL_ALGO_HIER;
+    return h->mode >= GR__COLL_ALGO_HIER;
   default:
     return 0;
   }

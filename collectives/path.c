@@ -26,11 +26,14 @@ OWN_ALLREDUCE(path_rd, "rd", GR__ALGO_RD, gr__mpi_allreduce_rd);
 OWN_ALLREDUCE(path_rab, "rabenseifner", GR__ALGO_RABENSEIFNER, gr__mpi_allreduce_rab);
 OWN_ALLREDUCE(path_ring, "ring", GR__ALGO_RING, gr__mpi_allreduce_ring);
 
+extern const gr__path gr__path_hier_ml; /* mpi_path_hier_ml.c */
+
 /* A call runs on the first row that takes it. */
 const gr__path *const gr__mpi_paths[] = {
     &gr__path_shm_window, /* one node, this rank's buffers in gr_mem_alloc memory: direct */
     &gr__path_shm,        /* one node: every collective passes its descriptor through the segment */
     &gr__path_shm_gate, /* ... larger reduce, alltoall: agreed there, then the MPI library's call */
+    &gr__path_hier_ml,  /* hier-ml: allreduce across nodes of equal size (mpi_path_hier_ml.c) */
     &gr__path_hier,     /* across nodes with a pair on some node (gr_hier.h) */
     &path_rd,           /* allreduce with a timeout, up to GR__MPI_RD_MAX_BYTES */
     &path_rab,          /* ... above, at 4, 8, ... ranks */
