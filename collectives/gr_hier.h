@@ -82,7 +82,9 @@ extern size_t gr__hier_seg_bytes;
 extern _Atomic unsigned long gr__hier_calls[GR__NKINDS];
 /* Test hook: when set, called as this rank is about to post a step of a hierarchical call (leader
  * = 1 for the inter-node step, 0 for a node step; segment = its segment), so that a test can kill
- * a rank inside the data phase rather than at a time that may fall before the call. */
+ * a rank inside the data phase rather than at a time that may fall before the call. The
+ * multi-leader row (mpi_path_hier_ml.c) calls it too, before each of its steps (leader = 1 for its
+ * inter-node step, segment 0). */
 extern void (*gr__hier_step_hook)(int leader, int segment);
 /* Node-mates whose process no longer exists, as "rank R (process P no longer exists)" joined
  * with ", " (parent ranks); the number named (0: none, or no segment). */

@@ -43,10 +43,10 @@ extern const gr__path gr__path_hier_ml; /* the row, at the end; path.c lists it 
 
 typedef struct {
   int lrank, lsize, nnodes, node_idx; /* node_idx: this rank's node (its place in the slice) */
-  gr_comm *node;        /* this node's ranks, local rank order */
-  gr_comm *slice;       /* local rank lrank of every node, node order */
-  int *node_ranks;      /* [lsize] parent ranks of this node (the node's sentences name them) */
-  int *slice_ranks;     /* [nnodes] parent ranks of this slice */
+  gr_comm *node;                      /* this node's ranks, local rank order */
+  gr_comm *slice;                     /* local rank lrank of every node, node order */
+  int *node_ranks;       /* [lsize] parent ranks of this node (the node's sentences name them) */
+  int *slice_ranks;      /* [nnodes] parent ranks of this slice */
   char (*host)[ML_HOST]; /* [nnodes] the slice members' hosts */
   int broken;
   char why[GR__ERRLEN];
@@ -61,7 +61,7 @@ static const char *const ml_stage[] = {"waiting for an older multi-leader allred
 typedef struct {
   ml_state *m;
   gr_dtype dtype;
-  gr_op op; /* AVG is reduced as SUM (the backend divides) */
+  gr_op op;            /* AVG is reduced as SUM (the backend divides) */
   size_t es, count, b; /* b: elements per slice */
   const char *src;
   char *dst;
@@ -146,50 +146,49 @@ static gr_status ml_create(gr_comm *c, const gr__path *p, void **state) {
     MPI_Comm_rank(nm, &lrank);
     MPI_Comm_size(nm, &lsize);
   }
+  /* this rank's tables, sized as its own node says (the agreement below rejects any other) */
   ml_state *m = calloc(1, sizeof *m);
-  ok = ok && m;
+  if (m && ok && lsize > 0) {
+    m->lrank = lrank, m->lsize = lsize, m->nnodes = c->size / lsize;
+    m->node_ranks = malloc(sizeof(int) * (size_t)lsize);
+    m->slice_ranks = malloc(sizeof(int) * (size_t)(m->nnodes > 0 ? m->nnodes : 1));
+    m->host = malloc((size_t)(m->nnodes > 0 ? m->nnodes : 1) * ML_HOST);
+  }
+  ok = ok && m && m->node_ranks && m->slice_ranks && m->host;
   /* every node the same size: the MIN of the sizes is the MIN of their negatives, negated */
   int x[3] = {ok, ok ? lsize : 0, ok ? -lsize : 0};
   MPI_Request req;
   if (MPI_Iallreduce(MPI_IN_PLACE, x, 3, MPI_INT, MPI_MIN, c->mpi, &req) != MPI_SUCCESS ||
       gr__mpi_wait(c, &req, gr__deadline(c->timeout_s)) != GR_OK || !x[0] || x[1] != -x[2] ||
       x[1] < 2 || c->size % x[1] != 0 || c->size / x[1] < 2) {
-    if (ok && x[0] && x[1] != -x[2])
+    if (x[0] && x[1] != -x[2])
       GR_DEBUG("collectives: communicator %s: no multi-leader allreduce (nodes of %d to %d ranks)",
                c->id, x[1], -x[2]);
     if (nm != MPI_COMM_NULL) MPI_Comm_free(&nm);
-    free(m);
+    ml_destroy(c, m);
     return GR_OK;
   }
-  m->lrank = lrank, m->lsize = lsize, m->nnodes = c->size / lsize;
-  m->node_ranks = malloc(sizeof(int) * (size_t)lsize);
-  m->slice_ranks = malloc(sizeof(int) * (size_t)m->nnodes);
-  m->host = malloc((size_t)m->nnodes * ML_HOST);
-  /* collectives on nm and sm below run on every rank, whatever failed before them */
-  int mem = m->node_ranks && m->slice_ranks && m->host;
-  int my = c->rank, gather = 1;
-  int tmpi[1];
+  /* from here every rank has its tables and the same layout: the collectives below run on all */
+  int my = c->rank;
   char myhost[ML_HOST];
   host_name(myhost);
-  gather = MPI_Allgather(&my, 1, MPI_INT, mem ? m->node_ranks : tmpi, mem ? 1 : 0, MPI_INT, nm) ==
-           MPI_SUCCESS;
+  int gather = MPI_Allgather(&my, 1, MPI_INT, m->node_ranks, 1, MPI_INT, nm) == MPI_SUCCESS;
   if (MPI_Comm_split(c->mpi, lrank, c->rank, &sm) != MPI_SUCCESS) sm = MPI_COMM_NULL;
   if (sm != MPI_COMM_NULL) {
     MPI_Comm_set_errhandler(sm, MPI_ERRORS_RETURN);
     int ss = 0;
-    MPI_Comm_size(sm, &ss);
-    gather = gather && ss == m->nnodes;
-    if (gather && mem)
-      gather = MPI_Allgather(&my, 1, MPI_INT, m->slice_ranks, 1, MPI_INT, sm) == MPI_SUCCESS &&
-               MPI_Allgather(myhost, ML_HOST, MPI_CHAR, m->host, ML_HOST, MPI_CHAR, sm) ==
-                   MPI_SUCCESS;
+    MPI_Comm_size(sm, &ss); /* the same on every rank of the slice */
+    gather =
+        gather && ss == m->nnodes &&
+        MPI_Allgather(&my, 1, MPI_INT, m->slice_ranks, 1, MPI_INT, sm) == MPI_SUCCESS &&
+        MPI_Allgather(myhost, ML_HOST, MPI_CHAR, m->host, ML_HOST, MPI_CHAR, sm) == MPI_SUCCESS;
   }
   /* the node's and the slice's communicators, each collective over its own ranks */
   m->node = sub_new(c, nm, "node"); /* owns nm */
   gr__shm *shm = m->node && m->node->be ? ((gr__mpi_be *)m->node->be)->shm : NULL;
-  if (shm && mem) gr__shm_name_ranks(shm, m->node_ranks);
+  if (shm) gr__shm_name_ranks(shm, m->node_ranks);
   m->slice = sm != MPI_COMM_NULL ? sub_new(c, sm, "slice") : NULL;
-  if (!gr__path_agree(c, mem && gather && shm && m->slice)) {
+  if (!gr__path_agree(c, gather && shm && m->slice)) {
     GR_DEBUG("collectives: communicator %s: no multi-leader allreduce (a node or slice "
              "communicator could not be made)",
              c->id);
@@ -275,7 +274,7 @@ static void finish(ml_call *mc) {
 static gr_status advance(ml_call *mc, int *moved) {
   if (mc->stage == ML_DONE || mc->st != GR_OK) return mc->st;
   int done = mc->stage == ML_QUEUED; /* queued: nothing in flight, on to the first step */
-  if (mc->stage != ML_QUEUED) { /* a backend's test sets done only once it is */
+  if (mc->stage != ML_QUEUED) {      /* a backend's test sets done only once it is */
     gr_status st = mc->sub.comm->ops->test(&mc->sub, &done);
     if (st != GR_OK) return ml_fail(mc, st, mc->sub.comm->err);
   }
@@ -403,10 +402,9 @@ static int ml_forget(gr__call *k) {
     s->err[0] = '\0';
     s->ops->forget(&mc->sub);
     if (mc->stage == ML_AR)
-      gr__strbuf_appendf(&sb, " of slice %d among %s not complete%s%s", m->lrank,
-                         ranks_text(m, t, sizeof t),
-                         s->err[0] ? ": " : ": a rank of the slice, or of its node, did not take part",
-                         s->err);
+      gr__strbuf_appendf(
+          &sb, " of slice %d among %s not complete%s%s", m->lrank, ranks_text(m, t, sizeof t),
+          s->err[0] ? ": " : ": a rank of the slice, or of its node, did not take part", s->err);
     else
       gr__strbuf_appendf(&sb, " on %s not complete%s%s", m->host[m->node_idx],
                          s->err[0] ? ": " : "", s->err);

@@ -25,7 +25,8 @@
 #      the victim's node naming the victim as gone.
 #   8. hier-ml exact at 3 hosts x 2 ranks and 2 hosts x 2 ranks (the world's allreduces must take
 #      the multi-leader row), and at 3 + 1 + 2 ranks, where the nodes differ in size and no
-#      allreduce may take it (the hierarchical row runs them).
+#      allreduce may take it (the hierarchical row runs them); and at 3 x 2 without a timeout
+#      (--quick: the world only).
 #   multinode_hier.sh MPIRUN TEST_COLL_HIER [full|sanitized]
 # sanitized (the ASan/UBSan build): 3 and 4 are left out (they check the choice of path, which the
 # release build covers, and each mpirun start costs ~15 s under the sanitizers on this machine).
@@ -153,7 +154,7 @@ done
 ml_exact() {
   local name=$1 hosts=$2 np=$3 want=$4
   shift 4
-  run "$name" "$hosts" "$np" "$@" -x GPURUN_COLL_ALGO=hier-ml -- exact
+  run "$name" "$hosts" "$np" "$@" -x GPURUN_COLL_ALGO=hier-ml -- exact ${ML_ARGS:-}
   [ "$RC" = 0 ] || fail "$name: exit $RC"
   grep -q "hier exact at $np ranks.*, 0 failures" "$D/$name.out" || fail "$name: no clean summary"
   local n; n=$(sed -n 's/^multi-leader allreduces \([0-9]*\)$/\1/p' "$D/$name.out")
@@ -164,4 +165,5 @@ ml_exact() {
 ml_exact ml_3x2 n0:2,n1:2,n2:2 6 1
 ml_exact ml_2x2 n0:2,n1:2 4 1
 ml_exact ml_3_1_2 n0:3,n1:1,n2:2 6 0 --map-by node
+ML_ARGS="--no-timeout --quick" ml_exact ml_3x2_no_timeout n0:2,n1:2,n2:2 6 1
 echo "PASS ($MODE): hierarchical collectives exact at 3x2 and 3+1+2 ranks, a killed rank and a killed leader named (hier and hier-ml), hier-ml exact at 3x2 and 2x2 and not taken at 3+1+2$([ "$MODE" = sanitized ] || echo ", flat when asked, the lowest setting when ranks differ")"
