@@ -22,9 +22,13 @@ static const gr_param_word log_words[] = {{"error", GR_LOG_ERROR, 0},  {"warn", 
                                           {"warning", GR_LOG_WARN, 1}, {"0", GR_LOG_ERROR, 1},
                                           {"1", GR_LOG_WARN, 1},       {"2", GR_LOG_INFO, 1},
                                           {"3", GR_LOG_DEBUG, 1},      {NULL, 0, 0}};
-static const gr_param_word algo_words[] = {
-    {"auto", GR_COLL_ALGO_AUTO, 0}, {"shm", GR_COLL_ALGO_SHM, 0}, {"hier", GR_COLL_ALGO_HIER, 0},
-    {"flat", GR_COLL_ALGO_FLAT, 0}, {"mpi", GR_COLL_ALGO_MPI, 0}, {NULL, 0, 0}};
+static const gr_param_word algo_words[] = {{"auto", GR_COLL_ALGO_AUTO, 0},
+                                           {"shm", GR_COLL_ALGO_SHM, 0},
+                                           {"hier", GR_COLL_ALGO_HIER, 0},
+                                           {"hier-ml", GR_COLL_ALGO_HIER_ML, 0},
+                                           {"flat", GR_COLL_ALGO_FLAT, 0},
+                                           {"mpi", GR_COLL_ALGO_MPI, 0},
+                                           {NULL, 0, 0}};
 static const gr_param_word segment_words[] = {
     {"memfd", GR_SHM_SEGMENT_MEMFD, 0}, {"posix", GR_SHM_SEGMENT_POSIX, 0}, {NULL, 0, 0}};
 static const gr_param_word private_words[] = {{"auto", GR_SHM_PRIVATE_AUTO, 0},
@@ -72,7 +76,8 @@ static const gr_param_def table[GR_PARAM_COUNT] = {
     B(CHECK, "off", "collectives",
       "check mode: every collective call first compares its arguments across the ranks"),
     W(COLL_ALGO, "auto", algo_words, "collectives",
-      "the path of a collective: auto, node shared memory, hierarchical, flat, MPI algorithms"),
+      "the path of a collective: auto, node shared memory, hierarchical, hierarchical with the "
+      "multi-leader allreduce, flat, MPI algorithms"),
     W(SHM_SEGMENT, "memfd", segment_words, "collectives",
       "how the node's shared-memory segment is made (posix: the fallback, for tests)"),
     B(SHM_CMA, "on", "collectives",
@@ -405,7 +410,7 @@ static const char *type_name(const gr_param_def *d) {
   return names[d->type];
 }
 
-/* "auto|shm|hier|flat|mpi" for a word variable, else the type's name. */
+/* "auto|shm|hier|hier-ml|flat|mpi" for a word variable, else the type's name. */
 static void type_text(const gr_param_def *d, char *out, size_t cap) {
   if (d->type != GR_PARAM_WORD) {
     snprintf(out, cap, "%s", type_name(d));

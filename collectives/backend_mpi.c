@@ -7,10 +7,11 @@
  * This file is the backend's dispatch and staging: the table gr__coll_ops_mpi, whose post runs a
  * call on the first of the communicator's paths that takes it (gr_path.h; the list is path.c's
  * gr__mpi_paths), device-buffer staging around it, and the rows defined here: the shared-memory
- * path (gr__shm_*), its agreement round in front of an MPI call (shm-gate), the hierarchical path
- * across nodes (gr__hier_*, hier.c), the MPI library's own call of each kind, and what gpurun's
- * own allreduces (one file each: mpi_allreduce_rd.c, mpi_allreduce_ring.c, mpi_allreduce_rab.c)
- * share: their tags and the list of those in flight. gr_mpi_be.h holds the state they share. */
+ * path (gr__shm_*), its agreement round in front of an MPI call (shm-gate), the MPI library's own
+ * call of each kind, and what gpurun's own allreduces (one file each: mpi_allreduce_rd.c,
+ * mpi_allreduce_ring.c, mpi_allreduce_rab.c) share: their tags and the list of those in flight.
+ * The rows that keep state of their own define it in their file (mpi_path_hier.c: the hierarchy
+ * across nodes). gr_mpi_be.h holds what they share. */
 #include "gr_mpi_be.h"
 
 #include "gr_algo_count.h"
@@ -151,8 +152,7 @@ static gr_status mpi_create(gr_comm *c, double deadline) {
   GR_CHECK(gr__shm_comm_attach(c, &b->shm));
   if (b->shm && MPI_Comm_dup(c->mpi, &b->gate_mpi) != MPI_SUCCESS)
     return gr__comm_err(c, GR_ERR_MPI, "MPI_Comm_dup for the gated calls failed");
-  gr__live_create_step(GR_LIVE_STEP_HIER);
-  return gr__hier_attach(c, &b->hier);
+  return GR_OK;
 }
 
 static gr_status mpi_split(gr_comm *parent, gr_comm *child, int color, int key, double deadline) {
@@ -171,7 +171,6 @@ static gr_status mpi_destroy(gr_comm *c, double deadline) {
   }
   if (b->gate_mpi != MPI_COMM_NULL && !gr__mpi_gone()) MPI_Comm_free(&b->gate_mpi);
   gr__shm_free(b->shm);
-  gr__hier_free(b->hier);
   free(b);
   c->be = NULL;
   return GR_OK;
@@ -297,7 +296,7 @@ static gr_status private_copy(gr__call *k, const void **s, size_t bytes) {
 }
 
 /* What a call holds besides its path's state, released: a private copy, the staging. */
-static void release(gr__call *k) {
+void gr__mpi_call_release(gr__call *k) {
   gr__mpi_call *m = gr__mpi_call_of(k);
   if (m->flags & GR__MPI_PRIVATE_COPY) {
     free(m->tmp);
@@ -323,7 +322,7 @@ static gr_status post_on(const gr__path *p, gr__call *k, int *done) {
   if (k->kind == GR__ALLREDUCE && p->algo >= 0) gr__algo_note((gr__algo)p->algo);
   gr_status st = p->post(p, k, s, r, done);
   if (st != GR_OK) {
-    release(k);
+    gr__mpi_call_release(k);
     return st;
   }
   return *done ? complete(k) : GR_OK;
@@ -460,7 +459,7 @@ static gr_status shm_test(gr__call *k, int *done) {
   mpi_be *b = k->comm->be;
   gr_status st = gr__shm_call_test(b->shm, k, &gr__mpi_call_of(k)->shm_op, done);
   if (st == GR_ERR_MISMATCH || st == GR_ERR_INVALID) /* disagreed or refused: nothing received */
-    release(k);
+    gr__mpi_call_release(k);
   return st;
 }
 
@@ -704,51 +703,6 @@ const gr__path gr__path_shm_gate = {.name = "shm-gate",
                                     .test = gate_test,
                                     .forget = gate_forget};
 
-/* ---- the hierarchical path across nodes (gr_hier.h) ---------------------------------------- */
-
-static int hier_present(const gr_comm *c) { return c->be && ((const mpi_be *)c->be)->hier; }
-
-static int hier_takes(const gr__path *p, const gr__call *k) {
-  (void)p;
-  return gr__hier_takes(((const mpi_be *)k->comm->be)->hier, k);
-}
-
-static gr_status hier_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done) {
-  (void)p, (void)done;
-  mpi_be *b = k->comm->be;
-  return gr__hier_call_post(b->hier, k, s, r, &gr__mpi_call_of(k)->hier_op);
-}
-
-static gr_status hier_test(gr__call *k, int *done) {
-  mpi_be *b = k->comm->be;
-  gr_status st = gr__hier_call_test(b->hier, k, &gr__mpi_call_of(k)->hier_op, done);
-  if (st != GR_OK) release(k); /* the call's state is released */
-  return st;
-}
-
-/* The leaders' requests are cancelled or forgotten inside. */
-static int hier_forget(gr__call *k) {
-  mpi_be *b = k->comm->be;
-  gr__hier_call_forget(b->hier, k, &gr__mpi_call_of(k)->hier_op);
-  return 1;
-}
-
-static int hier_gone(const gr_comm *c, char *buf, size_t len) {
-  return c->be ? gr__hier_gone(((const mpi_be *)c->be)->hier, buf, len) : 0;
-}
-
-const gr__path gr__path_hier = {.name = "hier",
-                                .algo = GR__ALGO_HIER,
-                                .refusal = GR__REFUSAL_AGREED,
-                                .kinds = GR__KINDS_COLLECTIVE & ~GR__KIND_BIT(GR__ALLTOALL),
-                                .staged = 1,
-                                .present = hier_present,
-                                .takes = hier_takes,
-                                .post = hier_post,
-                                .test = hier_test,
-                                .forget = hier_forget,
-                                .gone = hier_gone};
-
 /* ---- the backend's post, test and forget: through the call's path ------------------------- */
 
 static gr_status mpi_post(gr__call *k, int *done) {
@@ -767,7 +721,7 @@ static gr_status mpi_test(gr__call *k, int *done) {
 
 static void mpi_forget(gr__call *k) {
   if (k->path && k->path->forget(k)) {
-    release(k); /* frees the staging buffers (the copy back is harmless) */
+    gr__mpi_call_release(k); /* frees the staging buffers (the copy back is harmless) */
     return;
   }
   /* A collective request (or an own algorithm that could not stop) may still write into the

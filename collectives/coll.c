@@ -158,10 +158,10 @@ GR_API void gr_comm_config_init(gr_comm_config *cfg) {
   cfg->check = gr__param_bool(GR_PARAM_CHECK);
 }
 
-static const char *const algo_names[] = {"mpi", "flat", "auto", "hier"};
+static const char *const algo_names[] = {"mpi", "flat", "auto", "hier", "hier-ml"};
 
 const char *gr__coll_algo_name(int a) {
-  return a >= GR__COLL_ALGO_MPI && a <= GR__COLL_ALGO_HIER ? algo_names[a] : "?";
+  return a >= GR__COLL_ALGO_MPI && a <= GR__COLL_ALGO_HIER_ML ? algo_names[a] : "?";
 }
 
 /* GPURUN_COLL_ALGO, this rank's setting (gr__coll_algo): the one place that reads it (the
@@ -174,6 +174,8 @@ static int algo_setting(void) {
     return GR__COLL_ALGO_FLAT;
   case GR_COLL_ALGO_HIER:
     return GR__COLL_ALGO_HIER;
+  case GR_COLL_ALGO_HIER_ML:
+    return GR__COLL_ALGO_HIER_ML;
   default:
     return GR__COLL_ALGO_AUTO; /* auto and shm */
   }
@@ -438,9 +440,13 @@ static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg
   if (st == GR_OK) {
     gr__live_create_step(GR_LIVE_STEP_INIT); /* the backend may say more */
     st = ops->create(c, gr__deadline(c->timeout_s));
+    if (st == GR_OK && (st = gr__paths_create(c)) != GR_OK)
+      ops->destroy(c, gr__deadline(c->timeout_s));
     if (st != GR_OK) st = gr__fail(st, fn, "%s backend: %s", ops->name, c->err);
-    if (st == GR_OK) gr__paths_setup(c);
-    if (st == GR_OK && (st = req_dup(c, fn)) != GR_OK) ops->destroy(c, gr__deadline(c->timeout_s));
+    if (st == GR_OK && (st = req_dup(c, fn)) != GR_OK) {
+      gr__paths_destroy(c);
+      ops->destroy(c, gr__deadline(c->timeout_s));
+    }
   }
   if (st != GR_OK) {
     comm_free(c);
@@ -580,9 +586,14 @@ static gr_status split_steps(const char *fn, gr_comm *c, int color, int key, gr_
   if (st != GR_OK) {
     st = gr__fail(st, fn, "%s backend: %s", c->ops->name, c->err);
   } else if (child) {
-    gr__paths_setup(child);
-    st = req_dup(child, fn);
-    if (st != GR_OK) c->ops->destroy(child, gr__deadline(c->timeout_s));
+    st = gr__paths_create(child);
+    if (st != GR_OK) {
+      st = gr__fail(st, fn, "%s backend: %s", c->ops->name, child->err);
+      c->ops->destroy(child, gr__deadline(c->timeout_s));
+    } else if ((st = req_dup(child, fn)) != GR_OK) {
+      gr__paths_destroy(child);
+      c->ops->destroy(child, gr__deadline(c->timeout_s));
+    }
   }
   if (st != GR_OK) {
     if (child) comm_free(child);
@@ -621,6 +632,7 @@ GR_API gr_status gr_comm_destroy(gr_comm *c) {
     char id[sizeof c->id];
     snprintf(id, sizeof id, "%s", c->id);
     gr__mem_release_all(c);
+    gr__paths_destroy(c);                           /* the rows' state, memory only */
     c->ops->destroy(c, gr__deadline(c->timeout_s)); /* the backends skip their MPI calls */
     comm_free(c);
     return gr__fail(GR_ERR_STATE, fn,
@@ -630,6 +642,7 @@ GR_API gr_status gr_comm_destroy(gr_comm *c) {
                     id);
   }
   gr__mem_release_all(c);
+  gr__paths_destroy(c); /* the rows' state (gr_path.h), then the backend's */
   gr_status st = c->ops->destroy(c, gr__deadline(c->timeout_s));
   if (st != GR_OK) st = gr__fail(st, fn, "%s backend: %s", c->ops->name, c->err);
   comm_free(c);

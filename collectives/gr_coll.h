@@ -53,14 +53,17 @@ typedef struct gr__coll_ops gr__coll_ops;
 typedef struct gr__path gr__path; /* an execution path (gr_path.h) */
 
 /* GPURUN_COLL_ALGO, read once at creation (coll.c) and agreed: the lowest setting among the
- * ranks wins (mpi < flat < auto < hier). mpi: neither the shared-memory nor the hierarchical
- * path; flat: no hierarchical path; auto (also "shm", the default): both where they measured
- * faster (gr_hier.h); hier: the hierarchical path for every call it can take. */
+ * ranks wins (mpi < flat < auto < hier < hier-ml). mpi: neither the shared-memory nor the
+ * hierarchical path; flat: no hierarchical path; auto (also "shm", the default): both where they
+ * measured faster (gr_hier.h); hier: the hierarchical path for every call it can take; hier-ml:
+ * as hier, and allreduces take the multi-leader row where every node has the same number of
+ * ranks (mpi_path_hier_ml.c). */
 typedef enum {
   GR__COLL_ALGO_MPI,
   GR__COLL_ALGO_FLAT,
   GR__COLL_ALGO_AUTO,
-  GR__COLL_ALGO_HIER
+  GR__COLL_ALGO_HIER,
+  GR__COLL_ALGO_HIER_ML
 } gr__coll_algo;
 const char *gr__coll_algo_name(int a);
 
@@ -208,6 +211,7 @@ struct gr_comm {
   int check;
   int algo;                             /* gr__coll_algo */
   const gr__path *paths[GR__PATHS_MAX]; /* the backend's rows present on c, in order */
+  void *path_state[GR__PATHS_MAX];      /* beside each, the state its create left (gr_path.h) */
   int npaths;
   int aborted;
   int gpu_buffers;   /* CUDA devices present: buffers may be device pointers (MPI staging) */
@@ -284,7 +288,7 @@ gr_status gr__check_comm(const char *fn, const gr_comm *c);
 
 /* The one builder of a gr_comm record: zeroed, the magic, mpi (owned from here on: errors return,
  * rank and size read; MPI_COMM_NULL: none yet), the other duplicates MPI_COMM_NULL, the
- * configuration given (its paths still empty: gr__paths_setup after the backend's create).
+ * configuration given (its paths still empty: gr__paths_create after the backend's create).
  * NULL when out of memory (mpi is then not owned). gr__comm_free releases the record and its
  * duplicates, not the backend's state. */
 typedef struct {

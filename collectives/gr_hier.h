@@ -36,8 +36,10 @@
  * every size; "auto" (default, "shm" is the same) for allreduces from 64 KiB, broadcasts from
  * 256 KiB and allgathers from 1 MiB of all ranks' data, where it measured faster (see
  * HIER_AUTO_* in hier.c; reduce and reduce-scatter did not gain reliably and stay flat); "mpi"
- * turns both the shared-memory and the hierarchical path off. Ranks whose settings differ use the
- * most conservative one among them (mpi < flat < auto < hier), said once at GPURUN_LOG=warn: the
+ * turns both the shared-memory and the hierarchical path off; "hier-ml" is "hier" with the
+ * allreduces on the multi-leader row where every node has the same number of ranks
+ * (mpi_path_hier_ml.c). Ranks whose settings differ use the most conservative one among them
+ * (mpi < flat < auto < hier < hier-ml), said once at GPURUN_LOG=warn: the
  * communicator's c->algo, agreed at creation (coll.c). Whether
  * the path exists is decided at creation from data every rank holds after one allgather (the node
  * of every rank, whether every node with two or more ranks got its segment), so it is the same on
@@ -80,7 +82,9 @@ extern size_t gr__hier_seg_bytes;
 extern _Atomic unsigned long gr__hier_calls[GR__NKINDS];
 /* Test hook: when set, called as this rank is about to post a step of a hierarchical call (leader
  * = 1 for the inter-node step, 0 for a node step; segment = its segment), so that a test can kill
- * a rank inside the data phase rather than at a time that may fall before the call. */
+ * a rank inside the data phase rather than at a time that may fall before the call. The
+ * multi-leader row (mpi_path_hier_ml.c) calls it too, before each of its steps (leader = 1 for its
+ * inter-node step, segment 0). */
 extern void (*gr__hier_step_hook)(int leader, int segment);
 /* Node-mates whose process no longer exists, as "rank R (process P no longer exists)" joined
  * with ", " (parent ranks); the number named (0: none, or no segment). */

@@ -30,7 +30,6 @@ typedef struct {
    * order (the same on every rank) but at another moment on each rank than the collectives the
    * front end posts on c->mpi in between (a group's verdict, a split): MPI_COMM_NULL otherwise. */
   MPI_Comm gate_mpi;
-  gr__hier *hier; /* hierarchical path across nodes (hier.c), or NULL */
 } gr__mpi_be;
 
 /* What a call holds besides its path's state, in gr__mpi_call.flags. */
@@ -53,6 +52,7 @@ typedef struct {
     gr__mpi_ar *ar;         /* an own allreduce (rd, ring, rabenseifner) */
     gr__shm_op *shm_op;     /* shm; shm-gate: its agreement round until it passed */
     gr__hier_call *hier_op; /* hier */
+    void *row_op;           /* a row that defines its handle in its own file (hier-ml) */
   };
 } gr__mpi_call;
 
@@ -125,8 +125,8 @@ extern const gr__mpi_algo gr__mpi_allreduce_rab;  /* mpi_allreduce_rab.c */
 /* Allreduces of up to this many bytes go by recursive doubling; above, the ring or Rabenseifner. */
 #define GR__MPI_RD_MAX_BYTES 32768
 
-/* The MPI backend's rows (backend_mpi.c) and what the own allreduces' rows share (path.c builds
- * one row per algorithm on these, impl = its gr__mpi_algo). */
+/* The MPI backend's rows (backend_mpi.c; the hierarchical one in mpi_path_hier.c) and what the own
+ * allreduces' rows share (path.c builds one row per algorithm on these, impl = its gr__mpi_algo). */
 extern const gr__path gr__path_shm_window, gr__path_shm, gr__path_shm_gate, gr__path_hier,
     gr__path_mpi_lib;
 int gr__mpi_own_present(const gr_comm *c);
@@ -138,7 +138,10 @@ int gr__mpi_own_forget(gr__call *k);
 void gr__mpi_own_progress(gr_comm *c);
 extern const gr__path *const gr__mpi_paths[]; /* path.c */
 
-/* Shared by the algorithms (backend_mpi.c). */
+/* Shared by the algorithms and the rows (backend_mpi.c). */
+/* What a call holds besides its path's state released: its private copy of the input freed, its
+ * staging copied back and freed (for a row whose test failed). */
+void gr__mpi_call_release(gr__call *k);
 MPI_Datatype gr__mpi_type(gr_dtype t);
 int gr__mpi_pof2(int p); /* the largest power of two <= p */
 gr_status gr__mpi_rc_fail(gr__call *k, int rc, const char *what);

@@ -1,15 +1,30 @@
 /* Internal: the execution paths a call can take, as data (NCCL's struct ncclTransport is the
- * model). A path is one row: its name, whether it takes a call, how a refusal travels with it, and
- * how it posts, tests and forgets a call and names a vanished peer. A backend lists its rows in
- * the order it prefers them (gr__coll_ops.paths: the MPI backend's in path.c, the NCCL backend's
- * in backend_nccl.c); at creation the rows present on a communicator are kept, in that order, in
- * its configuration (c->paths), from what every rank agreed (timeout, GPURUN_COLL_ALGO as c->algo,
- * whether the shared-memory segment and the hierarchy exist), so the list is the same on every
- * rank. A call's path is the first row of that list that takes it, chosen once when the backend
- * posts the call and kept in the call (gr__call.path); test and forget go through it.
+ * model). A path is one row: its name, whether it takes a call, how a refusal travels with it, how
+ * it posts, tests and forgets a call and names a vanished peer, and, where it needs any, the state
+ * it keeps on a communicator (its create and destroy). A backend lists its rows in the order it
+ * prefers them (gr__coll_ops.paths: the MPI backend's in path.c, the NCCL backend's in
+ * backend_nccl.c).
+ *
+ * At creation, after the backend's create (gr__paths_create, coll.c), each row in that order runs
+ * its create, if it has one, and is kept in the communicator's configuration (c->paths) if it
+ * exists there, with its state beside it (c->path_state, gr__path_state). Whether it exists is
+ * decided from what every rank agreed (timeout, GPURUN_COLL_ALGO as c->algo, whether the
+ * shared-memory segment exists) and from what its create agreed, so the list is the same on every
+ * rank. A row's create is collective over c->mpi and decides the same on every rank: a row whose
+ * create fails on any rank (a node without its segment, a communicator that could not be made,
+ * memory) is absent on all of them (it agrees on that itself, gr__path_agree, and leaves no state);
+ * a status other than GR_OK fails the creation with c->err's sentence and is only for what fails
+ * on every rank (an agreement that timed out). A row's create sees the rows before it (a row may
+ * build on another's state). At destruction (gr__paths_destroy, before the backend's destroy) the
+ * rows' destroys run in the reverse order; an abort leaves them to the destroy.
+ *
+ * A call's path is the first row of that list that takes it, chosen once when the backend posts the
+ * call and kept in the call (gr__call.path); test and forget go through it, and reach its state
+ * through the call's communicator (gr__path_state(k->comm, k->path)).
  *
  * A new algorithm is one file that defines its row (or its gr__mpi_algo, for an allreduce of the
- * MPI backend's own) and one line in its backend's list. */
+ * MPI backend's own), with its create and destroy where it keeps state, and one line in its
+ * backend's list. */
 #ifndef GR_PATH_H
 #define GR_PATH_H
 
@@ -39,7 +54,14 @@ struct gr__path {
    * refusal of that kind travels, gr__path_refusal; it posts the refusing rank's call). */
   unsigned kinds;
   int staged; /* the MPI backend passes host copies of device buffers to post (and copies back) */
-  /* Whether the row exists on c: decided from what c agreed at creation, the same on every rank. */
+  /* Optional: build the row's state on c (collective over c->mpi, after the backend's create and
+   * the creates of the rows before it): *state non-NULL where the row exists, NULL on every rank
+   * where it does not (see above). */
+  gr_status (*create)(gr_comm *c, const gr__path *p, void **state);
+  /* Optional: release the state create left (local; only memory after MPI_Finalize). */
+  void (*destroy)(gr_comm *c, void *state);
+  /* Whether the row exists on c: decided from what c agreed at creation, the same on every rank.
+   * NULL: it exists where its create left a state. */
   int (*present)(const gr_comm *c);
   /* Whether it takes call k (a kind it serves): from the call's description and c's agreed
    * configuration only, so the same answer on every rank that agrees on the call. */
@@ -58,9 +80,23 @@ struct gr__path {
   const void *impl; /* the row's own data (an own allreduce's gr__mpi_algo), or NULL */
 };
 
-/* Keep the rows of c->ops->paths present on c, in order, in c->paths (after the backend's create,
- * on every rank alike). */
-void gr__paths_setup(gr_comm *c);
+/* Keep the rows of c->ops->paths present on c, in order, in c->paths, each with the state its
+ * create left in c->path_state (after the backend's create, collective, on every rank alike). On
+ * failure (c->err says why) no row is left and nothing of theirs is kept. */
+gr_status gr__paths_create(gr_comm *c);
+/* The rows' destroys on c, the last row first; c->paths is empty afterwards (before the backend's
+ * destroy; local). */
+void gr__paths_destroy(gr_comm *c);
+/* For a row's create: the MIN of ok over c->mpi (1 where every rank passed 1), bounded by c's
+ * timeout; 0 as well where the agreement itself failed. */
+int gr__path_agree(gr_comm *c, int ok);
+
+/* Row p's state on c (what its create left), or NULL where p is not one of c's rows. */
+static inline void *gr__path_state(const gr_comm *c, const gr__path *p) {
+  for (int i = 0; i < c->npaths; i++)
+    if (c->paths[i] == p) return c->path_state[i];
+  return NULL;
+}
 
 /* The first row serving kind on c (a refusing rank's call takes it), or NULL. */
 static inline const gr__path *gr__path_serving(const gr_comm *c, gr__kind kind) {

@@ -48,7 +48,7 @@ void (*gr__hier_step_hook)(int leader, int segment);
 typedef struct gr__hier_call hier_call;
 
 struct gr__hier {
-  int mode;               /* the communicator's GR__COLL_ALGO_AUTO or GR__COLL_ALGO_HIER */
+  int mode;               /* the communicator's GR__COLL_ALGO_AUTO, _HIER or _HIER_ML */
   int rank, size;         /* in the parent communicator */
   int lrank, lsize;       /* in this rank's node */
   int nnodes, node;       /* nodes, this rank's node (= its leader's rank among the leaders) */
@@ -122,6 +122,7 @@ static int agree_min(gr_comm *c, int *x, int n) {
 
 static void lead_free(gr_comm *l) {
   if (!l) return;
+  gr__paths_destroy(l);
   if (l->be) l->ops->destroy(l, gr__deadline(l->timeout_s));
   gr__comm_free(l);
 }
@@ -151,11 +152,11 @@ static gr_status lead_new(gr_comm *c, MPI_Comm lm, gr_comm **out) {
   }
   snprintf(l->id, sizeof l->id, "%.20s.leaders", c->id);
   gr_status st = l->ops->create(l, gr__deadline(c->timeout_s));
+  if (st == GR_OK) st = gr__paths_create(l);
   if (st != GR_OK) {
     lead_free(l);
     return st;
   }
-  gr__paths_setup(l);
   *out = l;
   return GR_OK;
 }
@@ -301,15 +302,15 @@ int gr__hier_takes(const gr__hier *h, const gr__call *k) {
   size_t bytes = k->kind == GR__BARRIER ? 0 : k->count * gr__dtype_size(k->dtype);
   switch (k->kind) {
   case GR__ALLREDUCE:
-    return h->mode == GR__COLL_ALGO_HIER || bytes >= HIER_AUTO_ALLREDUCE_MIN;
+    return h->mode >= GR__COLL_ALGO_HIER || bytes >= HIER_AUTO_ALLREDUCE_MIN;
   case GR__BROADCAST:
-    return h->mode == GR__COLL_ALGO_HIER || bytes >= HIER_AUTO_BROADCAST_MIN;
+    return h->mode >= GR__COLL_ALGO_HIER || bytes >= HIER_AUTO_BROADCAST_MIN;
   case GR__ALLGATHER:
-    return h->mode == GR__COLL_ALGO_HIER || bytes * (size_t)h->size >= HIER_AUTO_ALLGATHER_MIN;
+    return h->mode >= GR__COLL_ALGO_HIER || bytes * (size_t)h->size >= HIER_AUTO_ALLGATHER_MIN;
   case GR__REDUCE:
   case GR__REDUCE_SCATTER:
   case GR__BARRIER:
-    return h->mode == GR__COLL_ALGO_HIER;
+    return h->mode >= GR__COLL_ALGO_HIER;
   default:
     return 0;
   }

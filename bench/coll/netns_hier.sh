@@ -6,6 +6,8 @@
 # is removed on exit. The load average is printed before and after (the machine is shared).
 #   bench/coll/netns_hier.sh [build-dir] [gpurun-bench-coll options...]
 # default options: -o allreduce -b 1K -e 16M -f 4 -R 7 -n 10 -w 2 --timeout 60
+# ALGO and VS (environment, default hier and flat): the two settings compared, e.g. ALGO=hier-ml
+# VS=hier for the multi-leader allreduce against the hierarchical one
 # (-o broadcast|reduce|allgather|reduce_scatter for the other kinds on the hierarchical path;
 # --root N for the rooted ones: rank 5 is not its node's leader)
 set -eu
@@ -18,10 +20,10 @@ bench=$(cd "$build" && pwd)/bench/coll/gpurun-bench-coll
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 . "$here/../../tests/multinode/lib/netns.sh"
 netns_start 3 >&2
-export GPURUN_COLL_ALGO=hier
+export GPURUN_COLL_ALGO=${ALGO:-hier}
 echo "# load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 rc=0
 NETNS_TIMEOUT=${NETNS_TIMEOUT:-900} netns_mpirun --host n0:2,n1:2,n2:2 -np 6 --mca pml ob1 \
-  --mca btl tcp,vader,self -x GPURUN_COLL_ALGO "$bench" "$@" --vs flat || rc=$?
+  --mca btl tcp,vader,self -x GPURUN_COLL_ALGO "$bench" "$@" --vs "${VS:-flat}" || rc=$?
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 exit $rc

@@ -19,6 +19,14 @@
 #      --enable-recovery keeps the others): all five survivors return GR_ERR_TIMEOUT from the call
 #      they were in, naming the hierarchical kind, the one on its node naming it as gone.
 #   6. the same with rank 4 (n2's leader) killed, allgather first.
+#   7. the multi-leader allreduce (GPURUN_COLL_ALGO=hier-ml, mpi_path_hier_ml.c): rank 3 (not a
+#      leader) and then rank 4 (n2's leader) SIGKILLed inside its allreduce (allreduce first): all
+#      five survivors return GR_ERR_TIMEOUT from it, naming the multi-leader allreduce, the one on
+#      the victim's node naming the victim as gone.
+#   8. hier-ml exact at 3 hosts x 2 ranks and 2 hosts x 2 ranks (the world's allreduces must take
+#      the multi-leader row), and at 3 + 1 + 2 ranks, where the nodes differ in size and no
+#      allreduce may take it (the hierarchical row runs them); and at 3 x 2 without a timeout
+#      (--quick: the world only).
 #   multinode_hier.sh MPIRUN TEST_COLL_HIER [full|sanitized]
 # sanitized (the ASan/UBSan build): 3 and 4 are left out (they check the choice of path, which the
 # release build covers, and each mpirun start costs ~15 s under the sanitizers on this machine).
@@ -113,7 +121,7 @@ fi
 # kill_case NAME VICTIM FIRST
 kill_case() {
   local name=$1 victim=$2
-  RUN_TIMEOUT=60 run "$name" n0:2,n1:2,n2:2 6 --enable-recovery -x GPURUN_COLL_ALGO=hier -- kill "$victim" "$3" &
+  RUN_TIMEOUT=60 run "$name" n0:2,n1:2,n2:2 6 --enable-recovery -x GPURUN_COLL_ALGO=${ALGO:-hier} -- kill "$victim" "$3" &
   local run_pid=$!
   for _ in $(seq 600); do
     [ "$(grep -c 'SURVIVOR' "$D/$name.out" 2>/dev/null)" = 5 ] && break
@@ -132,4 +140,30 @@ kill_case kill_3x2 3 0
 kill_case kill_leader_3x2 4 1
 grep -q 'SURVIVOR OK.*hierarchical allgather' "$D/kill_leader_3x2.out" ||
   fail "kill_leader_3x2: no survivor failed inside the hierarchical allgather"
-echo "PASS ($MODE): hierarchical collectives exact at 3x2 and 3+1+2 ranks, a killed rank and a killed leader named$([ "$MODE" = sanitized ] || echo ", flat when asked, the lowest setting when ranks differ")"
+
+# the multi-leader allreduce: a killed rank and a killed leader inside it (allreduce first)
+ALGO=hier-ml kill_case kill_ml_3x2 3 3
+ALGO=hier-ml kill_case kill_ml_leader_3x2 4 3
+for name in kill_ml_3x2 kill_ml_leader_3x2; do
+  [ "$(count $name 'SURVIVOR OK.*hierarchical allreduce (multi-leader')" = 5 ] ||
+    fail "$name: not every survivor failed inside the multi-leader allreduce"
+done
+
+# ml_exact NAME HOSTS NP WANT [mpirun args...]: exact under hier-ml; WANT 1: the world's
+# allreduces took the multi-leader row, 0: none did
+ml_exact() {
+  local name=$1 hosts=$2 np=$3 want=$4
+  shift 4
+  run "$name" "$hosts" "$np" "$@" -x GPURUN_COLL_ALGO=hier-ml -- exact ${ML_ARGS:-}
+  [ "$RC" = 0 ] || fail "$name: exit $RC"
+  grep -q "hier exact at $np ranks.*, 0 failures" "$D/$name.out" || fail "$name: no clean summary"
+  local n; n=$(sed -n 's/^multi-leader allreduces \([0-9]*\)$/\1/p' "$D/$name.out")
+  [ -n "$n" ] || fail "$name: no count of multi-leader allreduces"
+  if [ "$want" = 0 ]; then [ "$n" = 0 ] || fail "$name: $n allreduces took the multi-leader row";
+  else [ "$n" -gt 0 ] || fail "$name: no allreduce took the multi-leader row"; fi
+}
+ml_exact ml_3x2 n0:2,n1:2,n2:2 6 1
+ml_exact ml_2x2 n0:2,n1:2 4 1
+ml_exact ml_3_1_2 n0:3,n1:1,n2:2 6 0 --map-by node
+ML_ARGS="--no-timeout --quick" ml_exact ml_3x2_no_timeout n0:2,n1:2,n2:2 6 1
+echo "PASS ($MODE): hierarchical collectives exact at 3x2 and 3+1+2 ranks, a killed rank and a killed leader named (hier and hier-ml), hier-ml exact at 3x2 and 2x2 and not taken at 3+1+2$([ "$MODE" = sanitized ] || echo ", flat when asked, the lowest setting when ranks differ")"

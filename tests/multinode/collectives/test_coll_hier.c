@@ -13,7 +13,10 @@
  *       GR_ERR_TIMEOUT from the call it was in, within the timeout plus a margin (those on the
  *       victim's node naming it as gone), then destroy the communicator. Prints
  *       "SURVIVOR OK" or "SURVIVOR FAIL" per survivor. The victim dies as it posts its first
- *       step of the first call (gr__hier_step_hook), so the survivors are inside that call. */
+ *       step of the first call (gr__hier_step_hook, which the multi-leader row calls too), so the
+ *       survivors are inside that call.
+ * Under GPURUN_COLL_ALGO=hier-ml the world's allreduces take the multi-leader row
+ * (mpi_path_hier_ml.c) where every node has the same number of ranks; the summary counts them. */
 #include <gpurun/coll.h>
 #include <mpi.h>
 #include <signal.h>
@@ -339,6 +342,9 @@ done:
                               gr__hier_calls[GR__REDUCE_SCATTER]},
                      ksum[3];
   MPI_Allreduce(nk, ksum, 3, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  /* allreduces that took the multi-leader row (GPURUN_COLL_ALGO=hier-ml), over all ranks */
+  unsigned long long nml = gr__algo_count(GR__ALGO_HIER_ML), msum = 0;
+  MPI_Allreduce(&nml, &msum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   if (world_rank == 0) {
     printf("hier exact at %d ranks%s: %d element checks, %d failures, %llu hierarchical "
            "allreduces\n",
@@ -346,6 +352,7 @@ done:
     printf("hierarchical calls of the other kinds: reduce %llu, allgather %llu, reduce_scatter "
            "%llu\n",
            ksum[0], ksum[1], ksum[2]);
+    printf("multi-leader allreduces %llu\n", msum);
   }
   return total ? 1 : 0;
 }

@@ -161,6 +161,7 @@ static void test_words(void **state) {
   assert_int_equal(word(GR_PARAM_COLL_ALGO, "auto"), GR_COLL_ALGO_AUTO);
   assert_int_equal(word(GR_PARAM_COLL_ALGO, "shm"), GR_COLL_ALGO_SHM);
   assert_int_equal(word(GR_PARAM_COLL_ALGO, "hier"), GR_COLL_ALGO_HIER);
+  assert_int_equal(word(GR_PARAM_COLL_ALGO, "hier-ml"), GR_COLL_ALGO_HIER_ML);
   assert_int_equal(word(GR_PARAM_COLL_ALGO, "flat"), GR_COLL_ALGO_FLAT);
   assert_int_equal(word(GR_PARAM_COLL_ALGO, " MPI "), GR_COLL_ALGO_MPI);
   assert_int_equal(word(GR_PARAM_COLL_ALGO, ""), -1);
@@ -231,8 +232,8 @@ static void test_sentence(void **state) {
   assert_string_equal(s, "GPURUN_LIVE_INTERVAL=9999 is not a number of seconds in [0.01, 3600]; "
                          "using 0.25");
   gr__param_bad_sentence(GR_PARAM_COLL_ALGO, "fast", s, sizeof s);
-  assert_string_equal(s,
-                      "GPURUN_COLL_ALGO=fast is not one of auto, shm, hier, flat, mpi; using auto");
+  assert_string_equal(
+      s, "GPURUN_COLL_ALGO=fast is not one of auto, shm, hier, hier-ml, flat, mpi; using auto");
   gr__param_bad_sentence(GR_PARAM_LOG, "loud", s, sizeof s);
   assert_string_equal(s, "GPURUN_LOG=loud is not one of error, warn, info, debug; using warn");
   gr__param_bad_sentence(GR_PARAM_SHM_CMA, "maybe", s, sizeof s);
@@ -279,7 +280,8 @@ static void test_environment(void **state) {
   assert_non_null(
       strstr(out, "GPURUN_TIMEOUT=abc is not a number of seconds >= 0; using 0 (no timeout)\n"));
   assert_null(strstr(out, "GPURUN_TIMEOUT=-3")); /* once per variable */
-  assert_non_null(strstr(out, "GPURUN_COLL_ALGO=fast is not one of auto, shm, hier, flat, mpi"));
+  assert_non_null(
+      strstr(out, "GPURUN_COLL_ALGO=fast is not one of auto, shm, hier, hier-ml, flat, mpi"));
   setenv("GPURUN_COLL_ALGO", "mpi", 1);
   assert_int_equal(gr__param_word(GR_PARAM_COLL_ALGO), GR_COLL_ALGO_MPI);
   unsetenv("GPURUN_COLL_ALGO");
