@@ -137,10 +137,10 @@ static void check_line(const char *l) {
   size_t count;
   int root, peer, n = 0;
   CHECK_EQ(sscanf(l,
-                          "{\"seq\": %llu, \"op\": \"%15[^\"]\", \"count\": %zu, \"dtype\": "
-                          "\"%15[^\"]\", \"root\": %d, \"peer\": %d, %n",
-                          &seq, op, &count, dtype, &root, &peer, &n),
-                   6);
+                  "{\"seq\": %llu, \"op\": \"%15[^\"]\", \"count\": %zu, \"dtype\": "
+                  "\"%15[^\"]\", \"root\": %d, \"peer\": %d, %n",
+                  &seq, op, &count, dtype, &root, &peer, &n),
+           6);
   CHECK(seq >= 1 && seq <= (unsigned long long)BEGINNERS * CALLS);
   CHECK_STR(op, gr__kind_name(kind_of(seq)));
   CHECK_EQ(count, seq * 3);
