@@ -171,6 +171,7 @@ static gr_status mpi_destroy(gr_comm *c, double deadline) {
   }
   if (b->gate_mpi != MPI_COMM_NULL && !gr__mpi_gone()) MPI_Comm_free(&b->gate_mpi);
   gr__shm_free(b->shm);
+  free(b->spare);
   free(b);
   c->be = NULL;
   return GR_OK;

@@ -219,6 +219,7 @@ void gr__comm_free(gr_comm *c) {
   if (c->check_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->check_mpi);
   if (c->req_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->req_mpi);
   if (c->mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->mpi);
+  free(c->inband_buf);
   c->magic = 0;
   free(c);
 }

@@ -1,6 +1,8 @@
-/* Flight recorder (see gr_flight.h). The registry of recorders is process-wide by necessity: a
- * signal or a timeout on one communicator dumps all of them. It is guarded by one mutex, taken
- * twice per call (begin/end) and never from the signal handler. */
+/* Flight recorder (see gr_flight.h): the registry and the readers; the calls record inline
+ * (gr_flight.h), without a lock. The registry of recorders is process-wide by necessity: a signal
+ * or a timeout on one communicator dumps all of them. It is guarded by one mutex, taken by the
+ * creation, naming and release of a recorder and by the readers, never by a call's begin or end
+ * and never from the signal handler. */
 #include "gr_flight.h"
 
 #include "gr_param.h"
@@ -14,6 +16,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,35 +25,23 @@
 #include <time.h>
 #include <unistd.h>
 
+/* One record as a reader copied it. */
 typedef struct {
-  uint64_t seq;
-  uint64_t cseq; /* the communicator's collective number (the same on every member); 0: p2p */
-  size_t count;
-  int kind, dtype, root, peer, tag; /* peer, tag: point to point only (else -1) */
+  uint64_t seq, cseq, count;
+  int kind, dtype, root, peer, tag;
   double start, end;
   gr__flight_state state;
 } rec;
-
-struct gr__flight {
-  char id[32], name[32];
-  int rank, size;
-  const char *backend;
-  uint64_t n;     /* records written so far; ring[n % N] is the next */
-  uint64_t ncoll; /* collective calls begun so far */
-  double busy_s;  /* seconds inside finished calls (the live state's running total) */
-  rec ring[GR__FLIGHT_N];
-  gr_list_node node; /* in recorders */
-};
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static gr_list recorders; /* gr__flight, in creation order (the dump's order); under lock */
 static int keep_for_exit;
 static char job[128];
-static volatile sig_atomic_t sig_pending;
+volatile sig_atomic_t gr__flight_sig_pending;
 
 static void on_sigusr1(int sig) {
   (void)sig;
-  sig_pending = 1;
+  gr__flight_sig_pending = 1;
 }
 
 static void dump_at_exit(void) {
@@ -114,33 +105,52 @@ void gr__flight_release(gr__flight *f) {
   pthread_mutex_unlock(&lock);
 }
 
-int gr__flight_begin(gr__flight *f, uint64_t seq, int kind, size_t count, int dtype, int root,
-                     int peer, int tag, double start) {
-  if (!f) return -1;
-  pthread_mutex_lock(&lock);
-  int slot = (int)(f->n++ % GR__FLIGHT_N);
-  int p2p = kind == GR__SEND || kind == GR__RECV;
-  uint64_t cseq = p2p ? 0 : ++f->ncoll;
-  f->ring[slot] =
-      (rec){seq, cseq, count, kind, dtype, root, peer, p2p ? tag : -1, start, 0.0, GR__FL_RUNNING};
-  pthread_mutex_unlock(&lock);
-  return slot;
-}
-
-void gr__flight_end(gr__flight *f, int slot, uint64_t seq, gr__flight_state st, double end) {
-  if (!f || slot < 0) return;
-  pthread_mutex_lock(&lock);
-  if (f->ring[slot].seq == seq) { /* not overwritten by a newer call meanwhile */
-    f->ring[slot].state = st;
-    f->ring[slot].end = end;
-    if (end > f->ring[slot].start) f->busy_s += end - f->ring[slot].start;
+uint64_t gr__flight_slot_wait(gr__flight_slot *s) {
+  for (unsigned spins = 0;; spins++) {
+    uint64_t v = atomic_load_explicit(&s->ver, memory_order_relaxed);
+    if (!(v & 1) && atomic_compare_exchange_weak_explicit(&s->ver, &v, v + 1, memory_order_acquire,
+                                                          memory_order_relaxed))
+      return v;
+    if (spins >= 64) sched_yield(); /* the other writer may be off its core */
   }
-  pthread_mutex_unlock(&lock);
 }
 
-void gr__flight_poll(void) {
-  if (!sig_pending) return;
-  sig_pending = 0;
+/* Tries a reader makes on one record before it gives up on it (a writer inside the slot, or a
+ * begin that took the record's number and has not entered the slot yet); each past the first few
+ * yields the core. */
+#define READ_TRIES 4096
+
+/* Copies record i of f into r when it is still in its slot: 1, else 0 (overwritten by a newer one,
+ * or still being written after READ_TRIES looks). */
+static int read_rec(const gr__flight *f, uint64_t i, rec *r) {
+  gr__flight_slot *s = (gr__flight_slot *)&f->ring[i % GR__FLIGHT_N];
+  for (int t = 0; t < READ_TRIES; t++) {
+    if (t >= 16) sched_yield();
+    uint64_t v1 = atomic_load_explicit(&s->ver, memory_order_acquire);
+    if (v1 & 1) continue;
+    uint64_t idx = atomic_load_explicit(&s->idx, memory_order_relaxed);
+    r->seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    r->cseq = atomic_load_explicit(&s->cseq, memory_order_relaxed);
+    r->count = atomic_load_explicit(&s->count, memory_order_relaxed);
+    r->kind = atomic_load_explicit(&s->kind, memory_order_relaxed);
+    r->dtype = atomic_load_explicit(&s->dtype, memory_order_relaxed);
+    r->root = atomic_load_explicit(&s->root, memory_order_relaxed);
+    r->peer = atomic_load_explicit(&s->peer, memory_order_relaxed);
+    r->tag = atomic_load_explicit(&s->tag, memory_order_relaxed);
+    r->state = (gr__flight_state)atomic_load_explicit(&s->state, memory_order_relaxed);
+    r->start = atomic_load_explicit(&s->start, memory_order_relaxed);
+    r->end = atomic_load_explicit(&s->end, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire); /* the copy before the second look at ver */
+    if (atomic_load_explicit(&s->ver, memory_order_relaxed) != v1) continue;
+    if (idx == i + 1) return 1;
+    if (idx > i + 1) return 0; /* a newer record took the slot */
+    /* an older record: record i's begin has its number but has not written it yet */
+  }
+  return 0;
+}
+
+void gr__flight_poll_signal(void) {
+  gr__flight_sig_pending = 0;
   char path[1024];
   if (gr__flight_dump(GR_FL_REASON_SIGNAL, path, sizeof path) == GR_OK)
     GR_INFO("flight recorder written to %s", path);
@@ -160,26 +170,30 @@ int gr__flight_latest(gr__flight_now *out, int max) {
     snprintf(o->backend, sizeof o->backend, "%s", f->backend ? f->backend : "?");
     o->rank = f->rank;
     o->size = f->size;
-    o->calls = f->n;
-    o->busy_s = f->busy_s;
-    if (f->n) {
-      const rec *r = &f->ring[(f->n - 1) % GR__FLIGHT_N];
-      o->seq = r->seq;
-      o->op = gr__kind_name((gr__kind)r->kind);
-      o->count = r->count;
-      o->start = r->start;
-      o->end = r->state == GR__FL_RUNNING ? 0.0 : r->end;
-      o->state = r->state;
+    o->busy_s = atomic_load_explicit(&f->busy_s, memory_order_relaxed);
+    uint64_t calls = atomic_load_explicit(&f->n, memory_order_acquire);
+    uint64_t first = calls > GR__FLIGHT_N ? calls - GR__FLIGHT_N : 0;
+    rec r;
+    /* the newest record a reader can copy whole (one a begin is inside is skipped) */
+    for (uint64_t i = calls; i > first; i--) {
+      if (!read_rec(f, i - 1, &r)) continue;
+      o->calls = i;
+      o->seq = r.seq;
+      o->op = gr__kind_name((gr__kind)r.kind);
+      o->count = r.count;
+      o->start = r.start;
+      o->end = r.state == GR__FL_RUNNING ? 0.0 : r.end;
+      o->state = r.state;
+      break;
     }
     /* The point-to-point calls still unfinished, newest first: whom the rank waits for (a group
      * of sends and receives has several at once). */
-    uint64_t first = f->n > GR__FLIGHT_N ? f->n - GR__FLIGHT_N : 0;
-    for (uint64_t i = f->n; i > first && o->nwaits < GR_LIVE_MAX_WAITS; i--) {
-      const rec *r = &f->ring[(i - 1) % GR__FLIGHT_N];
-      if (r->state != GR__FL_RUNNING || (r->kind != GR__SEND && r->kind != GR__RECV)) continue;
-      o->waits[o->nwaits].recv = r->kind == GR__RECV;
-      o->waits[o->nwaits].peer = r->peer;
-      o->waits[o->nwaits].tag = r->tag;
+    for (uint64_t i = calls; i > first && o->nwaits < GR_LIVE_MAX_WAITS; i--) {
+      if (!read_rec(f, i - 1, &r)) continue;
+      if (r.state != GR__FL_RUNNING || (r.kind != GR__SEND && r.kind != GR__RECV)) continue;
+      o->waits[o->nwaits].recv = r.kind == GR__RECV;
+      o->waits[o->nwaits].peer = r.peer;
+      o->waits[o->nwaits].tag = r.tag;
       o->nwaits++;
     }
   }
@@ -224,10 +238,14 @@ static int dump_text(FILE *o, const char *reason) {
             f->rank, f->size);
     gr__esc_json(o, f->backend);
     fputs(", " KEY(GR_FL_COMM_CALLS) "[", o);
-    uint64_t first = f->n > GR__FLIGHT_N ? f->n - GR__FLIGHT_N : 0;
-    for (uint64_t i = first; i < f->n; i++) {
-      const rec *r = &f->ring[i % GR__FLIGHT_N];
-      fprintf(o, "%s\n  {" KEY(GR_FL_SEQ) "%llu, ", i == first ? "" : ",",
+    uint64_t calls = atomic_load_explicit(&f->n, memory_order_acquire);
+    uint64_t first = calls > GR__FLIGHT_N ? calls - GR__FLIGHT_N : 0;
+    int written = 0;
+    for (uint64_t i = first; i < calls; i++) {
+      rec rc;
+      if (!read_rec(f, i, &rc)) continue; /* overwritten meanwhile, or still being begun */
+      const rec *r = &rc;
+      fprintf(o, "%s\n  {" KEY(GR_FL_SEQ) "%llu, ", written++ ? "," : "",
               (unsigned long long)r->seq);
       fprintf(o,
               KEY(GR_FL_OP) "\"%s\", " KEY(GR_FL_COUNT) "%zu, " KEY(GR_FL_DTYPE) "\"%s\", " KEY(

@@ -223,6 +223,9 @@ struct gr_comm {
    * post, so that every rank posts the communicator's collectives in one order. */
   gr_list defer;       /* gr_request, linked by their defer node */
   uint64_t req_inband; /* in-band requests started (request.c): the same number on every rank */
+  /* The blocking in-band form's buffer, kept between calls (refuse.c; freed with c). */
+  unsigned char *inband_buf;
+  size_t inband_cap;
   /* Identity, agreed at creation (coll.c): uid is job-unique ("L.N": the lowest member's world
    * rank, then that rank's count of creations it took part in), name the human one ("world",
    * "comm", "split-N:C" for colour C of the parent's N-th split, "PARENT.N:C" below), and id

@@ -25,6 +25,7 @@ typedef struct {
   int tags_per_slot;               /* ... and its tags BASE + slot * tags_per_slot + j */
   int ring_tags;                   /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
   gr_list live;                    /* gr__mpi_ar in flight (their node), oldest first */
+  gr__mpi_ar *spare;               /* the last own allreduce's state, finished, kept for the next */
   gr__shm *shm;                    /* node-local shared-memory path (shm_coll.c), or NULL */
   /* With shm: a duplicate of c->mpi for the MPI calls of gated calls, which start in the gate's
    * order (the same on every rank) but at another moment on each rank than the collectives the
@@ -79,7 +80,7 @@ static inline gr__mpi_call *gr__mpi_call_of(gr__call *k) {
 #define GR__MPI_AR_DONE (-1)     /* gr__mpi_ar.phase once the result is in buf */
 
 /* One of gpurun's own allreduces (point to point, tags of its own) from start to completion: one
- * allocation per call, the receive buffer at its end. backend_mpi.c allocates it, gives it its
+ * allocation, the receive buffer at its end, which a finished call leaves to the next (spare). backend_mpi.c allocates it, gives it its
  * call number and tags and keeps the list of those in flight; the algorithm owns the rest. */
 struct gr__mpi_ar {
   gr__call *k;
@@ -97,6 +98,7 @@ struct gr__mpi_ar {
   uint64_t callno;                /* its number among own allreduces, which picks its tags */
   gr_list_node node;              /* its place in the list of those in flight */
   int live;                       /* on that list */
+  size_t in_cap;                  /* bytes of data */
   max_align_t data[];
 };
 

@@ -13,17 +13,23 @@
 enum { RD_FOLD_SEND = 1, RD_FOLD_RECV, RD_LOOP, RD_UNFOLD_SEND, RD_UNFOLD_RECV };
 
 /* Messages go in chunks of at most RD_CHUNK bytes, which stay under the shared-memory transport's
- * eager limit (a 4 KiB message already takes the rendezvous path, several times slower). */
+ * eager limit (a 4 KiB message already takes the rendezvous path, several times slower). A message
+ * of up to RD_INLINE bytes is sent by Open MPI's ob1 at once, without a request (its send_inline);
+ * a larger one gets a request that completes only when the receiver hands the fragment back, one
+ * more wait per step. The in-band form's flag element takes a 256-byte allreduce to 260 bytes, so
+ * a message of up to twice RD_INLINE goes as two that each fit. */
 #define RD_CHUNK 2048
+#define RD_INLINE 256
 
 static int rd_chunks(gr__mpi_ar *a, int dir, void *buf, int peer) {
   const gr__call *k = a->k;
   gr_comm *c = k->comm;
   size_t bytes = k->count * gr__dtype_size(k->dtype);
+  size_t chunk = bytes > RD_INLINE && bytes <= 2 * RD_INLINE ? RD_INLINE : RD_CHUNK;
   int rc = MPI_SUCCESS;
   size_t off = 0;
   do {
-    int len = (int)(bytes - off < RD_CHUNK ? bytes - off : RD_CHUNK);
+    int len = (int)(bytes - off < chunk ? bytes - off : chunk);
     if (!dir) a->recvs |= 1ull << a->nreqs;
     MPI_Request *q = &a->reqs[a->nreqs++];
     rc = dir ? MPI_Isend((char *)buf + off, len, MPI_BYTE, peer, a->tag, c->mpi, q)

@@ -8,6 +8,9 @@
 
 typedef gr__mpi_be mpi_be;
 
+/* The largest receive buffer a finished own allreduce leaves to the next call (b->spare). */
+#define SPARE_MAX GR__MPI_RD_MAX_BYTES
+
 /* ---- gpurun's own allreduces: tags, the list in flight ------------------------------------- */
 
 static void live_remove(mpi_be *b, gr__mpi_ar *a) {
@@ -62,13 +65,21 @@ static gr_status take_slot(gr__mpi_ar *a) {
   return GR_OK;
 }
 
-/* Start algo on the (staged) buffers: one allocation for its state and receive buffer. */
+/* Start algo on the (staged) buffers: one allocation for its state and receive buffer, the spare
+ * one a finished call left when it is big enough. */
 static gr_status own_start(gr__call *k, const gr__mpi_algo *algo, const void *s, void *r) {
   gr_comm *c = k->comm;
+  mpi_be *b = c->be;
   gr__mpi_call *m = gr__mpi_call_of(k);
-  size_t in = algo->in_bytes(k, c->be);
-  gr__mpi_ar *a = malloc(sizeof *a + in);
-  if (!a) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory (%zu bytes)", in);
+  size_t in = algo->in_bytes(k, b);
+  gr__mpi_ar *a = b->spare;
+  if (a && a->in_cap >= in) {
+    b->spare = NULL;
+  } else {
+    a = malloc(sizeof *a + in);
+    if (!a) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory (%zu bytes)", in);
+    a->in_cap = in;
+  }
   a->k = k;
   a->algo = algo;
   a->in = a->data;
@@ -150,7 +161,14 @@ gr_status gr__mpi_own_test(gr__call *k, int *done) {
   }
   if (!*done) return GR_OK;
   live_remove(b, a);
-  free(a);
+  /* nothing writes into it any more: the next call's, the larger of the two kept, up to
+   * SPARE_MAX bytes of receive buffer */
+  if (a->in_cap > SPARE_MAX || (b->spare && b->spare->in_cap > a->in_cap)) {
+    free(a);
+  } else {
+    free(b->spare);
+    b->spare = a;
+  }
   m->ar = NULL;
   return GR_OK;
 }

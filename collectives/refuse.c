@@ -142,10 +142,21 @@ int gr__inband_clear(const gr__call *j) {
 /* k in its in-band form; arg is this rank's refusal (its buffers are then not touched). */
 gr_status gr__run_inband(const char *fn, gr__call *k, int arg) {
   size_t n = k->count * gr__dtype_size(k->dtype), bytes = gr__inband_bytes(k);
+  gr_comm *c = k->comm;
   _Alignas(16) unsigned char small[256];
-  /* with a timeout MPI may still write the buffer after this returns: then it is not the stack */
-  unsigned char *p = bytes <= sizeof small && k->comm->timeout_s <= 0 ? small : malloc(bytes);
-  if (!p) return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", bytes);
+  /* With a timeout MPI may still write the buffer after this returns: then it is not the stack
+   * but the communicator's own buffer, kept from call to call and given up after a timeout. */
+  unsigned char *p = small;
+  if (bytes > sizeof small || c->timeout_s > 0) {
+    if (c->inband_cap < bytes) {
+      free(c->inband_buf);
+      c->inband_cap = 0;
+      c->inband_buf = malloc(bytes);
+      if (!c->inband_buf) return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", bytes);
+      c->inband_cap = bytes;
+    }
+    p = c->inband_buf;
+  }
   gr__call j;
   gr__inband_pack(k, arg, p, &j);
   gr_status st = gr__run_one(fn, &j, 1);
@@ -157,11 +168,10 @@ gr_status gr__run_inband(const char *fn, gr__call *k, int arg) {
       memcpy(k->recv, p, n);
     }
   }
-  if (p != small) {
-    if (st == GR_ERR_TIMEOUT)
-      gr__abandon(p); /* MPI may still write it */
-    else
-      free(p);
+  if (p != small && st == GR_ERR_TIMEOUT) { /* MPI may still write it */
+    gr__abandon(p);
+    c->inband_buf = NULL;
+    c->inband_cap = 0;
   }
   return st;
 }
