@@ -139,14 +139,20 @@ int gr__shm_private_kind(int kind);
 void gr__shm_private_defaults(int size, size_t cross[GR__SHM_PRIVATE_KINDS]);
 void gr__shm_set_private(gr__shm *s, int mode, const size_t cross[GR__SHM_PRIVATE_KINDS]);
 int gr__shm_private(const gr__shm *s, size_t cross[GR__SHM_PRIVATE_KINDS]);
+/* Two ranks: an allreduce of up to pair_max bytes takes one exchange of whole copies through the
+ * slots (one synchronisation, no syscall); above, single copy or the slots as above. The default
+ * is a whole slot; auto measures it at creation (shm_choice.c), the same on every rank. */
+void gr__shm_set_pair_max(gr__shm *s, size_t bytes);
+size_t gr__shm_pair_max_default(void);
 /* At a communicator's creation with single copy on (collective over c->mpi): rank 0's
  * GPURUN_SHM_PRIVATE, and under auto the crossovers measured on this segment (once per process and
  * communicator size) and rank 0's broadcast, set on s (shm_choice.c). 0 when a measuring call
  * failed or an MPI call did, on every rank: the segment is then unusable. */
 int gr__shm_choose(gr_comm *c, gr__shm *s);
 /* The crossovers this process agreed under auto for communicators of size ranks (the last
- * measured or taken from rank 0): 1 with cross filled, 0 none yet (tests ask it). */
-int gr__shm_private_known(int size, size_t cross[GR__SHM_PRIVATE_KINDS]);
+ * measured or taken from rank 0): 1 with cross and *pair_max (when not NULL) filled, 0 none yet
+ * (tests ask it). */
+int gr__shm_private_known(int size, size_t cross[GR__SHM_PRIVATE_KINDS], size_t *pair_max);
 
 /* Windows: memory every rank of the segment maps, one region per rank (gr_mem_alloc's window,
  * shm_comm.c; a registered buffer). Registering one (after every rank mapped every region, on every

@@ -15,7 +15,12 @@
  * there a round's synchronisation weighs most). Rank 0's verdict is broadcast, so every rank holds
  * the same crossovers. The process keeps it per communicator size: a later communicator of that
  * size on which every rank knows one takes rank 0's without measuring (communicators are created
- * often, and the measurement costs tens of calls). */
+ * often, and the measurement costs tens of calls).
+ *
+ * Two ranks also measure how far an allreduce takes one exchange of whole copies (the pair mode:
+ * one synchronisation, each rank reduces all n bytes itself) before the single copy (each byte
+ * read once, the reduction shared) wins: timed at a few sizes up to a slot, the pair mode keeping
+ * every size up to its first loss. The limit travels with rank 0's crossovers. */
 #include "gr_shm.h"
 
 #include "gr_clock.h"
@@ -45,10 +50,19 @@ static const int kinds[GR__SHM_PRIVATE_KINDS] = {GR__ALLREDUCE, GR__REDUCE_SCATT
 static const char *const kind_name[GR__SHM_PRIVATE_KINDS] = {"allreduce", "reduce-scatter",
                                                              "allgather", "broadcast"};
 
+/* Two ranks: allreduce sizes (bytes) at which the one-exchange pair mode is timed against what the
+ * call takes otherwise (the single copy below the crossover); each at most a slot, the pair mode's
+ * one round. Below the smallest the pair mode always stays: the single copy starts at CMA_MIN and
+ * its syscalls weigh most there. */
+static const size_t pair_sizes[] = {32u << 10, 64u << 10, GR__SHM_SLOT};
+#define PAIR_NSIZES (sizeof pair_sizes / sizeof pair_sizes[0])
+#define PAIR_FLOOR (16u << 10)
+
 static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   int known;
   size_t cross[GR__SHM_PRIVATE_KINDS];
+  size_t pair_max;
 } known[GR__SHM_MAX_RANKS + 1];
 
 /* One call, posted and progressed to its end; its time in ns, 0 when it failed or ran past the
@@ -86,7 +100,36 @@ static size_t need(int k, size_t bytes, int size) {
   return kinds[k] == GR__REDUCE_SCATTER || kinds[k] == GR__ALLGATHER ? bytes * (size_t)size : bytes;
 }
 
-static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVATE_KINDS]) {
+/* Two ranks: the pair mode against the rest of auto's rule (cross already chosen) at each of
+ * pair_sizes; *pair_max is the largest size up to which the pair mode wins at every measured size,
+ * PAIR_FLOOR where it wins at none. 0 when a call failed. */
+static int measure_pair(gr__shm *s, const size_t cross[GR__SHM_PRIVATE_KINDS], void *send,
+                        void *recv, double deadline, size_t *pair_max) {
+  int ok = 1;
+  int lost = 0; /* every rank times every size: a local verdict must not end the loop early */
+  *pair_max = PAIR_FLOOR;
+  gr__shm_set_private(s, GR_SHM_PRIVATE_AUTO, cross);
+  for (size_t z = 0; ok && z < PAIR_NSIZES; z++) {
+    uint64_t best[2] = {UINT64_MAX, UINT64_MAX}; /* pair, otherwise */
+    for (int rep = 0; ok && rep <= REPEATS; rep++)
+      for (int side = 0; ok && side < 2; side++) {
+        gr__shm_set_pair_max(s, side ? 0 : GR__SHM_SLOT);
+        uint64_t t = timed_call(s, GR__ALLREDUCE, pair_sizes[z], send, recv, deadline);
+        ok = t != 0;
+        if (rep && t < best[side]) best[side] = t;
+      }
+    if (!ok) break;
+    GR_DEBUG("collectives: shared-memory path: allreduce of %zu bytes at two ranks: one exchange "
+             "%.1f us, otherwise %.1f us",
+             pair_sizes[z], (double)best[0] / 1e3, (double)best[1] / 1e3);
+    lost |= best[0] > best[1]; /* the pair mode stops at its first loss */
+    if (!lost) *pair_max = pair_sizes[z];
+  }
+  return ok;
+}
+
+static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVATE_KINDS],
+                   size_t *pair_max) {
   size_t most = 0;
   for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
     for (size_t z = 0; z < NSIZES; z++) {
@@ -126,27 +169,30 @@ static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVAT
     for (size_t z = NSIZES; ok && z-- > 0 && slots_win[z];) /* down from the largest */
       cross[k] = sizes[z];
   }
+  if (ok && size == 2) ok = measure_pair(s, cross, send, recv, deadline, pair_max);
   free(send);
   free(recv);
   return ok;
 }
 
-int gr__shm_private_known(int size, size_t cross[GR__SHM_PRIVATE_KINDS]) {
+int gr__shm_private_known(int size, size_t cross[GR__SHM_PRIVATE_KINDS], size_t *pair_max) {
   if (size < 0 || size > GR__SHM_MAX_RANKS) return 0;
   pthread_mutex_lock(&known_lock);
   int have = known[size].known;
   if (have) memcpy(cross, known[size].cross, sizeof known[size].cross);
+  if (have && pair_max) *pair_max = known[size].pair_max;
   pthread_mutex_unlock(&known_lock);
   return have;
 }
 
 int gr__shm_choose(gr_comm *c, gr__shm *s) {
-  size_t cross[GR__SHM_PRIVATE_KINDS];
+  size_t cross[GR__SHM_PRIVATE_KINDS], pair_max = gr__shm_pair_max_default();
   gr__shm_private_defaults(c->size, cross);
   int size = c->size < 0 || c->size > GR__SHM_MAX_RANKS ? 0 : c->size;
   pthread_mutex_lock(&known_lock);
   int have = known[size].known;
   if (have) memcpy(cross, known[size].cross, sizeof cross);
+  if (have) pair_max = known[size].pair_max;
   pthread_mutex_unlock(&known_lock);
   /* rank 0's setting, and whether some rank knows no crossovers for this size */
   int v[2] = {c->rank == 0 ? gr__param_word(GR_PARAM_SHM_PRIVATE) : -1, !have};
@@ -160,25 +206,33 @@ int gr__shm_choose(gr_comm *c, gr__shm *s) {
   uint64_t t0 = gr__mono_ns();
   int ok = 1;
   if (v[1]) {
-    ok = measure(c, s, c->size, cross);
+    ok = measure(c, s, c->size, cross, &pair_max);
     if (MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS) ok = 0;
     if (!ok) return 0;
   }
-  uint64_t agreed[GR__SHM_PRIVATE_KINDS];
+  uint64_t agreed[GR__SHM_PRIVATE_KINDS + 1]; /* the crossovers, then the pair limit */
   for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
     agreed[k] = cross[k];
-  if (MPI_Bcast(agreed, GR__SHM_PRIVATE_KINDS, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS) return 0;
+  agreed[GR__SHM_PRIVATE_KINDS] = pair_max;
+  if (MPI_Bcast(agreed, GR__SHM_PRIVATE_KINDS + 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS)
+    return 0;
+  for (int k = 0; k <= GR__SHM_PRIVATE_KINDS; k++)
+    if (agreed[k] > SIZE_MAX) agreed[k] = SIZE_MAX;
   for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
-    cross[k] = agreed[k] > SIZE_MAX ? SIZE_MAX : (size_t)agreed[k];
+    cross[k] = (size_t)agreed[k];
+  pair_max = (size_t)agreed[GR__SHM_PRIVATE_KINDS];
   pthread_mutex_lock(&known_lock);
   known[size].known = 1;
   memcpy(known[size].cross, cross, sizeof cross);
+  known[size].pair_max = pair_max;
   pthread_mutex_unlock(&known_lock);
   gr__shm_set_private(s, GR_SHM_PRIVATE_AUTO, cross);
+  gr__shm_set_pair_max(s, pair_max);
   if (v[1])
     GR_DEBUG("collectives: communicator %s: private buffers by single copy below %zu (allreduce), "
              "%zu (reduce-scatter), %zu (allgather), %zu (broadcast) bytes per rank, measured in "
-             "%.2f ms",
-             c->id, cross[0], cross[1], cross[2], cross[3], (double)(gr__mono_ns() - t0) / 1e6);
+             "%.2f ms; two ranks' allreduce in one exchange up to %zu bytes",
+             c->id, cross[0], cross[1], cross[2], cross[3], (double)(gr__mono_ns() - t0) / 1e6,
+             pair_max);
   return 1;
 }

@@ -1,7 +1,8 @@
 /* The shared-memory protocol (see gr_shm.h for the layout and the rule that keeps it safe).
  *
  * Per round, with b = this round's buffer and slot(q) = rank q's buffer b:
- * - allreduce, small (at most SMALL_MAX bytes, or PAIR_SMALL_MAX for two ranks; rounds of a slot):
+ * - allreduce, small (at most SMALL_MAX bytes; at two ranks the pair limit, a slot or what auto
+ *   measured at creation, shm_choice.c; rounds of a slot):
  *   copy the input to slot(me), raise; once all raised, reduce all slots (rank order) into recv.
  *   One synchronisation per round, no final one (the slot is rewritten two rounds later only).
  * - allreduce, large (rounds of GR__SHM_SLOT bytes): the round's elements are cut into one slice per
@@ -53,6 +54,8 @@
  * instead of three and no syscall, which wins up to a slot (bench/README.md, "node-local shared
  * memory"). Beyond, the single-copy pipeline moves less through memory and is kept. What Open
  * MPI's recursive doubling does for two ranks, through the segment instead of point to point. */
+/* The default; under GPURUN_SHM_PRIVATE=auto the allreduce's limit is measured at creation
+ * (shm_choice.c: on a machine whose single copy is fast, it wins from 32 KiB). Reduce keeps it. */
 #define PAIR_SMALL_MAX GR__SHM_SLOT
 /* Polls per gr__shm_test before returning to the caller. A rank that has waited SPIN_NS without
  * progress yields the core at every call; after SLEEP_AFTER_NS it sleeps on the lagging rank's
@@ -143,7 +146,8 @@ struct gr__shm {
   int cma;          /* single copy through process_vm_readv (all ranks agreed) */
   int priv;         /* GR_SHM_PRIVATE_*: how private buffers move (all ranks agreed) */
   size_t cross[GR__SHM_PRIVATE_KINDS]; /* auto: bytes per rank from which the slots win */
-  size_t pair_max;    /* two ranks: allreduces up to this many bytes take the small mode */
+  size_t pair_max;    /* two ranks: allreduces up to this many bytes take the small mode (agreed:
+                       * PAIR_SMALL_MAX, or measured at creation, gr__shm_set_pair_max) */
   int cma_errno;      /* a failed read (not a vanished peer): the call fails */
   unsigned char *tmp; /* (size - 1) * CMA_TMP_BYTES */
   uint64_t moves;     /* raises and copies done: progress, for the idle clock */
@@ -287,7 +291,7 @@ void gr__shm_free(gr__shm *s) {
  * (bench/README.md, "node-local shared memory"). */
 #define A2A_SMALL_MAX 4096
 static int small_here(const gr__shm *s, int kind, size_t count, gr_dtype t) {
-  size_t es = gr__dtype_size(t), lim = s->size == 2 ? s->pair_max : SMALL_MAX;
+  size_t es = gr__dtype_size(t), lim = s->size == 2 ? PAIR_SMALL_MAX : SMALL_MAX;
   if (!es) return 0;
   if (kind == GR__REDUCE) return count <= lim / es;
   if (kind == GR__ALLTOALL) return count <= A2A_SMALL_MAX / es / (size_t)s->size;
@@ -756,6 +760,10 @@ void gr__shm_set_private(gr__shm *s, int mode, const size_t cross[GR__SHM_PRIVAT
   for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
     s->cross[k] = cross[k];
 }
+
+void gr__shm_set_pair_max(gr__shm *s, size_t bytes) { s->pair_max = bytes; }
+
+size_t gr__shm_pair_max_default(void) { return PAIR_SMALL_MAX; }
 
 int gr__shm_private(const gr__shm *s, size_t cross[GR__SHM_PRIVATE_KINDS]) {
   for (int k = 0; cross && k < GR__SHM_PRIVATE_KINDS; k++)

@@ -8,8 +8,10 @@
  *   allreduce, which takes one round of whole copies up to it), beyond the fixed crossovers
  *   included;
  * - slots: none, below the fixed crossovers included;
- * - auto: every rank holds the same crossovers (gathered and compared), and each kind's calls just
- *   below its crossover go by single copy, those at it through the slots.
+ * - auto: every rank holds the same crossovers and two-rank pair limit (gathered and compared), each
+ *   kind's calls just below its crossover go by single copy, those at it through the slots; at two
+ *   ranks an allreduce at the measured pair limit takes the one exchange, one just above it the
+ *   single copy.
  *   test_coll_shm_rule */
 #include <gpurun/coll.h>
 #include <mpi.h>
@@ -87,9 +89,13 @@ static gr_comm *comm_with(const char *value) {
  * blocks of P elements. */
 static size_t fit(size_t bytes) { return bytes / sizeof(float) * sizeof(float); }
 
-/* The smallest call of kind k that may go by single copy: 16 KiB, above a slot for a two-rank
- * allreduce (which takes one round of whole copies up to a slot). */
-static size_t least(int k) { return k == 0 && P == 2 ? GR__SHM_SLOT + 4096 : 16384; }
+/* Two ranks: the largest allreduce that takes one round of whole copies (a slot unless auto
+ * measured less). */
+static size_t pair_limit = GR__SHM_SLOT;
+
+/* The smallest call of kind k that may go by single copy: 16 KiB, above the pair limit for a
+ * two-rank allreduce. */
+static size_t least(int k) { return k == 0 && P == 2 ? fit(pair_limit + 4096) : 16384; }
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -121,28 +127,35 @@ int main(int argc, char **argv) {
 
   /* auto: the same crossovers on every rank, and the calls on either side of each */
   gr_comm *c = comm_with("auto");
-  size_t cross[GR__SHM_PRIVATE_KINDS];
-  if (!gr__shm_private_known(P, cross)) {
+  size_t cross[GR__SHM_PRIVATE_KINDS], pair = GR__SHM_SLOT;
+  if (!gr__shm_private_known(P, cross, &pair)) {
     FAIL("auto: no crossovers agreed for %d ranks", P);
     memcpy(cross, fixed, sizeof cross);
   }
-  uint64_t mine[GR__SHM_PRIVATE_KINDS], *all = malloc(sizeof mine * (size_t)P);
+  enum { N = GR__SHM_PRIVATE_KINDS + 1 }; /* the crossovers, then the pair limit */
+  uint64_t mine[N], *all = malloc(sizeof mine * (size_t)P);
   REQUIRE(all != NULL);
   for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
     mine[k] = cross[k];
-  MPI_Allgather(mine, GR__SHM_PRIVATE_KINDS, MPI_UINT64_T, all, GR__SHM_PRIVATE_KINDS, MPI_UINT64_T,
-                MPI_COMM_WORLD);
+  mine[GR__SHM_PRIVATE_KINDS] = pair;
+  MPI_Allgather(mine, N, MPI_UINT64_T, all, N, MPI_UINT64_T, MPI_COMM_WORLD);
   for (int q = 0; q < P; q++)
-    for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
-      if (all[(size_t)q * GR__SHM_PRIVATE_KINDS + k] != mine[k])
-        FAIL("auto: rank %d's %s crossover is %llu bytes, this rank's %llu", q, kind_name[k],
-             (unsigned long long)all[(size_t)q * GR__SHM_PRIVATE_KINDS + k],
-             (unsigned long long)mine[k]);
+    for (int k = 0; k < N; k++)
+      if (all[(size_t)q * N + k] != mine[k])
+        FAIL("auto: rank %d's %s is %llu bytes, this rank's %llu", q,
+             k < GR__SHM_PRIVATE_KINDS ? kind_name[k] : "pair limit",
+             (unsigned long long)all[(size_t)q * N + k], (unsigned long long)mine[k]);
   free(all);
   if (!world_rank)
     printf("auto at %d ranks: single copy below %zu (allreduce), %zu (reduce-scatter), %zu "
-           "(allgather), %zu (broadcast) bytes per rank\n",
-           P, cross[0], cross[1], cross[2], cross[3]);
+           "(allgather), %zu (broadcast) bytes per rank; pair limit %zu bytes\n",
+           P, cross[0], cross[1], cross[2], cross[3], pair);
+  if (P == 2) {
+    if (pair < 16384 || pair > GR__SHM_SLOT)
+      FAIL("auto: the pair limit %zu bytes lies outside 16 KiB..a slot", pair);
+    pair_limit = pair;
+    call_at(c, "auto", 0, fit(pair), 0); /* one exchange at the limit */
+  }
   for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++) {
     call_at(c, "auto", k, least(k), cross[k] > least(k));
     if (cross[k] == SIZE_MAX) {
