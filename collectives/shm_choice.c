@@ -99,12 +99,8 @@ static uint64_t timed_call(gr__shm *s, int kind, size_t bytes, void *send, void 
   return t ? t : 1;
 }
 
-/* Every kind at every size, both sides; the crossovers from this rank's times into cross. 0 when a
- * call failed (the segment is unusable). */
 /* Whether a time of a ns beats one of b ns by WIN_MARGIN_PCT. */
-static int beats(uint64_t a, uint64_t b) {
-  return a < b && b - a >= b / 100 * WIN_MARGIN_PCT;
-}
+static int beats(uint64_t a, uint64_t b) { return a < b && b - a >= b / 100 * WIN_MARGIN_PCT; }
 
 /* A side's time at a size: BLOCK calls back to back, the mean of all but the first (which pays
  * for the switch from the other side: caches and pages the other left). A program repeats the
@@ -154,6 +150,8 @@ static int measure_pair(gr__shm *s, const size_t cross[GR__SHM_PRIVATE_KINDS], v
   return ok;
 }
 
+/* Every kind at every size, both sides; the crossovers from this rank's times into cross. 0 when a
+ * call failed (the segment is unusable). */
 static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVATE_KINDS],
                    size_t *pair_max) {
   size_t most = 0;
