@@ -10,7 +10,8 @@
  * reduce-scatter, allgather, broadcast), a call at each of a few sizes (bytes per rank) forced by
  * single copy and forced through the slots, alternating blocks of calls (timed_block), on rank 0.
  * A kind's crossover is the smallest measured size from which the slots win (by WIN_MARGIN_PCT:
- * a near tie is no verdict) at every larger measured size; where they win at none, the fixed crossover stays (gr__shm_private_defaults),
+ * a near tie is no verdict) at every larger measured size; where they win at none, the fixed
+ * crossover stays (gr__shm_private_defaults),
  * and below the smallest size the single copy stays (its syscall is amortised from CMA_MIN on, and
  * there a round's synchronisation weighs most). Rank 0's verdict is broadcast, so every rank holds
  * the same crossovers. The process keeps it per communicator size: a later communicator of that
@@ -124,7 +125,8 @@ static size_t need(int k, size_t bytes, int size) {
 
 /* Two ranks: the pair mode against the rest of auto's rule (cross already chosen) at each of
  * pair_sizes; *pair_max is the largest size up to which the other side beats the pair mode (by
- * WIN_MARGIN_PCT) at no measured size, PAIR_FLOOR where it does at the first. 0 when a call failed. */
+ * WIN_MARGIN_PCT) at no measured size, PAIR_FLOOR where it does at the first. 0 when a call
+ * failed. */
 static int measure_pair(gr__shm *s, const size_t cross[GR__SHM_PRIVATE_KINDS], void *send,
                         void *recv, double deadline, size_t *pair_max) {
   int ok = 1;
