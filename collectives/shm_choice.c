@@ -11,9 +11,9 @@
  * single copy and forced through the slots, alternating blocks of calls (timed_block), on rank 0.
  * A kind's crossover is the smallest measured size from which the slots win (by WIN_MARGIN_PCT:
  * a near tie is no verdict) at every larger measured size; where they win at none, the fixed
- * crossover stays (gr__shm_private_defaults),
- * and below the smallest size the single copy stays (its syscall is amortised from CMA_MIN on, and
- * there a round's synchronisation weighs most). Rank 0's verdict is broadcast, so every rank holds
+ * crossover stays (gr__shm_private_defaults), moved past the largest measured size if it lies at
+ * or below it; below the smallest size the single copy stays (its syscall is amortised from
+ * CMA_MIN on, and there a round's synchronisation weighs most). Rank 0's verdict is broadcast, so every rank holds
  * the same crossovers. The process keeps it per communicator size: a later communicator of that
  * size on which every rank knows one takes rank 0's without measuring (communicators are created
  * often, and the measurement costs tens of calls).
@@ -31,6 +31,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,13 @@ static const size_t sizes[] = {256u << 10, 1u << 20};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 #define REPEATS 1
 #define MEASURE_TIMEOUT_S 30.0
+/* Two ranks also time the allreduce at the fixed crossover's size, where the machines in
+ * bench/README.md part ways (the single copy ran at 0.58-0.67x raw against the slots' 0.77-0.80x
+ * on one, the slots at 0.74x against 0.87x on another). A call of that size lasts milliseconds,
+ * so its blocks are of LARGE_BLOCK calls; the warm-up blocks stay (the first six calls of that
+ * size in a process ran 1.3-3x slower than the later ones, of either side). */
+#define PAIR_LARGE (16u << 20)
+#define LARGE_BLOCK 3
 /* A side beats the other at a size only by this share of the other's time (percent): cold calls
  * timed a few times tie within a few percent where repeated calls differ by a quarter (two ranks,
  * 1 MiB: single copy 153-176 us against the slots' 157-165 us, while at 4-16 MiB the single copy
@@ -103,20 +111,21 @@ static uint64_t timed_call(gr__shm *s, int kind, size_t bytes, void *send, void 
 /* Whether a time of a ns beats one of b ns by WIN_MARGIN_PCT. */
 static int beats(uint64_t a, uint64_t b) { return a < b && b - a >= b / 100 * WIN_MARGIN_PCT; }
 
-/* A side's time at a size: BLOCK calls back to back, the mean of all but the first (which pays
- * for the switch from the other side: caches and pages the other left). A program repeats the
- * side a size takes, so the steady state is what decides; single calls alternating between the
- * sides tied at 1 MiB where repeated calls differ by a quarter. 0 when a call failed. */
+/* A side's time at a size: `calls` calls back to back (BLOCK, LARGE_BLOCK), the mean of all but
+ * the first (which pays for the switch from the other side: caches and pages the other left). A
+ * program repeats the side a size takes, so the steady state is what decides; single calls
+ * alternating between the sides tied at 1 MiB where repeated calls differ by a quarter. 0 when a
+ * call failed. */
 #define BLOCK 4
 static uint64_t timed_block(gr__shm *s, int kind, size_t bytes, void *send, void *recv,
-                            double deadline) {
+                            double deadline, int calls) {
   uint64_t sum = 0;
-  for (int i = 0; i < BLOCK; i++) {
+  for (int i = 0; i < calls; i++) {
     uint64_t t = timed_call(s, kind, bytes, send, recv, deadline);
     if (!t) return 0;
     if (i) sum += t;
   }
-  return sum / (BLOCK - 1) ? sum / (BLOCK - 1) : 1;
+  return sum / (uint64_t)(calls - 1) ? sum / (uint64_t)(calls - 1) : 1;
 }
 
 static size_t need(int k, size_t bytes, int size) {
@@ -138,7 +147,7 @@ static int measure_pair(gr__shm *s, const size_t cross[GR__SHM_PRIVATE_KINDS], v
     for (int rep = 0; ok && rep <= REPEATS; rep++)
       for (int side = 0; ok && side < 2; side++) {
         gr__shm_set_pair_max(s, side ? 0 : GR__SHM_SLOT);
-        uint64_t t = timed_block(s, GR__ALLREDUCE, pair_sizes[z], send, recv, deadline);
+        uint64_t t = timed_block(s, GR__ALLREDUCE, pair_sizes[z], send, recv, deadline, BLOCK);
         ok = t != 0;
         if (rep && t < best[side]) best[side] = t;
       }
@@ -156,7 +165,7 @@ static int measure_pair(gr__shm *s, const size_t cross[GR__SHM_PRIVATE_KINDS], v
  * call failed (the segment is unusable). */
 static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVATE_KINDS],
                    size_t *pair_max) {
-  size_t most = 0;
+  size_t most = size == 2 ? PAIR_LARGE : 0;
   for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
     for (size_t z = 0; z < NSIZES; z++) {
       size_t n = need(k, sizes[z], size);
@@ -174,26 +183,36 @@ static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVAT
   /* every size of every kind, on every rank: the calls are the same sequence everywhere (the
    * protocol needs it), and only rank 0's times decide */
   for (int k = 0; ok && k < GR__SHM_PRIVATE_KINDS; k++) {
-    int slots_win[NSIZES];
-    for (size_t z = 0; ok && z < NSIZES; z++) {
+    size_t at[NSIZES + 1], nz = 0, largest = 0; /* this kind's sizes; the largest measured */
+    for (size_t z = 0; z < NSIZES; z++)
+      at[nz++] = sizes[z];
+    if (size == 2 && kinds[k] == GR__ALLREDUCE) at[nz++] = PAIR_LARGE;
+    int slots_win[NSIZES + 1];
+    for (size_t z = 0; ok && z < nz; z++) {
       slots_win[z] = 0;
-      if (need(k, sizes[z], size) > MEASURE_MAX_BYTES) continue;
+      if (need(k, at[z], size) > MEASURE_MAX_BYTES) continue;
+      int large = at[z] == PAIR_LARGE;
       uint64_t best[2] = {UINT64_MAX, UINT64_MAX}; /* single, slots */
       for (int rep = 0; ok && rep <= REPEATS; rep++)
         for (int side = 0; ok && side < 2; side++) {
           gr__shm_set_private(s, side ? GR_SHM_PRIVATE_SLOTS : GR_SHM_PRIVATE_SINGLE, cross);
-          uint64_t t = timed_block(s, kinds[k], sizes[z], send, recv, deadline);
+          uint64_t t =
+              timed_block(s, kinds[k], at[z], send, recv, deadline, large ? LARGE_BLOCK : BLOCK);
           ok = t != 0;
           if (rep && t < best[side]) best[side] = t; /* rep 0 warms pages and caches */
         }
       slots_win[z] = beats(best[1], best[0]);
+      largest = at[z];
       if (ok)
         GR_DEBUG("collectives: shared-memory path: %s of %zu bytes per rank: single copy %.1f us, "
                  "slots %.1f us",
-                 kind_name[k], sizes[z], (double)best[0] / 1e3, (double)best[1] / 1e3);
+                 kind_name[k], at[z], (double)best[0] / 1e3, (double)best[1] / 1e3);
     }
-    for (size_t z = NSIZES; ok && z-- > 0 && slots_win[z];) /* down from the largest */
-      cross[k] = sizes[z];
+    for (size_t z = nz; ok && z-- > 0 && slots_win[z];) /* down from the largest */
+      cross[k] = at[z];
+    /* the slots won at no size from which they win at every larger one: the fixed crossover
+     * stays, but never at or below the largest measured size, where the single copy held */
+    if (ok && nz && !slots_win[nz - 1] && largest && cross[k] <= largest) cross[k] = largest + 1;
   }
   if (ok && size == 2) ok = measure_pair(s, cross, send, recv, deadline, pair_max);
   free(send);
@@ -254,11 +273,16 @@ int gr__shm_choose(gr_comm *c, gr__shm *s) {
   pthread_mutex_unlock(&known_lock);
   gr__shm_set_private(s, GR_SHM_PRIVATE_AUTO, cross);
   gr__shm_set_pair_max(s, pair_max);
-  if (v[1])
+  if (v[1]) {
+    char pair[80] = ""; /* the pair limit applies at two ranks only */
+    if (c->size == 2)
+      snprintf(pair, sizeof pair, "; two ranks' allreduce in one exchange up to %zu bytes",
+               pair_max);
     GR_DEBUG("collectives: communicator %s: private buffers by single copy below %zu (allreduce), "
              "%zu (reduce-scatter), %zu (allgather), %zu (broadcast) bytes per rank, measured in "
-             "%.2f ms; two ranks' allreduce in one exchange up to %zu bytes",
+             "%.2f ms%s",
              c->id, cross[0], cross[1], cross[2], cross[3], (double)(gr__mono_ns() - t0) / 1e6,
-             pair_max);
+             pair);
+  }
   return 1;
 }
