@@ -12,7 +12,7 @@ uint64_t gr__algo_count(gr__algo a) {
 }
 
 const char *gr__algo_name(gr__algo a) {
-  static const char *const names[GR__ALGO_COUNT] = {"mpi", "rd",   "ring",       "rabenseifner",
-                                                    "shm", "hier", "shm-window", "hier-ml"};
+  static const char *const names[GR__ALGO_COUNT] = {
+      "mpi", "rd", "ring", "rabenseifner", "shm", "hier", "shm-window", "hier-ml", "self"};
   return (unsigned)a < GR__ALGO_COUNT ? names[a] : "?";
 }

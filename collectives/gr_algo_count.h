@@ -20,6 +20,7 @@ typedef enum {
                           * decides whether the call runs direct: every rank's are) */
   GR__ALGO_HIER_ML, /* the multi-leader hierarchical allreduce (mpi_path_hier_ml.c); its
                         * steps are counted as well, under the algorithms their communicators ran */
+  GR__ALGO_SELF,    /* a communicator of one rank: a copy (mpi_path_self.c) */
   GR__ALGO_COUNT
 } gr__algo;
 
@@ -31,7 +32,8 @@ static inline void gr__algo_note(gr__algo a) {
 }
 /* Allreduces this process started with algorithm a (0 for a value out of range). */
 uint64_t gr__algo_count(gr__algo a);
-/* "mpi", "rd", "ring", "rabenseifner", "shm", "hier", "shm-window", "hier-ml"; "?" out of range. */
+/* "mpi", "rd", "ring", "rabenseifner", "shm", "hier", "shm-window", "hier-ml", "self"; "?" out of
+ * range. */
 const char *gr__algo_name(gr__algo a);
 
 #endif

@@ -27,9 +27,11 @@ OWN_ALLREDUCE(path_rab, "rabenseifner", GR__ALGO_RABENSEIFNER, gr__mpi_allreduce
 OWN_ALLREDUCE(path_ring, "ring", GR__ALGO_RING, gr__mpi_allreduce_ring);
 
 extern const gr__path gr__path_hier_ml; /* mpi_path_hier_ml.c */
+extern const gr__path gr__path_self;    /* mpi_path_self.c */
 
 /* A call runs on the first row that takes it. */
 const gr__path *const gr__mpi_paths[] = {
+    &gr__path_self,       /* one rank: every collective is a copy */
     &gr__path_shm_window, /* one node, this rank's buffers in gr_mem_alloc memory: direct */
     &gr__path_shm,        /* one node: every collective passes its descriptor through the segment */
     &gr__path_shm_gate, /* ... larger reduce, alltoall: agreed there, then the MPI library's call */

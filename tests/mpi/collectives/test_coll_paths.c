@@ -10,11 +10,16 @@
  *     32 KiB, rabenseifner above at 4, 8, ... ranks, ring above otherwise; the MPI library
  *     without a timeout);
  *   - GPURUN_COLL_ALGO is agreed at creation: when only rank 0 asks for mpi, no rank of the
- *     communicator keeps the shared-memory row.
+ *     communicator keeps the shared-memory row;
+ *   - on a communicator of one rank (MPI_COMM_SELF), whatever GPURUN_COLL_ALGO and the timeout
+ *     say, the self row comes first and takes every collective, point-to-point stays with the MPI
+ *     library, and calls of every kind (in place and not) give their input, each allreduce
+ *     counted under self.
  * Usage: test_coll_paths (under mpirun, 2 ranks or more, all on one node) */
 #include <gpurun/coll.h>
 
 #include "exact_check.h"
+#include "gr_algo_count.h"
 #include "gr_coll.h"
 #include "gr_dtype.h"
 #include "gr_path.h"
@@ -92,8 +97,8 @@ static void expect(gr_comm *c, gr__kind kind, size_t count, gr_dtype t, const ch
          gr__dtype_name(t), p ? p->name : "no row", want);
 }
 
-/* A communicator over the world with GPURUN_COLL_ALGO as given on this rank (NULL: unset). */
-static gr_comm *make(const char *algo, double timeout_s) {
+/* A communicator over mpi_comm with GPURUN_COLL_ALGO as given on this rank (NULL: unset). */
+static gr_comm *make_on(MPI_Comm mpi_comm, const char *algo, double timeout_s) {
   if (algo)
     setenv("GPURUN_COLL_ALGO", algo, 1);
   else
@@ -103,9 +108,75 @@ static gr_comm *make(const char *algo, double timeout_s) {
   cfg.backend = GR_BACKEND_MPI;
   cfg.timeout_s = timeout_s;
   gr_comm *c = NULL;
-  EXPECT_OK_IN(gr_comm_create(MPI_COMM_WORLD, &cfg, &c), "gr_comm_create");
+  EXPECT_OK_IN(gr_comm_create(mpi_comm, &cfg, &c), "gr_comm_create");
   unsetenv("GPURUN_COLL_ALGO");
   return c;
+}
+static gr_comm *make(const char *algo, double timeout_s) {
+  return make_on(MPI_COMM_WORLD, algo, timeout_s);
+}
+
+/* Whether the n floats at got are the n at want, bit for bit; a failure names the call. */
+static void same(const float *got, const float *want, size_t n, const char *what) {
+  checks++;
+  if (memcmp(got, want, n * sizeof(float)) != 0) FAIL("%s: the result is not the input", what);
+}
+
+/* One rank: the self row's place and choices, then a call of every kind on it. */
+static void one_rank(const char *algo, double timeout_s) {
+  char label[80];
+  snprintf(label, sizeof label, "one rank, GPURUN_COLL_ALGO=%s, timeout %g s", algo ? algo : "",
+           timeout_s);
+  gr_comm *c = make_on(MPI_COMM_SELF, algo, timeout_s);
+  if (!c) return;
+  checks++;
+  if (c->npaths < 1 || strcmp(c->paths[0]->name, "self") != 0)
+    FAIL("%s: the first row is %s, not self", label, c->npaths ? c->paths[0]->name : "none");
+  static const size_t counts[] = {0, 1, 7, 8193, 300000};
+  for (int kind = 0; kind < GR__NKINDS; kind++)
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+      expect(c, (gr__kind)kind, counts[ci], GR_FLOAT32,
+             kind == GR__SEND || kind == GR__RECV ? "mpi" : "self", label);
+  enum { N = 1001 }; /* odd, and more than a page */
+  float *in = ec_must(malloc(N * sizeof(float))), *out = ec_must(malloc(N * sizeof(float))),
+        *keep = ec_must(malloc(N * sizeof(float)));
+  for (size_t i = 0; i < N; i++)
+    in[i] = keep[i] = (float)i * 0.5f - 3.0f;
+  uint64_t ran = gr__algo_count(GR__ALGO_SELF);
+  char what[160];
+#define SELF_CALL(name, call, got)                                                                 \
+  do {                                                                                             \
+    memset(out, 0xff, N * sizeof(float));                                                          \
+    snprintf(what, sizeof what, "%s: %s", label, name);                                            \
+    EXPECT_OK_IN(call, what);                                                                      \
+    same(got, keep, N, what);                                                                      \
+  } while (0)
+  SELF_CALL("allreduce", gr_allreduce(in, out, N, GR_FLOAT32, GR_SUM, c, NULL), out);
+  SELF_CALL("allreduce avg", gr_allreduce(in, out, N, GR_FLOAT32, GR_AVG, c, NULL), out);
+  SELF_CALL("reduce", gr_reduce(in, out, N, GR_FLOAT32, GR_MAX, 0, c, NULL), out);
+  SELF_CALL("broadcast", gr_broadcast(in, out, N, GR_FLOAT32, 0, c, NULL), out);
+  SELF_CALL("allgather", gr_allgather(in, out, N, GR_FLOAT32, c, NULL), out);
+  SELF_CALL("reduce-scatter", gr_reduce_scatter(in, out, N, GR_FLOAT32, GR_SUM, c, NULL), out);
+  SELF_CALL("alltoall", gr_alltoall(in, out, N, GR_FLOAT32, c, NULL), out);
+  SELF_CALL("allreduce in place", gr_allreduce(in, in, N, GR_FLOAT32, GR_PROD, c, NULL), in);
+  SELF_CALL("allgather in place", gr_allgather(in, in, N, GR_FLOAT32, c, NULL), in);
+  SELF_CALL("reduce-scatter in place", gr_reduce_scatter(in, in, N, GR_FLOAT32, GR_MIN, c, NULL),
+            in);
+#undef SELF_CALL
+  EXPECT_OK_IN(gr_barrier(c), "barrier on one rank");
+  gr_request *req = NULL;
+  memset(out, 0, N * sizeof(float));
+  EXPECT_OK_IN(gr_iallreduce(in, out, N, GR_FLOAT32, GR_SUM, c, NULL, &req), "iallreduce");
+  if (req) EXPECT_OK_IN(gr_wait(&req), "wait");
+  same(out, keep, N, "iallreduce on one rank");
+  checks++;
+  uint64_t now = gr__algo_count(GR__ALGO_SELF) - ran;
+  if (now != 4) /* the blocking allreduces and the request */
+    FAIL("%s: %llu allreduces counted under self, 4 ran", label, (unsigned long long)now);
+  free(in);
+  free(out);
+  free(keep);
+  EXPECT_OK_IN(gr_comm_destroy(c), "destroy");
 }
 
 int main(int argc, char **argv) {
@@ -144,6 +215,10 @@ int main(int argc, char **argv) {
   EXPECT_OK_IN(gr_comm_destroy(mpi), "destroy");
   EXPECT_OK_IN(gr_comm_destroy(mpi_t), "destroy");
   EXPECT_OK_IN(gr_comm_destroy(mixed), "destroy");
+  one_rank(NULL, 0);
+  one_rank(NULL, 60);
+  one_rank("mpi", 60);
+  one_rank("ring", 0);
   int total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (world_rank == 0)
