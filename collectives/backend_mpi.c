@@ -335,10 +335,6 @@ static int any_present(const gr_comm *c) {
   (void)c;
   return 1;
 }
-static int takes_any(const gr__path *p, const gr__call *k) {
-  (void)p, (void)k;
-  return 1;
-}
 
 /* The MPI_I... call of k's kind (with no timeout, the blocking MPI routine: *done at once). */
 static gr_status lib_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done) {
@@ -435,7 +431,7 @@ const gr__path gr__path_mpi_lib = {.name = "mpi",
                                    .kinds = GR__KINDS_ALL,
                                    .staged = 1,
                                    .present = any_present,
-                                   .takes = takes_any,
+                                   .takes = gr__path_takes_all,
                                    .post = lib_post,
                                    .test = lib_test,
                                    .forget = lib_forget};

@@ -300,10 +300,6 @@ static void release(gr__call *k) {
 
 static int direct_present(const gr_comm *c) { return c->be && !B((gr_comm *)c)->share; }
 static int share_present(const gr_comm *c) { return c->be && B((gr_comm *)c)->share; }
-static int takes_any(const gr__path *p, const gr__call *k) {
-  (void)p, (void)k;
-  return 1;
-}
 
 /* The NCCL call of k's kind, on device copies of host buffers where k has them. */
 static gr_status direct_post(const gr__path *path, gr__call *k, const void *send, void *recv,
@@ -444,7 +440,7 @@ static const gr__path path_nccl = {.name = "nccl",
                                    .refusal = GR__REFUSAL_CARRIED,
                                    .kinds = GR__KINDS_ALL,
                                    .present = direct_present,
-                                   .takes = takes_any,
+                                   .takes = gr__path_takes_all,
                                    .post = direct_post,
                                    .test = direct_test,
                                    .forget = direct_forget};
@@ -453,7 +449,7 @@ static const gr__path path_nccl_share = {.name = "nccl-share",
                                          .refusal = GR__REFUSAL_CARRIED,
                                          .kinds = GR__KINDS_ALL,
                                          .present = share_present,
-                                         .takes = takes_any,
+                                         .takes = gr__path_takes_all,
                                          .post = share_post,
                                          .test = share_test,
                                          .forget = share_forget};

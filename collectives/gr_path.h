@@ -87,6 +87,8 @@ gr_status gr__paths_create(gr_comm *c);
 /* The rows' destroys on c, the last row first; c->paths is empty afterwards (before the backend's
  * destroy; local). */
 void gr__paths_destroy(gr_comm *c);
+/* For a row that takes every call of the kinds it serves (its takes). */
+int gr__path_takes_all(const gr__path *p, const gr__call *k);
 /* For a row's create: the MIN of ok over c->mpi (1 where every rank passed 1), bounded by c's
  * timeout; 0 as well where the agreement itself failed. */
 int gr__path_agree(gr_comm *c, int ok);

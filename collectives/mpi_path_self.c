@@ -18,11 +18,6 @@
 
 static int self_present(const gr_comm *c) { return c->size == 1; }
 
-static int self_takes(const gr__path *p, const gr__call *k) {
-  (void)p, (void)k;
-  return 1;
-}
-
 /* s and r are NULL for a refusing rank's call: nothing moves. In place (an allgather's block at
  * its own place in recv, a reduce-scatter's recv at its own block of send) s == r. */
 static gr_status self_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done) {
@@ -51,7 +46,7 @@ const gr__path gr__path_self = {.name = "self",
                                 .kinds = GR__KINDS_COLLECTIVE,
                                 .staged = 1,
                                 .present = self_present,
-                                .takes = self_takes,
+                                .takes = gr__path_takes_all,
                                 .post = self_post,
                                 .test = self_test,
                                 .forget = self_forget};
