@@ -89,7 +89,13 @@
 #define CMA_ALLREDUCE_MAX (8u << 20)
 #define CMA_REDUCE_SCATTER_MAX_PAIR (4u << 20)
 #define CMA_REDUCE_SCATTER_MAX (8u << 20)
-#define CMA_TMP_BYTES 65536 /* per peer: a reduction's block read from it, kept in L2 */
+/* Per peer: a reduction's block read from it, kept in L2 (tmp_bytes: the same on every rank, from
+ * the size alone). Two ranks take larger blocks: a quarter of the syscalls and claims, and at 2
+ * ranks the single copy ran 0.53-0.60x raw at 4-16 MiB against 0.61-0.70x with 64 KiB blocks
+ * (bench/README.md, session 15); at 4 ranks the larger block lost at 256 KiB (fewer chunks to
+ * share) and is not taken. */
+#define CMA_TMP_BYTES 65536
+#define CMA_TMP_BYTES_PAIR (256u << 10)
 /* Each rank's control line (the first of its FLAG_STRIDE bytes): its counter, then the
  * descriptors of its call (gr_shm.h, Agreement): two places of two words, used in alternation
  * with the buffers; in the counter's cache line, which a waiting peer reads anyway. */
@@ -149,7 +155,8 @@ struct gr__shm {
   size_t pair_max;    /* two ranks: allreduces up to this many bytes take the small mode (agreed:
                        * PAIR_SMALL_MAX, or measured at creation, gr__shm_set_pair_max) */
   int cma_errno;      /* a failed read (not a vanished peer): the call fails */
-  unsigned char *tmp; /* (size - 1) * CMA_TMP_BYTES */
+  size_t tmp_bytes;   /* CMA_TMP_BYTES, or CMA_TMP_BYTES_PAIR at two ranks */
+  unsigned char *tmp; /* (size - 1) * tmp_bytes */
   uint64_t moves;     /* raises and copies done: progress, for the idle clock */
   uint64_t idle_t0;   /* when the current fruitless wait began (ns), 0 = not waiting */
   char why[320];      /* the last failed call's sentence (gr__shm_why) */
@@ -250,6 +257,7 @@ gr__shm *gr__shm_new(void *base, size_t bytes, int rank, int size) {
   s->spins = SPINS;
   s->spin_ns = SPIN_NS;
   s->pair_max = PAIR_SMALL_MAX;
+  s->tmp_bytes = size == 2 ? CMA_TMP_BYTES_PAIR : CMA_TMP_BYTES;
   gr__shm_private_defaults(size, s->cross);
   gr__array_init(&s->wins, sizeof(struct shm_window));
   gr__array_init(&s->deferred, sizeof(void *));
@@ -593,7 +601,7 @@ int gr__shm_set_cma(gr__shm *s, int on) {
   s->cma = 0;
   if (!on || s->size < 2) return 1;
   free(s->tmp);
-  s->tmp = malloc((size_t)(s->size - 1) * CMA_TMP_BYTES);
+  s->tmp = malloc((size_t)(s->size - 1) * s->tmp_bytes);
   s->cma = s->tmp != NULL;
   return s->cma;
 }
@@ -683,10 +691,10 @@ static void publish_windows(gr__shm *s, const gr__shm_op *op) {
 }
 
 /* Chunk c of a single-copy allreduce: elements [*lo, *lo + *len). Each chunk holds one slice of
- * at most CMA_TMP_BYTES per rank, so a rank's slice of it is one read per peer into its tmp block
+ * at most tmp_bytes per rank, so a rank's slice of it is one read per peer into its tmp block
  * and the result a peer copies back is still in cache (L2, or the shared L3) when it does. */
 static size_t cma_chunk_elems(const gr__shm *s, size_t es) {
-  return (size_t)s->size * (CMA_TMP_BYTES / es);
+  return (size_t)s->size * (s->tmp_bytes / es);
 }
 static size_t cma_chunks(const gr__shm *s, const gr__shm_op *op) {
   size_t ce = cma_chunk_elems(s, gr__dtype_size(op->dtype));
@@ -708,12 +716,12 @@ static int spend(gr__shm *s) {
 }
 
 /* Chunk claims (CTL_CLAIM): rank q's word holds the round number of its current call and the next
- * piece of its slices nobody has claimed; piece u is piece u % PIECES of q's slice of chunk
- * u / PIECES. A claim is a compare-and-swap below the call's number of pieces, tagged with the
+ * piece of its slices nobody has claimed; piece u is piece u % pieces(s) of q's slice of chunk
+ * u / pieces(s). A claim is a compare-and-swap below the call's number of pieces, tagged with the
  * round that the claiming rank is in, so a rank still in an earlier call, or one that finished,
  * never takes a piece of a later call. A bounded pass claims one piece, any other the rest of the
  * chunk: [*u0, *u1). */
-#define PIECES (CMA_TMP_BYTES / TEST_PIECE)
+static size_t pieces(const gr__shm *s) { return s->tmp_bytes / TEST_PIECE; }
 static uint64_t claim_tag(const gr__shm *s) { return (uint64_t)(uint32_t)s->rounds << 32; }
 static int claim(gr__shm *s, int q, size_t units, size_t *u0, size_t *u1) {
   _Atomic uint64_t *w = ctl(s, q, CTL_CLAIM);
@@ -721,7 +729,7 @@ static int claim(gr__shm *s, int q, size_t units, size_t *u0, size_t *u1) {
   for (;;) {
     size_t at = (size_t)(v & UINT32_MAX);
     if ((v & ~(uint64_t)UINT32_MAX) != claim_tag(s) || at >= units) return 0;
-    size_t to = s->bounded ? at + 1 : (at / PIECES + 1) * PIECES;
+    size_t to = s->bounded ? at + 1 : (at / pieces(s) + 1) * pieces(s);
     if (to > units) to = units;
     if (atomic_compare_exchange_weak_explicit(w, &v, claim_tag(s) | (uint64_t)to,
                                               memory_order_relaxed, memory_order_relaxed)) {
@@ -883,7 +891,7 @@ uint64_t gr__shm_single_copy_calls(void) {
  * the result there. */
 static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
   int P = s->size, r = s->rank, rc;
-  size_t es = gr__dtype_size(op->dtype), off, n, lo, len, units = cma_chunks(s, op) * PIECES;
+  size_t es = gr__dtype_size(op->dtype), off, n, lo, len, units = cma_chunks(s, op) * pieces(s);
   size_t pe = TEST_PIECE / es; /* elements per piece */
   const char *send = op->send;
   char *recv = op->recv;
@@ -923,7 +931,7 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
       } else if (!spend(s)) { /* the rest of a range claimed in an earlier pass: one more piece */
         return 0;
       }
-      size_t c = op->u0 / PIECES, e0 = op->u0 % PIECES * pe, e1 = (op->u1 - c * PIECES) * pe;
+      size_t np = pieces(s), c = op->u0 / np, e0 = op->u0 % np * pe, e1 = (op->u1 - c * np) * pe;
       cma_chunk(s, op, c, &lo, &len);
       slice(len, P, op->owner, &off, &n);
       if (e1 > n) e1 = n;
@@ -941,12 +949,12 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
           !op->peer) { /* read and reduce, unless a write to a vanished peer stopped us after */
         for (op->sub = op->sub ? op->sub : 1; op->sub < P; op->sub++) {
           int q = (r + op->sub) % P; /* op->sub 0 is me: nothing to read */
-          unsigned char *into = s->tmp + (size_t)(op->sub - 1) * CMA_TMP_BYTES;
+          unsigned char *into = s->tmp + (size_t)(op->sub - 1) * s->tmp_bytes;
           if ((rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, m)) != 1) return rc;
         }
         for (int i = 0; i < P; i++) { /* rank order, as every path reduces */
           int t = (i - r + P) % P;
-          in[i] = t == 0 ? (const void *)(send + at) : s->tmp + (size_t)(t - 1) * CMA_TMP_BYTES;
+          in[i] = t == 0 ? (const void *)(send + at) : s->tmp + (size_t)(t - 1) * s->tmp_bytes;
         }
         gr__shm_reduce(op->dtype, op->op, in, P, recv + at, NULL, m / es);
         op->peer = 1;
@@ -970,7 +978,7 @@ static int cma_allreduce(gr__shm *s, gr__shm_op *op) {
 
 static int cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {
   int P = s->size, r = s->rank, rc;
-  size_t es = gr__dtype_size(op->dtype), per = CMA_TMP_BYTES / es, blk = op->count * es;
+  size_t es = gr__dtype_size(op->dtype), per = s->tmp_bytes / es, blk = op->count * es;
   const char *send = op->send;
   const void *in[GR__SHM_MAX_RANKS];
   if (op->step == 1) {
@@ -994,7 +1002,7 @@ static int cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {
           in[q] = q == r ? (const void *)(send + at) : peer_buf(s, q, 0) + at;
           continue;
         }
-        unsigned char *into = s->tmp + (size_t)t++ * CMA_TMP_BYTES;
+        unsigned char *into = s->tmp + (size_t)t++ * s->tmp_bytes;
         if ((rc = cma_read(s, q, into, peer_addr(s, q, CTL_SEND) + at, m * es)) != 1) return rc;
         in[q] = into;
       }
