@@ -13,8 +13,8 @@
  * a near tie is no verdict) at every larger measured size; where they win at none, the fixed
  * crossover stays (gr__shm_private_defaults), moved past the largest measured size if it lies at
  * or below it; below the smallest size the single copy stays (its syscall is amortised from
- * CMA_MIN on, and there a round's synchronisation weighs most). Rank 0's verdict is broadcast, so every rank holds
- * the same crossovers. The process keeps it per communicator size: a later communicator of that
+ * CMA_MIN on, and there a round's synchronisation weighs most). Rank 0's verdict is broadcast, so
+ * every rank holds the same crossovers. The process keeps it per communicator size: a later communicator of that
  * size on which every rank knows one takes rank 0's without measuring (communicators are created
  * often, and the measurement costs tens of calls).
  *
