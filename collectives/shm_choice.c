@@ -14,9 +14,9 @@
  * crossover stays (gr__shm_private_defaults), moved past the largest measured size if it lies at
  * or below it; below the smallest size the single copy stays (its syscall is amortised from
  * CMA_MIN on, and there a round's synchronisation weighs most). Rank 0's verdict is broadcast, so
- * every rank holds the same crossovers. The process keeps it per communicator size: a later communicator of that
- * size on which every rank knows one takes rank 0's without measuring (communicators are created
- * often, and the measurement costs tens of calls).
+ * every rank holds the same crossovers. The process keeps it per communicator size: a later
+ * communicator of that size on which every rank knows one takes rank 0's without measuring
+ * (communicators are created often, and the measurement costs tens of calls).
  *
  * Two ranks also measure how far an allreduce takes one exchange of whole copies (the pair mode:
  * one synchronisation, each rank reduces all n bytes itself) before the single copy (each byte
