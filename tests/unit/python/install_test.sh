@@ -1,7 +1,9 @@
 #!/bin/sh
 # Install the build into a scratch prefix; the installed package must import with one PYTHONPATH
-# and load the installed libgpurun (not the build tree's), then run as a singleton.
+# and load the installed libgpurun (not the build tree's), then run as a singleton. The caller's
+# GPURUN_LIB (an environment module's, say) would be loaded instead: unset.
 set -eu
+unset GPURUN_LIB
 build=$1 py=$2 pydir=$3
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
