@@ -216,6 +216,11 @@ void gr__reduce_host(gr_dtype t, gr_op op, void *inout, const void *in, size_t n
   }
 }
 
+void gr__reduce_one(gr_dtype t, gr_op op, void *buf, size_t n) {
+  /* x op x is x for every op but a floating MIN/MAX of a NaN, which the kernel makes canonical */
+  if (gr__dtype_is_float(t) && (op == GR_MIN || op == GR_MAX)) gr__reduce_host(t, op, buf, buf, n);
+}
+
 void gr__avg_divide(gr_dtype t, void *buf, size_t n, int nranks) {
   switch (t) {
   case GR_FLOAT32: {

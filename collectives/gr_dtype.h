@@ -38,6 +38,10 @@ uint16_t gr__f32_to_bf16(float f);
 /* inout[i] = inout[i] (op) in[i] for n elements; AVG adds (the division comes once, at the end).
  * fp16/bf16 are computed in float and rounded once per step. */
 void gr__reduce_host(gr_dtype t, gr_op op, void *inout, const void *in, size_t n);
+/* A reduction over one operand (a communicator of one rank): buf as gr__reduce_host leaves a
+ * result, so that a one-rank path follows the same rules as every other (a floating MIN/MAX of a
+ * NaN gives the canonical quiet NaN; everything else stays as it is). */
+void gr__reduce_one(gr_dtype t, gr_op op, void *buf, size_t n);
 /* buf[i] /= nranks, rounded to the type (the second half of AVG). */
 void gr__avg_divide(gr_dtype t, void *buf, size_t n, int nranks);
 

@@ -19,11 +19,15 @@
 static int self_present(const gr_comm *c) { return c->size == 1; }
 
 /* s and r are NULL for a refusing rank's call: nothing moves. In place (an allgather's block at
- * its own place in recv, a reduce-scatter's recv at its own block of send) s == r. */
+ * its own place in recv, a reduce-scatter's recv at its own block of send) s == r. A reduction's
+ * result goes through the reduction kernel's rules for one operand (gr__reduce_one). */
 static gr_status self_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done) {
   (void)p;
   size_t bytes = k->count * gr__dtype_size(k->dtype);
   if (k->kind != GR__BARRIER && s && r && s != r && bytes) memmove(r, s, bytes);
+  if (r && bytes &&
+      (k->kind == GR__ALLREDUCE || k->kind == GR__REDUCE || k->kind == GR__REDUCE_SCATTER))
+    gr__reduce_one(k->dtype, k->op, r, k->count);
   *done = 1;
   return GR_OK;
 }

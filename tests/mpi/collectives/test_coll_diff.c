@@ -288,12 +288,29 @@ static int expected(const callspec *c, size_t i, void *exp) {
   return 0;
 }
 
+/* A NaN input in one of four encodings, by k: the canonical quiet NaN, a negative quiet one with
+ * a payload, a signalling one with a payload, a negative signalling one. MIN/MAX must give the
+ * canonical quiet NaN whatever the inputs' payload, sign and signalling bit (gr_dtype(3)). */
+static void put_nan(int t, void *buf, size_t i, unsigned k) {
+  static const uint16_t h[4] = {0x7e00, 0xfe2b, 0x7c15, 0xfd01},
+                        b[4] = {0x7fc0, 0xffd3, 0x7f85, 0xffa1};
+  static const uint32_t f32[4] = {0x7fc00000u, 0xffc0abcdu, 0x7f800123u, 0xffa00001u};
+  static const uint64_t f64[4] = {0x7ff8000000000000ull, 0xfff800000000abcdull,
+                                  0x7ff0000000000123ull, 0xfff4000000000001ull};
+  k %= 4;
+  if (t == GR_FLOAT16) ((uint16_t *)buf)[i] = h[k];
+  if (t == GR_BFLOAT16) ((uint16_t *)buf)[i] = b[k];
+  if (t == GR_FLOAT32) memcpy((uint32_t *)buf + i, &f32[k], 4);
+  if (t == GR_FLOAT64) memcpy((uint64_t *)buf + i, &f64[k], 8);
+}
+
 static void fill(const callspec *c, void *buf, size_t n, size_t off) {
   for (size_t i = 0; i < n; i++) {
     double f;
     uint64_t u;
     value(c, off + i, rank, &f, &u);
     put(c->t, buf, i, f, u);
+    if (is_float(c->t) && isnan(f)) put_nan(c->t, buf, i, (unsigned)(off + i + (size_t)rank));
   }
 }
 
