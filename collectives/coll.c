@@ -202,6 +202,9 @@ gr_comm *gr__comm_new(MPI_Comm mpi, const gr__comm_cfg *cfg) {
   gr_comm *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->magic = GR__COMM_MAGIC;
+  gr__fork_watch();
+  c->fork_gen = gr__fork_gen();
+  c->pid = (int)getpid();
   c->mpi = mpi;
   c->check_mpi = c->req_mpi = MPI_COMM_NULL;
   c->timeout_s = cfg->timeout_s;
@@ -536,6 +539,12 @@ gr_status gr__check_comm(const char *fn, const gr_comm *c) {
   if (c->magic != GR__COMM_MAGIC)
     return gr__fail(GR_ERR_INVALID, fn, "comm %p is not a live communicator (destroyed?)",
                     (void *)c);
+  if (!gr__fork_mine(c->fork_gen))
+    return gr__fail(GR_ERR_STATE, fn,
+                    "communicator %s was created by process %d; this process is a child of "
+                    "fork() and cannot use it (its shared memory, MPI state and peers are the "
+                    "parent's); nothing was done",
+                    c->id, c->pid);
   return GR_OK;
 }
 

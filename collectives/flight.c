@@ -3,6 +3,7 @@
  * or a timeout on one communicator dumps all of them. It is guarded by one mutex, taken by the
  * creation, naming and release of a recorder and by the readers, never by a call's begin or end
  * and never from the signal handler. */
+#include "gr_fork.h"
 #include "gr_flight.h"
 
 #include "gr_param.h"
@@ -36,6 +37,7 @@ typedef struct {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static gr_list recorders; /* gr__flight, in creation order (the dump's order); under lock */
 static int keep_for_exit;
+static unsigned armed_gen; /* the process generation that armed the exit dump (gr_fork.h) */
 static char job[128];
 volatile sig_atomic_t gr__flight_sig_pending;
 
@@ -46,6 +48,7 @@ static void on_sigusr1(int sig) {
 
 static void dump_at_exit(void) {
   char path[1024];
+  if (!gr__fork_mine(armed_gen)) return; /* a child of fork(): the dump files are the parent's */
   if (gr__flight_dump(GR_FL_REASON_EXIT, path, sizeof path) != GR_OK)
     GR_WARN("%s", gr_last_error());
   pthread_mutex_lock(&lock);
@@ -69,6 +72,8 @@ void gr__flight_arm(const char *id) {
   }
   if (debug) {
     keep_for_exit = 1;
+    gr__fork_watch();
+    armed_gen = gr__fork_gen();
     atexit(dump_at_exit);
   }
   pthread_mutex_unlock(&lock);

@@ -6,6 +6,7 @@
 #ifndef GR_COLL_H
 #define GR_COLL_H
 
+#include "gr_fork.h"
 #include <gpurun/coll.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -148,6 +149,10 @@ typedef struct gr__mem {
   size_t len;
   void *be;          /* the backend's */
   gr_list_node node; /* on its communicator's mem list */
+  /* On a backend that moves pages: the communicator that holds [lo, lo + len) process-wide
+   * (mem.c), linked by held; NULL when not held. */
+  const gr_comm *owner;
+  gr_list_node held;
 } gr__mem;
 
 struct gr__coll_ops {
@@ -204,6 +209,8 @@ struct gr_comm {
                        * posted at their start; MPI_COMM_NULL in check mode, at one rank
                        * and on backends without GR__CAP_JOIN_REFUSALS */
   int rank, size, world_rank;
+  unsigned fork_gen; /* the process generation it was made in (gr_fork.h) */
+  int pid;           /* the process that made it (for the sentence a forked child gets) */
   const gr__coll_ops *ops;
   void *be; /* backend state */
   /* Configuration, agreed at creation (coll.c): what decides an algorithm, a tag or a path. */
@@ -284,7 +291,7 @@ void gr__comm_abort_internal(gr_comm *c);
  * every call asks it first. */
 gr_status gr__check_alive_fail(const char *fn, const gr_comm *c);
 static inline gr_status gr__check_alive(const char *fn, const gr_comm *c) {
-  if (c && c->magic == GR__COMM_MAGIC && !c->aborted) return GR_OK;
+  if (c && c->magic == GR__COMM_MAGIC && !c->aborted && gr__fork_mine(c->fork_gen)) return GR_OK;
   return gr__check_alive_fail(fn, c);
 }
 gr_status gr__check_comm(const char *fn, const gr_comm *c);

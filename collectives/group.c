@@ -262,6 +262,13 @@ GR_API gr_status gr_group_end(void) {
   if (gr__group_depth_now == 0)
     return gr__fail(GR_ERR_STATE, fn, "no gr_group_start on this thread");
   if (--gr__group_depth_now > 0) return GR_OK;
+  for (size_t i = 0; i < grp.q.count; i++) {
+    const gr_comm *c = GR_ARRAY_AT(&grp.q, gr__call, i).comm;
+    if (!gr__fork_mine(c->fork_gen)) { /* queued by the parent before fork(): run nothing */
+      gr__array_free(&grp.q);
+      return gr__check_comm(fn, c);
+    }
+  }
   /* The queue is handed over: from here the calls are run (or failed) before this returns. */
   for (size_t i = 0; i < grp.q.count; i++)
     __atomic_sub_fetch(&GR_ARRAY_AT(&grp.q, gr__call, i).comm->pending, 1, __ATOMIC_ACQ_REL);

@@ -10,9 +10,62 @@
 #include "gr_mpi_error.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Registration on a backend that moves whole pages (GR__CAP_REGISTER_PAGES) works on the process's
+ * memory, not on one communicator: the pages of a buffer get one shared mapping, which a second
+ * communicator's registration would replace under the first one's peers. So the pages such memory
+ * spans (allocated or registered) are held process-wide, each by one communicator at a time; a
+ * registration over pages another communicator holds is refused with that communicator's name.
+ * The list is the process's because the address space is. */
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static gr_list held; /* gr__mem, by their held node; under held_lock */
+
+#define PAGE_BYTES 4096u /* what the backend's mappings (shm_comm.c) count in */
+
+static int holds_pages(const gr_comm *c) { return (c->ops->caps & GR__CAP_REGISTER_PAGES) != 0; }
+
+static void hold(gr_comm *c, gr__mem *m) {
+  m->owner = c;
+  pthread_mutex_lock(&held_lock);
+  gr__list_push_back(&held, &m->held);
+  pthread_mutex_unlock(&held_lock);
+}
+
+static void unhold(gr__mem *m) {
+  if (!m->owner) return;
+  pthread_mutex_lock(&held_lock);
+  gr__list_remove(&held, &m->held);
+  pthread_mutex_unlock(&held_lock);
+  m->owner = NULL;
+}
+
+/* Claim [lo, lo + len) for m on c when no other communicator holds a page of it (1), else copy
+ * the holder's id into other (0). The claim is made before the ranks agree, so that two threads
+ * registering one buffer on two communicators cannot both pass. */
+static int claim(gr_comm *c, gr__mem *m, uintptr_t lo, size_t len, char *other, size_t cap) {
+  int free_pages = 1;
+  pthread_mutex_lock(&held_lock);
+  GR_LIST_FOREACH(it, tmp, &held) {
+    const gr__mem *h = GR_LIST_ENTRY(it, gr__mem, held);
+    if (free_pages && h->owner != c && lo < h->lo + h->len && h->lo < lo + len) {
+      snprintf(other, cap, "%s", h->owner->id);
+      free_pages = 0;
+    }
+  }
+  if (free_pages) {
+    m->owner = c;
+    m->lo = lo;
+    m->len = len;
+    gr__list_push_back(&held, &m->held);
+  }
+  pthread_mutex_unlock(&held_lock);
+  return free_pages;
+}
 
 /* What a rank brings to the agreement: a verdict on its own arguments and the size it asks or the
  * allocation it frees. */
@@ -28,11 +81,14 @@ enum {
   ASK_OVERLAP,        /* register: the pages overlap memory already registered or allocated */
   ASK_OVERLAP_BYTES,  /* register: the bytes overlap (a backend that registers no pages) */
   ASK_UNKNOWN_HANDLE, /* deregister: not a handle of this communicator */
+  ASK_PARTIAL_PAGE,   /* register: a first or last page holds memory the buffer does not cover */
+  ASK_OTHER_COMM,     /* register: another communicator holds some of the pages */
 };
 
 typedef struct {
   int64_t verdict;
-  uint64_t value; /* alloc: bytes; free: the allocation's id */
+  uint64_t value;  /* alloc: bytes; free: the allocation's id */
+  char detail[96]; /* the refusing rank's particulars ("" when none) */
 } ask;
 
 static const char *ask_text(int64_t v) {
@@ -57,6 +113,14 @@ static const char *ask_text(int64_t v) {
            "or from another communicator)";
   case ASK_PENDING:
     return "requests or grouped calls are outstanding on the communicator (complete them first)";
+  case ASK_PARTIAL_PAGE:
+    return "the buffer shares a page with memory it does not cover; registration moves whole "
+           "pages into shared memory, and writes of other threads to the rest of such a page "
+           "would be lost: pass page-aligned memory whose size is a whole number of pages "
+           "(posix_memalign or aligned_alloc with 4096, mmap) or use gr_mem_alloc";
+  case ASK_OTHER_COMM:
+    return "some of the buffer's pages are registered or allocated on another communicator (a "
+           "page is registered on one communicator at a time: deregister it there first)";
   default:
     return "ptr is NULL";
   }
@@ -82,17 +146,22 @@ static gr_status agree(const char *fn, gr_comm *c, ask mine, int freeing, int *n
   rc = MPI_Allreduce(MPI_IN_PLACE, first, 2, MPI_INT, MPI_MIN, c->mpi);
   if (rc != MPI_SUCCESS) return mpi_failed(fn, c, "MPI_Allreduce", rc);
   *nothing = 0;
-  const char *undone = freeing ? "freed" : "allocated";
+  const char *undone = strcmp(fn, "gr_mem_register") == 0     ? "registered"
+                       : strcmp(fn, "gr_mem_deregister") == 0 ? "deregistered"
+                       : freeing                              ? "freed"
+                                                              : "allocated";
   const char *what = freeing ? "frees allocation #" : "asks for ", *unit = freeing ? "" : " bytes";
   if (first[0] < c->size) {
-    int64_t v = mine.verdict;
-    rc = MPI_Bcast(&v, 1, MPI_INT64_T, first[0], c->mpi);
+    ask why = mine;
+    rc = MPI_Bcast(&why, (int)sizeof why, MPI_BYTE, first[0], c->mpi);
     if (rc != MPI_SUCCESS) return mpi_failed(fn, c, "MPI_Bcast", rc);
+    int64_t v = why.verdict;
+    why.detail[sizeof why.detail - 1] = '\0';
     return gr__fail(v == ASK_PENDING ? GR_ERR_STATE
                     : v == ASK_NOMEM ? GR_ERR_NOMEM
                                      : GR_ERR_INVALID,
-                    fn, "communicator %s: rank %d: %s; nothing was %s", c->id, first[0],
-                    ask_text(v), undone);
+                    fn, "communicator %s: rank %d: %s%s%s; nothing was %s", c->id, first[0],
+                    ask_text(v), why.detail[0] ? ": " : "", why.detail, undone);
   }
   if (first[1] < c->size) {
     ask other = mine;
@@ -119,7 +188,7 @@ GR_API gr_status gr_mem_alloc(gr_comm *comm, size_t bytes, void **ptr) {
   GR_CHECK(gr__check_alive(fn, comm));
   GR_CHECK(gr__requests_drain(fn, comm)); /* the agreement is a collective on c->mpi */
   gr__mem *m = ptr && bytes ? calloc(1, sizeof *m) : NULL;
-  ask mine = {!ptr ? ASK_NULL_OUT : !bytes ? ASK_ZERO : !m ? ASK_NOMEM : ASK_OK, bytes};
+  ask mine = {!ptr ? ASK_NULL_OUT : !bytes ? ASK_ZERO : !m ? ASK_NOMEM : ASK_OK, bytes, ""};
   int nothing;
   gr_status st = agree(fn, comm, mine, 0, &nothing);
   if (st != GR_OK) {
@@ -141,6 +210,7 @@ GR_API gr_status gr_mem_alloc(gr_comm *comm, size_t bytes, void **ptr) {
   m->bytes = bytes;
   m->id = comm->mem_seq++;
   gr__list_push_back(&comm->mem, &m->node);
+  if (holds_pages(comm)) hold(comm, m);
   *ptr = m->ptr;
   return GR_OK;
 }
@@ -150,32 +220,50 @@ GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_
   if (handle) *handle = NULL;
   GR_CHECK(gr__check_alive(fn, comm));
   GR_CHECK(gr__requests_drain(fn, comm));
-  int pages = (comm->ops->caps & GR__CAP_REGISTER_PAGES) != 0;
-  uintptr_t lo = pages ? (uintptr_t)ptr & ~(uintptr_t)4095 : (uintptr_t)ptr;
-  size_t len = !ptr || !bytes ? 0
-               : pages        ? (((uintptr_t)ptr + bytes + 4095) & ~(uintptr_t)4095) - lo
-                              : bytes;
+  int pages = holds_pages(comm);
+  uintptr_t at = (uintptr_t)ptr, lo = pages ? at & ~(uintptr_t)(PAGE_BYTES - 1) : at;
+  size_t len = !ptr || !bytes || bytes > UINTPTR_MAX - at - PAGE_BYTES ? 0
+               : pages ? ((at + bytes + PAGE_BYTES - 1) & ~(uintptr_t)(PAGE_BYTES - 1)) - lo
+                       : bytes;
+  ask mine = {ASK_OK, 0, ""};
+  /* whole pages only: the bytes around the buffer on its first and last page are the program's,
+   * and other threads may write them while the pages move */
+  size_t head = pages ? at - lo : 0, tail = pages && len ? lo + len - (at + bytes) : 0;
+  if (head)
+    snprintf(mine.detail, sizeof mine.detail, "it starts %zu bytes into a page", head);
+  else if (tail)
+    snprintf(mine.detail, sizeof mine.detail, "it ends %zu bytes before the end of a page", tail);
   int overlap = 0;
   GR_LIST_FOREACH(it, tmp, &comm->mem) {
     const gr__mem *m = GR_LIST_ENTRY(it, gr__mem, node);
     overlap |= len && lo < m->lo + m->len && m->lo < lo + len;
   }
-  gr__mem *m = ptr && bytes && handle && !overlap ? calloc(1, sizeof *m) : NULL;
+  gr__mem *m =
+      ptr && bytes && handle && len && !overlap && !head && !tail ? calloc(1, sizeof *m) : NULL;
   long pending = __atomic_load_n(&comm->pending, __ATOMIC_ACQUIRE);
-  ask mine = {!ptr          ? ASK_NULL_OUT
-              : !bytes      ? ASK_ZERO
-              : !handle     ? ASK_NULL_HANDLE
-              : overlap     ? (pages ? ASK_OVERLAP : ASK_OVERLAP_BYTES)
-              : !m          ? ASK_NOMEM
-              : pending > 0 ? ASK_PENDING /* the pages move under requests that may use them */
-                            : ASK_OK,
-              0};
+  char other[sizeof comm->id] = "";
+  int claimed = m && pending <= 0 && (!pages || claim(comm, m, lo, len, other, sizeof other));
+  mine.verdict = !ptr           ? ASK_NULL_OUT
+                 : !bytes       ? ASK_ZERO
+                 : !handle      ? ASK_NULL_HANDLE
+                 : !len         ? ASK_ZERO /* unreachable sizes: nothing to register */
+                 : head || tail ? ASK_PARTIAL_PAGE
+                 : overlap      ? (pages ? ASK_OVERLAP : ASK_OVERLAP_BYTES)
+                 : !m           ? ASK_NOMEM
+                 : pending > 0  ? ASK_PENDING /* the pages move under requests that may use them */
+                 : !claimed     ? ASK_OTHER_COMM
+                                : ASK_OK;
+  if (mine.verdict == ASK_OTHER_COMM)
+    snprintf(mine.detail, sizeof mine.detail, "communicator %.70s holds them", other);
+  else if (mine.verdict != ASK_PARTIAL_PAGE)
+    mine.detail[0] = '\0';
   int nothing;
   gr_status st = agree(fn, comm, mine, 0, &nothing);
   if (st == GR_OK && !comm->ops->mem_register)
     st = gr__fail(GR_ERR_UNSUPPORTED, fn, "communicator %s: the %s backend cannot register memory",
                   comm->id, comm->ops->name);
   if (st != GR_OK) {
+    if (m && claimed) unhold(m);
     free(m);
     return st;
   }
@@ -187,6 +275,7 @@ GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_
   comm->err[0] = '\0';
   st = comm->ops->mem_register(comm, m);
   if (st != GR_OK) {
+    unhold(m);
     free(m);
     return gr__fail(st, fn, "communicator %s: %s", comm->id, comm->err);
   }
@@ -200,6 +289,7 @@ GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_
 static void release_one(gr_comm *comm, gr__mem *m) {
   gr__list_remove(&comm->mem, &m->node);
   comm->ops->mem_free(comm, m);
+  unhold(m); /* after the pages are back: another communicator may register them from here on */
   free(m);
 }
 
@@ -219,7 +309,7 @@ static gr_status release(const char *fn, gr_comm *comm, const void *key, int reg
               : !found      ? (registered ? ASK_UNKNOWN_HANDLE : ASK_UNKNOWN)
               : pending > 0 ? ASK_PENDING
                             : ASK_OK,
-              found ? found->id : 0};
+              found ? found->id : 0, ""};
   int nothing;
   GR_CHECK(agree(fn, comm, mine, 1, &nothing));
   if (!nothing) release_one(comm, found);

@@ -423,6 +423,11 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
   gr__call *k = &q->k;
   gr_comm *c = k->comm;
   *done = 0;
+  if (!gr__fork_mine(c->fork_gen)) /* the parent's request: nothing of it may move here */
+    return gr__fail(GR_ERR_STATE, fn,
+                    "%s #%llu on communicator %s was started by process %d; this process is a "
+                    "child of fork() and cannot test or wait for it; nothing was done",
+                    gr__kind_name(k->kind), (unsigned long long)k->seq, c->id, c->pid);
   gr_status st = GR_OK;
   if (c->aborted) {
     if (q->state == REQ_QUEUED)

@@ -8,6 +8,7 @@
 #include "gr_observe.h"
 #include "gr_device.h"
 #include "gr_error.h"
+#include "gr_fork.h"
 #include "gr_mpi_error.h"
 #include "gr_log.h"
 #include "gr_param.h"
@@ -39,6 +40,8 @@ static gr_comm *world;
 static gr_pool *pool;
 static gr_rank_info_t info;
 static double t_init;
+static unsigned init_gen; /* the process generation gr_init ran in (gr_fork.h) */
+static int init_pid;
 static char job[128];
 
 static const char *thread_level_name(int level) {
@@ -255,6 +258,9 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
   GR_CHECK_GOTO(gr__pool_create_planned(&pc, &plan, &pool), st, fail);
 
   t_init = gr__mono_now();
+  gr__fork_watch();
+  init_gen = gr__fork_gen();
+  init_pid = (int)getpid();
   __atomic_store_n(&state, ST_UP, __ATOMIC_RELEASE);
   GR_INFO("rank %d of %d, local %d of %d on %s, %d GPU(s), cpus '%s', pool of %d, backend %s",
           info.rank, info.size, info.local_rank, info.local_size, info.node, info.ngpus, info.cpus,
@@ -301,6 +307,13 @@ GR_API gr_status gr_finalize(void) {
     return gr__fail(GR_ERR_STATE, fn,
                     was == ST_NEVER ? "gpurun is not initialised (call gr_init first)"
                                     : "gpurun is already finalized");
+  }
+  if (!gr__fork_mine(init_gen)) { /* the parent's MPI, pool and communicators */
+    pthread_mutex_unlock(&lock);
+    return gr__fail(GR_ERR_STATE, fn,
+                    "gr_init ran in process %d; this process is a child of fork() and cannot "
+                    "finalize what the parent initialised; nothing was done",
+                    init_pid);
   }
   write_counters();
   __atomic_store_n(&state, ST_DOWN, __ATOMIC_RELEASE);

@@ -7,10 +7,12 @@
  *   --mem: every buffer from gr_mem_alloc memory of the communicator under test (a stack in one
  *          allocation per communicator, so that each rank's buffers lie at offsets of its own),
  *          with sizes around the direct path's thresholds
- *   --register: the same on a malloc'd buffer (off a page boundary) made reachable by
- *          gr_mem_register, whose contents must survive registering and deregistering */
+ *   --register: the same on a malloc'd buffer (page-aligned whole pages, at an offset per rank)
+ *          made reachable by gr_mem_register, whose contents must survive registering and
+ *          deregistering */
 #include <gpurun/coll.h>
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,9 +368,12 @@ static void pattern(const arena *a, int check, const char *what) {
 static void arena_open(arena *a, gr_comm *c, size_t bytes) {
   a->bytes = bytes;
   if (reg_mode) {
-    a->block = ec_alloc(bytes + 8192);
-    /* off any page boundary, 16-byte aligned as malloc gives it, and per rank */
-    a->base = (unsigned char *)a->block + 96 + 64 * (size_t)world_rank;
+    /* whole pages, page-aligned (gr_mem_register refuses a buffer sharing a page with other
+     * memory), at an offset of a few pages that differs per rank */
+    a->bytes = bytes = (bytes + 4095) & ~(size_t)4095;
+    a->block = ec_alloc(bytes + 4096 * (size_t)(world_rank + 2));
+    a->base = (unsigned char *)(((uintptr_t)a->block + 4095) & ~(uintptr_t)4095) +
+              4096 * (size_t)world_rank;
     pattern(a, 0, "");
     EXPECT_OK_IN(gr_mem_register(c, a->base, bytes, &a->handle), "gr_mem_register");
     pattern(a, 1, "contents after gr_mem_register");

@@ -105,18 +105,21 @@ int main(int argc, char **argv) {
   /* freed twice */
   snprintf(want, sizeof want, "rank 0: the pointer is not memory gr_mem_alloc gave");
   EXPECT_ST_MSG(gr_mem_free(c, p), GR_ERR_INVALID, want);
-  /* registration: a malloc'd buffer made reachable in place; overlapping pages, a NULL handle,
-   * deregistered twice */
+  /* registration: a page-aligned buffer of whole pages made reachable in place; one off a page
+   * boundary, overlapping pages, a NULL handle, deregistered twice */
   size_t rn = 2048;
-  float *rb = malloc(3 * rn * sizeof *rb + 4096), *rsend = rb + 3, *rrecv = rb + 3 + rn;
-  REQUIRE(rb != NULL);
+  float *rb = NULL, *rsend, *rrecv;
+  REQUIRE(posix_memalign((void **)&rb, 4096, 3 * rn * sizeof *rb) == 0);
+  rsend = rb, rrecv = rb + rn;
   gr_mem_handle *h = NULL, *h2 = NULL;
+  EXPECT_ST_MSG(gr_mem_register(c, rb + 3, 2 * rn * sizeof *rb, &h), GR_ERR_INVALID,
+                "rank 0: the buffer shares a page with memory it does not cover");
   EXPECT_ST_MSG(gr_mem_register(c, rsend, 2 * rn * sizeof *rb, world_rank == 2 ? NULL : &h),
                 GR_ERR_INVALID, "rank 2: handle is NULL");
   REQUIRE_OK(gr_mem_register(c, rsend, 2 * rn * sizeof *rb, &h));
-  EXPECT_ST_MSG(gr_mem_register(c, rrecv + rn - 1, 64, &h2), GR_ERR_INVALID,
+  EXPECT_ST_MSG(gr_mem_register(c, rrecv + rn - 1024, 4096, &h2), GR_ERR_INVALID,
                 "rank 0: the buffer's pages overlap memory already registered");
-  EXPECT_ST_MSG(gr_mem_register(c, q, 64, &h2), GR_ERR_INVALID,
+  EXPECT_ST_MSG(gr_mem_register(c, q, 4096, &h2), GR_ERR_INVALID,
                 "rank 0: the buffer's pages overlap");
   exact_on(c, rsend, rrecv, P);
   EXPECT_OK(gr_mem_deregister(c, h));
