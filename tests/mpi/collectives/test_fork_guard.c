@@ -3,6 +3,7 @@
  * the parent, and touches nothing: the parent's outstanding allreduce and the calls after it stay
  * exact. (Without the guard the child's gr_test completed the parent's request, and the parent's
  * gr_wait returned GR_OK with elements wrong.)
+ * Compiled once more with FORK_NCCL_DOUBLE for the NCCL backend over the test double.
  *   test_fork_guard [--runtime]   (--runtime: through gr_init/gr_world, and gr_finalize in the
  *                                   child refuses too) */
 #include <gpurun/coll.h>
@@ -18,6 +19,12 @@ static int world_rank;
 #define GR_TEST_RANK world_rank
 #include "gr_check.h"
 #include "world_comm.h"
+#ifdef FORK_NCCL_DOUBLE
+extern const gr__coll_ops gr__coll_ops_nccl_double;
+#define BACKEND_OPS (&gr__coll_ops_nccl_double)
+#else
+#define BACKEND_OPS NULL
+#endif
 
 #define N 300000
 
@@ -83,7 +90,7 @@ int main(int argc, char **argv) {
   } else {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    c = world_comm(NULL, 20, 0);
+    c = world_comm(BACKEND_OPS, 20, 0);
   }
   REQUIRE(c != NULL);
   int P = gr_comm_size(c);
