@@ -4,6 +4,8 @@
 #include "gr_supervise.h"
 
 #include "gr_clock.h"
+#include "gr_counters_format.h"
+#include "gr_escape.h"
 #include "gr_jobdir.h"
 #include "gr_error.h"
 #include "gr_live_file.h"
@@ -52,10 +54,24 @@ static void job_id(const gr_supervise_opts *o, char *out, size_t cap) {
   }
 }
 
+/* The longest host name whose files fit in the job directory dirfd: the longest of them,
+ * <node>.<local_rank>.counters.json (the runtime's, beside the CSV), within the file system's
+ * limit on a file name (NAME_MAX, 255 bytes; *name_max gets it). Linux host names are at most
+ * 64 bytes (HOST_NAME_MAX), far below; a longer node name comes from elsewhere. */
+static long node_name_max(int dirfd, int local_rank, long *name_max) {
+  long nm = fpathconf(dirfd, _PC_NAME_MAX);
+  if (nm <= 0) nm = NAME_MAX;
+  *name_max = nm;
+  char rest[64];
+  int n = snprintf(rest, sizeof rest, ".%d" GR_COUNTERS_SUFFIX, local_rank < 0 ? 0 : local_rank);
+  return nm - n;
+}
+
 /* Opens <dir>/<job>/<node>.<local_rank>.csv for appending (gr_safefile.h: a private job
  * directory, no symlink followed) and exports the directory and job id to the program, so that the
  * runtime can put its counters beside the CSV. -1 when monitoring is off or the file cannot be
- * made (said at warn, with the reason: the job still runs). */
+ * made (said at warn, with the reason: the job still runs). A host name too long for the file
+ * names is said in one sentence: its length, the limit, the longest that fits. */
 static int open_csv(const gr_supervise_opts *o, char *path, size_t cap, char *job_out,
                     size_t job_cap, char *node_out, size_t node_cap) {
   const char *root = o->monitor_dir;
@@ -73,6 +89,19 @@ static int open_csv(const gr_supervise_opts *o, char *path, size_t cap, char *jo
   int dirfd, fd;
   if (gr__jobdir_open(root, job, &dirfd) != GR_OK) {
     GR_WARN("--monitor: %s; running without monitoring", gr_last_error());
+    return -1;
+  }
+  long name_max, node_max = node_name_max(dirfd, o->local_rank, &name_max);
+  if ((long)strlen(node) > node_max) {
+    char esc[512];
+    GR_WARN(
+        "--monitor: the host name is %zu bytes, and with it the file <host>.%d" GR_COUNTERS_SUFFIX
+        " in %s/%s would pass the %ld bytes a file name can have (NAME_MAX): monitoring needs a "
+        "host name of at most %ld bytes, so give this node a shorter one; running without "
+        "monitoring",
+        strlen(node), o->local_rank < 0 ? 0 : o->local_rank,
+        gr__esc_term_str(esc, sizeof esc, root), job, name_max, node_max);
+    close(dirfd);
     return -1;
   }
   char name[300];

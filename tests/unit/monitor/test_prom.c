@@ -66,9 +66,10 @@ static void test_format(void **state) {
   gr__prom_text_free(&t);
 }
 
-/* The most a rank can have: 16 GPUs with every reading, a 255-character host name and the longest
- * job id. The text is whole (every series of every GPU, and the rank's series after them), far
- * beyond the 32 KiB a fixed buffer would have held. */
+/* The most a rank can have: 16 GPUs with every reading, the live file's series, a 64-byte host name
+ * (HOST_NAME_MAX: the most Linux allows) and the longest job id (127 bytes). The text is whole
+ * (every series of every GPU, and the rank's series after them), far beyond the 32 KiB a fixed
+ * buffer would have held: about 72.5 KB, the figure docs/formats.md gives (change both together). */
 static void test_big(void **state) {
   (void)state;
   gr__sample s;
@@ -100,18 +101,29 @@ static void test_big(void **state) {
     G->rank_mem = 1ull << 30;
     G->others_mem = 2ull << 30;
   }
-  char host[256], job[128];
-  for (int i = 0; i < 255; i++)
+  char host[65], job[128];
+  for (int i = 0; i < 64; i++)
     host[i] = (char)('a' + i % 26);
-  host[254] = 'Z'; /* the last byte must survive */
-  host[255] = '\0';
+  host[63] = 'Z'; /* the last byte must survive */
+  host[64] = '\0';
   memset(job, 'j', 127);
   job[127] = '\0';
   gr__prom_owner me;
   assert_int_equal(gr__prom_owner_self(&me), 0);
+  gr__live live; /* one communicator in a call: the collective seconds, calls and wait series */
+  memset(&live, 0, sizeof live);
+  live.rank = s.rank;
+  live.ncomms = 1;
+  snprintf(live.comm[0].state, sizeof live.comm[0].state, "running");
+  live.comm[0].start = s.unix_s - 2.5;
+  live.comm[0].busy_s = 3600.25;
+  live.comm[0].calls = 1000000;
   gr__prom_text t = {0};
-  assert_int_equal(gr__prom_format(&s, job, host, NULL, &me, &t), 0);
+  assert_int_equal(gr__prom_format(&s, job, host, &live, &me, &t), 0);
   assert_true(t.len > 32768);
+  /* 72,519 bytes with this process's pid and start time in the owner line (a few digits more or
+   * less elsewhere) */
+  if (t.len < 72000 || t.len > 73000) fail_msg("%zu bytes, not about 72.5 KB", t.len);
   assert_int_equal(strlen(t.buf), t.len);
   assert_int_equal(t.buf[t.len - 1], '\n');
   char label[300];
@@ -131,10 +143,11 @@ static void test_big(void **state) {
     *nl = '\n';
     line = nl + 1;
   }
-  /* 14 families for each of 16 GPUs; cpu, rss, up and time for the rank (no live file) */
-  assert_int_equal(series, 14 * 16 + 4);
+  /* 14 families for each of 16 GPUs; cpu, rss, collective seconds, calls, wait, up and time for
+   * the rank */
+  assert_int_equal(series, 14 * 16 + 7);
   assert_int_equal(last_gpu15, 14);
-  assert_int_equal(lines, series + 2 * (14 + 4) + 1); /* HELP and TYPE per family, owner line */
+  assert_int_equal(lines, series + 2 * (14 + 7) + 1); /* HELP and TYPE per family, owner line */
   const char *tail = "gpurun_sample_time_seconds{";
   assert_non_null(strstr(t.buf, tail));
   assert_non_null(strstr(t.buf, "} 1700000000.25\n"));

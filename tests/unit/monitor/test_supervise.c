@@ -1,5 +1,6 @@
-/* gr__supervise: exit codes, signal forwarding, the time limit, and the monitor CSV. Each case
- * runs the supervisor in a forked helper so that signals aimed at it do not hit the test runner. */
+/* gr__supervise: exit codes, signal forwarding, the time limit, the monitor CSV, and a host name
+ * too long for its file names. Each case runs the supervisor in a forked helper so that signals
+ * aimed at it do not hit the test runner. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gr_log.h"
 #include "gr_supervise.h"
 #include "gr_telemetry.h"
 
@@ -257,6 +259,83 @@ static void test_exports_monitor_env(void **state) {
   assert_string_equal(slurp(out), want);
 }
 
+/* Runs the supervisor with its stderr (warn level) in errpath; returns the helper's exit code. */
+static int run_stderr(char *const argv[], const gr_supervise_opts *o, const char *errpath) {
+  pid_t h = fork();
+  assert_true(h >= 0);
+  if (h == 0) {
+    int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || dup2(fd, 2) < 0) _exit(251);
+    setenv("GPURUN_LOG", "warn", 1);
+    gr__log_reset();
+    int code = -1;
+    gr_status st = gr__supervise(argv, o, &code);
+    _exit(st == GR_OK ? code : 250);
+  }
+  return finish(h);
+}
+
+/* A host name too long for the job directory's file names: the longest of them,
+ * <host>.<local_rank>.counters.json, may have NAME_MAX bytes (255). Linux host names are at most
+ * 64 bytes; a longer node name is one sentence (its length, the limit, the longest that fits, what
+ * to do) and the program runs unmonitored, not an errno from open(2). One byte shorter works. */
+static void test_monitor_long_host(void **state) {
+  (void)state;
+  long nm = pathconf(tmpdir, _PC_NAME_MAX);
+  if (nm <= 0) nm = 255;
+  struct {
+    int local_rank;
+    size_t len; /* host name */
+    int ok;
+  } cases[] = {
+      {0, (size_t)nm - 16, 1},  /* "<host>.0.counters.json": exactly NAME_MAX */
+      {0, (size_t)nm - 15, 0},  /* one byte over */
+      {12, (size_t)nm - 16, 0}, /* ".12.counters.json" is a byte longer */
+      {3, 255, 0},              /* the 255 bytes docs/formats.md once assumed */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char node[300];
+    memset(node, 'h', cases[i].len);
+    node[cases[i].len] = '\0';
+    gr_supervise_opts o;
+    gr__supervise_opts_init(&o);
+    o.monitor_interval_s = 0.05;
+    o.monitor_dir = tmpdir;
+    o.job_id = "longhost";
+    o.node_name = node;
+    o.local_rank = cases[i].local_rank;
+    o.rank = 0;
+    o.gpus_pci = "";
+    char err[300], csv[600];
+    snprintf(err, sizeof err, "%s/longhost.err", tmpdir);
+    snprintf(csv, sizeof csv, "%s/longhost/%s.%d.csv", tmpdir, node, cases[i].local_rank);
+    char *argv[] = {"sh", "-c", "exit 3", NULL};
+    assert_int_equal(run_stderr(argv, &o, err), 3); /* the program runs either way */
+    const char *text = slurp(err);
+    assert_non_null(text);
+    if (cases[i].ok) {
+      if (access(csv, F_OK) != 0)
+        fail_msg("host name of %zu bytes: no CSV; stderr: %s", cases[i].len, text);
+      assert_null(strstr(text, "--monitor"));
+      assert_int_equal(unlink(csv), 0);
+      continue;
+    }
+    char want[600];
+    snprintf(want, sizeof want,
+             "--monitor: the host name is %zu bytes, and with it the file <host>.%d.counters.json "
+             "in %s/longhost would pass the %ld bytes a file name can have (NAME_MAX): monitoring "
+             "needs a host name of at most %ld bytes, so give this node a shorter one; running "
+             "without monitoring\n",
+             cases[i].len, cases[i].local_rank, tmpdir, nm,
+             nm - (cases[i].local_rank >= 10 ? 17 : 16));
+    if (!strstr(text, want))
+      fail_msg("host name of %zu bytes: stderr is\n%s\nnot\n%s", cases[i].len, text, want);
+    assert_int_equal(count_char(text, '\n'), 1); /* that sentence alone */
+    assert_null(strstr(text, "too long:"));      /* no strerror(ENAMETOOLONG) */
+    assert_int_not_equal(access(csv, F_OK), 0);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_exit_codes),
@@ -267,6 +346,7 @@ int main(void) {
       cmocka_unit_test(test_monitor_csv),
       cmocka_unit_test(test_monitor_sigterm_leaves_whole_lines),
       cmocka_unit_test(test_exports_monitor_env),
+      cmocka_unit_test(test_monitor_long_host),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
