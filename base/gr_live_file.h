@@ -68,10 +68,14 @@ typedef struct {
   double start;
 } gr__live_creating;
 
+/* A host name and its NUL: Linux allows 64 bytes (HOST_NAME_MAX), and gpurun-top compares the
+ * whole name with its own to read a rank's process state. */
+#define GR_LIVE_HOST_BYTES 65
+
 typedef struct {
   int rank, size; /* -1 when absent */
   long pid;       /* 0 when absent */
-  char host[64], state[12];
+  char host[GR_LIVE_HOST_BYTES], state[12];
   double time, interval, cpu_pct; /* cpu_pct -1 when absent */
   long long beat;                 /* -1 when absent (version 1) */
   long long rss_kib;              /* -1 when absent */

@@ -41,7 +41,7 @@ static struct {
   int64_t period_ns;
   long long beat; /* writes so far (the heartbeat) */
   int rank, size;
-  char host[64];
+  char host[GR_LIVE_HOST_BYTES];
   int dirfd;           /* the job directory (gr__jobdir_open) */
   char path[PATH_MAX]; /* for messages */
   char name[32], tmp[64];

@@ -27,7 +27,7 @@ typedef struct {
   gr__live live;
   double age_s;    /* now - live.time */
   char proc_state; /* same host: /proc/<pid>/stat state (R, S, D, T, Z...), 'X' gone, 0 unknown */
-  char host[64];
+  char host[GR_LIVE_HOST_BYTES];
   int local_rank;
   int ngpus;
   gr__top_gpu gpu[GR__TOP_MAX_GPUS];

@@ -288,7 +288,7 @@ int gr__top_load(gr__top_job *job) {
   job->world = 0;
   job->verdict[0] = '\0';
   job->now = gr__wall_now();
-  char myhost[256] = "", clean[64];
+  char myhost[256] = "", clean[GR_LIVE_HOST_BYTES];
   gethostname(myhost, sizeof myhost - 1);
   gr__live_clean(clean, sizeof clean, myhost, strlen(myhost));
   DIR *d = opendir(job->dir);

@@ -117,6 +117,14 @@ static void test_parse_hostile(void **state) {
                 ' ', '1', '\n', 'r', 'a', 'n', 'k', ' ', '4', '2'};
   assert_int_equal(gr__live_parse(raw, sizeof raw - 1, &lv), 0);
   assert_int_equal(lv.rank, 4);
+  /* a host name of 64 bytes (Linux's longest) survives whole: gpurun-top compares it with its own
+   * to read the rank's process state */
+  char host64[65], text[200];
+  memset(host64, 'h', 64);
+  host64[64] = '\0';
+  snprintf(text, sizeof text, "gpurun-live 1\nrank 1\nsize 2\nhost %s\npid 12\n", host64);
+  assert_int_equal(gr__live_parse(text, strlen(text), &lv), 0);
+  assert_string_equal(lv.host, host64);
 }
 
 /* Ranks 0, 1, 3 wait in allreduce #10; rank 2 finished #9 five seconds ago and is silent. */
