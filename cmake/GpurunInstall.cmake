@@ -21,7 +21,8 @@ install(FILES ${PROJECT_BINARY_DIR}/gpurunConfig.cmake ${PROJECT_BINARY_DIR}/gpu
               ${PROJECT_SOURCE_DIR}/cmake/FindNCCL.cmake
         DESTINATION ${GPURUN_CMAKE_DIR})
 
-# pkg-config: Open MPI's own ompi-c module and hwloc carry the flags a consumer needs.
+# pkg-config: the MPI's own module (Open MPI's ompi-c, MPICH's mpich) and hwloc carry the flags a
+# consumer needs.
 set(GPURUN_PC_PRIVATE_LIBS "-lm -ldl -lpthread")
 if(GPURUN_HAVE_CUDA)
   set(GPURUN_PC_PRIVATE_LIBS "${GPURUN_PC_PRIVATE_LIBS} -L${CUDAToolkit_LIBRARY_DIR} -lcudart")

@@ -4,6 +4,7 @@
  * The calls themselves (argument checks, the check mode, groups, the wait loop that enforces the
  * timeout and records the flight recorder and counters) are in the front end's call files
  * (gr_front.h). Backends only start and progress work (gr_coll.h). */
+#include "gr_mpi_family.h"
 #include "gr_coll.h"
 
 #include "gr_config.h"
@@ -514,6 +515,7 @@ GR_API gr_status gr_comm_create(MPI_Comm mpi, const gr_comm_config *cfg, gr_comm
    * in the agreement until their timeout. */
   if (!out) return gr__fail(GR_ERR_INVALID, fn, "out is NULL");
   *out = NULL;
+  GR_CHECK(gr__mpi_family_check(fn)); /* before mpi reaches the running MPI */
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);

@@ -10,6 +10,7 @@
 #include "gr_error.h"
 #include "gr_fork.h"
 #include "gr_mpi_error.h"
+#include "gr_mpi_family.h"
 #include "gr_log.h"
 #include "gr_param.h"
 #include "gr_plan.h"
@@ -166,7 +167,11 @@ GR_API gr_status gr_init(int *argc, char ***argv) {
                                  : "called after gr_finalize; the runtime cannot be started twice "
                                    "(MPI cannot be re-initialised)");
   }
-  gr_status st = GR_OK;
+  gr_status st = gr__mpi_family_check(fn); /* before any handle reaches the running MPI */
+  if (st != GR_OK) {
+    pthread_mutex_unlock(&lock);
+    return st;
+  }
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
