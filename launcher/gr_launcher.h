@@ -89,6 +89,13 @@ typedef struct {
                          (GR_PLAN_VAR_PLAN_PID): they rank below every real launcher's variables */
 } gr__whoami_t;
 
+/* MPICH's Hydra as a launch identity: outside Slurm, mpiexec (Hydra) exports nothing that tells one
+ * launch from another (PMI_RANK, PMI_SIZE, PMI_FD, MPI_LOCALRANKID), but every rank of one launch
+ * on a node is a child of that launch's hydra_pmi_proxy. Writes "PID.STARTTIME" of the parent
+ * (its start in clock ticks after boot, so that a reused pid is another identity) and returns 0
+ * when the parent is a hydra_pmi_proxy; else -1. */
+int gr__hydra_launch(char *out, size_t cap);
+
 /* Fills w from the first launcher whose variables are present. GR_ERR_INVALID (the sentence says
  * which variable) when a present variable does not parse, or the rank is not below the size. */
 gr_status gr__whoami(const gr__options *o, gr__getenv_fn get, void *ctx, gr__whoami_t *w);

@@ -4,7 +4,8 @@
  *
  * Keyed to one launch: the identity is what the launcher sets for one mpirun/srun (the PMIx
  * namespace, Open MPI's job id and its HNP's URI, Slurm's job id with the step id, Flux's job id,
- * PALS's application id), never the allocation alone, so two launches in one Slurm allocation
+ * PALS's application id, the hydra_pmi_proxy MPICH's mpiexec starts per launch and node: its pid
+ * and start time, gr__hydra_launch), never the allocation alone, so two launches in one Slurm allocation
  * never read each other's. The identity and the node's GPUs name the file and are written inside
  * it; a reader takes a file only when they match its own exactly, and when it is under a minute
  * old.
@@ -68,6 +69,11 @@ static int launch_identity(char *out, size_t cap) {
     for (size_t k = 0; v[k] && k < ID_VALUE_MAX && gr__strbuf_len(&sb) + 1 < cap; k++)
       gr__strbuf_putc(&sb, v[k] > ' ' && v[k] < 127 ? v[k] : '?');
     launch |= id_vars[i].launch;
+  }
+  char hydra[64];
+  if (!launch && getenv("PMI_RANK") && gr__hydra_launch(hydra, sizeof hydra) == 0) {
+    gr__strbuf_appendf(&sb, "%shydra_pmi_proxy=%s", gr__strbuf_len(&sb) ? " " : "", hydra);
+    launch = !sb.truncated;
   }
   return launch ? 0 : -1;
 }
@@ -176,8 +182,8 @@ ssize_t gr__snapshot_share(const char *kind, const gr__node *n, int local_rank, 
     /* Nothing tells this launch from another: no file could be trusted, so none is used. */
     if (local_rank != 0)
       warn("local rank %d: no launch id (PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid, SLURM_JOB_ID "
-           "with SLURM_STEP_ID, FLUX_JOB_ID, PALS_APID) to find local rank 0's %s snapshot by; "
-           "judging alone",
+           "with SLURM_STEP_ID, FLUX_JOB_ID, PALS_APID, a parent hydra_pmi_proxy) to find local "
+           "rank 0's %s snapshot by; judging alone",
            local_rank, kind);
     return produce(ctx, buf, cap);
   }

@@ -261,6 +261,11 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
     const char *j = get(ctx, l->job);
     if (!j && strcmp(l->name, "Open MPI") == 0) j = get(ctx, "PMIX_NAMESPACE");
     if (j) snprintf(job, sizeof job, "%.100s", j);
+    /* Hydra outside Slurm sets no job id: its proxy (one per launch and node) names the launch,
+     * which is every rank's on one node, where MASTER_ADDR is found (MASTER_PORT per launch) */
+    char hydra[64];
+    if (!j && strcmp(l->name, "MPICH/Hydra") == 0 && gr__hydra_launch(hydra, sizeof hydra) == 0)
+      snprintf(job, sizeof job, "hydra.%s", hydra);
     if (j && strcmp(l->name, "Slurm") == 0) {
       const char *step = get(ctx, "SLURM_STEP_ID");
       snprintf(job, sizeof job, "%.60s.%.60s", j, step ? step : "batch");
