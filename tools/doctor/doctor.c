@@ -208,13 +208,79 @@ static void list_add(char *list, size_t cap, const char *name) {
   app(list, cap, "%s%s", list[0] ? "," : "", name);
 }
 
-static void check_mpi(gr__dr_report *r, bg_cmd *b, double deadline, double timeout) {
+/* The MPI family this gpurun is built for (gr_config.h): the tool that describes that MPI is
+ * ompi_info (Open MPI) or mpichversion (MPICH). */
+static int built_for_mpich(void) { return strcmp(GPURUN_MPI_FAMILY_NAME, "MPICH") == 0; }
+
+/* The value after "KEY:" on one of mpichversion's lines ("MPICH Version:\t4.0.2"), trimmed. */
+static void mpich_field(const char *line, const char *key, char *out, size_t cap) {
+  size_t k = strlen(key);
+  if (strncmp(line, key, k) != 0) return;
+  line += k;
+  while (*line == ' ' || *line == '\t')
+    line++;
+  snprintf(out, cap, "%.*s", (int)strcspn(line, "\r\n"), line);
+}
+
+static void check_mpich(gr__dr_report *r, bg_cmd *b, double deadline, double timeout) {
   int rc = bg_finish(b, deadline);
   if (rc == -1 || rc == 127) {
-    if (on_path("mpichversion") || on_path("mpirun"))
+    if (on_path("ompi_info"))
+      gr__dr_add(r, "mpi", GR__DR_WARN,
+                 "use the gpurun built for Open MPI, or put MPICH's bin directory first on PATH",
+                 "this gpurun is built for MPICH, but the MPI on PATH is Open MPI (ompi_info)");
+    else if (on_path("mpiexec") || on_path("mpirun"))
+      gr__dr_add(r, "mpi", GR__DR_WARN,
+                 "check that it is of the MPICH family (mpiexec --version): this gpurun is built "
+                 "for MPICH",
+                 "no mpichversion on PATH, but an mpiexec (Cray MPICH and Intel MPI have no "
+                 "mpichversion)");
+    else
+      gr__dr_add(r, "mpi", GR__DR_WARN, "install MPICH or put its bin directory on PATH",
+                 "no MPI on PATH (no mpichversion, no mpiexec)");
+    return;
+  }
+  if (rc == -2) {
+    gr__dr_add(r, "mpi", GR__DR_WARN, "run mpichversion by hand; a slow file system?",
+               "mpichversion did not finish within %.1f s (killed)", timeout);
+    return;
+  }
+  char version[64] = "", device[64] = "";
+  int cuda = 0;
+  for (char *line = b->out; line && *line;) {
+    char *end = strchr(line, '\n');
+    if (end) *end = 0;
+    mpich_field(line, "MPICH Version:", version, sizeof version);
+    mpich_field(line, "MPICH Device:", device, sizeof device);
+    if (strncmp(line, "MPICH configure:", 16) == 0)
+      cuda = strstr(line, "--with-cuda") && !strstr(line, "--with-cuda=no");
+    line = end ? end + 1 : NULL;
+  }
+  if (rc != 0 || !version[0]) {
+    gr__dr_add(r, "mpi", GR__DR_WARN, "run mpichversion by hand to see why",
+               "mpichversion exited %d%s", rc, version[0] ? "" : " without a version");
+    return;
+  }
+  gr__dr_add(r, "mpi", GR__DR_OK,
+             cuda ? NULL : "no CUDA support: gpurun stages device buffers through host memory",
+             "MPICH %s, device %s, CUDA-aware %s", version, device[0] ? device : "?",
+             cuda ? "yes" : "no");
+}
+
+static void check_mpi(gr__dr_report *r, bg_cmd *b, double deadline, double timeout) {
+  if (built_for_mpich()) {
+    check_mpich(r, b, deadline, timeout);
+    return;
+  }
+  int rc = bg_finish(b, deadline);
+  if (rc == -1 || rc == 127) {
+    if (on_path("mpichversion"))
+      gr__dr_add(r, "mpi", GR__DR_WARN,
+                 "use the gpurun built for MPICH, or put Open MPI's bin directory first on PATH",
+                 "this gpurun is built for Open MPI, but the MPI on PATH is MPICH (mpichversion)");
+    else if (on_path("mpirun") || on_path("mpiexec"))
       gr__dr_add(r, "mpi", GR__DR_WARN, "gpurun is built against Open MPI; check this MPI matches",
-                 "no ompi_info on PATH, but an mpirun%s",
-                 on_path("mpichversion") ? " (MPICH)" : "");
+                 "no ompi_info on PATH, but an mpirun");
     else
       gr__dr_add(r, "mpi", GR__DR_WARN, "install Open MPI or put its bin directory on PATH",
                  "no MPI on PATH (no ompi_info, no mpirun)");
@@ -925,8 +991,8 @@ gr_status gr__dr_run(const gr__dr_opts *o, gr__dr_report *r) {
   bg_cmd mpi;
   memset(&mpi, 0, sizeof mpi);
   if (live) { /* ompi_info takes most of a second: it runs while the other checks do */
-    char *argv[] = {"ompi_info", "--parsable", NULL};
-    bg_start(&mpi, argv);
+    char *ompi[] = {"ompi_info", "--parsable", NULL}, *mpich[] = {"mpichversion", NULL};
+    bg_start(&mpi, built_for_mpich() ? mpich : ompi);
   }
   if (gethostname(r->host, sizeof r->host) != 0) snprintf(r->host, sizeof r->host, "?");
   r->host[sizeof r->host - 1] = 0;
