@@ -23,6 +23,44 @@ if(GPURUN_SANITIZE MATCHES "thread")
 endif()
 set(GPURUN_MPIEXEC ${MPIEXEC_EXECUTABLE} CACHE FILEPATH "mpirun used by the MPI tests")
 
+# The tests start ranks through one front end, tests/lib/mpi-launch, never through the launcher
+# itself: it takes a small vocabulary (-n N, --oversubscribe, -x VAR, --host, --rsh-agent, --bind-to,
+# ...; the table at its top) and hands each launcher its own words. The launcher's family is found
+# once, here, from its --version: openmpi (Open MPI's mpirun), mpich (Hydra's mpiexec: MPICH, and
+# the MPICH-family MPIs that use it) or srun.
+if(NOT DEFINED GPURUN_TEST_MPI_FAMILY)
+  get_filename_component(_gr_mpiexec_name "${GPURUN_MPIEXEC}" NAME)
+  execute_process(COMMAND ${GPURUN_MPIEXEC} --version OUTPUT_VARIABLE _gr_v ERROR_VARIABLE _gr_v
+                  RESULT_VARIABLE _gr_rc TIMEOUT 20)
+  if(_gr_mpiexec_name STREQUAL "srun" OR _gr_v MATCHES "^slurm ")
+    set(_gr_family srun)
+  elseif(_gr_v MATCHES "Open MPI|OpenRTE")
+    set(_gr_family openmpi)
+  elseif(_gr_v MATCHES "HYDRA|Hydra|Intel\\(R\\) MPI")
+    set(_gr_family mpich)
+  else()
+    message(FATAL_ERROR "GPURUN_MPIEXEC=${GPURUN_MPIEXEC}: cannot tell its family (Open MPI, MPICH's "
+                        "Hydra, srun) from its --version; set GPURUN_TEST_MPI_FAMILY. It said: ${_gr_v}")
+  endif()
+  set(GPURUN_TEST_MPI_FAMILY ${_gr_family} CACHE STRING
+      "family of GPURUN_MPIEXEC for tests/lib/mpi-launch: openmpi, mpich or srun")
+endif()
+set_property(CACHE GPURUN_TEST_MPI_FAMILY PROPERTY STRINGS openmpi mpich srun)
+message(STATUS "tests launch ranks with ${GPURUN_MPIEXEC} (${GPURUN_TEST_MPI_FAMILY}) through tests/lib/mpi-launch")
+# The build's own copy names this build's launcher and family, so a script run by hand (or a test
+# that clears the environment) still launches with them; the environment overrides both.
+set(GPURUN_MPI_LAUNCH ${PROJECT_BINARY_DIR}/tests/mpi-launch)
+file(CONFIGURE OUTPUT ${GPURUN_MPI_LAUNCH} CONTENT [=[#!/bin/sh
+# Written by cmake/GpurunTesting.cmake: tests/lib/mpi-launch with this build's MPI launcher.
+: "${GPURUN_TEST_MPIEXEC:=@GPURUN_MPIEXEC@}" "${GPURUN_TEST_MPI_FAMILY:=@GPURUN_TEST_MPI_FAMILY@}"
+export GPURUN_TEST_MPIEXEC GPURUN_TEST_MPI_FAMILY
+exec /bin/sh '@PROJECT_SOURCE_DIR@/tests/lib/mpi-launch' "$@"
+]=] @ONLY)
+file(CHMOD ${GPURUN_MPI_LAUNCH} PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ
+     GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+list(APPEND GPURUN_MPI_TEST_ENV GPURUN_TEST_MPIEXEC=${GPURUN_MPIEXEC}
+     GPURUN_TEST_MPI_FAMILY=${GPURUN_TEST_MPI_FAMILY})
+
 # gr_test_support(TARGET): what every test executable needs in this build. Under AddressSanitizer,
 # a no-op dlclose (tests/support/keep_plugins_loaded.c) so that leaks inside Open MPI's plugins can
 # be matched by tests/lsan.supp. Idempotent.
@@ -62,7 +100,8 @@ function(gr_add_unit_test name)
 endfunction()
 
 # gr_add_mpi_test(NAME NP n COMMAND exe args... [LABELS ...] [TIMEOUT s] [ENV ...] [MPIRUN_ARGS ...])
-# Registers "mpirun -np n --oversubscribe [MPIRUN_ARGS] exe args" with label "mpi".
+# Registers "mpi-launch -n n --oversubscribe [MPIRUN_ARGS] exe args" with label "mpi": MPIRUN_ARGS
+# are words of tests/lib/mpi-launch's vocabulary, which it translates for the launcher.
 # COMMAND may name a target; its path is substituted.
 function(gr_add_mpi_test name)
   cmake_parse_arguments(A "" "NP;TIMEOUT" "COMMAND;LABELS;ENV;MPIRUN_ARGS" ${ARGN})
@@ -75,8 +114,7 @@ function(gr_add_mpi_test name)
     set(exe $<TARGET_FILE:${exe}>)
   endif()
   add_test(NAME ${name}
-           COMMAND ${GPURUN_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} ${A_NP} --oversubscribe
-                   ${A_MPIRUN_ARGS} ${MPIEXEC_PREFLAGS} ${exe} ${A_COMMAND} ${MPIEXEC_POSTFLAGS})
+           COMMAND ${GPURUN_MPI_LAUNCH} -n ${A_NP} --oversubscribe ${A_MPIRUN_ARGS} ${exe} ${A_COMMAND})
   set_tests_properties(${name} PROPERTIES LABELS "mpi;${A_LABELS}" TIMEOUT ${A_TIMEOUT}
                        ENVIRONMENT "${GPURUN_MPI_TEST_ENV};${A_ENV}" PROCESSORS 2)
 endfunction()

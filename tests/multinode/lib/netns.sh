@@ -5,7 +5,7 @@
 #
 #   netns_start [N]                 create the hosts (default 3); sets NETNS_PFX, NETNS_DIR, NETNS_RSH
 #   netns_exec HOST CMD [ARGS...]   run CMD in HOST's namespace under HOST's own host name
-#   netns_mpirun MPIRUN-ARGS...     mpirun started on n0, with NETNS_RSH as its rsh agent, ended
+#   netns_mpirun LAUNCH-WORDS...    tests/lib/mpi-launch started on n0, NETNS_RSH its rsh agent, ended
 #                                   (TERM, then KILL 5 s later) after NETNS_TIMEOUT s (default 120)
 #   netns_link HOST up|down         plug / cut HOST's cable (the bridge side of its veth)
 #   netns_delay HOST MS             add MS ms of netem delay on HOST's cable (both directions);
@@ -93,13 +93,17 @@ netns_exec() {
   ip netns exec "$NETNS_PFX-$_h" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$_h" "$@"
 }
 
-# Open MPI picks the interface by itself; restrict it to eth0 so no rank tries loopback for peers.
+# The ranks start through tests/lib/mpi-launch (the build's MPI launcher: GPURUN_TEST_MPIEXEC and
+# GPURUN_TEST_MPI_FAMILY from ctest's environment), with NETNS_RSH as the rsh/ssh agent. The MPI
+# picks the interface by itself; restrict it to eth0 (--iface) so no rank tries loopback for peers.
 # Each host claims 2 slots, so Open MPI does not know that all the ranks share this machine's few
-# cores: yield when idle, or spinning ranks starve the others.
+# cores: yield when idle, or spinning ranks starve the others (an Open MPI knob; other launchers
+# drop it).
+NETNS_LAUNCH=${NETNS_LAUNCH:-$_gr_netns_lib_dir/../../lib/mpi-launch}
 netns_mpirun() {
   timeout -k 5 "${NETNS_TIMEOUT:-120}" ip netns exec "$NETNS_PFX-n0" unshare --uts \
-    sh -c 'hostname n0; exec "$@"' n0 mpirun --mca plm_rsh_agent "$NETNS_RSH" --mca btl_tcp_if_include eth0 \
-    --mca oob_tcp_if_include eth0 --mca mpi_yield_when_idle 1 "$@"
+    sh -c 'hostname n0; exec "$@"' n0 sh "$NETNS_LAUNCH" --rsh-agent "$NETNS_RSH" --iface eth0 \
+    --mca mpi_yield_when_idle 1 "$@"
 }
 
 netns_link() {
