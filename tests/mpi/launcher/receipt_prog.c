@@ -23,8 +23,11 @@ int main(int argc, char **argv) {
   gr_rank_info_t ri;
   memset(&ri, 0, sizeof ri);
   if (st == GR_OK) gr_rank_info(&ri);
-  printf("RECEIPT rank=%s status=%s differs=%d receipt=%s error=%s\n",
-         getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : "?", gr_status_name(st),
+  /* the world rank as the launcher exported it: Open MPI, Hydra (MPICH), Slurm */
+  const char *who = getenv("OMPI_COMM_WORLD_RANK");
+  if (!who) who = getenv("PMI_RANK");
+  if (!who) who = getenv("SLURM_PROCID");
+  printf("RECEIPT rank=%s status=%s differs=%d receipt=%s error=%s\n", who ? who : "?", gr_status_name(st),
          ri.receipt_differs, ri.receipt, st == GR_OK ? "" : gr_last_error());
   fflush(stdout);
   if (st == GR_OK) gr_finalize();

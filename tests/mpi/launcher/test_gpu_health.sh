@@ -52,9 +52,9 @@ grep -q '^gpurun: --gpu-health avoid: no healthy GPU left: GPU 0 0004:04:00.0: 1
 # GPU 3 to itself.
 cat > "$tmp/wrap.sh" <<'SH'
 #!/bin/sh
-[ "$OMPI_COMM_WORLD_LOCAL_RANK" = 0 ] && export GR_FAKE_NVML_HOT0=1
-[ "$OMPI_COMM_WORLD_LOCAL_RANK" = 1 ] && sleep 0.5   # rank 0 is usually first; make it so
-exec "$@" > "$OUTDIR/rank$OMPI_COMM_WORLD_LOCAL_RANK.json"
+[ "${OMPI_COMM_WORLD_LOCAL_RANK:-$MPI_LOCALRANKID}" = 0 ] && export GR_FAKE_NVML_HOT0=1
+[ "${OMPI_COMM_WORLD_LOCAL_RANK:-$MPI_LOCALRANKID}" = 1 ] && sleep 0.5   # rank 0 is usually first; make it so
+exec "$@" > "$OUTDIR/rank${OMPI_COMM_WORLD_LOCAL_RANK:-$MPI_LOCALRANKID}.json"
 SH
 OUTDIR="$tmp" GPURUN_JOB_ID=healthjob timeout -k 5 60 "$mpirun" -np 2 --oversubscribe -x OUTDIR -x GPURUN_JOB_ID \
   -x TMPDIR -x GPURUN_NVML_LIBRARY -x GR_FAKE_NVML \

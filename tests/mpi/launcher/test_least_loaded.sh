@@ -40,9 +40,9 @@ echo "$out" | grep -q 'least-loaded' && fail "every GPU is needed: nothing to ch
 
 cat > "$tmp/wrap.sh" <<'SH'
 #!/bin/sh
-[ "$OMPI_COMM_WORLD_LOCAL_RANK" = 0 ] && export GR_FAKE_NVML_IDLE0=1
-[ "$OMPI_COMM_WORLD_LOCAL_RANK" = 1 ] && sleep 0.5
-exec "$@" > "$OUTDIR/rank$OMPI_COMM_WORLD_LOCAL_RANK.json"
+[ "${OMPI_COMM_WORLD_LOCAL_RANK:-$MPI_LOCALRANKID}" = 0 ] && export GR_FAKE_NVML_IDLE0=1
+[ "${OMPI_COMM_WORLD_LOCAL_RANK:-$MPI_LOCALRANKID}" = 1 ] && sleep 0.5
+exec "$@" > "$OUTDIR/rank${OMPI_COMM_WORLD_LOCAL_RANK:-$MPI_LOCALRANKID}.json"
 SH
 OUTDIR="$tmp" GPURUN_JOB_ID=leastjob timeout -k 5 60 "$mpirun" -np 2 --oversubscribe -x OUTDIR \
   -x GPURUN_JOB_ID -x TMPDIR -x GPURUN_NVML_LIBRARY -x GR_FAKE_NVML -x GPURUN_GPU_HEALTH \

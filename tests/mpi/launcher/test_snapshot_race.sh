@@ -22,7 +22,7 @@ unset GPURUN_JOB_ID SLURM_JOB_ID SLURM_JOBID SLURM_STEP_ID SLURM_STEPID OMPI_MCA
 cat > "$tmp/wrap.sh" <<'SH'
 #!/bin/sh
 export SLURM_JOB_ID=4242
-r=$OMPI_COMM_WORLD_LOCAL_RANK
+r=${OMPI_COMM_WORLD_LOCAL_RANK:-$MPI_LOCALRANKID} # Open MPI; Hydra
 case "$LAUNCH.$r" in
 A.0) export GR_FAKE_NVML_IDLE0=1 ;;
 A.1) sleep 0.5 ;;
@@ -57,7 +57,9 @@ grep -q 'judging alone\|no .* snapshot from local rank 0' "$tmp"/B.*.err && fail
 snaps=$(ls "$tmp/gpurun-$(id -u)"/load-* 2> /dev/null | wc -l)
 [ "$snaps" -eq 2 ] || fail "expected one load snapshot per launch in $tmp/gpurun-$(id -u), found $snaps"
 for f in "$tmp/gpurun-$(id -u)"/load-*; do
-  grep -q '^launch .*PMIX_NAMESPACE=' "$f" || fail "$f does not name its launch"
+  # Open MPI names a launch by its PMIx namespace; Hydra (MPICH) exports none: gpurun names it by
+  # the rank's hydra_pmi_proxy (launcher/snapshot.c)
+  grep -q '^launch .*\(PMIX_NAMESPACE\|hydra_pmi_proxy\)=' "$f" || fail "$f does not name its launch: $(grep '^launch' "$f")"
   grep -q '^gpus 0004:04:00.0 0004:05:00.0 0035:03:00.0 0035:04:00.0$' "$f" || fail "$f does not name its GPUs"
 done
 [ "$(stat -c %a "$tmp/gpurun-$(id -u)")" = 700 ] || fail "the snapshot directory is not 0700"

@@ -27,7 +27,7 @@ su nobody -s /bin/sh -c "mkdir -m 755 '$tmp/gpurun-$uid'" || fail "nobody could 
 cat > "$tmp/wrap.sh" <<'SH'
 #!/bin/sh
 export SLURM_JOB_ID=4243
-r=$OMPI_COMM_WORLD_LOCAL_RANK
+r=${OMPI_COMM_WORLD_LOCAL_RANK:-$MPI_LOCALRANKID} # Open MPI; Hydra
 [ "$r" = 0 ] && export GR_FAKE_NVML_IDLE0=1
 exec "$@" > "$OUTDIR/$LAUNCH.$r.json" 2> "$OUTDIR/$LAUNCH.$r.err"
 SH

@@ -15,7 +15,10 @@ int main(int argc, char **argv) {
   o.monitor_dir = argv[1];
   o.job_id = argv[2];
   o.monitor_interval_s = atof(argv[3]);
+  /* Open MPI's variables, else Hydra's (MPICH) */
   const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK"), *r = getenv("OMPI_COMM_WORLD_RANK");
+  if (!lr) lr = getenv("MPI_LOCALRANKID");
+  if (!r) r = getenv("PMI_RANK");
   o.local_rank = lr ? atoi(lr) : 0;
   o.rank = r ? atoi(r) : -1;
   o.gpus_pci = "";

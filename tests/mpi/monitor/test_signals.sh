@@ -1,14 +1,14 @@
 #!/bin/sh
 # SIGTERM to mpirun reaches the program through the supervisor on every rank, and the monitor CSVs
 # hold only whole lines afterwards.
-# usage: test_signals.sh MPIRUN MONITOR_WRAP
+# usage: test_signals.sh MPI_LAUNCH MONITOR_WRAP (the world rank: Open MPI's or Hydra's variable)
 set -u
 mpirun=$1 wrap=$2
 tmp=$(mktemp -d /tmp/gr_signals.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-body='trap "echo term > '"$tmp"'/term.$OMPI_COMM_WORLD_RANK; exit 0" TERM
-touch '"$tmp"'/ready.$OMPI_COMM_WORLD_RANK
+body='trap "echo term > '"$tmp"'/term.${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; exit 0" TERM
+touch '"$tmp"'/ready.${OMPI_COMM_WORLD_RANK:-$PMI_RANK}
 while :; do sleep 0.05; done'
 # Open MPI sends SIGKILL 1 s after SIGTERM by default; on a loaded CI machine a shell's trap can
 # miss that, so the grace is widened (the forwarding itself is what is tested). mpirun waits

@@ -19,10 +19,24 @@ except ImportError:  # the NumPy half still runs
 failures = []
 
 
+def launcher_env(*names):
+    """The first of these variables the launcher set: Open MPI's, Hydra's (MPICH), Slurm's."""
+    for n in names:
+        if n in os.environ:
+            return os.environ[n]
+    raise KeyError(" or ".join(names))
+
+
+L_RANK = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+L_SIZE = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+L_LOCAL_RANK = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
+L_LOCAL_SIZE = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
+
+
 def check(cond, what):
     if not cond:
         failures.append(what)
-        print("rank %s: FAIL: %s" % (os.environ.get("OMPI_COMM_WORLD_RANK", "?"), what), flush=True)
+        print("rank %s: FAIL: %s" % (os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "?")), what), flush=True)
 
 
 def raises(fn, status, words, what):
@@ -39,20 +53,20 @@ def raises(fn, status, words, what):
 w = gpurun.init()
 check(gpurun.init() is w, "init() is idempotent and returns the world")
 R, N = w.rank, w.size
-check(R == int(os.environ["OMPI_COMM_WORLD_RANK"]) and N == int(os.environ["OMPI_COMM_WORLD_SIZE"]),
-      "world rank/size match mpirun's")
+check(R == int(launcher_env(*L_RANK)) and N == int(launcher_env(*L_SIZE)),
+      "world rank/size match the launcher's")
 check(w.backend == "mpi", "CPU-only build: MPI backend (%s)" % w.backend)
 
 # ---- the plan and the torch.distributed contract gpurun exported ----------------------------
 inf = gpurun.info()
 check(inf["rank"] == R and inf["size"] == N, "info() rank/size")
-check(inf["local_rank"] == int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]), "info() local_rank")
+check(inf["local_rank"] == int(launcher_env(*L_LOCAL_RANK)), "info() local_rank")
 check(inf["from_plan"] and inf["cpus"] == os.environ["GPURUN_CPUS"], "info() cpus = GPURUN_CPUS")
 check(inf["gpus"] == [] and inf["nic"] == os.environ.get("GPURUN_NIC", ""), "info() gpus, nic")
 env = os.environ
 check(env["RANK"] == str(R) and env["WORLD_SIZE"] == str(N), "RANK/WORLD_SIZE exported")
-check(env["LOCAL_RANK"] == env["OMPI_COMM_WORLD_LOCAL_RANK"] and
-      env["LOCAL_WORLD_SIZE"] == env["OMPI_COMM_WORLD_LOCAL_SIZE"], "LOCAL_* exported")
+check(env["LOCAL_RANK"] == launcher_env(*L_LOCAL_RANK) and
+      env["LOCAL_WORLD_SIZE"] == launcher_env(*L_LOCAL_SIZE), "LOCAL_* exported")
 check(env["GROUP_RANK"] == "0" and env["MASTER_ADDR"] == "127.0.0.1", "one node: group 0, 127.0.0.1")
 check(10000 <= int(env["MASTER_PORT"]) < 30000, "MASTER_PORT from the job id")
 allports = w.allgather(np.array([int(env["MASTER_PORT"])], dtype=np.int64))

@@ -18,7 +18,8 @@ except ImportError:  # the NumPy half still runs
     torch = None
 
 failures = []
-R = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+# the world rank as the launcher exported it: Open MPI, Hydra (MPICH), Slurm
+R = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", os.environ.get("SLURM_PROCID", "0"))))
 
 
 def check(cond, what):

@@ -105,7 +105,7 @@ if [ "$MODE" != sanitized ]; then
     "$D/flat_3x2.out" || fail "flat_3x2: a reduce, allgather or reduce-scatter took the hierarchical path"
 
   # ranks that disagree on GPURUN_COLL_ALGO: all take the lowest (flat), none hangs
-  WRAP='[ "$OMPI_COMM_WORLD_RANK" = 3 ] && export GPURUN_COLL_ALGO=flat; exec "$0" "$@"' \
+  WRAP='[ "${OMPI_COMM_WORLD_RANK:-$PMI_RANK}" = 3 ] && export GPURUN_COLL_ALGO=flat; exec "$0" "$@"' \
     run mixed_3x2 n0:2,n1:2,n2:2 6 -x GPURUN_COLL_ALGO=hier -- exact --quick
   [ "$RC" = 0 ] || fail "mixed_3x2: exit $RC"
   grep -q "hier exact at 6 ranks.*, 0 failures, 0 hierarchical allreduces" "$D/mixed_3x2.out" ||

@@ -54,7 +54,7 @@ fi
 [ "$MODE" = linkdown ] || fail "unknown mode $MODE"
 # Each rank: record its PID (the shell execs gpurun, which execs sim: same process), and its stderr.
 NETNS_TIMEOUT=$((T + MARGIN + 60)) netns_mpirun --host n0:2,n1:2,n2:2 -np 6 "${NET[@]}" \
-  sh -c 'echo $$ >"$0/pid.$OMPI_COMM_WORLD_RANK"; exec "$@" 2>"$0/err.$OMPI_COMM_WORLD_RANK"' "$D" \
+  sh -c 'r=${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; echo $$ >"$0/pid.$r"; exec "$@" 2>"$0/err.$r"' "$D" \
   "$GPURUN" "$SIM" --cpu --n 64 --steps 1000000000 --check-every 1000 --quiet >"$D/out" 2>&1 &
 mpirun_pid=$!
 for _ in $(seq 300); do

@@ -17,7 +17,7 @@ out=$SLURM_DIR/out
 mkdir -m 700 "$out"
 cat > "$SLURM_DIR/wrap.sh" <<'SH'
 #!/bin/sh
-r=${OMPI_COMM_WORLD_LOCAL_RANK:-$SLURM_LOCALID}
+r=${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-$SLURM_LOCALID}}
 case "$LAUNCH.$r" in
 A.0 | C.0) export GR_FAKE_NVML_IDLE0=1 ;;
 A.1 | C.1 | B.0 | D.0) sleep 0.5 ;;
