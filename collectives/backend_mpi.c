@@ -79,10 +79,15 @@ GR_OWN_OP_(own_max, GR_MAX)
 
 /* Whether MPI's built-in op gives gpurun's answer for (t, op): integer SUM/PROD must wrap (8-bit
  * ones do not under op/avx; PROD goes along, as it shares the 8-bit code paths), float MIN/MAX
- * must propagate NaN and order -0 below +0. */
+ * must propagate NaN and order -0 below +0, and unsigned MIN/MAX must compare unsigned, which
+ * MPICH 4.0's built-in ops do not (they take every unsigned type as signed: max(135, 0) = 0 in 8
+ * bits; pmodels/mpich#6083, #7507), nor some Open MPI 4.1 releases for unsigned long
+ * (open-mpi/ompi#10525): gpurun's own kernel serves them on every MPI. */
 static int builtin_ok(gr_dtype t, gr_op op) {
-  if (t == GR_INT8 || t == GR_UINT8) return op == GR_MIN || op == GR_MAX;
-  if (t == GR_FLOAT32 || t == GR_FLOAT64) return op != GR_MIN && op != GR_MAX;
+  int minmax = op == GR_MIN || op == GR_MAX;
+  if (t == GR_INT8) return minmax;
+  if (t == GR_UINT8 || t == GR_UINT32 || t == GR_UINT64) return 0;
+  if (t == GR_FLOAT32 || t == GR_FLOAT64) return !minmax;
   return 1;
 }
 
@@ -366,8 +371,21 @@ static gr_status lib_post(const gr__path *p, gr__call *k, const void *s, void *r
   case GR__REDUCE: {
     const void *in = (c->rank == k->root && s == r) ? MPI_IN_PLACE : s;
     what = "MPI_Ireduce";
+    void *copy = NULL;
+#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40200000
+    /* MPICH 4.0-4.1's blocking reduce reads MPI_IN_PLACE as an address at a root other than 0
+     * (above its short-message size: a segfault; pmodels/mpich#6540, fixed in 4.1.2): the root
+     * sends a copy of its data there instead */
+    if (blk && in == MPI_IN_PLACE && k->root != 0 && n) {
+      copy = malloc(k->count * es);
+      if (!copy) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory (a copy for MPI_Reduce)");
+      memcpy(copy, r, k->count * es);
+      in = copy;
+    }
+#endif
     rc = blk ? MPI_Reduce(in, r, n, dt, op, k->root, mc)
              : MPI_Ireduce(in, r, n, dt, op, k->root, mc, q);
+    free(copy);
     break;
   }
   case GR__ALLGATHER: {
