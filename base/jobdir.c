@@ -1,4 +1,5 @@
 /* The job directory shared by the supervisor, the runtime's counters and the flight recorder. */
+#include "gr_hydra.h"
 #include "gr_jobdir.h"
 
 #include "gr_param.h"
@@ -21,6 +22,12 @@ int gr__monitor_job_from_env(char *out, size_t cap) {
     snprintf(out, cap, "%s", v);
     /* A job id becomes a directory name: bytes outside the safe alphabet become '_'. Dots stay,
      * so that an id of ".." or ".x" is refused by gr__jobdir_open rather than renamed. */
+    for (char *p = out; *p; p++)
+      if (!gr__safe_char((unsigned char)*p)) *p = '_';
+    return 0;
+  }
+  /* MPICH's Hydra outside a scheduler: its mpiexec's control address, one id on every node */
+  if (getenv("PMI_RANK") && gr__hydra_job(out, cap) == 0) {
     for (char *p = out; *p; p++)
       if (!gr__safe_char((unsigned char)*p)) *p = '_';
     return 0;

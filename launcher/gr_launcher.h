@@ -89,11 +89,8 @@ typedef struct {
                          (GR_PLAN_VAR_PLAN_PID): they rank below every real launcher's variables */
 } gr__whoami_t;
 
-/* MPICH's Hydra as a launch identity: outside Slurm, mpiexec (Hydra) exports nothing that tells one
- * launch from another (PMI_RANK, PMI_SIZE, PMI_FD, MPI_LOCALRANKID), but every rank of one launch
- * on a node is a child of that launch's hydra_pmi_proxy. Writes "PID.STARTTIME" of the parent
- * (its start in clock ticks after boot, so that a reused pid is another identity) and returns 0
- * when the parent is a hydra_pmi_proxy; else -1. */
+/* MPICH's Hydra as a node-local launch identity (base/gr_hydra.h): "PID.STARTTIME" of the launch's
+ * hydra_pmi_proxy on this node (an ancestor of every rank it starts); 0, or -1 without one. */
 int gr__hydra_launch(char *out, size_t cap);
 
 /* Fills w from the first launcher whose variables are present. GR_ERR_INVALID (the sentence says

@@ -2,6 +2,7 @@
  * us: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT.
  * A variable that is already set is never replaced, so users and outer tools keep the last word.
  * Pure apart from reading the environment through a getter: tests pass fake environments. */
+#include "gr_hydra.h"
 #include "gr_launcher.h"
 
 #include "gr_parse.h"
@@ -261,11 +262,9 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
     const char *j = get(ctx, l->job);
     if (!j && strcmp(l->name, "Open MPI") == 0) j = get(ctx, "PMIX_NAMESPACE");
     if (j) snprintf(job, sizeof job, "%.100s", j);
-    /* Hydra outside Slurm sets no job id: its proxy (one per launch and node) names the launch,
-     * which is every rank's on one node, where MASTER_ADDR is found (MASTER_PORT per launch) */
-    char hydra[64];
-    if (!j && strcmp(l->name, "MPICH/Hydra") == 0 && gr__hydra_launch(hydra, sizeof hydra) == 0)
-      snprintf(job, sizeof job, "hydra.%s", hydra);
+    /* Hydra outside Slurm sets no job id: its mpiexec's control address names the launch, the
+     * same on every node (MASTER_PORT per launch) */
+    if (!j && strcmp(l->name, "MPICH/Hydra") == 0) gr__hydra_job(job, sizeof job);
     if (j && strcmp(l->name, "Slurm") == 0) {
       const char *step = get(ctx, "SLURM_STEP_ID");
       snprintf(job, sizeof job, "%.60s.%.60s", j, step ? step : "batch");

@@ -2,6 +2,7 @@
  * variable is present wins; a present variable that does not parse is an error, never a guess. */
 #include "gr_launcher.h"
 
+#include "gr_hydra.h"
 #include "gr_parse.h"
 
 #include <errno.h>
@@ -44,32 +45,11 @@ int gr__slurm_tasks_on_node(const char *spec, int nodeid) {
   return result;
 }
 
-/* /proc/PID/NAME into buf (at most cap - 1 bytes, terminated); bytes read, -1 on failure. */
-static ssize_t proc_read(pid_t pid, const char *name, char *buf, size_t cap) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, cap - 1);
-  close(fd);
-  if (n < 0) return -1;
-  buf[n] = '\0';
-  return n;
-}
-
 int gr__hydra_launch(char *out, size_t cap) {
-  pid_t pp = getppid();
-  char comm[32], stat[1024];
-  if (pp <= 1 || proc_read(pp, "comm", comm, sizeof comm) < 0 ||
-      strncmp(comm, "hydra_pmi_proxy", 15) != 0 || proc_read(pp, "stat", stat, sizeof stat) < 0)
-    return -1;
-  /* field 22, starttime, counted after the ')' that ends the name (which may hold spaces) */
-  char *p = strrchr(stat, ')');
-  for (int field = 2; p && field < 22; field++)
-    p = strchr(p + 1, ' ');
-  unsigned long long start = 0;
-  if (!p || sscanf(p + 1, "%llu", &start) != 1) return -1;
-  int n = snprintf(out, cap, "%d.%llu", (int)pp, start);
+  int pid;
+  unsigned long long start;
+  if (gr__hydra_proxy(&pid, &start) != 0) return -1;
+  int n = snprintf(out, cap, "%d.%llu", pid, start);
   return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
