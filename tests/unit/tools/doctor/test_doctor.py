@@ -71,8 +71,11 @@ check(not [x for x in c if x["check"].startswith("gpu ")], "live, no GPU: no per
 check(by_name(c, "peer")[0]["verdict"] == "skip", "live, no GPU: peer access skips")
 for name in ("topology", "binding", "cgroup", "mpi", "net", "plan", "rank 0"):
     check(len(by_name(c, name)) == 1, "live: a %s line" % name)
-check(by_name(c, "mpi")[0]["verdict"] == "ok" and "Open MPI" in by_name(c, "mpi")[0]["found"],
-      "live: ompi_info read (%s)" % by_name(c, "mpi"))
+# The build's MPI family decides which tool describes the MPI (ompi_info, mpichversion)
+MPICH = os.environ.get("GPURUN_TEST_BUILD_FAMILY", "openmpi") == "mpich"
+TOOL, NAME = ("mpichversion", "MPICH") if MPICH else ("ompi_info", "Open MPI")
+check(by_name(c, "mpi")[0]["verdict"] == "ok" and by_name(c, "mpi")[0]["found"].startswith(NAME),
+      "live: %s read (%s)" % (TOOL, by_name(c, "mpi")))
 cg = open("/proc/self/cgroup").read().splitlines()
 v1 = [l for l in cg if not l.startswith("0::")]
 check(by_name(c, "cgroup")[0]["found"].startswith("cgroup v%d " % (1 if v1 else 2)),
@@ -142,27 +145,40 @@ def fake_tool(folder, name, body):
     with open(path, "w") as fh:
         fh.write("#!/bin/sh\n" + body)
     os.chmod(path, 0o755)
-fake_tool(os.path.join(tmp, "cuda-mpi"), "ompi_info",
-          "echo ompi:version:full:9.9.9\necho 'mca:btl:smcuda:version:\"mca:2.1.0\"'\n"
-          "echo 'mca:pml:ob1:version:\"mca:2.1.0\"'\n")
+if MPICH:
+    fake_tool(os.path.join(tmp, "cuda-mpi"), "mpichversion",
+              "printf 'MPICH Version:\\t9.9.9\\nMPICH Device:\\tch4:ofi\\n"
+              "MPICH configure:\\t--prefix=/x --with-cuda=/usr/local/cuda\\n'\n")
+    want = "MPICH 9.9.9, device ch4:ofi"
+else:
+    fake_tool(os.path.join(tmp, "cuda-mpi"), "ompi_info",
+              "echo ompi:version:full:9.9.9\necho 'mca:btl:smcuda:version:\"mca:2.1.0\"'\n"
+              "echo 'mca:pml:ob1:version:\"mca:2.1.0\"'\n")
+    want = "Open MPI 9.9.9, pml ob1, btl smcuda"
 m = by_name(checks_of(run(["--format", "json"], {"PATH": os.path.join(tmp, "cuda-mpi")}).stdout), "mpi")[0]
-check(m["verdict"] == "ok" and "Open MPI 9.9.9, pml ob1, btl smcuda" in m["found"] and
-      "CUDA-aware yes" in m["found"] and not m["advice"], "a CUDA-aware Open MPI is read as such (%s)" % m)
+check(m["verdict"] == "ok" and want in m["found"] and
+      "CUDA-aware yes" in m["found"] and not m["advice"], "a CUDA-aware %s is read as such (%s)" % (NAME, m))
+# the other family's tool alone on PATH: a warning that names it
+other = "ompi_info" if MPICH else "mpichversion"
+fake_tool(os.path.join(tmp, "other-mpi"), other, "exit 0\n")
+m = by_name(checks_of(run(["--format", "json"], {"PATH": os.path.join(tmp, "other-mpi")}).stdout), "mpi")[0]
+check(m["verdict"] == "warn" and "this gpurun is built for %s, but the MPI on PATH is" % NAME in m["found"],
+      "the other MPI family on PATH: a warn naming both (%s)" % m)
 pidfile = os.path.join(tmp, "hung.pid")
-fake_tool(os.path.join(tmp, "hung-mpi"), "ompi_info", "echo $$ > %s\nexec sleep 30\n" % pidfile)
+fake_tool(os.path.join(tmp, "hung-mpi"), TOOL, "echo $$ > %s\nexec sleep 30\n" % pidfile)
 t0 = time.monotonic()
 r = run(["--format", "json", "--mpi-timeout", "0.3"], {"PATH": os.path.join(tmp, "hung-mpi") + ":/usr/bin:/bin"})
 dt = time.monotonic() - t0
 m = by_name(checks_of(r.stdout), "mpi")[0]
 check(m["verdict"] == "warn" and "did not finish within 0.3 s" in m["found"] and dt < 5,
-      "a hung ompi_info: a warn after 0.3 s (%.2f s: %s)" % (dt, m))
+      "a hung %s: a warn after 0.3 s (%.2f s: %s)" % (TOOL, dt, m))
 hung = int(open(pidfile).read()) if os.path.exists(pidfile) else -1
 try:
     os.kill(hung, 0)
     gone = False
 except (ProcessLookupError, OverflowError, ValueError):
     gone = hung > 0
-check(gone, "the hung ompi_info (pid %d) is killed, not left behind" % hung)
+check(gone, "the hung %s (pid %d) is killed, not left behind" % (TOOL, hung))
 m = by_name(checks_of(run(["--format", "json"], {"PATH": os.path.join(tmp, "empty-path")}).stdout), "mpi")[0]
 check(m["verdict"] == "warn" and "no MPI on PATH" in m["found"], "no MPI on PATH: a warn (%s)" % m)
 
