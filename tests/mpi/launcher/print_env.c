@@ -24,8 +24,9 @@ int main(void) {
       "PRINTENV rank=%s local_rank=%s local_size=%s cpus=%s numa=%s gpus=%s nic=%s plan=%s omp=%s "
       "allowed=%s\n",
       /* the world rank as Open MPI or Hydra (MPICH) exported it */
-      getenv("OMPI_COMM_WORLD_RANK") ? get("OMPI_COMM_WORLD_RANK") : get("PMI_RANK"), get("GPURUN_LOCAL_RANK"), get("GPURUN_LOCAL_SIZE"),
-      get("GPURUN_CPUS"), get("GPURUN_NUMA"), get("GPURUN_GPUS"), get("GPURUN_NIC"),
-      get("GPURUN_PLAN_VERSION"), get("OMP_NUM_THREADS"), allowed);
+      getenv("OMPI_COMM_WORLD_RANK") ? get("OMPI_COMM_WORLD_RANK") : get("PMI_RANK"),
+      get("GPURUN_LOCAL_RANK"), get("GPURUN_LOCAL_SIZE"), get("GPURUN_CPUS"), get("GPURUN_NUMA"),
+      get("GPURUN_GPUS"), get("GPURUN_NIC"), get("GPURUN_PLAN_VERSION"), get("OMP_NUM_THREADS"),
+      allowed);
   return 0;
 }

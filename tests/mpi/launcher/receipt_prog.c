@@ -27,8 +27,8 @@ int main(int argc, char **argv) {
   const char *who = getenv("OMPI_COMM_WORLD_RANK");
   if (!who) who = getenv("PMI_RANK");
   if (!who) who = getenv("SLURM_PROCID");
-  printf("RECEIPT rank=%s status=%s differs=%d receipt=%s error=%s\n", who ? who : "?", gr_status_name(st),
-         ri.receipt_differs, ri.receipt, st == GR_OK ? "" : gr_last_error());
+  printf("RECEIPT rank=%s status=%s differs=%d receipt=%s error=%s\n", who ? who : "?",
+         gr_status_name(st), ri.receipt_differs, ri.receipt, st == GR_OK ? "" : gr_last_error());
   fflush(stdout);
   if (st == GR_OK) gr_finalize();
   return 0;
