@@ -70,8 +70,10 @@ static int launch_identity(char *out, size_t cap) {
       gr__strbuf_putc(&sb, v[k] > ' ' && v[k] < 127 ? v[k] : '?');
     launch |= id_vars[i].launch;
   }
+  /* under Hydra the proxy names the launch even where a batch step's Slurm variables are
+   * inherited: two mpiexecs in one sbatch script share SLURM_JOB_ID and SLURM_STEP_ID */
   char hydra[64];
-  if (!launch && getenv("PMI_RANK") && gr__hydra_launch(hydra, sizeof hydra) == 0) {
+  if (getenv("PMI_RANK") && gr__hydra_launch(hydra, sizeof hydra) == 0) {
     gr__strbuf_appendf(&sb, "%shydra_pmi_proxy=%s", gr__strbuf_len(&sb) ? " " : "", hydra);
     launch = !sb.truncated;
   }

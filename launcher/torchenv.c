@@ -235,6 +235,9 @@ gr_status gr__torch_env_derive(const gr__options *o, gr__getenv_fn get, void *ct
       {"Flux", "FLUX_TASK_RANK", "FLUX_JOB_SIZE", "FLUX_JOB_ID"},
   };
   const launcher_vars *l = NULL;
+  /* Hydra (its MPI_LOCALRANKID, which srun never sets) inside an allocation starts its ranks
+   * through srun steps of one task per node: their SLURM_PROCID is the proxy's, PMI_RANK theirs */
+  if (get(ctx, "MPI_LOCALRANKID") && get(ctx, "PMI_RANK")) l = &L[3];
   for (size_t i = 0; !l && i < sizeof L / sizeof L[0]; i++)
     if (get(ctx, L[i].rank)) l = &L[i];
   char job[128] = "";

@@ -57,12 +57,15 @@ typedef struct {
   const char *source, *rank_var, *size_var;
 } simple_launcher;
 
+/* Open MPI and Hydra before Slurm: an mpirun or mpiexec inside an allocation starts its ranks
+ * through srun steps of one task per node (Hydra's proxies), so the ranks inherit SLURM_LOCALID=0
+ * and one task per node; only the MPI launcher's own variables count them. srun never sets these. */
 static const simple_launcher simple[] = {
     {"GPURUN", GR_PLAN_VAR_LOCAL_RANK, GR_PLAN_VAR_LOCAL_SIZE},
     {"Open MPI", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"MPICH/Hydra", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
 };
 static const simple_launcher later[] = {
-    {"MPICH/Hydra", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
     {"MVAPICH", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"},
     {"PALS", "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE"},
 };

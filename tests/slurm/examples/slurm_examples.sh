@@ -12,6 +12,8 @@ export SIM_ARGS="--cpu --nx 64 --ny 48 --steps 40" TRAIN_ARGS="--steps 60 --batc
 export GPURUN_TIMEOUT=60
 # 4 tasks on this machine's 2 cores: ranks must yield when idle (srun does not tell Open MPI).
 export OMPI_MCA_mpi_yield_when_idle=1
+# srun's PMI for the build's MPI: PMIx for Open MPI, PMI-2 for MPICH (sbatch passes it on)
+if [ "${GPURUN_TEST_MPI_FAMILY:-openmpi}" = mpich ]; then export SRUN_MPI=pmi2; fi
 . "$(dirname "$0")/../lib/slurm-cluster.sh"
 fail() { echo "FAIL: $*"; exit 1; }
 

@@ -8,8 +8,11 @@ GPURUN=$1 SMOKE=$2
 . "$(dirname "$0")/../lib/slurm-cluster.sh"
 slurm_cluster_start 4 8
 out=$SLURM_DIR/smoke.out
+# srun's PMI for the build's MPI: PMIx for Open MPI, PMI-2 for MPICH
+mpi=pmix
+[ "${GPURUN_TEST_MPI_FAMILY:-openmpi}" = mpich ] && mpi=pmi2
 job=$(sbatch --parsable -n 4 --gpus-per-task=1 -t 2 -o "$out" --wrap \
-  "srun --mpi=pmix '$GPURUN' sh -c 'echo \"task \$SLURM_PROCID CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES\"; exec \"\$0\"' '$SMOKE'")
+  "srun --mpi=$mpi '$GPURUN' sh -c 'echo \"task \$SLURM_PROCID CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES\"; exec \"\$0\"' '$SMOKE'")
 ok=1
 slurm_wait "$job" 60 || ok=0
 cat "$out" || true

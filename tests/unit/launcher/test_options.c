@@ -240,6 +240,11 @@ static void test_whoami(void **state) {
       0, NULL);
   who((const char *[]){"SLURM_LOCALID=1", NULL}, GR_ERR_INVALID, 0, 0, NULL);
   who((const char *[]){"MPI_LOCALRANKID=2", "MPI_LOCALNRANKS=4", NULL}, GR_OK, 2, 4, "MPICH/Hydra");
+  /* Hydra's mpiexec inside an allocation: its proxy is an srun step of one task per node, whose
+   * SLURM_* variables the ranks inherit; Hydra's own count them */
+  who((const char *[]){"SLURM_LOCALID=0", "SLURM_NODEID=0", "SLURM_STEP_TASKS_PER_NODE=1",
+                       "MPI_LOCALRANKID=1", "MPI_LOCALNRANKS=2", NULL},
+      GR_OK, 1, 2, "MPICH/Hydra");
   who((const char *[]){"MV2_COMM_WORLD_LOCAL_RANK=0", "MV2_COMM_WORLD_LOCAL_SIZE=2", NULL}, GR_OK,
       0, 2, "MVAPICH");
   who((const char *[]){"PALS_LOCAL_RANKID=5", "PALS_LOCAL_SIZE=6", NULL}, GR_OK, 5, 6, "PALS");

@@ -264,6 +264,23 @@ static void test_hydra_pals_flux(void **state) {
   assert_non_null(strstr(gr_last_error(), "MPICH/Hydra"));
   assert_int_equal(derive(hydra2, "10.1.2.3", &t), GR_OK);
   assert_int_equal(t.group_rank, -1); /* Hydra tells no node count: layout unknown */
+  /* Hydra inside an allocation: the rank inherits its proxy's srun step (one task per node) */
+  const char *hydra_in_slurm[] = {"SLURM_JOB_ID=5",
+                                  "SLURM_STEP_ID=0",
+                                  "SLURM_PROCID=0",
+                                  "SLURM_NTASKS=1",
+                                  "SLURM_LOCALID=0",
+                                  "SLURM_STEP_TASKS_PER_NODE=1",
+                                  "PMI_RANK=1",
+                                  "PMI_SIZE=2",
+                                  "MPI_LOCALRANKID=1",
+                                  "MPI_LOCALNRANKS=2",
+                                  NULL};
+  assert_int_equal(derive(hydra_in_slurm, NULL, &t), GR_OK);
+  assert_string_equal(t.source, "MPICH/Hydra");
+  assert_int_equal(t.rank, 1);
+  assert_int_equal(t.size, 2);
+  assert_int_equal(t.local_rank, 1);
 
   const char *pals[] = {
       "PALS_RANKID=3", "PMI_SIZE=4", "PALS_LOCAL_RANKID=1", "PALS_LOCAL_SIZE=2", "PALS_NODEID=1",
