@@ -113,6 +113,18 @@ gr_status gr__join_refused(const char *fn, gr__call *k, gr_status bad, int route
 /* ---- non-blocking requests (request.c) ------------------------------------------------------- */
 
 gr_status gr__request_start(const char *fn, gr__call *k, gr_request **out);
+/* The process's communicators with requests outstanding (request.c, "the process's communicators
+ * with outstanding requests"): how many (atomic; read relaxed by the blocking loops, whose cost
+ * while none is outstanding is that load), a sweep that moves every call of those this thread uses
+ * (deferred posts, the other requests' data calls, the backend's progress; skip: a request the
+ * caller tests itself), and the claim a thread makes on a communicator with requests outstanding
+ * before it uses it (no other thread's sweep moves it afterwards). Neither ever blocks for long. */
+extern int gr__requests_comms;
+static inline int gr__requests_outstanding(void) {
+  return __atomic_load_n(&gr__requests_comms, __ATOMIC_RELAXED) > 0;
+}
+void gr__requests_sweep(const gr_request *skip);
+void gr__requests_claim(gr_comm *c);
 /* A fused allreduce's request (gr_iallreduce_multi): the packed buffer its call runs on and where
  * the pieces go once it is done; one allocation, owned by the request from its start on. */
 typedef struct {

@@ -194,6 +194,9 @@ static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
 static gr_status run_group(const char *fn) {
   size_t n = grp.q.count;
   gr__call *q = grp.q.data;
+  /* Communicators with requests outstanding are this thread's from here on (request.c). */
+  for (size_t i = 0; i < n; i++)
+    if (__atomic_load_n(&q[i].comm->pending, __ATOMIC_RELAXED) > 0) gr__requests_claim(q[i].comm);
   /* The requests waiting to post on the group's communicators go first, on every rank. */
   gr_status drained = GR_OK;
   for (size_t i = 0; i < n; i++)

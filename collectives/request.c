@@ -6,6 +6,7 @@
 #include "gr_error.h"
 #include "gr_flight.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,8 @@ struct gr_request {
   const char *fn;
   double t0, deadline;
   gr_list_node defer; /* in c's FIFO (c->defer) while REQ_QUEUED */
+  struct reg_entry *reg; /* c's entry in the registry, from the start to the completion */
+  gr_list_node live;     /* in reg->live until completed */
   int state;
   gr_status bad;       /* this rank's own refusal (GR_ERR_INVALID), its sentence in own */
   int arg;             /* this rank's refusal (gr__arg), GR__ARG_NONE */
@@ -73,6 +76,126 @@ struct gr_request {
   char own[GR__ERRLEN];      /* this rank's own refusal, after "rank R: fn: " */
   char post_err[GR__ERRLEN]; /* the backend's detail of a failed post, for the wait's sentence */
 };
+
+/* ---- the process's communicators with outstanding requests ---------------------------------
+ *
+ * MPI's progress rule, which gr_test(3) promises: testing or waiting for any request moves every
+ * outstanding call of the process, not only those on the request's own communicator. A rank that
+ * waits on B while its peer waits inside a call on A that this rank has not posted yet (a deferred
+ * data call whose verdict is in, a gated MPI call, a multi-leader step, a call that moves only when
+ * tested) must post or move it, or both wait until their timeouts.
+ *
+ * So every communicator with requests outstanding has an entry here, from its first request's start
+ * to its last one's completion: its requests not yet completed (live) and the thread that uses it
+ * (owner). A sweep (gr__requests_sweep: every 16th test of a request that is not finished, every
+ * 16th turn of a blocking call's progress loop and of a drain) moves, on every communicator the
+ * sweeping thread owns, the deferred posts (defer_advance), the data calls of its other requests
+ * (their backend test, which never blocks for a request nobody waits on) and the backend's progress
+ * op. Communicators another thread uses are left to that thread: the threading rule is "a
+ * communicator is used by one thread at a time; a request may be waited for on another thread", and
+ * the other thread may be inside a call on it that takes no lock here (gr_allreduce_multi,
+ * gr_comm_split, gr_mem_alloc), so it is never moved from here.
+ *
+ * Ownership changes hands under the entry's mutex (use): a thread that starts or tests a request,
+ * drains, or makes a blocking call on a communicator with requests outstanding first claims it
+ * (reg_claim: one relaxed load when it is already the owner; else it takes use, which a sweep
+ * holds while it moves that communicator, and writes itself in). A sweep only ever try-locks use,
+ * so it never waits for another thread, and moves an entry only while it holds use and is its
+ * owner; the owner's own changes to live need no lock (no other thread reads it), and the previous
+ * owner's last sweep happens before the claim through use.
+ *
+ * Entries are never freed: one whose communicator has no request left is marked free (c NULL, under
+ * use) and reused by the next communicator that starts one, so a sweep walks the list without a
+ * lock (it only grows; reg_lock orders the allocations). The blocking calls pay one relaxed load
+ * of their communicator's pending count (gr__run_one) and, every 16th turn of their loop, one of
+ * gr__requests_comms; nothing more while no request is outstanding. */
+typedef struct reg_entry {
+  struct reg_entry *next; /* the list only grows (reg_head, reg_lock) */
+  pthread_mutex_t use;    /* held to change owner or c, and by a sweep that moves c */
+  gr_comm *c;             /* atomic; NULL: free */
+  const void *owner;      /* atomic; the thread that last claimed c (its token) */
+  int taken;              /* allocated to a communicator (under reg_lock) */
+  gr_list live;           /* c's requests not completed, oldest first (the owner's) */
+} reg_entry;
+
+static reg_entry *reg_head; /* atomic */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+int gr__requests_comms; /* atomic: communicators with requests outstanding (gr_front.h) */
+static _Thread_local char thread_token; /* its address names the calling thread */
+
+static const void *self(void) { return &thread_token; }
+
+/* c's entry, NULL when c has no request outstanding. Only c's user looks for c, and only it
+ * writes c into an entry or out of it, so the answer is stable for the caller. */
+static reg_entry *reg_find(const gr_comm *c) {
+  for (reg_entry *e = __atomic_load_n(&reg_head, __ATOMIC_ACQUIRE); e; e = e->next)
+    if (__atomic_load_n(&e->c, __ATOMIC_RELAXED) == c) return e;
+  return NULL;
+}
+
+/* This thread uses e's communicator from now on: no other thread's sweep moves it any more, and the
+ * one that may be moving it now has finished when this returns. */
+static void reg_own(reg_entry *e) {
+  if (__atomic_load_n(&e->owner, __ATOMIC_RELAXED) == self()) return;
+  pthread_mutex_lock(&e->use);
+  __atomic_store_n(&e->owner, self(), __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&e->use);
+}
+
+void gr__requests_claim(gr_comm *c) {
+  reg_entry *e = reg_find(c);
+  if (e) reg_own(e);
+}
+
+/* An entry for c, owned by this thread (c has none: its first outstanding request). NULL when out
+ * of memory: the request then runs unregistered (moved by its own tests only, as before). */
+static reg_entry *reg_add(gr_comm *c) {
+  pthread_mutex_lock(&reg_lock);
+  reg_entry *e = __atomic_load_n(&reg_head, __ATOMIC_ACQUIRE);
+  while (e && e->taken)
+    e = e->next;
+  if (!e && (e = calloc(1, sizeof *e))) {
+    pthread_mutex_init(&e->use, NULL);
+    e->next = reg_head;
+    __atomic_store_n(&reg_head, e, __ATOMIC_RELEASE);
+  }
+  if (e) e->taken = 1;
+  pthread_mutex_unlock(&reg_lock);
+  if (!e) return NULL;
+  pthread_mutex_lock(&e->use);
+  e->live.head = e->live.tail = NULL;
+  __atomic_store_n(&e->owner, self(), __ATOMIC_RELAXED);
+  __atomic_store_n(&e->c, c, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&e->use);
+  __atomic_add_fetch(&gr__requests_comms, 1, __ATOMIC_RELAXED);
+  return e;
+}
+
+/* q is outstanding on its communicator (the caller owns the entry). */
+static void reg_link(gr_request *q) {
+  gr_comm *c = q->k.comm;
+  reg_entry *e = reg_find(c);
+  if (!e) e = reg_add(c);
+  q->reg = e;
+  if (e) gr__list_push_back(&e->live, &q->live);
+}
+
+/* q is completed; its communicator's entry is freed with its last request. */
+static void reg_unlink(gr_request *q) {
+  reg_entry *e = q->reg;
+  if (!e) return;
+  gr__list_remove(&e->live, &q->live);
+  q->reg = NULL;
+  if (!gr__list_empty(&e->live)) return;
+  pthread_mutex_lock(&e->use); /* a sweep of another thread may be looking at it */
+  __atomic_store_n(&e->c, NULL, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->owner, NULL, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&e->use);
+  pthread_mutex_lock(&reg_lock);
+  e->taken = 0;
+  pthread_mutex_unlock(&reg_lock);
+  __atomic_sub_fetch(&gr__requests_comms, 1, __ATOMIC_RELAXED);
+}
 
 static void end(gr__call *k, gr__flight_state fs, double t0) { gr__end_share(k, fs, t0, 1.0); }
 
@@ -165,7 +288,47 @@ static void defer_advance(gr_comm *c) {
   }
 }
 
+/* One test of q's running data call (posted, not finished); never blocks unless q is waited for
+ * (k.fe_waiting: gr_wait's own request). */
+static void data_test(gr_request *q) {
+  gr__call *k = &q->k;
+  gr_comm *c = k->comm;
+  int d = 0;
+  c->err[0] = '\0';
+  gr_status s = c->ops->test(k, &d);
+  if (s != GR_OK) snprintf(q->post_err, sizeof q->post_err, "%s", c->err);
+  q->data_done = d || s != GR_OK;
+  q->data_st = s;
+}
+
+/* Move e's communicator (this thread owns it and holds e->use): its deferred posts, the data
+ * calls of its requests other than skip, and the backend's calls that move only when tested. */
+static void reg_move(reg_entry *e, const gr_request *skip) {
+  gr_comm *c = e->c;
+  if (c->aborted) return; /* its requests' own tests end them */
+  if (!gr__list_empty(&c->defer)) defer_advance(c);
+  GR_LIST_FOREACH(it, tmp, &e->live) {
+    gr_request *r = GR_LIST_ENTRY(it, gr_request, live);
+    if (r != skip && r->state == REQ_POSTED && !r->data_done) data_test(r);
+  }
+  if (c->ops->progress) c->ops->progress(c);
+}
+
+void gr__requests_sweep(const gr_request *skip) {
+  for (reg_entry *e = __atomic_load_n(&reg_head, __ATOMIC_ACQUIRE); e; e = e->next) {
+    if (!__atomic_load_n(&e->c, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&e->owner, __ATOMIC_RELAXED) != self())
+      continue; /* free, or another thread's (a stale look: checked again under use) */
+    if (pthread_mutex_trylock(&e->use) != 0) continue; /* being claimed: no longer ours */
+    if (__atomic_load_n(&e->c, __ATOMIC_RELAXED) &&
+        __atomic_load_n(&e->owner, __ATOMIC_RELAXED) == self())
+      reg_move(e, skip);
+    pthread_mutex_unlock(&e->use);
+  }
+}
+
 gr_status gr__requests_drain(const char *fn, gr_comm *c) {
+  if (__atomic_load_n(&c->pending, __ATOMIC_RELAXED) > 0) gr__requests_claim(c);
   for (unsigned spin = 0; !gr__list_empty(&c->defer); spin++) {
     defer_advance(c);
     gr_request *q = defer_first(c);
@@ -177,6 +340,7 @@ gr_status gr__requests_drain(const char *fn, gr_comm *c) {
         return gr__timed_out(fn, &q->k, "the agreement on the arguments of the pending request");
       }
       gr__flight_poll();
+      gr__requests_sweep(NULL); /* a peer may wait in a call of ours elsewhere before the verdict */
     }
   }
   return GR_OK;
@@ -283,6 +447,7 @@ static gr_status request_timeout(gr_request *q) {
  * sentence recorded and k->fe_refused set) makes it a refusal whatever gr__validate says. */
 static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr_status unret) {
   gr_comm *c = k->comm;
+  if (__atomic_load_n(&c->pending, __ATOMIC_RELAXED) > 0) gr__requests_claim(c);
   gr_status bad = unret != GR_OK ? unret : gr__validate(fn, k);
   int route = gr__refusal_route(k);
   int agree = route == ROUTE_AGREE && c->req_mpi != MPI_COMM_NULL;
@@ -360,6 +525,7 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
     }
   }
   __atomic_add_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
+  reg_link(q);
   *out = q;
   return GR_OK;
 }
@@ -428,6 +594,7 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
                     "%s #%llu on communicator %s was started by process %d; this process is a "
                     "child of fork() and cannot test or wait for it; nothing was done",
                     gr__kind_name(k->kind), (unsigned long long)k->seq, c->id, c->pid);
+  if (q->reg) reg_own(q->reg); /* this thread uses c now (a sweep elsewhere leaves it alone) */
   gr_status st = GR_OK;
   if (c->aborted) {
     if (q->state == REQ_QUEUED)
@@ -439,14 +606,7 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
                   c->id, gr__kind_name(shown(k)->kind), (unsigned long long)k->seq);
   } else {
     if (!gr__list_empty(&c->defer)) defer_advance(c);
-    if (q->state == REQ_POSTED && !q->data_done) {
-      int d = 0;
-      c->err[0] = '\0';
-      gr_status s = c->ops->test(k, &d);
-      if (s != GR_OK) snprintf(q->post_err, sizeof q->post_err, "%s", c->err);
-      q->data_done = d || s != GR_OK;
-      q->data_st = s;
-    }
+    if (q->state == REQ_POSTED && !q->data_done) data_test(q);
     int ready = q->state == REQ_POSTED && q->data_done && verdict_in(q);
     if (ready && q->pack && q->data_st == GR_OK && !gr__inband_clear(&q->k))
       ready = names_in(q); /* a rank refused: which? */
@@ -454,12 +614,11 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
      * only their owner's tests move: another rank may wait inside one of them before it gets to
      * this request (gpurun's own allreduces; a small broadcast travels as one). */
     if (!ready && (q->state != REQ_POSTED || q->data_done) && c->ops->progress) c->ops->progress(c);
-    /* A call still running moves only its own transport, while a peer may wait for another of
-     * this rank's requests (a gated call's MPI call, a point-to-point rendezvous): every 16th
-     * test moves the backend's other calls too. */
-    if (!ready && q->state == REQ_POSTED && !q->data_done && (++q->sweeps & 15) == 0 &&
-        c->ops->progress)
-      c->ops->progress(c);
+    /* A call still running moves only its own transport, while a peer may wait for another call
+     * of this rank's, on this communicator or another (a deferred post, a gated call's MPI call,
+     * a multi-leader step, a point-to-point rendezvous): every 16th test moves every call of the
+     * communicators this thread uses (the registry above), as MPI's progress rule has it. */
+    if (!ready && (++q->sweeps & 15) == 0) gr__requests_sweep(q);
     if (ready) {
       st = request_outcome(q);
     } else if (q->deadline > 0 && gr__mono_now() > q->deadline) {
@@ -470,6 +629,7 @@ GR_API gr_status gr_test(gr_request **req, int *done) {
     }
   }
   *done = 1;
+  reg_unlink(q);
   __atomic_sub_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
   request_free(q);
   *req = NULL;

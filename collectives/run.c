@@ -146,6 +146,9 @@ gr_status gr__progress(const loop_style *y, gr__call *k, size_t n, int *done, do
         return st;
       }
       gr__flight_poll();
+      /* A peer may wait in a call of this rank's requests (a deferred post, a call that moves
+       * only when tested) before it gets to this one: MPI's progress rule. */
+      if (gr__requests_outstanding()) gr__requests_sweep(NULL);
     }
   }
   return first;
@@ -153,6 +156,10 @@ gr_status gr__progress(const loop_style *y, gr__call *k, size_t n, int *done, do
 
 gr_status gr__run_one(const char *fn, gr__call *k, int checked) {
   gr_comm *c = k->comm;
+  /* c used by this thread while requests are outstanding on it: no other thread's sweep moves
+   * them from here on (request.c). The blocking calls' one cost of the registry: this load. An
+   * inner run (checked: the in-band form, a refusal) follows an outer call's claim. */
+  if (!checked && __atomic_load_n(&c->pending, __ATOMIC_RELAXED) > 0) gr__requests_claim(c);
   gr__flight_poll();
   if (!checked && is_collective(k->kind)) {
     if (c->check)
