@@ -42,6 +42,7 @@
 #define GR_FL_REASON_TIMEOUT "timeout"
 #define GR_FL_REASON_SIGNAL "signal"
 #define GR_FL_REASON_EXIT "exit"
+#define GR_FL_REASON_HANG "hang" /* another rank of the job timed out (the MPI layer's watchdog) */
 /* values of "state" */
 #define GR_FL_STATE_RUNNING "running"
 #define GR_FL_STATE_DONE "done"

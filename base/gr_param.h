@@ -41,6 +41,9 @@ typedef enum {
   GR_PARAM_POOL_FENCE,
   GR_PARAM_LIB,
   GR_PARAM_PREFIX,
+  GR_PARAM_TRACE,
+  GR_PARAM_ON_HANG,
+  GR_PARAM_TRACE_LIB,
   /* gpurun's options (launcher/options.c parses them; a bad value is a usage error) */
   GR_PARAM_VERBOSE,
   GR_PARAM_DRY_RUN,
@@ -88,6 +91,8 @@ enum { GR_SHM_PRIVATE_AUTO, GR_SHM_PRIVATE_SINGLE, GR_SHM_PRIVATE_SLOTS };
 enum { GR_VERIFY_WARN, GR_VERIFY_STRICT, GR_VERIFY_OFF };
 enum { GR_POOL_FENCE_PAIR, GR_POOL_FENCE_ASYM };
 enum { GR_PRIORITY_NORMAL, GR_PRIORITY_LOW, GR_PRIORITY_HIGH };
+enum { GR_TRACE_AUTO, GR_TRACE_MPI, GR_TRACE_NONE };
+enum { GR_ON_HANG_REPORT, GR_ON_HANG_ABORT };
 
 /* One word of a vocabulary: its meaning, and whether it is an alias (accepted, not listed). */
 typedef struct {

@@ -45,6 +45,10 @@ static const gr_param_word priority_words[] = {{"normal", GR_PRIORITY_NORMAL, 0}
                                                {"low", GR_PRIORITY_LOW, 0},
                                                {"high", GR_PRIORITY_HIGH, 0},
                                                {NULL, 0, 0}};
+static const gr_param_word trace_words[] = {
+    {"auto", GR_TRACE_AUTO, 0}, {"mpi", GR_TRACE_MPI, 0}, {"none", GR_TRACE_NONE, 0}, {NULL, 0, 0}};
+static const gr_param_word on_hang_words[] = {
+    {"report", GR_ON_HANG_REPORT, 0}, {"abort", GR_ON_HANG_ABORT, 0}, {NULL, 0, 0}};
 /* gpurun's own vocabularies (options.c maps the words; listed here for the help text) */
 static const gr_param_word format_words[] = {{"text", 0, 0}, {"json", 1, 0}, {NULL, 0, 0}};
 static const gr_param_word policy_words[] = {{"closest", 0, 0},      {"spread", 1, 0},
@@ -71,8 +75,9 @@ static const gr_param_word health_words[] = {
 
 static const gr_param_def table[GR_PARAM_COUNT] = {
     W(LOG, "warn", log_words, "every program", "how much gpurun says on stderr"),
-    S(TIMEOUT, "0", "no timeout", 0, INFINITY, "collectives, tasks",
-      "seconds a collective call or a distributed pool waits for its peers"),
+    S(TIMEOUT, "0", "no timeout", 0, INFINITY, "collectives, tasks, the MPI layer",
+      "seconds a collective call, a distributed pool or (through the MPI layer) any MPI call "
+      "waits"),
     B(CHECK, "off", "collectives",
       "check mode: every collective call first compares its arguments across the ranks"),
     W(COLL_ALGO, "auto", algo_words, "collectives",
@@ -108,6 +113,12 @@ static const gr_param_def table[GR_PARAM_COUNT] = {
       "the libgpurun file the package loads (that file only)"),
     T(PREFIX, "", "none", "the Python package's setup.py",
       "install prefix of libgpurun recorded in the package at pip install"),
+    W(TRACE, "auto", trace_words, "gpurun (--trace), the MPI layer",
+      "record the program's MPI calls (libgpurun-mpi.so): auto is on under --monitor"),
+    W(ON_HANG, "report", on_hang_words, "gpurun (--on-hang), the MPI layer",
+      "an MPI call past GPURUN_TIMEOUT: dump and name the missing ranks, or also end the job"),
+    T(TRACE_LIB, "", "beside gpurun", "gpurun",
+      "the MPI layer's file gpurun preloads (libgpurun-mpi.so)"),
     B(VERBOSE, "off", "gpurun (--verbose)", "print each rank's placement to stderr"),
     B(DRY_RUN, "off", "gpurun (--dry-run)", "print this rank's plan and exit"),
     W(FORMAT, "text", format_words, "gpurun (--format)", "output of --dry-run"),

@@ -7,6 +7,10 @@
 #   gpurun_monitor  OBJECT  monitor/: the --monitor supervisor, its telemetry, Prometheus output and
 #                           GPU health, on gpurun_base (+ hwloc, dl).
 #   gpurun_tasks    OBJECT  tasks/: the work-stealing pool and the distributed pool, on gpurun_base.
+#   gpurun_observe  OBJECT  observe/: what shows a job from outside: the flight recorder, the live
+#                           state, their start with the job id, and the names of the calls they
+#                           record (gr_* calls and MPI functions), on gpurun_base and MPI. The
+#                           collectives and the MPI layer (libgpurun-mpi.so) both record into it.
 #   gpurun_coll     OBJECT  collectives/: the gr_comm front end and its backends, the device count
 #                           and the job id all ranks agree on, on gpurun_base.
 #   gpurun_runtime  OBJECT  runtime/: gr_init/finalize, counters, the placement receipt, streams, on
@@ -71,9 +75,13 @@ gr_layer_object(gpurun_tasks tasks)
 target_link_libraries(gpurun_tasks PUBLIC gpurun_base MPI::MPI_C PkgConfig::HWLOC Threads::Threads
                       m ${CMAKE_DL_LIBS})
 
+# ---- observe: flight recorder and live state --------------------------------
+gr_layer_object(gpurun_observe observe)
+target_link_libraries(gpurun_observe PUBLIC gpurun_base MPI::MPI_C Threads::Threads)
+
 # ---- collectives: gr_comm and its backends ---------------------------------
 gr_layer_object(gpurun_coll collectives)
-target_link_libraries(gpurun_coll PUBLIC gpurun_base MPI::MPI_C Threads::Threads
+target_link_libraries(gpurun_coll PUBLIC gpurun_observe gpurun_base MPI::MPI_C Threads::Threads
                       PRIVATE ${GPURUN_PRIVATE_LIBS})
 
 # ---- runtime: gr_init on collectives and tasks -----------------------------

@@ -27,12 +27,6 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const kind_names[GR__NKINDS] = {"allreduce",   "broadcast",      "reduce",
-                                                   "allgather",   "reduce_scatter", "alltoall",
-                                                   GR_FL_OP_SEND, GR_FL_OP_RECV,    "barrier"};
-
-const char *gr__kind_name(gr__kind k) { return (unsigned)k < GR__NKINDS ? kind_names[k] : "?"; }
-
 const char *gr__arg_name(int a) {
   static const char *const names[GR__NARGS] = {
       "no argument",
@@ -49,7 +43,7 @@ const char *gr__arg_name(int a) {
   return a >= 0 && a < GR__NARGS ? names[a] : "?";
 }
 const char *gr__coll_stats_op_name(int i) {
-  return i >= 0 && i < GR_COLL_STATS_NOPS ? kind_names[i] : NULL;
+  return i >= 0 && i < GR_COLL_STATS_NOPS ? gr__kind_name(i) : NULL;
 }
 
 double gr__deadline(double timeout_s) { return timeout_s > 0 ? gr__mono_now() + timeout_s : 0.0; }

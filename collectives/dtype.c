@@ -5,12 +5,8 @@
 #include <string.h>
 
 const size_t gr__dtype_sizes[GR__NDTYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-static const char *const dnames[GR__NDTYPES] = {"int8",    "uint8",  "int32",   "uint32",
-                                                "int64",   "uint64", "float16", "bfloat16",
-                                                "float32", "float64"};
 static const char *const onames[GR__NOPS] = {"sum", "prod", "min", "max", "avg"};
 
-const char *gr__dtype_name(gr_dtype t) { return gr__dtype_valid((int)t) ? dnames[t] : "?"; }
 const char *gr__op_name(gr_op op) { return gr__op_valid((int)op) ? onames[op] : "?"; }
 
 static uint32_t f2u(float f) {

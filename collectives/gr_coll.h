@@ -14,21 +14,10 @@
 #include "gr_clock.h" /* gr__wall_now (flight times), gr__mono_now (deadlines) */
 #include "gr_coll_stats.h"
 #include "gr_list.h"
+#include "gr_op_names.h"
 
-typedef enum {
-  GR__ALLREDUCE,
-  GR__BROADCAST,
-  GR__REDUCE,
-  GR__ALLGATHER,
-  GR__REDUCE_SCATTER,
-  GR__ALLTOALL,
-  GR__SEND,
-  GR__RECV,
-  GR__BARRIER,
-  GR__NKINDS
-} gr__kind;
-
-const char *gr__kind_name(gr__kind k);
+/* gr__kind (the calls) and gr__kind_name: observe/gr_op_names.h, which the flight recorder
+ * shares with the MPI layer. */
 
 /* Which of its own arguments a rank refused (gr__validate in validate.c): carried to the other
  * ranks so that they can name it (coll.h, Errors). Fits in 4 bits (the shared-memory

@@ -6,6 +6,7 @@
 #define GR_DTYPE_H
 
 #include <gpurun/coll.h>
+#include "gr_op_names.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,8 +18,7 @@ extern const size_t gr__dtype_sizes[GR__NDTYPES];
 static inline size_t gr__dtype_size(gr_dtype t) {
   return (unsigned)t < GR__NDTYPES ? gr__dtype_sizes[t] : 0;
 }
-/* "float32", "bfloat16", ...; "?" outside the enum. */
-const char *gr__dtype_name(gr_dtype t);
+/* gr__dtype_name: observe/gr_op_names.h (the flight recorder names them too). */
 /* "sum", "prod", "min", "max", "avg"; "?" outside the enum. */
 const char *gr__op_name(gr_op op);
 static inline int gr__dtype_valid(int t) { return t >= 0 && t < GR__NDTYPES; }

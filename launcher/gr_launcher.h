@@ -58,6 +58,9 @@ typedef struct {
   int omp_set;  /* --omp=set: export OMP_* even over the user's own (default: keep the user's) */
   int visible;  /* --visible-devices: GR__VISIBLE_OWN, _OWN_FIRST, _ALL */
   int priority; /* --priority: GR__PRIO_NORMAL (default), _LOW, _HIGH */
+  int trace;    /* --trace: GR_TRACE_AUTO (default: on under --monitor), _MPI, _NONE */
+  double timeout; /* --timeout: GPURUN_TIMEOUT for the program; 0: not given */
+  int on_hang;    /* --on-hang: GR_ON_HANG_REPORT (default), _ABORT */
 } gr__options;
 
 enum { GR__VISIBLE_OWN = 0, GR__VISIBLE_OWN_FIRST, GR__VISIBLE_ALL };
@@ -66,6 +69,18 @@ enum { GR__VISIBLE_OWN = 0, GR__VISIBLE_OWN_FIRST, GR__VISIBLE_ALL };
  * gr__fail_msg (gr_error.h: the library's thread-local buffer, read with gr_last_error()); main()
  * prints "gpurun: <sentence>" once and picks the exit code. Sentences quote user input, so control
  * characters become '?' (gr__fail_msg) to keep them one printable line. */
+
+/* ---- the MPI layer (trace.c) -----------------------------------------------------------
+ * Whether the program's MPI calls are recorded (--trace=mpi, or --monitor with --trace=auto):
+ * then libgpurun-mpi.so goes first in LD_PRELOAD, and GPURUN_TRACE, GPURUN_TIMEOUT and
+ * GPURUN_ON_HANG are exported for it. The layer stands aside by itself in a process that is not
+ * an MPI program of its family (it says why, at info). A statically linked program cannot take
+ * it: a notice, and the program runs. GR_OK, or GR_ERR_NOT_FOUND when --trace=mpi was asked and
+ * the layer's file is missing (a sentence naming where it looked). */
+gr_status gr__trace_setup(const gr__options *o, const char *prog);
+/* The layer's file: GPURUN_TRACE_LIB, else libgpurun-mpi.so beside gpurun's library directory
+ * (<prefix>/bin/../lib*), else the build tree's. NULL when none exists. */
+const char *gr__trace_lib(char *buf, size_t cap);
 
 /* fopen for reading that refuses what is not a regular file (FIFO, directory, device), recording
  * "WHAT PATH: ..."; NULL then (open_regular.c). */

@@ -4,6 +4,7 @@
 
 #include "gr_param.h"
 #include "gr_parse.h"
+#include "gr_strbuf.h"
 #include "gr_supervise.h"
 
 #include <ctype.h>
@@ -55,7 +56,8 @@ typedef enum {
   T_OMP,
   T_VISIBLE,
   T_HEALTH,
-  T_PRIORITY
+  T_PRIORITY,
+  T_WORD /* a word of the variable's vocabulary (gr_param.h), stored as its value */
 } opt_type;
 
 typedef struct {
@@ -108,6 +110,12 @@ static const opt_def opts[] = {
      "off|warn|avoid unhealthy GPUs at launch (default warn)"},
     {"priority", 0, GR_PARAM_PRIORITY, T_PRIORITY, OFF(priority), 0,
      "low|normal|high: CPU niceness and gr_stream priority"},
+    {"trace", 0, GR_PARAM_TRACE, T_WORD, OFF(trace), 0,
+     "auto|mpi|none: record the program's MPI calls (auto: with --monitor)"},
+    {"timeout", 0, GR_PARAM_TIMEOUT, T_SECONDS, OFF(timeout), 0,
+     "SECONDS a call may wait (gpurun's calls; MPI calls when traced)"},
+    {"on-hang", 0, GR_PARAM_ON_HANG, T_WORD, OFF(on_hang), 0,
+     "report|abort when a traced MPI call passes --timeout (report)"},
     {"config", 0, GR_PARAM_CONFIG, T_STR, OFF(config), 0, "FILE of key = value lines"},
     {"help", 'h', NO_ENV, T_FLAG, OFF(help), 0, "this text"},
     {"help-env", 0, NO_ENV, T_FLAG, OFF(help_env), 0, "the GPURUN_* variables: type, default, use"},
@@ -198,8 +206,20 @@ static gr_status apply(gr__options *o, const opt_def *d, const char *value, cons
     if (!value || parse_seconds(value, &v))
       return gr__fail_msg(GR_ERR_INVALID, "%s: expected seconds, got '%s'", origin,
                           value ? value : "");
-    o->time_limit = v;
+    *(double *)(base + d->off) = v;
     return GR_OK;
+  }
+  case T_WORD: {
+    const gr_param_def *def = gr__param_def(d->param);
+    for (const gr_param_word *w = def->words; w && w->word; w++)
+      if (value && strcmp(value, w->word) == 0) return *(int *)(base + d->off) = w->value, GR_OK;
+    char list[128] = "";
+    gr__strbuf sb;
+    gr__strbuf_init_fixed(&sb, list, sizeof list);
+    for (const gr_param_word *w = def->words; w && w->word; w++)
+      if (!w->alias) gr__strbuf_appendf(&sb, "%s%s", gr__strbuf_len(&sb) ? ", " : "", w->word);
+    return gr__fail_msg(GR_ERR_INVALID, "%s: expected %s, got '%s'", origin, list,
+                        value ? value : "");
   }
   case T_OMP: {
     if (value && strcmp(value, "keep") == 0) return o->omp_set = 0, GR_OK;
@@ -459,6 +479,9 @@ void gr__options_usage(FILE *f) {
       break;
     case T_PRIORITY:
       arg = " LEVEL";
+      break;
+    case T_WORD:
+      arg = " WORD";
       break;
     default:
       break;

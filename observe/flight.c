@@ -8,8 +8,6 @@
 
 #include "gr_param.h"
 
-#include "gr_coll.h"
-#include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_escape.h"
 #include "gr_log.h"
@@ -184,7 +182,7 @@ int gr__flight_latest(gr__flight_now *out, int max) {
       if (!read_rec(f, i - 1, &r)) continue;
       o->calls = i;
       o->seq = r.seq;
-      o->op = gr__kind_name((gr__kind)r.kind);
+      o->op = gr__kind_name(r.kind);
       o->count = r.count;
       o->start = r.start;
       o->end = r.state == GR__FL_RUNNING ? 0.0 : r.end;
@@ -195,8 +193,8 @@ int gr__flight_latest(gr__flight_now *out, int max) {
      * of sends and receives has several at once). */
     for (uint64_t i = calls; i > first && o->nwaits < GR_LIVE_MAX_WAITS; i--) {
       if (!read_rec(f, i - 1, &r)) continue;
-      if (r.state != GR__FL_RUNNING || (r.kind != GR__SEND && r.kind != GR__RECV)) continue;
-      o->waits[o->nwaits].recv = r.kind == GR__RECV;
+      if (r.state != GR__FL_RUNNING || !gr__kind_is_p2p(r.kind)) continue;
+      o->waits[o->nwaits].recv = gr__kind_class(r.kind) == GR__OPC_RECV;
       o->waits[o->nwaits].peer = r.peer;
       o->waits[o->nwaits].tag = r.tag;
       o->nwaits++;
@@ -255,7 +253,7 @@ static int dump_text(FILE *o, const char *reason) {
       fprintf(o,
               KEY(GR_FL_OP) "\"%s\", " KEY(GR_FL_COUNT) "%zu, " KEY(GR_FL_DTYPE) "\"%s\", " KEY(
                   GR_FL_ROOT) "%d, " KEY(GR_FL_PEER) "%d, ",
-              gr__kind_name((gr__kind)r->kind), r->count,
+              gr__kind_name(r->kind), r->count,
               r->dtype >= 0 ? gr__dtype_name((gr_dtype)r->dtype) : "none", r->root, r->peer);
       if (r->tag >= 0) fprintf(o, KEY(GR_FL_TAG) "%d, ", r->tag);
       fputs(KEY(GR_FL_START), o);

@@ -10,7 +10,7 @@
  *                        "start", "end" (null while unfinished), "cseq",
  *                        "state": "running|done|failed|timeout"}]}]}
  * seq numbers every call of this rank on the communicator; cseq only its collectives (null for
- * send/recv), so that the same cseq is the same collective on every member; peer is the
+ * send/recv and the MPI layer's waits), so that the same cseq is the same collective on every member; peer is the
  * send/recv partner's rank in the communicator and tag its MPI tag; id is job-unique (agreed at
  * creation, coll.c), name the human one ("world", "split-1:0"). The file is written through
  * gr_safefile.h and its strings through gr__esc_json.
@@ -20,7 +20,7 @@
 #define GR_FLIGHT_H
 
 #include "gr_flight_format.h"
-#include "gr_coll.h" /* gr__kind */
+#include "gr_op_names.h" /* the kinds of record */
 #include "gr_list.h"
 #include "gr_live_file.h" /* GR_LIVE_MAX_WAITS */
 
@@ -131,8 +131,10 @@ static inline int gr__flight_begin(gr__flight *f, uint64_t seq, int kind, size_t
                                    int root, int peer, int tag, double start) {
   if (!f) return -1;
   uint64_t i = atomic_fetch_add_explicit(&f->n, 1, memory_order_relaxed);
-  int p2p = kind == GR__SEND || kind == GR__RECV;
-  uint64_t cseq = p2p ? 0 : atomic_fetch_add_explicit(&f->ncoll, 1, memory_order_relaxed) + 1;
+  int p2p = gr__kind_is_p2p(kind);
+  uint64_t cseq = gr__kind_is_collective(kind)
+                      ? atomic_fetch_add_explicit(&f->ncoll, 1, memory_order_relaxed) + 1
+                      : 0;
   int slot = (int)(i % GR__FLIGHT_N);
   gr__flight_slot *s = &f->ring[slot];
   uint64_t v = gr__flight_slot_enter(s);

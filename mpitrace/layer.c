@@ -1,0 +1,502 @@
+/* The MPI layer's state (gr_mpitrace.h): the next definitions, whether it records, the
+ * communicators and requests it knows, and each thread's call in progress. */
+#include "gr_mpitrace.h"
+
+#include "gr_clock.h"
+#include "gr_error.h"
+#include "gr_flight.h"
+#include "gr_jobdir.h"
+#include "gr_log.h"
+#include "gr_mpi_family.h"
+#include "gr_observe.h"
+#include "gr_param.h"
+#include "gr_stats.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+gr__mt_next_table gr__mt_next;
+int gr__mt_on;
+
+/* ---- the next definitions ----------------------------------------------------------------- */
+
+static pthread_once_t resolved = PTHREAD_ONCE_INIT;
+
+static void resolve_all(void) {
+  /* RTLD_NEXT: whatever comes after the layer in the search order (another tool, else the MPI
+   * library); PMPI_ through the default scope when that finds nothing (an MPI loaded with
+   * RTLD_LOCAL, as Python loads mpi4py's module) */
+#define RESOLVE(name)                                                                              \
+  do {                                                                                             \
+    void *p = dlsym(RTLD_NEXT, "MPI_" #name);                                                      \
+    if (!p) p = dlsym(RTLD_DEFAULT, "PMPI_" #name);                                                \
+    if (p) __atomic_store_n((void **)&gr__mt_next.name, p, __ATOMIC_RELEASE);                      \
+  } while (0);
+  GR__MT_C_FUNCS(RESOLVE)
+#undef RESOLVE
+}
+
+void gr__mt_resolve(void) {
+  pthread_once(&resolved, resolve_all);
+  /* still missing: the MPI library came later (mpi4py); try again, once per missing call */
+  if (!gr__mt_next.Init) resolve_all();
+}
+
+/* ---- communicators -------------------------------------------------------------------------
+ * One entry per communicator the program uses: its flight recorder (id, name, rank, size) and how
+ * many communicators were made over it (the next one's id). Entries are never returned to
+ * malloc (a freed communicator's goes to a free list): the watchdog and the thread caches may
+ * still hold one, and reading a reused entry is harmless. */
+typedef struct mt_comm {
+  uintptr_t key;
+  int live;
+  gr__flight *f;
+  uint64_t nmade;
+  struct mt_comm *next;
+  gr__stats_comm stats;
+} mt_comm;
+
+#define NBUCKETS 256
+static pthread_mutex_t comm_mu = PTHREAD_MUTEX_INITIALIZER;
+static mt_comm *buckets[NBUCKETS], *free_entries;
+static unsigned long comm_gen = 1; /* one more on every free: thread caches drop their entry */
+static MPI_Group world_group = MPI_GROUP_NULL;
+static int world_rank = -1, world_size;
+static uint64_t nunknown;
+
+static _Thread_local struct {
+  uintptr_t key;
+  unsigned long gen;
+  mt_comm *e;
+} cache;
+
+static uintptr_t key_of(MPI_Comm c) {
+  uintptr_t k = 0;
+  memcpy(&k, &c, sizeof c < sizeof k ? sizeof c : sizeof k);
+  return k;
+}
+static unsigned bucket_of(uintptr_t k) { return (unsigned)((k ^ (k >> 9) ^ (k >> 17)) % NBUCKETS); }
+
+/* The lowest world rank in comm's (local) group: the same on every member, so that two
+ * communicators made by one split differ in their ids. */
+static int lowest_world_rank(MPI_Comm c) {
+  MPI_Group g;
+  int n = 0, low = -1;
+  if (NEXT(Comm_group)(c, &g) != MPI_SUCCESS) return -1;
+  NEXT(Group_size)(g, &n);
+  if (n > 0 && world_group != MPI_GROUP_NULL) {
+    int *in = malloc((size_t)n * sizeof *in), *out = malloc((size_t)n * sizeof *out);
+    if (in && out) {
+      for (int i = 0; i < n; i++)
+        in[i] = i;
+      if (NEXT(Group_translate_ranks)(g, n, in, world_group, out) == MPI_SUCCESS)
+        for (int i = 0; i < n; i++)
+          if (out[i] != MPI_UNDEFINED && (low < 0 || out[i] < low)) low = out[i];
+    }
+    free(in);
+    free(out);
+  }
+  NEXT(Group_free)(&g);
+  return low;
+}
+
+/* Under comm_mu. */
+static mt_comm *insert(MPI_Comm c, const char *id, const char *name) {
+  uintptr_t k = key_of(c);
+  mt_comm *e = free_entries;
+  if (e)
+    free_entries = e->next;
+  else if (!(e = calloc(1, sizeof *e)))
+    return NULL;
+  int rank = 0, size = 1;
+  NEXT(Comm_rank)(c, &rank);
+  NEXT(Comm_size)(c, &size);
+  e->key = k;
+  e->live = 1;
+  e->nmade = 0;
+  e->f = gr__flight_new(id, rank, size, "mpi");
+  if (e->f && name) gr__flight_name(e->f, name);
+  gr__stats_comm_reset(&e->stats);
+  unsigned b = bucket_of(k);
+  e->next = buckets[b];
+  buckets[b] = e;
+  return e;
+}
+
+/* Under comm_mu. */
+static mt_comm *find(uintptr_t k) {
+  for (mt_comm *e = buckets[bucket_of(k)]; e; e = e->next)
+    if (e->key == k) return e;
+  return NULL;
+}
+
+/* The entry of a communicator the layer has not seen made (the world, self, one made by a call it
+ * does not wrap): world and self have fixed ids; any other gets one of this process only. */
+static mt_comm *entry_slow(MPI_Comm c) {
+  uintptr_t k = key_of(c);
+  pthread_mutex_lock(&comm_mu);
+  mt_comm *e = find(k);
+  if (!e) {
+    char id[32];
+    const char *name = NULL;
+    if (c == MPI_COMM_WORLD) {
+      snprintf(id, sizeof id, "w");
+      name = GR_FL_WORLD;
+    } else if (c == MPI_COMM_SELF) {
+      snprintf(id, sizeof id, "self.%d", world_rank);
+      name = "self";
+    } else {
+      snprintf(id, sizeof id, "u%d.%llu", world_rank, (unsigned long long)++nunknown);
+    }
+    e = insert(c, id, name);
+  }
+  pthread_mutex_unlock(&comm_mu);
+  return e;
+}
+
+static inline mt_comm *entry_of(MPI_Comm c) {
+  uintptr_t k = key_of(c);
+  unsigned long gen = __atomic_load_n(&comm_gen, __ATOMIC_ACQUIRE);
+  if (cache.e && cache.key == k && cache.gen == gen) return cache.e;
+  mt_comm *e = entry_slow(c);
+  cache.key = k;
+  cache.gen = gen;
+  cache.e = e;
+  return e;
+}
+
+void gr__mt_comm_made(MPI_Comm parent, MPI_Comm made) {
+  if (!__atomic_load_n(&gr__mt_on, __ATOMIC_RELAXED)) return;
+  mt_comm *p = entry_of(parent);
+  if (!p) return;
+  uint64_t n = __atomic_add_fetch(&p->nmade, 1, __ATOMIC_RELAXED);
+  if (made == MPI_COMM_NULL) return;
+  char id[64];
+  snprintf(id, sizeof id, "%s.%llu:%d", p->f ? p->f->id : "?", (unsigned long long)n,
+           lowest_world_rank(made));
+  if (strlen(id) >= 32) { /* deep nesting: a hash of the path keeps it job-unique */
+    uint64_t h = 1469598103934665603ull;
+    for (const char *s = id; *s; s++)
+      h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    snprintf(id, sizeof id, "h%016llx", (unsigned long long)h);
+  }
+  pthread_mutex_lock(&comm_mu);
+  mt_comm *old = find(key_of(made));
+  if (old) { /* a handle reused without our seeing its free */
+    old->key = 0;
+    old->live = 0;
+  }
+  insert(made, id, NULL);
+  __atomic_add_fetch(&comm_gen, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&comm_mu);
+}
+
+void gr__mt_comm_freed(MPI_Comm c) {
+  if (!__atomic_load_n(&gr__mt_on, __ATOMIC_RELAXED)) return;
+  uintptr_t k = key_of(c);
+  pthread_mutex_lock(&comm_mu);
+  mt_comm **pp = &buckets[bucket_of(k)];
+  while (*pp && (*pp)->key != k)
+    pp = &(*pp)->next;
+  mt_comm *e = *pp;
+  if (e) {
+    *pp = e->next;
+    gr__stats_comm_keep(&e->stats, e->f);
+    gr__flight_release(e->f);
+    e->f = NULL;
+    e->live = 0;
+    e->key = 0;
+    e->next = free_entries;
+    free_entries = e;
+    __atomic_add_fetch(&comm_gen, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&comm_mu);
+}
+
+void gr__mt_comm_named(MPI_Comm c, const char *name) {
+  if (!__atomic_load_n(&gr__mt_on, __ATOMIC_RELAXED) || !name) return;
+  mt_comm *e = entry_of(c);
+  if (e && e->f) gr__flight_name(e->f, name);
+}
+
+/* ---- windows: their communicator, for the synchronisation calls ----------------------------- */
+#define NWINS 64
+static struct {
+  uintptr_t win;
+  MPI_Comm comm;
+} wins[NWINS];
+static pthread_mutex_t win_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static uintptr_t win_key(MPI_Win w) {
+  uintptr_t k = 0;
+  memcpy(&k, &w, sizeof w < sizeof k ? sizeof w : sizeof k);
+  return k;
+}
+
+void gr__mt_win_made(MPI_Win win, MPI_Comm comm) {
+  pthread_mutex_lock(&win_mu);
+  uintptr_t k = win_key(win);
+  int free_slot = -1;
+  for (int i = 0; i < NWINS; i++) {
+    if (wins[i].win == k) free_slot = i;
+    if (free_slot < 0 && !wins[i].win) free_slot = i;
+  }
+  if (free_slot >= 0) {
+    wins[free_slot].win = k;
+    wins[free_slot].comm = comm;
+  }
+  pthread_mutex_unlock(&win_mu);
+}
+
+MPI_Comm gr__mt_win_comm(MPI_Win win) {
+  MPI_Comm c = MPI_COMM_NULL;
+  pthread_mutex_lock(&win_mu);
+  uintptr_t k = win_key(win);
+  for (int i = 0; i < NWINS; i++)
+    if (wins[i].win == k) c = wins[i].comm;
+  pthread_mutex_unlock(&win_mu);
+  return c;
+}
+
+/* ---- the calls ---------------------------------------------------------------------------- */
+
+static _Thread_local int depth; /* 1 inside a recorded call: calls from inside pass through */
+
+static int map_dtype(MPI_Datatype t) {
+  if (t == MPI_DATATYPE_NULL) return -1;
+  if (t == MPI_FLOAT) return GR_FLOAT32;
+  if (t == MPI_DOUBLE) return GR_FLOAT64;
+  if (t == MPI_INT || t == MPI_INT32_T) return GR_INT32;
+  if (t == MPI_UNSIGNED || t == MPI_UINT32_T) return GR_UINT32;
+  if (t == MPI_LONG || t == MPI_LONG_LONG || t == MPI_INT64_T) return GR_INT64;
+  if (t == MPI_UNSIGNED_LONG || t == MPI_UNSIGNED_LONG_LONG || t == MPI_UINT64_T) return GR_UINT64;
+  if (t == MPI_CHAR || t == MPI_SIGNED_CHAR || t == MPI_INT8_T) return GR_INT8;
+  if (t == MPI_BYTE || t == MPI_UNSIGNED_CHAR || t == MPI_UINT8_T) return GR_UINT8;
+  return -1;
+}
+
+int gr__mt_begin(gr__mt_rec *r, int kind, MPI_Comm comm, long long count, MPI_Datatype dtype,
+                 int root, int peer, int tag) {
+  if (!__atomic_load_n(&gr__mt_on, __ATOMIC_RELAXED) || depth) return 0;
+  depth = 1;
+  mt_comm *e = comm == MPI_COMM_NULL ? NULL : entry_of(comm);
+  r->kind = kind;
+  r->comm = e;
+  r->f = e ? e->f : NULL;
+  uint64_t nc = r->f ? atomic_load_explicit(&r->f->ncoll, memory_order_relaxed) : 0;
+  r->seq = gr__kind_is_collective(kind) ? nc + 1 : nc;
+  r->start = gr__wall_now();
+  r->slot = gr__flight_begin(r->f, r->seq, kind, count < 0 ? 0 : (size_t)count, map_dtype(dtype),
+                             root, peer, tag, r->start);
+  gr__mt_thread_enter(kind, e, r->seq);
+  return 1;
+}
+
+void gr__mt_end(gr__mt_rec *r, int rc) {
+  double end = gr__wall_now();
+  gr__flight_end(r->f, r->slot, r->seq, rc == MPI_SUCCESS ? GR__FL_DONE : GR__FL_FAILED, end);
+  if (r->comm) gr__stats_call(&((mt_comm *)r->comm)->stats, r->kind, r->seq, end - r->start);
+  gr__mt_thread_leave();
+  depth = 0;
+}
+
+/* ---- requests ------------------------------------------------------------------------------
+ * A started non-blocking call's record, found by its request when a wait or test completes it. A
+ * chained hash under one mutex (MPI_THREAD_MULTIPLE programs wait on several threads). */
+typedef struct mt_req {
+  uintptr_t key;
+  gr__flight *f;
+  mt_comm *comm;
+  int slot, kind;
+  uint64_t seq;
+  struct mt_req *next;
+} mt_req;
+
+#define REQ_BUCKETS 1024
+static pthread_mutex_t req_mu = PTHREAD_MUTEX_INITIALIZER;
+static mt_req *req_buckets[REQ_BUCKETS], *req_free;
+static unsigned long nreqs; /* tracked now: the waits skip the lock when none */
+
+static uintptr_t req_key(MPI_Request q) {
+  uintptr_t k = 0;
+  memcpy(&k, &q, sizeof q < sizeof k ? sizeof q : sizeof k);
+  return k;
+}
+static unsigned req_bucket(uintptr_t k) {
+  return (unsigned)((k ^ (k >> 6) ^ (k >> 15)) % REQ_BUCKETS);
+}
+
+void gr__mt_req_track(gr__mt_rec *r, int rc, MPI_Request req) {
+  if (rc != MPI_SUCCESS || req == MPI_REQUEST_NULL) {
+    gr__mt_end(r, rc); /* failed to start, or done at once (MPI_PROC_NULL) */
+    return;
+  }
+  pthread_mutex_lock(&req_mu);
+  mt_req *q = req_free;
+  if (q)
+    req_free = q->next;
+  else
+    q = malloc(sizeof *q);
+  if (q) {
+    q->key = req_key(req);
+    q->f = r->f;
+    q->comm = r->comm;
+    q->slot = r->slot;
+    q->kind = r->kind;
+    q->seq = r->seq;
+    unsigned b = req_bucket(q->key);
+    q->next = req_buckets[b];
+    req_buckets[b] = q;
+    nreqs++;
+  }
+  pthread_mutex_unlock(&req_mu);
+  gr__mt_thread_leave();
+  depth = 0;
+}
+
+void gr__mt_req_done(MPI_Request before, int ok) {
+  if (!__atomic_load_n(&nreqs, __ATOMIC_RELAXED) || before == MPI_REQUEST_NULL) return;
+  uintptr_t k = req_key(before);
+  pthread_mutex_lock(&req_mu);
+  mt_req **pp = &req_buckets[req_bucket(k)];
+  while (*pp && (*pp)->key != k)
+    pp = &(*pp)->next;
+  mt_req *q = *pp;
+  if (q) {
+    *pp = q->next;
+    nreqs--;
+  }
+  pthread_mutex_unlock(&req_mu);
+  if (!q) return;
+  gr__flight_end(q->f, q->slot, q->seq, ok ? GR__FL_DONE : GR__FL_FAILED, gr__wall_now());
+  pthread_mutex_lock(&req_mu);
+  q->next = req_free;
+  req_free = q;
+  pthread_mutex_unlock(&req_mu);
+}
+
+/* ---- start and stop ------------------------------------------------------------------------ */
+
+/* Whether this process records, and why not: decided once, in MPI_Init. */
+static const char *stand_aside_reason(char *buf, size_t cap) {
+  if (gr__param_word(GR_PARAM_TRACE) == GR_TRACE_NONE) return "GPURUN_TRACE=none";
+  if (dlsym(RTLD_DEFAULT, "gr_init")) {
+    snprintf(buf, cap,
+             "the program links libgpurun, whose calls record themselves (its other MPI calls "
+             "are not recorded)");
+    return buf;
+  }
+  if (gr__mpi_family_check("the MPI layer") != GR_OK) {
+    snprintf(buf, cap, "%s", gr_last_error());
+    return buf;
+  }
+  return NULL;
+}
+
+/* Another PMPI tool: the next MPI_Init is not the MPI library's (where PMPI_Init lives). */
+static void say_next_tool(void) {
+  Dl_info a, b;
+  void *pmpi = dlsym(RTLD_DEFAULT, "PMPI_Init");
+  if (!gr__mt_next.Init || !pmpi || !dladdr((void *)gr__mt_next.Init, &a) || !dladdr(pmpi, &b))
+    return;
+  if (a.dli_fname && b.dli_fname && strcmp(a.dli_fname, b.dli_fname) != 0)
+    GR_INFO("the MPI layer passes each call on to %s (another MPI tool, loaded after it)",
+            a.dli_fname);
+}
+
+void gr__mt_start(void) {
+  gr__mt_resolve();
+  char why[512];
+  const char *reason = stand_aside_reason(why, sizeof why);
+  if (reason) {
+    if (gr__param_word(GR_PARAM_TRACE) == GR_TRACE_NONE)
+      GR_DEBUG("the MPI layer stands aside: %s", reason);
+    else
+      GR_INFO("the MPI layer stands aside: %s", reason);
+    return;
+  }
+  say_next_tool();
+  NEXT(Comm_rank)(MPI_COMM_WORLD, &world_rank);
+  NEXT(Comm_size)(MPI_COMM_WORLD, &world_size);
+  NEXT(Comm_group)(MPI_COMM_WORLD, &world_group);
+  /* the job id every rank agrees on (the environment's under gpurun: no talk), then the flight
+   * recorder and the live state, as gr_init starts them */
+  char job[128];
+  gr__job_agree(MPI_COMM_WORLD, job, sizeof job);
+  gr__observe_start(job);
+  gr__stats_start(job, world_rank, world_size);
+  __atomic_store_n(&gr__mt_on, 1, __ATOMIC_RELEASE);
+  entry_of(MPI_COMM_WORLD); /* the world's recorder first: the live file lists it first */
+  gr__mt_watchdog_start(job, world_rank, world_size);
+  GR_DEBUG("the MPI layer records this rank's MPI calls (job %s)", job);
+}
+
+void gr__mt_stop(void) {
+  if (!__atomic_load_n(&gr__mt_on, __ATOMIC_RELAXED)) return;
+  gr__mt_watchdog_stop();
+  pthread_mutex_lock(&comm_mu);
+  for (int b = 0; b < NBUCKETS; b++)
+    for (mt_comm *e = buckets[b]; e; e = e->next)
+      gr__stats_comm_keep(&e->stats, e->f);
+  pthread_mutex_unlock(&comm_mu);
+  gr__stats_write("finalize");
+  __atomic_store_n(&gr__mt_on, 0, __ATOMIC_RELEASE);
+  if (world_group != MPI_GROUP_NULL) NEXT(Group_free)(&world_group);
+}
+
+/* ---- each thread's call in progress (the watchdog reads them) ----------------------------- */
+#define NTHREADS 256
+static struct {
+  _Atomic int used;
+  _Atomic int kind;
+  _Atomic uint64_t seq;
+  _Atomic double since;
+  mt_comm *_Atomic comm;
+} threads[NTHREADS];
+static _Thread_local int my_thread = -1;
+
+void gr__mt_thread_enter(int kind, void *comm, uint64_t seq) {
+  if (my_thread < 0) {
+    for (int i = 0; i < NTHREADS; i++) {
+      int z = 0;
+      if (atomic_compare_exchange_strong(&threads[i].used, &z, 1)) {
+        my_thread = i;
+        break;
+      }
+    }
+    if (my_thread < 0) return; /* more threads than slots: this one is not watched */
+  }
+  atomic_store_explicit(&threads[my_thread].comm, (mt_comm *)comm, memory_order_relaxed);
+  atomic_store_explicit(&threads[my_thread].seq, seq, memory_order_relaxed);
+  atomic_store_explicit(&threads[my_thread].since, gr__wall_now(), memory_order_relaxed);
+  atomic_store_explicit(&threads[my_thread].kind, kind, memory_order_release);
+}
+
+void gr__mt_thread_leave(void) {
+  if (my_thread >= 0) atomic_store_explicit(&threads[my_thread].kind, -1, memory_order_release);
+}
+
+int gr__mt_longest(gr__mt_inside *out) {
+  int found = 0;
+  double now = gr__wall_now();
+  for (int i = 0; i < NTHREADS; i++) {
+    if (!atomic_load_explicit(&threads[i].used, memory_order_relaxed)) continue;
+    int kind = atomic_load_explicit(&threads[i].kind, memory_order_acquire);
+    if (kind < 0) continue;
+    double since = atomic_load_explicit(&threads[i].since, memory_order_relaxed);
+    if (found && now - since <= now - out->since) continue;
+    found = 1;
+    out->kind = kind;
+    out->since = since;
+    out->seq = atomic_load_explicit(&threads[i].seq, memory_order_relaxed);
+    mt_comm *e = atomic_load_explicit(&threads[i].comm, memory_order_relaxed);
+    pthread_mutex_lock(&comm_mu); /* the entry's recorder may be released meanwhile */
+    snprintf(out->comm_id, sizeof out->comm_id, "%s", e && e->f ? e->f->id : "-");
+    snprintf(out->comm_name, sizeof out->comm_name, "%s", e && e->f ? e->f->name : "-");
+    pthread_mutex_unlock(&comm_mu);
+  }
+  return found;
+}
