@@ -5,6 +5,11 @@
  * CSV", describes each column. Version 1: the header line below is the version (a reader finds
  * columns by name and ignores columns it does not know, so a writer may add columns at the end
  * without a new version; renaming or removing one is a new version). Base layer: no MPI, no CUDA.
+ *
+ * Two headers of version 1: GR_MONITOR_CSV_HEADER, the 20 sample columns monitor/telemetry.c
+ * formats (files of gpurun before the program's columns, fixtures, the telemetry's own tests), and
+ * GR_MONITOR_CSV_FILE_HEADER, those and the program's own 2 columns (cpu_time_s, state) that the
+ * supervisor appends to each row: the first line of every file it writes now.
  */
 #ifndef GR_MONITOR_CSV_H
 #define GR_MONITOR_CSV_H
@@ -32,8 +37,11 @@
 #define GR_CSV_OTHERS_SM_UTIL "others_sm_util"
 #define GR_CSV_RANK_MEM_MIB "rank_mem_mib"
 #define GR_CSV_OTHERS_MEM_MIB "others_mem_mib"
+/* The program's own, from /proc/<pid>/stat (the supervisor, not the telemetry): */
+#define GR_CSV_CPU_TIME_S "cpu_time_s" /* user + system CPU seconds of the program, cumulative */
+#define GR_CSV_STATE "state"           /* its state letter (R, S, D, T, Z, ...) */
 
-/* The first line of every file, in column order (20 columns). */
+/* The sample columns, in order (20 columns): telemetry's rows. */
 #define GR_MONITOR_CSV_HEADER                                                                      \
   GR_CSV_TIME "," GR_CSV_ELAPSED_S "," GR_CSV_RANK "," GR_CSV_LOCAL_RANK "," GR_CSV_GPU            \
               "," GR_CSV_GPU_UTIL "," GR_CSV_MEM_UTIL "," GR_CSV_MEM_USED_MIB                      \
@@ -41,5 +49,17 @@
               "," GR_CSV_SM_CLOCK_MHZ "," GR_CSV_THROTTLE "," GR_CSV_ECC_UNCORRECTED               \
               "," GR_CSV_CPU_UTIL "," GR_CSV_RSS_MIB "," GR_CSV_RANK_SM_UTIL                       \
               "," GR_CSV_OTHERS_SM_UTIL "," GR_CSV_RANK_MEM_MIB "," GR_CSV_OTHERS_MEM_MIB "\n"
+
+/* The first line of every file the supervisor writes (22 columns): the sample columns, then the
+ * program's own. */
+#define GR_MONITOR_CSV_PROGRAM_COLUMNS GR_CSV_CPU_TIME_S "," GR_CSV_STATE
+#define GR_MONITOR_CSV_FILE_HEADER                                                                 \
+  GR_CSV_TIME "," GR_CSV_ELAPSED_S "," GR_CSV_RANK "," GR_CSV_LOCAL_RANK "," GR_CSV_GPU            \
+              "," GR_CSV_GPU_UTIL "," GR_CSV_MEM_UTIL "," GR_CSV_MEM_USED_MIB                      \
+              "," GR_CSV_MEM_TOTAL_MIB "," GR_CSV_TEMP_C "," GR_CSV_POWER_W                        \
+              "," GR_CSV_SM_CLOCK_MHZ "," GR_CSV_THROTTLE "," GR_CSV_ECC_UNCORRECTED               \
+              "," GR_CSV_CPU_UTIL "," GR_CSV_RSS_MIB "," GR_CSV_RANK_SM_UTIL                       \
+              "," GR_CSV_OTHERS_SM_UTIL "," GR_CSV_RANK_MEM_MIB "," GR_CSV_OTHERS_MEM_MIB          \
+              "," GR_MONITOR_CSV_PROGRAM_COLUMNS "\n"
 
 #endif

@@ -1,6 +1,7 @@
 /* gpurun: place this rank (node_plan.c), bind it (bind.c), export the plan (env.c), then execvp the
- * program -- or hand it to the supervisor for --monitor / --time-limit. Usage and configuration
- * errors exit 2 with one line; a missing / non-executable program 127 / 126, like a shell. */
+ * program -- with --monitor / --time-limit after starting the supervisor beside it (the program
+ * keeps gpurun's pid either way: gr_supervise.h). Usage and configuration errors exit 2 with one
+ * line; a missing / non-executable program 127 / 126, like a shell. */
 #include "gr_launcher.h"
 
 #include <gpurun/version.h>
@@ -226,6 +227,7 @@ int main(int argc, char **argv) {
     so.prometheus_dir = o.prometheus[0] ? o.prometheus : NULL;
     so.rank = gr__process_rank(); /* from the launcher's variables; -1 when none is set */
     int code = 1;
+    /* returns only when the exec failed (code 127/126) or the supervisor could not start */
     gr_status st = gr__supervise(prog, &so, &code);
     gr__envlist_free(&e);
     gr__node_plan_free(&plan);

@@ -1,6 +1,26 @@
-/* Internal: gpurun's supervising mode (--monitor, --time-limit). Instead of exec'ing the program,
- * gpurun forks it, forwards signals, samples telemetry until it exits, and enforces the time limit.
- * Implemented in monitor/supervise.c; called by launcher/main.c.
+/* Internal: gpurun's supervising mode (--monitor, --time-limit). Implemented in
+ * monitor/supervise.c; called by launcher/main.c.
+ *
+ * The program keeps its place: gpurun still execs it, so it is the process its launcher started
+ * (same pid, same parent, same process group and session). Before the exec gpurun starts the
+ * supervisor as a grandchild that is orphaned at once (the intermediate child exits), so that it is
+ * never a child of the program (a wait(-1) of the program neither reaps it nor waits for it). The
+ * supervisor
+ * - holds the program by a pidfd and a /proc/<pid> directory descriptor taken before the fork
+ *   (neither can name another process after the program is reaped and its pid reused), sleeps in
+ *   poll() on the pidfd, and _exits as soon as the program has ended (without pidfd_open(2), an
+ *   old kernel: it looks every 0.1 s); it learns from a close-on-exec pipe whether the exec
+ *   succeeded (when it did not, gpurun says why and exits 127/126, and the supervisor exits);
+ * - calls setsid(), leaving the program's process group and session, and ignores SIGINT, SIGTERM,
+ *   SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGXFSZ and the terminal stops: signals reach the
+ *   program directly (nothing is forwarded), and the supervisor outlives the program long enough
+ *   to record how it ended; SIGKILL ends it, and the program runs on unharmed. stdin and stdout
+ *   are /dev/null in it; its comm is "gpurun-monitor";
+ * - samples, enforces the time limit, and writes the end record (below).
+ * The exit status the launcher sees is the program's own: a time limit no longer turns it into
+ * 124 (SIGTERM kills with status 128+15 in a shell's words, SIGKILL 128+9, unless the program
+ * handles SIGTERM and exits with a status of its own); the supervisor's log line says that the
+ * time limit ended it.
  *
  * Files and environment (the contract between gpurun, the runtime and gpurun-report):
  * - Samples go to <monitor_dir>/<job>/<node>.<local_rank>.csv, whole rows only (a failed append
@@ -17,8 +37,14 @@
  *   the supervisor but with GPURUN_MONITOR_DIR set does the same (job resolved as above, else
  *   rank 0's timestamp; gr_init exports it as GPURUN_JOB_ID so the flight recorder agrees).
  * - The collectives' flight recorder dumps flight.<rank>.json into the same job directory.
+ * - When the program has ended, the supervisor writes <node>.<local_rank>.end.json there
+ *   (base/gr_end_record.h): exit status or signal, read from the zombie's /proc/<pid>/stat field
+ *   52 before the launcher reaps it ("unseen" when the launcher was first), what the time limit
+ *   had sent, start and end times, CPU seconds. Each CSV row ends with the program's own
+ *   cpu_time_s and state (base/gr_monitor_csv.h), from /proc/<pid>/stat.
  * - GPURUN_NVML_LIBRARY overrides the NVML library dlopen'ed (tests use a fake one).
- * - Logging: the time-limit messages are at error level; "NVML not available" once at info. */
+ * - Logging: the time-limit messages are at error level (the supervisor's: they may come after the
+ *   program's own last output); "NVML not available" once at info. */
 #ifndef GR_SUPERVISE_H
 #define GR_SUPERVISE_H
 
@@ -50,12 +76,27 @@ void gr__supervise_opts_init(gr_supervise_opts *o);
  * (ENOENT, ENOTDIR), 126 otherwise. gpurun uses it with and without the supervisor. */
 int gr__exec_exit_code(int err);
 
-/* Fork and execvp(argv[0], argv) in its own process group (PR_SET_PDEATHSIG: killed when the
- * supervisor dies); forward SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 to that group;
- * sample until the program exits. The time limit sends SIGTERM, then SIGKILL, to the group, and
- * SIGKILL to what is left of it once the program has gone. A monitor interval below
- * GR_MONITOR_MIN_INTERVAL_S is GR_ERR_INVALID. *exit_code is shell-style: the child's exit status, 128+N when
- * killed by signal N, 124 when the time limit ended it, 127/126 when it could not be executed. */
+/* Starts the supervisor (above), then execvp(argv[0], argv) in this process: on success it does not
+ * return. The time limit sends SIGTERM (and SIGCONT), then SIGKILL after kill_grace_s, to the
+ * program's process group when the program leads one (under mpirun, say), else to the program
+ * alone (pidfd_send_signal); and to every descendant of the program found by /proc's parent links
+ * outside that group, each held by a pidfd; SIGKILL again to the group and to those once the
+ * program has gone. A monitor interval below GR_MONITOR_MIN_INTERVAL_S is GR_ERR_INVALID, a fork
+ * that fails GR_ERR_SYSTEM (nothing run). GR_OK returned: the exec failed (said at error level,
+ * the supervisor ends), *exit_code is 127/126. */
 gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exit_code);
+
+/* The fields of /proc/<pid>/stat the supervisor reads (proc(5) numbering). */
+typedef struct {
+  char state;                      /* field 3 */
+  int ppid, pgrp;                  /* 4, 5 */
+  unsigned long long utime, stime; /* 14, 15: clock ticks */
+  unsigned long long start;        /* 22: clock ticks after boot */
+  int mm_visible;                  /* 45 (start_data) non-zero: the private fields are shown */
+  int has_exit_code, exit_code;    /* 52: the wait status of an ended process (Linux 3.5) */
+} gr__pid_stat;
+/* Parses stat text (the command in field 2 may hold spaces and parentheses). 0, or -1 when the
+ * state or the CPU times are missing. */
+int gr__parse_pid_stat(const char *text, gr__pid_stat *out);
 
 #endif

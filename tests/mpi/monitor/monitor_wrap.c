@@ -1,5 +1,5 @@
-/* Test helper standing in for `gpurun --monitor`: runs the program under gr__supervise with
- * sampling, one supervisor per rank. usage: monitor_wrap DIR JOB INTERVAL PROGRAM [ARGS...] */
+/* Test helper standing in for `gpurun --monitor`: starts gr__supervise's supervisor with sampling
+ * and becomes the program (exec), one supervisor per rank. usage: monitor_wrap DIR JOB INTERVAL PROGRAM [ARGS...] */
 #include "gr_supervise.h"
 
 #include <stdio.h>

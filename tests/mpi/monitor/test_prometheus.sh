@@ -61,7 +61,7 @@ want "gpurun_gpu_ecc_uncorrected_volatile_errors{gpu=\"1\",$l0,pci=\"0004:05:00.
 want "gpurun_gpu_throttle_reasons{gpu=\"2\",$l1,pci=\"0035:03:00.0\",rank=\"1\"} 96"
 want "gpurun_gpu_temperature_celsius{gpu=\"2\",$l1,pci=\"0035:03:00.0\",rank=\"1\"} 92"
 want "gpurun_gpu_energy_joules_total{gpu=\"3\",$l1,pci=\"0035:04:00.0\",rank=\"1\"} 123456.792"
-# GPU 0 is shared: the rank's program (the supervisor's child) 60%, a co-tenant (pid 1) 25%.
+# GPU 0 is shared: the rank's program (gpurun's pid, beside its supervisor) 60%, a co-tenant (pid 1) 25%.
 want "gpurun_gpu_rank_utilization_ratio{gpu=\"0\",$l0,pci=\"0004:04:00.0\",rank=\"0\"} 0.6"
 want "gpurun_gpu_others_utilization_ratio{gpu=\"0\",$l0,pci=\"0004:04:00.0\",rank=\"0\"} 0.25"
 want "gpurun_gpu_rank_memory_used_bytes{gpu=\"0\",$l0,pci=\"0004:04:00.0\",rank=\"0\"} 1.073741824e+09"

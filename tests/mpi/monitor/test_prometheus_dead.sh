@@ -1,6 +1,7 @@
 #!/bin/sh
-# A supervisor killed with SIGKILL cannot remove its .prom file: the next gpurun job on the
-# directory does, at its first sample, so the real node exporter stops serving the dead job; and a
+# A supervisor killed with SIGKILL cannot remove its .prom file (the supervisor is the process its
+# owner line names, beside the program, which keeps gpurun's pid and runs on): the next gpurun job
+# on the directory does, at its first sample, so the real node exporter stops serving the dead job; and a
 # job already running there does at its next sample. What
 # the sweep must leave alone stays: a file planted by another user (nobody) and a symlink, both
 # copies of the dead job's text. gpurun_up and gpurun_sample_time_seconds are served and parse, and
@@ -35,9 +36,17 @@ until scrape; do
   sleep 0.1
 done
 served() { grep -q "^gpurun_[a-z_]*{.*job=\"$1\"" "$tmp/metrics"; }
+# The supervisor of a .prom file: the pid of its owner line (not gpurun's pid, the program's).
+owner_pid() { head -1 "$1" | sed -n 's/.* pid=\([0-9]*\) .*/\1/p'; }
+kill_supervisor() { # FILE GPURUN_PID
+  sup=$(owner_pid "$1")
+  [ -n "$sup" ] && [ "$sup" != "$2" ] || fail "the owner line of $1 names pid '$sup', not a supervisor beside $2"
+  kill -9 "$sup"
+}
 value() { grep "^$1{.*job=\"$2\"" "$tmp/metrics" | awk '{ print $NF }' | head -1; }
 
-# Job A on the recorded 4-GPU node with the fake NVML (its GPUs at 90%), then SIGKILL.
+# Job A on the recorded 4-GPU node with the fake NVML (its GPUs at 90%), then SIGKILL of its
+# supervisor.
 GPURUN_NVML_LIBRARY="$fake" GR_FAKE_NVML=node4 GPURUN_MONITOR_DIR="$tmp/monA" GPURUN_JOB_ID=jobA \
   "$gpurun" --topology "$topo" --monitor=0.2 --prometheus "$tmp/prom" sleep 100 > "$tmp/a.out" 2>&1 &
 a_pid=$!
@@ -47,10 +56,9 @@ until scrape && grep -q '^gpurun_gpu_utilization_ratio{.*job="jobA".* 0.9$' "$tm
   sleep 0.1
 done
 afile=$(ls "$tmp/prom"/gpurun_jobA_*.prom) || fail "no file of job A"
-kill -9 "$a_pid"
-wait "$a_pid" 2>/dev/null
-a_pid=
+kill_supervisor "$afile" "$a_pid"
 sleep 1
+kill -0 "$a_pid" || fail "job A's program died with its supervisor"
 [ -f "$afile" ] || fail "job A's file went away before any other job ran (nothing else removes it)"
 scrape || fail "scrape after the kill"
 served jobA || fail "job A's series were not served after its kill"
@@ -106,8 +114,10 @@ wait "$b_pid"
 rc=$?
 b_pid=
 [ $rc -eq 0 ] || { cat "$tmp/b.out"; fail "job B exited $rc"; }
-set -- "$tmp"/prom/gpurun_jobB_*.prom
-[ -e "$1" ] && fail "job B's file outlived it"
+# the supervisor removes it just after the program's end, which gpurun's caller sees first
+i=0
+while set -- "$tmp"/prom/gpurun_jobB_*.prom; [ -e "$1" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+[ -e "$1" ] && fail "job B's file outlived it by 5 s"
 
 # Job C samples on while job D is killed: C's next sample removes D's file.
 GPURUN_MONITOR_DIR="$tmp/monC" GPURUN_JOB_ID=jobC \
@@ -121,9 +131,7 @@ until scrape && served jobC && served jobD; do
   i=$((i + 1)); [ $i -lt 300 ] || { cat "$tmp/c.out" "$tmp/d.out"; fail "jobs C and D not served after 30 s"; }
   sleep 0.1
 done
-kill -9 "$d_pid"
-wait "$d_pid" 2>/dev/null
-d_pid=
+kill_supervisor "$(ls "$tmp/prom"/gpurun_jobD_*.prom)" "$d_pid"
 killed=$(date +%s.%N)
 i=0
 until scrape && awk -v t="$(value gpurun_sample_time_seconds jobC)" -v k="$killed" 'BEGIN { exit !(t > k) }'; do

@@ -1,6 +1,6 @@
 #!/bin/sh
-# SIGTERM to mpirun reaches the program through the supervisor on every rank, and the monitor CSVs
-# hold only whole lines afterwards.
+# SIGTERM to mpirun reaches the program on every rank (a supervised program is the process mpirun
+# started: nothing is forwarded), and the monitor CSVs hold only whole lines afterwards.
 # usage: test_signals.sh MPI_LAUNCH MONITOR_WRAP (the world rank: Open MPI's or Hydra's variable)
 set -u
 mpirun=$1 wrap=$2
@@ -32,7 +32,7 @@ for r in 0 1; do
 done
 for f in "$tmp"/sig/*.csv; do
   [ "$(tail -c 1 "$f" | od -An -c | tr -d ' ')" = '\n' ] || fail "$f ends mid-line"
-  bad=$(awk -F, 'NF != 20' "$f" | wc -l)   # the 20 columns of GR_TELEMETRY_CSV_HEADER
+  bad=$(awk -F, 'NF != 22' "$f" | wc -l)   # the 22 columns of GR_MONITOR_CSV_FILE_HEADER
   [ "$bad" -eq 0 ] || fail "$f has $bad malformed lines"
   echo "$f: $(($(wc -l < "$f") - 1)) samples, all whole"
 done

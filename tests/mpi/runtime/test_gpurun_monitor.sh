@@ -30,8 +30,11 @@ grep -qE '^priority low: ranks (0,1|1,0)$' "$tmp/report.txt" || fail "report sho
 timeout -k 5 60 "$gpurun" --time-limit 0.5 sleep 30 2> "$tmp/limit.err"
 rc=$?
 cat "$tmp/limit.err"
-[ $rc -eq 124 ] || fail "--time-limit: exit $rc, expected 124"
+# the program's own status: sleep killed by the limit's SIGTERM (124 while the supervisor was its
+# parent; now the program keeps gpurun's pid and the supervisor runs beside it)
+[ $rc -eq 143 ] || fail "--time-limit: exit $rc, expected 143 (killed by SIGTERM)"
 grep -q 'time limit of 0.5 s reached' "$tmp/limit.err" || fail "--time-limit: no message"
+grep -q 'sleep (pid [0-9]*) ended by the time limit of 0.5 s' "$tmp/limit.err" || fail "--time-limit: no end line"
 "$gpurun" --time-limit 30 sh -c 'exit 9'
 rc=$?
 [ $rc -eq 9 ] || fail "--time-limit: the program's own status 9 came back as $rc"

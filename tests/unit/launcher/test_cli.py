@@ -79,9 +79,15 @@ check(r.returncode == 7, "program's exit status passed through")
 r = run(["sh", "-c", 'test "$PPID" = "$GPURUN_TEST_PPID"'], {"GPURUN_TEST_PPID": str(os.getpid())})
 check(r.returncode == 0, "gpurun execs: the program's parent is gpurun's parent")
 
-# --time-limit and --monitor hand the program to the supervisor (monitor/supervise.c)
+# --time-limit and --monitor start the supervisor beside the program (monitor/supervise.c); the
+# program still replaces gpurun, so its status is its own: sleep killed by the limit's SIGTERM
+# (it was 124 while the supervisor was the program's parent)
 r = run(["--time-limit", "1", "--", "sleep", "30"], timeout=25)
-check(r.returncode == 124 and "time limit" in r.stderr, "--time-limit 1 ends sleep 30 with 124 (%d)" % r.returncode)
+check(r.returncode == -15 and "ended by the time limit" in r.stderr, "--time-limit 1 ends sleep 30 with SIGTERM (%d)" % r.returncode)
+with tempfile.TemporaryDirectory() as mdir:
+    r = run(["--monitor=0.1", "--", "sh", "-c", 'test "$PPID" = "$GPURUN_TEST_PPID"'],
+            {"GPURUN_TEST_PPID": str(os.getpid()), "GPURUN_MONITOR_DIR": mdir})
+    check(r.returncode == 0, "--monitor: the program's parent is still gpurun's parent")
 with tempfile.TemporaryDirectory() as mdir:
     r = run(["--monitor=0.1", "--", "sh", "-c", "sleep 0.4; exit 3"], {"GPURUN_MONITOR_DIR": mdir})
     csvs = [os.path.join(dp, f) for dp, _, fs in os.walk(mdir) for f in fs if f.endswith(".csv")]

@@ -4,7 +4,9 @@
  * - GR_FAKE_NVML=node4: the four GPUs of configs/topologies/mpibind-lassen-p9-4xV100.xml, each
  *   with a story the tests check:
  *     0 0004:04:00.0 healthy and busy (90%), per-process rows: every child process of the caller
- *                    (the supervisor's program) 60% SM / 1 GiB, and pid 1, a co-tenant, 25% / 512 MiB
+ *                    and the process GPURUN_PLAN_PID names when it is not the caller (a
+ *                    supervisor's program: gpurun's pid, which the program keeps) 60% SM / 1 GiB,
+ *                    and pid 1, a co-tenant, 25% / 512 MiB
  *     1 0004:05:00.0 ECC: 3 volatile uncorrected errors, 1 page pending retirement
  *     2 0035:03:00.0 throttling: HW + SW thermal slowdown (0x60), 92 C against a slowdown at 88 C
  *     3 0035:04:00.0 MIG mode with two MIG devices (their own handles and readings)
@@ -226,11 +228,17 @@ static int children(unsigned *pids, int max) {
   return n;
 }
 
-/* Rows: the caller's children at 60% / 1 GiB each, pid 1 (someone else) at 25% / 512 MiB; only
- * on node4's GPU 0. */
+/* Rows: the caller's children and its supervised program at 60% / 1 GiB each, pid 1 (someone
+ * else) at 25% / 512 MiB; only on node4's GPU 0. */
 static int rows(void *d, unsigned *pid, unsigned *sm, unsigned long long *mem, int max) {
   if (!is_node4() || D(d) != &node4[0]) return 0;
-  int n = children(pid, max - 1);
+  int n = children(pid, max - 2);
+  const char *plan = getenv("GPURUN_PLAN_PID");
+  unsigned prog = plan ? (unsigned)strtoul(plan, NULL, 10) : 0;
+  int dup = 0;
+  for (int i = 0; i < n; i++)
+    dup |= pid[i] == prog;
+  if (prog > 1 && prog != (unsigned)getpid() && !dup) pid[n++] = prog;
   for (int i = 0; i < n; i++)
     sm[i] = 60, mem[i] = 1ull << 30;
   pid[n] = 1, sm[n] = 25, mem[n] = 512ull << 20;
