@@ -1,7 +1,7 @@
 /* gpurun-report: a job's monitor files -> summary table, JSON, SVG timeline, straggler names.
  * Data model and the steps, each testable on fixture files.
  *
- *   job_load.c   the CSVs and counters files       -> gr__rpt_job, its summary, the slowest rank
+ *   job_load.c   the CSVs, counters files and end records -> gr__rpt_job, its summary, the slowest rank
  *   json_read.c  JSON text (gr_json_read.h)        -> a tree, for the counters and flight dumps
  *   waitfor.c    the flight-recorder dumps         -> stuck calls, wait-for chains
  *   output.c     gr__rpt_job                       -> the table, report.json, report.svg
@@ -57,7 +57,21 @@ typedef struct {
   double util_mean, util_max, mem_peak, mem_total, temp_max, energy_j;
   double cpu_mean, cpu_max, rss_peak;
   double rank_sm_mean, others_sm_mean; /* NAN unless the GPU had per-process rows */
+  double cpu_time_s; /* the program's CPU seconds at its last row (cpu_time_s), NAN without */
+  char state;        /* the program's state letter at its last row, 0 without */
 } gr__rpt_series;
+
+/* How a rank's program ended: its supervisor's end record (base/gr_end_record.h). */
+enum { GR__RPT_END_EXIT, GR__RPT_END_SIGNAL, GR__RPT_END_UNSEEN };
+typedef struct {
+  char node[128];
+  int local_rank, rank;
+  int how;            /* GR__RPT_END_* */
+  int code, sig, core; /* exit status; signal number and whether a core was dumped */
+  char sig_name[16];  /* "KILL", from the record when it is plain capitals and digits, else "" */
+  int time_limit;     /* 0 not reached, 1 its SIGTERM sent, 2 its SIGKILL too */
+  double start, end, cpu_s; /* Unix s, Unix s, CPU s; NAN unknown */
+} gr__rpt_end;
 
 typedef struct {
   char node[128];
@@ -72,6 +86,7 @@ typedef struct {
 typedef struct {
   gr_array s;    /* gr__rpt_series, sorted by rank, node, local rank, GPU once loaded */
   gr_array c;    /* gr__rpt_counters, in the order the files were read */
+  gr_array e;    /* gr__rpt_end, sorted by end time once loaded */
   double t0, t1; /* job span over all samples */
   int slowest;   /* index into s of the flagged series' rank, -1 none */
   int slowest_rank;
@@ -89,16 +104,21 @@ void gr__rpt_job_init(gr__rpt_job *job);
 /* Series I and counters I of the job; the caller keeps I below the count. */
 #define GR__RPT_SERIES(job, i) GR_ARRAY_AT(&(job)->s, gr__rpt_series, i)
 #define GR__RPT_COUNTERS(job, i) GR_ARRAY_AT(&(job)->c, gr__rpt_counters, i)
+#define GR__RPT_END(job, i) GR_ARRAY_AT(&(job)->e, gr__rpt_end, i)
 /* The counts: series at most GR__RPT_MAX_SERIES, counters one a file, so ints. */
 static inline int gr__rpt_nseries(const gr__rpt_job *job) { return (int)job->s.count; }
 static inline int gr__rpt_ncounters(const gr__rpt_job *job) { return (int)job->c.count; }
+static inline int gr__rpt_nends(const gr__rpt_job *job) { return (int)job->e.count; }
 
-/* Loads every *.csv and *.counters.json in dir: GR_OK, GR_ERR_SYSTEM when dir cannot be read,
- * GR_ERR_NOMEM. */
+/* Loads every *.csv, *.counters.json and *.end.json in dir: GR_OK, GR_ERR_SYSTEM when dir cannot
+ * be read, GR_ERR_NOMEM. */
 gr_status gr__rpt_load(const char *dir, gr__rpt_job *job);
 /* Loads one CSV file (exposed for tests); GR_OK or GR_ERR_NOMEM. */
 gr_status gr__rpt_load_csv(const char *path, gr__rpt_job *job);
 gr_status gr__rpt_load_counters(const char *path, gr__rpt_job *job);
+/* Loads one end record (exposed for tests); GR_OK (a bad file is skipped with a warning) or
+ * GR_ERR_NOMEM. */
+gr_status gr__rpt_load_end(const char *path, gr__rpt_job *job);
 /* The counters of the rank a series belongs to, NULL when it wrote none. */
 const gr__rpt_counters *gr__rpt_counters_for(const gr__rpt_job *job, const gr__rpt_series *s);
 /* Whether two series belong to the same rank. */

@@ -1,9 +1,10 @@
-/* Loading a job's CSVs and counters, and the per-series summary. */
+/* Loading a job's CSVs, counters and end records, and the per-series summary. */
 #include "gr_report.h"
 
 #include "gr_json_read.h"
 
 #include "gr_counters_format.h"
+#include "gr_end_record.h"
 #include "gr_error.h"
 #include "gr_escape.h"
 #include "gr_monitor_csv.h"
@@ -63,6 +64,7 @@ static gr__rpt_series *series_for(gr__rpt_job *job, const char *node, int local_
   snprintf(s->gpu, sizeof s->gpu, "%s", gpu);
   s->local_rank = local_rank;
   s->rank = rank;
+  s->cpu_time_s = NAN;
   return s;
 }
 
@@ -186,8 +188,8 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, gr_
   char *line = NULL;
   size_t cap = 0, len = 0;
   char *fields[64];
-  int col_time = -1, col_rank = -1, col_gpu = -1, col_thr = -1, col_ecc = -1,
-      col_m[GR__RPT_M_COUNT];
+  int col_time = -1, col_rank = -1, col_gpu = -1, col_thr = -1, col_ecc = -1, col_cpu_s = -1,
+      col_state = -1, col_m[GR__RPT_M_COUNT];
   for (int k = 0; k < GR__RPT_M_COUNT; k++)
     col_m[k] = -1;
   if (!read_line(f, &line, &cap, &len)) {
@@ -214,6 +216,10 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, gr_
       col_thr = i;
     else if (!strcmp(fields[i], GR_CSV_ECC_UNCORRECTED))
       col_ecc = i;
+    else if (!strcmp(fields[i], GR_CSV_CPU_TIME_S))
+      col_cpu_s = i;
+    else if (!strcmp(fields[i], GR_CSV_STATE))
+      col_state = i;
     for (int k = 0; k < GR__RPT_M_COUNT; k++)
       if (!strcmp(fields[i], metric_cols[k])) col_m[k] = i;
   }
@@ -259,6 +265,7 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, gr_
     for (int k = 0; k < GR__RPT_M_COUNT; k++)
       m[k] = col_m[k] >= 0 ? field_num(fields[col_m[k]], metric_lo[k], metric_hi[k], &bad) : NAN;
     double ecc = col_ecc >= 0 ? field_num(fields[col_ecc], 0, 1e15, &bad) : NAN;
+    double cpu_s = col_cpu_s >= 0 ? field_num(fields[col_cpu_s], 0, 1e12, &bad) : NAN;
     if (bad) problem(&pr, P_NUMBER, lineno);
     int before = gr__rpt_nseries(job);
     gr__rpt_series *s = NULL;
@@ -281,6 +288,12 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, gr_
     }
     if (col_thr >= 0 && *fields[col_thr]) s->throttle_any |= strtoull(fields[col_thr], NULL, 0);
     if (!isnan(ecc) && ecc > s->ecc_max) s->ecc_max = ecc;
+    /* the program's own columns: the last row's (a state is one letter, else not taken) */
+    if (!isnan(cpu_s)) s->cpu_time_s = cpu_s;
+    if (col_state >= 0) {
+      const char *st = fields[col_state];
+      s->state = st[0] >= 'A' && st[0] <= 'z' && !st[1] ? st[0] : 0;
+    }
   }
   problems_summary(&pr);
   free(line);
@@ -357,6 +370,60 @@ gr_status gr__rpt_load_counters(const char *path, gr__rpt_job *job) {
   return load_counters_at(AT_FDCWD, path, path, job);
 }
 
+/* One end record (gr_end_record.h); a file that does not parse is skipped with a warning. */
+static gr_status load_end_at(int dirfd, const char *name, const char *shown, gr__rpt_job *job) {
+  const char *base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  size_t at = 0;
+  gr__rpt_json *doc = NULL;
+  if (gr__rpt_json_parse_file_at(dirfd, name, GR_END_MAX_FILE, &at, &doc) != GR_OK) {
+    fputs("gpurun-report: ", stderr);
+    gr__esc_term(stderr, shown);
+    fputs(": ", stderr);
+    gr__esc_term(stderr, gr_last_error());
+    fputs("; skipped\n", stderr);
+    return GR_OK;
+  }
+  gr__rpt_end e;
+  memset(&e, 0, sizeof e);
+  if (parse_name(base, GR_END_SUFFIX, e.node, sizeof e.node, &e.local_rank) != 0) {
+    const char *node = gr__rpt_json_str(doc, GR_END_KEY_NODE);
+    snprintf(e.node, sizeof e.node, "%s", node ? node : "?");
+    e.local_rank = (int)finite_in(gr__rpt_json_num(doc, GR_END_KEY_LOCAL_RANK, -1), -1, 1e7, -1);
+  }
+  e.rank = (int)finite_in(gr__rpt_json_num(doc, GR_END_KEY_RANK, -1), -1, 1e7, -1);
+  const char *how = gr__rpt_json_str(doc, GR_END_KEY_HOW);
+  e.how = how && !strcmp(how, GR_END_HOW_EXIT)     ? GR__RPT_END_EXIT
+          : how && !strcmp(how, GR_END_HOW_SIGNAL) ? GR__RPT_END_SIGNAL
+                                                   : GR__RPT_END_UNSEEN;
+  e.code = (int)finite_in(gr__rpt_json_num(doc, GR_END_KEY_EXIT_CODE, 0), 0, 255, 0);
+  e.sig = (int)finite_in(gr__rpt_json_num(doc, GR_END_KEY_SIGNAL, 0), 0, 128, 0);
+  if (e.how == GR__RPT_END_SIGNAL && e.sig == 0) e.how = GR__RPT_END_UNSEEN;
+  const gr__rpt_json *core = gr__rpt_json_get(doc, GR_END_KEY_CORE);
+  e.core = core && core->type == GR__RPT_JSON_BOOL && core->num != 0;
+  const char *sn = gr__rpt_json_str(doc, GR_END_KEY_SIGNAL_NAME);
+  int plain = sn && *sn && strlen(sn) < sizeof e.sig_name;
+  for (const char *p = sn; plain && *p; p++)
+    plain = (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '+' || *p == '-';
+  if (plain) snprintf(e.sig_name, sizeof e.sig_name, "%s", sn);
+  const char *tl = gr__rpt_json_str(doc, GR_END_KEY_TIME_LIMIT);
+  e.time_limit = tl && !strcmp(tl, GR_END_TL_KILL) ? 2 : tl && !strcmp(tl, GR_END_TL_TERM) ? 1 : 0;
+  e.start = finite_in(gr__rpt_json_num(doc, GR_END_KEY_START, NAN), 0, 1e11, NAN);
+  e.end = finite_in(gr__rpt_json_num(doc, GR_END_KEY_END, NAN), 0, 1e11, NAN);
+  e.cpu_s = finite_in(gr__rpt_json_num(doc, GR_END_KEY_CPU_TIME_S, NAN), 0, 1e12, NAN);
+  gr__rpt_json_free(doc);
+  if (gr__array_push(&job->e, &e) != GR_OK) {
+    char esc[512];
+    return gr__fail_msg(GR_ERR_NOMEM, "out of memory loading %s",
+                        gr__esc_term_str(esc, sizeof esc, shown));
+  }
+  return GR_OK;
+}
+
+gr_status gr__rpt_load_end(const char *path, gr__rpt_job *job) {
+  return load_end_at(AT_FDCWD, path, path, job);
+}
+
 /* v when within [lo, hi], else dflt (a counters file another job wrote is input like any other). */
 static double finite_in(double v, double lo, double hi, double dflt) {
   return isfinite(v) && v >= lo && v <= hi ? v : dflt;
@@ -371,10 +438,20 @@ static int cmp_series(const void *a, const void *b) {
   return strcmp(x->gpu, y->gpu);
 }
 
+/* By end time (unknown last), then rank. */
+static int cmp_end(const void *a, const void *b) {
+  const gr__rpt_end *x = a, *y = b;
+  int xu = isnan(x->end), yu = isnan(y->end);
+  if (xu != yu) return xu - yu;
+  if (!xu && x->end != y->end) return x->end < y->end ? -1 : 1;
+  return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
 void gr__rpt_job_init(gr__rpt_job *job) {
   memset(job, 0, sizeof *job);
   gr__array_init(&job->s, sizeof(gr__rpt_series));
   gr__array_init(&job->c, sizeof(gr__rpt_counters));
+  gr__array_init(&job->e, sizeof(gr__rpt_end));
   job->slowest = -1;
   job->slowest_rank = -1;
 }
@@ -400,6 +477,8 @@ gr_status gr__rpt_load(const char *dir, gr__rpt_job *job) {
       rc = load_csv_at(dirfd, name, shown, job);
     else if (rc == GR_OK && name[0] != '.' && ends_with(name, GR_COUNTERS_SUFFIX))
       rc = load_counters_at(dirfd, name, shown, job);
+    else if (rc == GR_OK && name[0] != '.' && ends_with(name, GR_END_SUFFIX))
+      rc = load_end_at(dirfd, name, shown, job);
     free(ents[i]);
   }
   free(ents);
@@ -416,6 +495,7 @@ gr_status gr__rpt_load(const char *dir, gr__rpt_job *job) {
                         gr__esc_term_str(esc, sizeof esc, dir));
   }
   if (job->s.count > 1) qsort(job->s.data, job->s.count, sizeof(gr__rpt_series), cmp_series);
+  if (job->e.count > 1) qsort(job->e.data, job->e.count, sizeof(gr__rpt_end), cmp_end);
   return rc;
 }
 
@@ -520,5 +600,6 @@ void gr__rpt_free(gr__rpt_job *job) {
   }
   gr__array_free(&job->s);
   gr__array_free(&job->c);
+  gr__array_free(&job->e);
   gr__rpt_job_init(job);
 }

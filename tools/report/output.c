@@ -39,6 +39,8 @@ static void cell(FILE *out, int width, int prec, double v) {
   }
 }
 
+static void print_ends(const gr__rpt_job *job, FILE *out);
+
 void gr__rpt_print_table(const gr__rpt_job *job, FILE *out) {
   int ngpu = 0;
   double energy = 0;
@@ -114,6 +116,71 @@ void gr__rpt_print_table(const gr__rpt_job *job, FILE *out) {
       fprintf(out, "placement differed: rank %d (%.120s:%d): %s\n", GR__RPT_COUNTERS(job, i).rank,
               GR__RPT_COUNTERS(job, i).node, GR__RPT_COUNTERS(job, i).local_rank,
               GR__RPT_COUNTERS(job, i).receipt);
+  print_ends(job, out);
+}
+
+/* How one program ended, in words: "killed by signal 9 (SIGKILL)", "exit status 3". */
+static void end_words(const gr__rpt_end *e, char *out, size_t cap) {
+  if (e->how == GR__RPT_END_SIGNAL)
+    snprintf(out, cap, "killed by signal %d%s%s%s%s", e->sig, e->sig_name[0] ? " (SIG" : "",
+             e->sig_name, e->sig_name[0] ? ")" : "", e->core ? ", core dumped" : "");
+  else if (e->how == GR__RPT_END_EXIT)
+    snprintf(out, cap, "exit status %d", e->code);
+  else
+    snprintf(out, cap, "ended, status not seen");
+}
+
+/* The reference for end times: the earliest start among the records, else the first sample. */
+static double ends_t0(const gr__rpt_job *job) {
+  double t0 = INFINITY;
+  for (int i = 0; i < gr__rpt_nends(job); i++)
+    if (GR__RPT_END(job, i).start < t0) t0 = GR__RPT_END(job, i).start;
+  return isfinite(t0) ? t0 : job->t0;
+}
+
+static void end_who(FILE *out, const gr__rpt_end *e) {
+  if (e->rank >= 0)
+    fprintf(out, "rank %d (", e->rank);
+  else
+    fputs("rank ? (", out);
+  gr__esc_term(out, e->node);
+  fprintf(out, ":%d)", e->local_rank);
+}
+
+/* The end records: a line per rank that died by signal or was ended by the time limit, which rank
+ * ended first, and how many ends were not seen. */
+static void print_ends(const gr__rpt_job *job, FILE *out) {
+  int n = gr__rpt_nends(job), unseen = 0;
+  if (!n) return;
+  double t0 = ends_t0(job);
+  char words[128];
+  for (int i = 0; i < n; i++) {
+    const gr__rpt_end *e = &GR__RPT_END(job, i);
+    unseen += e->how == GR__RPT_END_UNSEEN;
+    if (e->how != GR__RPT_END_SIGNAL && !e->time_limit) continue;
+    end_words(e, words, sizeof words);
+    end_who(out, e);
+    fprintf(out, " %s", words);
+    if (isfinite(e->end) && isfinite(t0)) fprintf(out, " at +%.3f s", e->end - t0);
+    if (e->time_limit)
+      fprintf(out, ", ended by the time limit (%s)",
+              e->time_limit == 2 ? "SIGKILL after the grace" : "SIGTERM");
+    if (isfinite(e->cpu_s)) fprintf(out, "; %.2f s of CPU", e->cpu_s);
+    fputc('\n', out);
+  }
+  const gr__rpt_end *first = &GR__RPT_END(job, 0); /* sorted by end time */
+  if (isfinite(first->end)) {
+    end_words(first, words, sizeof words);
+    fputs("ended first: ", out);
+    end_who(out, first);
+    fprintf(out, " at +%.3f s, %s", first->end - t0, words);
+    if (n > 1 && isfinite(GR__RPT_END(job, 1).end))
+      fprintf(out, "; the next %.3f s later", GR__RPT_END(job, 1).end - first->end);
+    fputc('\n', out);
+  }
+  if (unseen)
+    fprintf(out, "%d of %d rank%s ended with the status not seen (the launcher reaped %s first)\n",
+            unseen, n, n == 1 ? "" : "s", unseen == 1 ? "it" : "them");
 }
 
 /* ---- JSON ---- */
@@ -207,6 +274,11 @@ static void render_json(FILE *f, const void *vjob, const void *vflight) {
     jnum(f, "coll_bytes", c && c->have_coll ? c->coll_bytes : NAN, 1);
     jnum(f, "pool_steals", c && c->have_pool ? c->pool_steals : NAN, 1);
     jnum(f, "pool_idle_s", c && c->have_pool ? c->pool_idle_s : NAN, 1);
+    jnum(f, "cpu_time_s", s->cpu_time_s, 1);
+    if (s->state)
+      fprintf(f, "\"state\": \"%c\", ", s->state);
+    else
+      fputs("\"state\": null, ", f);
     fprintf(f, "\"slowest\": %s}%s\n", is_slowest(job, s) ? "true" : "false",
             i + 1 < gr__rpt_nseries(job) ? "," : "");
   }
@@ -221,6 +293,24 @@ static void render_json(FILE *f, const void *vjob, const void *vflight) {
   } else {
     fputs("\"slowest\": null, ", f);
   }
+  /* the end records, first to end first */
+  fputs("\"ends\": [", f);
+  double t0 = ends_t0(job);
+  for (int i = 0; i < gr__rpt_nends(job); i++) {
+    const gr__rpt_end *e = &GR__RPT_END(job, i);
+    static const char *const hows[] = {"exit", "signal", "unseen"};
+    static const char *const tls[] = {"none", "term", "kill"};
+    fprintf(f, "%s{\"rank\": %d, ", i ? ", " : "", e->rank);
+    jstr(f, "node", e->node, 1);
+    fprintf(f, "\"local_rank\": %d, \"how\": \"%s\", ", e->local_rank, hows[e->how]);
+    jnum(f, "exit_code", e->how == GR__RPT_END_EXIT ? e->code : NAN, 1);
+    jnum(f, "signal", e->how == GR__RPT_END_SIGNAL ? e->sig : NAN, 1);
+    fprintf(f, "\"time_limit\": \"%s\", ", tls[e->time_limit]);
+    jnum(f, "end_s", isfinite(t0) ? e->end - t0 : NAN, 1);
+    jnum(f, "cpu_time_s", e->cpu_s, 0);
+    fputs("}", f);
+  }
+  fputs("], ", f);
   fprintf(f, "\"flight\": %s, \"wait_for\": %s}\n", fp->flight ? fp->flight : "[]",
           fp->wait ? fp->wait : "null");
 }
