@@ -193,7 +193,8 @@ int gr__flight_latest(gr__flight_now *out, int max) {
      * of sends and receives has several at once). */
     for (uint64_t i = calls; i > first && o->nwaits < GR_LIVE_MAX_WAITS; i--) {
       if (!read_rec(f, i - 1, &r)) continue;
-      if (r.state != GR__FL_RUNNING || !gr__kind_is_p2p(r.kind)) continue;
+      /* a receive from any rank (MPI_ANY_SOURCE) names nobody */
+      if (r.state != GR__FL_RUNNING || !gr__kind_is_p2p(r.kind) || r.peer < 0) continue;
       o->waits[o->nwaits].recv = gr__kind_class(r.kind) == GR__OPC_RECV;
       o->waits[o->nwaits].peer = r.peer;
       o->waits[o->nwaits].tag = r.tag;

@@ -772,6 +772,40 @@ static int p2p_blockers(const gr__top_job *job, const char *id, int size, const 
   return nblock;
 }
 
+/* Among the ranks behind in the call sequence, those held up by another of them: a rank in a send
+ * or receive whose every peer is also behind, and none of those peers waits for it in turn (two
+ * that wait for each other are a deadlock, and both stay named). Such a rank cannot move before
+ * its peer does, so the peer is the cause. Clears them from block; returns how many. */
+static int held_up(const gr__top_job *job, const char *id, int size, unsigned char *block) {
+  int n = gr__top_nranks(job), cleared = 0;
+  unsigned char *drop = calloc((size_t)n, 1);
+  if (!drop) return 0;
+  for (int i = 0; i < n; i++) {
+    const gr__live_comm *lc = block[i] ? comm_in(&GR__TOP_ROW(job, i), id, size) : NULL;
+    if (!lc || strcmp(lc->state, "running") || !lc->nwaits) continue;
+    int all = 1;
+    for (int k = 0; k < lc->nwaits && all; k++) {
+      int w = world_rank_of(job, id, size, lc->waits[k].peer), j = -1;
+      if (w >= 0 && (size_t)w < job->index.count) j = GR_ARRAY_AT(&job->index, int, w);
+      if (j < 0 || j == i || !block[j]) {
+        all = 0;
+        break;
+      }
+      const gr__live_comm *pc = comm_in(&GR__TOP_ROW(job, j), id, size);
+      for (int m = 0; pc && !strcmp(pc->state, "running") && m < pc->nwaits; m++)
+        if (world_rank_of(job, id, size, pc->waits[m].peer) == GR__TOP_ROW(job, i).rank) all = 0;
+    }
+    drop[i] = (unsigned char)all;
+  }
+  for (int i = 0; i < n; i++)
+    if (drop[i]) {
+      block[i] = 0;
+      cleared++;
+    }
+  free(drop);
+  return cleared;
+}
+
 void gr__top_analyse(gr__top_job *job) {
   job->verdict[0] = '\0';
   for (int i = 0; i < gr__top_nranks(job); i++)
@@ -880,7 +914,7 @@ void gr__top_analyse(gr__top_job *job) {
   }
   if (p2p) /* sequence numbers of sends and receives differ between ranks: follow the peers */
     nblock = p2p_blockers(job, best_id, best_size, wait, block);
-  else
+  else {
     for (int i = 0; i < gr__top_nranks(job); i++) {
       const gr__top_rank *t = &GR__TOP_ROW(job, i);
       const gr__live_comm *lc = comm_in(t, best_id, best_size);
@@ -889,6 +923,8 @@ void gr__top_analyse(gr__top_job *job) {
         nblock++;
       }
     }
+    nblock -= held_up(job, best_id, best_size, block);
+  }
   gr__strbuf o;
   gr__strbuf_init_fixed(&o, job->verdict, sizeof job->verdict);
   if (!nblock) {

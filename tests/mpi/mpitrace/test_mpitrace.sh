@@ -1,0 +1,197 @@
+#!/bin/sh
+# The MPI layer (libgpurun-mpi.so) on plain MPI programs under real mpirun and gpurun:
+#   results   every kind of call gives the same results traced as plain; MPI_THREAD_MULTIPLE
+#   names     gpurun-top names the rank in a receive nobody sends to, from the layer's live files
+#   timeout   --timeout: one verdict naming the late rank, every rank's flight recorder; with
+#             --on-hang abort the job ends with MPI_Abort's 125
+#   fortran   a `use mpi` and a `use mpi_f08` program (mpif90), a late rank named by the verdict
+#   aside     a non-MPI process with the layer preloaded; GPURUN_TRACE=none; a program that links
+#             libgpurun (examples/sim); a statically linked program (a notice); a missing layer
+#   tool      another PMPI tool preloaded after the layer still sees every call
+# usage: test_mpitrace.sh MPI_LAUNCH GPURUN GPURUN_TOP MPI_CASES SIM MPICC MPIF90 LIB
+set -u
+launch=$1 gpurun=$2 top=$3 cases=$4 sim=$5 mpicc=$6 mpif90=$7 lib=$8
+tmp=$(mktemp -d /tmp/gr_mpitrace.XXXXXX)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fail=0
+bad() {
+  echo "FAIL: $*" >&2
+  fail=1
+}
+ok() { echo "ok: $*"; }
+export GPURUN_MONITOR_DIR="$tmp/mon"
+
+# ---- results ------------------------------------------------------------------------------------
+"$launch" -np 3 --oversubscribe "$cases" exact > "$tmp/plain.out" 2>&1 || bad "plain exact run: $(cat "$tmp/plain.out")"
+GPURUN_JOB_ID=exact "$launch" -np 3 --oversubscribe -x GPURUN_MONITOR_DIR -x GPURUN_JOB_ID \
+  "$gpurun" --trace=mpi "$cases" exact > "$tmp/traced.out" 2> "$tmp/traced.err" ||
+  bad "traced exact run: $(cat "$tmp/traced.out" "$tmp/traced.err")"
+if grep -q "0 failed" "$tmp/traced.out" && cmp -s "$tmp/plain.out" "$tmp/traced.out"; then
+  ok "exact: the same output traced as plain ($(cat "$tmp/plain.out"))"
+else
+  bad "exact: plain [$(cat "$tmp/plain.out")] traced [$(cat "$tmp/traced.out")]"
+fi
+# the communicators it made, by the layer's ids: world, a split, its dup by name, a cartesian one
+for r in 0 1 2; do
+  f="$tmp/mon/exact/mpistats.$r.json"
+  for want in '"id": "w"' '"name": "halves"' '"id": "w.2:0"'; do
+    grep -q "$want" "$f" 2>/dev/null || bad "exact: $f lacks $want: $(head -c 400 "$f" 2>&1)"
+  done
+done
+GPURUN_JOB_ID=threads "$launch" -np 2 --oversubscribe -x GPURUN_MONITOR_DIR -x GPURUN_JOB_ID \
+  "$gpurun" --trace=mpi "$cases" threads > "$tmp/thr.out" 2>&1
+if grep -q "threads: 0 failed" "$tmp/thr.out"; then ok "MPI_THREAD_MULTIPLE: 4 threads, 0 failed"
+elif grep -q "not provided" "$tmp/thr.out"; then ok "MPI_THREAD_MULTIPLE not provided by this MPI"
+else bad "threads: $(cat "$tmp/thr.out")"; fi
+
+# ---- names: a receive nobody sends to -------------------------------------------------------------
+mkdir -p "$tmp/loop"
+GPURUN_JOB_ID=loop timeout -k 5 60 "$launch" -np 3 --oversubscribe -x GPURUN_MONITOR_DIR -x GPURUN_JOB_ID \
+  "$gpurun" --monitor=0.2 "$cases" loop "$tmp/loop" > "$tmp/loop.out" 2>&1 &
+job=$!
+i=0
+while [ $i -lt 200 ] && ! awk '$1 == "comm" && $12 > 20 { ok = 1 } END { exit !ok }' "$tmp/mon/loop/live.2" 2>/dev/null; do
+  i=$((i + 1)); sleep 0.1
+done
+touch "$tmp/loop/recv.1"
+sleep 3
+"$top" --once --hang 1 "$tmp/mon/loop" > "$tmp/top.out" 2>&1
+verdict=$(sed -n '2,/^ RANK/p' "$tmp/top.out" | grep -v '^ RANK' | tr '\n' ' ')
+case $verdict in
+  "WAITING FOR rank 1:"*MPI_Allreduce*MPI_Recv*) ok "gpurun-top: $verdict" ;;
+  *) bad "gpurun-top did not name rank 1 in MPI_Recv: $(cat "$tmp/top.out")" ;;
+esac
+rm -f "$tmp/loop/recv.1"
+kill "$job" 2>/dev/null
+wait "$job" 2>/dev/null
+
+# ---- timeout: report, then abort ----------------------------------------------------------------
+GPURUN_JOB_ID=late "$launch" -np 3 --oversubscribe -x GPURUN_MONITOR_DIR -x GPURUN_JOB_ID \
+  "$gpurun" --trace=mpi --timeout 1 "$cases" late 2 6 > "$tmp/late.out" 2>&1
+rc=$?
+line=$(grep "hang:" "$tmp/late.out")
+case $line in
+  *"hang: ranks 0,1 waited"*"in MPI_Allreduce #2 on world; missing: rank 2 outside MPI (last call MPI_Allreduce #1"*)
+    ok "verdict: $line" ;;
+  *) bad "timeout verdict: $(cat "$tmp/late.out")" ;;
+esac
+[ $rc = 0 ] && grep -q "late: done" "$tmp/late.out" || bad "report mode ended the job (rc $rc)"
+for r in 0 1 2; do
+  [ -f "$tmp/mon/late/flight.$r.json" ] || bad "no flight.$r.json after the timeout"
+done
+grep -q '"reason": "hang"' "$tmp/mon/late/flight.2.json" 2>/dev/null ||
+  bad "the late rank's flight recorder was not dumped on the mark: $(head -c 200 "$tmp/mon/late/flight.2.json" 2>&1)"
+start=$(date +%s)
+GPURUN_JOB_ID=abort "$launch" -np 3 --oversubscribe -x GPURUN_MONITOR_DIR -x GPURUN_JOB_ID \
+  "$gpurun" --trace=mpi --timeout 1 --on-hang abort "$cases" late 2 60 > "$tmp/abort.out" 2>&1
+rc=$? secs=$(( $(date +%s) - start ))
+if [ $rc != 0 ] && grep -q "ending the job (exit 125)" "$tmp/abort.out" && [ $secs -lt 30 ]; then
+  ok "--on-hang abort: rc $rc after $secs s"
+else
+  bad "--on-hang abort: rc $rc after $secs s: $(cat "$tmp/abort.out")"
+fi
+
+# ---- fortran ----------------------------------------------------------------------------------
+for flavour in mpi mpi_f08; do
+  src=$tmp/f_$flavour.f90
+  if [ $flavour = mpi ]; then
+    decl="integer :: sub"
+  else
+    decl="type(MPI_Comm) :: sub"
+  fi
+  cat > "$src" <<EOF
+program late
+  use $flavour
+  implicit none
+  integer :: ierr, rank, i
+  $decl
+  double precision :: x, y
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  call MPI_Comm_split(MPI_COMM_WORLD, 0, rank, sub, ierr)
+  x = rank
+  do i = 1, 10
+    call MPI_Allreduce(x, y, 1, MPI_DOUBLE_PRECISION, MPI_SUM, sub, ierr)
+  end do
+  if (rank == 1) call sleep(5)
+  call MPI_Barrier(sub, ierr)
+  if (rank == 0) print '(a,f5.1)', 'fortran y ', y
+  call MPI_Comm_free(sub, ierr)
+  call MPI_Finalize(ierr)
+end program
+EOF
+  if ! "$mpif90" -o "$tmp/f_$flavour" "$src" > "$tmp/fc.out" 2>&1; then
+    bad "fortran: $mpif90 $flavour: $(cat "$tmp/fc.out")"
+    continue
+  fi
+  GPURUN_JOB_ID=f_$flavour "$launch" -np 3 --oversubscribe -x GPURUN_MONITOR_DIR -x GPURUN_JOB_ID \
+    "$gpurun" --trace=mpi --timeout 1 "$tmp/f_$flavour" > "$tmp/f.out" 2>&1
+  line=$(grep "hang:" "$tmp/f.out")
+  case $line in
+    *"hang: ranks 0,2 waited"*"in MPI_Barrier #11 on w.1:0; missing: rank 1 outside MPI (last call MPI_Allreduce #10"*)
+      grep -q "fortran y   3.0" "$tmp/f.out" && ok "fortran ($flavour): $line" || bad "fortran ($flavour) result: $(cat "$tmp/f.out")" ;;
+    *) bad "fortran ($flavour) verdict: $(cat "$tmp/f.out")" ;;
+  esac
+done
+
+# ---- aside --------------------------------------------------------------------------------------
+LD_PRELOAD=$lib /bin/sh -c 'echo preloaded' > "$tmp/sh.out" 2>&1
+[ "$(cat "$tmp/sh.out")" = preloaded ] && ok "a shell with the layer preloaded" || bad "shell: $(cat "$tmp/sh.out")"
+GPURUN_JOB_ID=none GPURUN_TRACE=none "$launch" -np 2 --oversubscribe -x GPURUN_MONITOR_DIR -x GPURUN_JOB_ID \
+  -x GPURUN_TRACE "$gpurun" --monitor=0.2 "$cases" exact > "$tmp/none.out" 2>&1
+if grep -q "0 failed" "$tmp/none.out" && ! ls "$tmp/mon/none/live."* > /dev/null 2>&1; then
+  ok "GPURUN_TRACE=none: no live state"
+else
+  bad "GPURUN_TRACE=none: $(cat "$tmp/none.out"; ls "$tmp/mon/none")"
+fi
+GPURUN_JOB_ID=sim GPURUN_LOG=info "$launch" -np 2 --oversubscribe -x GPURUN_MONITOR_DIR -x GPURUN_JOB_ID \
+  -x GPURUN_LOG "$gpurun" --monitor=0.2 "$sim" --steps 20 --quiet > "$tmp/sim.out" 2>&1
+if grep -q "the MPI layer stands aside: the program links libgpurun" "$tmp/sim.out" &&
+   grep -q "^comm " "$tmp/mon/sim/live.0" && ! grep -q "MPI_\|^comm w " "$tmp/mon/sim/live.0"; then
+  ok "a libgpurun program: the layer stands aside, its own calls are the live state"
+else
+  bad "libgpurun program: $(cat "$tmp/sim.out" "$tmp/mon/sim/live.0" 2>&1)"
+fi
+printf '#include <stdio.h>\nint main(void) { puts("static ran"); return 0; }\n' > "$tmp/st.c"
+if cc -static -o "$tmp/st" "$tmp/st.c" 2> /dev/null; then
+  "$gpurun" --trace=mpi "$tmp/st" > "$tmp/st.out" 2>&1
+  grep -q "is statically linked" "$tmp/st.out" && grep -q "static ran" "$tmp/st.out" &&
+    ok "static program: a notice, and it runs" || bad "static: $(cat "$tmp/st.out")"
+else
+  echo "skip: no static libc to link a static program"
+fi
+GPURUN_TRACE_LIB=$tmp/nowhere.so "$gpurun" --trace=mpi /bin/true > "$tmp/miss.out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "the MPI layer libgpurun-mpi.so was found neither" "$tmp/miss.out" &&
+  ok "missing layer: exit 2 with a sentence" || bad "missing layer: rc $rc $(cat "$tmp/miss.out")"
+
+# ---- tool: a PMPI tool loaded after the layer ----------------------------------------------------
+cat > "$tmp/tool.c" <<'EOF'
+#include <mpi.h>
+#include <stdio.h>
+static int n;
+int MPI_Allreduce(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm m) {
+  n++;
+  return PMPI_Allreduce(s, r, c, t, o, m);
+}
+int MPI_Finalize(void) {
+  int rank;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) printf("tool: %d allreduces\n", n);
+  return PMPI_Finalize();
+}
+EOF
+if "$mpicc" -shared -fPIC -o "$tmp/tool.so" "$tmp/tool.c" > "$tmp/tc.out" 2>&1; then
+  GPURUN_JOB_ID=tool LD_PRELOAD=$tmp/tool.so "$launch" -np 2 --oversubscribe -x GPURUN_MONITOR_DIR \
+    -x GPURUN_JOB_ID -x LD_PRELOAD "$gpurun" --trace=mpi "$cases" late 1 0 > "$tmp/tool.out" 2>&1
+  if grep -q "tool: 2 allreduces" "$tmp/tool.out" &&
+     grep -q '"calls": [1-9]' "$tmp/mon/tool/mpistats.0.json" 2>/dev/null; then
+    ok "another PMPI tool after the layer: both see the calls ($(grep tool: "$tmp/tool.out"))"
+  else
+    bad "tool: $(cat "$tmp/tool.out" "$tmp/mon/tool/mpistats.0.json" 2>&1)"
+  fi
+else
+  bad "tool: cannot build: $(cat "$tmp/tc.out")"
+fi
+exit $fail
