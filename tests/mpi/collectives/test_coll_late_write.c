@@ -1,0 +1,91 @@
+/* The lifetime of a timed-out call's buffers (issue 40, not fixed: the test is registered
+ * DISABLED until it is). Rank 0 starts a request and times out alone (1 s), then destroys the
+ * communicator, which returns GR_OK; rank 1 starts the same call 2.5 s late and waits for it. From
+ * the destroy on, rank 0's receive buffer belongs to the program again, so nothing may write into
+ * it; rank 0 watches it for 3 s while it keeps calling MPI (as any program does), then both ranks
+ * call MPI_Finalize.
+ *
+ *   test_coll_late_write [alltoall|allreduce]
+ *
+ * Seen before any fix: on the MPI algorithms (GPURUN_COLL_ALGO=mpi) the late peer's data lands in
+ * rank 0's buffer after the destroy (Open MPI's non-blocking alltoall, which cannot be cancelled,
+ * still runs when rank 0 calls MPI), and MPI_Finalize may then crash in libnbc. */
+#include <gpurun/coll.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int rank, size, failures;
+
+#include "expect.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int alltoall = argc < 2 || strcmp(argv[1], "allreduce") != 0;
+  size_t n = alltoall ? 100000 : 1u << 20, nr = alltoall ? n * (size_t)size : n;
+  float *s = malloc(nr * sizeof *s), *r = malloc(nr * sizeof *r), *copy = malloc(nr * sizeof *r);
+  if (!s || !r || !copy) abort();
+  for (size_t i = 0; i < nr; i++)
+    s[i] = (float)(rank + 1), r[i] = -7.0f;
+  gr_comm_config cfg;
+  gr_comm_config_init(&cfg);
+  cfg.timeout_s = 1.0;
+  gr_comm *c = NULL;
+  if (gr_comm_create(MPI_COMM_WORLD, &cfg, &c) != GR_OK) {
+    fprintf(stderr, "[rank %d] gr_comm_create: %s\n", rank, gr_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank != 0) {
+    double t = now() + 2.5;
+    while (now() < t) {
+    }
+  }
+  gr_request *q = NULL;
+  gr_status st = alltoall ? gr_ialltoall(s, r, n, GR_FLOAT32, c, NULL, &q)
+                          : gr_iallreduce(s, r, n, GR_FLOAT32, GR_SUM, c, NULL, &q);
+  if (st == GR_OK) st = gr_wait(&q);
+  if (rank == 0 && st != GR_ERR_TIMEOUT)
+    FAIL("rank 0's request returned %s, expected GR_ERR_TIMEOUT", gr_status_name(st));
+  EXPECT_OK(gr_comm_destroy(c));
+  if (rank == 0) {
+    memcpy(copy, r, nr * sizeof *r);
+    /* 3 s of a program that goes on calling MPI with the buffer its own again */
+    MPI_Request b = MPI_REQUEST_NULL;
+    MPI_Ibarrier(MPI_COMM_WORLD, &b);
+    double t0 = now();
+    int flag = 0;
+    while (now() < t0 + 3.0) {
+      if (!flag) MPI_Test(&b, &flag, MPI_STATUS_IGNORE);
+      if (memcmp(copy, r, nr * sizeof *r) != 0) {
+        size_t i = 0;
+        while (copy[i] == r[i])
+          i++;
+        FAIL("the receive buffer was written %.2f s after gr_comm_destroy returned GR_OK: "
+             "[%zu] %g -> %g",
+             now() - t0, i, copy[i], r[i]);
+        break;
+      }
+    }
+    if (!flag) MPI_Wait(&b, MPI_STATUS_IGNORE);
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  free(s), free(copy);
+  /* r is not freed: were it written after all, that must not corrupt the heap. */
+  int total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) printf("late_write %s: %d failures\n", alltoall ? "alltoall" : "allreduce", total);
+  MPI_Finalize();
+  return total ? 1 : 0;
+}
