@@ -148,7 +148,8 @@ static void end_who(FILE *out, const gr__rpt_end *e) {
 }
 
 /* The end records: a line per rank that died by signal or was ended by the time limit, which rank
- * ended first, and how many ends were not seen. */
+ * ended first, and how many ends were not seen (the last two only for a job that did not end
+ * cleanly). */
 static void print_ends(const gr__rpt_job *job, FILE *out) {
   int n = gr__rpt_nends(job), unseen = 0;
   if (!n) return;
@@ -168,14 +169,27 @@ static void print_ends(const gr__rpt_job *job, FILE *out) {
     if (isfinite(e->cpu_s)) fprintf(out, "; %.2f s of CPU", e->cpu_s);
     fputc('\n', out);
   }
+  /* Which rank ended first matters when the job did not end cleanly: a rank died by a signal,
+   * exited non-zero or met the time limit; or the first end, not seen, came apart from the
+   * others (0.5 s or more before the next), as a rank killed under mpirun does. A clean job's ranks
+   * end together and get no lines. */
   const gr__rpt_end *first = &GR__RPT_END(job, 0); /* sorted by end time */
+  int failed = 0;
+  for (int i = 0; i < n; i++) {
+    const gr__rpt_end *e = &GR__RPT_END(job, i);
+    failed |= e->how == GR__RPT_END_SIGNAL || e->time_limit ||
+              (e->how == GR__RPT_END_EXIT && e->code != 0);
+  }
+  double gap = n > 1 && isfinite(first->end) && isfinite(GR__RPT_END(job, 1).end)
+                   ? GR__RPT_END(job, 1).end - first->end
+                   : NAN;
+  if (!failed && !(first->how == GR__RPT_END_UNSEEN && gap >= 0.5)) return;
   if (isfinite(first->end)) {
     end_words(first, words, sizeof words);
     fputs("ended first: ", out);
     end_who(out, first);
     fprintf(out, " at +%.3f s, %s", first->end - t0, words);
-    if (n > 1 && isfinite(GR__RPT_END(job, 1).end))
-      fprintf(out, "; the next %.3f s later", GR__RPT_END(job, 1).end - first->end);
+    if (isfinite(gap)) fprintf(out, "; the next %.3f s later", gap);
     fputc('\n', out);
   }
   if (unseen)
