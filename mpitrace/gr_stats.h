@@ -26,7 +26,8 @@ void gr__stats_call(gr__stats_comm *s, int kind, uint64_t seq, double secs);
 void gr__stats_comm_keep(const gr__stats_comm *s, const gr__flight *f);
 /* The job directory, this rank and the world's size; arms the write at exit. */
 void gr__stats_start(const char *job, int rank, int size);
-/* Write <job>/mpistats.<rank>.json once (later calls do nothing). */
+/* Write <job>/mpistats.<rank>.json once (later calls do nothing); cancel: never write it. */
 void gr__stats_write(const char *reason);
+void gr__stats_cancel(void);
 
 #endif

@@ -6,6 +6,7 @@
 #include "gr_error.h"
 #include "gr_flight.h"
 #include "gr_jobdir.h"
+#include "gr_live.h"
 #include "gr_log.h"
 #include "gr_mpi_family.h"
 #include "gr_observe.h"
@@ -432,6 +433,18 @@ void gr__mt_start(void) {
   entry_of(MPI_COMM_WORLD); /* the world's recorder first: the live file lists it first */
   gr__mt_watchdog_start(job, world_rank, world_size);
   GR_DEBUG("the MPI layer records this rank's MPI calls (job %s)", job);
+}
+
+/* libgpurun calls this when the program starts recording itself (observe.c): one recorder and one
+ * publisher per rank, the program's own. */
+__attribute__((visibility("default"))) void gr_mpi_layer_stand_aside(void);
+void gr_mpi_layer_stand_aside(void) {
+  if (!__atomic_exchange_n(&gr__mt_on, 0, __ATOMIC_ACQ_REL)) return;
+  gr__mt_watchdog_stop();
+  gr__stats_cancel();
+  gr__live_stop();
+  GR_INFO("the MPI layer stands aside: the program uses libgpurun, whose calls record themselves "
+          "(its other MPI calls are not recorded)");
 }
 
 void gr__mt_stop(void) {

@@ -154,3 +154,9 @@ void gr__stats_write(const char *reason) {
   if (st != GR_OK)
     GR_WARN("MPI call statistics: %s/%s/%s not written: %s", root, job, name, gr_last_error());
 }
+
+void gr__stats_cancel(void) {
+  pthread_mutex_lock(&mu);
+  written = 1;
+  pthread_mutex_unlock(&mu);
+}

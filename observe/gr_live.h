@@ -24,6 +24,9 @@ void gr__live_create_begin(const char *call, const char *step, const char *over,
                            int size);
 void gr__live_create_step(const char *step);
 void gr__live_create_end(void);
+/* Stop publishing without a last state (the MPI layer's copy, when the program's libgpurun
+ * starts its own: gr_mpitrace.h). */
+void gr__live_stop(void);
 /* Publish now regardless of the interval (state "running" or "exited"). 0 when written. */
 int gr__live_publish(const char *state);
 

@@ -15,7 +15,8 @@
 
 /* Start with this job id: the flight recorder's SIGUSR1 handler and exit dump where
  * GPURUN_FLIGHT or GPURUN_LOG=debug ask for them, the live state's publisher where
- * GPURUN_MONITOR_DIR is set. */
+ * GPURUN_MONITOR_DIR is set. In libgpurun it first tells the MPI layer, when one is loaded, to
+ * stand aside (gr_mpi_layer_stand_aside); the layer's own copy (built with GR_MPI_LAYER) does not. */
 void gr__observe_start(const char *job);
 /* Start with the id the environment names (gr__monitor_job_from_env: always under gpurun):
  * 1 when started now or before, 0 when no id is set (nothing done). No talk. */

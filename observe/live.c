@@ -225,14 +225,26 @@ static void *publisher(void *arg) {
   return NULL;
 }
 
-static void stop_at_exit(void) {
-  if (getpid() != L.owner) return; /* a forked child has no publisher thread */
+/* Stops the publisher (once): 1 when this call stopped it. */
+static int stop_publisher(void) {
+  if (getpid() != L.owner) return 0; /* a forked child has no publisher thread */
   pthread_mutex_lock(&L.mu);
+  int running = !L.stop;
   L.stop = 1;
   pthread_cond_signal(&L.cv);
   pthread_mutex_unlock(&L.mu);
-  pthread_join(L.thread, NULL);
-  gr__live_publish("exited");
+  if (running) pthread_join(L.thread, NULL);
+  return running;
+}
+
+static void stop_at_exit(void) {
+  if (stop_publisher()) gr__live_publish("exited");
+}
+
+void gr__live_stop(void) {
+  if (!__atomic_load_n(&L.on, __ATOMIC_ACQUIRE)) return;
+  stop_publisher();
+  __atomic_store_n(&L.on, 0, __ATOMIC_RELEASE);
 }
 
 void gr__live_setup(const char *job) {

@@ -5,6 +5,7 @@
 #include "gr_jobdir.h"
 #include "gr_live.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -12,6 +13,13 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int started;
 
 void gr__observe_start(const char *job) {
+#ifndef GR_MPI_LAYER
+  /* The MPI layer (libgpurun-mpi.so) may have started in MPI_Init, before this program's first
+   * gpurun call: it stands aside, so that one recorder and one publisher speak for the rank. A
+   * program linked statically with libgpurun exports no gr_init the layer could have seen. */
+  void (*aside)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "gr_mpi_layer_stand_aside");
+  if (aside) aside();
+#endif
   pthread_mutex_lock(&lock);
   int first = !started;
   if (first) {

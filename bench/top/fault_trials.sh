@@ -1,11 +1,12 @@
 #!/bin/sh
 # 30 fault trials of gpurun-top's verdict (tests/mpi/tools/top/fault_trials.sh: examples/sim,
-# examples/train, split halves, several world communicators; SIGSTOP and SIGKILL at random
-# moments), from a build directory. bench/README.md, "gpurun-top fault trials", quotes the result.
+# examples/train, split halves, several world communicators, LAMMPS and a plain MPI program
+# through the MPI layer; SIGSTOP, SIGKILL and a receive nobody sends to, at random moments), from
+# a build directory. bench/README.md, "gpurun-top fault trials", quotes the result.
 # usage: bench/top/fault_trials.sh [BUILD [TRIALS [SEED]]]
 set -u
 b=${1:-build} n=${2:-30} seed=${3:-1}
 here=$(dirname "$0")
 exec sh "$here/../../tests/mpi/tools/top/fault_trials.sh" "$(command -v mpirun)" "$b/launcher/gpurun" \
   "$b/tools/top/gpurun-top" "$b/examples/sim/sim" "$b/examples/train/train" \
-  "$b/tests/mpi/tools/top/comm_loop" "$n" 1 "$seed"
+  "$b/tests/mpi/tools/top/comm_loop" "$n" 1 "$seed" "$(command -v lmp)" "$b/tests/mpi/mpitrace/mpi_cases"

@@ -9,12 +9,19 @@
 #   world2-stop  comm_loop world2: 3 ranks, the loop on a third communicator over MPI_COMM_WORLD
 #   sim-kill     examples/sim, 3 ranks, SIGKILL (mpirun told not to end the job for it)
 #   train-kill   examples/train, 3 ranks, SIGKILL
+# and, with LMP and MPI_CASES given, programs that never call gpurun's API, seen through the MPI
+# layer that --monitor preloads:
+#   lmp-stop     LAMMPS (the 3d Lennard-Jones melt, run long), 3 ranks, SIGSTOP
+#   lmp-kill     LAMMPS, 3 ranks, SIGKILL
+#   mpi-recv     mpi_cases loop (tests/mpi/mpitrace): 3 ranks; the faulted rank enters a receive
+#                that nobody sends to, while its peers go on into the next allreduce
 # Each trial prints one line (kind, faulted rank, named ranks, verdict); the last line is
 #   fault-trials: N trials, E named exactly the faulted rank, I named an innocent rank alone
 # and the script exits 1 unless E >= N - ALLOWED and I = 0.
-# usage: fault_trials.sh MPIRUN GPURUN GPURUN_TOP SIM TRAIN COMM_LOOP TRIALS [ALLOWED [SEED]]
+# usage: fault_trials.sh MPIRUN GPURUN GPURUN_TOP SIM TRAIN COMM_LOOP TRIALS [ALLOWED [SEED [LMP MPI_CASES]]]
 set -u
 mpirun=$1 gpurun=$2 top=$3 sim=$4 train=$5 loop=$6 trials=$7 allowed=${8:-0} seed=${9:-$$}
+lmp=${10:-} cases=${11:-}
 tmp=$(mktemp -d /tmp/gr_faults.XXXXXX)
 job_pid=
 victim=
@@ -40,6 +47,28 @@ expand() {
 # The first three cover a stopped rank, a killed rank and a split communicator (a short run)
 kinds="sim-stop train-kill split-stop sim-kill world2-stop train-stop"
 nk=6
+if [ -n "$lmp" ] && [ -n "$cases" ]; then
+  # plain MPI programs interleaved, so that a short run has each of them too
+  kinds="sim-stop lmp-stop train-kill mpi-recv split-stop lmp-kill sim-kill world2-stop train-stop"
+  nk=9
+  cat > "$tmp/in.melt" <<'EOF'
+# LAMMPS's 3d Lennard-Jones melt, run until the trial ends it
+units lj
+atom_style atomic
+lattice fcc 0.8442
+region box block 0 10 0 10 0 10
+create_box 1 box
+create_atoms 1 box
+mass 1 1.0
+velocity all create 3.0 87287 loop geom
+pair_style lj/cut 2.5
+pair_coeff 1 1 1.0 1.0 2.5
+neighbor 0.3 bin
+neigh_modify every 20 delay 0 check no
+fix 1 all nve
+run 100000000
+EOF
+fi
 exact=0 innocent=0 n=0
 while [ $n -lt "$trials" ]; do
   kind=$(echo $kinds | cut -d' ' -f$(( n % nk + 1 )))
@@ -51,6 +80,8 @@ while [ $n -lt "$trials" ]; do
     train) cmd="$train --steps 100000000 --samples 4096 --quiet" ;;
     split) cmd="$loop split $tmp/stop" ;;
     world2) cmd="$loop world2 $tmp/stop" ;;
+    lmp) cmd="$lmp -in $tmp/in.melt -log none -screen none" ;;
+    mpi) cmd="$cases loop $tmp" ;;
   esac
   rm -f "$tmp/stop" # each trial has a job directory of its own
   id=trial$n
@@ -82,6 +113,8 @@ while [ $n -lt "$trials" ]; do
   pid=$(awk '$1 == "pid" { print $2 }' "$jobdir/live.$rank")
   if [ "$how" = stop ]; then
     kill -STOP "$pid" && victim=$pid
+  elif [ "$how" = recv ]; then
+    touch "$tmp/recv.$rank"
   else
     kill -KILL "$pid"
   fi
@@ -102,6 +135,7 @@ while [ $n -lt "$trials" ]; do
   echo "trial $n $kind rank $rank named [${named% }] $mark: $verdict"
   [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
   victim=
+  rm -f "$tmp/recv.$rank"
   touch "$tmp/stop"
   kill "$job_pid" 2>/dev/null
   wait "$job_pid" 2>/dev/null
