@@ -215,6 +215,12 @@ int main(int argc, char **argv) {
 
   char **prog = &argv[o.prog];
   if (o.prometheus[0] && !o.monitor) o.monitor = 1; /* metrics need the sampling supervisor */
+  /* the MPI layer in front of the program (trace.c): before the supervisor, whose program it is */
+  if (gr__trace_setup(&o, prog[0]) != GR_OK) {
+    fprintf(stderr, "gpurun: %s\n", gr_last_error());
+    rc = 2;
+    goto done;
+  }
   if (o.monitor || o.time_limit > 0) {
     gr_supervise_opts so;
     gr__supervise_opts_init(&so);

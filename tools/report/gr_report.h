@@ -149,4 +149,11 @@ gr_status gr__rpt_write_svg(const gr__rpt_job *job, const char *path, int check_
  * nothing written to out). */
 gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, int *ndumps);
 
+/* The MPI layer's call statistics (mpistats.<rank>.json, base/gr_mpistats_format.h): per
+ * communicator, how often each rank arrives last at a blocking collective and by how much the
+ * others wait for it, printed as a table with the rank that stands out (stragglers.c). Files that
+ * do not parse are skipped with a warning. *ncomms: the communicators found. GR_OK, or the
+ * directory's error. */
+gr_status gr__rpt_stragglers(const char *dir, FILE *out, int *ncomms);
+
 #endif

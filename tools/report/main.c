@@ -129,6 +129,8 @@ int main(int argc, char **argv) {
   int nf = 0;
   gr_status fst = gr__rpt_flight(job_dir, stdout, &flight, &wait, &nf);
   if (fst != GR_OK) fail(1);
+  int nstat = 0;
+  if (gr__rpt_stragglers(job_dir, stdout, &nstat) != GR_OK) fail(1);
 
   /* The default outputs go into the job directory only when it is this user's and no one else
    * can write it (an operator reading a user's job must not write where the user controls). */

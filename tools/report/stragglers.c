@@ -1,0 +1,200 @@
+/* gpurun-report: which ranks arrive last at collectives (gr_report.h), from the MPI layer's call
+ * statistics (base/gr_mpistats_format.h). A rank that arrives last spends the least time inside
+ * a blocking collective, and every other rank waits for it: per collective number joined across
+ * the members' files, the rank with the shortest time is the last to arrive and each rank's lag is
+ * the longest time minus its own. No clock common to the nodes is needed. */
+#include "gr_report.h"
+
+#include "gr_escape.h"
+#include "gr_error.h"
+#include "gr_json_read.h"
+#include "gr_mpistats_format.h"
+#include "gr_parse.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_FILE                                                                                   \
+  (4u << 20) /* a ring of 1024 numbers per communicator, 16 communicators: far less */
+#define MAX_RANKS 65536
+#define MAX_COMMS 64
+
+typedef struct {
+  int rank;            /* world rank (the file's) */
+  double calls, mpi_s; /* on this communicator */
+  unsigned long long first;
+  int n;
+  double *durs; /* n numbers from first; NAN: not a blocking collective */
+} member;
+
+typedef struct {
+  char id[32], name[32];
+  int size, nm;
+  member m[64]; /* the first 64 members found; more are counted, not joined */
+  int extra;
+} comm;
+
+static comm *find_comm(comm *c, int *nc, const char *id, const char *name, int size) {
+  for (int i = 0; i < *nc; i++)
+    if (!strcmp(c[i].id, id) && c[i].size == size) return &c[i];
+  if (*nc >= MAX_COMMS) return NULL;
+  comm *n = &c[(*nc)++];
+  memset(n, 0, sizeof *n);
+  snprintf(n->id, sizeof n->id, "%s", id);
+  snprintf(n->name, sizeof n->name, "%s", name ? name : id);
+  n->size = size;
+  return n;
+}
+
+static void load_file(int dirfd, const char *name, comm *cs, int *nc, FILE *warn) {
+  gr__rpt_json *doc = NULL;
+  size_t at = 0;
+  if (gr__rpt_json_parse_file_at(dirfd, name, MAX_FILE, &at, &doc) != GR_OK) {
+    char esc[256];
+    fprintf(warn, "gpurun-report: warning: %s skipped: %s\n", name,
+            gr__esc_term_str(esc, sizeof esc, gr_last_error()));
+    return;
+  }
+  double wr = gr__rpt_json_num(doc, GR_MS_RANK, -1);
+  const gr__rpt_json *comms = gr__rpt_json_get(doc, GR_MS_COMMS);
+  if (!(wr >= 0 && wr < MAX_RANKS) || !comms || comms->type != GR__RPT_JSON_ARR) {
+    fprintf(warn, "gpurun-report: warning: %s skipped: no rank or communicators\n", name);
+    gr__rpt_json_free(doc);
+    return;
+  }
+  for (const gr__rpt_json *c = comms->child; c; c = c->next) {
+    const char *id = gr__rpt_json_str(c, GR_MS_ID), *nm = gr__rpt_json_str(c, GR_MS_NAME);
+    double size = gr__rpt_json_num(c, GR_MS_SIZE, -1), first = gr__rpt_json_num(c, GR_MS_FIRST, 0);
+    const gr__rpt_json *durs = gr__rpt_json_get(c, GR_MS_DURS);
+    if (!id || strlen(id) >= 32 || !(size >= 2 && size < MAX_RANKS) ||
+        !(first >= 0 && first < 1e18))
+      continue;
+    comm *g = find_comm(cs, nc, id, nm, (int)size);
+    if (!g) continue;
+    if (g->nm >= (int)(sizeof g->m / sizeof g->m[0])) {
+      g->extra++;
+      continue;
+    }
+    member *m = &g->m[g->nm];
+    memset(m, 0, sizeof *m);
+    m->rank = (int)wr;
+    m->calls = gr__rpt_json_num(c, GR_MS_CALLS, 0);
+    m->mpi_s = gr__rpt_json_num(c, GR_MS_MPI_S, 0);
+    m->first = (unsigned long long)first;
+    int n = 0;
+    for (const gr__rpt_json *d = durs && durs->type == GR__RPT_JSON_ARR ? durs->child : NULL;
+         d && n < GR_MPISTATS_RING; d = d->next)
+      n++;
+    m->durs = n ? malloc((size_t)n * sizeof *m->durs) : NULL;
+    if (n && !m->durs) continue;
+    int k = 0;
+    for (const gr__rpt_json *d = n ? durs->child : NULL; d && k < n; d = d->next, k++)
+      m->durs[k] = d->type == GR__RPT_JSON_NUM && d->num >= 0 && d->num < 1e9 ? d->num : NAN;
+    m->n = n;
+    g->nm++;
+  }
+  gr__rpt_json_free(doc);
+}
+
+/* The time member m spent inside collective number num, NAN when it has none. */
+static double dur_of(const member *m, unsigned long long num) {
+  if (num < m->first || num - m->first >= (unsigned long long)m->n) return NAN;
+  return m->durs[num - m->first];
+}
+
+static void report_comm(const comm *g, FILE *out) {
+  if (g->nm < 2) return;
+  unsigned long long lo = ~0ull, hi = 0;
+  for (int i = 0; i < g->nm; i++)
+    if (g->m[i].n) {
+      if (g->m[i].first < lo) lo = g->m[i].first;
+      if (g->m[i].first + (unsigned long long)g->m[i].n - 1 > hi)
+        hi = g->m[i].first + (unsigned long long)g->m[i].n - 1;
+    }
+  if (lo > hi) return;
+  int last[64] = {0};
+  double lag_sum[64] = {0}, lag_max[64] = {0};
+  int joined = 0;
+  for (unsigned long long num = lo; num <= hi; num++) {
+    double d[64], dmax = -1, dmin = INFINITY;
+    int who = -1, all = 1;
+    for (int i = 0; i < g->nm && all; i++) {
+      d[i] = dur_of(&g->m[i], num);
+      if (isnan(d[i])) all = 0;
+      if (d[i] > dmax) dmax = d[i];
+      if (d[i] < dmin) dmin = d[i], who = i;
+    }
+    if (!all || who < 0) continue;
+    joined++;
+    if (dmax > dmin) last[who]++; /* all alike: nobody was waited for */
+    for (int i = 0; i < g->nm; i++) {
+      double lag = dmax - d[i];
+      lag_sum[i] += lag;
+      if (lag > lag_max[i]) lag_max[i] = lag;
+    }
+  }
+  if (!joined) return;
+  char id[80], name[80];
+  gr__esc_term_str(id, sizeof id, g->id);
+  gr__esc_term_str(name, sizeof name, g->name);
+  fprintf(out,
+          "\nArrivals at the collectives of %s[%s], %d ranks (%d with call statistics%s), %d "
+          "blocking collectives joined:\n",
+          name, id, g->size, g->nm, g->extra ? ", more not joined" : "", joined);
+  fprintf(out, "  %5s %7s %6s %12s %12s %10s\n", "RANK", "LAST", "LAST%", "LAG mean ms",
+          "LAG max ms", "IN MPI s");
+  int worst = 0;
+  for (int i = 0; i < g->nm; i++) {
+    if (last[i] > last[worst]) worst = i;
+    fprintf(out, "  %5d %7d %5.1f%% %12.3f %12.3f %10.3f\n", g->m[i].rank, last[i],
+            100.0 * last[i] / joined, 1e3 * lag_sum[i] / joined, 1e3 * lag_max[i], g->m[i].mpi_s);
+  }
+  /* Named when it arrives last clearly more often than a fair share (1 of the members) */
+  double share = (double)last[worst] / joined, fair = 1.0 / g->nm;
+  if (last[worst] >= 3 && share >= 1.5 * fair)
+    fprintf(out,
+            "  last to arrive: rank %d, in %.0f%% of the collectives (a fair share is %.0f%%), "
+            "%.3f ms after the first on average\n",
+            g->m[worst].rank, 100.0 * share, 100.0 * fair, 1e3 * lag_sum[worst] / joined);
+  else
+    fprintf(out, "  last to arrive: no rank stands out (the most often: rank %d, %.0f%%)\n",
+            g->m[worst].rank, 100.0 * share);
+}
+
+gr_status gr__rpt_stragglers(const char *dir, FILE *out, int *ncomms) {
+  *ncomms = 0;
+  int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return gr__fail_msg(GR_ERR_NOT_FOUND, "cannot open %s", dir);
+  DIR *d = fdopendir(dup(dirfd));
+  if (!d) {
+    close(dirfd);
+    return gr__fail_msg(GR_ERR_SYSTEM, "cannot read %s", dir);
+  }
+  comm *cs = calloc(MAX_COMMS, sizeof *cs);
+  int nc = 0;
+  struct dirent *e;
+  while (cs && (e = readdir(d))) {
+    const char *name = e->d_name;
+    size_t len = strlen(name), pl = sizeof GR_MPISTATS_PREFIX - 1,
+           sl = sizeof GR_MPISTATS_SUFFIX - 1;
+    if (len <= pl + sl || strncmp(name, GR_MPISTATS_PREFIX, pl) ||
+        strcmp(name + len - sl, GR_MPISTATS_SUFFIX))
+      continue;
+    load_file(dirfd, name, cs, &nc, stderr);
+  }
+  closedir(d);
+  close(dirfd);
+  if (!cs) return gr__fail_msg(GR_ERR_NOMEM, "arrival statistics: out of memory");
+  for (int i = 0; i < nc; i++) {
+    report_comm(&cs[i], out);
+    for (int k = 0; k < cs[i].nm; k++)
+      free(cs[i].m[k].durs);
+  }
+  *ncomms = nc;
+  free(cs);
+  return GR_OK;
+}
