@@ -116,8 +116,8 @@ void gr__mt_stop(void);
 void gr__mt_watchdog_start(const char *job, int rank, int size);
 void gr__mt_watchdog_stop(void);
 /* The calling thread's call in progress, for the watchdog: a kind, the communicator's entry and
- * its start (CLOCK_MONOTONIC seconds), or kind -1 when outside MPI. */
-void gr__mt_thread_enter(int kind, void *comm, uint64_t seq);
+ * its start (gr__wall_now, the record's own), or kind -1 when outside MPI. */
+void gr__mt_thread_enter(int kind, void *comm, uint64_t seq, double since);
 void gr__mt_thread_leave(void);
 typedef struct {
   int kind;

@@ -266,7 +266,7 @@ MPI_Comm gr__mt_win_comm(MPI_Win win) {
 
 static _Thread_local int depth; /* 1 inside a recorded call: calls from inside pass through */
 
-static int map_dtype(MPI_Datatype t) {
+static int map_dtype_slow(MPI_Datatype t) {
   if (t == MPI_DATATYPE_NULL) return -1;
   if (t == MPI_FLOAT) return GR_FLOAT32;
   if (t == MPI_DOUBLE) return GR_FLOAT64;
@@ -277,6 +277,21 @@ static int map_dtype(MPI_Datatype t) {
   if (t == MPI_CHAR || t == MPI_SIGNED_CHAR || t == MPI_INT8_T) return GR_INT8;
   if (t == MPI_BYTE || t == MPI_UNSIGNED_CHAR || t == MPI_UINT8_T) return GR_UINT8;
   return -1;
+}
+
+/* The last type this thread mapped: a loop calls with one type (the chain above is some twenty
+ * compares of addresses loaded through the GOT). */
+static _Thread_local struct {
+  MPI_Datatype t;
+  int v, set;
+} last_type;
+static inline int map_dtype(MPI_Datatype t) {
+  if (!last_type.set || last_type.t != t) {
+    last_type.t = t;
+    last_type.v = map_dtype_slow(t);
+    last_type.set = 1;
+  }
+  return last_type.v;
 }
 
 int gr__mt_begin(gr__mt_rec *r, int kind, MPI_Comm comm, long long count, MPI_Datatype dtype,
@@ -292,7 +307,7 @@ int gr__mt_begin(gr__mt_rec *r, int kind, MPI_Comm comm, long long count, MPI_Da
   r->start = gr__wall_now();
   r->slot = gr__flight_begin(r->f, r->seq, kind, count < 0 ? 0 : (size_t)count, map_dtype(dtype),
                              root, peer, tag, r->start);
-  gr__mt_thread_enter(kind, e, r->seq);
+  gr__mt_thread_enter(kind, e, r->seq, r->start);
   return 1;
 }
 
@@ -471,7 +486,7 @@ static struct {
 } threads[NTHREADS];
 static _Thread_local int my_thread = -1;
 
-void gr__mt_thread_enter(int kind, void *comm, uint64_t seq) {
+void gr__mt_thread_enter(int kind, void *comm, uint64_t seq, double since) {
   if (my_thread < 0) {
     for (int i = 0; i < NTHREADS; i++) {
       int z = 0;
@@ -484,7 +499,7 @@ void gr__mt_thread_enter(int kind, void *comm, uint64_t seq) {
   }
   atomic_store_explicit(&threads[my_thread].comm, (mt_comm *)comm, memory_order_relaxed);
   atomic_store_explicit(&threads[my_thread].seq, seq, memory_order_relaxed);
-  atomic_store_explicit(&threads[my_thread].since, gr__wall_now(), memory_order_relaxed);
+  atomic_store_explicit(&threads[my_thread].since, since, memory_order_relaxed);
   atomic_store_explicit(&threads[my_thread].kind, kind, memory_order_release);
 }
 
