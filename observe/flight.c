@@ -182,7 +182,7 @@ int gr__flight_latest(gr__flight_now *out, int max) {
       if (!read_rec(f, i - 1, &r)) continue;
       o->calls = i;
       o->seq = r.seq;
-      o->op = gr__kind_name(r.kind);
+      o->op = gr__record_name(r.kind);
       o->count = r.count;
       o->start = r.start;
       o->end = r.state == GR__FL_RUNNING ? 0.0 : r.end;
@@ -254,7 +254,7 @@ static int dump_text(FILE *o, const char *reason) {
       fprintf(o,
               KEY(GR_FL_OP) "\"%s\", " KEY(GR_FL_COUNT) "%zu, " KEY(GR_FL_DTYPE) "\"%s\", " KEY(
                   GR_FL_ROOT) "%d, " KEY(GR_FL_PEER) "%d, ",
-              gr__kind_name(r->kind), r->count,
+              gr__record_name(r->kind), r->count,
               r->dtype >= 0 ? gr__dtype_name((gr_dtype)r->dtype) : "none", r->root, r->peer);
       if (r->tag >= 0) fprintf(o, KEY(GR_FL_TAG) "%d, ", r->tag);
       fputs(KEY(GR_FL_START), o);

@@ -1,8 +1,9 @@
 /* Internal: what a flight record can be, and its name. A record's kind is either one of
  * libgpurun's calls (gr__kind, below GR__NKINDS) or an MPI function the MPI layer records
- * (libgpurun-mpi.so, mpitrace/: GR__MPI_FIRST and up). One list of MPI functions, GR__MPI_CALLS,
- * gives the ids, the names the flight dumps and live files carry (docs/formats.md) and each one's
- * class, which decides what a record means:
+ * (libgpurun-mpi.so, mpitrace/: GR__MPI_FIRST and up) or an NCCL operation gpurun's NCCL profiler
+ * plugin records (libgpurun-nccl-profiler.so, ncclprof/: GR__NCCL_FIRST and up, GR__NCCL_CALLS
+ * below). One list of MPI functions, GR__MPI_CALLS, gives the ids, the names the flight dumps and
+ * live files carry (docs/formats.md) and each one's class, which decides what a record means:
  *   COLL   a collective (blocking, or the start of a non-blocking one): numbered by cseq, the same
  *          number on every member of the communicator;
  *   SEND / RECV  point to point: peer and tag, shown as the rank's waits while unfinished;
@@ -80,11 +81,65 @@ typedef enum {
 } gr__mpi_kind;
 #undef GR__MPI_ENUM
 
+/* NCCL's operations, as NCCL's profiler plugin interface hands them to gpurun's plugin
+ * (libgpurun-nccl-profiler.so, ncclprof/): X(name, class), name as NCCL's ncclFuncToString spells
+ * it; a record's op is "nccl" #name ("ncclAllReduce", ...). Kinds GR__NCCL_<name>, after the MPI
+ * layer's (GR__NCCL_FIRST and up); their names and classes are inline here. */
+#define GR__NCCL_CALLS(X)                                                                          \
+  X(AllReduce, COLL)                                                                               \
+  X(Broadcast, COLL)                                                                               \
+  X(Reduce, COLL)                                                                                  \
+  X(AllGather, COLL)                                                                               \
+  X(ReduceScatter, COLL)                                                                           \
+  X(AlltoAll, COLL)                                                                                \
+  X(Gather, COLL)                                                                                  \
+  X(Scatter, COLL)                                                                                 \
+  X(Send, SEND)                                                                                    \
+  X(Recv, RECV)
+#define GR__NCCL_FIRST 224
+#define GR__NCCL_ENUM(name, cls) GR__NCCL_##name,
+typedef enum {
+  GR__NCCL_BEFORE = GR__NCCL_FIRST - 1,
+  GR__NCCL_CALLS(GR__NCCL_ENUM) GR__NCCL_END
+} gr__nccl_kind;
+#undef GR__NCCL_ENUM
+_Static_assert((int)GR__MPI_END <= GR__NCCL_FIRST, "NCCL kinds overlap the MPI layer's");
+
+static inline int gr__kind_is_nccl(int kind) {
+  return kind >= GR__NCCL_FIRST && kind < GR__NCCL_END;
+}
+static inline const char *gr__nccl_kind_name(int kind) {
+  switch (kind) {
+#define GR__NCCL_NAME(name, cls)                                                                   \
+  case GR__NCCL_##name:                                                                            \
+    return "nccl" #name;
+    GR__NCCL_CALLS(GR__NCCL_NAME)
+#undef GR__NCCL_NAME
+  default:
+    return "?";
+  }
+}
+static inline int gr__nccl_kind_class(int kind) {
+  switch (kind) {
+#define GR__NCCL_CLASS(name, cls)                                                                  \
+  case GR__NCCL_##name:                                                                            \
+    return GR__OPC_##cls;
+    GR__NCCL_CALLS(GR__NCCL_CLASS)
+#undef GR__NCCL_CLASS
+  default:
+    return GR__OPC_COLL;
+  }
+}
+
 /* Each kind's class (GR__OPC_*), indexed by kind - GR__MPI_FIRST. */
 extern const unsigned char gr__mpi_kind_class[GR__MPI_END - GR__MPI_FIRST];
 
 /* "allreduce", ... for libgpurun's kinds; "MPI_Allreduce", ... for the layer's; "?" otherwise. */
 const char *gr__kind_name(int kind);
+/* Any kind's name: NCCL's kinds (inline, above) as well as gr__kind_name's. */
+static inline const char *gr__record_name(int kind) {
+  return gr__kind_is_nccl(kind) ? gr__nccl_kind_name(kind) : gr__kind_name(kind);
+}
 /* "float32", "bfloat16", ...; "?" outside the enum. */
 const char *gr__dtype_name(gr_dtype t);
 
@@ -92,6 +147,7 @@ static inline int gr__kind_class(int kind) {
   if (kind == GR__SEND) return GR__OPC_SEND;
   if (kind == GR__RECV) return GR__OPC_RECV;
   if (kind >= GR__MPI_FIRST && kind < GR__MPI_END) return gr__mpi_kind_class[kind - GR__MPI_FIRST];
+  if (gr__kind_is_nccl(kind)) return gr__nccl_kind_class(kind);
   return GR__OPC_COLL;
 }
 /* Point to point: a send or a receive (peer and tag recorded, shown as waits). */
