@@ -22,17 +22,35 @@
  * Bootstrap: over all of MPI_COMM_WORLD when the communicator is the world in world order, else
  * point to point on MPI_COMM_WORLD through the process that made the unique id (it must take part,
  * as rank 0), then MPI_Comm_create_group over the members.
+ * Profiler plugin: like NCCL 2.28 (src/plugin/profiler.cc), the double loads the plugin
+ * NCCL_PROFILER_PLUGIN names (unset: libnccl-profiler.so; "none": no plugin), takes its table
+ * ncclProfiler_v5, else ncclProfiler_v4 (GRDBL_PROFILER_V4=1: v4 only, as NCCL 2.23-2.25 would),
+ * calls init for every communicator made (commHash the same on every member), at each launch of a
+ * plan (an operation outside a group, or ncclGroupEnd) the Group event and each task's Coll or P2p
+ * event, started and stopped back to back as hostStreamPlanTask does (colls first, then p2ps;
+ * AllGather and Broadcast counted in bytes of ncclInt8 as NCCL's collTaskAppend does), a KernelCh
+ * event per task (one channel) from the moment its "kernel" starts (the operation reaches the
+ * head of its stream) until it finishes (recordEventState KernelChStop, then stopEvent), and
+ * finalize when the communicator is destroyed or aborted; the last finalize closes the library.
+ * Only the events the mask init returned asks for are made (NCCL's gating); the API events
+ * (GroupApi, CollApi, P2pApi, KernelLaunch) and the proxy's (ProxyOp, ProxyStep, ProxyCtrl,
+ * NetPlugin) are not modelled, nor versions 1 to 3.
  * Limits: a group's operations go to the first operation's stream. */
 #include "nccl.h"
 
+#include <dlfcn.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gr_dtype.h"
+/* NCCL's profiler plugin interface, the copy gpurun's plugin is built with */
+#include "../../../../ncclprof/gr_np_abi.h"
 
 /* ---- memory ------------------------------------------------------------------------------- */
 
@@ -192,6 +210,10 @@ struct grdbl_comm {
   int finalizing;
   int nonblocking; /* config blocking = 0: window registration reports ncclInProgress first */
   ncclResult_t async;
+  uint64_t hash;   /* NCCL's commHash: the same on every member */
+  int nsplits;     /* splits made from it so far (the children's hashes) */
+  void *prof_ctx;  /* the profiler plugin's context (init), NULL: none */
+  uint64_t seq[8]; /* NCCL's comm->seqNumber[func]: per kind of collective */
   MPI_Op half_ops[4], bf16_ops[4], native_ops[4];
   char err[256];
 };
@@ -259,6 +281,161 @@ static ncclComm_t comm_new(MPI_Comm mpi) {
     MPI_Op_create(nat[i], 1, &c->native_ops[i]);
   }
   return c;
+}
+
+/* ---- the profiler plugin (NCCL 2.28: src/plugin/profiler.cc, plugin_open.cc) ---------------- */
+
+static struct {
+  int status; /* 0: not tried yet, 1: loaded, -1: none (NCCL's profilerPluginStatus) */
+  int refs;
+  void *lib;
+  const gr_np_profiler_v5 *v5;
+  const gr_np_profiler_v4 *v4;
+} prof;
+static int prof_mask; /* ncclProfilerEventMask: the plugin's init sets it, one for the process */
+
+static void prof_logger(int level, unsigned long flags, const char *file, int line, const char *fmt,
+                        ...) {
+  (void)level, (void)flags, (void)file, (void)line, (void)fmt;
+}
+
+/* openPluginLib: the name as given, else libnccl-profiler-<name>.so for a bare name; unset or
+ * empty: libnccl-profiler.so. */
+static void *prof_open(const char *name) {
+  char lib[512];
+  if (name && *name)
+    snprintf(lib, sizeof lib, "%s", name);
+  else
+    snprintf(lib, sizeof lib, "libnccl-profiler.so");
+  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  size_t n = name ? strlen(name) : 0;
+  if (!h && n && !strchr(name, '/') &&
+      (strncmp(name, "lib", 3) || n < 3 || strcmp(name + n - 3, ".so"))) {
+    snprintf(lib, sizeof lib, "libnccl-profiler-%s.so", name);
+    h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  }
+  return h;
+}
+
+/* ncclProfilerPluginLoad: once per process while loaded; a reference per communicator. */
+static void prof_load(void) {
+  if (prof.status < 0) return;
+  if (prof.status > 0) {
+    prof.refs++;
+    return;
+  }
+  const char *name = getenv("NCCL_PROFILER_PLUGIN");
+  if (name && !strcasecmp(name, "none")) {
+    prof.status = -1;
+    return;
+  }
+  prof.lib = prof_open(name);
+  if (prof.lib) {
+    const char *v4only = getenv("GRDBL_PROFILER_V4");
+    if (!v4only || strcmp(v4only, "1")) prof.v5 = dlsym(prof.lib, "ncclProfiler_v5");
+    if (!prof.v5) prof.v4 = dlsym(prof.lib, "ncclProfiler_v4");
+  }
+  if (!prof.v5 && !prof.v4) {
+    if (prof.lib) dlclose(prof.lib);
+    prof.lib = NULL;
+    prof.status = -1;
+    return;
+  }
+  prof.status = 1;
+  prof.refs = 1;
+}
+
+/* ncclProfilerPluginInit, for a communicator just made. */
+static void prof_init(ncclComm_t c) {
+  prof_load();
+  if (prof.status <= 0) return;
+  int err = prof.v5 ? prof.v5->init(&c->prof_ctx, c->hash, &prof_mask, NULL, 1, c->size, c->rank,
+                                    prof_logger)
+                    : prof.v4->init(&c->prof_ctx, &prof_mask, NULL, c->hash, 1, c->size, c->rank,
+                                    prof_logger);
+  if (err) c->prof_ctx = NULL; /* "Continue without profiler" */
+}
+
+/* ncclProfilerPluginFinalize (commFree, for destroy and abort), then the unload. */
+static void prof_finalize(ncclComm_t c) {
+  if (prof.status <= 0) return;
+  if (c->prof_ctx) {
+    if (prof.v5)
+      prof.v5->finalize(c->prof_ctx);
+    else
+      prof.v4->finalize(c->prof_ctx);
+    c->prof_ctx = NULL;
+  }
+  if (--prof.refs == 0) {
+    dlclose(prof.lib);
+    prof.lib = NULL;
+    prof.v5 = NULL;
+    prof.v4 = NULL;
+    prof.status = 0;
+  }
+}
+
+/* startEvent through the table found; v4 as NCCL's profiler_v4.cc converts: a task's parent is its
+ * group. */
+static void *prof_start(ncclComm_t c, gr_np_descr_v5 *d) {
+  void *h = NULL;
+  if (prof.status <= 0) return NULL;
+  if (prof.v5) {
+    prof.v5->startEvent(c->prof_ctx, &h, d);
+    return h;
+  }
+  gr_np_descr_v4 e;
+  memset(&e, 0, sizeof e);
+  e.type = (uint8_t)d->type;
+  e.parentObj = d->parentObj;
+  e.rank = d->rank;
+  if (d->type == gr_npColl) {
+    e.coll.seqNumber = d->coll.seqNumber;
+    e.coll.func = d->coll.func;
+    e.coll.sendBuff = d->coll.sendBuff;
+    e.coll.recvBuff = d->coll.recvBuff;
+    e.coll.count = d->coll.count;
+    e.coll.root = d->coll.root;
+    e.coll.datatype = d->coll.datatype;
+    e.coll.nChannels = d->coll.nChannels;
+    e.coll.nWarps = d->coll.nWarps;
+    e.coll.algo = d->coll.algo;
+    e.coll.proto = d->coll.proto;
+    e.parentObj = d->coll.parentGroup;
+  } else if (d->type == gr_npP2p) {
+    e.p2p.func = d->p2p.func;
+    e.p2p.buff = d->p2p.buff;
+    e.p2p.count = d->p2p.count;
+    e.p2p.datatype = d->p2p.datatype;
+    e.p2p.peer = d->p2p.peer;
+    e.p2p.nChannels = d->p2p.nChannels;
+    e.parentObj = d->p2p.parentGroup;
+  } else if (d->type == gr_npKernelCh) {
+    e.kernelCh.channelId = d->kernelCh.channelId;
+    e.kernelCh.pTimer = d->kernelCh.pTimer;
+  }
+  prof.v4->startEvent(c->prof_ctx, &h, &e);
+  return h;
+}
+static void prof_stop(void *h) {
+  if (!h || prof.status <= 0) return;
+  if (prof.v5)
+    prof.v5->stopEvent(h);
+  else
+    prof.v4->stopEvent(h);
+}
+static void prof_record(void *h, int state, gr_np_state_args *a) {
+  if (!h || prof.status <= 0) return;
+  if (prof.v5)
+    prof.v5->recordEventState(h, state, a);
+  else
+    prof.v4->recordEventState(h, state, a);
+}
+
+static uint64_t gpu_timer(void) { /* the kernel's globaltimer: nanoseconds */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static int version_override;
@@ -416,6 +593,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
     return dup_gpu;
   }
   *out = c;
+  c->hash = id_hash(&id); /* NCCL's commHash: a hash of the unique id */
+  prof_init(c);
   if (cfg && cfg->blocking == 0) {
     c->polls_in_progress = 2;
     return ncclInProgress;
@@ -429,7 +608,13 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *out,
   MPI_Comm nm;
   MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &nm);
   *out = nm == MPI_COMM_NULL ? NULL : comm_new(nm);
-  if (*out) (*out)->nonblocking = cfg && cfg->blocking == 0;
+  uint64_t h = (comm->hash ^ (uint64_t)(uint32_t)color * 0x9e3779b97f4a7c15ull) * 1099511628211ull +
+               (uint64_t)++comm->nsplits;
+  if (*out) {
+    (*out)->nonblocking = cfg && cfg->blocking == 0;
+    (*out)->hash = h;
+    prof_init(*out);
+  }
   if (cfg && cfg->blocking == 0) {
     comm->polls_in_progress = 1;
     if (*out) (*out)->polls_in_progress = 1;
@@ -451,6 +636,7 @@ typedef struct {
   int root;
   ncclComm_t comm;
   void *tmp;
+  void *ev, *kch; /* the profiler's task event (Coll/P2p) and KernelCh event, or NULL */
 } nop;
 
 typedef struct item {
@@ -520,12 +706,15 @@ static MPI_Op mop(ncclComm_t c, ncclDataType_t t, ncclRedOp_t op) {
   return c->native_ops[i];
 }
 
+static void kernel_events(item *it, int stop);
+
 static void start(item *it) {
   it->started = 1;
   if (it->is_copy) {
     memmove(it->dst, it->src, it->bytes);
     return;
   }
+  kernel_events(it, 0);
   it->reqs = malloc(sizeof *it->reqs * (size_t)it->nops);
   for (int i = 0; i < it->nops; i++) {
     nop *o = &it->ops[i];
@@ -583,7 +772,107 @@ static int finished(item *it) {
     if (o->op == ncclAvg && here) gr__avg_divide(grt(o->t), o->r, o->n, o->comm->size);
     free(o->tmp);
   }
+  kernel_events(it, 1);
   return 1;
+}
+
+/* The "kernel" of a plan: its tasks' KernelCh events (one channel each), started when the item
+ * starts and stopped when it finishes (NCCL's profiler proxy sees the kernel's counters). */
+static void kernel_events(item *it, int stop) {
+  for (int i = 0; i < it->nops; i++) {
+    nop *o = &it->ops[i];
+    if (!stop && o->ev && (prof_mask & gr_npKernelCh)) {
+      gr_np_descr_v5 d;
+      memset(&d, 0, sizeof d);
+      d.type = gr_npKernelCh;
+      d.parentObj = o->ev;
+      d.rank = o->comm->rank;
+      d.kernelCh.channelId = 0;
+      d.kernelCh.pTimer = gpu_timer();
+      o->kch = prof_start(o->comm, &d);
+    } else if (stop && o->kch) {
+      gr_np_state_args a;
+      memset(&a, 0, sizeof a);
+      a.kernelCh.pTimer = gpu_timer();
+      prof_record(o->kch, gr_npKernelChStop, &a);
+      prof_stop(o->kch);
+      o->kch = NULL;
+    }
+  }
+}
+
+/* hostStreamPlanTask for the plan it holds, at its launch: per communicator a Group event, its
+ * tasks' Coll (seqNumber: the communicator's count of that kind, then one more) and P2p events,
+ * started and stopped back to back (stop: enqueued), then the groups stopped. */
+static void plan_events(item *it) {
+  static const char *const fname[] = {"AllReduce",     "Broadcast", "Reduce", "AllGather",
+                                      "ReduceScatter", "Send",      "Recv"};
+  static const char *const tname[] = {"ncclInt8",    "Unknown",     "ncclInt32",   "ncclUint32",
+                                      "ncclInt64",   "ncclUint64",  "ncclFloat16", "ncclFloat32",
+                                      "ncclFloat64", "ncclBfloat16"};
+  const int task_mask =
+      gr_npColl | gr_npP2p | gr_npProxyOp | gr_npProxyStep | gr_npKernelCh | gr_npNetPlugin;
+  if (prof.status <= 0 || !(prof_mask & (gr_npGroup | task_mask))) return;
+  ncclComm_t comms[16];
+  void *groups[16];
+  int ng = 0;
+  for (int i = 0; i < it->nops && ng < 16; i++) {
+    ncclComm_t c = it->ops[i].comm;
+    int seen = 0;
+    for (int g = 0; g < ng; g++)
+      seen |= comms[g] == c;
+    if (seen || !c->prof_ctx) continue;
+    gr_np_descr_v5 d;
+    memset(&d, 0, sizeof d);
+    d.type = gr_npGroup;
+    comms[ng] = c;
+    groups[ng++] = prof_start(c, &d);
+  }
+  for (int pass = 0; pass < 2; pass++) /* the collectives, then the sends and receives */
+    for (int i = 0; i < it->nops; i++) {
+      nop *o = &it->ops[i];
+      int p2p = o->kind == K_SEND || o->kind == K_RECV;
+      if (p2p != pass || !o->comm->prof_ctx) continue;
+      void *group = NULL;
+      for (int g = 0; g < ng; g++)
+        if (comms[g] == o->comm) group = groups[g];
+      gr_np_descr_v5 d;
+      memset(&d, 0, sizeof d);
+      d.rank = o->comm->rank;
+      if (!p2p && (prof_mask & (task_mask & ~gr_npP2p))) {
+        int bytes = o->kind == K_ALLGATHER || o->kind == K_BCAST;
+        d.type = gr_npColl;
+        d.coll.seqNumber = o->comm->seq[o->kind]++;
+        d.coll.func = fname[o->kind];
+        d.coll.sendBuff = o->s;
+        d.coll.recvBuff = o->r;
+        d.coll.count = bytes ? o->n * esize(o->t) : o->n;
+        d.coll.root = o->root < 0 ? 0 : o->root;
+        d.coll.datatype = bytes ? "ncclInt8" : tname[o->t];
+        d.coll.nChannels = 1;
+        d.coll.nWarps = 16;
+        d.coll.algo = "RING";
+        d.coll.proto = "SIMPLE";
+        d.coll.parentGroup = group;
+        o->ev = prof_start(o->comm, &d);
+      } else if (p2p && (prof_mask & (task_mask & ~gr_npColl))) {
+        d.type = gr_npP2p;
+        d.p2p.func = fname[o->kind];
+        d.p2p.buff = o->kind == K_SEND ? (void *)o->s : o->r;
+        d.p2p.datatype = tname[o->t];
+        d.p2p.count = o->n;
+        d.p2p.peer = o->root;
+        d.p2p.nChannels = 1;
+        d.p2p.parentGroup = group;
+        o->ev = prof_start(o->comm, &d);
+      }
+    }
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < it->nops; i++)
+      if ((it->ops[i].kind == K_SEND || it->ops[i].kind == K_RECV) == pass)
+        prof_stop(it->ops[i].ev);
+  for (int g = 0; g < ng; g++)
+    prof_stop(groups[g]);
 }
 
 static void item_free(item *it) {
@@ -713,6 +1002,7 @@ static ncclResult_t enqueue(nop o, cudaStream_t st) {
   it->ops = malloc(sizeof *it->ops);
   it->ops[0] = o;
   it->nops = 1;
+  plan_events(it);
   push(S(st), it);
   progress(S(st));
   return ncclSuccess;
@@ -731,13 +1021,14 @@ ncclResult_t ncclGroupEnd(void) {
   it->nops = gn;
   gops = NULL;
   gn = gcap = 0;
+  plan_events(it);
   push(S(gstream), it);
   progress(S(gstream));
   return ncclSuccess;
 }
 
 #define OP_(k, s_, r_, n_, t_, op_, root_)                                                         \
-  enqueue((nop){k, s_, r_, n_, t_, op_, root_, comm, NULL}, st)
+  enqueue((nop){k, s_, r_, n_, t_, op_, root_, comm, NULL, NULL, NULL}, st)
 ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t st) {
   return OP_(K_ALLREDUCE, s, r, n, t, op, -1);
@@ -964,6 +1255,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t c) {
 }
 
 static void comm_free(ncclComm_t c, int clean) {
+  prof_finalize(c);
   if (clean)
     for (int i = 0; i < 4; i++)
       MPI_Op_free(&c->half_ops[i]), MPI_Op_free(&c->bf16_ops[i]), MPI_Op_free(&c->native_ops[i]);
