@@ -169,12 +169,19 @@ static gr_status mpi_destroy(gr_comm *c, double deadline) {
   (void)deadline;
   mpi_be *b = c->be;
   if (!b) return GR_OK;
-  for (int i = 0; i < 4 && !gr__mpi_gone(); i++) {
-    MPI_Op_free(&b->half_ops[i]);
-    MPI_Op_free(&b->bf16_ops[i]);
-    MPI_Op_free(&b->own_ops[i]);
+  /* A request given up on (coll.c) may still run with these ops, on gate_mpi: then they are kept
+   * until it completed (one that cannot be kept is left unfreed, never freed under it). */
+  int gone = gr__mpi_gone(), lost = !gone && gr__mpi_lost(c);
+  for (int i = 0; i < 4 && !gone; i++) {
+    MPI_Op *o[3] = {&b->half_ops[i], &b->bf16_ops[i], &b->own_ops[i]};
+    for (int j = 0; j < 3; j++)
+      if (!lost)
+        MPI_Op_free(o[j]);
+      else if (!gr__mpi_keep_op(c, o[j]))
+        *o[j] = MPI_OP_NULL;
   }
-  if (b->gate_mpi != MPI_COMM_NULL && !gr__mpi_gone()) MPI_Comm_free(&b->gate_mpi);
+  if (lost && !gr__mpi_keep_comm(c, &b->gate_mpi)) b->gate_mpi = MPI_COMM_NULL;
+  if (b->gate_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&b->gate_mpi);
   gr__shm_free(b->shm);
   free(b->spare);
   free(b);
@@ -275,10 +282,18 @@ static gr_status stage_out(gr__call *k) {
 
 static gr_status complete(gr__call *k) {
   gr__mpi_call *m = gr__mpi_call_of(k);
-  void *r = (m->flags & GR__MPI_STAGED) && m->tmp2 ? m->tmp2 : k->recv;
+  void *r = m->flags & GR__MPI_PRIVATE_RECV          ? m->priv
+            : (m->flags & GR__MPI_STAGED) && m->tmp2 ? m->tmp2
+                                                     : k->recv;
   int avg_here = k->op == GR_AVG && (k->kind == GR__ALLREDUCE || k->kind == GR__REDUCE_SCATTER ||
                                      (k->kind == GR__REDUCE && k->root == k->comm->rank));
   if (avg_here) gr__avg_divide(k->dtype, r, k->count, k->comm->size);
+  if (m->flags & GR__MPI_PRIVATE_RECV) { /* the result reaches the program's buffer only now */
+    memcpy(k->recv, m->priv, m->priv_bytes);
+    free(m->priv);
+    m->priv = NULL;
+    m->flags &= ~GR__MPI_PRIVATE_RECV;
+  }
   if (m->flags & GR__MPI_PRIVATE_COPY) { /* a private copy of an in-place input */
     free(m->tmp);
     m->tmp = NULL;
@@ -304,6 +319,11 @@ static gr_status private_copy(gr__call *k, const void **s, size_t bytes) {
 /* What a call holds besides its path's state, released: a private copy, the staging. */
 void gr__mpi_call_release(gr__call *k) {
   gr__mpi_call *m = gr__mpi_call_of(k);
+  if (m->flags & GR__MPI_PRIVATE_RECV) {
+    free(m->priv);
+    m->priv = NULL;
+    m->flags &= ~GR__MPI_PRIVATE_RECV;
+  }
   if (m->flags & GR__MPI_PRIVATE_COPY) {
     free(m->tmp);
     m->tmp = NULL;
@@ -341,6 +361,37 @@ static int any_present(const gr_comm *c) {
   return 1;
 }
 
+/* A call that may be given up on (a timeout is set, so it is not blocking) runs on private
+ * copies of the buffers MPI reads and writes: MPI cannot cancel a collective, and once the call is
+ * given up on its request keeps running (gr__mpi_abandon, coll.c) until the late peers arrive,
+ * long after the program may have freed its buffers (gr_comm_destroy(3)). The input is copied in
+ * (a broadcast's root copies it into the receive copy below; an input inside the receive buffer,
+ * an in-place form, comes with that buffer), the result copied out when the call completes; the
+ * sides staging made private already stay as they are. The price, a copy of each side, only with
+ * a timeout; without one the call blocks in MPI and cannot be given up on. */
+static gr_status lib_private(gr__call *k, const void **s, void **r) {
+  gr__mpi_call *m = gr__mpi_call_of(k);
+  size_t sb, rb;
+  gr__call_sides(k, &sb, &rb);
+  if (!k->count) return GR_OK;
+  int inside =
+      sb && rb && (uintptr_t)*s >= (uintptr_t)*r && (uintptr_t)*s + sb <= (uintptr_t)*r + rb;
+  if (rb && !((m->flags & GR__MPI_STAGED) && *r == m->tmp2)) {
+    void *p = malloc(rb);
+    if (!p) return gr__comm_err(k->comm, GR_ERR_NOMEM, "out of memory (%zu bytes)", rb);
+    if (inside) {
+      memcpy(p, *r, rb);
+      *s = (const char *)p + ((const char *)*s - (const char *)*r);
+    }
+    m->priv = p;
+    m->priv_bytes = rb;
+    m->flags |= GR__MPI_PRIVATE_RECV;
+    *r = p;
+  }
+  if (sb && !inside && k->kind != GR__BROADCAST && *s != m->tmp) GR_CHECK(private_copy(k, s, sb));
+  return GR_OK;
+}
+
 /* The MPI_I... call of k's kind (with no timeout, the blocking MPI routine: *done at once). */
 static gr_status lib_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done) {
   (void)p;
@@ -355,6 +406,7 @@ static gr_status lib_post(const gr__path *p, gr__call *k, const void *s, void *r
   size_t es = gr__dtype_size(k->dtype), P = (size_t)c->size;
   MPI_Request *q = &m->req;
   const char *what = "";
+  if (!blk) GR_CHECK(lib_private(k, &s, &r));
   switch (k->kind) {
   case GR__ALLREDUCE: {
     const void *in = s == r ? MPI_IN_PLACE : s;
@@ -437,10 +489,18 @@ static gr_status lib_test(gr__call *k, int *done) {
   return GR_OK;
 }
 
-/* A collective request cannot be cancelled: it may still write into the buffers. */
+/* A collective request cannot be cancelled: it goes to the requests given up on (coll.c) with the
+ * private copies it reads and writes, which are freed once it completed; the program's buffers are
+ * not among them (lib_private). Staging buffers (device calls) stay allocated, as MPI may still
+ * write them: 0. */
 static int lib_forget(gr__call *k) {
-  (void)k;
-  return 0;
+  gr__mpi_call *m = gr__mpi_call_of(k);
+  void *in = m->flags & GR__MPI_PRIVATE_COPY ? m->tmp : NULL;
+  void *out = m->flags & GR__MPI_PRIVATE_RECV ? m->priv : NULL;
+  gr__mpi_abandon(k->comm, &m->req, in, out);
+  if (in) m->tmp = NULL, m->flags &= ~GR__MPI_PRIVATE_COPY;
+  if (out) m->priv = NULL, m->flags &= ~GR__MPI_PRIVATE_RECV;
+  return !(m->flags & GR__MPI_STAGED);
 }
 
 const gr__path gr__path_mpi_lib = {.name = "mpi",

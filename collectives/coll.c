@@ -6,6 +6,7 @@
  * (gr_front.h). Backends only start and progress work (gr_coll.h). */
 #include "gr_mpi_family.h"
 #include "gr_coll.h"
+#include "gr_front.h"
 
 #include "gr_config.h"
 #include "gr_device.h"
@@ -136,11 +137,177 @@ gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline) {
      * progress only when tested: a peer may wait inside one before it gets to this exchange. */
     if (c->ops && c->ops->progress) c->ops->progress(c);
     if ((spin & 15) == 0) {
-      if (gr__past(deadline))
+      if (gr__past(deadline)) {
+        gr__mpi_abandon(c, req, NULL, NULL); /* MPI keeps it: c's MPI objects outlive it */
         return gr__comm_err(c, GR_ERR_TIMEOUT, "MPI request did not complete");
+      }
       gr__flight_poll();
+      /* ... and every other communicator's this thread uses (MPI's progress rule, request.c) */
+      if (gr__requests_outstanding()) gr__requests_sweep(NULL);
     }
   }
+}
+
+/* ---- MPI requests given up on ------------------------------------------------------------------
+ * A collective request cannot be cancelled (MPI-3.1 5.12: neither MPI_Cancel nor MPI_Request_free
+ * on one), and a timed-out call leaves one behind: a verdict, a fingerprint exchange, a data call
+ * of the MPI library. MPI goes on running it whenever this process calls MPI, on its communicator
+ * and with its MPI_Op, and writes its receive buffer when the late peers arrive. So: every such
+ * request is handed here with the private buffers it writes (lost: a process-wide list, under
+ * lost_lock), tested whenever a communicator is destroyed and at MPI_Finalize (an attribute on
+ * MPI_COMM_SELF, whose delete callback MPI runs first thing in MPI_Finalize), and its buffers freed
+ * once it completed. A communicator destroyed while one of its requests still runs does not free
+ * its MPI objects: its MPI communicators and ops move to a kept record, freed once none of its
+ * requests runs any more (at a later destroy or at MPI_Finalize); those still running at
+ * MPI_Finalize are left to MPI_Finalize, and their buffers are never freed. The user's buffers are
+ * never among them: the calls that can be abandoned run on private copies (backend_mpi.c). */
+typedef struct lost_req {
+  struct lost_req *next;
+  MPI_Request req;
+  void *buf[2];      /* freed once req completed */
+  const void *owner; /* the gr_comm until it is destroyed, then its kept record */
+} lost_req;
+
+typedef struct kept {
+  struct kept *next;
+  const gr_comm *of; /* the communicator being destroyed; NULL once it is (sealed) */
+  int ncomms, nops;
+  MPI_Comm comms[8];
+  MPI_Op ops[16];
+} kept;
+
+static pthread_mutex_t lost_lock = PTHREAD_MUTEX_INITIALIZER;
+static lost_req *lost;
+static kept *kept_list;
+static int lost_hook; /* the MPI_Finalize hook is installed */
+
+static int lost_on_finalize(MPI_Comm comm, int key, void *val, void *extra) {
+  (void)comm, (void)key, (void)val, (void)extra;
+  gr__mpi_reap();
+  return MPI_SUCCESS;
+}
+
+/* Under lost_lock: test every lost request, free the buffers of those complete. */
+static void lost_test(void) {
+  for (lost_req **p = &lost; *p;) {
+    lost_req *e = *p;
+    int flag = 0;
+    if (e->req != MPI_REQUEST_NULL && gr__mpi_test(&e->req, &flag) == MPI_SUCCESS && !flag) {
+      p = &e->next;
+      continue;
+    }
+    *p = e->next; /* complete (or failed: MPI let it go) */
+    free(e->buf[0]);
+    free(e->buf[1]);
+    free(e);
+  }
+}
+
+static int lost_owned(const void *owner) {
+  for (lost_req *e = lost; e; e = e->next)
+    if (e->owner == owner) return 1;
+  return 0;
+}
+
+void gr__mpi_abandon(gr_comm *c, MPI_Request *req, void *buf0, void *buf1) {
+  if (!req || *req == MPI_REQUEST_NULL || gr__mpi_gone()) {
+    if (!req || *req == MPI_REQUEST_NULL) free(buf0), free(buf1); /* nothing writes them */
+    return; /* after MPI_Finalize: nothing runs any more, but nothing can be told either */
+  }
+  lost_req *e = malloc(sizeof *e);
+  pthread_mutex_lock(&lost_lock);
+  if (!lost_hook) {
+    int key = MPI_KEYVAL_INVALID;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, lost_on_finalize, &key, NULL) ==
+            MPI_SUCCESS &&
+        MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL) == MPI_SUCCESS)
+      lost_hook = 1;
+  }
+  if (e) { /* else the request and its buffers are merely leaked; c's objects are then freed */
+    e->req = *req;
+    e->buf[0] = buf0;
+    e->buf[1] = buf1;
+    e->owner = c;
+    e->next = lost;
+    lost = e;
+  }
+  pthread_mutex_unlock(&lost_lock);
+  *req = MPI_REQUEST_NULL;
+}
+
+int gr__mpi_lost(const gr_comm *c) {
+  if (!__atomic_load_n(&lost, __ATOMIC_RELAXED)) return 0; /* the common case: one load */
+  pthread_mutex_lock(&lost_lock);
+  lost_test();
+  int some = lost_owned(c);
+  pthread_mutex_unlock(&lost_lock);
+  return some;
+}
+
+/* Under lost_lock: c's kept record, made on first use. */
+static kept *kept_of(const gr_comm *c) {
+  for (kept *k = kept_list; k; k = k->next)
+    if (k->of == c) return k;
+  kept *k = calloc(1, sizeof *k);
+  if (!k) return NULL;
+  k->of = c;
+  k->next = kept_list;
+  kept_list = k;
+  return k;
+}
+
+int gr__mpi_keep_comm(const gr_comm *c, MPI_Comm *m) {
+  if (*m == MPI_COMM_NULL) return 1;
+  pthread_mutex_lock(&lost_lock);
+  kept *k = kept_of(c);
+  int ok = k && k->ncomms < (int)(sizeof k->comms / sizeof k->comms[0]);
+  if (ok) k->comms[k->ncomms++] = *m, *m = MPI_COMM_NULL;
+  pthread_mutex_unlock(&lost_lock);
+  return ok;
+}
+
+int gr__mpi_keep_op(const gr_comm *c, MPI_Op *op) {
+  if (*op == MPI_OP_NULL) return 1;
+  pthread_mutex_lock(&lost_lock);
+  kept *k = kept_of(c);
+  int ok = k && k->nops < (int)(sizeof k->ops / sizeof k->ops[0]);
+  if (ok) k->ops[k->nops++] = *op, *op = MPI_OP_NULL;
+  pthread_mutex_unlock(&lost_lock);
+  return ok;
+}
+
+/* c is gone: its lost requests belong to its kept record from now on (none: nothing was kept). */
+static void lost_seal(const gr_comm *c) {
+  if (!__atomic_load_n(&lost, __ATOMIC_RELAXED) && !kept_list) return;
+  pthread_mutex_lock(&lost_lock);
+  kept *k = NULL;
+  for (kept *x = kept_list; x; x = x->next)
+    if (x->of == c) k = x;
+  for (lost_req *e = lost; e; e = e->next)
+    if (e->owner == c) e->owner = k; /* NULL when nothing was kept: a request merely tested */
+  if (k) k->of = NULL;
+  pthread_mutex_unlock(&lost_lock);
+}
+
+void gr__mpi_reap(void) {
+  if (!__atomic_load_n(&lost, __ATOMIC_RELAXED) && !kept_list) return;
+  if (gr__mpi_gone()) return;
+  pthread_mutex_lock(&lost_lock);
+  lost_test();
+  for (kept **p = &kept_list; *p;) {
+    kept *k = *p;
+    if (k->of || lost_owned(k)) {
+      p = &k->next;
+      continue;
+    }
+    *p = k->next; /* nothing runs on its MPI objects any more */
+    for (int i = 0; i < k->ncomms; i++)
+      MPI_Comm_free(&k->comms[i]);
+    for (int i = 0; i < k->nops; i++)
+      MPI_Op_free(&k->ops[i]);
+    free(k);
+  }
+  pthread_mutex_unlock(&lost_lock);
 }
 
 /* ---- configuration ------------------------------------------------------------------------ */
@@ -214,6 +381,14 @@ gr_comm *gr__comm_new(MPI_Comm mpi, const gr__comm_cfg *cfg) {
 void gr__comm_free(gr_comm *c) {
   if (c->flight) gr__flight_release(c->flight);
   int gone = gr__mpi_gone(); /* after MPI_Finalize only memory can be released */
+  /* a request given up on still runs on them: kept until it completes (gr__mpi_abandon); one
+   * that cannot be kept (out of memory) is left unfreed rather than freed under the request */
+  if (!gone && gr__mpi_lost(c)) {
+    MPI_Comm *m[3] = {&c->check_mpi, &c->req_mpi, &c->mpi};
+    for (int i = 0; i < 3; i++)
+      if (!gr__mpi_keep_comm(c, m[i])) *m[i] = MPI_COMM_NULL;
+  }
+  lost_seal(c);
   if (c->check_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->check_mpi);
   if (c->req_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->req_mpi);
   if (c->mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->mpi);
@@ -652,6 +827,7 @@ GR_API gr_status gr_comm_destroy(gr_comm *c) {
   gr_status st = c->ops->destroy(c, gr__deadline(c->timeout_s));
   if (st != GR_OK) st = gr__fail(st, fn, "%s backend: %s", c->ops->name, c->err);
   comm_free(c);
+  gr__mpi_reap(); /* what earlier destroys kept and nothing uses any more */
   return st;
 }
 

@@ -38,17 +38,20 @@ typedef enum {
   GR__MPI_PRIVATE_COPY = 1u << 0, /* tmp is a malloc'd private copy of an in-place input */
   GR__MPI_STAGED = 1u << 1,       /* tmp / tmp2 are pinned host copies of device buffers */
   GR__MPI_GATED = 1u << 2,        /* a gated call's MPI call: it runs on gate_mpi */
+  GR__MPI_PRIVATE_RECV = 1u << 3, /* priv is a malloc'd receive buffer, copied out on completion */
 } gr__mpi_call_flag;
 
 /* A call's state, kept in the call record's be_area (no allocation for it). Its path is
  * gr__call.path (gr_path.h). */
 typedef struct {
-  unsigned flags;           /* gr__mpi_call_flag */
-  int gate_status;          /* the shm-gate row: its MPI call, started by another call's test,
+  unsigned flags;   /* gr__mpi_call_flag */
+  int gate_status;  /* the shm-gate row: its MPI call, started by another call's test,
                              * failed with this status */
-  MPI_Request req;          /* the MPI library row's request */
-  void *tmp, *tmp2;         /* staging (send side, receive side) or a private copy (tmp) */
-  size_t bytes;             /* bytes of tmp2 */
+  MPI_Request req;  /* the MPI library row's request */
+  void *tmp, *tmp2; /* staging (send side, receive side) or a private copy (tmp) */
+  size_t bytes;     /* bytes of tmp2 */
+  void *priv;       /* the MPI library row with a timeout: the private receive buffer */
+  size_t priv_bytes;
   union {                   /* the handle of the row that runs the call */
     gr__mpi_ar *ar;         /* an own allreduce (rd, ring, rabenseifner) */
     gr__shm_op *shm_op;     /* shm; shm-gate: its agreement round until it passed */
@@ -140,6 +143,17 @@ int gr__mpi_own_forget(gr__call *k);
 void gr__mpi_own_progress(gr_comm *c);
 extern const gr__path *const gr__mpi_paths[]; /* path.c */
 
+/* MPI requests given up on (coll.c, "MPI requests given up on"): a request a timed-out call leaves
+ * running is handed over with the private buffers it writes (*req becomes MPI_REQUEST_NULL; the
+ * buffers are freed once it completed, never while it may write them); gr__mpi_lost says whether
+ * some of c's still run (then its MPI objects must not be freed: keep hands a communicator or an
+ * op over, to be freed once they completed, 0 when it could not be kept); gr__mpi_reap tests them
+ * and frees what nothing uses any more (every destroy, and MPI_Finalize through MPI_COMM_SELF). */
+void gr__mpi_abandon(gr_comm *c, MPI_Request *req, void *buf0, void *buf1);
+int gr__mpi_lost(const gr_comm *c);
+int gr__mpi_keep_comm(const gr_comm *c, MPI_Comm *m);
+int gr__mpi_keep_op(const gr_comm *c, MPI_Op *op);
+void gr__mpi_reap(void);
 /* Shared by the algorithms and the rows (backend_mpi.c). */
 /* What a call holds besides its path's state released: its private copy of the input freed, its
  * staging copied back and freed (for a row whose test failed). */

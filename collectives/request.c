@@ -349,9 +349,10 @@ gr_status gr__requests_drain(const char *fn, gr_comm *c) {
 /* Release q; buffers MPI may still write (a verdict not in, a data call not finished) are
  * abandoned rather than freed. */
 static void request_free(gr_request *q) {
+  gr_comm *c = q->k.comm;
   if (q->v) {
-    if (q->verdict && !q->vdone)
-      gr__abandon(q->v);
+    if (q->verdict && !q->vdone) /* the verdict's request runs on: v goes with it */
+      gr__mpi_abandon(c, &q->vreq, q->v, NULL);
     else
       free(q->v);
   }
@@ -371,10 +372,13 @@ static void request_free(gr_request *q) {
       gr__abandon(q->pack);
   }
   if (q->names) {
-    if (q->nname_reqs)
-      gr__abandon(q->names); /* its receives may still complete */
-    else
+    if (q->nname_reqs) { /* its receives may still complete */
+      for (int i = 0; i < q->nname_reqs; i++)
+        gr__mpi_abandon(c, &q->name_reqs[i], NULL, NULL);
+      gr__abandon(q->names);
+    } else {
       free(q->names);
+    }
   }
   free(q->name_reqs);
   if (keep)

@@ -210,6 +210,28 @@ static _Atomic uint64_t *flag(const gr__shm *s, int q) {
 static _Atomic uint64_t *ctl(const gr__shm *s, int q, size_t field) {
   return (_Atomic uint64_t *)(s->base + FLAGS_OFF + (size_t)FLAG_STRIDE * (size_t)q + field);
 }
+/* Who gave up on the segment (gr__shm_forget: a timeout, an abort), a bit per rank, and per rank a
+ * 16-bit count raised before and after each single-copy syscall (odd: inside one), in the header
+ * between the pids and the waiters' word. A rank that gives up sets its bit, then waits for every
+ * peer inside a syscall to leave it; a peer raises its count, then reads the bit before each
+ * read or write of that rank's memory (both seq_cst: the two sides cannot miss each other). So
+ * once gr__shm_forget returned, no peer's process_vm_writev reaches this rank's buffers again
+ * (issue 40: a late peer wrote a timed-out rank's receive buffer after gr_comm_destroy). */
+#define LEFT_OFF 1088
+#define CMA_GEN_OFF 1152
+_Static_assert(LEFT_OFF >= 64 + 4 * GR__SHM_MAX_RANKS &&
+                   LEFT_OFF + GR__SHM_MAX_RANKS / 8 <= CMA_GEN_OFF &&
+                   CMA_GEN_OFF + 2 * GR__SHM_MAX_RANKS <= WAITERS_OFF,
+               "the header's places overlap");
+static _Atomic uint64_t *left_word(const gr__shm *s, int q) {
+  return (_Atomic uint64_t *)(s->base + LEFT_OFF + 8 * (size_t)(q / 64));
+}
+static int has_left(const gr__shm *s, int q) {
+  return (int)((atomic_load(left_word(s, q)) >> (q % 64)) & 1);
+}
+static _Atomic uint16_t *cma_gen(const gr__shm *s, int q) {
+  return (_Atomic uint16_t *)(s->base + CMA_GEN_OFF + 2 * (size_t)q);
+}
 static _Atomic uint32_t *waiters(const gr__shm *s) {
   return (_Atomic uint32_t *)(s->base + WAITERS_OFF);
 }
@@ -555,7 +577,22 @@ static int peer_gone(pid_t pid) {
 /* Copy n bytes between local and the address remote in rank q's memory: read (write = 0) or
  * write. 1 done; 0 the peer's process is gone (wait: the deadline will name it); -1 another
  * failure (cma_errno). */
+static int cma_copy_in(gr__shm *s, int q, void *local, uint64_t remote, size_t n, int write);
 static int cma_copy(gr__shm *s, int q, void *local, uint64_t remote, size_t n, int write) {
+  atomic_fetch_add(cma_gen(s, s->rank), 1); /* odd: inside */
+  int rc;
+  if (has_left(s, q)) { /* it gave up: its buffers are its program's again; wait, as for one gone */
+    s->wait_rank = s->lag = q;
+    s->wait_for = UINT64_MAX;
+    rc = 0;
+  } else {
+    rc = cma_copy_in(s, q, local, remote, n, write);
+  }
+  atomic_fetch_add(cma_gen(s, s->rank), 1);
+  return rc;
+}
+
+static int cma_copy_in(gr__shm *s, int q, void *local, uint64_t remote, size_t n, int write) {
   pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
   size_t done = 0;
   while (done < n) {
@@ -1590,6 +1627,27 @@ int gr__shm_gone(const gr__shm *s, char *buf, size_t len) {
   return named;
 }
 
+/* A peer stopped inside a single-copy syscall (SIGSTOP between its check and its syscall) holds
+ * gr__shm_forget up to this long; one that ran on finished its copy of a piece long before. */
+#define LEAVE_NS 2000000000ull
+
+/* Give up on the segment: the mark, then every peer inside a single-copy syscall waited for (its
+ * count changes, its process ends, or LEAVE_NS pass). */
+static void leave(gr__shm *s) {
+  atomic_fetch_or(left_word(s, s->rank), 1ull << (s->rank % 64));
+  uint64_t t0 = 0;
+  for (int q = 0; q < s->size; q++) {
+    uint16_t g = atomic_load(cma_gen(s, q));
+    if (q == s->rank || !(g & 1)) continue;
+    pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
+    if (!t0) t0 = gr__mono_ns();
+    for (unsigned i = 1; atomic_load(cma_gen(s, q)) == g; i++) {
+      if ((i & 63) == 0 && (peer_gone(pid) || gr__mono_ns() - t0 > LEAVE_NS)) break;
+      sched_yield();
+    }
+  }
+}
+
 void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
   (void)op;
   lock_caller(s, 0);
@@ -1597,6 +1655,7 @@ void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
   uint64_t wait_for = s->wait_for, rounds = s->rounds;
   int wait_rank = s->wait_rank;
   unlock(s);
+  leave(s);
   if (!why || !len) return;
   gr__strbuf sb;
   gr__strbuf_init_fixed(&sb, why, len);
@@ -1607,11 +1666,14 @@ void gr__shm_forget(gr__shm *s, gr__shm_op *op, char *why, size_t len) {
      * out and exited may be the one a single-copy read found gone) */
     pid_t pid = (pid_t)atomic_load_explicit(pid_of(s->base, q), memory_order_relaxed);
     int gone = q != s->rank && peer_gone(pid);
+    int quit = q != s->rank && !gone && has_left(s, q);
     int behind = (wait_rank < 0 || q == wait_rank) &&
                  atomic_load_explicit(flag(s, q), memory_order_acquire) < wait_for;
     if (!gone && !behind) continue;
     gr__strbuf_appendf(&sb, "%s rank %d (process %d%s)", named ? "," : "", name_of(s, q), (int)pid,
-                       gone ? " no longer exists" : " still running");
+                       gone   ? " no longer exists"
+                       : quit ? ", which gave up on the communicator (a timeout or an abort)"
+                              : " still running");
     named++;
   }
   if (!named) gr__strbuf_appendf(&sb, " no rank (all arrived)");

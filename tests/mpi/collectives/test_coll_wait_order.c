@@ -5,7 +5,7 @@
  * posted the deferred data call of its request on A that its peer was waiting in, and both timed
  * out (issue 40).
  *
- *   test_coll_wait_order [red|mix|block|thread|all] [ROUNDS]
+ *   test_coll_wait_order [red|mix|block|verdict|thread|all] [ROUNDS]
  *     red     two communicators A (gr_comm_create of the world) and B (gr_comm_split of it); every
  *             rank starts a request on A then one on B (ialltoall, then ireduce, of 100,000
  *             floats); rank 0 waits A then B, the others B then A;
@@ -17,6 +17,8 @@
  *     block   rank 0 starts a request on A, makes a blocking allreduce on B, then waits A; the
  *             others wait A before the blocking call (the blocking call's progress loop must move
  *             A's deferred post);
+ *     verdict as block, with B in check mode: rank 0's blocking call waits in its fingerprint
+ *             exchange (gr__mpi_wait), which must move A's request too;
  *     thread  MPI_THREAD_MULTIPLE: a second thread waits, in an order of its own, for requests on A
  *             that the main thread started, while the main thread starts and waits requests on B
  *             (which the second thread never uses), in opposite orders on the ranks; run under
@@ -308,6 +310,45 @@ static void blocking_between(void) {
   EXPECT_OK(gr_comm_destroy(a));
 }
 
+/* ---- verdict: a blocking call that waits in an MPI exchange of its own ------------------------ */
+
+/* As block, but B is in check mode, so rank 0's blocking allreduce waits in its fingerprint
+ * exchange (gr__mpi_wait, coll.c) rather than in the progress loop: that wait must move A's
+ * request too (its deferred post, or the gated call's MPI call). */
+static void verdict_between(void) {
+  gr_comm_config cfg;
+  gr_comm_config_init(&cfg);
+  cfg.timeout_s = TIMEOUT_S;
+  cfg.check = 1;
+  gr_comm *a = create_world(), *b = NULL;
+  if (!a) return;
+  if (gr_comm_create(MPI_COMM_WORLD, &cfg, &b) != GR_OK) {
+    fprintf(stderr, "[rank %d] gr_comm_create (check mode): %s\n", rank, gr_last_error());
+    failures++;
+    gr_comm_destroy(a);
+    return;
+  }
+  one r = {.kind = K_REDUCE, .root = size - 1, .id = 9, .count = 100000, .comm = a};
+  EXPECT_OK(start(&r));
+  if (rank != 0) failures += wait_one(&r, "verdict, the request first");
+  float x[1000], y[1000];
+  for (int i = 0; i < 1000; i++)
+    x[i] = value(10, rank, 0, (size_t)i);
+  EXPECT_OK(gr_allreduce(x, y, 1000, GR_FLOAT32, GR_SUM, b, NULL));
+  for (int i = 0; i < 1000; i++) {
+    float want = 0;
+    for (int q = 0; q < size; q++)
+      want += value(10, q, 0, (size_t)i);
+    if (y[i] != want) {
+      FAIL("verdict: blocking allreduce [%d] = %g, expected %g", i, y[i], want);
+      break;
+    }
+  }
+  if (rank == 0) failures += wait_one(&r, "verdict, the blocking call first");
+  EXPECT_OK(gr_comm_destroy(b));
+  EXPECT_OK(gr_comm_destroy(a));
+}
+
 /* ---- thread: a second thread waits on A while the main thread uses B ------------------------ */
 
 typedef struct {
@@ -381,6 +422,7 @@ int main(int argc, char **argv) {
     red_team(K_REDUCE);
   }
   if (all || !strcmp(what, "block")) blocking_between();
+  if (all || !strcmp(what, "verdict")) verdict_between();
   if (all || !strcmp(what, "mix"))
     for (int i = 0; i < rounds; i++)
       mix(i);
