@@ -2,6 +2,8 @@
  * be hostile (another user's job, a half-written CSV): fields are bounded and cleaned. */
 #include "gr_top.h"
 
+#include "gr_monitor_csv.h"
+
 #include "gr_strbuf.h"
 
 #include <dirent.h>
@@ -156,11 +158,13 @@ enum {
   C_RSS,
   C_RSM,
   C_OSM,
+  C_CPUT,
   C_N
 };
 static const char *const col_names[C_N] = {
-    "time",   "rank",    "local_rank", "gpu",      "gpu_util", "mem_used_mib", "mem_total_mib",
-    "temp_c", "power_w", "throttle",   "cpu_util", "rss_mib",  "rank_sm_util", "others_sm_util"};
+    "time",          "rank",           "local_rank",     "gpu",      "gpu_util", "mem_used_mib",
+    "mem_total_mib", "temp_c",         "power_w",        "throttle", "cpu_util", "rss_mib",
+    "rank_sm_util",  "others_sm_util", GR_CSV_CPU_TIME_S};
 
 static int split(char *line, char **f, int max) {
   int n = 0;
@@ -213,7 +217,7 @@ static void load_csv(gr__top_job *job, const char *path, const char *name) {
   *last_nl = '\0';
   char *lines[GR__TOP_MAX_GPUS + 1];
   int nl_count = 0;
-  double t0 = -1;
+  double t0 = -1, prev_t = -1, prev_cpu = -1;
   for (char *p = last_nl; p > tail && nl_count <= GR__TOP_MAX_GPUS;) {
     char *q = p - 1;
     while (q > tail && *q != '\n')
@@ -229,6 +233,10 @@ static void load_csv(gr__top_job *job, const char *path, const char *name) {
     if (n <= col[C_TIME] || n > 64) break;
     double t = fnum(f[col[C_TIME]]);
     if (t0 < 0) t0 = t;
+    if (t != t0 && t >= 0 && t < t0 && col[C_CPUT] >= 0 && col[C_CPUT] < n) {
+      prev_t = t; /* the sample before: the program's own CPU time then */
+      prev_cpu = fnum(f[col[C_CPUT]]);
+    }
     if (t != t0 || !strcmp(line, col_names[0])) break;
     lines[nl_count++] = line;
     if (*q != '\n') break;
@@ -257,7 +265,14 @@ static void load_csv(gr__top_job *job, const char *path, const char *name) {
     }
     if (col[C_LRANK] >= 0 && col[C_LRANK] < n && (v = fnum(f[col[C_LRANK]])) >= 0 && v < 1e6)
       t->local_rank = (int)v;
-    if (col[C_CPU] >= 0 && col[C_CPU] < n && (v = fnum(f[col[C_CPU]])) >= 0) t->cpu_pct = v;
+    /* CPU%: the program's own CPU time over the last interval (the supervisor's cpu_time_s: a
+     * stopped rank shows 0 whoever else runs on its core); the cores' busy share only from a
+     * supervisor that does not write it */
+    double cput = col[C_CPUT] >= 0 && col[C_CPUT] < n ? fnum(f[col[C_CPUT]]) : -1;
+    if (cput >= 0 && prev_cpu >= 0 && prev_t >= 0 && t0 > prev_t)
+      t->cpu_pct = 100.0 * (cput >= prev_cpu ? cput - prev_cpu : 0) / (t0 - prev_t);
+    else if (col[C_CPU] >= 0 && col[C_CPU] < n && (v = fnum(f[col[C_CPU]])) >= 0)
+      t->cpu_pct = v;
     if (col[C_RSS] >= 0 && col[C_RSS] < n && (v = fnum(f[col[C_RSS]])) >= 0) t->rss_mib = v;
     const char *pci = col[C_GPU] >= 0 && col[C_GPU] < n ? f[col[C_GPU]] : "-";
     if (!strcmp(pci, "-") || t->ngpus == GR__TOP_MAX_GPUS) continue;

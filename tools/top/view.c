@@ -221,9 +221,14 @@ int gr__top_render(FILE *f, const gr__top_job *job, int first, int max_rows, int
   int room = 79 - (int)strlen("gpurun-top  job ") - tl;
   snprintf(line, sizeof line, "gpurun-top  job %.*s%s", room > 1 ? room : 1, job_name, tail);
   line_out(f, line, width);
-  /* The verdict is the point of the view: wrapped, not cut (3 lines at most). */
-  wrap_out(f, job->verdict[0] ? job->verdict : "no collective waits longer than the hang threshold",
-           width > 0 && width < 79 ? width : 79, 3);
+  /* The verdict is the point of the view: wrapped, not cut (3 lines at most on the screen, all of
+   * it for a script's --once). Without any rank's call state there is nothing to wait in. */
+  const char *v = job->verdict[0] ? job->verdict
+                  : job->nlive    ? "no collective waits longer than the hang threshold"
+                                  : "no rank publishes its calls (a program the MPI layer does not "
+                                    "see: --trace=none, statically linked, or not MPI); process "
+                                    "state only";
+  wrap_out(f, v, width > 0 && width < 79 ? width : 79, max_rows >= 0 ? 3 : 16);
   snprintf(line, sizeof line, ROW_FMT, ' ', "RANK", 6, 6, "HOST", "GPU", "UTIL", "MEM", "TEMP",
            "POW", "THR", "CPU%", "RSS", "COLLECTIVE", "IN s");
   line_out(f, line, width);
