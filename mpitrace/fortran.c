@@ -212,9 +212,11 @@ void ompi_wait_f(F *req, F *status, F *ierr) {
   FNEXT(wait);
   MPI_Request before =
       __atomic_load_n(&gr__mt_on, __ATOMIC_RELAXED) ? NEXT(Request_f2c)(*req) : MPI_REQUEST_NULL;
-  FRECORD(GR__MPI_Wait, MPI_COMM_NULL, 1, MPI_DATATYPE_NULL, -1, -1, -1,
-          next_wait(req, status, ierr));
+  gr__mt_rec r;
+  int on = gr__mt_begin_wait(&r, GR__MPI_Wait, 1, &before);
+  next_wait(req, status, ierr);
   if (before != MPI_REQUEST_NULL) gr__mt_req_done(before, *ierr == MPI_SUCCESS);
+  if (on) gr__mt_end(&r, *ierr);
 }
 ALIASES(wait, WAIT, (F * req, F *status, F *ierr))
 
@@ -225,10 +227,12 @@ void ompi_waitall_f(F *n, F *reqs, F *statuses, F *ierr) {
   MPI_Request before[GR__MT_REQ_STACK];
   for (int i = 0; on && i < *n; i++)
     before[i] = NEXT(Request_f2c)(reqs[i]);
-  FRECORD(GR__MPI_Waitall, MPI_COMM_NULL, *n, MPI_DATATYPE_NULL, -1, -1, -1,
-          next_waitall(n, reqs, statuses, ierr));
+  gr__mt_rec r;
+  int rec = on && gr__mt_begin_wait(&r, GR__MPI_Waitall, *n, before);
+  next_waitall(n, reqs, statuses, ierr);
   for (int i = 0; on && *ierr == MPI_SUCCESS && i < *n; i++)
     gr__mt_req_done(before[i], 1);
+  if (rec) gr__mt_end(&r, *ierr);
 }
 ALIASES(waitall, WAITALL, (F * n, F *reqs, F *statuses, F *ierr))
 

@@ -84,6 +84,9 @@ typedef struct {
  * MPI_ANY_SOURCE/MPI_PROC_NULL as given) and tag -1 when they do not apply. */
 int gr__mt_begin(gr__mt_rec *r, int kind, MPI_Comm comm, long long count, MPI_Datatype dtype,
                  int root, int peer, int tag);
+/* A wait or test on n requests: recorded on the communicator of the first one the layer tracks
+ * (none: no communicator), so that the live state shows where the rank waits. */
+int gr__mt_begin_wait(gr__mt_rec *r, int kind, int n, const MPI_Request *reqs);
 /* End it: rc MPI_SUCCESS is done, anything else failed. */
 void gr__mt_end(gr__mt_rec *r, int rc);
 

@@ -294,21 +294,26 @@ static inline int map_dtype(MPI_Datatype t) {
   return last_type.v;
 }
 
-int gr__mt_begin(gr__mt_rec *r, int kind, MPI_Comm comm, long long count, MPI_Datatype dtype,
-                 int root, int peer, int tag) {
-  if (!__atomic_load_n(&gr__mt_on, __ATOMIC_RELAXED) || depth) return 0;
-  depth = 1;
-  mt_comm *e = comm == MPI_COMM_NULL ? NULL : entry_of(comm);
+static int begin_on(gr__mt_rec *r, int kind, mt_comm *e, long long count, int dtype, int root,
+                    int peer, int tag) {
   r->kind = kind;
   r->comm = e;
   r->f = e ? e->f : NULL;
   uint64_t nc = r->f ? atomic_load_explicit(&r->f->ncoll, memory_order_relaxed) : 0;
   r->seq = gr__kind_is_collective(kind) ? nc + 1 : nc;
   r->start = gr__wall_now();
-  r->slot = gr__flight_begin(r->f, r->seq, kind, count < 0 ? 0 : (size_t)count, map_dtype(dtype),
-                             root, peer, tag, r->start);
+  r->slot = gr__flight_begin(r->f, r->seq, kind, count < 0 ? 0 : (size_t)count, dtype, root, peer,
+                             tag, r->start);
   gr__mt_thread_enter(kind, e, r->seq, r->start);
   return 1;
+}
+
+int gr__mt_begin(gr__mt_rec *r, int kind, MPI_Comm comm, long long count, MPI_Datatype dtype,
+                 int root, int peer, int tag) {
+  if (!__atomic_load_n(&gr__mt_on, __ATOMIC_RELAXED) || depth) return 0;
+  depth = 1;
+  return begin_on(r, kind, comm == MPI_COMM_NULL ? NULL : entry_of(comm), count, map_dtype(dtype),
+                  root, peer, tag);
 }
 
 void gr__mt_end(gr__mt_rec *r, int rc) {
@@ -392,6 +397,23 @@ void gr__mt_req_done(MPI_Request before, int ok) {
   q->next = req_free;
   req_free = q;
   pthread_mutex_unlock(&req_mu);
+}
+
+int gr__mt_begin_wait(gr__mt_rec *r, int kind, int n, const MPI_Request *reqs) {
+  if (!__atomic_load_n(&gr__mt_on, __ATOMIC_RELAXED) || depth) return 0;
+  depth = 1;
+  mt_comm *e = NULL;
+  if (__atomic_load_n(&nreqs, __ATOMIC_RELAXED) && reqs) {
+    pthread_mutex_lock(&req_mu);
+    for (int i = 0; i < n && !e; i++) {
+      if (reqs[i] == MPI_REQUEST_NULL) continue;
+      uintptr_t k = req_key(reqs[i]);
+      for (mt_req *q = req_buckets[req_bucket(k)]; q && !e; q = q->next)
+        if (q->key == k) e = q->comm;
+    }
+    pthread_mutex_unlock(&req_mu);
+  }
+  return begin_on(r, kind, e, n, -1, -1, -1, -1);
 }
 
 /* ---- start and stop ------------------------------------------------------------------------ */

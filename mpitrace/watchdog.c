@@ -148,61 +148,78 @@ static void put_list(gr__strbuf *o, const unsigned char *flag, int n) {
     }
 }
 
-/* The rank that made the mark: read every answer and say who is missing, in one line. */
+/* The rank that made the mark: read every answer and say who is missing, in one line. A rank
+ * inside an MPI call waits (in this call, or another one); one outside MPI, computing, is behind;
+ * one that never answered is stopped or dead. The missing are the last two kinds; when there are
+ * none, every rank is inside MPI: a deadlock or calls that do not match, and the ranks in other
+ * calls than this one are named. */
 static void verdict(int dirfd, const gr__mt_inside *in) {
   int n = W.size > 0 ? W.size : 1;
   rank_answer *a = calloc((size_t)n, sizeof *a);
-  unsigned char *waiting = calloc((size_t)n, 1), *behind = calloc((size_t)n, 1),
-                *silent = calloc((size_t)n, 1);
-  if (!a || !waiting || !behind || !silent) goto out;
-  int nw = 0, nb = 0, ns = 0;
+  unsigned char *same = calloc((size_t)n, 1), *other = calloc((size_t)n, 1),
+                *outside = calloc((size_t)n, 1), *silent = calloc((size_t)n, 1);
+  if (!a || !same || !other || !outside || !silent) goto out;
+  int nsame = 0, nother = 0, nmissing = 0;
   for (int r = 0; r < n; r++) {
     if (read_answer(dirfd, r, in->comm_id, &a[r]) != 0) {
       silent[r] = 1;
-      ns++;
+      nmissing++;
+    } else if (!a[r].in_op[0] || !strcmp(a[r].in_op, "-")) {
+      outside[r] = 1;
+      nmissing++;
     } else if (!strcmp(a[r].in_comm, in->comm_id) && a[r].in_seq == in->seq &&
                !strcmp(a[r].in_op, gr__kind_name(in->kind))) {
-      waiting[r] = 1;
-      nw++;
-    } else if (a[r].on_comm || !strcmp(in->comm_id, "w")) {
-      behind[r] = 1; /* a member not in this call: elsewhere, or computing */
-      nb++;
+      same[r] = 1;
+      nsame++;
+    } else {
+      other[r] = 1;
+      nother++;
     }
   }
   char line[2048];
   gr__strbuf o;
   gr__strbuf_init_fixed(&o, line, sizeof line);
-  gr__strbuf_appendf(&o, "hang: rank%s ", nw == 1 ? "" : "s");
-  put_list(&o, waiting, n);
+  gr__strbuf_appendf(&o, "hang: rank%s ", nsame == 1 ? "" : "s");
+  put_list(&o, same, n);
   gr__strbuf_appendf(&o, " waited %.1f s in %s #%llu on %s", gr__wall_now() - in->since,
                      gr__kind_name(in->kind), (unsigned long long)in->seq, in->comm_name);
-  if (nb || ns) gr__strbuf_appendf(&o, "; missing:");
   int said = 0;
-  for (int r = 0; r < n && said < 8; r++) {
-    if (behind[r]) {
-      gr__strbuf_appendf(&o, "%s rank %d ", said++ ? "," : "", r);
-      if (a[r].in_op[0] && strcmp(a[r].in_op, "-"))
-        gr__strbuf_appendf(&o, "in %s #%llu on %s for %.1f s", a[r].in_op, a[r].in_seq,
-                           a[r].in_comm, a[r].in_for);
-      else
-        gr__strbuf_appendf(&o, "outside MPI (last call %s #%llu %s)", a[r].op[0] ? a[r].op : "none",
-                           a[r].seq, a[r].state[0] ? a[r].state : "-");
-    } else if (silent[r]) {
-      gr__strbuf_appendf(&o,
-                         "%s rank %d (no answer: stopped, dead, or on a node without this "
-                         "job directory)",
-                         said++ ? "," : "", r);
-    }
+  if (nother) {
+    gr__strbuf_appendf(&o, "; %s:",
+                       nmissing ? "also inside MPI"
+                                : "no rank is outside MPI (a "
+                                  "deadlock, or calls that do "
+                                  "not match)");
+    for (int r = 0; r < n && said < 8; r++)
+      if (other[r])
+        gr__strbuf_appendf(&o, "%s rank %d in %s #%llu on %s for %.1f s", said++ ? "," : "", r,
+                           a[r].in_op, a[r].in_seq, a[r].in_comm, a[r].in_for);
   }
-  if (nb + ns > said) gr__strbuf_appendf(&o, " and %d more", nb + ns - said);
+  if (nmissing) {
+    gr__strbuf_appendf(&o, "; missing:");
+    said = 0;
+    for (int r = 0; r < n && said < 8; r++) {
+      if (outside[r])
+        gr__strbuf_appendf(&o, "%s rank %d outside MPI (last call %s #%llu %s)", said++ ? "," : "",
+                           r, a[r].op[0] ? a[r].op : "none", a[r].seq,
+                           a[r].state[0] ? a[r].state : "-");
+      else if (silent[r])
+        gr__strbuf_appendf(&o,
+                           "%s rank %d (no answer: stopped, dead, or on a node without this "
+                           "job directory)",
+                           said++ ? "," : "", r);
+    }
+    if (nmissing > said) gr__strbuf_appendf(&o, " and %d more", nmissing - said);
+  }
   gr__strbuf_appendf(&o, "; flight recorders in %s/%s", W.root, W.job);
   /* one line on stderr whatever GPURUN_LOG says: it is what the user asked the timeout for */
   char esc[2200];
   fprintf(stderr, "gpurun: rank %d: %s\n", W.rank, gr__esc_term_str(esc, sizeof esc, line));
 out:
   free(a);
-  free(waiting);
-  free(behind);
+  free(same);
+  free(other);
+  free(outside);
   free(silent);
 }
 

@@ -255,8 +255,7 @@ int MPI_Irecv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_
 
 /* ---- waits and tests: they end the records of the requests they complete ---------------------
  * The handles are copied before the call (MPI sets a completed one to MPI_REQUEST_NULL). A wait is
- * itself recorded, without a communicator (the watchdog sees it; the requests' records show
- * whom it waits for). */
+ * itself recorded, on the communicator of its first tracked request (gr__mt_begin_wait). */
 
 static int status_ok(const MPI_Status *s, int rc) {
   if (rc == MPI_SUCCESS) return 1;
@@ -266,8 +265,7 @@ static int status_ok(const MPI_Status *s, int rc) {
 int MPI_Wait(MPI_Request *q, MPI_Status *s) {
   MPI_Request before = *q;
   gr__mt_rec r;
-  if (!gr__mt_begin(&r, K(Wait), MPI_COMM_NULL, 1, MPI_DATATYPE_NULL, -1, -1, -1))
-    return NEXT(Wait)(q, s);
+  if (!gr__mt_begin_wait(&r, K(Wait), 1, &before)) return NEXT(Wait)(q, s);
   int rc = NEXT(Wait)(q, s);
   gr__mt_req_done(before, rc == MPI_SUCCESS);
   gr__mt_end(&r, rc);
@@ -296,7 +294,7 @@ int MPI_Test(MPI_Request *q, int *flag, MPI_Status *s) {
 int MPI_Waitall(int n, MPI_Request q[], MPI_Status s[]) {
   COPY_REQS(n, q);
   gr__mt_rec r;
-  int rec = on_ && gr__mt_begin(&r, K(Waitall), MPI_COMM_NULL, n, MPI_DATATYPE_NULL, -1, -1, -1);
+  int rec = on_ && gr__mt_begin_wait(&r, K(Waitall), n, before);
   int rc = NEXT(Waitall)(n, q, s);
   if (on_)
     for (int i = 0; i < n; i++)
@@ -323,7 +321,7 @@ int MPI_Testall(int n, MPI_Request q[], int *flag, MPI_Status s[]) {
 int MPI_Waitany(int n, MPI_Request q[], int *idx, MPI_Status *s) {
   COPY_REQS(n, q);
   gr__mt_rec r;
-  int rec = on_ && gr__mt_begin(&r, K(Waitany), MPI_COMM_NULL, n, MPI_DATATYPE_NULL, -1, -1, -1);
+  int rec = on_ && gr__mt_begin_wait(&r, K(Waitany), n, before);
   int rc = NEXT(Waitany)(n, q, idx, s);
   if (on_ && *idx != MPI_UNDEFINED && *idx >= 0 && *idx < n)
     gr__mt_req_done(before[*idx], status_ok(s, rc));
@@ -344,7 +342,7 @@ int MPI_Testany(int n, MPI_Request q[], int *idx, int *flag, MPI_Status *s) {
 int MPI_Waitsome(int n, MPI_Request q[], int *outn, int idx[], MPI_Status s[]) {
   COPY_REQS(n, q);
   gr__mt_rec r;
-  int rec = on_ && gr__mt_begin(&r, K(Waitsome), MPI_COMM_NULL, n, MPI_DATATYPE_NULL, -1, -1, -1);
+  int rec = on_ && gr__mt_begin_wait(&r, K(Waitsome), n, before);
   int rc = NEXT(Waitsome)(n, q, outn, idx, s);
   if (on_ && *outn != MPI_UNDEFINED)
     for (int i = 0; i < *outn; i++)

@@ -106,6 +106,39 @@ static double dur_of(const member *m, unsigned long long num) {
   return m->durs[num - m->first];
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The rank the others wait for, from the time each spends inside MPI on the communicator (as
+ * mpiP reads it): the slow rank computes while the others wait in their sends, receives and
+ * collectives, so it has the least. Named when its time is at most two thirds of the median of
+ * the others'. This catches a rank slowed between the collectives too, which the arrivals at
+ * collectives alone miss when a code mostly exchanges point to point. */
+static void slowest_by_wait(const comm *g, FILE *out) {
+  int low = 0;
+  for (int i = 1; i < g->nm; i++)
+    if (g->m[i].mpi_s < g->m[low].mpi_s) low = i;
+  double others[64];
+  int n = 0;
+  for (int i = 0; i < g->nm; i++)
+    if (i != low) others[n++] = g->m[i].mpi_s;
+  if (!n) return;
+  qsort(others, (size_t)n, sizeof others[0], cmp_double);
+  double med = n % 2 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
+  if (med > 0 && g->m[low].mpi_s <= med * 2.0 / 3.0)
+    fprintf(out,
+            "  waited for: rank %d, inside MPI %.3f s against a median of %.3f s for the "
+            "others (they wait for it)\n",
+            g->m[low].rank, g->m[low].mpi_s, med);
+  else
+    fprintf(out,
+            "  waited for: no rank stands out (inside MPI %.3f s at least, a median of %.3f s "
+            "for the others)\n",
+            g->m[low].mpi_s, med);
+}
+
 static void report_comm(const comm *g, FILE *out) {
   if (g->nm < 2) return;
   unsigned long long lo = ~0ull, hi = 0;
@@ -137,7 +170,6 @@ static void report_comm(const comm *g, FILE *out) {
       if (lag > lag_max[i]) lag_max[i] = lag;
     }
   }
-  if (!joined) return;
   char id[80], name[80];
   gr__esc_term_str(id, sizeof id, g->id);
   gr__esc_term_str(name, sizeof name, g->name);
@@ -145,24 +177,32 @@ static void report_comm(const comm *g, FILE *out) {
           "\nArrivals at the collectives of %s[%s], %d ranks (%d with call statistics%s), %d "
           "blocking collectives joined:\n",
           name, id, g->size, g->nm, g->extra ? ", more not joined" : "", joined);
+  int nj = joined ? joined : 1; /* the table's shares and means: 0 without any */
   fprintf(out, "  %5s %7s %6s %12s %12s %10s\n", "RANK", "LAST", "LAST%", "LAG mean ms",
           "LAG max ms", "IN MPI s");
   int worst = 0;
   for (int i = 0; i < g->nm; i++) {
     if (last[i] > last[worst]) worst = i;
     fprintf(out, "  %5d %7d %5.1f%% %12.3f %12.3f %10.3f\n", g->m[i].rank, last[i],
-            100.0 * last[i] / joined, 1e3 * lag_sum[i] / joined, 1e3 * lag_max[i], g->m[i].mpi_s);
+            100.0 * last[i] / nj, 1e3 * lag_sum[i] / nj, 1e3 * lag_max[i], g->m[i].mpi_s);
   }
+  slowest_by_wait(g, out);
+  if (!joined) return;
   /* Named when it arrives last clearly more often than a fair share (1 of the members) */
-  double share = (double)last[worst] / joined, fair = 1.0 / g->nm;
+  double share = (double)last[worst] / nj, fair = 1.0 / g->nm;
   if (last[worst] >= 3 && share >= 1.5 * fair)
     fprintf(out,
             "  last to arrive: rank %d, in %.0f%% of the collectives (a fair share is %.0f%%), "
             "%.3f ms after the first on average\n",
-            g->m[worst].rank, 100.0 * share, 100.0 * fair, 1e3 * lag_sum[worst] / joined);
+            g->m[worst].rank, 100.0 * share, 100.0 * fair, 1e3 * lag_sum[worst] / nj);
   else
     fprintf(out, "  last to arrive: no rank stands out (the most often: rank %d, %.0f%%)\n",
             g->m[worst].rank, 100.0 * share);
+}
+
+static int by_rank(const void *a, const void *b) {
+  int x = ((const member *)a)->rank, y = ((const member *)b)->rank;
+  return (x > y) - (x < y);
 }
 
 gr_status gr__rpt_stragglers(const char *dir, FILE *out, int *ncomms) {
@@ -190,6 +230,7 @@ gr_status gr__rpt_stragglers(const char *dir, FILE *out, int *ncomms) {
   close(dirfd);
   if (!cs) return gr__fail_msg(GR_ERR_NOMEM, "arrival statistics: out of memory");
   for (int i = 0; i < nc; i++) {
+    qsort(cs[i].m, (size_t)cs[i].nm, sizeof cs[i].m[0], by_rank); /* readdir's order is any */
     report_comm(&cs[i], out);
     for (int k = 0; k < cs[i].nm; k++)
       free(cs[i].m[k].durs);

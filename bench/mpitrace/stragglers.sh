@@ -1,0 +1,44 @@
+#!/bin/sh
+# Straggler trials: LAMMPS's melt under gpurun --monitor (the MPI layer records it) with one rank,
+# chosen at random, slowed by a stop/continue throttle (stopped 20 ms of every 50 ms); then
+# gpurun-report's "waited for:" line on world must name that rank. RUNS runs at each rank count.
+# Prints one line per run and "stragglers: NP ranks: N of M named" per rank count; exits 1 when
+# one is missed. bench/README.md, "MPI layer", quotes it.
+# usage: bench/mpitrace/stragglers.sh [BUILD [RUNS [STEPS [SEED]]]]
+set -u
+b=${1:-build} runs=${2:-10} steps=${3:-3000} seed=${4:-$$}
+here=$(cd "$(dirname "$0")" && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tmp=$(mktemp -d /tmp/gr_stragglers.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+export GPURUN_MONITOR_DIR=$tmp/mon
+rnd() {
+  seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
+  R=$(( (seed / 65536) % $1 ))
+}
+missed=0
+for np in 2 4; do
+  named=0 i=0
+  while [ $i -lt "$runs" ]; do
+    rnd $np; slow=$R
+    id=s$np.$i
+    mpirun -np $np --oversubscribe -x GPURUN_MONITOR_DIR -x GPURUN_JOB_ID=$id \
+      "$b/launcher/gpurun" --monitor=0.5 lmp -in "$here/../../docs/guide/files/in.melt" \
+      -var steps "$steps" -log none -screen none > "$tmp/out" 2>&1 &
+    job=$!
+    until [ -f "$tmp/mon/$id/live.$slow" ] && grep -q MPI_ "$tmp/mon/$id/live.$slow"; do sleep 0.05; done
+    pid=$(awk '$1 == "pid" { print $2 }' "$tmp/mon/$id/live.$slow")
+    (while kill -STOP "$pid" 2>/dev/null; do sleep 0.02; kill -CONT "$pid" 2>/dev/null; sleep 0.03; done) &
+    thr=$!
+    wait $job
+    kill $thr 2>/dev/null
+    wait $thr 2>/dev/null
+    line=$("$b/tools/report/gpurun-report" "$tmp/mon/$id" 2>&1 | grep -m 1 "waited for:")
+    got=$(echo "$line" | sed -n 's/.*waited for: rank \([0-9]*\),.*/\1/p')
+    if [ "$got" = "$slow" ]; then named=$((named + 1)); mark=named; else missed=$((missed + 1)); mark=MISSED; fi
+    echo "np $np run $i slow rank $slow: $mark:$line"
+    i=$((i + 1))
+  done
+  echo "stragglers: $np ranks: $named of $runs named"
+done
+[ $missed = 0 ]
