@@ -26,11 +26,12 @@
 #define GR__MT_C_FUNCS(X)                                                                          \
   X(Init)                                                                                          \
   X(Init_thread)                                                                                   \
-  X(Finalize) X(Initialized) X(Finalized) X(Query_thread) X(Abort) X(Get_library_version) X(       \
-      Comm_rank) X(Comm_size) X(Comm_group) X(Comm_test_inter) X(Comm_set_name)                    \
-      X(Group_translate_ranks) X(Group_size) X(Group_free) X(Type_size) X(Comm_f2c) X(Type_f2c) X( \
-          Request_f2c) X(Win_get_group) X(Barrier) X(Bcast) X(Reduce) X(Allreduce) X(Gather)       \
-          X(Gatherv) X(Scatter) X(Scatterv) X(Allgather) X(Allgatherv) X(Alltoall) X(Alltoallv) X( \
+  X(Finalize)                                                                                      \
+  X(Initialized) X(Finalized) X(Query_thread) X(Abort) X(Get_library_version) X(Comm_rank) X(      \
+      Comm_size) X(Comm_group) X(Comm_test_inter) X(Comm_set_name) X(Group_translate_ranks)        \
+      X(Group_size) X(Group_free) X(Type_size) X(Comm_f2c) X(Type_f2c) X(Request_f2c) X(           \
+          Win_get_group) X(Barrier) X(Bcast) X(Reduce) X(Allreduce) X(Gather) X(Gatherv)           \
+          X(Scatter) X(Scatterv) X(Allgather) X(Allgatherv) X(Alltoall) X(Alltoallv) X(            \
               Alltoallw) X(Reduce_scatter) X(Reduce_scatter_block) X(Scan) X(Exscan) X(Ibarrier)   \
               X(Ibcast) X(Ireduce) X(Iallreduce) X(Igather) X(Igatherv) X(Iscatter) X(             \
                   Iscatterv) X(Iallgather) X(Iallgatherv) X(Ialltoall) X(Ialltoallv) X(Ialltoallw) \
@@ -73,7 +74,7 @@ extern int gr__mt_on;
 
 typedef struct {
   gr__flight *f; /* NULL: nothing recorded (a call without a communicator) */
-  int slot, kind;
+  int slot, kind, peer;
   uint64_t seq;
   double start;
   void *comm; /* the layer's communicator entry (layer.c) */

@@ -120,7 +120,7 @@ static mt_comm *insert(MPI_Comm c, const char *id, const char *name) {
   e->nmade = 0;
   e->f = gr__flight_new(id, rank, size, "mpi");
   if (e->f && name) gr__flight_name(e->f, name);
-  gr__stats_comm_reset(&e->stats);
+  gr__stats_comm_reset(&e->stats, size);
   unsigned b = bucket_of(k);
   e->next = buckets[b];
   buckets[b] = e;
@@ -266,6 +266,14 @@ MPI_Comm gr__mt_win_comm(MPI_Win win) {
 
 static _Thread_local int depth; /* 1 inside a recorded call: calls from inside pass through */
 
+/* The point-to-point requests the current wait completed: their peers share its time. */
+#define MAX_DONE 64
+static _Thread_local struct {
+  struct mt_comm *comm;
+  int peer;
+} done[MAX_DONE];
+static _Thread_local int ndone;
+
 static int map_dtype_slow(MPI_Datatype t) {
   if (t == MPI_DATATYPE_NULL) return -1;
   if (t == MPI_FLOAT) return GR_FLOAT32;
@@ -297,6 +305,7 @@ static inline int map_dtype(MPI_Datatype t) {
 static int begin_on(gr__mt_rec *r, int kind, mt_comm *e, long long count, int dtype, int root,
                     int peer, int tag) {
   r->kind = kind;
+  r->peer = peer;
   r->comm = e;
   r->f = e ? e->f : NULL;
   uint64_t nc = r->f ? atomic_load_explicit(&r->f->ncoll, memory_order_relaxed) : 0;
@@ -319,7 +328,14 @@ int gr__mt_begin(gr__mt_rec *r, int kind, MPI_Comm comm, long long count, MPI_Da
 void gr__mt_end(gr__mt_rec *r, int rc) {
   double end = gr__wall_now();
   gr__flight_end(r->f, r->slot, r->seq, rc == MPI_SUCCESS ? GR__FL_DONE : GR__FL_FAILED, end);
-  if (r->comm) gr__stats_call(&((mt_comm *)r->comm)->stats, r->kind, r->seq, end - r->start);
+  mt_comm *e = r->comm;
+  if (e) gr__stats_call(&e->stats, r->kind, r->seq, end - r->start);
+  if (e && gr__kind_is_p2p(r->kind)) gr__stats_waited(&e->stats, r->peer, end - r->start);
+  if (ndone) { /* a wait: its time, shared by the peers of the requests it completed */
+    for (int i = 0; i < ndone; i++)
+      gr__stats_waited(&done[i].comm->stats, done[i].peer, (end - r->start) / ndone);
+    ndone = 0;
+  }
   gr__mt_thread_leave();
   depth = 0;
 }
@@ -331,7 +347,7 @@ typedef struct mt_req {
   uintptr_t key;
   gr__flight *f;
   mt_comm *comm;
-  int slot, kind;
+  int slot, kind, peer;
   uint64_t seq;
   struct mt_req *next;
 } mt_req;
@@ -367,6 +383,7 @@ void gr__mt_req_track(gr__mt_rec *r, int rc, MPI_Request req) {
     q->comm = r->comm;
     q->slot = r->slot;
     q->kind = r->kind;
+    q->peer = r->peer;
     q->seq = r->seq;
     unsigned b = req_bucket(q->key);
     q->next = req_buckets[b];
@@ -393,6 +410,11 @@ void gr__mt_req_done(MPI_Request before, int ok) {
   pthread_mutex_unlock(&req_mu);
   if (!q) return;
   gr__flight_end(q->f, q->slot, q->seq, ok ? GR__FL_DONE : GR__FL_FAILED, gr__wall_now());
+  if (depth && q->comm && gr__kind_is_p2p(q->kind) && q->peer >= 0 && ndone < MAX_DONE) {
+    done[ndone].comm = q->comm;
+    done[ndone].peer = q->peer;
+    ndone++;
+  }
   pthread_mutex_lock(&req_mu);
   q->next = req_free;
   req_free = q;

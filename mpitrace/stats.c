@@ -18,7 +18,11 @@ static int blocking_collective(int kind) {
   return kind >= GR__MPI_Barrier && kind <= GR__MPI_Exscan;
 }
 
-void gr__stats_comm_reset(gr__stats_comm *s) {
+void gr__stats_comm_reset(gr__stats_comm *s, int size) {
+  free(s->waited_on);
+  s->npeers = size > 0 && size <= GR_MPISTATS_MAX_PEERS ? size : 0;
+  s->waited_on = s->npeers ? calloc((size_t)s->npeers, sizeof *s->waited_on) : NULL;
+  if (!s->waited_on) s->npeers = 0;
   s->calls = 0;
   s->mpi_s = s->coll_s = 0;
   s->last = 0;
@@ -36,6 +40,10 @@ void gr__stats_call(gr__stats_comm *s, int kind, uint64_t seq, double secs) {
     s->dur[n % GR_MPISTATS_RING] = -1.0f;
   s->dur[seq % GR_MPISTATS_RING] = (float)secs;
   if (seq > s->last) s->last = seq;
+}
+
+void gr__stats_waited(gr__stats_comm *s, int peer, double secs) {
+  if (peer >= 0 && peer < s->npeers && secs > 0) s->waited_on[peer] += secs;
 }
 
 /* The communicators kept for the file: a copy each, under the registry's own lock. */
@@ -60,6 +68,11 @@ void gr__stats_comm_keep(const gr__stats_comm *s, const gr__flight *f) {
   k->rank = f->rank;
   k->size = f->size;
   k->s = *s;
+  k->s.waited_on = NULL;
+  if (s->npeers && (k->s.waited_on = malloc((size_t)s->npeers * sizeof *s->waited_on)))
+    memcpy(k->s.waited_on, s->waited_on, (size_t)s->npeers * sizeof *s->waited_on);
+  else
+    k->s.npeers = 0;
   k->next = NULL;
   pthread_mutex_lock(&mu);
   *tail = k;
@@ -100,6 +113,9 @@ static void put_comm(FILE *o, const kept *k, int first) {
     else
       fprintf(o, "%.7g", (double)d);
   }
+  fputs("], \"" GR_MS_WAITED_ON "\": [", o);
+  for (int p = 0; p < k->s.npeers; p++)
+    fprintf(o, "%s%.6f", p ? "," : "", k->s.waited_on[p]);
   fputs("]}", o);
 }
 

@@ -24,7 +24,10 @@
 #define MAX_COMMS 64
 
 typedef struct {
-  int rank;            /* world rank (the file's) */
+  int rank;  /* world rank (the file's) */
+  int crank; /* its rank in the communicator */
+  int npeers;
+  double *waited_on;   /* seconds blocked on each peer (communicator ranks), NULL when absent */
   double calls, mpi_s; /* on this communicator */
   unsigned long long first;
   int n;
@@ -82,6 +85,19 @@ static void load_file(int dirfd, const char *name, comm *cs, int *nc, FILE *warn
     member *m = &g->m[g->nm];
     memset(m, 0, sizeof *m);
     m->rank = (int)wr;
+    double cr = gr__rpt_json_num(c, GR_MS_RANK, -1);
+    m->crank = cr >= 0 && cr < size ? (int)cr : -1;
+    const gr__rpt_json *wo = gr__rpt_json_get(c, GR_MS_WAITED_ON);
+    int np = 0;
+    for (const gr__rpt_json *d = wo && wo->type == GR__RPT_JSON_ARR ? wo->child : NULL;
+         d && np < GR_MPISTATS_MAX_PEERS; d = d->next)
+      np++;
+    if (np && np <= (int)size && (m->waited_on = calloc((size_t)np, sizeof *m->waited_on))) {
+      int k = 0;
+      for (const gr__rpt_json *d = wo->child; d && k < np; d = d->next, k++)
+        m->waited_on[k] = d->type == GR__RPT_JSON_NUM && d->num >= 0 && d->num < 1e9 ? d->num : 0;
+      m->npeers = np;
+    }
     m->calls = gr__rpt_json_num(c, GR_MS_CALLS, 0);
     m->mpi_s = gr__rpt_json_num(c, GR_MS_MPI_S, 0);
     m->first = (unsigned long long)first;
@@ -111,12 +127,51 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* The rank the others wait for, from the time each spends inside MPI on the communicator (as
- * mpiP reads it): the slow rank computes while the others wait in their sends, receives and
- * collectives, so it has the least. Named when its time is at most two thirds of the median of
- * the others'. This catches a rank slowed between the collectives too, which the arrivals at
- * collectives alone miss when a code mostly exchanges point to point. */
+/* The rank the others wait for. First from the time each member was blocked on each peer in sends,
+ * receives and the waits that completed them (the layer's waited_on): summed over the others, the
+ * slow rank has the most, and it is named when that is at least 1.5 times the median of the
+ * others' totals. A code without point to point falls back on the time inside MPI on the
+ * communicator (as mpiP reads it): the slow rank computes while the others wait, so it has the
+ * least, named at two thirds of the others' median or less. Both catch a rank slowed between
+ * the collectives, which the arrivals at collectives alone miss in a halo exchange. */
 static void slowest_by_wait(const comm *g, FILE *out) {
+  /* first, whom the others were blocked on in sends, receives and their waits */
+  double by[64] = {0}, total = 0;
+  int have = 0;
+  for (int i = 0; i < g->nm; i++)
+    for (int j = 0; j < g->nm; j++)
+      if (i != j && g->m[i].waited_on && g->m[j].crank >= 0 && g->m[j].crank < g->m[i].npeers) {
+        by[j] += g->m[i].waited_on[g->m[j].crank];
+        have = 1;
+      }
+  if (have) {
+    int top = 0;
+    double rest[64];
+    int n = 0;
+    for (int j = 0; j < g->nm; j++) {
+      total += by[j];
+      if (by[j] > by[top]) top = j;
+    }
+    for (int j = 0; j < g->nm; j++)
+      if (j != top) rest[n++] = by[j];
+    qsort(rest, (size_t)n, sizeof rest[0], cmp_double);
+    double med = !n ? 0 : n % 2 ? rest[n / 2] : 0.5 * (rest[n / 2 - 1] + rest[n / 2]);
+    if (by[top] > 0 && by[top] >= 1.5 * med && by[top] >= 0.001) {
+      fprintf(out,
+              "  waited for: rank %d, the others blocked on it %.3f s in sends and receives "
+              "(a median of %.3f s on each other rank)\n",
+              g->m[top].rank, by[top], med);
+      return;
+    }
+    if (total > 0.001) {
+      fprintf(out,
+              "  waited for: no rank stands out in sends and receives (at most %.3f s on "
+              "rank %d, a median of %.3f s)\n",
+              by[top], g->m[top].rank, med);
+      return;
+    }
+  }
+  /* a code without point to point: the time inside MPI on the communicator */
   int low = 0;
   for (int i = 1; i < g->nm; i++)
     if (g->m[i].mpi_s < g->m[low].mpi_s) low = i;
@@ -232,8 +287,10 @@ gr_status gr__rpt_stragglers(const char *dir, FILE *out, int *ncomms) {
   for (int i = 0; i < nc; i++) {
     qsort(cs[i].m, (size_t)cs[i].nm, sizeof cs[i].m[0], by_rank); /* readdir's order is any */
     report_comm(&cs[i], out);
-    for (int k = 0; k < cs[i].nm; k++)
+    for (int k = 0; k < cs[i].nm; k++) {
       free(cs[i].m[k].durs);
+      free(cs[i].m[k].waited_on);
+    }
   }
   *ncomms = nc;
   free(cs);
