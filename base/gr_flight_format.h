@@ -1,6 +1,6 @@
 /* Contract: the collectives' flight-recorder dump, one per rank,
  *   <GPURUN_MONITOR_DIR>/<job>/flight.<world_rank>.json
- * written by collectives/flight.c and read by gpurun-report (tools/report/waitfor.c, the
+ * written by observe/flight.c and read by gpurun-report (tools/report/waitfor.c, the
  * wait-for chains). Both include this header; docs/formats.md, "Flight recorder", describes each
  * key. Version 1 (not written into the file): a reader ignores keys it does not know; renaming or
  * removing a key, a state or a reason is a new version. "name" and "tag" came later: a reader

@@ -1,4 +1,4 @@
-/* Internal: the live-state file a rank publishes while it runs (collectives/live.c writes it,
+/* Internal: the live-state file a rank publishes while it runs (observe/live.c writes it,
  * gpurun-top and the supervisor's Prometheus output read it).
  *
  * <GPURUN_MONITOR_DIR>/<job>/live.<world_rank>, replaced atomically (temp file + rename) every

@@ -727,8 +727,8 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
                       s->prom.node, sizeof s->prom.node, &s->dirfd);
   if (s->csv >= 0 && o->prometheus_dir && *o->prometheus_dir) {
     char seg_job[128], seg_node[256];
-    snprintf(seg_job, sizeof seg_job, "%s", s->prom.job);
-    snprintf(seg_node, sizeof seg_node, "%s", s->prom.node);
+    snprintf(seg_job, sizeof seg_job, "%.127s", s->prom.job);
+    snprintf(seg_node, sizeof seg_node, "%.255s", s->prom.node);
     name_segment(seg_job);
     name_segment(seg_node);
     s->prom.dir = o->prometheus_dir;

@@ -55,7 +55,7 @@ void gr__flight_poll_signal(void);
 static inline void gr__flight_poll(void) {
   if (gr__flight_sig_pending) gr__flight_poll_signal();
 }
-/* The live state's view (collectives/live.c): each communicator's latest call. */
+/* The live state's view (observe/live.c): each communicator's latest call. */
 typedef struct {
   char id[32], name[32], backend[8];
   int rank, size;

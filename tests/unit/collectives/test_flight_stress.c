@@ -1,4 +1,4 @@
-/* The flight recorder's lock-free recording (collectives/gr_flight.h) under concurrent writers and
+/* The flight recorder's lock-free recording (observe/gr_flight.h) under concurrent writers and
  * readers, all on one recorder: two threads begin and end their own calls, a third begins calls
  * that a fourth ends (a request finished on another thread than the one that started it), while a
  * reader thread takes gr__flight_latest and a dumper thread writes and parses the flight file

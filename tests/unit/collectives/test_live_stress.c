@@ -1,4 +1,4 @@
-/* The live-state publisher (collectives/live.c) under load: four threads make flight-recorder
+/* The live-state publisher (observe/live.c) under load: four threads make flight-recorder
  * calls on their own communicators as fast as they can, and six more (more than the
  * GR_LIVE_MAX_CREATING slots) enter and leave communicator creations, while the publisher thread
  * writes every 10 ms; a reader thread parses the file meanwhile (every read must parse: the

@@ -29,6 +29,14 @@
 #include "gr_monitor_csv.h"
 #include "gr_supervise.h"
 
+/* dst = src cut to cap bytes (terminated): a file's text into a fixed buffer. */
+static void copy_text(char *dst, size_t cap, const char *src) {
+  size_t n = strlen(src);
+  if (n >= cap) n = cap - 1;
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
 static char tmpdir[256];
 
 static int setup(void **state) {
@@ -425,7 +433,7 @@ static int run_to_end_record(char *const argv[], gr_supervise_opts *o, const cha
   wait_for_content(path);
   int code = finish(h);
   reap_supervisors(5);
-  snprintf(end, cap, "%s", slurp(path));
+  copy_text(end, cap, slurp(path));
   return code;
 }
 
@@ -526,7 +534,7 @@ static void test_program_killed(void **state) {
 /* SIGKILL of the supervisor: the program runs on unharmed and ends with its own status. */
 static void test_supervisor_killed(void **state) {
   (void)state;
-  char ready[300], go[300], body[600];
+  char ready[300], go[300], body[700];
   snprintf(ready, sizeof ready, "%s/ready.sk", tmpdir);
   snprintf(go, sizeof go, "%s/go.sk", tmpdir);
   snprintf(body, sizeof body, "touch %s; while [ ! -e %s ]; do sleep 0.02; done; exit 7", ready,
@@ -570,7 +578,7 @@ static void test_supervisor_ignores_term(void **state) {
   wait_for_content(path);
   assert_int_equal(finish(h), 4);
   reap_supervisors(5);
-  snprintf(end, sizeof end, "%s", slurp(path));
+  copy_text(end, sizeof end, slurp(path));
   assert_non_null(strstr(end, "\"exit_code\": 4"));
 }
 
