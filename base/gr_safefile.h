@@ -55,6 +55,10 @@ gr_status gr__dir_check(int dirfd, const char *name);
  * same directory, written, synced, renamed over name. An existing name that is not a regular file
  * (a symlink, a directory, a device) is refused, never replaced or followed. */
 gr_status gr__file_replace(int dirfd, const char *name, const void *buf, size_t len);
+/* gr__jobdir_open(root, job) then gr__file_replace of name in it: the one call of the writers of
+ * whole job files (counters, flight dumps, MPI call statistics). */
+gr_status gr__jobdir_replace(const char *root, const char *job, const char *name, const void *buf,
+                             size_t len);
 
 /* Opens dirfd/name for appending: created with O_EXCL (and header written) when absent; when
  * present it must be a regular file owned by this user (no symlink is followed). *fd gets the

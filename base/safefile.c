@@ -298,3 +298,13 @@ gr_status gr__file_read(int dirfd, const char *name, size_t max, char **out, siz
   *out = buf;
   return GR_OK;
 }
+
+gr_status gr__jobdir_replace(const char *root, const char *job, const char *name, const void *buf,
+                             size_t len) {
+  int dirfd;
+  gr_status st = gr__jobdir_open(root, job, &dirfd);
+  if (st != GR_OK) return st;
+  st = gr__file_replace(dirfd, name, buf, len);
+  close(dirfd);
+  return st;
+}

@@ -160,12 +160,7 @@ void gr__stats_write(const char *reason) {
   }
   char name[64];
   snprintf(name, sizeof name, GR_MPISTATS_PREFIX "%d" GR_MPISTATS_SUFFIX, my_rank);
-  int dirfd;
-  gr_status st = gr__jobdir_open(root, job, &dirfd);
-  if (st == GR_OK) {
-    st = gr__file_replace(dirfd, name, buf, len);
-    close(dirfd);
-  }
+  gr_status st = gr__jobdir_replace(root, job, name, buf, len);
   free(buf);
   if (st != GR_OK)
     GR_WARN("MPI call statistics: %s/%s/%s not written: %s", root, job, name, gr_last_error());

@@ -291,12 +291,7 @@ gr_status gr__flight_dump(const char *reason, char *path, size_t path_len) {
   char name[64];
   snprintf(name, sizeof name, GR_FLIGHT_PREFIX "%d" GR_FLIGHT_SUFFIX, wrank);
   snprintf(path, path_len, "%s/%s/%s", root, jobname, name);
-  int dirfd;
-  gr_status st = gr__jobdir_open(root, jobname, &dirfd);
-  if (st == GR_OK) {
-    st = gr__file_replace(dirfd, name, buf, len);
-    close(dirfd);
-  }
+  gr_status st = gr__jobdir_replace(root, jobname, name, buf, len);
   free(buf);
   if (st == GR_OK) return GR_OK;
   return gr__fail_msg(st, "flight recorder: not written: %s", gr_last_error());

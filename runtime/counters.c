@@ -100,12 +100,7 @@ gr_status gr__counters_write(const char *dir, const gr_rank_info_t *info, const 
     free(buf);
     return gr__fail_msg(GR_ERR_NOMEM, "out of memory");
   }
-  int dirfd;
-  gr_status st = gr__jobdir_open(dir, job, &dirfd);
-  if (st == GR_OK) {
-    st = gr__file_replace(dirfd, name, buf, len);
-    close(dirfd);
-  }
+  gr_status st = gr__jobdir_replace(dir, job, name, buf, len);
   free(buf);
   return st;
 }

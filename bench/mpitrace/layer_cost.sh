@@ -32,22 +32,6 @@ for m in plain layer; do
   echo "median of $rounds runs: $m allreduce8 $(med $m 3 "$tmp/all") us, pingpong0 $(med $m 7 "$tmp/all") us"
 done
 command -v lmp > /dev/null || { echo "lmp not found: no LAMMPS rows"; exit 0; }
-cat > "$tmp/in.melt" <<EOF2
-units lj
-atom_style atomic
-lattice fcc 0.8442
-region box block 0 10 0 10 0 10
-create_box 1 box
-create_atoms 1 box
-mass 1 1.0
-velocity all create 3.0 87287 loop geom
-pair_style lj/cut 2.5
-pair_coeff 1 1 1.0 1.0 2.5
-neighbor 0.3 bin
-neigh_modify every 20 delay 0 check no
-fix 1 all nve
-run $steps
-EOF2
 echo "== LAMMPS melt, 4 ranks, $steps steps, $rounds rounds each, alternating (Loop time, s)"
 i=0
 while [ $i -lt "$rounds" ]; do
@@ -58,7 +42,7 @@ while [ $i -lt "$rounds" ]; do
       untraced) set -- "$b/launcher/gpurun" --monitor --trace=none lmp ;;
     esac
     GPURUN_MONITOR_DIR=$tmp/mon mpirun -np 4 --oversubscribe -x GPURUN_MONITOR_DIR "$@" \
-      -in "$tmp/in.melt" -log none > "$tmp/lmp" 2>&1
+      -in "$(dirname "$0")/../../docs/guide/files/in.melt" -var steps "$steps" -log none > "$tmp/lmp" 2>&1
     echo "$mode $(awk '/^Loop time/ { print $4 }' "$tmp/lmp")" | tee -a "$tmp/lall"
   done
   i=$((i + 1))

@@ -22,6 +22,7 @@
 set -u
 mpirun=$1 gpurun=$2 top=$3 sim=$4 train=$5 loop=$6 trials=$7 allowed=${8:-0} seed=${9:-$$}
 lmp=${10:-} cases=${11:-}
+here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d /tmp/gr_faults.XXXXXX)
 job_pid=
 victim=
@@ -51,23 +52,6 @@ if [ -n "$lmp" ] && [ -n "$cases" ]; then
   # plain MPI programs interleaved, so that a short run has each of them too
   kinds="sim-stop lmp-stop train-kill mpi-recv split-stop lmp-kill sim-kill world2-stop train-stop"
   nk=9
-  cat > "$tmp/in.melt" <<'EOF'
-# LAMMPS's 3d Lennard-Jones melt, run until the trial ends it
-units lj
-atom_style atomic
-lattice fcc 0.8442
-region box block 0 10 0 10 0 10
-create_box 1 box
-create_atoms 1 box
-mass 1 1.0
-velocity all create 3.0 87287 loop geom
-pair_style lj/cut 2.5
-pair_coeff 1 1 1.0 1.0 2.5
-neighbor 0.3 bin
-neigh_modify every 20 delay 0 check no
-fix 1 all nve
-run 100000000
-EOF
 fi
 exact=0 innocent=0 n=0
 while [ $n -lt "$trials" ]; do
@@ -80,7 +64,7 @@ while [ $n -lt "$trials" ]; do
     train) cmd="$train --steps 100000000 --samples 4096 --quiet" ;;
     split) cmd="$loop split $tmp/stop" ;;
     world2) cmd="$loop world2 $tmp/stop" ;;
-    lmp) cmd="$lmp -in $tmp/in.melt -log none -screen none" ;;
+    lmp) cmd="$lmp -in $here/../../../../docs/guide/files/in.melt -var steps 100000000 -log none -screen none" ;;
     mpi) cmd="$cases loop $tmp" ;;
   esac
   rm -f "$tmp/stop" # each trial has a job directory of its own
