@@ -23,17 +23,17 @@
 #define GR_END_KEY_VERSION "version"
 #define GR_END_KEY_NODE "node"
 #define GR_END_KEY_LOCAL_RANK "local_rank"
-#define GR_END_KEY_RANK "rank"             /* world rank, -1 unknown */
-#define GR_END_KEY_PID "pid"               /* the program's pid (gpurun's own: it execs) */
-#define GR_END_KEY_HOW "how"               /* one of GR_END_HOW_* */
-#define GR_END_KEY_EXIT_CODE "exit_code"   /* with "exit": the status it exited with */
-#define GR_END_KEY_SIGNAL "signal"         /* with "signal": the signal number */
+#define GR_END_KEY_RANK "rank"               /* world rank, -1 unknown */
+#define GR_END_KEY_PID "pid"                 /* the program's pid (gpurun's own: it execs) */
+#define GR_END_KEY_HOW "how"                 /* one of GR_END_HOW_* */
+#define GR_END_KEY_EXIT_CODE "exit_code"     /* with "exit": the status it exited with */
+#define GR_END_KEY_SIGNAL "signal"           /* with "signal": the signal number */
 #define GR_END_KEY_SIGNAL_NAME "signal_name" /* its abbreviation without "SIG" (the writer's) */
-#define GR_END_KEY_CORE "core_dumped"      /* with "signal": whether a core was dumped */
-#define GR_END_KEY_TIME_LIMIT "time_limit" /* what the time limit had sent: GR_END_TL_* */
-#define GR_END_KEY_START "start"           /* Unix s: when the program started (its exec) */
-#define GR_END_KEY_END "end"               /* Unix s: when the supervisor saw it end */
-#define GR_END_KEY_CPU_TIME_S "cpu_time_s" /* the program's user + system CPU s, last seen */
+#define GR_END_KEY_CORE "core_dumped"        /* with "signal": whether a core was dumped */
+#define GR_END_KEY_TIME_LIMIT "time_limit"   /* what the time limit had sent: GR_END_TL_* */
+#define GR_END_KEY_START "start"             /* Unix s: when the program started (its exec) */
+#define GR_END_KEY_END "end"                 /* Unix s: when the supervisor saw it end */
+#define GR_END_KEY_CPU_TIME_S "cpu_time_s"   /* the program's user + system CPU s, last seen */
 
 #define GR_END_HOW_EXIT "exit"
 #define GR_END_HOW_SIGNAL "signal"

@@ -51,7 +51,7 @@ struct gr_request {
   gr__call user; /* in band: the call as the user made it (k is its in-band form) */
   const char *fn;
   double t0, deadline;
-  gr_list_node defer; /* in c's FIFO (c->defer) while REQ_QUEUED */
+  gr_list_node defer;    /* in c's FIFO (c->defer) while REQ_QUEUED */
   struct reg_entry *reg; /* c's entry in the registry, from the start to the completion */
   gr_list_node live;     /* in reg->live until completed */
   int state;

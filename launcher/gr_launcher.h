@@ -55,10 +55,10 @@ typedef struct {
                       not found is then an error; for other programs MASTER_* are left unset) */
   char master_addr[1024]; /* torch.distributed MASTER_ADDR; "" derive (torchenv.c) */
   int master_port;        /* 0: derive from the job id */
-  int omp_set;  /* --omp=set: export OMP_* even over the user's own (default: keep the user's) */
-  int visible;  /* --visible-devices: GR__VISIBLE_OWN, _OWN_FIRST, _ALL */
-  int priority; /* --priority: GR__PRIO_NORMAL (default), _LOW, _HIGH */
-  int trace;    /* --trace: GR_TRACE_AUTO (default: on under --monitor), _MPI, _NONE */
+  int omp_set;    /* --omp=set: export OMP_* even over the user's own (default: keep the user's) */
+  int visible;    /* --visible-devices: GR__VISIBLE_OWN, _OWN_FIRST, _ALL */
+  int priority;   /* --priority: GR__PRIO_NORMAL (default), _LOW, _HIGH */
+  int trace;      /* --trace: GR_TRACE_AUTO (default: on under --monitor), _MPI, _NONE */
   double timeout; /* --timeout: GPURUN_TIMEOUT for the program; 0: not given */
   int on_hang;    /* --on-hang: GR_ON_HANG_REPORT (default), _ABORT */
 } gr__options;
@@ -72,8 +72,9 @@ enum { GR__VISIBLE_OWN = 0, GR__VISIBLE_OWN_FIRST, GR__VISIBLE_ALL };
 
 /* ---- the MPI layer (trace.c) -----------------------------------------------------------
  * Whether the program's MPI calls are recorded (--trace=mpi, or --monitor with --trace=auto):
- * then libgpurun-mpi.so goes first in LD_PRELOAD, and GPURUN_TRACE, GPURUN_TIMEOUT and
- * GPURUN_ON_HANG are exported for it. The layer stands aside by itself in a process that is not
+ * then libgpurun-mpi.so goes first in LD_PRELOAD, NCCL_PROFILER_PLUGIN names gpurun's NCCL plugin
+ * (where the user names none and it is installed), and GPURUN_TRACE, GPURUN_TIMEOUT and
+ * GPURUN_ON_HANG are exported for them. The layer stands aside by itself in a process that is not
  * an MPI program of its family (it says why, at info). A statically linked program cannot take
  * it: a notice, and the program runs. GR_OK, or GR_ERR_NOT_FOUND when --trace=mpi was asked and
  * the layer's file is missing (a sentence naming where it looked). */

@@ -18,13 +18,9 @@
 
 static int readable(const char *p) { return *p && access(p, R_OK) == 0; }
 
-const char *gr__trace_lib(char *buf, size_t cap) {
-  const char *env = gr__param_str(GR_PARAM_TRACE_LIB);
-  if (env && *env) {
-    snprintf(buf, cap, "%s", env);
-    return readable(buf) ? buf : NULL;
-  }
-  /* installed: <prefix>/bin/gpurun and <prefix>/<libdir>/libgpurun-mpi.so */
+/* A library of gpurun's beside gpurun (<prefix>/bin/../<libdir>/name), else in this build tree
+ * (build_path); NULL when neither exists. */
+static const char *lib_beside(char *buf, size_t cap, const char *name, const char *build_path) {
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
@@ -32,13 +28,31 @@ const char *gr__trace_lib(char *buf, size_t cap) {
     char *slash = strrchr(exe, '/');
     if (slash) {
       *slash = '\0';
-      snprintf(buf, cap, "%s/../%s/" GR_TRACE_LIB_NAME, exe, GR_INSTALL_LIBDIR);
+      snprintf(buf, cap, "%s/../%s/%s", exe, GR_INSTALL_LIBDIR, name);
       if (readable(buf)) return buf;
     }
   }
-  /* the build tree this gpurun was built in */
-  snprintf(buf, cap, "%s", GR_TRACE_LIB_BUILD);
+  snprintf(buf, cap, "%s", build_path);
   return readable(buf) ? buf : NULL;
+}
+
+const char *gr__trace_lib(char *buf, size_t cap) {
+  const char *env = gr__param_str(GR_PARAM_TRACE_LIB);
+  if (env && *env) {
+    snprintf(buf, cap, "%s", env);
+    return readable(buf) ? buf : NULL;
+  }
+  return lib_beside(buf, cap, GR_TRACE_LIB_NAME, GR_TRACE_LIB_BUILD);
+}
+
+/* NCCL's profiler plugin (ncclprof/): NCCL loads NCCL_PROFILER_PLUGIN itself, in the programs
+ * that use NCCL, so gpurun only names it where the user has not (their own plugin, or "none",
+ * wins). Nothing to preload. */
+static void nccl_plugin(void) {
+  char plib[PATH_MAX];
+  if (getenv("NCCL_PROFILER_PLUGIN")) return;
+  if (lib_beside(plib, sizeof plib, GR_NCCL_PLUGIN_NAME, GR_NCCL_PLUGIN_BUILD))
+    setenv("NCCL_PROFILER_PLUGIN", plib, 0);
 }
 
 /* The program's file as execvp would find it; "" when not found (execvp then says so). */
@@ -127,6 +141,7 @@ gr_status gr__trace_setup(const gr__options *o, const char *prog) {
     setenv(trace_var, "none", 1);
     return GR_OK;
   }
+  nccl_plugin();
   const char *old = getenv("LD_PRELOAD");
   char *pre = NULL;
   if (old && *old) {

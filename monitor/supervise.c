@@ -208,20 +208,31 @@ int gr__parse_pid_stat(const char *text, gr__pid_stat *out) {
       long long v = strtoll(tok, &end, 10);
       if (end != p || errno) return -1;
       switch (field) {
-      case 4: out->ppid = (int)v; break;
-      case 5: out->pgrp = (int)v; break;
-      case 14: out->utime = (unsigned long long)v; break;
+      case 4:
+        out->ppid = (int)v;
+        break;
+      case 5:
+        out->pgrp = (int)v;
+        break;
+      case 14:
+        out->utime = (unsigned long long)v;
+        break;
       case 15:
         out->stime = (unsigned long long)v;
         got_times = 1;
         break;
-      case 22: out->start = (unsigned long long)v; break;
-      case 45: out->mm_visible = v != 0; break;
+      case 22:
+        out->start = (unsigned long long)v;
+        break;
+      case 45:
+        out->mm_visible = v != 0;
+        break;
       case 52:
         out->exit_code = (int)v;
         out->has_exit_code = 1;
         break;
-      default: break;
+      default:
+        break;
       }
     }
     field++;
@@ -378,18 +389,18 @@ static void signal_tracked(const tracked_set *set, int sig) {
 typedef struct {
   const gr_supervise_opts *o;
   char *const *argv;
-  pid_t pid;      /* the program: gpurun's own pid, which it keeps */
-  int pidfd;      /* pidfd of the program, -1 without (an old kernel) */
-  int procfd;     /* /proc/<pid> of the program, -1 when /proc cannot be opened */
+  pid_t pid;       /* the program: gpurun's own pid, which it keeps */
+  int pidfd;       /* pidfd of the program, -1 without (an old kernel) */
+  int procfd;      /* /proc/<pid> of the program, -1 when /proc cannot be opened */
   int leads_group; /* the program leads its process group: the time limit signals the group */
   int csv, dirfd;  /* the CSV and the job directory; -1 when not monitoring */
   char csv_path[PATH_MAX], csv_name[300];
   prom_out prom;
   gr__telemetry *tel;
   long clk_tck;
-  int permitted;                  /* /proc showed this process's private fields (exit_code too) */
-  double last_cpu_s;              /* NAN until read */
-  tracked_set below;              /* the time limit's: descendants outside the program's group */
+  int permitted;     /* /proc showed this process's private fields (exit_code too) */
+  double last_cpu_s; /* NAN until read */
+  tracked_set below; /* the time limit's: descendants outside the program's group */
 } supervisor;
 
 static double cpu_seconds(const supervisor *s, const gr__pid_stat *st) {
@@ -436,7 +447,8 @@ static gr_status write_sample(supervisor *s, double elapsed) {
 /* Whether the program is still there; for when no pidfd says so. */
 static int program_alive(const supervisor *s) {
   gr__pid_stat st;
-  if (s->procfd >= 0) return read_stat_at(s->procfd, &st) == 0 && st.state != 'Z' && st.state != 'X';
+  if (s->procfd >= 0)
+    return read_stat_at(s->procfd, &st) == 0 && st.state != 'Z' && st.state != 'X';
   return kill(s->pid, 0) == 0 || errno == EPERM;
 }
 
@@ -503,10 +515,11 @@ static void write_end_record(supervisor *s, const program_end *e, const char *ti
   gr__strbuf_init_fixed(&b, text, sizeof text);
   /* the node name is already in the safe alphabet (gr__safe_name_fix): no JSON escape needed */
   gr__strbuf_appendf(&b,
-                     "{\"" GR_END_KEY_VERSION "\": %d, \"" GR_END_KEY_NODE "\": \"%s\", \"" GR_END_KEY_LOCAL_RANK
-                     "\": %d, \"" GR_END_KEY_RANK "\": %d, \"" GR_END_KEY_PID "\": %d, \"" GR_END_KEY_HOW
-                     "\": \"%s\", ",
-                     GR_END_VERSION, s->prom.node, s->o->local_rank, s->o->rank, (int)s->pid, e->how);
+                     "{\"" GR_END_KEY_VERSION "\": %d, \"" GR_END_KEY_NODE
+                     "\": \"%s\", \"" GR_END_KEY_LOCAL_RANK "\": %d, \"" GR_END_KEY_RANK
+                     "\": %d, \"" GR_END_KEY_PID "\": %d, \"" GR_END_KEY_HOW "\": \"%s\", ",
+                     GR_END_VERSION, s->prom.node, s->o->local_rank, s->o->rank, (int)s->pid,
+                     e->how);
   int is_exit = !strcmp(e->how, GR_END_HOW_EXIT), is_sig = !strcmp(e->how, GR_END_HOW_SIGNAL);
   if (is_exit)
     gr__strbuf_appendf(&b, "\"" GR_END_KEY_EXIT_CODE "\": %d, ", e->code);
@@ -522,8 +535,9 @@ static void write_end_record(supervisor *s, const program_end *e, const char *ti
   else
     gr__strbuf_appendf(&b, "\"" GR_END_KEY_SIGNAL_NAME "\": null, ");
   gr__strbuf_appendf(&b,
-                     "\"" GR_END_KEY_CORE "\": %s, \"" GR_END_KEY_TIME_LIMIT "\": \"%s\", \"" GR_END_KEY_START
-                     "\": %.3f, \"" GR_END_KEY_END "\": %.3f, \"" GR_END_KEY_CPU_TIME_S "\": ",
+                     "\"" GR_END_KEY_CORE "\": %s, \"" GR_END_KEY_TIME_LIMIT
+                     "\": \"%s\", \"" GR_END_KEY_START "\": %.3f, \"" GR_END_KEY_END
+                     "\": %.3f, \"" GR_END_KEY_CPU_TIME_S "\": ",
                      e->core ? "true" : "false", time_limit, start, end);
   if (isfinite(e->cpu_s))
     snprintf(num, sizeof num, "%.2f", e->cpu_s);
@@ -670,7 +684,10 @@ static void supervisor_main(supervisor *s, int ready) {
              o->time_limit_s, kill_sent ? "killed with SIGKILL" : "after SIGTERM", words);
   else
     GR_DEBUG("%s (pid %d) ended: %s", s->argv[0], (int)s->pid, words);
-  write_end_record(s, &e, kill_sent ? GR_END_TL_KILL : term_sent ? GR_END_TL_TERM : GR_END_TL_NONE,
+  write_end_record(s, &e,
+                   kill_sent   ? GR_END_TL_KILL
+                   : term_sent ? GR_END_TL_TERM
+                               : GR_END_TL_NONE,
                    start_unix, end_unix);
   if (s->tel) gr__telemetry_close(s->tel);
   if (s->csv >= 0) close(s->csv);

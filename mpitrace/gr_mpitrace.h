@@ -23,36 +23,34 @@
 
 /* The C functions the layer calls on (the recorded ones, the ones its own code uses, and the
  * helpers it forwards: observe/'s objects call MPI_Comm_rank and friends by name). */
+/* clang-format off */
 #define GR__MT_C_FUNCS(X)                                                                          \
-  X(Init)                                                                                          \
-  X(Init_thread)                                                                                   \
-  X(Finalize)                                                                                      \
-  X(Initialized) X(Finalized) X(Query_thread) X(Abort) X(Get_library_version) X(Comm_rank) X(      \
-      Comm_size) X(Comm_group) X(Comm_test_inter) X(Comm_set_name) X(Group_translate_ranks)        \
-      X(Group_size) X(Group_free) X(Type_size) X(Comm_f2c) X(Type_f2c) X(Request_f2c) X(           \
-          Win_get_group) X(Barrier) X(Bcast) X(Reduce) X(Allreduce) X(Gather) X(Gatherv)           \
-          X(Scatter) X(Scatterv) X(Allgather) X(Allgatherv) X(Alltoall) X(Alltoallv) X(            \
-              Alltoallw) X(Reduce_scatter) X(Reduce_scatter_block) X(Scan) X(Exscan) X(Ibarrier)   \
-              X(Ibcast) X(Ireduce) X(Iallreduce) X(Igather) X(Igatherv) X(Iscatter) X(             \
-                  Iscatterv) X(Iallgather) X(Iallgatherv) X(Ialltoall) X(Ialltoallv) X(Ialltoallw) \
-                  X(Ireduce_scatter) X(Ireduce_scatter_block) X(Iscan) X(Iexscan) X(Send) X(Ssend) \
-                      X(Bsend) X(Rsend) X(Isend) X(Issend) X(Ibsend) X(Irsend) X(Recv) X(Irecv)    \
-                          X(Sendrecv) X(Sendrecv_replace) X(Probe) X(Mprobe) X(Mrecv) X(Wait) X(   \
-                              Waitall) X(Waitany) X(Waitsome) X(Test)                              \
-                              X(Testall) X(Testany) X(Testsome) X(Win_fence) X(Win_lock) X(        \
-                                  Win_unlock) X(Win_lock_all) X(Win_unlock_all) X(Win_flush)       \
-                                  X(Win_flush_all) X(Win_start) X(Win_complete) X(Win_post) X(     \
-                                      Win_wait) X(Comm_dup)                                        \
-                                      X(Comm_dup_with_info) X(Comm_split)                          \
-                                          X(Comm_split_type) X(Comm_create) X(Comm_create_group)   \
-                                              X(Cart_create) X(Cart_sub) X(Graph_create)           \
-                                                  X(Dist_graph_create)                             \
-                                                      X(Dist_graph_create_adjacent)                \
-                                                          X(Intercomm_create) X(Intercomm_merge)   \
-                                                              X(Comm_free) X(Comm_spawn)           \
-                                                                  X(Win_create) X(Win_allocate)    \
-                                                                      X(Win_allocate_shared)       \
-                                                                          X(Win_create_dynamic)
+  X(Init) X(Init_thread) X(Finalize) X(Initialized) X(Finalized) X(Query_thread) X(Abort)         \
+  X(Get_library_version) X(Comm_rank) X(Comm_size) X(Comm_group) X(Comm_test_inter)               \
+  X(Comm_set_name) X(Group_translate_ranks) X(Group_size) X(Group_free) X(Type_size)              \
+  GR__MT_F2C(X) X(Win_get_group)                                                                  \
+  X(Barrier) X(Bcast) X(Reduce) X(Allreduce) X(Gather) X(Gatherv) X(Scatter) X(Scatterv)          \
+  X(Allgather) X(Allgatherv) X(Alltoall) X(Alltoallv) X(Alltoallw) X(Reduce_scatter)              \
+  X(Reduce_scatter_block) X(Scan) X(Exscan) X(Ibarrier) X(Ibcast) X(Ireduce) X(Iallreduce)        \
+  X(Igather) X(Igatherv) X(Iscatter) X(Iscatterv) X(Iallgather) X(Iallgatherv) X(Ialltoall)       \
+  X(Ialltoallv) X(Ialltoallw) X(Ireduce_scatter) X(Ireduce_scatter_block) X(Iscan) X(Iexscan)     \
+  X(Send) X(Ssend) X(Bsend) X(Rsend) X(Isend) X(Issend) X(Ibsend) X(Irsend) X(Recv) X(Irecv)      \
+  X(Sendrecv) X(Sendrecv_replace) X(Probe) X(Mprobe) X(Mrecv)                                     \
+  X(Wait) X(Waitall) X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome)             \
+  X(Win_fence) X(Win_lock) X(Win_unlock) X(Win_lock_all) X(Win_unlock_all) X(Win_flush)           \
+  X(Win_flush_all) X(Win_start) X(Win_complete) X(Win_post) X(Win_wait)                           \
+  X(Comm_dup) X(Comm_dup_with_info) X(Comm_split) X(Comm_split_type) X(Comm_create)               \
+  X(Comm_create_group) X(Cart_create) X(Cart_sub) X(Graph_create) X(Dist_graph_create)            \
+  X(Dist_graph_create_adjacent) X(Intercomm_create) X(Intercomm_merge) X(Comm_free)               \
+  X(Comm_spawn) X(Win_create) X(Win_allocate) X(Win_allocate_shared) X(Win_create_dynamic)
+/* clang-format on */
+
+/* Open MPI's handle conversions, functions there (fortran.c needs them); macros in MPICH. */
+#if defined(OMPI_MAJOR_VERSION)
+#define GR__MT_F2C(X) X(Comm_f2c) X(Type_f2c) X(Request_f2c)
+#else
+#define GR__MT_F2C(X)
+#endif
 
 #define GR__MT_NEXT_FIELD(name) __typeof__(&PMPI_##name) name;
 typedef struct {

@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The MPI functions are the library's interface (exports.map). Open MPI's mpi.h marks them
+ * visible itself, MPICH's does not: say it here for both. */
+#pragma GCC visibility push(default)
+
 /* A call recorded around its next definition. */
 #define RECORD(kind, comm, count, dtype, root, peer, tag, call)                                    \
   do {                                                                                             \
@@ -492,3 +496,5 @@ int MPI_Win_allocate_shared(MPI_Aint size, int disp, MPI_Info i, MPI_Comm c, voi
 int MPI_Win_create_dynamic(MPI_Info i, MPI_Comm c, MPI_Win *w) {
   WIN_MADE(NEXT(Win_create_dynamic)(i, c, w), c, w);
 }
+
+#pragma GCC visibility pop

@@ -31,46 +31,31 @@ typedef enum {
 enum { GR__OPC_COLL, GR__OPC_SEND, GR__OPC_RECV, GR__OPC_SYNC, GR__OPC_MAKE };
 
 /* X(id, class): the MPI functions the layer records, by their MPI name without "MPI_". */
-#define GR__MPI_CALLS(X)                                                                           \
-  X(Barrier, COLL)                                                                                 \
-  X(Bcast, COLL)                                                                                   \
-  X(Reduce, COLL) X(Allreduce, COLL) X(Gather, COLL) X(Gatherv, COLL) X(Scatter, COLL) X(          \
-      Scatterv, COLL) X(Allgather, COLL) X(Allgatherv, COLL) X(Alltoall, COLL) X(Alltoallv, COLL)  \
-      X(Alltoallw, COLL) X(Reduce_scatter, COLL) X(Reduce_scatter_block, COLL) X(Scan, COLL) X(    \
-          Exscan, COLL) X(Ibarrier, COLL) X(Ibcast, COLL) X(Ireduce, COLL) X(Iallreduce, COLL)     \
-          X(Igather, COLL) X(Igatherv, COLL) X(Iscatter, COLL) X(Iscatterv, COLL) X(Iallgather,    \
-                                                                                    COLL)          \
-              X(Iallgatherv, COLL) X(Ialltoall, COLL) X(Ialltoallv, COLL) X(Ialltoallw, COLL) X(   \
-                  Ireduce_scatter, COLL) X(Ireduce_scatter_block, COLL) X(Iscan, COLL)             \
-                  X(Iexscan, COLL) X(Send, SEND) X(Ssend, SEND) X(Bsend, SEND) X(Rsend, SEND)      \
-                      X(Isend, SEND) X(Issend, SEND) X(Ibsend, SEND) X(Irsend, SEND) X(Recv, RECV) \
-                          X(Irecv, RECV) X(Sendrecv, RECV) X(Sendrecv_replace, RECV) X(            \
-                              Probe, RECV) X(Mprobe, RECV)                                         \
-                              X(Mrecv, RECV) X(Wait, SYNC) X(Waitall, SYNC) X(                     \
-                                  Waitany, SYNC) X(Waitsome, SYNC)                                 \
-                                  X(Win_fence, SYNC) X(Win_lock, SYNC) X(Win_unlock, SYNC) X(      \
-                                      Win_lock_all,                                                \
-                                      SYNC) X(Win_unlock_all, SYNC)                                \
-                                      X(Win_flush, SYNC) X(Win_flush_all, SYNC) X(                 \
-                                          Win_start, SYNC) X(Win_complete,                         \
-                                                             SYNC) X(Win_post,                     \
-                                                                     SYNC) X(Win_wait,             \
-                                                                             SYNC) X(Finalize,     \
-                                                                                     SYNC)         \
-                                          X(Comm_dup, MAKE) X(Comm_dup_with_info, MAKE) X(         \
-                                              Comm_split,                                          \
-                                              MAKE) X(Comm_split_type, MAKE)                       \
-                                              X(Comm_create, MAKE) X(Comm_create_group, MAKE) X(   \
-                                                  Cart_create, MAKE) X(Cart_sub, MAKE)             \
-                                                  X(Graph_create, MAKE) X(Dist_graph_create, MAKE) \
-                                                      X(Dist_graph_create_adjacent,                \
-                                                        MAKE) X(Intercomm_create, MAKE)            \
-                                                          X(Intercomm_merge, MAKE) X(              \
-                                                              Comm_free, MAKE) X(Comm_spawn, MAKE) \
-                                                              X(Win_create,                        \
-                                                                MAKE) X(Win_allocate, MAKE)        \
-                                                                  X(Win_allocate_shared, MAKE)     \
-                                                                      X(Win_create_dynamic, MAKE)
+/* clang-format off */
+#define GR__MPI_CALLS(X)                                                                          \
+  X(Barrier, COLL) X(Bcast, COLL) X(Reduce, COLL) X(Allreduce, COLL) X(Gather, COLL)              \
+  X(Gatherv, COLL) X(Scatter, COLL) X(Scatterv, COLL) X(Allgather, COLL) X(Allgatherv, COLL)      \
+  X(Alltoall, COLL) X(Alltoallv, COLL) X(Alltoallw, COLL) X(Reduce_scatter, COLL)                 \
+  X(Reduce_scatter_block, COLL) X(Scan, COLL) X(Exscan, COLL) X(Ibarrier, COLL) X(Ibcast, COLL)   \
+  X(Ireduce, COLL) X(Iallreduce, COLL) X(Igather, COLL) X(Igatherv, COLL) X(Iscatter, COLL)       \
+  X(Iscatterv, COLL) X(Iallgather, COLL) X(Iallgatherv, COLL) X(Ialltoall, COLL)                  \
+  X(Ialltoallv, COLL) X(Ialltoallw, COLL) X(Ireduce_scatter, COLL)                                \
+  X(Ireduce_scatter_block, COLL) X(Iscan, COLL) X(Iexscan, COLL)                                  \
+  X(Send, SEND) X(Ssend, SEND) X(Bsend, SEND) X(Rsend, SEND) X(Isend, SEND) X(Issend, SEND)       \
+  X(Ibsend, SEND) X(Irsend, SEND)                                                                 \
+  X(Recv, RECV) X(Irecv, RECV) X(Sendrecv, RECV) X(Sendrecv_replace, RECV) X(Probe, RECV)         \
+  X(Mprobe, RECV) X(Mrecv, RECV)                                                                  \
+  X(Wait, SYNC) X(Waitall, SYNC) X(Waitany, SYNC) X(Waitsome, SYNC) X(Win_fence, SYNC)            \
+  X(Win_lock, SYNC) X(Win_unlock, SYNC) X(Win_lock_all, SYNC) X(Win_unlock_all, SYNC)             \
+  X(Win_flush, SYNC) X(Win_flush_all, SYNC) X(Win_start, SYNC) X(Win_complete, SYNC)              \
+  X(Win_post, SYNC) X(Win_wait, SYNC) X(Finalize, SYNC)                                           \
+  X(Comm_dup, MAKE) X(Comm_dup_with_info, MAKE) X(Comm_split, MAKE) X(Comm_split_type, MAKE)      \
+  X(Comm_create, MAKE) X(Comm_create_group, MAKE) X(Cart_create, MAKE) X(Cart_sub, MAKE)          \
+  X(Graph_create, MAKE) X(Dist_graph_create, MAKE) X(Dist_graph_create_adjacent, MAKE)            \
+  X(Intercomm_create, MAKE) X(Intercomm_merge, MAKE) X(Comm_free, MAKE) X(Comm_spawn, MAKE)       \
+  X(Win_create, MAKE) X(Win_allocate, MAKE) X(Win_allocate_shared, MAKE)                          \
+  X(Win_create_dynamic, MAKE)
+/* clang-format on */
 
 /* The MPI layer's kinds: GR__MPI_<Name>. */
 #define GR__MPI_FIRST 64

@@ -66,10 +66,10 @@ enum { GR__RPT_END_EXIT, GR__RPT_END_SIGNAL, GR__RPT_END_UNSEEN };
 typedef struct {
   char node[128];
   int local_rank, rank;
-  int how;            /* GR__RPT_END_* */
+  int how;             /* GR__RPT_END_* */
   int code, sig, core; /* exit status; signal number and whether a core was dumped */
-  char sig_name[16];  /* "KILL", from the record when it is plain capitals and digits, else "" */
-  int time_limit;     /* 0 not reached, 1 its SIGTERM sent, 2 its SIGKILL too */
+  char sig_name[16];   /* "KILL", from the record when it is plain capitals and digits, else "" */
+  int time_limit;      /* 0 not reached, 1 its SIGTERM sent, 2 its SIGKILL too */
   double start, end, cpu_s; /* Unix s, Unix s, CPU s; NAN unknown */
 } gr__rpt_end;
 

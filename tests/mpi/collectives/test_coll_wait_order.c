@@ -71,8 +71,16 @@ static gr_comm *split(gr_comm *parent, int reversed) {
 
 /* ---- one request: its kind, buffers and exact answer ---------------------------------------- */
 
-enum { K_ALLREDUCE, K_BROADCAST, K_REDUCE, K_ALLGATHER, K_REDUCE_SCATTER, K_ALLTOALL, K_BARRIER,
-       NKINDS };
+enum {
+  K_ALLREDUCE,
+  K_BROADCAST,
+  K_REDUCE,
+  K_ALLGATHER,
+  K_REDUCE_SCATTER,
+  K_ALLTOALL,
+  K_BARRIER,
+  NKINDS
+};
 static const char *const kind_name[] = {"allreduce",      "broadcast", "reduce", "allgather",
                                         "reduce_scatter", "alltoall",  "barrier"};
 
@@ -163,7 +171,8 @@ static int check(one *o, const char *where) {
     }
     if (o->recv[j] != want) {
       if (!bad)
-        fprintf(stderr, "[rank %d] %s: request %d (%s, count %zu, root %d): [%zu] = %g, expected %g\n",
+        fprintf(stderr,
+                "[rank %d] %s: request %d (%s, count %zu, root %d): [%zu] = %g, expected %g\n",
                 rank, where, o->id, kind_name[o->kind], o->count, o->root, j, o->recv[j], want);
       bad++;
     }
@@ -264,8 +273,8 @@ static void mix(int round) {
         if (st != GR_OK || d) {
           o->done = 1, left--;
           if (st != GR_OK) {
-            FAIL("%s: gr_test of request %d (%s) returned %s: %s", where, o->id,
-                 kind_name[o->kind], gr_status_name(st), gr_last_error());
+            FAIL("%s: gr_test of request %d (%s) returned %s: %s", where, o->id, kind_name[o->kind],
+                 gr_status_name(st), gr_last_error());
             free(o->send), free(o->recv);
           } else {
             failures += check(o, where);
@@ -376,16 +385,22 @@ static void threads(int round) {
   if (!a || !b) return;
   enum { NA = 6, NB = 6 };
   one ra[NA], rb[NB];
-  static const int kinds[] = {K_ALLTOALL, K_REDUCE, K_ALLREDUCE, K_BROADCAST, K_ALLGATHER,
-                              K_REDUCE_SCATTER};
+  static const int kinds[] = {K_ALLTOALL,  K_REDUCE,    K_ALLREDUCE,
+                              K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER};
   /* Main starts A's requests and B's first half, interleaved, then hands A's to the thread. */
   for (int i = 0; i < NA; i++) {
-    ra[i] = (one){.kind = kinds[i], .root = i % size, .id = 300 + i,
-                  .count = i % 2 ? 100000 : 3000, .comm = a};
+    ra[i] = (one){.kind = kinds[i],
+                  .root = i % size,
+                  .id = 300 + i,
+                  .count = i % 2 ? 100000 : 3000,
+                  .comm = a};
     EXPECT_OK(start(&ra[i]));
     if (i < NB / 2) {
-      rb[i] = (one){.kind = kinds[NB - 1 - i], .root = (i + 1) % size, .id = 400 + i,
-                    .count = i % 2 ? 3000 : 30000, .comm = b};
+      rb[i] = (one){.kind = kinds[NB - 1 - i],
+                    .root = (i + 1) % size,
+                    .id = 400 + i,
+                    .count = i % 2 ? 3000 : 30000,
+                    .comm = b};
       EXPECT_OK(start(&rb[i]));
     }
   }

@@ -425,8 +425,8 @@ static void monitored(gr_supervise_opts *o, const char *job) {
 
 /* Runs argv monitored under job without reaping the program until its end record is there (so
  * that the zombie's status is always seen), then returns its status; *end gets the record. */
-static int run_to_end_record(char *const argv[], gr_supervise_opts *o, const char *job,
-                             char *end, size_t cap) {
+static int run_to_end_record(char *const argv[], gr_supervise_opts *o, const char *job, char *end,
+                             size_t cap) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s/n9.1" GR_END_SUFFIX, tmpdir, job);
   pid_t h = start(argv, o);
