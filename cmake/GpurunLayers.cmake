@@ -90,3 +90,27 @@ target_link_libraries(gpurun_runtime PUBLIC gpurun_coll gpurun_tasks PkgConfig::
                       PRIVATE ${GPURUN_PRIVATE_LIBS})
 
 # (sources: the CMakeLists.txt of each folder)
+
+# gr_loaded_library(TARGET SOURCES...): a shared library that another program loads into itself
+# (the MPI layer by LD_PRELOAD, NCCL's profiler plugin by dlopen): its sources plus the base's,
+# compiled here again, never with a sanitizer, since the program it lands in was not built with
+# one (a shell, Python, LAMMPS, NCCL's user) and a sanitized library cannot load there.
+function(gr_loaded_library target)
+  get_target_property(base_sources gpurun_base SOURCES)
+  list(TRANSFORM base_sources REPLACE "^([^/])" "${PROJECT_SOURCE_DIR}/base/\\1") # relative ones
+  add_library(${target} SHARED ${ARGN} ${base_sources})
+  foreach(prop COMPILE_OPTIONS LINK_OPTIONS)
+    get_target_property(opts ${target} ${prop})
+    if(opts)
+      list(FILTER opts EXCLUDE REGEX "sanitize")
+      set_target_properties(${target} PROPERTIES ${prop} "${opts}")
+    endif()
+  endforeach()
+  target_compile_definitions(${target} PRIVATE GPURUN_BUILDING_LIBRARY)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/base
+    ${PROJECT_BINARY_DIR}/base ${PROJECT_SOURCE_DIR}/observe ${PROJECT_SOURCE_DIR}/include
+    ${PROJECT_BINARY_DIR}/include $<TARGET_PROPERTY:MPI::MPI_C,INTERFACE_INCLUDE_DIRECTORIES>)
+  # hwloc: the base's plan reader (unused by these libraries, but among the base's sources)
+  target_link_libraries(${target} PRIVATE PkgConfig::HWLOC Threads::Threads ${CMAKE_DL_LIBS} m)
+  gpurun_warnings(${target})
+endfunction()

@@ -36,7 +36,6 @@
 #pragma weak ompi_mpi_op_null
 #pragma weak ompi_mpi_info_null
 #pragma weak ompi_mpi_win_null
-#pragma weak ompi_mpi_long_long
 #endif
 
 #endif
