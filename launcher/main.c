@@ -218,6 +218,7 @@ int main(int argc, char **argv) {
   /* the MPI layer in front of the program (trace.c): before the supervisor, whose program it is */
   if (gr__trace_setup(&o, prog[0]) != GR_OK) {
     fprintf(stderr, "gpurun: %s\n", gr_last_error());
+    gr__envlist_free(&e);
     rc = 2;
     goto done;
   }
