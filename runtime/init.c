@@ -3,6 +3,7 @@
 #include <gpurun/runtime.h>
 
 #include "gr_clock.h"
+#include "gr_coll.h"
 #include "gr_config.h"
 #include "gr_counters.h"
 #include "gr_observe.h"
@@ -319,6 +320,20 @@ GR_API gr_status gr_finalize(void) {
                     "gr_init ran in process %d; this process is a child of fork() and cannot "
                     "finalize what the parent initialised; nothing was done",
                     init_pid);
+  }
+  /* Requests on the world communicator still outstanding: refuse before anything is finalized
+   * (the counters, the pool, the world, MPI), so that the gr_wait the sentence advises still
+   * works and a later gr_finalize does the whole job. */
+  long pending = world ? __atomic_load_n(&world->pending, __ATOMIC_ACQUIRE) : 0;
+  if (pending > 0) {
+    char id[sizeof world->id];
+    snprintf(id, sizeof id, "%s", world->id);
+    pthread_mutex_unlock(&lock);
+    return gr__fail(GR_ERR_STATE, fn,
+                    "the world communicator %s has %ld request(s) or grouped call(s) outstanding; "
+                    "complete them (gr_wait, gr_group_end), then call gr_finalize again; nothing "
+                    "was finalized",
+                    id, pending);
   }
   write_counters();
   __atomic_store_n(&state, ST_DOWN, __ATOMIC_RELEASE);

@@ -183,6 +183,21 @@ int main(int argc, char **argv) {
     REQUIRE(gr_barrier(w) == GR_OK);
   }
 
+  /* A request outstanding on the world: gr_finalize refuses and finalizes nothing (MPI
+   * included), the request's wait still works, and the next gr_finalize does it all. */
+  gr_request *req = NULL;
+  int64_t rsum = 0;
+  REQUIRE(gr_iallreduce(&mine, &rsum, 1, GR_INT64, GR_SUM, w, NULL, &req) == GR_OK);
+  REQUIRE(gr_finalize() == GR_ERR_STATE);
+  REQUIRE(strstr(gr_last_error(), "outstanding") &&
+          strstr(gr_last_error(), "nothing was finalized"));
+  REQUIRE(gr_initialized());
+  int mpi_fin = 1;
+  MPI_Finalized(&mpi_fin);
+  REQUIRE(!mpi_fin);
+  REQUIRE(gr_wait(&req) == GR_OK);
+  REQUIRE(rsum == (int64_t)size * (size + 1) / 2);
+
   REQUIRE(gr_finalize() == GR_OK);
   REQUIRE(!gr_initialized());
   REQUIRE(gr_world() == NULL && gr_default_pool() == NULL);
@@ -200,8 +215,9 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/%s/%s.%d.counters.json", dir, job, host, ri.local_rank);
     char *text = slurp(path);
     REQUIRE(text != NULL);
-    /* 1 + 20 allreduces of one int64 (8 bytes each) and one barrier. */
-    REQUIRE(strstr(text, "\"allreduce\": {\"calls\": 21, \"bytes\": 168,"));
+    /* 1 + 20 allreduces of one int64 (8 bytes each), the request refused finalize waited for,
+     * and one barrier. */
+    REQUIRE(strstr(text, "\"allreduce\": {\"calls\": 22, \"bytes\": 176,"));
     REQUIRE(strstr(text, "\"barrier\": {\"calls\": 1,"));
     char want[64];
     snprintf(want, sizeof want, "{\"rank\": %d, \"size\": %d,", rank, size);
