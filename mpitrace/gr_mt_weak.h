@@ -1,8 +1,9 @@
 /* Internal: included before every source of libgpurun-mpi.so (CMake's -include). The layer links
  * no MPI library, and Open MPI's handles (MPI_COMM_WORLD, MPI_FLOAT, ...) are the addresses of
  * libmpi's objects: referenced weakly, a process without libmpi (a shell a job script runs, with
- * the layer in LD_PRELOAD) still loads the layer, which then never starts. MPICH's handles are
- * integer constants and need nothing. */
+ * the layer in LD_PRELOAD) still loads the layer, which then never starts; where libmpi is loaded
+ * later, out of the layer's sight, by name (below). MPICH's handles are integer constants and
+ * need nothing. */
 #ifndef GR_MT_WEAK_H
 #define GR_MT_WEAK_H
 
@@ -36,6 +37,14 @@
 #pragma weak ompi_mpi_op_null
 #pragma weak ompi_mpi_info_null
 #pragma weak ompi_mpi_win_null
+
+/* A weak reference is bound when the layer is loaded: where the program loads the MPI library
+ * later, into a scope of its own (Python loads mpi4py's module RTLD_LOCAL), it stays NULL. The
+ * handle is then looked up by name in the MPI library, wherever it was loaded (layer.c). */
+void *gr__mt_ompi(const char *global);
+#undef OMPI_PREDEFINED_GLOBAL
+#define OMPI_PREDEFINED_GLOBAL(type, global)                                                       \
+  ((type)(&(global) ? (void *)&(global) : gr__mt_ompi(#global)))
 #endif
 
 #endif

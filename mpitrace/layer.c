@@ -14,6 +14,7 @@
 #include "gr_stats.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,14 +27,62 @@ int gr__mt_on;
 
 static pthread_once_t resolved = PTHREAD_ONCE_INIT;
 
+/* The loaded object that defines PMPI_Init: the MPI library, also where the program loaded it
+ * into a scope of its own (Python loads mpi4py's module, and with it libmpi, RTLD_LOCAL, where
+ * neither RTLD_NEXT nor the default scope sees it). */
+static int find_mpi(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  void **out = data;
+  if (!info->dlpi_name || !info->dlpi_name[0]) return 0;
+  void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) return 0;
+  if (dlsym(h, "PMPI_Init")) {
+    *out = h; /* kept open: the library is loaded anyway */
+    return 1;
+  }
+  dlclose(h);
+  return 0;
+}
+
+#if defined(OMPI_MAJOR_VERSION)
+/* An Open MPI handle by its global's name (gr_mt_weak.h), from the MPI library wherever it was
+ * loaded; remembered once found. */
+void *gr__mt_ompi(const char *global) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static struct {
+    const char *name;
+    void *value;
+  } seen[48];
+  static void *mpi;
+  void *v = NULL;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < 48 && seen[i].name && !v; i++)
+    if (!strcmp(seen[i].name, global)) v = seen[i].value;
+  if (!v) {
+    if (!mpi) dl_iterate_phdr(find_mpi, &mpi);
+    v = mpi ? dlsym(mpi, global) : NULL;
+    for (int i = 0; i < 48 && v; i++)
+      if (!seen[i].name) {
+        seen[i].name = global;
+        seen[i].value = v;
+        break;
+      }
+  }
+  pthread_mutex_unlock(&mu);
+  return v;
+}
+#endif
+
 static void resolve_all(void) {
   /* RTLD_NEXT: whatever comes after the layer in the search order (another tool, else the MPI
-   * library); PMPI_ through the default scope when that finds nothing (an MPI loaded with
-   * RTLD_LOCAL, as Python loads mpi4py's module) */
+   * library); else PMPI_ through the default scope; else PMPI_ in the MPI library wherever it was
+   * loaded (find_mpi) */
+  void *mpi = NULL;
 #define RESOLVE(name)                                                                              \
   do {                                                                                             \
     void *p = dlsym(RTLD_NEXT, "MPI_" #name);                                                      \
     if (!p) p = dlsym(RTLD_DEFAULT, "PMPI_" #name);                                                \
+    if (!p && (mpi || dl_iterate_phdr(find_mpi, &mpi))) p = dlsym(mpi, "PMPI_" #name);             \
     if (p) __atomic_store_n((void **)&gr__mt_next.name, p, __ATOMIC_RELEASE);                      \
   } while (0);
   GR__MT_C_FUNCS(RESOLVE)
@@ -44,6 +93,12 @@ void gr__mt_resolve(void) {
   pthread_once(&resolved, resolve_all);
   /* still missing: the MPI library came later (mpi4py); try again, once per missing call */
   if (!gr__mt_next.Init) resolve_all();
+  if (!gr__mt_next.Init) {
+    /* An MPI function was called and no MPI library is loaded: nothing to call on. */
+    fprintf(stderr, "gpurun: the MPI layer (libgpurun-mpi.so) found no MPI library in this "
+                    "process to pass an MPI call on to; run the program without --trace=mpi\n");
+    abort();
+  }
 }
 
 /* ---- communicators -------------------------------------------------------------------------
@@ -64,7 +119,8 @@ typedef struct mt_comm {
 static pthread_mutex_t comm_mu = PTHREAD_MUTEX_INITIALIZER;
 static mt_comm *buckets[NBUCKETS], *free_entries;
 static unsigned long comm_gen = 1; /* one more on every free: thread caches drop their entry */
-static MPI_Group world_group = MPI_GROUP_NULL;
+static MPI_Group world_group;      /* valid while have_world_group */
+static int have_world_group;
 static int world_rank = -1, world_size;
 static uint64_t nunknown;
 
@@ -88,7 +144,7 @@ static int lowest_world_rank(MPI_Comm c) {
   int n = 0, low = -1;
   if (NEXT(Comm_group)(c, &g) != MPI_SUCCESS) return -1;
   NEXT(Group_size)(g, &n);
-  if (n > 0 && world_group != MPI_GROUP_NULL) {
+  if (n > 0 && have_world_group) {
     int *in = malloc((size_t)n * sizeof *in), *out = malloc((size_t)n * sizeof *out);
     if (in && out) {
       for (int i = 0; i < n; i++)
@@ -481,7 +537,7 @@ void gr__mt_start(void) {
   say_next_tool();
   NEXT(Comm_rank)(MPI_COMM_WORLD, &world_rank);
   NEXT(Comm_size)(MPI_COMM_WORLD, &world_size);
-  NEXT(Comm_group)(MPI_COMM_WORLD, &world_group);
+  have_world_group = NEXT(Comm_group)(MPI_COMM_WORLD, &world_group) == MPI_SUCCESS;
   /* the job id every rank agrees on (the environment's under gpurun: no talk), then the flight
    * recorder and the live state, as gr_init starts them */
   char job[128];
@@ -516,7 +572,8 @@ void gr__mt_stop(void) {
   pthread_mutex_unlock(&comm_mu);
   gr__stats_write("finalize");
   __atomic_store_n(&gr__mt_on, 0, __ATOMIC_RELEASE);
-  if (world_group != MPI_GROUP_NULL) NEXT(Group_free)(&world_group);
+  if (have_world_group) NEXT(Group_free)(&world_group);
+  have_world_group = 0;
 }
 
 /* ---- each thread's call in progress (the watchdog reads them) ----------------------------- */

@@ -142,6 +142,26 @@ EOF
   esac
 done
 
+# ---- python: mpi4py loads MPI with its module, RTLD_LOCAL, after the layer started ----------------
+if [ "$family" != openmpi ]; then
+  # Debian's mpi4py is linked with Open MPI: a layer built for MPICH would pass Open MPI's 64-bit
+  # handles through its own 32-bit ones (docs/architecture.md, "The MPI layer")
+  echo "skip: mpi4py is Open MPI's here, the layer $family's"
+elif /usr/bin/python3 -c 'import mpi4py' 2> /dev/null; then
+  GPURUN_JOB_ID=py "$launch" -np 2 --oversubscribe -x GPURUN_MONITOR_DIR -x GPURUN_JOB_ID \
+    "$gpurun" --trace=mpi /usr/bin/python3 -c \
+    'import sys; from mpi4py import MPI; c = MPI.COMM_WORLD; sys.stdout.write("mpi4py sum %d\n" % c.allreduce(c.rank + 1)); sys.stdout.flush()' \
+    > "$tmp/py.out" 2>&1
+  if [ "$(grep -c 'mpi4py sum 3' "$tmp/py.out")" = 2 ] &&
+     { [ "$family" != openmpi ] || grep -q '"calls": [1-9]' "$tmp/mon/py/mpistats.0.json"; }; then
+    ok "mpi4py: the same sums, and (Open MPI) the layer's statistics"
+  else
+    bad "mpi4py: $(cat "$tmp/py.out" "$tmp/mon/py/mpistats.0.json" 2>&1)"
+  fi
+else
+  echo "skip: no mpi4py for /usr/bin/python3"
+fi
+
 # ---- aside --------------------------------------------------------------------------------------
 LD_PRELOAD=$lib /bin/sh -c 'echo preloaded' > "$tmp/sh.out" 2>&1
 [ "$(cat "$tmp/sh.out")" = preloaded ] && ok "a shell with the layer preloaded" || bad "shell: $(cat "$tmp/sh.out")"
