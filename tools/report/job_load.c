@@ -305,20 +305,25 @@ gr_status gr__rpt_load_csv(const char *path, gr__rpt_job *job) {
   return load_csv_at(AT_FDCWD, path, path, job);
 }
 
+/* A JSON file of the job directory, or NULL after one warning naming it (it is skipped). */
+static gr__rpt_json *parse_or_skip(int dirfd, const char *name, size_t max, const char *shown) {
+  size_t at = 0;
+  gr__rpt_json *doc = NULL;
+  if (gr__rpt_json_parse_file_at(dirfd, name, max, &at, &doc) == GR_OK) return doc;
+  fputs("gpurun-report: ", stderr);
+  gr__esc_term(stderr, shown);
+  fputs(": ", stderr);
+  gr__esc_term(stderr, gr_last_error());
+  fputs("; skipped\n", stderr);
+  return NULL;
+}
+
 static gr_status load_counters_at(int dirfd, const char *name, const char *shown,
                                   gr__rpt_job *job) {
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
-  size_t at = 0;
-  gr__rpt_json *doc = NULL;
-  if (gr__rpt_json_parse_file_at(dirfd, name, GR__RPT_MAX_COUNTERS_FILE, &at, &doc) != GR_OK) {
-    fputs("gpurun-report: ", stderr);
-    gr__esc_term(stderr, shown);
-    fputs(": ", stderr);
-    gr__esc_term(stderr, gr_last_error());
-    fputs("; skipped\n", stderr);
-    return GR_OK;
-  }
+  gr__rpt_json *doc = parse_or_skip(dirfd, name, GR__RPT_MAX_COUNTERS_FILE, shown);
+  if (!doc) return GR_OK;
   gr__rpt_counters c;
   memset(&c, 0, sizeof c);
   if (parse_name(base, GR_COUNTERS_SUFFIX, c.node, sizeof c.node, &c.local_rank) != 0) {
@@ -374,16 +379,8 @@ gr_status gr__rpt_load_counters(const char *path, gr__rpt_job *job) {
 static gr_status load_end_at(int dirfd, const char *name, const char *shown, gr__rpt_job *job) {
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
-  size_t at = 0;
-  gr__rpt_json *doc = NULL;
-  if (gr__rpt_json_parse_file_at(dirfd, name, GR_END_MAX_FILE, &at, &doc) != GR_OK) {
-    fputs("gpurun-report: ", stderr);
-    gr__esc_term(stderr, shown);
-    fputs(": ", stderr);
-    gr__esc_term(stderr, gr_last_error());
-    fputs("; skipped\n", stderr);
-    return GR_OK;
-  }
+  gr__rpt_json *doc = parse_or_skip(dirfd, name, GR_END_MAX_FILE, shown);
+  if (!doc) return GR_OK;
   gr__rpt_end e;
   memset(&e, 0, sizeof e);
   if (parse_name(base, GR_END_SUFFIX, e.node, sizeof e.node, &e.local_rank) != 0) {
