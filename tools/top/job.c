@@ -889,7 +889,7 @@ void gr__top_analyse(gr__top_job *job) {
     gr__strbuf_appendf(&d, "%s #%llu on %s", best_op, best_seq, lab);
     for (int i = 0; i < gr__top_nranks(job); i++) {
       const gr__live_comm *lc = fault[i] ? NULL : comm_in(&GR__TOP_ROW(job, i), best_id, best_size);
-      if (lc && lc->seq == best_seq && !strcmp(lc->state, "running")) {
+      if (lc && lc->seq == best_seq && !strcmp(lc->op, best_op) && !strcmp(lc->state, "running")) {
         put_waits(&d, job, lc);
         break;
       }
