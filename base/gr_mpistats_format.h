@@ -21,6 +21,8 @@
 #define GR_MPISTATS_PREFIX "mpistats."
 #define GR_MPISTATS_SUFFIX ".json"
 #define GR_MPISTATS_RING 1024
+/* the world communicator's id; the others are "<parent>.<n>:<lowest world rank>" */
+#define GR_MPISTATS_WORLD_ID "w"
 
 #define GR_MS_RANK "rank"
 #define GR_MS_SIZE "size"

@@ -9,6 +9,7 @@
 #include "gr_live.h"
 #include "gr_log.h"
 #include "gr_mpi_family.h"
+#include "gr_mpistats_format.h"
 #include "gr_observe.h"
 #include "gr_param.h"
 #include "gr_stats.h"
@@ -200,7 +201,7 @@ static mt_comm *entry_slow(MPI_Comm c) {
     char id[32];
     const char *name = NULL;
     if (c == MPI_COMM_WORLD) {
-      snprintf(id, sizeof id, "w");
+      snprintf(id, sizeof id, "%s", GR_MPISTATS_WORLD_ID);
       name = GR_FL_WORLD;
     } else if (c == MPI_COMM_SELF) {
       snprintf(id, sizeof id, "self.%d", world_rank);

@@ -149,11 +149,26 @@ gr_status gr__rpt_write_svg(const gr__rpt_job *job, const char *path, int check_
  * nothing written to out). */
 gr_status gr__rpt_flight(const char *dir, FILE *out, char **json, char **wait_json, int *ndumps);
 
-/* The MPI layer's call statistics (mpistats.<rank>.json, base/gr_mpistats_format.h): per
- * communicator, how often each rank arrives last at a blocking collective and by how much the
- * others wait for it, printed as a table with the rank that stands out (stragglers.c). Files that
- * do not parse are skipped with a warning. *ncomms: the communicators found. GR_OK, or the
- * directory's error. */
-gr_status gr__rpt_stragglers(const char *dir, FILE *out, int *ncomms);
+/* The MPI layer's call statistics (mpistats.<rank>.json, base/gr_mpistats_format.h), joined per
+ * communicator (stragglers.c): how often each rank arrives last at a blocking collective and by
+ * how much, and whom the others waited for. */
+typedef struct gr__rpt_arrivals gr__rpt_arrivals;
+
+/* Reads every mpistats file in dir (those that do not parse are skipped with a warning on
+ * stderr) and analyses each communicator. *out: NULL on failure (free with
+ * gr__rpt_arrivals_free). GR_OK, or the directory's error. */
+gr_status gr__rpt_arrivals_load(const char *dir, gr__rpt_arrivals **out);
+
+/* 1 when the statistics cover the world communicator (2 ranks or more), with *rank the world
+ * rank the others waited for there, -1 when no rank stands out; 0 without them. */
+int gr__rpt_arrivals_world(const gr__rpt_arrivals *a, int *rank);
+
+/* Each communicator's table and verdicts ("Arrivals at the collectives of ..."). */
+void gr__rpt_arrivals_print(const gr__rpt_arrivals *a, FILE *out);
+void gr__rpt_arrivals_free(gr__rpt_arrivals *a);
+
+/* The slowest rank from the MPI layer's verdict on the world (gr__rpt_arrivals_world), which
+ * replaces the guess from the CSVs and counters: rank -1 leaves no rank flagged and says so. */
+void gr__rpt_set_slowest_from_mpi(gr__rpt_job *job, int rank);
 
 #endif

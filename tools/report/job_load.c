@@ -589,6 +589,19 @@ void gr__rpt_summarize(gr__rpt_job *job) {
   }
 }
 
+void gr__rpt_set_slowest_from_mpi(gr__rpt_job *job, int rank) {
+  job->slowest = -1;
+  job->slowest_rank = -1;
+  job->slowest_why = "no rank stands out in the MPI calls (the arrivals below)";
+  for (int i = 0; rank >= 0 && i < gr__rpt_nseries(job); i++)
+    if (GR__RPT_SERIES(job, i).rank == rank) {
+      job->slowest = i;
+      job->slowest_rank = rank;
+      job->slowest_why = "the others waited for it in MPI (the arrivals below)";
+      return;
+    }
+}
+
 void gr__rpt_free(gr__rpt_job *job) {
   for (int i = 0; i < gr__rpt_nseries(job); i++) {
     free(GR__RPT_SERIES(job, i).t);

@@ -121,6 +121,12 @@ int main(int argc, char **argv) {
     return fail(1);
   }
   gr__rpt_summarize(&job);
+  /* The MPI layer's statistics, where the program ran under it, say whom the others waited for:
+   * that replaces the CSVs' guess at the slowest rank. */
+  gr__rpt_arrivals *arr = NULL;
+  if (gr__rpt_arrivals_load(job_dir, &arr) != GR_OK) fail(1);
+  int waited_for;
+  if (gr__rpt_arrivals_world(arr, &waited_for)) gr__rpt_set_slowest_from_mpi(&job, waited_for);
   printf("gpurun-report: ");
   gr__esc_term(stdout, job_dir);
   putchar('\n');
@@ -129,8 +135,8 @@ int main(int argc, char **argv) {
   int nf = 0;
   gr_status fst = gr__rpt_flight(job_dir, stdout, &flight, &wait, &nf);
   if (fst != GR_OK) fail(1);
-  int nstat = 0;
-  if (gr__rpt_stragglers(job_dir, stdout, &nstat) != GR_OK) fail(1);
+  gr__rpt_arrivals_print(arr, stdout);
+  gr__rpt_arrivals_free(arr);
 
   /* The default outputs go into the job directory only when it is this user's and no one else
    * can write it (an operator reading a user's job must not write where the user controls). */

@@ -95,6 +95,8 @@ void gr__rpt_print_table(const gr__rpt_job *job, FILE *out) {
     fprintf(out, "slowest rank: %d (", s->rank);
     gr__esc_term(out, s->node);
     fprintf(out, ":%d): %s\n", s->local_rank, job->slowest_why);
+  } else if (job->slowest_why) {
+    fprintf(out, "slowest rank: none, %s\n", job->slowest_why);
   }
   /* each rank's priority (gpurun --priority), one line per level, when any rank recorded one */
   static const char *const levels[] = {"high", "normal", "low"};

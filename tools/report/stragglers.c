@@ -39,7 +39,18 @@ typedef struct {
   int size, nm;
   member m[64]; /* the first 64 members found; more are counted, not joined */
   int extra;
+  /* the analysis (analyse_comm) */
+  int joined;                      /* blocking collectives every member's ring holds */
+  int last[64];                    /* how often each member arrived last */
+  double lag_sum[64], lag_max[64]; /* seconds after the first arrival */
+  int waited_for;                  /* world rank the others waited for, -1 none stands out */
+  char waited[320], arrival[200];  /* the two verdict lines */
 } comm;
+
+struct gr__rpt_arrivals {
+  int n;
+  comm c[MAX_COMMS];
+};
 
 static comm *find_comm(comm *c, int *nc, const char *id, const char *name, int size) {
   for (int i = 0; i < *nc; i++)
@@ -134,7 +145,8 @@ static int cmp_double(const void *a, const void *b) {
  * communicator (as mpiP reads it): the slow rank computes while the others wait, so it has the
  * least, named at two thirds of the others' median or less. Both catch a rank slowed between
  * the collectives, which the arrivals at collectives alone miss in a halo exchange. */
-static void slowest_by_wait(const comm *g, FILE *out) {
+static void slowest_by_wait(comm *g) {
+  g->waited_for = -1;
   /* first, whom the others were blocked on in sends, receives and their waits */
   double by[64] = {0}, total = 0;
   int have = 0;
@@ -157,17 +169,18 @@ static void slowest_by_wait(const comm *g, FILE *out) {
     qsort(rest, (size_t)n, sizeof rest[0], cmp_double);
     double med = !n ? 0 : n % 2 ? rest[n / 2] : 0.5 * (rest[n / 2 - 1] + rest[n / 2]);
     if (by[top] > 0 && by[top] >= 1.5 * med && by[top] >= 0.001) {
-      fprintf(out,
-              "  waited for: rank %d, the others blocked on it %.3f s in sends and receives "
-              "(a median of %.3f s on each other rank)\n",
-              g->m[top].rank, by[top], med);
+      g->waited_for = g->m[top].rank;
+      snprintf(g->waited, sizeof g->waited,
+               "waited for: rank %d, the others blocked on it %.3f s in sends and receives "
+               "(a median of %.3f s on each other rank)",
+               g->m[top].rank, by[top], med);
       return;
     }
     if (total > 0.001) {
-      fprintf(out,
-              "  waited for: no rank stands out in sends and receives (at most %.3f s on "
-              "rank %d, a median of %.3f s)\n",
-              by[top], g->m[top].rank, med);
+      snprintf(g->waited, sizeof g->waited,
+               "waited for: no rank stands out in sends and receives (at most %.3f s on "
+               "rank %d, a median of %.3f s)",
+               by[top], g->m[top].rank, med);
       return;
     }
   }
@@ -182,19 +195,23 @@ static void slowest_by_wait(const comm *g, FILE *out) {
   if (!n) return;
   qsort(others, (size_t)n, sizeof others[0], cmp_double);
   double med = n % 2 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
-  if (med > 0 && g->m[low].mpi_s <= med * 2.0 / 3.0)
-    fprintf(out,
-            "  waited for: rank %d, inside MPI %.3f s against a median of %.3f s for the "
-            "others (they wait for it)\n",
-            g->m[low].rank, g->m[low].mpi_s, med);
-  else
-    fprintf(out,
-            "  waited for: no rank stands out (inside MPI %.3f s at least, a median of %.3f s "
-            "for the others)\n",
-            g->m[low].mpi_s, med);
+  if (med > 0 && g->m[low].mpi_s <= med * 2.0 / 3.0) {
+    g->waited_for = g->m[low].rank;
+    snprintf(g->waited, sizeof g->waited,
+             "waited for: rank %d, inside MPI %.3f s against a median of %.3f s for the "
+             "others (they wait for it)",
+             g->m[low].rank, g->m[low].mpi_s, med);
+  } else
+    snprintf(g->waited, sizeof g->waited,
+             "waited for: no rank stands out (inside MPI %.3f s at least, a median of %.3f s "
+             "for the others)",
+             g->m[low].mpi_s, med);
 }
 
-static void report_comm(const comm *g, FILE *out) {
+/* Joins the members' rings per collective number (the shortest time inside is the last arrival,
+ * each lag the longest time minus the member's own) and states both verdicts. */
+static void analyse_comm(comm *g) {
+  g->waited_for = -1;
   if (g->nm < 2) return;
   unsigned long long lo = ~0ull, hi = 0;
   for (int i = 0; i < g->nm; i++)
@@ -203,11 +220,7 @@ static void report_comm(const comm *g, FILE *out) {
       if (g->m[i].first + (unsigned long long)g->m[i].n - 1 > hi)
         hi = g->m[i].first + (unsigned long long)g->m[i].n - 1;
     }
-  if (lo > hi) return;
-  int last[64] = {0};
-  double lag_sum[64] = {0}, lag_max[64] = {0};
-  int joined = 0;
-  for (unsigned long long num = lo; num <= hi; num++) {
+  for (unsigned long long num = lo; lo <= hi && num <= hi; num++) {
     double d[64], dmax = -1, dmin = INFINITY;
     int who = -1, all = 1;
     for (int i = 0; i < g->nm && all; i++) {
@@ -217,42 +230,49 @@ static void report_comm(const comm *g, FILE *out) {
       if (d[i] < dmin) dmin = d[i], who = i;
     }
     if (!all || who < 0) continue;
-    joined++;
-    if (dmax > dmin) last[who]++; /* all alike: nobody was waited for */
+    g->joined++;
+    if (dmax > dmin) g->last[who]++; /* all alike: nobody was waited for */
     for (int i = 0; i < g->nm; i++) {
       double lag = dmax - d[i];
-      lag_sum[i] += lag;
-      if (lag > lag_max[i]) lag_max[i] = lag;
+      g->lag_sum[i] += lag;
+      if (lag > g->lag_max[i]) g->lag_max[i] = lag;
     }
   }
+  slowest_by_wait(g);
+  if (!g->joined) return;
+  /* Named when it arrives last clearly more often than a fair share (1 of the members) */
+  int worst = 0;
+  for (int i = 0; i < g->nm; i++)
+    if (g->last[i] > g->last[worst]) worst = i;
+  double share = (double)g->last[worst] / g->joined, fair = 1.0 / g->nm;
+  if (g->last[worst] >= 3 && share >= 1.5 * fair)
+    snprintf(g->arrival, sizeof g->arrival,
+             "last to arrive: rank %d, in %.0f%% of the collectives (a fair share is %.0f%%), "
+             "%.3f ms after the first on average",
+             g->m[worst].rank, 100.0 * share, 100.0 * fair, 1e3 * g->lag_sum[worst] / g->joined);
+  else
+    snprintf(g->arrival, sizeof g->arrival,
+             "last to arrive: no rank stands out (the most often: rank %d, %.0f%%)",
+             g->m[worst].rank, 100.0 * share);
+}
+
+static void print_comm(const comm *g, FILE *out) {
+  if (g->nm < 2 || (!g->joined && !g->waited[0])) return;
   char id[80], name[80];
   gr__esc_term_str(id, sizeof id, g->id);
   gr__esc_term_str(name, sizeof name, g->name);
   fprintf(out,
           "\nArrivals at the collectives of %s[%s], %d ranks (%d with call statistics%s), %d "
           "blocking collectives joined:\n",
-          name, id, g->size, g->nm, g->extra ? ", more not joined" : "", joined);
-  int nj = joined ? joined : 1; /* the table's shares and means: 0 without any */
+          name, id, g->size, g->nm, g->extra ? ", more not joined" : "", g->joined);
+  int nj = g->joined ? g->joined : 1; /* the table's shares and means: 0 without any */
   fprintf(out, "  %5s %7s %6s %12s %12s %10s\n", "RANK", "LAST", "LAST%", "LAG mean ms",
           "LAG max ms", "IN MPI s");
-  int worst = 0;
-  for (int i = 0; i < g->nm; i++) {
-    if (last[i] > last[worst]) worst = i;
-    fprintf(out, "  %5d %7d %5.1f%% %12.3f %12.3f %10.3f\n", g->m[i].rank, last[i],
-            100.0 * last[i] / nj, 1e3 * lag_sum[i] / nj, 1e3 * lag_max[i], g->m[i].mpi_s);
-  }
-  slowest_by_wait(g, out);
-  if (!joined) return;
-  /* Named when it arrives last clearly more often than a fair share (1 of the members) */
-  double share = (double)last[worst] / nj, fair = 1.0 / g->nm;
-  if (last[worst] >= 3 && share >= 1.5 * fair)
-    fprintf(out,
-            "  last to arrive: rank %d, in %.0f%% of the collectives (a fair share is %.0f%%), "
-            "%.3f ms after the first on average\n",
-            g->m[worst].rank, 100.0 * share, 100.0 * fair, 1e3 * lag_sum[worst] / nj);
-  else
-    fprintf(out, "  last to arrive: no rank stands out (the most often: rank %d, %.0f%%)\n",
-            g->m[worst].rank, 100.0 * share);
+  for (int i = 0; i < g->nm; i++)
+    fprintf(out, "  %5d %7d %5.1f%% %12.3f %12.3f %10.3f\n", g->m[i].rank, g->last[i],
+            100.0 * g->last[i] / nj, 1e3 * g->lag_sum[i] / nj, 1e3 * g->lag_max[i], g->m[i].mpi_s);
+  if (g->waited[0]) fprintf(out, "  %s\n", g->waited);
+  if (g->arrival[0]) fprintf(out, "  %s\n", g->arrival);
 }
 
 static int by_rank(const void *a, const void *b) {
@@ -260,8 +280,8 @@ static int by_rank(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-gr_status gr__rpt_stragglers(const char *dir, FILE *out, int *ncomms) {
-  *ncomms = 0;
+gr_status gr__rpt_arrivals_load(const char *dir, gr__rpt_arrivals **out) {
+  *out = NULL;
   int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0) return gr__fail_msg(GR_ERR_NOT_FOUND, "cannot open %s", dir);
   DIR *d = fdopendir(dup(dirfd));
@@ -269,30 +289,47 @@ gr_status gr__rpt_stragglers(const char *dir, FILE *out, int *ncomms) {
     close(dirfd);
     return gr__fail_msg(GR_ERR_SYSTEM, "cannot read %s", dir);
   }
-  comm *cs = calloc(MAX_COMMS, sizeof *cs);
-  int nc = 0;
+  gr__rpt_arrivals *a = calloc(1, sizeof *a);
   struct dirent *e;
-  while (cs && (e = readdir(d))) {
+  while (a && (e = readdir(d))) {
     const char *name = e->d_name;
     size_t len = strlen(name), pl = sizeof GR_MPISTATS_PREFIX - 1,
            sl = sizeof GR_MPISTATS_SUFFIX - 1;
     if (len <= pl + sl || strncmp(name, GR_MPISTATS_PREFIX, pl) ||
         strcmp(name + len - sl, GR_MPISTATS_SUFFIX))
       continue;
-    load_file(dirfd, name, cs, &nc, stderr);
+    load_file(dirfd, name, a->c, &a->n, stderr);
   }
   closedir(d);
   close(dirfd);
-  if (!cs) return gr__fail_msg(GR_ERR_NOMEM, "arrival statistics: out of memory");
-  for (int i = 0; i < nc; i++) {
-    qsort(cs[i].m, (size_t)cs[i].nm, sizeof cs[i].m[0], by_rank); /* readdir's order is any */
-    report_comm(&cs[i], out);
-    for (int k = 0; k < cs[i].nm; k++) {
-      free(cs[i].m[k].durs);
-      free(cs[i].m[k].waited_on);
-    }
+  if (!a) return gr__fail_msg(GR_ERR_NOMEM, "arrival statistics: out of memory");
+  for (int i = 0; i < a->n; i++) {
+    qsort(a->c[i].m, (size_t)a->c[i].nm, sizeof a->c[i].m[0], by_rank); /* readdir's order */
+    analyse_comm(&a->c[i]);
   }
-  *ncomms = nc;
-  free(cs);
+  *out = a;
   return GR_OK;
+}
+
+int gr__rpt_arrivals_world(const gr__rpt_arrivals *a, int *rank) {
+  for (int i = 0; a && i < a->n; i++)
+    if (!strcmp(a->c[i].id, GR_MPISTATS_WORLD_ID) && a->c[i].nm >= 2) {
+      *rank = a->c[i].waited_for;
+      return 1;
+    }
+  return 0;
+}
+
+void gr__rpt_arrivals_print(const gr__rpt_arrivals *a, FILE *out) {
+  for (int i = 0; a && i < a->n; i++)
+    print_comm(&a->c[i], out);
+}
+
+void gr__rpt_arrivals_free(gr__rpt_arrivals *a) {
+  for (int i = 0; a && i < a->n; i++)
+    for (int k = 0; k < a->c[i].nm; k++) {
+      free(a->c[i].m[k].durs);
+      free(a->c[i].m[k].waited_on);
+    }
+  free(a);
 }

@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <errno.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
 #include "gr_supervise.h"
 #include "gr_json_read.h"
@@ -241,9 +244,22 @@ static void test_supervisor_csv_round_trip(void **state) {
   o.rank = 7;
   o.gpus_pci = "";
   char *argv[] = {"sh", "-c", "sleep 0.25", NULL};
-  int code = -1;
-  assert_int_equal(gr__supervise(argv, &o, &code), GR_OK);
-  assert_int_equal(code, 0);
+  /* gr__supervise becomes the program (it keeps the caller's pid) and leaves the supervisor
+   * beside it: a child of this test runs it, and this test, their subreaper, waits for both. */
+  assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  pid_t h = fork();
+  assert_true(h >= 0);
+  if (h == 0) {
+    int code = -1;
+    _exit(gr__supervise(argv, &o, &code) == GR_OK ? code : 250);
+  }
+  int st;
+  assert_int_equal(waitpid(h, &st, 0), h);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  while (waitpid(-1, &st, 0) > 0) { /* the supervisor, once it wrote the last sample */
+  }
+  assert_int_equal(errno, ECHILD);
   char job[300];
   snprintf(job, sizeof job, "%s/rt", dir);
   gr__rpt_job j;
@@ -262,6 +278,81 @@ static void test_supervisor_csv_round_trip(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* Writes mpistats.<rank>.json for one rank of a 3-rank world into dir. */
+static void write_mpistats(const char *dir, int rank, const char *waited_on, const char *durs,
+                           double mpi_s) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/mpistats.%d.json", dir, rank);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f,
+          "{\"rank\": %d, \"size\": 3, \"node\": \"n\", \"reason\": \"finalize\", \"comms\": "
+          "[{\"id\": \"w\", \"name\": \"world\", \"rank\": %d, \"size\": 3, \"calls\": 100, "
+          "\"mpi_s\": %g, \"coll_s\": 1, \"first\": 0, \"durs\": [%s], \"waited_on\": [%s]}]}\n",
+          rank, rank, mpi_s, durs, waited_on);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* The layer's statistics decide the slowest rank: ranks 0 and 2 were blocked 4 s on rank 1 in
+ * sends and receives, and rank 1 arrived last at each of the 4 collectives (it spent the least
+ * time inside them); with every rank blocked alike, no rank is flagged, the CSVs' guess neither. */
+static void test_arrivals_name_the_waited_for(void **state) {
+  (void)state;
+  char dir[] = "/tmp/gr_report_arr_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  write_mpistats(dir, 0, "0, 4, 0.1", "0.5, 0.5, 0.5, 0.5", 6);
+  write_mpistats(dir, 1, "0.1, 0, 0.1", "0.01, 0.01, 0.01, 0.01", 1);
+  write_mpistats(dir, 2, "0.1, 4, 0", "0.4, 0.4, 0.4, 0.4", 6);
+  gr__rpt_arrivals *a = NULL;
+  assert_int_equal(gr__rpt_arrivals_load(dir, &a), GR_OK);
+  int r = -2;
+  assert_int_equal(gr__rpt_arrivals_world(a, &r), 1);
+  assert_int_equal(r, 1);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  assert_non_null(out);
+  gr__rpt_arrivals_print(a, out);
+  assert_int_equal(fclose(out), 0);
+  assert_non_null(strstr(text, "4 blocking collectives joined"));
+  assert_non_null(strstr(text, "waited for: rank 1, the others blocked on it 8.000 s"));
+  assert_non_null(strstr(text, "last to arrive: rank 1, in 100% of the collectives"));
+  free(text);
+  gr__rpt_arrivals_free(a);
+
+  /* a job whose CSVs flagged rank 2 (it ran longest): the layer's verdict replaces that */
+  gr__rpt_job j;
+  gr__rpt_job_init(&j);
+  gr__rpt_series one;
+  memset(&one, 0, sizeof one);
+  one.rank = 1;
+  assert_int_equal(gr__array_push(&j.s, &one), GR_OK);
+  j.slowest = 0;
+  j.slowest_rank = 2;
+  gr__rpt_set_slowest_from_mpi(&j, 1);
+  assert_int_equal(j.slowest, 0);
+  assert_int_equal(j.slowest_rank, 1);
+  gr__rpt_set_slowest_from_mpi(&j, -1);
+  assert_int_equal(j.slowest, -1);
+  assert_non_null(strstr(j.slowest_why, "no rank stands out"));
+  gr__array_free(&j.s);
+
+  write_mpistats(dir, 0, "0, 1, 1", "0.5, 0.5", 6);
+  write_mpistats(dir, 1, "1, 0, 1", "0.5, 0.5", 6);
+  write_mpistats(dir, 2, "1, 1, 0", "0.5, 0.5", 6);
+  assert_int_equal(gr__rpt_arrivals_load(dir, &a), GR_OK);
+  assert_int_equal(gr__rpt_arrivals_world(a, &r), 1);
+  assert_int_equal(r, -1);
+  gr__rpt_arrivals_free(a);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  /* no statistics: nothing to say */
+  assert_int_equal(gr__rpt_arrivals_load(FIX "/gpu_job", &a), GR_OK);
+  assert_int_equal(gr__rpt_arrivals_world(a, &r), 0);
+  gr__rpt_arrivals_free(a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_integrate),
@@ -271,6 +362,7 @@ int main(void) {
       cmocka_unit_test(test_flight_timeout_state),
       cmocka_unit_test(test_json_reader),
       cmocka_unit_test(test_supervisor_csv_round_trip),
+      cmocka_unit_test(test_arrivals_name_the_waited_for),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
