@@ -2,7 +2,7 @@
  * gpurun-report reads it; docs/formats.md, "MPI call statistics").
  *   <job>/mpistats.<world_rank>.json, written at MPI_Finalize (reason "finalize") or at exit
  *   (reason "exit": the program never finalized), replaced whole:
- * {"rank", "size", "node", "reason",
+ * {"rank", "size", "node", "reason", "comms_dropped",
  *  "comms": [{"id", "name", "rank", "size", "calls", "mpi_s", "coll_s",
  *             "first", "durs": [seconds inside blocking collective first, first + 1, ...],
  *             "waited_on": [seconds blocked on peer 0, 1, ... of the communicator]}]}
@@ -21,6 +21,9 @@
 #define GR_MPISTATS_PREFIX "mpistats."
 #define GR_MPISTATS_SUFFIX ".json"
 #define GR_MPISTATS_RING 1024
+/* communicators a file holds at most: the world and those with the most time in blocking
+ * collectives; comms_dropped counts the others */
+#define GR_MPISTATS_KEEP 16
 /* the world communicator's id; the others are "<parent>.<n>:<lowest world rank>" */
 #define GR_MPISTATS_WORLD_ID "w"
 
@@ -29,6 +32,7 @@
 #define GR_MS_NODE "node"
 #define GR_MS_REASON "reason"
 #define GR_MS_COMMS "comms"
+#define GR_MS_DROPPED "comms_dropped"
 #define GR_MS_ID "id"
 #define GR_MS_NAME "name"
 #define GR_MS_CALLS "calls"

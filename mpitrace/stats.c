@@ -59,10 +59,40 @@ static kept *head, **tail = &head;
 static char job[128];
 static int my_rank = -1, world_size, started, written;
 
+static int nkept;
+static unsigned long long dropped; /* communicators left out of the file: GR_MPISTATS_KEEP */
+
+/* A program may create and free a communicator per step: the file keeps GR_MPISTATS_KEEP of them
+ * (the world and the others finalize keeps among them), those with the most time in blocking
+ * collectives, where an arrival lag shows, and counts the rest. */
 void gr__stats_comm_keep(const gr__stats_comm *s, const gr__flight *f) {
   if (!f || !s->calls) return;
-  kept *k = malloc(sizeof *k);
-  if (!k) return;
+  pthread_mutex_lock(&mu);
+  kept *k = NULL;
+  if (nkept >= GR_MPISTATS_KEEP) {
+    dropped++;
+    kept *least = NULL; /* never the world */
+    for (kept *x = head; x; x = x->next)
+      if (strcmp(x->id, GR_MPISTATS_WORLD_ID) &&
+          (!least || x->s.coll_s < least->s.coll_s ||
+           (x->s.coll_s == least->s.coll_s && x->s.mpi_s < least->s.mpi_s)))
+        least = x;
+    int world = !strcmp(f->id, GR_MPISTATS_WORLD_ID);
+    if (!least || (!world && s->coll_s <= least->s.coll_s)) {
+      pthread_mutex_unlock(&mu);
+      return;
+    }
+    k = least; /* replaced in place: the list keeps its order */
+    free(k->s.waited_on);
+  } else if (!(k = malloc(sizeof *k))) {
+    pthread_mutex_unlock(&mu);
+    return;
+  } else {
+    k->next = NULL;
+    *tail = k;
+    tail = &k->next;
+    nkept++;
+  }
   snprintf(k->id, sizeof k->id, "%s", f->id);
   snprintf(k->name, sizeof k->name, "%s", f->name);
   k->rank = f->rank;
@@ -73,10 +103,6 @@ void gr__stats_comm_keep(const gr__stats_comm *s, const gr__flight *f) {
     memcpy(k->s.waited_on, s->waited_on, (size_t)s->npeers * sizeof *s->waited_on);
   else
     k->s.npeers = 0;
-  k->next = NULL;
-  pthread_mutex_lock(&mu);
-  *tail = k;
-  tail = &k->next;
   pthread_mutex_unlock(&mu);
 }
 
@@ -141,6 +167,7 @@ void gr__stats_write(const char *reason) {
   gr__esc_json(o, node);
   fputs(", \"" GR_MS_REASON "\": ", o);
   gr__esc_json(o, reason);
+  fprintf(o, ", \"" GR_MS_DROPPED "\": %llu", dropped);
   fputs(", \"" GR_MS_COMMS "\": [", o);
   int n = 0;
   for (const kept *k = head; k; k = k->next)
