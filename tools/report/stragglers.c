@@ -4,6 +4,7 @@
  * the members' files, the rank with the shortest time is the last to arrive and each rank's lag is
  * the longest time minus its own. No clock common to the nodes is needed. */
 #include "gr_report.h"
+#include "gr_stragglers.h"
 
 #include "gr_escape.h"
 #include "gr_error.h"
@@ -64,15 +65,8 @@ static comm *find_comm(comm *c, int *nc, const char *id, const char *name, int s
   return n;
 }
 
-static void load_file(int dirfd, const char *name, comm *cs, int *nc, FILE *warn) {
-  gr__rpt_json *doc = NULL;
-  size_t at = 0;
-  if (gr__rpt_json_parse_file_at(dirfd, name, MAX_FILE, &at, &doc) != GR_OK) {
-    char esc[256];
-    fprintf(warn, "gpurun-report: warning: %s skipped: %s\n", name,
-            gr__esc_term_str(esc, sizeof esc, gr_last_error()));
-    return;
-  }
+/* Joins one parsed mpistats file (name: for the warnings) into the communicators; frees doc. */
+static void load_doc(gr__rpt_json *doc, const char *name, comm *cs, int *nc, FILE *warn) {
   double wr = gr__rpt_json_num(doc, GR_MS_RANK, -1);
   const gr__rpt_json *comms = gr__rpt_json_get(doc, GR_MS_COMMS);
   if (!(wr >= 0 && wr < MAX_RANKS) || !comms || comms->type != GR__RPT_JSON_ARR) {
@@ -111,6 +105,7 @@ static void load_file(int dirfd, const char *name, comm *cs, int *nc, FILE *warn
     }
     m->calls = gr__rpt_json_num(c, GR_MS_CALLS, 0);
     m->mpi_s = gr__rpt_json_num(c, GR_MS_MPI_S, 0);
+    if (!(m->mpi_s >= 0 && m->mpi_s < 1e9)) m->mpi_s = 0; /* 1e308 twice: an infinite median */
     m->first = (unsigned long long)first;
     int n = 0;
     for (const gr__rpt_json *d = durs && durs->type == GR__RPT_JSON_ARR ? durs->child : NULL;
@@ -125,6 +120,18 @@ static void load_file(int dirfd, const char *name, comm *cs, int *nc, FILE *warn
     g->nm++;
   }
   gr__rpt_json_free(doc);
+}
+
+static void load_file(int dirfd, const char *name, comm *cs, int *nc, FILE *warn) {
+  gr__rpt_json *doc = NULL;
+  size_t at = 0;
+  if (gr__rpt_json_parse_file_at(dirfd, name, MAX_FILE, &at, &doc) != GR_OK) {
+    char esc[256];
+    fprintf(warn, "gpurun-report: warning: %s skipped: %s\n", name,
+            gr__esc_term_str(esc, sizeof esc, gr_last_error()));
+    return;
+  }
+  load_doc(doc, name, cs, nc, warn);
 }
 
 /* The time member m spent inside collective number num, NAN when it has none. */
@@ -213,14 +220,17 @@ static void slowest_by_wait(comm *g) {
 static void analyse_comm(comm *g) {
   g->waited_for = -1;
   if (g->nm < 2) return;
-  unsigned long long lo = ~0ull, hi = 0;
-  for (int i = 0; i < g->nm; i++)
-    if (g->m[i].n) {
-      if (g->m[i].first < lo) lo = g->m[i].first;
-      if (g->m[i].first + (unsigned long long)g->m[i].n - 1 > hi)
-        hi = g->m[i].first + (unsigned long long)g->m[i].n - 1;
-    }
-  for (unsigned long long num = lo; lo <= hi && num <= hi; num++) {
+  /* Only the numbers every member's ring holds can be joined: their common range, at most a ring
+   * long (a file's first may be anything below 1e18; their union could take years to walk). */
+  unsigned long long lo = 0, hi = 0;
+  int rings = 1; /* every member has one: a member without a ring joins nothing */
+  for (int i = 0; i < g->nm && rings; i++) {
+    unsigned long long f = g->m[i].first, l = f + (unsigned long long)g->m[i].n - 1;
+    rings = g->m[i].n > 0;
+    if (i == 0 || f > lo) lo = f;
+    if (i == 0 || l < hi) hi = l;
+  }
+  for (unsigned long long num = lo; rings && lo <= hi && num <= hi; num++) {
     double d[64], dmax = -1, dmin = INFINITY;
     int who = -1, all = 1;
     for (int i = 0; i < g->nm && all; i++) {
@@ -280,6 +290,14 @@ static int by_rank(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Sorts each communicator's members by rank (readdir's order is any) and analyses it. */
+static void analyse_all(gr__rpt_arrivals *a) {
+  for (int i = 0; i < a->n; i++) {
+    qsort(a->c[i].m, (size_t)a->c[i].nm, sizeof a->c[i].m[0], by_rank);
+    analyse_comm(&a->c[i]);
+  }
+}
+
 gr_status gr__rpt_arrivals_load(const char *dir, gr__rpt_arrivals **out) {
   *out = NULL;
   int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -303,10 +321,27 @@ gr_status gr__rpt_arrivals_load(const char *dir, gr__rpt_arrivals **out) {
   closedir(d);
   close(dirfd);
   if (!a) return gr__fail_msg(GR_ERR_NOMEM, "arrival statistics: out of memory");
-  for (int i = 0; i < a->n; i++) {
-    qsort(a->c[i].m, (size_t)a->c[i].nm, sizeof a->c[i].m[0], by_rank); /* readdir's order */
-    analyse_comm(&a->c[i]);
+  analyse_all(a);
+  *out = a;
+  return GR_OK;
+}
+
+gr_status gr__rpt_arrivals_parse(const char *const *texts, int n, FILE *warn,
+                                 gr__rpt_arrivals **out) {
+  *out = NULL;
+  gr__rpt_arrivals *a = calloc(1, sizeof *a);
+  if (!a) return gr__fail_msg(GR_ERR_NOMEM, "arrival statistics: out of memory");
+  for (int i = 0; i < n; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "text %d", i);
+    size_t at = 0;
+    gr__rpt_json *doc = strlen(texts[i]) <= MAX_FILE ? gr__rpt_json_parse(texts[i], &at) : NULL;
+    if (doc)
+      load_doc(doc, name, a->c, &a->n, warn);
+    else
+      fprintf(warn, "gpurun-report: warning: %s skipped: not valid JSON at byte %zu\n", name, at);
   }
+  analyse_all(a);
   *out = a;
   return GR_OK;
 }
