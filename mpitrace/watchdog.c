@@ -10,6 +10,7 @@
  * directory). With GPURUN_ON_HANG=abort it then ends the job through MPI_Abort with
  * GR__MT_HANG_EXIT. The thread blocks every signal and makes no MPI call but that abort. */
 #include "gr_mpitrace.h"
+#include "gr_mt_hang.h"
 
 #include "gr_clock.h"
 #include "gr_error.h"
@@ -33,8 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MARK "hang"
-#define ANSWER_MAGIC "gpurun-hang 1"
+#define MARK GR__MT_HANG_MARK
+#define ANSWER_MAGIC GR__MT_HANG_MAGIC
 
 static struct {
   pthread_mutex_t mu;
@@ -86,54 +87,19 @@ static void dump(const char *reason) {
   if (gr__flight_dump(reason, path, sizeof path) != GR_OK) GR_WARN("%s", gr_last_error());
 }
 
-typedef struct {
-  int have;
-  char in_op[32], in_comm[32];
-  unsigned long long in_seq;
-  double in_for;
-  unsigned long long seq; /* the latest call's number on the hung communicator */
-  char op[32], state[12];
-  int on_comm;
-} rank_answer;
-
-/* Reads hang.<r>; 0 when it is a well-formed answer. The file may be another user's or a
- * leftover: bounded reads, every field checked, strings kept to the live files' alphabet. */
-static int read_answer(int dirfd, int r, const char *comm, rank_answer *a) {
+/* Reads hang.<r> into *a; 0 when it is a well-formed answer (gr__mt_hang_parse). Regular files
+ * only, at most GR__MT_HANG_MAX bytes. */
+static int read_answer(int dirfd, int r, const char *comm, gr__mt_answer *a) {
   memset(a, 0, sizeof *a);
-  char name[32], buf[4097];
+  char name[32], buf[GR__MT_HANG_MAX];
   snprintf(name, sizeof name, MARK ".%d", r);
   int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return -1;
   struct stat st;
-  ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
+  ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf) : -1;
   close(fd);
   if (n <= 0) return -1;
-  buf[n] = '\0';
-  char *save = NULL;
-  int lines = 0;
-  for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    char f[5][64];
-    int k = sscanf(line, "%63s %63s %63s %63s %63s", f[0], f[1], f[2], f[3], f[4]);
-    if (lines++ == 0) {
-      if (strcmp(line, ANSWER_MAGIC)) return -1;
-    } else if (k == 5 && !strcmp(f[0], "inside")) {
-      gr__live_clean(a->in_op, sizeof a->in_op, f[1], strlen(f[1]));
-      gr__live_clean(a->in_comm, sizeof a->in_comm, f[2], strlen(f[2]));
-      a->in_seq = strtoull(f[3], NULL, 10);
-      a->in_for = strtod(f[4], NULL);
-      if (!(a->in_for >= 0 && a->in_for < 1e9)) a->in_for = 0;
-    } else if (k >= 4 && !strcmp(f[0], "comm") && !strcmp(f[1], comm) && k == 5) {
-      /* comm ID NAME SEQ OP STATE: six fields; the fifth read is OP */
-      char s6[16] = "";
-      sscanf(line, "%*s %*s %*s %*s %*s %15s", s6);
-      a->seq = strtoull(f[3], NULL, 10);
-      gr__live_clean(a->op, sizeof a->op, f[4], strlen(f[4]));
-      gr__live_clean(a->state, sizeof a->state, s6, strlen(s6));
-      a->on_comm = 1;
-    }
-  }
-  a->have = 1;
-  return 0;
+  return gr__mt_hang_parse(buf, (size_t)n, comm, a);
 }
 
 static void put_list(gr__strbuf *o, const unsigned char *flag, int n) {
@@ -155,7 +121,7 @@ static void put_list(gr__strbuf *o, const unsigned char *flag, int n) {
  * calls than this one are named. */
 static void verdict(int dirfd, const gr__mt_inside *in) {
   int n = W.size > 0 ? W.size : 1;
-  rank_answer *a = calloc((size_t)n, sizeof *a);
+  gr__mt_answer *a = calloc((size_t)n, sizeof *a);
   unsigned char *same = calloc((size_t)n, 1), *other = calloc((size_t)n, 1),
                 *outside = calloc((size_t)n, 1), *silent = calloc((size_t)n, 1);
   if (!a || !same || !other || !outside || !silent) goto out;
