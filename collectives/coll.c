@@ -19,6 +19,7 @@
 #include "gr_observe.h"
 #include "gr_log.h"
 #include "gr_path.h"
+#include "gr_agree.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -128,17 +129,24 @@ int gr__mpi_test(MPI_Request *req, int *flag) {
 }
 
 gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline) {
+  return gr__mpi_wait_owning(c, req, deadline, NULL);
+}
+
+gr_status gr__mpi_wait_owning(gr_comm *c, MPI_Request *req, double deadline, void *buf) {
   for (unsigned spin = 0;; spin++) {
     int flag = 0;
     int rc = gr__mpi_test(req, &flag);
-    if (rc != MPI_SUCCESS) return mpi_err(c, rc, "MPI_Test");
+    if (rc != MPI_SUCCESS) {
+      gr__mpi_abandon(c, req, buf, NULL); /* frees buf at once where the request is gone */
+      return mpi_err(c, rc, "MPI_Test");
+    }
     if (flag) return GR_OK;
     /* Waiting here (a fingerprint, a verdict), this rank still moves its requests' calls that
      * progress only when tested: a peer may wait inside one before it gets to this exchange. */
     if (c->ops && c->ops->progress) c->ops->progress(c);
     if ((spin & 15) == 0) {
       if (gr__past(deadline)) {
-        gr__mpi_abandon(c, req, NULL, NULL); /* MPI keeps it: c's MPI objects outlive it */
+        gr__mpi_abandon(c, req, buf, NULL); /* MPI keeps it: c's MPI objects outlive it */
         return gr__comm_err(c, GR_ERR_TIMEOUT, "MPI request did not complete");
       }
       gr__flight_poll();
@@ -413,8 +421,9 @@ static void comm_free(gr_comm *c) { gr__comm_free(c); }
 /* What decides an algorithm, a tag or a path must be the same on every rank: whether a timeout is
  * set (blocking MPI routines or gpurun's own algorithms), check mode (an extra exchange before
  * every call) and the backend. Each rank contributes its view and its local verdict on its own
- * arguments; one MPI_Allreduce (MAX over x and -x, giving max and min) tells every rank the same
- * thing, so all succeed or all fail. */
+ * arguments; one agreement round (gr__agree, MAX: each setting's ON and OFF fields hold the
+ * highest rank with it and without it, -1 for none) tells every rank the same thing, so all succeed
+ * or all fail. */
 enum {
   AG_BAD,
   AG_BAD_RANK,
@@ -437,7 +446,7 @@ typedef struct {
 
 static gr_status agree(gr_comm *c, const char *fn, const create_view *v, gr_backend *chosen) {
   int me = c->rank;
-  int x[AG_N] = {0};
+  int64_t x[AG_N] = {0};
   x[AG_BAD] = (int)v->bad;
   x[AG_BAD_RANK] = v->bad != GR_OK ? me : -1;
   x[AG_TIMEOUT_ON] = c->timeout_s > 0 ? me : -1;
@@ -445,51 +454,41 @@ static gr_status agree(gr_comm *c, const char *fn, const create_view *v, gr_back
   x[AG_CHECK_ON] = c->check ? me : -1;
   x[AG_CHECK_OFF] = c->check ? -1 : me;
   x[AG_GPU_NONE] = v->has_gpu ? -1 : me;
-  MPI_Request req;
-  int all[AG_N];
-  int rc = MPI_Iallreduce(x, all, AG_N, MPI_INT, MPI_MAX, c->mpi, &req);
-  gr_status st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s))
-                                   : mpi_err(c, rc, "MPI_Iallreduce");
-  if (st != GR_OK)
-    return v->bad != GR_OK ? v->bad
-                           : gr__fail(st, fn,
-                                      "agreeing on the "
-                                      "configuration: %s",
-                                      c->err);
+  int64_t all[AG_N];
+  gr_status st = gr__agree(c, "the configuration", GR__AGREE_MAX, x, all, AG_N);
+  if (st != GR_OK) return v->bad != GR_OK ? v->bad : gr__fail(st, fn, "%s", c->err);
   if (v->bad != GR_OK) return v->bad; /* this rank's own sentence stands */
   if (all[AG_BAD] != GR_OK)
     return gr__fail((gr_status)all[AG_BAD], fn,
                     "rank %d refused its own arguments (see its "
                     "error); no rank created the communicator",
-                    all[AG_BAD_RANK]);
+                    (int)all[AG_BAD_RANK]);
   if (all[AG_TIMEOUT_ON] >= 0 && all[AG_TIMEOUT_OFF] >= 0)
     return gr__fail(GR_ERR_MISMATCH, fn,
                     "the timeout (cfg->timeout_s, GPURUN_TIMEOUT) is set on "
                     "rank %d but not on rank %d; it decides the algorithms, so every rank of the "
                     "communicator must set one or none",
-                    all[AG_TIMEOUT_ON], all[AG_TIMEOUT_OFF]);
+                    (int)all[AG_TIMEOUT_ON], (int)all[AG_TIMEOUT_OFF]);
   if (all[AG_CHECK_ON] >= 0 && all[AG_CHECK_OFF] >= 0)
     return gr__fail(GR_ERR_MISMATCH, fn,
                     "check mode (cfg->check, GPURUN_CHECK) is on on rank %d "
                     "but off on rank %d; every rank of the communicator must use the same",
-                    all[AG_CHECK_ON], all[AG_CHECK_OFF]);
+                    (int)all[AG_CHECK_ON], (int)all[AG_CHECK_OFF]);
   /* The backend each rank would use, now that every rank knows whether all have a GPU. */
   gr_backend b = v->want;
   if (v->fixed)
     b = v->fixed->kind;
   else if (b == GR_BACKEND_AUTO)
     b = GPURUN_HAVE_NCCL && all[AG_GPU_NONE] < 0 ? GR_BACKEND_NCCL : GR_BACKEND_MPI;
-  int y[2] = {b == GR_BACKEND_NCCL ? me : -1, b == GR_BACKEND_NCCL ? -1 : me}, ball[2];
-  rc = MPI_Iallreduce(y, ball, 2, MPI_INT, MPI_MAX, c->mpi, &req);
-  st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s))
-                         : mpi_err(c, rc, "MPI_Iallreduce");
-  if (st != GR_OK) return gr__fail(st, fn, "agreeing on the backend: %s", c->err);
+  int64_t y[2] = {b == GR_BACKEND_NCCL ? me : -1, b == GR_BACKEND_NCCL ? -1 : me}, ball[2];
+  st = gr__agree(c, "the backend", GR__AGREE_MAX, y, ball, 2);
+  if (st != GR_OK) return gr__fail(st, fn, "%s", c->err);
   if (ball[0] >= 0 && ball[1] >= 0)
     return gr__fail(GR_ERR_MISMATCH, fn,
                     "rank %d would use the NCCL backend and rank %d the MPI "
                     "backend (cfg->backend differs, or a rank has no GPU); every rank of the "
                     "communicator must use the same",
-                    ball[0], ball[1]);
+                    (int)ball[0], (int)ball[1]);
   if (v->want == GR_BACKEND_AUTO && !v->fixed) {
     if (b == GR_BACKEND_MPI)
       GR_LOG_ONCE(GR_LOG_INFO, "collectives: MPI backend (%s)",
@@ -511,26 +510,24 @@ static uint32_t creations;
 /* The job-unique id, agreed among the members: the lowest member's world rank L and that rank's
  * own number for this creation N, "L.N". N is unique within the process L, and L is a member, so
  * no two communicators of the job share L.N, whoever else belongs to them. name is the human one;
- * c->id, which every message uses, is "NAME[L.N]". The same MIN allreduce agrees on
+ * c->id, which every message uses, is "NAME[L.N]". The same round (MIN and MAX) agrees on
  * GPURUN_COLL_ALGO (c->algo): the lowest setting wins, said once when the ranks' differ. */
 static gr_status agree_uid(gr_comm *c, const char *fn, const char *name) {
   uint32_t n = __atomic_add_fetch(&creations, 1, __ATOMIC_RELAXED);
-  int64_t mine[3] = {(int64_t)c->world_rank * ((int64_t)1 << 32) + n, c->algo, -c->algo}, low[3];
-  MPI_Request req;
-  int rc = MPI_Iallreduce(mine, low, 3, MPI_INT64_T, MPI_MIN, c->mpi, &req);
-  gr_status st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s))
-                                   : mpi_err(c, rc, "MPI_Iallreduce");
-  if (st != GR_OK) return gr__fail(st, fn, "agreeing on the communicator's id: %s", c->err);
+  int64_t mine[2] = {(int64_t)c->world_rank * ((int64_t)1 << 32) + n, c->algo}, low[4];
+  gr_status st = gr__agree(c, "the communicator's id", GR__AGREE_MINMAX, mine, low, 2);
+  if (st != GR_OK) return gr__fail(st, fn, "%s", c->err);
+  /* low: the lowest id and setting, then the highest id (unused) and setting */
   snprintf(c->uid, sizeof c->uid, "%lld.%lld", (long long)(low[0] >> 32),
            (long long)(low[0] & 0xffffffff));
   snprintf(c->name, sizeof c->name, "%s", name);
   snprintf(c->id, sizeof c->id, "%s[%s]", c->name, c->uid);
   c->algo = (int)low[1];
-  if (low[1] != -low[2])
+  if (low[1] != low[3])
     GR_LOG_ONCE(GR_LOG_WARN,
                 "collectives: GPURUN_COLL_ALGO differs between the ranks of "
                 "communicator %s (from %s to %s); all use %s",
-                c->id, gr__coll_algo_name((int)low[1]), gr__coll_algo_name((int)-low[2]),
+                c->id, gr__coll_algo_name((int)low[1]), gr__coll_algo_name((int)low[3]),
                 gr__coll_algo_name((int)low[1]));
   return GR_OK;
 }

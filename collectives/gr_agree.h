@@ -1,0 +1,47 @@
+/* Internal: the one agreement round of the collectives (agree.c). "Do all ranks agree?" is asked
+ * at many places (a communicator's creation, its paths and segment, gr_mem_alloc and the
+ * backends' memory): each rank brings a few values, and one small allreduce over c->mpi gives
+ * every rank the same MIN, MAX, or both. The round is bounded by the communicator's timeout (none:
+ * it waits as long as the peers take), moves the engine while it waits (gr__mpi_wait: the
+ * backend's progress, the flight recorder's signal, other communicators' requests), checks every
+ * MPI call, and reports a failure as a status plus one sentence in c->err (gr__comm_err). Its
+ * buffers are on the heap: after a timeout MPI still owns the request and writes its result when
+ * the late ranks arrive, so the request and the buffers go to the lost list (gr__mpi_abandon,
+ * freed once the request completed) and the caller's memory is never written after the return. */
+#ifndef GR_AGREE_H
+#define GR_AGREE_H
+
+#include "gr_coll.h"
+
+#include <stdint.h>
+
+typedef enum {
+  GR__AGREE_MIN,   /* out[i]: every rank's lowest in[i] */
+  GR__AGREE_MAX,   /* out[i]: every rank's highest in[i] */
+  GR__AGREE_MINMAX /* out[i]: the lowest, out[n + i]: the highest (one MIN over in and -in) */
+} gr__agree_op;
+
+/* Values one round carries at most (n): the rounds ask a handful. */
+#define GR__AGREE_MAX_N 32
+
+/* One round over c->mpi, collective: every rank calls it with the same op and n, in the same order
+ * as its other collectives on c->mpi. in[0..n) is this rank's; out gets n values (2n for MINMAX,
+ * whose in must not hold INT64_MIN). GR_OK, or the status with its sentence in c->err naming what
+ * ("the configuration", "the memory verdict") and the communicator: GR_ERR_TIMEOUT past c's
+ * timeout (out untouched; the communicator's c->mpi then holds a round some rank never joined:
+ * the caller gives the communicator up), GR_ERR_MPI, GR_ERR_NOMEM, GR_ERR_INTERNAL (bad n, op or
+ * value: this rank does not join). */
+gr_status gr__agree(gr_comm *c, const char *what, gr__agree_op op, const int64_t *in, int64_t *out,
+                    int n);
+
+/* For rounds of ints that pass or fail: 1 where every rank passed ok != 0, else 0 (also where the
+ * round itself failed: its sentence is then in c->err). */
+int gr__agree_all(gr_comm *c, const char *what, int ok);
+
+/* gr__mpi_wait (gr_coll.h) for a request that writes buf (heap, or NULL). GR_OK: the request
+ * completed and buf is the caller's. Any failure (the deadline passed, MPI_Test failed) takes buf
+ * from the caller: freed where the request is gone, else handed to the lost list with the request
+ * (gr__mpi_abandon) and freed once it completed. (coll.c) */
+gr_status gr__mpi_wait_owning(gr_comm *c, MPI_Request *req, double deadline, void *buf);
+
+#endif
