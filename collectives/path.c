@@ -2,6 +2,7 @@
  * list of those present (gr_path.h). */
 #include "gr_path.h"
 
+#include "gr_agree.h"
 #include "gr_algo_count.h"
 #include "gr_mpi_be.h"
 
@@ -81,11 +82,7 @@ int gr__path_takes_all(const gr__path *p, const gr__call *k) {
   return 1;
 }
 
-int gr__path_agree(gr_comm *c, int ok) {
-  MPI_Request req;
-  if (MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi, &req) != MPI_SUCCESS) return 0;
-  return gr__mpi_wait(c, &req, gr__deadline(c->timeout_s)) == GR_OK && ok;
-}
+int gr__path_agree(gr_comm *c, int ok) { return gr__agree_all(c, "a path's state", ok); }
 
 int gr__paths_gone(const gr_comm *c, char *buf, size_t len) {
   if (len) buf[0] = '\0';
