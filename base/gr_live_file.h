@@ -11,6 +11,10 @@
  *   time 1764500000.123        (seconds since the epoch, when written)
  *   beat 57                    (writes so far: one more every interval)
  *   interval 0.25 | cpu_pct 99.5 (busy share of one core since the last write) | rss_kib 12345
+ *   mpi_s 12.5 | mpi_coll_s 3.25 | mpi_inside_since 1764500000.1 (written by the MPI layer only:
+ *        seconds inside the MPI calls it records, all threads summed, a non-blocking call's start
+ *        counted but not its request's life; of them inside blocking collectives, MPI_Barrier to
+ *        MPI_Exscan; when the longest call a thread is inside now began, 0 when none)
  *   comm ID RANK SIZE BACKEND SEQ OP COUNT STATE START END CALLS BUSY_S NAME WAITS
  *        (one line per communicator: its latest call; ID job-unique (agreed at creation), NAME
  *         the human name; OP "-" before the first; STATE running|done|failed|timeout; END 0 while
@@ -79,6 +83,8 @@ typedef struct {
   double time, interval, cpu_pct; /* cpu_pct -1 when absent */
   long long beat;                 /* -1 when absent (version 1) */
   long long rss_kib;              /* -1 when absent */
+  int has_mpi;                    /* 1 when the three mpi_ lines were there (the MPI layer's) */
+  double mpi_s, mpi_coll_s, mpi_inside_since; /* mpi_inside_since 0: outside a call */
   int ncomms;
   gr__live_comm comm[GR_LIVE_MAX_COMMS];
   int ncreating;

@@ -63,6 +63,14 @@ static int is(const char *t, size_t len, const char *word) {
   return strlen(word) == len && memcmp(t, word, len) == 0;
 }
 
+/* The MPI layer's lines: 0 mpi_s, 1 mpi_coll_s, 2 mpi_inside_since; -1 another key. */
+static int mpi_key(const char *t, size_t len) {
+  static const char *const keys[] = {"mpi_s", "mpi_coll_s", "mpi_inside_since"};
+  for (int k = 0; k < 3; k++)
+    if (is(t, len, keys[k])) return k;
+  return -1;
+}
+
 /* WAITS: "-" or items "rPEER:TAG" / "sPEER:TAG" joined by ','. */
 static int parse_waits(const char *t, size_t len, gr__live_comm *c) {
   c->nwaits = 0;
@@ -142,6 +150,8 @@ int gr__live_parse(const char *text, size_t len, gr__live *out) {
   out->cpu_pct = -1;
   out->rss_kib = -1;
   out->beat = -1;
+  int mpi = 0; /* the mpi_ lines seen, a bit each */
+  double mv[3] = {0, 0, 0};
   size_t ml = strlen(GR_LIVE_MAGIC);
   int version = 2;
   if (len >= ml && memcmp(text, GR_LIVE_MAGIC_V1, ml) == 0)
@@ -160,6 +170,14 @@ int gr__live_parse(const char *text, size_t len, gr__live *out) {
     if (n < 2 || n > 16) continue;
     long long v;
     double d;
+    int k = mpi_key(tok[0], tl[0]);
+    if (k >= 0) { /* the MPI layer's figures (seconds, or a time since the epoch) */
+      if (n == 2 && !num(tok[1], tl[1], &d) && d >= 0 && d < 1e12) {
+        mv[k] = d;
+        mpi |= 1 << k;
+      }
+      continue;
+    }
     if (is(tok[0], tl[0], "rank") && n == 2 && !integer(tok[1], tl[1], 0, 1 << 30, &v))
       out->rank = (int)v;
     else if (is(tok[0], tl[0], "size") && n == 2 && !integer(tok[1], tl[1], 1, 1 << 30, &v))
@@ -188,6 +206,12 @@ int gr__live_parse(const char *text, size_t len, gr__live *out) {
     else if (is(tok[0], tl[0], "creating") && out->ncreating < GR_LIVE_MAX_CREATING &&
              parse_creating(tok, tl, n, &out->creating[out->ncreating]) == 0)
       out->ncreating++;
+  }
+  if (mpi == 7) { /* all three or none: the layer writes them together */
+    out->has_mpi = 1;
+    out->mpi_s = mv[0];
+    out->mpi_coll_s = mv[1];
+    out->mpi_inside_since = mv[2];
   }
   return out->rank >= 0 ? 0 : -1;
 }

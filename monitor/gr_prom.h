@@ -12,7 +12,15 @@
  * others_utilization_ratio, rank_memory_used_bytes, others_memory_used_bytes. Per rank: cpu_utilization_ratio,
  * resident_memory_bytes, and from the rank's live file (base/gr_live_file.h):
  * collective_seconds_total, collective_calls_total, collective_wait_seconds (inside the current
- * call, 0 between calls). gpurun_up is 1 in every file (a series that exists only while its
+ * call, 0 between calls), and for a program the MPI layer records (the file's mpi_ lines)
+ * mpi_seconds_total (inside its MPI calls) and mpi_collective_seconds_total (inside its blocking
+ * collectives: the job's highest rate minus a rank's is how late that rank arrives, in PromQL, as
+ * no rank alone has the others' times). Under the layer collective_seconds_total is
+ * mpi_seconds_total (the records' busy time would count a request's life besides its wait) and
+ * collective_wait_seconds is the layer's longest call in progress (a non-blocking call's record
+ * runs until its request completes, while the rank computes). Per rank the labels are job, host,
+ * rank and local_rank (given by host and rank): no communicator or call labels, so a job has a
+ * fixed number of series. gpurun_up is 1 in every file (a series that exists only while its
  * writer lives) and gpurun_sample_time_seconds says when the sample was taken, so that an alert
  * sees a file that stopped changing.
  *

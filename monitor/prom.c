@@ -96,18 +96,29 @@ static const family rank_families[] = {
      "Busy share of the rank's cores since the previous sample."},
     {"gpurun_rank_resident_memory_bytes", "gauge", "Resident set size of the rank's program."},
     {"gpurun_rank_collective_seconds_total", "counter",
-     "Seconds the rank spent inside finished gpurun collective calls."},
+     "Seconds the rank spent inside finished gpurun collective calls; under the MPI layer, inside "
+     "the MPI calls it records (gpurun_rank_mpi_seconds_total)."},
     {"gpurun_rank_collective_calls_total", "counter",
-     "gpurun collective and point-to-point calls made."},
+     "gpurun collective and point-to-point calls made (under the MPI layer: the MPI calls it "
+     "records on communicators)."},
     {"gpurun_rank_collective_wait_seconds", "gauge",
-     "Seconds inside the collective call or communicator creation the rank is in now (0 between "
-     "calls)."},
+     "Seconds inside the collective call or communicator creation the rank is in now; under the "
+     "MPI layer, inside the longest MPI call a thread of the rank is in now (0 between calls)."},
+    {"gpurun_rank_mpi_seconds_total", "counter",
+     "Seconds the rank's threads spent inside the MPI calls gpurun's MPI layer records (every "
+     "call; a non-blocking call's start, not its request's life). Programs run under the layer "
+     "only."},
+    {"gpurun_rank_mpi_collective_seconds_total", "counter",
+     "Of gpurun_rank_mpi_seconds_total, seconds inside blocking collectives (MPI_Barrier to "
+     "MPI_Exscan). The last rank to arrive waits least: the job's highest rate minus this rank's "
+     "is how late it arrives per second (a lower bound, exact when one rank is always first); "
+     "one rank alone cannot know it, having no clock common to the others."},
     {"gpurun_up", "gauge",
      "1 while the supervisor that writes this series runs: the series goes away with it."},
     {"gpurun_sample_time_seconds", "gauge",
      "Unix time of this sample: a value falling behind time() is a writer that stopped."},
 };
-enum { R_CPU, R_RSS, R_CSEC, R_CALLS, R_WAIT, R_UP, R_TIME, R_N };
+enum { R_CPU, R_RSS, R_CSEC, R_CALLS, R_WAIT, R_MPI, R_MPICOLL, R_UP, R_TIME, R_N };
 
 static void header(gr__strbuf *o, const family *f) {
   gr__strbuf_appendf(o, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, f->type);
@@ -195,14 +206,24 @@ gr_status gr__prom_format(const gr__sample *s, const char *job, const char *host
     }
   }
   double csec = 0, calls = 0, wait = 0;
+  const int layer = live && live->has_mpi;
   if (live)
     for (int i = 0; i < live->ncomms; i++) {
       const gr__live_comm *c = &live->comm[i];
       csec += c->busy_s;
       calls += (double)c->calls;
-      if (!strcmp(c->state, "running") && c->start > 0 && s->unix_s - c->start > wait)
+      /* The MPI layer's records of non-blocking calls run until their request completes: an
+       * MPI_Irecv posted long ago is no call the rank is in, so the layer's own clock decides. */
+      if (!layer && !strcmp(c->state, "running") && c->start > 0 && s->unix_s - c->start > wait)
         wait = s->unix_s - c->start;
     }
+  if (layer) {
+    /* The records' busy time counts a request's life besides the wait that completes it (more
+     * seconds than the wall clock had): the time inside the calls instead. */
+    csec = live->mpi_s;
+    if (live->mpi_inside_since > 0 && s->unix_s - live->mpi_inside_since > wait)
+      wait = s->unix_s - live->mpi_inside_since;
+  }
   /* a rank hung in gr_comm_create or gr_comm_split is as stuck as one in a collective */
   for (int i = 0; live && i < live->ncreating; i++)
     if (s->unix_s - live->creating[i].start > wait) wait = s->unix_s - live->creating[i].start;
@@ -223,6 +244,12 @@ gr_status gr__prom_format(const gr__sample *s, const char *job, const char *host
       break;
     case R_WAIT:
       if (live) v = wait;
+      break;
+    case R_MPI:
+      if (layer) v = live->mpi_s;
+      break;
+    case R_MPICOLL:
+      if (layer) v = live->mpi_coll_s;
       break;
     case R_UP:
       v = 1;

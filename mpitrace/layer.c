@@ -382,9 +382,14 @@ int gr__mt_begin(gr__mt_rec *r, int kind, MPI_Comm comm, long long count, MPI_Da
                   root, peer, tag);
 }
 
+/* below, with the threads' slots */
+static void thread_account(double secs, int kind);
+static int live_mpi(gr__live_mpi *out);
+
 void gr__mt_end(gr__mt_rec *r, int rc) {
   double end = gr__wall_now();
   gr__flight_end(r->f, r->slot, r->seq, rc == MPI_SUCCESS ? GR__FL_DONE : GR__FL_FAILED, end);
+  thread_account(end - r->start, r->kind);
   mt_comm *e = r->comm;
   if (e) gr__stats_call(&e->stats, r->kind, r->seq, end - r->start);
   if (e && gr__kind_is_p2p(r->kind)) gr__stats_waited(&e->stats, r->peer, end - r->start);
@@ -448,6 +453,8 @@ void gr__mt_req_track(gr__mt_rec *r, int rc, MPI_Request req) {
     nreqs++;
   }
   pthread_mutex_unlock(&req_mu);
+  /* the time inside the starting call; the request's life is not time inside MPI */
+  thread_account(gr__wall_now() - r->start, r->kind);
   gr__mt_thread_leave();
   depth = 0;
 }
@@ -543,6 +550,7 @@ void gr__mt_start(void) {
    * recorder and the live state, as gr_init starts them */
   char job[128];
   gr__job_agree(MPI_COMM_WORLD, job, sizeof job);
+  gr__live_set_mpi(live_mpi); /* before the first state is published */
   gr__observe_start(job);
   gr__stats_start(job, world_rank, world_size);
   __atomic_store_n(&gr__mt_on, 1, __ATOMIC_RELEASE);
@@ -585,8 +593,55 @@ static struct {
   _Atomic uint64_t seq;
   _Atomic double since;
   mt_comm *_Atomic comm;
+  _Atomic double in_s, coll_s; /* seconds inside recorded calls, and in blocking collectives */
 } threads[NTHREADS];
 static _Thread_local int my_thread = -1;
+/* The same sums for the threads beyond NTHREADS, shared. */
+static _Atomic double extra_in_s, extra_coll_s;
+
+static void add_shared(_Atomic double *v, double secs) {
+  double old = atomic_load_explicit(v, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(v, &old, old + secs, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+}
+
+/* A finished call (or a non-blocking start) of the calling thread, inside for secs: added to its
+ * slot, which only this thread writes (a load and a store, no locked add per call). The blocking
+ * collectives are stats.c's (MPI_Barrier .. MPI_Exscan), whose time tells who arrives last. */
+static void thread_account(double secs, int kind) {
+  if (!(secs > 0)) return;
+  int coll = kind >= GR__MPI_Barrier && kind <= GR__MPI_Exscan;
+  if (my_thread < 0) {
+    add_shared(&extra_in_s, secs);
+    if (coll) add_shared(&extra_coll_s, secs);
+    return;
+  }
+  _Atomic double *in = &threads[my_thread].in_s, *cs = &threads[my_thread].coll_s;
+  atomic_store_explicit(in, atomic_load_explicit(in, memory_order_relaxed) + secs,
+                        memory_order_relaxed);
+  if (coll)
+    atomic_store_explicit(cs, atomic_load_explicit(cs, memory_order_relaxed) + secs,
+                          memory_order_relaxed);
+}
+
+/* The live file's MPI lines (gr__live_set_mpi): the sums over every thread, and the start of the
+ * longest call a thread is inside now. A slot keeps its sums after its thread ends, so that they
+ * only grow (Prometheus counters). */
+static int live_mpi(gr__live_mpi *out) {
+  double in = atomic_load_explicit(&extra_in_s, memory_order_relaxed);
+  double cs = atomic_load_explicit(&extra_coll_s, memory_order_relaxed);
+  for (int i = 0; i < NTHREADS; i++) {
+    if (!atomic_load_explicit(&threads[i].used, memory_order_relaxed)) continue;
+    in += atomic_load_explicit(&threads[i].in_s, memory_order_relaxed);
+    cs += atomic_load_explicit(&threads[i].coll_s, memory_order_relaxed);
+  }
+  gr__mt_inside now;
+  out->in_s = in;
+  out->coll_s = cs;
+  out->inside_since = gr__mt_longest(&now) ? now.since : 0.0;
+  return 1;
+}
 
 void gr__mt_thread_enter(int kind, void *comm, uint64_t seq, double since) {
   if (my_thread < 0) {

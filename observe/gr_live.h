@@ -27,6 +27,16 @@ void gr__live_create_end(void);
 /* Stop publishing without a last state (the MPI layer's copy, when the program's libgpurun
  * starts its own: gr_mpitrace.h). */
 void gr__live_stop(void);
+/* The MPI layer's per-rank figures, written as the file's mpi_s, mpi_coll_s and
+ * mpi_inside_since lines (base/gr_live_file.h). fn is called by the publisher on every write, with
+ * the live state's lock held: it must not call back into it. It returns 0 to write no lines. Set
+ * it before gr__observe_start; NULL: none (a gpurun API program's file has none). */
+typedef struct {
+  double in_s;         /* seconds inside the MPI calls it records, all threads */
+  double coll_s;       /* of them, inside blocking collectives */
+  double inside_since; /* when the longest call a thread is inside now began (epoch s); 0: none */
+} gr__live_mpi;
+void gr__live_set_mpi(int (*fn)(gr__live_mpi *out));
 /* Publish now regardless of the interval (state "running" or "exited"). 0 when written. */
 int gr__live_publish(const char *state);
 

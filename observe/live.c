@@ -22,6 +22,7 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,12 @@ static _Thread_local int my_creating = -1; /* the calling thread's slot in C.slo
 static int setup_done;
 
 static const char *const state_names[] = {"running", "done", "failed", "timeout"};
+
+static int (*_Atomic mpi_source)(gr__live_mpi *out); /* gr__live_set_mpi */
+
+void gr__live_set_mpi(int (*fn)(gr__live_mpi *out)) {
+  atomic_store_explicit(&mpi_source, fn, memory_order_release);
+}
 
 static long long rss_kib(void) {
   char buf[128];
@@ -118,6 +125,11 @@ static int write_state(const char *state) {
   if (L.cpu_pct >= 0) gr__strbuf_appendf(&sb, "cpu_pct %.1f\n", L.cpu_pct);
   long long rss = rss_kib();
   if (rss >= 0) gr__strbuf_appendf(&sb, "rss_kib %lld\n", rss);
+  int (*mpi)(gr__live_mpi *) = atomic_load_explicit(&mpi_source, memory_order_acquire);
+  gr__live_mpi m;
+  if (mpi && mpi(&m))
+    gr__strbuf_appendf(&sb, "mpi_s %.6f\nmpi_coll_s %.6f\nmpi_inside_since %.6f\n", m.in_s,
+                       m.coll_s, m.inside_since);
   for (int i = 0; i < n && gr__strbuf_len(&sb) < sizeof buf - 400; i++) {
     const gr__flight_now *c = &now[i];
     char name[sizeof c->name], waits[GR_LIVE_MAX_WAITS * 26 + 2];

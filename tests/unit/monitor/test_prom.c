@@ -69,7 +69,7 @@ static void test_format(void **state) {
 /* The most a rank can have: 16 GPUs with every reading, the live file's series, a 64-byte host name
  * (HOST_NAME_MAX: the most Linux allows) and the longest job id (127 bytes). The text is whole
  * (every series of every GPU, and the rank's series after them), far beyond the 32 KiB a fixed
- * buffer would have held: about 72.5 KB, the figure docs/formats.md gives (change both together). */
+ * buffer would have held: about 74 KB, the figure docs/formats.md gives (change both together). */
 static void test_big(void **state) {
   (void)state;
   gr__sample s;
@@ -118,12 +118,16 @@ static void test_big(void **state) {
   live.comm[0].start = s.unix_s - 2.5;
   live.comm[0].busy_s = 3600.25;
   live.comm[0].calls = 1000000;
+  live.has_mpi = 1; /* the MPI layer's lines: its two series more */
+  live.mpi_s = 3600.25;
+  live.mpi_coll_s = 1800.125;
+  live.mpi_inside_since = s.unix_s - 2.5;
   gr__prom_text t = {0};
   assert_int_equal(gr__prom_format(&s, job, host, &live, &me, &t), 0);
   assert_true(t.len > 32768);
-  /* 72,519 bytes with this process's pid and start time in the owner line (a few digits more or
+  /* 74,014 bytes with this process's pid and start time in the owner line (a few digits more or
    * less elsewhere) */
-  if (t.len < 72000 || t.len > 73000) fail_msg("%zu bytes, not about 72.5 KB", t.len);
+  if (t.len < 73500 || t.len > 74500) fail_msg("%zu bytes, not about 74 KB", t.len);
   assert_int_equal(strlen(t.buf), t.len);
   assert_int_equal(t.buf[t.len - 1], '\n');
   char label[300];
@@ -143,11 +147,11 @@ static void test_big(void **state) {
     *nl = '\n';
     line = nl + 1;
   }
-  /* 14 families for each of 16 GPUs; cpu, rss, collective seconds, calls, wait, up and time for
-   * the rank */
-  assert_int_equal(series, 14 * 16 + 7);
+  /* 14 families for each of 16 GPUs; cpu, rss, collective seconds, calls, wait, MPI seconds, MPI
+   * collective seconds, up and time for the rank */
+  assert_int_equal(series, 14 * 16 + 9);
   assert_int_equal(last_gpu15, 14);
-  assert_int_equal(lines, series + 2 * (14 + 7) + 1); /* HELP and TYPE per family, owner line */
+  assert_int_equal(lines, series + 2 * (14 + 9) + 1); /* HELP and TYPE per family, owner line */
   const char *tail = "gpurun_sample_time_seconds{";
   assert_non_null(strstr(t.buf, tail));
   assert_non_null(strstr(t.buf, "} 1700000000.25\n"));
@@ -544,6 +548,93 @@ static void test_wait(void **state) {
   gr__prom_text_free(&t);
 }
 
+/* A program under the MPI layer (the live file's mpi_ lines): its time inside MPI and inside
+ * blocking collectives as counters labelled job, host, rank and local_rank only; the collective
+ * seconds are the time inside MPI (the records' busy time counts a request's life besides the
+ * wait that completes it); the wait is the layer's call in progress, not an MPI_Irecv that has
+ * been open for a minute while the rank computes. Without all three lines the layer's rules and
+ * series are off, and a reading the parser refuses takes them with it. */
+static const char *series_value(const char *buf, const char *name, char *out, size_t cap) {
+  char key[200];
+  snprintf(key, sizeof key, "\n%s{job=\"j\",host=\"h\",rank=\"2\",local_rank=\"0\"} ", name);
+  const char *p = strstr(buf, key);
+  if (!p) return NULL;
+  p += strlen(key);
+  size_t n = strcspn(p, "\n");
+  snprintf(out, cap, "%.*s", (int)n, p);
+  return out;
+}
+
+static void test_mpi_layer(void **state) {
+  (void)state;
+  gr__sample s;
+  memset(&s, 0, sizeof s);
+  s.unix_s = 1000.5;
+  s.rank = 2;
+  s.cpu_util = s.rss_kib = -1;
+  char text[1024];
+  const char *comms = "comm w 2 4 mpi 9 MPI_Allreduce 1 done 990 990.25 500 75.5 world -\n"
+                      "comm c1 2 4 mpi 0 MPI_Irecv 1 running 940.5 0 1 0 side r3:7\n";
+  snprintf(text, sizeof text,
+           "gpurun-live 2\nrank 2\nmpi_s 12.75\nmpi_coll_s 4.5\nmpi_inside_since 0\n%s", comms);
+  gr__live lv;
+  assert_int_equal(gr__live_parse(text, strlen(text), &lv), 0);
+  assert_int_equal(lv.has_mpi, 1);
+  gr__prom_text t = {0};
+  char v[64];
+  assert_int_equal(gr__prom_format(&s, "j", "h", &lv, NULL, &t), 0);
+  assert_non_null(strstr(t.buf, "# TYPE gpurun_rank_mpi_seconds_total counter\n"));
+  assert_non_null(strstr(t.buf, "# TYPE gpurun_rank_mpi_collective_seconds_total counter\n"));
+  assert_string_equal(series_value(t.buf, "gpurun_rank_mpi_seconds_total", v, sizeof v), "12.75");
+  assert_string_equal(series_value(t.buf, "gpurun_rank_mpi_collective_seconds_total", v, sizeof v),
+                      "4.5");
+  /* not the records' 75.5 s, more than the minute the rank has run */
+  assert_string_equal(series_value(t.buf, "gpurun_rank_collective_seconds_total", v, sizeof v),
+                      "12.75");
+  assert_string_equal(series_value(t.buf, "gpurun_rank_collective_calls_total", v, sizeof v),
+                      "501");
+  /* the MPI_Irecv open since 940.5 is no call the rank is in */
+  assert_string_equal(series_value(t.buf, "gpurun_rank_collective_wait_seconds", v, sizeof v), "0");
+  /* inside a call since 993.25 (the rank stopped there, or a peer never came) */
+  snprintf(text, sizeof text,
+           "gpurun-live 2\nrank 2\nmpi_s 12.75\nmpi_coll_s 4.5\nmpi_inside_since 993.25\n%s",
+           comms);
+  assert_int_equal(gr__live_parse(text, strlen(text), &lv), 0);
+  assert_int_equal(gr__prom_format(&s, "j", "h", &lv, NULL, &t), 0);
+  assert_string_equal(series_value(t.buf, "gpurun_rank_collective_wait_seconds", v, sizeof v),
+                      "7.25");
+  /* a start after the sample (a file from elsewhere): no negative wait */
+  snprintf(text, sizeof text,
+           "gpurun-live 2\nrank 2\nmpi_s 1\nmpi_coll_s 0\nmpi_inside_since 5000\n%s", comms);
+  assert_int_equal(gr__live_parse(text, strlen(text), &lv), 0);
+  assert_int_equal(gr__prom_format(&s, "j", "h", &lv, NULL, &t), 0);
+  assert_string_equal(series_value(t.buf, "gpurun_rank_collective_wait_seconds", v, sizeof v), "0");
+  /* no labels but the rank's: one series per family per rank, whatever the communicators */
+  for (const char *p = strstr(t.buf, "\ngpurun_rank_mpi"); p;
+       p = strstr(p + 1, "\ngpurun_rank_mpi"))
+    assert_true(
+        strncmp(strchr(p, '{'), "{job=\"j\",host=\"h\",rank=\"2\",local_rank=\"0\"} ", 43) == 0);
+  /* a line missing or refused (negative, not a number, too big): none of the layer's rules */
+  const char *bad[] = {"mpi_s 12.75\nmpi_coll_s 4.5\n",
+                       "mpi_s -1\nmpi_coll_s 4.5\nmpi_inside_since 0\n",
+                       "mpi_s nan\nmpi_coll_s 4.5\nmpi_inside_since 0\n",
+                       "mpi_s 12.75\nmpi_coll_s 1e300\nmpi_inside_since 0\n",
+                       "mpi_s 12.75 1\nmpi_coll_s 4.5\nmpi_inside_since 0\n"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(text, sizeof text, "gpurun-live 2\nrank 2\n%s%s", bad[i], comms);
+    assert_int_equal(gr__live_parse(text, strlen(text), &lv), 0);
+    assert_int_equal(lv.has_mpi, 0);
+    assert_int_equal(gr__prom_format(&s, "j", "h", &lv, NULL, &t), 0);
+    assert_null(strstr(t.buf, "\ngpurun_rank_mpi_"));
+    assert_null(strstr(t.buf, "# TYPE gpurun_rank_mpi_"));
+    assert_string_equal(series_value(t.buf, "gpurun_rank_collective_seconds_total", v, sizeof v),
+                        "75.5");
+    assert_string_equal(series_value(t.buf, "gpurun_rank_collective_wait_seconds", v, sizeof v),
+                        "60"); /* the old rule: the running record's age */
+  }
+  gr__prom_text_free(&t);
+}
+
 static void test_write(void **state) {
   (void)state;
   char dir[] = "/tmp/gr_test_prom.XXXXXX";
@@ -579,6 +670,7 @@ int main(void) {
                                      cmocka_unit_test(test_owner_foreign_proc),
                                      cmocka_unit_test(test_write_squatted_tmp),
                                      cmocka_unit_test(test_wait),
+                                     cmocka_unit_test(test_mpi_layer),
                                      cmocka_unit_test(test_write)};
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   if (failed == 0 && skipped) {
