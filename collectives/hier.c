@@ -18,6 +18,7 @@
  * first cannot stall an older one. */
 #include "gr_hier.h"
 
+#include "gr_agree.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_list.h"
@@ -113,11 +114,17 @@ static void host_name(char *out) {
   if (!i) snprintf(out, HOST_LEN, "?");
 }
 
-/* MIN over c->mpi of n ints in place, bounded by the communicator's timeout; 0 on failure. */
-static int agree_min(gr_comm *c, int *x, int n) {
-  MPI_Request req;
-  if (MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_INT, MPI_MIN, c->mpi, &req) != MPI_SUCCESS) return 0;
-  return gr__mpi_wait(c, &req, gr__deadline(c->timeout_s)) == GR_OK;
+/* MIN over c->mpi of n (at most 2) ints in place, one agreement round (gr__agree); 0 where the
+ * round failed (its sentence is in c->err). */
+static int agree_min(gr_comm *c, const char *what, int *x, int n) {
+  int64_t in[2], out[2];
+  if (n < 1 || n > 2) return 0;
+  for (int i = 0; i < n; i++)
+    in[i] = x[i];
+  if (gr__agree(c, what, GR__AGREE_MIN, in, out, n) != GR_OK) return 0;
+  for (int i = 0; i < n; i++)
+    x[i] = (int)out[i];
+  return 1;
 }
 
 static void lead_free(gr_comm *l) {
@@ -181,7 +188,7 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   char(*hosts)[HOST_LEN] = malloc((size_t)P * HOST_LEN);
   /* GPURUN_COLL_ALGO is agreed at creation (c->algo); mpi and flat keep the flat algorithms */
   int x[1] = {split_ok && h && tab && hosts};
-  if (!agree_min(c, x, 1)) goto none;
+  if (!agree_min(c, "the hierarchy's set-up", x, 1)) goto none;
   if (!x[0] || c->algo < GR__COLL_ALGO_AUTO) goto none;
   int mine[2] = {lrank, leader};
   char myhost[HOST_LEN];
@@ -224,7 +231,7 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   free(node_idx);
   /* a rank out of memory here stops all of them at the next agreement */
   int y[1] = {mem_ok};
-  if (!agree_min(c, y, 1) || !y[0]) goto none;
+  if (!agree_min(c, "the hierarchy's tables", y, 1) || !y[0]) goto none;
   if (nnodes < 2 || maxl < 2) {
     GR_DEBUG("collectives: communicator %s: no hierarchy (%d node(s), at most %d rank(s) on one)",
              c->id, nnodes, maxl);
@@ -263,7 +270,7 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
     }
   }
   int z[2] = {seg_ok, lead_ok};
-  if (!agree_min(c, z, 2) || !z[0] || !z[1]) {
+  if (!agree_min(c, "the hierarchy's segment and leaders", z, 2) || !z[0] || !z[1]) {
     GR_DEBUG("collectives: communicator %s: no hierarchy (%s)", c->id,
              !z[0] ? "a node could not make its shared-memory segment"
                    : "no leaders' communicator");
