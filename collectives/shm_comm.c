@@ -5,6 +5,7 @@
  * Every rank learns whether all others succeeded: either all use the segment, or none does. */
 #include "gr_shm.h"
 
+#include "gr_agree.h"
 #include "gr_log.h"
 #include "gr_param.h"
 
@@ -30,10 +31,16 @@ static uint64_t new_nonce(void) {
   return n | 1; /* never 0, which a zeroed page would match */
 }
 
-static int all_ok(gr_comm *c, int ok) {
-  if (MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS) return 0;
-  return ok;
+/* Whether every rank passed ok (one agreement round, gr_agree.h): 0 also where the round failed.
+ * agree_ok: the same where a failure needs its own sentence: GR_OK with *all set, or the round's
+ * status with its sentence in c->err. */
+static gr_status agree_ok(gr_comm *c, const char *what, int ok, int *all) {
+  int64_t mine = ok != 0, min = 0;
+  gr_status st = gr__agree(c, what, GR__AGREE_MIN, &mine, &min, 1);
+  *all = st == GR_OK && min;
+  return st;
 }
+static int all_ok(gr_comm *c, int ok) { return gr__agree_all(c, "the shared-memory segment", ok); }
 
 typedef struct {
   int64_t pid, fd;
@@ -219,11 +226,12 @@ static const seg_kind window = {window_format, window_valid};
 /* Register the regions base[q] (bytes[q]) on every rank, or on none. */
 static gr_status add_window(gr_comm *c, gr__shm *s, uint64_t token, void *const *base,
                             const size_t *bytes) {
-  if (!all_ok(c, gr__shm_window_add(s, token, base, bytes))) {
-    gr__shm_window_remove(s, token);
-    return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
-  }
-  return GR_OK;
+  int all = 0;
+  gr_status st =
+      agree_ok(c, "the window's regions", gr__shm_window_add(s, token, base, bytes), &all);
+  if (st == GR_OK && !all) st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
+  if (st != GR_OK) gr__shm_window_remove(s, token);
+  return st;
 }
 
 static uint64_t agreed_token(gr_comm *c) {
@@ -253,8 +261,11 @@ gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapp
     regions[q] = base + WINDOW_HEAD + stride * (size_t)q;
     sizes[q] = stride;
   }
-  gr_status st = all_ok(c, regions != NULL) ? add_window(c, s, nonce, regions, sizes)
-                                            : gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
+  int all = 0;
+  gr_status st = agree_ok(c, "the window's memory", regions != NULL, &all);
+  if (st == GR_OK)
+    st = all ? add_window(c, s, nonce, regions, sizes)
+             : gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
   free(regions);
   if (st != GR_OK) {
     munmap(base, total);
@@ -312,15 +323,17 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
   reg_info *all = malloc((size_t)c->size * sizeof *all);
   void **peer = calloc((size_t)c->size, sizeof *peer);
   size_t *peer_len = calloc((size_t)c->size, sizeof *peer_len);
-  int have = all && peer && peer_len;
-  if (!all_ok(c, ok && have)) {
+  int have = all && peer && peer_len, moved = 0;
+  gr_status st = agree_ok(c, "the moved pages", ok && have, &moved);
+  if (st != GR_OK || !moved) {
     if (fd >= 0) close(fd);
     free(all), free(peer), free(peer_len);
     /* a rank whose pages moved keeps them: the memfd's are the same bytes at the same address */
-    return gr__comm_err(c, ok && !have ? GR_ERR_NOMEM : GR_ERR_SYSTEM,
-                        "the buffer's pages could not be moved into shared memory on some rank "
-                        "(this rank: %s)",
-                        ok ? "done" : strerror(e));
+    return st != GR_OK ? st
+                       : gr__comm_err(c, ok && !have ? GR_ERR_NOMEM : GR_ERR_SYSTEM,
+                                      "the buffer's pages could not be moved into shared memory "
+                                      "on some rank (this rank: %s)",
+                                      ok ? "done" : strerror(e));
   }
   int rc =
       MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, c->mpi);
@@ -338,11 +351,11 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
     mapped = peer[q] != NULL;
   }
   /* every rank opened every peer's; this rank keeps its memfd: its pages come back through it */
-  mapped = all_ok(c, mapped);
-  gr_status st = mapped ? GR_OK
-                        : gr__comm_err(c, GR_ERR_SYSTEM,
-                                       "a peer's registered pages could not be mapped "
-                                       "(/proc/PID/fd of another rank)");
+  st = agree_ok(c, "the peers' pages", mapped, &mapped);
+  if (st == GR_OK && !mapped)
+    st = gr__comm_err(c, GR_ERR_SYSTEM,
+                      "a peer's registered pages could not be mapped (/proc/PID/fd of another "
+                      "rank)");
   if (st == GR_OK) {
     /* the offsets calls publish count from ptr's page, which is where window_of looks */
     st = add_window(c, s, nonce, peer, peer_len);
