@@ -24,6 +24,7 @@
  * every size up to its first loss. The limit travels with rank 0's crossovers. */
 #include "gr_shm.h"
 
+#include "gr_agree.h"
 #include "gr_clock.h"
 #include "gr_log.h"
 #include "gr_param.h"
@@ -172,8 +173,8 @@ static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVAT
       if (n <= MEASURE_MAX_BYTES && n > most) most = n;
     }
   unsigned char *send = malloc(most), *recv = malloc(most);
-  int ok = send && recv; /* on every rank, or no rank starts a call */
-  if (MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS) ok = 0;
+  /* on every rank, or no rank starts a call */
+  int ok = gr__agree_all(c, "the measurement's buffers", send && recv);
   if (ok) {
     memset(send, 0, most);
     memset(recv, 0, most);
@@ -240,9 +241,9 @@ int gr__shm_choose(gr_comm *c, gr__shm *s) {
   if (have) pair_max = known[size].pair_max;
   pthread_mutex_unlock(&known_lock);
   /* rank 0's setting, and whether some rank knows no crossovers for this size */
-  int v[2] = {c->rank == 0 ? gr__param_word(GR_PARAM_SHM_PRIVATE) : -1, !have};
-  if (MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS) return 0;
-  int mode = v[0];
+  int64_t mine[2] = {c->rank == 0 ? gr__param_word(GR_PARAM_SHM_PRIVATE) : -1, !have}, v[2];
+  if (gr__agree(c, "GPURUN_SHM_PRIVATE", GR__AGREE_MAX, mine, v, 2) != GR_OK) return 0;
+  int mode = (int)v[0];
   if (mode != GR_SHM_PRIVATE_AUTO) {
     gr__shm_private_defaults(c->size, cross);
     gr__shm_set_private(s, mode, cross);
@@ -251,8 +252,7 @@ int gr__shm_choose(gr_comm *c, gr__shm *s) {
   uint64_t t0 = gr__mono_ns();
   int ok = 1;
   if (v[1]) {
-    ok = measure(c, s, c->size, cross, &pair_max);
-    if (MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS) ok = 0;
+    ok = gr__agree_all(c, "the measurement", measure(c, s, c->size, cross, &pair_max));
     if (!ok) return 0;
   }
   uint64_t agreed[GR__SHM_PRIVATE_KINDS + 1]; /* the crossovers, then the pair limit */
