@@ -58,7 +58,9 @@ typedef struct {
   double cpu_mean, cpu_max, rss_peak;
   double rank_sm_mean, others_sm_mean; /* NAN unless the GPU had per-process rows */
   double cpu_time_s; /* the program's CPU seconds at its last row (cpu_time_s), NAN without */
-  char state;        /* the program's state letter at its last row, 0 without */
+  double cpu_t0, cpu_s0, cpu_t1; /* the first row with cpu_time_s: time, value; the last's time */
+  char state;                    /* the program's state letter at its last row, 0 without */
+  int nstates, nstopped;         /* rows with a state letter; of them, stopped (T or t) */
 } gr__rpt_series;
 
 /* How a rank's program ended: its supervisor's end record (base/gr_end_record.h). */
@@ -163,9 +165,17 @@ gr_status gr__rpt_arrivals_load(const char *dir, gr__rpt_arrivals **out);
  * rank the others waited for there, -1 when no rank stands out; 0 without them. */
 int gr__rpt_arrivals_world(const gr__rpt_arrivals *a, int *rank);
 
-/* Each communicator's table and verdicts ("Arrivals at the collectives of ..."). */
-void gr__rpt_arrivals_print(const gr__rpt_arrivals *a, FILE *out);
+/* Each communicator's table and verdicts ("Arrivals at the collectives of ..."); on the world,
+ * what job's samples saw on the rank the others waited for (gr__rpt_print_why; job may be
+ * NULL). */
+void gr__rpt_arrivals_print(const gr__rpt_arrivals *a, const gr__rpt_job *job, FILE *out);
 void gr__rpt_arrivals_free(gr__rpt_arrivals *a);
+
+/* What the monitor saw on rank (its program's share of the wall time on a CPU against the
+ * others', samples that found it stopped, its cores' busy share, its GPU's throttling and
+ * co-tenants), as one line "  on rank R: ..." for the rank the others waited for (why.c). Nothing
+ * printed without that rank's samples. */
+void gr__rpt_print_why(const gr__rpt_job *job, int rank, FILE *out);
 
 /* The slowest rank from the MPI layer's verdict on the world (gr__rpt_arrivals_world), which
  * replaces the guess from the CSVs and counters: rank -1 leaves no rank flagged and says so. */

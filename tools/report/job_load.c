@@ -289,10 +289,16 @@ static gr_status load_csv_at(int dirfd, const char *name, const char *shown, gr_
     if (col_thr >= 0 && *fields[col_thr]) s->throttle_any |= strtoull(fields[col_thr], NULL, 0);
     if (!isnan(ecc) && ecc > s->ecc_max) s->ecc_max = ecc;
     /* the program's own columns: the last row's (a state is one letter, else not taken) */
-    if (!isnan(cpu_s)) s->cpu_time_s = cpu_s;
+    if (!isnan(cpu_s)) {
+      if (isnan(s->cpu_time_s)) s->cpu_t0 = t, s->cpu_s0 = cpu_s;
+      s->cpu_time_s = cpu_s;
+      s->cpu_t1 = t;
+    }
     if (col_state >= 0) {
       const char *st = fields[col_state];
       s->state = st[0] >= 'A' && st[0] <= 'z' && !st[1] ? st[0] : 0;
+      if (s->state) s->nstates++;
+      if (s->state == 'T' || s->state == 't') s->nstopped++;
     }
   }
   problems_summary(&pr);

@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
   int nf = 0;
   gr_status fst = gr__rpt_flight(job_dir, stdout, &flight, &wait, &nf);
   if (fst != GR_OK) fail(1);
-  gr__rpt_arrivals_print(arr, stdout);
+  gr__rpt_arrivals_print(arr, &job, stdout);
   gr__rpt_arrivals_free(arr);
 
   /* The default outputs go into the job directory only when it is this user's and no one else

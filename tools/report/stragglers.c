@@ -266,7 +266,7 @@ static void analyse_comm(comm *g) {
              g->m[worst].rank, 100.0 * share);
 }
 
-static void print_comm(const comm *g, FILE *out) {
+static void print_comm(const comm *g, const gr__rpt_job *job, FILE *out) {
   if (g->nm < 2 || (!g->joined && !g->waited[0])) return;
   char id[80], name[80];
   gr__esc_term_str(id, sizeof id, g->id);
@@ -282,6 +282,8 @@ static void print_comm(const comm *g, FILE *out) {
     fprintf(out, "  %5d %7d %5.1f%% %12.3f %12.3f %10.3f\n", g->m[i].rank, g->last[i],
             100.0 * g->last[i] / nj, 1e3 * g->lag_sum[i] / nj, 1e3 * g->lag_max[i], g->m[i].mpi_s);
   if (g->waited[0]) fprintf(out, "  %s\n", g->waited);
+  if (job && g->waited_for >= 0 && !strcmp(g->id, GR_MPISTATS_WORLD_ID))
+    gr__rpt_print_why(job, g->waited_for, out);
   if (g->arrival[0]) fprintf(out, "  %s\n", g->arrival);
 }
 
@@ -355,9 +357,9 @@ int gr__rpt_arrivals_world(const gr__rpt_arrivals *a, int *rank) {
   return 0;
 }
 
-void gr__rpt_arrivals_print(const gr__rpt_arrivals *a, FILE *out) {
+void gr__rpt_arrivals_print(const gr__rpt_arrivals *a, const gr__rpt_job *job, FILE *out) {
   for (int i = 0; a && i < a->n; i++)
-    print_comm(&a->c[i], out);
+    print_comm(&a->c[i], job, out);
 }
 
 void gr__rpt_arrivals_free(gr__rpt_arrivals *a) {

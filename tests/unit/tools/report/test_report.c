@@ -312,7 +312,7 @@ static void test_arrivals_name_the_waited_for(void **state) {
   size_t len = 0;
   FILE *out = open_memstream(&text, &len);
   assert_non_null(out);
-  gr__rpt_arrivals_print(a, out);
+  gr__rpt_arrivals_print(a, NULL, out);
   assert_int_equal(fclose(out), 0);
   assert_non_null(strstr(text, "4 blocking collectives joined"));
   assert_non_null(strstr(text, "waited for: rank 1, the others blocked on it 8.000 s"));
@@ -353,6 +353,46 @@ static void test_arrivals_name_the_waited_for(void **state) {
   gr__rpt_arrivals_free(a);
 }
 
+/* What the monitor saw on the rank the others waited for: rank 1 ran on a CPU 50% of the wall
+ * time against 95% for the others and was stopped in 4 of 10 samples; rank 2's cores were busy
+ * while it ran 40%: shared. */
+static void test_why(void **state) {
+  (void)state;
+  gr__rpt_job j;
+  gr__rpt_job_init(&j);
+  double on[] = {0.95, 0.5, 0.4, 0.95};
+  for (int r = 0; r < 4; r++) {
+    gr__rpt_series s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.node, sizeof s.node, "n");
+    snprintf(s.gpu, sizeof s.gpu, "-");
+    s.rank = s.local_rank = r;
+    s.n = 10;
+    s.cpu_t0 = 100, s.cpu_t1 = 110, s.cpu_s0 = 1, s.cpu_time_s = 1 + 10 * on[r];
+    s.nstates = 10;
+    s.nstopped = r == 1 ? 4 : 0;
+    s.cpu_mean = r == 2 ? 97 : 60;
+    s.others_sm_mean = NAN;
+    assert_int_equal(gr__array_push(&j.s, &s), GR_OK);
+  }
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  assert_non_null(out);
+  gr__rpt_print_why(&j, 1, out);
+  gr__rpt_print_why(&j, 2, out);
+  gr__rpt_print_why(&j, 7, out); /* no samples: nothing */
+  assert_int_equal(fclose(out), 0);
+  assert_string_equal(text,
+                      "  on rank 1: its program ran on a CPU 50% of the wall time (the others: a "
+                      "median of 95%); stopped in 4 of 10 samples\n"
+                      "  on rank 2: its program ran on a CPU 40% of the wall time (the others: a "
+                      "median of 95%); its cores were busy 97% of the time: shared with other "
+                      "processes\n");
+  free(text);
+  gr__array_free(&j.s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_integrate),
@@ -363,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_json_reader),
       cmocka_unit_test(test_supervisor_csv_round_trip),
       cmocka_unit_test(test_arrivals_name_the_waited_for),
+      cmocka_unit_test(test_why),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,68 @@
+/* gpurun-report: what the monitor saw on the rank the others waited for (gr_report.h). The MPI
+ * layer says whom the others waited for; the supervisor's samples say why that rank was slow:
+ * its program ran on a CPU for less of the wall time than the others' (stopped, or its cores
+ * shared with other processes: the cores' busy share is high while its own is low), or its GPU
+ * throttled or was shared with another tenant. */
+#include "gr_report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The program's CPU seconds per wall second between its first and last rows with CPU time. */
+static double on_cpu(const gr__rpt_series *s) {
+  double wall = s->cpu_t1 - s->cpu_t0;
+  if (isnan(s->cpu_time_s) || !(wall >= 1.0)) return NAN;
+  return (s->cpu_time_s - s->cpu_s0) / wall;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+void gr__rpt_print_why(const gr__rpt_job *job, int rank, FILE *out) {
+  const gr__rpt_series *me = NULL;
+  int n = gr__rpt_nseries(job), nothers = 0;
+  double *others = n ? malloc((size_t)n * sizeof *others) : NULL;
+  for (int i = 0; i < n; i++) {
+    const gr__rpt_series *s = &GR__RPT_SERIES(job, i);
+    if (i && gr__rpt_same_rank(s, &GR__RPT_SERIES(job, i - 1))) continue; /* its other GPUs */
+    if (s->rank == rank && !me)
+      me = s;
+    else if (others && !isnan(on_cpu(s)))
+      others[nothers++] = on_cpu(s);
+  }
+  if (!me || !me->n) {
+    free(others);
+    return;
+  }
+  fprintf(out, "  on rank %d:", rank);
+  int said = 0;
+  double mine = on_cpu(me);
+  if (!isnan(mine)) {
+    fprintf(out, " its program ran on a CPU %.0f%% of the wall time", 100.0 * mine);
+    if (nothers) {
+      qsort(others, (size_t)nothers, sizeof *others, cmp_double);
+      double med =
+          nothers % 2 ? others[nothers / 2] : 0.5 * (others[nothers / 2 - 1] + others[nothers / 2]);
+      fprintf(out, " (the others: a median of %.0f%%)", 100.0 * med);
+    }
+    said = 1;
+  }
+  if (me->nstopped)
+    fprintf(out, "%s stopped in %d of %d samples", said++ ? ";" : "", me->nstopped, me->nstates);
+  /* its cores busy while it was not: other processes ran there */
+  if (!isnan(mine) && !isnan(me->cpu_mean) && me->cpu_mean >= 80.0 && mine < 0.7 && !me->nstopped)
+    fprintf(out, "%s its cores were busy %.0f%% of the time: shared with other processes",
+            said++ ? ";" : "", me->cpu_mean);
+  if (me->throttle_any)
+    fprintf(out, "%s its GPU slowed its clocks (reasons 0x%llx)", said++ ? ";" : "",
+            me->throttle_any);
+  if (!isnan(me->others_sm_mean) && me->others_sm_mean > 0)
+    fprintf(out, "%s other processes used %.1f%% of its GPU's SMs", said++ ? ";" : "",
+            me->others_sm_mean);
+  if (!said) fprintf(out, " nothing in the monitor's samples (no CPU time, state or GPU rows)");
+  fputc('\n', out);
+  free(others);
+}
