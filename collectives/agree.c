@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *op_name(gr__agree_op op) {
   return op == GR__AGREE_MIN ? "MIN" : op == GR__AGREE_MAX ? "MAX" : "MIN and MAX";
@@ -71,7 +72,51 @@ gr_status gr__agree(gr_comm *c, const char *what, gr__agree_op op, const int64_t
   return GR_OK;
 }
 
+gr_status gr__agree_ok(gr_comm *c, const char *what, int ok, int *all) {
+  int64_t mine = ok != 0, min = 0;
+  gr_status st = gr__agree(c, what, GR__AGREE_MIN, &mine, &min, 1);
+  *all = st == GR_OK && min;
+  return st;
+}
+
+gr_status gr__agree_bcast(gr_comm *c, const char *what, void *buf, size_t bytes, int root) {
+  if (!bytes || bytes > GR__AGREE_MAX_BYTES || root < 0 || root >= c->size)
+    return gr__comm_err(c, GR_ERR_INTERNAL,
+                        "%s over communicator %s: %zu bytes from rank %d (1 to %d bytes from a "
+                        "rank of %d); this rank did not join it",
+                        what, c->id, bytes, root, GR__AGREE_MAX_BYTES, c->size);
+  void *h = malloc(bytes); /* written by MPI until the request completes */
+  if (!h)
+    return gr__comm_err(c, GR_ERR_NOMEM,
+                        "out of memory for %s over communicator %s; this rank did not join it",
+                        what, c->id);
+  memcpy(h, buf, bytes);
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = MPI_Ibcast(h, (int)bytes, MPI_BYTE, root, c->mpi, &req);
+  if (rc != MPI_SUCCESS) {
+    free(h);
+    char e[MPI_MAX_ERROR_STRING];
+    return gr__comm_err(c, GR_ERR_MPI, "%s over communicator %s: MPI_Ibcast failed: %s", what,
+                        c->id, gr__mpi_strerror(rc, e));
+  }
+  gr_status st = gr__mpi_wait_owning(c, &req, gr__deadline(c->timeout_s), h);
+  if (st == GR_ERR_TIMEOUT)
+    return gr__comm_err(c, GR_ERR_TIMEOUT,
+                        "%s over communicator %s (from rank %d) did not reach every rank within "
+                        "%g s (the communicator's timeout)",
+                        what, c->id, root, c->timeout_s);
+  if (st != GR_OK) {
+    char said[GR__ERRLEN];
+    snprintf(said, sizeof said, "%s", c->err);
+    return gr__comm_err(c, st, "%s over communicator %s: %s", what, c->id, said);
+  }
+  memcpy(buf, h, bytes);
+  free(h);
+  return GR_OK;
+}
+
 int gr__agree_all(gr_comm *c, const char *what, int ok) {
-  int64_t mine = ok != 0, all = 0;
-  return gr__agree(c, what, GR__AGREE_MIN, &mine, &all, 1) == GR_OK && all;
+  int all = 0;
+  gr__agree_ok(c, what, ok, &all);
+  return all;
 }

@@ -34,9 +34,18 @@ typedef enum {
 gr_status gr__agree(gr_comm *c, const char *what, gr__agree_op op, const int64_t *in, int64_t *out,
                     int n);
 
-/* For rounds of ints that pass or fail: 1 where every rank passed ok != 0, else 0 (also where the
- * round itself failed: its sentence is then in c->err). */
+/* For rounds that pass or fail: *all = 1 where every rank passed ok != 0, else 0; GR_OK, or the
+ * round's own failure as gr__agree's (*all = 0). gr__agree_all: *all alone, for a caller that
+ * treats a failed round as a rank that did not pass (its sentence is then in c->err). */
+gr_status gr__agree_ok(gr_comm *c, const char *what, int ok, int *all);
 int gr__agree_all(gr_comm *c, const char *what, int ok);
+
+/* The step after a round that found a rank refusing: rank root's bytes (its particulars, its
+ * sentence) into buf on every rank, on a heap copy and bounded like a round. GR_OK, or the status
+ * with its sentence in c->err (GR_ERR_TIMEOUT, GR_ERR_MPI, GR_ERR_NOMEM: buf then holds this
+ * rank's own bytes). bytes: at most GR__AGREE_MAX_BYTES. */
+#define GR__AGREE_MAX_BYTES 4096
+gr_status gr__agree_bcast(gr_comm *c, const char *what, void *buf, size_t bytes, int root);
 
 /* gr__mpi_wait (gr_coll.h) for a request that writes buf (heap, or NULL). GR_OK: the request
  * completed and buf is the caller's. Any failure (the deadline passed, MPI_Test failed) takes buf

@@ -31,15 +31,8 @@ static uint64_t new_nonce(void) {
   return n | 1; /* never 0, which a zeroed page would match */
 }
 
-/* Whether every rank passed ok (one agreement round, gr_agree.h): 0 also where the round failed.
- * agree_ok: the same where a failure needs its own sentence: GR_OK with *all set, or the round's
- * status with its sentence in c->err. */
-static gr_status agree_ok(gr_comm *c, const char *what, int ok, int *all) {
-  int64_t mine = ok != 0, min = 0;
-  gr_status st = gr__agree(c, what, GR__AGREE_MIN, &mine, &min, 1);
-  *all = st == GR_OK && min;
-  return st;
-}
+/* Whether every rank passed ok (one agreement round, gr_agree.h): 0 also where the round failed;
+ * gr__agree_ok where a failed round needs its own sentence. */
 static int all_ok(gr_comm *c, int ok) { return gr__agree_all(c, "the shared-memory segment", ok); }
 
 typedef struct {
@@ -228,7 +221,7 @@ static gr_status add_window(gr_comm *c, gr__shm *s, uint64_t token, void *const 
                             const size_t *bytes) {
   int all = 0;
   gr_status st =
-      agree_ok(c, "the window's regions", gr__shm_window_add(s, token, base, bytes), &all);
+      gr__agree_ok(c, "the window's regions", gr__shm_window_add(s, token, base, bytes), &all);
   if (st == GR_OK && !all) st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
   if (st != GR_OK) gr__shm_window_remove(s, token);
   return st;
@@ -262,7 +255,7 @@ gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapp
     sizes[q] = stride;
   }
   int all = 0;
-  gr_status st = agree_ok(c, "the window's memory", regions != NULL, &all);
+  gr_status st = gr__agree_ok(c, "the window's memory", regions != NULL, &all);
   if (st == GR_OK)
     st = all ? add_window(c, s, nonce, regions, sizes)
              : gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
@@ -324,7 +317,7 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
   void **peer = calloc((size_t)c->size, sizeof *peer);
   size_t *peer_len = calloc((size_t)c->size, sizeof *peer_len);
   int have = all && peer && peer_len, moved = 0;
-  gr_status st = agree_ok(c, "the moved pages", ok && have, &moved);
+  gr_status st = gr__agree_ok(c, "the moved pages", ok && have, &moved);
   if (st != GR_OK || !moved) {
     if (fd >= 0) close(fd);
     free(all), free(peer), free(peer_len);
@@ -351,7 +344,7 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
     mapped = peer[q] != NULL;
   }
   /* every rank opened every peer's; this rank keeps its memfd: its pages come back through it */
-  st = agree_ok(c, "the peers' pages", mapped, &mapped);
+  st = gr__agree_ok(c, "the peers' pages", mapped, &mapped);
   if (st == GR_OK && !mapped)
     st = gr__comm_err(c, GR_ERR_SYSTEM,
                       "a peer's registered pages could not be mapped (/proc/PID/fd of another "
