@@ -1,13 +1,13 @@
 /* gr_mem_alloc and gr_mem_free: memory the calls on a communicator reach directly (the MPI
  * backend's windows on a node's shared memory, gr_shm.h). Both are collective over the
- * communicator: every rank first says what it asks (one MPI_Allgather on c->mpi), so that a rank
+ * communicator: every rank first says what it asks (agree below, on c->mpi), so that a rank
  * that refuses its own arguments, asks another size, frees something else or has no memory makes
  * every rank fail with one sentence naming it, and no rank waits in the backend's mapping for one
  * that gave up. */
 #include "gr_coll.h"
 
+#include "gr_agree.h"
 #include "gr_error.h"
-#include "gr_mpi_error.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -126,25 +126,31 @@ static const char *ask_text(int64_t v) {
   }
 }
 
-static gr_status mpi_failed(const char *fn, gr_comm *c, const char *what, int rc) {
-  char e[MPI_MAX_ERROR_STRING];
-  return gr__fail(GR_ERR_MPI, fn, "communicator %s: %s failed: %s", c->id, what,
-                  gr__mpi_strerror(rc, e));
+/* A step of the agreement (or the backend's part) that failed with its sentence in c->err: the
+ * caller's sentence. Past the timeout c->mpi holds a collective some rank never joined, so the
+ * communicator is aborted (as a timed-out call's is). */
+static gr_status step_failed(const char *fn, gr_comm *c, gr_status st) {
+  if (st != GR_ERR_TIMEOUT) return gr__fail(st, fn, "communicator %s: %s", c->id, c->err);
+  gr__comm_abort_internal(c);
+  return gr__fail(st, fn, "communicator %s: %s; the communicator is now aborted", c->id, c->err);
 }
 
-/* Every rank's ask, without allocating: rank 0's to everyone, then the first rank that refused
- * and the first that differs from rank 0. GR_OK when none refused and all ask alike (*nothing:
- * all passed NULL to gr_mem_free), else the same status and sentence on every rank. freeing:
- * gr_mem_free's (the value is an allocation's number), else gr_mem_alloc's (bytes). */
+/* Every rank's ask, before anything is allocated: rank 0's to everyone, then the first rank that
+ * refused and the first that differs from rank 0 (one gr__agree round), each step bounded by the
+ * communicator's timeout. GR_OK when none refused and all ask alike (*nothing: all passed NULL to
+ * gr_mem_free), else the same status and sentence on every rank. freeing: gr_mem_free's (the value
+ * is an allocation's number), else gr_mem_alloc's (bytes). */
 static gr_status agree(const char *fn, gr_comm *c, ask mine, int freeing, int *nothing) {
   ask zero = mine;
-  int rc = MPI_Bcast(&zero, (int)sizeof zero, MPI_BYTE, 0, c->mpi);
-  if (rc != MPI_SUCCESS) return mpi_failed(fn, c, "MPI_Bcast", rc);
+  gr_status st = gr__agree_bcast(c, "rank 0's ask", &zero, sizeof zero, 0);
+  if (st != GR_OK) return step_failed(fn, c, st);
   int refused = mine.verdict != ASK_OK && mine.verdict != ASK_NULL_FREE;
-  int first[2] = {refused ? c->rank : c->size,
-                  mine.verdict != zero.verdict || mine.value != zero.value ? c->rank : c->size};
-  rc = MPI_Allreduce(MPI_IN_PLACE, first, 2, MPI_INT, MPI_MIN, c->mpi);
-  if (rc != MPI_SUCCESS) return mpi_failed(fn, c, "MPI_Allreduce", rc);
+  int64_t lowest[2] = {refused ? c->rank : c->size,
+                       mine.verdict != zero.verdict || mine.value != zero.value ? c->rank
+                                                                                : c->size};
+  int64_t first[2];
+  st = gr__agree(c, "the ranks' asks", GR__AGREE_MIN, lowest, first, 2);
+  if (st != GR_OK) return step_failed(fn, c, st);
   *nothing = 0;
   const char *undone = strcmp(fn, "gr_mem_register") == 0     ? "registered"
                        : strcmp(fn, "gr_mem_deregister") == 0 ? "deregistered"
@@ -153,30 +159,30 @@ static gr_status agree(const char *fn, gr_comm *c, ask mine, int freeing, int *n
   const char *what = freeing ? "frees allocation #" : "asks for ", *unit = freeing ? "" : " bytes";
   if (first[0] < c->size) {
     ask why = mine;
-    rc = MPI_Bcast(&why, (int)sizeof why, MPI_BYTE, first[0], c->mpi);
-    if (rc != MPI_SUCCESS) return mpi_failed(fn, c, "MPI_Bcast", rc);
+    st = gr__agree_bcast(c, "the refusing rank's ask", &why, sizeof why, (int)first[0]);
+    if (st != GR_OK) return step_failed(fn, c, st);
     int64_t v = why.verdict;
     why.detail[sizeof why.detail - 1] = '\0';
     return gr__fail(v == ASK_PENDING ? GR_ERR_STATE
                     : v == ASK_NOMEM ? GR_ERR_NOMEM
                                      : GR_ERR_INVALID,
-                    fn, "communicator %s: rank %d: %s%s%s; nothing was %s", c->id, first[0],
+                    fn, "communicator %s: rank %d: %s%s%s; nothing was %s", c->id, (int)first[0],
                     ask_text(v), why.detail[0] ? ": " : "", why.detail, undone);
   }
   if (first[1] < c->size) {
     ask other = mine;
-    rc = MPI_Bcast(&other, (int)sizeof other, MPI_BYTE, first[1], c->mpi);
-    if (rc != MPI_SUCCESS) return mpi_failed(fn, c, "MPI_Bcast", rc);
+    st = gr__agree_bcast(c, "the differing rank's ask", &other, sizeof other, (int)first[1]);
+    if (st != GR_OK) return step_failed(fn, c, st);
     if (other.verdict != zero.verdict) /* one passes NULL, the other memory */
       return gr__fail(
           GR_ERR_MISMATCH, fn,
           "communicator %s: rank %d passes %s while rank 0 passes %s; nothing was freed", c->id,
-          first[1], other.verdict == ASK_NULL_FREE ? "NULL" : "memory",
+          (int)first[1], other.verdict == ASK_NULL_FREE ? "NULL" : "memory",
           zero.verdict == ASK_NULL_FREE ? "NULL" : "memory");
     return gr__fail(GR_ERR_MISMATCH, fn,
                     "communicator %s: rank 0 %s%" PRIu64 "%s, rank %d %s%" PRIu64 "%s; nothing "
                     "was %s",
-                    c->id, what, zero.value, unit, first[1], what, other.value, unit, undone);
+                    c->id, what, zero.value, unit, (int)first[1], what, other.value, unit, undone);
   }
   *nothing = zero.verdict == ASK_NULL_FREE;
   return GR_OK;
@@ -205,7 +211,7 @@ GR_API gr_status gr_mem_alloc(gr_comm *comm, size_t bytes, void **ptr) {
   st = comm->ops->mem_alloc(comm, bytes, m);
   if (st != GR_OK) {
     free(m);
-    return gr__fail(st, fn, "communicator %s: %s", comm->id, comm->err);
+    return step_failed(fn, comm, st);
   }
   m->bytes = bytes;
   m->id = comm->mem_seq++;
@@ -277,7 +283,7 @@ GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_
   if (st != GR_OK) {
     unhold(m);
     free(m);
-    return gr__fail(st, fn, "communicator %s: %s", comm->id, comm->err);
+    return step_failed(fn, comm, st);
   }
   m->id = comm->mem_seq++;
   gr__list_push_back(&comm->mem, &m->node);
