@@ -14,6 +14,7 @@
  * across nodes). gr_mpi_be.h holds what they share. */
 #include "gr_mpi_be.h"
 
+#include "gr_agree.h"
 #include "gr_algo_count.h"
 #include "gr_config.h"
 #include "gr_dtype.h"
@@ -624,14 +625,14 @@ const gr__path gr__path_shm_window = {
 static gr_status mpi_mem_alloc(gr_comm *c, size_t bytes, gr__mem *m) {
   mpi_be *b = c->be;
   gr__shm_mapping *w = calloc(1, sizeof *w);
-  int ok = w != NULL, all = ok;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->mpi);
-  if (!all) {
+  int all = 0;
+  gr_status st = gr__agree_ok(c, "the window's record", w != NULL, &all);
+  if (st != GR_OK || !all) {
     free(w);
-    return gr__comm_err(c, GR_ERR_NOMEM, "out of memory on some rank");
+    return st != GR_OK ? st : gr__comm_err(c, GR_ERR_NOMEM, "out of memory on some rank");
   }
   if (b && b->shm) {
-    gr_status st = gr__shm_comm_window(c, b->shm, bytes, w);
+    st = gr__shm_comm_window(c, b->shm, bytes, w);
     if (st != GR_OK) {
       free(w);
       return st;
@@ -641,12 +642,14 @@ static gr_status mpi_mem_alloc(gr_comm *c, size_t bytes, gr__mem *m) {
     void *p = len >= bytes
                   ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
                   : MAP_FAILED;
-    ok = p != MAP_FAILED;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->mpi);
-    if (!all) {
+    int ok = p != MAP_FAILED;
+    st = gr__agree_ok(c, "the mapped memory", ok, &all);
+    if (st != GR_OK || !all) {
       if (ok) munmap(p, len);
       free(w);
-      return gr__comm_err(c, GR_ERR_NOMEM, "%zu bytes could not be mapped on some rank", bytes);
+      return st != GR_OK ? st
+                         : gr__comm_err(c, GR_ERR_NOMEM,
+                                        "%zu bytes could not be mapped on some rank", bytes);
     }
     w->ptr = w->map = p;
     w->map_bytes = len;
@@ -662,13 +665,13 @@ static gr_status mpi_mem_register(gr_comm *c, gr__mem *m) {
   mpi_be *b = c->be;
   if (!b || !b->shm) return GR_OK; /* nothing to share: calls take the buffer as any */
   gr__shm_mapping *w = calloc(1, sizeof *w);
-  int ok = w != NULL, all = ok;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->mpi);
-  if (!all) {
+  int all = 0;
+  gr_status st = gr__agree_ok(c, "the registration's record", w != NULL, &all);
+  if (st != GR_OK || !all) {
     free(w);
-    return gr__comm_err(c, GR_ERR_NOMEM, "out of memory on some rank");
+    return st != GR_OK ? st : gr__comm_err(c, GR_ERR_NOMEM, "out of memory on some rank");
   }
-  gr_status st = gr__shm_comm_register(c, b->shm, m->ptr, m->bytes, w);
+  st = gr__shm_comm_register(c, b->shm, m->ptr, m->bytes, w);
   if (st != GR_OK) {
     free(w);
     return st;
