@@ -14,6 +14,7 @@
  * rank alike (see "refusal verdicts" below; docs/architecture.md says why not in the stream). */
 #include "gr_coll.h"
 
+#include "gr_agree.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_live.h"
@@ -480,7 +481,11 @@ static void forget_enqueued(gr__call *k) {
  * whichever call the program tests first: a call's test enqueues every older call whose verdict is
  * in, and a call without a verdict of its own (barrier, point-to-point, grouped, check mode) first
  * waits for the verdicts still on their way (the other ranks posted them too, so they come). The
- * shared-GPU path (nccl_share.c) gets its calls the same way, after the verdict. */
+ * shared-GPU path (nccl_share.c) gets its calls the same way, after the verdict.
+ * These verdicts are agreement rounds that do not use gr__agree (gr_agree.h), which waits for its
+ * round: a verdict's MPI_Iallreduce stays in flight across calls (the post returns at once, tests
+ * and later posts overlap it), its word and result live in the verdict on the heap, and a verdict
+ * given up on keeps them reachable (abandon_verdict), so MPI never writes freed memory. */
 enum { V_WAIT, V_POSTED, V_REFUSED, V_FAILED };
 
 struct verdict {
@@ -665,23 +670,22 @@ typedef struct {
 } nccl_mem;
 
 /* GR_OK when every rank's step succeeded; else, on every rank, the status and sentence of the
- * lowest rank whose step failed (its c->err, after "rank R: "). */
+ * lowest rank whose step failed (its c->err, after "rank R: "), or the round's own failure. One
+ * agreement round and the failing rank's words, each bounded by the communicator's timeout
+ * (gr_agree.h). */
 static gr_status mem_agree(gr_comm *c, gr_status mine) {
-  int first = mine == GR_OK ? c->size : c->rank;
-  if (MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS)
-    return gr__comm_err(c, GR_ERR_MPI, "MPI_Allreduce of the memory verdict failed");
-  if (first >= c->size) return GR_OK;
+  int64_t me = mine == GR_OK ? c->size : c->rank, lowest = 0;
   struct {
     int st;
     char err[GR__ERRLEN];
   } said;
   memset(&said, 0, sizeof said);
-  if (c->rank == first) {
-    said.st = (int)mine;
-    snprintf(said.err, sizeof said.err, "%s", c->err);
-  }
-  if (MPI_Bcast(&said, (int)sizeof said, MPI_BYTE, first, c->mpi) != MPI_SUCCESS)
-    return gr__comm_err(c, GR_ERR_MPI, "MPI_Bcast of the memory verdict failed");
+  if (mine != GR_OK) snprintf(said.err, sizeof said.err, "%s", c->err);
+  GR_CHECK(gr__agree(c, "the memory verdict", GR__AGREE_MIN, &me, &lowest, 1));
+  if (lowest >= c->size) return GR_OK;
+  int first = (int)lowest;
+  said.st = (int)mine;
+  GR_CHECK(gr__agree_bcast(c, "the failing rank's memory verdict", &said, sizeof said, first));
   said.err[sizeof said.err - 1] = '\0';
   return gr__comm_err(c, (gr_status)said.st, "rank %d: %s", first, said.err);
 }
@@ -703,10 +707,13 @@ static int windows_here(gr_comm *c) {
 
 static gr_status nccl_mem_alloc(gr_comm *c, size_t bytes, gr__mem *m) {
   nccl_mem *x = calloc(1, sizeof *x);
-  int wins = x && windows_here(c);
-  gr_status st = x ? GR_OK : gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
-  if (MPI_Allreduce(MPI_IN_PLACE, &wins, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS)
-    st = gr__comm_err(c, GR_ERR_MPI, "MPI_Allreduce of the memory kind failed");
+  int wins = 0;
+  gr_status st = gr__agree_ok(c, "the memory kind", x && windows_here(c), &wins);
+  if (st != GR_OK) { /* the round itself failed: no rank goes on to the next one */
+    free(x);
+    return st;
+  }
+  if (!x) st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory"); /* said to all in mem_agree */
   void *p = NULL;
   if (st == GR_OK && wins) {
     ncclResult_t rc = ncclMemAlloc(&p, bytes);
