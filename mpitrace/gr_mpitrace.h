@@ -17,6 +17,7 @@
 #define GR_MPITRACE_H
 
 #include "gr_flight.h"
+#include "gr_watchdog.h"
 
 #include <mpi.h>
 #include <stdint.h>
@@ -111,23 +112,12 @@ void gr__mt_req_done(MPI_Request before, int ok);
 void gr__mt_start(void);
 void gr__mt_stop(void);
 
-/* The watchdog (watchdog.c): with GPURUN_TIMEOUT set, a thread that notices a call inside MPI
- * for longer, dumps the flight recorders of every rank that shares the job directory, names the
- * missing ranks in one line and, with GPURUN_ON_HANG=abort, ends the job (GR__MT_HANG_EXIT). */
-#define GR__MT_HANG_EXIT 125
-void gr__mt_watchdog_start(const char *job, int rank, int size);
-void gr__mt_watchdog_stop(void);
-/* The calling thread's call in progress, for the watchdog: a kind, the communicator's entry and
- * its start (gr__wall_now, the record's own), or kind -1 when outside MPI. */
+/* The calling thread's call in progress, for the watchdog (observe/gr_watchdog.h) and the live
+ * state: a kind, the communicator's entry and its start (gr__wall_now, the record's own), or kind
+ * -1 when outside MPI. */
 void gr__mt_thread_enter(int kind, void *comm, uint64_t seq, double since);
 void gr__mt_thread_leave(void);
-typedef struct {
-  int kind;
-  uint64_t seq;
-  double since;
-  char comm_id[32], comm_name[32];
-} gr__mt_inside;
 /* The longest call any thread of this process is inside now: 1 and *out, or 0 when none. */
-int gr__mt_longest(gr__mt_inside *out);
+int gr__mt_longest(gr__inside *out);
 
 #endif

@@ -504,6 +504,10 @@ int gr__mt_begin_wait(gr__mt_rec *r, int kind, int n, const MPI_Request *reqs) {
 
 /* ---- start and stop ------------------------------------------------------------------------ */
 
+/* The watchdog's view of the layer: its threads' calls in progress, and MPI_Abort. */
+static void end_job(int code) { NEXT(Abort)(MPI_COMM_WORLD, code); }
+static const gr__watchdog_ops watchdog_ops = {"MPI", gr__mt_longest, end_job};
+
 /* Whether this process records, and why not: decided once, in MPI_Init. */
 static const char *stand_aside_reason(char *buf, size_t cap) {
   if (gr__param_word(GR_PARAM_TRACE) == GR_TRACE_NONE) return "GPURUN_TRACE=none";
@@ -555,25 +559,25 @@ void gr__mt_start(void) {
   gr__stats_start(job, world_rank, world_size);
   __atomic_store_n(&gr__mt_on, 1, __ATOMIC_RELEASE);
   entry_of(MPI_COMM_WORLD); /* the world's recorder first: the live file lists it first */
-  gr__mt_watchdog_start(job, world_rank, world_size);
+  gr__watchdog_start(job, world_rank, world_size, &watchdog_ops);
   GR_DEBUG("the MPI layer records this rank's MPI calls (job %s)", job);
 }
 
-/* libgpurun calls this when the program starts recording itself (observe.c): one recorder and one
- * publisher per rank, the program's own. */
+/* libgpurun calls this when the program starts recording itself (observe.c), and the NCCL plugin
+ * at its first communicator: one recorder, publisher and watchdog per rank. */
 __attribute__((visibility("default"))) void gr_mpi_layer_stand_aside(void);
 void gr_mpi_layer_stand_aside(void) {
   if (!__atomic_exchange_n(&gr__mt_on, 0, __ATOMIC_ACQ_REL)) return;
-  gr__mt_watchdog_stop();
+  gr__watchdog_stop();
   gr__stats_cancel();
   gr__live_stop();
-  GR_INFO("the MPI layer stands aside: the program uses libgpurun, whose calls record themselves "
-          "(its other MPI calls are not recorded)");
+  GR_INFO("the MPI layer stands aside: libgpurun or the NCCL profiler plugin records this "
+          "program's calls (its other MPI calls are not recorded)");
 }
 
 void gr__mt_stop(void) {
   if (!__atomic_load_n(&gr__mt_on, __ATOMIC_RELAXED)) return;
-  gr__mt_watchdog_stop();
+  gr__watchdog_stop();
   pthread_mutex_lock(&comm_mu);
   for (int b = 0; b < NBUCKETS; b++)
     for (mt_comm *e = buckets[b]; e; e = e->next)
@@ -636,7 +640,7 @@ static int live_mpi(gr__live_mpi *out) {
     in += atomic_load_explicit(&threads[i].in_s, memory_order_relaxed);
     cs += atomic_load_explicit(&threads[i].coll_s, memory_order_relaxed);
   }
-  gr__mt_inside now;
+  gr__inside now;
   out->in_s = in;
   out->coll_s = cs;
   out->inside_since = gr__mt_longest(&now) ? now.since : 0.0;
@@ -664,7 +668,7 @@ void gr__mt_thread_leave(void) {
   if (my_thread >= 0) atomic_store_explicit(&threads[my_thread].kind, -1, memory_order_release);
 }
 
-int gr__mt_longest(gr__mt_inside *out) {
+int gr__mt_longest(gr__inside *out) {
   int found = 0;
   double now = gr__wall_now();
   for (int i = 0; i < NTHREADS; i++) {
@@ -674,7 +678,7 @@ int gr__mt_longest(gr__mt_inside *out) {
     double since = atomic_load_explicit(&threads[i].since, memory_order_relaxed);
     if (found && now - since <= now - out->since) continue;
     found = 1;
-    out->kind = kind;
+    out->op = gr__kind_name(kind);
     out->since = since;
     out->seq = atomic_load_explicit(&threads[i].seq, memory_order_relaxed);
     mt_comm *e = atomic_load_explicit(&threads[i].comm, memory_order_relaxed);

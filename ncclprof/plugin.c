@@ -36,6 +36,7 @@
 #include "gr_log.h"
 #include "gr_param.h"
 #include "gr_parse.h"
+#include "gr_watchdog.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -172,6 +173,37 @@ static const char *stand_aside_reason(void) {
   return NULL;
 }
 
+/* The watchdog's view of the plugin (GPURUN_TIMEOUT): a record the GPU has not finished is a call
+ * the process is inside; the oldest communicator's latest such record is the one it names (an
+ * older record still unfinished behind it on the same communicator only delays the verdict). A
+ * rank past the timeout ends with the job's hang status: the plugin has no NCCL handle to abort
+ * with, and the launcher (mpirun, srun, torchrun) ends the other ranks when one exits. */
+static int longest_running(gr__inside *out) {
+  gr__flight_now now[GR_LIVE_MAX_COMMS];
+  int n = gr__flight_latest(now, GR_LIVE_MAX_COMMS), found = 0;
+  for (int i = 0; i < n; i++) {
+    if (!now[i].calls || now[i].end > 0 || !now[i].op || (found && now[i].start >= out->since))
+      continue;
+    found = 1;
+    out->op = now[i].op;
+    out->seq = now[i].seq;
+    out->since = now[i].start;
+    _Static_assert(sizeof out->comm_id == sizeof now[i].id, "id sizes");
+    _Static_assert(sizeof out->comm_name == sizeof now[i].name, "name sizes");
+    memcpy(out->comm_id, now[i].id, sizeof out->comm_id);
+    memcpy(out->comm_name, now[i].name, sizeof out->comm_name);
+    out->comm_id[sizeof out->comm_id - 1] = out->comm_name[sizeof out->comm_name - 1] = '\0';
+  }
+  return found;
+}
+
+static void exit_process(int code) {
+  fflush(NULL);
+  _exit(code);
+}
+
+static const gr__watchdog_ops watchdog_ops = {"NCCL", longest_running, exit_process};
+
 /* Once, at the first communicator: decide, then start the flight recorder and the live state. */
 static int started(uint64_t comm_hash, int nranks) {
   pthread_mutex_lock(&start_mu);
@@ -206,6 +238,7 @@ static int started(uint64_t comm_hash, int nranks) {
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (poller_on) pthread_detach(poller);
       }
+      gr__watchdog_start(job, gr__np_world_rank(), gr__np_world_size(), &watchdog_ops);
       GR_DEBUG("the NCCL profiler plugin records this rank's NCCL calls (job %s)", job);
     }
   }

@@ -6,6 +6,8 @@
 #   none      NCCL_PROFILER_PLUGIN=none: nothing loaded, nothing written
 #   stopped   a rank stopped before an allreduce: the others' live files show them inside it,
 #             gpurun-top names the stopped rank, SIGUSR1 dumps a waiting rank's recorder
+#   timeout   the same stop under GPURUN_TIMEOUT=2 and GPURUN_ON_HANG=abort: a waiting rank's
+#             watchdog names rank 1 missing in ncclAllReduce and the job ends with status 125
 #   aside     a libgpurun program on the NCCL backend (the double): the plugin stands aside
 # usage: test_ncclprof.sh MPI_LAUNCH NCCL_PROG PLUGIN GPURUN_TOP LIBGPURUN_NCCL_PROGRAM
 set -u
@@ -21,7 +23,7 @@ bad() {
   fail=1
 }
 ok() { echo "ok: $*"; }
-X="-x GPURUN_MONITOR_DIR -x GPURUN_JOB_ID -x NCCL_PROFILER_PLUGIN -x GPURUN_LOG -x GPURUN_FLIGHT -x GRDBL_PROFILER_V4"
+X="-x GPURUN_MONITOR_DIR -x GPURUN_JOB_ID -x NCCL_PROFILER_PLUGIN -x GPURUN_LOG -x GPURUN_FLIGHT -x GRDBL_PROFILER_V4 -x GPURUN_TIMEOUT -x GPURUN_ON_HANG"
 
 # ---- records ------------------------------------------------------------------------------------
 for v in 5 4; do
@@ -87,6 +89,29 @@ else
 fi
 for p in $pids; do kill -CONT $p 2>/dev/null; kill -KILL $p 2>/dev/null; done
 wait 2>/dev/null
+pids=""
+
+# ---- timeout ------------------------------------------------------------------------------------
+GPURUN_JOB_ID=tmo GPURUN_TIMEOUT=2 GPURUN_ON_HANG=abort timeout -k 5 120 \
+  "$launch" -n 3 --oversubscribe $X "$prog" stop 1 3 > "$tmp/tmo.out" 2>&1 &
+job=$!
+i=0
+while [ $i -lt 300 ] && [ ! -s "$tmp/mon/tmo/live.1" ]; do i=$((i + 1)); sleep 0.1; done
+pids="$(sed -n 's/^pid //p' "$tmp/mon/tmo/live.1" 2>/dev/null)"
+wait $job
+rc=$?
+line=$(grep "hang: " "$tmp/tmo.out")
+case $line in
+  *"gpurun: rank "[02]": hang: ranks 0,2 waited "*" in ncclAllReduce #"*"missing: rank 1 (no answer"*)
+    if [ $rc = 125 ] && grep -q "GPURUN_ON_HANG=abort: ending the job (exit 125)" "$tmp/tmo.out" &&
+       grep -q '"reason": "timeout"' "$tmp/mon/tmo/flight.0.json" "$tmp/mon/tmo/flight.2.json" 2>/dev/null; then
+      ok "GPURUN_TIMEOUT: $line; exit 125"
+    else
+      bad "timeout: exit $rc, $(cat "$tmp/tmo.out"; ls "$tmp/mon/tmo")"
+    fi ;;
+  *) bad "timeout: no verdict naming rank 1 (exit $rc): $(cat "$tmp/tmo.out")" ;;
+esac
+for p in $pids; do kill -CONT $p 2>/dev/null; kill -KILL $p 2>/dev/null; done
 pids=""
 
 # ---- aside --------------------------------------------------------------------------------------

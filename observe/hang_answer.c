@@ -1,6 +1,6 @@
-/* The reader of the watchdog's answers (gr_mt_hang.h). The text may be another user's file or a
+/* The reader of the watchdog's answers (gr_hang.h). The text may be another user's file or a
  * leftover: bounded, every field checked, strings kept to the live files' alphabet. */
-#include "gr_mt_hang.h"
+#include "gr_hang.h"
 
 #include "gr_live_file.h"
 
@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-int gr__mt_hang_parse(const char *text, size_t len, const char *comm, gr__mt_answer *a) {
+int gr__hang_parse(const char *text, size_t len, const char *comm, gr__hang_answer *a) {
   memset(a, 0, sizeof *a);
-  if (len > GR__MT_HANG_MAX) return -1;
-  char buf[GR__MT_HANG_MAX + 1];
+  if (len > GR__HANG_MAX) return -1;
+  char buf[GR__HANG_MAX + 1];
   memcpy(buf, text, len);
   buf[len] = '\0';
   char *save = NULL;
@@ -20,7 +20,7 @@ int gr__mt_hang_parse(const char *text, size_t len, const char *comm, gr__mt_ans
     char f[5][64];
     int k = sscanf(line, "%63s %63s %63s %63s %63s", f[0], f[1], f[2], f[3], f[4]);
     if (lines++ == 0) {
-      if (strcmp(line, GR__MT_HANG_MAGIC)) return -1;
+      if (strcmp(line, GR__HANG_MAGIC)) return -1;
     } else if (k == 5 && !strcmp(f[0], "inside")) {
       gr__live_clean(a->in_op, sizeof a->in_op, f[1], strlen(f[1]));
       gr__live_clean(a->in_comm, sizeof a->in_comm, f[2], strlen(f[2]));

@@ -1,21 +1,23 @@
-/* The MPI layer's watchdog (gr_mpitrace.h): a timeout for programs that have none.
+/* The watchdog (gr_watchdog.h): a timeout for programs that have none.
  *
- * Every tick (a quarter of GPURUN_TIMEOUT, at most 1 s) the thread looks at the calls this
- * process's threads are inside. The first rank to see one older than the timeout creates
- * <job>/hang exclusively, dumps its flight recorder and answers in <job>/hang.<rank>; every rank
- * that shares the job directory sees the file at its next tick and does the same, whether it waits
- * in MPI or computes. After two ticks and one second the rank that made the file reads the
- * answers and prints one verdict: who waits in which call on which communicator, who is behind
- * (and in what), and who never answered (stopped, dead, or on a node that does not share the
- * directory). With GPURUN_ON_HANG=abort it then ends the job through MPI_Abort with
- * GR__MT_HANG_EXIT. The thread blocks every signal and makes no MPI call but that abort. */
-#include "gr_mpitrace.h"
-#include "gr_mt_hang.h"
+ * Every tick (a quarter of GPURUN_TIMEOUT, at most 1 s) the thread asks its library which call
+ * this process has been inside longest (the MPI layer: its threads' calls in progress; the NCCL
+ * plugin: its communicators' records the GPU has not finished). The first rank to see one older
+ * than the timeout creates <job>/hang exclusively, dumps its flight recorder and answers in
+ * <job>/hang.<rank>; every rank that shares the job directory sees the file at its next tick and
+ * does the same, whether it waits or computes. After two ticks and one second the rank that made
+ * the file reads the answers and prints one verdict: who waits in which call on which
+ * communicator, who is behind (and in what), and who never answered (stopped, dead, or on a node
+ * that does not share the directory). With GPURUN_ON_HANG=abort it then ends the job through its
+ * library (MPI_Abort; the NCCL plugin exits the process) with GR__HANG_EXIT. */
+#include "gr_watchdog.h"
+#include "gr_hang.h"
 
 #include "gr_clock.h"
 #include "gr_error.h"
 #include "gr_escape.h"
 #include "gr_flight.h"
+#include "gr_jobdir.h"
 #include "gr_live_file.h"
 #include "gr_log.h"
 #include "gr_param.h"
@@ -34,8 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MARK GR__MT_HANG_MARK
-#define ANSWER_MAGIC GR__MT_HANG_MAGIC
+#define MARK GR__HANG_MARK
+#define ANSWER_MAGIC GR__HANG_MAGIC
 
 static struct {
   pthread_mutex_t mu;
@@ -46,6 +48,7 @@ static struct {
   int abort_job;
   char root[1024], job[128];
   int rank, size;
+  const gr__watchdog_ops *ops;
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int open_dir(void) {
@@ -61,9 +64,9 @@ static void answer(int dirfd) {
   gr__strbuf sb;
   gr__strbuf_init_fixed(&sb, buf, sizeof buf);
   gr__strbuf_appendf(&sb, ANSWER_MAGIC "\nrank %d\n", W.rank);
-  gr__mt_inside in;
-  if (gr__mt_longest(&in))
-    gr__strbuf_appendf(&sb, "inside %s %s %llu %.3f\n", gr__kind_name(in.kind), in.comm_id,
+  gr__inside in;
+  if (W.ops->longest(&in))
+    gr__strbuf_appendf(&sb, "inside %s %s %llu %.3f\n", in.op, in.comm_id,
                        (unsigned long long)in.seq, gr__wall_now() - in.since);
   else
     gr__strbuf_appendf(&sb, "inside - - 0 0\n");
@@ -87,11 +90,11 @@ static void dump(const char *reason) {
   if (gr__flight_dump(reason, path, sizeof path) != GR_OK) GR_WARN("%s", gr_last_error());
 }
 
-/* Reads hang.<r> into *a; 0 when it is a well-formed answer (gr__mt_hang_parse). Regular files
- * only, at most GR__MT_HANG_MAX bytes. */
-static int read_answer(int dirfd, int r, const char *comm, gr__mt_answer *a) {
+/* Reads hang.<r> into *a; 0 when it is a well-formed answer (gr__hang_parse). Regular files
+ * only, at most GR__HANG_MAX bytes. */
+static int read_answer(int dirfd, int r, const char *comm, gr__hang_answer *a) {
   memset(a, 0, sizeof *a);
-  char name[32], buf[GR__MT_HANG_MAX];
+  char name[32], buf[GR__HANG_MAX];
   snprintf(name, sizeof name, MARK ".%d", r);
   int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return -1;
@@ -99,7 +102,7 @@ static int read_answer(int dirfd, int r, const char *comm, gr__mt_answer *a) {
   ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf) : -1;
   close(fd);
   if (n <= 0) return -1;
-  return gr__mt_hang_parse(buf, (size_t)n, comm, a);
+  return gr__hang_parse(buf, (size_t)n, comm, a);
 }
 
 static void put_list(gr__strbuf *o, const unsigned char *flag, int n) {
@@ -115,13 +118,13 @@ static void put_list(gr__strbuf *o, const unsigned char *flag, int n) {
 }
 
 /* The rank that made the mark: read every answer and say who is missing, in one line. A rank
- * inside an MPI call waits (in this call, or another one); one outside MPI, computing, is behind;
- * one that never answered is stopped or dead. The missing are the last two kinds; when there are
- * none, every rank is inside MPI: a deadlock or calls that do not match, and the ranks in other
- * calls than this one are named. */
-static void verdict(int dirfd, const gr__mt_inside *in) {
+ * inside a call waits (in this call, or another one); one outside, computing, is behind; one that
+ * never answered is stopped or dead. The missing are the last two kinds; when there are none,
+ * every rank is inside a call: a deadlock or calls that do not match, and the ranks in other calls
+ * than this one are named. */
+static void verdict(int dirfd, const gr__inside *in) {
   int n = W.size > 0 ? W.size : 1;
-  gr__mt_answer *a = calloc((size_t)n, sizeof *a);
+  gr__hang_answer *a = calloc((size_t)n, sizeof *a);
   unsigned char *same = calloc((size_t)n, 1), *other = calloc((size_t)n, 1),
                 *outside = calloc((size_t)n, 1), *silent = calloc((size_t)n, 1);
   if (!a || !same || !other || !outside || !silent) goto out;
@@ -134,7 +137,7 @@ static void verdict(int dirfd, const gr__mt_inside *in) {
       outside[r] = 1;
       nmissing++;
     } else if (!strcmp(a[r].in_comm, in->comm_id) && a[r].in_seq == in->seq &&
-               !strcmp(a[r].in_op, gr__kind_name(in->kind))) {
+               !strcmp(a[r].in_op, in->op)) {
       same[r] = 1;
       nsame++;
     } else {
@@ -147,15 +150,15 @@ static void verdict(int dirfd, const gr__mt_inside *in) {
   gr__strbuf_init_fixed(&o, line, sizeof line);
   gr__strbuf_appendf(&o, "hang: rank%s ", nsame == 1 ? "" : "s");
   put_list(&o, same, n);
-  gr__strbuf_appendf(&o, " waited %.1f s in %s #%llu on %s", gr__wall_now() - in->since,
-                     gr__kind_name(in->kind), (unsigned long long)in->seq, in->comm_name);
+  gr__strbuf_appendf(&o, " waited %.1f s in %s #%llu on %s", gr__wall_now() - in->since, in->op,
+                     (unsigned long long)in->seq, in->comm_name);
   int said = 0;
   if (nother) {
-    gr__strbuf_appendf(&o, "; %s:",
-                       nmissing ? "also inside MPI"
-                                : "no rank is outside MPI (a "
-                                  "deadlock, or calls that do "
-                                  "not match)");
+    if (nmissing)
+      gr__strbuf_appendf(&o, "; also inside %s:", W.ops->calls);
+    else
+      gr__strbuf_appendf(
+          &o, "; no rank is outside %s (a deadlock, or calls that do not match):", W.ops->calls);
     for (int r = 0; r < n && said < 8; r++)
       if (other[r])
         gr__strbuf_appendf(&o, "%s rank %d in %s #%llu on %s for %.1f s", said++ ? "," : "", r,
@@ -166,8 +169,8 @@ static void verdict(int dirfd, const gr__mt_inside *in) {
     said = 0;
     for (int r = 0; r < n && said < 8; r++) {
       if (outside[r])
-        gr__strbuf_appendf(&o, "%s rank %d outside MPI (last call %s #%llu %s)", said++ ? "," : "",
-                           r, a[r].op[0] ? a[r].op : "none", a[r].seq,
+        gr__strbuf_appendf(&o, "%s rank %d outside %s (last call %s #%llu %s)", said++ ? "," : "",
+                           r, W.ops->calls, a[r].op[0] ? a[r].op : "none", a[r].seq,
                            a[r].state[0] ? a[r].state : "-");
       else if (silent[r])
         gr__strbuf_appendf(&o,
@@ -193,7 +196,7 @@ static void *watch(void *arg) {
   (void)arg;
   int answered = 0, fired = 0;
   double mark_seen_at = 0, fired_at = 0;
-  gr__mt_inside hung;
+  gr__inside hung;
   memset(&hung, 0, sizeof hung);
   pthread_mutex_lock(&W.mu);
   while (!W.stop) {
@@ -206,8 +209,8 @@ static void *watch(void *arg) {
     if (W.stop) break;
     pthread_mutex_unlock(&W.mu);
     int dirfd = open_dir();
-    gr__mt_inside in;
-    if (!fired && gr__mt_longest(&in) && gr__wall_now() - in.since > W.timeout) {
+    gr__inside in;
+    if (!fired && W.ops->longest(&in) && gr__wall_now() - in.since > W.timeout) {
       fired = 1;
       fired_at = gr__mono_now();
       hung = in;
@@ -236,8 +239,8 @@ static void *watch(void *arg) {
       if (dirfd >= 0) verdict(dirfd, &hung);
       if (W.abort_job) {
         fprintf(stderr, "gpurun: rank %d: GPURUN_ON_HANG=abort: ending the job (exit %d)\n", W.rank,
-                GR__MT_HANG_EXIT);
-        NEXT(Abort)(MPI_COMM_WORLD, GR__MT_HANG_EXIT);
+                GR__HANG_EXIT);
+        W.ops->end_job(GR__HANG_EXIT);
       }
     }
     if (dirfd >= 0) close(dirfd);
@@ -247,9 +250,10 @@ static void *watch(void *arg) {
   return NULL;
 }
 
-void gr__mt_watchdog_start(const char *job, int rank, int size) {
+void gr__watchdog_start(const char *job, int rank, int size, const gr__watchdog_ops *ops) {
   double t = gr__param_seconds(GR_PARAM_TIMEOUT);
-  if (!(t > 0)) return;
+  if (!(t > 0) || W.running) return;
+  W.ops = ops;
   const char *root = gr__param_str(GR_PARAM_MONITOR_DIR);
   snprintf(W.root, sizeof W.root, "%s", root && *root ? root : "gpurun-monitor");
   snprintf(W.job, sizeof W.job, "%s", job);
@@ -270,15 +274,14 @@ void gr__mt_watchdog_start(const char *job, int rank, int size) {
   int rc = pthread_create(&W.thread, NULL, watch, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) {
-    GR_WARN("GPURUN_TIMEOUT: cannot start the MPI layer's watchdog: %s; MPI calls have no "
-            "timeout",
-            strerror(rc));
+    GR_WARN("GPURUN_TIMEOUT: cannot start the watchdog: %s; %s calls have no timeout", strerror(rc),
+            ops->calls);
     return;
   }
   W.running = 1;
 }
 
-void gr__mt_watchdog_stop(void) {
+void gr__watchdog_stop(void) {
   if (!W.running) return;
   pthread_mutex_lock(&W.mu);
   W.stop = 1;
