@@ -21,6 +21,25 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Other ranks the samples found stopped: evidence the MPI statistics may have missed (a rank's
+ * neighbours in a halo exchange wait on it and then keep their own neighbours waiting, which can
+ * make a neighbour look as much waited for as the rank itself). */
+static void also_stopped(const gr__rpt_job *job, int rank, FILE *out) {
+  int said = 0;
+  for (int i = 0; i < gr__rpt_nseries(job); i++) {
+    const gr__rpt_series *s = &GR__RPT_SERIES(job, i);
+    if ((i && gr__rpt_same_rank(s, &GR__RPT_SERIES(job, i - 1))) || s->rank == rank || !s->nstopped)
+      continue;
+    if (said == 4) {
+      fputs(", ...", out);
+      break;
+    }
+    fprintf(out, "%s rank %d stopped in %d of %d samples",
+            said++ ? "," : "  the monitor also saw:", s->rank, s->nstopped, s->nstates);
+  }
+  if (said) fputc('\n', out);
+}
+
 void gr__rpt_print_why(const gr__rpt_job *job, int rank, FILE *out) {
   const gr__rpt_series *me = NULL;
   int n = gr__rpt_nseries(job), nothers = 0;
@@ -65,4 +84,5 @@ void gr__rpt_print_why(const gr__rpt_job *job, int rank, FILE *out) {
   if (!said) fprintf(out, " nothing in the monitor's samples (no CPU time, state or GPU rows)");
   fputc('\n', out);
   free(others);
+  also_stopped(job, rank, out);
 }

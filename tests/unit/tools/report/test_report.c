@@ -388,7 +388,8 @@ static void test_why(void **state) {
                       "median of 95%); stopped in 4 of 10 samples\n"
                       "  on rank 2: its program ran on a CPU 40% of the wall time (the others: a "
                       "median of 95%); its cores were busy 97% of the time: shared with other "
-                      "processes\n");
+                      "processes\n"
+                      "  the monitor also saw: rank 1 stopped in 4 of 10 samples\n");
   free(text);
   gr__array_free(&j.s);
 }
