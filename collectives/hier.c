@@ -184,22 +184,31 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
     split_ok = MPI_Allreduce(&c->rank, &leader, 1, MPI_INT, MPI_MIN, node) == MPI_SUCCESS;
   }
   gr__hier *h = calloc(1, sizeof *h);
-  int *tab = malloc(sizeof(int) * 2 * (size_t)P);
-  char(*hosts)[HOST_LEN] = malloc((size_t)P * HOST_LEN);
+  /* the gathered tables, this rank's own entry past their end: MPI reads and writes them until the
+   * gathers complete, so a gather given up on takes them to the lost list (gr__mpi_wait_owning) */
+  int *tab = malloc(sizeof(int) * 2 * ((size_t)P + 1));
+  char(*hosts)[HOST_LEN] = malloc(((size_t)P + 1) * HOST_LEN);
   /* GPURUN_COLL_ALGO is agreed at creation (c->algo); mpi and flat keep the flat algorithms */
   int x[1] = {split_ok && h && tab && hosts};
   if (!agree_min(c, "the hierarchy's set-up", x, 1)) goto none;
   if (!x[0] || c->algo < GR__COLL_ALGO_AUTO) goto none;
-  int mine[2] = {lrank, leader};
-  char myhost[HOST_LEN];
-  host_name(myhost);
+  int *mine = tab + 2 * P;
+  mine[0] = lrank, mine[1] = leader;
+  host_name(hosts[P]);
   MPI_Request req[2];
-  if (MPI_Iallgather(mine, 2, MPI_INT, tab, 2, MPI_INT, c->mpi, &req[0]) != MPI_SUCCESS ||
-      gr__mpi_wait(c, &req[0], gr__deadline(c->timeout_s)) != GR_OK ||
-      MPI_Iallgather(myhost, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, c->mpi, &req[1]) !=
-          MPI_SUCCESS ||
-      gr__mpi_wait(c, &req[1], gr__deadline(c->timeout_s)) != GR_OK)
-    goto none; /* an MPI failure here is every rank's (collective): all run flat */
+  /* an MPI failure here is every rank's (collective): all run flat */
+  if (MPI_Iallgather(mine, 2, MPI_INT, tab, 2, MPI_INT, c->mpi, &req[0]) != MPI_SUCCESS) goto none;
+  if (gr__mpi_wait_owning(c, &req[0], gr__deadline(c->timeout_s), tab) != GR_OK) {
+    tab = NULL; /* the lost list's, or freed */
+    goto none;
+  }
+  if (MPI_Iallgather(hosts[P], HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, c->mpi, &req[1]) !=
+      MPI_SUCCESS)
+    goto none;
+  if (gr__mpi_wait_owning(c, &req[1], gr__deadline(c->timeout_s), hosts) != GR_OK) {
+    hosts = NULL;
+    goto none;
+  }
   /* Nodes are numbered by their leaders' ranks, which is also the leaders' order in their
    * communicator (split with key = rank). Everything below is computed from the gathered table,
    * the same on every rank. */
