@@ -26,6 +26,7 @@
  * communicator's ranks (parent ranks) and, on the victim's node, the node-mates that vanished. */
 #include "gr_mpi_be.h"
 
+#include "gr_agree.h"
 #include "gr_algo_count.h"
 #include "gr_dtype.h"
 #include "gr_list.h"
@@ -155,15 +156,14 @@ static gr_status ml_create(gr_comm *c, const gr__path *p, void **state) {
     m->host = malloc((size_t)(m->nnodes > 0 ? m->nnodes : 1) * ML_HOST);
   }
   ok = ok && m && m->node_ranks && m->slice_ranks && m->host;
-  /* every node the same size: the MIN of the sizes is the MIN of their negatives, negated */
-  int x[3] = {ok, ok ? lsize : 0, ok ? -lsize : 0};
-  MPI_Request req;
-  if (MPI_Iallreduce(MPI_IN_PLACE, x, 3, MPI_INT, MPI_MIN, c->mpi, &req) != MPI_SUCCESS ||
-      gr__mpi_wait(c, &req, gr__deadline(c->timeout_s)) != GR_OK || !x[0] || x[1] != -x[2] ||
-      x[1] < 2 || c->size % x[1] != 0 || c->size / x[1] < 2) {
-    if (x[0] && x[1] != -x[2])
+  /* every node the same size: the lowest and the highest size agree (one gr__agree round, whose
+   * x: the lowest ok and size, then the highest) */
+  int64_t mine[2] = {ok, ok ? lsize : 0}, x[4] = {0, 0, 0, 0};
+  if (gr__agree(c, "the multi-leader layout", GR__AGREE_MINMAX, mine, x, 2) != GR_OK || !x[0] ||
+      x[1] != x[3] || x[1] < 2 || c->size % x[1] != 0 || c->size / x[1] < 2) {
+    if (x[0] && x[1] != x[3])
       GR_DEBUG("collectives: communicator %s: no multi-leader allreduce (nodes of %d to %d ranks)",
-               c->id, x[1], -x[2]);
+               c->id, (int)x[1], (int)x[3]);
     if (nm != MPI_COMM_NULL) MPI_Comm_free(&nm);
     ml_destroy(c, m);
     return GR_OK;
