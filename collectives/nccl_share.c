@@ -16,6 +16,7 @@
  * avoid them and is not done (yet). */
 #include "gr_nccl_share.h"
 
+#include "gr_agree.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_log.h"
@@ -249,20 +250,29 @@ static gr_status leaders_init(gr_comm *c, gr__nccl_share *s, double deadline) {
   MPI_Comm_set_errhandler(lc, MPI_ERRORS_RETURN);
   gr_status st = GR_OK;
   if (s->nleaders > 1) {
-    struct {
+    /* on the heap: MPI writes it until the broadcast completes (gr__mpi_wait_owning) */
+    struct boot {
       int ok;
       ncclUniqueId id;
-    } boot;
+    } *bp = calloc(1, sizeof *bp), boot;
     memset(&boot, 0, sizeof boot);
     ncclResult_t nr = ncclSuccess;
     if (s->lrank == 0) {
       nr = ncclGetUniqueId(&boot.id);
       boot.ok = nr == ncclSuccess;
     }
-    MPI_Request req;
-    rc = MPI_Ibcast(&boot, (int)sizeof boot, MPI_BYTE, 0, lc, &req);
-    st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline)
-                           : mpi_fail(c, rc, "MPI_Ibcast (NCCL id)");
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (!bp) {
+      st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory for the NCCL id on rank %d", c->rank);
+    } else {
+      *bp = boot;
+      rc = MPI_Ibcast(bp, (int)sizeof *bp, MPI_BYTE, 0, lc, &req);
+      /* a failed wait takes bp (freed, or to the lost list with the request) */
+      st = rc == MPI_SUCCESS ? gr__mpi_wait_owning(c, &req, deadline, bp)
+                             : mpi_fail(c, rc, "MPI_Ibcast (NCCL id)");
+      if (st == GR_OK) boot = *bp;
+      if (st == GR_OK || rc != MPI_SUCCESS) free(bp);
+    }
     if (st == GR_OK && !boot.ok)
       st = s->lrank == 0
                ? nccl_fail(c, NULL, nr, "ncclGetUniqueId")
@@ -349,28 +359,28 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
   *out = NULL;
   int off = !gr__param_bool(GR_PARAM_NCCL_SHARE);
   size_t P = (size_t)c->size;
-  char bus[BUS_LEN], *keys = malloc(P * KEY_LEN), mine[KEY_LEN];
+  char bus[BUS_LEN], *keys = malloc((P + 1) * KEY_LEN), mine[KEY_LEN];
   int ok = keys != NULL;
   gpu_key(c, mine, bus);
   /* Agree first on whether every rank could take part (memory) and on the switch. */
-  int flags[2] = {ok ? 0 : 1, off}, all[2];
-  MPI_Request req;
-  int rc = MPI_Iallreduce(flags, all, 2, MPI_INT, MPI_MAX, c->mpi, &req);
-  gr_status st =
-      rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline) : mpi_fail(c, rc, "MPI_Iallreduce");
+  int64_t flags[2] = {ok ? 0 : 1, off}, all[2] = {0, 0};
+  gr_status st = gr__agree(c, "grouping ranks by GPU", GR__AGREE_MAX, flags, all, 2);
   if (st == GR_OK && all[0])
     st = gr__comm_err(c, GR_ERR_NOMEM, "a rank ran out of memory grouping ranks by GPU");
   if (st != GR_OK || all[1]) { /* GPURUN_NCCL_SHARE=0 on some rank: plain NCCL over all ranks */
     free(keys);
     return st;
   }
-  rc = MPI_Iallgather(mine, KEY_LEN, MPI_CHAR, keys, KEY_LEN, MPI_CHAR, c->mpi, &req);
-  st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline)
-                         : mpi_fail(c, rc, "MPI_Iallgather (GPU ids)");
-  if (st != GR_OK) {
+  MPI_Request req;
+  memcpy(keys + P * KEY_LEN, mine, KEY_LEN); /* read by MPI until the gather completes */
+  int rc =
+      MPI_Iallgather(keys + P * KEY_LEN, KEY_LEN, MPI_CHAR, keys, KEY_LEN, MPI_CHAR, c->mpi, &req);
+  if (rc != MPI_SUCCESS) {
     free(keys);
-    return st;
+    return mpi_fail(c, rc, "MPI_Iallgather (GPU ids)");
   }
+  st = gr__mpi_wait_owning(c, &req, deadline, keys); /* MPI writes keys until it completes */
+  if (st != GR_OK) return st;                        /* keys: the lost list's, or freed */
   int shared = 0;
   for (size_t r = 0; r < P && !shared; r++)
     for (size_t q = r + 1; q < P && !shared; q++)
@@ -392,16 +402,14 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
     st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory grouping ranks by GPU on rank %d", c->rank);
   }
   /* Every rank learns whether every rank got there; the first failing rank is named. */
-  int bad = st != GR_OK ? c->rank : -1, anybad = -1;
-  rc = MPI_Iallreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, c->mpi, &req);
-  gr_status st2 =
-      rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline) : mpi_fail(c, rc, "MPI_Iallreduce");
+  int64_t bad = st != GR_OK ? c->rank : -1, anybad = -1;
+  gr_status st2 = gr__agree(c, "the ranks' NCCL groups", GR__AGREE_MAX, &bad, &anybad, 1);
   if (st == GR_OK && st2 != GR_OK) st = st2;
   if (st == GR_OK && anybad >= 0)
     st = gr__comm_err(c, GR_ERR_NCCL,
                       "rank %d could not set up NCCL among one leader per GPU (see "
                       "its error)",
-                      anybad);
+                      (int)anybad);
   if (st == GR_OK && c->rank == 0) log_grouping(c, s, keys);
   free(keys);
   if (st != GR_OK) {
