@@ -5,8 +5,9 @@
 #   timeout   --timeout: one verdict naming the late rank, every rank's flight recorder; with
 #             --on-hang abort the job ends with MPI_Abort's 125
 #   fortran   a `use mpi` and a `use mpi_f08` program (mpif90), a late rank named by the verdict;
-#             f08_cases.F90 (every kind of call through mpi_f08) gives the same results traced
-#             as plain, and (MPICH) its flight recorders hold every call, each one done
+#             f08_cases.F90 (every kind of call through mpi_f08) and use_mpi_cases.F90 (waits,
+#             tests, windows, graphs through `use mpi`) give the same results traced as plain,
+#             and their flight recorders hold every call, each one done
 #   aside     a non-MPI process with the layer preloaded; GPURUN_TRACE=none; a program that links
 #             libgpurun (examples/sim); a statically linked program (a notice); a missing layer
 #   tool      another PMPI tool preloaded after the layer still sees every call
@@ -140,9 +141,9 @@ EOF
   esac
 done
 
-# every kind of call through mpi_f08: the same output traced as plain; under MPICH the flight
-# recorders, dumped at exit (GPURUN_LOG=debug), hold each call and none is left running (a request
-# a wait or test wrapper missed)
+# every kind of call through mpi_f08: the same output traced as plain; the flight recorders,
+# dumped at exit (GPURUN_LOG=debug), hold each call and none is left running (a request a wait or
+# test wrapper missed: Open MPI's mpi_f08 reaches fortran.c, MPICH's fortran_mpich_f08.c)
 f08src=$(dirname "$0")/f08_cases.F90
 large=
 [ "$family" = mpich ] && large=-DGR_LARGE_COUNT # MPI 4's large counts: MPICH 4, not Open MPI 4.1
@@ -160,33 +161,61 @@ else
   else
     bad "f08 cases: plain [$(cat "$tmp/f08plain.out")] traced [$(cat "$tmp/f08.out")]"
   fi
-  if [ "$family" = mpich ]; then
-    before=$fail fail=0
-    for r in 0 1 2; do
-      f=$tmp/mon/f08/flight.$r.json
-      want="Barrier Bcast Reduce Allreduce Gather Gatherv Scatter Scatterv Allgather Allgatherv
-            Alltoall Alltoallv Alltoallw Reduce_scatter Reduce_scatter_block Scan Exscan Ibarrier
-            Iallreduce Ibcast Iallgather Sendrecv Sendrecv_replace Isend Issend Irecv Wait Waitall
-            Waitany Waitsome Comm_dup Comm_split Comm_split_type Comm_create Cart_create Cart_sub
-            Win_fence Win_lock Win_unlock Finalize"
-      [ $r = 0 ] && want="$want Send Ssend"
-      [ $r = 1 ] && want="$want Recv Probe Mprobe"
-      missing=
-      for op in $want; do
-        grep -q "\"op\": \"MPI_$op\"" "$f" 2>/dev/null || missing="$missing $op"
-      done
-      [ -z "$missing" ] || bad "f08 cases: rank $r's flight recorder lacks$missing: $(head -c 600 "$f" 2>&1)"
-      running=$(grep -o '"op": "MPI_[A-Za-z_]*"[^}]*"state": "[a-z]*"' "$f" 2>/dev/null | grep -v '"done"$')
-      [ -z "$running" ] || bad "f08 cases: rank $r's records not done: $running"
-      grep -q '"name": "f08dup"' "$f" 2>/dev/null || bad "f08 cases: rank $r: no communicator named f08dup"
+  before=$fail fail=0
+  for r in 0 1 2; do
+    f=$tmp/mon/f08/flight.$r.json
+    want="Barrier Bcast Reduce Allreduce Gather Gatherv Scatter Scatterv Allgather Allgatherv
+          Alltoall Alltoallv Alltoallw Reduce_scatter Reduce_scatter_block Scan Exscan Ibarrier
+          Iallreduce Ibcast Iallgather Sendrecv Sendrecv_replace Isend Issend Irecv Wait Waitall
+          Waitany Waitsome Comm_dup Comm_split Comm_split_type Comm_create Cart_create Cart_sub
+          Win_fence Win_lock Win_unlock Finalize"
+    [ $r = 0 ] && want="$want Send Ssend"
+    [ $r = 1 ] && want="$want Recv Probe Mprobe"
+    missing=
+    for op in $want; do
+      grep -q "\"op\": \"MPI_$op\"" "$f" 2>/dev/null || missing="$missing $op"
     done
-    [ $fail = 0 ] && ok "f08 cases: each rank's flight recorder holds every kind of call, all done"
-    [ $before = 0 ] || fail=1
+    [ -z "$missing" ] || bad "f08 cases: rank $r's flight recorder lacks$missing: $(head -c 600 "$f" 2>&1)"
+    running=$(grep -o '"op": "MPI_[A-Za-z_]*"[^}]*"state": "[a-z]*"' "$f" 2>/dev/null | grep -v '"done"$')
+    [ -z "$running" ] || bad "f08 cases: rank $r's records not done: $running"
+    grep -q '"name": "f08dup"' "$f" 2>/dev/null || bad "f08 cases: rank $r: no communicator named f08dup"
+  done
+  [ $fail = 0 ] && ok "f08 cases: each rank's flight recorder holds every kind of call, all done"
+  [ $before = 0 ] || fail=1
+fi
+
+# the same through `use mpi` (mpif.h's bindings: Open MPI's mpi_<name>_, MPICH's C functions) for
+# the waits and tests, a window's synchronisation, graph topologies and a name
+usrc=$(dirname "$0")/use_mpi_cases.F90
+if ! "$mpif90" -o "$tmp/use_mpi_cases" "$usrc" > "$tmp/fc.out" 2>&1; then
+  bad "use mpi cases: $mpif90: $(cat "$tmp/fc.out")"
+else
+  "$launch" -np 3 --oversubscribe "$tmp/use_mpi_cases" > "$tmp/umplain.out" 2>&1 ||
+    bad "use mpi cases plain: $(cat "$tmp/umplain.out")"
+  GPURUN_JOB_ID=usempi GPURUN_LOG=debug "$launch" -np 3 --oversubscribe -x GPURUN_MONITOR_DIR \
+    -x GPURUN_JOB_ID -x GPURUN_LOG "$gpurun" --trace=mpi "$tmp/use_mpi_cases" > "$tmp/um.out" \
+    2> "$tmp/um.err" || bad "use mpi cases traced: $(cat "$tmp/um.out" "$tmp/um.err")"
+  if grep -q "^use mpi: 0 failed" "$tmp/um.out" && cmp -s "$tmp/umplain.out" "$tmp/um.out"; then
+    ok "use mpi cases: the same output traced as plain ($(cat "$tmp/um.out"))"
   else
-    # Open MPI's Fortran entry points the layer wraps (fortran.c) are a subset: no test, waitany,
-    # waitsome, windows, cartesian communicators
-    echo "skip: f08 cases' flight recorders under $family: fortran.c wraps only some of its calls"
+    bad "use mpi cases: plain [$(cat "$tmp/umplain.out")] traced [$(cat "$tmp/um.out")]"
   fi
+  before=$fail fail=0
+  for r in 0 1 2; do
+    f=$tmp/mon/usempi/flight.$r.json
+    missing=
+    for op in Irecv Isend Waitany Waitsome Win_lock_all Win_flush Win_flush_all Win_unlock_all \
+              Win_post Win_start Win_complete Win_wait Graph_create Dist_graph_create \
+              Dist_graph_create_adjacent Comm_split_type Comm_dup Finalize; do
+      grep -q "\"op\": \"MPI_$op\"" "$f" 2>/dev/null || missing="$missing $op"
+    done
+    [ -z "$missing" ] || bad "use mpi cases: rank $r's flight recorder lacks$missing: $(head -c 600 "$f" 2>&1)"
+    running=$(grep -o '"op": "MPI_[A-Za-z_]*"[^}]*"state": "[a-z]*"' "$f" 2>/dev/null | grep -v '"done"$')
+    [ -z "$running" ] || bad "use mpi cases: rank $r's records not done: $running"
+    grep -q '"name": "usempi"' "$f" 2>/dev/null || bad "use mpi cases: rank $r: no communicator named usempi"
+  done
+  [ $fail = 0 ] && ok "use mpi cases: each rank's flight recorder holds every kind of call, all done"
+  [ $before = 0 ] || fail=1
 fi
 
 # ---- python: mpi4py loads MPI with its module, RTLD_LOCAL, after the layer started ----------------
