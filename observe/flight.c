@@ -56,9 +56,17 @@ static void dump_at_exit(void) {
   pthread_mutex_unlock(&lock);
 }
 
+/* The world's size, kept from the arming for the dumps made after MPI_Finalize (at exit). */
+static _Atomic int world_size;
+
 void gr__flight_arm(const char *id) {
+  int inited = 0, finalized = 0, size = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (inited && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
   pthread_mutex_lock(&lock);
   snprintf(job, sizeof job, "%s", id);
+  if (size > 0) world_size = size;
   int debug = GR_LOG_ENABLED(GR_LOG_DEBUG);
   if (debug || gr__param_bool(GR_PARAM_FLIGHT)) {
     struct sigaction sa;
@@ -226,6 +234,7 @@ static int dump_text(FILE *o, const char *reason) {
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
   if (inited && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+  if (wsize <= 0) wsize = world_size;
   fprintf(o, "{" KEY(GR_FL_RANK) "%d, " KEY(GR_FL_SIZE) "%d, " KEY(GR_FL_NODE), wrank, wsize);
   gr__esc_json(o, node);
   fputs(", " KEY(GR_FL_REASON), o);
