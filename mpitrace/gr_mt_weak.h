@@ -16,6 +16,7 @@
 #pragma weak ompi_mpi_comm_self
 #pragma weak ompi_mpi_comm_world
 #pragma weak ompi_mpi_datatype_null
+#pragma weak ompi_mpi_dblprec
 #pragma weak ompi_mpi_double
 #pragma weak ompi_mpi_float
 #pragma weak ompi_mpi_group_null
@@ -23,8 +24,14 @@
 #pragma weak ompi_mpi_int32_t
 #pragma weak ompi_mpi_int64_t
 #pragma weak ompi_mpi_int8_t
+#pragma weak ompi_mpi_integer
+#pragma weak ompi_mpi_integer4
+#pragma weak ompi_mpi_integer8
 #pragma weak ompi_mpi_long
 #pragma weak ompi_mpi_long_long_int
+#pragma weak ompi_mpi_real
+#pragma weak ompi_mpi_real4
+#pragma weak ompi_mpi_real8
 #pragma weak ompi_mpi_signed_char
 #pragma weak ompi_mpi_uint32_t
 #pragma weak ompi_mpi_uint64_t

@@ -341,6 +341,11 @@ static int map_dtype_slow(MPI_Datatype t) {
   if (t == MPI_UNSIGNED_LONG || t == MPI_UNSIGNED_LONG_LONG || t == MPI_UINT64_T) return GR_UINT64;
   if (t == MPI_CHAR || t == MPI_SIGNED_CHAR || t == MPI_INT8_T) return GR_INT8;
   if (t == MPI_BYTE || t == MPI_UNSIGNED_CHAR || t == MPI_UINT8_T) return GR_UINT8;
+  /* Fortran's (its calls reach here with the C handles MPI_Type_f2c gives) */
+  if (t == MPI_REAL || t == MPI_REAL4) return GR_FLOAT32;
+  if (t == MPI_DOUBLE_PRECISION || t == MPI_REAL8) return GR_FLOAT64;
+  if (t == MPI_INTEGER || t == MPI_INTEGER4) return GR_INT32;
+  if (t == MPI_INTEGER8) return GR_INT64;
   return -1;
 }
 
