@@ -10,9 +10,11 @@
 #include "gr_escape.h"
 #include "gr_flight_format.h"
 #include "gr_safefile.h"
+#include "gr_waitfor.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -293,189 +295,226 @@ static int per_comm(dump *d, int nd, FILE *out, FILE *js) {
   return findings;
 }
 
-/* ---- wait-for chains ---- */
+/* ---- wait-for chains (the analysis: tools/waitfor, gr_waitfor.h) ---- */
 
-typedef struct {
-  const gr__rpt_json *call; /* the call this rank waits in, NULL when in none */
-  const char *comm;
-  gr_array targets; /* int: world ranks it waits for; -1: a member of comm that cannot be named */
-  int end;          /* memo: index into ends, -1 not yet known */
-} wnode;
-
-enum { END_NO_DUMP, END_NOT_WAITING, END_UNNAMED, END_ALL_IN, END_CYCLE };
 static const char *const end_words[] = {
-    "left no dump (dead, stopped, or never reached the dump)",
-    "is in no collective call (computing, or stopped outside gpurun's calls)",
-    "waits for a member that left no dump and cannot be named",
-    "waits in a collective every member with a dump has entered",
-    "is in a wait-for cycle (deadlock)"};
+    [GR__WF_END_NO_DATA] = "left no dump (dead, stopped, or never reached the dump)",
+    [GR__WF_END_NOT_WAITING] =
+        "is in no collective call (computing, or stopped outside gpurun's calls)",
+    [GR__WF_END_UNNAMED] = "waits for a member that left no dump and cannot be named",
+    [GR__WF_END_ALL_IN] = "waits in a collective every member with a dump has entered",
+    [GR__WF_END_CYCLE] = "is in a wait-for cycle (deadlock)"};
+static const char *const end_kinds[] = {[GR__WF_END_NO_DATA] = "no_dump",
+                                        [GR__WF_END_NOT_WAITING] = "not_waiting",
+                                        [GR__WF_END_UNNAMED] = "unnamed_member",
+                                        [GR__WF_END_ALL_IN] = "all_entered",
+                                        [GR__WF_END_CYCLE] = "cycle"};
 
+/* One communicator line of one dump, for the table of communicators. */
 typedef struct {
-  int rank, kind;
-} wend;
+  const char *id;
+  const gr__rpt_json *comm;
+  int dump, pos; /* the dump, and the line's place among that dump's lines with an id */
+} cline;
 
-/* The world rank of rank peer of communicator id, -1 when no dump says. */
-static int world_rank_of(const dump *d, int nd, const char *id, double peer) {
-  if (!(peer >= 0 && peer <= MAX_RANK)) return -1;
-  const char *name = name_of(d, nd, id);
-  if (!strcmp(name ? name : id, GR_FL_WORLD)) return (int)peer;
+static int cmp_cline(const void *a, const void *b) {
+  const cline *x = a, *y = b;
+  int c = strcmp(x->id, y->id);
+  if (c) return c;
+  if (x->dump != y->dump) return (x->dump > y->dump) - (x->dump < y->dump);
+  return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* The dumps in the analysis' terms: every dump a rank with data; the communicators by id (the
+ * size the last dump in rank order gives; over the world when a dump names it so, or its id is
+ * the world's); each line a member with the highest collective it entered there; each rank's
+ * latest call in progress (a "timeout" call too: the recorder marks the call it gave up on), a
+ * send's or receive's peer as a world rank. */
+typedef struct {
+  gr__wf_rank *ranks;
+  gr__wf_comm *comms;
+  gr__wf_member *members;
+  cline *lines;
+  int *first;     /* per communicator: its first line in lines; [ncomms] = nlines */
+  int *line_comm; /* per dump and line with an id (at dump_line[dump] + pos): the communicator */
+  int *dump_line; /* per dump: where its lines start in line_comm */
+  int *peer;      /* per dump: the world rank of its send's or receive's peer */
+  const gr__rpt_json **call; /* per dump: the call it waits in, NULL none */
+  const char **comm_id;      /* per dump: that call's communicator id */
+  int ncomms, nlines;
+} wdesc;
+
+static void wdesc_free(wdesc *x) {
+  free(x->ranks);
+  free(x->comms);
+  free(x->members);
+  free(x->lines);
+  free(x->first);
+  free(x->line_comm);
+  free(x->dump_line);
+  free(x->peer);
+  free(x->call);
+  free(x->comm_id);
+}
+
+static int describe(const dump *d, int nd, wdesc *x) {
+  memset(x, 0, sizeof *x);
+  gr_array lines = GR_ARRAY_INIT(cline);
+  size_t n = (size_t)nd + 1;
+  x->dump_line = malloc(n * sizeof *x->dump_line);
+  x->ranks = calloc(n, sizeof *x->ranks);
+  x->peer = malloc(n * sizeof *x->peer);
+  x->call = calloc(n, sizeof *x->call);
+  x->comm_id = calloc(n, sizeof *x->comm_id);
+  if (!x->dump_line || !x->ranks || !x->peer || !x->call || !x->comm_id) return -1;
   for (int i = 0; i < nd; i++) {
-    const gr__rpt_json *c = comm_of(&d[i], id);
-    if (c && gr__rpt_json_num(c, GR_FL_COMM_RANK, -1) == peer) return d[i].rank;
-  }
-  return -1;
-}
-
-static void add_target(wnode *w, int r) {
-  (void)gr__array_push(&w->targets, &r); /* a target lost for want of memory: not named */
-}
-
-/* What dump i waits for: its latest call in progress on any communicator. */
-static void wait_of(const dump *d, int nd, int i, wnode *w) {
-  memset(w, 0, sizeof *w);
-  gr__array_init(&w->targets, sizeof(int));
-  w->end = -1;
-  const gr__rpt_json *comms = gr__rpt_json_get(d[i].doc, GR_FL_COMMS);
-  double best = -1;
-  for (const gr__rpt_json *c = comms && comms->type == GR__RPT_JSON_ARR ? comms->child : NULL; c;
-       c = c->next) {
-    const gr__rpt_json *calls = gr__rpt_json_get(c, GR_FL_COMM_CALLS);
-    for (const gr__rpt_json *k = calls && calls->type == GR__RPT_JSON_ARR ? calls->child : NULL; k;
-         k = k->next) {
-      double start = gr__rpt_json_num(k, GR_FL_START, 0);
-      if (in_call(k) && gr__rpt_json_str(c, GR_FL_COMM_ID) && start >= best) {
-        best = start;
-        w->call = k;
-        w->comm = gr__rpt_json_str(c, GR_FL_COMM_ID);
+    x->dump_line[i] = (int)lines.count;
+    const gr__rpt_json *comms = gr__rpt_json_get(d[i].doc, GR_FL_COMMS);
+    int pos = 0;
+    for (const gr__rpt_json *c = comms && comms->type == GR__RPT_JSON_ARR ? comms->child : NULL; c;
+         c = c->next) {
+      const char *id = gr__rpt_json_str(c, GR_FL_COMM_ID);
+      if (!id) continue;
+      cline l = {id, c, i, pos++};
+      if (lines.count >= INT_MAX / 2 || gr__array_push(&lines, &l) != GR_OK) {
+        gr__array_free(&lines);
+        return -1;
       }
     }
   }
-  if (!w->call) return;
-  if (is_p2p(w->call)) {
-    add_target(w, world_rank_of(d, nd, w->comm, gr__rpt_json_num(w->call, GR_FL_PEER, -1)));
-    return;
-  }
-  double key = coll_key(w->call);
-  int members = 0, size = 0;
-  for (int j = 0; j < nd; j++) {
-    const gr__rpt_json *c = comm_of(&d[j], w->comm);
-    if (!c) continue;
-    members++;
-    double sz = gr__rpt_json_num(c, GR_FL_COMM_SIZE, 0);
-    if (sz >= 0 && sz <= MAX_RANK) size = (int)sz;
+  x->lines = lines.data;
+  x->nlines = (int)lines.count;
+  if (x->nlines > 1) qsort(x->lines, (size_t)x->nlines, sizeof *x->lines, cmp_cline);
+  size_t nl = (size_t)x->nlines + 1;
+  x->first = malloc(nl * sizeof *x->first);
+  x->line_comm = malloc(nl * sizeof *x->line_comm);
+  x->comms = calloc(nl, sizeof *x->comms);
+  x->members = calloc(nl, sizeof *x->members);
+  if (!x->first || !x->line_comm || !x->comms || !x->members) return -1;
+  for (int k = 0; k < x->nlines; k++) {
+    const cline *l = &x->lines[k];
+    if (!k || strcmp(l->id, x->lines[k - 1].id)) {
+      x->first[x->ncomms] = k;
+      const char *name = NULL; /* a dump's name for it, else the id */
+      for (int j = k; j < x->nlines && !strcmp(x->lines[j].id, l->id) && !name; j++)
+        name = gr__rpt_json_str(x->lines[j].comm, GR_FL_COMM_NAME);
+      x->comms[x->ncomms++].world = !strcmp(name ? name : l->id, GR_FL_WORLD);
+    }
+    int c = x->ncomms - 1;
+    double sz = gr__rpt_json_num(l->comm, GR_FL_COMM_SIZE, 0);
+    if (sz >= 0 && sz <= MAX_RANK) x->comms[c].size = (int)sz;
     double any, run;
-    const gr__rpt_json *rc;
-    scan(c, &any, &run, &rc);
-    if (any < key) add_target(w, d[j].rank);
+    const gr__rpt_json *rcall;
+    scan(l->comm, &any, &run, &rcall);
+    x->members[k] = (gr__wf_member){l->dump, c, any};
+    x->line_comm[x->dump_line[l->dump] + l->pos] = c;
   }
-  if (w->targets.count) return;
-  const char *name = name_of(d, nd, w->comm);
-  if (!strcmp(name ? name : w->comm, GR_FL_WORLD)) { /* every rank of the job is a member */
-    for (int r = 0; r < size; r++)
-      if (dump_of_rank(d, nd, r) < 0) add_target(w, r);
-  } else if (size > members) {
-    add_target(w, -1);
+  x->first[x->ncomms] = x->nlines;
+  for (int i = 0; i < nd; i++) {
+    gr__wf_rank *r = &x->ranks[i];
+    r->rank = d[i].rank;
+    r->have = 1;
+    r->comm = -1;
+    /* its latest call in progress on any communicator with an id */
+    const gr__rpt_json *comms = gr__rpt_json_get(d[i].doc, GR_FL_COMMS);
+    double best = -1;
+    int pos = 0;
+    for (const gr__rpt_json *c = comms && comms->type == GR__RPT_JSON_ARR ? comms->child : NULL; c;
+         c = c->next) {
+      const char *id = gr__rpt_json_str(c, GR_FL_COMM_ID);
+      if (!id) continue;
+      const gr__rpt_json *calls = gr__rpt_json_get(c, GR_FL_COMM_CALLS);
+      for (const gr__rpt_json *k = calls && calls->type == GR__RPT_JSON_ARR ? calls->child : NULL;
+           k; k = k->next) {
+        double start = gr__rpt_json_num(k, GR_FL_START, 0);
+        if (in_call(k) && start >= best) {
+          best = start;
+          x->call[i] = k;
+          x->comm_id[i] = id;
+          r->comm = x->line_comm[x->dump_line[i] + pos];
+        }
+      }
+      pos++;
+    }
+    if (!x->call[i]) continue;
+    r->p2p = is_p2p(x->call[i]);
+    r->pos = coll_key(x->call[i]);
+    if (!r->p2p) continue;
+    /* the peer's world rank: itself on the world, else the dump whose line has that rank */
+    double peer = gr__rpt_json_num(x->call[i], GR_FL_PEER, -1);
+    x->peer[i] = -1;
+    if (peer >= 0 && peer <= MAX_RANK && x->comms[r->comm].world)
+      x->peer[i] = (int)peer;
+    else if (peer >= 0 && peer <= MAX_RANK)
+      for (int k = x->first[r->comm]; k < x->first[r->comm + 1] && x->peer[i] < 0; k++)
+        if (gr__rpt_json_num(x->lines[k].comm, GR_FL_COMM_RANK, -1) == peer)
+          x->peer[i] = d[x->lines[k].dump].rank;
+    r->peers = &x->peer[i];
+    r->npeers = 1;
   }
+  return 0;
 }
 
 static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
-  wnode *w = calloc((size_t)nd, sizeof *w);
-  wend *ends = calloc((size_t)nd + 1, sizeof *ends);
-  int *path = malloc(((size_t)nd + 1) * sizeof *path);
-  int *onpath = calloc((size_t)nd, sizeof *onpath);
+  wdesc x = {0};
+  gr__wf *w = NULL;
+  unsigned char *waited = calloc((size_t)nd + 1, 1);
   int nends = 0, waiters = 0;
-  if (!w || !ends || !path || !onpath) goto out;
-  for (int i = 0; i < nd; i++) {
-    wait_of(d, nd, i, &w[i]);
-    waiters += w[i].call != NULL;
+  if (!waited || describe(d, nd, &x) != 0) {
+    fprintf(stderr, "gpurun-report: out of memory for the wait-for analysis\n");
+    goto out;
   }
+  gr__wf_input in = {x.ranks, nd, x.comms, x.ncomms, x.members, x.nlines};
+  if (gr__wf_analyse(&in, &w) != GR_OK) {
+    fprintf(stderr, "gpurun-report: %s\n", gr_last_error());
+    goto out;
+  }
+  const gr__wf_end *ends = gr__wf_ends(w, &nends);
+  for (int i = 0; i < nd; i++)
+    waiters += gr__wf_waiting(w, i);
   if (!waiters) goto out;
   fputs("  wait-for:\n", out);
   for (int i = 0; i < nd; i++) {
-    if (!w[i].call) continue;
+    if (!gr__wf_waiting(w, i)) continue;
+    int nt;
+    const int *t = gr__wf_targets(w, i, &nt);
     fprintf(out, "    rank %d waits in ", d[i].rank);
-    gr__esc_term(out, str_or(w[i].call, GR_FL_OP, "?"));
+    gr__esc_term(out, str_or(x.call[i], GR_FL_OP, "?"));
     fputs(" on ", out);
-    put_comm(out, d, nd, w[i].comm);
-    fprintf(out, " (seq %.0f) for ", gr__rpt_json_num(w[i].call, GR_FL_SEQ, -1));
-    if (!w[i].targets.count) fputs("no one it can name", out);
-    for (size_t t = 0; t < w[i].targets.count; t++) {
-      if (GR_ARRAY_AT(&w[i].targets, int, t) >= 0)
-        fprintf(out, "%srank %d", t ? ", " : "", GR_ARRAY_AT(&w[i].targets, int, t));
+    put_comm(out, d, nd, x.comm_id[i]);
+    fprintf(out, " (seq %.0f) for ", gr__rpt_json_num(x.call[i], GR_FL_SEQ, -1));
+    if (!nt) fputs("no one it can name", out);
+    for (int k = 0; k < nt; k++) {
+      if (t[k] >= 0)
+        fprintf(out, "%srank %d", k ? ", " : "", t[k]);
       else
-        fprintf(out, "%san unnamed member", t ? ", " : "");
+        fprintf(out, "%san unnamed member", k ? ", " : "");
     }
     fputc('\n', out);
-  }
-  /* Follow each chain (first target at each step) to its end; ends are memoised per dump, so the
-   * whole walk is linear in the number of dumps. */
-  for (int i = 0; i < nd; i++) {
-    if (!w[i].call || w[i].end >= 0) continue;
-    int np = 0, cur = i, end = -1;
-    wend e = {-1, 0};
-    for (;;) {
-      if (onpath[cur]) {
-        e = (wend){d[cur].rank, END_CYCLE};
-        break;
-      }
-      if (w[cur].end >= 0) {
-        end = w[cur].end;
-        break;
-      }
-      onpath[cur] = 1;
-      path[np++] = cur;
-      if (!w[cur].call) {
-        e = (wend){d[cur].rank, END_NOT_WAITING};
-        break;
-      }
-      if (!w[cur].targets.count) {
-        e = (wend){d[cur].rank, END_ALL_IN};
-        break;
-      }
-      int t = GR_ARRAY_AT(&w[cur].targets, int, 0);
-      if (t < 0) {
-        e = (wend){d[cur].rank, END_UNNAMED};
-        break;
-      }
-      int next = dump_of_rank(d, nd, t);
-      if (next < 0) {
-        e = (wend){t, END_NO_DUMP};
-        break;
-      }
-      cur = next;
-    }
-    if (end < 0) {
-      for (end = 0; end < nends; end++)
-        if (ends[end].rank == e.rank && ends[end].kind == e.kind) break;
-      if (end == nends) ends[nends++] = e;
-    }
-    for (int k = 0; k < np; k++) {
-      w[path[k]].end = end;
-      onpath[path[k]] = 0;
-    }
+    /* waited for: the first rank another waiting rank waits for */
+    int next = nt && t[0] >= 0 ? gr__wf_row_of(w, t[0]) : -1;
+    if (next >= 0 && next != i) waited[next] = 1;
   }
   /* The chains as an operator reads them: from each waiting rank that no other rank waits for
    * (every rank when all of them are waited for: a cycle), along the first target at each step. */
   int heads = 0;
   for (int pass = 0; pass < 2 && !heads; pass++)
     for (int i = 0; i < nd; i++) {
-      if (!w[i].call) continue;
-      int waited = 0;
-      for (int j = 0; j < nd && !waited && pass == 0; j++)
-        waited = j != i && w[j].call && w[j].targets.count &&
-                 GR_ARRAY_AT(&w[j].targets, int, 0) == d[i].rank;
-      if (waited) continue;
+      if (!gr__wf_waiting(w, i) || (pass == 0 && waited[i])) continue;
       heads++;
+      const gr__wf_end *e = &ends[gr__wf_end_of(w, i)];
       fprintf(out, "    chain: %d", d[i].rank);
       int cur = i;
       for (int steps = 0; steps < nd; steps++) {
-        int t = w[cur].call && w[cur].targets.count ? GR_ARRAY_AT(&w[cur].targets, int, 0) : -1;
-        int next = t >= 0 ? dump_of_rank(d, nd, t) : -1;
-        if (t >= 0) fprintf(out, " -> %d", t); /* a cycle is printed back to where it started */
-        if (next < 0 || next == i || ends[w[i].end].rank == t) break;
+        int nt;
+        const int *t = gr__wf_targets(w, cur, &nt);
+        int r = gr__wf_waiting(w, cur) && nt ? t[0] : -1;
+        int next = r >= 0 ? gr__wf_row_of(w, r) : -1;
+        if (r >= 0) fprintf(out, " -> %d", r); /* a cycle is printed back to where it started */
+        if (next < 0 || next == i || e->rank == r) break;
         cur = next;
       }
-      fprintf(out, ": rank %d %s\n", ends[w[i].end].rank, end_words[ends[w[i].end].kind]);
+      fprintf(out, ": rank %d %s\n", e->rank, end_words[e->kind]);
       if (pass == 1) break; /* one line for a cycle */
     }
   fputs("  at the end of the wait-for chain(s): ", out);
@@ -486,31 +525,28 @@ static int wait_for(dump *d, int nd, FILE *out, FILE *js) {
   fputs("{\"edges\": [", js);
   int first = 1;
   for (int i = 0; i < nd; i++) {
-    if (!w[i].call) continue;
+    if (!gr__wf_waiting(w, i)) continue;
+    int nt;
+    const int *t = gr__wf_targets(w, i, &nt);
     fprintf(js, "%s{\"rank\": %d, \"op\": ", first ? "" : ", ", d[i].rank);
-    gr__esc_json(js, str_or(w[i].call, GR_FL_OP, "?"));
+    gr__esc_json(js, str_or(x.call[i], GR_FL_OP, "?"));
     fputs(", \"comm\": ", js);
-    gr__esc_json(js, w[i].comm);
-    fprintf(js, ", \"seq\": %.0f, \"waits_for\": ", gr__rpt_json_num(w[i].call, GR_FL_SEQ, -1));
-    ranks_json(js, w[i].targets.data, (int)w[i].targets.count);
+    gr__esc_json(js, x.comm_id[i]);
+    fprintf(js, ", \"seq\": %.0f, \"waits_for\": ", gr__rpt_json_num(x.call[i], GR_FL_SEQ, -1));
+    ranks_json(js, t, nt);
     fputc('}', js);
     first = 0;
   }
   fputs("], \"ends\": [", js);
-  static const char *const kinds[] = {"no_dump", "not_waiting", "unnamed_member", "all_entered",
-                                      "cycle"};
   for (int k = 0; k < nends; k++)
     fprintf(js, "%s{\"rank\": %d, \"why\": \"%s\", \"dump\": %s}", k ? ", " : "", ends[k].rank,
-            kinds[ends[k].kind], ends[k].kind == END_NO_DUMP ? "false" : "true");
+            end_kinds[ends[k].kind], ends[k].kind == GR__WF_END_NO_DATA ? "false" : "true");
   fputs("]}", js);
 out:
-  if (w)
-    for (int i = 0; i < nd; i++)
-      gr__array_free(&w[i].targets);
-  free(w);
-  free(ends);
-  free(path);
-  free(onpath);
+  if (!waiters) nends = 0; /* no rank waits: "null" */
+  gr__wf_free(w);
+  wdesc_free(&x);
+  free(waited);
   return nends;
 }
 

@@ -5,6 +5,7 @@
 #include "gr_monitor_csv.h"
 
 #include "gr_strbuf.h"
+#include "gr_waitfor.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -748,77 +749,96 @@ static void fault_verdict(gr__top_job *job, const unsigned char *fault, int leve
   }
 }
 
-/* The members of the call's communicator that are waited for in a send or receive: the peers of
- * the waiting ranks' unfinished point-to-point calls, followed while a peer itself waits on the
- * communicator (a chain), ending at the ranks that do not. */
-static int p2p_blockers(const gr__top_job *job, const char *id, int size, const unsigned char *wait,
-                        unsigned char *block) {
-  unsigned char *seen = calloc((size_t)gr__top_nranks(job), 1);
-  int *stack = malloc((size_t)gr__top_nranks(job) * sizeof *stack), top = 0, nblock = 0;
-  if (!seen || !stack) {
-    free(seen);
-    free(stack);
-    return 0;
-  }
-  for (int i = 0; i < gr__top_nranks(job); i++)
-    if (wait[i]) {
-      seen[i] = 1;
-      stack[top++] = i;
-    }
-  while (top > 0) {
-    const gr__live_comm *lc = comm_in(&GR__TOP_ROW(job, stack[--top]), id, size);
-    for (int k = 0; lc && !strcmp(lc->state, "running") && k < lc->nwaits; k++) {
-      int w = world_rank_of(job, id, size, lc->waits[k].peer);
-      if (w < 0 || (size_t)w >= job->index.count || GR_ARRAY_AT(&job->index, int, w) < 0) continue;
-      int j = GR_ARRAY_AT(&job->index, int, w);
-      if (seen[j]) continue;
-      seen[j] = 1;
-      const gr__live_comm *pc = comm_in(&GR__TOP_ROW(job, j), id, size);
-      if (pc && !strcmp(pc->state, "running") && pc->nwaits > 0)
-        stack[top++] = j; /* it waits too: whom for? */
-      else if (!exited(&GR__TOP_ROW(job, j)) || !pc) {
-        block[j] = 1;
-        nblock++;
-      }
-    }
-  }
-  free(seen);
-  free(stack);
-  return nblock;
+/* One communicator's rank -> world rank pairs, for the peers of the waits. */
+typedef struct {
+  int crank, wrank;
+} rank_pair;
+
+static int cmp_pair(const void *a, const void *b) {
+  const rank_pair *x = a, *y = b;
+  if (x->crank != y->crank) return (x->crank > y->crank) - (x->crank < y->crank);
+  return (x->wrank > y->wrank) - (x->wrank < y->wrank);
 }
 
-/* Among the ranks behind in the call sequence, those held up by another of them: a rank in a send
- * or receive whose every peer is also behind, and none of those peers waits for it in turn (two
- * that wait for each other are a deadlock, and both stay named). Such a rank cannot move before
- * its peer does, so the peer is the cause. Clears them from block; returns how many. */
-static int held_up(const gr__top_job *job, const char *id, int size, unsigned char *block) {
-  int n = gr__top_nranks(job), cleared = 0;
-  unsigned char *drop = calloc((size_t)n, 1);
-  if (!drop) return 0;
+/* The ranks the waiting ranks (wait) wait for on the communicator, by the shared wait-for
+ * analysis (tools/waitfor): each rank as its line for the communicator shows it (a running call
+ * with unfinished sends or receives waits for their peers; another running call is a collective at
+ * its number, which waits for the members whose line is behind it and, on the world, for the ranks
+ * without a line that did not exit), every rank waited for followed to the ones that wait for
+ * nobody, and the ranks on a wait-for cycle (a deadlock); a rank that only waits for ranks further
+ * along is held up and not named. The verdict names one communicator's hang, so its lines alone
+ * are followed. In a verdict on sends and receives (p2p) a rank that exited is not named.
+ * *deadlock: 1 when every rank named is on a cycle. Returns how many are named. */
+static int blockers(const gr__top_job *job, const char *id, int size, int world, int p2p,
+                    const unsigned char *wait, unsigned char *block, int *deadlock) {
+  int n = gr__top_nranks(job), nm = 0, np = 0, nblock = 0;
+  *deadlock = 0;
+  gr__wf_rank *r = calloc((size_t)n + 1, sizeof *r);
+  gr__wf_member *m = calloc((size_t)n + 1, sizeof *m);
+  int *peers = malloc(((size_t)n * GR_LIVE_MAX_WAITS + 1) * sizeof *peers);
+  rank_pair *pairs = malloc(((size_t)n + 1) * sizeof *pairs);
+  gr__wf *w = NULL;
+  if (!r || !m || !peers || !pairs) goto out;
   for (int i = 0; i < n; i++) {
-    const gr__live_comm *lc = block[i] ? comm_in(&GR__TOP_ROW(job, i), id, size) : NULL;
-    if (!lc || strcmp(lc->state, "running") || !lc->nwaits) continue;
-    int all = 1;
-    for (int k = 0; k < lc->nwaits && all; k++) {
-      int w = world_rank_of(job, id, size, lc->waits[k].peer), j = -1;
-      if (w >= 0 && (size_t)w < job->index.count) j = GR_ARRAY_AT(&job->index, int, w);
-      if (j < 0 || j == i || !block[j]) {
-        all = 0;
-        break;
-      }
-      const gr__live_comm *pc = comm_in(&GR__TOP_ROW(job, j), id, size);
-      for (int m = 0; pc && !strcmp(pc->state, "running") && m < pc->nwaits; m++)
-        if (world_rank_of(job, id, size, pc->waits[m].peer) == GR__TOP_ROW(job, i).rank) all = 0;
-    }
-    drop[i] = (unsigned char)all;
+    const gr__live_comm *lc = comm_in(&GR__TOP_ROW(job, i), id, size);
+    if (lc) pairs[np++] = (rank_pair){lc->rank, GR__TOP_ROW(job, i).rank};
   }
-  for (int i = 0; i < n; i++)
-    if (drop[i]) {
-      block[i] = 0;
-      cleared++;
+  if (np > 1) qsort(pairs, (size_t)np, sizeof *pairs, cmp_pair);
+  int npeers = 0;
+  for (int i = 0; i < n; i++) {
+    const gr__top_rank *t = &GR__TOP_ROW(job, i);
+    const gr__live_comm *lc = comm_in(t, id, size);
+    r[i] = (gr__wf_rank){.rank = t->rank, .have = t->have_live, .exited = exited(t), .comm = -1};
+    if (!lc) continue;
+    m[nm++] = (gr__wf_member){i, 0, (double)lc->seq};
+    if (strcmp(lc->state, "running")) continue;
+    r[i].comm = 0;
+    r[i].pos = (double)lc->seq;
+    r[i].p2p = lc->nwaits > 0;
+    r[i].peers = peers + npeers;
+    for (int k = 0; k < lc->nwaits && k < GR_LIVE_MAX_WAITS; k++) {
+      /* the peer's world rank: the rank whose line has its number, else itself on the world */
+      int lo = 0, hi = np - 1, wr = -1, crank = lc->waits[k].peer;
+      while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (pairs[mid].crank < crank)
+          lo = mid + 1;
+        else
+          hi = mid - 1;
+      }
+      if (lo < np && pairs[lo].crank == crank)
+        wr = pairs[lo].wrank;
+      else if (world && crank >= 0)
+        wr = crank;
+      peers[npeers++] = wr;
+      r[i].npeers++;
     }
-  free(drop);
-  return cleared;
+  }
+  gr__wf_comm comm = {size, world};
+  gr__wf_input in = {r, n, &comm, 1, m, nm};
+  if (gr__wf_analyse(&in, &w) != GR_OK) goto out;
+  nblock = gr__wf_blockers(w, wait, block);
+  if (nblock < 0) {
+    nblock = 0;
+    goto out;
+  }
+  int cycle = 0;
+  for (int i = 0; i < n; i++) {
+    if (p2p && block[i] == GR__WF_BLOCKS && exited(&GR__TOP_ROW(job, i)) &&
+        comm_in(&GR__TOP_ROW(job, i), id, size)) {
+      block[i] = 0;
+      nblock--;
+    }
+    cycle += block[i] == GR__WF_DEADLOCK;
+  }
+  *deadlock = nblock > 0 && cycle == nblock;
+out:
+  gr__wf_free(w);
+  free(r);
+  free(m);
+  free(peers);
+  free(pairs);
+  return nblock;
 }
 
 void gr__top_analyse(gr__top_job *job) {
@@ -927,19 +947,9 @@ void gr__top_analyse(gr__top_job *job) {
       if (job->now - lc->start > longest) longest = job->now - lc->start;
     }
   }
-  if (p2p) /* sequence numbers of sends and receives differ between ranks: follow the peers */
-    nblock = p2p_blockers(job, best_id, best_size, wait, block);
-  else {
-    for (int i = 0; i < gr__top_nranks(job); i++) {
-      const gr__top_rank *t = &GR__TOP_ROW(job, i);
-      const gr__live_comm *lc = comm_in(t, best_id, best_size);
-      if (!wait[i] && ((lc && lc->seq < best_seq) || (!lc && world && !exited(t)))) {
-        block[i] = 1;
-        nblock++;
-      }
-    }
-    nblock -= held_up(job, best_id, best_size, block);
-  }
+  /* sequence numbers of sends and receives differ between ranks: there the peers say more */
+  int deadlock = 0;
+  nblock = blockers(job, best_id, best_size, world, p2p, wait, block, &deadlock);
   gr__strbuf o;
   gr__strbuf_init_fixed(&o, job->verdict, sizeof job->verdict);
   if (!nblock) {
@@ -963,9 +973,10 @@ void gr__top_analyse(gr__top_job *job) {
     put_doing(&o, job, t, best_id, best_size, sw);
     if (t->have_live && t->age_s > 2) gr__strbuf_appendf(&o, " (silent %.0f s)", t->age_s);
   }
-  gr__strbuf_appendf(&o, " [unsure: %s]",
-                     p2p ? "the peers it waits for are alive and not waiting"
-                         : "behind in the call sequence");
+  gr__strbuf_appendf(&o, " [%s]",
+                     deadlock ? "deadlock: they wait for each other"
+                     : p2p    ? "unsure: the peers it waits for are alive and not waiting"
+                              : "unsure: behind in the call sequence");
 out:
   free(wait);
   free(block);
