@@ -16,6 +16,8 @@ struct gr__wf {
   unsigned char *have, *waiting; /* per row */
   int *toff, *tcnt;              /* per row: its targets, pool[toff .. toff + tcnt) */
   int *end;                      /* per row: index into ends, -1 when it does not wait */
+  int *call;                     /* per row: its collective call's index, -1 none */
+  int ncalls;                    /* the distinct collective calls waited in */
   gr_array pool;                 /* int: every target list, a collective's once per call */
   gr_array ends;                 /* gr__wf_end */
 };
@@ -55,6 +57,7 @@ void gr__wf_free(gr__wf *w) {
   free(w->toff);
   free(w->tcnt);
   free(w->end);
+  free(w->call);
   gr__array_free(&w->pool);
   gr__array_free(&w->ends);
   free(w);
@@ -171,7 +174,9 @@ static gr_status targets(gr__wf *w, const gr__wf_input *in) {
     for (int k = a; k < b; k++) {
       w->toff[waiters[k].row] = (int)off;
       w->tcnt[waiters[k].row] = (int)(w->pool.count - off);
+      w->call[waiters[k].row] = w->ncalls;
     }
+    w->ncalls++;
     a = b;
   }
 out:
@@ -283,7 +288,8 @@ gr_status gr__wf_analyse(const gr__wf_input *in, gr__wf **out) {
   w->toff = calloc(n, sizeof *w->toff);
   w->tcnt = calloc(n, sizeof *w->tcnt);
   w->end = malloc(n * sizeof *w->end);
-  if (!w->rank || !w->have || !w->waiting || !w->toff || !w->tcnt || !w->end) {
+  w->call = malloc(n * sizeof *w->call);
+  if (!w->rank || !w->have || !w->waiting || !w->toff || !w->tcnt || !w->end || !w->call) {
     gr__wf_free(w);
     return gr__fail_msg(GR_ERR_NOMEM, "out of memory for the wait-for analysis");
   }
@@ -292,6 +298,7 @@ gr_status gr__wf_analyse(const gr__wf_input *in, gr__wf **out) {
     w->have[i] = in->ranks[i].have != 0;
     w->waiting[i] = in->ranks[i].have && in->ranks[i].comm >= 0; /* no data: in no known call */
     w->end[i] = -1;
+    w->call[i] = -1;
   }
   if (targets(w, in) != GR_OK || chains(w) != GR_OK) {
     gr__wf_free(w);
@@ -303,23 +310,49 @@ gr_status gr__wf_analyse(const gr__wf_input *in, gr__wf **out) {
 
 /* ---- blockers: every target followed ---- */
 
+/* The graph the blockers walk: the rows (nodes 0 .. n-1), then one node per collective call
+ * (n + call), so that a call's waiters share its edges to the members behind instead of each
+ * repeating them: a row in a collective has one edge, to its call. A row that waits for nobody
+ * has none. */
+/* Edge k of node u (whose targets start at uoff in the pool): the node it leads to, -1 for a rank
+ * without a row or a member no data names. */
+static int edge(const gr__wf *w, int u, int uoff, int k) {
+  if (u < w->n && w->call[u] >= 0) return w->n + w->call[u];
+  int t = GR_ARRAY_AT(&w->pool, int, uoff + k);
+  return t >= 0 ? gr__wf_row_of(w, t) : -1;
+}
+
 int gr__wf_blockers(const gr__wf *w, const unsigned char *start, unsigned char *block) {
-  int n = w->n, nblock = 0;
+  int n = w->n, nn = w->n + w->ncalls, nblock = 0;
   if (n) memset(block, 0, (size_t)n);
-  int *queue = malloc(((size_t)n + 1) * sizeof *queue);
-  unsigned char *reached = calloc((size_t)n + 1, 1);
-  /* Tarjan's strongly connected components over the reached rows that wait for someone,
-   * iteratively: index, lowlink, the component stack, the walk's frames (row, next target). */
-  int *idx = malloc(((size_t)n + 1) * sizeof *idx), *low = malloc(((size_t)n + 1) * sizeof *low);
-  int *stk = malloc(((size_t)n + 1) * sizeof *stk);
-  int *frow = malloc(((size_t)n + 1) * sizeof *frow),
-      *fnext = malloc(((size_t)n + 1) * sizeof *fnext);
-  unsigned char *onstk = calloc((size_t)n + 1, 1);
-  if (!queue || !reached || !idx || !low || !stk || !frow || !fnext || !onstk) {
+  size_t sz = (size_t)nn + 1;
+  /* per node: its edges (count, offset into the pool), reached, and Tarjan's index, lowlink and
+   * stack flag; the queue, the component stack and the walk's frames (node, next edge) */
+  int *cnt = malloc(sz * sizeof *cnt), *off = malloc(sz * sizeof *off);
+  int *queue = malloc(sz * sizeof *queue), *idx = malloc(sz * sizeof *idx);
+  int *low = malloc(sz * sizeof *low), *stk = malloc(sz * sizeof *stk);
+  int *frow = malloc(sz * sizeof *frow), *fnext = malloc(sz * sizeof *fnext);
+  unsigned char *reached = calloc(sz, 1), *onstk = calloc(sz, 1);
+  if (!cnt || !off || !queue || !idx || !low || !stk || !frow || !fnext || !reached || !onstk) {
     nblock = -1;
     goto out;
   }
-  const int *pool = w->pool.data;
+  for (int u = 0; u < nn; u++) {
+    cnt[u] = 0;
+    off[u] = 0;
+    idx[u] = -1;
+  }
+  for (int u = 0; u < n; u++) {
+    if (!w->waiting[u] || !w->tcnt[u]) continue;
+    if (w->call[u] >= 0) {
+      cnt[u] = 1;
+      cnt[n + w->call[u]] = w->tcnt[u];
+      off[n + w->call[u]] = w->toff[u];
+    } else {
+      cnt[u] = w->tcnt[u];
+      off[u] = w->toff[u];
+    }
+  }
   int qh = 0, qt = 0;
   for (int i = 0; i < n; i++)
     if (start[i]) {
@@ -328,8 +361,8 @@ int gr__wf_blockers(const gr__wf *w, const unsigned char *start, unsigned char *
     }
   while (qh < qt) {
     int u = queue[qh++];
-    for (int k = 0; w->waiting[u] && k < w->tcnt[u]; k++) {
-      int v = pool[w->toff[u] + k] >= 0 ? gr__wf_row_of(w, pool[w->toff[u] + k]) : -1;
+    for (int k = 0; k < cnt[u]; k++) {
+      int v = edge(w, u, off[u], k);
       if (v >= 0 && !reached[v]) {
         reached[v] = 1;
         queue[qt++] = v;
@@ -338,16 +371,14 @@ int gr__wf_blockers(const gr__wf *w, const unsigned char *start, unsigned char *
   }
   /* The ends: reached rows that wait for nobody, but for the starting rows themselves. */
   for (int i = 0; i < n; i++)
-    if (reached[i] && !start[i] && (!w->waiting[i] || !w->tcnt[i])) {
+    if (reached[i] && !start[i] && !cnt[i]) {
       block[i] = GR__WF_BLOCKS;
       nblock++;
     }
-  /* The deadlocks: the cycles among the reached rows that wait. */
-  for (int i = 0; i < n; i++)
-    idx[i] = -1;
+  /* The deadlocks: the cycles among the reached nodes with edges (Tarjan, iteratively). */
   int counter = 0, sp = 0;
-  for (int root = 0; root < n; root++) {
-    if (!reached[root] || !w->waiting[root] || !w->tcnt[root] || idx[root] >= 0) continue;
+  for (int root = 0; root < nn; root++) {
+    if (!reached[root] || !cnt[root] || idx[root] >= 0) continue;
     int fp = 0;
     frow[fp] = root;
     fnext[fp++] = 0;
@@ -356,10 +387,9 @@ int gr__wf_blockers(const gr__wf *w, const unsigned char *start, unsigned char *
     onstk[root] = 1;
     while (fp > 0) {
       int u = frow[fp - 1];
-      if (fnext[fp - 1] < w->tcnt[u]) {
-        int t = pool[w->toff[u] + fnext[fp - 1]++];
-        int v = t >= 0 ? gr__wf_row_of(w, t) : -1;
-        if (v < 0 || !w->waiting[v] || !w->tcnt[v]) continue; /* an end: leaves any cycle */
+      if (fnext[fp - 1] < cnt[u]) {
+        int v = edge(w, u, off[u], fnext[fp - 1]++);
+        if (v < 0 || !cnt[v]) continue; /* an end: on no cycle */
         if (idx[v] < 0) {
           idx[v] = low[v] = counter++;
           stk[sp++] = v;
@@ -374,19 +404,19 @@ int gr__wf_blockers(const gr__wf *w, const unsigned char *start, unsigned char *
       fp--;
       if (fp > 0 && low[u] < low[frow[fp - 1]]) low[frow[fp - 1]] = low[u];
       if (low[u] != idx[u]) continue;
-      /* u roots a component: a cycle when it has two rows or more, or a row that waits for
-       * itself. Every wait is for all of its targets (a collective needs every member, a group
-       * of sends and receives every peer), so any cycle is a deadlock, whatever else its rows
-       * wait for. */
+      /* u roots a component: a cycle when it has two nodes or more (a row in a collective that
+       * waits for itself makes two, with its call), or a row that waits for itself. Every wait
+       * is for all of its targets (a collective needs every member, a group of sends and
+       * receives every peer), so any cycle is a deadlock, whatever else its rows wait for. */
       int first = sp;
-      do {
-        int v = stk[--first];
-        onstk[v] = 0;
-      } while (stk[first] != u);
+      do
+        onstk[stk[--first]] = 0;
+      while (stk[first] != u);
       int cycle = sp - first > 1;
-      for (int k = 0; !cycle && k < w->tcnt[u]; k++)
-        cycle = pool[w->toff[u] + k] == w->rank[u];
+      for (int k = 0; !cycle && k < cnt[u]; k++)
+        cycle = edge(w, u, off[u], k) == u;
       for (int s = first; cycle && s < sp; s++) {
+        if (stk[s] >= n) continue; /* a call, not a rank */
         if (!block[stk[s]]) nblock++;
         block[stk[s]] = GR__WF_DEADLOCK;
       }
@@ -394,13 +424,15 @@ int gr__wf_blockers(const gr__wf *w, const unsigned char *start, unsigned char *
     }
   }
 out:
+  free(cnt);
+  free(off);
   free(queue);
-  free(reached);
   free(idx);
   free(low);
   free(stk);
   free(frow);
   free(fnext);
+  free(reached);
   free(onstk);
   return nblock;
 }

@@ -29,7 +29,7 @@ static int row(desc *d, int rank) {
 }
 
 static void p2p(desc *d, int row_, int comm, int npeers, const int *peers) {
-  memcpy(d->peers[row_], peers, (size_t)npeers * sizeof *peers);
+  if (npeers) memcpy(d->peers[row_], peers, (size_t)npeers * sizeof *peers);
   d->r[row_].comm = comm;
   d->r[row_].p2p = 1;
   d->r[row_].peers = d->peers[row_];
