@@ -134,10 +134,8 @@ static gr_status nccl_create(gr_comm *c, double deadline) {
     rc = ncclGetUniqueId(&boot.id);
     boot.ok = rc == ncclSuccess;
   }
-  MPI_Request req;
-  if (MPI_Ibcast(&boot, (int)sizeof boot, MPI_BYTE, 0, c->mpi, &req) != MPI_SUCCESS)
-    return gr__comm_err(c, GR_ERR_MPI, "MPI_Ibcast of the NCCL unique id failed");
-  GR_CHECK(gr__mpi_wait(c, &req, deadline));
+  /* on a heap copy that a broadcast given up on leaves to the lost list (gr_agree.h) */
+  GR_CHECK(gr__agree_bcast(c, "the NCCL unique id", &boot, sizeof boot, 0));
   if (!boot.ok)
     return c->rank == 0 ? nccl_err(c, NULL, rc, "ncclGetUniqueId")
                         : gr__comm_err(c, GR_ERR_NCCL, "rank 0 could not get an NCCL unique id");
