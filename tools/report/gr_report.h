@@ -171,10 +171,11 @@ int gr__rpt_arrivals_world(const gr__rpt_arrivals *a, int *rank);
 void gr__rpt_arrivals_print(const gr__rpt_arrivals *a, const gr__rpt_job *job, FILE *out);
 void gr__rpt_arrivals_free(gr__rpt_arrivals *a);
 
-/* What the monitor saw on rank (its program's share of the wall time on a CPU against the
- * others', samples that found it stopped, its cores' busy share, its GPU's throttling and
- * co-tenants), as one line "  on rank R: ..." for the rank the others waited for (why.c). Nothing
- * printed without that rank's samples. */
+/* What the monitor saw on rank, the one the others waited for (its program's share of the wall
+ * time on a CPU against the others', samples that found it stopped, its cores' busy share, its
+ * GPU's throttling and co-tenants), as a line "  on rank R: ...", then the other ranks its samples
+ * found stopped; with rank -1 (no rank named) only those (why.c). Nothing printed without
+ * samples. */
 void gr__rpt_print_why(const gr__rpt_job *job, int rank, FILE *out);
 
 /* The slowest rank from the MPI layer's verdict on the world (gr__rpt_arrivals_world), which

@@ -282,7 +282,7 @@ static void print_comm(const comm *g, const gr__rpt_job *job, FILE *out) {
     fprintf(out, "  %5d %7d %5.1f%% %12.3f %12.3f %10.3f\n", g->m[i].rank, g->last[i],
             100.0 * g->last[i] / nj, 1e3 * g->lag_sum[i] / nj, 1e3 * g->lag_max[i], g->m[i].mpi_s);
   if (g->waited[0]) fprintf(out, "  %s\n", g->waited);
-  if (job && g->waited_for >= 0 && !strcmp(g->id, GR_MPISTATS_WORLD_ID))
+  if (job && !strcmp(g->id, GR_MPISTATS_WORLD_ID))
     gr__rpt_print_why(job, g->waited_for, out);
   if (g->arrival[0]) fprintf(out, "  %s\n", g->arrival);
 }

@@ -24,7 +24,7 @@ static int cmp_double(const void *a, const void *b) {
 /* Other ranks the samples found stopped: evidence the MPI statistics may have missed (a rank's
  * neighbours in a halo exchange wait on it and then keep their own neighbours waiting, which can
  * make a neighbour look as much waited for as the rank itself). */
-static void also_stopped(const gr__rpt_job *job, int rank, FILE *out) {
+static void also_stopped(const gr__rpt_job *job, int rank, const char *lead, FILE *out) {
   int said = 0;
   for (int i = 0; i < gr__rpt_nseries(job); i++) {
     const gr__rpt_series *s = &GR__RPT_SERIES(job, i);
@@ -41,6 +41,10 @@ static void also_stopped(const gr__rpt_job *job, int rank, FILE *out) {
 }
 
 void gr__rpt_print_why(const gr__rpt_job *job, int rank, FILE *out) {
+  if (rank < 0) { /* no rank named: what the samples saw stopped still tells */
+    also_stopped(job, -1, "  the monitor saw:", out);
+    return;
+  }
   const gr__rpt_series *me = NULL;
   int n = gr__rpt_nseries(job), nothers = 0;
   double *others = n ? malloc((size_t)n * sizeof *others) : NULL;
@@ -84,5 +88,5 @@ void gr__rpt_print_why(const gr__rpt_job *job, int rank, FILE *out) {
   if (!said) fprintf(out, " nothing in the monitor's samples (no CPU time, state or GPU rows)");
   fputc('\n', out);
   free(others);
-  also_stopped(job, rank, out);
+  also_stopped(job, rank, "  the monitor also saw:", out);
 }
