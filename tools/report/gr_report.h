@@ -93,6 +93,7 @@ typedef struct {
   int slowest;   /* index into s of the flagged series' rank, -1 none */
   int slowest_rank;
   const char *slowest_why;
+  char slowest_why_buf[256]; /* slowest_why's text when it carries figures */
 } gr__rpt_job;
 
 /* Errors: a call that fails returns a gr_status and records one sentence with gr__fail_msg
@@ -162,8 +163,9 @@ typedef struct gr__rpt_arrivals gr__rpt_arrivals;
 gr_status gr__rpt_arrivals_load(const char *dir, gr__rpt_arrivals **out);
 
 /* 1 when the statistics cover the world communicator (2 ranks or more), with *rank the world
- * rank the others waited for there, -1 when no rank stands out; 0 without them. */
-int gr__rpt_arrivals_world(const gr__rpt_arrivals *a, int *rank);
+ * rank the others waited for there, -1 when no rank stands out, and *most (when not NULL) the
+ * rank they waited for most even when it does not stand out, -1 when none; 0 without them. */
+int gr__rpt_arrivals_world(const gr__rpt_arrivals *a, int *rank, int *most);
 
 /* Each communicator's table and verdicts ("Arrivals at the collectives of ..."); on the world,
  * what job's samples saw on the rank the others waited for (gr__rpt_print_why; job may be
@@ -178,8 +180,16 @@ void gr__rpt_arrivals_free(gr__rpt_arrivals *a);
  * samples. */
 void gr__rpt_print_why(const gr__rpt_job *job, int rank, FILE *out);
 
-/* The slowest rank from the MPI layer's verdict on the world (gr__rpt_arrivals_world), which
- * replaces the guess from the CSVs and counters: rank -1 leaves no rank flagged and says so. */
-void gr__rpt_set_slowest_from_mpi(gr__rpt_job *job, int rank);
+/* The rank the monitor's samples single out, -1 none (why.c): the one rank found stopped in at
+ * least a tenth of its samples and twice as often as any other, else the one whose program ran on
+ * a CPU for at most two thirds of the others' median share. *why: a static phrase with its
+ * evidence written into buf. */
+int gr__rpt_monitor_suspect(const gr__rpt_job *job, char *buf, size_t cap);
+
+/* The slowest rank where the MPI layer's statistics cover the world (gr__rpt_arrivals_world),
+ * replacing the guess from the CSVs and counters: the rank the others waited for when it stands
+ * out; else the monitor's suspect (gr__rpt_monitor_suspect), said with its evidence and whether
+ * it is also the one waited for most; else none, said so. */
+void gr__rpt_set_slowest_from_mpi(gr__rpt_job *job, int rank, int most);
 
 #endif

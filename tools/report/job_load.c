@@ -595,17 +595,33 @@ void gr__rpt_summarize(gr__rpt_job *job) {
   }
 }
 
-void gr__rpt_set_slowest_from_mpi(gr__rpt_job *job, int rank) {
-  job->slowest = -1;
-  job->slowest_rank = -1;
-  job->slowest_why = "no rank stands out in the MPI calls (the arrivals below)";
-  for (int i = 0; rank >= 0 && i < gr__rpt_nseries(job); i++)
+static void flag_rank(gr__rpt_job *job, int rank, const char *why) {
+  for (int i = 0; i < gr__rpt_nseries(job); i++)
     if (GR__RPT_SERIES(job, i).rank == rank) {
       job->slowest = i;
       job->slowest_rank = rank;
-      job->slowest_why = "the others waited for it in MPI (the arrivals below)";
+      job->slowest_why = why;
       return;
     }
+}
+
+void gr__rpt_set_slowest_from_mpi(gr__rpt_job *job, int rank, int most) {
+  job->slowest = -1;
+  job->slowest_rank = -1;
+  job->slowest_why = "no rank stands out in the MPI calls or the monitor's samples (the arrivals "
+                     "below)";
+  if (rank >= 0) {
+    flag_rank(job, rank, "the others waited for it in MPI (the arrivals below)");
+    return;
+  }
+  char ev[160];
+  int suspect = gr__rpt_monitor_suspect(job, ev, sizeof ev);
+  if (suspect < 0) return;
+  snprintf(job->slowest_why_buf, sizeof job->slowest_why_buf,
+           suspect == most ? "the others waited for it most in MPI, and the monitor saw it %s"
+                           : "the monitor saw it %s; the MPI calls single out no rank",
+           ev);
+  flag_rank(job, suspect, job->slowest_why_buf);
 }
 
 void gr__rpt_free(gr__rpt_job *job) {

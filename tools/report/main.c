@@ -125,8 +125,9 @@ int main(int argc, char **argv) {
    * that replaces the CSVs' guess at the slowest rank. */
   gr__rpt_arrivals *arr = NULL;
   if (gr__rpt_arrivals_load(job_dir, &arr) != GR_OK) fail(1);
-  int waited_for;
-  if (gr__rpt_arrivals_world(arr, &waited_for)) gr__rpt_set_slowest_from_mpi(&job, waited_for);
+  int waited_for, most;
+  if (gr__rpt_arrivals_world(arr, &waited_for, &most))
+    gr__rpt_set_slowest_from_mpi(&job, waited_for, most);
   printf("gpurun-report: ");
   gr__esc_term(stdout, job_dir);
   putchar('\n');

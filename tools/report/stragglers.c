@@ -45,6 +45,7 @@ typedef struct {
   int last[64];                    /* how often each member arrived last */
   double lag_sum[64], lag_max[64]; /* seconds after the first arrival */
   int waited_for;                  /* world rank the others waited for, -1 none stands out */
+  int most;                        /* the rank they waited for most, standing out or not; -1 */
   char waited[320], arrival[200];  /* the two verdict lines */
 } comm;
 
@@ -153,7 +154,7 @@ static int cmp_double(const void *a, const void *b) {
  * least, named at two thirds of the others' median or less. Both catch a rank slowed between
  * the collectives, which the arrivals at collectives alone miss in a halo exchange. */
 static void slowest_by_wait(comm *g) {
-  g->waited_for = -1;
+  g->waited_for = g->most = -1;
   /* first, whom the others were blocked on in sends, receives and their waits */
   double by[64] = {0}, total = 0;
   int have = 0;
@@ -175,6 +176,7 @@ static void slowest_by_wait(comm *g) {
       if (j != top) rest[n++] = by[j];
     qsort(rest, (size_t)n, sizeof rest[0], cmp_double);
     double med = !n ? 0 : n % 2 ? rest[n / 2] : 0.5 * (rest[n / 2 - 1] + rest[n / 2]);
+    if (by[top] > med) g->most = g->m[top].rank;
     if (by[top] > 0 && by[top] >= 1.5 * med && by[top] >= 0.001) {
       g->waited_for = g->m[top].rank;
       snprintf(g->waited, sizeof g->waited,
@@ -202,6 +204,7 @@ static void slowest_by_wait(comm *g) {
   if (!n) return;
   qsort(others, (size_t)n, sizeof others[0], cmp_double);
   double med = n % 2 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
+  if (g->m[low].mpi_s < med) g->most = g->m[low].rank;
   if (med > 0 && g->m[low].mpi_s <= med * 2.0 / 3.0) {
     g->waited_for = g->m[low].rank;
     snprintf(g->waited, sizeof g->waited,
@@ -218,7 +221,7 @@ static void slowest_by_wait(comm *g) {
 /* Joins the members' rings per collective number (the shortest time inside is the last arrival,
  * each lag the longest time minus the member's own) and states both verdicts. */
 static void analyse_comm(comm *g) {
-  g->waited_for = -1;
+  g->waited_for = g->most = -1;
   if (g->nm < 2) return;
   /* Only the numbers every member's ring holds can be joined: their common range, at most a ring
    * long (a file's first may be anything below 1e18; their union could take years to walk). */
@@ -282,8 +285,7 @@ static void print_comm(const comm *g, const gr__rpt_job *job, FILE *out) {
     fprintf(out, "  %5d %7d %5.1f%% %12.3f %12.3f %10.3f\n", g->m[i].rank, g->last[i],
             100.0 * g->last[i] / nj, 1e3 * g->lag_sum[i] / nj, 1e3 * g->lag_max[i], g->m[i].mpi_s);
   if (g->waited[0]) fprintf(out, "  %s\n", g->waited);
-  if (job && !strcmp(g->id, GR_MPISTATS_WORLD_ID))
-    gr__rpt_print_why(job, g->waited_for, out);
+  if (job && !strcmp(g->id, GR_MPISTATS_WORLD_ID)) gr__rpt_print_why(job, g->waited_for, out);
   if (g->arrival[0]) fprintf(out, "  %s\n", g->arrival);
 }
 
@@ -348,10 +350,11 @@ gr_status gr__rpt_arrivals_parse(const char *const *texts, int n, FILE *warn,
   return GR_OK;
 }
 
-int gr__rpt_arrivals_world(const gr__rpt_arrivals *a, int *rank) {
+int gr__rpt_arrivals_world(const gr__rpt_arrivals *a, int *rank, int *most) {
   for (int i = 0; a && i < a->n; i++)
     if (!strcmp(a->c[i].id, GR_MPISTATS_WORLD_ID) && a->c[i].nm >= 2) {
       *rank = a->c[i].waited_for;
+      if (most) *most = a->c[i].most;
       return 1;
     }
   return 0;

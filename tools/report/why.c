@@ -90,3 +90,52 @@ void gr__rpt_print_why(const gr__rpt_job *job, int rank, FILE *out) {
   free(others);
   also_stopped(job, rank, "  the monitor also saw:", out);
 }
+
+int gr__rpt_monitor_suspect(const gr__rpt_job *job, char *buf, size_t cap) {
+  int n = gr__rpt_nseries(job);
+  const gr__rpt_series *stop1 = NULL, *stop2 = NULL, *low = NULL;
+  double *share = n ? malloc((size_t)n * sizeof *share) : NULL;
+  int nshare = 0;
+  for (int i = 0; i < n; i++) {
+    const gr__rpt_series *s = &GR__RPT_SERIES(job, i);
+    if (i && gr__rpt_same_rank(s, &GR__RPT_SERIES(job, i - 1))) continue; /* its other GPUs */
+    double f = s->nstates ? (double)s->nstopped / s->nstates : 0;
+    if (f > 0 && (!stop1 || f > (double)stop1->nstopped / stop1->nstates)) {
+      stop2 = stop1;
+      stop1 = s;
+    } else if (f > 0 && (!stop2 || f > (double)stop2->nstopped / stop2->nstates)) {
+      stop2 = s;
+    }
+    double c = on_cpu(s);
+    if (share && !isnan(c)) {
+      share[nshare++] = c;
+      if (!low || c < on_cpu(low)) low = s;
+    }
+  }
+  int r = -1;
+  double f1 = stop1 ? (double)stop1->nstopped / stop1->nstates : 0,
+         f2 = stop2 ? (double)stop2->nstopped / stop2->nstates : 0;
+  if (stop1 && f1 >= 0.1 && f1 >= 2 * f2) {
+    r = stop1->rank;
+    snprintf(buf, cap, "stopped in %d of %d samples", stop1->nstopped, stop1->nstates);
+  } else if (low && nshare >= 2) {
+    /* the median of the others' shares */
+    double mine = on_cpu(low);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+      const gr__rpt_series *s = &GR__RPT_SERIES(job, i);
+      if ((i && gr__rpt_same_rank(s, &GR__RPT_SERIES(job, i - 1))) || s == low || isnan(on_cpu(s)))
+        continue;
+      share[k++] = on_cpu(s);
+    }
+    qsort(share, (size_t)k, sizeof *share, cmp_double);
+    double med = !k ? 0 : k % 2 ? share[k / 2] : 0.5 * (share[k / 2 - 1] + share[k / 2]);
+    if (med > 0.2 && mine <= med * 2.0 / 3.0) {
+      r = low->rank;
+      snprintf(buf, cap, "on a CPU %.0f%% of the wall time against a median of %.0f%%",
+               100.0 * mine, 100.0 * med);
+    }
+  }
+  free(share);
+  return r;
+}

@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   gr__rpt_arrivals *a = NULL;
   if (gr__rpt_arrivals_parse((const char *const *)texts, n, devnull, &a) != GR_OK || !a) abort();
   int waited_for = -2;
-  if (gr__rpt_arrivals_world(a, &waited_for)) {
+  if (gr__rpt_arrivals_world(a, &waited_for, NULL)) {
     /* -1 (none stands out) or the rank of a file that was read: 0 <= rank < 65536 */
     if (waited_for < -1 || waited_for >= 65536) abort();
   }

@@ -306,7 +306,7 @@ static void test_arrivals_name_the_waited_for(void **state) {
   gr__rpt_arrivals *a = NULL;
   assert_int_equal(gr__rpt_arrivals_load(dir, &a), GR_OK);
   int r = -2;
-  assert_int_equal(gr__rpt_arrivals_world(a, &r), 1);
+  assert_int_equal(gr__rpt_arrivals_world(a, &r, NULL), 1);
   assert_int_equal(r, 1);
   char *text = NULL;
   size_t len = 0;
@@ -329,10 +329,10 @@ static void test_arrivals_name_the_waited_for(void **state) {
   assert_int_equal(gr__array_push(&j.s, &one), GR_OK);
   j.slowest = 0;
   j.slowest_rank = 2;
-  gr__rpt_set_slowest_from_mpi(&j, 1);
+  gr__rpt_set_slowest_from_mpi(&j, 1, 1);
   assert_int_equal(j.slowest, 0);
   assert_int_equal(j.slowest_rank, 1);
-  gr__rpt_set_slowest_from_mpi(&j, -1);
+  gr__rpt_set_slowest_from_mpi(&j, -1, -1);
   assert_int_equal(j.slowest, -1);
   assert_non_null(strstr(j.slowest_why, "no rank stands out"));
   gr__array_free(&j.s);
@@ -341,7 +341,7 @@ static void test_arrivals_name_the_waited_for(void **state) {
   write_mpistats(dir, 1, "1, 0, 1", "0.5, 0.5", 6);
   write_mpistats(dir, 2, "1, 1, 0", "0.5, 0.5", 6);
   assert_int_equal(gr__rpt_arrivals_load(dir, &a), GR_OK);
-  assert_int_equal(gr__rpt_arrivals_world(a, &r), 1);
+  assert_int_equal(gr__rpt_arrivals_world(a, &r, NULL), 1);
   assert_int_equal(r, -1);
   gr__rpt_arrivals_free(a);
   char cmd[400];
@@ -349,7 +349,7 @@ static void test_arrivals_name_the_waited_for(void **state) {
   assert_int_equal(system(cmd), 0);
   /* no statistics: nothing to say */
   assert_int_equal(gr__rpt_arrivals_load(FIX "/gpu_job", &a), GR_OK);
-  assert_int_equal(gr__rpt_arrivals_world(a, &r), 0);
+  assert_int_equal(gr__rpt_arrivals_world(a, &r, NULL), 0);
   gr__rpt_arrivals_free(a);
 }
 
@@ -391,6 +391,31 @@ static void test_why(void **state) {
                       "processes\n"
                       "  the monitor also saw: rank 1 stopped in 4 of 10 samples\n");
   free(text);
+
+  /* the monitor's suspect, and the slowest rank when the MPI calls single out none */
+  char ev[160];
+  assert_int_equal(gr__rpt_monitor_suspect(&j, ev, sizeof ev), 1);
+  assert_string_equal(ev, "stopped in 4 of 10 samples");
+  gr__rpt_set_slowest_from_mpi(&j, -1, 1);
+  assert_int_equal(j.slowest_rank, 1);
+  assert_string_equal(j.slowest_why,
+                      "the others waited for it most in MPI, and the monitor saw it stopped in 4 "
+                      "of 10 samples");
+  gr__rpt_set_slowest_from_mpi(&j, -1, 3);
+  assert_int_equal(j.slowest_rank, 1);
+  assert_non_null(strstr(j.slowest_why, "; the MPI calls single out no rank"));
+  gr__rpt_set_slowest_from_mpi(&j, 2, 1); /* the MPI verdict wins where it names a rank */
+  assert_int_equal(j.slowest_rank, 2);
+  /* nobody stopped: the lowest share of CPU time, at two thirds of the others' median or less */
+  for (int r = 0; r < 4; r++)
+    GR__RPT_SERIES(&j, r).nstopped = 0;
+  assert_int_equal(gr__rpt_monitor_suspect(&j, ev, sizeof ev), 2);
+  assert_string_equal(ev, "on a CPU 40% of the wall time against a median of 95%");
+  GR__RPT_SERIES(&j, 2).cpu_time_s = 1 + 10 * 0.9; /* 90%: none */
+  GR__RPT_SERIES(&j, 1).cpu_time_s = 1 + 10 * 0.9;
+  assert_int_equal(gr__rpt_monitor_suspect(&j, ev, sizeof ev), -1);
+  gr__rpt_set_slowest_from_mpi(&j, -1, 1);
+  assert_int_equal(j.slowest, -1);
   gr__array_free(&j.s);
 }
 
