@@ -12,8 +12,10 @@
 /* Validate, then run now or queue for gr_group_end. */
 static gr_status submit(const char *fn, gr__call *k) {
   GR_CHECK(gr__check_alive(fn, k->comm));
-  if (gr__group_depth() == 0 && is_collective(k->kind) && !gr__list_empty(&k->comm->defer))
-    GR_CHECK(gr__requests_drain(fn, k->comm)); /* after the requests' data calls, everywhere */
+  /* The calls before it in its communicator's queue move first (after the requests' data calls,
+   * everywhere); an empty queue costs the blocking call one load. */
+  if (gr__group_depth() == 0 && is_collective(k->kind) && !gr__seq_empty(k->comm))
+    GR_CHECK(gr__requests_drain(fn, k->comm));
   gr_status bad = gr__validate(fn, k);
   if (gr__group_depth() > 0) {
     /* A refused call stays in the queue, marked, so that gr_group_end fails on every rank (check

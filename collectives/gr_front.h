@@ -1,5 +1,5 @@
 /* What the files of the collectives front end share (calls.c, validate.c, run.c, refuse.c,
- * fused.c, request.c, group.c): nothing outside the front end includes it. */
+ * fused.c, request.c, group.c, sequencer.c): nothing outside the front end includes it. */
 #ifndef GR_FRONT_H
 #define GR_FRONT_H
 
@@ -50,7 +50,7 @@ gr_status gr__exchange_post(const char *fn, gr_comm *c, exchange *x, fingerprint
 gr_status gr__exchange_verdict(const char *fn, gr_comm *c, exchange *x, gr_status bad);
 gr_status gr__exchange_fingerprint(const char *fn, gr__call *k, gr_status bad);
 
-/* ---- execution and the one progress loop (run.c) --------------------------------------------- */
+/* ---- execution (run.c: records, counters, sentences; the blocking path is the sequencer's) ---- */
 
 /* How a path words its outcomes (the sentences each path has always given). */
 typedef struct {
@@ -75,10 +75,12 @@ void gr__mpi_reap(void);
 void gr__begin(gr__call *k);
 void gr__end_share(gr__call *k, gr__flight_state fs, double t0, double share);
 gr_status gr__timed_out(const char *fn, gr__call *k, const char *what);
+/* The sequencer's (sequencer.c): a call's outcome st (from post or test) recorded (flight
+ * recorder, counters) and, with say, worded (without, only counted: an earlier sentence stands);
+ * and the blocking path, k posted from the caller's stack and driven to its end (checked: an inner
+ * run, the in-band form or a refusal, after the outer call's checks). */
 gr_status gr__settle(const loop_style *y, gr__call *k, gr_status st, double t0, double share,
                      int say);
-gr_status gr__progress(const loop_style *y, gr__call *k, size_t n, int *done, double t0,
-                       double deadline, double share, gr_status first);
 gr_status gr__run_one(const char *fn, gr__call *k, int checked);
 
 /* ---- refusals without check mode (refuse.c) -------------------------------------------------- */
@@ -121,21 +123,9 @@ int gr__inband_clear(const gr__call *j);
 gr_status gr__run_inband(const char *fn, gr__call *k, int arg);
 gr_status gr__join_refused(const char *fn, gr__call *k, gr_status bad, int route);
 
-/* ---- non-blocking requests (request.c) ------------------------------------------------------- */
+/* ---- non-blocking requests (request.c: a thin handle over the sequencer) --------------------- */
 
 gr_status gr__request_start(const char *fn, gr__call *k, gr_request **out);
-/* The process's communicators with requests outstanding (request.c, "the process's communicators
- * with outstanding requests"): how many (atomic; read relaxed by the blocking loops, whose cost
- * while none is outstanding is that load), a sweep that moves every call of those this thread uses
- * (deferred posts, the other requests' data calls, the backend's progress; skip: a request the
- * caller tests itself), and the claim a thread makes on a communicator with requests outstanding
- * before it uses it (no other thread's sweep moves it afterwards). Neither ever blocks for long. */
-extern int gr__requests_comms;
-static inline int gr__requests_outstanding(void) {
-  return __atomic_load_n(&gr__requests_comms, __ATOMIC_RELAXED) > 0;
-}
-void gr__requests_sweep(const gr_request *skip);
-void gr__requests_claim(gr_comm *c);
 /* A fused allreduce's request (gr_iallreduce_multi): the packed buffer its call runs on and where
  * the pieces go once it is done; one allocation, owned by the request from its start on. */
 typedef struct {
@@ -169,5 +159,8 @@ extern _Thread_local int gr__group_depth_now; /* group.c's; read through gr__gro
 static inline int gr__group_depth(void) { return gr__group_depth_now; }
 /* Queue a copy of k for this thread's gr_group_end. */
 gr_status gr__group_queue(const char *fn, const gr__call *k);
+
+/* The sequencer: the ordered queue, the phases, the drive loop and the registry. */
+#include "gr_sequencer.h"
 
 #endif

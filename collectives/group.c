@@ -194,13 +194,14 @@ static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
 static gr_status run_group(const char *fn) {
   size_t n = grp.q.count;
   gr__call *q = grp.q.data;
-  /* Communicators with requests outstanding are this thread's from here on (request.c). */
+  /* Communicators with requests outstanding are this thread's from here on (the registry,
+   * sequencer.c). */
   for (size_t i = 0; i < n; i++)
     if (__atomic_load_n(&q[i].comm->pending, __ATOMIC_RELAXED) > 0) gr__requests_claim(q[i].comm);
   /* The requests waiting to post on the group's communicators go first, on every rank. */
   gr_status drained = GR_OK;
   for (size_t i = 0; i < n; i++)
-    if (is_collective(q[i].kind) && !gr__list_empty(&q[i].comm->defer) && !q[i].comm->aborted) {
+    if (is_collective(q[i].kind) && !gr__seq_empty(q[i].comm) && !q[i].comm->aborted) {
       gr_status st = gr__requests_drain(fn, q[i].comm);
       if (st != GR_OK) drop_calls_on(q, n, q[i].comm, st);
       if (drained == GR_OK) drained = st;
@@ -252,10 +253,11 @@ static gr_status run_group(const char *fn) {
     first = open->group_finish(q[n - 1].comm, deadline);
     if (first != GR_OK) first = gr__fail(first, fn, "%s", q[n - 1].comm->err);
   }
-  /* Wait for everything posted, even after a failure: the peers are waiting for it too. */
+  /* Wait for everything posted, even after a failure: the peers are waiting for it too (the
+   * sequencer's drive loop: the deadline, the flight recorder, the other communicators). */
   for (size_t i = 0; i < posted; i++)
     if (done[i]) gr__end_share(&q[i], GR__FL_DONE, t0, share);
-  first = gr__progress(&y, q, posted, done, t0, deadline, share, first);
+  first = gr__seq_drive_calls(&y, q, posted, done, t0, deadline, share, first);
   free(done);
   return first != GR_OK ? first : verdict; /* first's sentence is the last recorded */
 }
