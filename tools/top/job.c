@@ -769,6 +769,68 @@ static int cmp_pair(const void *a, const void *b) {
  * along is held up and not named. The verdict names one communicator's hang, so its lines alone
  * are followed. In a verdict on sends and receives (p2p) a rank that exited is not named.
  * *deadlock: 1 when every rank named is on a cycle. Returns how many are named. */
+static int count_of(const gr__top_job *job, const unsigned char *flag) {
+  int n = 0;
+  for (int i = 0; i < gr__top_nranks(job); i++)
+    n += flag[i] != 0;
+  return n;
+}
+
+/* A blocking collective, by the name a live line gives its call: the MPI layer's, libgpurun's and
+ * NCCL's. Ranks waiting in two of them at the same number on one communicator are in calls that
+ * never match. */
+static int blocking_collective(const char *op) {
+  static const char *const names[] = {
+      "MPI_Barrier",       "MPI_Bcast",          "MPI_Reduce",
+      "MPI_Allreduce",     "MPI_Gather",         "MPI_Gatherv",
+      "MPI_Scatter",       "MPI_Scatterv",       "MPI_Allgather",
+      "MPI_Allgatherv",    "MPI_Alltoall",       "MPI_Alltoallv",
+      "MPI_Alltoallw",     "MPI_Reduce_scatter", "MPI_Reduce_scatter_block",
+      "MPI_Scan",          "MPI_Exscan",         "gr_allreduce",
+      "gr_broadcast",      "gr_reduce",          "gr_allgather",
+      "gr_reduce_scatter", "gr_alltoall",        "gr_barrier",
+      "ncclAllReduce",     "ncclBroadcast",      "ncclReduce",
+      "ncclAllGather",     "ncclReduceScatter"};
+  for (size_t i = 0; op && i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(op, names[i])) return 1;
+  return 0;
+}
+
+/* Waiters (wait[]) in different blocking collectives at the same number: the ranks in a call
+ * other than the one most of them are in go to odd[] (all of them when no call has a majority).
+ * 1 when there is such a mismatch; *major: the majority's call, NULL without one. */
+static int mismatch(const gr__top_job *job, const char *id, int size, const unsigned char *wait,
+                    unsigned char *odd, const char **major) {
+  int n = gr__top_nranks(job), ops = 0, best = 0, tie = 0;
+  const char *seen[8] = {0};
+  int count[8] = {0};
+  for (int i = 0; i < n; i++) {
+    const gr__live_comm *lc = wait[i] ? comm_in(&GR__TOP_ROW(job, i), id, size) : NULL;
+    if (!lc) continue;
+    if (!blocking_collective(lc->op)) return 0; /* a wait or a send among them: not this case */
+    int k = 0;
+    while (k < ops && strcmp(seen[k], lc->op))
+      k++;
+    if (k == ops) {
+      if (ops == 8) return 0;
+      seen[ops++] = lc->op;
+    }
+    count[k]++;
+  }
+  if (ops < 2) return 0;
+  for (int k = 1; k < ops; k++)
+    if (count[k] > count[best])
+      best = k, tie = 0;
+    else if (count[k] == count[best])
+      tie = 1;
+  *major = tie ? NULL : seen[best];
+  for (int i = 0; i < n; i++) {
+    const gr__live_comm *lc = wait[i] ? comm_in(&GR__TOP_ROW(job, i), id, size) : NULL;
+    odd[i] = lc && (tie || strcmp(lc->op, seen[best]));
+  }
+  return 1;
+}
+
 static int blockers(const gr__top_job *job, const char *id, int size, int world, int p2p,
                     const unsigned char *wait, unsigned char *block, int *deadlock) {
   int n = gr__top_nranks(job), nm = 0, np = 0, nblock = 0;
@@ -946,6 +1008,33 @@ void gr__top_analyse(gr__top_job *job) {
       p2p |= lc->nwaits > 0;
       if (job->now - lc->start > longest) longest = job->now - lc->start;
     }
+  }
+  const char *major = NULL;
+  if (!p2p && mismatch(job, best_id, best_size, wait, block, &major)) {
+    gr__strbuf o;
+    gr__strbuf_init_fixed(&o, job->verdict, sizeof job->verdict);
+    gr__strbuf_appendf(&o, "WAITING FOR rank%s ", count_of(job, block) == 1 ? "" : "s");
+    put_ranks(&o, job, block);
+    if (major) {
+      for (int i = 0; i < gr__top_nranks(job); i++)
+        if (block[i]) wait[i] = 0;
+      gr__strbuf_appendf(&o, ": rank%s ", count_of(job, wait) == 1 ? "" : "s");
+      put_ranks(&o, job, wait);
+      gr__strbuf_appendf(&o, " in %s #%llu on %s for %.1f s;", major, best_seq, lab, longest);
+    } else {
+      gr__strbuf_appendf(&o, ": collectives #%llu on %s differ for %.1f s:", best_seq, lab,
+                         longest);
+    }
+    int said = 0;
+    for (int i = 0; i < gr__top_nranks(job); i++) {
+      if (!block[i]) continue;
+      GR__TOP_ROW(job, i).blocker = 1;
+      if (said++ >= 4) continue;
+      gr__strbuf_appendf(&o, "%s rank %d in %s", said > 1 ? "," : "", GR__TOP_ROW(job, i).rank,
+                         comm_in(&GR__TOP_ROW(job, i), best_id, best_size)->op);
+    }
+    gr__strbuf_appendf(&o, " [certain: a different collective at the same number]");
+    goto out;
   }
   /* sequence numbers of sends and receives differ between ranks: there the peers say more */
   int deadlock = 0;

@@ -15,13 +15,17 @@
 #   lmp-kill     LAMMPS, 3 ranks, SIGKILL
 #   mpi-recv     mpi_cases loop (tests/mpi/mpitrace): 3 ranks; the faulted rank enters a receive
 #                that nobody sends to, while its peers go on into the next allreduce
+# and, with SHIM and LAYER given too:
+#   lmp-mismatch LAMMPS, 3 ranks; the faulted rank calls MPI_Barrier where its peers call
+#                MPI_Allreduce (mismatch_shim.c, preloaded before the layer LAYER)
 # Each trial prints one line (kind, faulted rank, named ranks, verdict); the last line is
 #   fault-trials: N trials, E named exactly the faulted rank, I named an innocent rank alone
 # and the script exits 1 unless E >= N - ALLOWED and I = 0.
-# usage: fault_trials.sh MPIRUN GPURUN GPURUN_TOP SIM TRAIN COMM_LOOP TRIALS [ALLOWED [SEED [LMP MPI_CASES]]]
+# usage: fault_trials.sh MPIRUN GPURUN GPURUN_TOP SIM TRAIN COMM_LOOP TRIALS [ALLOWED [SEED [LMP MPI_CASES
+#        [SHIM LAYER]]]]
 set -u
 mpirun=$1 gpurun=$2 top=$3 sim=$4 train=$5 loop=$6 trials=$7 allowed=${8:-0} seed=${9:-$$}
-lmp=${10:-} cases=${11:-}
+lmp=${10:-} cases=${11:-} shim=${12:-} layer=${13:-}
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d /tmp/gr_faults.XXXXXX)
 job_pid=
@@ -52,6 +56,15 @@ if [ -n "$lmp" ] && [ -n "$cases" ]; then
   # plain MPI programs interleaved, so that a short run has each of them too
   kinds="sim-stop lmp-stop train-kill mpi-recv split-stop lmp-kill sim-kill world2-stop train-stop"
   nk=9
+  if [ -n "$shim" ] && [ -n "$layer" ]; then
+    kinds="$kinds lmp-mismatch"
+    nk=10
+  fi
+fi
+# FAULT_KINDS (the environment) takes a list of the kinds above instead (bench/top: LAMMPS alone)
+if [ -n "${FAULT_KINDS:-}" ]; then
+  kinds=$FAULT_KINDS
+  nk=$(echo $kinds | wc -w)
 fi
 exact=0 innocent=0 n=0
 while [ $n -lt "$trials" ]; do
@@ -70,9 +83,13 @@ while [ $n -lt "$trials" ]; do
   rm -f "$tmp/stop" # each trial has a job directory of its own
   id=trial$n
   jobdir=$tmp/mon/$id
+  # the shim before the layer, named in LD_PRELOAD for the ranks only (gpurun keeps that order)
+  pre=
+  [ "$how" = mismatch ] &&
+    pre="-x LD_PRELOAD=$shim:$layer -x GPURUN_TRACE_LIB=$layer -x GR_MISMATCH_DIR=$tmp"
   # shellcheck disable=SC2086
   GPURUN_MONITOR_DIR="$tmp/mon" GPURUN_JOB_ID=$id timeout -k 5 120 "$mpirun" -np $np --oversubscribe \
-    --mca orte_abort_on_non_zero_status 0 "$gpurun" --monitor $cmd > "$tmp/job.out" 2>&1 &
+    --mca orte_abort_on_non_zero_status 0 $pre "$gpurun" --monitor $cmd > "$tmp/job.out" 2>&1 &
   job_pid=$!
   # every rank in its loop: each live file shows a call made
   i=0 ready=0
@@ -99,6 +116,8 @@ while [ $n -lt "$trials" ]; do
     kill -STOP "$pid" && victim=$pid
   elif [ "$how" = recv ]; then
     touch "$tmp/recv.$rank"
+  elif [ "$how" = mismatch ]; then
+    touch "$tmp/mismatch.$rank"
   else
     kill -KILL "$pid"
   fi
@@ -119,7 +138,7 @@ while [ $n -lt "$trials" ]; do
   echo "trial $n $kind rank $rank named [${named% }] $mark: $verdict"
   [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
   victim=
-  rm -f "$tmp/recv.$rank"
+  rm -f "$tmp/recv.$rank" "$tmp/mismatch.$rank"
   touch "$tmp/stop"
   kill "$job_pid" 2>/dev/null
   wait "$job_pid" 2>/dev/null
