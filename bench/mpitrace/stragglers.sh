@@ -1,12 +1,16 @@
 #!/bin/sh
 # Straggler trials: LAMMPS's melt under gpurun --monitor (the MPI layer records it) with one rank,
-# chosen at random, slowed by a stop/continue throttle (stopped 20 ms of every 50 ms); then
-# gpurun-report's "slowest rank:" line must name that rank (the rank the others waited for in MPI
-# where it stands out, else the monitor's evidence joined with it; the "waited for:" line of the
-# MPI statistics alone is printed beside it). RUNS runs at each rank count.
+# chosen at random, slowed; then gpurun-report's "slowest rank:" line must name that rank (the
+# rank the others waited for in MPI where it stands out, else the monitor's evidence joined with
+# it; the "waited for:" line of the MPI statistics alone is printed beside it). RUNS runs at each
+# rank count. How the rank is slowed (SLOW, the environment):
+#   throttle  a stop/continue throttle: stopped 20 ms of every 50 ms (the default)
+#   hog       a busy loop bound to the rank's core (its Cpus_allowed_list): the rank gets half of
+#             it. Where ranks share cores (4 ranks on 2), the hog slows every rank on that core,
+#             and naming any of them counts.
 # Prints one line per run and "stragglers: NP ranks: N of M named" per rank count; exits 1 when
 # one is missed. bench/README.md, "MPI layer", quotes it.
-# usage: bench/mpitrace/stragglers.sh [BUILD [RUNS [STEPS [SEED]]]]
+# usage: [SLOW=throttle|hog] bench/mpitrace/stragglers.sh [BUILD [RUNS [STEPS [SEED]]]]
 set -u
 b=${1:-build} runs=${2:-10} steps=${3:-3000} seed=${4:-$$}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,7 +34,19 @@ for np in 2 4; do
     job=$!
     until [ -f "$tmp/mon/$id/live.$slow" ] && grep -q MPI_ "$tmp/mon/$id/live.$slow"; do sleep 0.05; done
     pid=$(awk '$1 == "pid" { print $2 }' "$tmp/mon/$id/live.$slow")
-    (while kill -STOP "$pid" 2>/dev/null; do sleep 0.02; kill -CONT "$pid" 2>/dev/null; sleep 0.03; done) &
+    ok=" $slow "
+    if [ "${SLOW:-throttle}" = hog ]; then
+      cpus=$(awk '/^Cpus_allowed_list/ { print $2 }' "/proc/$pid/status")
+      # the ranks bound to the same cores are slowed too
+      for r in $(seq 0 $((np - 1))); do
+        p=$(awk '$1 == "pid" { print $2 }' "$tmp/mon/$id/live.$r" 2>/dev/null)
+        [ -n "$p" ] && [ "$(awk '/^Cpus_allowed_list/ { print $2 }' "/proc/$p/status" 2>/dev/null)" = "$cpus" ] &&
+          ok="$ok$r "
+      done
+      taskset -c "$cpus" sh -c 'while :; do :; done' &
+    else
+      (while kill -STOP "$pid" 2>/dev/null; do sleep 0.02; kill -CONT "$pid" 2>/dev/null; sleep 0.03; done) &
+    fi
     thr=$!
     wait $job
     kill $thr 2>/dev/null
@@ -38,8 +54,9 @@ for np in 2 4; do
     "$b/tools/report/gpurun-report" "$tmp/mon/$id" > "$tmp/report" 2>&1
     line="$(grep -m 1 "^slowest rank:" "$tmp/report") |$(grep -m 1 "waited for:" "$tmp/report")"
     got=$(sed -n 's/^slowest rank: \([0-9]*\) .*/\1/p' "$tmp/report" | head -1)
-    if [ "$got" = "$slow" ]; then named=$((named + 1)); mark=named; else missed=$((missed + 1)); mark=MISSED; fi
-    echo "np $np run $i slow rank $slow: $mark:$line"
+    if [ -n "$got" ] && echo "$ok" | grep -q " $got "; then named=$((named + 1)); mark=named
+    else missed=$((missed + 1)); mark=MISSED; fi
+    echo "np $np run $i slow rank $slow (slowed:$ok): $mark:$line"
     i=$((i + 1))
   done
   echo "stragglers: $np ranks: $named of $runs named"
