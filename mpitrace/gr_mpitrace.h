@@ -43,7 +43,8 @@
   X(Comm_dup) X(Comm_dup_with_info) X(Comm_split) X(Comm_split_type) X(Comm_create)               \
   X(Comm_create_group) X(Cart_create) X(Cart_sub) X(Graph_create) X(Dist_graph_create)            \
   X(Dist_graph_create_adjacent) X(Intercomm_create) X(Intercomm_merge) X(Comm_free)               \
-  X(Comm_spawn) X(Win_create) X(Win_allocate) X(Win_allocate_shared) X(Win_create_dynamic)
+  X(Comm_spawn) X(Win_create) X(Win_allocate) X(Win_allocate_shared) X(Win_create_dynamic)        \
+  X(Comm_idup) GR__MT_MPI4(X)
 /* clang-format on */
 
 /* Open MPI's handle conversions, functions there (fortran.c needs them); macros in MPICH. */
@@ -51,6 +52,25 @@
 #define GR__MT_F2C(X) X(Comm_f2c) X(Type_f2c) X(Request_f2c)
 #else
 #define GR__MT_F2C(X)
+#endif
+
+/* MPI 4.0's calls (wrap_bigcount.c, MPI_Comm_idup_with_info in wrap.c): the big-count `_c`
+ * form of every call wrap.c records, where the MPI headers declare them (MPICH 4; Open MPI 4.1
+ * is MPI 3.1 and has none). */
+#if MPI_VERSION >= 4
+/* clang-format off */
+#define GR__MT_MPI4(X)                                                                             \
+  X(Comm_idup_with_info)                                                                          \
+  X(Bcast_c) X(Reduce_c) X(Allreduce_c) X(Gather_c) X(Gatherv_c) X(Scatter_c) X(Scatterv_c)       \
+  X(Allgather_c) X(Allgatherv_c) X(Alltoall_c) X(Alltoallv_c) X(Alltoallw_c) X(Reduce_scatter_c)  \
+  X(Reduce_scatter_block_c) X(Scan_c) X(Exscan_c) X(Ibcast_c) X(Ireduce_c) X(Iallreduce_c)        \
+  X(Igather_c) X(Igatherv_c) X(Iscatter_c) X(Iscatterv_c) X(Iallgather_c) X(Iallgatherv_c)        \
+  X(Ialltoall_c) X(Ialltoallv_c) X(Ialltoallw_c) X(Ireduce_scatter_c) X(Ireduce_scatter_block_c)  \
+  X(Iscan_c) X(Iexscan_c) X(Send_c) X(Ssend_c) X(Bsend_c) X(Rsend_c) X(Isend_c) X(Issend_c)       \
+  X(Ibsend_c) X(Irsend_c) X(Recv_c) X(Irecv_c) X(Sendrecv_c) X(Sendrecv_replace_c) X(Mrecv_c)
+/* clang-format on */
+#else
+#define GR__MT_MPI4(X)
 #endif
 
 #define GR__MT_NEXT_FIELD(name) __typeof__(&PMPI_##name) name;
@@ -102,6 +122,12 @@ MPI_Comm gr__mt_win_comm(MPI_Win win);
 /* Non-blocking calls: the record r, begun before the call, stays running until the request
  * completes; track it after a successful start (the record ends failed otherwise). */
 void gr__mt_req_track(gr__mt_rec *r, int rc, MPI_Request req);
+/* MPI_Comm_idup: the record r, begun on parent, runs until the request completes, as for any
+ * non-blocking call; the new communicator is the next creation over parent (counted now: idup
+ * is ordered on parent with every other creation), and gets its id <parent>.<n>:<lowest world
+ * rank> when the request completes, from *made (MPI writes the handle by then; the standard
+ * keeps the pointer valid until completion). */
+void gr__mt_req_track_made(gr__mt_rec *r, int rc, MPI_Request req, MPI_Comm parent, MPI_Comm *made);
 /* After it: request before[i] completed (with status MPI_SUCCESS or not). */
 void gr__mt_req_done(MPI_Request before, int ok);
 /* Copies of request arrays, on the stack up to GR__MT_REQ_STACK. */

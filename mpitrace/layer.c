@@ -226,15 +226,11 @@ static inline mt_comm *entry_of(MPI_Comm c) {
   return e;
 }
 
-void gr__mt_comm_made(MPI_Comm parent, MPI_Comm made) {
-  if (!__atomic_load_n(&gr__mt_on, __ATOMIC_RELAXED)) return;
-  mt_comm *p = entry_of(parent);
-  if (!p) return;
-  uint64_t n = __atomic_add_fetch(&p->nmade, 1, __ATOMIC_RELAXED);
-  if (made == MPI_COMM_NULL) return;
+/* The entry of made, the n-th creation over the communicator whose id is pid: its id agrees on
+ * every member with no talk (docs/architecture.md, "Communicator ids without talking"). */
+static void name_made(const char *pid, uint64_t n, MPI_Comm made) {
   char id[64];
-  snprintf(id, sizeof id, "%s.%llu:%d", p->f ? p->f->id : "?", (unsigned long long)n,
-           lowest_world_rank(made));
+  snprintf(id, sizeof id, "%s.%llu:%d", pid, (unsigned long long)n, lowest_world_rank(made));
   if (strlen(id) >= 32) { /* deep nesting: a hash of the path keeps it job-unique */
     uint64_t h = 1469598103934665603ull;
     for (const char *s = id; *s; s++)
@@ -250,6 +246,15 @@ void gr__mt_comm_made(MPI_Comm parent, MPI_Comm made) {
   insert(made, id, NULL);
   __atomic_add_fetch(&comm_gen, 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&comm_mu);
+}
+
+void gr__mt_comm_made(MPI_Comm parent, MPI_Comm made) {
+  if (!__atomic_load_n(&gr__mt_on, __ATOMIC_RELAXED)) return;
+  mt_comm *p = entry_of(parent);
+  if (!p) return;
+  uint64_t n = __atomic_add_fetch(&p->nmade, 1, __ATOMIC_RELAXED);
+  if (made == MPI_COMM_NULL) return;
+  name_made(p->f ? p->f->id : "?", n, made);
 }
 
 void gr__mt_comm_freed(MPI_Comm c) {
@@ -410,12 +415,22 @@ void gr__mt_end(gr__mt_rec *r, int rc) {
 /* ---- requests ------------------------------------------------------------------------------
  * A started non-blocking call's record, found by its request when a wait or test completes it. A
  * chained hash under one mutex (MPI_THREAD_MULTIPLE programs wait on several threads). */
+/* A creation whose new communicator exists once its request completes (MPI_Comm_idup): where
+ * MPI writes the handle, and the id's parts fixed at the call (the parent's id is copied, as the
+ * parent may be freed before the request completes). */
+typedef struct mt_made {
+  MPI_Comm *made;
+  uint64_t n;
+  char pid[sizeof(((gr__flight *)0)->id)];
+} mt_made;
+
 typedef struct mt_req {
   uintptr_t key;
   gr__flight *f;
   mt_comm *comm;
   int slot, kind, peer;
   uint64_t seq;
+  mt_made *made; /* NULL but for a creation's request */
   struct mt_req *next;
 } mt_req;
 
@@ -433,35 +448,97 @@ static unsigned req_bucket(uintptr_t k) {
   return (unsigned)((k ^ (k >> 6) ^ (k >> 15)) % REQ_BUCKETS);
 }
 
-void gr__mt_req_track(gr__mt_rec *r, int rc, MPI_Request req) {
-  if (rc != MPI_SUCCESS || req == MPI_REQUEST_NULL) {
-    gr__mt_end(r, rc); /* failed to start, or done at once (MPI_PROC_NULL) */
-    return;
-  }
+/* Tracks req for r (made: what its completion creates, or NULL); 0 when the table is out of
+ * memory (the record then stays running, as the layer cannot end it). */
+static int track(gr__mt_rec *r, MPI_Request req, mt_made *made) {
+  int ok = 0;
+  uintptr_t k = req_key(req);
   pthread_mutex_lock(&req_mu);
+  /* an entry with this handle is stale (its request ended where the layer did not see it, as by
+   * MPI_Request_free, and MPI reuses the handle): dropped, so that no later completion reads a
+   * creation's handle through a pointer the program no longer keeps valid */
+  for (mt_req **pp = &req_buckets[req_bucket(k)]; *pp;) {
+    mt_req *old = *pp;
+    if (old->key != k) {
+      pp = &old->next;
+      continue;
+    }
+    *pp = old->next;
+    free(old->made);
+    old->made = NULL;
+    old->next = req_free;
+    req_free = old;
+    nreqs--;
+  }
   mt_req *q = req_free;
   if (q)
     req_free = q->next;
   else
     q = malloc(sizeof *q);
   if (q) {
-    q->key = req_key(req);
+    q->key = k;
     q->f = r->f;
     q->comm = r->comm;
     q->slot = r->slot;
     q->kind = r->kind;
     q->peer = r->peer;
     q->seq = r->seq;
+    q->made = made;
     unsigned b = req_bucket(q->key);
     q->next = req_buckets[b];
     req_buckets[b] = q;
     nreqs++;
+    ok = 1;
   }
   pthread_mutex_unlock(&req_mu);
-  /* the time inside the starting call; the request's life is not time inside MPI */
+  return ok;
+}
+
+/* A started call's thread-side end: the time inside the starting call; the request's life is not
+ * time inside MPI. */
+static void started(gr__mt_rec *r) {
   thread_account(gr__wall_now() - r->start, r->kind);
   gr__mt_thread_leave();
   depth = 0;
+}
+
+void gr__mt_req_track(gr__mt_rec *r, int rc, MPI_Request req) {
+  if (rc != MPI_SUCCESS || req == MPI_REQUEST_NULL) {
+    gr__mt_end(r, rc); /* failed to start, or done at once (MPI_PROC_NULL) */
+    return;
+  }
+  track(r, req, NULL);
+  started(r);
+}
+
+void gr__mt_req_track_made(gr__mt_rec *r, int rc, MPI_Request req, MPI_Comm parent,
+                           MPI_Comm *made) {
+  if (rc != MPI_SUCCESS) {
+    gr__mt_end(r, rc);
+    return;
+  }
+  /* the n-th creation over parent on every member: counted at the call, in the parent's order */
+  mt_comm *p = r->comm ? r->comm : entry_of(parent);
+  if (!p) {
+    gr__mt_end(r, rc);
+    return;
+  }
+  uint64_t n = __atomic_add_fetch(&p->nmade, 1, __ATOMIC_RELAXED);
+  if (req == MPI_REQUEST_NULL) { /* done at once: the handle is valid now */
+    gr__mt_end(r, rc);
+    if (*made != MPI_COMM_NULL) name_made(p->f ? p->f->id : "?", n, *made);
+    return;
+  }
+  mt_made *m = malloc(sizeof *m);
+  if (m) {
+    m->made = made;
+    m->n = n;
+    snprintf(m->pid, sizeof m->pid, "%s", p->f ? p->f->id : "?");
+  }
+  /* without memory for m the request still ends its record; the new communicator then gets a
+   * rank-local id on first use */
+  if (!track(r, req, m)) free(m);
+  started(r);
 }
 
 void gr__mt_req_done(MPI_Request before, int ok) {
@@ -479,6 +556,11 @@ void gr__mt_req_done(MPI_Request before, int ok) {
   pthread_mutex_unlock(&req_mu);
   if (!q) return;
   gr__flight_end(q->f, q->slot, q->seq, ok ? GR__FL_DONE : GR__FL_FAILED, gr__wall_now());
+  if (q->made) { /* a creation: the new handle is valid now */
+    if (ok && *q->made->made != MPI_COMM_NULL) name_made(q->made->pid, q->made->n, *q->made->made);
+    free(q->made);
+    q->made = NULL;
+  }
   if (depth && q->comm && gr__kind_is_p2p(q->kind) && q->peer >= 0 && ndone < MAX_DONE) {
     done[ndone].comm = q->comm;
     done[ndone].peer = q->peer;

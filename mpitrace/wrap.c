@@ -413,6 +413,26 @@ int MPI_Comm_dup(MPI_Comm c, MPI_Comm *n) { MAKE(K(Comm_dup), c, NEXT(Comm_dup)(
 int MPI_Comm_dup_with_info(MPI_Comm c, MPI_Info i, MPI_Comm *n) {
   MAKE(K(Comm_dup_with_info), c, NEXT(Comm_dup_with_info)(c, i, n), *n);
 }
+/* A non-blocking creation: recorded on the parent from the call until its request completes; the
+ * new communicator gets its id then, as the n-th creation over the parent, n counted at the call
+ * (gr__mt_req_track_made). */
+#define IMAKE(kind, parent, call, made, req)                                                       \
+  do {                                                                                             \
+    gr__mt_rec r_;                                                                                 \
+    if (!gr__mt_begin(&r_, kind, parent, 0, MPI_DATATYPE_NULL, -1, -1, -1)) return call;           \
+    int rc_ = call;                                                                                \
+    gr__mt_req_track_made(&r_, rc_, *(req), parent, made);                                         \
+    return rc_;                                                                                    \
+  } while (0)
+
+int MPI_Comm_idup(MPI_Comm c, MPI_Comm *n, MPI_Request *q) {
+  IMAKE(K(Comm_idup), c, NEXT(Comm_idup)(c, n, q), n, q);
+}
+#if MPI_VERSION >= 4
+int MPI_Comm_idup_with_info(MPI_Comm c, MPI_Info i, MPI_Comm *n, MPI_Request *q) {
+  IMAKE(K(Comm_idup_with_info), c, NEXT(Comm_idup_with_info)(c, i, n, q), n, q);
+}
+#endif
 int MPI_Comm_split(MPI_Comm c, int color, int key, MPI_Comm *n) {
   MAKE(K(Comm_split), c, NEXT(Comm_split)(c, color, key, n), *n);
 }

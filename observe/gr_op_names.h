@@ -54,7 +54,7 @@ enum { GR__OPC_COLL, GR__OPC_SEND, GR__OPC_RECV, GR__OPC_SYNC, GR__OPC_MAKE };
   X(Graph_create, MAKE) X(Dist_graph_create, MAKE) X(Dist_graph_create_adjacent, MAKE)            \
   X(Intercomm_create, MAKE) X(Intercomm_merge, MAKE) X(Comm_free, MAKE) X(Comm_spawn, MAKE)       \
   X(Win_create, MAKE) X(Win_allocate, MAKE) X(Win_allocate_shared, MAKE)                          \
-  X(Win_create_dynamic, MAKE)
+  X(Win_create_dynamic, MAKE) X(Comm_idup, MAKE) X(Comm_idup_with_info, MAKE)
 /* clang-format on */
 
 /* The MPI layer's kinds: GR__MPI_<Name>. */

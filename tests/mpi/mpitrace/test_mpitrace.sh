@@ -1,6 +1,10 @@
 #!/bin/sh
 # The MPI layer (libgpurun-mpi.so) on plain MPI programs under real mpirun and gpurun:
 #   results   every kind of call gives the same results traced as plain; MPI_THREAD_MULTIPLE
+#   idup      communicators made by MPI_Comm_idup get the same id on every rank, their calls
+#             recorded under it
+#   bigcount  MPI 4.0's big-count calls (MPI_Allreduce_c ...; MPICH 4, not Open MPI 4.1): the same
+#             results traced as plain, each call in the flight recorders with its count
 #   names     gpurun-top names the rank in a receive nobody sends to, from the layer's live files
 #   timeout   --timeout: one verdict naming the late rank, every rank's flight recorder; with
 #             --on-hang abort the job ends with MPI_Abort's 125
@@ -47,6 +51,105 @@ GPURUN_JOB_ID=threads "$launch" -np 2 --oversubscribe -x GPURUN_MONITOR_DIR -x G
 if grep -q "threads: 0 failed" "$tmp/thr.out"; then ok "MPI_THREAD_MULTIPLE: 4 threads, 0 failed"
 elif grep -q "not provided" "$tmp/thr.out"; then ok "MPI_THREAD_MULTIPLE not provided by this MPI"
 else bad "threads: $(cat "$tmp/thr.out")"; fi
+
+# The records of a flight dump, one a line: communicator id, name, op, count, state.
+records() {
+  awk '/^ \{"id": / {
+         match($0, /"id": "[^"]*"/); id = substr($0, RSTART + 7, RLENGTH - 8)
+         match($0, /"name": "[^"]*"/); name = substr($0, RSTART + 9, RLENGTH - 10) }
+       /^  \{"seq": / {
+         match($0, /"op": "[^"]*"/); op = substr($0, RSTART + 7, RLENGTH - 8)
+         match($0, /"count": [0-9]*/); n = substr($0, RSTART + 9, RLENGTH - 9)
+         match($0, /"state": "[a-z]*"/); st = substr($0, RSTART + 10, RLENGTH - 11)
+         print id, name, op, n, st }' "$1" 2> /dev/null
+}
+# Whether a records listing holds a done record of op (MPI_ left out) on the communicator whose
+# field (1 id, 2 name) is comm, with count n when n is given.
+has_rec() {
+  awk -v f="$2" -v c="$3" -v op="MPI_$4" -v n="${5:-}" \
+    '$f == c && $3 == op && (n == "" || $4 == n) && $5 == "done" { ok = 1 } END { exit !ok }' "$1"
+}
+
+family=$("$launch" --family 2>/dev/null)
+
+# ---- idup: MPI_Comm_idup's communicators, named as the n-th creation over their parent --------------
+# two idups pending at once on the world (completed in opposite orders on even and odd ranks), a
+# blocking dup, then an idup of the second (MPI_Comm_idup_with_info where MPI is 4.0) completed by
+# MPI_Test: w.1:0, w.2:0, w.3:0 and w.2:0.1:0 on every rank (a communicator the layer did not see
+# made would be u<rank>.<n>, different on each)
+"$launch" -np 3 --oversubscribe "$cases" idup > "$tmp/idplain.out" 2>&1 || bad "plain idup run: $(cat "$tmp/idplain.out")"
+GPURUN_JOB_ID=idup GPURUN_LOG=debug "$launch" -np 3 --oversubscribe -x GPURUN_MONITOR_DIR \
+  -x GPURUN_JOB_ID -x GPURUN_LOG "$gpurun" --trace=mpi "$cases" idup > "$tmp/id.out" 2> "$tmp/id.err" ||
+  bad "traced idup run: $(cat "$tmp/id.out" "$tmp/id.err")"
+if grep -q "idup: [0-9]* checks, 0 failed" "$tmp/id.out" && cmp -s "$tmp/idplain.out" "$tmp/id.out"; then
+  ok "idup: the same output traced as plain ($(cat "$tmp/id.out"))"
+else
+  bad "idup: plain [$(cat "$tmp/idplain.out")] traced [$(cat "$tmp/id.out")]"
+fi
+inner=Comm_idup
+[ "$family" = mpich ] && inner=Comm_idup_with_info
+before=$fail fail=0
+for r in 0 1 2; do
+  records "$tmp/mon/idup/flight.$r.json" > "$tmp/id.rec.$r"
+  missing=
+  [ "$(awk '$1 == "w" && $3 == "MPI_Comm_idup" && $5 == "done"' "$tmp/id.rec.$r" | wc -l)" = 2 ] ||
+    missing="$missing w:Comm_idup(x2)"
+  for want in w.2:0:$inner w.1:0:Allreduce w.2:0:Allreduce w.3:0:Allreduce w.2:0.1:0:Allreduce \
+              w.2:0.1:0:Sendrecv; do
+    has_rec "$tmp/id.rec.$r" 1 "${want%:*}" "${want##*:}" || missing="$missing $want"
+  done
+  [ -z "$missing" ] || bad "idup: rank $r's flight recorder lacks$missing: $(cat "$tmp/id.rec.$r")"
+  running=$(awk '$5 != "done"' "$tmp/id.rec.$r")
+  [ -z "$running" ] || bad "idup: rank $r's records not done: $running"
+done
+[ $fail = 0 ] && ok "idup: every rank names the idup'ed communicators w.1:0, w.2:0 and w.2:0.1:0 (MPI_$inner), their calls recorded, all done"
+[ $before = 0 ] || fail=1
+
+# ---- bigcount: MPI 4.0's MPI_*_c calls ----------------------------------------------------------
+# (the mode calls no plain form of them: every record below is one of the _c wrappers')
+"$launch" -np 3 --oversubscribe "$cases" bigcount > "$tmp/bcplain.out" 2>&1 || bad "plain bigcount run: $(cat "$tmp/bcplain.out")"
+if grep -q "has no big-count functions" "$tmp/bcplain.out"; then
+  echo "skip: $(cat "$tmp/bcplain.out")"
+else
+  GPURUN_JOB_ID=bigcount GPURUN_LOG=debug "$launch" -np 3 --oversubscribe -x GPURUN_MONITOR_DIR \
+    -x GPURUN_JOB_ID -x GPURUN_LOG "$gpurun" --trace=mpi "$cases" bigcount > "$tmp/bc.out" 2> "$tmp/bc.err" ||
+    bad "traced bigcount run: $(cat "$tmp/bc.out" "$tmp/bc.err")"
+  if grep -q "bigcount: [0-9]* checks, 0 failed" "$tmp/bc.out" && cmp -s "$tmp/bcplain.out" "$tmp/bc.out"; then
+    ok "bigcount: the same output traced as plain ($(cat "$tmp/bc.out"))"
+  else
+    bad "bigcount: plain [$(cat "$tmp/bcplain.out")] traced [$(cat "$tmp/bc.out")]"
+  fi
+  before=$fail fail=0
+  # op:count; the v and w forms of all-to-all and reduce_scatter record count 0, as wrap.c does
+  colls="Allreduce:3 Bcast:3 Reduce:3 Allgather:3 Allgatherv:3 Gather:3 Gatherv:3 Scatter:3
+         Scatterv:3 Alltoall:3 Alltoallv:0 Alltoallw:0 Scan:3 Exscan:3 Reduce_scatter:0
+         Reduce_scatter_block:3"
+  icolls="Iallreduce:3 Ibcast:3 Ireduce:3 Iallgather:3 Iallgatherv:3 Igather:3 Igatherv:3
+          Iscatter:3 Iscatterv:3 Ialltoall:3 Ialltoallv:0 Ialltoallw:0 Iscan:3 Iexscan:3
+          Ireduce_scatter:0 Ireduce_scatter_block:3"
+  for r in 0 1 2; do
+    records "$tmp/mon/bigcount/flight.$r.json" > "$tmp/bc.rec.$r"
+    missing=
+    for want in $colls; do
+      has_rec "$tmp/bc.rec.$r" 2 bc_coll "${want%:*}" "${want#*:}" || missing="$missing bc_coll:$want"
+    done
+    for want in $icolls; do
+      has_rec "$tmp/bc.rec.$r" 2 bc_icoll "${want%:*}" "${want#*:}" || missing="$missing bc_icoll:$want"
+    done
+    # (MPI_Mrecv_c is recorded without a communicator, as MPI_Mrecv: no flight recorder holds it)
+    p2p="Sendrecv Sendrecv_replace Irecv Isend Issend Ibsend Irsend"
+    [ $r = 0 ] && p2p="$p2p Send Ssend Bsend Rsend"
+    [ $r = 2 ] && p2p="$p2p Recv"
+    for op in $p2p; do
+      has_rec "$tmp/bc.rec.$r" 2 bc_p2p "$op" 3 || missing="$missing bc_p2p:$op:3"
+    done
+    [ -z "$missing" ] || bad "bigcount: rank $r's flight recorder lacks$missing: $(cat "$tmp/bc.rec.$r")"
+    running=$(awk '$5 != "done"' "$tmp/bc.rec.$r")
+    [ -z "$running" ] || bad "bigcount: rank $r's records not done: $running"
+  done
+  [ $fail = 0 ] && ok "bigcount: each rank's flight recorder holds every MPI_*_c call with its count, all done"
+  [ $before = 0 ] || fail=1
+fi
 
 # ---- names: a receive nobody sends to -------------------------------------------------------------
 mkdir -p "$tmp/loop"
@@ -96,7 +199,6 @@ else
 fi
 
 # ---- fortran ----------------------------------------------------------------------------------
-family=$("$launch" --family 2>/dev/null)
 # (MPICH's mpi_f08 calls PMPI_Init, PMPI_Barrier, PMPI_Comm_split ... past the C functions: the
 # layer wraps its entry points, mpitrace/fortran_mpich_f08.c)
 for flavour in mpi mpi_f08; do
