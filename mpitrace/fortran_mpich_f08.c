@@ -25,8 +25,9 @@
  *
  * Covered: init, init_thread and finalize, every collective, point-to-point call, wait, test,
  * probe, one-sided synchronisation and communicator or window creation that wrap.c records for
- * C, with the large-count forms. Left out, as in C: the persistent and neighbourhood calls, I/O,
- * MPI_Comm_idup. */
+ * C, with the large-count forms. Left out, as in C: the persistent and neighbourhood calls, I/O;
+ * and MPI_Comm_idup, which C's wrappers record (a Fortran idup's communicator gets an id of this
+ * process only). */
 #include "gr_mpitrace.h"
 
 #if defined(MPICH)

@@ -240,6 +240,11 @@ static void *watch(void *arg) {
       if (W.abort_job) {
         fprintf(stderr, "gpurun: rank %d: GPURUN_ON_HANG=abort: ending the job (exit %d)\n", W.rank,
                 GR__HANG_EXIT);
+        /* the launcher forwards the lines above on its own time, and an abort may kill that
+         * forwarding first (MPICH's Hydra dropped the last line once): a moment for it */
+        fflush(stderr);
+        struct timespec pause = {0, 200 * 1000 * 1000};
+        nanosleep(&pause, NULL);
         W.ops->end_job(GR__HANG_EXIT);
       }
     }
