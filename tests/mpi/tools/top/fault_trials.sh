@@ -118,6 +118,12 @@ while [ $n -lt "$trials" ]; do
     touch "$tmp/recv.$rank"
   elif [ "$how" = mismatch ]; then
     touch "$tmp/mismatch.$rank"
+    # the fault's moment is the rank's next allreduce, which LAMMPS makes a few times a second
+    i=0
+    while [ $i -lt 200 ] && ! grep -q "MPI_Barrier .* running" "$jobdir/live.$rank" 2>/dev/null; do
+      i=$((i + 1))
+      sleep 0.1
+    done
   else
     kill -KILL "$pid"
   fi
