@@ -44,6 +44,7 @@ typedef struct {
   int world;      /* the job's size as the files say (max of size fields, ranks seen) */
   int nlive;
   char verdict[1024]; /* "" when nobody waits long; else who waits for whom */
+  char late[256]; /* "" unless one rank spends clearly less time waiting in MPI (the late one) */
 } gr__top_job;
 
 /* An empty job: no ranks, dir and job "". Every job starts here before gr__top_load. */

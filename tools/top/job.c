@@ -903,8 +903,53 @@ out:
   return nblock;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The straggler while the job runs, from the MPI layer's sums in the live files: a rank that
+ * arrives late waits least, so the one whose time in blocking collectives (else in MPI at all, for
+ * a code that exchanges point to point) is at most two thirds of the others' median, with that
+ * median at least a second, is the one they wait for. "" otherwise. */
+static void late_rank(gr__top_job *job) {
+  job->late[0] = '\0';
+  int n = gr__top_nranks(job);
+  double *v = malloc((size_t)n * sizeof *v);
+  if (!v) return;
+  for (int pass = 0; pass < 2 && !job->late[0]; pass++) {
+    int k = 0, low = -1;
+    for (int i = 0; i < n; i++) {
+      const gr__top_rank *t = &GR__TOP_ROW(job, i);
+      if (!t->have_live || !t->live.has_mpi) continue;
+      double x = pass ? t->live.mpi_s : t->live.mpi_coll_s;
+      if (low < 0 ||
+          x < (pass ? GR__TOP_ROW(job, low).live.mpi_s : GR__TOP_ROW(job, low).live.mpi_coll_s))
+        low = i;
+    }
+    if (low < 0) break;
+    const gr__top_rank *l = &GR__TOP_ROW(job, low);
+    double mine = pass ? l->live.mpi_s : l->live.mpi_coll_s;
+    for (int i = 0; i < n; i++) {
+      const gr__top_rank *t = &GR__TOP_ROW(job, i);
+      if (i != low && t->have_live && t->live.has_mpi)
+        v[k++] = pass ? t->live.mpi_s : t->live.mpi_coll_s;
+    }
+    if (!k) break;
+    qsort(v, (size_t)k, sizeof *v, cmp_double);
+    double med = k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+    if (med >= 1.0 && mine <= med * 2.0 / 3.0)
+      snprintf(job->late, sizeof job->late,
+               "late: rank %d waited %.1f s in %s, the others a median of %.1f s: they wait for "
+               "it",
+               l->rank, mine, pass ? "MPI" : "blocking collectives", med);
+  }
+  free(v);
+}
+
 void gr__top_analyse(gr__top_job *job) {
   job->verdict[0] = '\0';
+  late_rank(job);
   for (int i = 0; i < gr__top_nranks(job); i++)
     GR__TOP_ROW(job, i).blocker = 0;
   if (!gr__top_nranks(job)) return;

@@ -151,7 +151,8 @@ static int run_terminal(gr__top_job *job, double interval) {
       load_err = gr__top_load(job) != 0 ? (errno ? errno : EIO) : 0;
       next = now + interval;
     }
-    int body = rows - 6; /* header, verdict (up to 3 lines), titles, scroll line */
+    /* header, verdict (up to 3 lines), the late rank (up to 2), titles, scroll line */
+    int body = rows - 6 - (job->late[0] ? 2 : 0);
     if (body < 1) body = 1;
     int total = gr__top_rows(job);
     if (first > total - body) first = total - body;

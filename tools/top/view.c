@@ -229,6 +229,7 @@ int gr__top_render(FILE *f, const gr__top_job *job, int first, int max_rows, int
                                     "see: --trace=none, statically linked, or not MPI); process "
                                     "state only";
   wrap_out(f, v, width > 0 && width < 79 ? width : 79, max_rows >= 0 ? 3 : 16);
+  if (job->late[0]) wrap_out(f, job->late, width > 0 && width < 79 ? width : 79, 2);
   snprintf(line, sizeof line, ROW_FMT, ' ', "RANK", 6, 6, "HOST", "GPU", "UTIL", "MEM", "TEMP",
            "POW", "THR", "CPU%", "RSS", "COLLECTIVE", "IN s");
   line_out(f, line, width);

@@ -677,6 +677,53 @@ static void test_find_job(void **state) {
   assert_string_equal(out, sub);
 }
 
+/* Rank r of 3 with the MPI layer's sums: coll seconds in blocking collectives, mpi in MPI. */
+static void live_mpi(int r, double coll, double mpi) {
+  char name[32], text[1024];
+  double t = now_s();
+  snprintf(name, sizeof name, "live.%d", r);
+  snprintf(text, sizeof text,
+           "gpurun-live 2\nrank %d\nsize 3\nhost fakehost\npid 999999\nstate running\n"
+           "time %.3f\ninterval 0.25\nbeat 3\nmpi_s %.3f\nmpi_coll_s %.3f\nmpi_inside_since 0\n",
+           r, t - 0.1, mpi, coll);
+  put_file(name, text);
+}
+
+/* The late rank while the job runs: the one that waits least in blocking collectives (two thirds
+ * of the others' median or less, that median a second or more); else in MPI; else none. */
+static void test_late_rank(void **state) {
+  (void)state;
+  gr__top_job job;
+  live_mpi(0, 9.0, 20.0);
+  live_mpi(1, 2.0, 20.0);
+  live_mpi(2, 8.0, 20.0);
+  load(&job, 3);
+  assert_string_equal(job.late, "late: rank 1 waited 2.0 s in blocking collectives, the others a "
+                                "median of 8.5 s: they wait for it");
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  gr__top_render(f, &job, 0, -1, 0, 1);
+  fclose(f);
+  assert_non_null(strstr(text, "late: rank 1 waited 2.0 s"));
+  free(text);
+  gr__top_free(&job);
+  live_mpi(1, 9.0, 5.0); /* collectives alike; in MPI it waits least */
+  load(&job, 3);
+  assert_non_null(strstr(job.late, "late: rank 1 waited 5.0 s in MPI"));
+  gr__top_free(&job);
+  live_mpi(1, 9.0, 19.0); /* alike everywhere */
+  load(&job, 3);
+  assert_string_equal(job.late, "");
+  gr__top_free(&job);
+  live_mpi(0, 0.3, 0.5); /* too little time to say */
+  live_mpi(1, 0.0, 0.1);
+  live_mpi(2, 0.3, 0.5);
+  load(&job, 3);
+  assert_string_equal(job.late, "");
+  gr__top_free(&job);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_hostile),
@@ -695,6 +742,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_csv_tail, setup, teardown),
       cmocka_unit_test_setup_teardown(test_find_job, setup, teardown),
       cmocka_unit_test_setup_teardown(test_huge_values, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_late_rank, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
