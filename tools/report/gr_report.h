@@ -164,7 +164,8 @@ gr_status gr__rpt_arrivals_load(const char *dir, gr__rpt_arrivals **out);
 
 /* 1 when the statistics cover the world communicator (2 ranks or more), with *rank the world
  * rank the others waited for there, -1 when no rank stands out, and *most (when not NULL) the
- * rank they waited for most even when it does not stand out, -1 when none; 0 without them. */
+ * rank they waited for most, by a tenth or more of the others' median, even when it does not
+ * stand out, -1 when none; 0 without them. */
 int gr__rpt_arrivals_world(const gr__rpt_arrivals *a, int *rank, int *most);
 
 /* Each communicator's table and verdicts ("Arrivals at the collectives of ..."); on the world,
@@ -186,10 +187,17 @@ void gr__rpt_print_why(const gr__rpt_job *job, int rank, FILE *out);
  * evidence written into buf. */
 int gr__rpt_monitor_suspect(const gr__rpt_job *job, char *buf, size_t cap);
 
+/* The rank whose program ran on a CPU for the least share of the wall time (its CPU time over
+ * the time between its first and last samples), with that share and the median of the others';
+ * -1 with fewer than two ranks sampled (why.c). */
+int gr__rpt_monitor_least_cpu(const gr__rpt_job *job, double *mine, double *median);
+
 /* The slowest rank where the MPI layer's statistics cover the world (gr__rpt_arrivals_world),
  * replacing the guess from the CSVs and counters: the rank the others waited for when it stands
  * out; else the monitor's suspect (gr__rpt_monitor_suspect), said with its evidence and whether
- * it is also the one waited for most; else none, said so. */
+ * it is also the one waited for most; else the one waited for most (most: by a tenth at least)
+ * when its program also ran on a CPU for less of the wall time than the others' median, two
+ * weak signals from independent sources agreeing; else none, said so. */
 void gr__rpt_set_slowest_from_mpi(gr__rpt_job *job, int rank, int most);
 
 #endif

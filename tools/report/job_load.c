@@ -616,7 +616,16 @@ void gr__rpt_set_slowest_from_mpi(gr__rpt_job *job, int rank, int most) {
   }
   char ev[160];
   int suspect = gr__rpt_monitor_suspect(job, ev, sizeof ev);
-  if (suspect < 0) return;
+  if (suspect < 0) {
+    double mine, med;
+    if (most < 0 || gr__rpt_monitor_least_cpu(job, &mine, &med) != most || !(mine < med)) return;
+    snprintf(job->slowest_why_buf, sizeof job->slowest_why_buf,
+             "the others waited for it most in MPI, and its program ran on a CPU %.0f%% of the "
+             "wall time against a median of %.0f%% for the others",
+             100.0 * mine, 100.0 * med);
+    flag_rank(job, most, job->slowest_why_buf);
+    return;
+  }
   snprintf(job->slowest_why_buf, sizeof job->slowest_why_buf,
            suspect == most ? "the others waited for it most in MPI, and the monitor saw it %s"
                            : "the monitor saw it %s; the MPI calls single out no rank",

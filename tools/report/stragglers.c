@@ -45,8 +45,8 @@ typedef struct {
   int last[64];                    /* how often each member arrived last */
   double lag_sum[64], lag_max[64]; /* seconds after the first arrival */
   int waited_for;                  /* world rank the others waited for, -1 none stands out */
-  int most;                        /* the rank they waited for most, standing out or not; -1 */
-  char waited[320], arrival[200];  /* the two verdict lines */
+  int most; /* the rank they waited for most, by a tenth at least but not standing out; -1 */
+  char waited[320], arrival[200]; /* the two verdict lines */
 } comm;
 
 struct gr__rpt_arrivals {
@@ -176,7 +176,7 @@ static void slowest_by_wait(comm *g) {
       if (j != top) rest[n++] = by[j];
     qsort(rest, (size_t)n, sizeof rest[0], cmp_double);
     double med = !n ? 0 : n % 2 ? rest[n / 2] : 0.5 * (rest[n / 2 - 1] + rest[n / 2]);
-    if (by[top] > med) g->most = g->m[top].rank;
+    if (by[top] > 0 && by[top] >= 1.1 * med) g->most = g->m[top].rank; /* a lead, if small */
     if (by[top] > 0 && by[top] >= 1.5 * med && by[top] >= 0.001) {
       g->waited_for = g->m[top].rank;
       snprintf(g->waited, sizeof g->waited,
@@ -204,7 +204,7 @@ static void slowest_by_wait(comm *g) {
   if (!n) return;
   qsort(others, (size_t)n, sizeof others[0], cmp_double);
   double med = n % 2 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
-  if (g->m[low].mpi_s < med) g->most = g->m[low].rank;
+  if (g->m[low].mpi_s * 1.1 <= med) g->most = g->m[low].rank;
   if (med > 0 && g->m[low].mpi_s <= med * 2.0 / 3.0) {
     g->waited_for = g->m[low].rank;
     snprintf(g->waited, sizeof g->waited,

@@ -139,3 +139,30 @@ int gr__rpt_monitor_suspect(const gr__rpt_job *job, char *buf, size_t cap) {
   free(share);
   return r;
 }
+
+int gr__rpt_monitor_least_cpu(const gr__rpt_job *job, double *mine, double *median) {
+  int n = gr__rpt_nseries(job), k = 0;
+  const gr__rpt_series *low = NULL;
+  double *v = n ? malloc((size_t)n * sizeof *v) : NULL;
+  if (!v) return -1;
+  for (int i = 0; i < n; i++) {
+    const gr__rpt_series *s = &GR__RPT_SERIES(job, i);
+    if ((i && gr__rpt_same_rank(s, &GR__RPT_SERIES(job, i - 1))) || isnan(on_cpu(s))) continue;
+    if (!low || on_cpu(s) < on_cpu(low)) low = s;
+  }
+  for (int i = 0; low && i < n; i++) {
+    const gr__rpt_series *s = &GR__RPT_SERIES(job, i);
+    if ((i && gr__rpt_same_rank(s, &GR__RPT_SERIES(job, i - 1))) || s == low || isnan(on_cpu(s)))
+      continue;
+    v[k++] = on_cpu(s);
+  }
+  int r = -1;
+  if (k) {
+    qsort(v, (size_t)k, sizeof *v, cmp_double);
+    *median = k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+    *mine = on_cpu(low);
+    r = low->rank;
+  }
+  free(v);
+  return r;
+}

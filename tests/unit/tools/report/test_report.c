@@ -411,10 +411,20 @@ static void test_why(void **state) {
     GR__RPT_SERIES(&j, r).nstopped = 0;
   assert_int_equal(gr__rpt_monitor_suspect(&j, ev, sizeof ev), 2);
   assert_string_equal(ev, "on a CPU 40% of the wall time against a median of 95%");
-  GR__RPT_SERIES(&j, 2).cpu_time_s = 1 + 10 * 0.9; /* 90%: none */
-  GR__RPT_SERIES(&j, 1).cpu_time_s = 1 + 10 * 0.9;
+  GR__RPT_SERIES(&j, 2).cpu_time_s = 1 + 10 * 0.9; /* 90%: no suspect by itself */
+  GR__RPT_SERIES(&j, 1).cpu_time_s = 1 + 10 * 0.95;
   assert_int_equal(gr__rpt_monitor_suspect(&j, ev, sizeof ev), -1);
-  gr__rpt_set_slowest_from_mpi(&j, -1, 1);
+  double mine, med;
+  assert_int_equal(gr__rpt_monitor_least_cpu(&j, &mine, &med), 2);
+  assert_float_equal(mine, 0.9, 1e-9);
+  assert_float_equal(med, 0.95, 1e-9);
+  /* the rank waited for most in MPI and the least on a CPU: two weak signals agreeing */
+  gr__rpt_set_slowest_from_mpi(&j, -1, 2);
+  assert_int_equal(j.slowest_rank, 2);
+  assert_string_equal(j.slowest_why, "the others waited for it most in MPI, and its program ran on "
+                                     "a CPU 90% of the wall time against a median of 95% for the "
+                                     "others");
+  gr__rpt_set_slowest_from_mpi(&j, -1, 1); /* they disagree: none */
   assert_int_equal(j.slowest, -1);
   gr__array_free(&j.s);
 }
