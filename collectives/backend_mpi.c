@@ -2,7 +2,8 @@
  * Debian's Open MPI is not CUDA-aware). Every call is an MPI_I... request progressed by the front
  * end's test loop, so that the timeout holds; only when the communicator has no timeout may a call
  * use the blocking MPI routine (post() completes it at once). fp16/bf16 reductions are user-defined
- * MPI ops (float arithmetic, one rounding per step); AVG is a SUM followed by one division.
+ * MPI ops (float arithmetic, one rounding per step; gr_op_map.h says which op reduces which type);
+ * AVG is a SUM followed by one division.
  *
  * This file is the backend's dispatch and staging: the table gr__coll_ops_mpi, whose post runs a
  * call on the first of the communicator's paths that takes it (gr_path.h; the list is path.c's
@@ -41,107 +42,15 @@ uint64_t gr__mpi_tag_slots_cap;
  * a pipelined ring (mpi_allreduce_ring.c) or, at 4, 8, ... ranks, Rabenseifner
  * (mpi_allreduce_rab.c). The order of their rows in path.c decides among them. */
 
-#define GR_HALF_OP_(name, dt, op)                                                                  \
-  static void name(void *in, void *inout, int *len, MPI_Datatype *t) {                             \
-    (void)t;                                                                                       \
-    gr__reduce_host(dt, op, inout, in, (size_t)*len);                                              \
-  }
-GR_HALF_OP_(h_sum, GR_FLOAT16, GR_SUM)
-GR_HALF_OP_(h_prod, GR_FLOAT16, GR_PROD)
-GR_HALF_OP_(h_min, GR_FLOAT16, GR_MIN)
-GR_HALF_OP_(h_max, GR_FLOAT16, GR_MAX)
-GR_HALF_OP_(b_sum, GR_BFLOAT16, GR_SUM)
-GR_HALF_OP_(b_prod, GR_BFLOAT16, GR_PROD)
-GR_HALF_OP_(b_min, GR_BFLOAT16, GR_MIN)
-GR_HALF_OP_(b_max, GR_BFLOAT16, GR_MAX)
-
-/* gpurun's own kernels behind an MPI_Op for the native types, for the (type, op) pairs where Open
- * MPI's built-in op answers differently from gpurun's definition (gr_dtype.h): Open MPI 4.1's
- * op/avx saturates 8-bit SUM (100 + 100 = 127 instead of -56), and its float MIN/MAX drop a NaN
- * depending on the operand order. */
-static gr_dtype native_dtype(MPI_Datatype t) {
-  if (t == MPI_INT8_T) return GR_INT8;
-  if (t == MPI_UINT8_T) return GR_UINT8;
-  if (t == MPI_INT32_T) return GR_INT32;
-  if (t == MPI_UINT32_T) return GR_UINT32;
-  if (t == MPI_INT64_T) return GR_INT64;
-  if (t == MPI_UINT64_T) return GR_UINT64;
-  if (t == MPI_FLOAT) return GR_FLOAT32;
-  return GR_FLOAT64; /* only the types gr__mpi_type() hands out reach these ops */
-}
-#define GR_OWN_OP_(name, op)                                                                       \
-  static void name(void *in, void *inout, int *len, MPI_Datatype *t) {                             \
-    gr__reduce_host(native_dtype(*t), op, inout, in, (size_t)*len);                                \
-  }
-GR_OWN_OP_(own_sum, GR_SUM)
-GR_OWN_OP_(own_prod, GR_PROD)
-GR_OWN_OP_(own_min, GR_MIN)
-GR_OWN_OP_(own_max, GR_MAX)
-
-/* Whether MPI's built-in op gives gpurun's answer for (t, op): integer SUM/PROD must wrap (8-bit
- * ones do not under op/avx; PROD goes along, as it shares the 8-bit code paths), float MIN/MAX
- * must propagate NaN and order -0 below +0, and unsigned MIN/MAX must compare unsigned, which
- * MPICH 4.0's built-in ops do not (they take every unsigned type as signed: max(135, 0) = 0 in 8
- * bits; pmodels/mpich#6083, #7507), nor some Open MPI 4.1 releases for unsigned long
- * (open-mpi/ompi#10525): gpurun's own kernel serves them on every MPI. */
-static int builtin_ok(gr_dtype t, gr_op op) {
-  int minmax = op == GR_MIN || op == GR_MAX;
-  if (t == GR_INT8) return minmax;
-  if (t == GR_UINT8 || t == GR_UINT32 || t == GR_UINT64) return 0;
-  if (t == GR_FLOAT32 || t == GR_FLOAT64) return !minmax;
-  return 1;
-}
-
-MPI_Datatype gr__mpi_type(gr_dtype t) {
-  switch (t) {
-  case GR_INT8:
-    return MPI_INT8_T;
-  case GR_UINT8:
-    return MPI_UINT8_T;
-  case GR_INT32:
-    return MPI_INT32_T;
-  case GR_UINT32:
-    return MPI_UINT32_T;
-  case GR_INT64:
-    return MPI_INT64_T;
-  case GR_UINT64:
-    return MPI_UINT64_T;
-  case GR_FLOAT32:
-    return MPI_FLOAT;
-  case GR_FLOAT64:
-    return MPI_DOUBLE;
-  default:
-    return MPI_UINT16_T; /* fp16, bf16: only our own ops touch the bits */
-  }
-}
-
-static MPI_Op mpi_op(const mpi_be *b, gr_dtype t, gr_op op) {
-  int i = op == GR_AVG ? GR_SUM : (int)op;
-  if (t == GR_FLOAT16) return b->half_ops[i];
-  if (t == GR_BFLOAT16) return b->bf16_ops[i];
-  if (!builtin_ok(t, (gr_op)i)) return b->own_ops[i];
-  switch (i) {
-  case GR_PROD:
-    return MPI_PROD;
-  case GR_MIN:
-    return MPI_MIN;
-  case GR_MAX:
-    return MPI_MAX;
-  default:
-    return MPI_SUM;
-  }
-}
+static gr_status mpi_destroy(gr_comm *c, double deadline);
 
 static gr_status mpi_create(gr_comm *c, double deadline) {
-  (void)deadline;
   mpi_be *b = calloc(1, sizeof *b);
   if (!b) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
-  MPI_User_function *h[4] = {h_sum, h_prod, h_min, h_max}, *bf[4] = {b_sum, b_prod, b_min, b_max};
-  MPI_User_function *own[4] = {own_sum, own_prod, own_min, own_max};
-  for (int i = 0; i < 4; i++) {
-    MPI_Op_create(h[i], 1, &b->half_ops[i]);
-    MPI_Op_create(bf[i], 1, &b->bf16_ops[i]);
-    MPI_Op_create(own[i], 1, &b->own_ops[i]);
+  gr_status st = gr__op_map_create(c, &b->ops);
+  if (st != GR_OK) {
+    free(b);
+    return st;
   }
   int *ub = NULL, flag = 0;
   MPI_Comm_get_attr(c->mpi, MPI_TAG_UB, &ub, &flag);
@@ -155,10 +64,18 @@ static gr_status mpi_create(gr_comm *c, double deadline) {
   b->gate_mpi = MPI_COMM_NULL;
   c->be = b;
   gr__live_create_step(GR_LIVE_STEP_SHM); /* gpurun-top: where a creation waits */
-  GR_CHECK(gr__shm_comm_attach(c, &b->shm));
-  if (b->shm && MPI_Comm_dup(c->mpi, &b->gate_mpi) != MPI_SUCCESS)
-    return gr__comm_err(c, GR_ERR_MPI, "MPI_Comm_dup for the gated calls failed");
-  return GR_OK;
+  st = gr__shm_comm_attach(c, &b->shm);
+  if (st == GR_OK && b->shm && MPI_Comm_dup(c->mpi, &b->gate_mpi) != MPI_SUCCESS) {
+    b->gate_mpi = MPI_COMM_NULL;
+    st = gr__comm_err(c, GR_ERR_MPI, "MPI_Comm_dup for the gated calls failed");
+  }
+  if (st != GR_OK) { /* the front end destroys nothing of a creation that failed */
+    char why[sizeof c->err];
+    memcpy(why, c->err, sizeof why); /* the sentence that stands (gr__op_map_free may say one) */
+    mpi_destroy(c, deadline);
+    memcpy(c->err, why, sizeof why);
+  }
+  return st;
 }
 
 static gr_status mpi_split(gr_comm *parent, gr_comm *child, int color, int key, double deadline) {
@@ -170,24 +87,18 @@ static gr_status mpi_destroy(gr_comm *c, double deadline) {
   (void)deadline;
   mpi_be *b = c->be;
   if (!b) return GR_OK;
-  /* A request given up on (coll.c) may still run with these ops, on gate_mpi: then they are kept
-   * until it completed (one that cannot be kept is left unfreed, never freed under it). */
+  /* A request given up on (coll.c) may still run with the ops, on gate_mpi: then they and
+   * gate_mpi are kept until it completed (one that cannot be kept is left unfreed, never freed
+   * under it). */
   int gone = gr__mpi_gone(), lost = !gone && gr__mpi_lost(c);
-  for (int i = 0; i < 4 && !gone; i++) {
-    MPI_Op *o[3] = {&b->half_ops[i], &b->bf16_ops[i], &b->own_ops[i]};
-    for (int j = 0; j < 3; j++)
-      if (!lost)
-        MPI_Op_free(o[j]);
-      else if (!gr__mpi_keep_op(c, o[j]))
-        *o[j] = MPI_OP_NULL;
-  }
+  gr_status st = gr__op_map_free(c, &b->ops);
   if (lost && !gr__mpi_keep_comm(c, &b->gate_mpi)) b->gate_mpi = MPI_COMM_NULL;
   if (b->gate_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&b->gate_mpi);
   gr__shm_free(b->shm);
   free(b->spare);
   free(b);
   c->be = NULL;
-  return GR_OK;
+  return st;
 }
 
 static void mpi_abort(gr_comm *c) {
@@ -400,7 +311,7 @@ static gr_status lib_post(const gr__path *p, gr__call *k, const void *s, void *r
   mpi_be *b = c->be;
   gr__mpi_call *m = gr__mpi_call_of(k);
   MPI_Datatype dt = gr__mpi_type(k->dtype);
-  MPI_Op op = mpi_op(b, k->dtype, k->op);
+  MPI_Op op = gr__op_map_get(&b->ops, k->dtype, k->op);
   /* a gated call's MPI call runs on a communicator of its own (gr_mpi_be.h, gate_mpi) */
   MPI_Comm mc = (m->flags & GR__MPI_GATED) && b->gate_mpi != MPI_COMM_NULL ? b->gate_mpi : c->mpi;
   int n = (int)k->count, blk = k->blocking_ok, rc = MPI_SUCCESS;

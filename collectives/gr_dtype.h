@@ -1,7 +1,7 @@
 /* Internal: the element types and reduction operators of coll.h, host-side.
  * Sizes and names, IEEE half (fp16) and bfloat16 conversions (round to nearest, ties to even; NaN
- * stays NaN, quieted), and the host reduction kernels the MPI backend's user-defined ops and the
- * AVG division use. Shared by both backends and by the NCCL test double. */
+ * stays NaN, quieted), and the host reduction kernels behind the user-defined MPI ops (gr_op_map.h)
+ * and the AVG division. Shared by both backends and by the NCCL test double. */
 #ifndef GR_DTYPE_H
 #define GR_DTYPE_H
 

@@ -7,6 +7,7 @@
 
 #include "gr_coll.h"
 #include "gr_hier.h"
+#include "gr_op_map.h"
 #include "gr_path.h"
 #include "gr_shm.h"
 
@@ -18,15 +19,14 @@ typedef struct gr__mpi_algo gr__mpi_algo;
 
 /* The communicator's state (c->be), from create to destroy. */
 typedef struct {
-  MPI_Op half_ops[4], bf16_ops[4]; /* SUM, PROD, MIN, MAX */
-  MPI_Op own_ops[4];               /* gpurun's kernels for the native types MPI's ops get wrong */
-  uint64_t rd_calls;               /* own allreduces so far: the same count on every rank */
-  uint64_t tag_slots;              /* call n uses slot n % tag_slots ... */
-  int tags_per_slot;               /* ... and its tags BASE + slot * tags_per_slot + j */
-  int ring_tags;                   /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
-  gr_list live;                    /* gr__mpi_ar in flight (their node), oldest first */
-  gr__mpi_ar *spare;               /* the last own allreduce's state, finished, kept for the next */
-  gr__shm *shm;                    /* node-local shared-memory path (shm_coll.c), or NULL */
+  gr__op_map ops;     /* the user-defined reduction ops (gr_op_map.h) */
+  uint64_t rd_calls;  /* own allreduces so far: the same count on every rank */
+  uint64_t tag_slots; /* call n uses slot n % tag_slots ... */
+  int tags_per_slot;  /* ... and its tags BASE + slot * tags_per_slot + j */
+  int ring_tags;      /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
+  gr_list live;       /* gr__mpi_ar in flight (their node), oldest first */
+  gr__mpi_ar *spare;  /* the last own allreduce's state, finished, kept for the next */
+  gr__shm *shm;       /* node-local shared-memory path (shm_coll.c), or NULL */
   /* With shm: a duplicate of c->mpi for the MPI calls of gated calls, which start in the gate's
    * order (the same on every rank) but at another moment on each rank than the collectives the
    * front end posts on c->mpi in between (a group's verdict, a split): MPI_COMM_NULL otherwise. */
@@ -158,7 +158,6 @@ void gr__mpi_reap(void);
 /* What a call holds besides its path's state released: its private copy of the input freed, its
  * staging copied back and freed (for a row whose test failed). */
 void gr__mpi_call_release(gr__call *k);
-MPI_Datatype gr__mpi_type(gr_dtype t);
 int gr__mpi_pof2(int p); /* the largest power of two <= p */
 gr_status gr__mpi_rc_fail(gr__call *k, int rc, const char *what);
 /* GR_OK for MPI_SUCCESS, else the MPI error string in the communicator's detail. */

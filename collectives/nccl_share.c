@@ -21,6 +21,7 @@
 #include "gr_error.h"
 #include "gr_log.h"
 #include "gr_nccl_map.h"
+#include "gr_op_map.h"
 #include "gr_param.h"
 #include "gr_strbuf.h"
 
@@ -44,8 +45,8 @@ struct gr__nccl_share {
   ncclComm_t nc;            /* leaders only, and only with more than one leader */
   int pinned;               /* nc was set up: host staging buffers are pinned (see hal) */
   void *one;                /* a device int for the leaders' barrier */
-  MPI_Datatype el[4];       /* 1, 2, 4, 8 bytes */
-  MPI_Op ops[GR__NDTYPES][4];
+  MPI_Datatype el[4];       /* 1, 2, 4, 8 bytes: what travels without being reduced */
+  gr__op_map ops;           /* what reduces (gr_op_map.h, with gr__mpi_type's datatypes) */
   uint64_t posted, nccl_turn, out_turn; /* call numbers: posted, through NCCL, "out" posted */
   struct xcall *head, *tail;            /* calls in flight, in post order */
 };
@@ -76,41 +77,6 @@ static xcall **slot(gr__call *k) { return &((share_call *)(void *)k->be_area)->x
 
 static void sweep_parked(void);
 static void park(xcall *x);
-
-/* ---- reduction ops on host copies (gpurun's kernels: wrapping integers, fp16/bf16) -------- */
-
-/* One line per macro call: the calls define functions (no semicolons), which clang-format 14
- * does not lay out stably. */
-/* clang-format off */
-#define RF(t, o)                                                             \
-  static void rf_##t##_##o(void *in, void *io, int *len, MPI_Datatype *d) { \
-    (void)d;                                                                 \
-    gr__reduce_host((gr_dtype)(t), (gr_op)(o), io, in, (size_t)*len);        \
-  }
-#define RF4(t) RF(t, 0) RF(t, 1) RF(t, 2) RF(t, 3)
-RF4(0)
-RF4(1)
-RF4(2)
-RF4(3)
-RF4(4)
-RF4(5)
-RF4(6)
-RF4(7)
-RF4(8)
-RF4(9)
-#define RT(t) {rf_##t##_0, rf_##t##_1, rf_##t##_2, rf_##t##_3}
-static MPI_User_function *const rfuncs[GR__NDTYPES][4] = {RT(0), RT(1), RT(2), RT(3), RT(4),
-                                                          RT(5), RT(6), RT(7), RT(8), RT(9)};
-/* clang-format on */
-
-/* AVG reduces as SUM; the leader divides once at the end. */
-static int op_index(gr_op op) { return op == GR_AVG ? (int)GR_SUM : (int)op; }
-
-static MPI_Op mpi_op(gr__nccl_share *s, gr_dtype t, gr_op op) {
-  int o = op_index(op);
-  if (s->ops[t][o] == MPI_OP_NULL) MPI_Op_create(rfuncs[t][o], 1, &s->ops[t][o]);
-  return s->ops[t][o];
-}
 
 static MPI_Datatype el(gr__nccl_share *s, gr_dtype t) {
   size_t es = gr__dtype_size(t);
@@ -196,23 +162,30 @@ static void gpu_key(gr_comm *c, char *key, char *bus) {
   memcpy(key + KEY_LEN - BUS_LEN, bus, strlen(bus));
 }
 
-static void share_free(gr__nccl_share *s) {
-  if (!s) return;
+/* Frees s. st: the status so far, whose sentence stands over one from here (a failed
+ * MPI_Op_free: gr__op_map_free); returns st, or that failure when st is GR_OK. */
+static gr_status share_free(gr_comm *c, gr__nccl_share *s, gr_status st) {
+  if (!s) return st;
   int gone = gr__mpi_gone();
   if (!gone) {
     if (s->in != MPI_COMM_NULL) MPI_Comm_free(&s->in);
     if (s->out != MPI_COMM_NULL) MPI_Comm_free(&s->out);
     for (int i = 0; i < 4; i++)
       if (s->el[i] != MPI_DATATYPE_NULL) MPI_Type_free(&s->el[i]);
-    for (int t = 0; t < GR__NDTYPES; t++)
-      for (int o = 0; o < 4; o++)
-        if (s->ops[t][o] != MPI_OP_NULL) MPI_Op_free(&s->ops[t][o]);
   }
+  char why[sizeof c->err];
+  memcpy(why, c->err, sizeof why);
+  gr_status st2 = gr__op_map_free(c, &s->ops);
+  if (st != GR_OK)
+    memcpy(c->err, why, sizeof why);
+  else
+    st = st2;
   if (s->one) cudaFree(s->one);
   free(s->group_of);
   free(s->grank_of);
   free(s->members);
   free(s);
+  return st;
 }
 
 /* The one line that says the grouping: "ranks 0,1 share GPU 0000:1b:00.0; ...". */
@@ -344,11 +317,17 @@ static gr_status share_build(gr_comm *c, gr__nccl_share *s, const char *keys, do
   }
   MPI_Comm_set_errhandler(s->in, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(s->out, MPI_ERRORS_RETURN);
-  for (int i = 0; i < 4; i++) {
-    MPI_Type_contiguous(1 << i, MPI_BYTE, &s->el[i]);
-    MPI_Type_commit(&s->el[i]);
+  for (int i = 0; i < 4 && rc == MPI_SUCCESS; i++) {
+    rc = MPI_Type_contiguous(1 << i, MPI_BYTE, &s->el[i]);
+    if (rc != MPI_SUCCESS) {
+      s->el[i] = MPI_DATATYPE_NULL;
+      st = mpi_fail(c, rc, "MPI_Type_contiguous (host staging)");
+    } else if ((rc = MPI_Type_commit(&s->el[i])) != MPI_SUCCESS) {
+      st = mpi_fail(c, rc, "MPI_Type_commit (host staging)");
+    }
   }
-  st = leaders_init(c, s, deadline);
+  if (st == GR_OK) st = gr__op_map_create(c, &s->ops);
+  if (st == GR_OK) st = leaders_init(c, s, deadline);
 out:
   free(count);
   free(leader_of);
@@ -394,9 +373,7 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
     s->in = s->out = MPI_COMM_NULL;
     for (int i = 0; i < 4; i++)
       s->el[i] = MPI_DATATYPE_NULL;
-    for (int t = 0; t < GR__NDTYPES; t++)
-      for (int o = 0; o < 4; o++)
-        s->ops[t][o] = MPI_OP_NULL;
+    gr__op_map_init(&s->ops);
     st = share_build(c, s, keys, deadline);
   } else {
     st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory grouping ranks by GPU on rank %d", c->rank);
@@ -415,8 +392,7 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
   if (st != GR_OK) {
     if (s && s->nc) ncclCommAbort(s->nc);
     if (s) s->nc = NULL;
-    share_free(s);
-    return st;
+    return share_free(c, s, st);
   }
   *out = s;
   return GR_OK;
@@ -437,7 +413,7 @@ gr_status gr__nccl_share_destroy(gr_comm *c, gr__nccl_share *s, double deadline)
       ncclCommAbort(s->nc);
     s->nc = NULL;
   }
-  share_free(s);
+  st = share_free(c, s, st);
   sweep_parked();
   return st;
 }
@@ -497,7 +473,8 @@ static gr_status post_in(gr__nccl_share *s, xcall *x) {
     if (k->kind == GR__REDUCE_SCATTER) cnt = (int)(n * P);
     if (lead && !(x->hwork = hal(s, (size_t)cnt * es))) return GR_ERR_NOMEM;
     what = "MPI_Ireduce (into the GPU's leader)";
-    rc = MPI_Ireduce(x->hs, x->hwork, cnt, t, mpi_op(s, k->dtype, k->op), 0, s->in, &x->r_in);
+    rc = MPI_Ireduce(x->hs, x->hwork, cnt, gr__mpi_type(k->dtype),
+                     gr__op_map_get(&s->ops, k->dtype, k->op), 0, s->in, &x->r_in);
     break;
   case GR__BROADCAST:
     if (!x->hwork && !(x->hwork = hal(s, n * es))) return GR_ERR_NOMEM;
