@@ -1,7 +1,7 @@
 /* The MPI layer's C functions (gr_mpitrace.h): each records its call and calls the next
  * definition. Only what can block, or what a verdict needs, is recorded; the rest of MPI is not
  * defined here and goes to the library directly. */
-#include "gr_mpitrace.h"
+#include "gr_mt_wrap.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,28 +9,6 @@
 /* The MPI functions are the library's interface (exports.map). Open MPI's mpi.h marks them
  * visible itself, MPICH's does not: say it here for both. */
 #pragma GCC visibility push(default)
-
-/* A call recorded around its next definition. */
-#define RECORD(kind, comm, count, dtype, root, peer, tag, call)                                    \
-  do {                                                                                             \
-    gr__mt_rec r_;                                                                                 \
-    if (!gr__mt_begin(&r_, kind, comm, count, dtype, root, peer, tag)) return call;                \
-    int rc_ = call;                                                                                \
-    gr__mt_end(&r_, rc_);                                                                          \
-    return rc_;                                                                                    \
-  } while (0)
-
-/* A non-blocking call: its record runs until its request completes. */
-#define START(kind, comm, count, dtype, root, peer, tag, call, req)                                \
-  do {                                                                                             \
-    gr__mt_rec r_;                                                                                 \
-    if (!gr__mt_begin(&r_, kind, comm, count, dtype, root, peer, tag)) return call;                \
-    int rc_ = call;                                                                                \
-    gr__mt_req_track(&r_, rc_, *(req));                                                            \
-    return rc_;                                                                                    \
-  } while (0)
-
-#define K(name) GR__MPI_##name
 
 /* ---- start and end ------------------------------------------------------------------------ */
 
@@ -66,196 +44,26 @@ int MPI_Get_library_version(char *v, int *len) { return NEXT(Get_library_version
 int MPI_Barrier(MPI_Comm c) {
   RECORD(K(Barrier), c, 0, MPI_DATATYPE_NULL, -1, -1, -1, NEXT(Barrier)(c));
 }
-int MPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) {
-  RECORD(K(Bcast), c, n, t, root, -1, -1, NEXT(Bcast)(b, n, t, root, c));
-}
-int MPI_Reduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c) {
-  RECORD(K(Reduce), c, n, t, root, -1, -1, NEXT(Reduce)(s, r, n, t, op, root, c));
-}
-int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
-  RECORD(K(Allreduce), c, n, t, -1, -1, -1, NEXT(Allreduce)(s, r, n, t, op, c));
-}
-int MPI_Gather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
-               MPI_Comm c) {
-  RECORD(K(Gather), c, sn, st, root, -1, -1, NEXT(Gather)(s, sn, st, r, rn, rt, root, c));
-}
-int MPI_Gatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn[], const int d[],
-                MPI_Datatype rt, int root, MPI_Comm c) {
-  RECORD(K(Gatherv), c, sn, st, root, -1, -1, NEXT(Gatherv)(s, sn, st, r, rn, d, rt, root, c));
-}
-int MPI_Scatter(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
-                MPI_Comm c) {
-  RECORD(K(Scatter), c, rn, rt, root, -1, -1, NEXT(Scatter)(s, sn, st, r, rn, rt, root, c));
-}
-int MPI_Scatterv(const void *s, const int sn[], const int d[], MPI_Datatype st, void *r, int rn,
-                 MPI_Datatype rt, int root, MPI_Comm c) {
-  RECORD(K(Scatterv), c, rn, rt, root, -1, -1, NEXT(Scatterv)(s, sn, d, st, r, rn, rt, root, c));
-}
-int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
-                  MPI_Comm c) {
-  RECORD(K(Allgather), c, rn, rt, -1, -1, -1, NEXT(Allgather)(s, sn, st, r, rn, rt, c));
-}
-int MPI_Allgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn[], const int d[],
-                   MPI_Datatype rt, MPI_Comm c) {
-  RECORD(K(Allgatherv), c, sn, st, -1, -1, -1, NEXT(Allgatherv)(s, sn, st, r, rn, d, rt, c));
-}
-int MPI_Alltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
-                 MPI_Comm c) {
-  RECORD(K(Alltoall), c, sn, st, -1, -1, -1, NEXT(Alltoall)(s, sn, st, r, rn, rt, c));
-}
-int MPI_Alltoallv(const void *s, const int sn[], const int sd[], MPI_Datatype st, void *r,
-                  const int rn[], const int rd[], MPI_Datatype rt, MPI_Comm c) {
-  RECORD(K(Alltoallv), c, 0, st, -1, -1, -1, NEXT(Alltoallv)(s, sn, sd, st, r, rn, rd, rt, c));
-}
-int MPI_Alltoallw(const void *s, const int sn[], const int sd[], const MPI_Datatype st[], void *r,
-                  const int rn[], const int rd[], const MPI_Datatype rt[], MPI_Comm c) {
-  RECORD(K(Alltoallw), c, 0, MPI_DATATYPE_NULL, -1, -1, -1,
-         NEXT(Alltoallw)(s, sn, sd, st, r, rn, rd, rt, c));
-}
-int MPI_Reduce_scatter(const void *s, void *r, const int rn[], MPI_Datatype t, MPI_Op op,
-                       MPI_Comm c) {
-  RECORD(K(Reduce_scatter), c, 0, t, -1, -1, -1, NEXT(Reduce_scatter)(s, r, rn, t, op, c));
-}
-int MPI_Reduce_scatter_block(const void *s, void *r, int rn, MPI_Datatype t, MPI_Op op,
-                             MPI_Comm c) {
-  RECORD(K(Reduce_scatter_block), c, rn, t, -1, -1, -1,
-         NEXT(Reduce_scatter_block)(s, r, rn, t, op, c));
-}
-int MPI_Scan(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
-  RECORD(K(Scan), c, n, t, -1, -1, -1, NEXT(Scan)(s, r, n, t, op, c));
-}
-int MPI_Exscan(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
-  RECORD(K(Exscan), c, n, t, -1, -1, -1, NEXT(Exscan)(s, r, n, t, op, c));
-}
 
 int MPI_Ibarrier(MPI_Comm c, MPI_Request *q) {
   START(K(Ibarrier), c, 0, MPI_DATATYPE_NULL, -1, -1, -1, NEXT(Ibarrier)(c, q), q);
 }
-int MPI_Ibcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *q) {
-  START(K(Ibcast), c, n, t, root, -1, -1, NEXT(Ibcast)(b, n, t, root, c, q), q);
-}
-int MPI_Ireduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c,
-                MPI_Request *q) {
-  START(K(Ireduce), c, n, t, root, -1, -1, NEXT(Ireduce)(s, r, n, t, op, root, c, q), q);
-}
-int MPI_Iallreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c,
-                   MPI_Request *q) {
-  START(K(Iallreduce), c, n, t, -1, -1, -1, NEXT(Iallreduce)(s, r, n, t, op, c, q), q);
-}
-int MPI_Igather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
-                MPI_Comm c, MPI_Request *q) {
-  START(K(Igather), c, sn, st, root, -1, -1, NEXT(Igather)(s, sn, st, r, rn, rt, root, c, q), q);
-}
-int MPI_Igatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn[], const int d[],
-                 MPI_Datatype rt, int root, MPI_Comm c, MPI_Request *q) {
-  START(K(Igatherv), c, sn, st, root, -1, -1, NEXT(Igatherv)(s, sn, st, r, rn, d, rt, root, c, q),
-        q);
-}
-int MPI_Iscatter(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
-                 MPI_Comm c, MPI_Request *q) {
-  START(K(Iscatter), c, rn, rt, root, -1, -1, NEXT(Iscatter)(s, sn, st, r, rn, rt, root, c, q), q);
-}
-int MPI_Iscatterv(const void *s, const int sn[], const int d[], MPI_Datatype st, void *r, int rn,
-                  MPI_Datatype rt, int root, MPI_Comm c, MPI_Request *q) {
-  START(K(Iscatterv), c, rn, rt, root, -1, -1, NEXT(Iscatterv)(s, sn, d, st, r, rn, rt, root, c, q),
-        q);
-}
-int MPI_Iallgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
-                   MPI_Comm c, MPI_Request *q) {
-  START(K(Iallgather), c, rn, rt, -1, -1, -1, NEXT(Iallgather)(s, sn, st, r, rn, rt, c, q), q);
-}
-int MPI_Iallgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn[], const int d[],
-                    MPI_Datatype rt, MPI_Comm c, MPI_Request *q) {
-  START(K(Iallgatherv), c, sn, st, -1, -1, -1, NEXT(Iallgatherv)(s, sn, st, r, rn, d, rt, c, q), q);
-}
-int MPI_Ialltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
-                  MPI_Comm c, MPI_Request *q) {
-  START(K(Ialltoall), c, sn, st, -1, -1, -1, NEXT(Ialltoall)(s, sn, st, r, rn, rt, c, q), q);
-}
-int MPI_Ialltoallv(const void *s, const int sn[], const int sd[], MPI_Datatype st, void *r,
-                   const int rn[], const int rd[], MPI_Datatype rt, MPI_Comm c, MPI_Request *q) {
-  START(K(Ialltoallv), c, 0, st, -1, -1, -1, NEXT(Ialltoallv)(s, sn, sd, st, r, rn, rd, rt, c, q),
-        q);
-}
-int MPI_Ialltoallw(const void *s, const int sn[], const int sd[], const MPI_Datatype st[], void *r,
-                   const int rn[], const int rd[], const MPI_Datatype rt[], MPI_Comm c,
-                   MPI_Request *q) {
-  START(K(Ialltoallw), c, 0, MPI_DATATYPE_NULL, -1, -1, -1,
-        NEXT(Ialltoallw)(s, sn, sd, st, r, rn, rd, rt, c, q), q);
-}
-int MPI_Ireduce_scatter(const void *s, void *r, const int rn[], MPI_Datatype t, MPI_Op op,
-                        MPI_Comm c, MPI_Request *q) {
-  START(K(Ireduce_scatter), c, 0, t, -1, -1, -1, NEXT(Ireduce_scatter)(s, r, rn, t, op, c, q), q);
-}
-int MPI_Ireduce_scatter_block(const void *s, void *r, int rn, MPI_Datatype t, MPI_Op op, MPI_Comm c,
-                              MPI_Request *q) {
-  START(K(Ireduce_scatter_block), c, rn, t, -1, -1, -1,
-        NEXT(Ireduce_scatter_block)(s, r, rn, t, op, c, q), q);
-}
-int MPI_Iscan(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c,
-              MPI_Request *q) {
-  START(K(Iscan), c, n, t, -1, -1, -1, NEXT(Iscan)(s, r, n, t, op, c, q), q);
-}
-int MPI_Iexscan(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c,
-                MPI_Request *q) {
-  START(K(Iexscan), c, n, t, -1, -1, -1, NEXT(Iexscan)(s, r, n, t, op, c, q), q);
-}
 
 /* ---- point to point ----------------------------------------------------------------------- */
 
-int MPI_Send(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
-  RECORD(K(Send), c, n, t, -1, dest, tag, NEXT(Send)(b, n, t, dest, tag, c));
-}
-int MPI_Ssend(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
-  RECORD(K(Ssend), c, n, t, -1, dest, tag, NEXT(Ssend)(b, n, t, dest, tag, c));
-}
-int MPI_Bsend(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
-  RECORD(K(Bsend), c, n, t, -1, dest, tag, NEXT(Bsend)(b, n, t, dest, tag, c));
-}
-int MPI_Rsend(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
-  RECORD(K(Rsend), c, n, t, -1, dest, tag, NEXT(Rsend)(b, n, t, dest, tag, c));
-}
-int MPI_Recv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status *st) {
-  RECORD(K(Recv), c, n, t, -1, src, tag, NEXT(Recv)(b, n, t, src, tag, c, st));
-}
-int MPI_Sendrecv(const void *sb, int sn, MPI_Datatype st, int dest, int stag, void *rb, int rn,
-                 MPI_Datatype rt, int src, int rtag, MPI_Comm c, MPI_Status *s) {
-  RECORD(K(Sendrecv), c, rn, rt, -1, src, rtag,
-         NEXT(Sendrecv)(sb, sn, st, dest, stag, rb, rn, rt, src, rtag, c, s));
-}
-int MPI_Sendrecv_replace(void *b, int n, MPI_Datatype t, int dest, int stag, int src, int rtag,
-                         MPI_Comm c, MPI_Status *s) {
-  RECORD(K(Sendrecv_replace), c, n, t, -1, src, rtag,
-         NEXT(Sendrecv_replace)(b, n, t, dest, stag, src, rtag, c, s));
-}
 int MPI_Probe(int src, int tag, MPI_Comm c, MPI_Status *s) {
   RECORD(K(Probe), c, 0, MPI_DATATYPE_NULL, -1, src, tag, NEXT(Probe)(src, tag, c, s));
 }
 int MPI_Mprobe(int src, int tag, MPI_Comm c, MPI_Message *m, MPI_Status *s) {
   RECORD(K(Mprobe), c, 0, MPI_DATATYPE_NULL, -1, src, tag, NEXT(Mprobe)(src, tag, c, m, s));
 }
-int MPI_Mrecv(void *b, int n, MPI_Datatype t, MPI_Message *m, MPI_Status *s) {
-  RECORD(K(Mrecv), MPI_COMM_NULL, n, t, -1, -1, -1, NEXT(Mrecv)(b, n, t, m, s));
-}
 
-int MPI_Isend(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c, MPI_Request *q) {
-  START(K(Isend), c, n, t, -1, dest, tag, NEXT(Isend)(b, n, t, dest, tag, c, q), q);
-}
-int MPI_Issend(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c,
-               MPI_Request *q) {
-  START(K(Issend), c, n, t, -1, dest, tag, NEXT(Issend)(b, n, t, dest, tag, c, q), q);
-}
-int MPI_Ibsend(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c,
-               MPI_Request *q) {
-  START(K(Ibsend), c, n, t, -1, dest, tag, NEXT(Ibsend)(b, n, t, dest, tag, c, q), q);
-}
-int MPI_Irsend(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c,
-               MPI_Request *q) {
-  START(K(Irsend), c, n, t, -1, dest, tag, NEXT(Irsend)(b, n, t, dest, tag, c, q), q);
-}
-int MPI_Irecv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Request *q) {
-  START(K(Irecv), c, n, t, -1, src, tag, NEXT(Irecv)(b, n, t, src, tag, c, q), q);
-}
+/* ---- the calls with counts: collectives, sends and receives (wrap_counted.h) --------------- */
+
+typedef int N;
+typedef int A;
+#define SFX(name) name
+#include "wrap_counted.h"
 
 /* ---- waits and tests: they end the records of the requests they complete ---------------------
  * The handles are copied before the call (MPI sets a completed one to MPI_REQUEST_NULL). A wait is
