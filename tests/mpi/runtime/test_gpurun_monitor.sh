@@ -29,6 +29,13 @@ grep -qE '^priority low: ranks (0,1|1,0)$' "$tmp/report.txt" || fail "report sho
 
 timeout -k 5 60 "$gpurun" --time-limit 0.5 sleep 30 2> "$tmp/limit.err"
 rc=$?
+# the supervisor runs beside the program and says how it ended once it has seen it go: a moment
+# after the program's status is back here (later under a sanitizer)
+i=0
+while [ $i -lt 100 ] && ! grep -q 'ended by the time limit' "$tmp/limit.err"; do
+  i=$((i + 1))
+  sleep 0.1
+done
 cat "$tmp/limit.err"
 # the program's own status: sleep killed by the limit's SIGTERM (124 while the supervisor was its
 # parent; now the program keeps gpurun's pid and the supervisor runs beside it)
