@@ -9,6 +9,7 @@
 #include "gr_escape.h"
 #include "gr_error.h"
 #include "gr_json_read.h"
+#include "gr_median.h"
 #include "gr_mpistats_format.h"
 #include "gr_parse.h"
 
@@ -141,11 +142,6 @@ static double dur_of(const member *m, unsigned long long num) {
   return m->durs[num - m->first];
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* The rank the others wait for. First from the time each member was blocked on each peer in sends,
  * receives and the waits that completed them (the layer's waited_on): summed over the others, the
  * slow rank has the most, and it is named when that is at least 1.5 times the median of the
@@ -174,8 +170,7 @@ static void slowest_by_wait(comm *g) {
     }
     for (int j = 0; j < g->nm; j++)
       if (j != top) rest[n++] = by[j];
-    qsort(rest, (size_t)n, sizeof rest[0], cmp_double);
-    double med = !n ? 0 : n % 2 ? rest[n / 2] : 0.5 * (rest[n / 2 - 1] + rest[n / 2]);
+    double med = gr__median(rest, n);
     if (by[top] > 0 && by[top] >= 1.1 * med) g->most = g->m[top].rank; /* a lead, if small */
     if (by[top] > 0 && by[top] >= 1.5 * med && by[top] >= 0.001) {
       g->waited_for = g->m[top].rank;
@@ -202,8 +197,7 @@ static void slowest_by_wait(comm *g) {
   for (int i = 0; i < g->nm; i++)
     if (i != low) others[n++] = g->m[i].mpi_s;
   if (!n) return;
-  qsort(others, (size_t)n, sizeof others[0], cmp_double);
-  double med = n % 2 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
+  double med = gr__median(others, n);
   if (g->m[low].mpi_s * 1.1 <= med) g->most = g->m[low].rank;
   if (med > 0 && g->m[low].mpi_s <= med * 2.0 / 3.0) {
     g->waited_for = g->m[low].rank;

@@ -4,6 +4,7 @@
 
 #include "gr_monitor_csv.h"
 
+#include "gr_median.h"
 #include "gr_strbuf.h"
 #include "gr_waitfor.h"
 
@@ -903,11 +904,6 @@ out:
   return nblock;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* The straggler while the job runs, from the MPI layer's sums in the live files: a rank that
  * arrives late waits least, so the one whose time in blocking collectives (else in MPI at all, for
  * a code that exchanges point to point) is at most two thirds of the others' median, with that
@@ -936,8 +932,7 @@ static void late_rank(gr__top_job *job) {
         v[k++] = pass ? t->live.mpi_s : t->live.mpi_coll_s;
     }
     if (!k) break;
-    qsort(v, (size_t)k, sizeof *v, cmp_double);
-    double med = k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+    double med = gr__median(v, k);
     if (med >= 1.0 && mine <= med * 2.0 / 3.0)
       snprintf(job->late, sizeof job->late,
                "late: rank %d waited %.1f s in %s, the others a median of %.1f s: they wait for "
