@@ -5,6 +5,8 @@
  * throttled or was shared with another tenant. */
 #include "gr_report.h"
 
+#include "gr_median.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +16,6 @@ static double on_cpu(const gr__rpt_series *s) {
   double wall = s->cpu_t1 - s->cpu_t0;
   if (isnan(s->cpu_time_s) || !(wall >= 1.0)) return NAN;
   return (s->cpu_time_s - s->cpu_s0) / wall;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* Other ranks the samples found stopped: evidence the MPI statistics may have missed (a rank's
@@ -34,8 +31,8 @@ static void also_stopped(const gr__rpt_job *job, int rank, const char *lead, FIL
       fputs(", ...", out);
       break;
     }
-    fprintf(out, "%s rank %d stopped in %d of %d samples",
-            said++ ? "," : "  the monitor also saw:", s->rank, s->nstopped, s->nstates);
+    fprintf(out, "%s rank %d stopped in %d of %d samples", said++ ? "," : lead, s->rank,
+            s->nstopped, s->nstates);
   }
   if (said) fputc('\n', out);
 }
@@ -66,9 +63,7 @@ void gr__rpt_print_why(const gr__rpt_job *job, int rank, FILE *out) {
   if (!isnan(mine)) {
     fprintf(out, " its program ran on a CPU %.0f%% of the wall time", 100.0 * mine);
     if (nothers) {
-      qsort(others, (size_t)nothers, sizeof *others, cmp_double);
-      double med =
-          nothers % 2 ? others[nothers / 2] : 0.5 * (others[nothers / 2 - 1] + others[nothers / 2]);
+      double med = gr__median(others, nothers);
       fprintf(out, " (the others: a median of %.0f%%)", 100.0 * med);
     }
     said = 1;
@@ -128,8 +123,7 @@ int gr__rpt_monitor_suspect(const gr__rpt_job *job, char *buf, size_t cap) {
         continue;
       share[k++] = on_cpu(s);
     }
-    qsort(share, (size_t)k, sizeof *share, cmp_double);
-    double med = !k ? 0 : k % 2 ? share[k / 2] : 0.5 * (share[k / 2 - 1] + share[k / 2]);
+    double med = gr__median(share, k);
     if (med > 0.2 && mine <= med * 2.0 / 3.0) {
       r = low->rank;
       snprintf(buf, cap, "on a CPU %.0f%% of the wall time against a median of %.0f%%",
@@ -158,8 +152,7 @@ int gr__rpt_monitor_least_cpu(const gr__rpt_job *job, double *mine, double *medi
   }
   int r = -1;
   if (k) {
-    qsort(v, (size_t)k, sizeof *v, cmp_double);
-    *median = k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+    *median = gr__median(v, k);
     *mine = on_cpu(low);
     r = low->rank;
   }

@@ -381,7 +381,8 @@ static void test_why(void **state) {
   assert_non_null(out);
   gr__rpt_print_why(&j, 1, out);
   gr__rpt_print_why(&j, 2, out);
-  gr__rpt_print_why(&j, 7, out); /* no samples: nothing */
+  gr__rpt_print_why(&j, 7, out);  /* no samples: nothing */
+  gr__rpt_print_why(&j, -1, out); /* no rank named: the stopped ones alone */
   assert_int_equal(fclose(out), 0);
   assert_string_equal(text,
                       "  on rank 1: its program ran on a CPU 50% of the wall time (the others: a "
@@ -389,7 +390,8 @@ static void test_why(void **state) {
                       "  on rank 2: its program ran on a CPU 40% of the wall time (the others: a "
                       "median of 95%); its cores were busy 97% of the time: shared with other "
                       "processes\n"
-                      "  the monitor also saw: rank 1 stopped in 4 of 10 samples\n");
+                      "  the monitor also saw: rank 1 stopped in 4 of 10 samples\n"
+                      "  the monitor saw: rank 1 stopped in 4 of 10 samples\n");
   free(text);
 
   /* the monitor's suspect, and the slowest rank when the MPI calls single out none */
