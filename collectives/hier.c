@@ -168,6 +168,20 @@ static gr_status lead_new(gr_comm *c, MPI_Comm lm, gr_comm **out) {
   return GR_OK;
 }
 
+/* The node's leader: its rank 0, which is the node's lowest rank of c (the split's key is c's
+ * rank), translated into c's numbering from the two groups. Local: no message, so nothing here
+ * waits for a peer beyond the split itself. 1 on success. */
+static int node_leader(const gr_comm *c, MPI_Comm node, int *leader) {
+  MPI_Group ng = MPI_GROUP_NULL, cg = MPI_GROUP_NULL;
+  int zero = 0, ok = MPI_Comm_group(node, &ng) == MPI_SUCCESS &&
+                     MPI_Comm_group(c->mpi, &cg) == MPI_SUCCESS &&
+                     MPI_Group_translate_ranks(ng, 1, &zero, cg, leader) == MPI_SUCCESS &&
+                     *leader >= 0 && *leader < c->size;
+  if (ng != MPI_GROUP_NULL) MPI_Group_free(&ng);
+  if (cg != MPI_GROUP_NULL) MPI_Group_free(&cg);
+  return ok;
+}
+
 gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   *out = NULL;
   if (c->size < 3 || !c->ops) return GR_OK; /* two nodes and a pair on one need three ranks */
@@ -181,7 +195,7 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
     MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
     MPI_Comm_rank(node, &lrank);
     MPI_Comm_size(node, &lsize);
-    split_ok = MPI_Allreduce(&c->rank, &leader, 1, MPI_INT, MPI_MIN, node) == MPI_SUCCESS;
+    split_ok = node_leader(c, node, &leader);
   }
   gr__hier *h = calloc(1, sizeof *h);
   /* the gathered tables, this rank's own entry past their end: MPI reads and writes them until the
