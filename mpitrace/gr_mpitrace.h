@@ -44,7 +44,7 @@
   X(Comm_create_group) X(Cart_create) X(Cart_sub) X(Graph_create) X(Dist_graph_create)            \
   X(Dist_graph_create_adjacent) X(Intercomm_create) X(Intercomm_merge) X(Comm_free)               \
   X(Comm_spawn) X(Win_create) X(Win_allocate) X(Win_allocate_shared) X(Win_create_dynamic)        \
-  X(Comm_idup) GR__MT_MPI4(X)
+  X(Comm_idup) X(Comm_get_parent) GR__MT_MPI4(X)
 /* clang-format on */
 
 /* Open MPI's handle conversions, functions there (fortran.c needs them); macros in MPICH. */

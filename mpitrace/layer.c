@@ -12,6 +12,7 @@
 #include "gr_mpistats_format.h"
 #include "gr_observe.h"
 #include "gr_param.h"
+#include "gr_safefile.h"
 #include "gr_stats.h"
 
 #include <dlfcn.h>
@@ -191,8 +192,13 @@ static mt_comm *find(uintptr_t k) {
   return NULL;
 }
 
+/* A spawned process's intercommunicator to its parents, where have_parent (spawned_job). */
+static MPI_Comm spawn_parent;
+static int have_parent;
+
 /* The entry of a communicator the layer has not seen made (the world, self, one made by a call it
- * does not wrap): world and self have fixed ids; any other gets one of this process only. */
+ * does not wrap): world, self and a spawned process's parent have fixed ids; any other gets one
+ * of this process only. */
 static mt_comm *entry_slow(MPI_Comm c) {
   uintptr_t k = key_of(c);
   pthread_mutex_lock(&comm_mu);
@@ -206,6 +212,9 @@ static mt_comm *entry_slow(MPI_Comm c) {
     } else if (c == MPI_COMM_SELF) {
       snprintf(id, sizeof id, "self.%d", world_rank);
       name = "self";
+    } else if (have_parent && c == spawn_parent) {
+      snprintf(id, sizeof id, "parent"); /* MPI_Comm_get_parent's: one on every spawned rank */
+      name = "parent";
     } else {
       snprintf(id, sizeof id, "u%d.%llu", world_rank, (unsigned long long)++nunknown);
     }
@@ -622,6 +631,45 @@ static void say_next_tool(void) {
             a.dli_fname);
 }
 
+/* A process MPI_Comm_spawn started is a job of its own whose MPI_COMM_WORLD numbers its ranks
+ * from 0: under the parents' job id (GPURUN_JOB_ID or a scheduler's, which spawned processes
+ * inherit) it would write over the parents' live files and flight recorders. Its job id becomes
+ * the one it has followed by ".spawn-" and the spawned job's own name, which the MPI gives every
+ * process of it in the environment (PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid): the same on each
+ * without talk, and different for each spawn; its intercommunicator to the parents has the id
+ * "parent". NULL when the process is not spawned or its job is renamed; else why the layer
+ * stands aside in it. */
+static const char *spawned_job(char *job, size_t cap, char *why, size_t wcap) {
+  MPI_Comm parent = MPI_COMM_NULL;
+  if (!NEXT(Comm_get_parent) || NEXT(Comm_get_parent)(&parent) != MPI_SUCCESS ||
+      parent == MPI_COMM_NULL)
+    return NULL;
+  const char *ns = getenv("PMIX_NAMESPACE");
+  if (!ns || !*ns) ns = getenv("OMPI_MCA_ess_base_jobid");
+  if (!ns || !*ns) {
+    snprintf(why, wcap,
+             "this process was started by MPI_Comm_spawn and its MPI names no job of its own "
+             "(PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid) to keep its files apart from its "
+             "parents'");
+    return why;
+  }
+  size_t had = strlen(job);
+  int n = snprintf(job + had, cap - had, ".spawn-%s", ns);
+  if (n < 0 || (size_t)n >= cap - had) {
+    job[had] = '\0';
+    snprintf(why, wcap,
+             "this process was started by MPI_Comm_spawn and its job id (%s, then %.64s) is "
+             "too long for a directory name",
+             job, ns);
+    return why;
+  }
+  for (char *p = job + had; *p; p++) /* the environment's bytes become a directory name */
+    if (!gr__safe_char((unsigned char)*p)) *p = '_';
+  spawn_parent = parent;
+  have_parent = 1;
+  return NULL;
+}
+
 void gr__mt_start(void) {
   gr__mt_resolve();
   char why[512];
@@ -641,6 +689,10 @@ void gr__mt_start(void) {
    * recorder and the live state, as gr_init starts them */
   char job[128];
   gr__job_agree(MPI_COMM_WORLD, job, sizeof job);
+  if ((reason = spawned_job(job, sizeof job, why, sizeof why))) {
+    GR_INFO("the MPI layer stands aside: %s", reason);
+    return;
+  }
   gr__live_set_mpi(live_mpi); /* before the first state is published */
   gr__observe_start(job);
   gr__stats_start(job, world_rank, world_size);

@@ -298,10 +298,17 @@ int MPI_Comm_set_name(MPI_Comm c, const char *name) {
 }
 int MPI_Comm_spawn(const char *cmd, char *argv[], int maxprocs, MPI_Info info, int root, MPI_Comm c,
                    MPI_Comm *inter, int errs[]) {
-  /* recorded as a collective over c; the children are MPI programs of their own, and the layer
-   * (inherited through LD_PRELOAD where the launcher passes it on) records them as another job */
-  RECORD(K(Comm_spawn), c, maxprocs, MPI_DATATYPE_NULL, root, -1, -1,
-         NEXT(Comm_spawn)(cmd, argv, maxprocs, info, root, c, inter, errs));
+  /* recorded as a collective over c; the intercommunicator is named as a communicator made over
+   * c, so that one merged from it has the same id on every parent. The children are a job of
+   * their own: where they load the layer too, it records them under a job id of theirs
+   * (spawned_job in layer.c) or stands aside, never in the parents' files. */
+  gr__mt_rec r;
+  if (!gr__mt_begin(&r, K(Comm_spawn), c, maxprocs, MPI_DATATYPE_NULL, root, -1, -1))
+    return NEXT(Comm_spawn)(cmd, argv, maxprocs, info, root, c, inter, errs);
+  int rc = NEXT(Comm_spawn)(cmd, argv, maxprocs, info, root, c, inter, errs);
+  gr__mt_end(&r, rc);
+  if (rc == MPI_SUCCESS) gr__mt_comm_made(c, *inter);
+  return rc;
 }
 
 /* windows: remember the communicator their synchronisation waits on */
