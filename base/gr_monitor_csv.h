@@ -8,8 +8,10 @@
  *
  * Two headers of version 1: GR_MONITOR_CSV_HEADER, the 20 sample columns monitor/telemetry.c
  * formats (files of gpurun before the program's columns, fixtures, the telemetry's own tests), and
- * GR_MONITOR_CSV_FILE_HEADER, those and the program's own 2 columns (cpu_time_s, state) that the
- * supervisor appends to each row: the first line of every file it writes now.
+ * GR_MONITOR_CSV_FILE_HEADER, those, the program's own 2 columns (cpu_time_s, state) and the
+ * cores' steal share (cpu_steal) that the supervisor appends to each row: the first line of every
+ * file it writes now. Files written before cpu_steal existed end at state (22 columns); a reader
+ * takes the missing column as unknown.
  */
 #ifndef GR_MONITOR_CSV_H
 #define GR_MONITOR_CSV_H
@@ -40,6 +42,10 @@
 /* The program's own, from /proc/<pid>/stat (the supervisor, not the telemetry): */
 #define GR_CSV_CPU_TIME_S "cpu_time_s" /* user + system CPU seconds of the program, cumulative */
 #define GR_CSV_STATE "state"           /* its state letter (R, S, D, T, Z, ...) */
+/* The share (%) of the rank's cores' time since the previous sample that the hypervisor gave to
+ * other guests (/proc/stat's steal; the node's when /proc/stat has no line for those cores). After
+ * the program's columns: the last one added. */
+#define GR_CSV_CPU_STEAL "cpu_steal"
 
 /* The sample columns, in order (20 columns): telemetry's rows. */
 #define GR_MONITOR_CSV_HEADER                                                                      \
@@ -50,8 +56,8 @@
               "," GR_CSV_CPU_UTIL "," GR_CSV_RSS_MIB "," GR_CSV_RANK_SM_UTIL                       \
               "," GR_CSV_OTHERS_SM_UTIL "," GR_CSV_RANK_MEM_MIB "," GR_CSV_OTHERS_MEM_MIB "\n"
 
-/* The first line of every file the supervisor writes (22 columns): the sample columns, then the
- * program's own. */
+/* The first line of every file the supervisor writes (23 columns): the sample columns, the
+ * program's own, then cpu_steal. */
 #define GR_MONITOR_CSV_PROGRAM_COLUMNS GR_CSV_CPU_TIME_S "," GR_CSV_STATE
 #define GR_MONITOR_CSV_FILE_HEADER                                                                 \
   GR_CSV_TIME "," GR_CSV_ELAPSED_S "," GR_CSV_RANK "," GR_CSV_LOCAL_RANK "," GR_CSV_GPU            \
@@ -60,6 +66,6 @@
               "," GR_CSV_SM_CLOCK_MHZ "," GR_CSV_THROTTLE "," GR_CSV_ECC_UNCORRECTED               \
               "," GR_CSV_CPU_UTIL "," GR_CSV_RSS_MIB "," GR_CSV_RANK_SM_UTIL                       \
               "," GR_CSV_OTHERS_SM_UTIL "," GR_CSV_RANK_MEM_MIB "," GR_CSV_OTHERS_MEM_MIB          \
-              "," GR_MONITOR_CSV_PROGRAM_COLUMNS "\n"
+              "," GR_MONITOR_CSV_PROGRAM_COLUMNS "," GR_CSV_CPU_STEAL "\n"
 
 #endif

@@ -10,7 +10,7 @@
  * temperature_celsius, power_watts, energy_joules_total, sm_clock_hertz, throttle_reasons
  * (NVML's bit mask), ecc_uncorrected_volatile_errors, and on shared GPUs rank_utilization_ratio,
  * others_utilization_ratio, rank_memory_used_bytes, others_memory_used_bytes. Per rank: cpu_utilization_ratio,
- * resident_memory_bytes, and from the rank's live file (base/gr_live_file.h):
+ * resident_memory_bytes, cpu_steal_ratio (the CSV's cpu_steal), and from the rank's live file (base/gr_live_file.h):
  * collective_seconds_total, collective_calls_total, collective_wait_seconds (inside the current
  * call, 0 between calls), and for a program the MPI layer records (the file's mpi_ lines)
  * mpi_seconds_total (inside its MPI calls) and mpi_collective_seconds_total (inside its blocking

@@ -12,7 +12,13 @@
  * from NVML's per-process utilisation and running compute processes; empty when NVML has no
  * per-process rows for the GPU. A GPU in MIG mode is followed by one row per MIG device, gpu
  * "<pci>/mig<i>". GPUs come from NVML (gr_nvml.h: GPURUN_NVML_LIBRARY, else libnvidia-ml.so.1):
- * without it the GPU fields stay empty, which is said once at info level. */
+ * without it the GPU fields stay empty, which is said once at info level.
+ *
+ * A sample also carries cpu_steal: the share (0-100) of the rank's cores' time since the previous
+ * sample that the hypervisor gave to other guests (/proc/stat's steal field), or the whole node's
+ * when /proc/stat has no line for those cores. It is not one of these columns: the supervisor
+ * appends it after the program's own (base/gr_monitor_csv.h), so that every older column keeps its
+ * place. */
 #ifndef GR_TELEMETRY_H
 #define GR_TELEMETRY_H
 
@@ -52,6 +58,7 @@ typedef struct {
   double unix_s, elapsed_s;
   int rank, local_rank;
   double cpu_util;   /* 0-100, -1 unknown */
+  double cpu_steal;  /* 0-100, -1 unknown (no time passed, or a kernel without the field) */
   long long rss_kib; /* -1 unknown */
   int ngpus;
   gr__gpu_sample gpu[GR_TELEMETRY_MAX_GPUS];
@@ -77,16 +84,29 @@ void gr__telemetry_close(gr__telemetry *t);
 
 typedef struct {
   unsigned long long busy, total; /* jiffies */
+  unsigned long long steal;       /* jiffies the hypervisor ran another guest on this CPU */
+  int has_steal;                  /* the line had the steal field (the 8th) */
 } gr__cpu_times;
 
-/* Parses /proc/stat text: fills out[cpu] for each "cpuN" line with N < max (others zeroed).
- * busy = total - idle - iowait. Returns the highest N seen + 1, or -1 when no cpuN line parses. */
-int gr__parse_proc_stat(const char *text, gr__cpu_times *out, int max);
+/* Parses /proc/stat text: fills out[cpu] for each "cpuN" line with N < max (others zeroed) and,
+ * when node is not NULL, *node from the all-CPU "cpu" line (zeroed without one). busy = total -
+ * idle - iowait; total counts steal (time the CPU was meant to run but the hypervisor did not).
+ * Returns the highest N seen + 1, or -1 when no cpuN line parses. */
+int gr__parse_proc_stat(const char *text, gr__cpu_times *out, int max, gr__cpu_times *node);
+/* Reads the file at path (the sampler passes "/proc/stat"; tests a fixture) and parses it as
+ * gr__parse_proc_stat does; -1 when it cannot be read. */
+int gr__read_proc_stat(const char *path, gr__cpu_times *out, int max, gr__cpu_times *node);
 /* VmRSS from /proc/<pid>/status text, in KiB; -1 when absent. */
 long long gr__parse_status_rss_kib(const char *text);
 /* Busy share (0-100) of the cpus marked in mask[0..n) between two snapshots; -1 when no time
  * passed. */
 double gr__cpu_util(const gr__cpu_times *prev, const gr__cpu_times *cur, const unsigned char *mask,
                     int n);
+/* Steal share (0-100) of the cpus marked in mask[0..n) between two snapshots: their steal jiffies
+ * over all their jiffies. When those lines give none (no time passed on them, no line for them, no
+ * steal field) and node_prev/node_cur are not NULL: the all-CPU line's share. -1 when neither
+ * says. */
+double gr__cpu_steal(const gr__cpu_times *prev, const gr__cpu_times *cur, const unsigned char *mask,
+                     int n, const gr__cpu_times *node_prev, const gr__cpu_times *node_cur);
 
 #endif

@@ -95,6 +95,9 @@ static const family rank_families[] = {
     {"gpurun_rank_cpu_utilization_ratio", "gauge",
      "Busy share of the rank's cores since the previous sample."},
     {"gpurun_rank_resident_memory_bytes", "gauge", "Resident set size of the rank's program."},
+    {"gpurun_rank_cpu_steal_ratio", "gauge",
+     "Share of the rank's cores' time since the previous sample that the hypervisor gave to other "
+     "guests (/proc/stat steal; the node's when /proc/stat has no line for those cores)."},
     {"gpurun_rank_collective_seconds_total", "counter",
      "Seconds the rank spent inside finished gpurun collective calls; under the MPI layer, inside "
      "the MPI calls it records (gpurun_rank_mpi_seconds_total)."},
@@ -118,7 +121,7 @@ static const family rank_families[] = {
     {"gpurun_sample_time_seconds", "gauge",
      "Unix time of this sample: a value falling behind time() is a writer that stopped."},
 };
-enum { R_CPU, R_RSS, R_CSEC, R_CALLS, R_WAIT, R_MPI, R_MPICOLL, R_UP, R_TIME, R_N };
+enum { R_CPU, R_RSS, R_STEAL, R_CSEC, R_CALLS, R_WAIT, R_MPI, R_MPICOLL, R_UP, R_TIME, R_N };
 
 static void header(gr__strbuf *o, const family *f) {
   gr__strbuf_appendf(o, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, f->type);
@@ -235,6 +238,9 @@ gr_status gr__prom_format(const gr__sample *s, const char *job, const char *host
       break;
     case R_RSS:
       if (s->rss_kib >= 0) v = (double)s->rss_kib * 1024.0;
+      break;
+    case R_STEAL:
+      if (s->cpu_steal >= 0) v = s->cpu_steal / 100.0;
       break;
     case R_CSEC:
       if (live) v = csec;

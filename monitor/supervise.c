@@ -420,8 +420,9 @@ static int program_stat(supervisor *s, gr__pid_stat *st) {
 /* One whole row per sample, or none: a full disk or a file-size limit rolls the partial row back
  * (gr__file_append_row, whose sentence names path). A failure means the row could not be
  * written; sampling stops then. Telemetry formats the sample columns; the program's own two
- * (cpu_time_s, state) are added to each of its rows here. The Prometheus file, when asked for,
- * gets the same sample. */
+ * (cpu_time_s, state) and then the cores' steal share (cpu_steal, last so that every older column
+ * keeps its place) are added to each of its rows here. The Prometheus file, when asked for, gets
+ * the same sample. */
 static gr_status write_sample(supervisor *s, double elapsed) {
   char buf[8192], row[10240];
   gr__sample smp;
@@ -429,11 +430,13 @@ static gr_status write_sample(supervisor *s, double elapsed) {
   if (s->prom.name[0]) write_prom(&s->prom, &smp);
   size_t n = gr__telemetry_format_csv(&smp, buf, sizeof buf);
   if (n == 0) return GR_OK;
-  char extra[64] = ",,";
+  char program[64] = ",", steal[32] = "", extra[100];
   gr__pid_stat st;
   if (program_stat(s, &st) == 0)
-    snprintf(extra, sizeof extra, ",%.2f,%c", cpu_seconds(s, &st),
+    snprintf(program, sizeof program, "%.2f,%c", cpu_seconds(s, &st),
              st.state > ' ' && st.state < 0x7f && st.state != ',' ? st.state : '?');
+  if (smp.cpu_steal >= 0) snprintf(steal, sizeof steal, "%.1f", smp.cpu_steal);
+  snprintf(extra, sizeof extra, ",%s,%s", program, steal);
   gr__strbuf b;
   gr__strbuf_init_fixed(&b, row, sizeof row);
   for (size_t i = 0; i < n; i++) {

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hwloc.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,7 @@ struct gr__telemetry {
   int ncpus;                                            /* size of mask/prev/cur */
   unsigned char *mask;                                  /* the rank's cores */
   gr__cpu_times *prev, *cur;
+  gr__cpu_times node_prev, node_cur; /* the all-CPU line: steal when the rank's cores have none */
   int have_prev;
   pid_t pid;
   int rank, local_rank;
@@ -69,39 +71,50 @@ struct gr__telemetry {
 
 /* ---- /proc parsers ---- */
 
-int gr__parse_proc_stat(const char *text, gr__cpu_times *out, int max) {
+/* The numbers after a "cpu" or "cpuN" label: user nice system idle iowait irq softirq steal
+ * [guest guest_nice]. Guest time is already counted in user/nice, so it is left out of the total.
+ * Returns 0, or -1 when fewer than 4 numbers parse. */
+static int parse_cpu_fields(const char *p, gr__cpu_times *out) {
+  unsigned long long v[10] = {0};
+  int nv = 0;
+  while (nv < 10) {
+    char *e;
+    errno = 0;
+    unsigned long long x = strtoull(p, &e, 10);
+    if (e == p || errno) break;
+    v[nv++] = x;
+    p = e;
+  }
+  if (nv < 4) return -1;
+  unsigned long long total = 0;
+  for (int i = 0; i < nv && i < 8; i++)
+    total += v[i];
+  unsigned long long idle = v[3] + (nv > 4 ? v[4] : 0);
+  out->total = total;
+  out->busy = total - idle;
+  out->has_steal = nv >= 8;
+  out->steal = nv >= 8 ? v[7] : 0;
+  return 0;
+}
+
+int gr__parse_proc_stat(const char *text, gr__cpu_times *out, int max, gr__cpu_times *node) {
   int highest = -1;
   for (int i = 0; i < max; i++)
-    out[i].busy = out[i].total = 0;
+    memset(&out[i], 0, sizeof out[i]);
+  if (node) memset(node, 0, sizeof *node);
   for (const char *line = text; line && *line;) {
     const char *next = strchr(line, '\n');
     if (strncmp(line, "cpu", 3) == 0 && line[3] >= '0' && line[3] <= '9') {
       char *end;
+      errno = 0;
       long cpu = strtol(line + 3, &end, 10);
-      unsigned long long v[10] = {0};
-      int nv = 0;
-      const char *p = end;
-      while (nv < 10) {
-        char *e;
-        errno = 0;
-        unsigned long long x = strtoull(p, &e, 10);
-        if (e == p || errno) break;
-        v[nv++] = x;
-        p = e;
-      }
-      /* user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is already
-       * counted in user/nice, so it is left out of the total. */
-      if (nv >= 4 && cpu >= 0) {
-        unsigned long long total = 0;
-        for (int i = 0; i < nv && i < 8; i++)
-          total += v[i];
-        unsigned long long idle = v[3] + (nv > 4 ? v[4] : 0);
-        if (cpu < max) {
-          out[cpu].total = total;
-          out[cpu].busy = total - idle;
-        }
+      gr__cpu_times t;
+      if (!errno && cpu >= 0 && cpu < INT_MAX && parse_cpu_fields(end, &t) == 0) {
+        if (cpu < max) out[cpu] = t;
         if (cpu > highest) highest = (int)cpu;
       }
+    } else if (node && strncmp(line, "cpu ", 4) == 0) {
+      if (parse_cpu_fields(line + 4, node) != 0) memset(node, 0, sizeof *node);
     }
     line = next ? next + 1 : NULL;
   }
@@ -132,6 +145,26 @@ double gr__cpu_util(const gr__cpu_times *prev, const gr__cpu_times *cur, const u
   return total ? 100.0 * (double)busy / (double)total : -1.0;
 }
 
+/* Adds one CPU's steal and total jiffies between two snapshots; a counter that went back (a CPU
+ * taken offline and back) says nothing about the interval and is left out. */
+static void add_steal(const gr__cpu_times *a, const gr__cpu_times *b, unsigned long long *steal,
+                      unsigned long long *total) {
+  if (!a->has_steal || !b->has_steal || b->total < a->total || b->steal < a->steal) return;
+  *steal += b->steal - a->steal;
+  *total += b->total - a->total;
+}
+
+double gr__cpu_steal(const gr__cpu_times *prev, const gr__cpu_times *cur, const unsigned char *mask,
+                     int n, const gr__cpu_times *node_prev, const gr__cpu_times *node_cur) {
+  unsigned long long steal = 0, total = 0;
+  for (int i = 0; i < n; i++)
+    if (mask[i]) add_steal(&prev[i], &cur[i], &steal, &total);
+  if (!total && node_prev && node_cur) add_steal(node_prev, node_cur, &steal, &total);
+  if (!total) return -1.0;
+  double share = 100.0 * (double)steal / (double)total;
+  return share > 100.0 ? 100.0 : share; /* steal is part of total: only a torn read passes 100 */
+}
+
 /* Reads a small /proc file whole into buf; returns its length or -1. */
 static ssize_t read_small(const char *path, char *buf, size_t cap) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -149,14 +182,22 @@ static ssize_t read_small(const char *path, char *buf, size_t cap) {
   return (ssize_t)len;
 }
 
-static int snapshot_cpus(gr__telemetry *t) {
-  /* /proc/stat grows with the CPU count: ~150 bytes a CPU. */
-  size_t cap = 4096 + (size_t)t->ncpus * 200;
+int gr__read_proc_stat(const char *path, gr__cpu_times *out, int max, gr__cpu_times *node) {
+  /* /proc/stat grows with the CPU count: ~150 bytes a CPU. The cpu lines come first, so a file
+   * cut at cap still holds those of the first max CPUs. */
+  size_t cap = 4096 + (size_t)(max > 0 ? max : 0) * 200;
   char *buf = malloc(cap);
   if (!buf) return -1;
-  int ok = read_small("/proc/stat", buf, cap) > 0 && gr__parse_proc_stat(buf, t->cur, t->ncpus) > 0;
+  int r = read_small(path, buf, cap) > 0 ? gr__parse_proc_stat(buf, out, max, node) : -1;
   free(buf);
-  return ok ? 0 : -1;
+  return r;
+}
+
+/* 0 when the per-CPU lines or the all-CPU line parsed (a /proc/stat with only the latter still
+ * gives the node's steal). */
+static int snapshot_cpus(gr__telemetry *t) {
+  int r = gr__read_proc_stat("/proc/stat", t->cur, t->ncpus, &t->node_cur);
+  return r > 0 || t->node_cur.total > 0 ? 0 : -1;
 }
 
 /* ---- NVML ---- */
@@ -305,6 +346,7 @@ gr_status gr__telemetry_open(const char *gpus_pci, const char *cpus, pid_t pid, 
 
   if (snapshot_cpus(t) == 0) {
     memcpy(t->prev, t->cur, (size_t)t->ncpus * sizeof *t->cur);
+    t->node_prev = t->node_cur;
     t->have_prev = 1;
   }
   if (!(gpus_pci && !*gpus_pci) && nvml_load(t) == 0) nvml_match(t, gpus_pci);
@@ -403,11 +445,17 @@ void gr__telemetry_read(gr__telemetry *t, double elapsed_s, gr__sample *out) {
   out->rank = t->rank;
   out->local_rank = t->local_rank;
   out->cpu_util = -1.0;
+  out->cpu_steal = -1.0;
   if (snapshot_cpus(t) == 0) {
-    if (t->have_prev) out->cpu_util = gr__cpu_util(t->prev, t->cur, t->mask, t->ncpus);
+    if (t->have_prev) {
+      out->cpu_util = gr__cpu_util(t->prev, t->cur, t->mask, t->ncpus);
+      out->cpu_steal =
+          gr__cpu_steal(t->prev, t->cur, t->mask, t->ncpus, &t->node_prev, &t->node_cur);
+    }
     gr__cpu_times *tmp = t->prev;
     t->prev = t->cur;
     t->cur = tmp;
+    t->node_prev = t->node_cur;
     t->have_prev = 1;
   }
   out->rss_kib = -1;

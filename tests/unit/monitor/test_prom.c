@@ -38,6 +38,7 @@ static void test_format(void **state) {
   s.rank = 3;
   s.local_rank = 1;
   s.cpu_util = 50;
+  s.cpu_steal = 23;
   s.rss_kib = 2048;
   s.ngpus = 1;
   snprintf(s.gpu[0].pci, sizeof s.gpu[0].pci, "0000:17:00.0");
@@ -57,6 +58,8 @@ static void test_format(void **state) {
                               "\"h\\\"1\",rank=\"3\",local_rank=\"1\"} 0.5\n"));
   assert_non_null(strstr(buf, "gpurun_rank_resident_memory_bytes{job=\"a\\\"b\\\\c\\nde\",host="
                               "\"h\\\"1\",rank=\"3\",local_rank=\"1\"} 2097152\n"));
+  assert_non_null(strstr(buf, "gpurun_rank_cpu_steal_ratio{job=\"a\\\"b\\\\c\\nde\",host="
+                              "\"h\\\"1\",rank=\"3\",local_rank=\"1\"} 0.23\n"));
   assert_null(strchr(buf, '\033'));
   assert_non_null(strstr(buf, "\ngpurun_up{job=\"a\\\"b\\\\c\\nde\",host=\"h\\\"1\",rank=\"3\","
                               "local_rank=\"1\"} 1\n"));
@@ -69,7 +72,7 @@ static void test_format(void **state) {
 /* The most a rank can have: 16 GPUs with every reading, the live file's series, a 64-byte host name
  * (HOST_NAME_MAX: the most Linux allows) and the longest job id (127 bytes). The text is whole
  * (every series of every GPU, and the rank's series after them), far beyond the 32 KiB a fixed
- * buffer would have held: about 74 KB, the figure docs/formats.md gives (change both together). */
+ * buffer would have held: about 75 KB, the figure docs/formats.md gives (change both together). */
 static void test_big(void **state) {
   (void)state;
   gr__sample s;
@@ -78,6 +81,7 @@ static void test_big(void **state) {
   s.rank = 1023;
   s.local_rank = 15;
   s.cpu_util = 12.5;
+  s.cpu_steal = 4.5;
   s.rss_kib = 1 << 20;
   s.ngpus = GR_TELEMETRY_MAX_GPUS;
   for (int g = 0; g < s.ngpus; g++) {
@@ -125,9 +129,9 @@ static void test_big(void **state) {
   gr__prom_text t = {0};
   assert_int_equal(gr__prom_format(&s, job, host, &live, &me, &t), 0);
   assert_true(t.len > 32768);
-  /* 74,014 bytes with this process's pid and start time in the owner line (a few digits more or
+  /* 74,534 bytes with this process's pid and start time in the owner line (a few digits more or
    * less elsewhere) */
-  if (t.len < 73500 || t.len > 74500) fail_msg("%zu bytes, not about 74 KB", t.len);
+  if (t.len < 74000 || t.len > 75000) fail_msg("%zu bytes, not about 75 KB", t.len);
   assert_int_equal(strlen(t.buf), t.len);
   assert_int_equal(t.buf[t.len - 1], '\n');
   char label[300];
@@ -147,11 +151,11 @@ static void test_big(void **state) {
     *nl = '\n';
     line = nl + 1;
   }
-  /* 14 families for each of 16 GPUs; cpu, rss, collective seconds, calls, wait, MPI seconds, MPI
-   * collective seconds, up and time for the rank */
-  assert_int_equal(series, 14 * 16 + 9);
+  /* 14 families for each of 16 GPUs; cpu, rss, steal, collective seconds, calls, wait, MPI
+   * seconds, MPI collective seconds, up and time for the rank */
+  assert_int_equal(series, 14 * 16 + 10);
   assert_int_equal(last_gpu15, 14);
-  assert_int_equal(lines, series + 2 * (14 + 9) + 1); /* HELP and TYPE per family, owner line */
+  assert_int_equal(lines, series + 2 * (14 + 10) + 1); /* HELP and TYPE per family, owner line */
   const char *tail = "gpurun_sample_time_seconds{";
   assert_non_null(strstr(t.buf, tail));
   assert_non_null(strstr(t.buf, "} 1700000000.25\n"));

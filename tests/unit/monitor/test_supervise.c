@@ -222,11 +222,11 @@ static void check_csv(const char *path, int min_rows) {
   size_t len = strlen(text);
   assert_true(len > hl);
   assert_int_equal(text[len - 1], '\n'); /* never cut mid-line */
-  int rows = 0, with_rss = 0, with_state = 0;
+  int rows = 0, with_rss = 0, with_state = 0, with_steal = 0;
   for (char *line = text + hl; *line;) {
     char *nl = strchr(line, '\n');
     *nl = '\0';
-    assert_int_equal(count_char(line, ','), 21); /* 22 columns, GR_MONITOR_CSV_FILE_HEADER */
+    assert_int_equal(count_char(line, ','), 22); /* 23 columns, GR_MONITOR_CSV_FILE_HEADER */
     /* time,elapsed,rank,local_rank,gpu ... */
     char gpu[32];
     int rank, lr;
@@ -239,7 +239,17 @@ static void check_csv(const char *path, int min_rows) {
     for (int i = 0; i < 15; i++)
       rss = strchr(rss, ',') + 1;
     if (*rss != ',' && atof(rss) > 0) with_rss++;
-    /* cpu_time_s and state, the program's own: the last two columns */
+    /* cpu_steal, the last column: empty, or a share of the cores' time (this Linux has the
+     * field, so some row has it) */
+    char *steal = strrchr(line, ',');
+    *steal++ = '\0';
+    if (*steal) {
+      char *end;
+      double v = strtod(steal, &end);
+      assert_true(*end == '\0' && v >= 0 && v <= 100);
+      with_steal++;
+    }
+    /* cpu_time_s and state, the program's own: the two columns before it */
     const char *state = strrchr(line, ',') + 1, *cpu = state - 2;
     while (cpu > line && cpu[-1] != ',')
       cpu--;
@@ -255,6 +265,7 @@ static void check_csv(const char *path, int min_rows) {
   assert_true(rows >= min_rows);
   assert_true(with_rss >= 1);
   assert_true(with_state >= 1);
+  assert_true(with_steal >= 1);
 }
 
 static void test_monitor_csv(void **state) {

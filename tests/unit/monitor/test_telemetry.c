@@ -32,7 +32,7 @@ static const char proc_stat_b[] = "cpu  2000 0 1000 9000 100 0 0 0 0 0\n"
 static void test_parse_proc_stat(void **state) {
   (void)state;
   gr__cpu_times t[8];
-  assert_int_equal(gr__parse_proc_stat(proc_stat_a, t, 8), 4);
+  assert_int_equal(gr__parse_proc_stat(proc_stat_a, t, 8, NULL), 4);
   /* By hand: cpu1 total = 200+5+100+2000+20+1+2+0 = 2328, idle = 2000+20. */
   assert_int_equal(t[1].total, 2328);
   assert_int_equal(t[1].busy, 2328 - 2020);
@@ -41,22 +41,69 @@ static void test_parse_proc_stat(void **state) {
   assert_int_equal(t[2].busy, 400);
   assert_int_equal(t[5].total, 0);
   /* Fewer slots than CPUs: the count still says 4. */
-  assert_int_equal(gr__parse_proc_stat(proc_stat_a, t, 2), 4);
-  assert_int_equal(gr__parse_proc_stat("intr 1 2 3\n", t, 8), -1);
-  assert_int_equal(gr__parse_proc_stat("", t, 8), -1);
+  assert_int_equal(gr__parse_proc_stat(proc_stat_a, t, 2, NULL), 4);
+  assert_int_equal(gr__parse_proc_stat("intr 1 2 3\n", t, 8, NULL), -1);
+  assert_int_equal(gr__parse_proc_stat("", t, 8, NULL), -1);
 }
 
 static void test_cpu_util(void **state) {
   (void)state;
   gr__cpu_times a[4], b[4];
-  gr__parse_proc_stat(proc_stat_a, a, 4);
-  gr__parse_proc_stat(proc_stat_b, b, 4);
+  gr__parse_proc_stat(proc_stat_a, a, 4, NULL);
+  gr__parse_proc_stat(proc_stat_b, b, 4, NULL);
   unsigned char cpu0[4] = {1, 0, 0, 0}, cpu01[4] = {1, 1, 0, 0}, cpu2[4] = {0, 0, 1, 0},
                 cpu3[4] = {0, 0, 0, 1};
   assert_float_equal(gr__cpu_util(a, b, cpu0, 4), 50.0, 1e-9);              /* 50 of 100 */
   assert_float_equal(gr__cpu_util(a, b, cpu01, 4), 100.0 * 50 / 200, 1e-9); /* 50 of 200 */
   assert_float_equal(gr__cpu_util(a, b, cpu2, 4), 100.0, 1e-9);
   assert_float_equal(gr__cpu_util(a, b, cpu3, 4), -1.0, 1e-9); /* no time passed on cpu3 */
+}
+
+#define FIX(name) GR_PROC_STAT_FIXTURES "/" name /* tests/unit/monitor/CMakeLists.txt */
+
+/* Steal from /proc/stat texts (proc_stat/README says what each holds): the share of the rank's
+ * cores' time, else of the node's when /proc/stat has no line for those cores, else unknown. */
+static void test_steal(void **state) {
+  (void)state;
+  gr__cpu_times a[8], b[8], na, nb;
+  assert_int_equal(gr__read_proc_stat(FIX("vm_a"), a, 8, &na), 4);
+  assert_int_equal(gr__read_proc_stat(FIX("vm_b"), b, 8, &nb), 4);
+  /* cpu0 by hand: 700000+7000+300000+500000+3000+0+2000+1000 = 1513000 jiffies, 1000 steal */
+  assert_int_equal(a[0].total, 1513000);
+  assert_int_equal(a[0].steal, 1000);
+  assert_true(a[0].has_steal);
+  assert_int_equal(na.steal, 3527);
+  unsigned char cpu0[8] = {1}, cpu01[8] = {1, 1}, cpu2[8] = {0, 0, 1}, cpu012[8] = {1, 1, 1},
+                cpu3[8] = {0, 0, 0, 1}, cpu6[8] = {0, 0, 0, 0, 0, 0, 1};
+  assert_float_equal(gr__cpu_steal(a, b, cpu0, 8, &na, &nb), 30.0, 1e-9);         /* 30/100 */
+  assert_float_equal(gr__cpu_steal(a, b, cpu01, 8, &na, &nb), 15.0, 1e-9);        /* 30/200 */
+  assert_float_equal(gr__cpu_steal(a, b, cpu2, 8, &na, &nb), 29.0, 1e-9);         /* 290/1000 */
+  assert_float_equal(gr__cpu_steal(a, b, cpu012, 8, NULL, NULL), 80.0 / 3, 1e-9); /* 320/1200 */
+  /* cpu3 ran no time and cpu6 has no line: the node's 320 of 1200, or unknown without it */
+  assert_float_equal(gr__cpu_steal(a, b, cpu3, 8, &na, &nb), 80.0 / 3, 1e-9);
+  assert_float_equal(gr__cpu_steal(a, b, cpu6, 8, &na, &nb), 80.0 / 3, 1e-9);
+  assert_float_equal(gr__cpu_steal(a, b, cpu3, 8, NULL, NULL), -1.0, 1e-9);
+  /* the busy share counts stolen time: cpu0 ran 50 and lost 30 of its 100 */
+  assert_float_equal(gr__cpu_util(a, b, cpu0, 8), 80.0, 1e-9);
+  /* counters that went back (the snapshots swapped) are left out, not taken as huge steal */
+  assert_float_equal(gr__cpu_steal(b, a, cpu012, 8, NULL, NULL), -1.0, 1e-9);
+
+  /* no per-CPU lines (the parse says -1): the all-CPU line alone, 100 of 1000 */
+  assert_int_equal(gr__read_proc_stat(FIX("aggregate_only_a"), a, 8, &na), -1);
+  assert_int_equal(gr__read_proc_stat(FIX("aggregate_only_b"), b, 8, &nb), -1);
+  assert_float_equal(gr__cpu_steal(a, b, cpu0, 8, &na, &nb), 10.0, 1e-9);
+
+  /* a kernel without the steal field: unknown, though its time passed */
+  assert_int_equal(gr__read_proc_stat(FIX("no_steal_field"), a, 8, &na), 2);
+  assert_false(a[0].has_steal);
+  memcpy(b, a, sizeof a);
+  nb = na;
+  b[0].total += 100, b[0].busy += 50, nb.total += 100;
+  assert_float_equal(gr__cpu_util(a, b, cpu0, 8), 50.0, 1e-9);
+  assert_float_equal(gr__cpu_steal(a, b, cpu0, 8, &na, &nb), -1.0, 1e-9);
+
+  /* unreadable: -1 */
+  assert_int_equal(gr__read_proc_stat(FIX("absent"), a, 8, &na), -1);
 }
 
 static void test_parse_status_rss(void **state) {
@@ -235,10 +282,14 @@ static void test_fake_nvml_share(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_parse_proc_stat),  cmocka_unit_test(test_cpu_util),
-      cmocka_unit_test(test_parse_status_rss), cmocka_unit_test(test_no_nvml),
+      cmocka_unit_test(test_parse_proc_stat),
+      cmocka_unit_test(test_cpu_util),
+      cmocka_unit_test(test_parse_status_rss),
+      cmocka_unit_test(test_no_nvml),
+      cmocka_unit_test(test_steal),
 #ifdef GR_FAKE_NVML
-      cmocka_unit_test(test_fake_nvml),        cmocka_unit_test(test_fake_nvml_share),
+      cmocka_unit_test(test_fake_nvml),
+      cmocka_unit_test(test_fake_nvml_share),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
