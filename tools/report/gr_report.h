@@ -40,6 +40,7 @@ enum {
   GR__RPT_M_RSS,
   GR__RPT_M_RANK_SM,   /* shared GPU: this rank's process tree's SM share (NVML per-process) */
   GR__RPT_M_OTHERS_SM, /* shared GPU: everyone else's */
+  GR__RPT_M_CPU_STEAL, /* the rank's cores' time the hypervisor gave to other guests, % */
   GR__RPT_M_COUNT
 };
 
@@ -57,6 +58,7 @@ typedef struct {
   double util_mean, util_max, mem_peak, mem_total, temp_max, energy_j;
   double cpu_mean, cpu_max, rss_peak;
   double rank_sm_mean, others_sm_mean; /* NAN unless the GPU had per-process rows */
+  double steal_mean, steal_max; /* cpu_steal over the samples with it (%); NAN without the column */
   double cpu_time_s; /* the program's CPU seconds at its last row (cpu_time_s), NAN without */
   double cpu_t0, cpu_s0, cpu_t1; /* the first row with cpu_time_s: time, value; the last's time */
   char state;                    /* the program's state letter at its last row, 0 without */
@@ -175,10 +177,10 @@ void gr__rpt_arrivals_print(const gr__rpt_arrivals *a, const gr__rpt_job *job, F
 void gr__rpt_arrivals_free(gr__rpt_arrivals *a);
 
 /* What the monitor saw on rank, the one the others waited for (its program's share of the wall
- * time on a CPU against the others', samples that found it stopped, its cores' busy share, its
- * GPU's throttling and co-tenants), as a line "  on rank R: ...", then the other ranks its samples
- * found stopped; with rank -1 (no rank named) only those (why.c). Nothing printed without
- * samples. */
+ * time on a CPU against the others', samples that found it stopped, its cores' busy share, the
+ * share of their time the hypervisor took (steal) where it stands out, its GPU's throttling and
+ * co-tenants), as a line "  on rank R: ...", then the other ranks its samples found stopped; with
+ * rank -1 (no rank named) only those (why.c). Nothing printed without samples. */
 void gr__rpt_print_why(const gr__rpt_job *job, int rank, FILE *out);
 
 /* The rank the monitor's samples single out, -1 none (why.c): the one rank found stopped in at

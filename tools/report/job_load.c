@@ -23,9 +23,9 @@
 static double finite_in(double v, double lo, double hi, double dflt);
 
 static const char *const metric_cols[GR__RPT_M_COUNT] = {
-    GR_CSV_GPU_UTIL,     GR_CSV_MEM_USED_MIB,  GR_CSV_MEM_TOTAL_MIB, GR_CSV_TEMP_C,
-    GR_CSV_POWER_W,      GR_CSV_SM_CLOCK_MHZ,  GR_CSV_CPU_UTIL,      GR_CSV_RSS_MIB,
-    GR_CSV_RANK_SM_UTIL, GR_CSV_OTHERS_SM_UTIL};
+    GR_CSV_GPU_UTIL,     GR_CSV_MEM_USED_MIB,   GR_CSV_MEM_TOTAL_MIB, GR_CSV_TEMP_C,
+    GR_CSV_POWER_W,      GR_CSV_SM_CLOCK_MHZ,   GR_CSV_CPU_UTIL,      GR_CSV_RSS_MIB,
+    GR_CSV_RANK_SM_UTIL, GR_CSV_OTHERS_SM_UTIL, GR_CSV_CPU_STEAL};
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -116,10 +116,11 @@ static double field_num(const char *s, double lo, double hi, int *bad) {
 }
 
 /* Plausible ranges per metric: a value outside is corrupt or hostile input, not a measurement. */
-static const double metric_lo[GR__RPT_M_COUNT] = {0, 0, 0, -100, 0, 0, 0, 0, 0, 0};
-/* rank_sm_util/others_sm_util sum several processes' shares: bounded loosely */
-static const double metric_hi[GR__RPT_M_COUNT] = {100, 1e9, 1e9,  300,  1e5,
-                                                  1e6, 100, 1e12, 1000, 1000};
+static const double metric_lo[GR__RPT_M_COUNT] = {0, 0, 0, -100, 0, 0, 0, 0, 0, 0, 0};
+/* rank_sm_util/others_sm_util sum several processes' shares: bounded loosely; cpu_steal is a share
+ * of the cores' time, steal included: at most 100 */
+static const double metric_hi[GR__RPT_M_COUNT] = {100, 1e9,  1e9,  300,  1e5, 1e6,
+                                                  100, 1e12, 1000, 1000, 100};
 
 /* Per-file complaints: the first of each kind with file:line, then a count at the end. */
 enum { P_LONG, P_FIELDS, P_NUMBER, P_GPU, P_SERIES, P_NKINDS };
@@ -558,6 +559,7 @@ void gr__rpt_summarize(gr__rpt_job *job) {
     mean_max(s->m[GR__RPT_M_RSS], s->n, &dummy, &s->rss_peak);
     mean_max(s->m[GR__RPT_M_RANK_SM], s->n, &s->rank_sm_mean, &dummy);
     mean_max(s->m[GR__RPT_M_OTHERS_SM], s->n, &s->others_sm_mean, &dummy);
+    mean_max(s->m[GR__RPT_M_CPU_STEAL], s->n, &s->steal_mean, &s->steal_max);
     s->energy_j = strcmp(s->gpu, "-") ? gr__rpt_integrate(s->t, s->m[GR__RPT_M_POWER], s->n) : NAN;
   }
   if (!isfinite(job->t0)) job->t0 = job->t1 = 0; /* no samples at all */

@@ -285,6 +285,7 @@ static void render_json(FILE *f, const void *vjob, const void *vflight) {
     jnum(f, "ecc_uncorrected", s->ecc_max, 1);
     jnum(f, "rank_sm_mean", s->rank_sm_mean, 1);
     jnum(f, "others_sm_mean", s->others_sm_mean, 1);
+    jnum(f, "cpu_steal_mean", s->steal_mean, 1);
     jnum(f, "coll_time_s", c && c->have_coll ? c->coll_time_s : NAN, 1);
     jnum(f, "coll_wait_s", c && c->have_coll ? c->coll_wait_s : NAN, 1);
     jnum(f, "coll_bytes", c && c->have_coll ? c->coll_bytes : NAN, 1);

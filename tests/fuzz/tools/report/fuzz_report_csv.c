@@ -1,6 +1,7 @@
 /* libFuzzer target for gpurun-report's CSV reader and everything downstream of it: the input is
  * one monitor CSV (<node>.<local_rank>.csv) another job wrote; it is loaded, summarised, printed
- * as the table and rendered as JSON and SVG, which must then be valid (the JSON re-parses). */
+ * as the table and as what the monitor saw on its first rank (why.c: CPU share, stopped samples,
+ * steal), and rendered as JSON and SVG, which must then be valid (the JSON re-parses). */
 #include "gr_json_read.h"
 #include "gr_report.h"
 
@@ -33,6 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FILE *null = fopen("/dev/null", "w");
     if (null) {
       gr__rpt_print_table(&job, null);
+      gr__rpt_print_why(&job, gr__rpt_nseries(&job) ? GR__RPT_SERIES(&job, 0).rank : -1, null);
       fclose(null);
     }
     if (gr__rpt_write_json(&job, js, NULL, NULL, 0) == GR_OK) {
