@@ -9,9 +9,11 @@
  * runs in CI without a GPU.
  *
  * A call that one rank refuses on its own arguments (coll.h, Errors) must not leave the others
- * inside it: without check mode, every collective but the barrier is preceded by a 4-byte verdict
- * (MPI_Iallreduce, MAX, over c->mpi), and only a call whose verdict is clear reaches NCCL, on every
- * rank alike (see "refusal verdicts" below; docs/architecture.md says why not in the stream). */
+ * inside it: both rows carry the refusal with the call (GR__REFUSAL_CARRIED), as a 4-byte verdict
+ * (MPI_Iallreduce, MAX, over c->mpi) that the front end's sequencer (sequencer.c) puts in front of
+ * every collective but the barrier; it hands the call to post() only once that verdict is in and
+ * clear, on every rank alike and in start order, so this file only posts, tests and forgets
+ * (docs/architecture.md says why the verdict is not in the stream). */
 #include "gr_coll.h"
 
 #include "gr_agree.h"
@@ -25,7 +27,6 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,13 +36,10 @@
 #define GR__NCCL_OPS gr__coll_ops_nccl
 #endif
 
-typedef struct verdict verdict;
-
 typedef struct {
   ncclComm_t nc;
   void *one;             /* a device int for the barrier */
   gr__nccl_share *share; /* ranks share a GPU: NCCL among one leader per GPU (nccl_share.c) */
-  gr_list verdicts;      /* verdict: calls whose verdict is still on its way, in post order */
 } nccl_be;
 
 /* A call's state, kept in the call record's be_area (gr_coll.h). */
@@ -51,13 +49,10 @@ typedef struct {
   void *tmp, *tmp2; /* device copies of host buffers (send side, receive side) */
   size_t bytes;     /* bytes of tmp2 */
 } nccl_call;
-/* be_area: the direct path's nccl_call or nccl_share.c's state first, the verdict after them. */
-_Static_assert(sizeof(nccl_call) <= GR__NCCL_SHARE_AREA, "nccl_call must fit before the verdict");
-_Static_assert(GR__NCCL_SHARE_AREA + sizeof(verdict *) <= GR__BE_CALL_BYTES,
-               "the verdict pointer must fit gr__call.be_area");
+/* be_area: the direct path's nccl_call, or nccl_share.c's state. */
+_Static_assert(sizeof(nccl_call) <= GR__BE_CALL_BYTES, "nccl_call must fit gr__call.be_area");
 
 static nccl_call *NC(gr__call *k) { return (nccl_call *)(void *)k->be_area; }
-static verdict **VS(gr__call *k) { return (verdict **)(void *)(k->be_area + GR__NCCL_SHARE_AREA); }
 
 static nccl_be *B(gr_comm *c) { return c->be; }
 
@@ -221,17 +216,13 @@ static void nccl_abort(gr_comm *c) {
 }
 
 /* Between group_begin and group_finish the front end posts a group whose verdict it has agreed on
- * already (group.c, agree_group): those calls carry none of their own. */
-static _Thread_local int in_group;
-
+ * already (group.c, agree_group). */
 static gr_status nccl_group_begin(void) {
-  in_group = 1;
   ncclResult_t rc = ncclGroupStart();
   return rc == ncclSuccess ? GR_OK : GR_ERR_NCCL;
 }
 
 static gr_status nccl_group_finish(gr_comm *any, double deadline) {
-  in_group = 0;
   ncclResult_t rc = ncclGroupEnd();
   if (rc == ncclSuccess) return GR_OK;
   ncclComm_t nc = B(any)->nc; /* NULL with a share: its NCCL calls never run inside a group */
@@ -432,8 +423,9 @@ static int share_forget(gr__call *k) {
   return 0;
 }
 
-/* Both carry a refusal in the call: the verdict this backend's post sends in front of either
- * (below), so requests are covered too and no front-end round precedes the post. */
+/* Both carry a refusal with the call (gr_path.h): the refusing rank makes the call too, and the
+ * sequencer posts the verdict in front of every collective but the barrier (gr__seq_carried_verdict;
+ * a group's is agreed once for the group); NCCL only ever sees calls nobody refused. */
 static const gr__path path_nccl = {.name = "nccl",
                                    .algo = -1,
                                    .refusal = GR__REFUSAL_CARRIED,
@@ -454,171 +446,19 @@ static const gr__path path_nccl_share = {.name = "nccl-share",
                                          .forget = share_forget};
 static const gr__path *const nccl_paths[] = {&path_nccl_share, &path_nccl, NULL};
 
-/* Hand the call to its path: its verdict, if it had one, was clear. */
-static gr_status enqueue(gr__call *k, int *done) {
+/* The sequencer hands over only calls whose verdict, if they needed one, was clear: the call
+ * goes to its row (gr__path_choose), which posts, tests and forgets it. */
+static gr_status nccl_post(gr__call *k, int *done) {
   const gr__path *p = gr__path_choose(k);
   if (!p) return gr__comm_err(k->comm, GR_ERR_INTERNAL, "no path takes %s", gr__kind_name(k->kind));
   k->path = p;
   return p->post(p, k, k->send, k->recv, done);
 }
-static gr_status test_enqueued(gr__call *k, int *done) { return k->path->test(k, done); }
-static void forget_enqueued(gr__call *k) {
-  if (k->path) k->path->forget(k);
-}
 
-/* ---- refusal verdicts (coll.h, Errors) ------------------------------------------------------ */
-
-/* Without check mode, a collective (not the barrier: nothing to refuse) on two or more ranks is
- * posted as its verdict only: this rank's refusal (0, or the lowest refusing rank and its argument,
- * which win under MAX) goes into a 4-byte MPI_Iallreduce over c->mpi. The call reaches NCCL when
- * the verdict is in and clear, on every rank alike, or fails on every rank with GR_ERR_INVALID
- * naming the refusing rank; the refusing rank posts the verdict and nothing else (refuse.c,
- * gr__join_refused, ROUTE_CALL). The post never waits, so a request's start stays local: its NCCL
- * work is enqueued by the test that finds its verdict in (a request on NCCL finishes once
- * enqueued). Calls reach NCCL strictly in post order, so that every rank's NCCL sees one order
- * whichever call the program tests first: a call's test enqueues every older call whose verdict is
- * in, and a call without a verdict of its own (barrier, point-to-point, grouped, check mode) first
- * waits for the verdicts still on their way (the other ranks posted them too, so they come). The
- * shared-GPU path (nccl_share.c) gets its calls the same way, after the verdict.
- * These verdicts are agreement rounds that do not use gr__agree (gr_agree.h), which waits for its
- * round: a verdict's MPI_Iallreduce stays in flight across calls (the post returns at once, tests
- * and later posts overlap it), its word and result live in the verdict on the heap, and a verdict
- * given up on keeps them reachable (abandon_verdict), so MPI never writes freed memory. */
-enum { V_WAIT, V_POSTED, V_REFUSED, V_FAILED };
-
-struct verdict {
-  int mine, all; /* all: MPI's (written until the request completes: heap, abandoned if need be) */
-  MPI_Request req;
-  gr__call *k;
-  int state;
-  gr_status st;         /* V_FAILED: the post's (or MPI's) failure, with its sentence in err */
-  char err[GR__ERRLEN]; /* c->err may be overwritten by the time this call is tested */
-  gr_list_node node;    /* on the communicator's verdicts, then (given up) on the abandoned */
-};
-#define VERDICT_OF(n) GR_LIST_ENTRY(n, verdict, node)
-
-static int needs_verdict(const gr__call *k) {
-  const gr_comm *c = k->comm;
-  return !in_group && !c->check && c->size > 1 && k->kind != GR__BARRIER && k->kind != GR__SEND &&
-         k->kind != GR__RECV;
-}
-
-static int verdict_word(const gr_comm *c, int arg) {
-  int r = c->rank < 0xfffff ? c->rank : 0xfffff;
-  return arg ? 1 << 30 | (0xfffff - r) << 8 | (arg & 0xff) : 0;
-}
-
-static void fail_verdict(verdict *v, gr_comm *c, gr_status st) {
-  v->state = V_FAILED;
-  v->st = st;
-  snprintf(v->err, sizeof v->err, "%s", c->err);
-}
-
-/* Enqueue every call at the head of the line whose verdict is in (never waits). */
-static void verdicts_advance(gr_comm *c) {
-  nccl_be *b = B(c);
-  while (!gr__list_empty(&b->verdicts)) {
-    verdict *v = VERDICT_OF(b->verdicts.head);
-    int flag = 0, rc = gr__mpi_test(&v->req, &flag);
-    if (rc == MPI_SUCCESS && !flag) return;
-    gr__list_pop_front(&b->verdicts);
-    if (rc != MPI_SUCCESS) {
-      fail_verdict(v, c,
-                   gr__comm_err(c, GR_ERR_MPI, "MPI_Iallreduce of the refusal verdict failed"));
-    } else if (v->all) {
-      v->state = V_REFUSED;
-    } else {
-      int done = 0;
-      gr_status st = enqueue(v->k, &done);
-      if (st != GR_OK)
-        fail_verdict(v, c, st);
-      else
-        v->state = V_POSTED;
-    }
-  }
-}
-
-/* Before a call without a verdict of its own: every older call must have reached NCCL. */
-static gr_status verdicts_drain(gr_comm *c) {
-  double deadline = gr__deadline(c->timeout_s);
-  for (verdicts_advance(c); !gr__list_empty(&B(c)->verdicts); verdicts_advance(c))
-    if (gr__past(deadline))
-      return gr__comm_err(c, GR_ERR_TIMEOUT,
-                          "the refusal verdicts of earlier non-blocking calls did not arrive");
-  return GR_OK;
-}
-
-static gr_status nccl_post(gr__call *k, int *done) {
-  gr_comm *c = k->comm;
-  nccl_be *b = B(c);
-  *done = 0;
-  if (!needs_verdict(k)) {
-    GR_CHECK(verdicts_drain(c));
-    return enqueue(k, done);
-  }
-  verdict *v = calloc(1, sizeof *v);
-  if (!v) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
-  v->mine = verdict_word(c, k->fe_refused);
-  v->k = k;
-  v->req = MPI_REQUEST_NULL;
-  int rc = MPI_Iallreduce(&v->mine, &v->all, 1, MPI_INT, MPI_MAX, c->mpi, &v->req);
-  if (rc != MPI_SUCCESS) {
-    free(v);
-    return gr__comm_err(c, GR_ERR_MPI, "MPI_Iallreduce of the refusal verdict failed");
-  }
-  gr__list_push_back(&b->verdicts, &v->node);
-  *VS(k) = v;
-  return GR_OK;
-}
-
-static gr_status nccl_test(gr__call *k, int *done) {
-  gr_comm *c = k->comm;
-  verdict *v = *VS(k);
-  *done = 0;
-  if (!v) return test_enqueued(k, done);
-  verdicts_advance(c);
-  if (v->state == V_WAIT) return GR_OK;
-  *VS(k) = NULL;
-  int state = v->state, all = v->all;
-  gr_status st = v->st;
-  if (state == V_FAILED) gr__comm_err(c, st, "%s", v->err);
-  free(v);
-  if (state == V_FAILED) return st;
-  if (state == V_REFUSED)
-    return gr__comm_err(c, GR_ERR_INVALID,
-                        "rank %d of communicator %s rejected its own %s in %s(count=%zu); no "
-                        "rank sent anything",
-                        0xfffff - ((all >> 8) & 0xfffff), c->id, gr__arg_name(all & 0xff),
-                        gr__kind_name(k->kind), k->count);
-  return test_enqueued(k, done);
-}
-
-/* A verdict whose call was given up (timeout, abort) while MPI may still write v->all (a
- * collective request cannot be cancelled): kept reachable for the rest of the process, never
- * freed. Few: a timeout aborts the communicator. */
-static void abandon_verdict(verdict *v) {
-  static gr_list abandoned;
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  v->k = NULL;
-  pthread_mutex_lock(&lock);
-  gr__list_push_back(&abandoned, &v->node);
-  pthread_mutex_unlock(&lock);
-}
+static gr_status nccl_test(gr__call *k, int *done) { return k->path->test(k, done); }
 
 static void nccl_forget(gr__call *k) {
-  verdict *v = *VS(k);
-  if (v) {
-    *VS(k) = NULL;
-    nccl_be *b = B(k->comm);
-    if (gr__list_linked(&b->verdicts, &v->node)) gr__list_remove(&b->verdicts, &v->node);
-    if (v->state != V_WAIT) {
-      free(v);
-    } else {
-      abandon_verdict(v);
-      return;
-    }
-  }
-  forget_enqueued(k);
+  if (k->path) k->path->forget(k);
 }
 
 static gr_status nccl_synchronize(gr_comm *c, gr_stream stream, double deadline) {

@@ -14,9 +14,9 @@
 
 typedef struct gr__nccl_share gr__nccl_share;
 
-/* The bytes at the start of a call's be_area that nccl_share.c may use; backend_nccl.c keeps the
- * call's refusal verdict after them. */
-#define GR__NCCL_SHARE_AREA 48
+/* The bytes of a call's be_area that nccl_share.c may use (all of it: the refusal verdict is the
+ * sequencer's, outside the call record). */
+#define GR__NCCL_SHARE_AREA GR__BE_CALL_BYTES
 
 /* Collective over c->mpi. *out = NULL when every rank has a GPU of its own (the caller goes on with
  * one NCCL communicator over all ranks); otherwise the groups, the leaders' NCCL communicator and

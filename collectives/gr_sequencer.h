@@ -4,8 +4,9 @@
  *
  * A call's phases, in order (a request shows them, gr__seq_phase_of; a blocking call passes them
  * inside one gr__run_one and a grouped one inside gr_group_end):
- *   VERDICT  the 4-byte verdict its row's refusal route needs (ROUTE_AGREE, deferred form) is
- *            posted and not in; the call waits in its communicator's queue;
+ *   VERDICT  the 4-byte verdict its row's refusal route needs (ROUTE_AGREE, deferred form, over
+ *            c->req_mpi; ROUTE_CALL on NCCL, over c->mpi: gr__seq_carried_verdict) is posted and
+ *            not in; the call waits in its communicator's queue;
  *   QUEUED   its verdict is in (or it needs none) but an older call of the queue has not posted:
  *            only the head of the queue posts, so every rank posts a communicator's calls in one
  *            order;
@@ -89,6 +90,23 @@ gr_status gr__seq_request(const char *fn, gr_request *q, unsigned budget, int *d
 /* Where q stands (tests), and its call (the backend's path, the seq). */
 gr__seq_phase gr__seq_phase_of(const gr_request *q);
 const gr__call *gr__seq_call_of(const gr_request *q);
+
+/* Whether k keeps its place in its communicator's queue (a request started while the queue is not
+ * empty queues behind it; a blocking call or a group drains it first): every collective, and on
+ * NCCL point-to-point calls too. NCCL runs every call of a communicator in one order, sends and
+ * receives included, so a send must not overtake an older collective whose verdict is still on its
+ * way; MPI matches point-to-point calls by peer and tag, so there they post at once. */
+static inline int gr__seq_in_line(const gr__call *k) {
+  return is_collective(k->kind) || k->comm->ops->kind == GR_BACKEND_NCCL;
+}
+
+/* Whether a refusal carried with the call (ROUTE_CALL) travels as a verdict the sequencer posts in
+ * front of it, over c->mpi (a request's in its VERDICT phase, a blocking call's inside the call):
+ * on NCCL, whose rows cannot carry it in the stream (docs/architecture.md); the shared-memory
+ * descriptor carries its own. Asked by the backend's kind: gr_coll.h's caps have no word for it. */
+static inline int gr__seq_carried_verdict(const gr_comm *c) {
+  return c->ops->kind == GR_BACKEND_NCCL;
+}
 
 /* Whether c's queue is empty: the blocking path's one look at the sequencer (a load). */
 static inline int gr__seq_empty(const gr_comm *c) { return gr__list_empty(&c->defer); }

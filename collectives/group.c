@@ -201,7 +201,7 @@ static gr_status run_group(const char *fn) {
   /* The requests waiting to post on the group's communicators go first, on every rank. */
   gr_status drained = GR_OK;
   for (size_t i = 0; i < n; i++)
-    if (is_collective(q[i].kind) && !gr__seq_empty(q[i].comm) && !q[i].comm->aborted) {
+    if (gr__seq_in_line(&q[i]) && !gr__seq_empty(q[i].comm) && !q[i].comm->aborted) {
       gr_status st = gr__requests_drain(fn, q[i].comm);
       if (st != GR_OK) drop_calls_on(q, n, q[i].comm, st);
       if (drained == GR_OK) drained = st;

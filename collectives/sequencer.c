@@ -45,9 +45,16 @@
  * whatever its route (QUEUED). Every blocking call, group, gr_allreduce_multi and gr_comm_split on
  * c drains it first (gr__requests_drain), so that they follow the requests' data calls on every
  * rank. The request's deadline, from its start, covers the verdict.
+ * - NCCL (ROUTE_CALL, gr__seq_carried_verdict): as the deferred form, but the verdict goes over
+ *   c->mpi, where the refusing rank's call posts its own verdict: that rank's start joins the
+ *   call as a blocking one (gr__join_refused) and returns GR_ERR_INVALID once the verdict is in;
+ *   the others' requests wait in VERDICT and QUEUED, and NCCL sees only calls nobody refused, in
+ *   start order. A blocking call on NCCL posts its verdict inside the call (gr__run_one), so a
+ *   verdict that never arrives ends as that call's timeout.
  * Point-to-point requests (gr_isend, gr_irecv) are not collective: no verdict, no check-mode
- * fingerprint, no place in the queue (MPI matches them by peer and tag, whatever the collectives
- * do); they post at their start, and a refusal is this rank's alone, as gr_send's. */
+ * fingerprint; on MPI no place in the queue (MPI matches them by peer and tag, whatever the
+ * collectives do), on NCCL a place like any call's (gr__seq_in_line); a refusal is this rank's
+ * alone, as gr_send's. */
 enum { REQ_QUEUED, REQ_POSTED };
 
 struct gr_request {
@@ -442,6 +449,7 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   gr_status bad = unret != GR_OK ? unret : gr__validate(fn, k);
   int route = gr__refusal_route(k);
   int agree = route == ROUTE_AGREE && c->req_mpi != MPI_COMM_NULL;
+  int carried = route == ROUTE_CALL && gr__seq_carried_verdict(c); /* NCCL: over c->mpi */
   int coll = is_collective(k->kind);
   if (bad != GR_OK && !agree) {
     if (c->check && coll) return gr__exchange_fingerprint(fn, k, bad);
@@ -484,7 +492,7 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   k = &q->k;
   k->fe_request = 1;
   k->fe_refused = GR__ARG_NONE; /* the backend posts this call with its data (or a copy) */
-  if (agree && !q->pack) {
+  if ((agree && !q->pack) || carried) {
     q->v = malloc(2 * sizeof *q->v);
     if (!q->v) {
       free(q);
@@ -492,8 +500,8 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
     }
     q->v[0] = gr__verdict_word(c, arg);
     q->v[1] = 0;
-    if (MPI_Iallreduce(&q->v[0], &q->v[1], 1, MPI_INT, MPI_MAX, c->req_mpi, &q->vreq) !=
-        MPI_SUCCESS) {
+    MPI_Comm vc = carried ? c->mpi : c->req_mpi;
+    if (MPI_Iallreduce(&q->v[0], &q->v[1], 1, MPI_INT, MPI_MAX, vc, &q->vreq) != MPI_SUCCESS) {
       free(q->v), free(q);
       return gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
     }
@@ -502,8 +510,9 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   gr__begin(k);
   q->t0 = gr__mono_now();
   q->deadline = c->timeout_s > 0 ? q->t0 + c->timeout_s : 0.0;
-  if (coll && !gr__list_empty(&c->defer)) defer_advance(c);
-  if (coll && (!gr__list_empty(&c->defer) || q->verdict)) {
+  int line = gr__seq_in_line(k);
+  if (line && !gr__list_empty(&c->defer)) defer_advance(c);
+  if (line && (!gr__list_empty(&c->defer) || q->verdict)) {
     defer_push(c, q);
   } else {
     post_data(q);
@@ -748,6 +757,47 @@ gr_status gr__seq_drive_calls(const loop_style *y, gr__call *k, size_t n, int *d
 
 /* ---- the blocking path: a call posted from the caller's stack, never queued -------------------- */
 
+/* ROUTE_CALL on NCCL (gr__seq_carried_verdict): k's verdict (arg: this rank's refusal, or none)
+ * over c->mpi, waited for inside the call (begun, its deadline). GR_OK when nobody refused: then
+ * the call is posted. Otherwise k is settled here: refused somewhere (GR_ERR_INVALID naming the
+ * lowest refusing rank, nothing posted anywhere), MPI's failure, or the timeout (the verdict given
+ * up on, its words left to MPI, the communicator aborted). Out of line: the MPI paths never
+ * come here. */
+static __attribute__((noinline)) gr_status carried_verdict(const loop_style *y, gr__call *k,
+                                                           int arg, double t0, double deadline) {
+  gr_comm *c = k->comm;
+  int *v = malloc(2 * sizeof *v); /* handed to MPI's lost requests after a timeout */
+  if (!v) {
+    snprintf(c->err, sizeof c->err, "out of memory");
+    return settle(y, k, GR_ERR_NOMEM, t0, 1.0, 1);
+  }
+  v[0] = gr__verdict_word(c, arg);
+  v[1] = 0;
+  MPI_Request req = MPI_REQUEST_NULL;
+  gr_status st = GR_ERR_MPI;
+  if (MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MAX, c->mpi, &req) == MPI_SUCCESS)
+    st = gr__mpi_wait(c, &req, deadline);
+  if (st == GR_ERR_TIMEOUT) {
+    gr__mpi_abandon(c, &req, v, NULL);
+    gr__end_share(k, GR__FL_TIMEOUT, t0, 1.0);
+    st = gr__timed_out(y->fn, k, y->timeout_what);
+    gr__comm_abort_internal(c);
+    return st;
+  }
+  int all = v[1];
+  free(v);
+  if (st != GR_OK) {
+    snprintf(c->err, sizeof c->err, "MPI_Iallreduce of the refusal verdict failed");
+    return settle(y, k, GR_ERR_MPI, t0, 1.0, 1);
+  }
+  if (all == 0) return GR_OK;
+  snprintf(c->err, sizeof c->err,
+           "rank %d of communicator %s rejected its own %s in %s(count=%zu); no rank sent anything",
+           0xfffff - ((all >> 8) & 0xfffff), c->id, gr__arg_name(all & 0xff),
+           gr__kind_name(k->kind), k->count);
+  return settle(y, k, GR_ERR_INVALID, t0, 1.0, 1);
+}
+
 gr_status gr__run_one(const char *fn, gr__call *k, int checked) {
   gr_comm *c = k->comm;
   /* c used by this thread while requests are outstanding on it: no other thread's sweep moves
@@ -755,13 +805,27 @@ gr_status gr__run_one(const char *fn, gr__call *k, int checked) {
    * inner run (checked: the in-band form, a refusal) follows an outer call's claim. */
   if (!checked && __atomic_load_n(&c->pending, __ATOMIC_RELAXED) > 0) gr__requests_claim(c);
   gr__flight_poll();
+  int carried = 0, arg = GR__ARG_NONE; /* NCCL: the verdict goes in front of the call, inside it */
   if (!checked && is_collective(k->kind)) {
-    if (c->check)
+    if (c->check) {
       GR_CHECK(gr__exchange_fingerprint(fn, k, GR_OK));
-    else if (gr__refusal_route(k) == ROUTE_AGREE) {
-      if (gr__inband(k)) return gr__run_inband(fn, k, GR__ARG_NONE);
-      GR_CHECK(gr__agree_call(fn, k, GR__ARG_NONE));
+    } else {
+      int route = gr__refusal_route(k);
+      if (route == ROUTE_AGREE) {
+        if (gr__inband(k)) return gr__run_inband(fn, k, GR__ARG_NONE);
+        GR_CHECK(gr__agree_call(fn, k, GR__ARG_NONE));
+      } else if (route == ROUTE_CALL) {
+        carried = gr__seq_carried_verdict(c);
+      }
     }
+  } else if (checked) {
+    /* On NCCL a checked ROUTE_CALL collective is the refusing rank's (gr__join_refused): its
+     * verdict says so */
+    carried =
+        gr__seq_carried_verdict(c) && is_collective(k->kind) && gr__refusal_route(k) == ROUTE_CALL;
+    if (carried) arg = k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS;
+  } else if (!gr__seq_empty(c) && gr__seq_in_line(k)) {
+    GR_CHECK(gr__requests_drain(fn, c)); /* NCCL's point-to-point: after the queued calls */
   }
   gr__begin(k);
   double t0 = gr__mono_now(), deadline = c->timeout_s > 0 ? t0 + c->timeout_s : 0.0;
@@ -769,6 +833,10 @@ gr_status gr__run_one(const char *fn, gr__call *k, int checked) {
   int done = 0;
   c->err[0] = '\0';
   const loop_style y = {fn, "", 1, 1};
+  if (carried) {
+    gr_status v = carried_verdict(&y, k, arg, t0, deadline);
+    if (v != GR_OK) return v;
+  }
   gr_status st = c->ops->post(k, &done);
   if (st != GR_OK || done) return settle(&y, k, st, t0, 1.0, 1);
   return drive_calls(&y, k, 1, &done, t0, deadline, 1.0, GR_OK); /* n = 1: folded */
