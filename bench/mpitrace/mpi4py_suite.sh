@@ -4,8 +4,15 @@
 # tests", "OK (skipped=S)" or "FAILED (...)", one per rank) and whether the two agree. The suite
 # is mpi4py's test/ folder at the version Debian ships (3.1.4):
 #   git --git-dir=<a clone of github.com/mpi4py/mpi4py> archive 3.1.4 test | tar x -C DIR
-# test_spawn is left out: at 2 ranks TestSpawnWorld.testArgsOnlyAtRoot hangs plain (spawning
-# beyond the slots), and a 1-rank run with it did not end here under --output-filename in 10 min.
+# test_spawn is left out at every rank count, because plain Open MPI 4.1.4 (as root,
+# --oversubscribe) hangs in it: with --output-filename (which this script needs for one summary per
+# rank) the first spawn of TestSpawnWorld.testCommSpawn never returns at 1 rank; without it, a
+# Spawn_multiple test hangs now and then (plain: TestSpawnWorld.testNoArgsMultiple at 1 rank,
+# testErrcodesMultiple at 2; the same tests passed in other runs). Each of its 10 tests run alone
+# (-k) at 1, 2 and 4 ranks, plain and under --trace=mpi, passed (4 tests OK) wherever it ended;
+# one traced run hung as those plain ones did (testArgsOnlyAtRootMultiple at 1 rank, through
+# MPI_Comm_spawn_multiple, which the layer passes on unrecorded). The layer's own spawn test is
+# tests/mpi/mpitrace/test_spawn.sh.
 # usage: bench/mpitrace/mpi4py_suite.sh BUILD MPI4PY_TEST_DIR
 set -u
 b=$1 tests=$2
