@@ -90,6 +90,7 @@ gr_status gr__supervise(char *const argv[], const gr_supervise_opts *o, int *exi
 typedef struct {
   char state;                      /* field 3 */
   int ppid, pgrp;                  /* 4, 5 */
+  unsigned flags;                  /* 9: the kernel's PF_* flags (PF_EXITING 0x4) */
   unsigned long long utime, stime; /* 14, 15: clock ticks */
   unsigned long long start;        /* 22: clock ticks after boot */
   int mm_visible;                  /* 45 (start_data) non-zero: the private fields are shown */

@@ -200,8 +200,8 @@ int gr__parse_pid_stat(const char *text, gr__pid_stat *out) {
     if (field == 3) {
       out->state = *tok;
       got_state = 1;
-    } else if (field == 4 || field == 5 || field == 14 || field == 15 || field == 22 ||
-               field == 45 || field == 52) {
+    } else if (field == 4 || field == 5 || field == 9 || field == 14 || field == 15 ||
+               field == 22 || field == 45 || field == 52) {
       /* only the fields read here are checked: others may be negative or the size of a word */
       char *end;
       errno = 0;
@@ -213,6 +213,9 @@ int gr__parse_pid_stat(const char *text, gr__pid_stat *out) {
         break;
       case 5:
         out->pgrp = (int)v;
+        break;
+      case 9:
+        out->flags = (unsigned)v;
         break;
       case 14:
         out->utime = (unsigned long long)v;
@@ -407,11 +410,17 @@ static double cpu_seconds(const supervisor *s, const gr__pid_stat *st) {
   return (double)(st->utime + st->stime) / (double)s->clk_tck;
 }
 
-/* The program's stat now; updates what the end record needs to trust the exit code. */
+/* PF_EXITING (the kernel's task flag): set from the start of the exit, before the memory is
+ * released and long before the state reads 'Z'. */
+#define GR_PF_EXITING 0x4u
+
+/* The program's stat now; updates what the end record needs to trust the exit code. A process
+ * already exiting shows no private fields (its memory is gone, start_data reads 0) although
+ * /proc still shows them to us: it does not count as hidden. */
 static int program_stat(supervisor *s, gr__pid_stat *st) {
   if (read_stat_at(s->procfd, st) != 0) return -1;
   if (st->state != 'Z' && st->state != 'X') {
-    s->permitted = st->mm_visible;
+    if (!(st->flags & GR_PF_EXITING)) s->permitted = st->mm_visible;
     s->last_cpu_s = cpu_seconds(s, st);
   }
   return 0;

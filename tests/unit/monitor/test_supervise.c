@@ -670,6 +670,7 @@ static void test_parse_pid_stat(void **state) {
   assert_int_equal(st.state, 'S');
   assert_int_equal(st.ppid, 17);
   assert_int_equal(st.pgrp, 4242);
+  assert_int_equal(st.flags, 4194560); /* PF_EXITING (0x4) not set */
   assert_int_equal(st.utime, 250);
   assert_int_equal(st.stime, 50);
   assert_int_equal(st.start, 123456);
