@@ -84,7 +84,8 @@ enum {
   GR_COLL_ALGO_HIER,
   GR_COLL_ALGO_FLAT,
   GR_COLL_ALGO_MPI,
-  GR_COLL_ALGO_HIER_ML
+  GR_COLL_ALGO_HIER_ML,
+  GR_COLL_ALGO_ROW /* a row of the MPI backend's table by its name (collectives/gr_path.h) */
 };
 enum { GR_SHM_SEGMENT_MEMFD, GR_SHM_SEGMENT_POSIX };
 enum { GR_SHM_PRIVATE_AUTO, GR_SHM_PRIVATE_SINGLE, GR_SHM_PRIVATE_SLOTS };

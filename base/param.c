@@ -28,6 +28,13 @@ static const gr_param_word algo_words[] = {{"auto", GR_COLL_ALGO_AUTO, 0},
                                            {"hier-ml", GR_COLL_ALGO_HIER_ML, 0},
                                            {"flat", GR_COLL_ALGO_FLAT, 0},
                                            {"mpi", GR_COLL_ALGO_MPI, 0},
+                                           /* rows of the MPI backend's table that may be
+                                            * selected by name (collectives/path.c; the test
+                                            * test_path_table checks that the two agree) */
+                                           {"pair", GR_COLL_ALGO_ROW, 0},
+                                           {"rd", GR_COLL_ALGO_ROW, 0},
+                                           {"rabenseifner", GR_COLL_ALGO_ROW, 0},
+                                           {"ring", GR_COLL_ALGO_ROW, 0},
                                            {NULL, 0, 0}};
 static const gr_param_word segment_words[] = {
     {"memfd", GR_SHM_SEGMENT_MEMFD, 0}, {"posix", GR_SHM_SEGMENT_POSIX, 0}, {NULL, 0, 0}};
@@ -82,7 +89,7 @@ static const gr_param_def table[GR_PARAM_COUNT] = {
       "check mode: every collective call first compares its arguments across the ranks"),
     W(COLL_ALGO, "auto", algo_words, "collectives",
       "the path of a collective: auto, node shared memory, hierarchical, hierarchical with the "
-      "multi-leader allreduce, flat, MPI algorithms"),
+      "multi-leader allreduce, flat, MPI algorithms, or one MPI algorithm's row by name"),
     W(SHM_SEGMENT, "memfd", segment_words, "collectives",
       "how the node's shared-memory segment is made (posix: the fallback, for tests)"),
     B(SHM_CMA, "on", "collectives",

@@ -11,8 +11,17 @@ uint64_t gr__algo_count(gr__algo a) {
              : 0;
 }
 
+const struct gr__algo_names gr__algo_names = {
+#define GR__ALGO_INIT(id, name) .id = name,
+    GR__ALGO_LIST(GR__ALGO_INIT)
+#undef GR__ALGO_INIT
+};
+
 const char *gr__algo_name(gr__algo a) {
   static const char *const names[GR__ALGO_COUNT] = {
-      "mpi", "rd", "ring", "rabenseifner", "shm", "hier", "shm-window", "hier-ml", "self"};
+#define GR__ALGO_ENTRY(id, name) [GR__ALGO_##id] = gr__algo_names.id,
+      GR__ALGO_LIST(GR__ALGO_ENTRY)
+#undef GR__ALGO_ENTRY
+  };
   return (unsigned)a < GR__ALGO_COUNT ? names[a] : "?";
 }

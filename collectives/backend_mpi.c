@@ -37,10 +37,11 @@ typedef gr__mpi_be mpi_be;
 
 uint64_t gr__mpi_tag_slots_cap;
 
-/* Small allreduces with a timeout use our own recursive doubling (mpi_allreduce_rd.c, up to
- * GR__MPI_RD_MAX_BYTES: 16 chunks each way, reqs holds 64) instead of MPI_Iallreduce; larger ones
- * a pipelined ring (mpi_allreduce_ring.c) or, at 4, 8, ... ranks, Rabenseifner
- * (mpi_allreduce_rab.c). The order of their rows in path.c decides among them. */
+/* Allreduces with a timeout use gpurun's own algorithms instead of MPI_Iallreduce: at two ranks up
+ * to 256 bytes one exchange (mpi_allreduce_pair.c), up to GR__MPI_RD_MAX_BYTES recursive doubling
+ * (mpi_allreduce_rd.c: 16 chunks each way, reqs holds 64), above a pipelined ring
+ * (mpi_allreduce_ring.c) or, at 4, 8, ... ranks, Rabenseifner (mpi_allreduce_rab.c). Their rows
+ * in path.c's table say which sizes and rank counts each serves. */
 
 static gr_status mpi_destroy(gr_comm *c, double deadline);
 
@@ -415,7 +416,7 @@ static int lib_forget(gr__call *k) {
   return !(m->flags & GR__MPI_STAGED);
 }
 
-const gr__path gr__path_mpi_lib = {.name = "mpi",
+const gr__path gr__path_mpi_lib = {.name = GR__ALGO_NAME(MPI_LIB),
                                    .algo = GR__ALGO_MPI_LIB,
                                    .refusal = GR__REFUSAL_AGREED,
                                    .kinds = GR__KINDS_ALL,
@@ -461,7 +462,7 @@ static int shm_gone(const gr_comm *c, char *buf, size_t len) {
   return c->be ? gr__shm_gone(((const mpi_be *)c->be)->shm, buf, len) : 0;
 }
 
-const gr__path gr__path_shm = {.name = "shm",
+const gr__path gr__path_shm = {.name = GR__ALGO_NAME(SHM),
                                .algo = GR__ALGO_SHM,
                                .refusal = GR__REFUSAL_CARRIED,
                                .kinds = GR__KINDS_COLLECTIVE,
@@ -516,7 +517,7 @@ static gr_status window_post(const gr__path *p, gr__call *k, const void *s, void
 }
 
 const gr__path gr__path_shm_window = {
-    .name = "shm-window",
+    .name = GR__ALGO_NAME(SHM_WINDOW),
     .algo = GR__ALGO_SHM_WINDOW,
     .refusal = GR__REFUSAL_CARRIED,
     .kinds = GR__KIND_BIT(GR__ALLREDUCE) | GR__KIND_BIT(GR__REDUCE_SCATTER) |

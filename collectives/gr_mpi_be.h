@@ -1,6 +1,7 @@
 /* Private to the MPI backend: what backend_mpi.c (dispatch, staging, the MPI_I... calls, tags)
- * shares with its own allreduce algorithms, one per file (mpi_allreduce_rd.c recursive doubling,
- * mpi_allreduce_ring.c pipelined ring, mpi_allreduce_rab.c Rabenseifner). Nothing outside the MPI
+ * shares with its own allreduce algorithms, one per file (mpi_allreduce_pair.c two ranks,
+ * mpi_allreduce_rd.c recursive doubling, mpi_allreduce_ring.c pipelined ring, mpi_allreduce_rab.c
+ * Rabenseifner), each named by its row in path.c. Nothing outside the MPI
  * backend includes this header; the front end sees only gr__coll_ops_mpi. */
 #ifndef GR_MPI_BE_H
 #define GR_MPI_BE_H
@@ -105,13 +106,12 @@ struct gr__mpi_ar {
   max_align_t data[];
 };
 
-/* An allreduce algorithm: which calls it takes, how big its receive buffer is, how it starts,
- * how it progresses. Its row in the MPI backend's list of paths (path.c) names it. */
+/* An allreduce algorithm: how big its receive buffer is, how it starts, how it progresses. Its
+ * row in the MPI backend's table (path.c, OWN_ALLREDUCE) names it and says which calls it serves
+ * (sizes, rank counts: gr__serves); it sees only allreduces of count > 0 on two or more ranks
+ * with a timeout (not blocking_ok) that lie in those numbers. */
 struct gr__mpi_algo {
   const char *name;
-  /* Whether it takes k (an allreduce of count > 0 on two or more ranks, not blocking_ok): from
-   * the call's description and c's size only, the same on every rank. */
-  int (*takes)(const gr__call *k);
   size_t (*in_bytes)(const gr__call *k, const gr__mpi_be *b);
   /* s: the input, r: the result (s == r in place); a->k, tag, callno, in are set. */
   gr_status (*start)(gr__mpi_ar *a, const void *s, void *r);
@@ -123,15 +123,12 @@ struct gr__mpi_algo {
   int (*forget)(gr__mpi_ar *a);
 };
 
-extern const gr__mpi_algo gr__mpi_allreduce_rd;   /* mpi_allreduce_rd.c */
-extern const gr__mpi_algo gr__mpi_allreduce_ring; /* mpi_allreduce_ring.c */
-extern const gr__mpi_algo gr__mpi_allreduce_rab;  /* mpi_allreduce_rab.c */
-
 /* Allreduces of up to this many bytes go by recursive doubling; above, the ring or Rabenseifner. */
 #define GR__MPI_RD_MAX_BYTES 32768
 
 /* The MPI backend's rows (backend_mpi.c; the hierarchical one in mpi_path_hier.c) and what the own
- * allreduces' rows share (path.c builds one row per algorithm on these, impl = its gr__mpi_algo). */
+ * allreduces' rows share (path.c builds one row per algorithm on these, impl = its gr__mpi_algo,
+ * and declares the algorithm there). */
 extern const gr__path gr__path_shm_window, gr__path_shm, gr__path_shm_gate, gr__path_hier,
     gr__path_mpi_lib;
 int gr__mpi_own_present(const gr_comm *c);

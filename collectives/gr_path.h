@@ -1,9 +1,11 @@
-/* Internal: the execution paths a call can take, as data (NCCL's struct ncclTransport is the
- * model). A path is one row: its name, whether it takes a call, how a refusal travels with it, how
- * it posts, tests and forgets a call and names a vanished peer, and, where it needs any, the state
- * it keeps on a communicator (its create and destroy). A backend lists its rows in the order it
- * prefers them (gr__coll_ops.paths: the MPI backend's in path.c, the NCCL backend's in
- * backend_nccl.c).
+/* Internal: the execution paths a call can take, as data: the one table of algorithm choice (NCCL's
+ * struct ncclTransport and its tuning table are the models). A path is one row: its name, the
+ * kinds it serves and, as numbers, the sizes and rank counts it serves (gr__serves), how a refusal
+ * travels with it, how it posts, tests and forgets a call and names a vanished peer, and, where it
+ * needs any, the state it keeps on a communicator (its create and destroy). A backend lists its
+ * rows in the order it prefers them (gr__coll_ops.paths: the MPI backend's in path.c, the NCCL
+ * backend's in backend_nccl.c); a list longer than GR__PATHS_MAX fails the creation with a
+ * sentence (the MPI backend's list is checked when it compiles as well).
  *
  * At creation, after the backend's create (gr__paths_create, coll.c), each row in that order runs
  * its create, if it has one, and is kept in the communicator's configuration (c->paths) if it
@@ -18,17 +20,26 @@
  * build on another's state). At destruction (gr__paths_destroy, before the backend's destroy) the
  * rows' destroys run in the reverse order; an abort leaves them to the destroy.
  *
- * A call's path is the first row of that list that takes it, chosen once when the backend posts the
- * call and kept in the call (gr__call.path); test and forget go through it, and reach its state
- * through the call's communicator (gr__path_state(k->comm, k->path)).
+ * Selection by name: GPURUN_COLL_ALGO may name a row that is marked select (the MPI backend's own
+ * allreduces: rd, ring, rabenseifner, pair); where every rank of the communicator names the same
+ * row and it is present, it moves to the front of c->paths and takes every call it serves (its
+ * numbers still hold: an algorithm is never run outside the sizes it was written for). Ranks that
+ * name different rows select none (said once). The modes (mpi, flat, auto, hier, hier-ml) are not
+ * rows and stay c->algo's (gr_coll.h).
+ *
+ * A call's path is the first row of that list that serves it (its kind, then its numbers, then its
+ * takes where it has one), chosen once when the backend posts the call and kept in the call
+ * (gr__call.path); test and forget go through it, and reach its state through the call's
+ * communicator (gr__path_state(k->comm, k->path)).
  *
  * A new algorithm is one file that defines its row (or its gr__mpi_algo, for an allreduce of the
  * MPI backend's own), with its create and destroy where it keeps state, and one line in its
- * backend's list. */
+ * backend's list; the recipe is docs/architecture.md's "Adding an algorithm". */
 #ifndef GR_PATH_H
 #define GR_PATH_H
 
 #include "gr_coll.h"
+#include "gr_dtype.h"
 
 /* How a refusal (a rank that rejected its own arguments, coll.h, Errors) travels on a path. */
 typedef enum {
@@ -46,13 +57,26 @@ typedef enum {
    GR__KIND_BIT(GR__BARRIER))
 #define GR__KINDS_ALL (GR__KINDS_COLLECTIVE | GR__KIND_BIT(GR__SEND) | GR__KIND_BIT(GR__RECV))
 
+/* What a row serves besides its kinds, as numbers (the row's line of the tuning table): a call
+ * whose bytes (count times the element size, this rank's part as the call describes it) lie in
+ * [min_bytes, max_bytes], on a communicator of min_ranks to max_ranks ranks, a power of two of them
+ * where pof2, with at least one element per rank where per_rank. A bound of 0 is open. What the
+ * numbers cannot say (the segment, where the buffers lie, a timeout) the row's takes says. */
+typedef struct {
+  size_t min_bytes, max_bytes;
+  int min_ranks, max_ranks;
+  unsigned char pof2, per_rank;
+} gr__serves;
+
 struct gr__path {
-  const char *name; /* as gr__algo_name and GPURUN_COLL_ALGO spell it where they name it */
+  const char *name; /* as gr__algo_name (GR__ALGO_LIST) and GPURUN_COLL_ALGO spell it */
   int algo;         /* the gr__algo counted for each allreduce it starts (gr_algo_count.h), or -1 */
   gr__refusal refusal;
   /* The kinds it may take at some size (the first row of a communicator serving a kind says how a
    * refusal of that kind travels, gr__path_refusal; it posts the refusing rank's call). */
   unsigned kinds;
+  gr__serves serves; /* the sizes and rank counts it serves (all 0: every one) */
+  int select;        /* GPURUN_COLL_ALGO may name it (see above; base/param.c lists the word) */
   int staged; /* the MPI backend passes host copies of device buffers to post (and copies back) */
   /* Optional: build the row's state on c (collective over c->mpi, after the backend's create and
    * the creates of the rows before it): *state non-NULL where the row exists, NULL on every rank
@@ -63,8 +87,9 @@ struct gr__path {
   /* Whether the row exists on c: decided from what c agreed at creation, the same on every rank.
    * NULL: it exists where its create left a state. */
   int (*present)(const gr_comm *c);
-  /* Whether it takes call k (a kind it serves): from the call's description and c's agreed
-   * configuration only, so the same answer on every rank that agrees on the call. */
+  /* Optional: whether it takes call k (a kind and numbers it serves): from the call's description
+   * and c's agreed configuration only, so the same answer on every rank that agrees on the call.
+   * NULL: every call its kinds and numbers allow. */
   int (*takes)(const gr__path *p, const gr__call *k);
   /* Start k (k->be_area as the backend left it). send and recv are the buffers to use (a backend
    * that stages passes its host copies; NULL for a refusing rank's call, k->fe_refused). May
@@ -87,8 +112,13 @@ gr_status gr__paths_create(gr_comm *c);
 /* The rows' destroys on c, the last row first; c->paths is empty afterwards (before the backend's
  * destroy; local). */
 void gr__paths_destroy(gr_comm *c);
-/* For a row that takes every call of the kinds it serves (its takes). */
+/* For a row that takes every call of the kinds it serves (its takes; NULL says the same). */
 int gr__path_takes_all(const gr__path *p, const gr__call *k);
+/* The row of list (ended by NULL) named name (blanks around it and case ignored) that may be
+ * selected by name, or NULL (gr__paths_create reads GPURUN_COLL_ALGO with it). */
+const gr__path *gr__path_named(const gr__path *const *list, const char *name);
+/* Rows in list, up to its NULL. */
+int gr__paths_count(const gr__path *const *list);
 /* For a row's create: the MIN of ok over c->mpi (1 where every rank passed 1), bounded by c's
  * timeout; 0 as well where the agreement itself failed. */
 int gr__path_agree(gr_comm *c, int ok);
@@ -117,14 +147,29 @@ static inline gr__refusal gr__path_refusal(const gr_comm *c, gr__kind kind) {
 /* gr__coll_ops.gone from the rows: the gone of the first present row that has one. */
 int gr__paths_gone(const gr_comm *c, char *buf, size_t len);
 
+/* Whether k's size and c's number of ranks lie in p's numbers (gr__serves). */
+static inline int gr__path_serves(const gr__path *p, const gr__call *k) {
+  const gr__serves *s = &p->serves;
+  int P = k->comm->size;
+  if (s->min_bytes | s->max_bytes) {
+    size_t bytes = k->count * gr__dtype_size(k->dtype);
+    if (bytes < s->min_bytes || (s->max_bytes && bytes > s->max_bytes)) return 0;
+  }
+  return P >= s->min_ranks && (!s->max_ranks || P <= s->max_ranks) &&
+         (!s->pof2 || (P & (P - 1)) == 0) && (!s->per_rank || k->count >= (size_t)P);
+}
+
 /* The path that runs k: the row serving k's kind for a refusing rank's call, else the first row
- * that takes it; NULL when none does (a backend's list ends with a row that takes every call). */
+ * that serves it (kind, numbers, takes); NULL when none does (a backend's list ends with a row
+ * that takes every call). */
 static inline const gr__path *gr__path_choose(const gr__call *k) {
   const gr_comm *c = k->comm;
   if (k->fe_refused) return gr__path_serving(c, k->kind);
   for (int i = 0; i < c->npaths; i++) {
     const gr__path *p = c->paths[i];
-    if ((p->kinds & GR__KIND_BIT(k->kind)) && p->takes(p, k)) return p;
+    if ((p->kinds & GR__KIND_BIT(k->kind)) && gr__path_serves(p, k) &&
+        (!p->takes || p->takes(p, k)))
+      return p;
   }
   return NULL;
 }

@@ -105,15 +105,5 @@ static gr_status rab_test(gr__mpi_ar *a, int *done) {
   }
 }
 
-/* Above recursive doubling's sizes, at 4, 8, ... ranks with an element per rank. */
-static int rab_takes(const gr__call *k) {
-  int P = k->comm->size;
-  return k->count * gr__dtype_size(k->dtype) > GR__MPI_RD_MAX_BYTES && k->count >= (size_t)P &&
-         P >= 4 && gr__mpi_pof2(P) == P;
-}
-
-const gr__mpi_algo gr__mpi_allreduce_rab = {.name = "Rabenseifner",
-                                            .takes = rab_takes,
-                                            .in_bytes = rab_in_bytes,
-                                            .start = rab_start,
-                                            .test = rab_test};
+const gr__mpi_algo gr__mpi_allreduce_rab = {
+    .name = "Rabenseifner", .in_bytes = rab_in_bytes, .start = rab_start, .test = rab_test};

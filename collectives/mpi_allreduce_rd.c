@@ -129,12 +129,5 @@ static gr_status rd_test(gr__mpi_ar *a, int *done) {
   }
 }
 
-static int rd_takes(const gr__call *k) {
-  return k->count * gr__dtype_size(k->dtype) <= GR__MPI_RD_MAX_BYTES;
-}
-
-const gr__mpi_algo gr__mpi_allreduce_rd = {.name = "recursive doubling",
-                                           .takes = rd_takes,
-                                           .in_bytes = rd_in_bytes,
-                                           .start = rd_start,
-                                           .test = rd_test};
+const gr__mpi_algo gr__mpi_allreduce_rd = {
+    .name = "recursive doubling", .in_bytes = rd_in_bytes, .start = rd_start, .test = rd_test};

@@ -158,14 +158,5 @@ static gr_status ring_test(gr__mpi_ar *a, int *done) {
   }
 }
 
-/* Above recursive doubling's sizes, with an element per rank (any number of ranks). */
-static int ring_takes(const gr__call *k) {
-  return k->count * gr__dtype_size(k->dtype) > GR__MPI_RD_MAX_BYTES &&
-         k->count >= (size_t)k->comm->size;
-}
-
-const gr__mpi_algo gr__mpi_allreduce_ring = {.name = "pipelined ring",
-                                             .takes = ring_takes,
-                                             .in_bytes = ring_in_bytes,
-                                             .start = ring_start,
-                                             .test = ring_test};
+const gr__mpi_algo gr__mpi_allreduce_ring = {
+    .name = "pipelined ring", .in_bytes = ring_in_bytes, .start = ring_start, .test = ring_test};

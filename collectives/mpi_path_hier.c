@@ -48,7 +48,7 @@ static int hier_gone(const gr_comm *c, char *buf, size_t len) {
   return gr__hier_gone(hier_of(c), buf, len);
 }
 
-const gr__path gr__path_hier = {.name = "hier",
+const gr__path gr__path_hier = {.name = GR__ALGO_NAME(HIER),
                                 .algo = GR__ALGO_HIER,
                                 .refusal = GR__REFUSAL_AGREED,
                                 .kinds = GR__KINDS_COLLECTIVE & ~GR__KIND_BIT(GR__ALLTOALL),

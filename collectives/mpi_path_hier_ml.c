@@ -421,7 +421,7 @@ static int ml_forget(gr__call *k) {
   return 1;
 }
 
-const gr__path gr__path_hier_ml = {.name = "hier-ml",
+const gr__path gr__path_hier_ml = {.name = GR__ALGO_NAME(HIER_ML),
                                    .algo = GR__ALGO_HIER_ML,
                                    .refusal = GR__REFUSAL_AGREED,
                                    .kinds = GR__KIND_BIT(GR__ALLREDUCE),

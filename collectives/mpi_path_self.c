@@ -44,7 +44,7 @@ static int self_forget(gr__call *k) {
   return 1;
 }
 
-const gr__path gr__path_self = {.name = "self",
+const gr__path gr__path_self = {.name = GR__ALGO_NAME(SELF),
                                 .algo = GR__ALGO_SELF,
                                 .refusal = GR__REFUSAL_AGREED,
                                 .kinds = GR__KINDS_COLLECTIVE,

@@ -1,20 +1,32 @@
-/* The MPI backend's list of execution paths, in the order it prefers them, and a communicator's
- * list of those present (gr_path.h). */
+/* The MPI backend's table of execution paths, in the order it prefers them, and a communicator's
+ * list of those present (gr_path.h). Each line is one row: what it serves (kinds and, as numbers,
+ * sizes and rank counts) stands in the row, here for the own allreduces, in the row's file for the
+ * others; a call runs on the first row that serves it. */
 #include "gr_path.h"
 
 #include "gr_agree.h"
 #include "gr_algo_count.h"
+#include "gr_log.h"
 #include "gr_mpi_be.h"
+#include "gr_param.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
-/* One row per own allreduce of the MPI backend, on what they share (backend_mpi.c). */
-#define OWN_ALLREDUCE(row, label, id, own)                                                         \
-  static const gr__path row = {.name = label,                                                      \
-                               .algo = id,                                                         \
+/* One row per own allreduce of the MPI backend (a gr__mpi_algo in a file of its own, on what they
+ * share: mpi_own.c): its id in GR__ALGO_LIST, its algorithm and the sizes and rank counts it
+ * serves. They run only with a timeout (without one MPI's blocking call is the fastest, mpi_own.c)
+ * and may be selected by name (GPURUN_COLL_ALGO). */
+#define OWN_ALLREDUCE(row, id, own, ...)                                                           \
+  extern const gr__mpi_algo own;                                                                   \
+  static const gr__path row = {.name = GR__ALGO_NAME(id),                                          \
+                               .algo = GR__ALGO_##id,                                              \
                                .refusal = GR__REFUSAL_AGREED,                                      \
                                .kinds = GR__KIND_BIT(GR__ALLREDUCE),                               \
+                               .serves = {__VA_ARGS__},                                            \
+                               .select = 1,                                                        \
                                .staged = 1,                                                        \
                                .present = gr__mpi_own_present,                                     \
                                .takes = gr__mpi_own_takes,                                         \
@@ -23,30 +35,124 @@
                                .forget = gr__mpi_own_forget,                                       \
                                .impl = &own}
 
-OWN_ALLREDUCE(path_rd, "rd", GR__ALGO_RD, gr__mpi_allreduce_rd);
-OWN_ALLREDUCE(path_rab, "rabenseifner", GR__ALGO_RABENSEIFNER, gr__mpi_allreduce_rab);
-OWN_ALLREDUCE(path_ring, "ring", GR__ALGO_RING, gr__mpi_allreduce_ring);
+/* Two ranks, up to 256 bytes (Open MPI's inline send): one exchange (mpi_allreduce_pair.c). */
+OWN_ALLREDUCE(path_pair, PAIR, gr__mpi_allreduce_pair, .max_bytes = 256, .min_ranks = 2,
+              .max_ranks = 2);
+/* Up to 32 KiB: 16 chunks each way of 2 KiB, under the eager limit (mpi_allreduce_rd.c). */
+OWN_ALLREDUCE(path_rd, RD, gr__mpi_allreduce_rd, .max_bytes = GR__MPI_RD_MAX_BYTES);
+/* Above, at 4, 8, ... ranks with an element per rank (mpi_allreduce_rab.c). */
+OWN_ALLREDUCE(path_rab, RABENSEIFNER, gr__mpi_allreduce_rab, .min_bytes = GR__MPI_RD_MAX_BYTES + 1,
+              .min_ranks = 4, .pof2 = 1, .per_rank = 1);
+/* Above, any number of ranks with an element per rank (mpi_allreduce_ring.c). */
+OWN_ALLREDUCE(path_ring, RING, gr__mpi_allreduce_ring, .min_bytes = GR__MPI_RD_MAX_BYTES + 1,
+              .per_rank = 1);
 
 extern const gr__path gr__path_hier_ml; /* mpi_path_hier_ml.c */
 extern const gr__path gr__path_self;    /* mpi_path_self.c */
 
-/* A call runs on the first row that takes it. */
-const gr__path *const gr__mpi_paths[] = {
-    &gr__path_self,       /* one rank: every collective is a copy */
-    &gr__path_shm_window, /* one node, this rank's buffers in gr_mem_alloc memory: direct */
-    &gr__path_shm,        /* one node: every collective passes its descriptor through the segment */
-    &gr__path_shm_gate, /* ... larger reduce, alltoall: agreed there, then the MPI library's call */
-    &gr__path_hier_ml,  /* hier-ml: allreduce across nodes of equal size (mpi_path_hier_ml.c) */
-    &gr__path_hier,     /* across nodes with a pair on some node (gr_hier.h) */
-    &path_rd,           /* allreduce with a timeout, up to GR__MPI_RD_MAX_BYTES */
-    &path_rab,          /* ... above, at 4, 8, ... ranks */
-    &path_ring,         /* ... above, any number of ranks */
-    &gr__path_mpi_lib,  /* every call */
-    NULL};
+/* A call runs on the first row that serves it. */
+#define MPI_PATHS                                                                                      \
+  &gr__path_self,           /* one rank: every collective is a copy */                                 \
+      &gr__path_shm_window, /* one node, this rank's buffers in gr_mem_alloc memory: direct */         \
+      &gr__path_shm, /* one node: every collective passes its descriptor through the segment */        \
+      &gr__path_shm_gate, /* ... larger reduce, alltoall: agreed there, then the MPI library's call */ \
+      &gr__path_hier_ml, /* hier-ml: allreduce across nodes of equal size (mpi_path_hier_ml.c) */      \
+      &gr__path_hier,    /* across nodes with a pair on some node (gr_hier.h) */                       \
+      &path_pair,        /* allreduce with a timeout: two ranks, tiny */                               \
+      &path_rd,          /* ... up to GR__MPI_RD_MAX_BYTES */                                          \
+      &path_rab,         /* ... above, at 4, 8, ... ranks */                                           \
+      &path_ring,        /* ... above, any number of ranks */                                          \
+      &gr__path_mpi_lib  /* every call */
+
+const gr__path *const gr__mpi_paths[] = {MPI_PATHS, NULL};
+
+/* A communicator keeps each present row in c->paths: a longer table does not compile. */
+_Static_assert(sizeof((const gr__path *[]){MPI_PATHS}) / sizeof(const gr__path *) <= GR__PATHS_MAX,
+               "the MPI backend's table has more rows than GR__PATHS_MAX (gr_coll.h): raise it");
+
+int gr__paths_count(const gr__path *const *list) {
+  int n = 0;
+  while (list && list[n])
+    n++;
+  return n;
+}
+
+const gr__path *gr__path_named(const gr__path *const *list, const char *name) {
+  if (!name) return NULL;
+  while (isspace((unsigned char)*name))
+    name++;
+  size_t n = strlen(name);
+  while (n > 0 && isspace((unsigned char)name[n - 1]))
+    n--;
+  for (int i = 0; list && list[i]; i++)
+    if (list[i]->select && strlen(list[i]->name) == n && strncasecmp(list[i]->name, name, n) == 0)
+      return list[i];
+  return NULL;
+}
+
+/* GPURUN_COLL_ALGO naming a row (gr_path.h, Selection by name): one round agrees on the row's
+ * place in the backend's list (the lowest and the highest any rank names); where every rank names
+ * the same row and it is present, it moves to the front of c->paths, and the rows whose refusals
+ * travel another way are left out (each kind keeps one route, gr__path_refusal). */
+static gr_status select_named(gr_comm *c) {
+  if (c->size < 2) return GR_OK; /* one rank: the self row takes every collective */
+  const char *want = gr__param_raw(GR_PARAM_COLL_ALGO);
+  const gr__path *named = gr__path_named(c->ops->paths, want);
+  int64_t mine = 0, got[2];
+  for (int i = 0; named && c->ops->paths[i]; i++)
+    if (c->ops->paths[i] == named) mine = i + 1;
+  gr_status st = gr__agree(c, "the row GPURUN_COLL_ALGO names", GR__AGREE_MINMAX, &mine, got, 1);
+  if (st != GR_OK) return st;
+  if (got[0] != got[1]) {
+    GR_LOG_ONCE(GR_LOG_WARN,
+                "collectives: GPURUN_COLL_ALGO names different rows on the ranks of communicator "
+                "%s (%s here); none is selected, the table's order stands",
+                c->id, named ? named->name : "none");
+    return GR_OK;
+  }
+  if (!named) return GR_OK;
+  int at = -1;
+  for (int i = 0; i < c->npaths && at < 0; i++)
+    if (c->paths[i] == named) at = i;
+  if (at < 0) {
+    GR_LOG(GR_LOG_INFO,
+           "collectives: GPURUN_COLL_ALGO=%s: the row is not present on communicator %s (%d "
+           "ranks); the table's order stands",
+           named->name, c->id, c->size);
+    return GR_OK;
+  }
+  const gr__path *rows[GR__PATHS_MAX];
+  void *state[GR__PATHS_MAX];
+  int n = 0;
+  rows[n] = named;
+  state[n++] = c->path_state[at];
+  for (int i = 0; i < c->npaths; i++) {
+    const gr__path *p = c->paths[i];
+    if (p == named) continue;
+    if (p->refusal != named->refusal) { /* left out: its state goes now */
+      if (p->destroy && c->path_state[i]) p->destroy(c, c->path_state[i]);
+      continue;
+    }
+    rows[n] = p;
+    state[n++] = c->path_state[i];
+  }
+  memcpy(c->paths, rows, (size_t)n * sizeof rows[0]);
+  memcpy(c->path_state, state, (size_t)n * sizeof state[0]);
+  for (int i = n; i < c->npaths; i++)
+    c->paths[i] = NULL, c->path_state[i] = NULL;
+  c->npaths = n;
+  return GR_OK;
+}
 
 gr_status gr__paths_create(gr_comm *c) {
   c->npaths = 0;
-  for (const gr__path *const *p = c->ops->paths; p && *p && c->npaths < GR__PATHS_MAX; p++) {
+  int rows = gr__paths_count(c->ops->paths);
+  if (rows > GR__PATHS_MAX)
+    return gr__comm_err(c, GR_ERR_INTERNAL,
+                        "the %s backend's table has %d rows and a communicator keeps at most %d "
+                        "(GR__PATHS_MAX, gr_coll.h): raise it",
+                        c->ops->name, rows, GR__PATHS_MAX);
+  for (const gr__path *const *p = c->ops->paths; p && *p; p++) {
     void *state = NULL;
     if ((*p)->create) {
       gr_status st = (*p)->create(c, *p, &state);
@@ -64,6 +170,13 @@ gr_status gr__paths_create(gr_comm *c) {
     }
     c->path_state[c->npaths] = state;
     c->paths[c->npaths++] = *p;
+  }
+  gr_status st = select_named(c);
+  if (st != GR_OK) {
+    char why[GR__ERRLEN];
+    snprintf(why, sizeof why, "%s", c->err);
+    gr__paths_destroy(c);
+    return gr__comm_err(c, st, "%s", why);
   }
   return GR_OK;
 }

@@ -11,6 +11,10 @@
  *     without a timeout);
  *   - GPURUN_COLL_ALGO is agreed at creation: when only rank 0 asks for mpi, no rank of the
  *     communicator keeps the shared-memory row;
+ *   - GPURUN_COLL_ALGO naming a row (pair, rd) puts that row first and leaves the shared-memory
+ *     rows out, on every rank; ranks naming different rows select none; at two ranks an 8-byte
+ *     allreduce takes the pair row (counted under pair) and both ranks get op(rank 0's, rank 1's)
+ *     bit for bit (blocking, in place, request);
  *   - on a communicator of one rank (MPI_COMM_SELF), whatever GPURUN_COLL_ALGO and the timeout
  *     say, the self row comes first and takes every collective, point-to-point stays with the MPI
  *     library, and calls of every kind (in place and not) give their input, each allreduce
@@ -179,6 +183,59 @@ static void one_rank(const char *algo, double timeout_s) {
   EXPECT_OK_IN(gr_comm_destroy(c), "destroy");
 }
 
+/* GPURUN_COLL_ALGO naming a row (gr_path.h, Selection by name). */
+static void named_rows(int P) {
+  gr_comm *pair = make("pair", 60), *rd = make("rd", 60),
+          *differ = make(world_rank == 0 ? "pair" : "rd", 60);
+  if (pair && rd && differ) {
+    sweep(pair, "pair, timeout");
+    sweep(rd, "rd, timeout");
+    sweep(differ, "pair or rd, timeout");
+    checks++;
+    if (strcmp(pair->paths[0]->name, "pair") != 0 || has_row(pair, "shm"))
+      FAIL("GPURUN_COLL_ALGO=pair: the first row is %s and the shm row is %s", pair->paths[0]->name,
+           has_row(pair, "shm") ? "there" : "left out");
+    checks++;
+    if (strcmp(rd->paths[0]->name, "rd") != 0 || has_row(rd, "shm-window"))
+      FAIL("GPURUN_COLL_ALGO=rd: the first row is %s", rd->paths[0]->name);
+    expect(pair, GR__ALLREDUCE, 2, GR_FLOAT32, P == 2 ? "pair" : "rd", "pair, timeout");
+    expect(pair, GR__ALLREDUCE, 65, GR_FLOAT32, "rd", "pair, timeout");
+    expect(pair, GR__BROADCAST, 2, GR_FLOAT32, "mpi", "pair, timeout");
+    expect(rd, GR__ALLREDUCE, 2, GR_FLOAT32, "rd", "rd, timeout");
+    /* each rank named another row: the table as auto has it (one node: shm) */
+    checks++;
+    if (!has_row(differ, "shm") || !strcmp(differ->paths[0]->name, "pair") ||
+        !strcmp(differ->paths[0]->name, "rd"))
+      FAIL("ranks that name different rows: the first row is %s", differ->paths[0]->name);
+  }
+  if (pair && P == 2) { /* the pair row runs: op(rank 0's, rank 1's) on both ranks */
+    float mine[2] = {world_rank ? 1e-8f : 1.0f, world_rank ? 3.25f : -0.125f}, got[2], want[2];
+    float r0[2] = {1.0f, -0.125f}, r1[2] = {1e-8f, 3.25f};
+    for (int i = 0; i < 2; i++)
+      want[i] = r0[i] + r1[i];
+    uint64_t ran = gr__algo_count(GR__ALGO_PAIR);
+    EXPECT_OK_IN(gr_allreduce(mine, got, 2, GR_FLOAT32, GR_SUM, pair, NULL), "pair allreduce");
+    checks++;
+    if (memcmp(got, want, sizeof got) != 0) FAIL("pair allreduce: %g %g", got[0], got[1]);
+    float io[2] = {mine[0], mine[1]};
+    EXPECT_OK_IN(gr_allreduce(io, io, 2, GR_FLOAT32, GR_SUM, pair, NULL), "pair in place");
+    checks++;
+    if (memcmp(io, want, sizeof io) != 0) FAIL("pair allreduce in place: %g %g", io[0], io[1]);
+    gr_request *req = NULL;
+    memset(got, 0, sizeof got);
+    EXPECT_OK_IN(gr_iallreduce(mine, got, 2, GR_FLOAT32, GR_MAX, pair, NULL, &req), "iallreduce");
+    if (req) EXPECT_OK_IN(gr_wait(&req), "wait");
+    checks++;
+    if (got[0] != 1.0f || got[1] != 3.25f) FAIL("pair iallreduce max: %g %g", got[0], got[1]);
+    checks++;
+    uint64_t now = gr__algo_count(GR__ALGO_PAIR) - ran;
+    if (now != 3) FAIL("%llu allreduces counted under pair, 3 ran", (unsigned long long)now);
+  }
+  EXPECT_OK_IN(gr_comm_destroy(pair), "destroy");
+  EXPECT_OK_IN(gr_comm_destroy(rd), "destroy");
+  EXPECT_OK_IN(gr_comm_destroy(differ), "destroy");
+}
+
 int main(int argc, char **argv) {
   (void)argc, (void)argv;
   MPI_Init(&argc, &argv);
@@ -200,7 +257,9 @@ int main(int argc, char **argv) {
     expect(shm, GR__ALLREDUCE, 2, GR_FLOAT32, "shm", "auto");
     expect(shm_t, GR__ALLREDUCE, 2, GR_FLOAT32, "shm", "auto, timeout");
     expect(mpi, GR__ALLREDUCE, 2, GR_FLOAT32, "mpi", "mpi");
-    expect(mpi_t, GR__ALLREDUCE, 2, GR_FLOAT32, "rd", "mpi, timeout");
+    expect(mpi_t, GR__ALLREDUCE, 2, GR_FLOAT32, P == 2 ? "pair" : "rd", "mpi, timeout");
+    expect(mpi_t, GR__ALLREDUCE, 64, GR_FLOAT32, P == 2 ? "pair" : "rd", "mpi, timeout");
+    expect(mpi_t, GR__ALLREDUCE, 65, GR_FLOAT32, "rd", "mpi, timeout");
     expect(mpi_t, GR__ALLREDUCE, 8192, GR_FLOAT32, "rd", "mpi, timeout");
     expect(mpi_t, GR__ALLREDUCE, 8193 * (size_t)P, GR_FLOAT32,
            P >= 4 && (P & (P - 1)) == 0 ? "rabenseifner" : "ring", "mpi, timeout");
@@ -215,6 +274,7 @@ int main(int argc, char **argv) {
   EXPECT_OK_IN(gr_comm_destroy(mpi), "destroy");
   EXPECT_OK_IN(gr_comm_destroy(mpi_t), "destroy");
   EXPECT_OK_IN(gr_comm_destroy(mixed), "destroy");
+  named_rows(P);
   one_rank(NULL, 0);
   one_rank(NULL, 60);
   one_rank("mpi", 60);

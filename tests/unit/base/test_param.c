@@ -233,7 +233,8 @@ static void test_sentence(void **state) {
                          "using 0.25");
   gr__param_bad_sentence(GR_PARAM_COLL_ALGO, "fast", s, sizeof s);
   assert_string_equal(
-      s, "GPURUN_COLL_ALGO=fast is not one of auto, shm, hier, hier-ml, flat, mpi; using auto");
+      s, "GPURUN_COLL_ALGO=fast is not one of auto, shm, hier, hier-ml, flat, mpi, pair, rd, "
+         "rabenseifner, ring; using auto");
   gr__param_bad_sentence(GR_PARAM_LOG, "loud", s, sizeof s);
   assert_string_equal(s, "GPURUN_LOG=loud is not one of error, warn, info, debug; using warn");
   gr__param_bad_sentence(GR_PARAM_SHM_CMA, "maybe", s, sizeof s);
@@ -280,8 +281,9 @@ static void test_environment(void **state) {
   assert_non_null(
       strstr(out, "GPURUN_TIMEOUT=abc is not a number of seconds >= 0; using 0 (no timeout)\n"));
   assert_null(strstr(out, "GPURUN_TIMEOUT=-3")); /* once per variable */
-  assert_non_null(
-      strstr(out, "GPURUN_COLL_ALGO=fast is not one of auto, shm, hier, hier-ml, flat, mpi"));
+  assert_non_null(strstr(out,
+                         "GPURUN_COLL_ALGO=fast is not one of auto, shm, hier, hier-ml, flat, mpi, "
+                         "pair, rd, rabenseifner, ring"));
   setenv("GPURUN_COLL_ALGO", "mpi", 1);
   assert_int_equal(gr__param_word(GR_PARAM_COLL_ALGO), GR_COLL_ALGO_MPI);
   unsetenv("GPURUN_COLL_ALGO");
