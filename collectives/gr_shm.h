@@ -9,13 +9,14 @@
  * own cache line instead, under the same rule as the buffers, so that its data arrives with the
  * counter in one cache-line transfer.
  *
- * The protocol (shm_coll.c) runs in rounds; a call is one or more rounds of at most GR__SHM_SLOT
- * bytes per rank. In every round each rank raises its counter one or two times, the same number on
- * every rank, so all ranks agree on the counter value that means "round g, step s done". A rank
- * writes its buffer of round g only once every counter shows that round g-1 started, i.e. that
- * every rank finished round g-2, which used the same buffer: one round of slack, which pipelines
- * the chunks of a large call. Reductions are done in place by all ranks in parallel on disjoint
- * slices. Every wait is a poll that returns to the caller, so the caller's deadline bounds it.
+ * The protocol (shm_coll.c; shm_int.h names the files of the path and what each does) runs in
+ * rounds; a call is one or more rounds of at most GR__SHM_SLOT bytes per rank. In every round each
+ * rank raises its counter one or two times, the same number on every rank, so all ranks agree on
+ * the counter value that means "round g, step s done". A rank writes its buffer of round g only
+ * once every counter shows that round g-1 started, i.e. that every rank finished round g-2, which
+ * used the same buffer: one round of slack, which pipelines the chunks of a large call. Reductions
+ * are done in place by all ranks in parallel on disjoint slices. Every wait is a poll that returns
+ * to the caller, so the caller's deadline bounds it.
  *
  * Agreement. Nothing but the ranks' own arguments says what a call is, and ranks that disagree
  * (count, dtype, op, root or kind) would otherwise read past a smaller peer's data or reduce
@@ -97,8 +98,11 @@ typedef struct gr__shm_op {
   size_t woff[2];
   int direct; /* single copy: 1 the peers' buffers are reached in the windows, 0 through
                * process_vm_readv/writev, -1 not decided yet */
-  int failed; /* the ranks disagreed on the call (why holds the sentence) */
-  char why[320];
+  int failed; /* the ranks disagreed on the call (1) or one refused it (2): what the first round
+               * saw is below, and the sentence is made from it when the call settles */
+  int seen;   /* what differed: this rank refused, rank seen_rank refused, or its descriptor */
+  int seen_rank;
+  uint64_t seen_desc[2], own_desc[2]; /* seen_rank's descriptor of the call, and this rank's */
   gr_list_node node; /* on the segment's queue while posted, else on its spare ops */
 } gr__shm_op;
 
@@ -195,8 +199,8 @@ gr_status gr__shm_post(gr__shm *s, gr__shm_op **out, const gr__shm_op *call);
 /* Progress the queue up to and including op; *done = 1 when op finished (op is then released and
  * must not be used again). Never blocks for long: returns *done = 0 when waiting for a peer.
  * GR_ERR_ABORTED once gr__shm_forget was called. GR_ERR_MISMATCH (*done = 1, op released) when the
- * ranks disagreed on what op is, GR_ERR_INVALID (likewise) when a rank refused it; gr__shm_why
- * then gives the sentence, until the next call. */
+ * ranks disagreed on what op is, GR_ERR_INVALID (likewise) when a rank refused it; the sentence is
+ * then this thread's last error (gr__fail_msg, gr_error.h), which gr__shm_why returns. */
 gr_status gr__shm_test(gr__shm *s, gr__shm_op *op, int *done);
 /* The same for a request's gr_test: one bounded slice of work (a piece of a chunk, a round) and no
  * wait; returns at once (*done = 0) while the progress engine holds the segment. */
@@ -205,6 +209,8 @@ gr_status gr__shm_test_some(gr__shm *s, gr__shm_op *op, int *done);
 void gr__shm_nudge(gr__shm *s);
 /* Whether op has settled (its test would release it); *failed as op->failed. */
 int gr__shm_settled(gr__shm *s, const gr__shm_op *op, int *failed);
+/* The sentence of the last call on this thread that failed its first round (gr__shm_test's
+ * GR_ERR_MISMATCH or GR_ERR_INVALID): this thread's last error, read before anything else fails. */
 const char *gr__shm_why(const gr__shm *s);
 /* The ranks of this segment (other than this one) whose process no longer exists, as
  * "rank R (process P no longer exists)" joined with ", "; the number named. For a timeout outside
@@ -236,8 +242,10 @@ enum { GR__SHM_IDLE, GR__SHM_MOVED, GR__SHM_BLOCKED, GR__SHM_BUSY };
 int gr__shm_engine_pump(gr__shm *s, gr__shm_wait *w);
 /* Count the engine among the segment's sleepers (+1) or no longer (-1), so that a raise wakes it. */
 void gr__shm_engine_waiting(gr__shm *s, int delta);
-/* 1 if s was already registered; else marks it (the caller's thread). */
-int gr__shm_engine_registered(gr__shm *s);
+/* 1 if s was already registered; else marks it (the caller's thread) and keeps the engine's bell
+ * and farewell, which the protocol rings when the engine wants a lock it held and calls when s is
+ * freed: the protocol calls the engine only through them. */
+int gr__shm_engine_registered(gr__shm *s, void (*kick)(void), void (*remove)(gr__shm *s));
 /* Register s (a request was posted on it: start the thread if none runs) and wake the engine. */
 gr_status gr__shm_engine_add(gr__shm *s);
 /* Wake the engine (a post, a lock it wanted is free). */

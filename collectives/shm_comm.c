@@ -3,7 +3,7 @@
  * not allowed (another PID namespace, a hardened /proc) a POSIX shm object is used instead, unlinked
  * as soon as every rank has mapped it, so /dev/shm keeps no name longer than the creation takes.
  * Every rank learns whether all others succeeded: either all use the segment, or none does. */
-#include "gr_shm.h"
+#include "shm_int.h"
 
 #include "gr_agree.h"
 #include "gr_log.h"
@@ -21,11 +21,33 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Cleanup steps whose failure leaves nothing to undo (a bad argument would be a bug here): said in
+ * the debug log, errno kept for the caller's own sentence. */
+static void unmap(void *p, size_t bytes) {
+  int e = errno;
+  if (munmap(p, bytes) != 0)
+    GR_DEBUG("collectives: shared-memory segment: munmap failed: %s", strerror(errno));
+  errno = e;
+}
+static void close_fd(int fd) {
+  int e = errno;
+  if (close(fd) != 0)
+    GR_DEBUG("collectives: shared-memory segment: close(%d) failed: %s", fd, strerror(errno));
+  errno = e;
+}
+static void unlink_named(const char *name) {
+  int e = errno;
+  if (shm_unlink(name) != 0)
+    GR_DEBUG("collectives: shared-memory segment: shm_unlink %s failed: %s", name, strerror(errno));
+  errno = e;
+}
+
 static uint64_t new_nonce(void) {
   uint64_t n = 0;
   if (getrandom(&n, sizeof n, GRND_NONBLOCK) != (ssize_t)sizeof n) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    struct timespec ts = {0, 0};
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) /* the pid alone, then: still never 0 */
+      GR_DEBUG("collectives: shared-memory segment: no clock for the nonce: %s", strerror(errno));
     n = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40);
   }
   return n | 1; /* never 0, which a zeroed page would match */
@@ -75,10 +97,10 @@ static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip, const
     int pfd = gr__shm_open_peer((pid_t)info.pid, (int)info.fd);
     if (pfd >= 0) {
       base = gr__shm_map(pfd, bytes);
-      close(pfd);
+      close_fd(pfd);
     }
     if (base && !kind->valid(base, bytes, c->size, nonce)) {
-      munmap(base, bytes);
+      unmap(base, bytes);
       base = NULL;
     }
     if (!base)
@@ -87,9 +109,9 @@ static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip, const
                c->rank, info.pid, info.fd, strerror(errno));
   }
   int ok = all_ok(c, base != NULL);
-  if (fd >= 0) close(fd); /* the mappings keep the memory */
+  if (fd >= 0) close_fd(fd); /* the mappings keep the memory */
   if (!ok && base) {
-    munmap(base, bytes);
+    unmap(base, bytes);
     base = NULL;
   }
   return base;
@@ -104,11 +126,11 @@ static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce, const seg_kind 
     int fd = shm_open(info.name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd >= 0) {
       if (ftruncate(fd, (off_t)bytes) == 0) base = gr__shm_map(fd, bytes);
-      close(fd);
+      close_fd(fd);
       if (base)
         kind->format(base, c->size, nonce, bytes);
       else
-        shm_unlink(info.name);
+        unlink_named(info.name);
     }
     if (base) info.pid = getpid();
   }
@@ -118,17 +140,17 @@ static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce, const seg_kind 
     int fd = shm_open(info.name, O_RDWR | O_CLOEXEC, 0);
     if (fd >= 0) {
       base = gr__shm_map(fd, bytes);
-      close(fd);
+      close_fd(fd);
     }
     if (base && !kind->valid(base, bytes, c->size, nonce)) {
-      munmap(base, bytes);
+      unmap(base, bytes);
       base = NULL;
     }
   }
   int ok = all_ok(c, base != NULL);
-  if (c->rank == 0 && info.pid > 0) shm_unlink(info.name);
+  if (c->rank == 0 && info.pid > 0) unlink_named(info.name);
   if (!ok && base) {
-    munmap(base, bytes);
+    unmap(base, bytes);
     base = NULL;
   }
   return base;
@@ -144,8 +166,10 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
   int nsize = 0;
   if (MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
       node != MPI_COMM_NULL) {
-    MPI_Comm_size(node, &nsize);
-    MPI_Comm_free(&node);
+    if (MPI_Comm_size(node, &nsize) != MPI_SUCCESS) nsize = 0; /* then: no segment, agreed */
+    if (MPI_Comm_free(&node) != MPI_SUCCESS)                   /* only the handle leaks */
+      GR_DEBUG("collectives: communicator %s: MPI_Comm_free of the node communicator failed",
+               c->id);
   }
   if (!all_ok(c, ok && nsize == c->size)) {
     GR_DEBUG("collectives: communicator %s: no shared-memory path (%s)", c->id,
@@ -170,7 +194,7 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
   gr__shm *s = gr__shm_new(base, bytes, c->rank, c->size);
   if (!all_ok(c, s != NULL)) { /* out of memory somewhere: all keep the MPI algorithms */
     if (s) gr__shm_free(s);
-    munmap(base, bytes);
+    unmap(base, bytes);
     return GR_OK;
   }
   gr__shm_own_mapping(s);
@@ -261,7 +285,7 @@ gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapp
              : gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
   free(regions);
   if (st != GR_OK) {
-    munmap(base, total);
+    unmap(base, total);
     return st;
   }
   out->map = base;
@@ -319,7 +343,7 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
   int have = all && peer && peer_len, moved = 0;
   gr_status st = gr__agree_ok(c, "the moved pages", ok && have, &moved);
   if (st != GR_OK || !moved) {
-    if (fd >= 0) close(fd);
+    if (fd >= 0) close_fd(fd);
     free(all), free(peer), free(peer_len);
     /* a rank whose pages moved keeps them: the memfd's are the same bytes at the same address */
     return st != GR_OK ? st
@@ -339,7 +363,7 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
     }
     int pfd = gr__shm_open_peer((pid_t)all[q].pid, (int)all[q].fd);
     peer[q] = pfd >= 0 ? gr__shm_map(pfd, (size_t)all[q].len) : NULL;
-    if (pfd >= 0) close(pfd);
+    if (pfd >= 0) close_fd(pfd);
     peer_len[q] = (size_t)all[q].len;
     mapped = peer[q] != NULL;
   }
@@ -355,9 +379,9 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
   }
   if (st != GR_OK) {
     for (int q = 0; q < c->size; q++)
-      if (q != c->rank && peer[q]) munmap(peer[q], peer_len[q]);
+      if (q != c->rank && peer[q]) unmap(peer[q], peer_len[q]);
     free(all), free(peer), free(peer_len);
-    close(fd);
+    close_fd(fd);
     return st;
   }
   free(all);
@@ -376,11 +400,11 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
 void gr__shm_comm_window_free(gr__shm *s, const gr__shm_mapping *m) {
   if (s && m->token) gr__shm_window_remove(s, m->token);
   if (!m->peer) { /* an allocation */
-    if (m->map) munmap(m->map, m->map_bytes);
+    if (m->map) unmap(m->map, m->map_bytes);
     return;
   }
   for (int q = 0; q < m->size; q++)
-    if (q != m->rank && m->peer[q]) munmap(m->peer[q], m->peer_bytes[q]);
+    if (q != m->rank && m->peer[q]) unmap(m->peer[q], m->peer_bytes[q]);
   /* private pages with the same contents back under the program's pointer (read through the
    * memfd, which holds what the program's mapping shows) */
   void *copy = mmap(NULL, m->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -388,9 +412,9 @@ void gr__shm_comm_window_free(gr__shm *s, const gr__shm_mapping *m) {
     if (!pages_io(m->fd, copy, m->map_bytes, 0) ||
         mremap(copy, m->map_bytes, m->map_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, m->map) ==
             MAP_FAILED)
-      munmap(copy, m->map_bytes); /* the memfd's pages stay: the same bytes, shared with nobody */
+      unmap(copy, m->map_bytes); /* the memfd's pages stay: the same bytes, shared with nobody */
   }
-  close(m->fd);
+  close_fd(m->fd);
   free(m->peer);
   free(m->peer_bytes);
 }
@@ -450,4 +474,34 @@ gr_status gr__shm_call_test(gr__shm *s, gr__call *k, gr__shm_op **op, int *done)
 void gr__shm_call_forget(gr__shm *s, gr__call *k, gr__shm_op **op) {
   gr__shm_forget(s, *op, k->comm->err, sizeof k->comm->err);
   *op = NULL;
+}
+
+/* ---- the gated calls' FIFO (gr__shm_defer): the MPI backend's calls that run elsewhere after
+ * their agreement round here, in the order they were posted ---------------------------------- */
+
+#define DEFERRED(s, i) GR_ARRAY_AT(&(s)->deferred, void *, i)
+
+int gr__shm_defer(gr__shm *s, void *item) {
+  gr_array *d = &s->deferred;
+  if (s->dfirst == d->count) s->dfirst = d->count = 0;
+  if (d->count == d->cap && s->dfirst) { /* slide down before growing */
+    memmove(d->data, &DEFERRED(s, s->dfirst), (d->count - s->dfirst) * sizeof(void *));
+    d->count -= s->dfirst;
+    s->dfirst = 0;
+  }
+  return gr__array_push(d, &item) == GR_OK;
+}
+
+void *gr__shm_deferred(const gr__shm *s) {
+  return s->dfirst < s->deferred.count ? DEFERRED(s, s->dfirst) : NULL;
+}
+
+void gr__shm_undefer(gr__shm *s, void *item) {
+  gr_array *d = &s->deferred;
+  for (size_t i = s->dfirst; i < d->count; i++) {
+    if (DEFERRED(s, i) != item) continue;
+    memmove(&DEFERRED(s, i), &DEFERRED(s, i + 1), (d->count - i - 1) * sizeof(void *));
+    d->count--;
+    return;
+  }
 }

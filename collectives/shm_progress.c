@@ -5,7 +5,9 @@
  * The thread starts with the first request and stops when the last registered segment is freed
  * (communicator destroyed, gr_finalize). A pass takes a segment's lock with trylock (a caller
  * inside its test has it: that caller is progressing the same queue) and does at most
- * ENGINE_BUDGET pieces of work (shm_coll.c). When no segment moved, the thread sleeps in one
+ * ENGINE_BUDGET pieces of work (shm_coll.c, gr__shm_engine_pump). At registration the engine hands
+ * the segment its bell and its farewell (gr__shm_engine_registered), so that shm_coll.c never
+ * calls into this file. When no segment moved, the thread sleeps in one
  * futex_waitv on its bell (rung by every request post and by a caller releasing a lock the
  * engine wanted) and on the counter word each blocked segment waits for (rung by the peer's raise,
  * which wakes counted sleepers). The thread makes no MPI call, so it needs no MPI thread level:
@@ -83,7 +85,8 @@ static struct {
 void gr__shm_engine_kick(void) {
   atomic_fetch_add_explicit(&eng.bell, 1, memory_order_seq_cst);
   if (atomic_load_explicit(&eng.sleeping, memory_order_seq_cst))
-    syscall(SYS_futex, (uint32_t *)&eng.bell, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    /* a failed wake leaves the thread to its capped sleep (SLEEP_CAP_NS) */
+    (void)syscall(SYS_futex, (uint32_t *)&eng.bell, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 static void low_priority(void) {
@@ -101,17 +104,19 @@ static int watched(const gr__shm *s) {
 /* Sleep until the bell moves from bell or a watched word from its value (or the cap). */
 static void sleep_on(uint32_t bell, gr__shm_wait *w, int nw) {
   struct timespec ts;
-  if (eng.no_waitv || nw == 0) {
+  /* futex_waitv's timeout is absolute: without the clock, the bell alone, bounded */
+  int clock_ok = clock_gettime(CLOCK_MONOTONIC, &ts) == 0;
+  if (eng.no_waitv || nw == 0 || !clock_ok) {
     ts.tv_sec = 0;
     ts.tv_nsec = nw ? 1000000L : SLEEP_CAP_NS; /* no waitv: look at the peers every 1 ms */
-    syscall(SYS_futex, (uint32_t *)&eng.bell, FUTEX_WAIT_PRIVATE, bell, &ts, NULL, 0);
+    /* EAGAIN (the bell moved), ETIMEDOUT, EINTR: each ends the sleep, and the pass looks again */
+    (void)syscall(SYS_futex, (uint32_t *)&eng.bell, FUTEX_WAIT_PRIVATE, bell, &ts, NULL, 0);
     return;
   }
   struct waitv v[MAX_WATCH + 1];
   v[0] = (struct waitv){bell, (uint64_t)(uintptr_t)&eng.bell, FUTEX2_SIZE_U32 | FUTEX2_PRIVATE, 0};
   for (int i = 0; i < nw; i++)
     v[i + 1] = (struct waitv){w[i].val, (uint64_t)(uintptr_t)w[i].word, FUTEX2_SIZE_U32, 0};
-  clock_gettime(CLOCK_MONOTONIC, &ts); /* futex_waitv's timeout is absolute */
   ts.tv_nsec += SLEEP_CAP_NS;
   if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
   long rc = syscall(SYS_futex_waitv, v, (unsigned)(nw + 1), 0u, &ts, CLOCK_MONOTONIC);
@@ -167,10 +172,18 @@ static void start_locked(void) {
   /* every signal stays with the program's threads */
   sigset_t all, old;
   sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_sigmask(SIG_SETMASK, &all, &old);
+  if (rc != 0) { /* a thread that could take the program's signals: none */
+    GR_DEBUG("collectives: no progress thread (pthread_sigmask: %s): requests progress in their "
+             "tests",
+             strerror(rc));
+    return;
+  }
   eng.stop = 0;
-  int rc = pthread_create(&eng.thread, NULL, engine_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  rc = pthread_create(&eng.thread, NULL, engine_main, NULL);
+  int back = pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (back != 0) /* only an invalid argument fails it, and these are valid */
+    GR_DEBUG("collectives: progress thread: restoring the signal mask failed: %s", strerror(back));
   if (rc == 0)
     eng.running = 1;
   else
@@ -179,7 +192,7 @@ static void start_locked(void) {
 }
 
 gr_status gr__shm_engine_add(gr__shm *s) {
-  if (gr__shm_engine_registered(s)) {
+  if (gr__shm_engine_registered(s, gr__shm_engine_kick, gr__shm_engine_remove)) {
     gr__shm_engine_kick();
     return GR_OK;
   }
@@ -213,7 +226,9 @@ void gr__shm_engine_remove(gr__shm *s) {
   pthread_mutex_unlock(&eng.mu);
   if (!join) return;
   gr__shm_engine_kick();
-  pthread_join(eng.thread, NULL);
+  int rc = pthread_join(eng.thread, NULL);
+  if (rc != 0) /* the thread is joinable and joined once, here: only a bug makes it fail */
+    GR_DEBUG("collectives: progress thread: pthread_join failed: %s", strerror(rc));
   pthread_mutex_lock(&eng.mu);
   eng.running = 0;
   eng.stopping = 0;
