@@ -47,7 +47,7 @@ typedef enum {
 typedef struct {
   gr__seq_until_kind kind;
   gr_comm *c;          /* DRAINED: the communicator */
-  const char *fn;      /* DRAINED: the caller, named in a timeout's sentence */
+  const char *fn;      /* DRAINED, CALLS: the caller, named in the sentences (not y->fn) */
   gr_request *q;       /* REQUEST */
   const loop_style *y; /* CALLS: how the outcomes are worded */
   gr__call *k;         /* CALLS */

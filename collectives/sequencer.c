@@ -595,31 +595,32 @@ static int request_turn(gr_request *q, gr_status *st) {
 /* ---- SETTLED, for calls posted outside the queue ---------------------------------------------- */
 
 /* A call's outcome that needs a sentence (a failure, said). */
-static gr_status settle_say(const loop_style *y, gr__call *k, gr_status st, int timeout) {
+static gr_status settle_say(const loop_style *y, const char *fn, gr__call *k, gr_status st,
+                            int timeout) {
   gr_comm *c = k->comm;
-  if (timeout) return gr__timed_out(y->fn, k, y->timeout_what);
+  if (timeout) return gr__timed_out(fn, k, y->timeout_what);
   if (y->name_backend)
-    return gr__fail(st, y->fn, "%s #%llu on communicator %s (%s backend): %s",
+    return gr__fail(st, fn, "%s #%llu on communicator %s (%s backend): %s",
                     gr__kind_name(shown(k)->kind), (unsigned long long)k->seq, c->id, c->ops->name,
                     c->err);
-  return gr__fail(st, y->fn, "%s #%llu on communicator %s: %s", gr__kind_name(shown(k)->kind),
+  return gr__fail(st, fn, "%s #%llu on communicator %s: %s", gr__kind_name(shown(k)->kind),
                   (unsigned long long)k->seq, c->id, c->err);
 }
 
 /* A call's outcome st (from post or test): its flight record and counters, and (say) the sentence;
  * without say the failure is only counted (an earlier one's sentence stands). Inline here: the
  * blocking path settles every call through it. */
-static inline gr_status settle(const loop_style *y, gr__call *k, gr_status st, double t0,
-                               double share, int say) {
+static inline gr_status settle(const loop_style *y, const char *fn, gr__call *k, gr_status st,
+                               double t0, double share, int say) {
   int timeout = st == GR_ERR_TIMEOUT && y->backend_timeout;
   gr__end_share(k, st == GR_OK ? GR__FL_DONE : timeout ? GR__FL_TIMEOUT : GR__FL_FAILED, t0, share);
   if (st == GR_OK || !say) return st;
-  return settle_say(y, k, st, timeout);
+  return settle_say(y, fn, k, st, timeout);
 }
 
 gr_status gr__settle(const loop_style *y, gr__call *k, gr_status st, double t0, double share,
                      int say) {
-  return settle(y, k, st, t0, share, say);
+  return settle(y, y->fn, k, st, t0, share, say);
 }
 
 /* One turn of posted calls: each unsettled one tested once, settled when it finished. */
@@ -630,7 +631,7 @@ static inline int calls_turn(gr__seq_until *u) {
     if (st != GR_OK || u->done[i]) {
       u->done[i] = 1;
       u->left--;
-      st = settle(u->y, &u->k[i], st, u->t0, u->share, u->first == GR_OK);
+      st = settle(u->y, u->fn, &u->k[i], st, u->t0, u->share, u->first == GR_OK);
       if (u->first == GR_OK) u->first = st;
     }
   }
@@ -640,15 +641,15 @@ static inline int calls_turn(gr__seq_until *u) {
 /* Past the deadline: the target's unsettled calls are given up on, recorded as timed out and their
  * communicators aborted. Returns the first one's sentence. (Scalars, not the target: the blocking
  * path's target then lives in registers.) */
-static gr_status expire_calls(const loop_style *y, gr__call *k, size_t n, int *done, double t0,
-                              double share) {
+static gr_status expire_calls(const loop_style *y, const char *fn, gr__call *k, size_t n, int *done,
+                              double t0, double share) {
   gr_status st = GR_OK;
   for (size_t i = 0; i < n; i++) {
     if (done[i]) continue;
     done[i] = 1;
     k[i].comm->ops->forget(&k[i]);
     gr__end_share(&k[i], GR__FL_TIMEOUT, t0, share);
-    if (st == GR_OK) st = gr__timed_out(y->fn, &k[i], y->timeout_what);
+    if (st == GR_OK) st = gr__timed_out(fn, &k[i], y->timeout_what);
     gr__comm_abort_internal(k[i].comm);
   }
   return st;
@@ -712,7 +713,7 @@ drive(gr__seq_until *u, unsigned budget, int *finished, gr__seq_until_kind kind)
         if (kind == GR__SEQ_UNTIL_REQUEST) return expire_request(u->q);
         if (kind == GR__SEQ_UNTIL_DRAINED) return expire_drain(u->fn, u->c);
         u->left = 0;
-        return expire_calls(u->y, u->k, u->n, u->done, u->t0, u->share);
+        return expire_calls(u->y, u->fn, u->k, u->n, u->done, u->t0, u->share);
       }
       gr__flight_poll();
       /* A peer may wait in a call of this rank's elsewhere (a queued post, a call that moves only
@@ -736,12 +737,11 @@ gr_status gr__seq_drive(gr__seq_until *u, unsigned budget, int *finished) {
   }
 }
 
-static inline __attribute__((always_inline)) gr_status drive_calls(const loop_style *y, gr__call *k,
-                                                                   size_t n, int *done, double t0,
-                                                                   double deadline, double share,
-                                                                   gr_status first) {
+static inline __attribute__((always_inline)) gr_status
+drive_calls(const loop_style *y, const char *fn, gr__call *k, size_t n, int *done, double t0,
+            double deadline, double share, gr_status first) {
   gr__seq_until u;
-  u.kind = GR__SEQ_UNTIL_CALLS, u.y = y, u.k = k, u.n = n, u.done = done, u.t0 = t0;
+  u.kind = GR__SEQ_UNTIL_CALLS, u.y = y, u.fn = fn, u.k = k, u.n = n, u.done = done, u.t0 = t0;
   u.share = share, u.first = first, u.deadline = deadline, u.turns = 0, u.left = 0;
   for (size_t i = 0; i < n; i++)
     u.left += !done[i];
@@ -752,7 +752,7 @@ static inline __attribute__((always_inline)) gr_status drive_calls(const loop_st
 
 gr_status gr__seq_drive_calls(const loop_style *y, gr__call *k, size_t n, int *done, double t0,
                               double deadline, double share, gr_status first) {
-  return drive_calls(y, k, n, done, t0, deadline, share, first);
+  return drive_calls(y, y->fn, k, n, done, t0, deadline, share, first);
 }
 
 /* ---- the blocking path: a call posted from the caller's stack, never queued -------------------- */
@@ -763,13 +763,14 @@ gr_status gr__seq_drive_calls(const loop_style *y, gr__call *k, size_t n, int *d
  * lowest refusing rank, nothing posted anywhere), MPI's failure, or the timeout (the verdict given
  * up on, its words left to MPI, the communicator aborted). Out of line: the MPI paths never
  * come here. */
-static __attribute__((noinline)) gr_status carried_verdict(const loop_style *y, gr__call *k,
-                                                           int arg, double t0, double deadline) {
+static __attribute__((noinline)) gr_status carried_verdict(const loop_style *y, const char *fn,
+                                                           gr__call *k, int arg, double t0,
+                                                           double deadline) {
   gr_comm *c = k->comm;
   int *v = malloc(2 * sizeof *v); /* handed to MPI's lost requests after a timeout */
   if (!v) {
     snprintf(c->err, sizeof c->err, "out of memory");
-    return settle(y, k, GR_ERR_NOMEM, t0, 1.0, 1);
+    return settle(y, fn, k, GR_ERR_NOMEM, t0, 1.0, 1);
   }
   v[0] = gr__verdict_word(c, arg);
   v[1] = 0;
@@ -780,7 +781,7 @@ static __attribute__((noinline)) gr_status carried_verdict(const loop_style *y, 
   if (st == GR_ERR_TIMEOUT) {
     gr__mpi_abandon(c, &req, v, NULL);
     gr__end_share(k, GR__FL_TIMEOUT, t0, 1.0);
-    st = gr__timed_out(y->fn, k, y->timeout_what);
+    st = gr__timed_out(fn, k, y->timeout_what);
     gr__comm_abort_internal(c);
     return st;
   }
@@ -788,14 +789,38 @@ static __attribute__((noinline)) gr_status carried_verdict(const loop_style *y, 
   free(v);
   if (st != GR_OK) {
     snprintf(c->err, sizeof c->err, "MPI_Iallreduce of the refusal verdict failed");
-    return settle(y, k, GR_ERR_MPI, t0, 1.0, 1);
+    return settle(y, fn, k, GR_ERR_MPI, t0, 1.0, 1);
   }
   if (all == 0) return GR_OK;
   snprintf(c->err, sizeof c->err,
            "rank %d of communicator %s rejected its own %s in %s(count=%zu); no rank sent anything",
            0xfffff - ((all >> 8) & 0xfffff), c->id, gr__arg_name(all & 0xff),
            gr__kind_name(k->kind), k->count);
-  return settle(y, k, GR_ERR_INVALID, t0, 1.0, 1);
+  return settle(y, fn, k, GR_ERR_INVALID, t0, 1.0, 1);
+}
+
+/* k begun, posted and driven to its end; carried: after its verdict (arg), NCCL's ROUTE_CALL.
+ * Written once, one copy per value of carried (a constant at each use). */
+static inline __attribute__((always_inline)) gr_status run_begun(const char *fn, gr__call *k,
+                                                                 int carried, int arg) {
+  gr_comm *c = k->comm;
+  gr__begin(k);
+  double t0 = gr__mono_now(), deadline = c->timeout_s > 0 ? t0 + c->timeout_s : 0.0;
+  k->blocking_ok = c->timeout_s <= 0;
+  int done = 0;
+  c->err[0] = '\0';
+  /* How its outcomes are worded, the caller's name apart (fn, passed as is: nothing to build) */
+  static const loop_style y = {NULL, "", 1, 1};
+  if (carried) GR_CHECK(carried_verdict(&y, fn, k, arg, t0, deadline));
+  gr_status st = c->ops->post(k, &done);
+  if (st != GR_OK || done) return settle(&y, fn, k, st, t0, 1.0, 1);
+  return drive_calls(&y, fn, k, 1, &done, t0, deadline, 1.0, GR_OK); /* n = 1: folded */
+}
+
+/* NCCL's blocking calls (ROUTE_CALL, gr__seq_carried_verdict): out of line, so that the other
+ * paths' calls pay one comparison for them. */
+static __attribute__((noinline)) gr_status run_carried(const char *fn, gr__call *k, int arg) {
+  return run_begun(fn, k, 1, arg);
 }
 
 gr_status gr__run_one(const char *fn, gr__call *k, int checked) {
@@ -805,41 +830,25 @@ gr_status gr__run_one(const char *fn, gr__call *k, int checked) {
    * inner run (checked: the in-band form, a refusal) follows an outer call's claim. */
   if (!checked && __atomic_load_n(&c->pending, __ATOMIC_RELAXED) > 0) gr__requests_claim(c);
   gr__flight_poll();
-  int carried = 0, arg = GR__ARG_NONE; /* NCCL: the verdict goes in front of the call, inside it */
   if (!checked && is_collective(k->kind)) {
-    if (c->check) {
+    int route = gr__refusal_route(k); /* ROUTE_NONE in check mode */
+    if (route == ROUTE_CALL) {
+      if (gr__seq_carried_verdict(c)) return run_carried(fn, k, GR__ARG_NONE);
+    } else if (route == ROUTE_AGREE) {
+      if (gr__inband(k)) return gr__run_inband(fn, k, GR__ARG_NONE);
+      GR_CHECK(gr__agree_call(fn, k, GR__ARG_NONE));
+    } else if (c->check) {
       GR_CHECK(gr__exchange_fingerprint(fn, k, GR_OK));
-    } else {
-      int route = gr__refusal_route(k);
-      if (route == ROUTE_AGREE) {
-        if (gr__inband(k)) return gr__run_inband(fn, k, GR__ARG_NONE);
-        GR_CHECK(gr__agree_call(fn, k, GR__ARG_NONE));
-      } else if (route == ROUTE_CALL) {
-        carried = gr__seq_carried_verdict(c);
-      }
     }
   } else if (checked) {
     /* On NCCL a checked ROUTE_CALL collective is the refusing rank's (gr__join_refused): its
-     * verdict says so */
-    carried =
-        gr__seq_carried_verdict(c) && is_collective(k->kind) && gr__refusal_route(k) == ROUTE_CALL;
-    if (carried) arg = k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS;
+     * verdict says so. */
+    if (gr__seq_carried_verdict(c) && is_collective(k->kind) && gr__refusal_route(k) == ROUTE_CALL)
+      return run_carried(fn, k, k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS);
   } else if (!gr__seq_empty(c) && gr__seq_in_line(k)) {
     GR_CHECK(gr__requests_drain(fn, c)); /* NCCL's point-to-point: after the queued calls */
   }
-  gr__begin(k);
-  double t0 = gr__mono_now(), deadline = c->timeout_s > 0 ? t0 + c->timeout_s : 0.0;
-  k->blocking_ok = c->timeout_s <= 0;
-  int done = 0;
-  c->err[0] = '\0';
-  const loop_style y = {fn, "", 1, 1};
-  if (carried) {
-    gr_status v = carried_verdict(&y, k, arg, t0, deadline);
-    if (v != GR_OK) return v;
-  }
-  gr_status st = c->ops->post(k, &done);
-  if (st != GR_OK || done) return settle(&y, k, st, t0, 1.0, 1);
-  return drive_calls(&y, k, 1, &done, t0, deadline, 1.0, GR_OK); /* n = 1: folded */
+  return run_begun(fn, k, 0, GR__ARG_NONE);
 }
 
 gr_status gr__requests_drain(const char *fn, gr_comm *c) {
