@@ -115,6 +115,8 @@ typedef struct mt_comm {
   uint64_t nmade;
   struct mt_comm *next;
   gr__stats_comm stats;
+  int *world_of; /* its ranks' world ranks, for the live file's per-peer waits; NULL: none */
+  int identity;  /* 1: the world itself (its ranks are world ranks) */
 } mt_comm;
 
 #define NBUCKETS 256
@@ -162,6 +164,33 @@ static int lowest_world_rank(MPI_Comm c) {
   return low;
 }
 
+/* The world rank of each rank of c (an intra-communicator of size ranks, at most the per-peer
+ * waits' bound), for the live file's per-peer waits; NULL where it cannot tell (an
+ * inter-communicator's peers are the remote group's, out of memory). Local calls only. */
+static int *world_map(MPI_Comm c, int size) {
+  int inter = 0;
+  if (!have_world_group || size <= 0 || size > GR_MPISTATS_MAX_PEERS ||
+      NEXT(Comm_test_inter)(c, &inter) != MPI_SUCCESS || inter)
+    return NULL;
+  MPI_Group g;
+  if (NEXT(Comm_group)(c, &g) != MPI_SUCCESS) return NULL;
+  int *in = malloc((size_t)size * sizeof *in), *out = malloc((size_t)size * sizeof *out);
+  if (in && out) {
+    for (int i = 0; i < size; i++)
+      in[i] = i;
+    if (NEXT(Group_translate_ranks)(g, size, in, world_group, out) != MPI_SUCCESS) {
+      free(out);
+      out = NULL;
+    }
+  } else {
+    free(out);
+    out = NULL;
+  }
+  free(in);
+  NEXT(Group_free)(&g);
+  return out;
+}
+
 /* Under comm_mu. */
 static mt_comm *insert(MPI_Comm c, const char *id, const char *name) {
   uintptr_t k = key_of(c);
@@ -179,6 +208,9 @@ static mt_comm *insert(MPI_Comm c, const char *id, const char *name) {
   e->f = gr__flight_new(id, rank, size, "mpi");
   if (e->f && name) gr__flight_name(e->f, name);
   gr__stats_comm_reset(&e->stats, size);
+  free(e->world_of);
+  e->identity = c == MPI_COMM_WORLD;
+  e->world_of = e->identity ? NULL : world_map(c, size);
   unsigned b = bucket_of(k);
   e->next = buckets[b];
   buckets[b] = e;
@@ -768,6 +800,51 @@ static void thread_account(double secs, int kind) {
                           memory_order_relaxed);
 }
 
+/* The live file's per-peer waits: the seconds this rank was blocked on each world rank's sends
+ * and receives (stats.c's per-communicator sums, which the calls add to anyway), summed over the
+ * live communicators by world rank, the GR_LIVE_MPI_PEERS largest. Runs on the publisher, off
+ * the calls' path: a pass over the communicators every interval, under comm_mu (the entries and
+ * their arrays stay while it is held). The sums are read with relaxed loads; a call's add may
+ * land a publish later. A freed communicator's waits leave the sums (gpurun-top's deltas clamp
+ * at zero). */
+static void live_waited(gr__live_mpi *out) {
+  static double *sum; /* world_size entries, kept: only the publisher calls this, under its lock */
+  out->nwaited = 0;
+  if (world_size <= 0) return;
+  if (!sum && !(sum = malloc((size_t)world_size * sizeof *sum))) return;
+  memset(sum, 0, (size_t)world_size * sizeof *sum);
+  int any = 0;
+  pthread_mutex_lock(&comm_mu);
+  for (int b = 0; b < NBUCKETS; b++)
+    for (mt_comm *e = buckets[b]; e; e = e->next) {
+      if (!e->live || !e->stats.waited_on || (!e->identity && !e->world_of)) continue;
+      for (int p = 0; p < e->stats.npeers; p++) {
+        double v;
+        __atomic_load(&e->stats.waited_on[p], &v, __ATOMIC_RELAXED);
+        int w = e->identity ? p : e->world_of[p];
+        if (v > 0 && w >= 0 && w < world_size && w != world_rank) {
+          sum[w] += v;
+          any = 1;
+        }
+      }
+    }
+  pthread_mutex_unlock(&comm_mu);
+  if (!any) return;
+  /* the largest few, in descending order (insertion into a short sorted list) */
+  for (int w = 0; w < world_size; w++) {
+    if (!(sum[w] > 0)) continue;
+    int n = out->nwaited, at = n;
+    while (at > 0 && out->waited[at - 1].s < sum[w])
+      at--;
+    if (at >= GR_LIVE_MPI_PEERS) continue;
+    if (n == GR_LIVE_MPI_PEERS) n--;
+    memmove(&out->waited[at + 1], &out->waited[at], (size_t)(n - at) * sizeof out->waited[0]);
+    out->waited[at].rank = w;
+    out->waited[at].s = sum[w];
+    out->nwaited = n + 1;
+  }
+}
+
 /* The live file's MPI lines (gr__live_set_mpi): the sums over every thread, and the start of the
  * longest call a thread is inside now. A slot keeps its sums after its thread ends, so that they
  * only grow (Prometheus counters). */
@@ -783,6 +860,7 @@ static int live_mpi(gr__live_mpi *out) {
   out->in_s = in;
   out->coll_s = cs;
   out->inside_since = gr__mt_longest(&now) ? now.since : 0.0;
+  live_waited(out);
   return 1;
 }
 

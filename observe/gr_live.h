@@ -27,14 +27,25 @@ void gr__live_create_end(void);
 /* Stop publishing without a last state (the MPI layer's copy, when the program's libgpurun
  * starts its own: gr_mpitrace.h). */
 void gr__live_stop(void);
-/* The MPI layer's per-rank figures, written as the file's mpi_s, mpi_coll_s and
- * mpi_inside_since lines (base/gr_live_file.h). fn is called by the publisher on every write, with
+/* The MPI layer's per-rank figures, written as the file's mpi_s, mpi_coll_s,
+ * mpi_inside_since and mpi_waited lines (base/gr_live_file.h). fn is called by the publisher on every write, with
  * the live state's lock held: it must not call back into it. It returns 0 to write no lines. Set
  * it before gr__observe_start; NULL: none (a gpurun API program's file has none). */
+#define GR_LIVE_MPI_PEERS 8 /* the most per-peer waits a live file carries */
 typedef struct {
   double in_s;         /* seconds inside the MPI calls it records, all threads */
   double coll_s;       /* of them, inside blocking collectives */
   double inside_since; /* when the longest call a thread is inside now began (epoch s); 0: none */
+  /* The seconds this rank was blocked on each peer's sends and receives since it started (a
+   * blocking send or receive, or a wait's share for each peer whose request it completed), by
+   * world rank, the largest first: written as the mpi_waited line, "mpi_waited R:S,R:S,..." (at
+   * most GR_LIVE_MPI_PEERS items, none of them this rank; no line when nwaited is 0). A reader
+   * that does not know the line ignores it (an unknown key). */
+  int nwaited;
+  struct {
+    int rank;
+    double s;
+  } waited[GR_LIVE_MPI_PEERS];
 } gr__live_mpi;
 void gr__live_set_mpi(int (*fn)(gr__live_mpi *out));
 /* Publish now regardless of the interval (state "running" or "exited"). 0 when written. */

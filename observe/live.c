@@ -127,9 +127,18 @@ static int write_state(const char *state) {
   if (rss >= 0) gr__strbuf_appendf(&sb, "rss_kib %lld\n", rss);
   int (*mpi)(gr__live_mpi *) = atomic_load_explicit(&mpi_source, memory_order_acquire);
   gr__live_mpi m;
-  if (mpi && mpi(&m))
+  m.nwaited = 0;
+  if (mpi && mpi(&m)) {
     gr__strbuf_appendf(&sb, "mpi_s %.6f\nmpi_coll_s %.6f\nmpi_inside_since %.6f\n", m.in_s,
                        m.coll_s, m.inside_since);
+    /* the per-peer waits: one bounded line (8 items of at most 24 bytes) */
+    for (int k = 0; k < m.nwaited && k < GR_LIVE_MPI_PEERS; k++) {
+      double s = m.waited[k].s;
+      gr__strbuf_appendf(&sb, "%s%d:%.6f", k ? "," : "mpi_waited ", m.waited[k].rank,
+                         s >= 0 && s < 1e9 ? s : 0.0);
+    }
+    if (m.nwaited > 0) gr__strbuf_putc(&sb, '\n');
+  }
   for (int i = 0; i < n && gr__strbuf_len(&sb) < sizeof buf - 400; i++) {
     const gr__flight_now *c = &now[i];
     char name[sizeof c->name], waits[GR_LIVE_MAX_WAITS * 26 + 2];

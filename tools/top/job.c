@@ -121,6 +121,70 @@ static char proc_state(long pid) {
   return p && p[1] == ' ' && p[2] ? p[2] : 0;
 }
 
+/* One "R:S" item of an mpi_waited line (len bytes). */
+static int waited_item(const char *p, size_t len, int rank, gr__top_waited *out) {
+  const char *colon = memchr(p, ':', len);
+  char buf[48];
+  if (!colon || len >= sizeof buf || colon == p) return -1;
+  size_t rl = (size_t)(colon - p);
+  memcpy(buf, p, rl);
+  buf[rl] = '\0';
+  long long peer;
+  if (gr__parse_ll(buf, 0, GR__TOP_MAX_RANK, &peer) != GR_OK || peer == rank) return -1;
+  size_t sl = len - rl - 1;
+  if (!sl) return -1;
+  memcpy(buf, colon + 1, sl);
+  buf[sl] = '\0';
+  char *e;
+  errno = 0;
+  double v = strtod(buf, &e);
+  /* decimal only (strtod also takes hex, "inf" and "nan"), starting with a digit */
+  if (errno || *e || !isfinite(v) || v < 0 || v >= 1e12 || !(buf[0] >= '0' && buf[0] <= '9') ||
+      strspn(buf, "0123456789.eE+-") != sl)
+    return -1;
+  for (int k = 0; k < out->n; k++)
+    if (out->peer[k] == (int)peer) return -1; /* a rank twice: not the layer's line */
+  if (out->n == GR__TOP_MAX_WAITED) return -1;
+  out->peer[out->n] = (int)peer;
+  out->s[out->n++] = v;
+  return 0;
+}
+
+int gr__top_parse_waited(const char *text, size_t len, int rank, gr__top_waited *out) {
+  static const char key[] = "mpi_waited";
+  const size_t kl = sizeof key - 1;
+  out->n = 0;
+  for (const char *p = text, *end = text + len; p < end;) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *le = nl ? nl : end;
+    const char *line = p;
+    p = nl ? nl + 1 : end;
+    if ((size_t)(le - line) <= kl || memcmp(line, key, kl) != 0 ||
+        (line[kl] != ' ' && line[kl] != '\t'))
+      continue;
+    const char *t = line + kl;
+    while (t < le && (*t == ' ' || *t == '\t'))
+      t++;
+    const char *te = t;
+    while (te < le && *te != ' ' && *te != '\t' && *te != '\r')
+      te++;
+    for (const char *r = te; r < le; r++) /* one token, then only blanks */
+      if (*r != ' ' && *r != '\t' && *r != '\r') return -1;
+    if (t == te) return -1;
+    for (const char *i = t; i < te;) {
+      const char *c = memchr(i, ',', (size_t)(te - i));
+      const char *ie = c ? c : te;
+      if (waited_item(i, (size_t)(ie - i), rank, out) != 0 || (c && c + 1 == te)) {
+        out->n = 0;
+        return -1;
+      }
+      i = c ? c + 1 : te;
+    }
+    return 0; /* the first such line is the layer's */
+  }
+  return -1;
+}
+
 static void load_live(gr__top_job *job, const char *path, const char *name, const char *myhost) {
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return;
@@ -136,6 +200,7 @@ static void load_live(gr__top_job *job, const char *path, const char *name, cons
   if (!t) return;
   t->live = lv;
   t->have_live = 1;
+  gr__top_parse_waited(buf, (size_t)n, lv.rank, &t->waited);
   t->age_s = job->now - lv.time;
   if (!t->host[0]) snprintf(t->host, sizeof t->host, "%s", lv.host);
   if (lv.pid > 0 && !strcmp(lv.host, myhost)) t->proc_state = proc_state(lv.pid);
@@ -351,6 +416,9 @@ void gr__top_job_init(gr__top_job *job) {
 void gr__top_free(gr__top_job *job) {
   gr__array_free(&job->r);
   gr__array_free(&job->index);
+  for (int h = 0; h < job->nhist; h++)
+    free(job->hist[h].rows);
+  job->nhist = 0;
 }
 
 /* ---- who waits for whom ---------------------------------------------------------------- */
@@ -904,12 +972,184 @@ out:
   return nblock;
 }
 
+/* ---- the late rank of point-to-point codes: per-peer waits over a recent window ------------ */
+
+static const gr__top_wrow *wrow_of(const gr__top_wframe *f, int rank) {
+  size_t lo = 0, hi = f->n;
+  while (lo < hi) { /* rows are in rank order */
+    size_t mid = (lo + hi) / 2;
+    if (f->rows[mid].rank < rank)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < f->n && f->rows[lo].rank == rank ? &f->rows[lo] : NULL;
+}
+
+/* Seconds cur waited on peer since base (NULL: since the start). A peer base did not list when
+ * base listed a full set waited at most base's smallest then: the difference to that is a lower
+ * bound. Never below zero (a freed communicator's waits leave the sums). */
+static double waited_since(const gr__top_waited *cur, int k, const gr__top_waited *base) {
+  double prev = 0;
+  if (base) {
+    int found = 0;
+    for (int j = 0; j < base->n && !found; j++)
+      if (base->peer[j] == cur->peer[k]) {
+        prev = base->s[j];
+        found = 1;
+      }
+    if (!found && base->n == GR__TOP_MAX_WAITED) {
+      prev = base->s[0];
+      for (int j = 1; j < base->n; j++)
+        if (base->s[j] < prev) prev = base->s[j];
+    }
+  }
+  return cur->s[k] > prev ? cur->s[k] - prev : 0;
+}
+
+/* This frame's per-peer waits into the history (rows in rank order), and the frame to compare
+ * with: the newest one at least the window older, else the oldest kept; NULL on the first frame.
+ * Frames closer than a tenth of the window to the last kept one are not kept. */
+static const gr__top_wframe *window_base(gr__top_job *job) {
+  gr__top_wframe cur = {0, 0, NULL};
+  int n = gr__top_nranks(job);
+  for (int i = 0; i < n; i++) {
+    const gr__top_rank *t = &GR__TOP_ROW(job, i);
+    if (t->have_live && t->waited.n && t->live.time > cur.time) cur.time = t->live.time;
+  }
+  if (!(cur.time > 0)) return job->nhist ? &job->hist[0] : NULL;
+  /* time going back (the files were replaced): the history is another job's */
+  if (job->nhist && cur.time < job->hist[job->nhist - 1].time) {
+    for (int h = 0; h < job->nhist; h++)
+      free(job->hist[h].rows);
+    job->nhist = 0;
+  }
+  /* the frames older than the newest one at least a window old are no longer needed */
+  int keep_from = 0;
+  for (int h = 0; h < job->nhist; h++)
+    if (cur.time - job->hist[h].time >= GR__TOP_LATE_WINDOW) keep_from = h;
+  if (keep_from > 0) {
+    for (int h = 0; h < keep_from; h++)
+      free(job->hist[h].rows);
+    memmove(job->hist, job->hist + keep_from,
+            (size_t)(job->nhist - keep_from) * sizeof job->hist[0]);
+    job->nhist -= keep_from;
+  }
+  int first = job->nhist == 0;
+  if (first || cur.time - job->hist[job->nhist - 1].time >= GR__TOP_LATE_WINDOW / 10) {
+    if (job->nhist == GR__TOP_LATE_HIST) { /* full: the second oldest goes, the base stays */
+      free(job->hist[1].rows);
+      memmove(job->hist + 1, job->hist + 2, (size_t)(job->nhist - 2) * sizeof job->hist[0]);
+      job->nhist--;
+    }
+    cur.rows = malloc((size_t)(n ? n : 1) * sizeof *cur.rows);
+    if (cur.rows) {
+      for (int i = 0; i < n; i++) {
+        const gr__top_rank *t = &GR__TOP_ROW(job, i);
+        if (!t->have_live || !t->waited.n) continue;
+        gr__top_wrow *r = &cur.rows[cur.n++];
+        r->rank = t->rank;
+        r->time = t->live.time;
+        r->w = t->waited;
+      }
+      job->hist[job->nhist++] = cur;
+    }
+  }
+  return first ? NULL : &job->hist[0];
+}
+
+/* The late line from the per-peer waits (a halo exchange: every rank's time in MPI is alike,
+ * but the others are blocked on the late rank's sends and receives). Over the window, each
+ * rank's balance: the seconds the others waited for it less the seconds it waited for them. A
+ * slowed rank's own waits are not small (stopped or descheduled inside a wait, that time counts
+ * as waiting), but the others wait for it longer; in a chain (2 waits for 0, which waits for 1)
+ * the balance is highest at the rank the chain ends at. Named: the highest balance, when it is at
+ * least a tenth of the window (a second since the start) and a third of the others' waits for it
+ * (they waited for it 1.5 times as long as it for them), and one and a half times any other
+ * rank's. 1 when it wrote job->late. */
+static int late_p2p(gr__top_job *job) {
+  const gr__top_wframe *base = window_base(job);
+  int n = gr__top_nranks(job);
+  double *on = calloc((size_t)(n ? n : 1), sizeof *on);
+  double *net = calloc((size_t)(n ? n : 1), sizeof *net);
+  int said = 0;
+  double newest = 0;
+  if (!on || !net) goto out;
+  /* on[row]: the seconds the others waited for the rank of that row; net[row]: less its own */
+  for (int i = 0; i < n; i++) {
+    const gr__top_rank *t = &GR__TOP_ROW(job, i);
+    if (!t->have_live || !t->waited.n) continue;
+    const gr__top_wrow *b = base ? wrow_of(base, t->rank) : NULL;
+    if (base && !b) continue; /* no earlier figure: its waits may be older than the window */
+    if (b && t->live.time <= b->time) continue; /* no news from it since */
+    if (t->live.time > newest) newest = t->live.time;
+    for (int k = 0; k < t->waited.n; k++) {
+      double d = waited_since(&t->waited, k, b ? &b->w : NULL);
+      int p = t->waited.peer[k];
+      int row = p < (int)job->index.count ? GR_ARRAY_AT(&job->index, int, p) : -1;
+      net[i] -= d;
+      if (row >= 0) {
+        on[row] += d;
+        net[row] += d;
+      }
+    }
+  }
+  int top = -1, second = -1;
+  for (int i = 0; i < n; i++) {
+    if (top < 0 || net[i] > net[top]) {
+      second = top;
+      top = i;
+    } else if (second < 0 || net[i] > net[second]) {
+      second = i;
+    }
+  }
+  if (top < 0) goto out;
+  double span = base ? newest - base->time : 0;
+  double need = base ? GR__TOP_LATE_WINDOW / 10 : 1.0;
+  if (base && span * 0.1 > need) need = span * 0.1;
+  if (!(net[top] >= need) || net[top] * 3 < on[top] ||
+      (second >= 0 && net[second] * 1.5 > net[top]))
+    goto out;
+  /* the ranks that waited for it: each a twentieth of the total at least */
+  int top_rank = GR__TOP_ROW(job, top).rank, nw = 0, listed = 0;
+  char who[120];
+  gr__strbuf w;
+  gr__strbuf_init_fixed(&w, who, sizeof who);
+  for (int i = 0; i < n; i++) {
+    const gr__top_rank *t = &GR__TOP_ROW(job, i);
+    if (i == top || !t->have_live || !t->waited.n) continue;
+    const gr__top_wrow *b = base ? wrow_of(base, t->rank) : NULL;
+    if ((base && !b) || (b && t->live.time <= b->time)) continue;
+    for (int k = 0; k < t->waited.n; k++)
+      if (t->waited.peer[k] == top_rank &&
+          waited_since(&t->waited, k, b ? &b->w : NULL) >= on[top] / 20) {
+        nw++;
+        if (listed < 8) gr__strbuf_appendf(&w, "%s%d", listed++ ? "," : "", t->rank);
+      }
+  }
+  if (nw > listed) gr__strbuf_appendf(&w, " and %d more", nw - listed);
+  char when[48];
+  if (base)
+    snprintf(when, sizeof when, "in the last %.0f s", span);
+  else
+    snprintf(when, sizeof when, "since the start");
+  snprintf(job->late, sizeof job->late,
+           "late: rank %d: rank%s %s waited %.1f s for it in point-to-point %s", top_rank,
+           nw == 1 ? "" : "s", who, on[top], when);
+  said = 1;
+out:
+  free(on);
+  free(net);
+  return said;
+}
+
 /* The straggler while the job runs, from the MPI layer's sums in the live files: a rank that
  * arrives late waits least, so the one whose time in blocking collectives (else in MPI at all, for
  * a code that exchanges point to point) is at most two thirds of the others' median, with that
  * median at least a second, is the one they wait for. "" otherwise. */
 static void late_rank(gr__top_job *job) {
   job->late[0] = '\0';
+  if (late_p2p(job)) return;
   int n = gr__top_nranks(job);
   double *v = malloc((size_t)n * sizeof *v);
   if (!v) return;

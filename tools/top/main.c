@@ -27,11 +27,13 @@ static void on_winch(int sig) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: gpurun-top [--interval S] [--once] [--hang S] [--bench N] [DIR]\n"
+  fprintf(f, "usage: gpurun-top [--interval S] [--once | --count N] [--hang S] [--bench N] [DIR]\n"
              "  DIR         a job directory, or a monitor directory (its newest job);\n"
              "              default $GPURUN_MONITOR_DIR, else ./gpurun-monitor\n"
              "  --interval  seconds between refreshes (default 1)\n"
              "  --once      print one frame of every rank and exit (for scripts)\n"
+             "  --count N   print N frames, --interval apart, and exit (for scripts: the\n"
+             "              late line then compares with the earlier frames)\n"
              "  --hang      a collective or communicator creation waited in this long\n"
              "              counts as a hang (default 2 s)\n"
              "  --bench N   load and draw N frames off screen, print the mean refresh time\n"
@@ -196,7 +198,7 @@ static int run_terminal(gr__top_job *job, double interval) {
 
 int main(int argc, char **argv) {
   double interval = 1.0, hang = 2.0;
-  int once = 0, bench = 0;
+  int once = 0, bench = 0, count = 0;
   const char *dir = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -211,6 +213,12 @@ int main(int argc, char **argv) {
       if (!v || parse_seconds(v, a[2] == 'i' ? 0.05 : 0, dst)) {
         fprintf(stderr, "gpurun-top: %s needs seconds (%s), got '%s'\n", a,
                 a[2] == 'i' ? ">= 0.05" : ">= 0", v ? v : "");
+        return 2;
+      }
+      i++;
+    } else if (!strcmp(a, "--count")) {
+      if (gr__parse_int(v, 1, 100000, &count) != GR_OK) {
+        fprintf(stderr, "gpurun-top: --count needs a frame count in [1, 100000]\n");
         return 2;
       }
       i++;
@@ -258,14 +266,25 @@ int main(int argc, char **argv) {
     if (null) fclose(null);
     printf("gpurun-top: %d ranks, %d rows: refresh mean %.2f ms, best %.2f ms over %d frames\n",
            gr__top_nranks(&job), gr__top_rows(&job), 1e3 * sum / bench, 1e3 * best, bench);
-  } else if (once || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
-    if (gr__top_load(&job) != 0) {
-      char why[700];
-      say_unreadable(why, sizeof why, job.dir, errno ? errno : EIO);
-      fprintf(stderr, "gpurun-top: %s\n", why);
-      rc = 1;
-    } else {
-      gr__top_render(stdout, &job, 0, -1, 0, interval);
+  } else if (once || count || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
+    /* frames one after another, a blank line between, interval apart */
+    for (int f = 0; f < (count ? count : 1) && !rc; f++) {
+      if (f) {
+        struct timespec ts = {(time_t)interval,
+                              (long)((interval - (double)(time_t)interval) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+        putchar('\n');
+      }
+      if (gr__top_load(&job) != 0) {
+        char why[700];
+        say_unreadable(why, sizeof why, job.dir, errno ? errno : EIO);
+        fprintf(stderr, "gpurun-top: %s\n", why);
+        rc = 1;
+      } else {
+        gr__top_render(stdout, &job, 0, -1, 0, interval);
+        fflush(stdout);
+      }
     }
   } else {
     rc = run_terminal(&job, interval);
