@@ -134,7 +134,7 @@ static gr_status post_locked(gr__shm *s, gr__shm_op **out, const gr__shm_op *cal
     op = &b->op;
   }
   *op = *call;
-  op->state = 0;
+  op->state = SHM_QUEUED;
   op->step = 0;
   op->pos = op->len = 0;
   op->mode = 0;
@@ -265,8 +265,8 @@ static shm_step step(gr__shm *s, gr__shm_op *op) {
 static shm_step advance(gr__shm *s, gr__shm_op *op) {
   for (;;) {
     if (op->step == 0) {
-      if (op->state == 0) {
-        op->state = 1;
+      if (op->state == SHM_QUEUED) {
+        op->state = SHM_RUNNING;
         op->pos = 0;
         if (op->win && gr__shm_window_fits(s, op)) {
           op->mode = SHM_MODE_SINGLE; /* its first step; the first round decides how it reaches
@@ -295,7 +295,7 @@ static shm_step advance(gr__shm *s, gr__shm_op *op) {
                                     * the slots */
       op->win = 0;                 /* window_fits no longer: the plain mode */
       op->direct = 0;
-      op->state = 0;
+      op->state = SHM_QUEUED;
       op->step = 0;
       continue;
     }
@@ -319,7 +319,7 @@ static inline void cpu_relax(void) {
  * budget stops it, or a single-copy syscall fails (the segment is then broken, and the next test
  * of any op reports it). Under s->lock. */
 static void pump(gr__shm *s, gr__shm_op *op) {
-  while (!gr__list_empty(&s->queue) && (!op || op->state != 2)) {
+  while (!gr__list_empty(&s->queue) && (!op || op->state != SHM_SETTLED)) {
     gr__shm_op *h = OP_OF(s->queue.head);
     shm_step rc = advance(s, h);
     if (rc == SHM_STEP_SYSFAIL) {
@@ -328,7 +328,7 @@ static void pump(gr__shm *s, gr__shm_op *op) {
       return;
     }
     if (rc == SHM_STEP_WAIT) break;
-    h->state = 2; /* done, or dropped (failed): every rank drops it at the same point */
+    h->state = SHM_SETTLED; /* done, or dropped (failed): every rank drops it at the same point */
     gr__list_pop_front(&s->queue);
   }
 }
@@ -341,7 +341,7 @@ static gr_status settled(gr__shm *s, gr__shm_op *op, int *done) {
     return GR_ERR_SYSTEM;
   }
   if (s->broken) return GR_ERR_ABORTED;
-  if (op->state != 2) return GR_OK;
+  if (op->state != SHM_SETTLED) return GR_OK;
   gr__list_push_back(&s->spare, &op->node);
   s->idle_t0 = 0;
   *done = 1;
@@ -406,7 +406,7 @@ void gr__shm_nudge(gr__shm *s) {
 
 int gr__shm_settled(gr__shm *s, const gr__shm_op *op, int *failed) {
   gr__shm_lock_caller(s, 0);
-  int st = op->state == 2;
+  int st = op->state == SHM_SETTLED;
   *failed = op->failed;
   gr__shm_unlock(s);
   return st;

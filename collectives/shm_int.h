@@ -93,6 +93,8 @@ enum {
   SHM_MODE_AGREE       /* only the agreement round, no data: barrier, a refusal, a gated call */
 };
 
+/* op->state: where a call is. */
+enum { SHM_QUEUED = 0, SHM_RUNNING, SHM_SETTLED };
 /* op->failed: why a call failed its first round (the status it returns). */
 enum { SHM_OK = 0, SHM_FAILED_MISMATCH = 1, SHM_FAILED_REFUSED = 2 };
 /* op->seen: what the first round saw, from which the sentence is made when the call settles. */

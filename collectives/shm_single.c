@@ -11,7 +11,6 @@
 #include "gr_dtype.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
