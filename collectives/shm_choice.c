@@ -12,17 +12,18 @@
  * A kind's crossover is the smallest measured size from which the slots win (by WIN_MARGIN_PCT:
  * a near tie is no verdict) at every larger measured size; where they win at none, the fixed
  * crossover stays (gr__shm_private_defaults), moved past the largest measured size if it lies at
- * or below it; below the smallest size the single copy stays (its syscall is amortised from
- * CMA_MIN on, and there a round's synchronisation weighs most). Rank 0's verdict is broadcast, so
- * every rank holds the same crossovers. The process keeps it per communicator size: a later
- * communicator of that size on which every rank knows one takes rank 0's without measuring
- * (communicators are created often, and the measurement costs tens of calls).
+ * or below it; below the smallest size the single copy stays (its syscall is amortised from the
+ * policy's single_min on, shm_policy.c, and there a round's synchronisation weighs most). Rank
+ * 0's verdict is broadcast, so every rank holds the same crossovers. The process keeps it per
+ * communicator size: a later communicator of that size on which every rank knows one takes rank
+ * 0's without measuring (communicators are created often, and the measurement costs tens of
+ * calls).
  *
  * Two ranks also measure how far an allreduce takes one exchange of whole copies (the pair mode:
  * one synchronisation, each rank reduces all n bytes itself) before the single copy (each byte
  * read once, the reduction shared) wins: timed at a few sizes up to a slot, the pair mode keeping
  * every size up to its first loss. The limit travels with rank 0's crossovers. */
-#include "gr_shm.h"
+#include "shm_int.h"
 
 #include "gr_agree.h"
 #include "gr_clock.h"
@@ -36,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Bytes per rank measured: above the two-rank allreduce's one-round limit (PAIR_SMALL_MAX), where
+/* Bytes per rank measured: above the two-rank allreduce's one-round limit (a slot), where
  * the machines in bench/README.md differ; few enough that all kinds together take tens of calls.
  * A reduce-scatter's input and an allgather's output are size times that: a size whose buffer
  * would exceed MEASURE_MAX_BYTES is not measured (the same on every rank), and counts as a win of
@@ -67,11 +68,10 @@ static const char *const kind_name[GR__SHM_PRIVATE_KINDS] = {"allreduce", "reduc
 
 /* Two ranks: allreduce sizes (bytes) at which the one-exchange pair mode is timed against what the
  * call takes otherwise (the single copy below the crossover); each at most a slot, the pair mode's
- * one round. Below the smallest the pair mode always stays: the single copy starts at CMA_MIN and
- * its syscalls weigh most there. */
+ * one round. Below the smallest the pair mode always stays: the single copy starts at the
+ * policy's single_min (gr__shm_single_min) and its syscalls weigh most there. */
 static const size_t pair_sizes[] = {32u << 10, 64u << 10, GR__SHM_SLOT};
 #define PAIR_NSIZES (sizeof pair_sizes / sizeof pair_sizes[0])
-#define PAIR_FLOOR (16u << 10)
 
 static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -135,13 +135,13 @@ static size_t need(int k, size_t bytes, int size) {
 
 /* Two ranks: the pair mode against the rest of auto's rule (cross already chosen) at each of
  * pair_sizes; *pair_max is the largest size up to which the other side beats the pair mode (by
- * WIN_MARGIN_PCT) at no measured size, PAIR_FLOOR where it does at the first. 0 when a call
- * failed. */
+ * WIN_MARGIN_PCT) at no measured size, the single copy's least size where it does at the first. 0
+ * when a call failed. */
 static int measure_pair(gr__shm *s, const size_t cross[GR__SHM_PRIVATE_KINDS], void *send,
                         void *recv, double deadline, size_t *pair_max) {
   int ok = 1;
   int lost = 0; /* every rank times every size: a local verdict must not end the loop early */
-  *pair_max = PAIR_FLOOR;
+  *pair_max = gr__shm_single_min();
   gr__shm_set_private(s, GR_SHM_PRIVATE_AUTO, cross);
   for (size_t z = 0; ok && z < PAIR_NSIZES; z++) {
     uint64_t best[2] = {UINT64_MAX, UINT64_MAX}; /* pair, otherwise */

@@ -336,6 +336,9 @@ int gr__shm_mode(const gr__shm *s, const gr__shm_op *op);
 /* Whether a call may run direct in the windows, if every rank's buffers lie in them: it then
  * starts with the single copy's first step (publish, raise) on every rank. */
 int gr__shm_window_fits(const gr__shm *s, const gr__shm_op *op);
+/* The least bytes per rank a call moves by single copy (below, the pair mode or the slots): the
+ * floor of the two-rank limit that shm_choice.c measures. */
+size_t gr__shm_single_min(void);
 
 /* ---- the algorithms ------------------------------------------------------------------------ */
 

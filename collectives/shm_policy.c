@@ -97,6 +97,8 @@ void gr__shm_set_pair_max(gr__shm *s, size_t bytes) { s->pair_max = bytes; }
 
 size_t gr__shm_pair_max_default(void) { return lim.pair_small_max; }
 
+size_t gr__shm_single_min(void) { return lim.single_min; }
+
 int gr__shm_private(const gr__shm *s, size_t cross[GR__SHM_PRIVATE_KINDS]) {
   for (int k = 0; cross && k < GR__SHM_PRIVATE_KINDS; k++)
     cross[k] = s->cross[k];
