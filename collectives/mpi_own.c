@@ -138,7 +138,7 @@ int gr__mpi_own_present(const gr_comm *c) { return c->size > 1; }
  * rank counts each serves are its row's numbers (path.c). */
 int gr__mpi_own_takes(const gr__path *p, const gr__call *k) {
   (void)p;
-  return !k->blocking_ok && k->count > 0;
+  return !k->blocking_ok;
 }
 
 gr_status gr__mpi_own_post(const gr__path *p, gr__call *k, const void *s, void *r, int *done) {

@@ -208,11 +208,6 @@ static gr_status ml_create(gr_comm *c, const gr__path *p, void **state) {
 
 static ml_state *ml_of(const gr_comm *c) { return gr__path_state(c, &gr__path_hier_ml); }
 
-static int ml_takes(const gr__path *p, const gr__call *k) {
-  (void)p;
-  return k->count > 0;
-}
-
 /* Post mc's step of its stage (ML_RS, ML_AR, ML_AG) on its communicator. */
 static gr_status step_post(ml_call *mc, int *done) {
   ml_state *m = mc->m;
@@ -428,7 +423,7 @@ const gr__path gr__path_hier_ml = {.name = GR__ALGO_NAME(HIER_ML),
                                    .staged = 1,
                                    .create = ml_create,
                                    .destroy = ml_destroy,
-                                   .takes = ml_takes,
+                                   .serves = {.min_bytes = 1}, /* every allreduce with data */
                                    .post = ml_post,
                                    .test = ml_test,
                                    .forget = ml_forget,

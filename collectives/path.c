@@ -17,8 +17,9 @@
 
 /* One row per own allreduce of the MPI backend (a gr__mpi_algo in a file of its own, on what they
  * share: mpi_own.c): its id in GR__ALGO_LIST, its algorithm and the sizes and rank counts it
- * serves. They run only with a timeout (without one MPI's blocking call is the fastest, mpi_own.c)
- * and may be selected by name (GPURUN_COLL_ALGO). */
+ * serves (from one byte at least: an empty call has nothing to exchange). They run only with a
+ * timeout (without one MPI's blocking call is the fastest, mpi_own.c) and may be selected by name
+ * (GPURUN_COLL_ALGO). */
 #define OWN_ALLREDUCE(row, id, own, ...)                                                           \
   extern const gr__mpi_algo own;                                                                   \
   static const gr__path row = {.name = GR__ALGO_NAME(id),                                          \
@@ -40,10 +41,10 @@
  * alternating, 10 runs with the sides flipped, best round 0.99x rd's (0.98-1.04x; medians moved
  * 0.7-8 us with load average 11 on the 2-core VM); 980 instructions per post against rd's 1176,
  * 76 per unfinished test against 87 (callgrind, both ranks, 402 calls). */
-OWN_ALLREDUCE(path_pair, PAIR, gr__mpi_allreduce_pair, .max_bytes = 256, .min_ranks = 2,
-              .max_ranks = 2);
+OWN_ALLREDUCE(path_pair, PAIR, gr__mpi_allreduce_pair, .min_bytes = 1, .max_bytes = 256,
+              .min_ranks = 2, .max_ranks = 2);
 /* Up to 32 KiB: 16 chunks each way of 2 KiB, under the eager limit (mpi_allreduce_rd.c). */
-OWN_ALLREDUCE(path_rd, RD, gr__mpi_allreduce_rd, .max_bytes = GR__MPI_RD_MAX_BYTES);
+OWN_ALLREDUCE(path_rd, RD, gr__mpi_allreduce_rd, .min_bytes = 1, .max_bytes = GR__MPI_RD_MAX_BYTES);
 /* Above, at 4, 8, ... ranks with an element per rank (mpi_allreduce_rab.c). */
 OWN_ALLREDUCE(path_rab, RABENSEIFNER, gr__mpi_allreduce_rab, .min_bytes = GR__MPI_RD_MAX_BYTES + 1,
               .min_ranks = 4, .pof2 = 1, .per_rank = 1);
@@ -55,23 +56,22 @@ extern const gr__path gr__path_hier_ml; /* mpi_path_hier_ml.c */
 extern const gr__path gr__path_self;    /* mpi_path_self.c */
 
 /* A call runs on the first row that serves it. */
-#define MPI_PATHS                                                                                      \
-  &gr__path_self,           /* one rank: every collective is a copy */                                 \
-      &gr__path_shm_window, /* one node, this rank's buffers in gr_mem_alloc memory: direct */         \
-      &gr__path_shm, /* one node: every collective passes its descriptor through the segment */        \
-      &gr__path_shm_gate, /* ... larger reduce, alltoall: agreed there, then the MPI library's call */ \
-      &gr__path_hier_ml, /* hier-ml: allreduce across nodes of equal size (mpi_path_hier_ml.c) */      \
-      &gr__path_hier,    /* across nodes with a pair on some node (gr_hier.h) */                       \
-      &path_pair,        /* allreduce with a timeout: two ranks, tiny */                               \
-      &path_rd,          /* ... up to GR__MPI_RD_MAX_BYTES */                                          \
-      &path_rab,         /* ... above, at 4, 8, ... ranks */                                           \
-      &path_ring,        /* ... above, any number of ranks */                                          \
-      &gr__path_mpi_lib  /* every call */
-
-const gr__path *const gr__mpi_paths[] = {MPI_PATHS, NULL};
+const gr__path *const gr__mpi_paths[] = {
+    &gr__path_self,       /* one rank: every collective is a copy */
+    &gr__path_shm_window, /* one node, this rank's buffers in gr_mem_alloc memory: direct */
+    &gr__path_shm,        /* one node: every collective passes its descriptor through the segment */
+    &gr__path_shm_gate, /* ... larger reduce, alltoall: agreed there, then the MPI library's call */
+    &gr__path_hier_ml,  /* hier-ml: allreduce across nodes of equal size (mpi_path_hier_ml.c) */
+    &gr__path_hier,     /* across nodes with a pair on some node (gr_hier.h) */
+    &path_pair,         /* allreduce with a timeout: two ranks, tiny */
+    &path_rd,           /* ... up to GR__MPI_RD_MAX_BYTES */
+    &path_rab,          /* ... above, at 4, 8, ... ranks */
+    &path_ring,         /* ... above, any number of ranks */
+    &gr__path_mpi_lib,  /* every call */
+    NULL};
 
 /* A communicator keeps each present row in c->paths: a longer table does not compile. */
-_Static_assert(sizeof((const gr__path *[]){MPI_PATHS}) / sizeof(const gr__path *) <= GR__PATHS_MAX,
+_Static_assert(sizeof gr__mpi_paths / sizeof gr__mpi_paths[0] - 1 <= GR__PATHS_MAX,
                "the MPI backend's table has more rows than GR__PATHS_MAX (gr_coll.h): raise it");
 
 int gr__paths_count(const gr__path *const *list) {
