@@ -1,9 +1,11 @@
 /* The collectives front end, communicator side: configuration (gr_comm_config_init), the
- * communicator life cycle (create, split, destroy, abort) and its accessors, the communicator checks
- * every call starts with, error sentences, the clocks and deadlines, and the counters' read-out.
- * The calls themselves (argument checks, the check mode, groups, the wait loop that enforces the
- * timeout and records the flight recorder and counters) are in the front end's call files
- * (gr_front.h). Backends only start and progress work (gr_coll.h). */
+ * communicator life cycle (create, split, destroy, abort) with the agreement at creation, its
+ * accessors and the counters' read-out. What every file asks of a communicator (its checks, the
+ * abort, error details, deadlines, names) is comm_base.c's, MPI requests (the bounded wait, the
+ * requests given up on) comm_wait.c's: both call nothing above them. The calls themselves
+ * (argument checks, the check mode, groups, the wait loop that enforces the timeout and records
+ * the flight recorder and counters) are in the front end's call files (gr_front.h). Backends only
+ * start and progress work (gr_coll.h). */
 #include "gr_mpi_family.h"
 #include "gr_coll.h"
 #include "gr_front.h"
@@ -13,7 +15,6 @@
 #include "gr_dtype.h"
 #include "gr_param.h"
 #include "gr_error.h"
-#include "gr_mpi_error.h"
 #include "gr_flight.h"
 #include "gr_live.h"
 #include "gr_observe.h"
@@ -22,301 +23,10 @@
 #include "gr_agree.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-const char *gr__arg_name(int a) {
-  static const char *const names[GR__NARGS] = {
-      "no argument",
-      "dtype (not a gr_dtype)",
-      "op (not a gr_op, or AVG on an integer type)",
-      "root (out of range)",
-      "count (overflows the address space)",
-      "send (NULL)",
-      "recv (NULL)",
-      "send and recv (they overlap without being the in-place form)",
-      "send, recv or counts (NULL arrays)",
-      "req (NULL)",
-      "call (a non-blocking call inside a group)"};
-  return a >= 0 && a < GR__NARGS ? names[a] : "?";
-}
-const char *gr__coll_stats_op_name(int i) {
-  return i >= 0 && i < GR_COLL_STATS_NOPS ? gr__kind_name(i) : NULL;
-}
-
-double gr__deadline(double timeout_s) { return timeout_s > 0 ? gr__mono_now() + timeout_s : 0.0; }
-int gr__past(double deadline) { return deadline > 0 && gr__mono_now() > deadline; }
-
-void gr__call_sides(const gr__call *k, size_t *sb, size_t *rb) {
-  size_t n = k->count * gr__dtype_size(k->dtype), P = (size_t)k->comm->size;
-  int root = k->root == k->comm->rank;
-  *sb = *rb = 0;
-  switch (k->kind) {
-  case GR__ALLREDUCE:
-    *sb = *rb = n;
-    break;
-  case GR__BROADCAST:
-    *sb = root ? n : 0;
-    *rb = n;
-    break;
-  case GR__REDUCE:
-    *sb = n;
-    *rb = root ? n : 0;
-    break;
-  case GR__ALLGATHER:
-    *sb = n;
-    *rb = n * P;
-    break;
-  case GR__REDUCE_SCATTER:
-    *sb = n * P;
-    *rb = n;
-    break;
-  case GR__ALLTOALL:
-    *sb = *rb = n * P;
-    break;
-  case GR__SEND:
-    *sb = n;
-    break;
-  case GR__RECV:
-    *rb = n;
-    break;
-  default:
-    break;
-  }
-}
-
-gr_status gr__comm_err(gr_comm *c, gr_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(c->err, sizeof c->err, fmt, ap);
-  va_end(ap);
-  return st;
-}
-
-static gr_status mpi_err(gr_comm *c, int rc, const char *what) {
-  char s[MPI_MAX_ERROR_STRING];
-  return gr__comm_err(c, GR_ERR_MPI, "%s failed: %s", what, gr__mpi_strerror(rc, s));
-}
-
-int gr__mpi_test(MPI_Request *req, int *flag) {
-  /* Open MPI 4.1 reports a failed non-blocking collective (libnbc: a count mismatch between ranks,
-   * say) to MPI_COMM_WORLD's error handler from MPI_Test, not to the communicator of the request,
-   * so MPI_ERRORS_RETURN on our communicators does not stop it from killing the job; and
-   * MPI_Request_get_status does not say whether the request failed. So: wait for completion with
-   * MPI_Request_get_status (no handler involved), then complete the request with MPI_Test while
-   * MPI_COMM_WORLD's handler returns errors, once per request, and put the handler back. */
-  int rc = MPI_Request_get_status(*req, flag, MPI_STATUS_IGNORE);
-  if (rc != MPI_SUCCESS || !*flag || *req == MPI_REQUEST_NULL) return rc;
-  static pthread_mutex_t swap = PTHREAD_MUTEX_INITIALIZER; /* threads on other communicators */
-  MPI_Errhandler was = MPI_ERRHANDLER_NULL;
-  pthread_mutex_lock(&swap);
-  int swapped = MPI_Comm_get_errhandler(MPI_COMM_WORLD, &was) == MPI_SUCCESS &&
-                MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) == MPI_SUCCESS;
-  rc = MPI_Test(req, flag, MPI_STATUS_IGNORE);
-  if (swapped) MPI_Comm_set_errhandler(MPI_COMM_WORLD, was);
-  pthread_mutex_unlock(&swap);
-  if (was != MPI_ERRHANDLER_NULL) MPI_Errhandler_free(&was);
-  if (rc != MPI_SUCCESS && *req != MPI_REQUEST_NULL) {
-    MPI_Request_free(req);
-    *req = MPI_REQUEST_NULL;
-  }
-  *flag = 1;
-  return rc;
-}
-
-gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline) {
-  return gr__mpi_wait_owning(c, req, deadline, NULL);
-}
-
-gr_status gr__mpi_wait_owning(gr_comm *c, MPI_Request *req, double deadline, void *buf) {
-  for (unsigned spin = 0;; spin++) {
-    int flag = 0;
-    int rc = gr__mpi_test(req, &flag);
-    if (rc != MPI_SUCCESS) {
-      gr__mpi_abandon(c, req, buf, NULL); /* frees buf at once where the request is gone */
-      return mpi_err(c, rc, "MPI_Test");
-    }
-    if (flag) return GR_OK;
-    /* Waiting here (a fingerprint, a verdict), this rank still moves its requests' calls that
-     * progress only when tested: a peer may wait inside one before it gets to this exchange. */
-    if (c->ops && c->ops->progress) c->ops->progress(c);
-    if ((spin & 15) == 0) {
-      if (gr__past(deadline)) {
-        gr__mpi_abandon(c, req, buf, NULL); /* MPI keeps it: c's MPI objects outlive it */
-        return gr__comm_err(c, GR_ERR_TIMEOUT, "MPI request did not complete");
-      }
-      gr__flight_poll();
-      /* ... and every other communicator's this thread uses (MPI's progress rule, request.c) */
-      if (gr__requests_outstanding()) gr__requests_sweep(NULL);
-    }
-  }
-}
-
-/* ---- MPI requests given up on ------------------------------------------------------------------
- * A collective request cannot be cancelled (MPI-3.1 5.12: neither MPI_Cancel nor MPI_Request_free
- * on one), and a timed-out call leaves one behind: a verdict, a fingerprint exchange, a data call
- * of the MPI library. MPI goes on running it whenever this process calls MPI, on its communicator
- * and with its MPI_Op, and writes its receive buffer when the late peers arrive. So: every such
- * request is handed here with the private buffers it writes (lost: a process-wide list, under
- * lost_lock), tested whenever a communicator is destroyed and at MPI_Finalize (an attribute on
- * MPI_COMM_SELF, whose delete callback MPI runs first thing in MPI_Finalize), and its buffers freed
- * once it completed. A communicator destroyed while one of its requests still runs does not free
- * its MPI objects: its MPI communicators and ops move to a kept record, freed once none of its
- * requests runs any more (at a later destroy or at MPI_Finalize); those still running at
- * MPI_Finalize are left to MPI_Finalize, and their buffers are never freed. The user's buffers are
- * never among them: the calls that can be abandoned run on private copies (backend_mpi.c). */
-typedef struct lost_req {
-  struct lost_req *next;
-  MPI_Request req;
-  void *buf[2];      /* freed once req completed */
-  const void *owner; /* the gr_comm until it is destroyed, then its kept record */
-} lost_req;
-
-typedef struct kept {
-  struct kept *next;
-  const gr_comm *of; /* the communicator being destroyed; NULL once it is (sealed) */
-  int ncomms, nops;
-  MPI_Comm comms[8];
-  MPI_Op ops[16];
-} kept;
-
-static pthread_mutex_t lost_lock = PTHREAD_MUTEX_INITIALIZER;
-static lost_req *lost;
-static kept *kept_list;
-static int lost_hook; /* the MPI_Finalize hook is installed */
-
-static int lost_on_finalize(MPI_Comm comm, int key, void *val, void *extra) {
-  (void)comm, (void)key, (void)val, (void)extra;
-  gr__mpi_reap();
-  return MPI_SUCCESS;
-}
-
-/* Under lost_lock: test every lost request, free the buffers of those complete. */
-static void lost_test(void) {
-  for (lost_req **p = &lost; *p;) {
-    lost_req *e = *p;
-    int flag = 0;
-    if (e->req != MPI_REQUEST_NULL && gr__mpi_test(&e->req, &flag) == MPI_SUCCESS && !flag) {
-      p = &e->next;
-      continue;
-    }
-    *p = e->next; /* complete (or failed: MPI let it go) */
-    free(e->buf[0]);
-    free(e->buf[1]);
-    free(e);
-  }
-}
-
-static int lost_owned(const void *owner) {
-  for (lost_req *e = lost; e; e = e->next)
-    if (e->owner == owner) return 1;
-  return 0;
-}
-
-void gr__mpi_abandon(gr_comm *c, MPI_Request *req, void *buf0, void *buf1) {
-  if (!req || *req == MPI_REQUEST_NULL || gr__mpi_gone()) {
-    if (!req || *req == MPI_REQUEST_NULL) free(buf0), free(buf1); /* nothing writes them */
-    return; /* after MPI_Finalize: nothing runs any more, but nothing can be told either */
-  }
-  lost_req *e = malloc(sizeof *e);
-  pthread_mutex_lock(&lost_lock);
-  if (!lost_hook) {
-    int key = MPI_KEYVAL_INVALID;
-    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, lost_on_finalize, &key, NULL) ==
-            MPI_SUCCESS &&
-        MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL) == MPI_SUCCESS)
-      lost_hook = 1;
-  }
-  if (e) { /* else the request and its buffers are merely leaked; c's objects are then freed */
-    e->req = *req;
-    e->buf[0] = buf0;
-    e->buf[1] = buf1;
-    e->owner = c;
-    e->next = lost;
-    lost = e;
-  }
-  pthread_mutex_unlock(&lost_lock);
-  *req = MPI_REQUEST_NULL;
-}
-
-int gr__mpi_lost(const gr_comm *c) {
-  if (!__atomic_load_n(&lost, __ATOMIC_RELAXED)) return 0; /* the common case: one load */
-  pthread_mutex_lock(&lost_lock);
-  lost_test();
-  int some = lost_owned(c);
-  pthread_mutex_unlock(&lost_lock);
-  return some;
-}
-
-/* Under lost_lock: c's kept record, made on first use. */
-static kept *kept_of(const gr_comm *c) {
-  for (kept *k = kept_list; k; k = k->next)
-    if (k->of == c) return k;
-  kept *k = calloc(1, sizeof *k);
-  if (!k) return NULL;
-  k->of = c;
-  k->next = kept_list;
-  kept_list = k;
-  return k;
-}
-
-int gr__mpi_keep_comm(const gr_comm *c, MPI_Comm *m) {
-  if (*m == MPI_COMM_NULL) return 1;
-  pthread_mutex_lock(&lost_lock);
-  kept *k = kept_of(c);
-  int ok = k && k->ncomms < (int)(sizeof k->comms / sizeof k->comms[0]);
-  if (ok) k->comms[k->ncomms++] = *m, *m = MPI_COMM_NULL;
-  pthread_mutex_unlock(&lost_lock);
-  return ok;
-}
-
-int gr__mpi_keep_op(const gr_comm *c, MPI_Op *op) {
-  if (*op == MPI_OP_NULL) return 1;
-  pthread_mutex_lock(&lost_lock);
-  kept *k = kept_of(c);
-  int ok = k && k->nops < (int)(sizeof k->ops / sizeof k->ops[0]);
-  if (ok) k->ops[k->nops++] = *op, *op = MPI_OP_NULL;
-  pthread_mutex_unlock(&lost_lock);
-  return ok;
-}
-
-/* c is gone: its lost requests belong to its kept record from now on (none: nothing was kept). */
-static void lost_seal(const gr_comm *c) {
-  if (!__atomic_load_n(&lost, __ATOMIC_RELAXED) && !kept_list) return;
-  pthread_mutex_lock(&lost_lock);
-  kept *k = NULL;
-  for (kept *x = kept_list; x; x = x->next)
-    if (x->of == c) k = x;
-  for (lost_req *e = lost; e; e = e->next)
-    if (e->owner == c) e->owner = k; /* NULL when nothing was kept: a request merely tested */
-  if (k) k->of = NULL;
-  pthread_mutex_unlock(&lost_lock);
-}
-
-void gr__mpi_reap(void) {
-  if (!__atomic_load_n(&lost, __ATOMIC_RELAXED) && !kept_list) return;
-  if (gr__mpi_gone()) return;
-  pthread_mutex_lock(&lost_lock);
-  lost_test();
-  for (kept **p = &kept_list; *p;) {
-    kept *k = *p;
-    if (k->of || lost_owned(k)) {
-      p = &k->next;
-      continue;
-    }
-    *p = k->next; /* nothing runs on its MPI objects any more */
-    for (int i = 0; i < k->ncomms; i++)
-      MPI_Comm_free(&k->comms[i]);
-    for (int i = 0; i < k->nops; i++)
-      MPI_Op_free(&k->ops[i]);
-    free(k);
-  }
-  pthread_mutex_unlock(&lost_lock);
-}
 
 /* ---- configuration ------------------------------------------------------------------------ */
 
@@ -326,12 +36,6 @@ GR_API void gr_comm_config_init(gr_comm_config *cfg) {
   cfg->backend = GR_BACKEND_AUTO;
   cfg->timeout_s = gr__param_seconds(GR_PARAM_TIMEOUT);
   cfg->check = gr__param_bool(GR_PARAM_CHECK);
-}
-
-static const char *const algo_names[] = {"mpi", "flat", "auto", "hier", "hier-ml"};
-
-const char *gr__coll_algo_name(int a) {
-  return a >= GR__COLL_ALGO_MPI && a <= GR__COLL_ALGO_HIER_ML ? algo_names[a] : "?";
 }
 
 /* GPURUN_COLL_ALGO, this rank's setting (gr__coll_algo): the one place that reads it (the
@@ -351,12 +55,6 @@ static int algo_setting(void) {
   }
 }
 
-int gr__mpi_gone(void) {
-  int fin = 0;
-  MPI_Finalized(&fin);
-  return fin;
-}
-
 /* ---- life cycle --------------------------------------------------------------------------- */
 
 /* c->mpi is set and owned: errors return (every communicator the library creates does: no MPI
@@ -368,9 +66,16 @@ static void comm_basics(gr_comm *c) {
   MPI_Comm_rank(MPI_COMM_WORLD, &c->world_rank);
 }
 
+/* The sweep of the request registry (request.c, sequencer.c) that a gr__mpi_wait runs while it
+ * waits (comm_wait.c): the rank's other requests move too (MPI's progress rule). */
+static void sweep_requests(void) {
+  if (gr__requests_outstanding()) gr__requests_sweep(NULL);
+}
+
 gr_comm *gr__comm_new(MPI_Comm mpi, const gr__comm_cfg *cfg) {
   gr_comm *c = calloc(1, sizeof *c);
   if (!c) return NULL;
+  gr__mpi_wait_sweep(sweep_requests); /* before any request on c can exist */
   c->magic = GR__COMM_MAGIC;
   gr__fork_watch();
   c->fork_gen = gr__fork_gen();
@@ -396,7 +101,7 @@ void gr__comm_free(gr_comm *c) {
     for (int i = 0; i < 3; i++)
       if (!gr__mpi_keep_comm(c, m[i])) *m[i] = MPI_COMM_NULL;
   }
-  lost_seal(c);
+  gr__mpi_lost_seal(c);
   if (c->check_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->check_mpi);
   if (c->req_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->req_mpi);
   if (c->mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->mpi);
@@ -538,7 +243,8 @@ static gr_status comm_finish(gr_comm *c, const char *fn) {
   gr__live_create_step(GR_LIVE_STEP_SETUP);
   if (c->check) {
     int rc = MPI_Comm_dup(c->mpi, &c->check_mpi);
-    if (rc != MPI_SUCCESS) return gr__fail(mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
+    if (rc != MPI_SUCCESS)
+      return gr__fail(gr__comm_mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
   }
   gr__observe_start_over(c->mpi);
   c->flight = gr__flight_new(c->uid, c->world_rank, c->size, c->ops->name);
@@ -564,7 +270,7 @@ static gr_status req_dup(gr_comm *c, const char *fn) {
   int rc = MPI_Comm_dup(c->mpi, &c->req_mpi);
   if (rc != MPI_SUCCESS) {
     c->req_mpi = MPI_COMM_NULL;
-    return gr__fail(mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
+    return gr__fail(gr__comm_mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
   }
   MPI_Comm_set_errhandler(c->req_mpi, MPI_ERRORS_RETURN);
   return GR_OK;
@@ -576,7 +282,7 @@ static gr_status req_dup(gr_comm *c, const char *fn) {
 #define NCCL_OPS_ NULL
 #endif
 
-/* The creation's steps; create() below shows the rank inside them in the live state. */
+/* The creation's steps; create_over() below shows the rank inside them in the live state. */
 static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg, create_view *v,
                               gr_comm **out) {
   static const char fn[] = "gr_comm_create";
@@ -589,7 +295,7 @@ static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg
   snprintf(c->id, sizeof c->id, "%s", world ? GR_FL_WORLD : "comm"); /* until agree_uid */
   int rc = MPI_Comm_dup(mpi, &c->mpi);
   if (rc != MPI_SUCCESS) {
-    gr_status st = mpi_err(c, rc, "MPI_Comm_dup");
+    gr_status st = gr__comm_mpi_err(c, rc, "MPI_Comm_dup");
     c->mpi = MPI_COMM_NULL;
     st = gr__fail(st, fn, "%s", c->err);
     comm_free(c);
@@ -632,7 +338,8 @@ static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg
 /* Collective over mpi from its first step (the duplicate) on: a rank waits here for the others,
  * so the live state says so (gpurun-top names the ranks that have not come) until it returns. The
  * live state is started first where the job id needs no talk (always under gr_init or gpurun). */
-static gr_status create(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v, gr_comm **out) {
+static gr_status create_over(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v,
+                             gr_comm **out) {
   int cmp = MPI_UNEQUAL, rank = 0, size = 1;
   MPI_Comm_compare(mpi, MPI_COMM_WORLD, &cmp);
   MPI_Comm_rank(mpi, &rank);
@@ -672,7 +379,7 @@ gr_status gr__comm_create_ops(MPI_Comm mpi, const gr_comm_config *cfg, const gr_
                      "cfg->timeout_s %g must be a finite number >= 0 (0 = "
                      "none)",
                      cfg->timeout_s);
-  return create(mpi, cfg, &v, out);
+  return create_over(mpi, cfg, &v, out);
 }
 
 GR_API gr_status gr_comm_create(MPI_Comm mpi, const gr_comm_config *cfg, gr_comm **out) {
@@ -699,38 +406,15 @@ GR_API gr_status gr_comm_create(MPI_Comm mpi, const gr_comm_config *cfg, gr_comm
     GR_LOG_ONCE(GR_LOG_INFO, "collectives: MPI backend (built without NCCL; %s)",
                 dev == GR_OK ? "GPUs present" : gr_last_error());
   create_view v = {check_config(fn, cfg), cfg->backend, NULL, dev == GR_OK};
-  return create(mpi, cfg, &v, out);
-}
-
-gr_status gr__check_comm(const char *fn, const gr_comm *c) {
-  if (!c) return gr__fail(GR_ERR_INVALID, fn, "comm is NULL");
-  if (c->magic != GR__COMM_MAGIC)
-    return gr__fail(GR_ERR_INVALID, fn, "comm %p is not a live communicator (destroyed?)",
-                    (void *)c);
-  if (!gr__fork_mine(c->fork_gen))
-    return gr__fail(GR_ERR_STATE, fn,
-                    "communicator %s was created by process %d; this process is a child of "
-                    "fork() and cannot use it (its shared memory, MPI state and peers are the "
-                    "parent's); nothing was done",
-                    c->id, c->pid);
-  return GR_OK;
-}
-
-gr_status gr__check_alive_fail(const char *fn, const gr_comm *c) {
-  GR_CHECK(gr__check_comm(fn, c));
-  if (c->aborted)
-    return gr__fail(GR_ERR_ABORTED, fn,
-                    "communicator %s was aborted (after a timeout or "
-                    "gr_comm_abort); destroy it",
-                    c->id);
-  return GR_OK;
+  return create_over(mpi, cfg, &v, out);
 }
 
 /* gr_comm_split's steps after the local checks; the caller shows the rank inside them. */
 static gr_status split_steps(const char *fn, gr_comm *c, int color, int key, gr_comm **out) {
   MPI_Comm nm = MPI_COMM_NULL;
   int rc = MPI_Comm_split(c->mpi, color < 0 ? MPI_UNDEFINED : color, key, &nm);
-  if (rc != MPI_SUCCESS) return gr__fail(mpi_err(c, rc, "MPI_Comm_split"), fn, "%s", c->err);
+  if (rc != MPI_SUCCESS)
+    return gr__fail(gr__comm_mpi_err(c, rc, "MPI_Comm_split"), fn, "%s", c->err);
   int n = ++c->nsplits;
   gr_comm *child = NULL;
   gr_comm_config cfg = {GR_BACKEND_AUTO, c->timeout_s, c->check};
@@ -826,12 +510,6 @@ GR_API gr_status gr_comm_destroy(gr_comm *c) {
   comm_free(c);
   gr__mpi_reap(); /* what earlier destroys kept and nothing uses any more */
   return st;
-}
-
-void gr__comm_abort_internal(gr_comm *c) {
-  if (c->aborted) return;
-  c->aborted = 1;
-  c->ops->abort(c);
 }
 
 GR_API gr_status gr_comm_abort(gr_comm *c) {

@@ -243,7 +243,7 @@ struct gr_comm {
 double gr__deadline(double timeout_s);
 int gr__past(double deadline);
 
-/* MPI_Test that returns a failed request's error instead of raising it (see coll.c). */
+/* MPI_Test that returns a failed request's error instead of raising it (see comm_wait.c). */
 int gr__mpi_test(MPI_Request *req, int *flag);
 /* Wait for an MPI request with the deadline; GR_ERR_TIMEOUT past it (the request is left). */
 gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline);
@@ -253,6 +253,8 @@ void gr__call_sides(const gr__call *k, size_t *send_bytes, size_t *recv_bytes);
 
 /* Record a backend detail for the front end: c->err = formatted text. Returns st. */
 gr_status gr__comm_err(gr_comm *c, gr_status st, const char *fmt, ...) GR_PRINTF(3, 4);
+/* The same for a failed MPI call: "WHAT failed: MPI's text"; GR_ERR_MPI. */
+gr_status gr__comm_mpi_err(gr_comm *c, int rc, const char *what);
 
 extern const gr__coll_ops gr__coll_ops_mpi;
 /* Test hook: when > 0, the MPI backend's own allreduce uses at most this many tag slots per

@@ -61,17 +61,24 @@ typedef struct {
 } loop_style;
 
 void gr__abandon(void *p);
-/* MPI requests given up on (coll.c, "MPI requests given up on"): a request a timed-out call leaves
- * running is handed over with the private buffers it writes (*req becomes MPI_REQUEST_NULL; the
- * buffers are freed once it completed, never while it may write them); gr__mpi_lost says whether
- * some of c's still run (then its MPI objects must not be freed: keep hands a communicator or an
- * op over, to be freed once they completed, 0 when it could not be kept); gr__mpi_reap tests them
- * and frees what nothing uses any more (every destroy, and MPI_Finalize through MPI_COMM_SELF). */
+/* MPI requests given up on (comm_wait.c, "MPI requests given up on"): a request a timed-out call
+ * leaves running is handed over with the private buffers it writes (*req becomes MPI_REQUEST_NULL;
+ * the buffers are freed once it completed, never while it may write them); gr__mpi_lost says
+ * whether some of c's still run (then its MPI objects must not be freed: keep hands a communicator
+ * or an op over, to be freed once they completed, 0 when it could not be kept); gr__mpi_lost_seal
+ * hands c's lost requests to its kept record as c's record is freed (gr__comm_free); gr__mpi_reap
+ * tests them and frees what nothing uses any more (every destroy, and MPI_Finalize through
+ * MPI_COMM_SELF). */
 void gr__mpi_abandon(gr_comm *c, MPI_Request *req, void *buf0, void *buf1);
 int gr__mpi_lost(const gr_comm *c);
 int gr__mpi_keep_comm(const gr_comm *c, MPI_Comm *m);
 int gr__mpi_keep_op(const gr_comm *c, MPI_Op *op);
+void gr__mpi_lost_seal(const gr_comm *c);
 void gr__mpi_reap(void);
+/* The sweep a gr__mpi_wait runs every 16th turn (comm_wait.c): the request registry's, handed
+ * over by the life cycle (coll.c) as it builds a communicator, so that the wait, below every other
+ * file, calls none of them by name. */
+void gr__mpi_wait_sweep(void (*sweep)(void));
 void gr__begin(gr__call *k);
 void gr__end_share(gr__call *k, gr__flight_state fs, double t0, double share);
 gr_status gr__timed_out(const char *fn, gr__call *k, const char *what);
