@@ -15,6 +15,9 @@
  *        seconds inside the MPI calls it records, all threads summed, a non-blocking call's start
  *        counted but not its request's life; of them inside blocking collectives, MPI_Barrier to
  *        MPI_Exscan; when the longest call a thread is inside now began, 0 when none)
+ *   mpi_waited R:S,R:S,... (written by the MPI layer only: seconds this rank spent blocked in
+ *        point-to-point waiting for world rank R, summed over its communicators, the 8 largest
+ *        first; gpurun-top's parser is tools/top's, strict: a bad line counts as absent)
  *   comm ID RANK SIZE BACKEND SEQ OP COUNT STATE START END CALLS BUSY_S NAME WAITS
  *        (one line per communicator: its latest call; ID job-unique (agreed at creation), NAME
  *         the human name; OP "-" before the first; STATE running|done|failed|timeout; END 0 while

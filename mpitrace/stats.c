@@ -43,7 +43,13 @@ void gr__stats_call(gr__stats_comm *s, int kind, uint64_t seq, double secs) {
 }
 
 void gr__stats_waited(gr__stats_comm *s, int peer, double secs) {
-  if (peer >= 0 && peer < s->npeers && secs > 0) s->waited_on[peer] += secs;
+  if (peer < 0 || peer >= s->npeers || !(secs > 0)) return;
+  /* relaxed atomics: the layer's publisher reads the sums off the calls' path (live_waited); on
+   * x86-64 these are the plain load and store the += was */
+  double v;
+  __atomic_load(&s->waited_on[peer], &v, __ATOMIC_RELAXED);
+  v += secs;
+  __atomic_store(&s->waited_on[peer], &v, __ATOMIC_RELAXED);
 }
 
 /* The communicators kept for the file: a copy each, under the registry's own lock. */
