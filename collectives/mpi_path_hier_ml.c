@@ -16,7 +16,9 @@
  * once, a communicator of the node (on the backend's table: the shared-memory path runs the node
  * steps, its sentences naming the parent's ranks) and one of this rank's slice (one rank per node,
  * the same local rank: the backend's own allreduces with the timeout), agreed over the parent: on
- * every rank, or on none.
+ * every rank, or on none. Both communicators' parent ranks come from their groups (no message);
+ * the slice members' hosts, for the timeout's sentence, from one gather over the slice waited
+ * within the timeout. Only MPI's splits themselves wait without a bound, as in hier.c.
  *
  * Calls in flight together (requests, groups) run one after the other, in the order they were
  * posted (the same on every rank): a call posts its first step once every older one finished, so
@@ -116,6 +118,40 @@ static gr_comm *sub_new(gr_comm *c, MPI_Comm mpi, const char *what) {
   return s;
 }
 
+/* The parent ranks of sub's n ranks into out[n], from the two groups: local, no message. 1 when
+ * every one is a rank of c. */
+static int parent_ranks(const gr_comm *c, MPI_Comm sub, int n, int *out) {
+  MPI_Group sg = MPI_GROUP_NULL, cg = MPI_GROUP_NULL;
+  int ok = MPI_Comm_group(sub, &sg) == MPI_SUCCESS && MPI_Comm_group(c->mpi, &cg) == MPI_SUCCESS;
+  for (int i = 0; ok && i < n; i++) /* one at a time: n is a node's or a slice's size */
+    ok = MPI_Group_translate_ranks(sg, 1, &i, cg, &out[i]) == MPI_SUCCESS && out[i] >= 0 &&
+         out[i] < c->size;
+  if (sg != MPI_GROUP_NULL) MPI_Group_free(&sg);
+  if (cg != MPI_GROUP_NULL) MPI_Group_free(&cg);
+  return ok;
+}
+
+/* The slice members' hosts into m->host, in slice order: one MPI_Iallgather over the slice's
+ * communicator, waited within its timeout (gr__mpi_wait_owning). This rank's name goes from the
+ * entry past the table's end; a gather given up on takes the table to the lost list with its
+ * request (the slice's communicator is then kept until it completes). 1 on success. */
+static int slice_hosts(ml_state *m) {
+  gr_comm *s = m->slice;
+  host_name(m->host[m->nnodes]);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (MPI_Iallgather(m->host[m->nnodes], ML_HOST, MPI_CHAR, m->host, ML_HOST, MPI_CHAR, s->mpi,
+                     &req) != MPI_SUCCESS)
+    return 0;
+  if (gr__mpi_wait_owning(s, &req, gr__deadline(s->timeout_s), m->host) != GR_OK) {
+    GR_DEBUG("collectives: communicator %s: the slice's host names: %s", s->id, s->err);
+    m->host = NULL; /* freed, or the lost list's */
+    return 0;
+  }
+  for (int i = 0; i < m->nnodes; i++)
+    m->host[i][ML_HOST - 1] = '\0';
+  return 1;
+}
+
 static void ml_destroy(gr_comm *c, void *state) {
   (void)c;
   ml_state *m = state;
@@ -153,7 +189,7 @@ static gr_status ml_create(gr_comm *c, const gr__path *p, void **state) {
     m->lrank = lrank, m->lsize = lsize, m->nnodes = c->size / lsize;
     m->node_ranks = malloc(sizeof(int) * (size_t)lsize);
     m->slice_ranks = malloc(sizeof(int) * (size_t)(m->nnodes > 0 ? m->nnodes : 1));
-    m->host = malloc((size_t)(m->nnodes > 0 ? m->nnodes : 1) * ML_HOST);
+    m->host = malloc(((size_t)(m->nnodes > 0 ? m->nnodes : 0) + 1) * ML_HOST); /* + this rank's */
   }
   ok = ok && m && m->node_ranks && m->slice_ranks && m->host;
   /* every node the same size: the lowest and the highest size agree (one gr__agree round, whose
@@ -169,36 +205,32 @@ static gr_status ml_create(gr_comm *c, const gr__path *p, void **state) {
     return GR_OK;
   }
   /* from here every rank has its tables and the same layout: the collectives below run on all */
-  int my = c->rank;
-  char myhost[ML_HOST];
-  host_name(myhost);
-  int gather = MPI_Allgather(&my, 1, MPI_INT, m->node_ranks, 1, MPI_INT, nm) == MPI_SUCCESS;
+  int ranks_ok = parent_ranks(c, nm, lsize, m->node_ranks);
   if (MPI_Comm_split(c->mpi, lrank, c->rank, &sm) != MPI_SUCCESS) sm = MPI_COMM_NULL;
   if (sm != MPI_COMM_NULL) {
     MPI_Comm_set_errhandler(sm, MPI_ERRORS_RETURN);
     int ss = 0;
     MPI_Comm_size(sm, &ss); /* the same on every rank of the slice */
-    gather =
-        gather && ss == m->nnodes &&
-        MPI_Allgather(&my, 1, MPI_INT, m->slice_ranks, 1, MPI_INT, sm) == MPI_SUCCESS &&
-        MPI_Allgather(myhost, ML_HOST, MPI_CHAR, m->host, ML_HOST, MPI_CHAR, sm) == MPI_SUCCESS;
+    ranks_ok = ranks_ok && ss == m->nnodes && parent_ranks(c, sm, ss, m->slice_ranks);
   }
   /* the node's and the slice's communicators, each collective over its own ranks */
   m->node = sub_new(c, nm, "node"); /* owns nm */
   gr__shm *shm = m->node && m->node->be ? ((gr__mpi_be *)m->node->be)->shm : NULL;
-  if (shm) gr__shm_name_ranks(shm, m->node_ranks);
+  if (shm && ranks_ok) gr__shm_name_ranks(shm, m->node_ranks);
   m->slice = sm != MPI_COMM_NULL ? sub_new(c, sm, "slice") : NULL;
-  if (!gr__path_agree(c, gather && shm && m->slice)) {
-    GR_DEBUG("collectives: communicator %s: no multi-leader allreduce (a node or slice "
-             "communicator could not be made)",
-             c->id);
+  int hosts_ok = m->slice && slice_hosts(m); /* on every rank with a slice: none waits alone */
+  if (!gr__path_agree(c, ranks_ok && hosts_ok && shm)) {
+    GR_DEBUG("collectives: communicator %s: no multi-leader allreduce (%s)", c->id,
+             !ranks_ok   ? "the node's or the slice's ranks could not be translated"
+             : !m->slice ? "the slice's communicator could not be made"
+             : !hosts_ok ? "the slice's host names were not exchanged"
+             : !shm      ? "the node's communicator could not be made"
+                         : "another rank could not make its part");
     ml_destroy(c, m);
     return GR_OK;
   }
-  for (int i = 0; i < m->nnodes; i++) {
-    m->host[i][ML_HOST - 1] = '\0';
+  for (int i = 0; i < m->nnodes; i++)
     if (m->slice_ranks[i] == c->rank) m->node_idx = i;
-  }
   GR_DEBUG("collectives: communicator %s: multi-leader allreduce (%d nodes x %d ranks, this rank "
            "in slice %d)",
            c->id, m->nnodes, lsize, lrank);
