@@ -1,7 +1,7 @@
 /* The one agreement round (gr_agree.h): a few 64-bit values per rank, one MPI_Iallreduce over
  * c->mpi on heap copies, waited for within the communicator's timeout by the engine's wait
- * (gr__mpi_wait_owning, coll.c), which hands the copies to the lost list with the request when the
- * round is given up on. */
+ * (gr__mpi_wait_owning, comm_wait.c), which hands the copies to the lost list with the request
+ * when the round is given up on. */
 #include "gr_agree.h"
 
 #include "gr_mpi_error.h"

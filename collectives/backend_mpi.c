@@ -88,7 +88,7 @@ static gr_status mpi_destroy(gr_comm *c, double deadline) {
   (void)deadline;
   mpi_be *b = c->be;
   if (!b) return GR_OK;
-  /* A request given up on (coll.c) may still run with the ops, on gate_mpi: then they and
+  /* A request given up on (comm_wait.c) may still run with the ops, on gate_mpi: then they and
    * gate_mpi are kept until it completed (one that cannot be kept is left unfreed, never freed
    * under it). */
   int gone = gr__mpi_gone(), lost = !gone && gr__mpi_lost(c);
@@ -276,12 +276,12 @@ static int any_present(const gr_comm *c) {
 
 /* A call that may be given up on (a timeout is set, so it is not blocking) runs on private
  * copies of the buffers MPI reads and writes: MPI cannot cancel a collective, and once the call is
- * given up on its request keeps running (gr__mpi_abandon, coll.c) until the late peers arrive,
- * long after the program may have freed its buffers (gr_comm_destroy(3)). The input is copied in
- * (a broadcast's root copies it into the receive copy below; an input inside the receive buffer,
- * an in-place form, comes with that buffer), the result copied out when the call completes; the
- * sides staging made private already stay as they are. The price, a copy of each side, only with
- * a timeout; without one the call blocks in MPI and cannot be given up on. */
+ * given up on its request keeps running (gr__mpi_abandon, comm_wait.c) until the late peers
+ * arrive, long after the program may have freed its buffers (gr_comm_destroy(3)). The input is
+ * copied in (a broadcast's root copies it into the receive copy below; an input inside the receive
+ * buffer, an in-place form, comes with that buffer), the result copied out when the call
+ * completes; the sides staging made private already stay as they are. The price, a copy of each
+ * side, only with a timeout; without one the call blocks in MPI and cannot be given up on. */
 static gr_status lib_private(gr__call *k, const void **s, void **r) {
   gr__mpi_call *m = gr__mpi_call_of(k);
   size_t sb, rb;
@@ -402,9 +402,9 @@ static gr_status lib_test(gr__call *k, int *done) {
   return GR_OK;
 }
 
-/* A collective request cannot be cancelled: it goes to the requests given up on (coll.c) with the
- * private copies it reads and writes, which are freed once it completed; the program's buffers are
- * not among them (lib_private). Staging buffers (device calls) stay allocated, as MPI may still
+/* A collective request cannot be cancelled: it goes to the requests given up on (comm_wait.c) with
+ * the private copies it reads and writes, which are freed once it completed; the program's buffers
+ * are not among them (lib_private). Staging buffers (device calls) stay allocated, as MPI may still
  * write them: 0. */
 static int lib_forget(gr__call *k) {
   gr__mpi_call *m = gr__mpi_call_of(k);

@@ -50,7 +50,7 @@ gr_status gr__agree_bcast(gr_comm *c, const char *what, void *buf, size_t bytes,
 /* gr__mpi_wait (gr_coll.h) for a request that writes buf (heap, or NULL). GR_OK: the request
  * completed and buf is the caller's. Any failure (the deadline passed, MPI_Test failed) takes buf
  * from the caller: freed where the request is gone, else handed to the lost list with the request
- * (gr__mpi_abandon) and freed once it completed. (coll.c) */
+ * (gr__mpi_abandon) and freed once it completed. (comm_wait.c) */
 gr_status gr__mpi_wait_owning(gr_comm *c, MPI_Request *req, double deadline, void *buf);
 
 #endif

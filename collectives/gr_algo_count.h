@@ -16,7 +16,7 @@
   X(RD, "rd")                     /* gpurun's recursive doubling (<= 32 KiB, with a timeout) */    \
   X(RING, "ring")                 /* gpurun's pipelined ring (above 32 KiB) */                     \
   X(RABENSEIFNER, "rabenseifner") /* gpurun's Rabenseifner (above 32 KiB, 4, 8, ... ranks) */      \
-  X(SHM, "shm")                   /* the node-local shared-memory path (shm_coll.c) */             \
+  X(SHM, "shm")                   /* the node-local shared-memory path (gr_shm.h) */               \
   X(HIER, "hier")                 /* across nodes (hier.c); its steps counted as well */           \
   X(SHM_WINDOW, "shm-window")     /* the shm path on buffers in gr_mem_alloc memory */             \
   X(HIER_ML, "hier-ml")           /* multi-leader (mpi_path_hier_ml.c); its steps as well */       \

@@ -27,7 +27,7 @@ typedef struct {
   int ring_tags;      /* one tag per ring segment (tags_per_slot == RING_MAX_SEGS) */
   gr_list live;       /* gr__mpi_ar in flight (their node), oldest first */
   gr__mpi_ar *spare;  /* the last own allreduce's state, finished, kept for the next */
-  gr__shm *shm;       /* node-local shared-memory path (shm_coll.c), or NULL */
+  gr__shm *shm;       /* node-local shared-memory path (gr_shm.h), or NULL */
   /* With shm: a duplicate of c->mpi for the MPI calls of gated calls, which start in the gate's
    * order (the same on every rank) but at another moment on each rank than the collectives the
    * front end posts on c->mpi in between (a group's verdict, a split): MPI_COMM_NULL otherwise. */
@@ -140,12 +140,13 @@ int gr__mpi_own_forget(gr__call *k);
 void gr__mpi_own_progress(gr_comm *c);
 extern const gr__path *const gr__mpi_paths[]; /* path.c */
 
-/* MPI requests given up on (coll.c, "MPI requests given up on"): a request a timed-out call leaves
- * running is handed over with the private buffers it writes (*req becomes MPI_REQUEST_NULL; the
- * buffers are freed once it completed, never while it may write them); gr__mpi_lost says whether
- * some of c's still run (then its MPI objects must not be freed: keep hands a communicator or an
- * op over, to be freed once they completed, 0 when it could not be kept); gr__mpi_reap tests them
- * and frees what nothing uses any more (every destroy, and MPI_Finalize through MPI_COMM_SELF). */
+/* MPI requests given up on (comm_wait.c, "MPI requests given up on"): a request a timed-out call
+ * leaves running is handed over with the private buffers it writes (*req becomes MPI_REQUEST_NULL;
+ * the buffers are freed once it completed, never while it may write them); gr__mpi_lost says
+ * whether some of c's still run (then its MPI objects must not be freed: keep hands a communicator
+ * or an op over, to be freed once they completed, 0 when it could not be kept); gr__mpi_reap tests
+ * them and frees what nothing uses any more (every destroy, and MPI_Finalize through
+ * MPI_COMM_SELF). */
 void gr__mpi_abandon(gr_comm *c, MPI_Request *req, void *buf0, void *buf1);
 int gr__mpi_lost(const gr_comm *c);
 int gr__mpi_keep_comm(const gr_comm *c, MPI_Comm *m);

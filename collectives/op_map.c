@@ -94,8 +94,8 @@ gr_status gr__op_map_free(gr_comm *c, gr__op_map *m) {
     gr__op_map_init(m);
     return GR_OK;
   }
-  /* A request given up on (coll.c) may still run with them: kept until it completed; one that
-   * cannot be kept (out of memory) is left unfreed, never freed under the request. */
+  /* A request given up on (comm_wait.c) may still run with them: kept until it completed; one
+   * that cannot be kept (out of memory) is left unfreed, never freed under the request. */
   int lost = gr__mpi_lost(c);
   for (int f = 0; f < GR__OP_MAP_FAMILIES; f++)
     for (int o = 0; o < 4; o++) {

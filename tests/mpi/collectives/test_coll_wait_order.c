@@ -322,7 +322,7 @@ static void blocking_between(void) {
 /* ---- verdict: a blocking call that waits in an MPI exchange of its own ------------------------ */
 
 /* As block, but B is in check mode, so rank 0's blocking allreduce waits in its fingerprint
- * exchange (gr__mpi_wait, coll.c) rather than in the progress loop: that wait must move A's
+ * exchange (gr__mpi_wait, comm_wait.c) rather than in the progress loop: that wait must move A's
  * request too (its deferred post, or the gated call's MPI call). */
 static void verdict_between(void) {
   gr_comm_config cfg;

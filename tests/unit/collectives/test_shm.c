@@ -1,12 +1,13 @@
-/* The shared-memory collectives' protocol (shm_coll.c) without MPI: ranks are forked processes
- * (as in production: one memfd segment, mapped by each) or threads of one process (so that
- * ThreadSanitizer sees every access of the protocol). Every result is checked element by element
- * against an expectation computed here in 64-bit arithmetic from the same inputs: allreduce,
- * reduce-scatter, allgather, broadcast and barrier, every dtype and op (AVG is the caller's
- * division of a SUM), in and out of place, odd counts, counts across round boundaries, 1-8 ranks;
- * integer wrap-around and NaN in MIN/MAX; a stress run of random calls with random delays; and a
- * rank SIGKILLed in the middle of an allreduce, after which the others time out naming it; and
- * ranks that disagree on a call's kind, count, dtype, op or root, which must all fail with
+/* The shared-memory collectives (gr_shm.h: the protocol in shm_coll.c, its algorithms in
+ * shm_slots.c and shm_single.c, the choice among them in shm_policy.c) without MPI: ranks are
+ * forked processes (as in production: one memfd segment, mapped by each) or threads of one process
+ * (so that ThreadSanitizer sees every access of the protocol). Every result is checked element by
+ * element against an expectation computed here in 64-bit arithmetic from the same inputs:
+ * allreduce, reduce-scatter, allgather, broadcast and barrier, every dtype and op (AVG is the
+ * caller's division of a SUM), in and out of place, odd counts, counts across round boundaries, 1-8
+ * ranks; integer wrap-around and NaN in MIN/MAX; a stress run of random calls with random delays;
+ * and a rank SIGKILLed in the middle of an allreduce, after which the others time out naming it;
+ * and ranks that disagree on a call's kind, count, dtype, op or root, which must all fail with
  * GR_ERR_MISMATCH and then go on.
  *
  *   test_coll_shm              all of the above (cmocka)
