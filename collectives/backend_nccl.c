@@ -648,7 +648,7 @@ static void nccl_mem_free(gr_comm *c, gr__mem *m) {
 const gr__coll_ops GR__NCCL_OPS = {
     .name = "nccl",
     .kind = GR_BACKEND_NCCL,
-    .caps = GR__CAP_JOIN_REFUSALS,
+    .caps = GR__CAP_JOIN_REFUSALS | GR__CAP_VERDICT_IN_FRONT | GR__CAP_P2P_IN_LINE,
     .create = nccl_create,
     .split = nccl_split,
     .destroy = nccl_destroy,

@@ -253,15 +253,16 @@ static gr_status comm_finish(gr_comm *c, const char *fn) {
 }
 
 /* After the backend's create and the communicator's paths (gr_path.h): the duplicate for the
- * verdicts of requests (request.c), only where some collective kind agrees
- * on a verdict (ROUTE_AGREE: no check mode, two ranks or more, a backend that joins refusals,
- * and a path that does not carry them in the call itself, such as the MPI algorithms off the
- * shared-memory path). The same choice on every rank: check mode, size, backend and the paths
- * are agreed. */
+ * verdicts the sequencer posts at requests' starts, only where some collective kind needs one
+ * (no check mode, two ranks or more, a backend that joins refusals, and either a path that agrees
+ * on a verdict before the call, ROUTE_AGREE, such as the MPI algorithms off the shared-memory
+ * path, or a backend whose carried refusals are verdicts in front of the call,
+ * GR__CAP_VERDICT_IN_FRONT: NCCL, whose blocking calls post theirs there too). The same choice on
+ * every rank: check mode, size, backend and the paths are agreed. */
 static gr_status req_dup(gr_comm *c, const char *fn) {
   const gr__coll_ops *o = c->ops;
   if (c->check || c->size < 2 || !(o->caps & GR__CAP_JOIN_REFUSALS)) return GR_OK;
-  int agrees = 0;
+  int agrees = (o->caps & GR__CAP_VERDICT_IN_FRONT) != 0;
   for (int kind = 0; kind < GR__NKINDS && !agrees; kind++)
     agrees = kind != GR__SEND && kind != GR__RECV && kind != GR__BARRIER &&
              gr__path_refusal(c, (gr__kind)kind) == GR__REFUSAL_AGREED;

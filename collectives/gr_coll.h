@@ -114,15 +114,25 @@ typedef enum {
    * a group itself and takes device buffers, which a host memcpy cannot pack). */
   GR__CAP_PACK_MULTI = 1u << 0,
   /* A call one rank refuses still joins the exchange (coll.h, Errors): the front end agrees on a
-   * verdict over c->mpi first, or carries it in the call where its path says so (gr_path.h: the
-   * shared-memory path; NCCL, whose post sends a verdict before it enqueues). Without it, only
-   * check mode does. */
+   * verdict first, or the refusal is carried with the call where its path says so (gr_path.h,
+   * GR__REFUSAL_CARRIED: in the shared-memory descriptor, or as the verdict the sequencer posts in
+   * front of the call, GR__CAP_VERDICT_IN_FRONT). Without it, only check mode does. */
   GR__CAP_JOIN_REFUSALS = 1u << 1,
   /* gr_mem_register makes whole pages reachable (the MPI backend maps the buffer's pages into the
    * node's windows), so two registrations must not share a page; without it a registration is
    * the buffer's bytes alone (NCCL registers a device range, and small cudaMalloc buffers share
    * pages). */
   GR__CAP_REGISTER_PAGES = 1u << 2,
+  /* The backend's rows cannot carry a refusal in the call itself (NCCL's stream has no room for
+   * it): a refusal carried with the call (ROUTE_CALL) travels as a 4-byte verdict the sequencer
+   * posts in front of it over c->req_mpi, and the call is posted only once the verdict is in and
+   * says nobody refused (gr__seq_carried_verdict). */
+  GR__CAP_VERDICT_IN_FRONT = 1u << 3,
+  /* The backend runs every call of a communicator in one order, point-to-point included (NCCL's
+   * stream): a send or receive keeps its place in the communicator's queue behind older calls
+   * instead of posting at once (gr__seq_in_line). Without it point-to-point calls match by peer and
+   * tag (MPI) and overtake the queue. */
+  GR__CAP_P2P_IN_LINE = 1u << 4,
 } gr__coll_cap;
 
 /* Memory from gr_mem_alloc or a buffer gr_mem_register made reachable (mem.c keeps the
@@ -194,9 +204,10 @@ struct gr_comm {
   uint32_t magic;
   MPI_Comm mpi;       /* private duplicate: the MPI backend's traffic, the NCCL bootstrap */
   MPI_Comm check_mpi; /* another duplicate for check-mode fingerprints (MPI_COMM_NULL when off) */
-  MPI_Comm req_mpi;   /* a third for the verdicts of non-blocking requests (request.c),
-                       * posted at their start; MPI_COMM_NULL in check mode, at one rank
-                       * and on backends without GR__CAP_JOIN_REFUSALS */
+  MPI_Comm req_mpi;   /* a third for the verdicts of non-blocking requests, posted at their
+                       * start, and for every carried verdict on GR__CAP_VERDICT_IN_FRONT
+                       * (sequencer.c); MPI_COMM_NULL in check mode, at one rank, on backends
+                       * without GR__CAP_JOIN_REFUSALS and where no kind needs a verdict */
   int rank, size, world_rank;
   unsigned fork_gen; /* the process generation it was made in (gr_fork.h) */
   int pid;           /* the process that made it (for the sentence a forked child gets) */

@@ -89,6 +89,13 @@ gr_status gr__timed_out(const char *fn, gr__call *k, const char *what);
 gr_status gr__settle(const loop_style *y, gr__call *k, gr_status st, double t0, double share,
                      int say);
 gr_status gr__run_one(const char *fn, gr__call *k, int checked);
+/* Also the sequencer's, since they run a call (refuse.c keeps only the arithmetic): k in its
+ * in-band form (gr__inband; arg: this rank's refusal, its buffers then untouched), and the
+ * refusing rank's part in a call it refused (bad, k->fe_refused) on the route given: the
+ * agreement, the in-band form or, carried (ROUTE_CALL), the call posted without data; then bad
+ * with this rank's own sentence, or the timeout. */
+gr_status gr__run_inband(const char *fn, gr__call *k, int arg);
+gr_status gr__join_refused(const char *fn, gr__call *k, gr_status bad, int route);
 
 /* ---- refusals without check mode (refuse.c) -------------------------------------------------- */
 
@@ -96,10 +103,12 @@ gr_status gr__run_one(const char *fn, gr__call *k, int checked);
  * the call's exchange and every rank fails it, naming that rank and the argument, so that nobody is
  * left inside the call. How the refusal travels is the path's (gr_path.h, gr__path_refusal: the
  * first of the communicator's paths serving the kind, from what every rank knows alike):
- *   ROUTE_CALL   carried in the call (GR__REFUSAL_CARRIED: the shared-memory descriptor, where
- *                every rank checks every peer's before touching data; on NCCL the verdict the
- *                backend posts with every call and waits for before it enqueues): the refusing
- *                rank posts the call without data; nothing else is needed in front of it;
+ *   ROUTE_CALL   carried with the call (GR__REFUSAL_CARRIED): in the shared-memory descriptor,
+ *                where every rank checks every peer's before touching data, or, on a backend with
+ *                GR__CAP_VERDICT_IN_FRONT (NCCL), as the verdict the sequencer posts in front of
+ *                the call over c->req_mpi and waits for before the backend's post
+ *                (gr__seq_carried_verdict); the refusing rank joins with the call without data
+ *                (the descriptor) or with its verdict alone (nothing reaches the backend);
  *   ROUTE_AGREE  agreed before (GR__REFUSAL_AGREED): every rank first agrees on a verdict (one
  *                4-byte MPI_Iallreduce, MAX, bounded by the timeout), or carries it in band
  *                (gr__inband): the MPI algorithms, and groups;
@@ -127,8 +136,6 @@ int gr__inband(const gr__call *k);
 size_t gr__inband_bytes(const gr__call *k);
 void gr__inband_pack(const gr__call *k, int arg, unsigned char *p, gr__call *j);
 int gr__inband_clear(const gr__call *j);
-gr_status gr__run_inband(const char *fn, gr__call *k, int arg);
-gr_status gr__join_refused(const char *fn, gr__call *k, gr_status bad, int route);
 
 /* ---- non-blocking requests (request.c: a thin handle over the sequencer) --------------------- */
 

@@ -4,9 +4,9 @@
  *
  * A call's phases, in order (a request shows them, gr__seq_phase_of; a blocking call passes them
  * inside one gr__run_one and a grouped one inside gr_group_end):
- *   VERDICT  the 4-byte verdict its row's refusal route needs (ROUTE_AGREE, deferred form, over
- *            c->req_mpi; ROUTE_CALL on NCCL, over c->mpi: gr__seq_carried_verdict) is posted and
- *            not in; the call waits in its communicator's queue;
+ *   VERDICT  the 4-byte verdict its row's refusal route needs (ROUTE_AGREE, deferred form, and
+ *            ROUTE_CALL on NCCL, gr__seq_carried_verdict: both over c->req_mpi) is posted and not
+ *            in; the call waits in its communicator's queue;
  *   QUEUED   its verdict is in (or it needs none) but an older call of the queue has not posted:
  *            only the head of the queue posts, so every rank posts a communicator's calls in one
  *            order;
@@ -97,15 +97,18 @@ const gr__call *gr__seq_call_of(const gr_request *q);
  * receives included, so a send must not overtake an older collective whose verdict is still on its
  * way; MPI matches point-to-point calls by peer and tag, so there they post at once. */
 static inline int gr__seq_in_line(const gr__call *k) {
-  return is_collective(k->kind) || k->comm->ops->kind == GR_BACKEND_NCCL;
+  return is_collective(k->kind) || (k->comm->ops->caps & GR__CAP_P2P_IN_LINE);
 }
 
 /* Whether a refusal carried with the call (ROUTE_CALL) travels as a verdict the sequencer posts in
- * front of it, over c->mpi (a request's in its VERDICT phase, a blocking call's inside the call):
- * on NCCL, whose rows cannot carry it in the stream (docs/architecture.md); the shared-memory
- * descriptor carries its own. Asked by the backend's kind: gr_coll.h's caps have no word for it. */
+ * front of it, over c->req_mpi (a request's in its VERDICT phase, a blocking call's inside the
+ * call, the refusing rank's in its join): on a backend whose rows cannot carry it in the call
+ * (GR__CAP_VERDICT_IN_FRONT: NCCL's stream, docs/architecture.md); the shared-memory descriptor
+ * carries its own. Every rank posts these verdicts in the order of its calls and nothing else
+ * collective goes on c->req_mpi there, so they match whatever the backend posts on c->mpi later
+ * (nccl_share.c's MPI stages, posted when the verdict is in). */
 static inline int gr__seq_carried_verdict(const gr_comm *c) {
-  return c->ops->kind == GR_BACKEND_NCCL;
+  return (c->ops->caps & GR__CAP_VERDICT_IN_FRONT) != 0;
 }
 
 /* Whether c's queue is empty: the blocking path's one look at the sequencer (a load). */

@@ -1,6 +1,7 @@
-/* Refusals without check mode: how a call that one rank refused locally still reaches every rank
- * (the call's own exchange, a verdict agreed before it, or the verdict carried in band with the
- * data), so that every rank fails it and nobody is left waiting inside it. */
+/* Refusals without check mode, the arithmetic: the verdict word and its sentence, the agreement on
+ * it before a call (ROUTE_AGREE), and the in-band form's pack and flag. Nothing here runs a call:
+ * the sequencer (sequencer.c) runs the in-band form and the refusing rank's part in the exchange
+ * (gr__run_inband, gr__join_refused), calling down into this file, never the other way round. */
 #include "gr_front.h"
 
 #include "gr_dtype.h"
@@ -137,60 +138,4 @@ int gr__inband_clear(const gr__call *j) {
   _Alignas(16) unsigned char ok[16];
   inband_flag(j->dtype, j->op, 0, ok);
   return memcmp((const unsigned char *)j->recv + (j->count - 1) * es, ok, es) == 0;
-}
-
-/* k in its in-band form; arg is this rank's refusal (its buffers are then not touched). */
-gr_status gr__run_inband(const char *fn, gr__call *k, int arg) {
-  size_t n = k->count * gr__dtype_size(k->dtype), bytes = gr__inband_bytes(k);
-  gr_comm *c = k->comm;
-  _Alignas(16) unsigned char small[256];
-  /* With a timeout MPI may still write the buffer after this returns: then it is not the stack
-   * but the communicator's own buffer, kept from call to call and given up after a timeout. */
-  unsigned char *p = small;
-  if (bytes > sizeof small || c->timeout_s > 0) {
-    if (c->inband_cap < bytes) {
-      free(c->inband_buf);
-      c->inband_cap = 0;
-      c->inband_buf = malloc(bytes);
-      if (!c->inband_buf) return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", bytes);
-      c->inband_cap = bytes;
-    }
-    p = c->inband_buf;
-  }
-  gr__call j;
-  gr__inband_pack(k, arg, p, &j);
-  gr_status st = gr__run_one(fn, &j, 1);
-  if (st == GR_OK) {
-    if (!gr__inband_clear(&j)) { /* somebody refused: all learn who in one more round */
-      st = gr__agree_call(fn, k, arg);
-      if (st == GR_OK) st = gr__fail(GR_ERR_INTERNAL, fn, "a refusal was signalled but not agreed");
-    } else if (n) {
-      memcpy(k->recv, p, n);
-    }
-  }
-  if (p != small && st == GR_ERR_TIMEOUT) { /* MPI may still write it */
-    gr__abandon(p);
-    c->inband_buf = NULL;
-    c->inband_cap = 0;
-  }
-  return st;
-}
-
-/* This rank refused k (bad, k->fe_refused): join the exchange on the route given, then return bad
- * with this rank's own sentence (or the timeout). */
-gr_status gr__join_refused(const char *fn, gr__call *k, gr_status bad, int route) {
-  if (route == ROUTE_NONE) return bad;
-  char own[GR__ERRLEN];
-  gr__own_sentence(own, sizeof own, fn);
-  gr_status st;
-  int arg = k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS;
-  if (route == ROUTE_AGREE || route == ROUTE_VERDICT) {
-    st = route == ROUTE_AGREE && gr__inband(k) ? gr__run_inband(fn, k, arg)
-                                               : gr__agree_call(fn, k, arg);
-  } else {
-    k->send = NULL, k->recv = NULL; /* the backend posts the descriptor only */
-    st = gr__run_one(fn, k, 1);
-  }
-  if (st == GR_ERR_TIMEOUT || st == GR_ERR_ABORTED || st == GR_ERR_NOMEM) return st;
-  return gr__fail(bad, fn, "%s", own);
 }

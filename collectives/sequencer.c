@@ -45,12 +45,15 @@
  * whatever its route (QUEUED). Every blocking call, group, gr_allreduce_multi and gr_comm_split on
  * c drains it first (gr__requests_drain), so that they follow the requests' data calls on every
  * rank. The request's deadline, from its start, covers the verdict.
- * - NCCL (ROUTE_CALL, gr__seq_carried_verdict): as the deferred form, but the verdict goes over
- *   c->mpi, where the refusing rank's call posts its own verdict: that rank's start joins the
- *   call as a blocking one (gr__join_refused) and returns GR_ERR_INVALID once the verdict is in;
- *   the others' requests wait in VERDICT and QUEUED, and NCCL sees only calls nobody refused, in
- *   start order. A blocking call on NCCL posts its verdict inside the call (gr__run_one), so a
- *   verdict that never arrives ends as that call's timeout.
+ * - NCCL (ROUTE_CALL, gr__seq_carried_verdict): as the deferred form, on c->req_mpi too, where
+ *   the refusing rank's call posts its own verdict: that rank's start joins the call as a
+ *   blocking one (gr__join_refused) and returns GR_ERR_INVALID once the verdict is in; the
+ *   others' requests wait in VERDICT and QUEUED, and NCCL sees only calls nobody refused, in start
+ *   order. A blocking call on NCCL posts its verdict inside the call (gr__run_one), on c->req_mpi
+ *   as well: every rank posts the verdicts there in the order of its calls, while the ranks that
+ *   share a GPU post their MPI stages on c->mpi (nccl_share.c) only once a verdict is in, at a
+ *   moment that differs from rank to rank. A verdict that never arrives ends as that call's
+ *   timeout.
  * Point-to-point requests (gr_isend, gr_irecv) are not collective: no verdict, no check-mode
  * fingerprint; on MPI no place in the queue (MPI matches them by peer and tag, whatever the
  * collectives do), on NCCL a place like any call's (gr__seq_in_line); a refusal is this rank's
@@ -449,7 +452,7 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   gr_status bad = unret != GR_OK ? unret : gr__validate(fn, k);
   int route = gr__refusal_route(k);
   int agree = route == ROUTE_AGREE && c->req_mpi != MPI_COMM_NULL;
-  int carried = route == ROUTE_CALL && gr__seq_carried_verdict(c); /* NCCL: over c->mpi */
+  int carried = route == ROUTE_CALL && gr__seq_carried_verdict(c); /* NCCL */
   int coll = is_collective(k->kind);
   if (bad != GR_OK && !agree) {
     if (c->check && coll) return gr__exchange_fingerprint(fn, k, bad);
@@ -500,8 +503,8 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
     }
     q->v[0] = gr__verdict_word(c, arg);
     q->v[1] = 0;
-    MPI_Comm vc = carried ? c->mpi : c->req_mpi;
-    if (MPI_Iallreduce(&q->v[0], &q->v[1], 1, MPI_INT, MPI_MAX, vc, &q->vreq) != MPI_SUCCESS) {
+    if (MPI_Iallreduce(&q->v[0], &q->v[1], 1, MPI_INT, MPI_MAX, c->req_mpi, &q->vreq) !=
+        MPI_SUCCESS) {
       free(q->v), free(q);
       return gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
     }
@@ -758,7 +761,9 @@ gr_status gr__seq_drive_calls(const loop_style *y, gr__call *k, size_t n, int *d
 /* ---- the blocking path: a call posted from the caller's stack, never queued -------------------- */
 
 /* ROUTE_CALL on NCCL (gr__seq_carried_verdict): k's verdict (arg: this rank's refusal, or none)
- * over c->mpi, waited for inside the call (begun, its deadline). GR_OK when nobody refused: then
+ * over c->req_mpi, where the requests' verdicts go at their starts (a refusing rank's request
+ * start joins here, so both must use one communicator), waited for inside the call (begun, its
+ * deadline). GR_OK when nobody refused: then
  * the call is posted. Otherwise k is settled here: refused somewhere (GR_ERR_INVALID naming the
  * lowest refusing rank, nothing posted anywhere), MPI's failure, or the timeout (the verdict given
  * up on, its words left to MPI, the communicator aborted). Out of line: the MPI paths never
@@ -776,7 +781,7 @@ static __attribute__((noinline)) gr_status carried_verdict(const loop_style *y, 
   v[1] = 0;
   MPI_Request req = MPI_REQUEST_NULL;
   gr_status st = GR_ERR_MPI;
-  if (MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MAX, c->mpi, &req) == MPI_SUCCESS)
+  if (MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MAX, c->req_mpi, &req) == MPI_SUCCESS)
     st = gr__mpi_wait(c, &req, deadline);
   if (st == GR_ERR_TIMEOUT) {
     gr__mpi_abandon(c, &req, v, NULL);
@@ -849,6 +854,65 @@ gr_status gr__run_one(const char *fn, gr__call *k, int checked) {
     GR_CHECK(gr__requests_drain(fn, c)); /* NCCL's point-to-point: after the queued calls */
   }
   return run_begun(fn, k, 0, GR__ARG_NONE);
+}
+
+/* ---- refusals that run a call: the in-band form and the refusing rank's part ----------------
+ * (refuse.c keeps the arithmetic they use: the verdict word, the agreement, the in-band pack.) */
+
+/* k in its in-band form; arg is this rank's refusal (its buffers are then not touched). */
+gr_status gr__run_inband(const char *fn, gr__call *k, int arg) {
+  size_t n = k->count * gr__dtype_size(k->dtype), bytes = gr__inband_bytes(k);
+  gr_comm *c = k->comm;
+  _Alignas(16) unsigned char small[256];
+  /* With a timeout MPI may still write the buffer after this returns: then it is not the stack
+   * but the communicator's own buffer, kept from call to call and given up after a timeout. */
+  unsigned char *p = small;
+  if (bytes > sizeof small || c->timeout_s > 0) {
+    if (c->inband_cap < bytes) {
+      free(c->inband_buf);
+      c->inband_cap = 0;
+      c->inband_buf = malloc(bytes);
+      if (!c->inband_buf) return gr__fail(GR_ERR_NOMEM, fn, "out of memory (%zu bytes)", bytes);
+      c->inband_cap = bytes;
+    }
+    p = c->inband_buf;
+  }
+  gr__call j;
+  gr__inband_pack(k, arg, p, &j);
+  gr_status st = gr__run_one(fn, &j, 1);
+  if (st == GR_OK) {
+    if (!gr__inband_clear(&j)) { /* somebody refused: all learn who in one more round */
+      st = gr__agree_call(fn, k, arg);
+      if (st == GR_OK) st = gr__fail(GR_ERR_INTERNAL, fn, "a refusal was signalled but not agreed");
+    } else if (n) {
+      memcpy(k->recv, p, n);
+    }
+  }
+  if (p != small && st == GR_ERR_TIMEOUT) { /* MPI may still write it */
+    gr__abandon(p);
+    c->inband_buf = NULL;
+    c->inband_cap = 0;
+  }
+  return st;
+}
+
+/* This rank refused k (bad, k->fe_refused): join the exchange on the route given, then return bad
+ * with this rank's own sentence (or the timeout). */
+gr_status gr__join_refused(const char *fn, gr__call *k, gr_status bad, int route) {
+  if (route == ROUTE_NONE) return bad;
+  char own[GR__ERRLEN];
+  gr__own_sentence(own, sizeof own, fn);
+  gr_status st;
+  int arg = k->fe_refused ? k->fe_refused : GR__ARG_BUFFERS;
+  if (route == ROUTE_AGREE || route == ROUTE_VERDICT) {
+    st = route == ROUTE_AGREE && gr__inband(k) ? gr__run_inband(fn, k, arg)
+                                               : gr__agree_call(fn, k, arg);
+  } else {
+    k->send = NULL, k->recv = NULL; /* the backend posts the descriptor only */
+    st = gr__run_one(fn, k, 1);
+  }
+  if (st == GR_ERR_TIMEOUT || st == GR_ERR_ABORTED || st == GR_ERR_NOMEM) return st;
+  return gr__fail(bad, fn, "%s", own);
 }
 
 gr_status gr__requests_drain(const char *fn, gr_comm *c) {
