@@ -81,7 +81,7 @@ gr_comm *gr__comm_new(MPI_Comm mpi, const gr__comm_cfg *cfg) {
   c->fork_gen = gr__fork_gen();
   c->pid = (int)getpid();
   c->mpi = mpi;
-  c->check_mpi = c->req_mpi = MPI_COMM_NULL;
+  c->side_mpi = MPI_COMM_NULL;
   c->timeout_s = cfg->timeout_s;
   c->check = cfg->check;
   c->algo = cfg->algo;
@@ -97,13 +97,12 @@ void gr__comm_free(gr_comm *c) {
   /* a request given up on still runs on them: kept until it completes (gr__mpi_abandon); one
    * that cannot be kept (out of memory) is left unfreed rather than freed under the request */
   if (!gone && gr__mpi_lost(c)) {
-    MPI_Comm *m[3] = {&c->check_mpi, &c->req_mpi, &c->mpi};
-    for (int i = 0; i < 3; i++)
+    MPI_Comm *m[2] = {&c->side_mpi, &c->mpi};
+    for (int i = 0; i < 2; i++)
       if (!gr__mpi_keep_comm(c, m[i])) *m[i] = MPI_COMM_NULL;
   }
   gr__mpi_lost_seal(c);
-  if (c->check_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->check_mpi);
-  if (c->req_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->req_mpi);
+  if (c->side_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->side_mpi);
   if (c->mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->mpi);
   free(c->inband_buf);
   c->magic = 0;
@@ -237,12 +236,12 @@ static gr_status agree_uid(gr_comm *c, const char *fn, const char *name) {
   return GR_OK;
 }
 
-/* After the agreement: the check-mode duplicate, observability (started here, over the new
+/* After the agreement: the side duplicate in check mode (its fingerprints), observability (started here, over the new
  * communicator, in a program that calls neither gr_init nor names its job), the flight recorder. */
 static gr_status comm_finish(gr_comm *c, const char *fn) {
   gr__live_create_step(GR_LIVE_STEP_SETUP);
   if (c->check) {
-    int rc = MPI_Comm_dup(c->mpi, &c->check_mpi);
+    int rc = MPI_Comm_dup(c->mpi, &c->side_mpi); /* check mode's use of it (gr_coll.h) */
     if (rc != MPI_SUCCESS)
       return gr__fail(gr__comm_mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
   }
@@ -252,7 +251,7 @@ static gr_status comm_finish(gr_comm *c, const char *fn) {
   return GR_OK;
 }
 
-/* After the backend's create and the communicator's paths (gr_path.h): the duplicate for the
+/* After the backend's create and the communicator's paths (gr_path.h): the side duplicate for the
  * verdicts the sequencer posts at requests' starts, only where some collective kind needs one
  * (no check mode, two ranks or more, a backend that joins refusals, and either a path that agrees
  * on a verdict before the call, ROUTE_AGREE, such as the MPI algorithms off the shared-memory
@@ -268,12 +267,12 @@ static gr_status req_dup(gr_comm *c, const char *fn) {
              gr__path_refusal(c, (gr__kind)kind) == GR__REFUSAL_AGREED;
   if (!agrees) return GR_OK;
   gr__live_create_step(GR_LIVE_STEP_REQDUP);
-  int rc = MPI_Comm_dup(c->mpi, &c->req_mpi);
+  int rc = MPI_Comm_dup(c->mpi, &c->side_mpi); /* the verdicts' use of it (gr_coll.h) */
   if (rc != MPI_SUCCESS) {
-    c->req_mpi = MPI_COMM_NULL;
+    c->side_mpi = MPI_COMM_NULL;
     return gr__fail(gr__comm_mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
   }
-  MPI_Comm_set_errhandler(c->req_mpi, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(c->side_mpi, MPI_ERRORS_RETURN);
   return GR_OK;
 }
 

@@ -125,7 +125,7 @@ typedef enum {
   GR__CAP_REGISTER_PAGES = 1u << 2,
   /* The backend's rows cannot carry a refusal in the call itself (NCCL's stream has no room for
    * it): a refusal carried with the call (ROUTE_CALL) travels as a 4-byte verdict the sequencer
-   * posts in front of it over c->req_mpi, and the call is posted only once the verdict is in and
+   * posts in front of it over c->side_mpi, and the call is posted only once the verdict is in and
    * says nobody refused (gr__seq_carried_verdict). */
   GR__CAP_VERDICT_IN_FRONT = 1u << 3,
   /* The backend runs every call of a communicator in one order, point-to-point included (NCCL's
@@ -202,12 +202,16 @@ struct gr__coll_ops {
 
 struct gr_comm {
   uint32_t magic;
-  MPI_Comm mpi;       /* private duplicate: the MPI backend's traffic, the NCCL bootstrap */
-  MPI_Comm check_mpi; /* another duplicate for check-mode fingerprints (MPI_COMM_NULL when off) */
-  MPI_Comm req_mpi;   /* a third for the verdicts of non-blocking requests, posted at their
-                       * start, and for every carried verdict on GR__CAP_VERDICT_IN_FRONT
-                       * (sequencer.c); MPI_COMM_NULL in check mode, at one rank, on backends
-                       * without GR__CAP_JOIN_REFUSALS and where no kind needs a verdict */
+  MPI_Comm mpi; /* private duplicate: the MPI backend's traffic, the NCCL bootstrap */
+  /* The side duplicate, for what every rank posts in the order of its calls while the calls'
+   * own traffic on mpi is posted at moments that differ between ranks (a request's data call once
+   * its verdict is in, nccl_share.c's MPI stages): in check mode the fingerprint exchanges
+   * (validate.c); otherwise the verdicts posted at requests' starts, the in-band naming, and every
+   * carried verdict on GR__CAP_VERDICT_IN_FRONT (sequencer.c). One field, because check mode has
+   * no verdicts (every route is ROUTE_NONE there). MPI_COMM_NULL when check mode is off and no
+   * kind needs a verdict: one rank, a backend without GR__CAP_JOIN_REFUSALS, only carried
+   * refusals in the call (coll.c, req_dup). */
+  MPI_Comm side_mpi;
   int rank, size, world_rank;
   unsigned fork_gen; /* the process generation it was made in (gr_fork.h) */
   int pid;           /* the process that made it (for the sentence a forked child gets) */

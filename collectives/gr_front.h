@@ -106,7 +106,7 @@ gr_status gr__join_refused(const char *fn, gr__call *k, gr_status bad, int route
  *   ROUTE_CALL   carried with the call (GR__REFUSAL_CARRIED): in the shared-memory descriptor,
  *                where every rank checks every peer's before touching data, or, on a backend with
  *                GR__CAP_VERDICT_IN_FRONT (NCCL), as the verdict the sequencer posts in front of
- *                the call over c->req_mpi and waits for before the backend's post
+ *                the call over c->side_mpi and waits for before the backend's post
  *                (gr__seq_carried_verdict); the refusing rank joins with the call without data
  *                (the descriptor) or with its verdict alone (nothing reaches the backend);
  *   ROUTE_AGREE  agreed before (GR__REFUSAL_AGREED): every rank first agrees on a verdict (one

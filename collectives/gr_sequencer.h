@@ -5,7 +5,7 @@
  * A call's phases, in order (a request shows them, gr__seq_phase_of; a blocking call passes them
  * inside one gr__run_one and a grouped one inside gr_group_end):
  *   VERDICT  the 4-byte verdict its row's refusal route needs (ROUTE_AGREE, deferred form, and
- *            ROUTE_CALL on NCCL, gr__seq_carried_verdict: both over c->req_mpi) is posted and not
+ *            ROUTE_CALL on NCCL, gr__seq_carried_verdict: both over c->side_mpi) is posted and not
  *            in; the call waits in its communicator's queue;
  *   QUEUED   its verdict is in (or it needs none) but an older call of the queue has not posted:
  *            only the head of the queue posts, so every rank posts a communicator's calls in one
@@ -101,11 +101,11 @@ static inline int gr__seq_in_line(const gr__call *k) {
 }
 
 /* Whether a refusal carried with the call (ROUTE_CALL) travels as a verdict the sequencer posts in
- * front of it, over c->req_mpi (a request's in its VERDICT phase, a blocking call's inside the
+ * front of it, over c->side_mpi (a request's in its VERDICT phase, a blocking call's inside the
  * call, the refusing rank's in its join): on a backend whose rows cannot carry it in the call
  * (GR__CAP_VERDICT_IN_FRONT: NCCL's stream, docs/architecture.md); the shared-memory descriptor
  * carries its own. Every rank posts these verdicts in the order of its calls and nothing else
- * collective goes on c->req_mpi there, so they match whatever the backend posts on c->mpi later
+ * collective goes on c->side_mpi there, so they match whatever the backend posts on c->mpi later
  * (nccl_share.c's MPI stages, posted when the verdict is in). */
 static inline int gr__seq_carried_verdict(const gr_comm *c) {
   return (c->ops->caps & GR__CAP_VERDICT_IN_FRONT) != 0;

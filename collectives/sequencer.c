@@ -31,11 +31,11 @@
  *               gr__run_inband: the data call runs at once on a copy (pack) with one more element,
  *               the refusal flag (a refusing rank contributes zeros and the flag); the result is
  *               copied to recv when the flag is clear. No extra round. After a refusal every rank
- *               sends its verdict word to every other point to point over c->req_mpi, tagged with
+ *               sends its verdict word to every other point to point over c->side_mpi, tagged with
  *               the request's in-band number (no collective: the ranks get there in the order they
  *               wait, which may differ), and the MAX names the lowest refusing rank (NAMING);
  *     deferred  (everything else) the start posts the 4-byte verdict, MPI_Iallreduce (MAX) on
- *               c->req_mpi (VERDICT), and the data call is posted once the verdict is in and
+ *               c->side_mpi (VERDICT), and the data call is posted once the verdict is in and
  *               clear, not at all otherwise: one more 4-byte round before the data, paid inside
  *               the wait. The verdicts have a communicator of their own because they are posted at
  *               the starts while the data calls are posted later, from inside other calls: each
@@ -45,11 +45,11 @@
  * whatever its route (QUEUED). Every blocking call, group, gr_allreduce_multi and gr_comm_split on
  * c drains it first (gr__requests_drain), so that they follow the requests' data calls on every
  * rank. The request's deadline, from its start, covers the verdict.
- * - NCCL (ROUTE_CALL, gr__seq_carried_verdict): as the deferred form, on c->req_mpi too, where
+ * - NCCL (ROUTE_CALL, gr__seq_carried_verdict): as the deferred form, on c->side_mpi too, where
  *   the refusing rank's call posts its own verdict: that rank's start joins the call as a
  *   blocking one (gr__join_refused) and returns GR_ERR_INVALID once the verdict is in; the
  *   others' requests wait in VERDICT and QUEUED, and NCCL sees only calls nobody refused, in start
- *   order. A blocking call on NCCL posts its verdict inside the call (gr__run_one), on c->req_mpi
+ *   order. A blocking call on NCCL posts its verdict inside the call (gr__run_one), on c->side_mpi
  *   as well: every rank posts the verdicts there in the order of its calls, while the ranks that
  *   share a GPU post their MPI stages on c->mpi (nccl_share.c) only once a verdict is in, at a
  *   moment that differs from rank to rank. A verdict that never arrives ends as that call's
@@ -245,17 +245,17 @@ static void names_start(gr_request *q) {
     return;
   }
   int *ub = NULL, has = 0;
-  MPI_Comm_get_attr(c->req_mpi, MPI_TAG_UB, &ub, &has);
+  MPI_Comm_get_attr(c->side_mpi, MPI_TAG_UB, &ub, &has);
   int tag = (int)(q->no % (uint64_t)(has && ub && *ub > 0 ? *ub : 32767));
   q->names[P] = gr__verdict_word(c, q->arg);
   for (int r = 0; r < P; r++) {
     q->names[r] = r == c->rank ? q->names[P] : 0;
     if (r == c->rank) continue;
-    if (MPI_Irecv(&q->names[r], 1, MPI_INT, r, tag, c->req_mpi, &q->name_reqs[n]) == MPI_SUCCESS)
+    if (MPI_Irecv(&q->names[r], 1, MPI_INT, r, tag, c->side_mpi, &q->name_reqs[n]) == MPI_SUCCESS)
       n++;
     else
       q->names_err = 1;
-    if (MPI_Isend(&q->names[P], 1, MPI_INT, r, tag, c->req_mpi, &q->name_reqs[n]) == MPI_SUCCESS)
+    if (MPI_Isend(&q->names[P], 1, MPI_INT, r, tag, c->side_mpi, &q->name_reqs[n]) == MPI_SUCCESS)
       n++;
     else
       q->names_err = 1;
@@ -451,7 +451,7 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
   if (__atomic_load_n(&c->pending, __ATOMIC_RELAXED) > 0) gr__requests_claim(c);
   gr_status bad = unret != GR_OK ? unret : gr__validate(fn, k);
   int route = gr__refusal_route(k);
-  int agree = route == ROUTE_AGREE && c->req_mpi != MPI_COMM_NULL;
+  int agree = route == ROUTE_AGREE && c->side_mpi != MPI_COMM_NULL;
   int carried = route == ROUTE_CALL && gr__seq_carried_verdict(c); /* NCCL */
   int coll = is_collective(k->kind);
   if (bad != GR_OK && !agree) {
@@ -503,7 +503,7 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
     }
     q->v[0] = gr__verdict_word(c, arg);
     q->v[1] = 0;
-    if (MPI_Iallreduce(&q->v[0], &q->v[1], 1, MPI_INT, MPI_MAX, c->req_mpi, &q->vreq) !=
+    if (MPI_Iallreduce(&q->v[0], &q->v[1], 1, MPI_INT, MPI_MAX, c->side_mpi, &q->vreq) !=
         MPI_SUCCESS) {
       free(q->v), free(q);
       return gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
@@ -761,7 +761,7 @@ gr_status gr__seq_drive_calls(const loop_style *y, gr__call *k, size_t n, int *d
 /* ---- the blocking path: a call posted from the caller's stack, never queued -------------------- */
 
 /* ROUTE_CALL on NCCL (gr__seq_carried_verdict): k's verdict (arg: this rank's refusal, or none)
- * over c->req_mpi, where the requests' verdicts go at their starts (a refusing rank's request
+ * over c->side_mpi, where the requests' verdicts go at their starts (a refusing rank's request
  * start joins here, so both must use one communicator), waited for inside the call (begun, its
  * deadline). GR_OK when nobody refused: then
  * the call is posted. Otherwise k is settled here: refused somewhere (GR_ERR_INVALID naming the
@@ -781,7 +781,7 @@ static __attribute__((noinline)) gr_status carried_verdict(const loop_style *y, 
   v[1] = 0;
   MPI_Request req = MPI_REQUEST_NULL;
   gr_status st = GR_ERR_MPI;
-  if (MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MAX, c->req_mpi, &req) == MPI_SUCCESS)
+  if (MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MAX, c->side_mpi, &req) == MPI_SUCCESS)
     st = gr__mpi_wait(c, &req, deadline);
   if (st == GR_ERR_TIMEOUT) {
     gr__mpi_abandon(c, &req, v, NULL);

@@ -179,7 +179,7 @@ gr_status gr__exchange_post(const char *fn, gr_comm *c, exchange *x, fingerprint
   if (!x->all) return gr__fail(GR_ERR_NOMEM, fn, "out of memory (check mode)");
   x->all[c->size] = f;
   x->rc = MPI_Iallgather(&x->all[c->size], (int)sizeof f, MPI_BYTE, x->all, (int)sizeof f, MPI_BYTE,
-                         c->check_mpi, &x->req);
+                         c->side_mpi, &x->req);
   return GR_OK;
 }
 

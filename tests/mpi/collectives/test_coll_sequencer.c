@@ -479,7 +479,7 @@ int main(int argc, char **argv) {
   }
   gr_comm *c = world_comm(NULL, 20.0, 0);
   if (!c) MPI_Abort(MPI_COMM_WORLD, 1);
-  if (c->req_mpi == MPI_COMM_NULL || !getenv("GPURUN_COLL_ALGO") ||
+  if (c->side_mpi == MPI_COMM_NULL || !getenv("GPURUN_COLL_ALGO") ||
       strcmp(getenv("GPURUN_COLL_ALGO"), "mpi") != 0) {
     if (rank == 0) fprintf(stderr, "run under GPURUN_COLL_ALGO=mpi (verdicts, in-band calls)\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
