@@ -6,6 +6,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "gr_test_tmpdir.h"
+
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,15 +26,12 @@ static char dir[64];
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/gr_report_hostile_XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
+  return gr_test_tmpdir_make(dir, sizeof dir, "gr_report_hostile");
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return gr_test_tmpdir_remove(dir);
 }
 
 static char *slurp(const char *path, size_t *len) {

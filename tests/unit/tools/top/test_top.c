@@ -6,6 +6,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "gr_test_tmpdir.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,16 +68,12 @@ static void live_creating(int r, int n, const char *call, const char *step, cons
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/gr_test_top.XXXXXX");
-  assert_non_null(mkdtemp(dir));
-  return 0;
+  return gr_test_tmpdir_make(dir, sizeof dir, "gr_test_top");
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return gr_test_tmpdir_remove(dir);
 }
 
 static void load(gr__top_job *job, double hang) {

@@ -7,6 +7,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "gr_test_tmpdir.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,16 +22,12 @@ static char dir[256];
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/gr_test_top_late.XXXXXX");
-  assert_non_null(mkdtemp(dir));
-  return 0;
+  return gr_test_tmpdir_make(dir, sizeof dir, "gr_test_top_late");
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return gr_test_tmpdir_remove(dir);
 }
 
 /* live.<r> of a 3-rank job written at time t, with the MPI layer's lines (the same MPI time for

@@ -11,6 +11,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "gr_test_tmpdir.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,16 +86,12 @@ static void rank_files(int r, int n, int done_seq, const char *op, int run_seq, 
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/gr_test_waitfor.XXXXXX");
-  assert_non_null(mkdtemp(dir));
-  return 0;
+  return gr_test_tmpdir_make(dir, sizeof dir, "gr_test_waitfor");
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return gr_test_tmpdir_remove(dir);
 }
 
 /* The report's text and its wait-for JSON. */
