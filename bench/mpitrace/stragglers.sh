@@ -10,7 +10,7 @@
 #             and naming any of them counts.
 # Prints one line per run and "stragglers: NP ranks: N of M named" per rank count; exits 1 when
 # one is missed. bench/README.md, "MPI layer", quotes it.
-# usage: [SLOW=throttle|hog] bench/mpitrace/stragglers.sh [BUILD [RUNS [STEPS [SEED]]]]
+# usage: [SLOW=throttle|hog] [NPS="2 4"] bench/mpitrace/stragglers.sh [BUILD [RUNS [STEPS [SEED]]]]
 set -u
 b=${1:-build} runs=${2:-10} steps=${3:-3000} seed=${4:-$$}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,7 +23,7 @@ rnd() {
   R=$(( (seed / 65536) % $1 ))
 }
 missed=0
-for np in 2 4; do
+for np in ${NPS:-2 4}; do
   named=0 i=0
   while [ $i -lt "$runs" ]; do
     rnd $np; slow=$R
