@@ -260,6 +260,8 @@ int gr__shm_memfd(size_t bytes);
 void *gr__shm_map(int fd, size_t bytes);
 /* Open another process's descriptor (/proc/<pid>/fd/<fd>); -1 with errno on failure. */
 int gr__shm_open_peer(pid_t pid, int fd);
+/* Whether process pid has ended (a zombie included: its memory is gone); 0 where it cannot tell. */
+int gr__shm_peer_gone(pid_t pid);
 
 /* The communicator glue (shm_comm.c): collective over c->mpi at communicator creation. *out is
  * NULL when the ranks do not all share a node, c->algo (GPURUN_COLL_ALGO) is mpi, or no

@@ -18,7 +18,6 @@
 
 #include <errno.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,23 +201,6 @@ static void describe_text(char *b, size_t len, uint64_t d0, uint64_t d1) {
   gr__strbuf_putc(&sb, ')');
 }
 
-void gr__shm_disagree(gr__shm *s, gr__shm_op *op, int q, const uint64_t d[2],
-                      const uint64_t mine[2]) {
-  (void)s;
-  op->seen_rank = q;
-  for (int i = 0; i < 2; i++) {
-    op->seen_desc[i] = d[i];
-    op->own_desc[i] = mine[i];
-  }
-  if ((d[1] >> 36) & 0xf) { /* q refused its own arguments (gr_shm.h) */
-    op->seen = SHM_SEEN_PEER_REFUSED;
-    op->failed = SHM_FAILED_REFUSED;
-  } else {
-    op->seen = SHM_SEEN_DIFFERS;
-    op->failed = SHM_FAILED_MISMATCH;
-  }
-}
-
 /* Records the sentence of a call that failed its first round (what op->seen says) as this thread's
  * last error, and returns st. */
 static gr_status fail_seen(const gr__shm *s, const gr__shm_op *op, gr_status st) {
@@ -238,24 +220,10 @@ static gr_status fail_seen(const gr__shm *s, const gr__shm_op *op, gr_status st)
                       shm_name_of(s, op->seen_rank), a, shm_name_of(s, s->rank), b, at);
 }
 
-int gr__shm_peer_gone(pid_t pid) {
-  if (pid <= 0) return 0;
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  char path[64], buf[256];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  const char *e = strrchr(buf, ')'); /* the state follows the command name, which may hold ')' */
-  return e && e[1] == ' ' && (e[2] == 'Z' || e[2] == 'X');
-}
-
 /* ---- a call, round by round ---------------------------------------------------------------- */
 
 /* The step of op's current round: the algorithm its mode names. */
-static shm_step step(gr__shm *s, gr__shm_op *op) {
+static shm_step algo_step(gr__shm *s, gr__shm_op *op) {
   return op->mode == SHM_MODE_SINGLE ? gr__shm_single_step(s, op) : gr__shm_slots_step(s, op);
 }
 
@@ -290,7 +258,7 @@ static shm_step advance(gr__shm *s, gr__shm_op *op) {
       begin_round(s);
       op->step = 1;
     }
-    shm_step fin = step(s, op);
+    shm_step fin = algo_step(s, op);
     if (fin == SHM_STEP_RESTART) { /* not every buffer in a window, no single copy: again, through
                                     * the slots */
       op->win = 0;                 /* window_fits no longer: the plain mode */

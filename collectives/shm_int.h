@@ -277,9 +277,25 @@ static inline void shm_announce(gr__shm *s, const gr__shm_op *op) {
   atomic_store_explicit(&p[1], d[1], memory_order_relaxed);
 }
 
-/* Records on op that rank q described the call as d (shm_coll.c): op->failed and op->seen. */
-void gr__shm_disagree(gr__shm *s, gr__shm_op *op, int q, const uint64_t d[2],
-                      const uint64_t mine[2]);
+/* Records on op that rank q described the call as d (mine: this rank's): op->failed and op->seen,
+ * from which the protocol makes the sentence when the call settles. Here, not in shm_coll.c, so
+ * that the helpers above call nothing outside this header (the algorithms reach the protocol's
+ * lower layer only). */
+static inline void gr__shm_disagree(gr__shm_op *op, int q, const uint64_t d[2],
+                                    const uint64_t mine[2]) {
+  op->seen_rank = q;
+  for (int i = 0; i < 2; i++) {
+    op->seen_desc[i] = d[i];
+    op->own_desc[i] = mine[i];
+  }
+  if ((d[1] >> 36) & 0xf) { /* q refused its own arguments (gr_shm.h) */
+    op->seen = SHM_SEEN_PEER_REFUSED;
+    op->failed = SHM_FAILED_REFUSED;
+  } else {
+    op->seen = SHM_SEEN_DIFFERS;
+    op->failed = SHM_FAILED_MISMATCH;
+  }
+}
 
 /* Whether rank q (who has raised in this round) describes the call as this rank does; 1 yes (or
  * not the call's first round), 0 no: op->seen says what differs. Call before touching q's data. */
@@ -291,7 +307,7 @@ static inline int shm_agrees(gr__shm *s, gr__shm_op *op, int q) {
   uint64_t d[2] = {atomic_load_explicit(&p[0], memory_order_relaxed),
                    atomic_load_explicit(&p[1], memory_order_relaxed)};
   if (d[0] == mine[0] && d[1] == mine[1]) return 1;
-  gr__shm_disagree(s, op, q, d, mine);
+  gr__shm_disagree(op, q, d, mine);
   return 0;
 }
 
@@ -303,8 +319,6 @@ static inline int shm_all_agree(gr__shm *s, gr__shm_op *op) {
   return 1;
 }
 
-/* Whether process pid has ended (a zombie included: its memory is gone). */
-int gr__shm_peer_gone(pid_t pid);
 /* The caller's side of the lock. A caller that finds it taken (by the engine's pass) asks the pass
  * to stop at its next piece; the engine then leaves the segment alone until a caller has had it
  * (gr__shm_engine_pump). try: 0 when taken (the caller returns). A segment no request was ever

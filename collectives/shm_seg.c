@@ -6,7 +6,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,4 +45,18 @@ int gr__shm_open_peer(pid_t pid, int fd) {
   }
   snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
   return open(path, O_RDWR | O_CLOEXEC);
+}
+
+int gr__shm_peer_gone(pid_t pid) {
+  if (pid <= 0) return 0;
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *e = strrchr(buf, ')'); /* the state follows the command name, which may hold ')' */
+  return e && e[1] == ' ' && (e[2] == 'Z' || e[2] == 'X');
 }
