@@ -150,9 +150,11 @@ void gr__shm_set_pair_max(gr__shm *s, size_t bytes);
 size_t gr__shm_pair_max_default(void);
 /* At a communicator's creation with single copy on (collective over c->mpi): rank 0's
  * GPURUN_SHM_PRIVATE, and under auto the crossovers measured on this segment (once per process and
- * communicator size) and rank 0's broadcast, set on s (shm_choice.c). 0 when a measuring call
- * failed or an MPI call did, on every rank: the segment is then unusable. */
-int gr__shm_choose(gr_comm *c, gr__shm *s);
+ * communicator size) and rank 0's broadcast, set on s (shm_choice.c). GR_OK with *usable 1, or
+ * with *usable 0 on every rank where a measuring call failed somewhere (the segment is then
+ * unusable); or an agreement round's failure (gr_agree.h: past c's timeout, MPI) with its
+ * sentence in c->err. */
+gr_status gr__shm_choose(gr_comm *c, gr__shm *s, int *usable);
 /* The crossovers this process agreed under auto for communicators of size ranks (the last
  * measured or taken from rank 0): 1 with cross and *pair_max (when not NULL) filled, 0 none yet
  * (tests ask it). */

@@ -14,7 +14,9 @@
  * crossover stays (gr__shm_private_defaults), moved past the largest measured size if it lies at
  * or below it; below the smallest size the single copy stays (its syscall is amortised from the
  * policy's single_min on, shm_policy.c, and there a round's synchronisation weighs most). Rank
- * 0's verdict is broadcast, so every rank holds the same crossovers. The process keeps it per
+ * 0's verdict is broadcast, so every rank holds the same crossovers. Every round among the ranks
+ * is the agreement helper's (gr_agree.h), and the measuring calls end at the communicator's
+ * deadline where that comes first: nothing here waits past the communicator's timeout. The process keeps it per
  * communicator size: a later communicator of that size on which every rank knows one takes rank
  * 0's without measuring (communicators are created often, and the measurement costs tens of
  * calls).
@@ -81,9 +83,11 @@ static struct {
 } known[GR__SHM_MAX_RANKS + 1];
 
 /* One call, posted and progressed to its end; its time in ns, 0 when it failed or ran past the
- * deadline (the segment is then unusable). */
+ * deadline (the segment is then unusable). The protocol's own test: no MPI round, so the deadline
+ * is checked here: the measurement's, or the communicator's timeout (call_s, 0: none) from the
+ * call's start where that comes first, as for any call of the program's. */
 static uint64_t timed_call(gr__shm *s, int kind, size_t bytes, void *send, void *recv,
-                           double deadline) {
+                           double deadline, double call_s) {
   gr__shm_op call = {.kind = kind,
                      .send = send,
                      .recv = recv,
@@ -92,6 +96,8 @@ static uint64_t timed_call(gr__shm *s, int kind, size_t bytes, void *send, void 
                      .op = GR_SUM,
                      .root = 0};
   gr__shm_op *op = NULL;
+  double until = gr__deadline(call_s);
+  if (until > 0 && until < deadline) deadline = until;
   uint64_t t0 = gr__mono_ns();
   if (gr__shm_post(s, &op, &call) != GR_OK) return 0;
   for (unsigned spin = 0;; spin++) {
@@ -119,10 +125,10 @@ static int beats(uint64_t a, uint64_t b) { return a < b && b - a >= b / 100 * WI
  * call failed. */
 #define BLOCK 4
 static uint64_t timed_block(gr__shm *s, int kind, size_t bytes, void *send, void *recv,
-                            double deadline, int calls) {
+                            double deadline, double call_s, int calls) {
   uint64_t sum = 0;
   for (int i = 0; i < calls; i++) {
-    uint64_t t = timed_call(s, kind, bytes, send, recv, deadline);
+    uint64_t t = timed_call(s, kind, bytes, send, recv, deadline, call_s);
     if (!t) return 0;
     if (i) sum += t;
   }
@@ -138,7 +144,7 @@ static size_t need(int k, size_t bytes, int size) {
  * WIN_MARGIN_PCT) at no measured size, the single copy's least size where it does at the first. 0
  * when a call failed. */
 static int measure_pair(gr__shm *s, const size_t cross[GR__SHM_PRIVATE_KINDS], void *send,
-                        void *recv, double deadline, size_t *pair_max) {
+                        void *recv, double deadline, double call_s, size_t *pair_max) {
   int ok = 1;
   int lost = 0; /* every rank times every size: a local verdict must not end the loop early */
   *pair_max = gr__shm_single_min();
@@ -148,7 +154,8 @@ static int measure_pair(gr__shm *s, const size_t cross[GR__SHM_PRIVATE_KINDS], v
     for (int rep = 0; ok && rep <= REPEATS; rep++)
       for (int side = 0; ok && side < 2; side++) {
         gr__shm_set_pair_max(s, side ? 0 : GR__SHM_SLOT);
-        uint64_t t = timed_block(s, GR__ALLREDUCE, pair_sizes[z], send, recv, deadline, BLOCK);
+        uint64_t t =
+            timed_block(s, GR__ALLREDUCE, pair_sizes[z], send, recv, deadline, call_s, BLOCK);
         ok = t != 0;
         if (rep && t < best[side]) best[side] = t;
       }
@@ -163,9 +170,10 @@ static int measure_pair(gr__shm *s, const size_t cross[GR__SHM_PRIVATE_KINDS], v
 }
 
 /* Every kind at every size, both sides; the crossovers from this rank's times into cross. 0 when a
- * call failed (the segment is unusable). */
+ * call failed (the segment is unusable); *st: the buffers' round's failure (gr_agree.h), else
+ * GR_OK. */
 static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVATE_KINDS],
-                   size_t *pair_max) {
+                   size_t *pair_max, gr_status *st) {
   size_t most = size == 2 ? PAIR_LARGE : 0;
   for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
     for (size_t z = 0; z < NSIZES; z++) {
@@ -174,7 +182,8 @@ static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVAT
     }
   unsigned char *send = malloc(most), *recv = malloc(most);
   /* on every rank, or no rank starts a call */
-  int ok = gr__agree_all(c, "the measurement's buffers", send && recv);
+  int ok = 0;
+  *st = gr__agree_ok(c, "the measurement's buffers", send && recv, &ok);
   if (ok) {
     memset(send, 0, most);
     memset(recv, 0, most);
@@ -197,8 +206,8 @@ static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVAT
       for (int rep = 0; ok && rep <= REPEATS; rep++)
         for (int side = 0; ok && side < 2; side++) {
           gr__shm_set_private(s, side ? GR_SHM_PRIVATE_SLOTS : GR_SHM_PRIVATE_SINGLE, cross);
-          uint64_t t =
-              timed_block(s, kinds[k], at[z], send, recv, deadline, large ? LARGE_BLOCK : BLOCK);
+          uint64_t t = timed_block(s, kinds[k], at[z], send, recv, deadline, c->timeout_s,
+                                   large ? LARGE_BLOCK : BLOCK);
           ok = t != 0;
           if (rep && t < best[side]) best[side] = t; /* rep 0 warms pages and caches */
         }
@@ -215,7 +224,7 @@ static int measure(gr_comm *c, gr__shm *s, int size, size_t cross[GR__SHM_PRIVAT
      * stays, but never at or below the largest measured size, where the single copy held */
     if (ok && nz && !slots_win[nz - 1] && largest && cross[k] <= largest) cross[k] = largest + 1;
   }
-  if (ok && size == 2) ok = measure_pair(s, cross, send, recv, deadline, pair_max);
+  if (ok && size == 2) ok = measure_pair(s, cross, send, recv, deadline, c->timeout_s, pair_max);
   free(send);
   free(recv);
   return ok;
@@ -231,7 +240,8 @@ int gr__shm_private_known(int size, size_t cross[GR__SHM_PRIVATE_KINDS], size_t 
   return have;
 }
 
-int gr__shm_choose(gr_comm *c, gr__shm *s) {
+gr_status gr__shm_choose(gr_comm *c, gr__shm *s, int *usable) {
+  *usable = 0;
   size_t cross[GR__SHM_PRIVATE_KINDS], pair_max = gr__shm_pair_max_default();
   gr__shm_private_defaults(c->size, cross);
   int size = c->size < 0 || c->size > GR__SHM_MAX_RANKS ? 0 : c->size;
@@ -242,25 +252,27 @@ int gr__shm_choose(gr_comm *c, gr__shm *s) {
   pthread_mutex_unlock(&known_lock);
   /* rank 0's setting, and whether some rank knows no crossovers for this size */
   int64_t mine[2] = {c->rank == 0 ? gr__param_word(GR_PARAM_SHM_PRIVATE) : -1, !have}, v[2];
-  if (gr__agree(c, "GPURUN_SHM_PRIVATE", GR__AGREE_MAX, mine, v, 2) != GR_OK) return 0;
+  gr_status st = gr__agree(c, "GPURUN_SHM_PRIVATE", GR__AGREE_MAX, mine, v, 2);
+  if (st != GR_OK) return st;
   int mode = (int)v[0];
   if (mode != GR_SHM_PRIVATE_AUTO) {
     gr__shm_private_defaults(c->size, cross);
     gr__shm_set_private(s, mode, cross);
-    return 1;
+    *usable = 1;
+    return GR_OK;
   }
   uint64_t t0 = gr__mono_ns();
-  int ok = 1;
   if (v[1]) {
-    ok = gr__agree_all(c, "the measurement", measure(c, s, c->size, cross, &pair_max));
-    if (!ok) return 0;
+    int ok = measure(c, s, c->size, cross, &pair_max, &st);
+    if (st == GR_OK) st = gr__agree_ok(c, "the measurement", ok, &ok);
+    if (st != GR_OK || !ok) return st;
   }
   uint64_t agreed[GR__SHM_PRIVATE_KINDS + 1]; /* the crossovers, then the pair limit */
   for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
     agreed[k] = cross[k];
   agreed[GR__SHM_PRIVATE_KINDS] = pair_max;
-  if (MPI_Bcast(agreed, GR__SHM_PRIVATE_KINDS + 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS)
-    return 0;
+  st = gr__agree_bcast(c, "the measured crossovers", agreed, sizeof agreed, 0);
+  if (st != GR_OK) return st;
   for (int k = 0; k <= GR__SHM_PRIVATE_KINDS; k++)
     if (agreed[k] > SIZE_MAX) agreed[k] = SIZE_MAX;
   for (int k = 0; k < GR__SHM_PRIVATE_KINDS; k++)
@@ -284,5 +296,6 @@ int gr__shm_choose(gr_comm *c, gr__shm *s) {
              c->id, cross[0], cross[1], cross[2], cross[3], (double)(gr__mono_ns() - t0) / 1e6,
              pair);
   }
-  return 1;
+  *usable = 1;
+  return GR_OK;
 }

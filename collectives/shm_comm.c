@@ -2,11 +2,15 @@
  * (collective over c->mpi). Rank 0 makes a memfd, the others open it through /proc; where that is
  * not allowed (another PID namespace, a hardened /proc) a POSIX shm object is used instead, unlinked
  * as soon as every rank has mapped it, so /dev/shm keeps no name longer than the creation takes.
- * Every rank learns whether all others succeeded: either all use the segment, or none does. */
+ * Every rank learns whether all others succeeded: either all use the segment, or none does. Every
+ * round among the ranks is the agreement helper's (gr_agree.h), bounded by the communicator's
+ * timeout: a round that fails (a rank that never joins it, MPI) fails the creation, the mapping,
+ * the registration with its sentence in c->err, where a plain MPI call would hang. */
 #include "shm_int.h"
 
 #include "gr_agree.h"
 #include "gr_log.h"
+#include "gr_mpi_error.h"
 #include "gr_param.h"
 
 #include <errno.h>
@@ -53,10 +57,6 @@ static uint64_t new_nonce(void) {
   return n | 1; /* never 0, which a zeroed page would match */
 }
 
-/* Whether every rank passed ok (one agreement round, gr_agree.h): 0 also where the round failed;
- * gr__agree_ok where a failed round needs its own sentence. */
-static int all_ok(gr_comm *c, int ok) { return gr__agree_all(c, "the shared-memory segment", ok); }
-
 typedef struct {
   int64_t pid, fd;
   uint64_t nonce;
@@ -68,16 +68,21 @@ typedef struct {
 typedef struct {
   void (*format)(void *base, int size, uint64_t nonce, size_t bytes);
   int (*valid)(const void *base, size_t bytes, int size, uint64_t nonce);
+  const char *what;  /* the rounds' name in a sentence (gr_agree.h) */
+  const char *where; /* the round that hands out rank 0's memfd or name */
 } seg_kind;
 
 static void segment_format(void *base, int size, uint64_t nonce, size_t bytes) {
   (void)bytes;
   gr__shm_format(base, size, nonce);
 }
-static const seg_kind segment = {segment_format, gr__shm_valid};
+static const seg_kind segment = {segment_format, gr__shm_valid, "the shared-memory segment",
+                                 "the shared-memory segment's memfd or name"};
 
-/* The memfd way: the mapping, or NULL on every rank (skip: rank 0 does not even try). */
-static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip, const seg_kind *kind) {
+/* The memfd way: *out is the mapping, or NULL on every rank (skip: rank 0 does not even try).
+ * GR_OK, or a round's failure with its sentence in c->err (nothing is then left mapped). */
+static gr_status via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip, const seg_kind *kind,
+                           void **out) {
   seg_info info = {-1, -1, nonce, ""};
   void *base = NULL;
   int fd = -1;
@@ -92,8 +97,8 @@ static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip, const
       GR_DEBUG("collectives: shared-memory segment: memfd failed: %s", strerror(errno));
     }
   }
-  if (MPI_Bcast(&info, (int)sizeof info, MPI_BYTE, 0, c->mpi) != MPI_SUCCESS) info.pid = -1;
-  if (c->rank != 0 && info.pid > 0 && info.fd >= 0 && info.fd <= INT32_MAX) {
+  gr_status st = gr__agree_bcast(c, kind->where, &info, sizeof info, 0);
+  if (st == GR_OK && c->rank != 0 && info.pid > 0 && info.fd >= 0 && info.fd <= INT32_MAX) {
     int pfd = gr__shm_open_peer((pid_t)info.pid, (int)info.fd);
     if (pfd >= 0) {
       base = gr__shm_map(pfd, bytes);
@@ -108,17 +113,20 @@ static void *via_memfd(gr_comm *c, size_t bytes, uint64_t nonce, int skip, const
                "/fd/%" PRId64 ": %s",
                c->rank, info.pid, info.fd, strerror(errno));
   }
-  int ok = all_ok(c, base != NULL);
+  int ok = 0;
+  if (st == GR_OK) st = gr__agree_ok(c, kind->what, base != NULL, &ok);
   if (fd >= 0) close_fd(fd); /* the mappings keep the memory */
   if (!ok && base) {
     unmap(base, bytes);
     base = NULL;
   }
-  return base;
+  *out = base;
+  return st;
 }
 
-/* The named way: shm_open, map, and unlink once everyone has it (or failed). */
-static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce, const seg_kind *kind) {
+/* The named way: shm_open, map, and unlink once everyone has it (or failed); as via_memfd. */
+static gr_status via_named(gr_comm *c, size_t bytes, uint64_t nonce, const seg_kind *kind,
+                           void **out) {
   seg_info info = {-1, -1, nonce, ""};
   void *base = NULL;
   if (c->rank == 0) {
@@ -134,9 +142,9 @@ static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce, const seg_kind 
     }
     if (base) info.pid = getpid();
   }
-  if (MPI_Bcast(&info, (int)sizeof info, MPI_BYTE, 0, c->mpi) != MPI_SUCCESS) info.pid = -1;
+  gr_status st = gr__agree_bcast(c, kind->where, &info, sizeof info, 0);
   info.name[sizeof info.name - 1] = '\0';
-  if (c->rank != 0 && info.pid > 0 && strncmp(info.name, "/gpurun-coll-", 13) == 0) {
+  if (st == GR_OK && c->rank != 0 && info.pid > 0 && strncmp(info.name, "/gpurun-coll-", 13) == 0) {
     int fd = shm_open(info.name, O_RDWR | O_CLOEXEC, 0);
     if (fd >= 0) {
       base = gr__shm_map(fd, bytes);
@@ -147,13 +155,15 @@ static void *via_named(gr_comm *c, size_t bytes, uint64_t nonce, const seg_kind 
       base = NULL;
     }
   }
-  int ok = all_ok(c, base != NULL);
+  int ok = 0;
+  if (st == GR_OK) st = gr__agree_ok(c, kind->what, base != NULL, &ok);
   if (c->rank == 0 && info.pid > 0) unlink_named(info.name);
   if (!ok && base) {
     unmap(base, bytes);
     base = NULL;
   }
-  return base;
+  *out = base;
+  return st;
 }
 
 gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
@@ -163,7 +173,7 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
    * other setting uses the segment where the ranks share a node. */
   int ok = c->algo != GR__COLL_ALGO_MPI;
   MPI_Comm node = MPI_COMM_NULL;
-  int nsize = 0;
+  int nsize = 0, all = 0;
   if (MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
       node != MPI_COMM_NULL) {
     if (MPI_Comm_size(node, &nsize) != MPI_SUCCESS) nsize = 0; /* then: no segment, agreed */
@@ -171,44 +181,53 @@ gr_status gr__shm_comm_attach(gr_comm *c, gr__shm **out) {
       GR_DEBUG("collectives: communicator %s: MPI_Comm_free of the node communicator failed",
                c->id);
   }
-  if (!all_ok(c, ok && nsize == c->size)) {
+  gr_status st = gr__agree_ok(c, segment.what, ok && nsize == c->size, &all);
+  if (st != GR_OK) return st;
+  if (!all) {
     GR_DEBUG("collectives: communicator %s: no shared-memory path (%s)", c->id,
              ok ? "its ranks span several nodes" : "GPURUN_COLL_ALGO=mpi");
     return GR_OK;
   }
   size_t bytes = gr__shm_bytes(c->size);
   uint64_t nonce = new_nonce();
-  if (MPI_Bcast(&nonce, 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS) return GR_OK;
+  st = gr__agree_bcast(c, "the shared-memory segment's nonce", &nonce, sizeof nonce, 0);
+  if (st != GR_OK) return st;
   /* GPURUN_SHM_SEGMENT=posix (rank 0's) skips the memfd: for testing the fallback */
   int posix = gr__param_word(GR_PARAM_SHM_SEGMENT) == GR_SHM_SEGMENT_POSIX;
-  void *base = via_memfd(c, bytes, nonce, posix, &segment);
+  void *base = NULL;
+  st = via_memfd(c, bytes, nonce, posix, &segment, &base);
   const char *how = "memfd";
-  if (!base) {
-    base = via_named(c, bytes, nonce, &segment);
+  if (st == GR_OK && !base) {
+    st = via_named(c, bytes, nonce, &segment, &base);
     how = "POSIX shm, unlinked";
   }
+  if (st != GR_OK) return st;
   if (!base) {
     GR_DEBUG("collectives: communicator %s: no shared-memory segment could be made", c->id);
     return GR_OK;
   }
   gr__shm *s = gr__shm_new(base, bytes, c->rank, c->size);
-  if (!all_ok(c, s != NULL)) { /* out of memory somewhere: all keep the MPI algorithms */
+  st = gr__agree_ok(c, segment.what, s != NULL, &all);
+  if (st != GR_OK || !all) { /* out of memory somewhere: all keep the MPI algorithms */
     if (s) gr__shm_free(s);
     unmap(base, bytes);
-    return GR_OK;
+    return st;
   }
   gr__shm_own_mapping(s);
   /* single copy where every rank may read the others' memory (GPURUN_SHM_CMA=0: never) */
   int cma = gr__param_bool(GR_PARAM_SHM_CMA) && gr__shm_cma_probe(s);
-  cma = all_ok(c, cma);
-  cma = all_ok(c, gr__shm_set_cma(s, cma));
-  if (!cma) gr__shm_set_cma(s, 0);
-  if (cma && !gr__shm_choose(c, s)) {
-    GR_DEBUG("collectives: communicator %s: no shared-memory path (measuring the single copy "
-             "failed)",
-             c->id);
+  st = gr__agree_ok(c, "the single copy", cma, &cma);
+  if (st == GR_OK) st = gr__agree_ok(c, "the single copy", gr__shm_set_cma(s, cma), &cma);
+  if (st == GR_OK && !cma) gr__shm_set_cma(s, 0);
+  int usable = 1;
+  if (st == GR_OK && cma) st = gr__shm_choose(c, s, &usable);
+  if (st != GR_OK || !usable) {
+    if (st == GR_OK)
+      GR_DEBUG("collectives: communicator %s: no shared-memory path (measuring the single copy "
+               "failed)",
+               c->id);
     gr__shm_free(s); /* it owns the mapping */
-    return GR_OK;
+    return st;
   }
   GR_DEBUG("collectives: communicator %s: shared-memory path (%zu bytes, %s, %s)", c->id, bytes,
            how,
@@ -238,7 +257,8 @@ static int window_valid(const void *base, size_t bytes, int size, uint64_t nonce
   return h.magic == WINDOW_MAGIC && h.nonce == nonce && h.size == (uint64_t)size &&
          h.bytes == bytes;
 }
-static const seg_kind window = {window_format, window_valid};
+static const seg_kind window = {window_format, window_valid, "the window's mapping",
+                                "the window's memfd or name"};
 
 /* Register the regions base[q] (bytes[q]) on every rank, or on none. */
 static gr_status add_window(gr_comm *c, gr__shm *s, uint64_t token, void *const *base,
@@ -251,9 +271,10 @@ static gr_status add_window(gr_comm *c, gr__shm *s, uint64_t token, void *const 
   return st;
 }
 
-static uint64_t agreed_token(gr_comm *c) {
-  uint64_t nonce = new_nonce();
-  return MPI_Bcast(&nonce, 1, MPI_UINT64_T, 0, c->mpi) == MPI_SUCCESS ? nonce : 0;
+/* Rank 0's fresh nonce on every rank (never 0): the window's token. */
+static gr_status agreed_token(gr_comm *c, uint64_t *token) {
+  *token = new_nonce();
+  return gr__agree_bcast(c, "the window's token", token, sizeof *token, 0);
 }
 
 gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapping *out) {
@@ -262,11 +283,15 @@ gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapp
   if (stride < bytes || stride > (SIZE_MAX - WINDOW_HEAD) / (size_t)c->size)
     return gr__comm_err(c, GR_ERR_NOMEM, "%zu bytes per rank cannot be mapped", bytes);
   size_t total = WINDOW_HEAD + stride * (size_t)c->size;
-  uint64_t nonce = agreed_token(c);
-  if (!nonce) return gr__comm_err(c, GR_ERR_MPI, "MPI_Bcast of the window's token failed");
+  uint64_t nonce = 0;
+  gr_status st = agreed_token(c, &nonce);
+  if (st != GR_OK) return st;
   int posix = gr__param_word(GR_PARAM_SHM_SEGMENT) == GR_SHM_SEGMENT_POSIX;
-  unsigned char *base = via_memfd(c, total, nonce, posix, &window);
-  if (!base) base = via_named(c, total, nonce, &window);
+  void *mapped = NULL;
+  st = via_memfd(c, total, nonce, posix, &window, &mapped);
+  if (st == GR_OK && !mapped) st = via_named(c, total, nonce, &window, &mapped);
+  if (st != GR_OK) return st;
+  unsigned char *base = mapped;
   if (!base)
     return gr__comm_err(c, GR_ERR_NOMEM,
                         "no rank-shared mapping of %zu bytes could be made (memfd and POSIX shm "
@@ -279,7 +304,7 @@ gr_status gr__shm_comm_window(gr_comm *c, gr__shm *s, size_t bytes, gr__shm_mapp
     sizes[q] = stride;
   }
   int all = 0;
-  gr_status st = gr__agree_ok(c, "the window's memory", regions != NULL, &all);
+  st = gr__agree_ok(c, "the window's memory", regions != NULL, &all);
   if (st == GR_OK)
     st = all ? add_window(c, s, nonce, regions, sizes)
              : gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
@@ -328,8 +353,9 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
   memset(out, 0, sizeof *out);
   uintptr_t lo = (uintptr_t)ptr & ~(uintptr_t)4095;
   size_t len = (((uintptr_t)ptr + bytes + 4095) & ~(uintptr_t)4095) - lo;
-  uint64_t nonce = agreed_token(c);
-  if (!nonce) return gr__comm_err(c, GR_ERR_MPI, "MPI_Bcast of the window's token failed");
+  uint64_t nonce = 0;
+  gr_status st = agreed_token(c, &nonce);
+  if (st != GR_OK) return st;
   /* this rank's pages into a memfd (by the kernel: the bytes around the buffer on its first and
    * last page are the program's too, not ours to read), then the memfd at the same address */
   int fd = gr__shm_memfd(len), ok = fd >= 0 && pages_io(fd, (void *)lo, len, 1);
@@ -337,11 +363,13 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
     ok = mmap((void *)lo, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == (void *)lo;
   int e = errno;
   reg_info mine = {ok ? getpid() : -1, ok ? fd : -1, lo, len};
-  reg_info *all = malloc((size_t)c->size * sizeof *all);
+  /* every rank's, then this rank's own (the gather's send buffer): written and read by MPI until
+   * the gather completes, so one heap block that a gather given up on takes to the lost list */
+  reg_info *all = malloc(((size_t)c->size + 1) * sizeof *all);
   void **peer = calloc((size_t)c->size, sizeof *peer);
   size_t *peer_len = calloc((size_t)c->size, sizeof *peer_len);
   int have = all && peer && peer_len, moved = 0;
-  gr_status st = gr__agree_ok(c, "the moved pages", ok && have, &moved);
+  st = gr__agree_ok(c, "the moved pages", ok && have, &moved);
   if (st != GR_OK || !moved) {
     if (fd >= 0) close_fd(fd);
     free(all), free(peer), free(peer_len);
@@ -352,9 +380,37 @@ gr_status gr__shm_comm_register(gr_comm *c, gr__shm *s, void *ptr, size_t bytes,
                                       "on some rank (this rank: %s)",
                                       ok ? "done" : strerror(e));
   }
-  int rc =
-      MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, c->mpi);
-  int mapped = rc == MPI_SUCCESS;
+  all[c->size] = mine;
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = MPI_Iallgather(&all[c->size], (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
+                          MPI_BYTE, c->mpi, &req);
+  if (rc != MPI_SUCCESS) {
+    char said[MPI_MAX_ERROR_STRING];
+    st = gr__comm_err(c, GR_ERR_MPI,
+                      "the registration's exchange of pages over communicator %s: "
+                      "MPI_Iallgather failed: %s",
+                      c->id, gr__mpi_strerror(rc, said));
+  } else if ((st = gr__mpi_wait_owning(c, &req, gr__deadline(c->timeout_s), all)) != GR_OK) {
+    all = NULL; /* the lost list's now (or freed) */
+    if (st == GR_ERR_TIMEOUT)
+      st = gr__comm_err(c, GR_ERR_TIMEOUT,
+                        "the registration's exchange of pages over communicator %s (rank %d of %d) "
+                        "did not complete within %g s (the communicator's timeout): some rank did "
+                        "not join it",
+                        c->id, c->rank, c->size, c->timeout_s);
+    else { /* c->err holds MPI's words */
+      char said[GR__ERRLEN];
+      snprintf(said, sizeof said, "%s", c->err);
+      st = gr__comm_err(c, st, "the registration's exchange of pages over communicator %s: %s",
+                        c->id, said);
+    }
+  }
+  if (st != GR_OK) { /* this rank's pages stay in its memfd: the same bytes at the same address */
+    close_fd(fd);
+    free(all), free(peer), free(peer_len);
+    return st;
+  }
+  int mapped = 1;
   for (int q = 0; mapped && q < c->size; q++) {
     if (q == c->rank) {
       peer[q] = (void *)lo;
