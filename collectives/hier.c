@@ -276,7 +276,10 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
     if (nc) {
       node = MPI_COMM_NULL;
       snprintf(nc->id, sizeof nc->id, "%.20s.node", c->id);
-      gr__shm_comm_attach(nc, &h->shm);
+      /* a failed attach (its round timed out, MPI failed) leaves no segment: the hierarchy then
+       * agrees to stand aside below; its sentence is said here, where nc still holds it */
+      if (gr__shm_comm_attach(nc, &h->shm) != GR_OK)
+        GR_DEBUG("collectives: communicator %s: the node's segment: %s", c->id, nc->err);
       gr__comm_free(nc);
     }
     seg_ok = h->shm != NULL;
