@@ -76,12 +76,23 @@ enum { GR__VISIBLE_OWN = 0, GR__VISIBLE_OWN_FIRST, GR__VISIBLE_ALL };
  * (where the user names none and it is installed), and GPURUN_TRACE, GPURUN_TIMEOUT and
  * GPURUN_ON_HANG are exported for them. The layer stands aside by itself in a process that is not
  * an MPI program of its family (it says why, at info). A statically linked program cannot take
- * it: a notice, and the program runs. GR_OK, or GR_ERR_NOT_FOUND when --trace=mpi was asked and
- * the layer's file is missing (a sentence naming where it looked). */
+ * it, nor one whose dependencies name the other family's MPI library (a layer built for MPICH
+ * would cut Open MPI's 64-bit handles to 32 bits): a notice, and the program runs untraced.
+ * GR_OK, or GR_ERR_NOT_FOUND when --trace=mpi was asked and the layer's file is missing (a
+ * sentence naming where it looked). */
 gr_status gr__trace_setup(const gr__options *o, const char *prog);
 /* The layer's file: GPURUN_TRACE_LIB, else libgpurun-mpi.so beside gpurun's library directory
  * (<prefix>/bin/../lib*), else the build tree's. NULL when none exists. */
 const char *gr__trace_lib(char *buf, size_t cap);
+
+/* ---- which MPI library a program uses (elf_needed.c) ------------------------------------------
+ * The MPI family whose library soname is: "openmpi" (libmpi.so.N), "mpich" (libmpich.so.N: MPICH
+ * and its kin), else NULL. */
+const char *gr__elf_mpi_family(const char *soname);
+/* The first MPI library in file's dynamic dependencies, read from the ELF files breadth first
+ * (never run): 1 with its soname and the object that needs it (file's own name or a library's),
+ * 0 where none is found (a static or non-ELF file, a dependency it cannot find). Not thread-safe. */
+int gr__elf_mpi_lib(const char *file, char *soname, size_t cap, char *via, size_t vcap);
 
 /* fopen for reading that refuses what is not a regular file (FIFO, directory, device), recording
  * "WHAT PATH: ..."; NULL then (open_regular.c). */

@@ -141,7 +141,20 @@ gr_status gr__trace_setup(const gr__options *o, const char *prog) {
     setenv(trace_var, "none", 1);
     return GR_OK;
   }
-  nccl_plugin();
+  nccl_plugin(); /* NCCL's plugin carries no MPI handle: it serves either family */
+  /* the layer carries the handles of the family it was built for (GR_TRACE_LIB_FAMILY) */
+  char uses[256], via[256];
+  const char *fam = NULL;
+  if (file[0] && gr__elf_mpi_lib(file, uses, sizeof uses, via, sizeof via) &&
+      (fam = gr__elf_mpi_family(uses)) && strcmp(fam, GR_TRACE_LIB_FAMILY)) {
+    fprintf(stderr,
+            "gpurun: notice: %s uses %s (%s's, needed by %s), but the MPI layer was built for "
+            "%s: a layer of one MPI family cannot carry the other's handles, so its MPI calls "
+            "are not recorded\n",
+            file, uses, fam, via, GR_TRACE_LIB_FAMILY);
+    setenv(trace_var, "none", 1);
+    return GR_OK;
+  }
   const char *old = getenv("LD_PRELOAD");
   char *pre = NULL;
   if (old && *old) {
