@@ -75,6 +75,8 @@ typedef struct gr__shm_op {
   int root;
   int refused; /* 0, or the argument (gr__arg) this rank refused: it joins the first round with no
                 * data, so that every rank fails the call (GR_ERR_INVALID, naming it) */
+  int request; /* posted as a request (gr_i...): past a kind's crossover the call still runs single
+                * copy when any rank posted it so (shm_policy.c, gr__shm_single_if_requested) */
   /* protocol state */
   int state; /* 0 queued, 1 running, 2 done */
   int step;  /* within the round */
@@ -98,6 +100,7 @@ typedef struct gr__shm_op {
   size_t woff[2];
   int direct; /* single copy: 1 the peers' buffers are reached in the windows, 0 through
                * process_vm_readv/writev, -1 not decided yet */
+  int plain;  /* started again in its plain mode after the first round (no window, no request) */
   int failed; /* the ranks disagreed on the call (1) or one refused it (2): what the first round
                * saw is below, and the sentence is made from it when the call settles */
   int seen;   /* what differed: this rank refused, rank seen_rank refused, or its descriptor */

@@ -143,6 +143,7 @@ static gr_status post_locked(gr__shm *s, gr__shm_op **out, const gr__shm_op *cal
   op->held = 0;
   op->scan = 0;
   op->direct = 0;
+  op->plain = 0;
   op->win = s->wins.count > 0;
   if (!op->win) op->wtok[0] = op->wtok[1] = 0;
   op->failed = SHM_OK;
@@ -242,7 +243,14 @@ static shm_step advance(gr__shm *s, gr__shm_op *op) {
           op->direct = -1;
         } else {
           op->mode = gr__shm_mode(s, op);
-          if (op->mode == SHM_MODE_SINGLE) gr__shm_count_single_copy();
+          if (op->mode == SHM_MODE_SINGLE) {
+            gr__shm_count_single_copy();
+          } else if ((op->mode == SHM_MODE_LARGE || op->mode == SHM_MODE_ROUNDS) && !op->plain &&
+                     gr__shm_single_if_requested(s, op)) {
+            op->mode = SHM_MODE_SINGLE; /* its first step; the first round decides whether a
+                                         * rank's request keeps it single copy */
+            op->direct = -1;
+          }
         }
         if (op->mode == SHM_MODE_AGREE) { /* one round, no data */
           begin_round(s);
@@ -262,6 +270,7 @@ static shm_step advance(gr__shm *s, gr__shm_op *op) {
     if (fin == SHM_STEP_RESTART) { /* not every buffer in a window, no single copy: again, through
                                     * the slots */
       op->win = 0;                 /* window_fits no longer: the plain mode */
+      op->plain = 1;
       op->direct = 0;
       op->state = SHM_QUEUED;
       op->step = 0;

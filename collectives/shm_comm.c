@@ -486,7 +486,8 @@ gr_status gr__shm_call_post(gr__shm *s, gr__call *k, const void *send, void *rec
                      .dtype = k->dtype,
                      .op = k->op,
                      .root = k->root,
-                     .refused = k->fe_refused};
+                     .refused = k->fe_refused,
+                     .request = k->fe_request};
   if (k->kind == GR__BARRIER) call.count = 0;
   for (int w = 0; wtok && w < 2; w++) { /* before the post: the engine may run the op at once */
     call.wtok[w] = wtok[w];

@@ -55,6 +55,9 @@ _Static_assert(LEFT_OFF >= 64 + 4 * GR__SHM_MAX_RANKS &&
  * allreduce, the commonest small collective, fits. */
 #define CTL_INLINE 40
 #define INLINE_MAX 8
+/* ... then whether its current call was posted as a request (single copy past the crossover,
+ * gr__shm_single_if_requested): written before the first raise, read after every rank's. */
+#define CTL_REQUEST 56
 /* The second line: the addresses of its buffers in the current call (single copy only). */
 #define CTL_SEND 64
 #define CTL_RECV 72
@@ -350,6 +353,10 @@ int gr__shm_mode(const gr__shm *s, const gr__shm_op *op);
 /* Whether a call may run direct in the windows, if every rank's buffers lie in them: it then
  * starts with the single copy's first step (publish, raise) on every rank. */
 int gr__shm_window_fits(const gr__shm *s, const gr__shm_op *op);
+/* Whether a call past its kind's crossover would run single copy but for the crossover: it then
+ * starts with the single copy's first step too, each rank publishing whether it posted the call
+ * as a request, and runs single copy where any rank did, through the slots where none did. */
+int gr__shm_single_if_requested(const gr__shm *s, const gr__shm_op *op);
 /* The least bytes per rank a call moves by single copy (below, the pair mode or the slots): the
  * floor of the two-rank limit that shm_choice.c measures. */
 size_t gr__shm_single_min(void);

@@ -136,6 +136,25 @@ static int single_copy_suits(const gr__shm *s, int kind, size_t bytes) {
   return k >= 0 && bytes < s->cross[k];
 }
 
+/* Past the crossover the slots are faster for a call whose every rank waits in it, but they copy
+ * each rank's data in and out in that rank's own process: a rank that computes while its request
+ * is outstanding leaves that work to its progress thread, which gets a tenth of its core
+ * (shm_progress.c), so its peers wait for it. Single copy lets the peers do its share (they read
+ * and write its buffers), so a request keeps it at every size: 64 MiB allreduce at 2 ranks, the
+ * late rank not testing, 1.08x the longer of compute and allreduce against 1.43x through the
+ * slots (bench/README.md, "Requests that progress on their own"). Blocking calls on the same
+ * communicator keep the crossover; where ranks mix the two forms for one call, any rank's request
+ * decides, from what every rank published in the first round, so every rank runs the same. */
+int gr__shm_single_if_requested(const gr__shm *s, const gr__shm_op *op) {
+  if (op->refused || !s->cma || s->priv != GR_SHM_PRIVATE_AUTO ||
+      gr__shm_private_kind(op->kind) < 0 || op->count < (size_t)s->size)
+    return 0;
+  size_t bytes = op->count * gr__dtype_size(op->dtype);
+  if (bytes < lim.single_min || (op->kind == GR__ALLREDUCE && s->size == 2 && bytes <= s->pair_max))
+    return 0;
+  return !single_copy_suits(s, op->kind, bytes);
+}
+
 int gr__shm_mode(const gr__shm *s, const gr__shm_op *op) {
   size_t es = gr__dtype_size(op->dtype), bytes = op->count * es;
   if (op->kind == GR__BARRIER || op->refused) return SHM_MODE_AGREE;

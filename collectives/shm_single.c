@@ -178,11 +178,23 @@ static unsigned char *peer_buf(const gr__shm *s, int q, int which) {
   return window_at(s, q, tok, off, 0);
 }
 
-static void publish_windows(gr__shm *s, const gr__shm_op *op) {
+/* Whether any rank posted the current call as a request (CTL_REQUEST, published before the first
+ * raise: read after every rank's). */
+static int any_request(const gr__shm *s) {
+  for (int q = 0; q < s->size; q++)
+    if (atomic_load_explicit(shm_ctl(s, q, CTL_REQUEST), memory_order_relaxed)) return 1;
+  return 0;
+}
+
+/* What the first round's verdict reads (window_verdict): where this rank's buffers lie in the
+ * windows, and whether it posted the call as a request. */
+static void publish_first(gr__shm *s, const gr__shm_op *op) {
   atomic_store_explicit(shm_ctl(s, s->rank, CTL_WS_TOK), op->wtok[0], memory_order_relaxed);
   atomic_store_explicit(shm_ctl(s, s->rank, CTL_WS_OFF), op->woff[0], memory_order_relaxed);
   atomic_store_explicit(shm_ctl(s, s->rank, CTL_WR_TOK), op->wtok[1], memory_order_relaxed);
   atomic_store_explicit(shm_ctl(s, s->rank, CTL_WR_OFF), op->woff[1], memory_order_relaxed);
+  atomic_store_explicit(shm_ctl(s, s->rank, CTL_REQUEST), (uint64_t)(op->request != 0),
+                        memory_order_relaxed);
 }
 
 /* Chunk c of a single-copy allreduce: elements [*lo, *lo + *len). Each chunk holds one slice of
@@ -229,11 +241,12 @@ static int claim(gr__shm *s, int q, size_t units, size_t *u0, size_t *u1) {
 static _Atomic uint64_t direct_calls;      /* gr__shm_direct_calls */
 static _Atomic uint64_t single_copy_calls; /* gr__shm_single_copy_calls */
 
-/* After the first round's agreement, from every rank's published windows (the same data and the
- * same windows on every rank, so the same verdict): 1 with op->direct set (1 every buffer the call
- * reads or writes in a peer lies in a window, 0 the call goes on through process_vm_readv, the
- * mode it would have had anyway); -3 neither: the call starts again in the mode it would have had
- * (plain_mode), in fresh rounds (the counters agree: each rank raised once). */
+/* After the first round's agreement, from every rank's published windows and request flags (the
+ * same data and the same windows on every rank, so the same verdict): 1 with op->direct set (1
+ * every buffer the call reads or writes in a peer lies in a window, 0 the call goes on through
+ * process_vm_readv: the mode it would have had anyway, or a request past the crossover); -3
+ * neither: the call starts again in its plain mode, in fresh rounds (the counters agree: each
+ * rank raised once). */
 static shm_step window_verdict(gr__shm *s, gr__shm_op *op) {
   size_t n = op->count * gr__dtype_size(op->dtype), all = n * (size_t)s->size;
   size_t need[2] = {0, 0}; /* bytes of every rank's send and recv the peers reach */
@@ -261,7 +274,8 @@ static shm_step window_verdict(gr__shm *s, gr__shm_op *op) {
           atomic_load_explicit(shm_ctl(s, q, w ? CTL_WR_OFF : CTL_WS_OFF), memory_order_relaxed);
       direct = window_at(s, q, tok, off, need[w]) != NULL;
     }
-  if (direct || gr__shm_mode(s, op) == SHM_MODE_SINGLE) {
+  if (direct || gr__shm_mode(s, op) == SHM_MODE_SINGLE ||
+      (gr__shm_single_if_requested(s, op) && any_request(s))) {
     op->direct = direct;
     atomic_fetch_add_explicit(direct ? &direct_calls : &single_copy_calls, 1, memory_order_relaxed);
     return SHM_STEP_DONE;
@@ -303,7 +317,7 @@ static shm_step cma_allreduce(gr__shm *s, gr__shm_op *op) {
   if (op->step == 1) {
     if (!shm_reached(s, s->ready, -1)) return SHM_STEP_WAIT; /* the descriptor's place is free */
     publish(s, send, recv);
-    if (op->win) publish_windows(s, op);
+    if (op->direct < 0) publish_first(s, op);
     atomic_store_explicit(shm_ctl(s, r, CTL_CLAIM), claim_tag(s), memory_order_relaxed);
     shm_announce(s, op);
     shm_raise(s);
@@ -395,7 +409,7 @@ static shm_step cma_reduce_scatter(gr__shm *s, gr__shm_op *op) {
   if (op->step == 1) {
     if (!shm_reached(s, s->ready, -1)) return SHM_STEP_WAIT;
     publish(s, send, op->recv);
-    if (op->win) publish_windows(s, op);
+    if (op->direct < 0) publish_first(s, op);
     shm_announce(s, op);
     shm_raise(s);
     op->step = 2;
@@ -441,7 +455,7 @@ static shm_step cma_allgather(gr__shm *s, gr__shm_op *op) {
   if (op->step == 1) {
     if (!shm_reached(s, s->ready, -1)) return SHM_STEP_WAIT;
     publish(s, send, recv);
-    if (op->win) publish_windows(s, op);
+    if (op->direct < 0) publish_first(s, op);
     shm_announce(s, op);
     shm_raise(s);
     op->step = 2;
@@ -486,7 +500,7 @@ static shm_step cma_broadcast(gr__shm *s, gr__shm_op *op) {
   if (op->step == 1) {
     if (!shm_reached(s, s->ready, -1)) return SHM_STEP_WAIT;
     publish(s, op->send, op->recv);
-    if (op->win) publish_windows(s, op);
+    if (op->direct < 0) publish_first(s, op);
     shm_announce(s, op);
     shm_raise(s); /* the root: its data is there; the others: they are here */
     op->step = 2;

@@ -28,9 +28,11 @@ static double now(void) {
 }
 
 /* Arithmetic the compiler cannot drop, on a few KiB that stay in L1 (compute that leaves the
- * memory bandwidth to the allreduce, as a GEMM would). */
+ * memory bandwidth to the allreduce, as a GEMM would). Never inlined: a copy inlined into the
+ * calibration and another into run() may be compiled differently (at -O3 the two ran at rates
+ * 2.3x apart, so "50 ms" of compute took 33 ms). */
 static volatile double sink;
-static void work(long iters) {
+__attribute__((noinline)) static void work(long iters) {
   double x[64];
   for (int i = 0; i < 64; i++)
     x[i] = 1.0 + i * 1e-3;

@@ -11,7 +11,11 @@
  * - auto: every rank holds the same crossovers and two-rank pair limit (gathered and compared), each
  *   kind's calls just below its crossover go by single copy, those at it through the slots; at two
  *   ranks an allreduce at the measured pair limit takes the one exchange, one just above it the
- *   single copy.
+ *   single copy;
+ * - auto, past each finite crossover: a call every rank posts as a request (gr_i..., then gr_wait)
+ *   goes by single copy (its peers can do a late rank's share), and so does one that only rank 0
+ *   posts as a request while the others call the blocking form (any rank's request decides, the
+ *   same on every rank); under slots a request does not.
  *   test_coll_shm_rule */
 #include <gpurun/coll.h>
 #include <mpi.h>
@@ -30,12 +34,15 @@ static int P;
 static const char *kind_name[GR__SHM_PRIVATE_KINDS] = {"allreduce", "reduce-scatter", "allgather",
                                                        "broadcast"};
 
+/* How the ranks call: the blocking form, a request on every rank, a request on rank 0 only. */
+enum { BLOCKING, REQUEST, REQUEST_ON_0 };
+
 /* One call of kind k (gr__shm_private_kind's order) moving `bytes` of float32 per rank (an
  * allreduce's or a broadcast's count, a reduce-scatter's or an allgather's block): element i of
  * rank r's input is (r + 1) * (i % 7 + 1) at its place in the whole input, so element i of a sum
  * is P (P + 1) / 2 * (i % 7 + 1), an allgather's block q holds rank q's input and a broadcast
  * rank 0's. Exact, and single copy taken exactly when `single` says (-1: either). */
-static void call_at(gr_comm *c, const char *how, int k, size_t bytes, int single) {
+static void call_as(gr_comm *c, const char *how, int k, size_t bytes, int single, int form) {
   size_t n = bytes / sizeof(float);
   size_t in = k == 1 ? n * (size_t)P : n, out = k == 2 ? n * (size_t)P : n;
   size_t first = k == 1 ? (size_t)world_rank * n : 0; /* this rank's block of the input */
@@ -45,20 +52,35 @@ static void call_at(gr_comm *c, const char *how, int k, size_t bytes, int single
     s[i] = (float)((world_rank + 1) * (int)(i % 7 + 1));
   memset(r, 0, out * sizeof(float));
   uint64_t before = gr__shm_single_copy_calls();
+  gr_request *req = NULL;
+  int as_request = form == REQUEST || (form == REQUEST_ON_0 && world_rank == 0);
   switch (k) {
   case 0:
-    EXPECT_OK(gr_allreduce(s, r, n, GR_FLOAT32, GR_SUM, c, NULL));
+    if (as_request)
+      EXPECT_OK(gr_iallreduce(s, r, n, GR_FLOAT32, GR_SUM, c, NULL, &req));
+    else
+      EXPECT_OK(gr_allreduce(s, r, n, GR_FLOAT32, GR_SUM, c, NULL));
     break;
   case 1:
-    EXPECT_OK(gr_reduce_scatter(s, r, n, GR_FLOAT32, GR_SUM, c, NULL));
+    if (as_request)
+      EXPECT_OK(gr_ireduce_scatter(s, r, n, GR_FLOAT32, GR_SUM, c, NULL, &req));
+    else
+      EXPECT_OK(gr_reduce_scatter(s, r, n, GR_FLOAT32, GR_SUM, c, NULL));
     break;
   case 2:
-    EXPECT_OK(gr_allgather(s, r, n, GR_FLOAT32, c, NULL));
+    if (as_request)
+      EXPECT_OK(gr_iallgather(s, r, n, GR_FLOAT32, c, NULL, &req));
+    else
+      EXPECT_OK(gr_allgather(s, r, n, GR_FLOAT32, c, NULL));
     break;
   default:
-    EXPECT_OK(gr_broadcast(s, r, n, GR_FLOAT32, 0, c, NULL));
+    if (as_request)
+      EXPECT_OK(gr_ibroadcast(s, r, n, GR_FLOAT32, 0, c, NULL, &req));
+    else
+      EXPECT_OK(gr_broadcast(s, r, n, GR_FLOAT32, 0, c, NULL));
     break;
   }
+  if (req) EXPECT_OK(gr_wait(&req));
   uint64_t took = gr__shm_single_copy_calls() - before;
   float ranks = (float)(P * (P + 1) / 2);
   size_t bad = 0;
@@ -68,12 +90,19 @@ static void call_at(gr_comm *c, const char *how, int k, size_t bytes, int single
                           : ranks * (float)((first + i) % 7 + 1);
     bad += r[i] != want;
   }
-  if (bad) FAIL("%s: %s of %zu bytes: %zu elements wrong", how, kind_name[k], bytes, bad);
+  static const char *form_name[] = {"", " (requests)", " (a request on rank 0)"};
+  if (bad)
+    FAIL("%s: %s of %zu bytes%s: %zu elements wrong", how, kind_name[k], bytes, form_name[form],
+         bad);
   if (single >= 0 && took != (uint64_t)single)
-    FAIL("%s: %s of %zu bytes: single copy %s, expected %s", how, kind_name[k], bytes,
-         took ? "taken" : "not taken", single ? "taken" : "not");
+    FAIL("%s: %s of %zu bytes%s: single copy %s, expected %s", how, kind_name[k], bytes,
+         form_name[form], took ? "taken" : "not taken", single ? "taken" : "not");
   free(s);
   free(r);
+}
+
+static void call_at(gr_comm *c, const char *how, int k, size_t bytes, int single) {
+  call_as(c, how, k, bytes, single, BLOCKING);
 }
 
 /* The communicator with GPURUN_SHM_PRIVATE=value (read at creation, rank 0's). */
@@ -114,6 +143,7 @@ int main(int argc, char **argv) {
       if (fixed[k] != SIZE_MAX) {
         call_at(c, how, k, fit(fixed[k] - 4096), !side);
         call_at(c, how, k, fit(fixed[k] + 4095), !side);
+        call_as(c, how, k, fit(fixed[k] + 4095), !side, REQUEST); /* forced: requests too */
       }
     }
     EXPECT_OK(gr_comm_destroy(c));
@@ -165,6 +195,9 @@ int main(int argc, char **argv) {
     size_t at = (cross[k] + sizeof(float) - 1) / sizeof(float) * sizeof(float);
     if (at - sizeof(float) >= least(k)) call_at(c, "auto", k, at - sizeof(float), 1);
     call_at(c, "auto", k, at, 0);
+    call_as(c, "auto", k, at, 1, REQUEST);
+    call_as(c, "auto", k, at, 1, REQUEST_ON_0);
+    call_at(c, "auto", k, at, 0); /* and the blocking form after them: the slots again */
   }
   EXPECT_OK(gr_comm_destroy(c));
 
