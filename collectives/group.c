@@ -2,6 +2,7 @@
  * (check mode's fingerprints or the verdicts, for all communicators at once) and their run. */
 #include "gr_front.h"
 
+#include "gr_agree.h"
 #include "gr_array.h"
 #include "gr_error.h"
 
@@ -128,8 +129,10 @@ static gr_status check_group(const char *fn, gr__call *q, size_t n) {
 }
 
 /* Without check mode: one verdict per communicator that has collectives in the group
- * (ROUTE_AGREE), posted for all at once like check_group's, so that a call one rank refused fails
- * the group on every rank before anything is posted. */
+ * (ROUTE_AGREE), all posted before any is waited for (gr__agree_post, gr__agree_wait: within the
+ * earliest of their communicators' timeouts), like check_group's, so that a call one rank refused
+ * fails the group on every rank before anything is posted. The round is gr__agree_call's (refuse.c):
+ * a rank that refused a call of gr_allreduce_multi alone joins the others' group with it. */
 static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
   gr_comm *comms[64];
   size_t nc = 0;
@@ -145,30 +148,24 @@ static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
     }
   }
   if (nc == 0) return GR_OK;
-  int *v = calloc(2 * nc, sizeof *v); /* abandoned after a timeout: MPI may still write it */
-  MPI_Request req[64];
-  if (!v) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
-  double deadline = 0, t0 = gr__mono_now();
+  gr__agree_round r[64];
+  int64_t word[64], all[64];
   for (size_t j = 0; j < nc; j++) {
     gr_comm *c = comms[j];
     int arg = GR__ARG_NONE;
     for (size_t i = 0; i < n && !arg; i++)
       if (q[i].comm == c && q[i].fe_bad != GR_OK)
         arg = q[i].fe_refused ? q[i].fe_refused : GR__ARG_BUFFERS;
-    v[j] = gr__verdict_word(c, arg);
-    if (c->timeout_s > 0 && (deadline == 0 || t0 + c->timeout_s < deadline))
-      deadline = t0 + c->timeout_s;
-    req[j] = MPI_REQUEST_NULL;
-    if (MPI_Iallreduce(&v[j], &v[nc + j], 1, MPI_INT, MPI_MAX, c->mpi, &req[j]) != MPI_SUCCESS)
-      v[nc + j] = -1;
+    word[j] = gr__verdict_word(c, arg);
+    all[j] = 0;
+    gr__agree_post(&r[j], c, "the arguments", GR__AGREE_MAX, &word[j], &all[j], 1);
   }
+  gr__agree_wait(r, nc); /* each round's outcome in r[j].st */
   gr_status first = GR_OK;
-  int timed = 0;
   for (size_t j = 0; j < nc; j++) {
     gr_comm *c = comms[j];
-    gr_status st = req[j] != MPI_REQUEST_NULL ? gr__mpi_wait(c, &req[j], deadline) : GR_OK;
+    gr_status st = r[j].st;
     if (st == GR_ERR_TIMEOUT) {
-      timed = 1;
       for (size_t i = 0; i < n; i++)
         if (q[i].comm == c) {
           q[i].seq = c->seq + 1;
@@ -176,18 +173,16 @@ static gr_status agree_group(const char *fn, gr__call *q, size_t n) {
           st = gr__timed_out(fn, &q[i], "the agreement on the arguments before grouped");
           break;
         }
-    } else if (st != GR_OK || v[nc + j] < 0) {
+    } else if (st == GR_ERR_MPI) {
       st = gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
-    } else if (v[nc + j]) {
-      st = gr__verdict_fail(fn, c, v[nc + j], "a grouped call");
+    } else if (st != GR_OK) {
+      st = gr__fail(st, fn, "%s", c->err);
+    } else if (all[j]) {
+      st = gr__verdict_fail(fn, c, (int)all[j], "a grouped call");
     }
     if (st != GR_OK) drop_calls_on(q, n, c, st);
     if (first == GR_OK) first = st;
   }
-  if (timed)
-    gr__abandon(v);
-  else
-    free(v);
   return first;
 }
 

@@ -4,6 +4,7 @@
  * (gr__run_inband, gr__join_refused), calling down into this file, never the other way round. */
 #include "gr_front.h"
 
+#include "gr_agree.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_path.h"
@@ -36,30 +37,26 @@ gr_status gr__verdict_fail(const char *fn, const gr_comm *c, int all, const char
                   0xfffff - ((all >> 8) & 0xfffff), c->id, gr__arg_name(all & 0xff), what);
 }
 
-/* ROUTE_AGREE for one call; arg is this rank's refusal (GR__ARG_NONE: none). */
+/* ROUTE_AGREE for one call; arg is this rank's refusal (GR__ARG_NONE: none). One agreement round
+ * (gr__agree, MAX of the verdict word) over c->mpi: the same round as a group's on each of its
+ * communicators (group.c's agree_group), which a rank that refused one buffer of
+ * gr_allreduce_multi alone meets here (fused.c). */
 gr_status gr__agree_call(const char *fn, gr__call *k, int arg) {
   gr_comm *c = k->comm;
-  int *v = malloc(2 * sizeof *v); /* abandoned after a timeout: MPI may still write it */
-  if (!v) return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
-  v[0] = gr__verdict_word(c, arg);
-  v[1] = 0;
-  MPI_Request req = MPI_REQUEST_NULL;
-  int rc = MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MAX, c->mpi, &req);
-  gr_status st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, gr__deadline(c->timeout_s)) : GR_ERR_MPI;
-  if (st == GR_ERR_TIMEOUT) {
+  int64_t word = gr__verdict_word(c, arg), all = 0;
+  gr_status st = gr__agree(c, "the arguments", GR__AGREE_MAX, &word, &all, 1);
+  if (st == GR_ERR_TIMEOUT) { /* its words went to the lost list with the request */
     k->seq = c->seq + 1;
     c->err[0] = '\0';
-    gr__abandon(v);
     return gr__timed_out(fn, k, "the agreement on the arguments before");
   }
-  int all = v[1];
-  free(v);
-  if (st != GR_OK)
+  if (st == GR_ERR_MPI)
     return gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
+  if (st != GR_OK) return gr__fail(st, fn, "%s", c->err);
   if (!all) return GR_OK;
   char what[96];
   snprintf(what, sizeof what, "%s(count=%zu)", gr__kind_name(k->kind), k->count);
-  return gr__verdict_fail(fn, c, all, what);
+  return gr__verdict_fail(fn, c, (int)all, what);
 }
 
 /* ROUTE_AGREE's in-band form, for allreduces of up to INBAND_MAX bytes on host buffers: one more
