@@ -215,23 +215,29 @@ static uint32_t creations;
  * own number for this creation N, "L.N". N is unique within the process L, and L is a member, so
  * no two communicators of the job share L.N, whoever else belongs to them. name is the human one;
  * c->id, which every message uses, is "NAME[L.N]". The same round (MIN and MAX) agrees on
- * GPURUN_COLL_ALGO (c->algo): the lowest setting wins, said once when the ranks' differ. */
-static gr_status agree_uid(gr_comm *c, const char *fn, const char *name) {
+ * GPURUN_COLL_ALGO: its mode (c->algo), where the lowest setting wins, said once when the ranks'
+ * differ; and the row it names in ops' table (c->algo_row, gr_path.h, Selection by name), selected
+ * where the lowest and the highest are the same (gr__paths_create says once where they are not). */
+static gr_status agree_uid(gr_comm *c, const char *fn, const char *name, const gr__coll_ops *ops) {
   uint32_t n = __atomic_add_fetch(&creations, 1, __ATOMIC_RELAXED);
-  int64_t mine[2] = {(int64_t)c->world_rank * ((int64_t)1 << 32) + n, c->algo}, low[4];
-  gr_status st = gr__agree(c, "the communicator's id", GR__AGREE_MINMAX, mine, low, 2);
+  int64_t mine[3] = {(int64_t)c->world_rank * ((int64_t)1 << 32) + n, c->algo,
+                     ops ? gr__path_named_row(ops->paths) : 0},
+          low[6];
+  gr_status st = gr__agree(c, "the communicator's id", GR__AGREE_MINMAX, mine, low, 3);
   if (st != GR_OK) return gr__fail(st, fn, "%s", c->err);
-  /* low: the lowest id and setting, then the highest id (unused) and setting */
+  /* low: the lowest id, setting and row, then the highest id (unused), setting and row */
   snprintf(c->uid, sizeof c->uid, "%lld.%lld", (long long)(low[0] >> 32),
            (long long)(low[0] & 0xffffffff));
   snprintf(c->name, sizeof c->name, "%s", name);
   snprintf(c->id, sizeof c->id, "%s[%s]", c->name, c->uid);
   c->algo = (int)low[1];
-  if (low[1] != low[3])
+  c->algo_row = low[2] == low[5] ? (int)low[2] : -1;
+  c->algo_row_agreed = 1;
+  if (low[1] != low[4])
     GR_LOG_ONCE(GR_LOG_WARN,
                 "collectives: GPURUN_COLL_ALGO differs between the ranks of "
                 "communicator %s (from %s to %s); all use %s",
-                c->id, gr__coll_algo_name((int)low[1]), gr__coll_algo_name((int)low[3]),
+                c->id, gr__coll_algo_name((int)low[1]), gr__coll_algo_name((int)low[4]),
                 gr__coll_algo_name((int)low[1]));
   return GR_OK;
 }
@@ -305,10 +311,10 @@ static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg
   gr_backend b = GR_BACKEND_MPI;
   gr__live_create_step(GR_LIVE_STEP_AGREE);
   gr_status st = agree(c, fn, v, &b);
-  if (st == GR_OK) st = agree_uid(c, fn, world ? GR_FL_WORLD : "comm");
   const gr__coll_ops *ops = v->fixed               ? v->fixed
                             : b == GR_BACKEND_NCCL ? NCCL_OPS_
                                                    : &gr__coll_ops_mpi;
+  if (st == GR_OK) st = agree_uid(c, fn, world ? GR_FL_WORLD : "comm", ops);
   if (st == GR_OK && !ops) st = gr__fail(GR_ERR_INTERNAL, fn, "no NCCL backend in this build");
   if (st == GR_OK) {
     c->ops = ops;
@@ -426,7 +432,8 @@ static gr_status split_steps(const char *fn, gr_comm *c, int color, int key, gr_
     child->ops = c->ops;
     child->mpi = nm;
     comm_basics(child); /* backend, timeout and check mode are the parent's: agreed already;
-                         * GPURUN_COLL_ALGO is this creation's, agreed in agree_uid */
+                         * GPURUN_COLL_ALGO (mode and row) is this creation's, agreed in
+                         * agree_uid */
     /* the name says which split and which colour; the id tells apart what the name cannot */
     char name[sizeof child->name];
     if (strcmp(c->name, GR_FL_WORLD) == 0)
@@ -434,7 +441,7 @@ static gr_status split_steps(const char *fn, gr_comm *c, int color, int key, gr_
     else
       snprintf(name, sizeof name, "%.20s.%d:%d", c->name, n % 100000, color);
     snprintf(child->id, sizeof child->id, "%s", name);
-    gr_status st = agree_uid(child, fn, name);
+    gr_status st = agree_uid(child, fn, name, child->ops);
     if (st == GR_OK) st = comm_finish(child, fn);
     if (st != GR_OK) {
       comm_free(child);

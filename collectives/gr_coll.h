@@ -224,6 +224,11 @@ struct gr_comm {
   const gr__path *paths[GR__PATHS_MAX]; /* the backend's rows present on c, in order */
   void *path_state[GR__PATHS_MAX];      /* beside each, the state its create left (gr_path.h) */
   int npaths;
+  /* The row GPURUN_COLL_ALGO names (gr_path.h, Selection by name) where algo_row_agreed: agreed
+   * in the round of a creation that agrees on algo (coll.c): its place in ops->paths plus one, 0
+   * for none, -1 where the ranks name different rows. A communicator a row makes for itself (not
+   * agreed, 0) has gr__paths_create agree on it in a round of its own. */
+  int algo_row, algo_row_agreed;
   int aborted;
   int gpu_buffers;   /* CUDA devices present: buffers may be device pointers (MPI staging) */
   uint64_t seq;      /* every call */

@@ -24,7 +24,10 @@
  * allreduces: rd, ring, rabenseifner, pair); where every rank of the communicator names the same
  * row and it is present, it moves to the front of c->paths and takes every call it serves (its
  * numbers still hold: an algorithm is never run outside the sizes it was written for). Ranks that
- * name different rows select none (said once). The modes (mpi, flat, auto, hier, hier-ml) are not
+ * name different rows select none (said once). The row's place in the list is one more value of
+ * the creation's round that agrees on GPURUN_COLL_ALGO's mode (coll.c, c->algo_row), so naming a
+ * row costs no round of its own; a communicator a row makes for itself (gr__comm_new) agrees on it
+ * in one round of gr__paths_create. The modes (mpi, flat, auto, hier, hier-ml) are not
  * rows and stay c->algo's (gr_coll.h).
  *
  * A call's path is the first row of that list that serves it (its kind, then its numbers, then its
@@ -115,8 +118,12 @@ void gr__paths_destroy(gr_comm *c);
 /* For a row that takes every call of the kinds it serves (its takes; NULL says the same). */
 int gr__path_takes_all(const gr__path *p, const gr__call *k);
 /* The row of list (ended by NULL) named name (blanks around it and case ignored) that may be
- * selected by name, or NULL (gr__paths_create reads GPURUN_COLL_ALGO with it). */
+ * selected by name, or NULL. */
 const gr__path *gr__path_named(const gr__path *const *list, const char *name);
+/* The row of list this rank's GPURUN_COLL_ALGO names (gr__path_named), as its place plus one; 0
+ * where it names none (unset, a mode, a word no row of list answers to). What each rank brings to
+ * the agreement on the row (above, Selection by name). */
+int gr__path_named_row(const gr__path *const *list);
 /* Rows in list, up to its NULL. */
 int gr__paths_count(const gr__path *const *list);
 /* For a row's create: the MIN of ok over c->mpi (1 where every rank passed 1), bounded by c's

@@ -94,27 +94,42 @@ const gr__path *gr__path_named(const gr__path *const *list, const char *name) {
   return NULL;
 }
 
-/* GPURUN_COLL_ALGO naming a row (gr_path.h, Selection by name): one round agrees on the row's
- * place in the backend's list (the lowest and the highest any rank names); where every rank names
+int gr__path_named_row(const gr__path *const *list) {
+  const gr__path *named = gr__path_named(list, gr__param_raw(GR_PARAM_COLL_ALGO));
+  for (int i = 0; named && list[i]; i++)
+    if (list[i] == named) return i + 1;
+  return 0;
+}
+
+/* GPURUN_COLL_ALGO naming a row (gr_path.h, Selection by name): the row's place in the backend's
+ * list, agreed by the creation's round (c->algo_row, coll.c) or, on a communicator a row makes for
+ * itself, by one round here (the lowest and the highest any rank names); where every rank names
  * the same row and it is present, it moves to the front of c->paths, and the rows whose refusals
  * travel another way are left out (each kind keeps one route, gr__path_refusal). */
 static gr_status select_named(gr_comm *c) {
   if (c->size < 2) return GR_OK; /* one rank: the self row takes every collective */
-  const char *want = gr__param_raw(GR_PARAM_COLL_ALGO);
-  const gr__path *named = gr__path_named(c->ops->paths, want);
-  int64_t mine = 0, got[2];
-  for (int i = 0; named && c->ops->paths[i]; i++)
-    if (c->ops->paths[i] == named) mine = i + 1;
-  gr_status st = gr__agree(c, "the row GPURUN_COLL_ALGO names", GR__AGREE_MINMAX, &mine, got, 1);
-  if (st != GR_OK) return st;
-  if (got[0] != got[1]) {
+  int row = c->algo_row;
+  if (!c->algo_row_agreed) {
+    int64_t mine = gr__path_named_row(c->ops->paths), got[2];
+    gr_status st = gr__agree(c, "the row GPURUN_COLL_ALGO names", GR__AGREE_MINMAX, &mine, got, 1);
+    if (st != GR_OK) return st;
+    row = got[0] == got[1] ? (int)got[0] : -1;
+  }
+  if (row < 0) {
+    int mine = gr__path_named_row(c->ops->paths);
     GR_LOG_ONCE(GR_LOG_WARN,
                 "collectives: GPURUN_COLL_ALGO names different rows on the ranks of communicator "
                 "%s (%s here); none is selected, the table's order stands",
-                c->id, named ? named->name : "none");
+                c->id, mine ? c->ops->paths[mine - 1]->name : "none");
     return GR_OK;
   }
-  if (!named) return GR_OK;
+  if (row == 0) return GR_OK;
+  if (row > gr__paths_count(c->ops->paths))
+    return gr__comm_err(c, GR_ERR_INTERNAL,
+                        "the row GPURUN_COLL_ALGO names was agreed as place %d of the %s "
+                        "backend's table, which has %d rows",
+                        row, c->ops->name, gr__paths_count(c->ops->paths));
+  const gr__path *named = c->ops->paths[row - 1];
   int at = -1;
   for (int i = 0; i < c->npaths && at < 0; i++)
     if (c->paths[i] == named) at = i;

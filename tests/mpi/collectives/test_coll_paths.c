@@ -12,7 +12,9 @@
  *   - GPURUN_COLL_ALGO is agreed at creation: when only rank 0 asks for mpi, no rank of the
  *     communicator keeps the shared-memory row;
  *   - GPURUN_COLL_ALGO naming a row (pair, rd) puts that row first and leaves the shared-memory
- *     rows out, on every rank; ranks naming different rows select none; at two ranks an 8-byte
+ *     rows out, on every rank; ranks naming different rows select none (one rank a row, the
+ *     others a mode, too), ranks spelling one row differently ("  PAIR " and "pair") select it,
+ *     and so does gr_comm_split, each with the names its ranks give at the split; at two ranks an 8-byte
  *     allreduce takes the pair row (counted under pair) and both ranks get op(rank 0's, rank 1's)
  *     bit for bit (blocking, in place, request);
  *   - on a communicator of one rank (MPI_COMM_SELF), whatever GPURUN_COLL_ALGO and the timeout
@@ -119,6 +121,17 @@ static gr_comm *make_on(MPI_Comm mpi_comm, const char *algo, double timeout_s) {
 static gr_comm *make(const char *algo, double timeout_s) {
   return make_on(MPI_COMM_WORLD, algo, timeout_s);
 }
+/* A split of c (one colour, the same order) with GPURUN_COLL_ALGO as given on this rank. */
+static gr_comm *split_with(gr_comm *c, const char *algo) {
+  if (algo)
+    setenv("GPURUN_COLL_ALGO", algo, 1);
+  else
+    unsetenv("GPURUN_COLL_ALGO");
+  gr_comm *s = NULL;
+  EXPECT_OK_IN(gr_comm_split(c, 0, world_rank, &s), "gr_comm_split");
+  unsetenv("GPURUN_COLL_ALGO");
+  return s;
+}
 
 /* Whether the n floats at got are the n at want, bit for bit; a failure names the call. */
 static void same(const float *got, const float *want, size_t n, const char *what) {
@@ -208,6 +221,38 @@ static void named_rows(int P) {
         !strcmp(differ->paths[0]->name, "rd"))
       FAIL("ranks that name different rows: the first row is %s", differ->paths[0]->name);
   }
+  /* one rank names a row and the others a mode: none is selected on any rank (rank 0 too) */
+  gr_comm *one = make(world_rank == 0 ? "pair" : "auto", 60);
+  /* one row spelled two ways is the same row: selected on every rank */
+  gr_comm *spelled = make(world_rank == 0 ? "  PAIR " : "pair", 60);
+  if (one && spelled) {
+    checks++;
+    if (!has_row(one, "shm") || !strcmp(one->paths[0]->name, "pair"))
+      FAIL("only rank 0 named pair: the first row is %s", one->paths[0]->name);
+    checks++;
+    if (strcmp(spelled->paths[0]->name, "pair") != 0 || has_row(spelled, "shm"))
+      FAIL("\"  PAIR \" and \"pair\": the first row is %s", spelled->paths[0]->name);
+  }
+  /* gr_comm_split agrees on the row with the names given at the split, not the parent's */
+  if (one && spelled) {
+    gr_comm *s_rd = split_with(one, "rd"),
+            *s_differ = split_with(spelled, world_rank ? "rd" : NULL);
+    if (s_rd && s_differ) {
+      checks++;
+      if (strcmp(s_rd->paths[0]->name, "rd") != 0 || has_row(s_rd, "shm"))
+        FAIL("a split naming rd: the first row is %s", s_rd->paths[0]->name);
+      checks++;
+      if (!has_row(s_differ, "shm") || !strcmp(s_differ->paths[0]->name, "rd") ||
+          !strcmp(s_differ->paths[0]->name, "pair"))
+        FAIL("a split where rank 0 names no row and the others rd: the first row is %s",
+             s_differ->paths[0]->name);
+      expect(s_rd, GR__ALLREDUCE, 2, GR_FLOAT32, "rd", "split, rd");
+    }
+    EXPECT_OK_IN(gr_comm_destroy(s_rd), "destroy");
+    EXPECT_OK_IN(gr_comm_destroy(s_differ), "destroy");
+  }
+  EXPECT_OK_IN(gr_comm_destroy(one), "destroy");
+  EXPECT_OK_IN(gr_comm_destroy(spelled), "destroy");
   if (pair && P == 2) { /* the pair row runs: op(rank 0's, rank 1's) on both ranks */
     float mine[2] = {world_rank ? 1e-8f : 1.0f, world_rank ? 3.25f : -0.125f}, got[2], want[2];
     float r0[2] = {1.0f, -0.125f}, r1[2] = {1e-8f, 3.25f};
