@@ -4,8 +4,9 @@
  * - --ranks-per-gpu, MPS clients, MIG instances of one GPU (they report the parent's PCI bus id).
  * At creation the backend asks gr__nccl_share_setup whether any two ranks share a GPU (same host,
  * same PCI bus id). If none do, nothing changes. If some do, the ranks of each GPU form a group, the
- * lowest rank of each group is its leader, NCCL runs among the leaders only, and every call goes
- * member -> leader (host staging over MPI) -> NCCL among leaders -> leader -> members.
+ * lowest rank of each group is its leader, NCCL runs among the leaders only (a gr_comm of their own
+ * on the NCCL backend's table, as hier.c's leaders'), and every call goes member -> leader (host
+ * staging over MPI) -> a call on the leaders' communicator -> leader -> members.
  * Compiled into libgpurun against NVIDIA's headers and into the NCCL test double's object. */
 #ifndef GR_NCCL_SHARE_H
 #define GR_NCCL_SHARE_H
@@ -19,9 +20,10 @@ typedef struct gr__nccl_share gr__nccl_share;
 #define GR__NCCL_SHARE_AREA GR__BE_CALL_BYTES
 
 /* Collective over c->mpi. *out = NULL when every rank has a GPU of its own (the caller goes on with
- * one NCCL communicator over all ranks); otherwise the groups, the leaders' NCCL communicator and
- * the log line naming the grouping. GPURUN_NCCL_SHARE=0 turns the grouping off (then NCCL itself
- * refuses a shared GPU). Every rank returns the same status. */
+ * one NCCL communicator over all ranks); otherwise the groups, the leaders' communicator (a gr_comm
+ * on c's backend table, NCCL over one leader per GPU: nccl_share.c) and the log line naming the
+ * grouping. GPURUN_NCCL_SHARE=0 turns the grouping off (then NCCL itself refuses a shared GPU).
+ * Every rank returns the same status. */
 gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out);
 gr_status gr__nccl_share_destroy(gr_comm *c, gr__nccl_share *s, double deadline);
 void gr__nccl_share_abort(gr__nccl_share *s);

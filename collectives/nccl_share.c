@@ -3,31 +3,45 @@
  * A call goes through up to four stages, each a non-blocking step that test() advances:
  *   in:   the members' data to their leader over MPI on host copies (reduce, gather, barrier; for
  *         a broadcast, the root's data to its whole group)
- *   nccl: the leaders' NCCL call on device copies of what they gathered (skipped with one leader)
+ *   nccl: the leaders' step, a call on the leaders' communicator (skipped with one leader)
  *   out:  the leader's result to its members over MPI (broadcast, scatter, barrier)
  *   copy: the result into the caller's buffer, on the call's stream.
- * Members post their "in" and "out" steps when the call is posted. Leaders start the NCCL step and
- * post the "out" step strictly in call order (the turn counters), so that NCCL sees the same order
+ * The leaders' communicator is a gr_comm on the parent's backend table, made as hier.c makes its
+ * leaders' (lead_new: id "<parent>.leaders"): its ranks drive one GPU each, so its create runs
+ * NCCL over them directly, and the leaders' step is a call posted and tested through its backend,
+ * whose row ("nccl") stages the host buffers through the device, runs NCCL, copies back, waits for
+ * the stream and words its failures; this file only adds where ("the leaders' step on ...").
+ * Members post their "in" and "out" steps when the call is posted. Leaders post the leaders' step
+ * and the "out" step strictly in call order (the turn counters), so that NCCL sees the same order
  * on every leader and each group's MPI communicators see the same order of collectives on every
  * member, whatever order the calls complete in. "in" and "out" run on two communicators, because a
  * member posts both at once while its leader posts "out" only after NCCL.
  * All-to-all, send and receive do not go through the leaders: they run over MPI on host copies.
  * Host staging costs two copies per member and call; CUDA IPC between the ranks of one GPU would
- * avoid them and is not done (yet). */
+ * avoid them and is not done (yet).
+ *
+ * What remains of issue 40 here: "in", "out" and the all-to-all/send/receive steps are still raw
+ * MPI calls on this file's own communicators (in, out; c->mpi), with its own datatypes, op map
+ * (gr_op_map.h), waits and sentences, rather than calls on gr_comms of the MPI backend over the
+ * GPU's ranks (as mpi_path_hier_ml.c's node communicator). Converting them needs: the gather and
+ * the scatter as kinds the MPI backend has (an allgather into the leader, a broadcast of the
+ * group's blocks, as hier.c's node steps do); a way to keep the staging buffers of a call given up
+ * on until MPI stops writing them (the backend's forget hands its request to the lost list without
+ * this file's buffers, and says nothing back); and a shared-memory segment per such communicator
+ * (two per shared GPU). */
 #include "gr_nccl_share.h"
 
 #include "gr_agree.h"
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_log.h"
-#include "gr_nccl_map.h"
 #include "gr_op_map.h"
 #include "gr_param.h"
+#include "gr_path.h"
 #include "gr_strbuf.h"
 
 #include <cuda_runtime_api.h>
 #include <limits.h>
-#include <nccl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,11 +56,13 @@ struct gr__nccl_share {
   int nleaders, lrank;      /* leaders; my index among them (-1 for a member) */
   int *group_of, *grank_of; /* per comm rank: leader index of its group, rank within it */
   int *members;             /* comm ranks of my group, in group order */
-  ncclComm_t nc;            /* leaders only, and only with more than one leader */
-  int pinned;               /* nc was set up: host staging buffers are pinned (see hal) */
-  void *one;                /* a device int for the leaders' barrier */
-  MPI_Datatype el[4];       /* 1, 2, 4, 8 bytes: what travels without being reduced */
-  gr__op_map ops;           /* what reduces (gr_op_map.h, with gr__mpi_type's datatypes) */
+  /* The leaders' communicator (leaders only, and only with more than one leader): a gr_comm on
+   * the parent's backend table, as hier.c's leaders' (lead_new), so that the leaders' step is a
+   * call on it that its row posts, tests and forgets (NCCL over the leaders, one GPU each). */
+  gr_comm *lead;
+  int pinned;         /* lead exists: host staging buffers are pinned (see hal) */
+  MPI_Datatype el[4]; /* 1, 2, 4, 8 bytes: what travels without being reduced */
+  gr__op_map ops;     /* what reduces (gr_op_map.h, with gr__mpi_type's datatypes) */
   uint64_t posted, nccl_turn, out_turn; /* call numbers: posted, through NCCL, "out" posted */
   struct xcall *head, *tail;            /* calls in flight, in post order */
 };
@@ -61,7 +77,8 @@ typedef struct xcall {
   int in_root_group;              /* broadcast/reduce: my group holds the root */
   int pinned;                     /* the host buffers came from cudaMallocHost */
   void *hs, *hwork, *hres, *hall; /* host: send copy, leader's work, result, allgather result */
-  void *d, *d2;                   /* leader's device buffers */
+  gr__call lc;                    /* the leaders' step, a call on s->lead (its row stages) */
+  int lc_posted;                  /* lc is posted and not settled: forget it when given up */
   MPI_Request r_in, r_out;
   struct xcall *next;
 } xcall;
@@ -76,7 +93,7 @@ _Static_assert(sizeof(share_call) <= GR__NCCL_SHARE_AREA,
 static xcall **slot(gr__call *k) { return &((share_call *)(void *)k->be_area)->x; }
 
 static void sweep_parked(void);
-static void park(xcall *x);
+static void park(gr__nccl_share *s, xcall *x);
 
 static MPI_Datatype el(gr__nccl_share *s, gr_dtype t) {
   size_t es = gr__dtype_size(t);
@@ -84,15 +101,6 @@ static MPI_Datatype el(gr__nccl_share *s, gr_dtype t) {
 }
 
 /* ---- errors ------------------------------------------------------------------------------- */
-
-static gr_status nccl_fail(gr_comm *c, ncclComm_t nc, ncclResult_t rc, const char *what) {
-  const char *detail = ncclGetLastError(nc);
-  return gr__comm_err(c, GR_ERR_NCCL,
-                      "%s failed on rank %d (GPU shared with other ranks: NCCL "
-                      "among one leader per GPU): %s%s%s",
-                      what, c->rank, ncclGetErrorString(rc), detail && *detail ? ": " : "",
-                      detail ? detail : "");
-}
 
 static gr_status cuda_fail(gr_comm *c, cudaError_t e, const char *what) {
   return gr__comm_err(c, GR_ERR_CUDA, "%s failed on rank %d: %s (%d)", what, c->rank,
@@ -104,19 +112,6 @@ static gr_status mpi_fail(gr_comm *c, int rc, const char *what) {
   int len = 0;
   if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", rc);
   return gr__comm_err(c, GR_ERR_MPI, "%s failed on rank %d: %s", what, c->rank, s);
-}
-
-static gr_status nccl_wait(gr_comm *c, ncclComm_t nc, double deadline, const char *what) {
-  for (;;) {
-    ncclResult_t a = ncclInProgress;
-    ncclResult_t rc = ncclCommGetAsyncError(nc, &a);
-    if (rc != ncclSuccess) return nccl_fail(c, nc, rc, "ncclCommGetAsyncError");
-    if (a == ncclSuccess) return GR_OK;
-    if (a != ncclInProgress) return nccl_fail(c, nc, a, what);
-    if (gr__past(deadline))
-      return gr__comm_err(c, GR_ERR_TIMEOUT, "%s did not finish before the deadline on rank %d",
-                          what, c->rank);
-  }
 }
 
 static gr_status stream_wait(gr_comm *c, cudaStream_t st, double deadline) {
@@ -162,10 +157,61 @@ static void gpu_key(gr_comm *c, char *key, char *bus) {
   memcpy(key + KEY_LEN - BUS_LEN, bus, strlen(bus));
 }
 
+/* The leaders' communicator: destroyed (bounded by deadline) and freed; a failure's sentence goes
+ * to c->err. */
+static gr_status lead_free(gr_comm *c, gr_comm *l, double deadline) {
+  gr_status st = GR_OK;
+  gr__paths_destroy(l);
+  if (l->be && (st = l->ops->destroy(l, deadline)) != GR_OK)
+    gr__comm_err(c, st, "destroying the leaders' communicator %s failed on rank %d: %s", l->id,
+                 c->rank, l->err);
+  gr__comm_free(l);
+  return st;
+}
+
+/* The leaders' communicator on the parent's backend table, made as hier.c makes its own
+ * (lead_new): its create sees one rank per GPU, so it runs NCCL over them directly and has no share
+ * of its own. Owns lm from here on. */
+static gr_status lead_new(gr_comm *c, MPI_Comm lm, gr_comm **out) {
+  gr__comm_cfg cfg = {c->timeout_s, 0, c->algo, 0, c->ops};
+  gr_comm *l = gr__comm_new(lm, &cfg);
+  if (!l) {
+    MPI_Comm_free(&lm);
+    return gr__comm_err(c, GR_ERR_NOMEM, "out of memory for the leaders' communicator on rank %d",
+                        c->rank);
+  }
+  snprintf(l->id, sizeof l->id, "%.20s.leaders", c->id);
+  gr_status st = l->ops->create(l, gr__deadline(c->timeout_s));
+  if (st == GR_OK) st = gr__paths_create(l);
+  if (st != GR_OK) {
+    gr__comm_err(c, st,
+                 "the leaders' communicator %s (NCCL among one leader per GPU) failed on rank "
+                 "%d: %s",
+                 l->id, c->rank, l->err);
+    char why[sizeof c->err];
+    memcpy(why, c->err, sizeof why);
+    lead_free(c, l, gr__deadline(c->timeout_s));
+    memcpy(c->err, why, sizeof why);
+    return st;
+  }
+  *out = l;
+  return GR_OK;
+}
+
 /* Frees s. st: the status so far, whose sentence stands over one from here (a failed
  * MPI_Op_free: gr__op_map_free); returns st, or that failure when st is GR_OK. */
-static gr_status share_free(gr_comm *c, gr__nccl_share *s, gr_status st) {
+static gr_status share_free(gr_comm *c, gr__nccl_share *s, gr_status st, double deadline) {
   if (!s) return st;
+  if (s->lead) { /* its sentence stands only where nothing failed before */
+    char why[sizeof c->err];
+    memcpy(why, c->err, sizeof why);
+    gr_status sl = lead_free(c, s->lead, deadline);
+    s->lead = NULL;
+    if (st != GR_OK)
+      memcpy(c->err, why, sizeof why);
+    else
+      st = sl;
+  }
   int gone = gr__mpi_gone();
   if (!gone) {
     if (s->in != MPI_COMM_NULL) MPI_Comm_free(&s->in);
@@ -180,7 +226,6 @@ static gr_status share_free(gr_comm *c, gr__nccl_share *s, gr_status st) {
     memcpy(c->err, why, sizeof why);
   else
     st = st2;
-  if (s->one) cudaFree(s->one);
   free(s->group_of);
   free(s->grank_of);
   free(s->members);
@@ -215,65 +260,21 @@ static void log_grouping(gr_comm *c, const gr__nccl_share *s, const char *keys) 
           c->id, line, s->nleaders);
 }
 
-static gr_status leaders_init(gr_comm *c, gr__nccl_share *s, double deadline) {
-  MPI_Comm lc = MPI_COMM_NULL;
-  int rc = MPI_Comm_split(c->mpi, s->grank == 0 ? 0 : MPI_UNDEFINED, c->rank, &lc);
+static gr_status leaders_init(gr_comm *c, gr__nccl_share *s) {
+  MPI_Comm lm = MPI_COMM_NULL;
+  int rc = MPI_Comm_split(c->mpi, s->grank == 0 ? 0 : MPI_UNDEFINED, c->rank, &lm);
   if (rc != MPI_SUCCESS) return mpi_fail(c, rc, "MPI_Comm_split (leaders)");
-  if (lc == MPI_COMM_NULL) return GR_OK;
-  MPI_Comm_set_errhandler(lc, MPI_ERRORS_RETURN);
-  gr_status st = GR_OK;
-  if (s->nleaders > 1) {
-    /* on the heap: MPI writes it until the broadcast completes (gr__mpi_wait_owning) */
-    struct boot {
-      int ok;
-      ncclUniqueId id;
-    } *bp = calloc(1, sizeof *bp), boot;
-    memset(&boot, 0, sizeof boot);
-    ncclResult_t nr = ncclSuccess;
-    if (s->lrank == 0) {
-      nr = ncclGetUniqueId(&boot.id);
-      boot.ok = nr == ncclSuccess;
-    }
-    MPI_Request req = MPI_REQUEST_NULL;
-    if (!bp) {
-      st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory for the NCCL id on rank %d", c->rank);
-    } else {
-      *bp = boot;
-      rc = MPI_Ibcast(bp, (int)sizeof *bp, MPI_BYTE, 0, lc, &req);
-      /* a failed wait takes bp (freed, or to the lost list with the request) */
-      st = rc == MPI_SUCCESS ? gr__mpi_wait_owning(c, &req, deadline, bp)
-                             : mpi_fail(c, rc, "MPI_Ibcast (NCCL id)");
-      if (st == GR_OK) boot = *bp;
-      if (st == GR_OK || rc != MPI_SUCCESS) free(bp);
-    }
-    if (st == GR_OK && !boot.ok)
-      st = s->lrank == 0
-               ? nccl_fail(c, NULL, nr, "ncclGetUniqueId")
-               : gr__comm_err(c, GR_ERR_NCCL, "the first leader could not get an NCCL unique id");
-    if (st == GR_OK) {
-      ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-      cfg.blocking = 0;
-      nr = ncclCommInitRankConfig(&s->nc, s->nleaders, boot.id, s->lrank, &cfg);
-      if (nr != ncclSuccess && nr != ncclInProgress)
-        st = nccl_fail(c, NULL, nr, "ncclCommInitRankConfig (leaders)");
-      else
-        st = nccl_wait(c, s->nc, deadline, "ncclCommInitRankConfig (leaders)");
-      if (st != GR_OK && s->nc) {
-        ncclCommAbort(s->nc);
-        s->nc = NULL;
-      }
-    }
-    if (st == GR_OK) {
-      cudaError_t e = cudaMalloc(&s->one, sizeof(int));
-      if (e != cudaSuccess) st = cuda_fail(c, e, "cudaMalloc");
-    }
-    s->pinned = st == GR_OK;
+  if (lm == MPI_COMM_NULL) return GR_OK;
+  if (s->nleaders < 2) { /* one leader: no NCCL step at all */
+    MPI_Comm_free(&lm);
+    return GR_OK;
   }
-  MPI_Comm_free(&lc);
+  gr_status st = lead_new(c, lm, &s->lead);
+  s->pinned = st == GR_OK;
   return st;
 }
 
-static gr_status share_build(gr_comm *c, gr__nccl_share *s, const char *keys, double deadline) {
+static gr_status share_build(gr_comm *c, gr__nccl_share *s, const char *keys) {
   int P = c->size, me = c->rank;
   s->group_of = malloc(sizeof(int) * (size_t)P);
   s->grank_of = calloc((size_t)P, sizeof(int));
@@ -327,7 +328,7 @@ static gr_status share_build(gr_comm *c, gr__nccl_share *s, const char *keys, do
     }
   }
   if (st == GR_OK) st = gr__op_map_create(c, &s->ops);
-  if (st == GR_OK) st = leaders_init(c, s, deadline);
+  if (st == GR_OK) st = leaders_init(c, s);
 out:
   free(count);
   free(leader_of);
@@ -374,7 +375,7 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
     for (int i = 0; i < 4; i++)
       s->el[i] = MPI_DATATYPE_NULL;
     gr__op_map_init(&s->ops);
-    st = share_build(c, s, keys, deadline);
+    st = share_build(c, s, keys);
   } else {
     st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory grouping ranks by GPU on rank %d", c->rank);
   }
@@ -390,9 +391,8 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
   if (st == GR_OK && c->rank == 0) log_grouping(c, s, keys);
   free(keys);
   if (st != GR_OK) {
-    if (s && s->nc) ncclCommAbort(s->nc);
-    if (s) s->nc = NULL;
-    return share_free(c, s, st);
+    if (s && s->lead) s->lead->ops->abort(s->lead); /* its peers may not have got there */
+    return share_free(c, s, st, deadline);
   }
   *out = s;
   return GR_OK;
@@ -400,29 +400,13 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
 
 gr_status gr__nccl_share_destroy(gr_comm *c, gr__nccl_share *s, double deadline) {
   if (!s) return GR_OK;
-  gr_status st = GR_OK;
-  if (s->nc) {
-    ncclResult_t rc = ncclCommFinalize(s->nc);
-    if (rc != ncclSuccess && rc != ncclInProgress)
-      st = nccl_fail(c, s->nc, rc, "ncclCommFinalize");
-    else
-      st = nccl_wait(c, s->nc, deadline, "ncclCommFinalize");
-    if (st == GR_OK)
-      ncclCommDestroy(s->nc);
-    else
-      ncclCommAbort(s->nc);
-    s->nc = NULL;
-  }
-  st = share_free(c, s, st);
+  gr_status st = share_free(c, s, GR_OK, deadline);
   sweep_parked();
   return st;
 }
 
 void gr__nccl_share_abort(gr__nccl_share *s) {
-  if (s && s->nc) {
-    ncclCommAbort(s->nc);
-    s->nc = NULL;
-  }
+  if (s && s->lead) s->lead->ops->abort(s->lead);
 }
 
 /* ---- calls -------------------------------------------------------------------------------- */
@@ -545,72 +529,54 @@ static gr_status post_out(gr__nccl_share *s, xcall *x) {
   return rc == MPI_SUCCESS ? GR_OK : mpi_fail(c, rc, "posting the leader-to-members step");
 }
 
-static gr_status device_copy(gr_comm *c, void **d, size_t bytes, const void *src, cudaStream_t st) {
-  cudaError_t e = cudaMalloc(d, bytes ? bytes : 1);
-  if (e != cudaSuccess) return cuda_fail(c, e, "cudaMalloc (leader's staging)");
-  if (src && bytes &&
-      (e = cudaMemcpyAsync(*d, src, bytes, cudaMemcpyHostToDevice, st)) != cudaSuccess)
-    return cuda_fail(c, e, "cudaMemcpyAsync (leader's staging in)");
-  return GR_OK;
+/* The leaders' call failed while doing (posting, testing): its sentence, on c. */
+static gr_status lead_fail(gr_comm *c, const gr__nccl_share *s, gr_status st, const char *doing) {
+  return gr__comm_err(c, st,
+                      "the leaders' step on %s (NCCL among one leader per GPU) failed %s on rank "
+                      "%d: %s",
+                      s->lead->id, doing, c->rank, s->lead->err);
 }
 
-/* The leaders' NCCL call on device copies of what they gathered, and the copy back to the host. */
-static gr_status start_nccl(gr__nccl_share *s, xcall *x) {
-  gr__call *k = x->k;
+/* The leaders' step: a call on the leaders' communicator (its row stages the host buffers through
+ * the device, runs NCCL and copies back) on what this leader gathered. AVG is summed there and
+ * divided once by the leader (leader_finish), since the leaders' call averages over the leaders. */
+static gr_status post_lead(gr__nccl_share *s, xcall *x) {
+  gr__call *k = x->k, *l = &x->lc;
   gr_comm *c = k->comm;
-  cudaStream_t st = (cudaStream_t)k->stream;
-  size_t n = k->count, es = gr__dtype_size(k->dtype), P = (size_t)c->size, bytes = n * es;
-  ncclDataType_t dt = gr__nccl_type(k->dtype);
-  ncclRedOp_t op = gr__nccl_op(k->op, ncclSum); /* AVG: summed here, divided once by the leader */
-  ncclResult_t rc = ncclSuccess;
-  const char *what = "";
-  void *back = x->hwork;
-  size_t back_bytes = bytes;
-  int rl = k->root >= 0 ? s->group_of[k->root] : 0;
+  size_t n = k->count, es = gr__dtype_size(k->dtype), P = (size_t)c->size;
+  memset(l, 0, sizeof *l); /* be_area zero, as a backend's post expects */
+  l->kind = k->kind;
+  l->send = l->recv = x->hwork;
+  l->count = n;
+  l->dtype = k->dtype;
+  l->op = k->op == GR_AVG ? GR_SUM : k->op;
+  l->root = k->root >= 0 && k->kind != GR__SEND && k->kind != GR__RECV ? s->group_of[k->root] : -1;
+  l->stream = k->stream;
+  l->comm = s->lead;
+  l->seq = x->no;
+  l->flight_slot = -1;
   switch (k->kind) {
-  case GR__ALLREDUCE:
-  case GR__REDUCE_SCATTER:
-    if (k->kind == GR__REDUCE_SCATTER) bytes = back_bytes = n * es * P;
-    GR_CHECK(device_copy(c, &x->d, bytes, x->hwork, st));
-    what = "ncclAllReduce (leaders)";
-    rc = ncclAllReduce(x->d, x->d, bytes / es, dt, op, s->nc, st);
+  case GR__REDUCE_SCATTER: /* every rank's blocks summed; the leader scatters its group's */
+    l->kind = GR__ALLREDUCE;
+    l->count = n * P;
     break;
-  case GR__REDUCE:
-    GR_CHECK(device_copy(c, &x->d, bytes, x->hwork, st));
-    what = "ncclReduce (leaders)";
-    rc = ncclReduce(x->d, x->d, n, dt, op, rl, s->nc, st);
-    if (!x->in_root_group) back = NULL;
+  case GR__ALLGATHER: /* each leader's gathered block, padded to the largest group */
+    l->count = (size_t)s->gmax * n;
+    if (!(x->hall = hal(s, l->count * es * (size_t)s->nleaders))) return GR_ERR_NOMEM;
+    l->recv = x->hall;
     break;
-  case GR__BROADCAST:
-    GR_CHECK(device_copy(c, &x->d, bytes, x->in_root_group ? x->hwork : NULL, st));
-    what = "ncclBroadcast (leaders)";
-    rc = ncclBroadcast(x->d, x->d, n, dt, rl, s->nc, st);
-    break;
-  case GR__ALLGATHER: {
-    size_t blk = (size_t)s->gmax * bytes;
-    GR_CHECK(device_copy(c, &x->d, blk, x->hwork, st));
-    GR_CHECK(device_copy(c, &x->d2, blk * (size_t)s->nleaders, NULL, st));
-    if (!(x->hall = hal(s, blk * (size_t)s->nleaders))) return GR_ERR_NOMEM;
-    what = "ncclAllGather (leaders)";
-    rc = ncclAllGather(x->d, x->d2, (size_t)s->gmax * n, dt, s->nc, st);
-    back = x->hall;
-    back_bytes = blk * (size_t)s->nleaders;
-    break;
-  }
   case GR__BARRIER:
-    what = "ncclAllReduce (leaders' barrier)";
-    rc = ncclAllReduce(s->one, s->one, 1, ncclInt32, ncclSum, s->nc, st);
-    back = NULL;
+    l->send = l->recv = NULL;
+    l->count = 0;
     break;
-  default:
-    return GR_OK;
+  default: /* allreduce, reduce, broadcast: in place in the leader's work buffer */
+    break;
   }
-  if (rc != ncclSuccess && rc != ncclInProgress) return nccl_fail(c, s->nc, rc, what);
-  if (back && back_bytes) {
-    cudaError_t e =
-        cudaMemcpyAsync(back, x->d2 ? x->d2 : x->d, back_bytes, cudaMemcpyDeviceToHost, st);
-    if (e != cudaSuccess) return cuda_fail(c, e, "cudaMemcpyAsync (leader's staging out)");
-  }
+  int done = 0;
+  s->lead->err[0] = '\0';
+  gr_status st = s->lead->ops->post(l, &done);
+  if (st != GR_OK) return lead_fail(c, s, st, "posting");
+  x->lc_posted = !done;
   return GR_OK;
 }
 
@@ -661,9 +627,7 @@ static void xfree_bufs(xcall *x) {
   if (x->hwork != x->hs) hfree(x->pinned, x->hwork);
   hfree(x->pinned, x->hs);
   hfree(x->pinned, x->hall);
-  if (x->d) cudaFree(x->d);
-  if (x->d2) cudaFree(x->d2);
-  x->hs = x->hwork = x->hres = x->hall = x->d = x->d2 = NULL;
+  x->hs = x->hwork = x->hres = x->hall = NULL;
 }
 
 static int mpi_done(gr_comm *c, MPI_Request *r, gr_status *st, const char *what) {
@@ -691,19 +655,21 @@ static gr_status advance(gr__nccl_share *s, xcall *x) {
       break;
     case P_NCCL:
       if (x->no != s->nccl_turn + 1) return GR_OK; /* NCCL sees every leader's calls in one order */
-      if (s->nc) GR_CHECK(start_nccl(s, x));
+      if (s->lead) GR_CHECK(post_lead(s, x));
       s->nccl_turn++;
       x->phase = P_NCCL_WAIT;
       break;
     case P_NCCL_WAIT:
-      if (s->nc) {
-        ncclResult_t a = ncclSuccess, rc = ncclCommGetAsyncError(s->nc, &a);
-        if (rc != ncclSuccess) return nccl_fail(c, s->nc, rc, "ncclCommGetAsyncError");
-        if (a != ncclSuccess && a != ncclInProgress)
-          return nccl_fail(c, s->nc, a, gr__kind_name(k->kind));
-        cudaError_t q = cudaStreamQuery(st);
-        if (q == cudaErrorNotReady) return GR_OK;
-        if (q != cudaSuccess) return cuda_fail(c, q, "cudaStreamQuery");
+      if (x->lc_posted) {
+        int done = 0;
+        s->lead->err[0] = '\0';
+        gr_status lt = s->lead->ops->test(&x->lc, &done);
+        if (lt != GR_OK) { /* a failed call is released by the leaders' backend */
+          x->lc_posted = 0;
+          return lead_fail(c, s, lt, "testing");
+        }
+        if (!done) return GR_OK;
+        x->lc_posted = 0;
       }
       GR_CHECK(leader_finish(s, x));
       x->phase = P_OUT;
@@ -786,7 +752,7 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
       xfree_bufs(x);
       free(x);
     } else {
-      park(x);
+      park(s, x);
     }
     return st;
   }
@@ -821,7 +787,7 @@ gr_status gr__nccl_share_test(gr__nccl_share *s, gr__call *k, int *done) {
     gr_status st = me->st;
     unlink_call(s, me);
     *slot(k) = NULL;
-    park(me);
+    park(s, me);
     return st;
   }
   if (me->phase != P_DONE) return GR_OK;
@@ -858,7 +824,11 @@ static void sweep_parked(void) {
   pthread_mutex_unlock(&parked_lock);
 }
 
-static void park(xcall *x) {
+static void park(gr__nccl_share *s, xcall *x) {
+  if (x->lc_posted) { /* the leaders' row releases what it can (its stream may still run) */
+    s->lead->ops->forget(&x->lc);
+    x->lc_posted = 0;
+  }
   x->k = NULL;
   pthread_mutex_lock(&parked_lock);
   x->next = parked;
@@ -872,15 +842,16 @@ void gr__nccl_share_forget(gr__nccl_share *s, gr__call *k) {
   if (!x) return;
   unlink_call(s, x);
   *slot(k) = NULL;
-  park(x);
+  park(s, x);
 }
 
 gr_status gr__nccl_share_synchronize(gr__nccl_share *s, gr_comm *c, gr_stream stream,
                                      double deadline) {
-  if (s->nc) {
-    ncclResult_t a = ncclSuccess, rc = ncclCommGetAsyncError(s->nc, &a);
-    if (rc != ncclSuccess) return nccl_fail(c, s->nc, rc, "ncclCommGetAsyncError");
-    if (a != ncclSuccess && a != ncclInProgress) return nccl_fail(c, s->nc, a, "enqueued work");
-  }
-  return stream_wait(c, (cudaStream_t)stream, deadline);
+  if (!s->lead) return stream_wait(c, (cudaStream_t)stream, deadline);
+  s->lead->err[0] = '\0';
+  gr_status st = s->lead->ops->synchronize(s->lead, stream, deadline);
+  if (st != GR_OK)
+    return gr__comm_err(c, st, "the leaders' communicator %s on rank %d: %s", s->lead->id, c->rank,
+                        s->lead->err);
+  return GR_OK;
 }
