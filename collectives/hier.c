@@ -198,29 +198,23 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
     split_ok = node_leader(c, node, &leader);
   }
   gr__hier *h = calloc(1, sizeof *h);
-  /* the gathered tables, this rank's own entry past their end: MPI reads and writes them until the
-   * gathers complete, so a gather given up on takes them to the lost list (gr__mpi_wait_owning) */
-  int *tab = malloc(sizeof(int) * 2 * ((size_t)P + 1));
-  char(*hosts)[HOST_LEN] = malloc(((size_t)P + 1) * HOST_LEN);
+  /* every rank's place: its rank on its node, its node's leader, its host, gathered in one bounded
+   * round (gr__agree_gather: MPI writes a heap copy, never rec after a round given up on) */
+  struct {
+    int lrank, leader;
+    char host[HOST_LEN];
+  } mine, *rec = malloc(sizeof *rec * (size_t)P);
   /* GPURUN_COLL_ALGO is agreed at creation (c->algo); mpi and flat keep the flat algorithms */
-  int x[1] = {split_ok && h && tab && hosts};
+  int x[1] = {split_ok && h && rec};
   if (!agree_min(c, "the hierarchy's set-up", x, 1)) goto none;
   if (!x[0] || c->algo < GR__COLL_ALGO_AUTO) goto none;
-  int *mine = tab + 2 * P;
-  mine[0] = lrank, mine[1] = leader;
-  host_name(hosts[P]);
-  MPI_Request req[2];
-  /* an MPI failure here is every rank's (collective): all run flat */
-  if (MPI_Iallgather(mine, 2, MPI_INT, tab, 2, MPI_INT, c->mpi, &req[0]) != MPI_SUCCESS) goto none;
-  if (gr__mpi_wait_owning(c, &req[0], gr__deadline(c->timeout_s), tab) != GR_OK) {
-    tab = NULL; /* the lost list's, or freed */
-    goto none;
-  }
-  if (MPI_Iallgather(hosts[P], HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, c->mpi, &req[1]) !=
-      MPI_SUCCESS)
-    goto none;
-  if (gr__mpi_wait_owning(c, &req[1], gr__deadline(c->timeout_s), hosts) != GR_OK) {
-    hosts = NULL;
+  memset(&mine, 0, sizeof mine);
+  mine.lrank = lrank, mine.leader = leader;
+  host_name(mine.host);
+  /* a failure here (MPI's, the timeout) leaves this rank flat; the others, had theirs passed,
+   * give up on the next agreement, which it does not join, and run flat too */
+  if (gr__agree_gather(c, "the hierarchy's ranks and hosts", &mine, sizeof mine, rec) != GR_OK) {
+    GR_DEBUG("collectives: communicator %s: no hierarchy: %s", c->id, c->err);
     goto none;
   }
   /* Nodes are numbered by their leaders' ranks, which is also the leaders' order in their
@@ -234,22 +228,22 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   h->host = malloc((size_t)P * HOST_LEN);
   int mem_ok = node_idx && h->node_of && h->local_of && h->leader_of && h->node_ranks && h->host;
   for (int r = 0; mem_ok && r < P; r++) {
-    int lr = tab[2 * r], ld = tab[2 * r + 1];
+    int lr = rec[r].lrank, ld = rec[r].leader;
     if (lr < 0 || ld < 0 || ld >= P || (lr == 0) != (ld == r))
       mem_ok = 0; /* not a partition */
     else if (lr == 0) {
       node_idx[r] = nnodes;
       h->leader_of[nnodes] = r;
-      hosts[r][HOST_LEN - 1] = '\0';
-      memcpy(h->host[nnodes], hosts[r], HOST_LEN);
+      rec[r].host[HOST_LEN - 1] = '\0';
+      memcpy(h->host[nnodes], rec[r].host, HOST_LEN);
       nnodes++;
     }
     if (lr + 1 > maxl) maxl = lr + 1;
   }
   for (int r = 0; mem_ok && r < P; r++) {
-    h->node_of[r] = node_idx[tab[2 * r + 1]];
-    h->local_of[r] = tab[2 * r];
-    if (h->node_of[r] == node_idx[leader] && tab[2 * r] < lsize) h->node_ranks[tab[2 * r]] = r;
+    h->node_of[r] = node_idx[rec[r].leader];
+    h->local_of[r] = rec[r].lrank;
+    if (h->node_of[r] == node_idx[leader] && rec[r].lrank < lsize) h->node_ranks[rec[r].lrank] = r;
   }
   free(node_idx);
   /* a rank out of memory here stops all of them at the next agreement */
@@ -303,7 +297,7 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
     goto none;
   }
   if (node != MPI_COMM_NULL) MPI_Comm_free(&node); /* the segment carries the node's traffic */
-  free(tab), free(hosts);
+  free(rec);
   GR_DEBUG("collectives: communicator %s: hierarchical (%d nodes, this node %s has %d rank(s), "
            "leader rank %d; GPURUN_COLL_ALGO=%s)",
            c->id, nnodes, h->host[h->node], lsize, h->leader_of[h->node],
@@ -312,7 +306,7 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   return GR_OK;
 none:
   if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
-  free(tab), free(hosts);
+  free(rec);
   gr__hier_free(h);
   return GR_OK;
 }

@@ -131,20 +131,18 @@ static int parent_ranks(const gr_comm *c, MPI_Comm sub, int n, int *out) {
   return ok;
 }
 
-/* The slice members' hosts into m->host, in slice order: one MPI_Iallgather over the slice's
- * communicator, waited within its timeout (gr__mpi_wait_owning). This rank's name goes from the
- * entry past the table's end; a gather given up on takes the table to the lost list with its
- * request (the slice's communicator is then kept until it completes). 1 on success. */
+/* The slice members' hosts into m->host, in slice order: one bounded gather over the slice's
+ * communicator (gr__agree_gather: MPI writes a heap copy, which a gather given up on takes to the
+ * lost list with its request; the slice's communicator is then kept until it completes). 1 on
+ * success. */
 static int slice_hosts(ml_state *m) {
   gr_comm *s = m->slice;
-  host_name(m->host[m->nnodes]);
-  MPI_Request req = MPI_REQUEST_NULL;
-  if (MPI_Iallgather(m->host[m->nnodes], ML_HOST, MPI_CHAR, m->host, ML_HOST, MPI_CHAR, s->mpi,
-                     &req) != MPI_SUCCESS)
-    return 0;
-  if (gr__mpi_wait_owning(s, &req, gr__deadline(s->timeout_s), m->host) != GR_OK) {
-    GR_DEBUG("collectives: communicator %s: the slice's host names: %s", s->id, s->err);
-    m->host = NULL; /* freed, or the lost list's */
+  /* m->host has nnodes entries; nnodes and the slice's size are the same on its ranks */
+  if (s->size != m->nnodes) return 0;
+  char mine[ML_HOST];
+  host_name(mine);
+  if (gr__agree_gather(s, "the slice's host names", mine, ML_HOST, m->host) != GR_OK) {
+    GR_DEBUG("collectives: communicator %s: %s", s->id, s->err);
     return 0;
   }
   for (int i = 0; i < m->nnodes; i++)
@@ -189,7 +187,7 @@ static gr_status ml_create(gr_comm *c, const gr__path *p, void **state) {
     m->lrank = lrank, m->lsize = lsize, m->nnodes = c->size / lsize;
     m->node_ranks = malloc(sizeof(int) * (size_t)lsize);
     m->slice_ranks = malloc(sizeof(int) * (size_t)(m->nnodes > 0 ? m->nnodes : 1));
-    m->host = malloc(((size_t)(m->nnodes > 0 ? m->nnodes : 0) + 1) * ML_HOST); /* + this rank's */
+    m->host = malloc((size_t)(m->nnodes > 0 ? m->nnodes : 1) * ML_HOST);
   }
   ok = ok && m && m->node_ranks && m->slice_ranks && m->host;
   /* every node the same size: the lowest and the highest size agree (one gr__agree round, whose
