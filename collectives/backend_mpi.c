@@ -45,16 +45,24 @@ uint64_t gr__mpi_tag_slots_cap;
 
 static gr_status mpi_destroy(gr_comm *c, double deadline);
 
+/* A creation that failed after the backend's state exists: destroy it, keeping the sentence that
+ * stands (gr__op_map_free may record one of its own). Returns st. */
+static gr_status create_undo(gr_comm *c, gr_status st, double deadline) {
+  char why[sizeof c->err];
+  memcpy(why, c->err, sizeof why);
+  mpi_destroy(c, deadline);
+  memcpy(c->err, why, sizeof why);
+  return st;
+}
+
 static gr_status mpi_create(gr_comm *c, double deadline) {
   mpi_be *b = calloc(1, sizeof *b);
   if (!b) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory");
-  gr_status st = gr__op_map_create(c, &b->ops);
-  if (st != GR_OK) {
-    free(b);
-    return st;
-  }
+  gr_status st;
+  GR_CHECK_GOTO(gr__op_map_create(c, &b->ops), st, no_ops);
   int *ub = NULL, flag = 0;
-  MPI_Comm_get_attr(c->mpi, MPI_TAG_UB, &ub, &flag);
+  if (MPI_Comm_get_attr(c->mpi, MPI_TAG_UB, &ub, &flag) != MPI_SUCCESS)
+    flag = 0; /* MPI guarantees tags up to 32767: the default below stays under it */
   uint64_t tags =
       flag && ub && *ub >= GR__MPI_TAG_BASE ? (uint64_t)*ub - GR__MPI_TAG_BASE + 1 : 16384;
   b->ring_tags = tags / GR__MPI_RING_MAX_SEGS >= 1024;
@@ -65,17 +73,18 @@ static gr_status mpi_create(gr_comm *c, double deadline) {
   b->gate_mpi = MPI_COMM_NULL;
   c->be = b;
   gr__live_create_step(GR_LIVE_STEP_SHM); /* gpurun-top: where a creation waits */
-  st = gr__shm_comm_attach(c, &b->shm);
-  if (st == GR_OK && b->shm && MPI_Comm_dup(c->mpi, &b->gate_mpi) != MPI_SUCCESS) {
+  GR_CHECK_GOTO(gr__shm_comm_attach(c, &b->shm), st, fail);
+  int rc = b->shm ? MPI_Comm_dup(c->mpi, &b->gate_mpi) : MPI_SUCCESS;
+  if (rc != MPI_SUCCESS) {
     b->gate_mpi = MPI_COMM_NULL;
-    st = gr__comm_err(c, GR_ERR_MPI, "MPI_Comm_dup for the gated calls failed");
+    st = gr__comm_mpi_err(c, rc, "MPI_Comm_dup for the gated calls");
+    goto fail;
   }
-  if (st != GR_OK) { /* the front end destroys nothing of a creation that failed */
-    char why[sizeof c->err];
-    memcpy(why, c->err, sizeof why); /* the sentence that stands (gr__op_map_free may say one) */
-    mpi_destroy(c, deadline);
-    memcpy(c->err, why, sizeof why);
-  }
+  return GR_OK;
+fail: /* the front end destroys nothing of a creation that failed */
+  return create_undo(c, st, deadline);
+no_ops:
+  free(b);
   return st;
 }
 
@@ -94,7 +103,11 @@ static gr_status mpi_destroy(gr_comm *c, double deadline) {
   int gone = gr__mpi_gone(), lost = !gone && gr__mpi_lost(c);
   gr_status st = gr__op_map_free(c, &b->ops);
   if (lost && !gr__mpi_keep_comm(c, &b->gate_mpi)) b->gate_mpi = MPI_COMM_NULL;
-  if (b->gate_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&b->gate_mpi);
+  if (b->gate_mpi != MPI_COMM_NULL && !gone) {
+    int rc = MPI_Comm_free(&b->gate_mpi);
+    if (rc != MPI_SUCCESS && st == GR_OK) /* the first failure is the sentence */
+      st = gr__comm_mpi_err(c, rc, "MPI_Comm_free of the gated calls' communicator");
+  }
   gr__shm_free(b->shm);
   free(b->spare);
   free(b);
@@ -544,11 +557,7 @@ static gr_status mpi_mem_alloc(gr_comm *c, size_t bytes, gr__mem *m) {
     return st != GR_OK ? st : gr__comm_err(c, GR_ERR_NOMEM, "out of memory on some rank");
   }
   if (b && b->shm) {
-    st = gr__shm_comm_window(c, b->shm, bytes, w);
-    if (st != GR_OK) {
-      free(w);
-      return st;
-    }
+    GR_CHECK_GOTO(gr__shm_comm_window(c, b->shm, bytes, w), st, free_w);
   } else {
     size_t len = (bytes + 4095) & ~(size_t)4095;
     void *p = len >= bytes
@@ -557,7 +566,7 @@ static gr_status mpi_mem_alloc(gr_comm *c, size_t bytes, gr__mem *m) {
     int ok = p != MAP_FAILED;
     st = gr__agree_ok(c, "the mapped memory", ok, &all);
     if (st != GR_OK || !all) {
-      if (ok) munmap(p, len);
+      if (ok) (void)munmap(p, len); /* the range mmap just gave: cannot fail */
       free(w);
       return st != GR_OK ? st
                          : gr__comm_err(c, GR_ERR_NOMEM,
@@ -571,6 +580,9 @@ static gr_status mpi_mem_alloc(gr_comm *c, size_t bytes, gr__mem *m) {
   m->len = (bytes + 4095) & ~(size_t)4095;
   m->be = w;
   return GR_OK;
+free_w:
+  free(w);
+  return st;
 }
 
 static gr_status mpi_mem_register(gr_comm *c, gr__mem *m) {
@@ -583,13 +595,12 @@ static gr_status mpi_mem_register(gr_comm *c, gr__mem *m) {
     free(w);
     return st != GR_OK ? st : gr__comm_err(c, GR_ERR_NOMEM, "out of memory on some rank");
   }
-  st = gr__shm_comm_register(c, b->shm, m->ptr, m->bytes, w);
-  if (st != GR_OK) {
-    free(w);
-    return st;
-  }
+  GR_CHECK_GOTO(gr__shm_comm_register(c, b->shm, m->ptr, m->bytes, w), st, free_w);
   m->be = w;
   return GR_OK;
+free_w:
+  free(w);
+  return st;
 }
 
 static void mpi_mem_free(gr_comm *c, gr__mem *m) {
@@ -599,7 +610,7 @@ static void mpi_mem_free(gr_comm *c, gr__mem *m) {
   if (w->token || w->peer)
     gr__shm_comm_window_free(b ? b->shm : NULL, w);
   else if (w->map)
-    munmap(w->map, w->map_bytes);
+    (void)munmap(w->map, w->map_bytes); /* fails only for a range mmap did not give: never */
   free(w);
   m->be = NULL;
 }
@@ -730,7 +741,9 @@ static void mpi_progress(gr_comm *c) {
   gr__mpi_own_progress(c);
   if (b->shm && gr__shm_deferred(b->shm)) gate_start_passed(b);
   int flag = 0;
-  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->mpi, &flag, MPI_STATUS_IGNORE);
+  /* only a nudge to MPI's engine: a failure here is the failure of some request's own test, which
+   * reports it with its sentence */
+  (void)MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->mpi, &flag, MPI_STATUS_IGNORE);
 }
 
 static gr_status mpi_synchronize(gr_comm *c, gr_stream s, double deadline) {

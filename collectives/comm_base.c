@@ -11,6 +11,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 const char *gr__arg_name(int a) {
   static const char *const names[GR__NARGS] = {
@@ -78,11 +79,15 @@ void gr__call_sides(const gr__call *k, size_t *sb, size_t *rb) {
   }
 }
 
+/* Formats into a local buffer first: a sentence may quote the detail it replaces (c->err as an
+ * argument, mpi_own.c's take_slot), and vsnprintf must not read what it writes. */
 gr_status gr__comm_err(gr_comm *c, gr_status st, const char *fmt, ...) {
+  char s[sizeof c->err];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(c->err, sizeof c->err, fmt, ap);
+  vsnprintf(s, sizeof s, fmt, ap);
   va_end(ap);
+  memcpy(c->err, s, sizeof s);
   return st;
 }
 

@@ -7,13 +7,17 @@
 #include "gr_front.h" /* the requests given up on, gr__mpi_wait_sweep */
 
 #include "gr_flight.h"
+#include "gr_log.h"
+#include "gr_mpi_error.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
 int gr__mpi_gone(void) {
   int fin = 0;
-  MPI_Finalized(&fin);
+  /* callable at any time, before MPI_Init and after MPI_Finalize; it has no failure to report but
+   * a broken MPI, where fin stays 0 and the MPI call that follows reports its own */
+  (void)MPI_Finalized(&fin);
   return fin;
 }
 
@@ -42,11 +46,13 @@ int gr__mpi_test(MPI_Request *req, int *flag) {
   int swapped = MPI_Comm_get_errhandler(MPI_COMM_WORLD, &was) == MPI_SUCCESS &&
                 MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) == MPI_SUCCESS;
   rc = MPI_Test(req, flag, MPI_STATUS_IGNORE);
-  if (swapped) MPI_Comm_set_errhandler(MPI_COMM_WORLD, was);
+  /* The handler put back and the reference MPI_Comm_get_errhandler took released: both fail only
+   * for handles MPI just gave, and the answer of this call is the request's (rc). */
+  if (swapped) (void)MPI_Comm_set_errhandler(MPI_COMM_WORLD, was);
   pthread_mutex_unlock(&swap);
-  if (was != MPI_ERRHANDLER_NULL) MPI_Errhandler_free(&was);
+  if (was != MPI_ERRHANDLER_NULL) (void)MPI_Errhandler_free(&was);
   if (rc != MPI_SUCCESS && *req != MPI_REQUEST_NULL) {
-    MPI_Request_free(req);
+    (void)MPI_Request_free(req); /* failed already: rc is the error said; let MPI have it */
     *req = MPI_REQUEST_NULL;
   }
   *flag = 1;
@@ -150,7 +156,7 @@ void gr__mpi_abandon(gr_comm *c, MPI_Request *req, void *buf0, void *buf1) {
   }
   lost_req *e = malloc(sizeof *e);
   pthread_mutex_lock(&lost_lock);
-  if (!lost_hook) {
+  if (!lost_hook) { /* refused: tried again at the next abandon; every destroy tests anyway */
     int key = MPI_KEYVAL_INVALID;
     if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, lost_on_finalize, &key, NULL) ==
             MPI_SUCCESS &&
@@ -235,10 +241,21 @@ void gr__mpi_reap(void) {
       continue;
     }
     *p = k->next; /* nothing runs on its MPI objects any more */
-    for (int i = 0; i < k->ncomms; i++)
-      MPI_Comm_free(&k->comms[i]);
-    for (int i = 0; i < k->nops; i++)
-      MPI_Op_free(&k->ops[i]);
+    /* Their communicator is destroyed already: nobody is left to hand a status to, so a failure is
+     * a warning, and the object is left to MPI_Finalize. */
+    char s[MPI_MAX_ERROR_STRING];
+    for (int i = 0; i < k->ncomms; i++) {
+      int rc = MPI_Comm_free(&k->comms[i]);
+      if (rc != MPI_SUCCESS)
+        GR_WARN("MPI_Comm_free of a destroyed communicator's MPI communicator failed: %s",
+                gr__mpi_strerror(rc, s));
+    }
+    for (int i = 0; i < k->nops; i++) {
+      int rc = MPI_Op_free(&k->ops[i]);
+      if (rc != MPI_SUCCESS)
+        GR_WARN("MPI_Op_free of a destroyed communicator's MPI_Op failed: %s",
+                gr__mpi_strerror(rc, s));
+    }
     free(k);
   }
   pthread_mutex_unlock(&lost_lock);

@@ -87,19 +87,21 @@ GR_API gr_status gr_allreduce_multi(const void *const *send, void *const *recv,
     f.hash = bad == GR_OK ? gr__fnv(hash, nbufs) : 0;
     f.inplace = -1;
     exchange x;
-    gr_status st = gr__exchange_post(fn, comm, &x, f);
-    if (st != GR_OK) return bad != GR_OK ? bad : st;
-    st = x.rc == MPI_SUCCESS ? gr__mpi_wait(comm, &x.req, gr__deadline(comm->timeout_s))
-                             : GR_ERR_MPI;
+    /* out of memory: its sentence replaced bad's, and the status goes with the sentence */
+    GR_CHECK(gr__exchange_post(fn, comm, &x, f));
+    gr_status st = x.rc == MPI_SUCCESS ? gr__mpi_wait(comm, &x.req, gr__deadline(comm->timeout_s))
+                                       : GR_ERR_MPI;
     if (st == GR_ERR_TIMEOUT) {
       gr__abandon(x.all);
       k.seq = comm->seq + 1;
       comm->err[0] = '\0';
       return gr__timed_out(fn, &k, "the check-mode fingerprint exchange before");
     }
-    if (st != GR_OK) {
+    if (st != GR_OK) { /* comm->err: MPI_Iallgather's or MPI_Test's failure */
       free(x.all);
-      return bad != GR_OK ? bad : gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
+      return bad != GR_OK ? bad
+                          : gr__fail(GR_ERR_MPI, fn,
+                                     "check mode: the fingerprint exchange failed: %s", comm->err);
     }
     GR_CHECK(gr__exchange_verdict(fn, comm, &x, bad));
   } else if (bad != GR_OK && gr__group_depth() == 0 && joinable && nbufs > 0) {

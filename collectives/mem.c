@@ -196,22 +196,19 @@ GR_API gr_status gr_mem_alloc(gr_comm *comm, size_t bytes, void **ptr) {
   gr__mem *m = ptr && bytes ? calloc(1, sizeof *m) : NULL;
   ask mine = {!ptr ? ASK_NULL_OUT : !bytes ? ASK_ZERO : !m ? ASK_NOMEM : ASK_OK, bytes, ""};
   int nothing;
-  gr_status st = agree(fn, comm, mine, 0, &nothing);
-  if (st != GR_OK) {
-    free(m);
-    return st;
-  }
+  gr_status st;
+  GR_CHECK_GOTO(agree(fn, comm, mine, 0, &nothing), st, free_m);
   if (!comm->ops->mem_alloc) {
-    free(m);
-    return gr__fail(GR_ERR_UNSUPPORTED, fn,
-                    "communicator %s: the %s backend has no memory of its own to hand out",
-                    comm->id, comm->ops->name);
+    st = gr__fail(GR_ERR_UNSUPPORTED, fn,
+                  "communicator %s: the %s backend has no memory of its own to hand out", comm->id,
+                  comm->ops->name);
+    goto free_m;
   }
   comm->err[0] = '\0';
   st = comm->ops->mem_alloc(comm, bytes, m);
   if (st != GR_OK) {
-    free(m);
-    return step_failed(fn, comm, st);
+    st = step_failed(fn, comm, st);
+    goto free_m;
   }
   m->bytes = bytes;
   m->id = comm->mem_seq++;
@@ -219,6 +216,9 @@ GR_API gr_status gr_mem_alloc(gr_comm *comm, size_t bytes, void **ptr) {
   if (holds_pages(comm)) hold(comm, m);
   *ptr = m->ptr;
   return GR_OK;
+free_m:
+  free(m);
+  return st;
 }
 
 GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_handle **handle) {
@@ -264,14 +264,12 @@ GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_
   else if (mine.verdict != ASK_PARTIAL_PAGE)
     mine.detail[0] = '\0';
   int nothing;
-  gr_status st = agree(fn, comm, mine, 0, &nothing);
-  if (st == GR_OK && !comm->ops->mem_register)
+  gr_status st;
+  GR_CHECK_GOTO(agree(fn, comm, mine, 0, &nothing), st, undo);
+  if (!comm->ops->mem_register) {
     st = gr__fail(GR_ERR_UNSUPPORTED, fn, "communicator %s: the %s backend cannot register memory",
                   comm->id, comm->ops->name);
-  if (st != GR_OK) {
-    if (m && claimed) unhold(m);
-    free(m);
-    return st;
+    goto undo;
   }
   m->ptr = ptr;
   m->bytes = bytes;
@@ -281,14 +279,17 @@ GR_API gr_status gr_mem_register(gr_comm *comm, void *ptr, size_t bytes, gr_mem_
   comm->err[0] = '\0';
   st = comm->ops->mem_register(comm, m);
   if (st != GR_OK) {
-    unhold(m);
-    free(m);
-    return step_failed(fn, comm, st);
+    st = step_failed(fn, comm, st);
+    goto undo;
   }
   m->id = comm->mem_seq++;
   gr__list_push_back(&comm->mem, &m->node);
   *handle = (gr_mem_handle *)m;
   return GR_OK;
+undo: /* a claimed m gives its pages back */
+  if (m && claimed) unhold(m);
+  free(m);
+  return st;
 }
 
 /* Unlink and release M, which is on comm's list (the agreement passed). */

@@ -9,6 +9,7 @@
 #include "gr_mpi_be.h"
 
 #include "gr_dtype.h"
+#include "gr_error.h"
 
 #include <string.h>
 
@@ -29,9 +30,9 @@ static gr_status pair_start(gr__mpi_ar *a, const void *s, void *r) {
   a->nreqs = 0;
   a->recvs = 1; /* reqs[0]: the receive, cancelled by forget */
   int rc = MPI_Irecv(a->in, bytes, MPI_BYTE, peer, a->tag, c->mpi, &a->reqs[a->nreqs++]);
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Isend(s, bytes, MPI_BYTE, peer, a->tag, c->mpi, &a->reqs[a->nreqs++]);
-  return gr__mpi_rc(k, rc, "MPI_Isend/MPI_Irecv (two-rank allreduce)");
+  GR_CHECK(gr__mpi_rc(k, rc, "MPI_Irecv (two-rank allreduce)"));
+  rc = MPI_Isend(s, bytes, MPI_BYTE, peer, a->tag, c->mpi, &a->reqs[a->nreqs++]);
+  return gr__mpi_rc(k, rc, "MPI_Isend (two-rank allreduce)");
 }
 
 /* Once both requests completed: the result, op(rank 0's, rank 1's), in a->buf. */

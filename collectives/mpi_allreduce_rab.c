@@ -27,8 +27,9 @@ static void rab_window(const gr__call *k, int stop, size_t *lo, size_t *hi) {
   }
 }
 
-static int rab_post(gr__mpi_ar *a) {
-  const gr__call *k = a->k;
+/* Post this step's receive from the partner and send to it. */
+static gr_status rab_post(gr__mpi_ar *a) {
+  gr__call *k = a->k;
   gr_comm *c = k->comm;
   int partner = c->rank ^ a->mask;
   size_t es = gr__dtype_size(k->dtype), lo, hi, plo, phi;
@@ -43,11 +44,12 @@ static int rab_post(gr__mpi_ar *a) {
     phi = c->rank & a->mask ? lo : whi;
     into = a->in;
     a->recvs = 1;
-    int rc = MPI_Irecv(into, (int)(hi - lo), dt, partner, a->tag, c->mpi, &a->reqs[0]);
-    if (rc == MPI_SUCCESS)
-      rc = MPI_Isend(buf + plo * es, (int)(phi - plo), dt, partner, a->tag, c->mpi, &a->reqs[1]);
     a->nreqs = 2;
-    return rc;
+    a->reqs[1] = MPI_REQUEST_NULL;
+    int rc = MPI_Irecv(into, (int)(hi - lo), dt, partner, a->tag, c->mpi, &a->reqs[0]);
+    GR_CHECK(gr__mpi_rc(k, rc, "MPI_Irecv (allreduce)"));
+    rc = MPI_Isend(buf + plo * es, (int)(phi - plo), dt, partner, a->tag, c->mpi, &a->reqs[1]);
+    return gr__mpi_rc(k, rc, "MPI_Isend (allreduce)");
   }
   /* gather: send the window owned after the halving step with this mask, receive its sibling */
   size_t wlo, whi;
@@ -56,11 +58,12 @@ static int rab_post(gr__mpi_ar *a) {
   plo = c->rank & a->mask ? wlo : hi;
   phi = c->rank & a->mask ? lo : whi;
   a->recvs = 1;
-  int rc = MPI_Irecv(buf + plo * es, (int)(phi - plo), dt, partner, a->tag, c->mpi, &a->reqs[0]);
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Isend(buf + lo * es, (int)(hi - lo), dt, partner, a->tag, c->mpi, &a->reqs[1]);
   a->nreqs = 2;
-  return rc;
+  a->reqs[1] = MPI_REQUEST_NULL;
+  int rc = MPI_Irecv(buf + plo * es, (int)(phi - plo), dt, partner, a->tag, c->mpi, &a->reqs[0]);
+  GR_CHECK(gr__mpi_rc(k, rc, "MPI_Irecv (allreduce)"));
+  rc = MPI_Isend(buf + lo * es, (int)(hi - lo), dt, partner, a->tag, c->mpi, &a->reqs[1]);
+  return gr__mpi_rc(k, rc, "MPI_Isend (allreduce)");
 }
 
 static size_t rab_in_bytes(const gr__call *k, const gr__mpi_be *b) {
@@ -74,7 +77,7 @@ static gr_status rab_start(gr__mpi_ar *a, const void *s, void *r) {
   a->buf = r;
   a->phase = RAB_RS;
   a->mask = k->comm->size / 2;
-  return gr__mpi_rc(k, rab_post(a), "MPI_Isend/MPI_Irecv (allreduce)");
+  return rab_post(a);
 }
 
 static gr_status rab_test(gr__mpi_ar *a, int *done) {
@@ -100,8 +103,7 @@ static gr_status rab_test(gr__mpi_ar *a, int *done) {
       *done = 1;
       return GR_OK;
     }
-    rc = rab_post(a);
-    if (rc != MPI_SUCCESS) return gr__mpi_rc(k, rc, "MPI_Isend/MPI_Irecv (allreduce)");
+    GR_CHECK(rab_post(a));
   }
 }
 

@@ -21,53 +21,49 @@ enum { RD_FOLD_SEND = 1, RD_FOLD_RECV, RD_LOOP, RD_UNFOLD_SEND, RD_UNFOLD_RECV }
 #define RD_CHUNK 2048
 #define RD_INLINE 256
 
-static int rd_chunks(gr__mpi_ar *a, int dir, void *buf, int peer) {
-  const gr__call *k = a->k;
+/* Post the chunks of one message (dir 1: a send to peer, 0: a receive from it). */
+static gr_status rd_chunks(gr__mpi_ar *a, int dir, void *buf, int peer) {
+  gr__call *k = a->k;
   gr_comm *c = k->comm;
   size_t bytes = k->count * gr__dtype_size(k->dtype);
   size_t chunk = bytes > RD_INLINE && bytes <= 2 * RD_INLINE ? RD_INLINE : RD_CHUNK;
-  int rc = MPI_SUCCESS;
   size_t off = 0;
   do {
     int len = (int)(bytes - off < chunk ? bytes - off : chunk);
     if (!dir) a->recvs |= 1ull << a->nreqs;
     MPI_Request *q = &a->reqs[a->nreqs++];
-    rc = dir ? MPI_Isend((char *)buf + off, len, MPI_BYTE, peer, a->tag, c->mpi, q)
-             : MPI_Irecv((char *)buf + off, len, MPI_BYTE, peer, a->tag, c->mpi, q);
+    int rc = dir ? MPI_Isend((char *)buf + off, len, MPI_BYTE, peer, a->tag, c->mpi, q)
+                 : MPI_Irecv((char *)buf + off, len, MPI_BYTE, peer, a->tag, c->mpi, q);
+    if (rc != MPI_SUCCESS)
+      return gr__mpi_rc(k, rc, dir ? "MPI_Isend (allreduce)" : "MPI_Irecv (allreduce)");
     off += (size_t)len;
-  } while (rc == MPI_SUCCESS && off < bytes);
-  return rc;
+  } while (off < bytes);
+  return GR_OK;
 }
 
 static gr_status rd_post_step(gr__mpi_ar *a) {
   gr_comm *c = a->k->comm;
-  int P = c->size, r = c->rank, pof2 = gr__mpi_pof2(P), rem = P - pof2, rc = MPI_SUCCESS;
+  int P = c->size, r = c->rank, pof2 = gr__mpi_pof2(P), rem = P - pof2;
   a->nreqs = 0;
   a->recvs = 0;
   switch (a->phase) {
   case RD_FOLD_SEND:
-    rc = rd_chunks(a, 1, a->buf, r + 1);
-    break;
+    return rd_chunks(a, 1, a->buf, r + 1);
   case RD_FOLD_RECV:
-    rc = rd_chunks(a, 0, a->in, r - 1);
-    break;
+    return rd_chunks(a, 0, a->in, r - 1);
   case RD_LOOP: {
     int nr = r < 2 * rem ? r / 2 : r - rem, pn = nr ^ a->mask;
     int partner = pn < rem ? pn * 2 + 1 : pn + rem;
-    rc = rd_chunks(a, 0, a->in, partner);
-    if (rc == MPI_SUCCESS) rc = rd_chunks(a, 1, a->buf, partner);
-    break;
+    GR_CHECK(rd_chunks(a, 0, a->in, partner));
+    return rd_chunks(a, 1, a->buf, partner);
   }
   case RD_UNFOLD_SEND:
-    rc = rd_chunks(a, 1, a->buf, r - 1);
-    break;
+    return rd_chunks(a, 1, a->buf, r - 1);
   case RD_UNFOLD_RECV:
-    rc = rd_chunks(a, 0, a->buf, r + 1);
-    break;
+    return rd_chunks(a, 0, a->buf, r + 1);
   default:
-    break;
+    return GR_OK;
   }
-  return gr__mpi_rc(a->k, rc, "MPI_Isend/MPI_Irecv (allreduce)");
 }
 
 /* The phase after the current one completed (0: before the first). */

@@ -66,8 +66,9 @@ static void ring_seg(const gr__mpi_ar *a, int b, int j, size_t *off, size_t *len
   *len = s < bl ? (bl - s < se ? bl - s : se) : 0;
 }
 
-static int ring_seg_post(gr__mpi_ar *a, int j) {
-  const gr__call *k = a->k;
+/* Post segment j's receive from the left and send to the right for its current step. */
+static gr_status ring_seg_post(gr__mpi_ar *a, int j) {
+  gr__call *k = a->k;
   gr_comm *c = k->comm;
   int P = c->size, r = c->rank, t = a->seg[j] / 2, sb, rb;
   size_t es = gr__dtype_size(k->dtype), so, sl, ro, rl, in;
@@ -81,9 +82,9 @@ static int ring_seg_post(gr__mpi_ar *a, int j) {
   /* the first step sends the input itself (out of place, buf gets each block when reduced) */
   const char *from = t == 0 ? (const char *)a->src : (const char *)a->buf;
   int rc = MPI_Irecv(into, (int)rl, dt, (r + P - 1) % P, tag, c->mpi, &a->reqs[2 * j]);
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Isend(from + so * es, (int)sl, dt, (r + 1) % P, tag, c->mpi, &a->reqs[2 * j + 1]);
-  return rc;
+  GR_CHECK(gr__mpi_rc(k, rc, "MPI_Irecv (allreduce)"));
+  rc = MPI_Isend(from + so * es, (int)sl, dt, (r + 1) % P, tag, c->mpi, &a->reqs[2 * j + 1]);
+  return gr__mpi_rc(k, rc, "MPI_Isend (allreduce)");
 }
 
 static size_t ring_in_bytes(const gr__call *k, const gr__mpi_be *b) {
@@ -106,8 +107,7 @@ static gr_status ring_start(gr__mpi_ar *a, const void *s, void *r) {
   }
   for (int j = 0; j < n; j++) {
     a->seg[j] = 0;
-    int rc = ring_seg_post(a, j);
-    if (rc != MPI_SUCCESS) return gr__mpi_rc(k, rc, "MPI_Isend/MPI_Irecv (allreduce)");
+    GR_CHECK(ring_seg_post(a, j));
   }
   return GR_OK;
 }
@@ -142,10 +142,7 @@ static gr_status ring_test(gr__mpi_ar *a, int *done) {
       if ((a->seg[j] & 1) && a->reqs[2 * j + 1] == MPI_REQUEST_NULL) {
         a->seg[j] = 2 * (t + 1);
         moved = 1;
-        if (t + 1 < T) {
-          rc = ring_seg_post(a, j);
-          if (rc != MPI_SUCCESS) return gr__mpi_rc(a->k, rc, "MPI_Isend/MPI_Irecv (allreduce)");
-        }
+        if (t + 1 < T) GR_CHECK(ring_seg_post(a, j));
       }
       if (a->seg[j] / 2 < T) active = 1;
     }

@@ -77,7 +77,7 @@ gr_status gr__timed_out(const char *fn, gr__call *k, const char *what) {
   }
   char gone[GR__ERRLEN - 32];
   if (!c->err[0] && c->ops->gone && c->ops->gone(c, gone, sizeof gone) > 0)
-    snprintf(c->err, sizeof c->err, "on this node %s", gone);
+    gr__comm_err(c, GR_ERR_TIMEOUT, "on this node %s", gone);
   gr__comm_abort_internal(c);
   return gr__fail(
       GR_ERR_TIMEOUT, fn,

@@ -9,6 +9,7 @@
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_flight.h"
+#include "gr_mpi_error.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -84,6 +85,10 @@ struct gr_request {
   int *names;    /* every rank's verdict word by rank; names[size] is this rank's sent one */
   MPI_Request *name_reqs;
   int nname_reqs;
+  /* why the verdict or the naming failed: the MPI call (fail_rc its code), or out of memory
+   * (fail_rc MPI_SUCCESS); request_outcome's sentence */
+  const char *fail_what;
+  int fail_rc;
   int data_done;  /* the data call finished, failed to post, or is never posted */
   unsigned turns; /* turns of the drive loop on it, across drives (every 16th sweeps) */
   gr_status data_st;
@@ -169,9 +174,13 @@ static reg_entry *reg_add(gr_comm *c) {
   while (e && e->taken)
     e = e->next;
   if (!e && (e = calloc(1, sizeof *e))) {
-    pthread_mutex_init(&e->use, NULL);
-    e->next = reg_head;
-    __atomic_store_n(&reg_head, e, __ATOMIC_RELEASE);
+    if (pthread_mutex_init(&e->use, NULL) != 0) { /* as out of memory */
+      free(e);
+      e = NULL;
+    } else {
+      e->next = reg_head;
+      __atomic_store_n(&reg_head, e, __ATOMIC_RELEASE);
+    }
   }
   if (e) e->taken = 1;
   pthread_mutex_unlock(&reg_lock);
@@ -228,7 +237,11 @@ static void defer_unlink(gr_comm *c, gr_request *q) {
 static int verdict_in(gr_request *q) {
   if (!q->verdict || q->vdone) return 1;
   int flag = 0;
-  if (MPI_Test(&q->vreq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) q->v[1] = -1, flag = 1;
+  int rc = MPI_Test(&q->vreq, &flag, MPI_STATUS_IGNORE);
+  if (rc != MPI_SUCCESS) {
+    q->v[1] = -1, flag = 1;
+    q->fail_what = "MPI_Iallreduce (MPI_Test)", q->fail_rc = rc;
+  }
   q->vdone = flag;
   return flag;
 }
@@ -242,23 +255,27 @@ static void names_start(gr_request *q) {
   q->name_reqs = malloc(sizeof *q->name_reqs * 2 * (size_t)P);
   if (!q->names || !q->name_reqs) {
     q->names_err = 1;
+    q->fail_what = "out of memory for the exchange naming the refusing rank";
     return;
   }
   int *ub = NULL, has = 0;
-  MPI_Comm_get_attr(c->side_mpi, MPI_TAG_UB, &ub, &has);
+  if (MPI_Comm_get_attr(c->side_mpi, MPI_TAG_UB, &ub, &has) != MPI_SUCCESS)
+    has = 0; /* the standard's smallest MPI_TAG_UB below */
   int tag = (int)(q->no % (uint64_t)(has && ub && *ub > 0 ? *ub : 32767));
   q->names[P] = gr__verdict_word(c, q->arg);
   for (int r = 0; r < P; r++) {
     q->names[r] = r == c->rank ? q->names[P] : 0;
     if (r == c->rank) continue;
-    if (MPI_Irecv(&q->names[r], 1, MPI_INT, r, tag, c->side_mpi, &q->name_reqs[n]) == MPI_SUCCESS)
+    int rc = MPI_Irecv(&q->names[r], 1, MPI_INT, r, tag, c->side_mpi, &q->name_reqs[n]);
+    if (rc == MPI_SUCCESS)
       n++;
     else
-      q->names_err = 1;
-    if (MPI_Isend(&q->names[P], 1, MPI_INT, r, tag, c->side_mpi, &q->name_reqs[n]) == MPI_SUCCESS)
+      q->names_err = 1, q->fail_what = "MPI_Irecv (naming the refusing rank)", q->fail_rc = rc;
+    rc = MPI_Isend(&q->names[P], 1, MPI_INT, r, tag, c->side_mpi, &q->name_reqs[n]);
+    if (rc == MPI_SUCCESS)
       n++;
     else
-      q->names_err = 1;
+      q->names_err = 1, q->fail_what = "MPI_Isend (naming the refusing rank)", q->fail_rc = rc;
   }
   q->nname_reqs = n;
 }
@@ -268,8 +285,11 @@ static int names_in(gr_request *q) {
   if (!q->naming) names_start(q);
   if (!q->names || !q->name_reqs) return 1;
   int flag = 0;
-  if (MPI_Testall(q->nname_reqs, q->name_reqs, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+  int rc = MPI_Testall(q->nname_reqs, q->name_reqs, &flag, MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) {
     q->names_err = flag = 1;
+    q->fail_what = "MPI_Testall (naming the refusing rank)", q->fail_rc = rc;
+  }
   if (flag) q->nname_reqs = 0;
   return flag;
 }
@@ -401,8 +421,13 @@ static gr_status request_outcome(gr_request *q) {
   }
   if (all != 0) {
     gr_status st;
-    if (all < 0)
-      st = gr__fail(GR_ERR_MPI, q->fn, "the agreement on the arguments: MPI_Iallreduce failed");
+    char s[MPI_MAX_ERROR_STRING];
+    if (all < 0 && q->fail_rc == MPI_SUCCESS)
+      st = gr__fail(GR_ERR_NOMEM, q->fn, "the agreement on the arguments: %s",
+                    q->fail_what ? q->fail_what : "out of memory");
+    else if (all < 0)
+      st = gr__fail(GR_ERR_MPI, q->fn, "the agreement on the arguments: %s failed: %s",
+                    q->fail_what, gr__mpi_strerror(q->fail_rc, s));
     else if (q->bad != GR_OK)
       st = gr__fail(q->bad, q->fn, "%s", q->own);
     else {
@@ -503,10 +528,12 @@ static gr_status begin_request(const char *fn, gr__call *k, gr_request **out, gr
     }
     q->v[0] = gr__verdict_word(c, arg);
     q->v[1] = 0;
-    if (MPI_Iallreduce(&q->v[0], &q->v[1], 1, MPI_INT, MPI_MAX, c->side_mpi, &q->vreq) !=
-        MPI_SUCCESS) {
+    int rc = MPI_Iallreduce(&q->v[0], &q->v[1], 1, MPI_INT, MPI_MAX, c->side_mpi, &q->vreq);
+    if (rc != MPI_SUCCESS) {
+      char s[MPI_MAX_ERROR_STRING];
       free(q->v), free(q);
-      return gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed");
+      return gr__fail(GR_ERR_MPI, fn, "the agreement on the arguments: MPI_Iallreduce failed: %s",
+                      gr__mpi_strerror(rc, s));
     }
     q->verdict = 1;
   }
@@ -774,15 +801,15 @@ static __attribute__((noinline)) gr_status carried_verdict(const loop_style *y, 
   gr_comm *c = k->comm;
   int *v = malloc(2 * sizeof *v); /* handed to MPI's lost requests after a timeout */
   if (!v) {
-    snprintf(c->err, sizeof c->err, "out of memory");
-    return settle(y, fn, k, GR_ERR_NOMEM, t0, 1.0, 1);
+    return settle(y, fn, k, gr__comm_err(c, GR_ERR_NOMEM, "out of memory"), t0, 1.0, 1);
   }
   v[0] = gr__verdict_word(c, arg);
   v[1] = 0;
   MPI_Request req = MPI_REQUEST_NULL;
-  gr_status st = GR_ERR_MPI;
-  if (MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MAX, c->side_mpi, &req) == MPI_SUCCESS)
-    st = gr__mpi_wait(c, &req, deadline);
+  int rc = MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MAX, c->side_mpi, &req);
+  /* a failure's detail in c->err: MPI_Iallreduce's here, MPI_Test's from the wait */
+  gr_status st = rc == MPI_SUCCESS ? gr__mpi_wait(c, &req, deadline)
+                                   : gr__comm_mpi_err(c, rc, "MPI_Iallreduce");
   if (st == GR_ERR_TIMEOUT) {
     gr__mpi_abandon(c, &req, v, NULL);
     gr__end_share(k, GR__FL_TIMEOUT, t0, 1.0);
@@ -792,16 +819,15 @@ static __attribute__((noinline)) gr_status carried_verdict(const loop_style *y, 
   }
   int all = v[1];
   free(v);
-  if (st != GR_OK) {
-    snprintf(c->err, sizeof c->err, "MPI_Iallreduce of the refusal verdict failed");
-    return settle(y, fn, k, GR_ERR_MPI, t0, 1.0, 1);
-  }
-  if (all == 0) return GR_OK;
-  snprintf(c->err, sizeof c->err,
-           "rank %d of communicator %s rejected its own %s in %s(count=%zu); no rank sent anything",
-           0xfffff - ((all >> 8) & 0xfffff), c->id, gr__arg_name(all & 0xff),
-           gr__kind_name(k->kind), k->count);
-  return settle(y, fn, k, GR_ERR_INVALID, t0, 1.0, 1);
+  if (st != GR_OK)
+    st = gr__comm_err(c, GR_ERR_MPI, "the refusal verdict's %s", c->err);
+  else if (all != 0)
+    st = gr__comm_err(
+        c, GR_ERR_INVALID,
+        "rank %d of communicator %s rejected its own %s in %s(count=%zu); no rank sent anything",
+        0xfffff - ((all >> 8) & 0xfffff), c->id, gr__arg_name(all & 0xff), gr__kind_name(k->kind),
+        k->count);
+  return st == GR_OK ? GR_OK : settle(y, fn, k, st, t0, 1.0, 1);
 }
 
 /* k begun, posted and driven to its end; carried: after its verdict (arg), NCCL's ROUTE_CALL.

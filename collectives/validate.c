@@ -180,6 +180,8 @@ gr_status gr__exchange_post(const char *fn, gr_comm *c, exchange *x, fingerprint
   x->all[c->size] = f;
   x->rc = MPI_Iallgather(&x->all[c->size], (int)sizeof f, MPI_BYTE, x->all, (int)sizeof f, MPI_BYTE,
                          c->side_mpi, &x->req);
+  /* the caller reports it after the exchanges it posted (group.c posts one per communicator) */
+  if (x->rc != MPI_SUCCESS) gr__comm_mpi_err(c, x->rc, "MPI_Iallgather");
   return GR_OK;
 }
 
@@ -231,18 +233,21 @@ gr_status gr__exchange_verdict(const char *fn, gr_comm *c, exchange *x, gr_statu
 gr_status gr__exchange_fingerprint(const char *fn, gr__call *k, gr_status bad) {
   gr_comm *c = k->comm;
   exchange x;
-  gr_status st = gr__exchange_post(fn, c, &x, gr__fingerprint_of(k, bad));
-  if (st != GR_OK) return bad != GR_OK ? bad : st;
-  st = x.rc == MPI_SUCCESS ? gr__mpi_wait(c, &x.req, gr__deadline(c->timeout_s)) : GR_ERR_MPI;
+  /* out of memory: its sentence replaced bad's, and the status goes with the sentence */
+  GR_CHECK(gr__exchange_post(fn, c, &x, gr__fingerprint_of(k, bad)));
+  gr_status st =
+      x.rc == MPI_SUCCESS ? gr__mpi_wait(c, &x.req, gr__deadline(c->timeout_s)) : GR_ERR_MPI;
   if (st == GR_ERR_TIMEOUT) { /* MPI may still write x.all */
     gr__abandon(x.all);
     k->seq = c->seq + 1;
     c->err[0] = '\0'; /* no backend detail belongs in this sentence */
     return gr__timed_out(fn, k, "the check-mode fingerprint exchange before");
   }
-  if (st != GR_OK) {
+  if (st != GR_OK) { /* c->err: MPI_Iallgather's or MPI_Test's failure */
     free(x.all);
-    return bad != GR_OK ? bad : gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
+    return bad != GR_OK ? bad
+                        : gr__fail(GR_ERR_MPI, fn,
+                                   "check mode: the fingerprint exchange failed: %s", c->err);
   }
   return gr__exchange_verdict(fn, c, &x, bad);
 }
