@@ -133,3 +133,62 @@ function(gr_add_script_test name)
     set_tests_properties(${name} PROPERTIES RUN_SERIAL ON)
   endif()
 endfunction()
+
+# gr_add_fuzz_test(NAME SOURCES ... SEEDS dir ARGS ... TIMEOUT s [CORPUS name] [INCLUDES ...]
+#                  [DEFINES ...] [LIBS ...] [SEED_TARGET target SEED_AS file] [LABELS ...]
+#                  [CLANG_ONLY])
+# A libFuzzer target and its test, label "fuzz" always. With clang: the executable NAME from
+# SOURCES (the code under test is compiled into it, so that it carries the fuzzer's coverage
+# instrumentation), built and linked with -fsanitize=fuzzer, and a test that copies the seed
+# corpus SEEDS to CORPUS (default corpus_NAME without its "fuzz_") in the test's build directory,
+# so that libFuzzer's additions never land in the source tree, then runs NAME with ARGS on it.
+# SEED_TARGET adds that target's file to the copy as SEED_AS (built first). With another compiler
+# the test is registered as skipped (exit 77), or not at all with CLANG_ONLY.
+function(gr_add_fuzz_test name)
+  cmake_parse_arguments(A "CLANG_ONLY" "SEEDS;CORPUS;TIMEOUT;SEED_TARGET;SEED_AS"
+                        "SOURCES;INCLUDES;DEFINES;LIBS;ARGS;LABELS" ${ARGN})
+  if(NOT A_SOURCES OR NOT A_SEEDS OR NOT A_ARGS OR NOT A_TIMEOUT)
+    message(FATAL_ERROR "gr_add_fuzz_test(${name}): SOURCES, SEEDS, ARGS and TIMEOUT are required")
+  endif()
+  if(A_SEED_TARGET AND NOT A_SEED_AS)
+    message(FATAL_ERROR "gr_add_fuzz_test(${name}): SEED_TARGET needs SEED_AS")
+  endif()
+  if(NOT A_CORPUS)
+    string(REGEX REPLACE "^fuzz_" "" stem ${name})
+    set(A_CORPUS corpus_${stem})
+  endif()
+  if(CMAKE_C_COMPILER_ID MATCHES "Clang")
+    add_executable(${name} ${A_SOURCES})
+    if(A_INCLUDES)
+      target_include_directories(${name} PRIVATE ${A_INCLUDES})
+    endif()
+    if(A_DEFINES)
+      target_compile_definitions(${name} PRIVATE ${A_DEFINES})
+    endif()
+    if(A_LIBS)
+      target_link_libraries(${name} PRIVATE ${A_LIBS})
+    endif()
+    target_compile_options(${name} PRIVATE -fsanitize=fuzzer)
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+    gpurun_warnings(${name})
+    list(JOIN A_ARGS " " args)
+    set(seed_copy "")
+    set(seed_file "")
+    if(A_SEED_TARGET)
+      add_dependencies(${name} ${A_SEED_TARGET})
+      set(seed_copy " && cp \"$1\" ${A_CORPUS}/${A_SEED_AS}")
+      set(seed_file $<TARGET_FILE:${A_SEED_TARGET}>)
+    endif()
+    add_test(NAME ${name}
+             COMMAND sh -c "rm -rf ${A_CORPUS} && cp -r '${A_SEEDS}' ${A_CORPUS}${seed_copy} && exec \"$0\" ${args} ${A_CORPUS}"
+                     $<TARGET_FILE:${name}> ${seed_file}
+             WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  elseif(NOT A_CLANG_ONLY)
+    add_test(NAME ${name} COMMAND sh -c "echo '${name}: needs clang (libFuzzer); skipped'; exit 77")
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
+  else()
+    return()
+  endif()
+  set(labels fuzz ${A_LABELS})
+  set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${A_TIMEOUT})
+endfunction()
