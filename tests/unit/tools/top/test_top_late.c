@@ -52,6 +52,27 @@ static void load(gr__top_job *job) {
   assert_int_equal(gr__top_load(job), 0);
 }
 
+/* One frame of an n-rank job at time t: live.<r> with waited[r] for every rank (NULL: no
+ * mpi_waited line), then a load. FRAME names the ranks' lines in order and counts them. */
+static void frame(gr__top_job *job, double t, int n, const char *const waited[]) {
+  for (int r = 0; r < n; r++)
+    live(r, n, t, waited[r]);
+  load(job);
+}
+
+#define FRAME(job, t, ...)                                                                         \
+  frame((job), (t), (int)(sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *)),      \
+        (const char *const[]){__VA_ARGS__})
+
+/* Removes live.0 .. live.<n-1>, so that the next job starts without a rank of the one before. */
+static void unlink_live(int n) {
+  char path[512];
+  for (int r = 0; r < n; r++) {
+    snprintf(path, sizeof path, "%s/live.%d", dir, r);
+    unlink(path);
+  }
+}
+
 static int parse(const char *text, int rank, gr__top_waited *w) {
   return gr__top_parse_waited(text, strlen(text), rank, w);
 }
@@ -120,16 +141,10 @@ static void test_window(void **state) {
   gr__top_job_init(&job);
   double t = 1.0e9;
   /* frame 1 (the start): 100 s of a balanced exchange, 3 s waited on each peer */
-  live(0, 3, t, "1:3,2:3");
-  live(1, 3, t, "0:3,2:3");
-  live(2, 3, t, "0:3,1:3");
-  load(&job);
+  FRAME(&job, t, "1:3,2:3", "0:3,2:3", "0:3,1:3");
   assert_string_equal(job.late, ""); /* since the start: balanced */
   /* frame 2, 10 s later: rank 1 slow */
-  live(0, 3, t + 10, "1:7,2:3.1");
-  live(1, 3, t + 10, "0:3.1,2:3.1");
-  live(2, 3, t + 10, "1:7,0:3.1");
-  load(&job);
+  FRAME(&job, t + 10, "1:7,2:3.1", "0:3.1,2:3.1", "1:7,0:3.1");
   assert_string_equal(job.late, "late: rank 1: ranks 0,2 waited 8.0 s for it in point-to-point "
                                 "in the last 10 s");
   /* the frame's text carries it, within 79 columns */
@@ -146,15 +161,9 @@ static void test_window(void **state) {
   free(text);
   /* frames 3 and 4: balanced again; once the slow spell is older than the window, no verdict,
    * though since the start rank 1 was waited for most */
-  live(0, 3, t + 20, "1:8,2:4");
-  live(1, 3, t + 20, "0:4,2:4");
-  live(2, 3, t + 20, "1:8,0:4");
-  load(&job);
+  FRAME(&job, t + 20, "1:8,2:4", "0:4,2:4", "1:8,0:4");
   assert_string_equal(job.late, "");
-  live(0, 3, t + 30, "1:9,2:5");
-  live(1, 3, t + 30, "0:5,2:5");
-  live(2, 3, t + 30, "1:9,0:5");
-  load(&job);
+  FRAME(&job, t + 30, "1:9,2:5", "0:5,2:5", "1:9,0:5");
   assert_string_equal(job.late, "");
   /* frame 5: rank 2 slow now, and rank 1 stopped (its file does not change): the window names
    * rank 2, waited for by rank 0 (rank 1's figures are as in the frame compared with: no news,
@@ -174,22 +183,13 @@ static void test_window_slides(void **state) {
   static gr__top_job job;
   gr__top_job_init(&job);
   double t = 2.0e9;
-  live(0, 3, t, "1:1,2:1");
-  live(1, 3, t, "0:1,2:1");
-  live(2, 3, t, "0:1,1:1");
-  load(&job);
+  FRAME(&job, t, "1:1,2:1", "0:1,2:1", "0:1,1:1");
   /* 2 s later: rank 1 was slow (3 s waited on it by each) */
-  live(0, 3, t + 2, "1:4,2:1.1");
-  live(1, 3, t + 2, "0:1.1,2:1.1");
-  live(2, 3, t + 2, "1:4,0:1.1");
-  load(&job);
+  FRAME(&job, t + 2, "1:4,2:1.1", "0:1.1,2:1.1", "1:4,0:1.1");
   assert_string_equal(job.late, "late: rank 1: ranks 0,2 waited 6.0 s for it in point-to-point "
                                 "in the last 2 s");
   /* frames 0.5 s apart are not kept; the verdict still compares with the first frame */
-  live(0, 3, t + 2.5, "1:4.1,2:1.2");
-  live(1, 3, t + 2.5, "0:1.2,2:1.2");
-  live(2, 3, t + 2.5, "1:4.1,0:1.2");
-  load(&job);
+  FRAME(&job, t + 2.5, "1:4.1,2:1.2", "0:1.2,2:1.2", "1:4.1,0:1.2");
   assert_int_equal(job.nhist, 2);
   /* balanced from then on, every 2 s up to t + 14: the spell (t to t + 2) leaves the window */
   for (int k = 2; k <= 7; k++) {
@@ -198,18 +198,12 @@ static void test_window_slides(void **state) {
     snprintf(a, sizeof a, "1:%.1f,2:%.1f", x, y);
     snprintf(b, sizeof b, "0:%.1f,2:%.1f", y, y);
     snprintf(c, sizeof c, "1:%.1f,0:%.1f", x, y);
-    live(0, 3, t + 2 * k, a);
-    live(1, 3, t + 2 * k, b);
-    live(2, 3, t + 2 * k, c);
-    load(&job);
+    FRAME(&job, t + 2 * k, a, b, c);
     if (k >= 6) assert_string_equal(job.late, ""); /* base at t + 2 or later */
     assert_true(job.nhist <= GR__TOP_LATE_HIST);
   }
   /* time going back (another job's files): the history starts over, since the start */
-  live(0, 3, t - 100, "1:5,2:0.1");
-  live(1, 3, t - 100, "0:0.1,2:0.1");
-  live(2, 3, t - 100, "1:5,0:0.1");
-  load(&job);
+  FRAME(&job, t - 100, "1:5,2:0.1", "0:0.1,2:0.1", "1:5,0:0.1");
   assert_int_equal(job.nhist, 1);
   assert_string_equal(job.late, "late: rank 1: ranks 0,2 waited 10.0 s for it in point-to-point "
                                 "since the start");
@@ -226,69 +220,36 @@ static void test_bounds_and_fallback(void **state) {
   double t = 3.0e9;
   /* 10 ranks; rank 0 lists 8 peers (1..8) at 1 s each, then 9 appears with 5 s: at least 4 s
    * more on 9 in the window (it was at most 1 s before) */
-  char path[512];
-  live(0, 10, t, "1:1,2:1,3:1,4:1,5:1,6:1,7:1,8:1");
-  for (int r = 1; r < 10; r++)
-    live(r, 10, t, NULL);
-  load(&job);
+  const char *w10[10] = {"1:1,2:1,3:1,4:1,5:1,6:1,7:1,8:1"}; /* ranks 1..9: no line */
+  frame(&job, t, 10, w10);
   assert_string_equal(job.late, "");
-  live(0, 10, t + 10, "9:5,1:1,2:1,3:1,4:1,5:1,6:1,7:1");
-  for (int r = 1; r < 10; r++)
-    live(r, 10, t + 10, NULL);
-  load(&job);
+  w10[0] = "9:5,1:1,2:1,3:1,4:1,5:1,6:1,7:1";
+  frame(&job, t + 10, 10, w10);
   assert_string_equal(job.late, "late: rank 9: rank 0 waited 4.0 s for it in point-to-point "
                                 "in the last 10 s");
   gr__top_free(&job);
-  for (int r = 0; r < 10; r++) {
-    snprintf(path, sizeof path, "%s/live.%d", dir, r);
-    unlink(path);
-  }
+  unlink_live(10);
   /* a chain (2 waits for 0, which waits for 1): the rank it ends at is named, with whoever
    * waited for it directly; then less than a tenth of the window: none; then 1 again */
   gr__top_job_init(&job);
-  live(0, 3, t, "1:0");
-  live(1, 3, t, "0:0");
-  live(2, 3, t, "0:0");
-  load(&job);
-  live(0, 3, t + 10, "1:3");
-  live(1, 3, t + 10, "0:0.1");
-  live(2, 3, t + 10, "0:2.5");
-  load(&job);
+  FRAME(&job, t, "1:0", "0:0", "0:0");
+  FRAME(&job, t + 10, "1:3", "0:0.1", "0:2.5");
   assert_string_equal(job.late, "late: rank 1: rank 0 waited 3.0 s for it in point-to-point "
                                 "in the last 10 s");
-  live(0, 3, t + 20, "1:3.9");
-  live(1, 3, t + 20, "0:0.1");
-  live(2, 3, t + 20, "0:2.5");
-  load(&job);
+  FRAME(&job, t + 20, "1:3.9", "0:0.1", "0:2.5");
   assert_string_equal(job.late, "");
-  live(0, 3, t + 30, "1:4.5");
-  live(1, 3, t + 30, "0:0.1");
-  live(2, 3, t + 30, "0:2.5,1:0.5");
-  load(&job);
+  FRAME(&job, t + 30, "1:4.5", "0:0.1", "0:2.5,1:0.5");
   assert_string_equal(job.late, "late: rank 1: ranks 0,2 waited 1.1 s for it in point-to-point "
                                 "in the last 10 s");
   gr__top_free(&job);
-  for (int r = 0; r < 3; r++) {
-    snprintf(path, sizeof path, "%s/live.%d", dir, r);
-    unlink(path);
-  }
+  unlink_live(3);
   /* two ranks waited for alike (0 for 1, 2 for 3): none; a rank the others wait for that waits
    * as long for them (its balance under a third of their waits): none */
   gr__top_job_init(&job);
-  for (int r = 0; r < 4; r++)
-    live(r, 4, t, r % 2 ? "0:0" : "1:0");
-  load(&job);
-  live(0, 4, t + 10, "1:3");
-  live(1, 4, t + 10, "0:0.1");
-  live(2, 4, t + 10, "3:3");
-  live(3, 4, t + 10, "0:0.1");
-  load(&job);
+  FRAME(&job, t, "1:0", "0:0", "1:0", "0:0");
+  FRAME(&job, t + 10, "1:3", "0:0.1", "3:3", "0:0.1");
   assert_string_equal(job.late, "");
-  live(0, 4, t + 20, "1:6");
-  live(1, 4, t + 20, "0:4.1,2:0.1");
-  live(2, 4, t + 20, "1:3");
-  live(3, 4, t + 20, "0:0.1");
-  load(&job);
+  FRAME(&job, t + 20, "1:6", "0:4.1,2:0.1", "1:3", "0:0.1");
   assert_string_equal(job.late, "");
   gr__top_free(&job);
 }
