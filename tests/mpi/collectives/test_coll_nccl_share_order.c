@@ -25,18 +25,10 @@ extern const gr__coll_ops gr__coll_ops_nccl_double;
 static int rank, size, failures;
 
 #include "expect.h"
+#include "dev_alloc.h"
 #include "world_comm.h"
 
 enum { N = 5, ROUNDS = 3 };
-
-static int32_t *dev_alloc(size_t n) {
-  void *p = NULL;
-  if (cudaMalloc(&p, n * sizeof(int32_t)) != cudaSuccess || !p) {
-    fprintf(stderr, "[rank %d] cudaMalloc of the double failed\n", rank);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  return p;
-}
 
 /* What rank src sends to rank dst in all-to-all number call of round r, element i. */
 static int32_t value(int r, int call, int src, int dst, int i) {
@@ -72,12 +64,13 @@ static void r_started(void) {
 }
 
 static void round_of(gr_comm *c, int r) {
-  int32_t *s1 = dev_alloc((size_t)size * N), *r1 = dev_alloc((size_t)size * N);
-  int32_t *s2 = dev_alloc((size_t)size * N), *r2 = dev_alloc((size_t)size * N);
+  const size_t bytes = (size_t)size * N * sizeof(int32_t);
+  int32_t *s1 = dev_alloc(bytes), *r1 = dev_alloc(bytes), *s2 = dev_alloc(bytes),
+          *r2 = dev_alloc(bytes);
   fill(s1, r, 1);
   fill(s2, r, 2);
-  memset(r1, 0xff, (size_t)size * N * sizeof *r1);
-  memset(r2, 0xff, (size_t)size * N * sizeof *r2);
+  memset(r1, 0xff, bytes);
+  memset(r2, 0xff, bytes);
   gr_request *q1 = NULL, *q2 = NULL;
   if (rank == size - 1) {
     EXPECT_ST(gr_ialltoall(s1, r1, N, GR_INT32, c, NULL, &q1), GR_OK);

@@ -27,16 +27,8 @@ static int rank, size, failures, opt_timeout, opt_check;
 #include "expect.h"
 #include "expect_refused.h"
 #include "refuse_cases.h"
+#include "dev_alloc.h"
 #include "world_comm.h"
-
-static void *dev_alloc(size_t bytes) {
-  void *p = NULL;
-  if (cudaMalloc(&p, bytes) != cudaSuccess || !p) {
-    fprintf(stderr, "[rank %d] cudaMalloc of the double failed\n", rank);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  return p;
-}
 
 /* The communicator still works, with fresh data on every rank (device buffers: the double's
  * device memory is host-readable once the stream is synchronised). */

@@ -31,18 +31,10 @@ extern const gr__coll_ops gr__coll_ops_nccl_double;
 static int rank, size, failures;
 
 #include "expect.h"
+#include "dev_alloc.h"
 #include "world_comm.h"
 
 static const char fn[] = "test_coll_sequencer_nccl";
-
-static int32_t *dev_alloc(size_t n) {
-  void *p = NULL;
-  if (cudaMalloc(&p, n * sizeof(int32_t)) != cudaSuccess || !p) {
-    fprintf(stderr, "[rank %d] cudaMalloc of the double failed\n", rank);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  return p;
-}
 
 static gr__call call_of(gr__kind kind, gr_comm *c, const void *send, void *recv, size_t n,
                         int root) {
@@ -89,7 +81,7 @@ static void check_sum(const int32_t *v, size_t n, int base, const char *what) {
 
 /* VERDICT, a broadcast behind it, and the drive order. */
 static void verdict_and_queue(gr_comm *c) {
-  int32_t *a = dev_alloc(8), *b = dev_alloc(4);
+  int32_t *a = dev_alloc(8 * sizeof *a), *b = dev_alloc(4 * sizeof *b);
   for (int i = 0; i < 8; i++)
     a[i] = rank + i;
   for (int i = 0; i < 4; i++)
@@ -134,7 +126,7 @@ static void verdict_and_queue(gr_comm *c) {
 /* Point-to-point on NCCL keeps its place: a send behind an allreduce whose verdict is out waits in
  * QUEUED; then a blocking send and receive drain the queue first. Rank 0 sends to R. */
 static void in_line(gr_comm *c) {
-  int32_t *a = dev_alloc(4), *m = dev_alloc(6);
+  int32_t *a = dev_alloc(4 * sizeof *a), *m = dev_alloc(6 * sizeof *m);
   for (int i = 0; i < 4; i++)
     a[i] = 100 + rank + i;
   for (int i = 0; i < 6; i++)
@@ -185,7 +177,7 @@ static void in_line(gr_comm *c) {
 
 /* R refuses (a NULL recv): its start is refused, the others' calls never reach a row. */
 static void refused(gr_comm *c) {
-  int32_t *a = dev_alloc(4), *r = dev_alloc(4);
+  int32_t *a = dev_alloc(4 * sizeof *a), *r = dev_alloc(4 * sizeof *r);
   for (int i = 0; i < 4; i++)
     a[i] = 1, r[i] = -7;
   const int R = size - 1;
@@ -230,7 +222,7 @@ static void refused(gr_comm *c) {
 
 /* gr__requests_drain posts every queued call, in order, without waiting for them. */
 static void drained(gr_comm *c) {
-  int32_t *a = dev_alloc(4), *b = dev_alloc(4);
+  int32_t *a = dev_alloc(4 * sizeof *a), *b = dev_alloc(4 * sizeof *b);
   for (int i = 0; i < 4; i++)
     a[i] = rank + i, b[i] = 10 + rank + i;
   gr__call ka = call_of(GR__ALLREDUCE, c, a, a, 4, -1), kb = call_of(GR__ALLREDUCE, c, b, b, 4, -1);
