@@ -23,17 +23,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "gr_test_clock.h"
 #include "gr_agree.h"
 
 static int rank, size, failures;
 
 #include "expect.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static gr_comm *make(double timeout_s) {
   gr_comm_config cfg;
@@ -119,12 +114,6 @@ static void values(void) {
   }
 }
 
-static void compute(double s) {
-  double t = now() + s;
-  while (now() < t) {
-  }
-}
-
 static int64_t *kept_out;
 
 static void late(void) {
@@ -141,11 +130,11 @@ static void late(void) {
   MPI_Barrier(MPI_COMM_WORLD);
   gr__agree_round r[2];
   if (rank != size - 1) {
-    double t0 = now();
+    double t0 = gr_test_now();
     EXPECT_OK(gr__agree_post(&r[0], a, "the first round", GR__AGREE_MAX, ina, outa, N));
     EXPECT_OK(gr__agree_post(&r[1], b, "the late round", GR__AGREE_MINMAX, inb, outb, N));
     EXPECT_ST(gr__agree_wait(r, 2), GR_ERR_TIMEOUT);
-    double dt = now() - t0;
+    double dt = gr_test_now() - t0;
     EXPECT_ST(r[0].st, GR_OK);
     EXPECT_ST(r[1].st, GR_ERR_TIMEOUT);
     for (int i = 0; i < N; i++)
@@ -162,24 +151,25 @@ static void late(void) {
       if (outb[i] != -4242) FAIL("out[%d] is %lld after a timed-out round", i, (long long)outb[i]);
     printf("agree_all late: rank %d gave up after %.2f s: %s\n", rank, dt, b->err);
     EXPECT_OK(gr_comm_destroy(b));
-    double gone = now();
+    double gone = gr_test_now();
     /* calling MPI past the last rank's arrival (its barrier) and a second more: nothing may write
      * outb, which the timed-out round was given */
     MPI_Request q = MPI_REQUEST_NULL;
     MPI_Ibarrier(MPI_COMM_WORLD, &q);
     int flag = 0;
     double until = 0;
-    while (!until || now() < until) {
+    while (!until || gr_test_now() < until) {
       if (!flag && MPI_Test(&q, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
-        until = now() + 1.0;
+        until = gr_test_now() + 1.0;
       int written = 0;
       for (int i = 0; i < 2 * N; i++)
         written |= outb[i] != -4242;
       if (written) {
-        FAIL("the timed-out round's out was written %.2f s after gr_comm_destroy", now() - gone);
+        FAIL("the timed-out round's out was written %.2f s after gr_comm_destroy",
+             gr_test_now() - gone);
         break;
       }
-      if (now() > gone + 60) {
+      if (gr_test_now() > gone + 60) {
         FAIL("the last rank did not arrive within 60 s");
         break;
       }
@@ -190,7 +180,7 @@ static void late(void) {
     EXPECT_OK(gr__agree_wait(r, 1));
     for (int i = 0; i < N; i++)
       EXPECT_EQ(outa[i], size - 1 + i);
-    compute(late_by);
+    gr_test_spin(late_by);
     /* the others' requests are still in MPI: this round completes against them */
     EXPECT_OK(gr__agree_post(&r[1], b, "the late round", GR__AGREE_MINMAX, inb, outb, N));
     EXPECT_OK(gr__agree_wait(&r[1], 1));
@@ -213,12 +203,12 @@ static void group(void) {
   gr_comm *a = make(T), *b = make(T);
   int32_t x[4] = {1, 2, 3, 4}, ya[4] = {-1, -1, -1, -1}, yb[4] = {-2, -2, -2, -2};
   MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = now();
+  double t0 = gr_test_now();
   EXPECT_ST(gr_group_start(), GR_OK);
   if (rank != 2) EXPECT_OK(gr_allreduce(x, ya, 4, GR_INT32, GR_SUM, a, NULL));
   if (rank != 1) EXPECT_OK(gr_allreduce(x, yb, 4, GR_INT32, GR_SUM, b, NULL));
   EXPECT_ST(gr_group_end(), GR_ERR_TIMEOUT);
-  double dt = now() - t0;
+  double dt = gr_test_now() - t0;
   if (dt < T || dt > T + MARGIN) FAIL("gr_group_end gave up after %.2f s, timeout %.1f s", dt, T);
   const char *e = gr_last_error();
   const gr_comm *missed = rank == 1 ? a : b; /* the last failure's */

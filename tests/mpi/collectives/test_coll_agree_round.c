@@ -22,17 +22,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "gr_test_clock.h"
 #include "gr_agree.h"
 
 static int rank, size, failures;
 
 #include "expect.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static gr_comm *make(double timeout_s) {
   gr_comm_config cfg;
@@ -120,13 +115,6 @@ static void values(void) {
   EXPECT_OK(gr_comm_destroy(c));
 }
 
-/* s seconds of a rank that computes (no MPI, no gpurun call) */
-static void compute(double s) {
-  double t = now() + s;
-  while (now() < t) {
-  }
-}
-
 static int64_t *kept_out;
 static char *kept_said;
 
@@ -146,9 +134,9 @@ static void late(void) {
   snprintf(said, 256, "rank %d's words", rank);
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
-    double t0 = now();
+    double t0 = gr_test_now();
     gr_status st = gr__agree(c, "the late round", GR__AGREE_MINMAX, in, out, N);
-    double t1 = now();
+    double t1 = gr_test_now();
     EXPECT_EQ(st, GR_ERR_TIMEOUT);
     EXPECT_ERR(c, "the agreement on the late round over communicator ");
     EXPECT_ERR(c, c->id);
@@ -156,7 +144,7 @@ static void late(void) {
     if (t1 - t0 < timeout || t1 - t0 > timeout + slack)
       FAIL("the round gave up after %.2f s; its bound is %.1f s", t1 - t0, timeout);
     st = gr__agree_bcast(c, "the late words", said, 256, size - 1);
-    double t2 = now();
+    double t2 = gr_test_now();
     EXPECT_EQ(st, GR_ERR_TIMEOUT);
     EXPECT_ERR(c, "the late words over communicator ");
     EXPECT_ERR(c, "did not reach every rank within 1 s");
@@ -168,7 +156,7 @@ static void late(void) {
     printf("agree_round late: rank 0 gave up after %.2f s and %.2f s: %s\n", t1 - t0, t2 - t1,
            c->err);
     EXPECT_OK(gr_comm_destroy(c));
-    double gone = now();
+    double gone = gr_test_now();
     memcpy(copy_out, out, sizeof copy_out);
     memcpy(copy_said, said, sizeof copy_said);
     /* a program that goes on calling MPI with its buffers its own again, past the late ranks'
@@ -177,23 +165,23 @@ static void late(void) {
     MPI_Ibarrier(MPI_COMM_WORLD, &b);
     int flag = 0;
     double until = 0;
-    while (!until || now() < until) {
+    while (!until || gr_test_now() < until) {
       if (!flag && MPI_Test(&b, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
-        until = now() + 1.0;
+        until = gr_test_now() + 1.0;
       if (memcmp(copy_out, out, sizeof copy_out) != 0 ||
           memcmp(copy_said, said, sizeof copy_said) != 0) {
         FAIL("a buffer the rounds were given was written %.2f s after gr_comm_destroy returned",
-             now() - gone);
+             gr_test_now() - gone);
         break;
       }
-      if (now() > gone + 60) {
+      if (gr_test_now() > gone + 60) {
         FAIL("the late ranks did not arrive within 60 s");
         break;
       }
     }
     if (!flag) MPI_Wait(&b, MPI_STATUS_IGNORE);
   } else {
-    compute(late_by);
+    gr_test_spin(late_by);
     /* rank 0's requests are still in MPI: the late ranks' rounds complete against them */
     EXPECT_OK(gr__agree(c, "the late round", GR__AGREE_MINMAX, in, out, N));
     for (int i = 0; i < N; i++) {

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gr_test_clock.h"
 #include "gr_coll_stats.h"
 #include "gr_device.h"
 #include "world_comm.h"
@@ -32,12 +33,6 @@ extern const gr__coll_ops gr__coll_ops_nccl_double;
 static int rank, size, failures;
 
 #include "expect.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The test's communicator (world_comm.h); without one the job stops. */
 static gr_comm *make(double timeout, int check) {
@@ -61,9 +56,9 @@ static void mode_timeout(const char *dir) {
   gr_comm *c = make(T, 0), *c2 = make(T, 0), *c3 = make(T, 0);
   float x[10] = {1}, y[10];
   if (rank != size - 1) {
-    double t0 = now();
+    double t0 = gr_test_now();
     EXPECT_ST(gr_allreduce(x, y, 10, GR_FLOAT32, GR_SUM, c, NULL), GR_ERR_TIMEOUT);
-    double dt = now() - t0;
+    double dt = gr_test_now() - t0;
     if (dt < T || dt > T + MARGIN) FAIL("timed out after %.2f s, timeout %.1f s", dt, T);
     EXPECT_MSG("allreduce #1 (count=10, dtype=float32) on communicator world");
     EXPECT_MSG("aborted");
@@ -78,9 +73,9 @@ static void mode_timeout(const char *dir) {
     gr_request *q = NULL;
     double big[5000] = {0};
     EXPECT_ST(gr_iallreduce(big, big, 5000, GR_FLOAT64, GR_MAX, c2, NULL, &q), GR_OK);
-    t0 = now();
+    t0 = gr_test_now();
     EXPECT_ST(gr_wait(&q), GR_ERR_TIMEOUT);
-    if (now() - t0 > T + MARGIN) FAIL("gr_wait timed out after %.2f s", now() - t0);
+    if (gr_test_now() - t0 > T + MARGIN) FAIL("gr_wait timed out after %.2f s", gr_test_now() - t0);
     EXPECT_MSG("allreduce #1 (count=5000, dtype=float64)");
     if (q) FAIL("request left set after a timeout");
     /* the same in a group of two: the first call's sentence, "grouped" */
@@ -88,9 +83,10 @@ static void mode_timeout(const char *dir) {
     EXPECT_ST(gr_group_start(), GR_OK);
     EXPECT_ST(gr_allreduce(x, y, 10, GR_FLOAT32, GR_SUM, c3, NULL), GR_OK);
     EXPECT_ST(gr_allreduce(x, y2, 10, GR_FLOAT32, GR_SUM, c3, NULL), GR_OK);
-    t0 = now();
+    t0 = gr_test_now();
     EXPECT_ST(gr_group_end(), GR_ERR_TIMEOUT);
-    if (now() - t0 > T + MARGIN) FAIL("gr_group_end timed out after %.2f s", now() - t0);
+    if (gr_test_now() - t0 > T + MARGIN)
+      FAIL("gr_group_end timed out after %.2f s", gr_test_now() - t0);
     EXPECT_MSG("grouped allreduce #1 (count=10, dtype=float32) on communicator");
     EXPECT_MSG("aborted");
     EXPECT_ST(gr_barrier(c3), GR_ERR_ABORTED);

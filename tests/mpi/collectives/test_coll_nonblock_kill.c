@@ -13,13 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "gr_test_clock.h"
 #include "world_comm.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static gr_status start(const char *kind, float *x, float *y, size_t n, gr_comm *c, gr_request **q) {
   if (strcmp(kind, "ireduce") == 0) return gr_ireduce(x, y, n, GR_FLOAT32, GR_SUM, 0, c, NULL, q);
@@ -51,7 +46,7 @@ int main(int argc, char **argv) {
     }
   }
   if (rank == victim) raise(SIGKILL);
-  double t0 = now();
+  double t0 = gr_test_now();
   gr_request *q = NULL;
   gr_status st = start(kind, x, y, n, c, &q);
   if (st == GR_OK) {
@@ -62,7 +57,7 @@ int main(int argc, char **argv) {
     else
       st = gr_wait(&q);
   }
-  double dt = now() - t0;
+  double dt = gr_test_now() - t0;
   const char *e = gr_last_error();
   char want[64], fn[32];
   snprintf(want, sizeof want, "rank %d (process ", victim);

@@ -20,21 +20,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "gr_test_clock.h"
 #include "world_comm.h"
 
 static int rank, size, failures;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void spin_us(double us) {
-  double end = now() + us * 1e-6;
-  while (now() < end) {
-  }
-}
 
 /* A small generator the ranks seed alike (the calls) or apart (compute, order). */
 static uint64_t next(uint64_t *s) {
@@ -166,7 +155,7 @@ static int stress(int rounds) {
       fill(&o[i]);
     }
     for (int i = 0; i < NREQ; i++) {
-      spin_us((double)(next(&mine) % 1500));
+      gr_test_spin((double)(next(&mine) % 1500) * 1e-6);
       gr_status st = start(&o[i], c);
       if (st != GR_OK) {
         fprintf(stderr, "rank %d: round %d: start of request %d: %s\n", rank, round, i,
@@ -189,7 +178,7 @@ static int stress(int rounds) {
         while (!done && st == GR_OK && (q->how == 1 || tests < 5)) {
           st = gr_test(&q->req, &done);
           tests++;
-          if (!done) spin_us((double)(next(&mine) % 300));
+          if (!done) gr_test_spin((double)(next(&mine) % 300) * 1e-6);
         }
       if (!done && st == GR_OK) st = gr_wait(&q->req);
       if (st != GR_OK) {
@@ -236,12 +225,12 @@ static int late(int victim) {
     return 1;
   }
   if (rank == victim) { /* computes without testing, then dies */
-    spin_us(2000);
+    gr_test_spin(2000e-6);
     raise(SIGKILL);
   }
-  double t0 = now();
+  double t0 = gr_test_now();
   gr_status st = gr_wait(&req);
-  double dt = now() - t0;
+  double dt = gr_test_now() - t0;
   const char *e = gr_last_error();
   char want[64];
   snprintf(want, sizeof want, "rank %d (process ", victim);
