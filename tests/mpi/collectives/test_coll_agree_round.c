@@ -28,16 +28,7 @@
 static int rank, size, failures;
 
 #include "expect.h"
-
-static gr_comm *make(double timeout_s) {
-  gr_comm_config cfg;
-  gr_comm_config_init(&cfg);
-  cfg.backend = GR_BACKEND_MPI;
-  cfg.timeout_s = timeout_s;
-  gr_comm *c = NULL;
-  REQUIRE_OK(gr_comm_create(MPI_COMM_WORLD, &cfg, &c));
-  return c;
-}
+#include "agree_late.h"
 
 /* c's sentence holds sub */
 #define EXPECT_ERR(c, sub)                                                                         \
@@ -54,7 +45,7 @@ static int64_t value(int r, int i) {
 }
 
 static void values(void) {
-  gr_comm *c = make(60);
+  gr_comm *c = agree_comm(60);
   enum { N = GR__AGREE_MAX_N };
   int64_t in[N], out[2 * N], lo[N], hi[N];
   for (int i = 0; i < N; i++) {
@@ -120,7 +111,7 @@ static char *kept_said;
 
 static void late(void) {
   const double timeout = 1.0, late_by = 6.0, slack = 2.0; /* slack: a loaded machine */
-  gr_comm *c = make(timeout);
+  gr_comm *c = agree_comm(timeout);
   enum { N = 4 };
   /* heap, kept reachable at the end: were they written after all, that must not corrupt memory */
   int64_t *in = malloc(N * sizeof *in), *out = malloc(2 * N * sizeof *out);
@@ -159,27 +150,9 @@ static void late(void) {
     double gone = gr_test_now();
     memcpy(copy_out, out, sizeof copy_out);
     memcpy(copy_said, said, sizeof copy_said);
-    /* a program that goes on calling MPI with its buffers its own again, past the late ranks'
-     * arrival (their barrier) and a second more */
-    MPI_Request b = MPI_REQUEST_NULL;
-    MPI_Ibarrier(MPI_COMM_WORLD, &b);
-    int flag = 0;
-    double until = 0;
-    while (!until || gr_test_now() < until) {
-      if (!flag && MPI_Test(&b, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
-        until = gr_test_now() + 1.0;
-      if (memcmp(copy_out, out, sizeof copy_out) != 0 ||
-          memcmp(copy_said, said, sizeof copy_said) != 0) {
-        FAIL("a buffer the rounds were given was written %.2f s after gr_comm_destroy returned",
-             gr_test_now() - gone);
-        break;
-      }
-      if (gr_test_now() > gone + 60) {
-        FAIL("the late ranks did not arrive within 60 s");
-        break;
-      }
-    }
-    if (!flag) MPI_Wait(&b, MPI_STATUS_IGNORE);
+    /* out and said hold what they held at gr_comm_destroy while the late ranks complete both */
+    agree_late_watch(2, (const void *[]){out, said}, (const void *[]){copy_out, copy_said},
+                     (size_t[]){sizeof copy_out, sizeof copy_said}, gone);
   } else {
     gr_test_spin(late_by);
     /* rank 0's requests are still in MPI: the late ranks' rounds complete against them */
@@ -193,10 +166,7 @@ static void late(void) {
     snprintf(want, sizeof want, "rank %d's words", size - 1);
     if (strcmp(said, want) != 0) FAIL("the words are \"%s\", expected \"%s\"", said, want);
     EXPECT_OK(gr_comm_destroy(c));
-    /* rank 0's Ibarrier: a blocking barrier does not match a non-blocking one (MPI-3.1, 5.12) */
-    MPI_Request b = MPI_REQUEST_NULL;
-    MPI_Ibarrier(MPI_COMM_WORLD, &b);
-    MPI_Wait(&b, MPI_STATUS_IGNORE);
+    agree_late_arrive();
   }
   free(in);
   kept_out = out;
