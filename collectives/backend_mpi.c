@@ -720,15 +720,19 @@ static gr_status mpi_test(gr__call *k, int *done) {
   return st == GR_OK && *done ? complete(k) : st;
 }
 
-static void mpi_forget(gr__call *k) {
-  if (k->path && k->path->forget(k)) {
+/* The row's answer: 1 when nothing writes into the call's buffers any more (a call never posted
+ * has none in use). */
+static int mpi_forget(gr__call *k) {
+  if (!k->path) return 1;
+  if (k->path->forget(k)) {
     gr__mpi_call_release(k); /* frees the staging buffers (the copy back is harmless) */
-    return;
+    return 1;
   }
   /* A collective request (or an own algorithm that could not stop) may still write into the
-   * buffers: they are left alone (and leaked). */
+   * buffers: they are left alone (and leaked), and the caller keeps its own. */
   gr__mpi_call *m = gr__mpi_call_of(k);
   m->tmp = m->tmp2 = NULL;
+  return 0;
 }
 
 /* gr__coll_ops.progress: the own allreduces in flight (mpi_own.c); the gated calls whose round

@@ -418,10 +418,7 @@ static gr_status share_post(const gr__path *p, gr__call *k, const void *send, vo
 static gr_status share_test(gr__call *k, int *done) {
   return gr__nccl_share_test(B(k->comm)->share, k, done);
 }
-static int share_forget(gr__call *k) {
-  gr__nccl_share_forget(B(k->comm)->share, k);
-  return 0;
-}
+static int share_forget(gr__call *k) { return gr__nccl_share_forget(B(k->comm)->share, k); }
 
 /* Both carry a refusal with the call (gr_path.h): the refusing rank makes the call too, and the
  * sequencer posts the verdict in front of every collective but the barrier (gr__seq_carried_verdict;
@@ -457,9 +454,8 @@ static gr_status nccl_post(gr__call *k, int *done) {
 
 static gr_status nccl_test(gr__call *k, int *done) { return k->path->test(k, done); }
 
-static void nccl_forget(gr__call *k) {
-  if (k->path) k->path->forget(k);
-}
+/* The row's answer (gr__coll_ops.forget); a call never posted has nothing in use. */
+static int nccl_forget(gr__call *k) { return k->path ? k->path->forget(k) : 1; }
 
 static gr_status nccl_synchronize(gr_comm *c, gr_stream stream, double deadline) {
   if (B(c)->share) return gr__nccl_share_synchronize(B(c)->share, c, stream, deadline);

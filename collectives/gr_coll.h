@@ -171,8 +171,11 @@ struct gr__coll_ops {
   gr_status (*post)(gr__call *k, int *done);
   /* Progress a started call; *done = 1 once finished (results in place, staging freed). */
   gr_status (*test)(gr__call *k, int *done);
-  /* Release what can be released of a call that will never complete (timeout, abort). */
-  void (*forget)(gr__call *k);
+  /* Release what can be released of a call that will never complete (timeout, abort); 1 when
+   * nothing writes into the call's buffers (k->send, k->recv) or the backend's staging any more,
+   * so that whoever owns them may free them; 0 when something may still (an MPI collective request
+   * on them, work on a stream): they must stay allocated (parked, or handed to the lost list). */
+  int (*forget)(gr__call *k);
   gr_status (*synchronize)(gr_comm *c, gr_stream s, double deadline);
   /* The backend's execution paths in the order it prefers them, NULL-terminated (gr_path.h): the
    * front end asks them how a refusal travels (gr__path_refusal), the backend's post which one

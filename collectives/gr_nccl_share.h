@@ -28,10 +28,13 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
 gr_status gr__nccl_share_destroy(gr_comm *c, gr__nccl_share *s, double deadline);
 void gr__nccl_share_abort(gr__nccl_share *s);
 
-/* The backend's post/test/forget/synchronize for a communicator with a share. */
+/* The backend's post/test/forget/synchronize for a communicator with a share. forget answers as
+ * gr__coll_ops.forget: 1 when nothing writes into the call's buffers any more (what the share
+ * itself allocated is parked until nothing writes into it either), 0 while its copy of the result
+ * into k->recv may still be on the call's stream. */
 gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done);
 gr_status gr__nccl_share_test(gr__nccl_share *s, gr__call *k, int *done);
-void gr__nccl_share_forget(gr__nccl_share *s, gr__call *k);
+int gr__nccl_share_forget(gr__nccl_share *s, gr__call *k);
 gr_status gr__nccl_share_synchronize(gr__nccl_share *s, gr_comm *c, gr_stream stream,
                                      double deadline);
 

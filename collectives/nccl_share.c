@@ -79,6 +79,7 @@ typedef struct xcall {
   void *hs, *hwork, *hres, *hall; /* host: send copy, leader's work, result, allgather result */
   gr__call lc;                    /* the leaders' step, a call on s->lead (its row stages) */
   int lc_posted;                  /* lc is posted and not settled: forget it when given up */
+  int lc_quiet;                   /* lc's forget said nothing writes into hwork/hall any more */
   MPI_Request r_in, r_out;
   struct xcall *next;
 } xcall;
@@ -813,7 +814,7 @@ static void sweep_parked(void) {
     int f_in = 0, f_out = 0;
     gr__mpi_test(&x->r_in, &f_in);
     gr__mpi_test(&x->r_out, &f_out);
-    if (f_in && f_out && x->phase != P_NCCL_WAIT && x->phase != P_COPY) {
+    if (f_in && f_out && (x->phase != P_NCCL_WAIT || x->lc_quiet) && x->phase != P_COPY) {
       *p = x->next;
       xfree_bufs(x);
       free(x);
@@ -826,7 +827,7 @@ static void sweep_parked(void) {
 
 static void park(gr__nccl_share *s, xcall *x) {
   if (x->lc_posted) { /* the leaders' row releases what it can (its stream may still run) */
-    s->lead->ops->forget(&x->lc);
+    x->lc_quiet = s->lead->ops->forget(&x->lc);
     x->lc_posted = 0;
   }
   x->k = NULL;
@@ -837,12 +838,14 @@ static void park(gr__nccl_share *s, xcall *x) {
   sweep_parked();
 }
 
-void gr__nccl_share_forget(gr__nccl_share *s, gr__call *k) {
+int gr__nccl_share_forget(gr__nccl_share *s, gr__call *k) {
   xcall *x = *slot(k);
-  if (!x) return;
+  if (!x) return 1;
+  int quiet = x->phase != P_COPY; /* only that copy writes into k->recv (staging is waited for) */
   unlink_call(s, x);
   *slot(k) = NULL;
   park(s, x);
+  return quiet;
 }
 
 gr_status gr__nccl_share_synchronize(gr__nccl_share *s, gr_comm *c, gr_stream stream,

@@ -90,6 +90,7 @@ struct gr_request {
   const char *fail_what;
   int fail_rc;
   int data_done;  /* the data call finished, failed to post, or is never posted */
+  int data_quiet; /* given up on, its backend's forget said nothing writes its buffers any more */
   unsigned turns; /* turns of the drive loop on it, across drives (every 16th sweeps) */
   gr_status data_st;
   char own[GR__ERRLEN];      /* this rank's own refusal, after "rank R: fn: " */
@@ -373,15 +374,18 @@ static void request_free(gr_request *q) {
     else
       free(q->v);
   }
+  /* The data call's buffers are still written where it was posted, not finished, and its
+   * backend's forget did not say they are quiet. */
+  int busy = q->state == REQ_POSTED && !q->data_done && !q->data_quiet;
   if (q->fused) { /* the backend reads and writes fused->pack unless the call runs in band */
-    if (q->state == REQ_POSTED && !q->data_done && !q->pack)
+    if (busy && !q->pack)
       gr__abandon(q->fused);
     else
       free(q->fused);
   }
   int keep = 0; /* q itself holds the pack MPI may still write */
   if (q->pack) {
-    if (q->state != REQ_POSTED || q->data_done)
+    if (!busy)
       free(q->pack == q->small ? NULL : q->pack);
     else if (q->pack == q->small)
       keep = 1;
@@ -461,7 +465,7 @@ static gr_status request_timeout(gr_request *q) {
     defer_unlink(c, q);
     what = "the agreement on the arguments before";
   } else if (!q->data_done) {
-    c->ops->forget(k);
+    q->data_quiet = c->ops->forget(k);
   } else {
     what = "the agreement on the arguments of";
   }
@@ -602,7 +606,7 @@ static int request_turn(gr_request *q, gr_status *st) {
     if (q->state == REQ_QUEUED)
       defer_unlink(c, q);
     else if (!q->data_done)
-      c->ops->forget(k);
+      q->data_quiet = c->ops->forget(k);
     end(k, GR__FL_FAILED, q->t0);
     *st = gr__fail(GR_ERR_ABORTED, q->fn, "communicator %s was aborted before %s #%llu finished",
                    c->id, gr__kind_name(shown(k)->kind), (unsigned long long)k->seq);
@@ -677,7 +681,10 @@ static gr_status expire_calls(const loop_style *y, const char *fn, gr__call *k, 
   for (size_t i = 0; i < n; i++) {
     if (done[i]) continue;
     done[i] = 1;
-    k[i].comm->ops->forget(&k[i]);
+    /* The answer is not kept: these calls' buffers are their callers', which keep on a timeout
+     * what they own (gr__run_inband's buffer, a group's or a fused call's pack go to gr__abandon),
+     * as the program keeps its own until the communicator is destroyed. */
+    (void)k[i].comm->ops->forget(&k[i]);
     gr__end_share(&k[i], GR__FL_TIMEOUT, t0, share);
     if (st == GR_OK) st = gr__timed_out(fn, &k[i], y->timeout_what);
     gr__comm_abort_internal(k[i].comm);
