@@ -35,7 +35,6 @@
 #include "gr_dtype.h"
 #include "gr_error.h"
 #include "gr_log.h"
-#include "gr_op_map.h"
 #include "gr_param.h"
 #include "gr_path.h"
 #include "gr_strbuf.h"
@@ -51,7 +50,11 @@
 enum { BUS_LEN = 32, KEY_LEN = 288, P2P_TAG = 0x5e7 };
 
 struct gr__nccl_share {
-  MPI_Comm in, out;         /* this GPU's ranks, in comm rank order (rank 0 = the leader) */
+  /* This GPU's ranks, in comm rank order (rank 0 = the leader), as two communicators on the MPI
+   * backend's table (member_new): "in" carries the members' data to their leader, "out" the
+   * leader's result back. Two, because a member posts both at once while its leader posts "out"
+   * only after the leaders' step. */
+  gr_comm *gin, *gout;
   int grank, gsize, gmax;   /* rank in and size of my group; the largest group */
   int nleaders, lrank;      /* leaders; my index among them (-1 for a member) */
   int *group_of, *grank_of; /* per comm rank: leader index of its group, rank within it */
@@ -61,8 +64,7 @@ struct gr__nccl_share {
    * call on it that its row posts, tests and forgets (NCCL over the leaders, one GPU each). */
   gr_comm *lead;
   int pinned;         /* lead exists: host staging buffers are pinned (see hal) */
-  MPI_Datatype el[4]; /* 1, 2, 4, 8 bytes: what travels without being reduced */
-  gr__op_map ops;     /* what reduces (gr_op_map.h, with gr__mpi_type's datatypes) */
+  MPI_Datatype el[4]; /* 1, 2, 4, 8 bytes: all-to-all, send and receive on host copies */
   uint64_t posted, nccl_turn, out_turn; /* call numbers: posted, through NCCL, "out" posted */
   struct xcall *head, *tail;            /* calls in flight, in post order */
 };
@@ -80,7 +82,10 @@ typedef struct xcall {
   gr__call lc;                    /* the leaders' step, a call on s->lead (its row stages) */
   int lc_posted;                  /* lc is posted and not settled: forget it when given up */
   int lc_quiet;                   /* lc's forget said nothing writes into hwork/hall any more */
-  MPI_Request r_in, r_out;
+  gr__call ic, oc;                /* the "in" and "out" steps, calls on s->gin and s->gout */
+  int ic_posted, oc_posted;       /* posted and not settled: forget them when given up */
+  int ic_busy, oc_busy;           /* given up on, and their forget said MPI may still write */
+  MPI_Request r_p2p;              /* all-to-all, send, receive: raw MPI on c->mpi */
   struct xcall *next;
 } xcall;
 
@@ -199,6 +204,45 @@ static gr_status lead_new(gr_comm *c, MPI_Comm lm, gr_comm **out) {
   return GR_OK;
 }
 
+/* A communicator of this GPU's ranks: destroyed (bounded by deadline) and freed; its sentence goes
+ * to c->err where nothing failed before (*st GR_OK). */
+static void member_free(gr_comm *c, gr_comm *g, gr_status *st, double deadline) {
+  if (!g) return;
+  gr__paths_destroy(g);
+  gr_status sg = g->be ? g->ops->destroy(g, deadline) : GR_OK;
+  if (sg != GR_OK && *st == GR_OK)
+    *st = gr__comm_err(c, sg, "destroying %s failed on rank %d: %s", g->id, c->rank, g->err);
+  gr__comm_free(g);
+}
+
+/* A communicator of this GPU's ranks on the MPI backend's table over m (owned from here on), made
+ * as hier.c's lead_new makes its leaders': the members' steps are calls on it that its rows post,
+ * test and forget. Its configuration is GPURUN_COLL_ALGO=mpi's (the MPI library's own calls, no
+ * shared-memory segment of its own: its traffic is one reduce or broadcast per call, and a segment
+ * per communicator would be two per shared GPU). */
+static gr_status member_new(gr_comm *c, MPI_Comm m, const char *what, gr_comm **out) {
+  gr__comm_cfg cfg = {c->timeout_s, 0, GR__COLL_ALGO_MPI, 0, &gr__coll_ops_mpi};
+  gr_comm *g = gr__comm_new(m, &cfg);
+  if (!g) {
+    MPI_Comm_free(&m);
+    return gr__comm_err(c, GR_ERR_NOMEM,
+                        "out of memory for the GPU's ranks' communicator on rank %d", c->rank);
+  }
+  MPI_Comm_set_errhandler(g->mpi, MPI_ERRORS_RETURN);
+  snprintf(g->id, sizeof g->id, "%.20s.gpu-%s", c->id, what);
+  gr_status st = g->ops->create(g, gr__deadline(c->timeout_s));
+  if (st == GR_OK) st = gr__paths_create(g);
+  if (st != GR_OK) {
+    gr__comm_err(c, st, "the GPU's ranks' communicator %s failed on rank %d: %s", g->id, c->rank,
+                 g->err);
+    gr_status ignore = st;
+    member_free(c, g, &ignore, gr__deadline(c->timeout_s));
+    return st;
+  }
+  *out = g;
+  return GR_OK;
+}
+
 /* Frees s. st: the status so far, whose sentence stands over one from here (a failed
  * MPI_Op_free: gr__op_map_free); returns st, or that failure when st is GR_OK. */
 static gr_status share_free(gr_comm *c, gr__nccl_share *s, gr_status st, double deadline) {
@@ -213,20 +257,12 @@ static gr_status share_free(gr_comm *c, gr__nccl_share *s, gr_status st, double 
     else
       st = sl;
   }
-  int gone = gr__mpi_gone();
-  if (!gone) {
-    if (s->in != MPI_COMM_NULL) MPI_Comm_free(&s->in);
-    if (s->out != MPI_COMM_NULL) MPI_Comm_free(&s->out);
+  member_free(c, s->gin, &st, deadline);
+  member_free(c, s->gout, &st, deadline);
+  s->gin = s->gout = NULL;
+  if (!gr__mpi_gone())
     for (int i = 0; i < 4; i++)
       if (s->el[i] != MPI_DATATYPE_NULL) MPI_Type_free(&s->el[i]);
-  }
-  char why[sizeof c->err];
-  memcpy(why, c->err, sizeof why);
-  gr_status st2 = gr__op_map_free(c, &s->ops);
-  if (st != GR_OK)
-    memcpy(c->err, why, sizeof why);
-  else
-    st = st2;
   free(s->group_of);
   free(s->grank_of);
   free(s->members);
@@ -311,14 +347,19 @@ static gr_status share_build(gr_comm *c, gr__nccl_share *s, const char *keys) {
   }
   for (int r = 0, j = 0; r < P; r++)
     if (s->group_of[r] == s->group_of[me]) s->members[j++] = r;
-  int rc = MPI_Comm_split(c->mpi, s->group_of[me], me, &s->in);
-  if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(s->in, &s->out);
+  MPI_Comm gm = MPI_COMM_NULL, gm2 = MPI_COMM_NULL;
+  int rc = MPI_Comm_split(c->mpi, s->group_of[me], me, &gm);
+  if (rc == MPI_SUCCESS && (rc = MPI_Comm_dup(gm, &gm2)) != MPI_SUCCESS) MPI_Comm_free(&gm);
   if (rc != MPI_SUCCESS) {
     st = mpi_fail(c, rc, "MPI_Comm_split (ranks of one GPU)");
     goto out;
   }
-  MPI_Comm_set_errhandler(s->in, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(s->out, MPI_ERRORS_RETURN);
+  st = member_new(c, gm, "in", &s->gin);
+  if (st == GR_OK)
+    st = member_new(c, gm2, "out", &s->gout);
+  else
+    MPI_Comm_free(&gm2);
+  if (st != GR_OK) goto out;
   for (int i = 0; i < 4 && rc == MPI_SUCCESS; i++) {
     rc = MPI_Type_contiguous(1 << i, MPI_BYTE, &s->el[i]);
     if (rc != MPI_SUCCESS) {
@@ -328,7 +369,6 @@ static gr_status share_build(gr_comm *c, gr__nccl_share *s, const char *keys) {
       st = mpi_fail(c, rc, "MPI_Type_commit (host staging)");
     }
   }
-  if (st == GR_OK) st = gr__op_map_create(c, &s->ops);
   if (st == GR_OK) st = leaders_init(c, s);
 out:
   free(count);
@@ -372,10 +412,8 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
   }
   gr__nccl_share *s = calloc(1, sizeof *s);
   if (s) {
-    s->in = s->out = MPI_COMM_NULL;
     for (int i = 0; i < 4; i++)
       s->el[i] = MPI_DATATYPE_NULL;
-    gr__op_map_init(&s->ops);
     st = share_build(c, s, keys);
   } else {
     st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory grouping ranks by GPU on rank %d", c->rank);
@@ -407,7 +445,10 @@ gr_status gr__nccl_share_destroy(gr_comm *c, gr__nccl_share *s, double deadline)
 }
 
 void gr__nccl_share_abort(gr__nccl_share *s) {
-  if (s && s->lead) s->lead->ops->abort(s->lead);
+  if (!s) return;
+  if (s->lead) s->lead->ops->abort(s->lead);
+  if (s->gin) s->gin->ops->abort(s->gin);
+  if (s->gout) s->gout->ops->abort(s->gout);
 }
 
 /* ---- calls -------------------------------------------------------------------------------- */
@@ -444,9 +485,58 @@ static gr_status stage(gr_comm *c, void *dst, const void *src, size_t n, cudaStr
 
 static int is_collective(gr__kind k) { return k != GR__ALLTOALL && k != GR__SEND && k != GR__RECV; }
 
+/* Post one member step: call l on g (the GPU's ranks' communicator) of kind, over send/recv. A
+ * failure's sentence names the step and g's detail. */
+static gr_status step_post(xcall *x, gr_comm *g, gr__call *l, int *posted, gr__kind kind,
+                           const void *send, void *recv, size_t count, int root, const char *what) {
+  gr__call *k = x->k;
+  memset(l, 0, sizeof *l); /* be_area zero, as a backend's post expects */
+  l->kind = kind;
+  l->send = send;
+  l->recv = recv;
+  l->count = count;
+  l->dtype = k->dtype;
+  l->op = k->op == GR_AVG ? GR_SUM : k->op; /* the leader divides once (leader_finish) */
+  l->root = root;
+  l->stream = k->stream;
+  l->comm = g;
+  l->seq = x->no;
+  l->flight_slot = -1;
+  int done = 0;
+  g->err[0] = '\0';
+  gr_status st = g->ops->post(l, &done);
+  if (st != GR_OK)
+    return gr__comm_err(k->comm, st, "the %s step on %s failed posting on rank %d: %s", what, g->id,
+                        k->comm->rank, g->err);
+  *posted = !done;
+  return GR_OK;
+}
+
+/* Whether a member step posted by step_post is over (*st its failure, with the sentence). */
+static int step_done(xcall *x, gr_comm *g, gr__call *l, int *posted, gr_status *st,
+                     const char *what) {
+  if (!*posted) return 1;
+  int done = 0;
+  g->err[0] = '\0';
+  gr_status e = g->ops->test(l, &done);
+  if (e != GR_OK) { /* a failed call is released by its backend */
+    *posted = 0;
+    *st = gr__comm_err(x->k->comm, e, "the %s step on %s failed on rank %d: %s", what, g->id,
+                       x->k->comm->rank, g->err);
+    return 1;
+  }
+  if (done) *posted = 0;
+  return done;
+}
+
+static const char IN_WHAT[] = "ranks-to-leader", OUT_WHAT[] = "leader-to-ranks";
+
+/* The "in" step: a call on the GPU's ranks' "in" communicator (reduce into the leader, the root's
+ * broadcast to its group, an allgather for the leader's gather, a barrier); all-to-all, send and
+ * receive go over c->mpi on host copies (they do not go through the leaders). */
 static gr_status post_in(gr__nccl_share *s, xcall *x) {
   gr__call *k = x->k;
-  gr_comm *c = k->comm;
+  gr_comm *c = k->comm, *g = s->gin;
   size_t n = k->count, es = gr__dtype_size(k->dtype), P = (size_t)c->size;
   MPI_Datatype t = el(s, k->dtype);
   int lead = s->grank == 0, rc = MPI_SUCCESS, cnt = (int)n;
@@ -454,41 +544,36 @@ static gr_status post_in(gr__nccl_share *s, xcall *x) {
   switch (k->kind) {
   case GR__ALLREDUCE:
   case GR__REDUCE:
-  case GR__REDUCE_SCATTER:
-    if (k->kind == GR__REDUCE_SCATTER) cnt = (int)(n * P);
-    if (lead && !(x->hwork = hal(s, (size_t)cnt * es))) return GR_ERR_NOMEM;
-    what = "MPI_Ireduce (into the GPU's leader)";
-    rc = MPI_Ireduce(x->hs, x->hwork, cnt, gr__mpi_type(k->dtype),
-                     gr__op_map_get(&s->ops, k->dtype, k->op), 0, s->in, &x->r_in);
-    break;
+  case GR__REDUCE_SCATTER: {
+    size_t m = k->kind == GR__REDUCE_SCATTER ? n * P : n;
+    if (lead && !(x->hwork = hal(s, m * es))) return GR_ERR_NOMEM;
+    return step_post(x, g, &x->ic, &x->ic_posted, GR__REDUCE, x->hs, x->hwork, m, 0, IN_WHAT);
+  }
   case GR__BROADCAST:
     if (!x->hwork && !(x->hwork = hal(s, n * es))) return GR_ERR_NOMEM;
-    if (!x->in_root_group) break;
-    what = "MPI_Ibcast (from the root to its GPU's ranks)";
-    rc = MPI_Ibcast(x->hwork, cnt, t, s->grank_of[k->root], s->in, &x->r_in);
-    break;
+    if (!x->in_root_group) return GR_OK;
+    return step_post(x, g, &x->ic, &x->ic_posted, GR__BROADCAST, x->hwork, x->hwork, n,
+                     s->grank_of[k->root], IN_WHAT);
   case GR__ALLGATHER:
-    if (lead && !(x->hwork = hal(s, (size_t)s->gmax * n * es))) return GR_ERR_NOMEM;
-    what = "MPI_Igather (into the GPU's leader)";
-    rc = MPI_Igather(x->hs, cnt, t, x->hwork, cnt, t, 0, s->in, &x->r_in);
-    break;
+    /* The MPI backend has no gather: an allgather, so every member receives the group's blocks
+     * (the leader's buffer is padded to the largest group for the leaders' step). */
+    if (!(x->hwork = hal(s, (size_t)(lead ? s->gmax : s->gsize) * n * es))) return GR_ERR_NOMEM;
+    return step_post(x, g, &x->ic, &x->ic_posted, GR__ALLGATHER, x->hs, x->hwork, n, -1, IN_WHAT);
   case GR__BARRIER:
-    what = "MPI_Ibarrier (the GPU's ranks)";
-    rc = MPI_Ibarrier(s->in, &x->r_in);
-    break;
+    return step_post(x, g, &x->ic, &x->ic_posted, GR__BARRIER, NULL, NULL, 0, -1, IN_WHAT);
   case GR__ALLTOALL:
     if (!(x->hres = hal(s, n * es * P))) return GR_ERR_NOMEM;
     what = "MPI_Ialltoall (host copies)";
-    rc = MPI_Ialltoall(x->hs, cnt, t, x->hres, cnt, t, c->mpi, &x->r_in);
+    rc = MPI_Ialltoall(x->hs, cnt, t, x->hres, cnt, t, c->mpi, &x->r_p2p);
     break;
   case GR__SEND:
     what = "MPI_Isend (host copy)";
-    rc = MPI_Isend(x->hs, cnt, t, k->root, P2P_TAG, c->mpi, &x->r_in);
+    rc = MPI_Isend(x->hs, cnt, t, k->root, P2P_TAG, c->mpi, &x->r_p2p);
     break;
   case GR__RECV:
     if (!(x->hres = hal(s, n * es))) return GR_ERR_NOMEM;
     what = "MPI_Irecv (host copy)";
-    rc = MPI_Irecv(x->hres, cnt, t, k->root, P2P_TAG, c->mpi, &x->r_in);
+    rc = MPI_Irecv(x->hres, cnt, t, k->root, P2P_TAG, c->mpi, &x->r_p2p);
     break;
   default:
     break;
@@ -496,38 +581,34 @@ static gr_status post_in(gr__nccl_share *s, xcall *x) {
   return rc == MPI_SUCCESS ? GR_OK : mpi_fail(c, rc, what);
 }
 
-/* The "out" step: the leader sends, a member receives; the same collective on both sides. */
+/* The "out" step: a broadcast from the leader on the "out" communicator (a reduce-scatter's
+ * scatter is a broadcast of the group's blocks: the MPI backend has no scatter), or a barrier. */
 static gr_status post_out(gr__nccl_share *s, xcall *x) {
   gr__call *k = x->k;
-  gr_comm *c = k->comm;
+  gr_comm *c = k->comm, *g = s->gout;
   size_t n = k->count, es = gr__dtype_size(k->dtype), P = (size_t)c->size;
-  MPI_Datatype t = el(s, k->dtype);
-  int lead = s->grank == 0, rc = MPI_SUCCESS, cnt = (int)n;
+  size_t m = n; /* elements broadcast */
+  int lead = s->grank == 0;
   switch (k->kind) {
   case GR__ALLREDUCE:
   case GR__REDUCE:
   case GR__BROADCAST:
-    if (k->kind == GR__REDUCE && !x->in_root_group) break;
-    if (k->kind == GR__BROADCAST && x->in_root_group) break;
-    if (!lead && !(x->hres = hal(s, n * es))) return GR_ERR_NOMEM;
-    rc = MPI_Ibcast(lead ? x->hwork : x->hres, cnt, t, 0, s->out, &x->r_out);
+    if (k->kind == GR__REDUCE && !x->in_root_group) return GR_OK;
+    if (k->kind == GR__BROADCAST && x->in_root_group) return GR_OK;
     break;
   case GR__ALLGATHER:
-    if (!lead && !(x->hres = hal(s, n * es * P))) return GR_ERR_NOMEM;
-    rc = MPI_Ibcast(x->hres, (int)(n * P), t, 0, s->out, &x->r_out);
+    m = n * P;
     break;
   case GR__REDUCE_SCATTER:
-    if (!lead && !(x->hres = hal(s, n * es))) return GR_ERR_NOMEM;
-    rc = lead ? MPI_Iscatter(x->hres, cnt, t, MPI_IN_PLACE, cnt, t, 0, s->out, &x->r_out)
-              : MPI_Iscatter(NULL, cnt, t, x->hres, cnt, t, 0, s->out, &x->r_out);
+    m = n * (size_t)s->gsize;
     break;
   case GR__BARRIER:
-    rc = MPI_Ibarrier(s->out, &x->r_out);
-    break;
+    return step_post(x, g, &x->oc, &x->oc_posted, GR__BARRIER, NULL, NULL, 0, -1, OUT_WHAT);
   default:
-    break;
+    return GR_OK;
   }
-  return rc == MPI_SUCCESS ? GR_OK : mpi_fail(c, rc, "posting the leader-to-members step");
+  if (!lead && !(x->hres = hal(s, m * es))) return GR_ERR_NOMEM;
+  return step_post(x, g, &x->oc, &x->oc_posted, GR__BROADCAST, x->hres, x->hres, m, 0, OUT_WHAT);
 }
 
 /* The leaders' call failed while doing (posting, testing): its sentence, on c. */
@@ -650,7 +731,9 @@ static gr_status advance(gr__nccl_share *s, xcall *x) {
   for (;;) {
     switch (x->phase) {
     case P_IN:
-      if (!mpi_done(c, &x->r_in, &e, "the ranks-to-leader step")) return GR_OK;
+      if (x->no ? !step_done(x, s->gin, &x->ic, &x->ic_posted, &e, IN_WHAT)
+                : !mpi_done(c, &x->r_p2p, &e, "the host copies' step"))
+        return GR_OK;
       if (e != GR_OK) return e;
       x->phase = x->no && lead ? P_NCCL : P_OUT_WAIT;
       break;
@@ -682,12 +765,13 @@ static gr_status advance(gr__nccl_share *s, xcall *x) {
       x->phase = P_OUT_WAIT;
       break;
     case P_OUT_WAIT: {
-      if (!mpi_done(c, &x->r_out, &e, "the leader-to-ranks step")) return GR_OK;
+      if (!step_done(x, s->gout, &x->oc, &x->oc_posted, &e, OUT_WHAT)) return GR_OK;
       if (e != GR_OK) return e;
       size_t sb, rb;
       gr__call_sides(k, &sb, &rb);
-      const void *src = x->hres;
+      const char *src = x->hres;
       if (k->kind == GR__BROADCAST && x->in_root_group) src = x->hwork;
+      if (k->kind == GR__REDUCE_SCATTER) src += (size_t)s->grank * rb; /* my block of the group's */
       if (rb) {
         cudaError_t q = cudaMemcpyAsync(k->recv, src, rb, cudaMemcpyDefault, st);
         if (q != cudaSuccess) return cuda_fail(c, q, "cudaMemcpyAsync (result to the caller)");
@@ -723,7 +807,7 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
   if (!x) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory on rank %d", c->rank);
   x->k = k;
   x->pinned = s->pinned;
-  x->r_in = x->r_out = MPI_REQUEST_NULL;
+  x->r_p2p = MPI_REQUEST_NULL;
   x->in_root_group = (k->kind == GR__BROADCAST || k->kind == GR__REDUCE) &&
                      s->group_of[k->root] == s->group_of[c->rank];
   if (is_collective(k->kind)) x->no = ++s->posted;
@@ -749,7 +833,7 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
     if (st == GR_ERR_NOMEM && !c->err[0])
       gr__comm_err(c, st, "out of memory staging a call on rank %d", c->rank);
     /* Requests already posted keep their buffers until they complete. */
-    if (x->r_in == MPI_REQUEST_NULL && x->r_out == MPI_REQUEST_NULL) {
+    if (x->r_p2p == MPI_REQUEST_NULL && !x->ic_posted && !x->oc_posted) {
       xfree_bufs(x);
       free(x);
     } else {
@@ -799,10 +883,12 @@ gr_status gr__nccl_share_test(gr__nccl_share *s, gr__call *k, int *done) {
   return GR_OK;
 }
 
-/* Calls given up (timeout, abort) whose buffers MPI or a stream may still write into: an MPI
- * collective request cannot be cancelled, and a copy or an NCCL call may be on the stream. They
- * are parked here (process-wide, reachable) and freed by a later sweep once their requests have
- * completed and no copy of theirs can be in flight; those that never complete stay until exit. */
+/* Calls given up (timeout, abort) whose buffers MPI or a stream may still write into: a raw MPI
+ * request (all-to-all, send, receive) cannot be cancelled, a member step whose backend's forget
+ * said MPI may still write its buffers, and a copy or an NCCL call may be on the stream. They are
+ * parked here (process-wide, reachable) and freed by a later sweep once their requests have
+ * completed and no copy of theirs can be in flight; those that never complete, or whose forget
+ * said busy (their backend's lost list holds the request, not these buffers), stay until exit. */
 static xcall *parked;
 static pthread_mutex_t parked_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -811,10 +897,10 @@ static void sweep_parked(void) {
   pthread_mutex_lock(&parked_lock);
   for (xcall **p = &parked; *p;) {
     xcall *x = *p;
-    int f_in = 0, f_out = 0;
-    gr__mpi_test(&x->r_in, &f_in);
-    gr__mpi_test(&x->r_out, &f_out);
-    if (f_in && f_out && (x->phase != P_NCCL_WAIT || x->lc_quiet) && x->phase != P_COPY) {
+    int f_p2p = 0;
+    gr__mpi_test(&x->r_p2p, &f_p2p);
+    if (f_p2p && !x->ic_busy && !x->oc_busy && (x->phase != P_NCCL_WAIT || x->lc_quiet) &&
+        x->phase != P_COPY) {
       *p = x->next;
       xfree_bufs(x);
       free(x);
@@ -830,6 +916,10 @@ static void park(gr__nccl_share *s, xcall *x) {
     x->lc_quiet = s->lead->ops->forget(&x->lc);
     x->lc_posted = 0;
   }
+  /* The members' steps: their backend hands what MPI may still write to its lost list and says
+   * whether x's buffers are among it (they stay here until the sweep after the end of time). */
+  if (x->ic_posted) x->ic_busy = !s->gin->ops->forget(&x->ic), x->ic_posted = 0;
+  if (x->oc_posted) x->oc_busy = !s->gout->ops->forget(&x->oc), x->oc_posted = 0;
   x->k = NULL;
   pthread_mutex_lock(&parked_lock);
   x->next = parked;
