@@ -1,34 +1,33 @@
 /* Ranks that share a GPU on the NCCL backend (see gr_nccl_share.h for the model).
  *
  * A call goes through up to four stages, each a non-blocking step that test() advances:
- *   in:   the members' data to their leader over MPI on host copies (reduce, gather, barrier; for
- *         a broadcast, the root's data to its whole group)
+ *   in:   the members' data to their leader on host copies (reduce; an allgather for the gather;
+ *         barrier; for a broadcast, the root's data to its whole group)
  *   nccl: the leaders' step, a call on the leaders' communicator (skipped with one leader)
- *   out:  the leader's result to its members over MPI (broadcast, scatter, barrier)
+ *   out:  the leader's result to its members (a broadcast; for a reduce-scatter, of the group's
+ *         blocks, each member taking its own; barrier)
  *   copy: the result into the caller's buffer, on the call's stream.
- * The leaders' communicator is a gr_comm on the parent's backend table, made as hier.c makes its
- * leaders' (lead_new: id "<parent>.leaders"): its ranks drive one GPU each, so its create runs
- * NCCL over them directly, and the leaders' step is a call posted and tested through its backend,
- * whose row ("nccl") stages the host buffers through the device, runs NCCL, copies back, waits for
- * the stream and words its failures; this file only adds where ("the leaders' step on ...").
+ * Each level is a gr_comm this file composes, as hier.c composes its own. The leaders' is on the
+ * parent's backend table (lead_new: id "<parent>.leaders"): its ranks drive one GPU each, so its
+ * create runs NCCL over them directly, and its row ("nccl") stages the host buffers through the
+ * device, runs NCCL, copies back, waits for the stream and words its failures. The members' are two
+ * on the MPI backend's table over this GPU's ranks (member_new: "<parent>.gpu-in", ".gpu-out"), in
+ * GPURUN_COLL_ALGO=mpi's configuration (the MPI library's calls; no shared-memory segment each),
+ * whose rows post, test and word the "in" and "out" steps. The MPI backend has no gather or
+ * scatter: the gather is an allgather and the scatter a broadcast of the group's blocks, which moves
+ * blocks members do not need. This file only adds where ("the ranks-to-leader step on ...") and
+ * the composition: turn order, the leader's host work (AVG's one division, the allgather's order).
  * Members post their "in" and "out" steps when the call is posted. Leaders post the leaders' step
  * and the "out" step strictly in call order (the turn counters), so that NCCL sees the same order
- * on every leader and each group's MPI communicators see the same order of collectives on every
- * member, whatever order the calls complete in. "in" and "out" run on two communicators, because a
+ * on every leader and each group's communicators see the same order of collectives on every
+ * member, whatever order the calls complete in. "in" and "out" are two communicators, because a
  * member posts both at once while its leader posts "out" only after NCCL.
- * All-to-all, send and receive do not go through the leaders: they run over MPI on host copies.
- * Host staging costs two copies per member and call; CUDA IPC between the ranks of one GPU would
- * avoid them and is not done (yet).
- *
- * What remains of issue 40 here: "in", "out" and the all-to-all/send/receive steps are still raw
- * MPI calls on this file's own communicators (in, out; c->mpi), with its own datatypes, op map
- * (gr_op_map.h), waits and sentences, rather than calls on gr_comms of the MPI backend over the
- * GPU's ranks (as mpi_path_hier_ml.c's node communicator). Converting them needs: the gather and
- * the scatter as kinds the MPI backend has (an allgather into the leader, a broadcast of the
- * group's blocks, as hier.c's node steps do); a way to keep the staging buffers of a call given up
- * on until MPI stops writing them (the backend's forget hands its request to the lost list without
- * this file's buffers, and says nothing back); and a shared-memory segment per such communicator
- * (two per shared GPU). */
+ * A call given up on forgets its steps; each backend's forget says whether anything still writes
+ * the buffers it was given, and the call's host buffers are parked until nothing does.
+ * All-to-all, send and receive do not go through the leaders: they stay raw MPI on c->mpi over host
+ * copies (as calls they would need a third gr_comm over all ranks, another duplicate of c->mpi).
+ * Host staging costs two copies per member and call (and the MPI backend's private copy of what a
+ * request receives); CUDA IPC between the ranks of one GPU would avoid them and is not done (yet). */
 #include "gr_nccl_share.h"
 
 #include "gr_agree.h"
