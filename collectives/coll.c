@@ -9,6 +9,7 @@
 #include "gr_mpi_family.h"
 #include "gr_coll.h"
 #include "gr_front.h"
+#include "gr_mpi_error.h"
 
 #include "gr_config.h"
 #include "gr_device.h"
@@ -57,13 +58,24 @@ static int algo_setting(void) {
 
 /* ---- life cycle --------------------------------------------------------------------------- */
 
+gr_status gr__comm_basics(gr_comm *c, MPI_Comm m, const char *what, int *rank, int *size) {
+  const char *call = "MPI_Comm_set_errhandler";
+  int rc = MPI_Comm_set_errhandler(m, MPI_ERRORS_RETURN);
+  if (rc == MPI_SUCCESS && (rc = MPI_Comm_rank(m, rank)) != MPI_SUCCESS) call = "MPI_Comm_rank";
+  if (rc == MPI_SUCCESS && (rc = MPI_Comm_size(m, size)) != MPI_SUCCESS) call = "MPI_Comm_size";
+  if (rc == MPI_SUCCESS) return GR_OK;
+  char named[128];
+  snprintf(named, sizeof named, "%s on %s", call, what);
+  return gr__comm_mpi_err(c, rc, named);
+}
+
 /* c->mpi is set and owned: errors return (every communicator the library creates does: no MPI
- * error of ours reaches a fatal handler), rank and size. */
-static void comm_basics(gr_comm *c) {
-  MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(c->mpi, &c->rank);
-  MPI_Comm_size(c->mpi, &c->size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &c->world_rank);
+ * error of ours reaches a fatal handler), rank and size, this rank's in MPI_COMM_WORLD. A refusal
+ * (only an invalid communicator gets one) leaves its sentence in c->err. */
+static gr_status comm_basics(gr_comm *c) {
+  GR_CHECK(gr__comm_basics(c, c->mpi, "the communicator", &c->rank, &c->size));
+  int rc = MPI_Comm_rank(MPI_COMM_WORLD, &c->world_rank);
+  return rc == MPI_SUCCESS ? GR_OK : gr__comm_mpi_err(c, rc, "MPI_Comm_rank on MPI_COMM_WORLD");
 }
 
 /* The sweep of the request registry (request.c, sequencer.c) that a gr__mpi_wait runs while it
@@ -87,7 +99,13 @@ gr_comm *gr__comm_new(MPI_Comm mpi, const gr__comm_cfg *cfg) {
   c->algo = cfg->algo;
   c->gpu_buffers = cfg->gpu_buffers;
   c->ops = cfg->ops;
-  if (mpi != MPI_COMM_NULL) comm_basics(c);
+  if (mpi != MPI_COMM_NULL && comm_basics(c) != GR_OK) {
+    /* the callers own mpi again on NULL; the sentence has no record left to live in */
+    GR_WARN("collectives: a communicator of the library's own is not made: %s", c->err);
+    c->mpi = MPI_COMM_NULL;
+    gr__comm_free(c);
+    return NULL;
+  }
   return c;
 }
 
@@ -102,8 +120,16 @@ void gr__comm_free(gr_comm *c) {
       if (!gr__mpi_keep_comm(c, m[i])) *m[i] = MPI_COMM_NULL;
   }
   gr__mpi_lost_seal(c);
-  if (c->side_mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->side_mpi);
-  if (c->mpi != MPI_COMM_NULL && !gone) MPI_Comm_free(&c->mpi);
+  /* a release with nobody left to tell (the record goes with it): a warning */
+  MPI_Comm *m[2] = {&c->side_mpi, &c->mpi};
+  for (int i = 0; i < 2 && !gone; i++) {
+    int rc = *m[i] != MPI_COMM_NULL ? MPI_Comm_free(m[i]) : MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) {
+      char s[MPI_MAX_ERROR_STRING];
+      GR_WARN("collectives: communicator %s: MPI_Comm_free of its %s failed: %s", c->id,
+              i ? "duplicate" : "side duplicate", gr__mpi_strerror(rc, s));
+    }
+  }
   free(c->inband_buf);
   c->magic = 0;
   free(c);
@@ -278,7 +304,10 @@ static gr_status req_dup(gr_comm *c, const char *fn) {
     c->side_mpi = MPI_COMM_NULL;
     return gr__fail(gr__comm_mpi_err(c, rc, "MPI_Comm_dup"), fn, "%s", c->err);
   }
-  MPI_Comm_set_errhandler(c->side_mpi, MPI_ERRORS_RETURN);
+  rc = MPI_Comm_set_errhandler(c->side_mpi, MPI_ERRORS_RETURN); /* freed with c on failure */
+  if (rc != MPI_SUCCESS)
+    return gr__fail(gr__comm_mpi_err(c, rc, "MPI_Comm_set_errhandler on the verdicts' duplicate"),
+                    fn, "%s", c->err);
   return GR_OK;
 }
 
@@ -307,10 +336,15 @@ static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg
     comm_free(c);
     return st;
   }
-  comm_basics(c);
+  gr_status st = comm_basics(c);
+  if (st != GR_OK) { /* before the agreement: the peers' timeout ends theirs, as a failed dup's */
+    st = gr__fail(st, fn, "%s", c->err);
+    comm_free(c);
+    return st;
+  }
   gr_backend b = GR_BACKEND_MPI;
   gr__live_create_step(GR_LIVE_STEP_AGREE);
-  gr_status st = agree(c, fn, v, &b);
+  st = agree(c, fn, v, &b);
   const gr__coll_ops *ops = v->fixed               ? v->fixed
                             : b == GR_BACKEND_NCCL ? NCCL_OPS_
                                                    : &gr__coll_ops_mpi;
@@ -347,9 +381,15 @@ static gr_status create_steps(MPI_Comm mpi, int world, const gr_comm_config *cfg
 static gr_status create_over(MPI_Comm mpi, const gr_comm_config *cfg, create_view *v,
                              gr_comm **out) {
   int cmp = MPI_UNEQUAL, rank = 0, size = 1;
-  MPI_Comm_compare(mpi, MPI_COMM_WORLD, &cmp);
-  MPI_Comm_rank(mpi, &rank);
-  MPI_Comm_size(mpi, &size);
+  const char *call = "MPI_Comm_compare";
+  int rc = MPI_Comm_compare(mpi, MPI_COMM_WORLD, &cmp);
+  if (rc == MPI_SUCCESS && (rc = MPI_Comm_rank(mpi, &rank)) != MPI_SUCCESS) call = "MPI_Comm_rank";
+  if (rc == MPI_SUCCESS && (rc = MPI_Comm_size(mpi, &size)) != MPI_SUCCESS) call = "MPI_Comm_size";
+  if (rc != MPI_SUCCESS) { /* an invalid mpi: its duplicate would fail on this rank alike */
+    char s[MPI_MAX_ERROR_STRING];
+    return gr__fail(GR_ERR_MPI, "gr_comm_create", "%s on mpi failed: %s", call,
+                    gr__mpi_strerror(rc, s));
+  }
   int world = cmp == MPI_IDENT || cmp == MPI_CONGRUENT;
   gr__observe_start_from_env();
   gr__live_create_begin(GR_LIVE_CALL_CREATE, GR_LIVE_STEP_DUP,
@@ -396,8 +436,13 @@ GR_API gr_status gr_comm_create(MPI_Comm mpi, const gr_comm_config *cfg, gr_comm
   *out = NULL;
   GR_CHECK(gr__mpi_family_check(fn)); /* before mpi reaches the running MPI */
   int inited = 0, finalized = 0;
-  MPI_Initialized(&inited);
-  MPI_Finalized(&finalized);
+  int rc = MPI_Initialized(&inited);
+  if (rc == MPI_SUCCESS) rc = MPI_Finalized(&finalized);
+  if (rc != MPI_SUCCESS) {
+    char s[MPI_MAX_ERROR_STRING];
+    return gr__fail(GR_ERR_STATE, fn, "asking MPI whether it is initialized failed: %s",
+                    gr__mpi_strerror(rc, s));
+  }
   if (!inited || finalized)
     return gr__fail(GR_ERR_STATE, fn, "MPI is %s",
                     finalized ? "already finalized" : "not initialized");
@@ -426,14 +471,22 @@ static gr_status split_steps(const char *fn, gr_comm *c, int color, int key, gr_
   gr_comm_config cfg = {GR_BACKEND_AUTO, c->timeout_s, c->check};
   if (nm != MPI_COMM_NULL) {
     if (comm_alloc(&cfg, c->gpu_buffers, &child) != GR_OK) {
-      MPI_Comm_free(&nm);
+      /* the split MPI just gave: its free fails only for an invalid handle, and out of memory
+       * is the sentence either way */
+      (void)MPI_Comm_free(&nm);
       return gr__fail(GR_ERR_NOMEM, fn, "out of memory");
     }
     child->ops = c->ops;
     child->mpi = nm;
-    comm_basics(child); /* backend, timeout and check mode are the parent's: agreed already;
-                         * GPURUN_COLL_ALGO (mode and row) is this creation's, agreed in
-                         * agree_uid */
+    /* backend, timeout and check mode are the parent's: agreed already; GPURUN_COLL_ALGO (mode
+     * and row) is this creation's, agreed in agree_uid. A failure here, before agree_uid, leaves
+     * the child's other ranks to their timeout, as a failed split does. */
+    gr_status bst = comm_basics(child);
+    if (bst != GR_OK) {
+      bst = gr__fail(bst, fn, "%s", child->err);
+      comm_free(child);
+      return bst;
+    }
     /* the name says which split and which colour; the id tells apart what the name cannot */
     char name[sizeof child->name];
     if (strcmp(c->name, GR_FL_WORLD) == 0)

@@ -229,8 +229,9 @@ struct gr_comm {
   int npaths;
   /* The row GPURUN_COLL_ALGO names (gr_path.h, Selection by name) where algo_row_agreed: agreed
    * in the round of a creation that agrees on algo (coll.c): its place in ops->paths plus one, 0
-   * for none, -1 where the ranks name different rows. A communicator a row makes for itself (not
-   * agreed, 0) has gr__paths_create agree on it in a round of its own. */
+   * for none, -1 where the ranks name different rows. A communicator a row makes for itself takes
+   * its parent's (gr__path_row_take, gr_path.h); one that takes none (not agreed, 0) has
+   * gr__paths_create agree on it in a round of its own. */
   int algo_row, algo_row_agreed;
   int aborted;
   int gpu_buffers;   /* CUDA devices present: buffers may be device pointers (MPI staging) */
@@ -324,6 +325,11 @@ typedef struct {
 } gr__comm_cfg;
 gr_comm *gr__comm_new(MPI_Comm mpi, const gr__comm_cfg *cfg);
 void gr__comm_free(gr_comm *c);
+/* What every communicator MPI makes for the library gets first (gr__comm_new's own, a node's or
+ * a slice's that a row keeps as a bare MPI_Comm): errors return, its rank and size into rank and
+ * size. A refusal (only an invalid communicator gets one) records "CALL on WHAT failed: MPI's
+ * text" in c->err and returns GR_ERR_MPI. */
+gr_status gr__comm_basics(gr_comm *c, MPI_Comm m, const char *what, int *rank, int *size);
 
 /* Create a communicator on a given backend table (the NCCL test double's entry point; the public
  * gr_comm_create picks the table itself). */

@@ -26,9 +26,11 @@
  * numbers still hold: an algorithm is never run outside the sizes it was written for). Ranks that
  * name different rows select none (said once). The row's place in the list is one more value of
  * the creation's round that agrees on GPURUN_COLL_ALGO's mode (coll.c, c->algo_row), so naming a
- * row costs no round of its own; a communicator a row makes for itself (gr__comm_new) agrees on it
- * in one round of gr__paths_create. The modes (mpi, flat, auto, hier, hier-ml) are not
- * rows and stay c->algo's (gr_coll.h).
+ * row costs no round of its own; a communicator a row makes for itself over some of the parent's
+ * ranks (gr__comm_new: hier.c's leaders', hier-ml's node and slice) takes the parent's agreement
+ * (gr__path_row_take) and spends no round either; one that takes none agrees on it in one round
+ * of gr__paths_create. The modes (mpi, flat, auto, hier, hier-ml) are not rows
+ * and stay c->algo's (gr_coll.h).
  *
  * A call's path is the first row of that list that serves it (its kind, then its numbers, then its
  * takes where it has one), chosen once when the backend posts the call and kept in the call
@@ -124,6 +126,13 @@ const gr__path *gr__path_named(const gr__path *const *list, const char *name);
  * where it names none (unset, a mode, a word no row of list answers to). What each rank brings to
  * the agreement on the row (above, Selection by name). */
 int gr__path_named_row(const gr__path *const *list);
+/* For a communicator c that a row makes for itself over some of parent's ranks, after gr__comm_new
+ * and before gr__paths_create: c takes parent's agreement on the row GPURUN_COLL_ALGO names
+ * (c->algo_row), translated by the row's name into c's table (none where c's table has no such
+ * row; none, quietly, where parent's ranks named different rows: parent says so), so that
+ * gr__paths_create spends no round on it. Every rank of c computes the same from what parent's
+ * ranks agreed. Nothing where parent has no agreement (c then agrees in a round of its own). */
+void gr__path_row_take(gr_comm *c, const gr_comm *parent);
 /* Rows in list, up to its NULL. */
 int gr__paths_count(const gr__path *const *list);
 /* For a row's create: the MIN of ok over c->mpi (1 where every rank passed 1), bounded by c's

@@ -112,9 +112,9 @@ static gr_status check_group(const char *fn, gr__call *q, size_t n) {
       gr__abandon(x[j].all); /* MPI may still write it */
       continue;
     }
-    if (st != GR_OK) {
+    if (st != GR_OK) { /* c->err: MPI_Iallgather's (gr__exchange_post) or MPI_Test's failure */
       free(x[j].all);
-      st = gr__fail(GR_ERR_MPI, fn, "check mode: MPI_Iallgather failed");
+      st = gr__fail(GR_ERR_MPI, fn, "check mode: the fingerprint exchange failed: %s", c->err);
       drop_calls_on(q, n, c, st);
       if (first == GR_OK) first = st;
       continue;

@@ -149,15 +149,20 @@ void gr__hier_free(gr__hier *h) {
 }
 
 /* The leaders' communicator on the parent's backend table: the inter-node step runs what that
- * backend runs (its create sees ranks on distinct nodes: no segment, no hierarchy of its own). */
+ * backend runs (its create sees ranks on distinct nodes: no segment, no hierarchy of its own), and
+ * the row GPURUN_COLL_ALGO names is c's, agreed already (gr__path_row_take: no round of its
+ * own). */
 static gr_status lead_new(gr_comm *c, MPI_Comm lm, gr_comm **out) {
   gr__comm_cfg cfg = {c->timeout_s, 0, c->algo, 0, c->ops};
   gr_comm *l = gr__comm_new(lm, &cfg);
   if (!l) {
-    MPI_Comm_free(&lm);
+    /* out of memory, or MPI refused lm's basics (said at warn level); the split MPI just gave
+     * fails its free only as an invalid handle */
+    (void)MPI_Comm_free(&lm);
     return GR_ERR_NOMEM;
   }
   snprintf(l->id, sizeof l->id, "%.20s.leaders", c->id);
+  gr__path_row_take(l, c);
   gr_status st = l->ops->create(l, gr__deadline(c->timeout_s));
   if (st == GR_OK) st = gr__paths_create(l);
   if (st != GR_OK) {
@@ -191,12 +196,11 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   int split_ok = MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node) ==
                      MPI_SUCCESS &&
                  node != MPI_COMM_NULL;
-  if (split_ok) {
-    MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(node, &lrank);
-    MPI_Comm_size(node, &lsize);
-    split_ok = node_leader(c, node, &leader);
+  if (split_ok && gr__comm_basics(c, node, "the node's communicator", &lrank, &lsize) != GR_OK) {
+    GR_DEBUG("collectives: communicator %s: no hierarchy: %s", c->id, c->err);
+    split_ok = 0; /* this rank brings 0 to the set-up's agreement below: all stay flat */
   }
+  if (split_ok) split_ok = node_leader(c, node, &leader);
   gr__hier *h = calloc(1, sizeof *h);
   /* every rank's place: its rank on its node, its node's leader, its host, gathered in one bounded
    * round (gr__agree_gather: MPI writes a heap copy, never rec after a round given up on) */
@@ -296,7 +300,9 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
                    : "no leaders' communicator");
     goto none;
   }
-  if (node != MPI_COMM_NULL) MPI_Comm_free(&node); /* the segment carries the node's traffic */
+  /* the segment carries the node's traffic; the split MPI gave fails its free only as an invalid
+   * handle, and the hierarchy stands either way */
+  if (node != MPI_COMM_NULL) (void)MPI_Comm_free(&node);
   free(rec);
   GR_DEBUG("collectives: communicator %s: hierarchical (%d nodes, this node %s has %d rank(s), "
            "leader rank %d; GPURUN_COLL_ALGO=%s)",
@@ -305,7 +311,7 @@ gr_status gr__hier_attach(gr_comm *c, gr__hier **out) {
   *out = h;
   return GR_OK;
 none:
-  if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+  if (node != MPI_COMM_NULL) (void)MPI_Comm_free(&node); /* as above: the flat paths stand anyway */
   free(rec);
   gr__hier_free(h);
   return GR_OK;

@@ -99,16 +99,20 @@ static void sub_free(gr_comm *s) {
   gr__comm_free(s);
 }
 
-/* A communicator on the parent's backend table over mpi (owned from here on), or NULL. */
+/* A communicator on the parent's backend table over mpi (owned from here on), or NULL. Errors
+ * return on it (gr__comm_new); the row GPURUN_COLL_ALGO names is c's, agreed already
+ * (gr__path_row_take: no round of its own). */
 static gr_comm *sub_new(gr_comm *c, MPI_Comm mpi, const char *what) {
   gr__comm_cfg cfg = {c->timeout_s, 0, c->algo, 0, c->ops};
   gr_comm *s = gr__comm_new(mpi, &cfg);
   if (!s) {
-    MPI_Comm_free(&mpi);
+    /* out of memory, or MPI refused mpi's basics (said at warn level); a split MPI just gave
+     * fails its free only as an invalid handle */
+    (void)MPI_Comm_free(&mpi);
     return NULL;
   }
-  MPI_Comm_set_errhandler(s->mpi, MPI_ERRORS_RETURN);
   snprintf(s->id, sizeof s->id, "%.20s.%s", c->id, what);
+  gr__path_row_take(s, c);
   if (s->ops->create(s, gr__deadline(c->timeout_s)) != GR_OK || gr__paths_create(s) != GR_OK) {
     GR_DEBUG("collectives: communicator %s: the multi-leader %s communicator failed: %s", c->id,
              what, s->err);
@@ -176,10 +180,9 @@ static gr_status ml_create(gr_comm *c, const gr__path *p, void **state) {
   int ok = MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &nm) ==
                MPI_SUCCESS &&
            nm != MPI_COMM_NULL;
-  if (ok) {
-    MPI_Comm_set_errhandler(nm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(nm, &lrank);
-    MPI_Comm_size(nm, &lsize);
+  if (ok && gr__comm_basics(c, nm, "the node's communicator", &lrank, &lsize) != GR_OK) {
+    GR_DEBUG("collectives: communicator %s: no multi-leader allreduce: %s", c->id, c->err);
+    ok = 0; /* this rank brings 0 to the layout's agreement below: none takes the row */
   }
   /* this rank's tables, sized as its own node says (the agreement below rejects any other) */
   ml_state *m = calloc(1, sizeof *m);
@@ -198,7 +201,8 @@ static gr_status ml_create(gr_comm *c, const gr__path *p, void **state) {
     if (x[0] && x[1] != x[3])
       GR_DEBUG("collectives: communicator %s: no multi-leader allreduce (nodes of %d to %d ranks)",
                c->id, (int)x[1], (int)x[3]);
-    if (nm != MPI_COMM_NULL) MPI_Comm_free(&nm);
+    /* the split MPI gave fails its free only as an invalid handle; the row stands aside anyway */
+    if (nm != MPI_COMM_NULL) (void)MPI_Comm_free(&nm);
     ml_destroy(c, m);
     return GR_OK;
   }
@@ -206,9 +210,11 @@ static gr_status ml_create(gr_comm *c, const gr__path *p, void **state) {
   int ranks_ok = parent_ranks(c, nm, lsize, m->node_ranks);
   if (MPI_Comm_split(c->mpi, lrank, c->rank, &sm) != MPI_SUCCESS) sm = MPI_COMM_NULL;
   if (sm != MPI_COMM_NULL) {
-    MPI_Comm_set_errhandler(sm, MPI_ERRORS_RETURN);
-    int ss = 0;
-    MPI_Comm_size(sm, &ss); /* the same on every rank of the slice */
+    int sr = 0, ss = 0; /* ss: the same on every rank of the slice */
+    if (gr__comm_basics(c, sm, "the slice's communicator", &sr, &ss) != GR_OK) {
+      GR_DEBUG("collectives: communicator %s: %s", c->id, c->err);
+      ss = 0; /* not the layout's: the agreement below sets the row aside on every rank */
+    }
     ranks_ok = ranks_ok && ss == m->nnodes && parent_ranks(c, sm, ss, m->slice_ranks);
   }
   /* the node's and the slice's communicators, each collective over its own ranks */

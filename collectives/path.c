@@ -94,11 +94,25 @@ const gr__path *gr__path_named(const gr__path *const *list, const char *name) {
   return NULL;
 }
 
-int gr__path_named_row(const gr__path *const *list) {
-  const gr__path *named = gr__path_named(list, gr__param_raw(GR_PARAM_COLL_ALGO));
+/* The place plus one of the row of list named name (gr__path_named), 0 for none. */
+static int row_named(const gr__path *const *list, const char *name) {
+  const gr__path *named = gr__path_named(list, name);
   for (int i = 0; named && list[i]; i++)
     if (list[i] == named) return i + 1;
   return 0;
+}
+
+int gr__path_named_row(const gr__path *const *list) {
+  return row_named(list, gr__param_raw(GR_PARAM_COLL_ALGO));
+}
+
+void gr__path_row_take(gr_comm *c, const gr_comm *parent) {
+  if (!parent->algo_row_agreed || !parent->ops || !c->ops) return;
+  int row = parent->algo_row;
+  if (row > gr__paths_count(parent->ops->paths)) return; /* c's own round then */
+  /* by name: c's table may be another backend's than parent's (today both are parent's) */
+  c->algo_row = row > 0 ? row_named(c->ops->paths, parent->ops->paths[row - 1]->name) : 0;
+  c->algo_row_agreed = 1;
 }
 
 /* GPURUN_COLL_ALGO naming a row (gr_path.h, Selection by name): the row's place in the backend's

@@ -17,6 +17,11 @@
  *     and so does gr_comm_split, each with the names its ranks give at the split; at two ranks an 8-byte
  *     allreduce takes the pair row (counted under pair) and both ranks get op(rank 0's, rank 1's)
  *     bit for bit (blocking, in place, request);
+ *   - a communicator a row makes for itself (gr__comm_new, as hier.c's leaders') takes its
+ *     parent's agreement on the named row (gr__path_row_take), whatever its ranks' own settings
+ *     say at its creation (rd where the parent agreed on rd, none where the parent's ranks named
+ *     different rows), and spends one gr__agree round (MPI_Iallreduce, counted here) fewer than
+ *     the same creation that agrees on its own;
  *   - on a communicator of one rank (MPI_COMM_SELF), whatever GPURUN_COLL_ALGO and the timeout
  *     say, the self row comes first and takes every collective, point-to-point stays with the MPI
  *     library, and calls of every kind (in place and not) give their input, each allreduce
@@ -37,6 +42,15 @@
 
 static int world_rank, failures;
 static long checks;
+
+/* This process's MPI_Iallreduce calls: gr__agree's one call, so one per agreement round. The
+ * library's calls come through this definition (the MPI profiling interface). */
+static long iallreduces;
+int MPI_Iallreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                   MPI_Request *req) {
+  __atomic_add_fetch(&iallreduces, 1, __ATOMIC_RELAXED);
+  return PMPI_Iallreduce(s, r, n, t, op, comm, req);
+}
 
 /* The index of p among c's rows, -1 when NULL. */
 static int row_of(const gr_comm *c, const gr__path *p) {
@@ -196,6 +210,84 @@ static void one_rank(const char *algo, double timeout_s) {
   EXPECT_OK_IN(gr_comm_destroy(c), "destroy");
 }
 
+/* A communicator over a duplicate of c's ranks on c's backend table, made the way a row makes its
+ * own (gr__comm_new, the backend's create, gr__paths_create), with GPURUN_COLL_ALGO as given on
+ * this rank; take: it takes c's agreement on the row first (gr__path_row_take). *rounds: the
+ * agreement rounds its creation spent. NULL on failure (said). */
+static gr_comm *inner_of(gr_comm *c, const char *algo, int take, long *rounds) {
+  MPI_Comm m = MPI_COMM_NULL;
+  checks++;
+  if (MPI_Comm_dup(c->mpi, &m) != MPI_SUCCESS) {
+    FAIL("MPI_Comm_dup for an inner communicator failed");
+    return NULL;
+  }
+  gr__comm_cfg cfg = {c->timeout_s, 0, c->algo, 0, c->ops};
+  if (algo)
+    setenv("GPURUN_COLL_ALGO", algo, 1);
+  else
+    unsetenv("GPURUN_COLL_ALGO");
+  long before = iallreduces;
+  gr_comm *s = gr__comm_new(m, &cfg);
+  gr_status st = s ? GR_OK : GR_ERR_NOMEM;
+  if (s) {
+    snprintf(s->id, sizeof s->id, "%.20s.inner", c->id);
+    if (take) gr__path_row_take(s, c);
+    st = s->ops->create(s, gr__deadline(c->timeout_s));
+    if (st == GR_OK && (st = gr__paths_create(s)) != GR_OK)
+      s->ops->destroy(s, gr__deadline(c->timeout_s));
+  }
+  *rounds = iallreduces - before;
+  unsetenv("GPURUN_COLL_ALGO");
+  if (st != GR_OK) {
+    FAIL("an inner communicator (%s): %s", take ? "taking the row" : "agreeing itself",
+         s ? s->err : "out of memory");
+    if (s) gr__comm_free(s);
+    return NULL;
+  }
+  return s;
+}
+
+static void inner_free(gr_comm *s) {
+  if (!s) return;
+  gr__paths_destroy(s);
+  s->ops->destroy(s, gr__deadline(s->timeout_s));
+  gr__comm_free(s);
+}
+
+/* Inner communicators (gr__path_row_take): rd, agreed on c_rd, stays first where the inner
+ * creation's ranks name different rows; c_differ's ranks named different rows, so every rank
+ * naming rd at the inner creation selects none. */
+static void inner_rows(gr_comm *c_rd, gr_comm *c_differ) {
+  const char *mixed = world_rank == 0 ? NULL : "pair";
+  long taken = 0, own = 0, r_differ = 0;
+  gr_comm *in_rd = inner_of(c_rd, mixed, 1, &taken), *in_own = inner_of(c_rd, mixed, 0, &own),
+          *in_differ = inner_of(c_differ, "rd", 1, &r_differ);
+  if (in_rd && in_own && in_differ) {
+    checks++;
+    if (strcmp(in_rd->paths[0]->name, "rd") != 0 || has_row(in_rd, "shm"))
+      FAIL("an inner communicator of a parent that agreed on rd: the first row is %s",
+           in_rd->paths[0]->name);
+    checks++;
+    if (!has_row(in_own, "shm") || !strcmp(in_own->paths[0]->name, "rd"))
+      FAIL("an inner communicator agreeing itself, rank 0 naming no row: the first row is %s",
+           in_own->paths[0]->name);
+    checks++;
+    if (!has_row(in_differ, "shm") || !strcmp(in_differ->paths[0]->name, "rd"))
+      FAIL("an inner communicator of a parent whose ranks named different rows, every rank "
+           "naming rd: the first row is %s",
+           in_differ->paths[0]->name);
+    checks++;
+    if (own - taken != 1)
+      FAIL("an inner communicator taking its parent's row spent %ld agreement rounds, one "
+           "agreeing itself %ld: one fewer expected",
+           taken, own);
+    sweep(in_rd, "inner, rd taken");
+  }
+  inner_free(in_rd);
+  inner_free(in_own);
+  inner_free(in_differ);
+}
+
 /* GPURUN_COLL_ALGO naming a row (gr_path.h, Selection by name). */
 static void named_rows(int P) {
   gr_comm *pair = make("pair", 60), *rd = make("rd", 60),
@@ -220,6 +312,7 @@ static void named_rows(int P) {
     if (!has_row(differ, "shm") || !strcmp(differ->paths[0]->name, "pair") ||
         !strcmp(differ->paths[0]->name, "rd"))
       FAIL("ranks that name different rows: the first row is %s", differ->paths[0]->name);
+    inner_rows(rd, differ);
   }
   /* one rank names a row and the others a mode: none is selected on any rank (rank 0 too) */
   gr_comm *one = make(world_rank == 0 ? "pair" : "auto", 60);
