@@ -260,3 +260,21 @@ void gr__mpi_reap(void) {
   }
   pthread_mutex_unlock(&lost_lock);
 }
+
+/* Buffers a timed-out MPI request may still use (a collective request cannot be cancelled): kept
+ * reachable for the rest of the process, never freed, so that a late write lands in memory nobody
+ * else owns. Few: a timeout aborts the communicator. */
+void gr__abandon(void *p) {
+  static struct abandoned {
+    struct abandoned *next;
+    void *p;
+  } * list;
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  struct abandoned *a = malloc(sizeof *a);
+  if (!a) return; /* then it is merely leaked */
+  a->p = p;
+  pthread_mutex_lock(&lock);
+  a->next = list;
+  list = a;
+  pthread_mutex_unlock(&lock);
+}

@@ -271,6 +271,9 @@ int gr__past(double deadline);
 int gr__mpi_test(MPI_Request *req, int *flag);
 /* Wait for an MPI request with the deadline; GR_ERR_TIMEOUT past it (the request is left). */
 gr_status gr__mpi_wait(gr_comm *c, MPI_Request *req, double deadline);
+/* Keep p for the rest of the process, never freed: a buffer a call given up on may still write
+ * (comm_wait.c). */
+void gr__abandon(void *p);
 
 /* Bytes of the send and the receive side of a call on this rank (what a backend stages). */
 void gr__call_sides(const gr__call *k, size_t *send_bytes, size_t *recv_bytes);

@@ -60,7 +60,6 @@ typedef struct {
   int backend_timeout;      /* a backend's own GR_ERR_TIMEOUT is this call's timeout (blocking) */
 } loop_style;
 
-void gr__abandon(void *p);
 /* MPI requests given up on (comm_wait.c, "MPI requests given up on"): a request a timed-out call
  * leaves running is handed over with the private buffers it writes (*req becomes MPI_REQUEST_NULL;
  * the buffers are freed once it completed, never while it may write them); gr__mpi_lost says

@@ -92,6 +92,9 @@ int gr__hier_gone(const gr__hier *h, char *buf, size_t len);
 gr_status gr__hier_call_post(gr__hier *h, gr__call *k, const void *send, void *recv,
                              gr__hier_call **op);
 gr_status gr__hier_call_test(gr__hier *h, gr__call *k, gr__hier_call **op, int *done);
-void gr__hier_call_forget(gr__hier *h, gr__call *k, gr__hier_call **op);
+/* Forget a call that will never complete (the path is unusable afterwards): 1 when nothing
+ * writes into its buffers any more, 0 when a leaders' step may still (its backend's forget said
+ * so; its scratch is then kept, never freed). */
+int gr__hier_call_forget(gr__hier *h, gr__call *k, gr__hier_call **op);
 
 #endif

@@ -94,6 +94,8 @@ struct gr__hier_call {
   gr_status st; /* a failure seen while progressing (another call's test may find it) */
   char why[GR__ERRLEN];
   int finished;
+  int busy; /* a forgotten leaders' step may still write (its backend's forget said so): tmp is
+             * kept for the rest of the process, never freed */
   gr_list_node node; /* in h->calls */
 };
 
@@ -352,7 +354,11 @@ int gr__hier_takes(const gr__hier *h, const gr__call *k) {
 static void call_release(hier_call *hc) {
   gr__hier *h = hc->h;
   if (gr__list_linked(&h->calls, &hc->node)) gr__list_remove(&h->calls, &hc->node);
-  free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc), free(hc->tmp);
+  if (hc->busy)
+    gr__abandon(hc->tmp);
+  else
+    free(hc->tmp);
+  free(hc->seq), free(hc->nops), free(hc->adone), free(hc->ldone), free(hc->lc);
   free(hc);
 }
 
@@ -361,7 +367,7 @@ static void call_abandon(hier_call *hc) {
   gr__hier *h = hc->h;
   if (h->shm && hc->tdone < hc->tpost) gr__shm_forget(h->shm, hc->nops[hc->tdone], NULL, 0);
   for (int j = hc->ldone_lo; j < hc->lposted; j++)
-    if (!hc->ldone[j]) h->lead->ops->forget(&hc->lc[j]);
+    if (!hc->ldone[j] && !h->lead->ops->forget(&hc->lc[j])) hc->busy = 1;
   hc->lposted = hc->ldone_lo; /* nothing left to forget */
   hc->tpost = hc->tdone;
 }
@@ -724,7 +730,7 @@ int gr__hier_gone(const gr__hier *h, char *buf, size_t len) {
   return h->shm ? gr__shm_gone(h->shm, buf, len) : 0;
 }
 
-void gr__hier_call_forget(gr__hier *h, gr__call *k, hier_call **op) {
+int gr__hier_call_forget(gr__hier *h, gr__call *k, hier_call **op) {
   hier_call *hc = *op;
   char b[GR__ERRLEN], lt[256];
   gr__strbuf sb;
@@ -754,5 +760,7 @@ void gr__hier_call_forget(gr__hier *h, gr__call *k, hier_call **op) {
   hc->tdone = hc->tpost; /* the segment is marked broken: nothing of it is waited for */
   call_abandon(hc);
   *op = NULL;
+  int quiet = !hc->busy;
   call_release(hc);
+  return quiet;
 }

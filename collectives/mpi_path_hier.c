@@ -38,10 +38,10 @@ static gr_status hier_test(gr__call *k, int *done) {
   return st;
 }
 
-/* The leaders' requests are cancelled or forgotten inside. */
+/* The leaders' requests are cancelled or forgotten inside; whether one may still write, its
+ * backend says. */
 static int hier_forget(gr__call *k) {
-  gr__hier_call_forget(hier_of(k->comm), k, &gr__mpi_call_of(k)->hier_op);
-  return 1;
+  return gr__hier_call_forget(hier_of(k->comm), k, &gr__mpi_call_of(k)->hier_op);
 }
 
 static int hier_gone(const gr_comm *c, char *buf, size_t len) {

@@ -428,10 +428,11 @@ static int ml_forget(gr__call *k) {
   gr__strbuf_init_fixed(&sb, b, sizeof b);
   gr__strbuf_appendf(&sb, "hierarchical allreduce (multi-leader, %d nodes x %d ranks): %s",
                      m->nnodes, m->lsize, ml_stage[mc->stage]);
+  int quiet = 1; /* nothing writes mc's buffers any more */
   if (mc->stage >= ML_RS && mc->stage <= ML_AG && mc->st == GR_OK) {
     gr_comm *s = mc->sub.comm;
     s->err[0] = '\0';
-    s->ops->forget(&mc->sub);
+    quiet = s->ops->forget(&mc->sub);
     if (mc->stage == ML_AR)
       gr__strbuf_appendf(
           &sb, " of slice %d among %s not complete%s%s", m->lrank, ranks_text(m, t, sizeof t),
@@ -447,9 +448,13 @@ static int ml_forget(gr__call *k) {
   m->broken = 1;
   snprintf(m->why, sizeof m->why, "a call timed out");
   if (gr__list_linked(&m->calls, &mc->node)) gr__list_remove(&m->calls, &mc->node);
-  free(mc->tmp), free(mc);
+  if (quiet)
+    free(mc->tmp);
+  else
+    gr__abandon(mc->tmp); /* the step in flight may still write it: kept, never freed */
+  free(mc);
   *handle(k) = NULL;
-  return 1;
+  return quiet;
 }
 
 const gr__path gr__path_hier_ml = {.name = GR__ALGO_NAME(HIER_ML),

@@ -181,11 +181,16 @@ static gr_status lead_new(gr_comm *c, MPI_Comm lm, gr_comm **out) {
   gr__comm_cfg cfg = {c->timeout_s, 0, c->algo, 0, c->ops};
   gr_comm *l = gr__comm_new(lm, &cfg);
   if (!l) {
-    MPI_Comm_free(&lm);
-    return gr__comm_err(c, GR_ERR_NOMEM, "out of memory for the leaders' communicator on rank %d",
+    /* out of memory, or MPI refused lm's basics (said at warn level); the split MPI just gave
+     * fails its free only as an invalid handle */
+    (void)MPI_Comm_free(&lm);
+    return gr__comm_err(c, GR_ERR_NOMEM,
+                        "the leaders' communicator could not be made on rank %d (out of memory, "
+                        "or MPI refused it: GPURUN_LOG=warn says which)",
                         c->rank);
   }
   snprintf(l->id, sizeof l->id, "%.20s.leaders", c->id);
+  gr__path_row_take(l, c); /* the row GPURUN_COLL_ALGO names is c's, agreed already */
   gr_status st = l->ops->create(l, gr__deadline(c->timeout_s));
   if (st == GR_OK) st = gr__paths_create(l);
   if (st != GR_OK) {
@@ -223,12 +228,16 @@ static gr_status member_new(gr_comm *c, MPI_Comm m, const char *what, gr_comm **
   gr__comm_cfg cfg = {c->timeout_s, 0, GR__COLL_ALGO_MPI, 0, &gr__coll_ops_mpi};
   gr_comm *g = gr__comm_new(m, &cfg);
   if (!g) {
-    MPI_Comm_free(&m);
+    (void)MPI_Comm_free(&m); /* as lead_new's */
     return gr__comm_err(c, GR_ERR_NOMEM,
-                        "out of memory for the GPU's ranks' communicator on rank %d", c->rank);
+                        "the GPU's ranks' communicator could not be made on rank %d (out of "
+                        "memory, or MPI refused it: GPURUN_LOG=warn says which)",
+                        c->rank);
   }
-  MPI_Comm_set_errhandler(g->mpi, MPI_ERRORS_RETURN);
   snprintf(g->id, sizeof g->id, "%.20s.gpu-%s", c->id, what);
+  /* c's agreed row, translated into the MPI backend's table: none there (NCCL's table has no
+   * row to select), so no round of its own and GPURUN_COLL_ALGO=mpi's plain rows */
+  gr__path_row_take(g, c);
   gr_status st = g->ops->create(g, gr__deadline(c->timeout_s));
   if (st == GR_OK) st = gr__paths_create(g);
   if (st != GR_OK) {
