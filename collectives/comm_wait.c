@@ -159,9 +159,12 @@ void gr__mpi_abandon(gr_comm *c, MPI_Request *req, void *buf0, void *buf1) {
   if (!lost_hook) { /* refused: tried again at the next abandon; every destroy tests anyway */
     int key = MPI_KEYVAL_INVALID;
     if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, lost_on_finalize, &key, NULL) ==
-            MPI_SUCCESS &&
-        MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL) == MPI_SUCCESS)
-      lost_hook = 1;
+        MPI_SUCCESS) {
+      if (MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL) == MPI_SUCCESS)
+        lost_hook = 1;
+      else /* not attached: the key is freed (its result only says an invalid key) */
+        (void)MPI_Comm_free_keyval(&key);
+    }
   }
   if (e) { /* else the request and its buffers are merely leaked; c's objects are then freed */
     e->req = *req;
