@@ -15,10 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "exact_check.h"
 #include "exact_values.h"
+#include "gr_test_clock.h"
 
 #ifdef NONBLOCK_NCCL_DOUBLE
 #include "gr_coll.h"
@@ -239,29 +239,20 @@ static void t_isend_irecv(gr_comm *c, gr_dtype t, size_t n, int bt) {
   }
 }
 
-/* CLOCK_MONOTONIC: one clock for every process of a node (MPI_Wtime counts from each process's
- * own start in Open MPI). */
-static double mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void t_ibarrier(gr_comm *c, int bt) {
   gr_request *q = NULL;
   finish(BACKEND_LABEL " gr_ibarrier", gr_ibarrier(c, &q), &q, bt);
   /* a barrier really waits: the last rank enters 50 ms late and nobody leaves before it entered
-   * (one node: the same clock in every rank) */
+   * (one node: CLOCK_MONOTONIC is the same clock in every rank, where MPI_Wtime counts from each
+   * process's own start in Open MPI) */
   int P = gr_comm_size(c), r = gr_comm_rank(c);
   double entered = 0;
   if (r == P - 1) {
-    double t0 = mono();
-    while (mono() - t0 < 0.05) {
-    }
-    entered = mono();
+    gr_test_spin(0.05);
+    entered = gr_test_now();
   }
   finish(BACKEND_LABEL " gr_ibarrier (late last rank)", gr_ibarrier(c, &q), &q, bt);
-  double left = mono();
+  double left = gr_test_now();
   MPI_Comm mc = MPI_COMM_WORLD;
   if (c == NULL || gr_comm_size(c) != world_size) return; /* the clock check runs on the world */
   MPI_Bcast(&entered, 1, MPI_DOUBLE, P - 1, mc);
@@ -423,8 +414,8 @@ static void t_across(gr_comm *c) {
   EXPECT_OK_IN(gr_test(&q1, &d1), what);
   EXPECT_OK_IN(gr_test(&q2, &d2), what);
   if (r == 0) {
-    double t0 = mono();
-    while (mono() - t0 < 0.05 && q1 && q2) {
+    double t0 = gr_test_now();
+    while (gr_test_now() - t0 < 0.05 && q1 && q2) {
       if (q1) EXPECT_OK_IN(gr_test(&q1, &d1), what);
       if (q2) EXPECT_OK_IN(gr_test(&q2, &d2), what);
     }

@@ -15,20 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gr_agree.h"
 #include "gr_shm.h"
+#include "gr_test_clock.h"
 
 static int rank, size, failures;
 
 #include "expect.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -60,10 +54,10 @@ int main(int argc, char **argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank != 0) {
     gr__shm_mapping m;
-    double t0 = now();
+    double t0 = gr_test_now();
     gr_status st =
         reg ? gr__shm_comm_register(c, s, buf, bytes, &m) : gr__shm_comm_window(c, s, bytes, &m);
-    double took = now() - t0;
+    double took = gr_test_now() - t0;
     EXPECT_ST(st, GR_ERR_TIMEOUT);
     if (took < timeout || took > timeout + slack)
       FAIL("gave up after %.2f s, not within %g to %g s", took, timeout, timeout + slack);
@@ -79,9 +73,7 @@ int main(int argc, char **argv) {
         break;
       }
   } else {
-    double t = now() + late_by;
-    while (now() < t) { /* computes: no MPI, no gpurun call */
-    }
+    gr_test_spin(late_by); /* computes: no MPI, no gpurun call */
     /* the round the others gave up on, so that their requests complete */
     uint64_t token = 0x5eed;
     EXPECT_OK(gr__agree_bcast(c, "the window's token", &token, sizeof token, 0));

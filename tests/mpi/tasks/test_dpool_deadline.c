@@ -32,6 +32,7 @@ static int g_rank, g_size;
 
 #define GR_TEST_RANK g_rank
 #include "gr_check.h"
+#include "gr_test_clock.h"
 
 static void on_alarm(int sig) {
   (void)sig;
@@ -39,12 +40,6 @@ static void on_alarm(int sig) {
   int k = snprintf(m, sizeof m, "HANG: rank %d did not return from gr_dpool_run\n", g_rank);
   if (k > 0) (void)!write(2, m, (size_t)k);
   _exit(3);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void noop_task(gr_dpool *dp, const void *pl, size_t len, void *ctx) {
@@ -159,9 +154,9 @@ static int test_partial(void) {
         nanosleep(&ts, NULL);
         continue;
       }
-      double t0 = now_s();
+      double t0 = gr_test_now();
       gr_status st = gr_dpool_run(dp);
-      double dt = now_s() - t0;
+      double dt = gr_test_now() - t0;
       if (run < skip_run) {
         REQUIRE_OK(st);
       } else {
@@ -184,9 +179,9 @@ static int test_partial(void) {
     gr_dpool_config_init(&cfg);
     cfg.timeout_s = T;
     gr_dpool *dp = (gr_dpool *)&cfg;
-    double t0 = now_s();
+    double t0 = gr_test_now();
     gr_status st = gr_dpool_create(MPI_COMM_WORLD, NULL, &cfg, &dp);
-    double dt = now_s() - t0;
+    double dt = gr_test_now() - t0;
     REQUIRE(dp == NULL);
     REQUIRE(strstr(gr_last_error(), "gr_dpool_create") != NULL);
     /* the first rank whose timeout runs out tells the others, who may have started later */
@@ -210,9 +205,9 @@ static int test_partial(void) {
     gr_dpool_config_init(&cfg);
     cfg.timeout_s = T;
     gr_dpool *dp = NULL;
-    double t0 = now_s();
+    double t0 = gr_test_now();
     gr_status st = gr_dpool_create(rev, NULL, &cfg, &dp);
-    expect_timeout_in(st, now_s() - t0, 0.5, -1, ""); /* as above: a notice may come first */
+    expect_timeout_in(st, gr_test_now() - t0, 0.5, -1, ""); /* as above: a notice may come first */
     char want[96];
     snprintf(want, sizeof want, "rank(s) 0 (world rank %d) of comm did not enter", absent);
     if (!strstr(gr_last_error(), want))
@@ -252,9 +247,9 @@ static int test_barrier(void) {
   if (g_rank == 0) REQUIRE_OK(gr_dpool_push(dp, id, NULL, 0));
   gr__dp_test_stop_before_barrier = late;
   alarm((unsigned)(20 * T + 30));
-  double t0 = now_s();
+  double t0 = gr_test_now();
   gr_status st = gr_dpool_run(dp);
-  double dt = now_s() - t0;
+  double dt = gr_test_now() - t0;
   if (g_rank != late) {
     expect_timeout_said(st, dt, late, "reach the run's final barrier");
     /* Resumed earlier, the late rank's arrival could reach a rank whose deadline is still to
@@ -286,7 +281,7 @@ static void tree_task(gr_dpool *dp, const void *pl, size_t len, void *ctx) {
   if (len == sizeof depth) memcpy(&depth, pl, sizeof depth);
   long n = __atomic_add_fetch(&g_ran, 1, __ATOMIC_RELAXED);
   if (g_rank == 1 && n == 20000) { /* silent from here until rank 0 resumes it */
-    g_stop_time = now_s();         /* CLOCK_MONOTONIC: one clock for the node's processes */
+    g_stop_time = gr_test_now();   /* CLOCK_MONOTONIC: one clock for the node's processes */
     raise(SIGSTOP);
   }
   double x = 0; /* a little work per task */
@@ -322,9 +317,9 @@ static int test_stop(int pool_threads) {
   int zero = 0;
   if (g_rank == 0) REQUIRE_OK(gr_dpool_push(dp, g_tree_id, &zero, sizeof zero));
   alarm((unsigned)(40 * T + 30));
-  double t0 = now_s();
+  double t0 = gr_test_now();
   gr_status st = gr_dpool_run(dp);
-  double t_ret = now_s();
+  double t_ret = gr_test_now();
   if (g_rank != 1) {
     /* The stop happened some time into the run: bound the return by the time since then, which
      * rank 1 cannot tell us; the check here is that it returned at all, with the right name. */

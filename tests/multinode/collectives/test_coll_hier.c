@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "exact_check.h"
@@ -33,6 +32,7 @@
                       * reach the pipeline; the default, 16 MiB, would need calls too large for a
                       * test under ASan), gr__hier_calls (the calls that took the path) and
                       * gr__hier_step_hook (the victim's death inside a call) */
+#include "gr_test_clock.h"
 #include "world_comm.h"
 
 static int world_rank, failures, checks;
@@ -357,12 +357,6 @@ done:
   return total ? 1 : 0;
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void die_now(int leader, int segment) {
   (void)leader, (void)segment;
   raise(SIGKILL);
@@ -416,18 +410,18 @@ static int run_kill(int victim, int first) {
   static const char *const names[] = {"reduce", "allgather", "reduce_scatter", "allreduce"};
   float *y = ec_alloc(n * sizeof *y);
   size_t per = n / (size_t)size;
-  double t0 = now();
+  double t0 = gr_test_now();
   gr_status st = GR_OK;
   int kind = 0;
   for (int it = 0; it < 100000 && st == GR_OK; it++) {
-    t0 = now();
+    t0 = gr_test_now();
     kind = (it + first) % 4;
     if (kind == 0) st = gr_reduce(x, y, n, GR_FLOAT32, GR_SUM, 1, c, NULL);
     if (kind == 1) st = gr_allgather(y, x, per, GR_FLOAT32, c, NULL);
     if (kind == 2) st = gr_reduce_scatter(x, y, per, GR_FLOAT32, GR_SUM, c, NULL);
     if (kind == 3) st = gr_allreduce(x, x, n, GR_FLOAT32, GR_SUM, c, NULL);
   }
-  double dt = now() - t0;
+  double dt = gr_test_now() - t0;
   const char *e = gr_last_error();
   char want[64], fn[48], hk[48];
   snprintf(want, sizeof want, "rank %d (process ", victim);

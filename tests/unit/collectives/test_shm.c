@@ -26,7 +26,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -34,29 +33,24 @@
 #include "../../mpi/collectives/exact_values.h"
 #include "gr_dtype.h"
 #include "gr_shm.h"
+#include "gr_test_clock.h"
 
 static int stress_rounds = 200;
 /* Single copy by process_vm_readv (production's choice where the kernel allows it) or the
  * copy-in/copy-out fallback. */
 static int use_cma = 1;
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Post and progress one call until done or deadline (then forget, with the sentence in why). */
 static gr_status run_op(gr__shm *s, gr__shm_op *call, double timeout_s, char *why, size_t len) {
   gr__shm_op *op = NULL;
   gr_status st = gr__shm_post(s, &op, call);
   if (st != GR_OK) return st;
-  double deadline = now() + timeout_s;
+  double deadline = gr_test_now() + timeout_s;
   for (unsigned spin = 0;; spin++) {
     int done = 0;
     st = gr__shm_test(s, op, &done);
     if (st != GR_OK || done) return st;
-    if ((spin & 15) == 15 && now() > deadline) {
+    if ((spin & 15) == 15 && gr_test_now() > deadline) {
       gr__shm_forget(s, op, why, len);
       return GR_ERR_TIMEOUT;
     }

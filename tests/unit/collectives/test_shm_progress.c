@@ -17,23 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "gr_coll.h"
 #include "gr_shm.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void spin_us(double us) {
-  double end = now() + us * 1e-6;
-  while (now() < end) {
-  }
-}
+#include "gr_test_clock.h"
 
 static uint64_t next(uint64_t *s) {
   *s ^= *s << 13;
@@ -142,8 +130,8 @@ static int untested(gr__shm *s, int r, int P) {
   int bad = 0;
   for (int i = 0; i < 3; i++) {
     int failed = 0;
-    double end = now() + 60;
-    while (!gr__shm_settled(s, c[i].op, &failed) && now() < end)
+    double end = gr_test_now() + 60;
+    while (!gr__shm_settled(s, c[i].op, &failed) && gr_test_now() < end)
       usleep(1000);
     int done = 0;
     if (!gr__shm_settled(s, c[i].op, &failed)) {
@@ -170,7 +158,7 @@ static int mixed(gr__shm *s, int r, int P, int rounds) {
       fill(&c[i], r, P);
     }
     for (int i = 0; i < NOPS; i++) {
-      spin_us((double)(next(&mine) % 400));
+      gr_test_spin((double)(next(&mine) % 400) * 1e-6);
       gr__shm_op o = describe(&c[i]);
       if (gr__shm_post(s, &c[i].op, &o) != GR_OK) return 1;
       if ((round + r) % 2 == 0 && gr__shm_engine_add(s) != GR_OK) return 1;
@@ -186,11 +174,11 @@ static int mixed(gr__shm *s, int r, int P, int rounds) {
       call *q = &c[order[k]];
       int done = 0, tests = 0;
       gr_status st = GR_OK;
-      double end = now() + 60;
-      while (!done && st == GR_OK && now() < end) {
+      double end = gr_test_now() + 60;
+      while (!done && st == GR_OK && gr_test_now() < end) {
         if (q->how == 1 || (q->how == 2 && tests < 8)) {
           st = gr__shm_test_some(s, q->op, &done);
-          if (!done) spin_us((double)(next(&mine) % 100));
+          if (!done) gr_test_spin((double)(next(&mine) % 100) * 1e-6);
         } else {
           st = gr__shm_test(s, q->op, &done);
         }

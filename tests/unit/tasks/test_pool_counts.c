@@ -12,10 +12,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "fib_tasks.h"
 #include "gr_pool.h"
+#include "gr_test_clock.h"
 
 static gr_pool *make_pool(int nthreads) {
   gr_pool_config cfg;
@@ -25,12 +25,6 @@ static gr_pool *make_pool(int nthreads) {
   gr_pool *p = NULL;
   assert_int_equal(gr_pool_create(&cfg, &p), GR_OK);
   return p;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* ---- statistics after a wait ------------------------------------------------------------- */
@@ -49,8 +43,8 @@ static void stats_complete_after_wait(void **state) {
   for (int i = 0; i < 3; i++) {
     fib_pool = make_pool(threads[i]);
     uint64_t expect = 0;
-    double t_end = now_s() + 1.0;
-    for (int it = 0; it < 150 && now_s() < t_end; it++) {
+    double t_end = gr_test_now() + 1.0;
+    for (int it = 0; it < 150 && gr_test_now() < t_end; it++) {
       fib_arg f = {12, -1};
       gr_taskgroup g;
       gr_taskgroup_init(&g, fib_pool);
@@ -104,8 +98,8 @@ static void quiescent_not_while_running(void **state) {
     while (!atomic_load(&q_live))
       sched_yield();
     long polls = 0, early = 0, over = 0;
-    double t_end = now_s() + 1.0;
-    while (polls < 2000000 && now_s() < t_end) {
+    double t_end = gr_test_now() + 1.0;
+    while (polls < 2000000 && gr_test_now() < t_end) {
       /* spawner_task runs once: live before and after means it ran throughout the call. */
       int before = atomic_load(&q_live);
       int q = gr__pool_quiescent(q_pool);
@@ -171,8 +165,8 @@ static void *nw_waiter(void *a) {
 static void non_owner_waits(void **state) {
   (void)state;
   nw_pool = make_pool(4);
-  double t_end = now_s() + 2.0;
-  for (int it = 0; it < 200 && now_s() < t_end; it++) {
+  double t_end = gr_test_now() + 2.0;
+  for (int it = 0; it < 200 && gr_test_now() < t_end; it++) {
     for (int k = 0; k < NW_TASKS; k++)
       atomic_store(&nw_ran[k], 0);
     atomic_store(&nw_group, NULL);

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "gr_pool.h"
+#include "gr_test_clock.h"
 
 /* ThreadSanitizer keeps a per-thread shadow call stack of 64 Ki frames and crashes beyond it (a
  * tool limit, not the pool's): under TSan the chains are shorter. */
@@ -66,12 +67,6 @@ static double cpu_s(void) {
          1e-6 * (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
 }
 
-static double wall_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0) {
@@ -112,9 +107,9 @@ static void check_idle(int nworkers) {
   }
   gr__pool_get_stats(p, &st);
   uint64_t s0 = st.sleeps;
-  double c0 = cpu_s(), w0 = wall_s();
+  double c0 = cpu_s(), w0 = gr_test_now();
   sleep_ms(1000);
-  double c1 = cpu_s(), w1 = wall_s();
+  double c1 = cpu_s(), w1 = gr_test_now();
   gr__pool_get_stats(p, &st);
   uint64_t sleeps = st.sleeps - s0;
   double cpu_pct = 100.0 * (c1 - c0) / (w1 - w0);

@@ -10,8 +10,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "gr_test_clock.h"
 #include "gr_waitfor.h"
 
 /* A description under construction: rows by rank, communicators, lines. */
@@ -300,12 +300,6 @@ static void test_hostile(void **state) {
   gr__wf_free(w);
 }
 
-static double seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 #define BIG 4096
 
 /* 4096 ranks: half in a world collective waiting for the other half; a chain of receives through
@@ -326,7 +320,7 @@ static void test_large(void **state) {
   }
   gr__wf_input in = {r, BIG, &c, 1, m, BIG};
   gr__wf *w = NULL;
-  double t0 = seconds();
+  double t0 = gr_test_now();
   assert_int_equal(gr__wf_analyse(&in, &w), GR_OK);
   int nt, nt2;
   const int *t = gr__wf_targets(w, 0, &nt);
@@ -334,7 +328,7 @@ static void test_large(void **state) {
   assert_int_equal(t[0], BIG / 2);
   assert_ptr_equal(t, gr__wf_targets(w, BIG / 2 - 1, &nt2));
   assert_int_equal(gr__wf_blockers(w, start, block), BIG / 2);
-  double t_coll = seconds() - t0;
+  double t_coll = gr_test_now() - t0;
   gr__wf_free(w);
 
   /* a chain: i receives from i + 1, the last computes */
@@ -348,23 +342,23 @@ static void test_large(void **state) {
                          .npeers = 1};
     start[i] = i == 0;
   }
-  t0 = seconds();
+  t0 = gr_test_now();
   assert_int_equal(gr__wf_analyse(&in, &w), GR_OK);
   assert_end(w, 0, BIG - 1, GR__WF_END_NOT_WAITING);
   assert_end(w, BIG / 2, BIG - 1, GR__WF_END_NOT_WAITING);
   assert_int_equal(gr__wf_blockers(w, start, block), 1);
   assert_int_equal(block[BIG - 1], GR__WF_BLOCKS);
-  double t_chain = seconds() - t0;
+  double t_chain = gr_test_now() - t0;
   gr__wf_free(w);
 
   /* a cycle through every rank */
   peer[BIG - 1] = 0;
   r[BIG - 1].comm = 0;
-  t0 = seconds();
+  t0 = gr_test_now();
   assert_int_equal(gr__wf_analyse(&in, &w), GR_OK);
   assert_end(w, 0, 0, GR__WF_END_CYCLE);
   assert_int_equal(gr__wf_blockers(w, start, block), BIG);
-  double t_cycle = seconds() - t0;
+  double t_cycle = gr_test_now() - t0;
   gr__wf_free(w);
   print_message("4096 ranks: collective %.4f s, chain %.4f s, cycle %.4f s\n", t_coll, t_chain,
                 t_cycle);
