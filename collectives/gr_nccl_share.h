@@ -5,8 +5,10 @@
  * At creation the backend asks gr__nccl_share_setup whether any two ranks share a GPU (same host,
  * same PCI bus id). If none do, nothing changes. If some do, the ranks of each GPU form a group, the
  * lowest rank of each group is its leader, NCCL runs among the leaders only (a gr_comm of their own
- * on the NCCL backend's table, as hier.c's leaders'), and every call goes member -> leader (host
- * staging over MPI) -> a call on the leaders' communicator -> leader -> members.
+ * on the NCCL backend's table, as hier.c's leaders'), and every collective but all-to-all goes
+ * member -> leader (host staging over MPI) -> a call on the leaders' communicator -> leader ->
+ * members; all-to-all, send and receive are one call each, on host copies, on a communicator of
+ * all ranks on the MPI backend's table.
  * Compiled into libgpurun against NVIDIA's headers and into the NCCL test double's object. */
 #ifndef GR_NCCL_SHARE_H
 #define GR_NCCL_SHARE_H

@@ -24,8 +24,13 @@
  * member posts both at once while its leader posts "out" only after NCCL.
  * A call given up on forgets its steps; each backend's forget says whether anything still writes
  * the buffers it was given, and the call's host buffers are parked until nothing does.
- * All-to-all, send and receive do not go through the leaders: they stay raw MPI on c->mpi over host
- * copies (as calls they would need a third gr_comm over all ranks, another duplicate of c->mpi).
+ * All-to-all, send and receive do not go through the leaders: each is one call on a third
+ * communicator of the MPI backend, over all of c's ranks (member_new: "<parent>.all", a duplicate
+ * of c->mpi, made as the members' are), on host copies. Its row sends and receives by peer with
+ * the one tag of gr_send/gr_recv (GR__P2P_TAG) on that duplicate, whose context no other
+ * communicator shares: no message of c->mpi (verdicts, agreements) or of the members' and leaders'
+ * steps can match one of its calls, and sends to one peer match its receives in the order posted
+ * (MPI's order on one communicator and tag). It carries no collective but all-to-all.
  * Host staging costs two copies per member and call (and the MPI backend's private copy of what a
  * request receives); CUDA IPC between the ranks of one GPU would avoid them and is not done (yet). */
 #include "gr_nccl_share.h"
@@ -46,7 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { BUS_LEN = 32, KEY_LEN = 288, P2P_TAG = 0x5e7 };
+enum { BUS_LEN = 32, KEY_LEN = 288 };
 
 struct gr__nccl_share {
   /* This GPU's ranks, in comm rank order (rank 0 = the leader), as two communicators on the MPI
@@ -54,6 +59,9 @@ struct gr__nccl_share {
    * leader's result back. Two, because a member posts both at once while its leader posts "out"
    * only after the leaders' step. */
   gr_comm *gin, *gout;
+  /* All of c's ranks, on the MPI backend's table (member_new): all-to-all, send and receive, which
+   * do not go through the leaders. */
+  gr_comm *gall;
   int grank, gsize, gmax;   /* rank in and size of my group; the largest group */
   int nleaders, lrank;      /* leaders; my index among them (-1 for a member) */
   int *group_of, *grank_of; /* per comm rank: leader index of its group, rank within it */
@@ -62,8 +70,7 @@ struct gr__nccl_share {
    * the parent's backend table, as hier.c's leaders' (lead_new), so that the leaders' step is a
    * call on it that its row posts, tests and forgets (NCCL over the leaders, one GPU each). */
   gr_comm *lead;
-  int pinned;         /* lead exists: host staging buffers are pinned (see hal) */
-  MPI_Datatype el[4]; /* 1, 2, 4, 8 bytes: all-to-all, send and receive on host copies */
+  int pinned;                           /* lead exists: host staging buffers are pinned (see hal) */
   uint64_t posted, nccl_turn, out_turn; /* call numbers: posted, through NCCL, "out" posted */
   struct xcall *head, *tail;            /* calls in flight, in post order */
 };
@@ -81,10 +88,11 @@ typedef struct xcall {
   gr__call lc;                    /* the leaders' step, a call on s->lead (its row stages) */
   int lc_posted;                  /* lc is posted and not settled: forget it when given up */
   int lc_quiet;                   /* lc's forget said nothing writes into hwork/hall any more */
-  gr__call ic, oc;                /* the "in" and "out" steps, calls on s->gin and s->gout */
-  int ic_posted, oc_posted;       /* posted and not settled: forget them when given up */
-  int ic_busy, oc_busy;           /* given up on, and their forget said MPI may still write */
-  MPI_Request r_p2p;              /* all-to-all, send, receive: raw MPI on c->mpi */
+  /* the "in" and "out" steps, calls on s->gin and s->gout; for all-to-all, send and receive, ic
+   * is their one step, a call on s->gall */
+  gr__call ic, oc;
+  int ic_posted, oc_posted; /* posted and not settled: forget them when given up */
+  int ic_busy, oc_busy;     /* given up on, and their forget said MPI may still write */
   struct xcall *next;
 } xcall;
 
@@ -99,11 +107,6 @@ static xcall **slot(gr__call *k) { return &((share_call *)(void *)k->be_area)->x
 
 static void sweep_parked(void);
 static void park(gr__nccl_share *s, xcall *x);
-
-static MPI_Datatype el(gr__nccl_share *s, gr_dtype t) {
-  size_t es = gr__dtype_size(t);
-  return s->el[es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 3];
-}
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
@@ -219,30 +222,35 @@ static void member_free(gr_comm *c, gr_comm *g, gr_status *st, double deadline) 
   gr__comm_free(g);
 }
 
-/* A communicator of this GPU's ranks on the MPI backend's table over m (owned from here on), made
- * as hier.c's lead_new makes its leaders': the members' steps are calls on it that its rows post,
- * test and forget. Its configuration is GPURUN_COLL_ALGO=mpi's (the MPI library's own calls, no
- * shared-memory segment of its own: its traffic is one reduce or broadcast per call, and a segment
- * per communicator would be two per shared GPU). */
-static gr_status member_new(gr_comm *c, MPI_Comm m, const char *what, gr_comm **out) {
+static const char GPU_RANKS[] = "the GPU's ranks' communicator",
+                  ALL_RANKS[] = "the all-to-all, send and receive communicator";
+
+/* A communicator on the MPI backend's table over m (owned from here on; this GPU's ranks, or all of
+ * c's), made as hier.c's lead_new makes its leaders': the members' steps, or all-to-all, send and
+ * receive, are calls on it that its rows post, test and forget. Its id is "<parent>.<name>", what
+ * says what it is in its failure's sentence. Its configuration is GPURUN_COLL_ALGO=mpi's (the MPI
+ * library's own calls, no shared-memory segment of its own: a member's traffic is one reduce or
+ * broadcast per call, and a segment per communicator would be two per shared GPU and one more over
+ * all ranks). */
+static gr_status member_new(gr_comm *c, MPI_Comm m, const char *name, const char *what,
+                            gr_comm **out) {
   gr__comm_cfg cfg = {c->timeout_s, 0, GR__COLL_ALGO_MPI, 0, &gr__coll_ops_mpi};
   gr_comm *g = gr__comm_new(m, &cfg);
   if (!g) {
     (void)MPI_Comm_free(&m); /* as lead_new's */
     return gr__comm_err(c, GR_ERR_NOMEM,
-                        "the GPU's ranks' communicator could not be made on rank %d (out of "
-                        "memory, or MPI refused it: GPURUN_LOG=warn says which)",
-                        c->rank);
+                        "%s could not be made on rank %d (out of memory, or MPI refused it: "
+                        "GPURUN_LOG=warn says which)",
+                        what, c->rank);
   }
-  snprintf(g->id, sizeof g->id, "%.20s.gpu-%s", c->id, what);
+  snprintf(g->id, sizeof g->id, "%.20s.%s", c->id, name);
   /* c's agreed row, translated into the MPI backend's table: none there (NCCL's table has no
    * row to select), so no round of its own and GPURUN_COLL_ALGO=mpi's plain rows */
   gr__path_row_take(g, c);
   gr_status st = g->ops->create(g, gr__deadline(c->timeout_s));
   if (st == GR_OK) st = gr__paths_create(g);
   if (st != GR_OK) {
-    gr__comm_err(c, st, "the GPU's ranks' communicator %s failed on rank %d: %s", g->id, c->rank,
-                 g->err);
+    gr__comm_err(c, st, "%s %s failed on rank %d: %s", what, g->id, c->rank, g->err);
     gr_status ignore = st;
     member_free(c, g, &ignore, gr__deadline(c->timeout_s));
     return st;
@@ -267,10 +275,8 @@ static gr_status share_free(gr_comm *c, gr__nccl_share *s, gr_status st, double 
   }
   member_free(c, s->gin, &st, deadline);
   member_free(c, s->gout, &st, deadline);
-  s->gin = s->gout = NULL;
-  if (!gr__mpi_gone())
-    for (int i = 0; i < 4; i++)
-      if (s->el[i] != MPI_DATATYPE_NULL) MPI_Type_free(&s->el[i]);
+  member_free(c, s->gall, &st, deadline);
+  s->gin = s->gout = s->gall = NULL;
   free(s->group_of);
   free(s->grank_of);
   free(s->members);
@@ -355,28 +361,25 @@ static gr_status share_build(gr_comm *c, gr__nccl_share *s, const char *keys) {
   }
   for (int r = 0, j = 0; r < P; r++)
     if (s->group_of[r] == s->group_of[me]) s->members[j++] = r;
-  MPI_Comm gm = MPI_COMM_NULL, gm2 = MPI_COMM_NULL;
-  int rc = MPI_Comm_split(c->mpi, s->group_of[me], me, &gm);
+  /* All of c's ranks first (every rank creates it, whatever its group), then this GPU's. */
+  MPI_Comm am = MPI_COMM_NULL, gm = MPI_COMM_NULL, gm2 = MPI_COMM_NULL;
+  int rc = MPI_Comm_dup(c->mpi, &am);
+  if (rc != MPI_SUCCESS) {
+    st = mpi_fail(c, rc, "MPI_Comm_dup (all ranks)");
+    goto out;
+  }
+  if ((st = member_new(c, am, "all", ALL_RANKS, &s->gall)) != GR_OK) goto out;
+  rc = MPI_Comm_split(c->mpi, s->group_of[me], me, &gm);
   if (rc == MPI_SUCCESS && (rc = MPI_Comm_dup(gm, &gm2)) != MPI_SUCCESS) MPI_Comm_free(&gm);
   if (rc != MPI_SUCCESS) {
     st = mpi_fail(c, rc, "MPI_Comm_split (ranks of one GPU)");
     goto out;
   }
-  st = member_new(c, gm, "in", &s->gin);
+  st = member_new(c, gm, "gpu-in", GPU_RANKS, &s->gin);
   if (st == GR_OK)
-    st = member_new(c, gm2, "out", &s->gout);
+    st = member_new(c, gm2, "gpu-out", GPU_RANKS, &s->gout);
   else
     MPI_Comm_free(&gm2);
-  if (st != GR_OK) goto out;
-  for (int i = 0; i < 4 && rc == MPI_SUCCESS; i++) {
-    rc = MPI_Type_contiguous(1 << i, MPI_BYTE, &s->el[i]);
-    if (rc != MPI_SUCCESS) {
-      s->el[i] = MPI_DATATYPE_NULL;
-      st = mpi_fail(c, rc, "MPI_Type_contiguous (host staging)");
-    } else if ((rc = MPI_Type_commit(&s->el[i])) != MPI_SUCCESS) {
-      st = mpi_fail(c, rc, "MPI_Type_commit (host staging)");
-    }
-  }
   if (st == GR_OK) st = leaders_init(c, s);
 out:
   free(count);
@@ -420,8 +423,6 @@ gr_status gr__nccl_share_setup(gr_comm *c, double deadline, gr__nccl_share **out
   }
   gr__nccl_share *s = calloc(1, sizeof *s);
   if (s) {
-    for (int i = 0; i < 4; i++)
-      s->el[i] = MPI_DATATYPE_NULL;
     st = share_build(c, s, keys);
   } else {
     st = gr__comm_err(c, GR_ERR_NOMEM, "out of memory grouping ranks by GPU on rank %d", c->rank);
@@ -457,6 +458,7 @@ void gr__nccl_share_abort(gr__nccl_share *s) {
   if (s->lead) s->lead->ops->abort(s->lead);
   if (s->gin) s->gin->ops->abort(s->gin);
   if (s->gout) s->gout->ops->abort(s->gout);
+  if (s->gall) s->gall->ops->abort(s->gall);
 }
 
 /* ---- calls -------------------------------------------------------------------------------- */
@@ -539,16 +541,22 @@ static int step_done(xcall *x, gr_comm *g, gr__call *l, int *posted, gr_status *
 
 static const char IN_WHAT[] = "ranks-to-leader", OUT_WHAT[] = "leader-to-ranks";
 
+/* The step of a call that does not go through the leaders, as its failure's sentence names it. */
+static const char *p2p_what(gr__kind kind) {
+  return kind == GR__ALLTOALL ? "all-to-all (host copies)"
+         : kind == GR__SEND   ? "send (host copy)"
+                              : "receive (host copy)";
+}
+
 /* The "in" step: a call on the GPU's ranks' "in" communicator (reduce into the leader, the root's
  * broadcast to its group, an allgather for the leader's gather, a barrier); all-to-all, send and
- * receive go over c->mpi on host copies (they do not go through the leaders). */
+ * receive are one call each on the communicator of all ranks, on host copies (they do not go
+ * through the leaders). */
 static gr_status post_in(gr__nccl_share *s, xcall *x) {
   gr__call *k = x->k;
   gr_comm *c = k->comm, *g = s->gin;
   size_t n = k->count, es = gr__dtype_size(k->dtype), P = (size_t)c->size;
-  MPI_Datatype t = el(s, k->dtype);
-  int lead = s->grank == 0, rc = MPI_SUCCESS, cnt = (int)n;
-  const char *what = "";
+  int lead = s->grank == 0;
   switch (k->kind) {
   case GR__ALLREDUCE:
   case GR__REDUCE:
@@ -571,22 +579,18 @@ static gr_status post_in(gr__nccl_share *s, xcall *x) {
     return step_post(x, g, &x->ic, &x->ic_posted, GR__BARRIER, NULL, NULL, 0, -1, IN_WHAT);
   case GR__ALLTOALL:
     if (!(x->hres = hal(s, n * es * P))) return GR_ERR_NOMEM;
-    what = "MPI_Ialltoall (host copies)";
-    rc = MPI_Ialltoall(x->hs, cnt, t, x->hres, cnt, t, c->mpi, &x->r_p2p);
-    break;
+    return step_post(x, s->gall, &x->ic, &x->ic_posted, GR__ALLTOALL, x->hs, x->hres, n, -1,
+                     p2p_what(k->kind));
   case GR__SEND:
-    what = "MPI_Isend (host copy)";
-    rc = MPI_Isend(x->hs, cnt, t, k->root, P2P_TAG, c->mpi, &x->r_p2p);
-    break;
+    return step_post(x, s->gall, &x->ic, &x->ic_posted, GR__SEND, x->hs, NULL, n, k->root,
+                     p2p_what(k->kind));
   case GR__RECV:
     if (!(x->hres = hal(s, n * es))) return GR_ERR_NOMEM;
-    what = "MPI_Irecv (host copy)";
-    rc = MPI_Irecv(x->hres, cnt, t, k->root, P2P_TAG, c->mpi, &x->r_p2p);
-    break;
+    return step_post(x, s->gall, &x->ic, &x->ic_posted, GR__RECV, NULL, x->hres, n, k->root,
+                     p2p_what(k->kind));
   default:
-    break;
+    return GR_OK;
   }
-  return rc == MPI_SUCCESS ? GR_OK : mpi_fail(c, rc, what);
 }
 
 /* The "out" step: a broadcast from the leader on the "out" communicator (a reduce-scatter's
@@ -720,15 +724,6 @@ static void xfree_bufs(xcall *x) {
   x->hs = x->hwork = x->hres = x->hall = NULL;
 }
 
-static int mpi_done(gr_comm *c, MPI_Request *r, gr_status *st, const char *what) {
-  int flag = 0, rc = gr__mpi_test(r, &flag);
-  if (rc != MPI_SUCCESS) {
-    *st = mpi_fail(c, rc, what);
-    return 1;
-  }
-  return flag;
-}
-
 /* Move one call as far as it goes without waiting. */
 static gr_status advance(gr__nccl_share *s, xcall *x) {
   gr__call *k = x->k;
@@ -739,8 +734,8 @@ static gr_status advance(gr__nccl_share *s, xcall *x) {
   for (;;) {
     switch (x->phase) {
     case P_IN:
-      if (x->no ? !step_done(x, s->gin, &x->ic, &x->ic_posted, &e, IN_WHAT)
-                : !mpi_done(c, &x->r_p2p, &e, "the host copies' step"))
+      if (!step_done(x, x->no ? s->gin : s->gall, &x->ic, &x->ic_posted, &e,
+                     x->no ? IN_WHAT : p2p_what(k->kind)))
         return GR_OK;
       if (e != GR_OK) return e;
       x->phase = x->no && lead ? P_NCCL : P_OUT_WAIT;
@@ -815,7 +810,6 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
   if (!x) return gr__comm_err(c, GR_ERR_NOMEM, "out of memory on rank %d", c->rank);
   x->k = k;
   x->pinned = s->pinned;
-  x->r_p2p = MPI_REQUEST_NULL;
   x->in_root_group = (k->kind == GR__BROADCAST || k->kind == GR__REDUCE) &&
                      s->group_of[k->root] == s->group_of[c->rank];
   if (is_collective(k->kind)) x->no = ++s->posted;
@@ -841,7 +835,7 @@ gr_status gr__nccl_share_post(gr__nccl_share *s, gr__call *k, int *done) {
     if (st == GR_ERR_NOMEM && !c->err[0])
       gr__comm_err(c, st, "out of memory staging a call on rank %d", c->rank);
     /* Requests already posted keep their buffers until they complete. */
-    if (x->r_p2p == MPI_REQUEST_NULL && !x->ic_posted && !x->oc_posted) {
+    if (!x->ic_posted && !x->oc_posted) {
       xfree_bufs(x);
       free(x);
     } else {
@@ -891,12 +885,12 @@ gr_status gr__nccl_share_test(gr__nccl_share *s, gr__call *k, int *done) {
   return GR_OK;
 }
 
-/* Calls given up (timeout, abort) whose buffers MPI or a stream may still write into: a raw MPI
- * request (all-to-all, send, receive) cannot be cancelled, a member step whose backend's forget
- * said MPI may still write its buffers, and a copy or an NCCL call may be on the stream. They are
- * parked here (process-wide, reachable) and freed by a later sweep once their requests have
- * completed and no copy of theirs can be in flight; those that never complete, or whose forget
- * said busy (their backend's lost list holds the request, not these buffers), stay until exit. */
+/* Calls given up (timeout, abort) whose buffers MPI or a stream may still write into: a step on
+ * the MPI backend (the members', or all-to-all, send, receive) whose forget said MPI may still
+ * write its buffers, and a copy or an NCCL call may be on the stream. They are parked here
+ * (process-wide, reachable) and freed by a later sweep once no copy or NCCL call of theirs can be
+ * in flight; those whose forget said busy (their backend's lost list holds the request, not these
+ * buffers) stay until exit. */
 static xcall *parked;
 static pthread_mutex_t parked_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -905,9 +899,7 @@ static void sweep_parked(void) {
   pthread_mutex_lock(&parked_lock);
   for (xcall **p = &parked; *p;) {
     xcall *x = *p;
-    int f_p2p = 0;
-    gr__mpi_test(&x->r_p2p, &f_p2p);
-    if (f_p2p && !x->ic_busy && !x->oc_busy && (x->phase != P_NCCL_WAIT || x->lc_quiet) &&
+    if (!x->ic_busy && !x->oc_busy && (x->phase != P_NCCL_WAIT || x->lc_quiet) &&
         x->phase != P_COPY) {
       *p = x->next;
       xfree_bufs(x);
@@ -924,9 +916,10 @@ static void park(gr__nccl_share *s, xcall *x) {
     x->lc_quiet = s->lead->ops->forget(&x->lc);
     x->lc_posted = 0;
   }
-  /* The members' steps: their backend hands what MPI may still write to its lost list and says
+  /* The steps on the MPI backend (the members', all-to-all, send, receive: ic's communicator is
+   * s->gin or s->gall): their backend hands what MPI may still write to its lost list and says
    * whether x's buffers are among it (they stay here until the sweep after the end of time). */
-  if (x->ic_posted) x->ic_busy = !s->gin->ops->forget(&x->ic), x->ic_posted = 0;
+  if (x->ic_posted) x->ic_busy = !x->ic.comm->ops->forget(&x->ic), x->ic_posted = 0;
   if (x->oc_posted) x->oc_busy = !s->gout->ops->forget(&x->oc), x->oc_posted = 0;
   x->k = NULL;
   pthread_mutex_lock(&parked_lock);
