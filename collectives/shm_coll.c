@@ -243,6 +243,8 @@ static shm_step advance(gr__shm *s, gr__shm_op *op) {
           op->direct = -1;
         } else {
           op->mode = gr__shm_mode(s, op);
+          /* past a crossover a request may keep single copy; only the slots' sliced modes lie
+           * there, so the small calls skip the policy's second look */
           if (op->mode == SHM_MODE_SINGLE) {
             gr__shm_count_single_copy();
           } else if ((op->mode == SHM_MODE_LARGE || op->mode == SHM_MODE_ROUNDS) && !op->plain &&

@@ -126,46 +126,45 @@ int gr__shm_gates(const gr__shm *s, int kind, size_t count, gr_dtype t) {
 }
 
 /* Whether single copy suits a call of this kind moving `bytes` per rank: from single_min, and
- * below the kind's crossover unless GPURUN_SHM_PRIVATE forced a side (agreed: the same on every
- * rank). */
-static int single_copy_suits(const gr__shm *s, int kind, size_t bytes) {
+ * below the kind's crossover unless GPURUN_SHM_PRIVATE forced a side or past_cross waives it
+ * (agreed: the same on every rank). */
+static int single_copy_suits(const gr__shm *s, int kind, size_t bytes, int past_cross) {
   if (bytes < lim.single_min) return 0;
   if (s->priv == GR_SHM_PRIVATE_SINGLE) return 1;
   if (s->priv == GR_SHM_PRIVATE_SLOTS) return 0;
   int k = gr__shm_private_kind(kind);
-  return k >= 0 && bytes < s->cross[k];
+  return k >= 0 && (past_cross || bytes < s->cross[k]);
 }
+
+/* The mode of op, with the kind's crossover waived where past_cross. */
+static int mode_of(const gr__shm *s, const gr__shm_op *op, int past_cross) {
+  size_t es = gr__dtype_size(op->dtype), bytes = op->count * es;
+  if (op->kind == GR__BARRIER || op->refused) return SHM_MODE_AGREE;
+  if (op->kind == GR__REDUCE || op->kind == GR__ALLTOALL)
+    return small_here(s, op->kind, op->count, op->dtype) ? SHM_MODE_SMALL : SHM_MODE_AGREE;
+  if (op->kind == GR__ALLREDUCE && s->size == 2 && bytes <= s->pair_max) return SHM_MODE_SMALL;
+  if (s->cma && op->count >= (size_t)s->size && single_copy_suits(s, op->kind, bytes, past_cross))
+    return SHM_MODE_SINGLE;
+  if (op->kind == GR__ALLREDUCE)
+    return bytes <= lim.small_max || op->count < (size_t)s->size ? SHM_MODE_SMALL : SHM_MODE_LARGE;
+  return SHM_MODE_ROUNDS;
+}
+
+int gr__shm_mode(const gr__shm *s, const gr__shm_op *op) { return mode_of(s, op, 0); }
 
 /* Past the crossover the slots are faster for a call whose every rank waits in it, but they copy
  * each rank's data in and out in that rank's own process: a rank that computes while its request
  * is outstanding leaves that work to its progress thread, which gets a tenth of its core
  * (shm_progress.c), so its peers wait for it. Single copy lets the peers do its share (they read
  * and write its buffers), so a request keeps it at every size: 64 MiB allreduce at 2 ranks, the
- * late rank not testing, 1.08x the longer of compute and allreduce against 1.43x through the
- * slots (bench/README.md, "Requests that progress on their own"). Blocking calls on the same
+ * late rank not testing, 1.06-1.10x the longer of compute and allreduce against 1.38-1.43x through
+ * the slots (bench/README.md, "Requests that progress on their own"). Blocking calls on the same
  * communicator keep the crossover; where ranks mix the two forms for one call, any rank's request
- * decides, from what every rank published in the first round, so every rank runs the same. */
+ * decides, from what every rank published in the first round, so every rank runs the same. Only
+ * under auto: a forced side holds for requests too. */
 int gr__shm_single_if_requested(const gr__shm *s, const gr__shm_op *op) {
-  if (op->refused || !s->cma || s->priv != GR_SHM_PRIVATE_AUTO ||
-      gr__shm_private_kind(op->kind) < 0 || op->count < (size_t)s->size)
-    return 0;
-  size_t bytes = op->count * gr__dtype_size(op->dtype);
-  if (bytes < lim.single_min || (op->kind == GR__ALLREDUCE && s->size == 2 && bytes <= s->pair_max))
-    return 0;
-  return !single_copy_suits(s, op->kind, bytes);
-}
-
-int gr__shm_mode(const gr__shm *s, const gr__shm_op *op) {
-  size_t es = gr__dtype_size(op->dtype), bytes = op->count * es;
-  if (op->kind == GR__BARRIER || op->refused) return SHM_MODE_AGREE;
-  if (op->kind == GR__REDUCE || op->kind == GR__ALLTOALL)
-    return small_here(s, op->kind, op->count, op->dtype) ? SHM_MODE_SMALL : SHM_MODE_AGREE;
-  if (op->kind == GR__ALLREDUCE && s->size == 2 && bytes <= s->pair_max) return SHM_MODE_SMALL;
-  if (s->cma && op->count >= (size_t)s->size && single_copy_suits(s, op->kind, bytes))
-    return SHM_MODE_SINGLE;
-  if (op->kind == GR__ALLREDUCE)
-    return bytes <= lim.small_max || op->count < (size_t)s->size ? SHM_MODE_SMALL : SHM_MODE_LARGE;
-  return SHM_MODE_ROUNDS;
+  return s->priv == GR_SHM_PRIVATE_AUTO && mode_of(s, op, 0) != SHM_MODE_SINGLE &&
+         mode_of(s, op, 1) == SHM_MODE_SINGLE;
 }
 
 int gr__shm_window_fits(const gr__shm *s, const gr__shm_op *op) {
