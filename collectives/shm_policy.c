@@ -157,7 +157,7 @@ int gr__shm_mode(const gr__shm *s, const gr__shm_op *op) { return mode_of(s, op,
  * is outstanding leaves that work to its progress thread, which gets a tenth of its core
  * (shm_progress.c), so its peers wait for it. Single copy lets the peers do its share (they read
  * and write its buffers), so a request keeps it at every size: 64 MiB allreduce at 2 ranks, the
- * late rank not testing, 1.06-1.10x the longer of compute and allreduce against 1.38-1.43x through
+ * late rank not testing, 1.08-1.10x the longer of compute and allreduce against 1.38-1.43x through
  * the slots (bench/README.md, "Requests that progress on their own"). Blocking calls on the same
  * communicator keep the crossover; where ranks mix the two forms for one call, any rank's request
  * decides, from what every rank published in the first round, so every rank runs the same. Only
